@@ -1,0 +1,305 @@
+//! Catalog entries and server states. Every entry keeps its server and its raw definition; the
+//! qualified (model-visible) name is computed once, when the entry is built.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use rmcp::model::{Prompt, Resource, ResourceTemplate, Tool};
+use serde::Serialize;
+
+use crate::naming::qualify;
+
+/// The kinds of catalog entries a server can offer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Tools,
+    Prompts,
+    Resources,
+    ResourceTemplates,
+}
+
+impl Kind {
+    /// Every kind, in listing order.
+    pub const ALL: [Kind; 4] = [Kind::Tools, Kind::Prompts, Kind::Resources, Kind::ResourceTemplates];
+
+    /// Name as shown to users.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Tools => "tools",
+            Kind::Prompts => "prompts",
+            Kind::Resources => "resources",
+            Kind::ResourceTemplates => "resource templates",
+        }
+    }
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A tool as the model sees it, tied to the server and raw name that execute it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolEntry {
+    pub server: String,
+    /// The model-visible name, `mcp__<server>__<tool>` (sanitised, ≤ 64 chars).
+    pub qualified_name: String,
+    /// The name sent on the wire in `tools/call`.
+    pub raw_name: String,
+    /// The definition as the server listed it.
+    pub tool: Arc<Tool>,
+}
+
+impl ToolEntry {
+    pub fn new(server: &str, tool: Tool) -> Self {
+        Self {
+            server: server.to_string(),
+            qualified_name: qualify(server, &tool.name),
+            raw_name: tool.name.to_string(),
+            tool: Arc::new(tool),
+        }
+    }
+}
+
+/// A prompt, offered to users as a command named like a tool.
+#[derive(Debug, Clone, Serialize)]
+pub struct PromptEntry {
+    pub server: String,
+    pub qualified_name: String,
+    pub raw_name: String,
+    pub prompt: Arc<Prompt>,
+}
+
+impl PromptEntry {
+    pub fn new(server: &str, prompt: Prompt) -> Self {
+        Self {
+            server: server.to_string(),
+            qualified_name: qualify(server, &prompt.name),
+            raw_name: prompt.name.clone(),
+            prompt: Arc::new(prompt),
+        }
+    }
+}
+
+/// A resource, with the server that serves it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ResourceEntry {
+    pub server: String,
+    pub resource: Arc<Resource>,
+}
+
+/// A resource template, with the server that serves it.
+#[derive(Debug, Clone, Serialize)]
+pub struct TemplateEntry {
+    pub server: String,
+    pub template: Arc<ResourceTemplate>,
+}
+
+/// An entry the model does not see, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HiddenEntry {
+    pub server: String,
+    pub kind: Kind,
+    pub raw_name: String,
+    pub reason: String,
+}
+
+/// One server's complete catalog, from one listing generation.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ServerCatalog {
+    pub tools: Vec<ToolEntry>,
+    pub prompts: Vec<PromptEntry>,
+    pub resources: Vec<ResourceEntry>,
+    pub templates: Vec<TemplateEntry>,
+    /// What was listed but withheld from the model, each with its reason.
+    pub hidden: Vec<HiddenEntry>,
+}
+
+impl ServerCatalog {
+    /// Number of entries of `kind`.
+    pub fn count(&self, kind: Kind) -> usize {
+        match kind {
+            Kind::Tools => self.tools.len(),
+            Kind::Prompts => self.prompts.len(),
+            Kind::Resources => self.resources.len(),
+            Kind::ResourceTemplates => self.templates.len(),
+        }
+    }
+
+    /// The identifying names of the entries of `kind` (qualified names for tools and prompts,
+    /// URIs for resources, URI templates for templates), sorted.
+    pub fn names(&self, kind: Kind) -> Vec<String> {
+        let mut names: Vec<String> = match kind {
+            Kind::Tools => self.tools.iter().map(|t| t.qualified_name.clone()).collect(),
+            Kind::Prompts => self.prompts.iter().map(|p| p.qualified_name.clone()).collect(),
+            Kind::Resources => self.resources.iter().map(|r| r.resource.uri.clone()).collect(),
+            Kind::ResourceTemplates => {
+                self.templates.iter().map(|t| t.template.uri_template.clone()).collect()
+            }
+        };
+        names.sort();
+        names
+    }
+}
+
+/// Where a server is in its connection lifecycle. Never collapsed into a "connected" boolean.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "kebab-case")]
+pub enum ServerState {
+    /// Configured and being connected (spawn, initialize, first listing).
+    Pending,
+    /// Initialised and listed; its catalog is in the snapshot.
+    Connected,
+    /// The server requires authorization the harness does not have.
+    NeedsAuth { reason: String },
+    /// Connecting failed or the connection was lost; `error` says why.
+    Failed { error: String },
+    /// Disabled in the config (`enabled: false`); never connected.
+    Disabled,
+}
+
+impl ServerState {
+    /// Short label for tables.
+    pub fn label(&self) -> &'static str {
+        match self {
+            ServerState::Pending => "pending",
+            ServerState::Connected => "connected",
+            ServerState::NeedsAuth { .. } => "needs-auth",
+            ServerState::Failed { .. } => "failed",
+            ServerState::Disabled => "disabled",
+        }
+    }
+
+    /// Whether the server has settled (not pending).
+    pub fn is_settled(&self) -> bool {
+        !matches!(self, ServerState::Pending)
+    }
+}
+
+/// What the harness knows about one server's connection.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerStatus {
+    pub name: String,
+    /// `stdio`, `http`, `in-process`, ...
+    pub transport: String,
+    #[serde(flatten)]
+    pub state: ServerState,
+    /// When the state last changed.
+    pub since: SystemTime,
+    /// The most recent error, kept after recovery for diagnostics.
+    pub last_error: Option<String>,
+    pub protocol_version: Option<String>,
+    pub server_name: Option<String>,
+    pub server_version: Option<String>,
+    pub instructions: Option<String>,
+}
+
+impl ServerStatus {
+    pub fn new(name: &str, transport: &str, state: ServerState) -> Self {
+        Self {
+            name: name.to_string(),
+            transport: transport.to_string(),
+            state,
+            since: SystemTime::now(),
+            last_error: None,
+            protocol_version: None,
+            server_name: None,
+            server_version: None,
+            instructions: None,
+        }
+    }
+}
+
+impl ServerCatalog {
+    /// Replaces the server's tools with a new complete listing. If two tools end up with the same
+    /// model-visible name (a server listing a name twice, or an identity-hash collision), the
+    /// server exposes no tools at all and every listed tool is recorded as hidden with the reason:
+    /// half a catalog would let the model call the wrong one.
+    pub fn set_tools(&mut self, server: &str, tools: Vec<Tool>) {
+        self.hidden.retain(|h| h.kind != Kind::Tools);
+        let entries: Vec<ToolEntry> = tools.into_iter().map(|t| ToolEntry::new(server, t)).collect();
+        match first_conflict(entries.iter().map(|e| (&e.qualified_name, &e.raw_name))) {
+            None => self.tools = entries,
+            Some(reason) => {
+                self.tools = Vec::new();
+                self.hidden.extend(entries.into_iter().map(|e| HiddenEntry {
+                    server: server.to_string(),
+                    kind: Kind::Tools,
+                    raw_name: e.raw_name,
+                    reason: reason.clone(),
+                }));
+            }
+        }
+    }
+
+    /// Replaces the server's prompts; a name conflict hides all of them, as for tools.
+    pub fn set_prompts(&mut self, server: &str, prompts: Vec<Prompt>) {
+        self.hidden.retain(|h| h.kind != Kind::Prompts);
+        let entries: Vec<PromptEntry> = prompts.into_iter().map(|p| PromptEntry::new(server, p)).collect();
+        match first_conflict(entries.iter().map(|e| (&e.qualified_name, &e.raw_name))) {
+            None => self.prompts = entries,
+            Some(reason) => {
+                self.prompts = Vec::new();
+                self.hidden.extend(entries.into_iter().map(|e| HiddenEntry {
+                    server: server.to_string(),
+                    kind: Kind::Prompts,
+                    raw_name: e.raw_name,
+                    reason: reason.clone(),
+                }));
+            }
+        }
+    }
+
+    /// Replaces the server's resources.
+    pub fn set_resources(&mut self, server: &str, resources: Vec<Resource>) {
+        self.resources = resources
+            .into_iter()
+            .map(|r| ResourceEntry { server: server.to_string(), resource: Arc::new(r) })
+            .collect();
+    }
+
+    /// Replaces the server's resource templates.
+    pub fn set_templates(&mut self, server: &str, templates: Vec<ResourceTemplate>) {
+        self.templates = templates
+            .into_iter()
+            .map(|t| TemplateEntry { server: server.to_string(), template: Arc::new(t) })
+            .collect();
+    }
+}
+
+fn first_conflict<'a>(names: impl Iterator<Item = (&'a String, &'a String)>) -> Option<String> {
+    let mut seen: std::collections::HashMap<&String, &String> = std::collections::HashMap::new();
+    for (qualified, raw) in names {
+        if let Some(other) = seen.insert(qualified, raw) {
+            return Some(format!(
+                "name conflict: `{other}` and `{raw}` both map to `{qualified}`; nothing of this kind is exposed for the server until it lists distinct names"
+            ));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool(name: &str) -> Tool {
+        Tool::new(name.to_string(), "d".to_string(), Arc::new(serde_json::Map::new()))
+    }
+
+    #[test]
+    fn duplicate_names_roll_back_to_zero_tools() {
+        let mut c = ServerCatalog::default();
+        c.set_tools("s", vec![tool("a"), tool("b")]);
+        assert_eq!(c.tools.len(), 2);
+        c.set_tools("s", vec![tool("a"), tool("c"), tool("a")]);
+        assert!(c.tools.is_empty());
+        assert_eq!(c.hidden.len(), 3);
+        assert!(c.hidden[0].reason.contains("name conflict"));
+        c.set_tools("s", vec![tool("a")]);
+        assert_eq!(c.tools.len(), 1);
+        assert!(c.hidden.is_empty(), "hidden reasons of an older listing are dropped");
+    }
+}

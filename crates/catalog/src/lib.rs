@@ -1,0 +1,24 @@
+//! The catalog snapshot lifecycle of mcp-harness, as plain data.
+//!
+//! Invariants this crate keeps:
+//! - a [`Snapshot`] is immutable once built and carries one revision; whoever holds an
+//!   `Arc<Snapshot>` sees exactly one consistent picture of every server's state and entries;
+//! - every entry carries the server it came from and its raw wire name; model-visible names are
+//!   derived by [`naming::qualify`] and are always valid provider tool names;
+//! - a server's entries in a snapshot come from one complete listing (all pages) or are absent;
+//!   a server that is not connected has no entries.
+//!
+//! It knows nothing of transports or actors: the runtime feeds it listings and states.
+
+pub mod entry;
+pub mod naming;
+pub mod pages;
+pub mod snapshot;
+
+pub use entry::{
+    HiddenEntry, Kind, PromptEntry, ResourceEntry, ServerCatalog, ServerState, ServerStatus,
+    TemplateEntry, ToolEntry,
+};
+pub use naming::{qualify, MAX_NAME_LEN};
+pub use pages::{collect_pages, ListError, PageLimits};
+pub use snapshot::{Change, Snapshot, SnapshotBuilder, diff_names};

@@ -1,0 +1,87 @@
+//! Model-visible names. The model sees `mcp__<server>__<name>`, always matching
+//! `^[a-zA-Z0-9_-]{1,64}$`; when sanitising or truncating was needed, an identity hash of the raw
+//! (server, name) pair is appended so that distinct raw names stay distinct. The raw name is what
+//! goes on the wire; a public name is never parsed back into a raw one.
+
+/// Longest model-visible name (the common provider limit).
+pub const MAX_NAME_LEN: usize = 64;
+const PREFIX: &str = "mcp";
+const HASH_LEN: usize = 8;
+
+/// The model-visible name of `name` on `server`.
+pub fn qualify(server: &str, name: &str) -> String {
+    let plain = format!("{PREFIX}__{server}__{name}");
+    if plain.len() <= MAX_NAME_LEN && plain.bytes().all(is_allowed) {
+        return plain;
+    }
+    let sanitized: String = plain
+        .chars()
+        .map(|c| if c.is_ascii() && is_allowed(c as u8) { c } else { '_' })
+        .collect();
+    let hash = identity_hash(server, name);
+    let keep = MAX_NAME_LEN - HASH_LEN - 1;
+    let head: String = sanitized.chars().take(keep).collect();
+    format!("{head}_{hash}")
+}
+
+/// Whether `name` is a valid model-visible tool name.
+pub fn is_valid(name: &str) -> bool {
+    !name.is_empty() && name.len() <= MAX_NAME_LEN && name.bytes().all(is_allowed)
+}
+
+fn is_allowed(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'-'
+}
+
+/// 8 hex digits of FNV-1a over the raw identity; stable across builds and platforms.
+fn identity_hash(server: &str, name: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in server.bytes().chain([0u8]).chain(name.bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{:08x}", (h >> 32) as u32 ^ h as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_names_are_kept() {
+        assert_eq!(qualify("github", "create_issue"), "mcp__github__create_issue");
+    }
+
+    #[test]
+    fn illegal_characters_get_a_hash() {
+        let q = qualify("my.server", "do thing/now");
+        assert!(is_valid(&q), "{q}");
+        assert!(q.starts_with("mcp__my_server__do_thing_now_"), "{q}");
+        assert_ne!(q, qualify("my server", "do thing/now"));
+    }
+
+    #[test]
+    fn long_names_are_truncated_and_stay_distinct() {
+        let long_a = "a".repeat(200);
+        let long_b = format!("{}b", "a".repeat(199));
+        let qa = qualify("srv", &long_a);
+        let qb = qualify("srv", &long_b);
+        assert!(is_valid(&qa) && is_valid(&qb));
+        assert_eq!(qa.len(), MAX_NAME_LEN);
+        assert_ne!(qa, qb);
+    }
+
+    #[test]
+    fn non_ascii_look_alikes_do_not_collide_with_ascii() {
+        let cyrillic = qualify("srv", "\u{0435}cho"); // Cyrillic 'е'
+        assert!(is_valid(&cyrillic));
+        assert_ne!(cyrillic, qualify("srv", "echo"));
+    }
+
+    #[test]
+    fn hash_is_stable() {
+        // Fixed expectations: changing the hash would rename every sanitised tool.
+        assert_eq!(qualify("a b", "c"), format!("mcp__a_b__c_{}", identity_hash("a b", "c")));
+        assert_eq!(identity_hash("a b", "c").len(), 8);
+    }
+}

@@ -1,0 +1,319 @@
+//! Configuration in the `mcpServers` JSON format users already write for Claude Code, plus the
+//! harness's own keys.
+//!
+//! Invariants: a [`Config`] is fully validated — every server has exactly one usable transport,
+//! every `${VAR}` is expanded, no unknown key survives (the error names the file, the server and
+//! the key) — and secrets (env and header values) appear in no error message or log.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use mcp_harness_transport::StdioSpec;
+use serde::Deserialize;
+
+/// Default deadline for spawn + initialize (`startupTimeoutSec`).
+pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default deadline for one tool call (`toolTimeoutSec`).
+pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The validated configuration of every server.
+#[derive(Debug, Clone, Default)]
+pub struct Config {
+    /// Servers by name, in name order.
+    pub servers: BTreeMap<String, ServerConfig>,
+    /// The file this came from, for messages.
+    pub source: Option<PathBuf>,
+}
+
+/// One server's validated configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerConfig {
+    pub name: String,
+    pub transport: TransportConfig,
+    /// `enabled`; default true. A disabled server is never connected.
+    pub enabled: bool,
+    /// `startupTimeoutSec`; default 30 s.
+    pub startup_timeout: Duration,
+    /// `toolTimeoutSec`; default 300 s.
+    pub tool_timeout: Duration,
+    /// `includeTools`: when set, only these raw tool names are shown to the model.
+    pub include_tools: Option<Vec<String>>,
+    /// `excludeTools`: raw tool names never shown to the model.
+    pub exclude_tools: Vec<String>,
+}
+
+/// How to reach a server.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TransportConfig {
+    /// `command` (+ `args`, `env`, `cwd`); `type` absent or `"stdio"`.
+    Stdio(StdioSpec),
+    /// `url` (+ `headers`); `type` `"http"` or `"streamable-http"`, or absent with a `url`.
+    StreamableHttp { url: String, headers: BTreeMap<String, String> },
+    /// Registered in code through [`crate::RuntimeBuilder::in_process`], not in files.
+    InProcess,
+}
+
+impl TransportConfig {
+    /// Short name shown to users.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            TransportConfig::Stdio(_) => "stdio",
+            TransportConfig::StreamableHttp { .. } => "http",
+            TransportConfig::InProcess => "in-process",
+        }
+    }
+}
+
+/// A configuration problem, naming where it is and what to change.
+#[derive(Debug, thiserror::Error)]
+#[error("{location}: {message}")]
+pub struct ConfigError {
+    pub location: String,
+    pub message: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    #[serde(rename = "mcpServers", default)]
+    mcp_servers: BTreeMap<String, serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawServer {
+    command: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    cwd: Option<String>,
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    url: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    enabled: Option<bool>,
+    startup_timeout_sec: Option<f64>,
+    tool_timeout_sec: Option<f64>,
+    include_tools: Option<Vec<String>>,
+    #[serde(default)]
+    exclude_tools: Vec<String>,
+}
+
+impl Config {
+    /// Reads and validates a config file, expanding `${VAR}` from the process environment.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            location: path.display().to_string(),
+            message: format!("cannot read the config file: {e}"),
+        })?;
+        Self::parse(&text, path, &|name| std::env::var(name).ok())
+    }
+
+    /// Parses config text; `lookup` resolves `${VAR}` references.
+    pub fn parse(
+        text: &str,
+        path: &Path,
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        let file = path.display().to_string();
+        let raw: RawFile = serde_json::from_str(text).map_err(|e| ConfigError {
+            location: file.clone(),
+            message: format!("{e} (expected {{\"mcpServers\": {{\"NAME\": {{...}}}}}})"),
+        })?;
+        let mut servers = BTreeMap::new();
+        for (name, value) in raw.mcp_servers {
+            let location = format!("{file}: server \"{name}\"");
+            if name.trim().is_empty() {
+                return Err(ConfigError { location, message: "server names must not be empty".into() });
+            }
+            let server: RawServer = serde_json::from_value(value).map_err(|e| ConfigError {
+                location: location.clone(),
+                message: e.to_string(),
+            })?;
+            let config = server_config(&name, server, lookup).map_err(|message| ConfigError {
+                location: location.clone(),
+                message,
+            })?;
+            servers.insert(name, config);
+        }
+        Ok(Config { servers, source: Some(path.to_path_buf()) })
+    }
+}
+
+fn server_config(
+    name: &str,
+    raw: RawServer,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<ServerConfig, String> {
+    let ex = |key: &str, v: &str| expand(v, lookup).map_err(|e| format!("`{key}`: {e}"));
+    let transport = match (raw.kind.as_deref(), &raw.command, &raw.url) {
+        (Some("sse"), _, _) => {
+            return Err("`type: \"sse\"` (legacy HTTP+SSE) is not supported yet; use a Streamable HTTP `url` with `type: \"http\"`".into());
+        }
+        (Some(kind), _, _) if !matches!(kind, "stdio" | "http" | "streamable-http" | "streamableHttp") => {
+            return Err(format!("`type` \"{kind}\" is unknown; use \"stdio\" or \"http\""));
+        }
+        (_, Some(_), Some(_)) => return Err("set either `command` (stdio) or `url` (http), not both".into()),
+        (Some("stdio") | None, Some(command), None) => {
+            let mut env = BTreeMap::new();
+            for (k, v) in &raw.env {
+                env.insert(k.clone(), ex(&format!("env.{k}"), v)?);
+            }
+            TransportConfig::Stdio(StdioSpec {
+                command: ex("command", command)?,
+                args: raw.args.iter().enumerate().map(|(i, a)| ex(&format!("args[{i}]"), a)).collect::<Result<_, _>>()?,
+                env,
+                cwd: raw.cwd.as_deref().map(|c| ex("cwd", c)).transpose()?.map(PathBuf::from),
+            })
+        }
+        (Some("stdio"), None, _) => return Err("`type: \"stdio\"` needs a `command`".into()),
+        (_, None, Some(url)) => {
+            if raw.kind.as_deref() == Some("stdio") {
+                return Err("`type: \"stdio\"` takes a `command`, not a `url`".into());
+            }
+            if !raw.args.is_empty() || !raw.env.is_empty() || raw.cwd.is_some() {
+                return Err("`args`, `env` and `cwd` apply to stdio servers only; this one has a `url`".into());
+            }
+            let mut headers = BTreeMap::new();
+            for (k, v) in &raw.headers {
+                headers.insert(k.clone(), ex(&format!("headers.{k}"), v)?);
+            }
+            TransportConfig::StreamableHttp { url: ex("url", url)?, headers }
+        }
+        (_, Some(_), None) => return Err("a server with a `command` is a stdio server; remove `type` or set it to \"stdio\"".into()),
+        (_, None, None) => return Err("set `command` (a stdio server) or `url` (a Streamable HTTP server)".into()),
+    };
+    if matches!(transport, TransportConfig::Stdio(_)) && !raw.headers.is_empty() {
+        return Err("`headers` apply to http servers only; this one has a `command`".into());
+    }
+    Ok(ServerConfig {
+        name: name.to_string(),
+        transport,
+        enabled: raw.enabled.unwrap_or(true),
+        startup_timeout: seconds("startupTimeoutSec", raw.startup_timeout_sec, DEFAULT_STARTUP_TIMEOUT)?,
+        tool_timeout: seconds("toolTimeoutSec", raw.tool_timeout_sec, DEFAULT_TOOL_TIMEOUT)?,
+        include_tools: raw.include_tools,
+        exclude_tools: raw.exclude_tools,
+    })
+}
+
+fn seconds(key: &str, value: Option<f64>, default: Duration) -> Result<Duration, String> {
+    match value {
+        None => Ok(default),
+        Some(v) if v.is_finite() && v > 0.0 && v <= 86_400.0 => Ok(Duration::from_secs_f64(v)),
+        Some(v) => Err(format!("`{key}` must be a number of seconds between 0 and 86400, not {v}")),
+    }
+}
+
+/// Expands `${VAR}` and `${VAR:-default}`; `$$` is not special. An unset variable without a
+/// default is an error naming the variable (never its value).
+pub fn expand(input: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::with_capacity(input.len());
+    let mut rest = input;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else {
+            return Err(format!("unterminated `${{` in \"{input}\""));
+        };
+        let body = &after[..end];
+        let (var, default) = match body.split_once(":-") {
+            Some((v, d)) => (v, Some(d)),
+            None => (body, None),
+        };
+        if var.is_empty() || !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(format!("`${{{body}}}` is not a valid variable reference"));
+        }
+        match (lookup(var).filter(|v| !v.is_empty() || default.is_none()), default) {
+            (Some(value), _) => out.push_str(&value),
+            (None, Some(d)) => out.push_str(d),
+            (None, None) => {
+                return Err(format!("environment variable {var} is not set (set it, or write ${{{var}:-default}})"));
+            }
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(name: &str) -> Option<String> {
+        match name {
+            "HOME" => Some("/home/u".into()),
+            "TOKEN" => Some("s3cret".into()),
+            "EMPTY" => Some(String::new()),
+            _ => None,
+        }
+    }
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, Path::new("/p/.mcp.json"), &env)
+    }
+
+    #[test]
+    fn expands_variables_and_defaults() {
+        assert_eq!(expand("${HOME}/x", &env).as_deref(), Ok("/home/u/x"));
+        assert_eq!(expand("${NOPE:-dflt}", &env).as_deref(), Ok("dflt"));
+        assert_eq!(expand("${EMPTY:-dflt}", &env).as_deref(), Ok("dflt"));
+        assert_eq!(expand("a${TOKEN}b${HOME}", &env).as_deref(), Ok("as3cretb/home/u"));
+        let err = expand("${NOPE}", &env).unwrap_err();
+        assert!(err.contains("NOPE") && err.contains(":-default"), "{err}");
+        assert!(expand("${oops", &env).is_err());
+    }
+
+    #[test]
+    fn reads_the_claude_code_format() {
+        let c = parse(r#"{"mcpServers": {
+            "fs": {"command": "npx", "args": ["-y", "srv", "${HOME}"], "env": {"T": "${TOKEN}"}},
+            "web": {"type": "http", "url": "https://example.test/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}, "toolTimeoutSec": 5},
+            "off": {"command": "x", "enabled": false, "startupTimeoutSec": 2.5}
+        }}"#).expect("valid");
+        let TransportConfig::Stdio(fs) = &c.servers["fs"].transport else { panic!("stdio") };
+        assert_eq!(fs.args, vec!["-y", "srv", "/home/u"]);
+        assert_eq!(fs.env["T"], "s3cret");
+        let TransportConfig::StreamableHttp { headers, .. } = &c.servers["web"].transport else { panic!("http") };
+        assert_eq!(headers["Authorization"], "Bearer s3cret");
+        assert_eq!(c.servers["web"].tool_timeout, Duration::from_secs(5));
+        assert!(!c.servers["off"].enabled);
+        assert_eq!(c.servers["off"].startup_timeout, Duration::from_millis(2500));
+    }
+
+    #[test]
+    fn unknown_keys_name_file_server_and_key() {
+        let err = parse(r#"{"mcpServers": {"fs": {"comand": "npx"}}}"#).unwrap_err().to_string();
+        assert!(err.contains("/p/.mcp.json") && err.contains("\"fs\"") && err.contains("comand"), "{err}");
+        let err = parse(r#"{"mcpServer": {}}"#).unwrap_err().to_string();
+        assert!(err.contains("mcpServer"), "{err}");
+    }
+
+    #[test]
+    fn transport_mistakes_are_explained() {
+        for (text, needle) in [
+            (r#"{"mcpServers": {"a": {}}}"#, "set `command`"),
+            (r#"{"mcpServers": {"a": {"command": "x", "url": "http://h"}}}"#, "not both"),
+            (r#"{"mcpServers": {"a": {"type": "sse", "url": "http://h"}}}"#, "legacy"),
+            (r#"{"mcpServers": {"a": {"type": "carrier-pigeon", "url": "http://h"}}}"#, "unknown"),
+            (r#"{"mcpServers": {"a": {"url": "http://h", "env": {"A": "1"}}}}"#, "stdio servers only"),
+            (r#"{"mcpServers": {"a": {"command": "x", "toolTimeoutSec": -1}}}"#, "toolTimeoutSec"),
+            (r#"{"mcpServers": {"a": {"command": "${MISSING}"}}}"#, "MISSING"),
+        ] {
+            let err = parse(text).unwrap_err().to_string();
+            assert!(err.contains(needle), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn secrets_do_not_leak_into_errors() {
+        let err = parse(r#"{"mcpServers": {"a": {"url": "http://h", "headers": {"X": "${TOKEN}"}, "bogus": 1}}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains("s3cret"), "{err}");
+    }
+}

@@ -1,0 +1,24 @@
+//! The mcp-harness runtime: supervised server actors, one catalog publisher, and the facade
+//! embedders use ([`Runtime`]).
+//!
+//! Invariants:
+//! - the connection lifecycle (per-server [`ServerState`](mcp_harness_catalog::ServerState)) and
+//!   the catalog snapshot lifecycle (revisioned [`Snapshot`](mcp_harness_catalog::Snapshot)s) are
+//!   separate: a server's entries are in a snapshot only while it is connected;
+//! - only the publisher writes snapshots, and it swaps whole immutable ones;
+//! - a tool call runs on the exact connection whose listing produced the snapshot entry the
+//!   caller resolved, never on a fresh lookup of a name;
+//! - dropping or shutting down the runtime leaves no server process behind.
+
+pub mod config;
+pub mod error;
+pub mod listing;
+pub mod publisher;
+mod runtime;
+pub mod server;
+
+pub use config::{Config, ConfigError, ServerConfig, TransportConfig};
+pub use error::{CallError, ErrorClass, StartError};
+pub use mcp_harness_catalog as catalog;
+pub use mcp_harness_transport as transport;
+pub use runtime::{Runtime, RuntimeBuilder, ToolResult};

@@ -1,0 +1,102 @@
+//! Listing a server's catalog over its session: only the kinds its capabilities declare, every
+//! page (through [`collect_pages`] and its guards), each page under a deadline. A listing is all
+//! of a kind or an error, never a prefix.
+
+use std::time::Duration;
+
+use mcp_harness_catalog::{collect_pages, Kind, PageLimits};
+use mcp_harness_transport::{ClientPeer, SessionInfo};
+use rmcp::model::{PaginatedRequestParams, Prompt, Resource, ResourceTemplate, Tool};
+use rmcp::service::ServiceError;
+
+/// One complete listing of one kind.
+#[derive(Debug)]
+pub enum Listed {
+    Tools(Vec<Tool>),
+    Prompts(Vec<Prompt>),
+    Resources(Vec<Resource>),
+    Templates(Vec<ResourceTemplate>),
+}
+
+/// The kinds `info`'s capabilities declare.
+pub fn declared_kinds(info: &SessionInfo) -> Vec<Kind> {
+    let caps = &info.capabilities;
+    let mut kinds = Vec::new();
+    if caps.tools.is_some() {
+        kinds.push(Kind::Tools);
+    }
+    if caps.prompts.is_some() {
+        kinds.push(Kind::Prompts);
+    }
+    if caps.resources.is_some() {
+        kinds.push(Kind::Resources);
+        kinds.push(Kind::ResourceTemplates);
+    }
+    kinds
+}
+
+/// Lists every page of `kind`, each page within `page_timeout`.
+pub async fn list_kind(
+    peer: ClientPeer,
+    kind: Kind,
+    limits: PageLimits,
+    page_timeout: Duration,
+) -> Result<Listed, String> {
+    let params = |cursor: Option<String>| Some(PaginatedRequestParams::default().with_cursor(cursor));
+    let result = match kind {
+        Kind::Tools => collect_pages(limits, |c| {
+            let peer = peer.clone();
+            timed_page(page_timeout, async move {
+                peer.list_tools(params(c)).await.map(|r| (r.tools, r.next_cursor))
+            })
+        })
+        .await
+        .map(Listed::Tools),
+        Kind::Prompts => collect_pages(limits, |c| {
+            let peer = peer.clone();
+            timed_page(page_timeout, async move {
+                peer.list_prompts(params(c)).await.map(|r| (r.prompts, r.next_cursor))
+            })
+        })
+        .await
+        .map(Listed::Prompts),
+        Kind::Resources => collect_pages(limits, |c| {
+            let peer = peer.clone();
+            timed_page(page_timeout, async move {
+                peer.list_resources(params(c)).await.map(|r| (r.resources, r.next_cursor))
+            })
+        })
+        .await
+        .map(Listed::Resources),
+        Kind::ResourceTemplates => collect_pages(limits, |c| {
+            let peer = peer.clone();
+            timed_page(page_timeout, async move {
+                peer.list_resource_templates(params(c))
+                    .await
+                    .map(|r| (r.resource_templates, r.next_cursor))
+            })
+        })
+        .await
+        .map(Listed::Templates),
+    };
+    result.map_err(|e| format!("listing {kind} failed: {e}"))
+}
+
+async fn timed_page<T>(
+    limit: Duration,
+    fut: impl std::future::Future<Output = Result<T, ServiceError>>,
+) -> Result<T, String> {
+    match tokio::time::timeout(limit, fut).await {
+        Ok(r) => r.map_err(describe),
+        Err(_) => Err(format!("no answer within {}s", limit.as_secs_f64())),
+    }
+}
+
+/// A short, user-facing description of an rmcp service error.
+pub fn describe(e: ServiceError) -> String {
+    match e {
+        ServiceError::McpError(data) => format!("the server answered with error {}: {}", data.code.0, data.message),
+        ServiceError::TransportClosed => "the connection is closed".to_string(),
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,175 @@
+//! The one publisher: the only writer of published snapshots.
+//!
+//! Invariants: every server's latest status and catalog arrive here as [`ServerUpdate`]s and
+//! replace only that server's entries; updates arriving within one batching window become one
+//! publication; each publication builds a whole new immutable [`Published`] with the next
+//! revision and swaps it in atomically, so readers see the whole old or the whole new; a server
+//! that is not connected contributes no entries and no client.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use arc_swap::ArcSwap;
+use mcp_harness_catalog::{diff_names, Change, Kind, ServerCatalog, ServerState, ServerStatus, Snapshot, SnapshotBuilder};
+use mcp_harness_transport::ClientPeer;
+use tokio::sync::watch;
+
+/// Default batching window (R16).
+pub const DEFAULT_BATCH_WINDOW: Duration = Duration::from_millis(16);
+
+/// The exact connection a published catalog came from; calls made from that catalog use it.
+#[derive(Clone)]
+pub struct ServerClient {
+    pub peer: ClientPeer,
+    /// Which connection of the server this is (increases on every reconnect).
+    pub epoch: u64,
+    pub tool_timeout: Duration,
+}
+
+/// A published runtime view: the snapshot plus the client of each connected server.
+#[derive(Clone)]
+pub struct Published {
+    pub snapshot: Arc<Snapshot>,
+    pub(crate) clients: BTreeMap<String, ServerClient>,
+}
+
+impl Published {
+    pub(crate) fn empty() -> Self {
+        Self { snapshot: Arc::new(Snapshot::empty()), clients: BTreeMap::new() }
+    }
+}
+
+/// A server's new status and, when connected, its complete current catalog and client.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ServerUpdate {
+    pub status: ServerStatus,
+    pub catalog: Option<Arc<ServerCatalog>>,
+    pub client: Option<ServerClient>,
+    /// What caused the update, shown by `watch`.
+    pub cause: String,
+}
+
+/// Publish whatever is pending now instead of at the end of the window.
+#[derive(Message)]
+#[rtype(result = "u64")]
+pub struct Flush;
+
+struct Entry {
+    status: ServerStatus,
+    catalog: Option<Arc<ServerCatalog>>,
+    client: Option<ServerClient>,
+}
+
+/// The publisher actor.
+pub struct Publisher {
+    servers: BTreeMap<String, Entry>,
+    pending: Vec<Change>,
+    dirty: bool,
+    revision: u64,
+    window: Duration,
+    flush: Option<SpawnHandle>,
+    current: Arc<ArcSwap<Published>>,
+    tx: watch::Sender<Arc<Snapshot>>,
+}
+
+impl Publisher {
+    pub fn new(window: Duration, current: Arc<ArcSwap<Published>>, tx: watch::Sender<Arc<Snapshot>>) -> Self {
+        Self {
+            servers: BTreeMap::new(),
+            pending: Vec::new(),
+            dirty: false,
+            revision: 0,
+            window,
+            flush: None,
+            current,
+            tx,
+        }
+    }
+
+    fn apply(&mut self, update: ServerUpdate) {
+        let name = update.status.name.clone();
+        let connected = update.status.state == ServerState::Connected;
+        let new_catalog = if connected { update.catalog } else { None };
+        let old = self.servers.get(&name);
+        let old_state = old.map(|e| e.status.state.clone());
+        if old_state.as_ref() != Some(&update.status.state) {
+            let from = old_state.as_ref().map(ServerState::label).unwrap_or("new");
+            self.pending.push(Change {
+                server: name.clone(),
+                kind: None,
+                cause: format!("{from} → {}: {}", update.status.state.label(), update.cause),
+                added: Vec::new(),
+                removed: Vec::new(),
+            });
+        }
+        for kind in Kind::ALL {
+            let before = old.and_then(|e| e.catalog.as_ref()).map(|c| c.names(kind)).unwrap_or_default();
+            let after = new_catalog.as_ref().map(|c| c.names(kind)).unwrap_or_default();
+            if before != after {
+                let (added, removed) = diff_names(&before, &after);
+                self.pending.push(Change { server: name.clone(), kind: Some(kind), cause: update.cause.clone(), added, removed });
+            }
+        }
+        // Any status detail (errors, instructions) is worth a new revision too.
+        self.dirty = true;
+        let client = if connected { update.client } else { None };
+        self.servers.insert(name, Entry { status: update.status, catalog: new_catalog, client });
+    }
+
+    fn publish(&mut self) -> u64 {
+        self.flush = None;
+        if !self.dirty {
+            return self.revision;
+        }
+        self.dirty = false;
+        self.revision += 1;
+        let mut builder = SnapshotBuilder::new();
+        let mut clients = BTreeMap::new();
+        for (name, entry) in &self.servers {
+            builder.server(entry.status.clone(), entry.catalog.clone());
+            if let Some(client) = &entry.client {
+                clients.insert(name.clone(), client.clone());
+            }
+        }
+        for change in self.pending.drain(..) {
+            builder.change(change);
+        }
+        let snapshot = Arc::new(builder.build(self.revision));
+        tracing::debug!(revision = self.revision, changes = snapshot.changes.len(), "published catalog");
+        self.current.store(Arc::new(Published { snapshot: snapshot.clone(), clients }));
+        // No receivers is fine: watchers come and go.
+        let _ = self.tx.send(snapshot);
+        self.revision
+    }
+}
+
+impl Actor for Publisher {
+    type Context = Context<Self>;
+}
+
+impl Handler<ServerUpdate> for Publisher {
+    type Result = ();
+
+    fn handle(&mut self, update: ServerUpdate, ctx: &mut Self::Context) {
+        self.apply(update);
+        if self.flush.is_none() {
+            self.flush = Some(ctx.run_later(self.window, |act, _| {
+                act.publish();
+            }));
+        }
+    }
+}
+
+impl Handler<Flush> for Publisher {
+    type Result = u64;
+
+    fn handle(&mut self, _: Flush, ctx: &mut Self::Context) -> u64 {
+        if let Some(handle) = self.flush.take() {
+            ctx.cancel_future(handle);
+        }
+        self.publish()
+    }
+}

@@ -1,0 +1,355 @@
+//! The embedding facade. The actors run on a dedicated thread with their own actix system, so a
+//! [`Runtime`] works from any tokio runtime (or none, for reading snapshots); snapshots are read
+//! lock-free and calls go straight to the bound client.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use actix::prelude::*;
+use arc_swap::ArcSwap;
+use mcp_harness_catalog::{PageLimits, ServerState, ServerStatus, Snapshot};
+use mcp_harness_transport::{
+    Connector, InProcessConnector, InProcessServe, StdioConnector, StreamableHttpConnector,
+};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientRequest, GetPromptRequestParams, GetPromptResult,
+    JsonObject, ProtocolVersion, ReadResourceRequestParams, ReadResourceResult, ServerResult,
+};
+use rmcp::service::{PeerRequestOptions, ServiceError};
+use tokio::sync::watch;
+
+use crate::config::{Config, ServerConfig, TransportConfig, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT};
+use crate::error::{CallError, StartError};
+use crate::listing::describe;
+use crate::publisher::{Flush, Published, Publisher, ServerClient, ServerUpdate, DEFAULT_BATCH_WINDOW};
+use crate::server::{ServerActor, ServerSettings, Shutdown, SHUTDOWN_GRACE};
+
+/// Builds a [`Runtime`]: a config plus what only code can provide.
+pub struct RuntimeBuilder {
+    config: Config,
+    in_process: BTreeMap<String, InProcessServe>,
+    window: Duration,
+    protocol_version: Option<ProtocolVersion>,
+    limits: PageLimits,
+}
+
+impl RuntimeBuilder {
+    pub fn new(config: Config) -> Self {
+        Self {
+            config,
+            in_process: BTreeMap::new(),
+            window: DEFAULT_BATCH_WINDOW,
+            protocol_version: None,
+            limits: PageLimits::default(),
+        }
+    }
+
+    /// Adds a server that runs in this process: `serve` is called with the server end of a
+    /// duplex pipe on every connect.
+    pub fn in_process(mut self, name: impl Into<String>, serve: InProcessServe) -> Self {
+        let name = name.into();
+        self.config.servers.insert(
+            name.clone(),
+            ServerConfig {
+                name: name.clone(),
+                transport: TransportConfig::InProcess,
+                enabled: true,
+                startup_timeout: DEFAULT_STARTUP_TIMEOUT,
+                tool_timeout: DEFAULT_TOOL_TIMEOUT,
+                include_tools: None,
+                exclude_tools: Vec::new(),
+            },
+        );
+        self.in_process.insert(name, serve);
+        self
+    }
+
+    /// Updates arriving within `window` are published as one revision (default 16 ms).
+    pub fn batch_window(mut self, window: Duration) -> Self {
+        self.window = window;
+        self
+    }
+
+    /// Ask servers for this protocol version in initialize (default: rmcp's newest).
+    pub fn protocol_version(mut self, version: &str) -> Self {
+        self.protocol_version = serde_json::from_value(serde_json::Value::String(version.to_string())).ok();
+        self
+    }
+
+    /// Caps for following list pagination.
+    pub fn page_limits(mut self, limits: PageLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Starts the actor system and every enabled server; returns at once, with every enabled
+    /// server pending and every disabled one reported as disabled.
+    pub fn start(self) -> Result<Runtime, StartError> {
+        let mut connectors: Vec<(Arc<ServerConfig>, Arc<dyn Connector>)> = Vec::new();
+        let mut disabled = Vec::new();
+        for (name, server) in &self.config.servers {
+            if !server.enabled {
+                disabled.push(ServerStatus::new(name, server.transport.kind(), ServerState::Disabled));
+                continue;
+            }
+            let connector: Arc<dyn Connector> = match &server.transport {
+                TransportConfig::Stdio(spec) => Arc::new(StdioConnector { spec: spec.clone() }),
+                TransportConfig::StreamableHttp { url, headers } => {
+                    Arc::new(StreamableHttpConnector { url: url.clone(), headers: headers.clone() })
+                }
+                TransportConfig::InProcess => match self.in_process.get(name) {
+                    Some(serve) => Arc::new(InProcessConnector { serve: serve.clone() }),
+                    None => {
+                        return Err(StartError::System(format!(
+                            "server \"{name}\" is in-process but no server was registered for it"
+                        )));
+                    }
+                },
+            };
+            connectors.push((Arc::new(server.clone()), connector));
+        }
+
+        let current = Arc::new(ArcSwap::from_pointee(Published::empty()));
+        let (tx, rx) = watch::channel(Arc::new(Snapshot::empty()));
+        let settings = ServerSettings { protocol_version: self.protocol_version, limits: self.limits };
+        let window = self.window;
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let current_for_thread = current.clone();
+
+        let thread = std::thread::Builder::new()
+            .name("mcp-harness-actors".into())
+            .spawn(move || {
+                let runner = actix::System::with_tokio_rt(|| {
+                    tokio::runtime::Builder::new_multi_thread()
+                        .worker_threads(2)
+                        .thread_name("mcp-harness-io")
+                        .enable_all()
+                        .build()
+                        .unwrap_or_else(|e| panic!("cannot build the tokio runtime: {e}"))
+                });
+                let started = runner.block_on(async move {
+                    let publisher = Publisher::new(window, current_for_thread, tx).start();
+                    for status in disabled {
+                        publisher.do_send(ServerUpdate { status, catalog: None, client: None, cause: "`enabled: false` in the config".into() });
+                    }
+                    let mut servers = BTreeMap::new();
+                    for (config, connector) in connectors {
+                        let name = config.name.clone();
+                        let (p, s) = (publisher.clone(), settings.clone());
+                        let addr = actix::Supervisor::start(move |_| ServerActor::new(config, connector, p, s));
+                        servers.insert(name, addr);
+                    }
+                    (System::current(), publisher, servers)
+                });
+                let _ = ready_tx.send(started);
+                let _ = runner.run();
+            })
+            .map_err(|e| StartError::System(e.to_string()))?;
+
+        let (system, publisher, servers) =
+            ready_rx.recv().map_err(|_| StartError::System("the actor thread died while starting".into()))?;
+        Ok(Runtime { current, rx, system, publisher, servers, thread: Some(thread) })
+    }
+}
+
+/// A tool call's outcome, with where and against which revision it ran.
+#[derive(Debug, Clone)]
+pub struct ToolResult {
+    pub server: String,
+    pub tool: String,
+    /// The catalog revision the tool was resolved in.
+    pub revision: u64,
+    pub result: CallToolResult,
+}
+
+impl ToolResult {
+    /// Whether the tool reported an error (`isError`): the tool-error class of R32.
+    pub fn is_error(&self) -> bool {
+        self.result.is_error.unwrap_or(false)
+    }
+}
+
+/// A running harness: servers connecting or connected, and the latest published snapshot.
+pub struct Runtime {
+    current: Arc<ArcSwap<Published>>,
+    rx: watch::Receiver<Arc<Snapshot>>,
+    system: System,
+    publisher: Addr<Publisher>,
+    servers: BTreeMap<String, Addr<ServerActor>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Runtime {
+    /// Starts a runtime for `config` with default settings.
+    pub fn start(config: Config) -> Result<Runtime, StartError> {
+        RuntimeBuilder::new(config).start()
+    }
+
+    /// The latest published snapshot (revision 0 before the first publication).
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.current.load().snapshot.clone()
+    }
+
+    /// A receiver that sees every published snapshot from now on.
+    pub fn watch(&self) -> watch::Receiver<Arc<Snapshot>> {
+        self.rx.clone()
+    }
+
+    /// Publishes pending updates now instead of at the end of the batching window; returns the
+    /// revision then current.
+    pub async fn flush(&self) -> u64 {
+        self.publisher.send(Flush).await.unwrap_or(0)
+    }
+
+    /// Waits until every server has settled (none pending), at most `timeout`; returns the
+    /// snapshot then current, settled or not.
+    pub async fn wait_settled(&self, timeout: Duration) -> Arc<Snapshot> {
+        self.wait_for(timeout, |s| s.revision > 0 && s.all_settled()).await
+    }
+
+    /// Waits until a published snapshot satisfies `pred`, at most `timeout`; returns the latest.
+    pub async fn wait_for(&self, timeout: Duration, pred: impl Fn(&Snapshot) -> bool) -> Arc<Snapshot> {
+        let mut rx = self.rx.clone();
+        let _ = tokio::time::timeout(timeout, rx.wait_for(|s| pred(s))).await;
+        self.snapshot()
+    }
+
+    /// Calls the tool the model knows as `qualified_name` in the current snapshot, on the exact
+    /// connection that listed it, under the server's `toolTimeoutSec`.
+    pub async fn call_tool(&self, qualified_name: &str, arguments: Option<JsonObject>) -> Result<ToolResult, CallError> {
+        let published = self.current.load_full();
+        let snapshot = &published.snapshot;
+        let entry = snapshot.tool(qualified_name).ok_or_else(|| CallError::UnknownTool {
+            name: qualified_name.to_string(),
+            revision: snapshot.revision,
+        })?;
+        let client = bound_client(&published, &entry.server)?;
+        let mut params = CallToolRequestParams::new(entry.raw_name.clone());
+        if let Some(args) = arguments {
+            params = params.with_arguments(args);
+        }
+        let request = ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params));
+        let result = send(&client, request, &entry.server, &entry.raw_name).await?;
+        match result {
+            ServerResult::CallToolResult(result) => Ok(ToolResult {
+                server: entry.server.clone(),
+                tool: entry.raw_name.clone(),
+                revision: snapshot.revision,
+                result,
+            }),
+            other => Err(unexpected(&entry.server, &entry.raw_name, &other)),
+        }
+    }
+
+    /// Fetches prompt `name` (raw name) from `server` with `arguments` (`prompts/get`).
+    pub async fn get_prompt(
+        &self,
+        server: &str,
+        name: &str,
+        arguments: Option<JsonObject>,
+    ) -> Result<GetPromptResult, CallError> {
+        let published = self.current.load_full();
+        let client = bound_client(&published, server)?;
+        let mut params = GetPromptRequestParams::new(name.to_string());
+        if let Some(args) = arguments {
+            params = params.with_arguments(args);
+        }
+        let request = ClientRequest::GetPromptRequest(rmcp::model::GetPromptRequest::new(params));
+        match send(&client, request, server, name).await? {
+            ServerResult::GetPromptResult(r) => Ok(r),
+            other => Err(unexpected(server, name, &other)),
+        }
+    }
+
+    /// Reads resource `uri` from `server` (`resources/read`).
+    pub async fn read_resource(&self, server: &str, uri: &str) -> Result<ReadResourceResult, CallError> {
+        let published = self.current.load_full();
+        let client = bound_client(&published, server)?;
+        let request = ClientRequest::ReadResourceRequest(rmcp::model::ReadResourceRequest::new(
+            ReadResourceRequestParams::new(uri.to_string()),
+        ));
+        match send(&client, request, server, uri).await? {
+            ServerResult::ReadResourceResult(r) => Ok(r),
+            other => Err(unexpected(server, uri, &other)),
+        }
+    }
+
+    /// Closes every server (stdio process groups are terminated) and stops the actor thread.
+    pub async fn shutdown(mut self) {
+        self.close_servers().await;
+        self.stop_thread_blocking_in_place().await;
+    }
+
+    async fn close_servers(&self) {
+        let closing = self.servers.values().map(|addr| tokio::time::timeout(SHUTDOWN_GRACE, addr.send(Shutdown)));
+        futures::future::join_all(closing).await;
+    }
+
+    async fn stop_thread_blocking_in_place(&mut self) {
+        self.system.stop();
+        if let Some(thread) = self.thread.take() {
+            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+        }
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        // Stopping the system drops every actor and session; a session's process group is killed
+        // synchronously when it drops. Joining makes that happen before we return.
+        self.system.stop();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn bound_client(published: &Published, server: &str) -> Result<ServerClient, CallError> {
+    match published.clients.get(server) {
+        Some(c) => Ok(c.clone()),
+        None => Err(CallError::ServerUnavailable {
+            server: server.to_string(),
+            state: published
+                .snapshot
+                .servers
+                .get(server)
+                .map(|s| s.state.label().to_string())
+                .unwrap_or_else(|| "not configured".into()),
+        }),
+    }
+}
+
+async fn send(client: &ServerClient, request: ClientRequest, server: &str, what: &str) -> Result<ServerResult, CallError> {
+    let options = PeerRequestOptions::with_timeout(client.tool_timeout);
+    let handle = client
+        .peer
+        .send_request_with_option(request, options)
+        .await
+        .map_err(|e| classify(e, server, what, client.tool_timeout))?;
+    handle.await_response().await.map_err(|e| classify(e, server, what, client.tool_timeout))
+}
+
+fn classify(e: ServiceError, server: &str, tool: &str, timeout: Duration) -> CallError {
+    let (server, tool) = (server.to_string(), tool.to_string());
+    match e {
+        ServiceError::Timeout { .. } => CallError::Timeout { server, tool, timeout },
+        ServiceError::McpError(_) | ServiceError::UnexpectedResponse => {
+            CallError::Protocol { server, tool, message: describe(e) }
+        }
+        other => CallError::Transport { server, tool, message: describe(other) },
+    }
+}
+
+fn unexpected(server: &str, what: &str, got: &ServerResult) -> CallError {
+    let kind = serde_json::to_value(got)
+        .ok()
+        .and_then(|v| v.as_object().map(|o| o.keys().cloned().collect::<Vec<_>>().join(",")))
+        .unwrap_or_default();
+    CallError::Protocol {
+        server: server.to_string(),
+        tool: what.to_string(),
+        message: format!("the server answered with an unexpected result (fields: {kind})"),
+    }
+}

@@ -1,0 +1,221 @@
+//! The [`Connector`] trait every transport implements, and the [`Session`] it yields.
+//!
+//! A session owns everything its transport started (the rmcp service loop, a child process
+//! group, a stderr drain) and releases all of it when shut down or dropped.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{ProtocolVersion, ServerCapabilities};
+use rmcp::service::{ClientInitializeError, QuitReason, RunningService, ServiceExt};
+use rmcp::transport::IntoTransport;
+use rmcp::RoleClient;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::TransportError;
+use crate::handler::HarnessClient;
+use crate::stderr::StderrTail;
+use crate::stdio::ProcessGroup;
+use crate::ClientPeer;
+
+/// A boxed, sendable future, as connectors return them.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What every connect attempt is given besides the handler.
+#[derive(Debug, Clone)]
+pub struct ConnectOptions {
+    /// Name of the server, for logs and messages.
+    pub server: String,
+    /// initialize must complete within this (rmcp has no deadline of its own). Default 30 s.
+    pub startup_timeout: Duration,
+}
+
+impl ConnectOptions {
+    /// Options for `server` with the default 30 s startup deadline.
+    pub fn new(server: impl Into<String>) -> Self {
+        Self {
+            server: server.into(),
+            startup_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Opens one kind of transport and initialises an MCP session over it.
+///
+/// Implementors' obligations:
+/// - `connect` must complete or fail within `options.startup_timeout` (use [`initialize`]);
+/// - anything it started (processes, tasks, sockets) must be owned by the returned [`Session`] or
+///   released when the future fails or is dropped;
+/// - errors are [`TransportError`]s, with the stderr tail attached where there is one;
+/// - it must not log secrets (header values, environment values).
+pub trait Connector: Send + Sync + 'static {
+    /// Short name of the transport shown to users: `stdio`, `http`, `in-process`, ...
+    fn kind(&self) -> &'static str;
+
+    /// Opens the transport and runs initialize with `handler` as the client.
+    fn connect(
+        &self,
+        handler: HarnessClient,
+        options: ConnectOptions,
+    ) -> BoxFuture<'static, Result<Session, TransportError>>;
+}
+
+/// What initialize negotiated.
+#[derive(Debug, Clone)]
+pub struct SessionInfo {
+    pub protocol_version: ProtocolVersion,
+    pub server_name: Option<String>,
+    pub server_version: Option<String>,
+    pub capabilities: ServerCapabilities,
+    pub instructions: Option<String>,
+}
+
+/// A live, initialised MCP client session.
+pub struct Session {
+    service: Option<RunningService<RoleClient, HarnessClient>>,
+    peer: ClientPeer,
+    info: SessionInfo,
+    cancel: CancellationToken,
+    stderr: Option<StderrTail>,
+    process: Option<Arc<ProcessGroup>>,
+}
+
+impl Session {
+    /// The rmcp peer to send requests on. Cheap to clone; fails with a transport error once the
+    /// session is closed.
+    pub fn peer(&self) -> &ClientPeer {
+        &self.peer
+    }
+
+    /// What initialize negotiated.
+    pub fn info(&self) -> &SessionInfo {
+        &self.info
+    }
+
+    /// The stdio server's recent stderr, if this is a stdio session and it wrote any.
+    pub fn stderr_tail(&self) -> Option<String> {
+        self.stderr.as_ref().and_then(StderrTail::text)
+    }
+
+    /// A future that resolves when the session ends by itself (server exit, connection lost) or
+    /// is shut down. It can be taken once; later calls return `None`.
+    pub fn take_closed(&mut self) -> Option<BoxFuture<'static, String>> {
+        let service = self.service.take()?;
+        let process = self.process.clone();
+        Some(Box::pin(async move {
+            let reason = match service.waiting().await {
+                Ok(QuitReason::Cancelled) => "closed by the harness".to_string(),
+                Ok(QuitReason::Closed) => "the server closed the connection".to_string(),
+                Ok(QuitReason::JoinError(e)) | Err(e) => format!("session task failed: {e}"),
+                Ok(_) => "session ended".to_string(),
+            };
+            match process.as_ref().and_then(|p| p.exit_status_within(Duration::from_millis(500))) {
+                Some(fut) => match fut.await {
+                    Some(status) => format!("{reason} (process {status})"),
+                    None => reason,
+                },
+                None => reason,
+            }
+        }))
+    }
+
+    /// Closes the session: stops the service loop, then terminates the process group (TERM, and
+    /// KILL after a grace period) for stdio servers.
+    pub async fn shutdown(mut self) {
+        self.cancel.cancel();
+        if let Some(mut service) = self.service.take() {
+            let _ = service.close_with_timeout(Duration::from_secs(2)).await;
+        }
+        if let Some(process) = self.process.take() {
+            process.terminate(Duration::from_secs(2)).await;
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+        // ProcessGroup's own Drop kills the group when the last reference goes.
+    }
+}
+
+/// Runs initialize over `transport` within `options.startup_timeout` and builds the session.
+/// Every connector funnels through here so that deadlines and error classes are uniform.
+pub async fn initialize<T, E, A>(
+    handler: HarnessClient,
+    transport: T,
+    options: &ConnectOptions,
+    stderr: Option<StderrTail>,
+    process: Option<Arc<ProcessGroup>>,
+) -> Result<Session, TransportError>
+where
+    T: IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let cancel = CancellationToken::new();
+    let started = tokio::time::timeout(
+        options.startup_timeout,
+        handler.serve_with_ct(transport, cancel.clone()),
+    )
+    .await;
+    let tail = |stderr: &Option<StderrTail>| stderr.as_ref().and_then(StderrTail::text);
+    let service = match started {
+        Err(_) => {
+            cancel.cancel();
+            return Err(TransportError::StartupTimeout {
+                timeout: options.startup_timeout,
+                stderr_tail: tail(&stderr),
+            });
+        }
+        Ok(Err(e)) => {
+            cancel.cancel();
+            // A server that died during initialize usually explains why on stderr: let it drain.
+            if let Some(s) = &stderr {
+                s.wait_finished(Duration::from_millis(300)).await;
+            }
+            return Err(init_error(e, tail(&stderr)));
+        }
+        Ok(Ok(service)) => service,
+    };
+    let peer = service.peer().clone();
+    // Our catalog owns caching; rmcp's cache would serve stale lists on error.
+    peer.set_response_cache_config(rmcp::service::ClientCacheConfig::disabled())
+        .await;
+    let info = match peer.peer_info() {
+        Some(i) => SessionInfo {
+            protocol_version: i.protocol_version.clone(),
+            server_name: i.server_info.as_ref().map(|s| s.name.clone()),
+            server_version: i.server_info.as_ref().map(|s| s.version.clone()),
+            capabilities: i.capabilities.clone(),
+            instructions: i.instructions.clone(),
+        },
+        None => {
+            cancel.cancel();
+            return Err(TransportError::Initialize {
+                message: "the server sent no initialize result".into(),
+                auth_required: false,
+                stderr_tail: tail(&stderr),
+            });
+        }
+    };
+    tracing::debug!(server = %options.server, protocol = %info.protocol_version, "initialized");
+    Ok(Session {
+        service: Some(service),
+        peer,
+        info,
+        cancel,
+        stderr,
+        process,
+    })
+}
+
+fn init_error(e: ClientInitializeError, stderr_tail: Option<String>) -> TransportError {
+    let auth_required = e.is_authorization_required();
+    TransportError::Initialize {
+        message: e.to_string(),
+        auth_required,
+        stderr_tail,
+    }
+}

@@ -1,0 +1,110 @@
+//! The client side of every session: answers the server's requests and turns its notifications
+//! into [`ServerEvent`]s delivered to one [`EventSink`]. It holds no strong reference to its
+//! owner, so a session never keeps a stopped owner alive.
+
+#![allow(deprecated)] // `notifications/message` (server logging) is deprecated by SEP-2577 but servers still send it.
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, Implementation, LoggingMessageNotificationParam,
+    ProgressNotificationParam, ProtocolVersion, ResourceUpdatedNotificationParam,
+};
+use rmcp::service::{NotificationContext, RoleClient};
+use rmcp::ClientHandler;
+
+/// What a connected server told us, outside any request/response pair.
+#[derive(Debug, Clone)]
+pub enum ServerEvent {
+    /// `notifications/tools/list_changed`.
+    ToolsListChanged,
+    /// `notifications/prompts/list_changed`.
+    PromptsListChanged,
+    /// `notifications/resources/list_changed`.
+    ResourcesListChanged,
+    /// `notifications/resources/updated` for a subscribed resource.
+    ResourceUpdated { uri: String },
+    /// `notifications/progress` for some request of ours.
+    Progress(ProgressNotificationParam),
+    /// `notifications/message` (server log output).
+    Log(LoggingMessageNotificationParam),
+}
+
+/// Receives the events of one session. Called from rmcp's tasks: must not block.
+pub type EventSink = Arc<dyn Fn(ServerEvent) + Send + Sync>;
+
+/// The rmcp [`ClientHandler`] every harness session runs with.
+#[derive(Clone)]
+pub struct HarnessClient {
+    sink: EventSink,
+    protocol_version: Option<ProtocolVersion>,
+}
+
+impl HarnessClient {
+    /// A handler that forwards every notification to `sink`.
+    pub fn new(sink: EventSink) -> Self {
+        Self {
+            sink,
+            protocol_version: None,
+        }
+    }
+
+    /// Requests this protocol version in `initialize` instead of rmcp's newest.
+    pub fn with_protocol_version(mut self, version: Option<ProtocolVersion>) -> Self {
+        self.protocol_version = version;
+        self
+    }
+
+    fn emit(&self, event: ServerEvent) {
+        (self.sink)(event);
+    }
+}
+
+impl ClientHandler for HarnessClient {
+    fn get_info(&self) -> ClientConfig {
+        let info = ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("mcp-harness", env!("CARGO_PKG_VERSION")),
+        );
+        match &self.protocol_version {
+            Some(v) => info.with_protocol_version(v.clone()),
+            None => info,
+        }
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.emit(ServerEvent::ToolsListChanged);
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.emit(ServerEvent::PromptsListChanged);
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.emit(ServerEvent::ResourcesListChanged);
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.emit(ServerEvent::ResourceUpdated { uri: params.uri });
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.emit(ServerEvent::Progress(params));
+    }
+
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.emit(ServerEvent::Log(params));
+    }
+}

@@ -1,0 +1,80 @@
+//! The Streamable HTTP transport (rmcp's reqwest client; https through rustls).
+//!
+//! Invariants: header values from the config are sent on every request and never logged; the
+//! SSE stream reconnects a bounded number of times (rmcp's default retries forever).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::common::client_side_sse::ExponentialBackoff;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+
+use crate::connector::{BoxFuture, ConnectOptions, Connector, Session, initialize};
+use crate::error::TransportError;
+use crate::handler::HarnessClient;
+
+/// How many times a dropped SSE stream is re-opened before the request fails.
+const SSE_MAX_RECONNECTS: usize = 5;
+
+/// Connects to a Streamable HTTP endpoint.
+#[derive(Debug, Clone)]
+pub struct StreamableHttpConnector {
+    pub url: String,
+    /// Sent with every request (e.g. `Authorization`). Values are never logged.
+    pub headers: BTreeMap<String, String>,
+}
+
+impl StreamableHttpConnector {
+    fn client(&self) -> Result<reqwest::Client, TransportError> {
+        let mut headers = HeaderMap::new();
+        for (name, value) in &self.headers {
+            let name = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| TransportError::InvalidConfig(format!("`headers`: `{name}` is not a valid HTTP header name")))?;
+            let mut value = HeaderValue::from_str(value).map_err(|_| {
+                TransportError::InvalidConfig(format!("`headers.{name}`: the value is not a valid HTTP header value"))
+            })?;
+            value.set_sensitive(true);
+            headers.insert(name, value);
+        }
+        reqwest::Client::builder()
+            .default_headers(headers)
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| TransportError::InvalidConfig(format!("could not build the HTTP client: {e}")))
+    }
+}
+
+impl Connector for StreamableHttpConnector {
+    fn kind(&self) -> &'static str {
+        "http"
+    }
+
+    fn connect(
+        &self,
+        handler: HarnessClient,
+        options: ConnectOptions,
+    ) -> BoxFuture<'static, Result<Session, TransportError>> {
+        let this = self.clone();
+        Box::pin(async move {
+            let parsed = reqwest::Url::parse(&this.url)
+                .map_err(|e| TransportError::InvalidConfig(format!("`url` `{}`: {e}", this.url)))?;
+            if !matches!(parsed.scheme(), "http" | "https") {
+                return Err(TransportError::InvalidConfig(format!(
+                    "`url` `{}` must be http:// or https://",
+                    this.url
+                )));
+            }
+            let client = this.client()?;
+            let mut backoff = ExponentialBackoff::default();
+            backoff.max_times = Some(SSE_MAX_RECONNECTS);
+            backoff.base_duration = Duration::from_millis(500);
+            backoff.max_delay = Some(Duration::from_secs(8));
+            let mut config = StreamableHttpClientTransportConfig::with_uri(this.url.clone());
+            config.retry_config = std::sync::Arc::new(backoff);
+            let transport = StreamableHttpClientTransport::with_client(client, config);
+            initialize(handler, transport, &options, None, None).await
+        })
+    }
+}

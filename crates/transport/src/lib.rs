@@ -1,0 +1,33 @@
+//! Transports for mcp-harness: each [`Connector`] turns one server's connection parameters into an
+//! initialised MCP client [`Session`].
+//!
+//! Invariants this crate keeps:
+//! - a [`Session`] exists only after `initialize` completed within the startup deadline; a
+//!   connector that fails or times out leaves nothing running (its child process group is killed,
+//!   its pipes closed);
+//! - a stdio server lives in its own process group, which is killed as a group when the session is
+//!   shut down or dropped, so no child outlives the harness;
+//! - the last [`stderr::STDERR_TAIL_BYTES`] of a stdio server's stderr are kept for diagnostics,
+//!   never more;
+//! - server notifications reach the owner only through the [`EventSink`] given at connect time.
+//!
+//! This crate knows nothing of catalogs, actors or supervision: it opens, initialises and closes
+//! connections. A new transport is a new [`Connector`] implementation; nothing else changes.
+
+pub mod connector;
+pub mod error;
+pub mod handler;
+pub mod http;
+pub mod in_process;
+pub mod stderr;
+pub mod stdio;
+
+pub use connector::{ConnectOptions, Connector, Session, SessionInfo};
+pub use error::TransportError;
+pub use handler::{EventSink, HarnessClient, ServerEvent};
+pub use http::StreamableHttpConnector;
+pub use in_process::{InProcessConnector, InProcessServe};
+pub use stdio::{StdioConnector, StdioSpec};
+
+/// The rmcp client peer type every session exposes for requests.
+pub type ClientPeer = rmcp::service::Peer<rmcp::RoleClient>;

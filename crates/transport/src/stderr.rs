@@ -1,0 +1,116 @@
+//! A bounded tail of a child's stderr: never more than [`STDERR_TAIL_BYTES`] are kept, whatever
+//! the server writes, and every line is also logged (capped) at debug level.
+
+use std::sync::{Arc, Mutex};
+
+use bytes::{Buf, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+/// How much of a server's stderr is kept for diagnostics.
+pub const STDERR_TAIL_BYTES: usize = 64 * 1024;
+/// Longest stderr line forwarded to the log.
+const LOG_LINE_CAP: usize = 1024;
+
+/// A shared, bounded buffer holding the most recent stderr output of one server.
+#[derive(Clone, Default)]
+pub struct StderrTail {
+    buf: Arc<Mutex<BytesMut>>,
+    done: Arc<tokio::sync::Notify>,
+    finished: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl StderrTail {
+    /// Appends `data`, dropping the oldest bytes beyond the cap.
+    pub fn push(&self, data: &[u8]) {
+        let Ok(mut buf) = self.buf.lock() else { return };
+        if data.len() >= STDERR_TAIL_BYTES {
+            buf.clear();
+            buf.extend_from_slice(&data[data.len() - STDERR_TAIL_BYTES..]);
+            return;
+        }
+        buf.extend_from_slice(data);
+        if buf.len() > STDERR_TAIL_BYTES {
+            let excess = buf.len() - STDERR_TAIL_BYTES;
+            buf.advance(excess);
+        }
+    }
+
+    /// The kept tail as text (lossy UTF-8), or `None` when the server wrote nothing.
+    pub fn text(&self) -> Option<String> {
+        let buf = self.buf.lock().ok()?;
+        if buf.is_empty() {
+            return None;
+        }
+        Some(String::from_utf8_lossy(&buf).into_owned())
+    }
+
+    /// Waits until the stream reached end of file, at most `limit`.
+    pub async fn wait_finished(&self, limit: std::time::Duration) {
+        if self.finished.load(std::sync::atomic::Ordering::Acquire) {
+            return;
+        }
+        let _ = tokio::time::timeout(limit, self.done.notified()).await;
+    }
+
+    /// Spawns a task that drains `stream` into this tail until end of file.
+    pub fn drain<R>(&self, server: String, mut stream: R)
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+    {
+        let tail = self.clone();
+        tokio::spawn(async move {
+            let mut chunk = vec![0u8; 8192];
+            let mut line = Vec::new();
+            loop {
+                match stream.read(&mut chunk).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        tail.push(&chunk[..n]);
+                        for &b in &chunk[..n] {
+                            if b == b'\n' {
+                                log_line(&server, &line);
+                                line.clear();
+                            } else if line.len() < LOG_LINE_CAP {
+                                line.push(b);
+                            }
+                        }
+                    }
+                }
+            }
+            if !line.is_empty() {
+                log_line(&server, &line);
+            }
+            tail.finished.store(true, std::sync::atomic::Ordering::Release);
+            tail.done.notify_waiters();
+        });
+    }
+}
+
+fn log_line(server: &str, line: &[u8]) {
+    tracing::debug!(target: "mcp_harness::server_stderr", server, "{}", String::from_utf8_lossy(line));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_only_the_newest_bytes() {
+        let tail = StderrTail::default();
+        for i in 0..100u8 {
+            tail.push(&vec![b'a' + (i % 26); 1000]);
+        }
+        let text = tail.text().unwrap_or_default();
+        assert_eq!(text.len(), STDERR_TAIL_BYTES);
+        // The newest chunk (i = 99 → 'v') is at the end.
+        assert!(text.ends_with(&"v".repeat(1000)));
+        let huge = vec![b'z'; STDERR_TAIL_BYTES * 3];
+        tail.push(&huge);
+        assert_eq!(tail.text().unwrap_or_default().len(), STDERR_TAIL_BYTES);
+    }
+
+    #[test]
+    fn empty_tail_is_none() {
+        assert!(StderrTail::default().text().is_none());
+    }
+}

@@ -1,0 +1,146 @@
+//! The stdio transport: the server is a child process in its own process group; its stdin/stdout
+//! carry JSON-RPC, its stderr is drained into a bounded tail.
+//!
+//! Invariant: from spawn on, the child's process group is owned by a [`ProcessGroup`], whose drop
+//! kills the whole group, so a failed connect, a dropped session or a dropped runtime leaves no
+//! process behind (grandchildren such as `npx` → `node` included).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::process::Command;
+use tokio::sync::watch;
+
+use crate::connector::{BoxFuture, ConnectOptions, Connector, Session, initialize};
+use crate::error::TransportError;
+use crate::handler::HarnessClient;
+use crate::stderr::StderrTail;
+
+/// How to start a stdio server.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct StdioSpec {
+    /// Program to run, looked up on `PATH` when it has no slash.
+    pub command: String,
+    pub args: Vec<String>,
+    /// Set on top of the harness's own environment. Values are never logged.
+    pub env: BTreeMap<String, String>,
+    /// Working directory; the harness's own when `None`.
+    pub cwd: Option<PathBuf>,
+}
+
+/// Starts a child process and speaks MCP over its stdio.
+#[derive(Debug, Clone)]
+pub struct StdioConnector {
+    pub spec: StdioSpec,
+}
+
+impl Connector for StdioConnector {
+    fn kind(&self) -> &'static str {
+        "stdio"
+    }
+
+    fn connect(
+        &self,
+        handler: HarnessClient,
+        options: ConnectOptions,
+    ) -> BoxFuture<'static, Result<Session, TransportError>> {
+        let spec = self.spec.clone();
+        Box::pin(async move {
+            let mut cmd = Command::new(&spec.command);
+            cmd.args(&spec.args)
+                .envs(&spec.env)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .process_group(0)
+                .kill_on_drop(true);
+            if let Some(cwd) = &spec.cwd {
+                cmd.current_dir(cwd);
+            }
+            let mut child = cmd.spawn().map_err(|source| TransportError::Spawn {
+                command: spec.command.clone(),
+                source,
+                stderr_tail: None,
+            })?;
+            let (Some(stdin), Some(stdout), Some(stderr)) =
+                (child.stdin.take(), child.stdout.take(), child.stderr.take())
+            else {
+                return Err(TransportError::Spawn {
+                    command: spec.command.clone(),
+                    source: std::io::Error::other("child stdio pipes missing"),
+                    stderr_tail: None,
+                });
+            };
+            let group = Arc::new(ProcessGroup::watch(child));
+            let tail = StderrTail::default();
+            tail.drain(options.server.clone(), stderr);
+            tracing::debug!(server = %options.server, command = %spec.command, pgid = group.pgid, "spawned stdio server");
+            initialize(handler, (stdout, stdin), &options, Some(tail), Some(group)).await
+        })
+    }
+}
+
+/// A child process group owned by the harness. Dropping it kills the whole group.
+#[derive(Debug)]
+pub struct ProcessGroup {
+    pgid: i32,
+    status: watch::Receiver<Option<ExitStatus>>,
+}
+
+impl ProcessGroup {
+    /// Takes ownership of `child` (spawned as a group leader) and reaps it in the background.
+    fn watch(mut child: tokio::process::Child) -> Self {
+        let pgid = child.id().map(|id| id as i32).unwrap_or(0);
+        let (tx, status) = watch::channel(None);
+        tokio::spawn(async move {
+            if let Ok(s) = child.wait().await {
+                let _ = tx.send(Some(s));
+            }
+        });
+        Self { pgid, status }
+    }
+
+    /// The leader's exit status if it exits within `within`.
+    pub fn exit_status_within(
+        &self,
+        within: Duration,
+    ) -> Option<BoxFuture<'static, Option<ExitStatus>>> {
+        let mut rx = self.status.clone();
+        Some(Box::pin(async move {
+            let waited = tokio::time::timeout(within, rx.wait_for(Option::is_some)).await;
+            match waited {
+                Ok(Ok(s)) => *s,
+                _ => None,
+            }
+        }))
+    }
+
+    /// SIGTERM to the group, then SIGKILL to whatever is left after `grace`.
+    pub async fn terminate(&self, grace: Duration) {
+        if self.pgid <= 0 {
+            return;
+        }
+        signal_group(self.pgid, libc::SIGTERM);
+        let mut rx = self.status.clone();
+        let _ = tokio::time::timeout(grace, rx.wait_for(Option::is_some)).await;
+        signal_group(self.pgid, libc::SIGKILL);
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        if self.pgid > 0 {
+            signal_group(self.pgid, libc::SIGKILL);
+        }
+    }
+}
+
+fn signal_group(pgid: i32, signal: i32) {
+    // SAFETY: killpg only sends a signal; a group that no longer exists yields ESRCH.
+    unsafe {
+        libc::killpg(pgid, signal);
+    }
+}
