@@ -1,1 +1,231 @@
-fn main() {}
+//! `mcp-harness`: inspect, call and watch MCP servers through the harness runtime.
+//!
+//! Invariant: every command that starts a runtime shuts it down before exiting — on success, on
+//! error, on Ctrl-C and on SIGTERM — so no server process outlives the CLI.
+
+mod commands;
+mod table;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use mcp_harness_runtime::{Config, Runtime};
+
+#[derive(Parser)]
+#[command(name = "mcp-harness", version, about = "Inspect, call and watch MCP servers through mcp-harness")]
+struct Cli {
+    /// Config file in the `mcpServers` format (default: ./.mcp.json).
+    #[arg(long, global = true, value_name = "PATH")]
+    config: Option<PathBuf>,
+    /// More logs on stderr (-v info, -vv debug, -vvv trace); RUST_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Each server's state, transport, tool count and last error.
+    Servers {
+        #[arg(long)]
+        json: bool,
+    },
+    /// The tools the model sees (qualified names).
+    Tools {
+        #[arg(long)]
+        json: bool,
+        /// List what was withheld from the model, and why.
+        #[arg(long)]
+        hidden: bool,
+    },
+    /// Prompts, usable as commands.
+    Prompts {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Resources and resource templates.
+    Resources {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Call a tool by its qualified name, e.g. `call mcp__fs__read_file '{"path": "x"}'`.
+    Call {
+        name: String,
+        /// Arguments as a JSON object.
+        args: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print every new catalog revision and what changed, until interrupted.
+    Watch {
+        /// Stop after this many revisions.
+        #[arg(long)]
+        count: Option<u64>,
+    },
+    /// A tour on built-in servers; needs no config and no install.
+    Demo,
+    /// Client mode for the official MCP conformance suite (reads MCP_CONFORMANCE_SCENARIO).
+    ConformanceClient { url: String },
+    /// Run the built-in fixture MCP server (used by `demo` over stdio).
+    #[command(hide = true)]
+    FixtureServer {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+fn init_logs(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logs(cli.verbose);
+    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let code = rt.block_on(run(cli));
+    ExitCode::from(code)
+}
+
+/// Startup deadline used when waiting for servers to settle: the longest configured one, plus
+/// a margin for listing.
+fn settle_deadline(runtime: &Runtime, config: &Config) -> Duration {
+    let _ = runtime;
+    config.servers.values().map(|s| s.startup_timeout).max().unwrap_or(Duration::from_secs(30)) + Duration::from_secs(5)
+}
+
+async fn run(cli: Cli) -> u8 {
+    if let Command::FixtureServer { args } = cli.command {
+        return mcp_harness_fixture::run_main(args).await.clamp(0, 255) as u8;
+    }
+    let (runtime, deadline) = match &cli.command {
+        Command::Demo => match commands::demo::build() {
+            Ok(rt) => (rt, Duration::from_secs(35)),
+            Err(e) => return fail(&e, 1),
+        },
+        Command::ConformanceClient { url } => match commands::conformance::build(url) {
+            Ok(rt) => (rt, Duration::from_secs(30)),
+            Err(e) => return fail(&e, 1),
+        },
+        _ => {
+            let path = cli.config.clone().unwrap_or_else(|| PathBuf::from(".mcp.json"));
+            if cli.config.is_none() && !path.exists() {
+                return fail("no ./.mcp.json here: pass --config PATH, or try `mcp-harness demo`", 2);
+            }
+            let config = match Config::load(&path) {
+                Ok(c) => c,
+                Err(e) => return fail(&e.to_string(), 2),
+            };
+            match Runtime::start(config.clone()) {
+                Ok(rt) => {
+                    let d = settle_deadline(&rt, &config);
+                    (rt, d)
+                }
+                Err(e) => return fail(&e.to_string(), 2),
+            }
+        }
+    };
+    let code = tokio::select! {
+        code = execute(&runtime, cli.command, deadline) => code,
+        signal = interrupted() => {
+            eprintln!("\ninterrupted by {signal}; closing servers");
+            130
+        }
+    };
+    runtime.shutdown().await;
+    code
+}
+
+async fn execute(runtime: &Runtime, command: Command, deadline: Duration) -> u8 {
+    use commands::*;
+    match command {
+        Command::Servers { json } => print_settled(runtime, deadline, |s| inspect::servers(s, json)).await,
+        Command::Tools { json, hidden } => print_settled(runtime, deadline, |s| inspect::tools(s, json, hidden)).await,
+        Command::Prompts { json } => print_settled(runtime, deadline, |s| inspect::prompts(s, json)).await,
+        Command::Resources { json } => print_settled(runtime, deadline, |s| inspect::resources(s, json)).await,
+        Command::Call { name, args, json } => {
+            let args = match call::parse_args(args.as_deref()) {
+                Ok(a) => a,
+                Err(e) => return fail(&e, 2),
+            };
+            runtime.wait_settled(deadline).await;
+            match call::run(runtime, &name, args, json).await {
+                Ok((text, is_error)) => {
+                    if is_error {
+                        eprint!("tool error: {text}");
+                        1
+                    } else {
+                        print!("{text}");
+                        0
+                    }
+                }
+                Err(e) => fail(&format!("{e} [{:?} error]", e.class()), 1),
+            }
+        }
+        Command::Watch { count } => {
+            let mut rx = runtime.watch();
+            let mut seen = 0u64;
+            loop {
+                if rx.changed().await.is_err() {
+                    return 0;
+                }
+                let snapshot = rx.borrow_and_update().clone();
+                print!("{}", watch::describe(&snapshot));
+                seen += 1;
+                if count.is_some_and(|c| seen >= c) {
+                    return 0;
+                }
+            }
+        }
+        Command::Demo => match demo::run(runtime).await {
+            Ok(()) => 0,
+            Err(e) => fail(&e, 1),
+        },
+        Command::ConformanceClient { .. } => match conformance::run(runtime).await {
+            Ok(()) => 0,
+            Err(e) => fail(&e, 1),
+        },
+        Command::FixtureServer { .. } => 0,
+    }
+}
+
+async fn print_settled(runtime: &Runtime, deadline: Duration, render: impl Fn(&mcp_harness_catalog::Snapshot) -> String) -> u8 {
+    let snapshot = runtime.wait_settled(deadline).await;
+    print!("{}", render(&snapshot));
+    0
+}
+
+async fn interrupted() -> &'static str {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+            return "Ctrl-C";
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => "Ctrl-C",
+        _ = term.recv() => "SIGTERM",
+    }
+}
+
+fn fail(message: &str, code: u8) -> u8 {
+    eprintln!("error: {message}");
+    code
+}

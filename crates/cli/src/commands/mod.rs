@@ -1,0 +1,8 @@
+//! The CLI's subcommands. Each takes a started [`Runtime`] and prints what a user asked for; none
+//! owns the runtime's lifetime (main starts it and always shuts it down).
+
+pub mod call;
+pub mod conformance;
+pub mod demo;
+pub mod inspect;
+pub mod watch;

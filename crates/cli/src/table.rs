@@ -1,0 +1,55 @@
+//! Plain-text tables: columns padded to their widest cell, cells cut to a maximum width so one
+//! long description cannot wreck the layout.
+
+/// Widest a cell may be before it is cut with an ellipsis.
+const MAX_CELL: usize = 60;
+
+/// Renders `rows` under `header`.
+pub fn render(header: &[&str], rows: &[Vec<String>]) -> String {
+    let cells: Vec<Vec<String>> = std::iter::once(header.iter().map(|h| h.to_string()).collect())
+        .chain(rows.iter().map(|r| r.iter().map(|c| cut(c)).collect()))
+        .collect();
+    let mut widths = vec![0; header.len()];
+    for row in &cells {
+        for (i, c) in row.iter().enumerate().take(widths.len()) {
+            widths[i] = widths[i].max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in &cells {
+        let line: Vec<String> = row
+            .iter()
+            .enumerate()
+            .map(|(i, c)| if i + 1 == row.len() { c.clone() } else { format!("{c:<w$}", w = widths[i]) })
+            .collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// First line of `s`, cut to [`MAX_CELL`] characters.
+pub fn cut(s: &str) -> String {
+    let line = s.lines().next().unwrap_or("").trim();
+    if line.chars().count() <= MAX_CELL {
+        line.to_string()
+    } else {
+        let head: String = line.chars().take(MAX_CELL - 1).collect();
+        format!("{head}…")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pads_and_cuts() {
+        let out = render(&["A", "B"], &[vec!["x".into(), "y".repeat(100)], vec!["long".into(), "z".into()]]);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[0], "A     B");
+        assert!(lines[1].starts_with("x     yyy"));
+        assert!(lines[1].ends_with('…'));
+        assert_eq!(lines[2], "long  z");
+    }
+}

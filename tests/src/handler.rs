@@ -1,0 +1,416 @@
+//! The fixture's [`ServerHandler`] implementation.
+//!
+//! Invariants:
+//! - Every list (tools, prompts, resources, templates) is built in one fixed
+//!   order — static, then generated, then dynamic in insertion order — so
+//!   pagination cursors stay meaningful between pages.
+//! - Client input never panics the server: bad arguments become
+//!   `invalid_params` errors, tool-level failures become `isError` results.
+//! - Clones of a [`FixtureServer`] share one state; only
+//!   [`FixtureServer::for_new_connection`] hands out a new connection id.
+
+use std::{
+    sync::{
+        Arc, Mutex, MutexGuard,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use rmcp::{
+    ErrorData as McpError, RoleServer, ServerHandler,
+    model::{
+        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
+        GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation,
+        ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+        PaginatedRequestParams, ProgressNotificationParam, PromptMessage,
+        ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceContents,
+        Role, ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter,
+        UnsubscribeRequestParams,
+    },
+    service::{NotificationContext, RequestContext, SubscriptionContext},
+};
+use serde_json::{Value, json};
+use tokio::time::{Instant, MissedTickBehavior};
+
+use crate::{
+    options::FixtureOptions,
+    state::{ConnId, FixtureState, ListKind, paginate},
+    tools::{self, Args},
+};
+
+/// Longest sleep the `slow` tool accepts (one day).
+const MAX_SLOW_MS: u64 = 24 * 60 * 60 * 1000;
+/// Interval between progress notifications of the `slow` tool.
+const PROGRESS_EVERY: Duration = Duration::from_millis(100);
+
+static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
+
+/// An MCP server whose catalogue is set by [`FixtureOptions`] and changed at
+/// runtime by its own tools. Clones share the same state.
+#[derive(Clone)]
+pub struct FixtureServer {
+    pub(crate) opts: Arc<FixtureOptions>,
+    pub(crate) state: Arc<Mutex<FixtureState>>,
+    pub(crate) conn: ConnId,
+}
+
+impl FixtureServer {
+    /// A server with fresh state built from `opts`.
+    pub fn new(opts: FixtureOptions) -> Self {
+        Self {
+            opts: Arc::new(opts),
+            state: Arc::new(Mutex::new(FixtureState::new())),
+            conn: NEXT_CONN.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+
+    /// The options this server was built with.
+    pub fn options(&self) -> &FixtureOptions {
+        &self.opts
+    }
+
+    /// A handle sharing this server's state but counting as a separate client
+    /// connection (used for each Streamable HTTP session).
+    pub fn for_new_connection(&self) -> Self {
+        Self {
+            conn: NEXT_CONN.fetch_add(1, Ordering::Relaxed),
+            ..self.clone()
+        }
+    }
+
+    /// Locks the shared state; a poisoned lock is recovered, since every
+    /// mutation leaves the state consistent.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, FixtureState> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn all_tools(&self) -> Vec<rmcp::model::Tool> {
+        let mut all = tools::static_tools();
+        all.extend((0..self.opts.tools).map(tools::generated_tool));
+        all.extend(self.lock().dynamic_tools.iter().cloned());
+        all
+    }
+
+    fn resource_exists(&self, uri: &str) -> bool {
+        tools::item_id(uri).is_some() || self.lock().resources.iter().any(|r| r.uri == uri)
+    }
+
+    /// Sleeps `ms` milliseconds, sending progress every 100 ms when the
+    /// request carries a progress token; stops early on cancellation.
+    async fn slow(
+        &self,
+        ms: u64,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        if ms > MAX_SLOW_MS {
+            return Err(McpError::invalid_params(
+                format!("argument \"ms\" must be at most {MAX_SLOW_MS}"),
+                None,
+            ));
+        }
+        let token = context.meta.get_progress_token();
+        let start = Instant::now();
+        let deadline = start + Duration::from_millis(ms);
+        let mut ticks = tokio::time::interval_at(start + PROGRESS_EVERY, PROGRESS_EVERY);
+        ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = context.ct.cancelled() => {
+                    tracing::debug!(ms, "slow tool cancelled");
+                    return Err(McpError::internal_error("request cancelled", None));
+                }
+                () = tokio::time::sleep_until(deadline) => break,
+                _ = ticks.tick() => {
+                    let Some(token) = token.clone() else { continue };
+                    let done = start.elapsed().as_millis().min(u128::from(ms));
+                    let param = ProgressNotificationParam::new(token, done as f64)
+                        .with_total(ms as f64)
+                        .with_message(format!("slept {done} of {ms} ms"));
+                    if let Err(error) = context.peer.notify_progress(param).await {
+                        tracing::debug!(%error, "progress notification not delivered");
+                    }
+                }
+            }
+        }
+        Ok(text_result(format!("slept {ms} ms")))
+    }
+}
+
+/// A successful result with one text block.
+pub(crate) fn text_result(text: impl Into<String>) -> CallToolResult {
+    CallToolResult::success(vec![ContentBlock::text(text)])
+}
+
+/// A tool-level error result with one text block.
+pub(crate) fn error_result(text: impl Into<String>) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(text)])
+}
+
+fn cursor_of(request: &Option<PaginatedRequestParams>) -> Option<&str> {
+    request.as_ref().and_then(|r| r.cursor.as_deref())
+}
+
+impl ServerHandler for FixtureServer {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_prompts()
+            .enable_prompts_list_changed()
+            .enable_resources()
+            .enable_resources_list_changed()
+            .enable_resources_subscribe()
+            .build();
+        let mut info = ServerConfig::new(capabilities).with_server_info(Implementation::new(
+            &self.opts.name,
+            env!("CARGO_PKG_VERSION"),
+        ));
+        info.instructions = self.opts.instructions.clone();
+        info
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        tracing::debug!(conn = self.conn, "client initialized");
+        let mut state = self.lock();
+        state.prune_closed();
+        state.peers.insert(self.conn, context.peer);
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let (page, next) = paginate(
+            ListKind::Tools,
+            self.all_tools(),
+            self.opts.page_size,
+            cursor_of(&request),
+        )?;
+        let mut result = ListToolsResult::with_all_items(page);
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let arguments = request.arguments.unwrap_or_default();
+        let args = Args(&arguments);
+        let name = request.name.as_ref();
+        let result = match name {
+            "echo" => text_result(args.string("message")?),
+            "add" => {
+                let (text, sum) = tools::sum_value(args.number("a")?, args.number("b")?);
+                let mut result = text_result(text);
+                result.structured_content = Some(json!({ "sum": sum }));
+                result
+            }
+            "slow" => self.slow(args.unsigned("ms")?, &context).await?,
+            "large" => {
+                let bytes = args.unsigned("bytes")?;
+                let bytes = usize::try_from(bytes)
+                    .ok()
+                    .filter(|b| *b as u64 <= tools::MAX_LARGE_BYTES)
+                    .ok_or_else(|| {
+                        McpError::invalid_params(
+                            format!(
+                                "argument \"bytes\" must be at most {}",
+                                tools::MAX_LARGE_BYTES
+                            ),
+                            None,
+                        )
+                    })?;
+                text_result(tools::large_text(bytes))
+            }
+            "fail" => error_result("fixture tool failed on purpose"),
+            "add_tool" => {
+                self.add_tool(
+                    args.string("name")?,
+                    args.opt_string("description")?,
+                    &context,
+                )
+                .await
+            }
+            "remove_tool" => self.remove_tool(&args.string("name")?, &context).await,
+            "add_prompt" => self.add_prompt(args.string("name")?, &context).await,
+            "remove_prompt" => self.remove_prompt(&args.string("name")?, &context).await,
+            "add_resource" => {
+                self.add_resource(args.string("uri")?, args.opt_string("text")?, &context)
+                    .await
+            }
+            "remove_resource" => self.remove_resource(&args.string("uri")?, &context).await,
+            "update_resource" => {
+                self.update_resource(&args.string("uri")?, args.string("text")?, &context)
+                    .await
+            }
+            _ => {
+                if let Some(index) = tools::generated_index(name, self.opts.tools) {
+                    let value = args.opt_string("value")?.unwrap_or_default();
+                    text_result(format!("tool_{index}: {value}"))
+                } else if self.lock().dynamic_tools.iter().any(|t| t.name == name) {
+                    text_result(Value::Object(arguments.clone()).to_string())
+                } else {
+                    return Err(McpError::invalid_params(
+                        format!("unknown tool {name:?}"),
+                        None,
+                    ));
+                }
+            }
+        };
+        Ok(result.into())
+    }
+
+    async fn list_prompts(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        let mut prompts = vec![tools::greeting_prompt()];
+        prompts.extend(
+            self.lock()
+                .dynamic_prompts
+                .iter()
+                .map(|n| tools::dynamic_prompt(n)),
+        );
+        let (page, next) = paginate(
+            ListKind::Prompts,
+            prompts,
+            self.opts.page_size,
+            cursor_of(&request),
+        )?;
+        let mut result = ListPromptsResult::with_all_items(page);
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        let text = if request.name == "greeting" {
+            let arguments = request.arguments.unwrap_or_default();
+            let who = Args(&arguments).string("name")?;
+            format!("Hello, {who}!")
+        } else if self.lock().dynamic_prompts.contains(&request.name) {
+            format!("prompt {}", request.name)
+        } else {
+            return Err(McpError::invalid_params(
+                format!("unknown prompt {:?}", request.name),
+                None,
+            ));
+        };
+        Ok(GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)]).into())
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let resources = self
+            .lock()
+            .resources
+            .iter()
+            .map(|r| tools::text_resource(&r.uri))
+            .collect();
+        let (page, next) = paginate(
+            ListKind::Resources,
+            resources,
+            self.opts.page_size,
+            cursor_of(&request),
+        )?;
+        let mut result = ListResourcesResult::with_all_items(page);
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        let (page, next) = paginate(
+            ListKind::ResourceTemplates,
+            vec![tools::item_template()],
+            self.opts.page_size,
+            cursor_of(&request),
+        )?;
+        let mut result = ListResourceTemplatesResult::with_all_items(page);
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let uri = request.uri;
+        let stored = self.lock().resource_mut(&uri).map(|r| r.text.clone());
+        let text = match (stored, tools::item_id(&uri)) {
+            (Some(text), _) => text,
+            (None, Some(id)) => format!("item {id}"),
+            (None, None) => {
+                return Err(McpError::resource_not_found(
+                    format!("unknown resource {uri}"),
+                    Some(json!({ "uri": uri })),
+                ));
+            }
+        };
+        Ok(ReadResourceResult::new(vec![ResourceContents::text(text, uri)]).into())
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        if !self.resource_exists(&request.uri) {
+            return Err(McpError::resource_not_found(
+                format!("unknown resource {}", request.uri),
+                Some(json!({ "uri": request.uri })),
+            ));
+        }
+        let mut state = self.lock();
+        state.prune_closed();
+        state
+            .subscribers
+            .entry(request.uri)
+            .or_default()
+            .insert(self.conn, context.peer);
+        Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let mut state = self.lock();
+        if let Some(subs) = state.subscribers.get_mut(&request.uri) {
+            subs.remove(&self.conn);
+        }
+        state.prune_closed();
+        Ok(())
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(requested.clone())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let _registration = self.register_sink(context.sink().clone());
+        context.cancelled().await;
+        Ok(())
+    }
+}

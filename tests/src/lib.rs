@@ -1,0 +1,19 @@
+//! `mcp-harness-fixture`: an rmcp-based MCP server whose behaviour is chosen
+//! by command-line flags, used as the test double for the harness.
+//!
+//! Invariant: this crate root only re-exports; behaviour lives in
+//! [`options`] (flag parsing), `state` (shared mutable catalogue), `tools`
+//! (static definitions), `handler`/`ops` (the MCP server) and `serve`
+//! (transports and the program entry point).
+
+pub mod options;
+
+mod handler;
+mod ops;
+mod serve;
+mod state;
+mod tools;
+
+pub use handler::FixtureServer;
+pub use options::{FixtureOptions, TransportKind};
+pub use serve::{BoxError, run_main, serve_http, serve_in_process, serve_stdio};

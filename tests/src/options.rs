@@ -1,0 +1,192 @@
+//! Command-line options of the fixture server.
+//!
+//! Invariant: a [`FixtureOptions`] value produced by [`FixtureOptions::from_args`]
+//! is always usable as-is — every flag was recognised, every numeric value
+//! parsed, and `page_size`, when set, is at least 1. Anything else is rejected
+//! with a human-readable message instead of being silently defaulted.
+
+use std::fmt;
+
+/// Which transport the fixture binary serves on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TransportKind {
+    /// Newline-delimited JSON-RPC on stdin/stdout.
+    #[default]
+    Stdio,
+    /// Streamable HTTP at `http://127.0.0.1:PORT/mcp`.
+    Http,
+}
+
+impl fmt::Display for TransportKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Stdio => "stdio",
+            Self::Http => "http",
+        })
+    }
+}
+
+/// Behaviour switches of the fixture server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FixtureOptions {
+    /// Server name reported in `serverInfo.name`.
+    pub name: String,
+    /// Number of generated tools `tool_0 .. tool_{n-1}`.
+    pub tools: usize,
+    /// When set, every list result is paginated with this many items per page.
+    pub page_size: Option<usize>,
+    /// Instructions returned in the initialize result.
+    pub instructions: Option<String>,
+    /// Sleep forever before serving (to exercise startup timeouts).
+    pub hang_at_start: bool,
+    /// Exit with this code before serving.
+    pub exit_at_start: Option<i32>,
+    /// Line written to stderr at start (by [`crate::run_main`]).
+    pub stderr_banner: Option<String>,
+    /// Transport used by [`crate::run_main`] (`--transport`).
+    pub transport: TransportKind,
+    /// TCP port for the HTTP transport; 0 picks a free port (`--port`).
+    pub port: u16,
+}
+
+impl Default for FixtureOptions {
+    fn default() -> Self {
+        Self {
+            name: "fixture".to_owned(),
+            tools: 0,
+            page_size: None,
+            instructions: None,
+            hang_at_start: false,
+            exit_at_start: None,
+            stderr_banner: None,
+            transport: TransportKind::Stdio,
+            port: 0,
+        }
+    }
+}
+
+/// One-line usage summary, appended to argument errors.
+pub const USAGE: &str = "usage: mcp-fixture-server [--transport stdio|http] [--port N] [--name NAME] \
+[--tools N] [--page-size N] [--instructions TEXT] [--hang-at-start] [--exit-at-start CODE] \
+[--stderr-banner TEXT]";
+
+impl FixtureOptions {
+    /// Parses the fixture's flags. `args` must not include the program name.
+    ///
+    /// Both `--flag value` and `--flag=value` are accepted.
+    pub fn from_args(args: impl IntoIterator<Item = String>) -> Result<Self, String> {
+        let mut opts = Self::default();
+        let mut args = args.into_iter();
+        while let Some(arg) = args.next() {
+            let (flag, inline) = match arg.split_once('=') {
+                Some((flag, value)) if flag.starts_with("--") => {
+                    (flag.to_owned(), Some(value.to_owned()))
+                }
+                _ => (arg.clone(), None),
+            };
+            let mut value = |name: &str| -> Result<String, String> {
+                match inline.clone() {
+                    Some(v) => Ok(v),
+                    None => args
+                        .next()
+                        .ok_or_else(|| format!("flag {name} needs a value\n{USAGE}")),
+                }
+            };
+            match flag.as_str() {
+                "--transport" => {
+                    opts.transport = match value("--transport")?.as_str() {
+                        "stdio" => TransportKind::Stdio,
+                        "http" => TransportKind::Http,
+                        other => {
+                            return Err(format!(
+                                "--transport must be stdio or http, got {other:?}\n{USAGE}"
+                            ));
+                        }
+                    }
+                }
+                "--port" => opts.port = parse_num("--port", &value("--port")?)?,
+                "--name" => opts.name = value("--name")?,
+                "--tools" => opts.tools = parse_num("--tools", &value("--tools")?)?,
+                "--page-size" => {
+                    let size: usize = parse_num("--page-size", &value("--page-size")?)?;
+                    if size == 0 {
+                        return Err(format!("--page-size must be at least 1\n{USAGE}"));
+                    }
+                    opts.page_size = Some(size);
+                }
+                "--instructions" => opts.instructions = Some(value("--instructions")?),
+                "--hang-at-start" if inline.is_none() => opts.hang_at_start = true,
+                "--exit-at-start" => {
+                    opts.exit_at_start =
+                        Some(parse_num("--exit-at-start", &value("--exit-at-start")?)?)
+                }
+                "--stderr-banner" => opts.stderr_banner = Some(value("--stderr-banner")?),
+                _ => return Err(format!("unknown argument {arg:?}\n{USAGE}")),
+            }
+        }
+        Ok(opts)
+    }
+}
+
+fn parse_num<T: std::str::FromStr>(flag: &str, value: &str) -> Result<T, String> {
+    value
+        .trim()
+        .parse()
+        .map_err(|_| format!("{flag} expects a number, got {value:?}\n{USAGE}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<FixtureOptions, String> {
+        FixtureOptions::from_args(args.iter().map(|s| (*s).to_owned()))
+    }
+
+    #[test]
+    fn defaults() {
+        assert_eq!(parse(&[]), Ok(FixtureOptions::default()));
+    }
+
+    #[test]
+    fn all_flags() {
+        let opts = parse(&[
+            "--transport=http",
+            "--port",
+            "0",
+            "--name",
+            "x",
+            "--tools",
+            "3",
+            "--page-size",
+            "2",
+            "--instructions",
+            "do it",
+            "--hang-at-start",
+            "--exit-at-start",
+            "7",
+            "--stderr-banner",
+            "hi",
+        ])
+        .expect("valid flags");
+        assert_eq!(opts.transport, TransportKind::Http);
+        assert_eq!(opts.name, "x");
+        assert_eq!(opts.tools, 3);
+        assert_eq!(opts.page_size, Some(2));
+        assert_eq!(opts.instructions.as_deref(), Some("do it"));
+        assert!(opts.hang_at_start);
+        assert_eq!(opts.exit_at_start, Some(7));
+        assert_eq!(opts.stderr_banner.as_deref(), Some("hi"));
+    }
+
+    #[test]
+    fn rejects_bad_input() {
+        assert!(parse(&["--bogus"]).is_err());
+        assert!(parse(&["--tools"]).is_err());
+        assert!(parse(&["--tools", "many"]).is_err());
+        assert!(parse(&["--page-size", "0"]).is_err());
+        assert!(parse(&["--transport", "ws"]).is_err());
+        assert!(parse(&["--port", "70000"]).is_err());
+        assert!(parse(&["--hang-at-start=yes"]).is_err());
+    }
+}

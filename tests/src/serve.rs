@@ -1,0 +1,238 @@
+//! Entry points that put a [`FixtureServer`] on a transport.
+//!
+//! Invariants:
+//! - In stdio mode nothing but JSON-RPC is written to stdout: logs, the
+//!   banner and error messages go to stderr.
+//! - `hang_at_start` and `exit_at_start` take effect before any transport is
+//!   opened, in every entry point; only [`run_main`] turns them into process
+//!   effects (stderr message, exit code) and prints the banner.
+//! - The HTTP listener binds exactly the address it is given ([`run_main`]
+//!   passes 127.0.0.1) and serves Streamable HTTP only under `/mcp`, with
+//!   stateful sessions that all share one fixture state.
+
+use std::{
+    io::Write,
+    net::{Ipv4Addr, SocketAddr},
+    sync::Arc,
+};
+
+use rmcp::{
+    ServiceExt,
+    transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+    },
+};
+use tokio::{io::DuplexStream, net::TcpListener, task::JoinHandle};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    handler::FixtureServer,
+    options::{FixtureOptions, TransportKind},
+};
+
+/// Error type of the serving functions.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Applies `exit_at_start` / `hang_at_start` for the library entry points.
+async fn start_gate(opts: &FixtureOptions) -> Result<(), BoxError> {
+    if let Some(code) = opts.exit_at_start {
+        return Err(format!("fixture: exiting at start with code {code}").into());
+    }
+    if opts.hang_at_start {
+        std::future::pending::<()>().await;
+    }
+    Ok(())
+}
+
+/// Serves one client on stdin/stdout until it disconnects.
+pub async fn serve_stdio(opts: FixtureOptions) -> Result<(), BoxError> {
+    start_gate(&opts).await?;
+    let running = FixtureServer::new(opts)
+        .serve(rmcp::transport::io::stdio())
+        .await?;
+    let reason = running.waiting().await?;
+    tracing::debug!(?reason, "stdio session ended");
+    Ok(())
+}
+
+/// Serves Streamable HTTP at `http://ADDR/mcp` with stateful sessions.
+///
+/// Returns the bound address (useful with port 0) and the task running the
+/// server; aborting that task stops the listener and closes every session.
+pub async fn serve_http(
+    opts: FixtureOptions,
+    addr: SocketAddr,
+) -> Result<(SocketAddr, JoinHandle<()>), BoxError> {
+    start_gate(&opts).await?;
+    let listener = TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    let server = FixtureServer::new(opts);
+    let ct = CancellationToken::new();
+    let mut config =
+        StreamableHttpServerConfig::default().with_cancellation_token(ct.child_token());
+    if !bound.ip().is_loopback() {
+        config.allowed_hosts.push(bound.ip().to_string());
+    }
+    let service = StreamableHttpService::new(
+        move || Ok(server.for_new_connection()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let router = axum::Router::new().nest_service("/mcp", service);
+    let handle = tokio::spawn(async move {
+        // Cancels every session when this task ends or is aborted.
+        let _sessions = ct.drop_guard();
+        if let Err(error) = axum::serve(listener, router).await {
+            tracing::error!(%error, "http server stopped");
+        }
+    });
+    Ok((bound, handle))
+}
+
+/// Serves one client over an in-memory pipe; the task ends when the client
+/// disconnects. With `exit_at_start` the pipe is closed at once; with
+/// `hang_at_start` it is held open and never answered.
+pub fn serve_in_process(opts: FixtureOptions, stream: DuplexStream) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        if let Err(error) = start_gate(&opts).await {
+            tracing::debug!(%error, "in-process fixture not started");
+            return;
+        }
+        match FixtureServer::new(opts).serve(stream).await {
+            Ok(running) => {
+                if let Err(error) = running.waiting().await {
+                    tracing::warn!(%error, "in-process fixture task failed");
+                }
+            }
+            Err(error) => tracing::debug!(%error, "in-process fixture initialization failed"),
+        }
+    })
+}
+
+/// Sends logs to stderr, filtered by `RUST_LOG` (default `warn`). Does nothing
+/// if the embedding program already installed a subscriber.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
+}
+
+/// Writes one line to stderr, ignoring failures (stderr may be closed).
+fn say(line: &str) {
+    let mut stderr = std::io::stderr().lock();
+    let _ = writeln!(stderr, "{line}");
+    let _ = stderr.flush();
+}
+
+/// Runs the fixture as a program: parses `args` (without the program name),
+/// serves on the chosen transport, and returns the process exit code
+/// (2 for bad arguments, the requested code for `--exit-at-start`, 1 on
+/// serving errors, 0 when the client disconnects).
+pub async fn run_main(args: Vec<String>) -> i32 {
+    let opts = match FixtureOptions::from_args(args) {
+        Ok(opts) => opts,
+        Err(message) => {
+            say(&format!("mcp-fixture-server: {message}"));
+            return 2;
+        }
+    };
+    init_logging();
+    if let Some(banner) = &opts.stderr_banner {
+        say(banner);
+    }
+    if let Some(code) = opts.exit_at_start {
+        say(&format!("fixture: exiting at start with code {code}"));
+        return code;
+    }
+    match opts.transport {
+        TransportKind::Stdio => match serve_stdio(opts).await {
+            Ok(()) => 0,
+            Err(error) => {
+                say(&format!("fixture: stdio server failed: {error}"));
+                1
+            }
+        },
+        TransportKind::Http => {
+            let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, opts.port));
+            let (bound, handle) = match serve_http(opts, addr).await {
+                Ok(served) => served,
+                Err(error) => {
+                    say(&format!("fixture: cannot serve http on {addr}: {error}"));
+                    return 1;
+                }
+            };
+            let mut stdout = std::io::stdout().lock();
+            let announced =
+                writeln!(stdout, "listening on http://{bound}/mcp").and_then(|()| stdout.flush());
+            drop(stdout);
+            if let Err(error) = announced {
+                say(&format!("fixture: cannot write to stdout: {error}"));
+                handle.abort();
+                return 1;
+            }
+            match handle.await {
+                Ok(()) => 0,
+                Err(error) => {
+                    say(&format!("fixture: http server task failed: {error}"));
+                    1
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    use super::*;
+
+    /// Drives `serve_in_process` with raw JSON-RPC lines.
+    #[tokio::test]
+    async fn in_process_add_tool_notifies() {
+        let (client, server) = tokio::io::duplex(64 * 1024);
+        let task = serve_in_process(FixtureOptions::default(), server);
+        let (read, mut write) = tokio::io::split(client);
+        let mut lines = BufReader::new(read).lines();
+        let messages = [
+            json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
+                "protocolVersion":"2025-06-18","capabilities":{},
+                "clientInfo":{"name":"t","version":"1"}}}),
+            json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
+            json!({"jsonrpc":"2.0","id":2,"method":"tools/call",
+                "params":{"name":"add_tool","arguments":{"name":"extra"}}}),
+        ];
+        for message in messages {
+            let line = format!("{message}\n");
+            write.write_all(line.as_bytes()).await.expect("write");
+        }
+        let mut seen_notification = false;
+        loop {
+            let line = tokio::time::timeout(std::time::Duration::from_secs(10), lines.next_line())
+                .await
+                .expect("reply in time")
+                .expect("read")
+                .expect("server still open");
+            let value: Value = serde_json::from_str(&line).expect("json line");
+            if value["method"] == "notifications/tools/list_changed" {
+                seen_notification = true;
+            }
+            if value["id"] == 2 {
+                assert_eq!(value["result"]["content"][0]["text"], "added tool extra");
+                break;
+            }
+        }
+        assert!(seen_notification, "list_changed must precede the result");
+        drop(write);
+        drop(lines);
+        tokio::time::timeout(std::time::Duration::from_secs(10), task)
+            .await
+            .expect("server ends when the client leaves")
+            .expect("server task");
+    }
+}
