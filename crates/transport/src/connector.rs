@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{ProtocolVersion, ServerCapabilities};
-use rmcp::service::{ClientInitializeError, QuitReason, RunningService, ServiceExt};
+use rmcp::service::{ClientInitializeError, QuitReason, RunningService, serve_client_with_lifecycle_and_ct};
 use rmcp::transport::IntoTransport;
 use rmcp::RoleClient;
 use tokio_util::sync::CancellationToken;
@@ -157,7 +157,7 @@ where
     let cancel = CancellationToken::new();
     let started = tokio::time::timeout(
         options.startup_timeout,
-        handler.serve_with_ct(transport, cancel.clone()),
+        serve_client_with_lifecycle_and_ct(handler.clone(), transport, handler.lifecycle(), cancel.clone()),
     )
     .await;
     let tail = |stderr: &Option<StderrTail>| stderr.as_ref().and_then(StderrTail::text);

@@ -10,7 +10,7 @@ use rmcp::model::{
     ClientCapabilities, ClientConfig, Implementation, LoggingMessageNotificationParam,
     ProgressNotificationParam, ProtocolVersion, ResourceUpdatedNotificationParam,
 };
-use rmcp::service::{NotificationContext, RoleClient};
+use rmcp::service::{ClientLifecycleMode, NotificationContext, RoleClient};
 use rmcp::ClientHandler;
 
 /// What a connected server told us, outside any request/response pair.
@@ -33,6 +33,10 @@ pub enum ServerEvent {
 /// Receives the events of one session. Called from rmcp's tasks: must not block.
 pub type EventSink = Arc<dyn Fn(ServerEvent) + Send + Sync>;
 
+/// The protocol version asked for by default: the newest with the `initialize` handshake,
+/// which every server era since 2024-11-05 can negotiate down from.
+pub const DEFAULT_PROTOCOL_VERSION: ProtocolVersion = ProtocolVersion::V_2025_11_25;
+
 /// The rmcp [`ClientHandler`] every harness session runs with.
 #[derive(Clone)]
 pub struct HarnessClient {
@@ -49,10 +53,27 @@ impl HarnessClient {
         }
     }
 
-    /// Requests this protocol version in `initialize` instead of rmcp's newest.
+    /// Asks for this protocol version instead of [`DEFAULT_PROTOCOL_VERSION`].
     pub fn with_protocol_version(mut self, version: Option<ProtocolVersion>) -> Self {
         self.protocol_version = version;
         self
+    }
+
+    /// The version this client asks for.
+    pub fn protocol_version(&self) -> ProtocolVersion {
+        self.protocol_version.clone().unwrap_or(DEFAULT_PROTOCOL_VERSION)
+    }
+
+    /// How the session starts: versions from 2026-07-28 on have no `initialize` and use
+    /// `server/discover` with per-request metadata; older ones use the `initialize` handshake,
+    /// which servers negotiate down from.
+    pub fn lifecycle(&self) -> ClientLifecycleMode {
+        let version = self.protocol_version();
+        if version.as_str() >= ProtocolVersion::V_2026_07_28.as_str() {
+            ClientLifecycleMode::Discover { preferred_versions: vec![version] }
+        } else {
+            ClientLifecycleMode::Initialize
+        }
     }
 
     fn emit(&self, event: ServerEvent) {
@@ -66,10 +87,7 @@ impl ClientHandler for HarnessClient {
             ClientCapabilities::default(),
             Implementation::new("mcp-harness", env!("CARGO_PKG_VERSION")),
         );
-        match &self.protocol_version {
-            Some(v) => info.with_protocol_version(v.clone()),
-            None => info,
-        }
+        info.with_protocol_version(self.protocol_version())
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {

@@ -37,6 +37,15 @@ pub async fn run(runtime: &Runtime) -> Result<(), String> {
     if status.state.label() != "connected" {
         return Err(format!("server {SERVER} is {}: {}", status.state.label(), status.last_error.clone().unwrap_or_default()));
     }
-    let _ = scenario;
+    if scenario == "tools_call" {
+        // The suite's server offers `add_numbers`; the call goes through the same path as
+        // `mcp-harness call`.
+        let name = mcp_harness_catalog::qualify(SERVER, "add_numbers");
+        let args = serde_json::json!({"a": 5, "b": 3}).as_object().cloned();
+        let result = runtime.call_tool(&name, args).await.map_err(|e| e.to_string())?;
+        if result.is_error() {
+            return Err(format!("add_numbers reported an error: {:?}", result.result.content));
+        }
+    }
     Ok(())
 }

