@@ -1,0 +1,32 @@
+//! Developer tasks for the mcp-harness workspace, run as `cargo xtask <task> [args]`.
+//!
+//! Tasks:
+//!   conformance   score the `mcp-harness conformance-client` against the official MCP
+//!                 conformance suite (`cargo xtask conformance --help`)
+
+mod conformance;
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let mut args = std::env::args().skip(1);
+    let task = args.next();
+    let rest: Vec<String> = args.collect();
+    match task.as_deref() {
+        Some("conformance") => conformance::main(&rest),
+        Some("-h" | "--help" | "help") | None => {
+            eprintln!(
+                "usage: cargo xtask <task> [args]\n\ntasks:\n  conformance   run the MCP conformance suite against our client (see `cargo xtask conformance --help`)"
+            );
+            if task.is_none() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Some(other) => {
+            eprintln!("xtask: unknown task `{other}` (try `cargo xtask --help`)");
+            ExitCode::from(2)
+        }
+    }
+}
