@@ -1,0 +1,166 @@
+//! The `mcp-harness` binary as a user runs it: the demo, config errors, inspect and call against
+//! the built-in fixture (this binary's hidden `fixture-server`), and SIGTERM leaving no child.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_mcp-harness")
+}
+
+/// A config file with one stdio fixture server named `fx` (this binary as the server).
+fn fixture_config(dir: &std::path::Path, marker: &str) -> std::path::PathBuf {
+    let path = dir.join("mcp.json");
+    let config = serde_json::json!({"mcpServers": {"fx": {
+        "command": bin(),
+        "args": ["fixture-server", "--name", marker, "--tools", "2"],
+        "toolTimeoutSec": 20
+    }}});
+    std::fs::write(&path, config.to_string()).expect("write config");
+    path
+}
+
+fn temp_dir() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("mcp-harness-cli-{}", uuid_like()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+fn uuid_like() -> String {
+    format!("{}-{}", std::process::id(), Instant::now().elapsed().as_nanos() ^ rand_seed())
+}
+
+fn rand_seed() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
+}
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(bin()).args(args).env("NO_COLOR", "1").output().expect("run mcp-harness");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Live processes whose command line contains `marker` (zombies excluded).
+fn processes_with(marker: &str) -> usize {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return 0 };
+    dir.flatten()
+        .filter(|e| e.file_name().to_str().is_some_and(|s| s.parse::<u32>().is_ok()))
+        .filter(|e| {
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            let state = stat.rsplit(')').next().and_then(|s| s.split_whitespace().next()).unwrap_or("Z");
+            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            state != "Z" && String::from_utf8_lossy(&cmd).contains(marker)
+        })
+        .count()
+}
+
+fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    f()
+}
+
+#[test]
+fn demo_runs_the_whole_tour() {
+    let (code, out, err) = run(&["demo"]);
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("builtin  connected  in-process"), "{out}");
+    assert!(out.contains("fixture  connected  stdio"), "{out}");
+    assert!(out.contains("hello from mcp-harness"), "{out}");
+    assert!(out.contains("+mcp__builtin__weather (notifications/tools/list_changed)"), "{out}");
+    assert!(out.contains("{\"city\":\"Lisbon\"}"), "{out}");
+}
+
+#[test]
+fn config_errors_name_the_file_server_and_key() {
+    let dir = temp_dir();
+    let path = dir.join("bad.json");
+    std::fs::write(&path, r#"{"mcpServers": {"fs": {"comand": "npx"}}}"#).expect("write");
+    let (code, _, err) = run(&["servers", "--config", path.to_str().unwrap_or_default()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("bad.json") && err.contains("\"fs\"") && err.contains("comand"), "{err}");
+}
+
+#[test]
+fn missing_default_config_suggests_the_fix() {
+    let dir = temp_dir();
+    let out = Command::new(bin()).arg("servers").current_dir(&dir).output().expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--config") && err.contains("demo"), "{err}");
+}
+
+#[test]
+fn inspect_and_call_against_a_stdio_server() {
+    let dir = temp_dir();
+    let marker = format!("cli-inspect-{}", uuid_like());
+    let config = fixture_config(&dir, &marker);
+    let c = config.to_str().unwrap_or_default();
+
+    let (code, out, err) = run(&["servers", "--config", c]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("fx  ") && out.contains("connected") && out.contains("stdio"), "{out}");
+    let (code, out, _) = run(&["servers", "--json", "--config", c]);
+    assert_eq!(code, 0);
+    let servers: serde_json::Value = serde_json::from_str(&out).expect("servers --json is JSON");
+    assert_eq!(servers[0]["state"], "connected");
+    assert_eq!(servers[0]["tools"], 14);
+
+    let (_, out, _) = run(&["tools", "--config", c]);
+    assert!(out.contains("mcp__fx__echo") && out.contains("mcp__fx__tool_1"), "{out}");
+    let (_, out, _) = run(&["tools", "--json", "--config", c]);
+    let tools: serde_json::Value = serde_json::from_str(&out).expect("tools --json is JSON");
+    assert!(tools.as_array().is_some_and(|t| t.iter().any(|t| t["name"] == "mcp__fx__echo" && t["rawName"] == "echo")));
+    let (_, out, _) = run(&["prompts", "--config", c]);
+    assert!(out.contains("mcp__fx__greeting"), "{out}");
+    let (_, out, _) = run(&["resources", "--config", c]);
+    assert!(out.contains("fixture://static/readme") && out.contains("fixture://items/{id}"), "{out}");
+
+    let (code, out, _) = run(&["call", "mcp__fx__echo", r#"{"message": "from the cli"}"#, "--config", c]);
+    assert_eq!((code, out.trim()), (0, "from the cli"));
+    let (code, _, err) = run(&["call", "mcp__fx__fail", "--config", c]);
+    assert_eq!(code, 1);
+    assert!(err.contains("tool error") && err.contains("failed on purpose"), "{err}");
+    let (code, _, err) = run(&["call", "mcp__fx__nope", "--config", c]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no tool named `mcp__fx__nope`") && err.contains("Catalog"), "{err}");
+    let (code, _, err) = run(&["call", "mcp__fx__echo", "[1,2]", "--config", c]);
+    assert_eq!(code, 2);
+    assert!(err.contains("JSON object"), "{err}");
+    assert!(wait_until(Duration::from_secs(5), || processes_with(&marker) == 0), "a fixture outlived the CLI");
+}
+
+#[test]
+fn sigterm_leaves_no_child_process() {
+    let dir = temp_dir();
+    let marker = format!("cli-sigterm-{}", uuid_like());
+    let config = fixture_config(&dir, &marker);
+    let mut child = Command::new(bin())
+        .args(["watch", "--config", config.to_str().unwrap_or_default()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start watch");
+    assert!(wait_until(Duration::from_secs(30), || processes_with(&marker) == 1), "the fixture server never started");
+    // SAFETY: signals only the CLI process this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(130));
+    assert!(wait_until(Duration::from_secs(5), || processes_with(&marker) == 0), "SIGTERM left a server running");
+    let mut out = String::new();
+    if let Some(mut s) = child.stdout.take() {
+        use std::io::Read;
+        let _ = s.read_to_string(&mut out);
+    }
+    assert!(out.contains("revision"), "watch printed revisions: {out}");
+    let _ = std::io::stderr().flush();
+}
