@@ -164,3 +164,25 @@ fn sigterm_leaves_no_child_process() {
     assert!(out.contains("revision"), "watch printed revisions: {out}");
     let _ = std::io::stderr().flush();
 }
+
+#[test]
+fn secrets_never_reach_the_logs() {
+    let dir = temp_dir();
+    let marker = format!("cli-secret-{}", uuid_like());
+    let secret_env = "env-secret-5f3a9c";
+    let secret_header = "header-secret-77d1e0";
+    let config = dir.join("mcp.json");
+    let text = serde_json::json!({"mcpServers": {
+        "fx": {"command": bin(), "args": ["fixture-server", "--name", &marker], "env": {"API_KEY": secret_env}},
+        "web": {"url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": format!("Bearer {secret_header}")}, "startupTimeoutSec": 3}
+    }});
+    std::fs::write(&config, text.to_string()).expect("write");
+    let out = Command::new(bin())
+        .args(["-vvv", "servers", "--config", config.to_str().unwrap_or_default()])
+        .output()
+        .expect("run");
+    let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(all.contains("connected"), "{all}");
+    assert!(!all.contains(secret_env), "an env value leaked into the output");
+    assert!(!all.contains(secret_header), "a header value leaked into the output");
+}
