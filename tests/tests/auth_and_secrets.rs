@@ -18,7 +18,9 @@ async fn unauthorized_server() -> (String, tokio::task::JoinHandle<()>) {
         );
         response
     });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let addr = listener.local_addr().expect("addr");
     let task = tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
@@ -29,7 +31,10 @@ async fn unauthorized_server() -> (String, tokio::task::JoinHandle<()>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_401_at_initialize_means_needs_auth() {
     let (url, task) = unauthorized_server().await;
-    let runtime = start(vec![server("locked", http(&url)), server("open", fixture_stdio(&[]))]);
+    let runtime = start(vec![
+        server("locked", http(&url)),
+        server("open", fixture_stdio(&[])),
+    ]);
     let s = runtime.wait_settled(SETTLE).await;
     match &s.servers["locked"].state {
         ServerState::NeedsAuth { reason } => assert!(!reason.is_empty()),

@@ -22,7 +22,15 @@ fn failed_error(state: &ServerState) -> &str {
 async fn a_server_that_exits_at_start_is_failed_with_its_stderr() {
     let runtime = start(vec![
         server("good", fixture_stdio(&[])),
-        server("dies", fixture_stdio(&["--stderr-banner", "loading plugin xyz", "--exit-at-start", "3"])),
+        server(
+            "dies",
+            fixture_stdio(&[
+                "--stderr-banner",
+                "loading plugin xyz",
+                "--exit-at-start",
+                "3",
+            ]),
+        ),
     ]);
     let s = runtime.wait_settled(SETTLE).await;
     assert_eq!(s.servers["good"].state, ServerState::Connected);
@@ -31,7 +39,10 @@ async fn a_server_that_exits_at_start_is_failed_with_its_stderr() {
     assert!(error.contains("loading plugin xyz"), "{error}");
     assert!(error.contains("exiting at start with code 3"), "{error}");
     assert!(s.tools().all(|t| t.server == "good"));
-    let err = runtime.call_tool("mcp__dies__echo", None).await.expect_err("no such tool");
+    let err = runtime
+        .call_tool("mcp__dies__echo", None)
+        .await
+        .expect_err("no such tool");
     assert!(matches!(err, CallError::UnknownTool { .. }));
     runtime.shutdown().await;
 }
@@ -39,25 +50,41 @@ async fn a_server_that_exits_at_start_is_failed_with_its_stderr() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_hangs_in_startup_times_out_and_names_the_key() {
     let marker = format!("hang-{}", uuid::Uuid::new_v4());
-    let mut hung = server("hung", fixture_stdio(&["--name", &marker, "--hang-at-start"]));
+    let mut hung = server(
+        "hung",
+        fixture_stdio(&["--name", &marker, "--hang-at-start"]),
+    );
     hung.startup_timeout = Duration::from_millis(800);
     let runtime = start(vec![hung, server("good", fixture_stdio(&[]))]);
     let s = runtime.wait_settled(SETTLE).await;
     let error = failed_error(&s.servers["hung"].state);
-    assert!(error.contains("no answer to initialize within 0.8s"), "{error}");
+    assert!(
+        error.contains("no answer to initialize within 0.8s"),
+        "{error}"
+    );
     assert!(error.contains("startupTimeoutSec"), "{error}");
     assert_eq!(s.servers["good"].state, ServerState::Connected);
     // The timed-out child is not left running.
-    assert_eq!(wait_gone(&marker).await, Vec::<u32>::new(), "the hung server process survived");
+    assert_eq!(
+        wait_gone(&marker).await,
+        Vec::<u32>::new(),
+        "the hung server process survived"
+    );
     runtime.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_command_is_failed_with_the_command_name() {
-    let runtime = start(vec![server("ghost", stdio("/nonexistent/mcp-server-ghost", &[]))]);
+    let runtime = start(vec![server(
+        "ghost",
+        stdio("/nonexistent/mcp-server-ghost", &[]),
+    )]);
     let s = runtime.wait_settled(SETTLE).await;
     let error = failed_error(&s.servers["ghost"].state);
-    assert!(error.contains("could not start `/nonexistent/mcp-server-ghost`"), "{error}");
+    assert!(
+        error.contains("could not start `/nonexistent/mcp-server-ghost`"),
+        "{error}"
+    );
     runtime.shutdown().await;
 }
 
@@ -82,7 +109,10 @@ async fn a_disabled_server_is_never_started() {
     let s = runtime.wait_settled(SETTLE).await;
     assert_eq!(s.servers["off"].state, ServerState::Disabled);
     assert!(!s.catalogs.contains_key("off"));
-    assert!(processes_with(&marker).is_empty(), "a disabled server was spawned");
+    assert!(
+        processes_with(&marker).is_empty(),
+        "a disabled server was spawned"
+    );
     runtime.shutdown().await;
 }
 
@@ -90,7 +120,10 @@ async fn a_disabled_server_is_never_started() {
 async fn a_crash_mid_session_fails_the_server_and_clears_its_tools() {
     let marker = format!("crash-{}", uuid::Uuid::new_v4());
     let runtime = start(vec![
-        server("crashy", fixture_stdio(&["--name", &marker, "--stderr-banner", "crashy is up"])),
+        server(
+            "crashy",
+            fixture_stdio(&["--name", &marker, "--stderr-banner", "crashy is up"]),
+        ),
         server("steady", fixture_stdio(&[])),
     ]);
     let s = runtime.wait_settled(SETTLE).await;
@@ -100,15 +133,31 @@ async fn a_crash_mid_session_fails_the_server_and_clears_its_tools() {
     // SAFETY: kill only sends a signal to the fixture process this test started.
     unsafe { libc::kill(pids[0] as i32, libc::SIGKILL) };
 
-    let s = runtime.wait_for(SETTLE, |s| !matches!(s.servers["crashy"].state, ServerState::Connected)).await;
+    let s = runtime
+        .wait_for(SETTLE, |s| {
+            !matches!(s.servers["crashy"].state, ServerState::Connected)
+        })
+        .await;
     let error = failed_error(&s.servers["crashy"].state);
     assert!(error.contains("connection closed"), "{error}");
-    assert!(error.contains("crashy is up"), "the stderr tail is shown: {error}");
-    assert!(s.tools().all(|t| t.server == "steady"), "no ghost tools from the crashed server");
+    assert!(
+        error.contains("crashy is up"),
+        "the stderr tail is shown: {error}"
+    );
+    assert!(
+        s.tools().all(|t| t.server == "steady"),
+        "no ghost tools from the crashed server"
+    );
     assert!(!s.changes.is_empty());
-    let err = runtime.call_tool("mcp__crashy__echo", args(json!({"message": "x"}))).await.expect_err("gone");
+    let err = runtime
+        .call_tool("mcp__crashy__echo", args(json!({"message": "x"})))
+        .await
+        .expect_err("gone");
     assert!(matches!(err, CallError::UnknownTool { .. }), "{err}");
-    let ok = runtime.call_tool("mcp__steady__echo", args(json!({"message": "x"}))).await.expect("steady works");
+    let ok = runtime
+        .call_tool("mcp__steady__echo", args(json!({"message": "x"})))
+        .await
+        .expect("steady works");
     assert_eq!(text(&ok), "x");
     runtime.shutdown().await;
 }

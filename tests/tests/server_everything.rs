@@ -15,9 +15,20 @@ use serde_json::json;
 
 async fn exercise(runtime: &Runtime, name: &str) {
     let s = runtime.wait_settled(SETTLE).await;
-    assert_eq!(s.servers[name].state, ServerState::Connected, "{:?}", s.servers[name]);
+    assert_eq!(
+        s.servers[name].state,
+        ServerState::Connected,
+        "{:?}",
+        s.servers[name]
+    );
     let q = |tool: &str| mcp_harness_catalog::qualify(name, tool);
-    for tool in ["echo", "get-sum", "get-structured-content", "get-tiny-image", "gzip-file-as-resource"] {
+    for tool in [
+        "echo",
+        "get-sum",
+        "get-structured-content",
+        "get-tiny-image",
+        "gzip-file-as-resource",
+    ] {
         assert!(s.tool(&q(tool)).is_some(), "{tool} not listed");
     }
     let catalog = &s.catalogs[name];
@@ -26,18 +37,40 @@ async fn exercise(runtime: &Runtime, name: &str) {
     assert!(!catalog.templates.is_empty(), "resource templates listed");
     assert!(catalog.resources.iter().all(|r| r.server == name));
 
-    let echo = runtime.call_tool(&q("echo"), args(json!({"message": "hello everything"}))).await.expect("echo");
+    let echo = runtime
+        .call_tool(&q("echo"), args(json!({"message": "hello everything"})))
+        .await
+        .expect("echo");
     assert!(text(&echo).contains("hello everything"), "{}", text(&echo));
-    let sum = runtime.call_tool(&q("get-sum"), args(json!({"a": 2, "b": 40}))).await.expect("get-sum");
+    let sum = runtime
+        .call_tool(&q("get-sum"), args(json!({"a": 2, "b": 40})))
+        .await
+        .expect("get-sum");
     assert!(text(&sum).contains("42"), "{}", text(&sum));
     let weather = runtime
-        .call_tool(&q("get-structured-content"), args(json!({"location": "Chicago"})))
+        .call_tool(
+            &q("get-structured-content"),
+            args(json!({"location": "Chicago"})),
+        )
         .await
         .expect("get-structured-content");
-    let structured = weather.result.structured_content.clone().expect("structured content");
-    assert!(structured.get("temperature").is_some_and(|t| t.is_number()), "{structured}");
-    assert!(!weather.result.content.is_empty(), "content is kept beside structuredContent");
-    let image = runtime.call_tool(&q("get-tiny-image"), None).await.expect("get-tiny-image");
+    let structured = weather
+        .result
+        .structured_content
+        .clone()
+        .expect("structured content");
+    assert!(
+        structured.get("temperature").is_some_and(|t| t.is_number()),
+        "{structured}"
+    );
+    assert!(
+        !weather.result.content.is_empty(),
+        "content is kept beside structuredContent"
+    );
+    let image = runtime
+        .call_tool(&q("get-tiny-image"), None)
+        .await
+        .expect("get-tiny-image");
     assert!(
         image.result.content.iter().any(|c| matches!(c, ContentBlock::Image(i) if i.mime_type == "image/png" && !i.data.is_empty())),
         "an image block"
@@ -53,16 +86,32 @@ async fn exercise(runtime: &Runtime, name: &str) {
         .await
         .expect("gzip-file-as-resource");
     assert!(!made.is_error(), "{:?}", made.result.content);
-    let has = |s: &Snapshot| s.catalogs.get(name).is_some_and(|c| c.resources.iter().any(|r| r.resource.uri.contains("harness-test.txt.gz")));
+    let has = |s: &Snapshot| {
+        s.catalogs.get(name).is_some_and(|c| {
+            c.resources
+                .iter()
+                .any(|r| r.resource.uri.contains("harness-test.txt.gz"))
+        })
+    };
     let after = runtime.wait_for(SETTLE, has).await;
     assert!(has(&after), "the new resource never appeared");
     assert!(after.revision > before);
-    assert!(after.changes.iter().any(|c| c.cause == "notifications/resources/list_changed"), "{:?}", after.changes);
+    assert!(
+        after
+            .changes
+            .iter()
+            .any(|c| c.cause == "notifications/resources/list_changed"),
+        "{:?}",
+        after.changes
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_everything_over_stdio() {
-    let runtime = start(vec![server("everything", stdio(&node(), &[&server_everything(), "stdio"]))]);
+    let runtime = start(vec![server(
+        "everything",
+        stdio(&node(), &[&server_everything(), "stdio"]),
+    )]);
     exercise(&runtime, "everything").await;
     runtime.shutdown().await;
 }
@@ -82,14 +131,23 @@ async fn server_everything_over_streamable_http() {
     // Wait (bounded) until it accepts connections on loopback.
     let mut up = false;
     for _ in 0..300 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
             up = true;
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(up, "server-everything did not listen on port {port} within 30 s");
-    let runtime = start(vec![server("everything", http(&format!("http://127.0.0.1:{port}/mcp")))]);
+    assert!(
+        up,
+        "server-everything did not listen on port {port} within 30 s"
+    );
+    let runtime = start(vec![server(
+        "everything",
+        http(&format!("http://127.0.0.1:{port}/mcp")),
+    )]);
     exercise(&runtime, "everything").await;
     runtime.shutdown().await;
     let _ = child.kill().await;

@@ -21,7 +21,12 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in listing order.
-    pub const ALL: [Kind; 4] = [Kind::Tools, Kind::Prompts, Kind::Resources, Kind::ResourceTemplates];
+    pub const ALL: [Kind; 4] = [
+        Kind::Tools,
+        Kind::Prompts,
+        Kind::Resources,
+        Kind::ResourceTemplates,
+    ];
 
     /// Name as shown to users.
     pub fn as_str(self) -> &'static str {
@@ -132,12 +137,26 @@ impl ServerCatalog {
     /// URIs for resources, URI templates for templates), sorted.
     pub fn names(&self, kind: Kind) -> Vec<String> {
         let mut names: Vec<String> = match kind {
-            Kind::Tools => self.tools.iter().map(|t| t.qualified_name.clone()).collect(),
-            Kind::Prompts => self.prompts.iter().map(|p| p.qualified_name.clone()).collect(),
-            Kind::Resources => self.resources.iter().map(|r| r.resource.uri.clone()).collect(),
-            Kind::ResourceTemplates => {
-                self.templates.iter().map(|t| t.template.uri_template.clone()).collect()
-            }
+            Kind::Tools => self
+                .tools
+                .iter()
+                .map(|t| t.qualified_name.clone())
+                .collect(),
+            Kind::Prompts => self
+                .prompts
+                .iter()
+                .map(|p| p.qualified_name.clone())
+                .collect(),
+            Kind::Resources => self
+                .resources
+                .iter()
+                .map(|r| r.resource.uri.clone())
+                .collect(),
+            Kind::ResourceTemplates => self
+                .templates
+                .iter()
+                .map(|t| t.template.uri_template.clone())
+                .collect(),
         };
         names.sort();
         names
@@ -219,7 +238,10 @@ impl ServerCatalog {
     /// half a catalog would let the model call the wrong one.
     pub fn set_tools(&mut self, server: &str, tools: Vec<Tool>) {
         self.hidden.retain(|h| h.kind != Kind::Tools);
-        let entries: Vec<ToolEntry> = tools.into_iter().map(|t| ToolEntry::new(server, t)).collect();
+        let entries: Vec<ToolEntry> = tools
+            .into_iter()
+            .map(|t| ToolEntry::new(server, t))
+            .collect();
         match first_conflict(entries.iter().map(|e| (&e.qualified_name, &e.raw_name))) {
             None => self.tools = entries,
             Some(reason) => {
@@ -237,7 +259,10 @@ impl ServerCatalog {
     /// Replaces the server's prompts; a name conflict hides all of them, as for tools.
     pub fn set_prompts(&mut self, server: &str, prompts: Vec<Prompt>) {
         self.hidden.retain(|h| h.kind != Kind::Prompts);
-        let entries: Vec<PromptEntry> = prompts.into_iter().map(|p| PromptEntry::new(server, p)).collect();
+        let entries: Vec<PromptEntry> = prompts
+            .into_iter()
+            .map(|p| PromptEntry::new(server, p))
+            .collect();
         match first_conflict(entries.iter().map(|e| (&e.qualified_name, &e.raw_name))) {
             None => self.prompts = entries,
             Some(reason) => {
@@ -256,7 +281,10 @@ impl ServerCatalog {
     pub fn set_resources(&mut self, server: &str, resources: Vec<Resource>) {
         self.resources = resources
             .into_iter()
-            .map(|r| ResourceEntry { server: server.to_string(), resource: Arc::new(r) })
+            .map(|r| ResourceEntry {
+                server: server.to_string(),
+                resource: Arc::new(r),
+            })
             .collect();
     }
 
@@ -264,7 +292,10 @@ impl ServerCatalog {
     pub fn set_templates(&mut self, server: &str, templates: Vec<ResourceTemplate>) {
         self.templates = templates
             .into_iter()
-            .map(|t| TemplateEntry { server: server.to_string(), template: Arc::new(t) })
+            .map(|t| TemplateEntry {
+                server: server.to_string(),
+                template: Arc::new(t),
+            })
             .collect();
     }
 }
@@ -286,7 +317,11 @@ mod tests {
     use super::*;
 
     fn tool(name: &str) -> Tool {
-        Tool::new(name.to_string(), "d".to_string(), Arc::new(serde_json::Map::new()))
+        Tool::new(
+            name.to_string(),
+            "d".to_string(),
+            Arc::new(serde_json::Map::new()),
+        )
     }
 
     #[test]
@@ -300,6 +335,9 @@ mod tests {
         assert!(c.hidden[0].reason.contains("name conflict"));
         c.set_tools("s", vec![tool("a")]);
         assert_eq!(c.tools.len(), 1);
-        assert!(c.hidden.is_empty(), "hidden reasons of an older listing are dropped");
+        assert!(
+            c.hidden.is_empty(),
+            "hidden reasons of an older listing are dropped"
+        );
     }
 }

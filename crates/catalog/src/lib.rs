@@ -19,6 +19,6 @@ pub use entry::{
     HiddenEntry, Kind, PromptEntry, ResourceEntry, ServerCatalog, ServerState, ServerStatus,
     TemplateEntry, ToolEntry,
 };
-pub use naming::{qualify, MAX_NAME_LEN};
-pub use pages::{collect_pages, ListError, PageLimits};
+pub use naming::{MAX_NAME_LEN, qualify};
+pub use pages::{ListError, PageLimits, collect_pages};
 pub use snapshot::{Change, Snapshot, SnapshotBuilder, diff_names};

@@ -16,7 +16,13 @@ pub fn qualify(server: &str, name: &str) -> String {
     }
     let sanitized: String = plain
         .chars()
-        .map(|c| if c.is_ascii() && is_allowed(c as u8) { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii() && is_allowed(c as u8) {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     let hash = identity_hash(server, name);
     let keep = MAX_NAME_LEN - HASH_LEN - 1;
@@ -49,7 +55,10 @@ mod tests {
 
     #[test]
     fn plain_names_are_kept() {
-        assert_eq!(qualify("github", "create_issue"), "mcp__github__create_issue");
+        assert_eq!(
+            qualify("github", "create_issue"),
+            "mcp__github__create_issue"
+        );
     }
 
     #[test]
@@ -81,7 +90,10 @@ mod tests {
     #[test]
     fn hash_is_stable() {
         // Fixed expectations: changing the hash would rename every sanitised tool.
-        assert_eq!(qualify("a b", "c"), format!("mcp__a_b__c_{}", identity_hash("a b", "c")));
+        assert_eq!(
+            qualify("a b", "c"),
+            format!("mcp__a_b__c_{}", identity_hash("a b", "c"))
+        );
         assert_eq!(identity_hash("a b", "c").len(), 8);
     }
 }

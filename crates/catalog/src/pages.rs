@@ -42,7 +42,10 @@ pub enum ListError<E> {
 }
 
 /// Fetches every page through `fetch(cursor)`, which returns a page's items and next cursor.
-pub async fn collect_pages<T, E, F, Fut>(limits: PageLimits, mut fetch: F) -> Result<Vec<T>, ListError<E>>
+pub async fn collect_pages<T, E, F, Fut>(
+    limits: PageLimits,
+    mut fetch: F,
+) -> Result<Vec<T>, ListError<E>>
 where
     F: FnMut(Option<String>) -> Fut,
     Fut: Future<Output = Result<(Vec<T>, Option<String>), E>>,
@@ -90,11 +93,14 @@ mod tests {
 
     #[test]
     fn follows_cursors_to_the_end() {
-        let got = block(collect_pages(PageLimits::default(), |c: Option<String>| async move {
-            let n: usize = c.map(|c| c.parse().unwrap_or(0)).unwrap_or(0);
-            let next = (n < 4).then(|| (n + 1).to_string());
-            Ok::<_, String>((vec![n], next))
-        }));
+        let got = block(collect_pages(
+            PageLimits::default(),
+            |c: Option<String>| async move {
+                let n: usize = c.map(|c| c.parse().unwrap_or(0)).unwrap_or(0);
+                let next = (n < 4).then(|| (n + 1).to_string());
+                Ok::<_, String>((vec![n], next))
+            },
+        ));
         assert_eq!(got.unwrap_or_default(), vec![0, 1, 2, 3, 4]);
     }
 
@@ -108,21 +114,31 @@ mod tests {
 
     #[test]
     fn page_item_and_cursor_caps() {
-        let limits = PageLimits { max_pages: 3, max_items: 1000, max_cursor_bytes: 10 };
+        let limits = PageLimits {
+            max_pages: 3,
+            max_items: 1000,
+            max_cursor_bytes: 10,
+        };
         let pages = block(collect_pages(limits, |c: Option<String>| async move {
             let n: usize = c.map(|c| c.parse().unwrap_or(0)).unwrap_or(0);
             Ok::<_, String>((vec![n], Some((n + 1).to_string())))
         }));
         assert!(matches!(pages, Err(ListError::TooManyPages(3))));
-        let items = block(collect_pages(PageLimits { max_items: 5, ..limits }, |_c| async move {
-            Ok::<_, String>((vec![0; 6], None))
-        }));
+        let items = block(collect_pages(
+            PageLimits {
+                max_items: 5,
+                ..limits
+            },
+            |_c| async move { Ok::<_, String>((vec![0; 6], None)) },
+        ));
         assert!(matches!(items, Err(ListError::TooManyItems(5))));
         let cursor = block(collect_pages(limits, |_c| async move {
             Ok::<_, String>((vec![0], Some("x".repeat(11))))
         }));
         assert!(matches!(cursor, Err(ListError::CursorTooLong(10))));
-        let failed = block(collect_pages(limits, |_c| async move { Err::<(Vec<u8>, _), _>("boom") }));
+        let failed = block(collect_pages(limits, |_c| async move {
+            Err::<(Vec<u8>, _), _>("boom")
+        }));
         assert!(matches!(failed, Err(ListError::Fetch("boom"))));
     }
 }

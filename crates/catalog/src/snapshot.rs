@@ -83,12 +83,17 @@ impl SnapshotBuilder {
     }
 
     /// Adds a server; its catalog is included only when it is connected.
-    pub fn server(&mut self, status: ServerStatus, catalog: Option<Arc<ServerCatalog>>) -> &mut Self {
+    pub fn server(
+        &mut self,
+        status: ServerStatus,
+        catalog: Option<Arc<ServerCatalog>>,
+    ) -> &mut Self {
         let name = status.name.clone();
         if status.state == ServerState::Connected
-            && let Some(c) = catalog {
-                self.catalogs.insert(name.clone(), c);
-            }
+            && let Some(c) = catalog
+        {
+            self.catalogs.insert(name.clone(), c);
+        }
         self.servers.insert(name, status);
         self
     }
@@ -119,8 +124,16 @@ impl SnapshotBuilder {
 
 /// Names added and removed between two sorted name lists.
 pub fn diff_names(old: &[String], new: &[String]) -> (Vec<String>, Vec<String>) {
-    let added = new.iter().filter(|n| old.binary_search(n).is_err()).cloned().collect();
-    let removed = old.iter().filter(|n| new.binary_search(n).is_err()).cloned().collect();
+    let added = new
+        .iter()
+        .filter(|n| old.binary_search(n).is_err())
+        .cloned()
+        .collect();
+    let removed = old
+        .iter()
+        .filter(|n| new.binary_search(n).is_err())
+        .cloned()
+        .collect();
     (added, removed)
 }
 
@@ -130,7 +143,11 @@ mod tests {
     use rmcp::model::Tool;
 
     fn tool(name: &str) -> Tool {
-        Tool::new(name.to_string(), "d".to_string(), Arc::new(serde_json::Map::new()))
+        Tool::new(
+            name.to_string(),
+            "d".to_string(),
+            Arc::new(serde_json::Map::new()),
+        )
     }
 
     #[test]
@@ -140,23 +157,32 @@ mod tests {
             ..Default::default()
         });
         let mut b = SnapshotBuilder::new();
-        b.server(ServerStatus::new("a", "stdio", ServerState::Failed { error: "e".into() }), Some(catalog.clone()));
-        b.server(ServerStatus::new("b", "stdio", ServerState::Connected), Some(Arc::new(ServerCatalog {
-            tools: vec![ToolEntry::new("b", tool("y"))],
-            ..Default::default()
-        })));
+        b.server(
+            ServerStatus::new("a", "stdio", ServerState::Failed { error: "e".into() }),
+            Some(catalog.clone()),
+        );
+        b.server(
+            ServerStatus::new("b", "stdio", ServerState::Connected),
+            Some(Arc::new(ServerCatalog {
+                tools: vec![ToolEntry::new("b", tool("y"))],
+                ..Default::default()
+            })),
+        );
         let s = b.build(7);
         assert_eq!(s.revision, 7);
         assert!(s.tool("mcp__a__x").is_none());
         assert_eq!(s.tool("mcp__b__y").map(|t| t.raw_name.as_str()), Some("y"));
         assert_eq!(s.tools().count(), 1);
-        assert!(s.catalogs.get("a").is_none());
+        assert!(!s.catalogs.contains_key("a"));
     }
 
     #[test]
     fn diff_finds_added_and_removed() {
         let old = vec!["a".to_string(), "b".to_string()];
         let new = vec!["b".to_string(), "c".to_string()];
-        assert_eq!(diff_names(&old, &new), (vec!["c".to_string()], vec!["a".to_string()]));
+        assert_eq!(
+            diff_names(&old, &new),
+            (vec!["c".to_string()], vec!["a".to_string()])
+        );
     }
 }

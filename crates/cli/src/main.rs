@@ -14,7 +14,11 @@ use clap::{Parser, Subcommand};
 use mcp_harness_runtime::{Config, Runtime};
 
 #[derive(Parser)]
-#[command(name = "mcp-harness", version, about = "Inspect, call and watch MCP servers through mcp-harness")]
+#[command(
+    name = "mcp-harness",
+    version,
+    about = "Inspect, call and watch MCP servers through mcp-harness"
+)]
 struct Cli {
     /// Config file in the `mcpServers` format (default: ./.mcp.json).
     #[arg(long, global = true, value_name = "PATH")]
@@ -97,7 +101,11 @@ fn init_logs(verbose: u8) {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logs(cli.verbose);
-    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -112,7 +120,13 @@ fn main() -> ExitCode {
 /// a margin for listing.
 fn settle_deadline(runtime: &Runtime, config: &Config) -> Duration {
     let _ = runtime;
-    config.servers.values().map(|s| s.startup_timeout).max().unwrap_or(Duration::from_secs(30)) + Duration::from_secs(5)
+    config
+        .servers
+        .values()
+        .map(|s| s.startup_timeout)
+        .max()
+        .unwrap_or(Duration::from_secs(30))
+        + Duration::from_secs(5)
 }
 
 async fn run(cli: Cli) -> u8 {
@@ -129,9 +143,15 @@ async fn run(cli: Cli) -> u8 {
             Err(e) => return fail(&e, 1),
         },
         _ => {
-            let path = cli.config.clone().unwrap_or_else(|| PathBuf::from(".mcp.json"));
+            let path = cli
+                .config
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(".mcp.json"));
             if cli.config.is_none() && !path.exists() {
-                return fail("no ./.mcp.json here: pass --config PATH, or try `mcp-harness demo`", 2);
+                return fail(
+                    "no ./.mcp.json here: pass --config PATH, or try `mcp-harness demo`",
+                    2,
+                );
             }
             let config = match Config::load(&path) {
                 Ok(c) => c,
@@ -160,10 +180,18 @@ async fn run(cli: Cli) -> u8 {
 async fn execute(runtime: &Runtime, command: Command, deadline: Duration) -> u8 {
     use commands::*;
     match command {
-        Command::Servers { json } => print_settled(runtime, deadline, |s| inspect::servers(s, json)).await,
-        Command::Tools { json, hidden } => print_settled(runtime, deadline, |s| inspect::tools(s, json, hidden)).await,
-        Command::Prompts { json } => print_settled(runtime, deadline, |s| inspect::prompts(s, json)).await,
-        Command::Resources { json } => print_settled(runtime, deadline, |s| inspect::resources(s, json)).await,
+        Command::Servers { json } => {
+            print_settled(runtime, deadline, |s| inspect::servers(s, json)).await
+        }
+        Command::Tools { json, hidden } => {
+            print_settled(runtime, deadline, |s| inspect::tools(s, json, hidden)).await
+        }
+        Command::Prompts { json } => {
+            print_settled(runtime, deadline, |s| inspect::prompts(s, json)).await
+        }
+        Command::Resources { json } => {
+            print_settled(runtime, deadline, |s| inspect::resources(s, json)).await
+        }
         Command::Call { name, args, json } => {
             let args = match call::parse_args(args.as_deref()) {
                 Ok(a) => a,
@@ -210,7 +238,11 @@ async fn execute(runtime: &Runtime, command: Command, deadline: Duration) -> u8 
     }
 }
 
-async fn print_settled(runtime: &Runtime, deadline: Duration, render: impl Fn(&mcp_harness_catalog::Snapshot) -> String) -> u8 {
+async fn print_settled(
+    runtime: &Runtime,
+    deadline: Duration,
+    render: impl Fn(&mcp_harness_catalog::Snapshot) -> String,
+) -> u8 {
     let snapshot = runtime.wait_settled(deadline).await;
     print!("{}", render(&snapshot));
     0

@@ -20,7 +20,13 @@ pub fn render(header: &[&str], rows: &[Vec<String>]) -> String {
         let line: Vec<String> = row
             .iter()
             .enumerate()
-            .map(|(i, c)| if i + 1 == row.len() { c.clone() } else { format!("{c:<w$}", w = widths[i]) })
+            .map(|(i, c)| {
+                if i + 1 == row.len() {
+                    c.clone()
+                } else {
+                    format!("{c:<w$}", w = widths[i])
+                }
+            })
             .collect();
         out.push_str(line.join("  ").trim_end());
         out.push('\n');
@@ -45,7 +51,13 @@ mod tests {
 
     #[test]
     fn pads_and_cuts() {
-        let out = render(&["A", "B"], &[vec!["x".into(), "y".repeat(100)], vec!["long".into(), "z".into()]]);
+        let out = render(
+            &["A", "B"],
+            &[
+                vec!["x".into(), "y".repeat(100)],
+                vec!["long".into(), "z".into()],
+            ],
+        );
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines[0], "A     B");
         assert!(lines[1].starts_with("x     yyy"));

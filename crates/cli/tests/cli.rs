@@ -28,15 +28,26 @@ fn temp_dir() -> std::path::PathBuf {
 }
 
 fn uuid_like() -> String {
-    format!("{}-{}", std::process::id(), Instant::now().elapsed().as_nanos() ^ rand_seed())
+    format!(
+        "{}-{}",
+        std::process::id(),
+        Instant::now().elapsed().as_nanos() ^ rand_seed()
+    )
 }
 
 fn rand_seed() -> u128 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
 }
 
 fn run(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(bin()).args(args).env("NO_COLOR", "1").output().expect("run mcp-harness");
+    let out = Command::new(bin())
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run mcp-harness");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -46,12 +57,22 @@ fn run(args: &[&str]) -> (i32, String, String) {
 
 /// Live processes whose command line contains `marker` (zombies excluded).
 fn processes_with(marker: &str) -> usize {
-    let Ok(dir) = std::fs::read_dir("/proc") else { return 0 };
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
     dir.flatten()
-        .filter(|e| e.file_name().to_str().is_some_and(|s| s.parse::<u32>().is_ok()))
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|s| s.parse::<u32>().is_ok())
+        })
         .filter(|e| {
             let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-            let state = stat.rsplit(')').next().and_then(|s| s.split_whitespace().next()).unwrap_or("Z");
+            let state = stat
+                .rsplit(')')
+                .next()
+                .and_then(|s| s.split_whitespace().next())
+                .unwrap_or("Z");
             let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
             state != "Z" && String::from_utf8_lossy(&cmd).contains(marker)
         })
@@ -76,7 +97,10 @@ fn demo_runs_the_whole_tour() {
     assert!(out.contains("builtin  connected  in-process"), "{out}");
     assert!(out.contains("fixture  connected  stdio"), "{out}");
     assert!(out.contains("hello from mcp-harness"), "{out}");
-    assert!(out.contains("+mcp__builtin__weather (notifications/tools/list_changed)"), "{out}");
+    assert!(
+        out.contains("+mcp__builtin__weather (notifications/tools/list_changed)"),
+        "{out}"
+    );
     assert!(out.contains("{\"city\":\"Lisbon\"}"), "{out}");
 }
 
@@ -87,13 +111,20 @@ fn config_errors_name_the_file_server_and_key() {
     std::fs::write(&path, r#"{"mcpServers": {"fs": {"comand": "npx"}}}"#).expect("write");
     let (code, _, err) = run(&["servers", "--config", path.to_str().unwrap_or_default()]);
     assert_eq!(code, 2);
-    assert!(err.contains("bad.json") && err.contains("\"fs\"") && err.contains("comand"), "{err}");
+    assert!(
+        err.contains("bad.json") && err.contains("\"fs\"") && err.contains("comand"),
+        "{err}"
+    );
 }
 
 #[test]
 fn missing_default_config_suggests_the_fix() {
     let dir = temp_dir();
-    let out = Command::new(bin()).arg("servers").current_dir(&dir).output().expect("run");
+    let out = Command::new(bin())
+        .arg("servers")
+        .current_dir(&dir)
+        .output()
+        .expect("run");
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--config") && err.contains("demo"), "{err}");
@@ -108,7 +139,10 @@ fn inspect_and_call_against_a_stdio_server() {
 
     let (code, out, err) = run(&["servers", "--config", c]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("fx  ") && out.contains("connected") && out.contains("stdio"), "{out}");
+    assert!(
+        out.contains("fx  ") && out.contains("connected") && out.contains("stdio"),
+        "{out}"
+    );
     let (code, out, _) = run(&["servers", "--json", "--config", c]);
     assert_eq!(code, 0);
     let servers: serde_json::Value = serde_json::from_str(&out).expect("servers --json is JSON");
@@ -116,27 +150,51 @@ fn inspect_and_call_against_a_stdio_server() {
     assert_eq!(servers[0]["tools"], 14);
 
     let (_, out, _) = run(&["tools", "--config", c]);
-    assert!(out.contains("mcp__fx__echo") && out.contains("mcp__fx__tool_1"), "{out}");
+    assert!(
+        out.contains("mcp__fx__echo") && out.contains("mcp__fx__tool_1"),
+        "{out}"
+    );
     let (_, out, _) = run(&["tools", "--json", "--config", c]);
     let tools: serde_json::Value = serde_json::from_str(&out).expect("tools --json is JSON");
-    assert!(tools.as_array().is_some_and(|t| t.iter().any(|t| t["name"] == "mcp__fx__echo" && t["rawName"] == "echo")));
+    assert!(tools.as_array().is_some_and(|t| {
+        t.iter()
+            .any(|t| t["name"] == "mcp__fx__echo" && t["rawName"] == "echo")
+    }));
     let (_, out, _) = run(&["prompts", "--config", c]);
     assert!(out.contains("mcp__fx__greeting"), "{out}");
     let (_, out, _) = run(&["resources", "--config", c]);
-    assert!(out.contains("fixture://static/readme") && out.contains("fixture://items/{id}"), "{out}");
+    assert!(
+        out.contains("fixture://static/readme") && out.contains("fixture://items/{id}"),
+        "{out}"
+    );
 
-    let (code, out, _) = run(&["call", "mcp__fx__echo", r#"{"message": "from the cli"}"#, "--config", c]);
+    let (code, out, _) = run(&[
+        "call",
+        "mcp__fx__echo",
+        r#"{"message": "from the cli"}"#,
+        "--config",
+        c,
+    ]);
     assert_eq!((code, out.trim()), (0, "from the cli"));
     let (code, _, err) = run(&["call", "mcp__fx__fail", "--config", c]);
     assert_eq!(code, 1);
-    assert!(err.contains("tool error") && err.contains("failed on purpose"), "{err}");
+    assert!(
+        err.contains("tool error") && err.contains("failed on purpose"),
+        "{err}"
+    );
     let (code, _, err) = run(&["call", "mcp__fx__nope", "--config", c]);
     assert_eq!(code, 1);
-    assert!(err.contains("no tool named `mcp__fx__nope`") && err.contains("Catalog"), "{err}");
+    assert!(
+        err.contains("no tool named `mcp__fx__nope`") && err.contains("Catalog"),
+        "{err}"
+    );
     let (code, _, err) = run(&["call", "mcp__fx__echo", "[1,2]", "--config", c]);
     assert_eq!(code, 2);
     assert!(err.contains("JSON object"), "{err}");
-    assert!(wait_until(Duration::from_secs(5), || processes_with(&marker) == 0), "a fixture outlived the CLI");
+    assert!(
+        wait_until(Duration::from_secs(5), || processes_with(&marker) == 0),
+        "a fixture outlived the CLI"
+    );
 }
 
 #[test]
@@ -150,12 +208,18 @@ fn sigterm_leaves_no_child_process() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start watch");
-    assert!(wait_until(Duration::from_secs(30), || processes_with(&marker) == 1), "the fixture server never started");
+    assert!(
+        wait_until(Duration::from_secs(30), || processes_with(&marker) == 1),
+        "the fixture server never started"
+    );
     // SAFETY: signals only the CLI process this test started.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let status = child.wait().expect("wait");
     assert_eq!(status.code(), Some(130));
-    assert!(wait_until(Duration::from_secs(5), || processes_with(&marker) == 0), "SIGTERM left a server running");
+    assert!(
+        wait_until(Duration::from_secs(5), || processes_with(&marker) == 0),
+        "SIGTERM left a server running"
+    );
     let mut out = String::new();
     if let Some(mut s) = child.stdout.take() {
         use std::io::Read;
@@ -178,11 +242,26 @@ fn secrets_never_reach_the_logs() {
     }});
     std::fs::write(&config, text.to_string()).expect("write");
     let out = Command::new(bin())
-        .args(["-vvv", "servers", "--config", config.to_str().unwrap_or_default()])
+        .args([
+            "-vvv",
+            "servers",
+            "--config",
+            config.to_str().unwrap_or_default(),
+        ])
         .output()
         .expect("run");
-    let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(all.contains("connected"), "{all}");
-    assert!(!all.contains(secret_env), "an env value leaked into the output");
-    assert!(!all.contains(secret_header), "a header value leaked into the output");
+    assert!(
+        !all.contains(secret_env),
+        "an env value leaked into the output"
+    );
+    assert!(
+        !all.contains(secret_header),
+        "a header value leaked into the output"
+    );
 }

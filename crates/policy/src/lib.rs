@@ -54,7 +54,12 @@ mod tests {
         ServerCatalog {
             tools: names
                 .iter()
-                .map(|n| ToolEntry::new("s", Tool::new(n.to_string(), "d".to_string(), Arc::new(Default::default()))))
+                .map(|n| {
+                    ToolEntry::new(
+                        "s",
+                        Tool::new(n.to_string(), "d".to_string(), Arc::new(Default::default())),
+                    )
+                })
                 .collect(),
             ..Default::default()
         }
@@ -63,12 +68,24 @@ mod tests {
     #[test]
     fn include_and_exclude_hide_with_reasons() {
         let mut c = catalog(&["a", "b", "c"]);
-        ToolFilter { include: Some(vec!["a".into(), "b".into()]), exclude: vec!["b".into()] }.apply("s", &mut c);
+        ToolFilter {
+            include: Some(vec!["a".into(), "b".into()]),
+            exclude: vec!["b".into()],
+        }
+        .apply("s", &mut c);
         let shown: Vec<_> = c.tools.iter().map(|t| t.raw_name.as_str()).collect();
         assert_eq!(shown, vec!["a"]);
         assert_eq!(c.hidden.len(), 2);
-        assert!(c.hidden.iter().any(|h| h.raw_name == "b" && h.reason.contains("excludeTools")));
-        assert!(c.hidden.iter().any(|h| h.raw_name == "c" && h.reason.contains("includeTools")));
+        assert!(
+            c.hidden
+                .iter()
+                .any(|h| h.raw_name == "b" && h.reason.contains("excludeTools"))
+        );
+        assert!(
+            c.hidden
+                .iter()
+                .any(|h| h.raw_name == "c" && h.reason.contains("includeTools"))
+        );
     }
 
     #[test]

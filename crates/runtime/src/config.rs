@@ -49,7 +49,10 @@ pub enum TransportConfig {
     /// `command` (+ `args`, `env`, `cwd`); `type` absent or `"stdio"`.
     Stdio(StdioSpec),
     /// `url` (+ `headers`); `type` `"http"` or `"streamable-http"`, or absent with a `url`.
-    StreamableHttp { url: String, headers: BTreeMap<String, String> },
+    StreamableHttp {
+        url: String,
+        headers: BTreeMap<String, String>,
+    },
     /// Registered in code through [`crate::RuntimeBuilder::in_process`], not in files.
     InProcess,
 }
@@ -127,7 +130,10 @@ impl Config {
         for (name, value) in raw.mcp_servers {
             let location = format!("{file}: server \"{name}\"");
             if name.trim().is_empty() {
-                return Err(ConfigError { location, message: "server names must not be empty".into() });
+                return Err(ConfigError {
+                    location,
+                    message: "server names must not be empty".into(),
+                });
             }
             let server: RawServer = serde_json::from_value(value).map_err(|e| ConfigError {
                 location: location.clone(),
@@ -139,7 +145,10 @@ impl Config {
             })?;
             servers.insert(name, config);
         }
-        Ok(Config { servers, source: Some(path.to_path_buf()) })
+        Ok(Config {
+            servers,
+            source: Some(path.to_path_buf()),
+        })
     }
 }
 
@@ -153,10 +162,19 @@ fn server_config(
         (Some("sse"), _, _) => {
             return Err("`type: \"sse\"` (legacy HTTP+SSE) is not supported yet; use a Streamable HTTP `url` with `type: \"http\"`".into());
         }
-        (Some(kind), _, _) if !matches!(kind, "stdio" | "http" | "streamable-http" | "streamableHttp") => {
-            return Err(format!("`type` \"{kind}\" is unknown; use \"stdio\" or \"http\""));
+        (Some(kind), _, _)
+            if !matches!(
+                kind,
+                "stdio" | "http" | "streamable-http" | "streamableHttp"
+            ) =>
+        {
+            return Err(format!(
+                "`type` \"{kind}\" is unknown; use \"stdio\" or \"http\""
+            ));
         }
-        (_, Some(_), Some(_)) => return Err("set either `command` (stdio) or `url` (http), not both".into()),
+        (_, Some(_), Some(_)) => {
+            return Err("set either `command` (stdio) or `url` (http), not both".into());
+        }
         (Some("stdio") | None, Some(command), None) => {
             let mut env = BTreeMap::new();
             for (k, v) in &raw.env {
@@ -164,9 +182,19 @@ fn server_config(
             }
             TransportConfig::Stdio(StdioSpec {
                 command: ex("command", command)?,
-                args: raw.args.iter().enumerate().map(|(i, a)| ex(&format!("args[{i}]"), a)).collect::<Result<_, _>>()?,
+                args: raw
+                    .args
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| ex(&format!("args[{i}]"), a))
+                    .collect::<Result<_, _>>()?,
                 env,
-                cwd: raw.cwd.as_deref().map(|c| ex("cwd", c)).transpose()?.map(PathBuf::from),
+                cwd: raw
+                    .cwd
+                    .as_deref()
+                    .map(|c| ex("cwd", c))
+                    .transpose()?
+                    .map(PathBuf::from),
             })
         }
         (Some("stdio"), None, _) => return Err("`type: \"stdio\"` needs a `command`".into()),
@@ -175,16 +203,29 @@ fn server_config(
                 return Err("`type: \"stdio\"` takes a `command`, not a `url`".into());
             }
             if !raw.args.is_empty() || !raw.env.is_empty() || raw.cwd.is_some() {
-                return Err("`args`, `env` and `cwd` apply to stdio servers only; this one has a `url`".into());
+                return Err(
+                    "`args`, `env` and `cwd` apply to stdio servers only; this one has a `url`"
+                        .into(),
+                );
             }
             let mut headers = BTreeMap::new();
             for (k, v) in &raw.headers {
                 headers.insert(k.clone(), ex(&format!("headers.{k}"), v)?);
             }
-            TransportConfig::StreamableHttp { url: ex("url", url)?, headers }
+            TransportConfig::StreamableHttp {
+                url: ex("url", url)?,
+                headers,
+            }
         }
-        (_, Some(_), None) => return Err("a server with a `command` is a stdio server; remove `type` or set it to \"stdio\"".into()),
-        (_, None, None) => return Err("set `command` (a stdio server) or `url` (a Streamable HTTP server)".into()),
+        (_, Some(_), None) => {
+            return Err(
+                "a server with a `command` is a stdio server; remove `type` or set it to \"stdio\""
+                    .into(),
+            );
+        }
+        (_, None, None) => {
+            return Err("set `command` (a stdio server) or `url` (a Streamable HTTP server)".into());
+        }
     };
     if matches!(transport, TransportConfig::Stdio(_)) && !raw.headers.is_empty() {
         return Err("`headers` apply to http servers only; this one has a `command`".into());
@@ -193,7 +234,11 @@ fn server_config(
         name: name.to_string(),
         transport,
         enabled: raw.enabled.unwrap_or(true),
-        startup_timeout: seconds("startupTimeoutSec", raw.startup_timeout_sec, DEFAULT_STARTUP_TIMEOUT)?,
+        startup_timeout: seconds(
+            "startupTimeoutSec",
+            raw.startup_timeout_sec,
+            DEFAULT_STARTUP_TIMEOUT,
+        )?,
         tool_timeout: seconds("toolTimeoutSec", raw.tool_timeout_sec, DEFAULT_TOOL_TIMEOUT)?,
         include_tools: raw.include_tools,
         exclude_tools: raw.exclude_tools,
@@ -204,7 +249,9 @@ fn seconds(key: &str, value: Option<f64>, default: Duration) -> Result<Duration,
     match value {
         None => Ok(default),
         Some(v) if v.is_finite() && v > 0.0 && v <= 86_400.0 => Ok(Duration::from_secs_f64(v)),
-        Some(v) => Err(format!("`{key}` must be a number of seconds between 0 and 86400, not {v}")),
+        Some(v) => Err(format!(
+            "`{key}` must be a number of seconds between 0 and 86400, not {v}"
+        )),
     }
 }
 
@@ -227,11 +274,16 @@ pub fn expand(input: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<St
         if var.is_empty() || !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
             return Err(format!("`${{{body}}}` is not a valid variable reference"));
         }
-        match (lookup(var).filter(|v| !v.is_empty() || default.is_none()), default) {
+        match (
+            lookup(var).filter(|v| !v.is_empty() || default.is_none()),
+            default,
+        ) {
             (Some(value), _) => out.push_str(&value),
             (None, Some(d)) => out.push_str(d),
             (None, None) => {
-                return Err(format!("environment variable {var} is not set (set it, or write ${{{var}:-default}})"));
+                return Err(format!(
+                    "environment variable {var} is not set (set it, or write ${{{var}:-default}})"
+                ));
             }
         }
         rest = &after[end + 1..];
@@ -262,7 +314,10 @@ mod tests {
         assert_eq!(expand("${HOME}/x", &env).as_deref(), Ok("/home/u/x"));
         assert_eq!(expand("${NOPE:-dflt}", &env).as_deref(), Ok("dflt"));
         assert_eq!(expand("${EMPTY:-dflt}", &env).as_deref(), Ok("dflt"));
-        assert_eq!(expand("a${TOKEN}b${HOME}", &env).as_deref(), Ok("as3cretb/home/u"));
+        assert_eq!(
+            expand("a${TOKEN}b${HOME}", &env).as_deref(),
+            Ok("as3cretb/home/u")
+        );
         let err = expand("${NOPE}", &env).unwrap_err();
         assert!(err.contains("NOPE") && err.contains(":-default"), "{err}");
         assert!(expand("${oops", &env).is_err());
@@ -275,20 +330,32 @@ mod tests {
             "web": {"type": "http", "url": "https://example.test/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}, "toolTimeoutSec": 5},
             "off": {"command": "x", "enabled": false, "startupTimeoutSec": 2.5}
         }}"#).expect("valid");
-        let TransportConfig::Stdio(fs) = &c.servers["fs"].transport else { panic!("stdio") };
+        let TransportConfig::Stdio(fs) = &c.servers["fs"].transport else {
+            panic!("stdio")
+        };
         assert_eq!(fs.args, vec!["-y", "srv", "/home/u"]);
         assert_eq!(fs.env["T"], "s3cret");
-        let TransportConfig::StreamableHttp { headers, .. } = &c.servers["web"].transport else { panic!("http") };
+        let TransportConfig::StreamableHttp { headers, .. } = &c.servers["web"].transport else {
+            panic!("http")
+        };
         assert_eq!(headers["Authorization"], "Bearer s3cret");
         assert_eq!(c.servers["web"].tool_timeout, Duration::from_secs(5));
         assert!(!c.servers["off"].enabled);
-        assert_eq!(c.servers["off"].startup_timeout, Duration::from_millis(2500));
+        assert_eq!(
+            c.servers["off"].startup_timeout,
+            Duration::from_millis(2500)
+        );
     }
 
     #[test]
     fn unknown_keys_name_file_server_and_key() {
-        let err = parse(r#"{"mcpServers": {"fs": {"comand": "npx"}}}"#).unwrap_err().to_string();
-        assert!(err.contains("/p/.mcp.json") && err.contains("\"fs\"") && err.contains("comand"), "{err}");
+        let err = parse(r#"{"mcpServers": {"fs": {"comand": "npx"}}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("/p/.mcp.json") && err.contains("\"fs\"") && err.contains("comand"),
+            "{err}"
+        );
         let err = parse(r#"{"mcpServer": {}}"#).unwrap_err().to_string();
         assert!(err.contains("mcpServer"), "{err}");
     }
@@ -297,12 +364,30 @@ mod tests {
     fn transport_mistakes_are_explained() {
         for (text, needle) in [
             (r#"{"mcpServers": {"a": {}}}"#, "set `command`"),
-            (r#"{"mcpServers": {"a": {"command": "x", "url": "http://h"}}}"#, "not both"),
-            (r#"{"mcpServers": {"a": {"type": "sse", "url": "http://h"}}}"#, "legacy"),
-            (r#"{"mcpServers": {"a": {"type": "carrier-pigeon", "url": "http://h"}}}"#, "unknown"),
-            (r#"{"mcpServers": {"a": {"url": "http://h", "env": {"A": "1"}}}}"#, "stdio servers only"),
-            (r#"{"mcpServers": {"a": {"command": "x", "toolTimeoutSec": -1}}}"#, "toolTimeoutSec"),
-            (r#"{"mcpServers": {"a": {"command": "${MISSING}"}}}"#, "MISSING"),
+            (
+                r#"{"mcpServers": {"a": {"command": "x", "url": "http://h"}}}"#,
+                "not both",
+            ),
+            (
+                r#"{"mcpServers": {"a": {"type": "sse", "url": "http://h"}}}"#,
+                "legacy",
+            ),
+            (
+                r#"{"mcpServers": {"a": {"type": "carrier-pigeon", "url": "http://h"}}}"#,
+                "unknown",
+            ),
+            (
+                r#"{"mcpServers": {"a": {"url": "http://h", "env": {"A": "1"}}}}"#,
+                "stdio servers only",
+            ),
+            (
+                r#"{"mcpServers": {"a": {"command": "x", "toolTimeoutSec": -1}}}"#,
+                "toolTimeoutSec",
+            ),
+            (
+                r#"{"mcpServers": {"a": {"command": "${MISSING}"}}}"#,
+                "MISSING",
+            ),
         ] {
             let err = parse(text).unwrap_err().to_string();
             assert!(err.contains(needle), "{text}: {err}");

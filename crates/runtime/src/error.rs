@@ -26,16 +26,32 @@ pub enum ErrorClass {
 /// Why a tool call did not produce a result.
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {
-    #[error("no tool named `{name}` in catalog revision {revision}; `mcp-harness tools` lists the available ones")]
+    #[error(
+        "no tool named `{name}` in catalog revision {revision}; `mcp-harness tools` lists the available ones"
+    )]
     UnknownTool { name: String, revision: u64 },
-    #[error("server \"{server}\" is not connected (it is {state}); `mcp-harness servers` shows why")]
+    #[error(
+        "server \"{server}\" is not connected (it is {state}); `mcp-harness servers` shows why"
+    )]
     ServerUnavailable { server: String, state: String },
     #[error("server \"{server}\": `{tool}` did not answer within {}s (raise `toolTimeoutSec` of server \"{server}\")", .timeout.as_secs_f64())]
-    Timeout { server: String, tool: String, timeout: Duration },
+    Timeout {
+        server: String,
+        tool: String,
+        timeout: Duration,
+    },
     #[error("server \"{server}\": the connection failed during `{tool}`: {message}")]
-    Transport { server: String, tool: String, message: String },
+    Transport {
+        server: String,
+        tool: String,
+        message: String,
+    },
     #[error("server \"{server}\": `{tool}` was rejected: {message}")]
-    Protocol { server: String, tool: String, message: String },
+    Protocol {
+        server: String,
+        tool: String,
+        message: String,
+    },
     #[error("the runtime has shut down")]
     ShutDown,
 }
@@ -56,7 +72,10 @@ impl CallError {
     /// Whether the same call may succeed if simply tried again later. A timed-out call may have
     /// had its side effect, so it is not considered retryable.
     pub fn retryable(&self) -> bool {
-        matches!(self, CallError::ServerUnavailable { .. } | CallError::Transport { .. })
+        matches!(
+            self,
+            CallError::ServerUnavailable { .. } | CallError::Transport { .. }
+        )
     }
 }
 

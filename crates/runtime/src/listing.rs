@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use mcp_harness_catalog::{collect_pages, Kind, PageLimits};
+use mcp_harness_catalog::{Kind, PageLimits, collect_pages};
 use mcp_harness_transport::{ClientPeer, SessionInfo};
 use rmcp::model::{PaginatedRequestParams, Prompt, Resource, ResourceTemplate, Tool};
 use rmcp::service::ServiceError;
@@ -42,12 +42,15 @@ pub async fn list_kind(
     limits: PageLimits,
     page_timeout: Duration,
 ) -> Result<Listed, String> {
-    let params = |cursor: Option<String>| Some(PaginatedRequestParams::default().with_cursor(cursor));
+    let params =
+        |cursor: Option<String>| Some(PaginatedRequestParams::default().with_cursor(cursor));
     let result = match kind {
         Kind::Tools => collect_pages(limits, |c| {
             let peer = peer.clone();
             timed_page(page_timeout, async move {
-                peer.list_tools(params(c)).await.map(|r| (r.tools, r.next_cursor))
+                peer.list_tools(params(c))
+                    .await
+                    .map(|r| (r.tools, r.next_cursor))
             })
         })
         .await
@@ -55,7 +58,9 @@ pub async fn list_kind(
         Kind::Prompts => collect_pages(limits, |c| {
             let peer = peer.clone();
             timed_page(page_timeout, async move {
-                peer.list_prompts(params(c)).await.map(|r| (r.prompts, r.next_cursor))
+                peer.list_prompts(params(c))
+                    .await
+                    .map(|r| (r.prompts, r.next_cursor))
             })
         })
         .await
@@ -63,7 +68,9 @@ pub async fn list_kind(
         Kind::Resources => collect_pages(limits, |c| {
             let peer = peer.clone();
             timed_page(page_timeout, async move {
-                peer.list_resources(params(c)).await.map(|r| (r.resources, r.next_cursor))
+                peer.list_resources(params(c))
+                    .await
+                    .map(|r| (r.resources, r.next_cursor))
             })
         })
         .await
@@ -95,7 +102,10 @@ async fn timed_page<T>(
 /// A short, user-facing description of an rmcp service error.
 pub fn describe(e: ServiceError) -> String {
     match e {
-        ServiceError::McpError(data) => format!("the server answered with error {}: {}", data.code.0, data.message),
+        ServiceError::McpError(data) => format!(
+            "the server answered with error {}: {}",
+            data.code.0, data.message
+        ),
         ServiceError::TransportClosed => "the connection is closed".to_string(),
         other => other.to_string(),
     }

@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use arc_swap::ArcSwap;
-use mcp_harness_catalog::{diff_names, Change, Kind, ServerCatalog, ServerState, ServerStatus, Snapshot, SnapshotBuilder};
+use mcp_harness_catalog::{
+    Change, Kind, ServerCatalog, ServerState, ServerStatus, Snapshot, SnapshotBuilder, diff_names,
+};
 use mcp_harness_transport::ClientPeer;
 use tokio::sync::watch;
 
@@ -37,7 +39,10 @@ pub struct Published {
 
 impl Published {
     pub(crate) fn empty() -> Self {
-        Self { snapshot: Arc::new(Snapshot::empty()), clients: BTreeMap::new() }
+        Self {
+            snapshot: Arc::new(Snapshot::empty()),
+            clients: BTreeMap::new(),
+        }
     }
 }
 
@@ -76,7 +81,11 @@ pub struct Publisher {
 }
 
 impl Publisher {
-    pub fn new(window: Duration, current: Arc<ArcSwap<Published>>, tx: watch::Sender<Arc<Snapshot>>) -> Self {
+    pub fn new(
+        window: Duration,
+        current: Arc<ArcSwap<Published>>,
+        tx: watch::Sender<Arc<Snapshot>>,
+    ) -> Self {
         Self {
             servers: BTreeMap::new(),
             pending: Vec::new(),
@@ -106,17 +115,36 @@ impl Publisher {
             });
         }
         for kind in Kind::ALL {
-            let before = old.and_then(|e| e.catalog.as_ref()).map(|c| c.names(kind)).unwrap_or_default();
-            let after = new_catalog.as_ref().map(|c| c.names(kind)).unwrap_or_default();
+            let before = old
+                .and_then(|e| e.catalog.as_ref())
+                .map(|c| c.names(kind))
+                .unwrap_or_default();
+            let after = new_catalog
+                .as_ref()
+                .map(|c| c.names(kind))
+                .unwrap_or_default();
             if before != after {
                 let (added, removed) = diff_names(&before, &after);
-                self.pending.push(Change { server: name.clone(), kind: Some(kind), cause: update.cause.clone(), added, removed });
+                self.pending.push(Change {
+                    server: name.clone(),
+                    kind: Some(kind),
+                    cause: update.cause.clone(),
+                    added,
+                    removed,
+                });
             }
         }
         // Any status detail (errors, instructions) is worth a new revision too.
         self.dirty = true;
         let client = if connected { update.client } else { None };
-        self.servers.insert(name, Entry { status: update.status, catalog: new_catalog, client });
+        self.servers.insert(
+            name,
+            Entry {
+                status: update.status,
+                catalog: new_catalog,
+                client,
+            },
+        );
     }
 
     fn publish(&mut self) -> u64 {
@@ -138,8 +166,15 @@ impl Publisher {
             builder.change(change);
         }
         let snapshot = Arc::new(builder.build(self.revision));
-        tracing::debug!(revision = self.revision, changes = snapshot.changes.len(), "published catalog");
-        self.current.store(Arc::new(Published { snapshot: snapshot.clone(), clients }));
+        tracing::debug!(
+            revision = self.revision,
+            changes = snapshot.changes.len(),
+            "published catalog"
+        );
+        self.current.store(Arc::new(Published {
+            snapshot: snapshot.clone(),
+            clients,
+        }));
         // No receivers is fine: watchers come and go.
         let _ = self.tx.send(snapshot);
         self.revision

@@ -20,11 +20,15 @@ use rmcp::model::{
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use tokio::sync::watch;
 
-use crate::config::{Config, ServerConfig, TransportConfig, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT};
+use crate::config::{
+    Config, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, ServerConfig, TransportConfig,
+};
 use crate::error::{CallError, StartError};
 use crate::listing::describe;
-use crate::publisher::{Flush, Published, Publisher, ServerClient, ServerUpdate, DEFAULT_BATCH_WINDOW};
-use crate::server::{ServerActor, ServerSettings, Shutdown, SHUTDOWN_GRACE};
+use crate::publisher::{
+    DEFAULT_BATCH_WINDOW, Flush, Published, Publisher, ServerClient, ServerUpdate,
+};
+use crate::server::{SHUTDOWN_GRACE, ServerActor, ServerSettings, Shutdown};
 
 /// Builds a [`Runtime`]: a config plus what only code can provide.
 pub struct RuntimeBuilder {
@@ -74,7 +78,8 @@ impl RuntimeBuilder {
 
     /// Ask servers for this protocol version in initialize (default: rmcp's newest).
     pub fn protocol_version(mut self, version: &str) -> Self {
-        self.protocol_version = serde_json::from_value(serde_json::Value::String(version.to_string())).ok();
+        self.protocol_version =
+            serde_json::from_value(serde_json::Value::String(version.to_string())).ok();
         self
     }
 
@@ -91,16 +96,25 @@ impl RuntimeBuilder {
         let mut disabled = Vec::new();
         for (name, server) in &self.config.servers {
             if !server.enabled {
-                disabled.push(ServerStatus::new(name, server.transport.kind(), ServerState::Disabled));
+                disabled.push(ServerStatus::new(
+                    name,
+                    server.transport.kind(),
+                    ServerState::Disabled,
+                ));
                 continue;
             }
             let connector: Arc<dyn Connector> = match &server.transport {
                 TransportConfig::Stdio(spec) => Arc::new(StdioConnector { spec: spec.clone() }),
                 TransportConfig::StreamableHttp { url, headers } => {
-                    Arc::new(StreamableHttpConnector { url: url.clone(), headers: headers.clone() })
+                    Arc::new(StreamableHttpConnector {
+                        url: url.clone(),
+                        headers: headers.clone(),
+                    })
                 }
                 TransportConfig::InProcess => match self.in_process.get(name) {
-                    Some(serve) => Arc::new(InProcessConnector { serve: serve.clone() }),
+                    Some(serve) => Arc::new(InProcessConnector {
+                        serve: serve.clone(),
+                    }),
                     None => {
                         return Err(StartError::System(format!(
                             "server \"{name}\" is in-process but no server was registered for it"
@@ -113,7 +127,10 @@ impl RuntimeBuilder {
 
         let current = Arc::new(ArcSwap::from_pointee(Published::empty()));
         let (tx, rx) = watch::channel(Arc::new(Snapshot::empty()));
-        let settings = ServerSettings { protocol_version: self.protocol_version, limits: self.limits };
+        let settings = ServerSettings {
+            protocol_version: self.protocol_version,
+            limits: self.limits,
+        };
         let window = self.window;
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let current_for_thread = current.clone();
@@ -132,13 +149,20 @@ impl RuntimeBuilder {
                 let started = runner.block_on(async move {
                     let publisher = Publisher::new(window, current_for_thread, tx).start();
                     for status in disabled {
-                        publisher.do_send(ServerUpdate { status, catalog: None, client: None, cause: "`enabled: false` in the config".into() });
+                        publisher.do_send(ServerUpdate {
+                            status,
+                            catalog: None,
+                            client: None,
+                            cause: "`enabled: false` in the config".into(),
+                        });
                     }
                     let mut servers = BTreeMap::new();
                     for (config, connector) in connectors {
                         let name = config.name.clone();
                         let (p, s) = (publisher.clone(), settings.clone());
-                        let addr = actix::Supervisor::start(move |_| ServerActor::new(config, connector, p, s));
+                        let addr = actix::Supervisor::start(move |_| {
+                            ServerActor::new(config, connector, p, s)
+                        });
                         servers.insert(name, addr);
                     }
                     (System::current(), publisher, servers)
@@ -148,9 +172,17 @@ impl RuntimeBuilder {
             })
             .map_err(|e| StartError::System(e.to_string()))?;
 
-        let (system, publisher, servers) =
-            ready_rx.recv().map_err(|_| StartError::System("the actor thread died while starting".into()))?;
-        Ok(Runtime { current, rx, system, publisher, servers, thread: Some(thread) })
+        let (system, publisher, servers) = ready_rx
+            .recv()
+            .map_err(|_| StartError::System("the actor thread died while starting".into()))?;
+        Ok(Runtime {
+            current,
+            rx,
+            system,
+            publisher,
+            servers,
+            thread: Some(thread),
+        })
     }
 }
 
@@ -206,11 +238,16 @@ impl Runtime {
     /// Waits until every server has settled (none pending), at most `timeout`; returns the
     /// snapshot then current, settled or not.
     pub async fn wait_settled(&self, timeout: Duration) -> Arc<Snapshot> {
-        self.wait_for(timeout, |s| s.revision > 0 && s.all_settled()).await
+        self.wait_for(timeout, |s| s.revision > 0 && s.all_settled())
+            .await
     }
 
     /// Waits until a published snapshot satisfies `pred`, at most `timeout`; returns the latest.
-    pub async fn wait_for(&self, timeout: Duration, pred: impl Fn(&Snapshot) -> bool) -> Arc<Snapshot> {
+    pub async fn wait_for(
+        &self,
+        timeout: Duration,
+        pred: impl Fn(&Snapshot) -> bool,
+    ) -> Arc<Snapshot> {
         let mut rx = self.rx.clone();
         let _ = tokio::time::timeout(timeout, rx.wait_for(|s| pred(s))).await;
         self.snapshot()
@@ -218,13 +255,19 @@ impl Runtime {
 
     /// Calls the tool the model knows as `qualified_name` in the current snapshot, on the exact
     /// connection that listed it, under the server's `toolTimeoutSec`.
-    pub async fn call_tool(&self, qualified_name: &str, arguments: Option<JsonObject>) -> Result<ToolResult, CallError> {
+    pub async fn call_tool(
+        &self,
+        qualified_name: &str,
+        arguments: Option<JsonObject>,
+    ) -> Result<ToolResult, CallError> {
         let published = self.current.load_full();
         let snapshot = &published.snapshot;
-        let entry = snapshot.tool(qualified_name).ok_or_else(|| CallError::UnknownTool {
-            name: qualified_name.to_string(),
-            revision: snapshot.revision,
-        })?;
+        let entry = snapshot
+            .tool(qualified_name)
+            .ok_or_else(|| CallError::UnknownTool {
+                name: qualified_name.to_string(),
+                revision: snapshot.revision,
+            })?;
         let client = bound_client(&published, &entry.server)?;
         let mut params = CallToolRequestParams::new(entry.raw_name.clone());
         if let Some(args) = arguments {
@@ -264,7 +307,11 @@ impl Runtime {
     }
 
     /// Reads resource `uri` from `server` (`resources/read`).
-    pub async fn read_resource(&self, server: &str, uri: &str) -> Result<ReadResourceResult, CallError> {
+    pub async fn read_resource(
+        &self,
+        server: &str,
+        uri: &str,
+    ) -> Result<ReadResourceResult, CallError> {
         let published = self.current.load_full();
         let client = bound_client(&published, server)?;
         let request = ClientRequest::ReadResourceRequest(rmcp::model::ReadResourceRequest::new(
@@ -283,7 +330,10 @@ impl Runtime {
     }
 
     async fn close_servers(&self) {
-        let closing = self.servers.values().map(|addr| tokio::time::timeout(SHUTDOWN_GRACE, addr.send(Shutdown)));
+        let closing = self
+            .servers
+            .values()
+            .map(|addr| tokio::time::timeout(SHUTDOWN_GRACE, addr.send(Shutdown)));
         futures::future::join_all(closing).await;
     }
 
@@ -321,31 +371,52 @@ fn bound_client(published: &Published, server: &str) -> Result<ServerClient, Cal
     }
 }
 
-async fn send(client: &ServerClient, request: ClientRequest, server: &str, what: &str) -> Result<ServerResult, CallError> {
+async fn send(
+    client: &ServerClient,
+    request: ClientRequest,
+    server: &str,
+    what: &str,
+) -> Result<ServerResult, CallError> {
     let options = PeerRequestOptions::with_timeout(client.tool_timeout);
     let handle = client
         .peer
         .send_request_with_option(request, options)
         .await
         .map_err(|e| classify(e, server, what, client.tool_timeout))?;
-    handle.await_response().await.map_err(|e| classify(e, server, what, client.tool_timeout))
+    handle
+        .await_response()
+        .await
+        .map_err(|e| classify(e, server, what, client.tool_timeout))
 }
 
 fn classify(e: ServiceError, server: &str, tool: &str, timeout: Duration) -> CallError {
     let (server, tool) = (server.to_string(), tool.to_string());
     match e {
-        ServiceError::Timeout { .. } => CallError::Timeout { server, tool, timeout },
-        ServiceError::McpError(_) | ServiceError::UnexpectedResponse => {
-            CallError::Protocol { server, tool, message: describe(e) }
-        }
-        other => CallError::Transport { server, tool, message: describe(other) },
+        ServiceError::Timeout { .. } => CallError::Timeout {
+            server,
+            tool,
+            timeout,
+        },
+        ServiceError::McpError(_) | ServiceError::UnexpectedResponse => CallError::Protocol {
+            server,
+            tool,
+            message: describe(e),
+        },
+        other => CallError::Transport {
+            server,
+            tool,
+            message: describe(other),
+        },
     }
 }
 
 fn unexpected(server: &str, what: &str, got: &ServerResult) -> CallError {
     let kind = serde_json::to_value(got)
         .ok()
-        .and_then(|v| v.as_object().map(|o| o.keys().cloned().collect::<Vec<_>>().join(",")))
+        .and_then(|v| {
+            v.as_object()
+                .map(|o| o.keys().cloned().collect::<Vec<_>>().join(","))
+        })
         .unwrap_or_default();
     CallError::Protocol {
         server: server.to_string(),

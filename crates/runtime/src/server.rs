@@ -24,7 +24,7 @@ use mcp_harness_transport::{
 use rmcp::model::ProtocolVersion;
 
 use crate::config::ServerConfig;
-use crate::listing::{declared_kinds, list_kind, Listed};
+use crate::listing::{Listed, declared_kinds, list_kind};
 use crate::publisher::{Publisher, ServerClient, ServerUpdate};
 
 /// Shared settings every server actor is started with.
@@ -71,7 +71,10 @@ impl ServerActor {
         settings: ServerSettings,
     ) -> Self {
         let status = ServerStatus::new(&config.name, connector.kind(), ServerState::Pending);
-        let filter = ToolFilter { include: config.include_tools.clone(), exclude: config.exclude_tools.clone() };
+        let filter = ToolFilter {
+            include: config.include_tools.clone(),
+            exclude: config.exclude_tools.clone(),
+        };
         Self {
             config,
             connector,
@@ -134,8 +137,12 @@ impl ServerActor {
                 addr.do_send(Notified { epoch, event });
             }
         });
-        let handler = HarnessClient::new(sink).with_protocol_version(self.settings.protocol_version.clone());
-        let options = ConnectOptions { server: self.name().to_string(), startup_timeout: self.config.startup_timeout };
+        let handler =
+            HarnessClient::new(sink).with_protocol_version(self.settings.protocol_version.clone());
+        let options = ConnectOptions {
+            server: self.name().to_string(),
+            startup_timeout: self.config.startup_timeout,
+        };
         let connecting = self.connector.connect(handler, options);
         let limits = self.settings.limits;
         let page_timeout = self.config.startup_timeout;
@@ -145,7 +152,9 @@ impl ServerActor {
             // The first listing belongs to startup: a server is connected only once listed.
             let kinds = declared_kinds(session.info());
             let listings = futures::future::join_all(
-                kinds.iter().map(|&k| list_kind(session.peer().clone(), k, limits, page_timeout)),
+                kinds
+                    .iter()
+                    .map(|&k| list_kind(session.peer().clone(), k, limits, page_timeout)),
             )
             .await;
             let mut catalog = ServerCatalog::default();
@@ -154,13 +163,20 @@ impl ServerActor {
                     Ok(listed) => apply_listing(&mut catalog, &name, listed),
                     Err(message) => {
                         session.shutdown().await;
-                        return Err(TransportError::Initialize { message, auth_required: false, stderr_tail: None });
+                        return Err(TransportError::Initialize {
+                            message,
+                            auth_required: false,
+                            stderr_tail: None,
+                        });
                     }
                 }
             }
             Ok((session, catalog))
         };
-        ctx.spawn(fut.into_actor(self).map(move |result, act, ctx| act.on_connected(epoch, result, ctx)));
+        ctx.spawn(
+            fut.into_actor(self)
+                .map(move |result, act, ctx| act.on_connected(epoch, result, ctx)),
+        );
     }
 
     fn on_connected(
@@ -185,7 +201,11 @@ impl ServerActor {
                 self.status.server_version = info.server_version.clone();
                 self.status.instructions = info.instructions.clone();
                 if let Some(closed) = session.take_closed() {
-                    ctx.spawn(closed.into_actor(self).map(move |reason, act, _| act.on_closed(epoch, reason)));
+                    ctx.spawn(
+                        closed
+                            .into_actor(self)
+                            .map(move |reason, act, _| act.on_closed(epoch, reason)),
+                    );
                 }
                 self.session = Some(session);
                 self.set_state(ServerState::Connected);
@@ -195,9 +215,13 @@ impl ServerActor {
             Err(e) => {
                 tracing::warn!(server = %self.name(), error = %e, "connect failed");
                 let state = if e.needs_auth() {
-                    ServerState::NeedsAuth { reason: e.to_string() }
+                    ServerState::NeedsAuth {
+                        reason: e.to_string(),
+                    }
                 } else {
-                    ServerState::Failed { error: e.to_string() }
+                    ServerState::Failed {
+                        error: e.to_string(),
+                    }
                 };
                 self.set_state(state);
                 self.report("connect failed");
@@ -209,18 +233,27 @@ impl ServerActor {
         if epoch != self.epoch || self.stopped {
             return;
         }
-        let Some(session) = self.session.take() else { return };
-        let error = TransportError::Closed { reason, stderr_tail: session.stderr_tail() };
+        let Some(session) = self.session.take() else {
+            return;
+        };
+        let error = TransportError::Closed {
+            reason,
+            stderr_tail: session.stderr_tail(),
+        };
         actix::spawn(session.shutdown());
         tracing::warn!(server = %self.name(), error = %error, "connection lost");
         self.catalog = ServerCatalog::default();
-        self.set_state(ServerState::Failed { error: error.to_string() });
+        self.set_state(ServerState::Failed {
+            error: error.to_string(),
+        });
         self.report("connection lost");
     }
 
     fn relist(&mut self, kind: Kind, cause: &'static str, ctx: &mut Context<Self>) {
         let Some(session) = &self.session else { return };
-        if self.status.state != ServerState::Connected || !declared_kinds(session.info()).contains(&kind) {
+        if self.status.state != ServerState::Connected
+            || !declared_kinds(session.info()).contains(&kind)
+        {
             return;
         }
         let ticket = {
@@ -229,11 +262,26 @@ impl ServerActor {
             *t
         };
         let epoch = self.epoch;
-        let fut = list_kind(session.peer().clone(), kind, self.settings.limits, self.config.startup_timeout);
-        ctx.spawn(fut.into_actor(self).map(move |result, act, _| act.on_relisted(epoch, kind, ticket, result, cause)));
+        let fut = list_kind(
+            session.peer().clone(),
+            kind,
+            self.settings.limits,
+            self.config.startup_timeout,
+        );
+        ctx.spawn(
+            fut.into_actor(self)
+                .map(move |result, act, _| act.on_relisted(epoch, kind, ticket, result, cause)),
+        );
     }
 
-    fn on_relisted(&mut self, epoch: u64, kind: Kind, ticket: u64, result: Result<Listed, String>, cause: &str) {
+    fn on_relisted(
+        &mut self,
+        epoch: u64,
+        kind: Kind,
+        ticket: u64,
+        result: Result<Listed, String>,
+        cause: &str,
+    ) {
         if epoch != self.epoch || self.stopped || self.status.state != ServerState::Connected {
             return;
         }
@@ -254,7 +302,9 @@ impl ServerActor {
             }
             Err(message) => {
                 tracing::warn!(server = %self.name(), %kind, error = %message, "re-listing failed; keeping the previous generation");
-                self.status.last_error = Some(format!("{message} (after {cause}; the previous {kind} are kept)"));
+                self.status.last_error = Some(format!(
+                    "{message} (after {cause}; the previous {kind} are kept)"
+                ));
                 self.report(format!("{cause}: re-listing failed"));
             }
         }
@@ -295,11 +345,19 @@ impl Handler<Notified> for ServerActor {
             return;
         }
         match msg.event {
-            ServerEvent::ToolsListChanged => self.relist(Kind::Tools, "notifications/tools/list_changed", ctx),
-            ServerEvent::PromptsListChanged => self.relist(Kind::Prompts, "notifications/prompts/list_changed", ctx),
+            ServerEvent::ToolsListChanged => {
+                self.relist(Kind::Tools, "notifications/tools/list_changed", ctx)
+            }
+            ServerEvent::PromptsListChanged => {
+                self.relist(Kind::Prompts, "notifications/prompts/list_changed", ctx)
+            }
             ServerEvent::ResourcesListChanged => {
                 self.relist(Kind::Resources, "notifications/resources/list_changed", ctx);
-                self.relist(Kind::ResourceTemplates, "notifications/resources/list_changed", ctx);
+                self.relist(
+                    Kind::ResourceTemplates,
+                    "notifications/resources/list_changed",
+                    ctx,
+                );
             }
             ServerEvent::ResourceUpdated { uri } => {
                 tracing::debug!(server = %self.name(), %uri, "resource updated");

@@ -8,17 +8,19 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::model::{ProtocolVersion, ServerCapabilities};
-use rmcp::service::{ClientInitializeError, QuitReason, RunningService, serve_client_with_lifecycle_and_ct};
-use rmcp::transport::IntoTransport;
 use rmcp::RoleClient;
+use rmcp::model::{ProtocolVersion, ServerCapabilities};
+use rmcp::service::{
+    ClientInitializeError, QuitReason, RunningService, serve_client_with_lifecycle_and_ct,
+};
+use rmcp::transport::IntoTransport;
 use tokio_util::sync::CancellationToken;
 
+use crate::ClientPeer;
 use crate::error::TransportError;
 use crate::handler::HarnessClient;
 use crate::stderr::StderrTail;
 use crate::stdio::ProcessGroup;
-use crate::ClientPeer;
 
 /// A boxed, sendable future, as connectors return them.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -111,7 +113,10 @@ impl Session {
                 Ok(QuitReason::JoinError(e)) | Err(e) => format!("session task failed: {e}"),
                 Ok(_) => "session ended".to_string(),
             };
-            match process.as_ref().and_then(|p| p.exit_status_within(Duration::from_millis(500))) {
+            match process
+                .as_ref()
+                .and_then(|p| p.exit_status_within(Duration::from_millis(500)))
+            {
                 Some(fut) => match fut.await {
                     Some(status) => format!("{reason} (process {status})"),
                     None => reason,
@@ -157,7 +162,12 @@ where
     let cancel = CancellationToken::new();
     let started = tokio::time::timeout(
         options.startup_timeout,
-        serve_client_with_lifecycle_and_ct(handler.clone(), transport, handler.lifecycle(), cancel.clone()),
+        serve_client_with_lifecycle_and_ct(
+            handler.clone(),
+            transport,
+            handler.lifecycle(),
+            cancel.clone(),
+        ),
     )
     .await;
     let tail = |stderr: &Option<StderrTail>| stderr.as_ref().and_then(StderrTail::text);

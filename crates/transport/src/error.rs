@@ -51,7 +51,13 @@ impl TransportError {
 
     /// Whether the server asked for authorization (the server should go to needs-auth).
     pub fn needs_auth(&self) -> bool {
-        matches!(self, TransportError::Initialize { auth_required: true, .. })
+        matches!(
+            self,
+            TransportError::Initialize {
+                auth_required: true,
+                ..
+            }
+        )
     }
 
     /// The stdio server's stderr tail captured with this error, if any.

@@ -6,12 +6,12 @@
 
 use std::sync::Arc;
 
+use rmcp::ClientHandler;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, Implementation, LoggingMessageNotificationParam,
     ProgressNotificationParam, ProtocolVersion, ResourceUpdatedNotificationParam,
 };
 use rmcp::service::{ClientLifecycleMode, NotificationContext, RoleClient};
-use rmcp::ClientHandler;
 
 /// What a connected server told us, outside any request/response pair.
 #[derive(Debug, Clone)]
@@ -61,7 +61,9 @@ impl HarnessClient {
 
     /// The version this client asks for.
     pub fn protocol_version(&self) -> ProtocolVersion {
-        self.protocol_version.clone().unwrap_or(DEFAULT_PROTOCOL_VERSION)
+        self.protocol_version
+            .clone()
+            .unwrap_or(DEFAULT_PROTOCOL_VERSION)
     }
 
     /// How the session starts: versions from 2026-07-28 on have no `initialize` and use
@@ -70,7 +72,9 @@ impl HarnessClient {
     pub fn lifecycle(&self) -> ClientLifecycleMode {
         let version = self.protocol_version();
         if version.as_str() >= ProtocolVersion::V_2026_07_28.as_str() {
-            ClientLifecycleMode::Discover { preferred_versions: vec![version] }
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![version],
+            }
         } else {
             ClientLifecycleMode::Initialize
         }

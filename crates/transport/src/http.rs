@@ -30,10 +30,15 @@ impl StreamableHttpConnector {
     fn client(&self) -> Result<reqwest::Client, TransportError> {
         let mut headers = HeaderMap::new();
         for (name, value) in &self.headers {
-            let name = HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| TransportError::InvalidConfig(format!("`headers`: `{name}` is not a valid HTTP header name")))?;
+            let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                TransportError::InvalidConfig(format!(
+                    "`headers`: `{name}` is not a valid HTTP header name"
+                ))
+            })?;
             let mut value = HeaderValue::from_str(value).map_err(|_| {
-                TransportError::InvalidConfig(format!("`headers.{name}`: the value is not a valid HTTP header value"))
+                TransportError::InvalidConfig(format!(
+                    "`headers.{name}`: the value is not a valid HTTP header value"
+                ))
             })?;
             value.set_sensitive(true);
             headers.insert(name, value);
@@ -42,7 +47,9 @@ impl StreamableHttpConnector {
             .default_headers(headers)
             .connect_timeout(Duration::from_secs(10))
             .build()
-            .map_err(|e| TransportError::InvalidConfig(format!("could not build the HTTP client: {e}")))
+            .map_err(|e| {
+                TransportError::InvalidConfig(format!("could not build the HTTP client: {e}"))
+            })
     }
 }
 

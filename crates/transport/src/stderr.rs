@@ -80,7 +80,8 @@ impl StderrTail {
             if !line.is_empty() {
                 log_line(&server, &line);
             }
-            tail.finished.store(true, std::sync::atomic::Ordering::Release);
+            tail.finished
+                .store(true, std::sync::atomic::Ordering::Release);
             tail.done.notify_waiters();
         });
     }

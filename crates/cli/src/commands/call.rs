@@ -14,7 +14,12 @@ pub fn parse_args(text: Option<&str>) -> Result<Option<JsonObject>, String> {
 }
 
 /// Calls `name` and renders the result.
-pub async fn run(runtime: &Runtime, name: &str, args: Option<JsonObject>, as_json: bool) -> Result<(String, bool), CallError> {
+pub async fn run(
+    runtime: &Runtime,
+    name: &str,
+    args: Option<JsonObject>,
+    as_json: bool,
+) -> Result<(String, bool), CallError> {
     let result = runtime.call_tool(name, args).await?;
     Ok((render(&result, as_json), result.is_error()))
 }
@@ -30,11 +35,25 @@ pub fn render(result: &ToolResult, as_json: bool) -> String {
     for block in &result.result.content {
         match block {
             ContentBlock::Text(t) => out.push_str(&t.text),
-            ContentBlock::Image(i) => out.push_str(&format!("[image {}, {} base64 bytes]", i.mime_type, i.data.len())),
-            ContentBlock::Audio(a) => out.push_str(&format!("[audio {}, {} base64 bytes]", a.mime_type, a.data.len())),
-            ContentBlock::Resource(r) => out.push_str(&format!("[embedded resource {}]", serde_json::to_string(&r.resource).unwrap_or_default())),
+            ContentBlock::Image(i) => out.push_str(&format!(
+                "[image {}, {} base64 bytes]",
+                i.mime_type,
+                i.data.len()
+            )),
+            ContentBlock::Audio(a) => out.push_str(&format!(
+                "[audio {}, {} base64 bytes]",
+                a.mime_type,
+                a.data.len()
+            )),
+            ContentBlock::Resource(r) => out.push_str(&format!(
+                "[embedded resource {}]",
+                serde_json::to_string(&r.resource).unwrap_or_default()
+            )),
             ContentBlock::ResourceLink(l) => out.push_str(&format!("[resource link {}]", l.uri)),
-            other => out.push_str(&format!("[content {}]", serde_json::to_string(other).unwrap_or_default())),
+            other => out.push_str(&format!(
+                "[content {}]",
+                serde_json::to_string(other).unwrap_or_default()
+            )),
         }
         out.push('\n');
     }

@@ -15,7 +15,10 @@ pub fn build(url: &str) -> Result<Runtime, String> {
         SERVER.into(),
         ServerConfig {
             name: SERVER.into(),
-            transport: TransportConfig::StreamableHttp { url: url.to_string(), headers: Default::default() },
+            transport: TransportConfig::StreamableHttp {
+                url: url.to_string(),
+                headers: Default::default(),
+            },
             enabled: true,
             startup_timeout: Duration::from_secs(20),
             tool_timeout: Duration::from_secs(20),
@@ -33,18 +36,31 @@ pub fn build(url: &str) -> Result<Runtime, String> {
 pub async fn run(runtime: &Runtime) -> Result<(), String> {
     let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
     let snapshot = runtime.wait_settled(Duration::from_secs(25)).await;
-    let status = snapshot.servers.get(SERVER).ok_or("the conformance server is not configured")?;
+    let status = snapshot
+        .servers
+        .get(SERVER)
+        .ok_or("the conformance server is not configured")?;
     if status.state.label() != "connected" {
-        return Err(format!("server {SERVER} is {}: {}", status.state.label(), status.last_error.clone().unwrap_or_default()));
+        return Err(format!(
+            "server {SERVER} is {}: {}",
+            status.state.label(),
+            status.last_error.clone().unwrap_or_default()
+        ));
     }
     if scenario == "tools_call" {
         // The suite's server offers `add_numbers`; the call goes through the same path as
         // `mcp-harness call`.
         let name = mcp_harness_catalog::qualify(SERVER, "add_numbers");
         let args = serde_json::json!({"a": 5, "b": 3}).as_object().cloned();
-        let result = runtime.call_tool(&name, args).await.map_err(|e| e.to_string())?;
+        let result = runtime
+            .call_tool(&name, args)
+            .await
+            .map_err(|e| e.to_string())?;
         if result.is_error() {
-            return Err(format!("add_numbers reported an error: {:?}", result.result.content));
+            return Err(format!(
+                "add_numbers reported an error: {:?}",
+                result.result.content
+            ));
         }
     }
     Ok(())

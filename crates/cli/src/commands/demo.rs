@@ -12,7 +12,8 @@ use super::{call, inspect, watch};
 
 /// The demo's runtime: `builtin` in-process, `fixture` over stdio.
 pub fn build() -> Result<Runtime, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable to start the stdio fixture: {e}"))?;
+    let exe = std::env::current_exe()
+        .map_err(|e| format!("cannot find this executable to start the stdio fixture: {e}"))?;
     let mut config = Config::default();
     config.servers.insert(
         "fixture".into(),
@@ -20,9 +21,17 @@ pub fn build() -> Result<Runtime, String> {
             name: "fixture".into(),
             transport: TransportConfig::Stdio(StdioSpec {
                 command: exe.to_string_lossy().into_owned(),
-                args: ["fixture-server", "--name", "fixture", "--tools", "2", "--stderr-banner", "fixture: started over stdio"]
-                    .map(String::from)
-                    .to_vec(),
+                args: [
+                    "fixture-server",
+                    "--name",
+                    "fixture",
+                    "--tools",
+                    "2",
+                    "--stderr-banner",
+                    "fixture: started over stdio",
+                ]
+                .map(String::from)
+                .to_vec(),
                 env: Default::default(),
                 cwd: None,
             }),
@@ -33,11 +42,17 @@ pub fn build() -> Result<Runtime, String> {
             exclude_tools: Vec::new(),
         },
     );
-    let builtin = FixtureOptions { name: "builtin".into(), ..FixtureOptions::default() };
+    let builtin = FixtureOptions {
+        name: "builtin".into(),
+        ..FixtureOptions::default()
+    };
     RuntimeBuilder::new(config)
-        .in_process("builtin", Arc::new(move |stream| {
-            mcp_harness_fixture::serve_in_process(builtin.clone(), stream);
-        }))
+        .in_process(
+            "builtin",
+            Arc::new(move |stream| {
+                mcp_harness_fixture::serve_in_process(builtin.clone(), stream);
+            }),
+        )
         .start()
         .map_err(|e| e.to_string())
 }
@@ -45,10 +60,15 @@ pub fn build() -> Result<Runtime, String> {
 /// Runs the tour, printing as it goes.
 pub async fn run(runtime: &Runtime) -> Result<(), String> {
     let mut revisions = runtime.watch();
-    println!("== 1. Starting two servers: `builtin` (in-process) and `fixture` (stdio child process)\n");
+    println!(
+        "== 1. Starting two servers: `builtin` (in-process) and `fixture` (stdio child process)\n"
+    );
     let snapshot = runtime.wait_settled(Duration::from_secs(30)).await;
     print!("{}", inspect::servers(&snapshot, false));
-    println!("\n== 2. The catalog the model sees (revision {})\n", snapshot.revision);
+    println!(
+        "\n== 2. The catalog the model sees (revision {})\n",
+        snapshot.revision
+    );
     print!("{}", inspect::tools(&snapshot, false, false));
     println!();
     print!("{}", inspect::prompts(&snapshot, false));
@@ -57,25 +77,36 @@ pub async fn run(runtime: &Runtime) -> Result<(), String> {
 
     println!("\n== 3. Calling mcp__fixture__echo over stdio\n");
     let args = call::parse_args(Some(r#"{"message": "hello from mcp-harness"}"#))?;
-    let (text, _) = call::run(runtime, "mcp__fixture__echo", args, false).await.map_err(|e| e.to_string())?;
+    let (text, _) = call::run(runtime, "mcp__fixture__echo", args, false)
+        .await
+        .map_err(|e| e.to_string())?;
     print!("{text}");
 
     println!("\n== 4. A live tools/list_changed: asking `builtin` to add a tool\n");
     revisions.borrow_and_update();
-    let args = call::parse_args(Some(r#"{"name": "weather", "description": "Added at run time"}"#))?;
-    let (text, _) = call::run(runtime, "mcp__builtin__add_tool", args, false).await.map_err(|e| e.to_string())?;
-    print!("{text}");
-    let changed = tokio::time::timeout(Duration::from_secs(10), revisions.wait_for(|s| s.tool("mcp__builtin__weather").is_some()))
+    let args = call::parse_args(Some(
+        r#"{"name": "weather", "description": "Added at run time"}"#,
+    ))?;
+    let (text, _) = call::run(runtime, "mcp__builtin__add_tool", args, false)
         .await
-        .map_err(|_| "the new tool did not appear within 10 s".to_string())?
-        .map_err(|_| "the runtime stopped".to_string())?
-        .clone();
+        .map_err(|e| e.to_string())?;
+    print!("{text}");
+    let changed = tokio::time::timeout(
+        Duration::from_secs(10),
+        revisions.wait_for(|s| s.tool("mcp__builtin__weather").is_some()),
+    )
+    .await
+    .map_err(|_| "the new tool did not appear within 10 s".to_string())?
+    .map_err(|_| "the runtime stopped".to_string())?
+    .clone();
     println!();
     print!("{}", watch::describe(&changed));
 
     println!("\n== 5. Calling the tool that did not exist a moment ago\n");
     let args = call::parse_args(Some(r#"{"city": "Lisbon"}"#))?;
-    let (text, _) = call::run(runtime, "mcp__builtin__weather", args, false).await.map_err(|e| e.to_string())?;
+    let (text, _) = call::run(runtime, "mcp__builtin__weather", args, false)
+        .await
+        .map_err(|e| e.to_string())?;
     print!("{text}");
     println!("\n== Done: shutting down (the stdio child's process group is terminated)");
     Ok(())

@@ -8,26 +8,59 @@ use crate::table::{cut, render};
 /// The servers table, then the full error (with stderr tail) of every server that is not well.
 pub fn servers(snapshot: &Snapshot, as_json: bool) -> String {
     if as_json {
-        return pretty(&json!(snapshot.servers.values().map(|s| {
-            let mut v = serde_json::to_value(s).unwrap_or_default();
-            if let Some(o) = v.as_object_mut() {
-                o.insert("tools".into(), json!(snapshot.catalogs.get(&s.name).map(|c| c.tools.len()).unwrap_or(0)));
-            }
-            v
-        }).collect::<Vec<_>>()));
+        return pretty(&json!(
+            snapshot
+                .servers
+                .values()
+                .map(|s| {
+                    let mut v = serde_json::to_value(s).unwrap_or_default();
+                    if let Some(o) = v.as_object_mut() {
+                        o.insert(
+                            "tools".into(),
+                            json!(
+                                snapshot
+                                    .catalogs
+                                    .get(&s.name)
+                                    .map(|c| c.tools.len())
+                                    .unwrap_or(0)
+                            ),
+                        );
+                    }
+                    v
+                })
+                .collect::<Vec<_>>()
+        ));
     }
     let rows: Vec<Vec<String>> = snapshot
         .servers
         .values()
         .map(|s| {
-            let tools = snapshot.catalogs.get(&s.name).map(|c| c.tools.len().to_string()).unwrap_or_else(|| "-".into());
-            vec![s.name.clone(), s.state.label().into(), s.transport.clone(), tools, s.last_error.as_deref().map(cut).unwrap_or_default()]
+            let tools = snapshot
+                .catalogs
+                .get(&s.name)
+                .map(|c| c.tools.len().to_string())
+                .unwrap_or_else(|| "-".into());
+            vec![
+                s.name.clone(),
+                s.state.label().into(),
+                s.transport.clone(),
+                tools,
+                s.last_error.as_deref().map(cut).unwrap_or_default(),
+            ]
         })
         .collect();
-    let mut out = render(&["SERVER", "STATE", "TRANSPORT", "TOOLS", "LAST ERROR"], &rows);
+    let mut out = render(
+        &["SERVER", "STATE", "TRANSPORT", "TOOLS", "LAST ERROR"],
+        &rows,
+    );
     for s in snapshot.servers.values() {
         if let ServerState::Failed { error } | ServerState::NeedsAuth { reason: error } = &s.state {
-            out.push_str(&format!("\n{} ({}):\n{}\n", s.name, s.state.label(), indent(error)));
+            out.push_str(&format!(
+                "\n{} ({}):\n{}\n",
+                s.name,
+                s.state.label(),
+                indent(error)
+            ));
         }
     }
     out
@@ -40,44 +73,91 @@ pub fn tools(snapshot: &Snapshot, as_json: bool, hidden: bool) -> String {
             .catalogs
             .values()
             .flat_map(|c| c.hidden.iter())
-            .map(|h| vec![h.server.clone(), h.kind.to_string(), h.raw_name.clone(), h.reason.clone()])
+            .map(|h| {
+                vec![
+                    h.server.clone(),
+                    h.kind.to_string(),
+                    h.raw_name.clone(),
+                    h.reason.clone(),
+                ]
+            })
             .collect();
         if as_json {
-            return pretty(&json!(snapshot.catalogs.values().flat_map(|c| c.hidden.iter()).collect::<Vec<_>>()));
+            return pretty(&json!(
+                snapshot
+                    .catalogs
+                    .values()
+                    .flat_map(|c| c.hidden.iter())
+                    .collect::<Vec<_>>()
+            ));
         }
         return render(&["SERVER", "KIND", "NAME", "REASON"], &rows);
     }
     if as_json {
-        return pretty(&json!(snapshot.tools().map(|t| json!({
-            "name": t.qualified_name,
-            "server": t.server,
-            "rawName": t.raw_name,
-            "description": t.tool.description,
-            "inputSchema": t.tool.input_schema,
-            "annotations": t.tool.annotations,
-        })).collect::<Vec<_>>()));
+        return pretty(&json!(
+            snapshot
+                .tools()
+                .map(|t| json!({
+                    "name": t.qualified_name,
+                    "server": t.server,
+                    "rawName": t.raw_name,
+                    "description": t.tool.description,
+                    "inputSchema": t.tool.input_schema,
+                    "annotations": t.tool.annotations,
+                }))
+                .collect::<Vec<_>>()
+        ));
     }
     let rows: Vec<Vec<String>> = snapshot
         .tools()
-        .map(|t| vec![t.qualified_name.clone(), t.server.clone(), t.tool.description.as_deref().unwrap_or("").to_string()])
+        .map(|t| {
+            vec![
+                t.qualified_name.clone(),
+                t.server.clone(),
+                t.tool.description.as_deref().unwrap_or("").to_string(),
+            ]
+        })
         .collect();
     render(&["TOOL", "SERVER", "DESCRIPTION"], &rows)
 }
 
 /// Prompts, each usable as a command.
 pub fn prompts(snapshot: &Snapshot, as_json: bool) -> String {
-    let all: Vec<_> = snapshot.catalogs.values().flat_map(|c| c.prompts.iter()).collect();
+    let all: Vec<_> = snapshot
+        .catalogs
+        .values()
+        .flat_map(|c| c.prompts.iter())
+        .collect();
     if as_json {
-        return pretty(&json!(all.iter().map(|p| json!({
-            "name": p.qualified_name, "server": p.server, "rawName": p.raw_name,
-            "description": p.prompt.description, "arguments": p.prompt.arguments,
-        })).collect::<Vec<_>>()));
+        return pretty(&json!(
+            all.iter()
+                .map(|p| json!({
+                    "name": p.qualified_name, "server": p.server, "rawName": p.raw_name,
+                    "description": p.prompt.description, "arguments": p.prompt.arguments,
+                }))
+                .collect::<Vec<_>>()
+        ));
     }
     let rows: Vec<Vec<String>> = all
         .iter()
         .map(|p| {
-            let args = p.prompt.arguments.as_ref().map(|a| a.iter().map(|a| a.name.clone()).collect::<Vec<_>>().join(", ")).unwrap_or_default();
-            vec![p.qualified_name.clone(), p.server.clone(), args, p.prompt.description.clone().unwrap_or_default()]
+            let args = p
+                .prompt
+                .arguments
+                .as_ref()
+                .map(|a| {
+                    a.iter()
+                        .map(|a| a.name.clone())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
+                .unwrap_or_default();
+            vec![
+                p.qualified_name.clone(),
+                p.server.clone(),
+                args,
+                p.prompt.description.clone().unwrap_or_default(),
+            ]
         })
         .collect();
     render(&["PROMPT", "SERVER", "ARGUMENTS", "DESCRIPTION"], &rows)
@@ -95,11 +175,29 @@ pub fn resources(snapshot: &Snapshot, as_json: bool) -> String {
         .catalogs
         .values()
         .flat_map(|c| c.resources.iter())
-        .map(|r| vec![r.resource.uri.clone(), r.server.clone(), r.resource.name.clone(), r.resource.mime_type.clone().unwrap_or_default()])
+        .map(|r| {
+            vec![
+                r.resource.uri.clone(),
+                r.server.clone(),
+                r.resource.name.clone(),
+                r.resource.mime_type.clone().unwrap_or_default(),
+            ]
+        })
         .collect();
-    rows.extend(snapshot.catalogs.values().flat_map(|c| c.templates.iter()).map(|t| {
-        vec![t.template.uri_template.clone(), t.server.clone(), format!("{} (template)", t.template.name), t.template.mime_type.clone().unwrap_or_default()]
-    }));
+    rows.extend(
+        snapshot
+            .catalogs
+            .values()
+            .flat_map(|c| c.templates.iter())
+            .map(|t| {
+                vec![
+                    t.template.uri_template.clone(),
+                    t.server.clone(),
+                    format!("{} (template)", t.template.name),
+                    t.template.mime_type.clone().unwrap_or_default(),
+                ]
+            }),
+    );
     render(&["URI", "SERVER", "NAME", "MIME TYPE"], &rows)
 }
 
@@ -110,5 +208,8 @@ fn pretty(v: &serde_json::Value) -> String {
 }
 
 fn indent(text: &str) -> String {
-    text.lines().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n")
+    text.lines()
+        .map(|l| format!("  {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }

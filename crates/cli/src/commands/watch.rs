@@ -4,7 +4,11 @@ use mcp_harness_catalog::Snapshot;
 
 /// One revision as text: a header line, then one line per change.
 pub fn describe(snapshot: &Snapshot) -> String {
-    let connected = snapshot.servers.values().filter(|s| s.state.label() == "connected").count();
+    let connected = snapshot
+        .servers
+        .values()
+        .filter(|s| s.state.label() == "connected")
+        .count();
     let mut out = format!(
         "revision {}: {} servers ({} connected), {} tools\n",
         snapshot.revision,
@@ -23,7 +27,13 @@ pub fn describe(snapshot: &Snapshot) -> String {
                 if !change.removed.is_empty() {
                     parts.push(format!("-{}", change.removed.join(" -")));
                 }
-                out.push_str(&format!("  {} {}: {} ({})\n", change.server, kind, parts.join(" "), change.cause));
+                out.push_str(&format!(
+                    "  {} {}: {} ({})\n",
+                    change.server,
+                    kind,
+                    parts.join(" "),
+                    change.cause
+                ));
             }
         }
     }
