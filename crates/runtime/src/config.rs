@@ -224,7 +224,9 @@ fn server_config(
             );
         }
         (_, None, None) => {
-            return Err("set `command` (a stdio server) or `url` (a Streamable HTTP server)".into());
+            return Err(
+                "set `command` (a stdio server) or `url` (a Streamable HTTP server)".into(),
+            );
         }
     };
     if matches!(transport, TransportConfig::Stdio(_)) && !raw.headers.is_empty() {

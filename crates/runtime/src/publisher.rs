@@ -81,15 +81,42 @@ pub struct Publisher {
 }
 
 impl Publisher {
+    /// A publisher that knows every configured server from the start (`initial`: pending or
+    /// disabled), so no snapshot ever omits a configured server.
     pub fn new(
         window: Duration,
         current: Arc<ArcSwap<Published>>,
         tx: watch::Sender<Arc<Snapshot>>,
+        initial: Vec<ServerStatus>,
     ) -> Self {
+        let pending = initial
+            .iter()
+            .map(|status| Change {
+                server: status.name.clone(),
+                kind: None,
+                cause: match status.state {
+                    ServerState::Disabled => "disabled (`enabled: false` in the config)".into(),
+                    _ => format!("configured ({})", status.state.label()),
+                },
+                added: Vec::new(),
+                removed: Vec::new(),
+            })
+            .collect();
+        let servers = initial
+            .into_iter()
+            .map(|status| {
+                let entry = Entry {
+                    status,
+                    catalog: None,
+                    client: None,
+                };
+                (entry.status.name.clone(), entry)
+            })
+            .collect();
         Self {
-            servers: BTreeMap::new(),
-            pending: Vec::new(),
-            dirty: false,
+            servers,
+            pending,
+            dirty: true,
             revision: 0,
             window,
             flush: None,
@@ -183,6 +210,11 @@ impl Publisher {
 
 impl Actor for Publisher {
     type Context = Context<Self>;
+
+    fn started(&mut self, _ctx: &mut Self::Context) {
+        // Revision 1: every configured server, pending or disabled.
+        self.publish();
+    }
 }
 
 impl Handler<ServerUpdate> for Publisher {

@@ -25,9 +25,7 @@ use crate::config::{
 };
 use crate::error::{CallError, StartError};
 use crate::listing::describe;
-use crate::publisher::{
-    DEFAULT_BATCH_WINDOW, Flush, Published, Publisher, ServerClient, ServerUpdate,
-};
+use crate::publisher::{DEFAULT_BATCH_WINDOW, Flush, Published, Publisher, ServerClient};
 use crate::server::{SHUTDOWN_GRACE, ServerActor, ServerSettings, Shutdown};
 
 /// Builds a [`Runtime`]: a config plus what only code can provide.
@@ -93,16 +91,21 @@ impl RuntimeBuilder {
     /// server pending and every disabled one reported as disabled.
     pub fn start(self) -> Result<Runtime, StartError> {
         let mut connectors: Vec<(Arc<ServerConfig>, Arc<dyn Connector>)> = Vec::new();
-        let mut disabled = Vec::new();
+        let mut initial = Vec::new();
         for (name, server) in &self.config.servers {
             if !server.enabled {
-                disabled.push(ServerStatus::new(
+                initial.push(ServerStatus::new(
                     name,
                     server.transport.kind(),
                     ServerState::Disabled,
                 ));
                 continue;
             }
+            initial.push(ServerStatus::new(
+                name,
+                server.transport.kind(),
+                ServerState::Pending,
+            ));
             let connector: Arc<dyn Connector> = match &server.transport {
                 TransportConfig::Stdio(spec) => Arc::new(StdioConnector { spec: spec.clone() }),
                 TransportConfig::StreamableHttp { url, headers } => {
@@ -147,15 +150,7 @@ impl RuntimeBuilder {
                         .unwrap_or_else(|e| panic!("cannot build the tokio runtime: {e}"))
                 });
                 let started = runner.block_on(async move {
-                    let publisher = Publisher::new(window, current_for_thread, tx).start();
-                    for status in disabled {
-                        publisher.do_send(ServerUpdate {
-                            status,
-                            catalog: None,
-                            client: None,
-                            cause: "`enabled: false` in the config".into(),
-                        });
-                    }
+                    let publisher = Publisher::new(window, current_for_thread, tx, initial).start();
                     let mut servers = BTreeMap::new();
                     for (config, connector) in connectors {
                         let name = config.name.clone();
