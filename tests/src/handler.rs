@@ -89,9 +89,22 @@ impl FixtureServer {
 
     fn all_tools(&self) -> Vec<rmcp::model::Tool> {
         let mut all = tools::static_tools();
+        all.extend(crate::faults::fault_tools());
         all.extend((0..self.opts.tools).map(tools::generated_tool));
-        all.extend(self.lock().dynamic_tools.iter().cloned());
+        let state = self.lock();
+        all.extend(state.dynamic_tools.iter().cloned());
+        all.extend(state.faults.flood_tool());
         all
+    }
+
+    /// Fails a list request when a failure was scheduled for its page (`fail_next_list`).
+    fn check_list(
+        &self,
+        kind: ListKind,
+        request: &Option<PaginatedRequestParams>,
+    ) -> Result<(), McpError> {
+        let page = crate::faults::page_of(cursor_of(request), self.opts.page_size);
+        self.lock().faults.check_list(kind, page)
     }
 
     fn resource_exists(&self, uri: &str) -> bool {
@@ -184,6 +197,7 @@ impl ServerHandler for FixtureServer {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        self.check_list(ListKind::Tools, &request)?;
         let (page, next) = paginate(
             ListKind::Tools,
             self.all_tools(),
@@ -238,6 +252,23 @@ impl ServerHandler for FixtureServer {
                 .await
             }
             "remove_tool" => self.remove_tool(&args.string("name")?, &context).await,
+            "flood" => {
+                self.flood(&args.string("kind")?, args.unsigned("count")?, &context)
+                    .await
+            }
+            "fail_next_list" => {
+                let page = if arguments.contains_key("page") {
+                    args.unsigned("page")?
+                } else {
+                    0
+                };
+                let times = if arguments.contains_key("times") {
+                    args.unsigned("times")?
+                } else {
+                    1
+                };
+                self.fail_next_list(&args.string("kind")?, page, times)
+            }
             "add_prompt" => self.add_prompt(args.string("name")?, &context).await,
             "remove_prompt" => self.remove_prompt(&args.string("name")?, &context).await,
             "add_resource" => {
@@ -253,7 +284,11 @@ impl ServerHandler for FixtureServer {
                 if let Some(index) = tools::generated_index(name, self.opts.tools) {
                     let value = args.opt_string("value")?.unwrap_or_default();
                     text_result(format!("tool_{index}: {value}"))
-                } else if self.lock().dynamic_tools.iter().any(|t| t.name == name) {
+                } else if {
+                    let state = self.lock();
+                    state.dynamic_tools.iter().any(|t| t.name == name)
+                        || state.faults.is_flood_tool(name)
+                } {
                     text_result(Value::Object(arguments.clone()).to_string())
                 } else {
                     return Err(McpError::invalid_params(
@@ -271,13 +306,18 @@ impl ServerHandler for FixtureServer {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
+        self.check_list(ListKind::Prompts, &request)?;
         let mut prompts = vec![tools::greeting_prompt()];
-        prompts.extend(
-            self.lock()
-                .dynamic_prompts
-                .iter()
-                .map(|n| tools::dynamic_prompt(n)),
-        );
+        {
+            let state = self.lock();
+            prompts.extend(
+                state
+                    .dynamic_prompts
+                    .iter()
+                    .map(|n| tools::dynamic_prompt(n)),
+            );
+            prompts.extend(state.faults.flood_prompt());
+        }
         let (page, next) = paginate(
             ListKind::Prompts,
             prompts,
@@ -314,12 +354,17 @@ impl ServerHandler for FixtureServer {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        let resources = self
-            .lock()
-            .resources
-            .iter()
-            .map(|r| tools::text_resource(&r.uri))
-            .collect();
+        self.check_list(ListKind::Resources, &request)?;
+        let resources = {
+            let state = self.lock();
+            let mut all: Vec<_> = state
+                .resources
+                .iter()
+                .map(|r| tools::text_resource(&r.uri))
+                .collect();
+            all.extend(state.faults.flood_resource());
+            all
+        };
         let (page, next) = paginate(
             ListKind::Resources,
             resources,
@@ -336,6 +381,7 @@ impl ServerHandler for FixtureServer {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
+        self.check_list(ListKind::ResourceTemplates, &request)?;
         let (page, next) = paginate(
             ListKind::ResourceTemplates,
             vec![tools::item_template()],

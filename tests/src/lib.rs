@@ -8,12 +8,14 @@
 
 pub mod options;
 
+mod faults;
 mod handler;
 mod ops;
 mod serve;
 mod state;
 mod tools;
 
+pub use faults::{FAULT_TOOL_NAMES, MAX_FLOOD};
 pub use handler::FixtureServer;
 pub use options::{FixtureOptions, TransportKind};
 pub use serve::{BoxError, run_main, serve_http, serve_in_process, serve_stdio};

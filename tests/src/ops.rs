@@ -24,8 +24,8 @@ use crate::{
 };
 
 /// Which list changed.
-#[derive(Debug, Clone, Copy)]
-enum Change {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Change {
     Tools,
     Prompts,
     Resources,
@@ -168,7 +168,7 @@ impl FixtureServer {
         }
     }
 
-    async fn list_changed(&self, change: Change, context: &RequestContext<RoleServer>) {
+    pub(crate) async fn list_changed(&self, change: Change, context: &RequestContext<RoleServer>) {
         self.fan_out(Note::ListChanged(change), context).await;
     }
 
@@ -185,6 +185,7 @@ impl FixtureServer {
         {
             let mut state = self.lock();
             let taken = tools::STATIC_TOOL_NAMES.contains(&name.as_str())
+                || crate::faults::FAULT_TOOL_NAMES.contains(&name.as_str())
                 || tools::generated_index(&name, self.opts.tools).is_some()
                 || state.dynamic_tools.iter().any(|t| t.name == name);
             if taken {

@@ -46,6 +46,8 @@ pub(crate) struct FixtureState {
     pub(crate) sinks: BTreeMap<u64, (ConnId, SubscriptionSink)>,
     /// Next key for `sinks`.
     pub(crate) next_sink: u64,
+    /// Fault injection: the current `flood` item of each list, and pending list failures.
+    pub(crate) faults: crate::faults::Faults,
 }
 
 impl FixtureState {
@@ -76,7 +78,7 @@ impl FixtureState {
 }
 
 /// Which list a cursor belongs to.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ListKind {
     Tools,
     Prompts,
@@ -85,7 +87,7 @@ pub(crate) enum ListKind {
 }
 
 impl ListKind {
-    fn tag(self) -> &'static str {
+    pub(crate) fn tag(self) -> &'static str {
         match self {
             Self::Tools => "tools",
             Self::Prompts => "prompts",
