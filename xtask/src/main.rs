@@ -3,7 +3,12 @@
 //! Tasks:
 //!   conformance   score the `mcp-harness conformance-client` against the official MCP
 //!                 conformance suite (`cargo xtask conformance --help`)
+//!   ci            the whole test run, as CI does it (`.ci/run` calls this)
+//!   bench         harness overhead as ratios against a bare rmcp client measured in the same
+//!                 run (`cargo xtask bench --help`)
 
+mod bench;
+mod ci;
 mod conformance;
 
 use std::process::ExitCode;
@@ -14,9 +19,11 @@ fn main() -> ExitCode {
     let rest: Vec<String> = args.collect();
     match task.as_deref() {
         Some("conformance") => conformance::main(&rest),
+        Some("bench") => bench::main(&rest),
+        Some("ci") => ci::main(&rest),
         Some("-h" | "--help" | "help") | None => {
             eprintln!(
-                "usage: cargo xtask <task> [args]\n\ntasks:\n  conformance   run the MCP conformance suite against our client (see `cargo xtask conformance --help`)"
+                "usage: cargo xtask <task> [args]\n\ntasks:\n  conformance   run the MCP conformance suite against our client (see `cargo xtask conformance --help`)\n  ci            install the peers, run every test and the conformance matrix (what .ci/run does)\n  bench         harness overhead vs a bare rmcp client, as same-run ratios (see `cargo xtask bench --help`)"
             );
             if task.is_none() {
                 ExitCode::from(2)
