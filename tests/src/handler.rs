@@ -94,7 +94,17 @@ impl FixtureServer {
         let state = self.lock();
         all.extend(state.dynamic_tools.iter().cloned());
         all.extend(state.faults.flood_tool());
+        if let Some(dup) = &self.opts.duplicate_tool {
+            let copy = all.iter().find(|t| t.name == dup.as_str()).cloned();
+            all.extend(copy);
+        }
         all
+    }
+
+    /// Whether `name` is a tool added at run time (by `add_tool` or `flood`).
+    fn is_dynamic_tool(&self, name: &str) -> bool {
+        let state = self.lock();
+        state.dynamic_tools.iter().any(|t| t.name == name) || state.faults.is_flood_tool(name)
     }
 
     /// Fails a list request when a failure was scheduled for its page (`fail_next_list`).
@@ -182,6 +192,13 @@ impl ServerHandler for FixtureServer {
             env!("CARGO_PKG_VERSION"),
         ));
         info.instructions = self.opts.instructions.clone();
+        if self.opts.no_catalog_cache {
+            let mut experimental = std::collections::BTreeMap::new();
+            let mut off = rmcp::model::JsonObject::new();
+            off.insert("enabled".into(), Value::Bool(false));
+            experimental.insert("mcp-harness/catalog-cache".to_string(), off);
+            info.capabilities.experimental = Some(experimental);
+        }
         info
     }
 
@@ -284,11 +301,7 @@ impl ServerHandler for FixtureServer {
                 if let Some(index) = tools::generated_index(name, self.opts.tools) {
                     let value = args.opt_string("value")?.unwrap_or_default();
                     text_result(format!("tool_{index}: {value}"))
-                } else if {
-                    let state = self.lock();
-                    state.dynamic_tools.iter().any(|t| t.name == name)
-                        || state.faults.is_flood_tool(name)
-                } {
+                } else if self.is_dynamic_tool(name) {
                     text_result(Value::Object(arguments.clone()).to_string())
                 } else {
                     return Err(McpError::invalid_params(

@@ -47,6 +47,12 @@ pub struct FixtureOptions {
     pub transport: TransportKind,
     /// TCP port for the HTTP transport; 0 picks a free port (`--port`).
     pub port: u16,
+    /// Lists this static tool twice, a protocol violation that clients must survive
+    /// (`--duplicate-tool NAME`).
+    pub duplicate_tool: Option<String>,
+    /// Declares the experimental capability that opts out of client catalog caches
+    /// (`--no-catalog-cache`).
+    pub no_catalog_cache: bool,
 }
 
 impl Default for FixtureOptions {
@@ -61,6 +67,8 @@ impl Default for FixtureOptions {
             stderr_banner: None,
             transport: TransportKind::Stdio,
             port: 0,
+            duplicate_tool: None,
+            no_catalog_cache: false,
         }
     }
 }
@@ -68,7 +76,7 @@ impl Default for FixtureOptions {
 /// One-line usage summary, appended to argument errors.
 pub const USAGE: &str = "usage: mcp-fixture-server [--transport stdio|http] [--port N] [--name NAME] \
 [--tools N] [--page-size N] [--instructions TEXT] [--hang-at-start] [--exit-at-start CODE] \
-[--stderr-banner TEXT]";
+[--stderr-banner TEXT] [--duplicate-tool NAME] [--no-catalog-cache]";
 
 impl FixtureOptions {
     /// Parses the fixture's flags. `args` must not include the program name.
@@ -121,6 +129,8 @@ impl FixtureOptions {
                         Some(parse_num("--exit-at-start", &value("--exit-at-start")?)?)
                 }
                 "--stderr-banner" => opts.stderr_banner = Some(value("--stderr-banner")?),
+                "--duplicate-tool" => opts.duplicate_tool = Some(value("--duplicate-tool")?),
+                "--no-catalog-cache" => opts.no_catalog_cache = true,
                 _ => return Err(format!("unknown argument {arg:?}\n{USAGE}")),
             }
         }

@@ -8,6 +8,10 @@ use rmcp::model::{Prompt, Resource, ResourceTemplate, Tool};
 use serde::Serialize;
 
 use crate::naming::qualify;
+use crate::sanitize::{
+    MetadataLimits, escape_for_display, sanitize_prompt, sanitize_resource, sanitize_template,
+    sanitize_tool,
+};
 
 /// The kinds of catalog entries a server can offer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -17,15 +21,21 @@ pub enum Kind {
     Prompts,
     Resources,
     ResourceTemplates,
+    /// Skills (SEP-2640), served by the server as `skill://` resources.
+    Skills,
+    /// Commands users can invoke: built from prompts and skills, never listed by a server.
+    Commands,
 }
 
 impl Kind {
     /// Every kind, in listing order.
-    pub const ALL: [Kind; 4] = [
+    pub const ALL: [Kind; 6] = [
         Kind::Tools,
         Kind::Prompts,
         Kind::Resources,
         Kind::ResourceTemplates,
+        Kind::Skills,
+        Kind::Commands,
     ];
 
     /// Name as shown to users.
@@ -35,6 +45,8 @@ impl Kind {
             Kind::Prompts => "prompts",
             Kind::Resources => "resources",
             Kind::ResourceTemplates => "resource templates",
+            Kind::Skills => "skills",
+            Kind::Commands => "commands",
         }
     }
 }
@@ -102,6 +114,29 @@ pub struct TemplateEntry {
     pub template: Arc<ResourceTemplate>,
 }
 
+/// Where a command comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "source", rename_all = "snake_case")]
+pub enum CommandSource {
+    /// Invoking the command calls `prompts/get` for this raw prompt name.
+    Prompt { raw_name: String },
+    /// Invoking the command loads this skill (fetched and verified on demand).
+    Skill { name: String },
+}
+
+/// A command a user can invoke, built from a server's prompts and skills.
+#[derive(Debug, Clone, Serialize)]
+pub struct CommandEntry {
+    pub server: String,
+    /// `mcp__<server>__<name>`, like tools.
+    pub qualified_name: String,
+    pub description: Option<String>,
+    /// Argument names, for prompts.
+    pub arguments: Vec<String>,
+    #[serde(flatten)]
+    pub source: CommandSource,
+}
+
 /// An entry the model does not see, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct HiddenEntry {
@@ -118,8 +153,13 @@ pub struct ServerCatalog {
     pub prompts: Vec<PromptEntry>,
     pub resources: Vec<ResourceEntry>,
     pub templates: Vec<TemplateEntry>,
+    /// Commands derived from `prompts` and skills; rebuilt whenever either changes.
+    pub commands: Vec<CommandEntry>,
     /// What was listed but withheld from the model, each with its reason.
     pub hidden: Vec<HiddenEntry>,
+    /// What is shown after an adjustment (a description cut, `_meta` dropped, ...), each with
+    /// what was changed.
+    pub adjusted: Vec<HiddenEntry>,
 }
 
 impl ServerCatalog {
@@ -130,6 +170,8 @@ impl ServerCatalog {
             Kind::Prompts => self.prompts.len(),
             Kind::Resources => self.resources.len(),
             Kind::ResourceTemplates => self.templates.len(),
+            Kind::Skills => 0,
+            Kind::Commands => self.commands.len(),
         }
     }
 
@@ -156,6 +198,12 @@ impl ServerCatalog {
                 .templates
                 .iter()
                 .map(|t| t.template.uri_template.clone())
+                .collect(),
+            Kind::Skills => Vec::new(),
+            Kind::Commands => self
+                .commands
+                .iter()
+                .map(|c| c.qualified_name.clone())
                 .collect(),
         };
         names.sort();
@@ -232,13 +280,24 @@ impl ServerStatus {
 }
 
 impl ServerCatalog {
-    /// Replaces the server's tools with a new complete listing. If two tools end up with the same
-    /// model-visible name (a server listing a name twice, or an identity-hash collision), the
-    /// server exposes no tools at all and every listed tool is recorded as hidden with the reason:
-    /// half a catalog would let the model call the wrong one.
-    pub fn set_tools(&mut self, server: &str, tools: Vec<Tool>) {
+    /// Replaces the server's tools with a new complete listing. Each tool passes through
+    /// [`sanitize_tool`] first; one that cannot be made safe is hidden with the reason. If two
+    /// tools end up with the same model-visible name (a server listing a name twice, or an
+    /// identity-hash collision), the server exposes no tools at all and every listed tool is
+    /// recorded as hidden with the reason: half a catalog would let the model call the wrong one.
+    pub fn set_tools(&mut self, server: &str, tools: Vec<Tool>, limits: &MetadataLimits) {
         self.hidden.retain(|h| h.kind != Kind::Tools);
-        let entries: Vec<ToolEntry> = tools
+        self.adjusted.retain(|h| h.kind != Kind::Tools);
+        let admitted = admit(
+            server,
+            Kind::Tools,
+            tools,
+            |t| t.name.to_string(),
+            |t| sanitize_tool(t, limits),
+            &mut self.hidden,
+            &mut self.adjusted,
+        );
+        let entries: Vec<ToolEntry> = admitted
             .into_iter()
             .map(|t| ToolEntry::new(server, t))
             .collect();
@@ -249,17 +308,28 @@ impl ServerCatalog {
                 self.hidden.extend(entries.into_iter().map(|e| HiddenEntry {
                     server: server.to_string(),
                     kind: Kind::Tools,
-                    raw_name: e.raw_name,
+                    raw_name: escape_for_display(&e.raw_name, DISPLAY_NAME_CHARS),
                     reason: reason.clone(),
                 }));
             }
         }
     }
 
-    /// Replaces the server's prompts; a name conflict hides all of them, as for tools.
-    pub fn set_prompts(&mut self, server: &str, prompts: Vec<Prompt>) {
+    /// Replaces the server's prompts; sanitised, and a name conflict hides all of them, as for
+    /// tools.
+    pub fn set_prompts(&mut self, server: &str, prompts: Vec<Prompt>, limits: &MetadataLimits) {
         self.hidden.retain(|h| h.kind != Kind::Prompts);
-        let entries: Vec<PromptEntry> = prompts
+        self.adjusted.retain(|h| h.kind != Kind::Prompts);
+        let admitted = admit(
+            server,
+            Kind::Prompts,
+            prompts,
+            |p| p.name.clone(),
+            |p| sanitize_prompt(p, limits),
+            &mut self.hidden,
+            &mut self.adjusted,
+        );
+        let entries: Vec<PromptEntry> = admitted
             .into_iter()
             .map(|p| PromptEntry::new(server, p))
             .collect();
@@ -270,16 +340,56 @@ impl ServerCatalog {
                 self.hidden.extend(entries.into_iter().map(|e| HiddenEntry {
                     server: server.to_string(),
                     kind: Kind::Prompts,
-                    raw_name: e.raw_name,
+                    raw_name: escape_for_display(&e.raw_name, DISPLAY_NAME_CHARS),
                     reason: reason.clone(),
                 }));
             }
         }
     }
 
-    /// Replaces the server's resources.
-    pub fn set_resources(&mut self, server: &str, resources: Vec<Resource>) {
-        self.resources = resources
+    /// Rebuilds the commands from the current prompts (and skills). Deterministic: the same
+    /// inputs always give the same commands, so the newest inputs give the newest commands.
+    pub fn rebuild_commands(&mut self, server: &str) {
+        self.commands = self
+            .prompts
+            .iter()
+            .map(|p| CommandEntry {
+                server: server.to_string(),
+                qualified_name: p.qualified_name.clone(),
+                description: p.prompt.description.clone(),
+                arguments: p
+                    .prompt
+                    .arguments
+                    .iter()
+                    .flatten()
+                    .map(|a| a.name.clone())
+                    .collect(),
+                source: CommandSource::Prompt {
+                    raw_name: p.raw_name.clone(),
+                },
+            })
+            .collect();
+    }
+
+    /// Replaces the server's resources (each sanitised; unsafe ones hidden with the reason).
+    pub fn set_resources(
+        &mut self,
+        server: &str,
+        resources: Vec<Resource>,
+        limits: &MetadataLimits,
+    ) {
+        self.hidden.retain(|h| h.kind != Kind::Resources);
+        self.adjusted.retain(|h| h.kind != Kind::Resources);
+        let admitted = admit(
+            server,
+            Kind::Resources,
+            resources,
+            |r| r.uri.clone(),
+            |r| sanitize_resource(r, limits),
+            &mut self.hidden,
+            &mut self.adjusted,
+        );
+        self.resources = admitted
             .into_iter()
             .map(|r| ResourceEntry {
                 server: server.to_string(),
@@ -288,9 +398,25 @@ impl ServerCatalog {
             .collect();
     }
 
-    /// Replaces the server's resource templates.
-    pub fn set_templates(&mut self, server: &str, templates: Vec<ResourceTemplate>) {
-        self.templates = templates
+    /// Replaces the server's resource templates (each sanitised; unsafe ones hidden).
+    pub fn set_templates(
+        &mut self,
+        server: &str,
+        templates: Vec<ResourceTemplate>,
+        limits: &MetadataLimits,
+    ) {
+        self.hidden.retain(|h| h.kind != Kind::ResourceTemplates);
+        self.adjusted.retain(|h| h.kind != Kind::ResourceTemplates);
+        let admitted = admit(
+            server,
+            Kind::ResourceTemplates,
+            templates,
+            |t| t.uri_template.clone(),
+            |t| sanitize_template(t, limits),
+            &mut self.hidden,
+            &mut self.adjusted,
+        );
+        self.templates = admitted
             .into_iter()
             .map(|t| TemplateEntry {
                 server: server.to_string(),
@@ -298,6 +424,43 @@ impl ServerCatalog {
             })
             .collect();
     }
+}
+
+/// Longest raw name shown in a hidden entry (escaped; the raw name itself may be hostile).
+const DISPLAY_NAME_CHARS: usize = 200;
+
+/// Runs `sanitize` over `items`: admitted ones are returned, rejected ones recorded in `hidden`.
+fn admit<T>(
+    server: &str,
+    kind: Kind,
+    items: Vec<T>,
+    name: impl Fn(&T) -> String,
+    sanitize: impl Fn(T) -> Result<(T, Vec<String>), String>,
+    hidden: &mut Vec<HiddenEntry>,
+    adjusted: &mut Vec<HiddenEntry>,
+) -> Vec<T> {
+    let mut admitted = Vec::with_capacity(items.len());
+    for item in items {
+        let raw = name(&item);
+        match sanitize(item) {
+            Ok((clean, notes)) => {
+                adjusted.extend(notes.into_iter().map(|note| HiddenEntry {
+                    server: server.to_string(),
+                    kind,
+                    raw_name: escape_for_display(&raw, DISPLAY_NAME_CHARS),
+                    reason: note,
+                }));
+                admitted.push(clean);
+            }
+            Err(reason) => hidden.push(HiddenEntry {
+                server: server.to_string(),
+                kind,
+                raw_name: escape_for_display(&raw, DISPLAY_NAME_CHARS),
+                reason,
+            }),
+        }
+    }
+    admitted
 }
 
 fn first_conflict<'a>(names: impl Iterator<Item = (&'a String, &'a String)>) -> Option<String> {
@@ -327,13 +490,14 @@ mod tests {
     #[test]
     fn duplicate_names_roll_back_to_zero_tools() {
         let mut c = ServerCatalog::default();
-        c.set_tools("s", vec![tool("a"), tool("b")]);
+        let l = MetadataLimits::default();
+        c.set_tools("s", vec![tool("a"), tool("b")], &l);
         assert_eq!(c.tools.len(), 2);
-        c.set_tools("s", vec![tool("a"), tool("c"), tool("a")]);
+        c.set_tools("s", vec![tool("a"), tool("c"), tool("a")], &l);
         assert!(c.tools.is_empty());
         assert_eq!(c.hidden.len(), 3);
         assert!(c.hidden[0].reason.contains("name conflict"));
-        c.set_tools("s", vec![tool("a")]);
+        c.set_tools("s", vec![tool("a")], &l);
         assert_eq!(c.tools.len(), 1);
         assert!(
             c.hidden.is_empty(),

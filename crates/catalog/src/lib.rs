@@ -11,14 +11,27 @@
 //! It knows nothing of transports or actors: the runtime feeds it listings and states.
 
 pub mod entry;
+pub mod graph;
 pub mod naming;
 pub mod pages;
+pub mod sanitize;
+pub mod skills;
 pub mod snapshot;
 
 pub use entry::{
-    HiddenEntry, Kind, PromptEntry, ResourceEntry, ServerCatalog, ServerState, ServerStatus,
-    TemplateEntry, ToolEntry,
+    CommandEntry, CommandSource, HiddenEntry, Kind, PromptEntry, ResourceEntry, ServerCatalog,
+    ServerState, ServerStatus, TemplateEntry, ToolEntry,
 };
+pub use graph::{Plan, Trigger};
 pub use naming::{MAX_NAME_LEN, qualify};
 pub use pages::{ListError, PageLimits, collect_pages};
+pub use sanitize::{
+    MetadataLimits, clean_instructions, clean_line, clean_text, escape_for_display,
+    sanitize_prompt, sanitize_resource, sanitize_template, sanitize_tool,
+};
+pub use skills::{
+    FieldDifference, Frontmatter, InvalidSkill, ListedFile, ListedFiles, SKILLS_EXTENSION_ID,
+    SkillEntry, SkillFile, SkillIndex, SkillMismatch, compare_frontmatter, entries_from_listing,
+    parse_frontmatter, verify_file,
+};
 pub use snapshot::{Change, Snapshot, SnapshotBuilder, diff_names};

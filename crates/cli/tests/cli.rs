@@ -147,7 +147,10 @@ fn inspect_and_call_against_a_stdio_server() {
     assert_eq!(code, 0);
     let servers: serde_json::Value = serde_json::from_str(&out).expect("servers --json is JSON");
     assert_eq!(servers[0]["state"], "connected");
-    assert_eq!(servers[0]["tools"], 14);
+    assert_eq!(
+        servers[0]["tools"], 16,
+        "12 static + 2 fault-injection + 2 generated"
+    );
 
     let (_, out, _) = run(&["tools", "--config", c]);
     assert!(

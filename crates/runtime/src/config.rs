@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use mcp_harness_catalog::sanitize::MetadataLimits;
 use mcp_harness_transport::StdioSpec;
 use serde::Deserialize;
 
@@ -24,6 +25,9 @@ pub struct Config {
     pub servers: BTreeMap<String, ServerConfig>,
     /// The file this came from, for messages.
     pub source: Option<PathBuf>,
+    /// `metadataLimits`: caps on what servers list (each key documented in
+    /// [`MetadataLimits`]; missing keys keep their defaults).
+    pub metadata_limits: MetadataLimits,
 }
 
 /// One server's validated configuration.
@@ -81,6 +85,8 @@ pub struct ConfigError {
 struct RawFile {
     #[serde(rename = "mcpServers", default)]
     mcp_servers: BTreeMap<String, serde_json::Value>,
+    #[serde(rename = "metadataLimits", default)]
+    metadata_limits: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -145,9 +151,17 @@ impl Config {
             })?;
             servers.insert(name, config);
         }
+        let metadata_limits = match raw.metadata_limits {
+            None => MetadataLimits::default(),
+            Some(v) => serde_json::from_value(v).map_err(|e| ConfigError {
+                location: format!("{file}: metadataLimits"),
+                message: e.to_string(),
+            })?,
+        };
         Ok(Config {
             servers,
             source: Some(path.to_path_buf()),
+            metadata_limits,
         })
     }
 }
@@ -394,6 +408,24 @@ mod tests {
             let err = parse(text).unwrap_err().to_string();
             assert!(err.contains(needle), "{text}: {err}");
         }
+    }
+
+    #[test]
+    fn metadata_limits_are_configurable_and_checked() {
+        let c = parse(r#"{"mcpServers": {}, "metadataLimits": {"maxDescriptionChars": 100}}"#)
+            .expect("valid");
+        assert_eq!(c.metadata_limits.max_description_chars, 100);
+        assert_eq!(
+            c.metadata_limits.max_name_chars,
+            MetadataLimits::default().max_name_chars
+        );
+        let err = parse(r#"{"metadataLimits": {"maxDescriptionChar": 1}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("metadataLimits") && err.contains("maxDescriptionChar"),
+            "{err}"
+        );
     }
 
     #[test]

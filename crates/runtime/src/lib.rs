@@ -10,10 +10,12 @@
 //!   caller resolved, never on a fresh lookup of a name;
 //! - dropping or shutting down the runtime leaves no server process behind.
 
+pub mod cache;
 pub mod config;
 pub mod error;
 pub mod listing;
 pub mod publisher;
+pub mod refresh;
 mod runtime;
 pub mod server;
 
@@ -21,4 +23,5 @@ pub use config::{Config, ConfigError, ServerConfig, TransportConfig};
 pub use error::{CallError, ErrorClass, StartError};
 pub use mcp_harness_catalog as catalog;
 pub use mcp_harness_transport as transport;
-pub use runtime::{Runtime, RuntimeBuilder, ToolResult};
+pub use runtime::{ResourceSubscription, Runtime, RuntimeBuilder, ToolResult};
+pub use server::ResourceUpdate;

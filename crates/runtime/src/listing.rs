@@ -45,6 +45,12 @@ pub async fn list_kind(
     let params =
         |cursor: Option<String>| Some(PaginatedRequestParams::default().with_cursor(cursor));
     let result = match kind {
+        Kind::Commands => {
+            return Err("commands are built from prompts and skills, not listed".to_string());
+        }
+        Kind::Skills => {
+            return Err("skills are not listed yet".to_string());
+        }
         Kind::Tools => collect_pages(limits, |c| {
             let peer = peer.clone();
             timed_page(page_timeout, async move {

@@ -1,8 +1,8 @@
 //! The one publisher: the only writer of published snapshots.
 //!
 //! Invariants: every server's latest status and catalog arrive here as [`ServerUpdate`]s and
-//! replace only that server's entries; updates arriving within one batching window become one
-//! publication; each publication builds a whole new immutable [`Published`] with the next
+//! replace only that server's entries; at most one publication happens per batching window
+//! (a lone update is published at once, a burst at the end of the window); each publication builds a whole new immutable [`Published`] with the next
 //! revision and swaps it in atomically, so readers see the whole old or the whole new; a server
 //! that is not connected contributes no entries and no client.
 
@@ -76,6 +76,7 @@ pub struct Publisher {
     revision: u64,
     window: Duration,
     flush: Option<SpawnHandle>,
+    last_publish: Option<tokio::time::Instant>,
     current: Arc<ArcSwap<Published>>,
     tx: watch::Sender<Arc<Snapshot>>,
 }
@@ -120,6 +121,7 @@ impl Publisher {
             revision: 0,
             window,
             flush: None,
+            last_publish: None,
             current,
             tx,
         }
@@ -174,6 +176,25 @@ impl Publisher {
         );
     }
 
+    /// Publishes now if nothing was published within the last window (so a lone update is
+    /// visible at once), else at the end of that window (so a burst becomes one publication).
+    fn schedule(&mut self, ctx: &mut Context<Self>) {
+        if self.flush.is_some() {
+            return;
+        }
+        let since = self
+            .last_publish
+            .map(|t| t.elapsed())
+            .unwrap_or(self.window);
+        if since >= self.window {
+            self.publish();
+        } else {
+            self.flush = Some(ctx.run_later(self.window - since, |act, _| {
+                act.publish();
+            }));
+        }
+    }
+
     fn publish(&mut self) -> u64 {
         self.flush = None;
         if !self.dirty {
@@ -181,6 +202,7 @@ impl Publisher {
         }
         self.dirty = false;
         self.revision += 1;
+        self.last_publish = Some(tokio::time::Instant::now());
         let mut builder = SnapshotBuilder::new();
         let mut clients = BTreeMap::new();
         for (name, entry) in &self.servers {
@@ -222,11 +244,7 @@ impl Handler<ServerUpdate> for Publisher {
 
     fn handle(&mut self, update: ServerUpdate, ctx: &mut Self::Context) {
         self.apply(update);
-        if self.flush.is_none() {
-            self.flush = Some(ctx.run_later(self.window, |act, _| {
-                act.publish();
-            }));
-        }
+        self.schedule(ctx);
     }
 }
 

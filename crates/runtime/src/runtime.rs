@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use arc_swap::ArcSwap;
+use mcp_harness_catalog::CommandSource;
 use mcp_harness_catalog::{PageLimits, ServerState, ServerStatus, Snapshot};
 use mcp_harness_transport::{
     Connector, InProcessConnector, InProcessServe, StdioConnector, StreamableHttpConnector,
@@ -18,15 +19,18 @@ use rmcp::model::{
     JsonObject, ProtocolVersion, ReadResourceRequestParams, ReadResourceResult, ServerResult,
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
-use tokio::sync::watch;
+use tokio::sync::{broadcast, watch};
 
+use crate::cache::{DEFAULT_MAX_ENTRIES, ListingCache};
 use crate::config::{
     Config, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, ServerConfig, TransportConfig,
 };
 use crate::error::{CallError, StartError};
 use crate::listing::describe;
 use crate::publisher::{DEFAULT_BATCH_WINDOW, Flush, Published, Publisher, ServerClient};
-use crate::server::{SHUTDOWN_GRACE, ServerActor, ServerSettings, Shutdown};
+use crate::server::{
+    ResourceUpdate, Restart, SHUTDOWN_GRACE, ServerActor, ServerSettings, Shutdown,
+};
 
 /// Builds a [`Runtime`]: a config plus what only code can provide.
 pub struct RuntimeBuilder {
@@ -35,6 +39,7 @@ pub struct RuntimeBuilder {
     window: Duration,
     protocol_version: Option<ProtocolVersion>,
     limits: PageLimits,
+    cache_entries: usize,
 }
 
 impl RuntimeBuilder {
@@ -45,7 +50,14 @@ impl RuntimeBuilder {
             window: DEFAULT_BATCH_WINDOW,
             protocol_version: None,
             limits: PageLimits::default(),
+            cache_entries: DEFAULT_MAX_ENTRIES,
         }
+    }
+
+    /// Bound on cached listings across all servers (default 4,096).
+    pub fn cache_entries(mut self, entries: usize) -> Self {
+        self.cache_entries = entries;
+        self
     }
 
     /// Adds a server that runs in this process: `serve` is called with the server end of a
@@ -130,9 +142,14 @@ impl RuntimeBuilder {
 
         let current = Arc::new(ArcSwap::from_pointee(Published::empty()));
         let (tx, rx) = watch::channel(Arc::new(Snapshot::empty()));
+        let cache = Arc::new(ListingCache::new(self.cache_entries));
+        let (resource_updates, _) = broadcast::channel(RESOURCE_UPDATE_BUFFER);
         let settings = ServerSettings {
             protocol_version: self.protocol_version,
             limits: self.limits,
+            metadata: self.config.metadata_limits.clone(),
+            cache: cache.clone(),
+            resource_updates: resource_updates.clone(),
         };
         let window = self.window;
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
@@ -176,6 +193,8 @@ impl RuntimeBuilder {
             system,
             publisher,
             servers,
+            cache,
+            resource_updates,
             thread: Some(thread),
         })
     }
@@ -205,7 +224,37 @@ pub struct Runtime {
     system: System,
     publisher: Addr<Publisher>,
     servers: BTreeMap<String, Addr<ServerActor>>,
+    cache: Arc<ListingCache>,
+    resource_updates: broadcast::Sender<ResourceUpdate>,
     thread: Option<JoinHandle<()>>,
+}
+
+/// How many resource updates a slow subscriber may fall behind before it misses some.
+const RESOURCE_UPDATE_BUFFER: usize = 1024;
+
+/// Updates of one subscribed resource.
+pub struct ResourceSubscription {
+    pub server: String,
+    pub uri: String,
+    rx: broadcast::Receiver<ResourceUpdate>,
+}
+
+impl ResourceSubscription {
+    /// The next update of this resource; `None` once the runtime is gone. Updates missed by a
+    /// subscriber that fell more than the buffer behind are skipped (the next one still comes).
+    pub async fn next(&mut self) -> Option<ResourceUpdate> {
+        loop {
+            match self.rx.recv().await {
+                Ok(u) if u.server == self.server && u.uri == self.uri => return Some(u),
+                Ok(_) => continue,
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    tracing::warn!(server = %self.server, uri = %self.uri, missed = n, "resource subscriber fell behind");
+                    continue;
+                }
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    }
 }
 
 impl Runtime {
@@ -316,6 +365,75 @@ impl Runtime {
             ServerResult::ReadResourceResult(r) => Ok(r),
             other => Err(unexpected(server, uri, &other)),
         }
+    }
+
+    /// Subscribes to updates of resource `uri` on `server` (`resources/subscribe`).
+    pub async fn subscribe_resource(
+        &self,
+        server: &str,
+        uri: &str,
+    ) -> Result<ResourceSubscription, CallError> {
+        let rx = self.resource_updates.subscribe();
+        let published = self.current.load_full();
+        let client = bound_client(&published, server)?;
+        #[allow(deprecated)] // resources/subscribe is how every protocol before 2026-07-28 does it
+        let request = ClientRequest::SubscribeRequest(rmcp::model::SubscribeRequest::new(
+            rmcp::model::SubscribeRequestParams::new(uri.to_string()),
+        ));
+        send(&client, request, server, uri).await?;
+        Ok(ResourceSubscription {
+            server: server.to_string(),
+            uri: uri.to_string(),
+            rx,
+        })
+    }
+
+    /// Invokes the command the model or user knows as `qualified_name` (built from a prompt):
+    /// fetches the prompt with `prompts/get` now, with `arguments`.
+    pub async fn run_command(
+        &self,
+        qualified_name: &str,
+        arguments: Option<JsonObject>,
+    ) -> Result<GetPromptResult, CallError> {
+        let snapshot = self.snapshot();
+        let command = snapshot
+            .catalogs
+            .values()
+            .flat_map(|c| c.commands.iter())
+            .find(|c| c.qualified_name == qualified_name)
+            .ok_or_else(|| CallError::UnknownTool {
+                name: qualified_name.to_string(),
+                revision: snapshot.revision,
+            })?;
+        match &command.source {
+            CommandSource::Prompt { raw_name } => {
+                self.get_prompt(&command.server, raw_name, arguments).await
+            }
+            CommandSource::Skill { name } => Err(CallError::Protocol {
+                server: command.server.clone(),
+                tool: name.clone(),
+                message: "skill commands are loaded with load_skill, not prompts/get".into(),
+            }),
+        }
+    }
+
+    /// Closes `server`'s connection (if any) and connects it again.
+    pub fn restart(&self, server: &str) -> Result<(), CallError> {
+        let addr = self
+            .servers
+            .get(server)
+            .ok_or_else(|| CallError::ServerUnavailable {
+                server: server.to_string(),
+                state: "not configured or disabled".into(),
+            })?;
+        addr.do_send(Restart);
+        Ok(())
+    }
+
+    /// The kinds currently cached for `server` (diagnostics; empty after its connection closed
+    /// or when it opted out of caching).
+    pub fn cached_kinds(&self, server: &str) -> Vec<mcp_harness_catalog::Kind> {
+        self.cache.kinds_of(server)
     }
 
     /// Closes every server (stdio process groups are terminated) and stops the actor thread.

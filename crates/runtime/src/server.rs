@@ -5,33 +5,59 @@
 //! Invariants:
 //! - every connection attempt gets a new epoch; events, listings and closures from an older epoch
 //!   are ignored, so an old connection can never overwrite the state of a newer one;
-//! - per kind, only a listing newer than the last applied one replaces it (tickets), so
-//!   interleaved `list_changed` notifications can never leave a stale last write;
-//! - a failed re-listing keeps the previous generation and records the error;
-//! - when the session ends, the server is reported failed (with the stderr tail for stdio) and
-//!   its catalog leaves the next snapshot; stdio servers are not restarted in a loop.
+//! - what a notification refreshes is decided by the catalog's dependency graph
+//!   ([`mcp_harness_catalog::graph::plan`]), never by code here;
+//! - per kind, one listing is in flight at a time with one trailing listing, and only a listing
+//!   newer than the last applied one is applied ([`Refreshes`]), so interleaved notifications
+//!   can never leave a stale last write;
+//! - a listing is complete or an error; a failed re-listing keeps the previous generation and
+//!   records the error (two-phase sync);
+//! - derived kinds (commands) are rebuilt from the listing cache after any of their inputs
+//!   change; an input missing from the cache (evicted, or the server opted out of caching) is
+//!   fetched first;
+//! - when the session ends, the server is reported failed (with the stderr tail for stdio), its
+//!   catalog leaves the next snapshot and its cache entries are dropped; stdio servers are not
+//!   restarted in a loop ([`Restart`] is explicit).
 
-use std::collections::HashMap;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use actix::prelude::*;
+use mcp_harness_catalog::graph::{self, Trigger};
+use mcp_harness_catalog::sanitize::{MetadataLimits, clean_instructions};
 use mcp_harness_catalog::{Kind, PageLimits, ServerCatalog, ServerState, ServerStatus};
 use mcp_harness_policy::ToolFilter;
 use mcp_harness_transport::{
     ConnectOptions, Connector, EventSink, HarnessClient, ServerEvent, Session, TransportError,
 };
 use rmcp::model::ProtocolVersion;
+use tokio::sync::broadcast;
 
+use crate::cache::{ListingCache, opts_out};
 use crate::config::ServerConfig;
 use crate::listing::{Listed, declared_kinds, list_kind};
 use crate::publisher::{Publisher, ServerClient, ServerUpdate};
+use crate::refresh::Refreshes;
+
+/// The cause of a listing made because a derived kind needed an input the cache no longer had.
+const REREAD: &str = "re-reading an input of a derived kind";
+
+/// A `notifications/resources/updated` from a server, as the runtime broadcasts it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceUpdate {
+    pub server: String,
+    pub uri: String,
+}
 
 /// Shared settings every server actor is started with.
 #[derive(Clone)]
 pub struct ServerSettings {
     pub protocol_version: Option<ProtocolVersion>,
     pub limits: PageLimits,
+    pub metadata: MetadataLimits,
+    pub cache: Arc<ListingCache>,
+    pub resource_updates: broadcast::Sender<ResourceUpdate>,
 }
 
 /// A notification from the server of connection `epoch`.
@@ -47,6 +73,11 @@ struct Notified {
 #[rtype(result = "()")]
 pub struct Shutdown;
 
+/// Close the current session (if any) and connect again with a new epoch.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Restart;
+
 /// The server actor.
 pub struct ServerActor {
     config: Arc<ServerConfig>,
@@ -58,8 +89,11 @@ pub struct ServerActor {
     session: Option<Session>,
     catalog: ServerCatalog,
     status: ServerStatus,
-    issued: HashMap<Kind, u64>,
-    applied: HashMap<Kind, u64>,
+    refreshes: Refreshes,
+    /// Kinds this connection's server declared.
+    declared: Vec<Kind>,
+    /// Whether this connection's listings may be cached (the server did not opt out).
+    cacheable: bool,
     stopped: bool,
 }
 
@@ -85,8 +119,9 @@ impl ServerActor {
             session: None,
             catalog: ServerCatalog::default(),
             status,
-            issued: HashMap::new(),
-            applied: HashMap::new(),
+            refreshes: Refreshes::default(),
+            declared: Vec::new(),
+            cacheable: false,
             stopped: false,
         }
     }
@@ -122,12 +157,22 @@ impl ServerActor {
         self.status.since = SystemTime::now();
     }
 
+    /// Forgets the current connection: its session is closed in the background, its listings
+    /// leave the cache, and its refresh bookkeeping is reset.
+    fn drop_connection(&mut self) {
+        if let Some(session) = self.session.take() {
+            actix::spawn(session.shutdown());
+        }
+        self.settings.cache.drop_server(&self.config.name);
+        self.catalog = ServerCatalog::default();
+        self.refreshes = Refreshes::default();
+        self.declared.clear();
+    }
+
     fn connect(&mut self, ctx: &mut Context<Self>) {
+        self.drop_connection();
         self.epoch += 1;
         let epoch = self.epoch;
-        self.issued.clear();
-        self.applied.clear();
-        self.catalog = ServerCatalog::default();
         self.set_state(ServerState::Pending);
         self.report("connecting");
 
@@ -146,7 +191,6 @@ impl ServerActor {
         let connecting = self.connector.connect(handler, options);
         let limits = self.settings.limits;
         let page_timeout = self.config.startup_timeout;
-        let name = self.name().to_string();
         let fut = async move {
             let session = connecting.await?;
             // The first listing belongs to startup: a server is connected only once listed.
@@ -157,10 +201,10 @@ impl ServerActor {
                     .map(|&k| list_kind(session.peer().clone(), k, limits, page_timeout)),
             )
             .await;
-            let mut catalog = ServerCatalog::default();
-            for listed in listings {
-                match listed {
-                    Ok(listed) => apply_listing(&mut catalog, &name, listed),
+            let mut listed = Vec::new();
+            for (kind, result) in kinds.into_iter().zip(listings) {
+                match result {
+                    Ok(l) => listed.push((kind, l)),
                     Err(message) => {
                         session.shutdown().await;
                         return Err(TransportError::Initialize {
@@ -171,7 +215,7 @@ impl ServerActor {
                     }
                 }
             }
-            Ok((session, catalog))
+            Ok((session, listed))
         };
         ctx.spawn(
             fut.into_actor(self)
@@ -182,7 +226,7 @@ impl ServerActor {
     fn on_connected(
         &mut self,
         epoch: u64,
-        result: Result<(Session, ServerCatalog), TransportError>,
+        result: Result<(Session, Vec<(Kind, Listed)>), TransportError>,
         ctx: &mut Context<Self>,
     ) {
         if epoch != self.epoch || self.stopped {
@@ -192,14 +236,22 @@ impl ServerActor {
             return;
         }
         match result {
-            Ok((mut session, mut catalog)) => {
+            Ok((mut session, listed)) => {
                 let info = session.info().clone();
-                self.filter.apply(self.name(), &mut catalog);
-                self.catalog = catalog;
+                self.declared = declared_kinds(&info);
+                self.cacheable = !opts_out(&info);
+                for (kind, l) in listed {
+                    self.apply(kind, 0, Arc::new(l));
+                }
+                let fresh = self.declared.clone();
+                self.rebuild_derived(&BTreeSet::from(graph::DERIVED), &fresh, false, ctx);
                 self.status.protocol_version = Some(info.protocol_version.to_string());
                 self.status.server_name = info.server_name.clone();
                 self.status.server_version = info.server_version.clone();
-                self.status.instructions = info.instructions.clone();
+                self.status.instructions = info
+                    .instructions
+                    .as_deref()
+                    .map(|i| clean_instructions(i, &self.settings.metadata));
                 if let Some(closed) = session.take_closed() {
                     ctx.spawn(
                         closed
@@ -233,34 +285,108 @@ impl ServerActor {
         if epoch != self.epoch || self.stopped {
             return;
         }
-        let Some(session) = self.session.take() else {
+        let Some(session) = self.session.as_ref() else {
             return;
         };
         let error = TransportError::Closed {
             reason,
             stderr_tail: session.stderr_tail(),
         };
-        actix::spawn(session.shutdown());
         tracing::warn!(server = %self.name(), error = %error, "connection lost");
-        self.catalog = ServerCatalog::default();
+        self.drop_connection();
         self.set_state(ServerState::Failed {
             error: error.to_string(),
         });
         self.report("connection lost");
     }
 
-    fn relist(&mut self, kind: Kind, cause: &'static str, ctx: &mut Context<Self>) {
-        let Some(session) = &self.session else { return };
-        if self.status.state != ServerState::Connected
-            || !declared_kinds(session.info()).contains(&kind)
-        {
+    /// Stores a complete listing (newest wins) and puts it into the current generation.
+    fn apply(&mut self, kind: Kind, ticket: u64, listed: Arc<Listed>) {
+        if self.cacheable {
+            self.settings
+                .cache
+                .store(&self.config.name, kind, self.epoch, ticket, listed.clone());
+        }
+        let name = self.config.name.clone();
+        let limits = &self.settings.metadata;
+        match &*listed {
+            Listed::Tools(t) => {
+                self.catalog.set_tools(&name, t.clone(), limits);
+                self.filter.apply(&name, &mut self.catalog);
+            }
+            Listed::Prompts(p) => self.catalog.set_prompts(&name, p.clone(), limits),
+            Listed::Resources(r) => self.catalog.set_resources(&name, r.clone(), limits),
+            Listed::Templates(t) => self.catalog.set_templates(&name, t.clone(), limits),
+        }
+    }
+
+    /// Rebuilds each derived kind in `kinds` from the current generation of its inputs. An
+    /// input that is declared, not `fresh` (just listed) and not in the cache (evicted, or the
+    /// server opted out of caching) is read again when `may_reread`; its listing then triggers
+    /// one more rebuild (which reads nothing again, so this never loops).
+    fn rebuild_derived(
+        &mut self,
+        kinds: &BTreeSet<Kind>,
+        fresh: &[Kind],
+        may_reread: bool,
+        ctx: &mut Context<Self>,
+    ) {
+        for &derived in kinds {
+            if may_reread && self.status.state == ServerState::Connected {
+                let stale: Vec<Kind> = graph::inputs_of(derived)
+                    .iter()
+                    .copied()
+                    .filter(|k| self.declared.contains(k) && !fresh.contains(k))
+                    .filter(|k| {
+                        self.settings
+                            .cache
+                            .get(&self.config.name, *k, self.epoch)
+                            .is_none()
+                    })
+                    .collect();
+                for kind in stale {
+                    self.fetch(kind, REREAD, ctx);
+                }
+            }
+            match derived {
+                Kind::Commands => self.catalog.rebuild_commands(&self.config.name),
+                other => tracing::error!(kind = %other, "no rebuild rule for a derived kind"),
+            }
+        }
+    }
+
+    fn on_trigger(&mut self, trigger: Trigger, ctx: &mut Context<Self>) {
+        if self.status.state != ServerState::Connected {
             return;
         }
-        let ticket = {
-            let t = self.issued.entry(kind).or_insert(0);
-            *t += 1;
-            *t
+        let plan = graph::plan(trigger);
+        let mut fetched_any = false;
+        for kind in plan.refetch {
+            if self.declared.contains(&kind) {
+                self.fetch(kind, trigger.method(), ctx);
+                fetched_any = true;
+            }
+        }
+        if !fetched_any {
+            tracing::debug!(server = %self.name(), method = trigger.method(), "notification for a kind the server did not declare");
+        }
+    }
+
+    fn fetch(&mut self, kind: Kind, cause: &'static str, ctx: &mut Context<Self>) {
+        let Some(ticket) = self.refreshes.request(kind) else {
+            return; // in flight; one more listing follows it
         };
+        self.spawn_fetch(kind, ticket, cause, ctx);
+    }
+
+    fn spawn_fetch(
+        &mut self,
+        kind: Kind,
+        ticket: u64,
+        cause: &'static str,
+        ctx: &mut Context<Self>,
+    ) {
+        let Some(session) = &self.session else { return };
         let epoch = self.epoch;
         let fut = list_kind(
             session.peer().clone(),
@@ -269,35 +395,40 @@ impl ServerActor {
             self.config.startup_timeout,
         );
         ctx.spawn(
-            fut.into_actor(self)
-                .map(move |result, act, _| act.on_relisted(epoch, kind, ticket, result, cause)),
+            fut.into_actor(self).map(move |result, act, ctx| {
+                act.on_fetched(epoch, kind, ticket, result, cause, ctx)
+            }),
         );
     }
 
-    fn on_relisted(
+    fn on_fetched(
         &mut self,
         epoch: u64,
         kind: Kind,
         ticket: u64,
         result: Result<Listed, String>,
-        cause: &str,
+        cause: &'static str,
+        ctx: &mut Context<Self>,
     ) {
         if epoch != self.epoch || self.stopped || self.status.state != ServerState::Connected {
             return;
         }
-        let applied = self.applied.entry(kind).or_insert(0);
-        if ticket <= *applied {
+        let completion = self.refreshes.complete(kind, ticket);
+        if let Some(next) = completion.next {
+            self.spawn_fetch(kind, next, cause, ctx);
+        }
+        if !completion.apply {
             tracing::debug!(server = %self.name(), %kind, ticket, "dropping a listing older than the one applied");
             return;
         }
-        *applied = ticket;
         match result {
             Ok(listed) => {
-                let name = self.config.name.clone();
-                apply_listing(&mut self.catalog, &name, listed);
-                if kind == Kind::Tools {
-                    self.filter.apply(&name, &mut self.catalog);
-                }
+                self.apply(kind, ticket, Arc::new(listed));
+                let dependents: BTreeSet<Kind> = graph::DERIVED
+                    .into_iter()
+                    .filter(|d| graph::inputs_of(*d).contains(&kind))
+                    .collect();
+                self.rebuild_derived(&dependents, &[kind], cause != REREAD, ctx);
                 self.report(cause);
             }
             Err(message) => {
@@ -308,15 +439,6 @@ impl ServerActor {
                 self.report(format!("{cause}: re-listing failed"));
             }
         }
-    }
-}
-
-fn apply_listing(catalog: &mut ServerCatalog, server: &str, listed: Listed) {
-    match listed {
-        Listed::Tools(t) => catalog.set_tools(server, t),
-        Listed::Prompts(p) => catalog.set_prompts(server, p),
-        Listed::Resources(r) => catalog.set_resources(server, r),
-        Listed::Templates(t) => catalog.set_templates(server, t),
     }
 }
 
@@ -331,9 +453,7 @@ impl Actor for ServerActor {
 impl Supervised for ServerActor {
     fn restarting(&mut self, _ctx: &mut Self::Context) {
         tracing::info!(server = %self.name(), "server actor restarting");
-        if let Some(session) = self.session.take() {
-            actix::spawn(session.shutdown());
-        }
+        self.drop_connection();
     }
 }
 
@@ -345,22 +465,18 @@ impl Handler<Notified> for ServerActor {
             return;
         }
         match msg.event {
-            ServerEvent::ToolsListChanged => {
-                self.relist(Kind::Tools, "notifications/tools/list_changed", ctx)
-            }
-            ServerEvent::PromptsListChanged => {
-                self.relist(Kind::Prompts, "notifications/prompts/list_changed", ctx)
-            }
+            ServerEvent::ToolsListChanged => self.on_trigger(Trigger::ToolsListChanged, ctx),
+            ServerEvent::PromptsListChanged => self.on_trigger(Trigger::PromptsListChanged, ctx),
             ServerEvent::ResourcesListChanged => {
-                self.relist(Kind::Resources, "notifications/resources/list_changed", ctx);
-                self.relist(
-                    Kind::ResourceTemplates,
-                    "notifications/resources/list_changed",
-                    ctx,
-                );
+                self.on_trigger(Trigger::ResourcesListChanged, ctx)
             }
             ServerEvent::ResourceUpdated { uri } => {
                 tracing::debug!(server = %self.name(), %uri, "resource updated");
+                // No receivers is fine: nobody subscribed through the runtime.
+                let _ = self.settings.resource_updates.send(ResourceUpdate {
+                    server: self.config.name.clone(),
+                    uri,
+                });
             }
             ServerEvent::Progress(p) => {
                 tracing::trace!(server = %self.name(), progress = p.progress, "progress");
@@ -373,11 +489,24 @@ impl Handler<Notified> for ServerActor {
     }
 }
 
+impl Handler<Restart> for ServerActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Restart, ctx: &mut Self::Context) {
+        if self.stopped {
+            return;
+        }
+        tracing::info!(server = %self.name(), "restart requested");
+        self.connect(ctx);
+    }
+}
+
 impl Handler<Shutdown> for ServerActor {
     type Result = ResponseActFuture<Self, ()>;
 
     fn handle(&mut self, _: Shutdown, _ctx: &mut Self::Context) -> Self::Result {
         self.stopped = true;
+        self.settings.cache.drop_server(&self.config.name);
         let session = self.session.take();
         Box::pin(
             async move {

@@ -54,7 +54,7 @@ pub fn http(url: &str) -> TransportConfig {
 pub fn config(servers: Vec<ServerConfig>) -> Config {
     Config {
         servers: servers.into_iter().map(|s| (s.name.clone(), s)).collect(),
-        source: None,
+        ..Config::default()
     }
 }
 
