@@ -16,7 +16,10 @@ pub fn main(args: &[String]) -> ExitCode {
     }
     let steps: [(&str, &[&str]); 3] = [
         ("bash", &[".ci/install-peers.sh", "target/peers"]),
-        ("cargo", &["nextest", "run", "--workspace", "--no-fail-fast"]),
+        (
+            "cargo",
+            &["nextest", "run", "--workspace", "--no-fail-fast"],
+        ),
         ("cargo", &["xtask", "conformance", "--all"]),
     ];
     for (program, step_args) in steps {
