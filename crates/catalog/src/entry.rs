@@ -4,14 +4,15 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use rmcp::model::{Prompt, Resource, ResourceTemplate, Tool};
+use rmcp::model::{Prompt, Resource, ResourceTemplate, Skill, Tool};
 use serde::Serialize;
 
 use crate::naming::qualify;
 use crate::sanitize::{
-    MetadataLimits, escape_for_display, sanitize_prompt, sanitize_resource, sanitize_template,
-    sanitize_tool,
+    MetadataLimits, clean_text, escape_for_display, sanitize_prompt, sanitize_resource,
+    sanitize_template, sanitize_tool,
 };
+use crate::skills::{SkillEntry, entries_from_listing};
 
 /// The kinds of catalog entries a server can offer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -153,6 +154,8 @@ pub struct ServerCatalog {
     pub prompts: Vec<PromptEntry>,
     pub resources: Vec<ResourceEntry>,
     pub templates: Vec<TemplateEntry>,
+    /// Skills (SEP-2640) as listed; their files are fetched only when a skill is loaded.
+    pub skills: Vec<Arc<SkillEntry>>,
     /// Commands derived from `prompts` and skills; rebuilt whenever either changes.
     pub commands: Vec<CommandEntry>,
     /// What was listed but withheld from the model, each with its reason.
@@ -170,7 +173,7 @@ impl ServerCatalog {
             Kind::Prompts => self.prompts.len(),
             Kind::Resources => self.resources.len(),
             Kind::ResourceTemplates => self.templates.len(),
-            Kind::Skills => 0,
+            Kind::Skills => self.skills.len(),
             Kind::Commands => self.commands.len(),
         }
     }
@@ -199,7 +202,7 @@ impl ServerCatalog {
                 .iter()
                 .map(|t| t.template.uri_template.clone())
                 .collect(),
-            Kind::Skills => Vec::new(),
+            Kind::Skills => self.skills.iter().map(|s| s.uri.clone()).collect(),
             Kind::Commands => self
                 .commands
                 .iter()
@@ -347,10 +350,13 @@ impl ServerCatalog {
         }
     }
 
-    /// Rebuilds the commands from the current prompts (and skills). Deterministic: the same
-    /// inputs always give the same commands, so the newest inputs give the newest commands.
+    /// Rebuilds the commands from the current prompts and skills. Deterministic: the same
+    /// inputs always give the same commands, so the newest inputs give the newest commands. A
+    /// skill whose command name a prompt already has is left out (prompts come first) and
+    /// recorded as hidden.
     pub fn rebuild_commands(&mut self, server: &str) {
-        self.commands = self
+        self.hidden.retain(|h| h.kind != Kind::Commands);
+        let mut commands: Vec<CommandEntry> = self
             .prompts
             .iter()
             .map(|p| CommandEntry {
@@ -367,6 +373,59 @@ impl ServerCatalog {
                 source: CommandSource::Prompt {
                     raw_name: p.raw_name.clone(),
                 },
+            })
+            .collect();
+        for skill in &self.skills {
+            let qualified_name = qualify(server, &skill.name);
+            if commands.iter().any(|c| c.qualified_name == qualified_name) {
+                self.hidden.push(HiddenEntry {
+                    server: server.to_string(),
+                    kind: Kind::Commands,
+                    raw_name: skill.name.clone(),
+                    reason: format!("a prompt already provides the command `{qualified_name}`"),
+                });
+                continue;
+            }
+            commands.push(CommandEntry {
+                server: server.to_string(),
+                qualified_name,
+                description: Some(skill.description.clone()),
+                arguments: Vec::new(),
+                source: CommandSource::Skill {
+                    name: skill.name.clone(),
+                },
+            });
+        }
+        self.commands = commands;
+    }
+
+    /// Replaces the server's skills with a complete `skills/list`: structurally invalid skills
+    /// are hidden with the reason; descriptions are cleaned for display (the listed frontmatter
+    /// is kept as listed, for verification when a skill is loaded).
+    pub fn set_skills(&mut self, server: &str, skills: Vec<Skill>, limits: &MetadataLimits) {
+        self.hidden.retain(|h| h.kind != Kind::Skills);
+        self.adjusted.retain(|h| h.kind != Kind::Skills);
+        let (entries, invalid) = entries_from_listing(server, skills);
+        self.hidden.extend(invalid.into_iter().map(|i| HiddenEntry {
+            server: server.to_string(),
+            kind: Kind::Skills,
+            raw_name: escape_for_display(&i.uri, DISPLAY_NAME_CHARS),
+            reason: i.reason,
+        }));
+        self.skills = entries
+            .into_iter()
+            .map(|mut e| {
+                let (clean, changed) = clean_text(&e.description, limits.max_description_chars);
+                if changed {
+                    self.adjusted.push(HiddenEntry {
+                        server: server.to_string(),
+                        kind: Kind::Skills,
+                        raw_name: e.name.clone(),
+                        reason: "description cleaned or cut".into(),
+                    });
+                }
+                e.description = clean;
+                Arc::new(e)
             })
             .collect();
     }

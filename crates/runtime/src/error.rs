@@ -52,6 +52,17 @@ pub enum CallError {
         tool: String,
         message: String,
     },
+    #[error(
+        "no skill named `{name}` on server \"{server}\" in catalog revision {revision}; `mcp-harness skills` lists them"
+    )]
+    UnknownSkill {
+        server: String,
+        name: String,
+        revision: u64,
+    },
+    /// A skill's files do not match what the server listed (digest, size, frontmatter).
+    #[error("{0}")]
+    SkillRejected(#[from] mcp_harness_catalog::skills::SkillMismatch),
     #[error("the runtime has shut down")]
     ShutDown,
 }
@@ -60,7 +71,9 @@ impl CallError {
     /// The R32 class of this error.
     pub fn class(&self) -> ErrorClass {
         match self {
-            CallError::UnknownTool { .. } => ErrorClass::Catalog,
+            CallError::UnknownTool { .. }
+            | CallError::UnknownSkill { .. }
+            | CallError::SkillRejected(_) => ErrorClass::Catalog,
             CallError::ServerUnavailable { .. }
             | CallError::Timeout { .. }
             | CallError::Transport { .. }

@@ -23,5 +23,5 @@ pub use config::{Config, ConfigError, ServerConfig, TransportConfig};
 pub use error::{CallError, ErrorClass, StartError};
 pub use mcp_harness_catalog as catalog;
 pub use mcp_harness_transport as transport;
-pub use runtime::{ResourceSubscription, Runtime, RuntimeBuilder, ToolResult};
+pub use runtime::{LoadedSkill, ResourceSubscription, Runtime, RuntimeBuilder, ToolResult};
 pub use server::ResourceUpdate;

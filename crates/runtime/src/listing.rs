@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use mcp_harness_catalog::{Kind, PageLimits, collect_pages};
 use mcp_harness_transport::{ClientPeer, SessionInfo};
-use rmcp::model::{PaginatedRequestParams, Prompt, Resource, ResourceTemplate, Tool};
+use rmcp::model::{PaginatedRequestParams, Prompt, Resource, ResourceTemplate, Skill, Tool};
 use rmcp::service::ServiceError;
 
 /// One complete listing of one kind.
@@ -16,6 +16,7 @@ pub enum Listed {
     Prompts(Vec<Prompt>),
     Resources(Vec<Resource>),
     Templates(Vec<ResourceTemplate>),
+    Skills(Vec<Skill>),
 }
 
 /// The kinds `info`'s capabilities declare.
@@ -31,6 +32,9 @@ pub fn declared_kinds(info: &SessionInfo) -> Vec<Kind> {
     if caps.resources.is_some() {
         kinds.push(Kind::Resources);
         kinds.push(Kind::ResourceTemplates);
+    }
+    if caps.supports_skills() {
+        kinds.push(Kind::Skills);
     }
     kinds
 }
@@ -48,9 +52,16 @@ pub async fn list_kind(
         Kind::Commands => {
             return Err("commands are built from prompts and skills, not listed".to_string());
         }
-        Kind::Skills => {
-            return Err("skills are not listed yet".to_string());
-        }
+        Kind::Skills => collect_pages(limits, |c| {
+            let peer = peer.clone();
+            timed_page(page_timeout, async move {
+                peer.list_skills(params(c))
+                    .await
+                    .map(|r| (r.skills, r.next_cursor))
+            })
+        })
+        .await
+        .map(Listed::Skills),
         Kind::Tools => collect_pages(limits, |c| {
             let peer = peer.clone();
             timed_page(page_timeout, async move {

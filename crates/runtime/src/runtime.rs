@@ -10,10 +10,12 @@ use std::time::Duration;
 use actix::prelude::*;
 use arc_swap::ArcSwap;
 use mcp_harness_catalog::CommandSource;
+use mcp_harness_catalog::skills::{ListedFiles, SkillEntry, SkillIndex};
 use mcp_harness_catalog::{PageLimits, ServerState, ServerStatus, Snapshot};
 use mcp_harness_transport::{
     Connector, InProcessConnector, InProcessServe, StdioConnector, StreamableHttpConnector,
 };
+use rmcp::model::ResourceContents;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientRequest, GetPromptRequestParams, GetPromptResult,
     JsonObject, ProtocolVersion, ReadResourceRequestParams, ReadResourceResult, ServerResult,
@@ -229,6 +231,16 @@ pub struct Runtime {
     thread: Option<JoinHandle<()>>,
 }
 
+/// A loaded, verified skill.
+#[derive(Debug, Clone)]
+pub struct LoadedSkill {
+    pub entry: Arc<SkillEntry>,
+    /// The frontmatter of the fetched `SKILL.md` (equal to the listed one).
+    pub frontmatter: serde_json::Map<String, serde_json::Value>,
+    /// The instructions: `SKILL.md` after its frontmatter.
+    pub body: String,
+}
+
 /// How many resource updates a slow subscriber may fall behind before it misses some.
 const RESOURCE_UPDATE_BUFFER: usize = 1024;
 
@@ -413,6 +425,103 @@ impl Runtime {
                 server: command.server.clone(),
                 tool: name.clone(),
                 message: "skill commands are loaded with load_skill, not prompts/get".into(),
+            }),
+        }
+    }
+
+    /// Skills of every connected server whose name or description matches `query` (best
+    /// first; an empty query lists them all).
+    pub fn search_skills(&self, query: &str) -> Vec<Arc<SkillEntry>> {
+        let snapshot = self.snapshot();
+        let all: Vec<Arc<SkillEntry>> = snapshot
+            .catalogs
+            .values()
+            .flat_map(|c| c.skills.iter().cloned())
+            .collect();
+        let index = SkillIndex::new(all.iter().map(|e| (**e).clone()));
+        index
+            .search(query)
+            .into_iter()
+            .filter_map(|hit| {
+                all.iter()
+                    .find(|e| e.server == hit.server && e.name == hit.name)
+                    .cloned()
+            })
+            .collect()
+    }
+
+    /// Loads skill `name` of `server`: only now is its `SKILL.md` fetched, and it is accepted
+    /// only if its size and digest match the listing and its frontmatter matches the listed
+    /// one field by field. Supporting files are fetched later, one by one, with
+    /// [`Runtime::read_skill_file`].
+    pub async fn load_skill(&self, server: &str, name: &str) -> Result<LoadedSkill, CallError> {
+        let entry = self.skill_entry(server, name)?;
+        let bytes = self.read_bytes(server, &entry.uri).await?;
+        let frontmatter = entry.verify_skill_md(&bytes)?;
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let body = frontmatter.body(&text).to_string();
+        Ok(LoadedSkill {
+            entry,
+            frontmatter: frontmatter.fields,
+            body,
+        })
+    }
+
+    /// Fetches one supporting file of a skill and verifies it against the listing.
+    pub async fn read_skill_file(
+        &self,
+        server: &str,
+        name: &str,
+        uri: &str,
+    ) -> Result<Vec<u8>, CallError> {
+        let entry = self.skill_entry(server, name)?;
+        if entry.listed_file(uri).is_none() && matches!(entry.files, ListedFiles::Files(_)) {
+            entry.verify_supporting(uri, &[])?;
+        }
+        let bytes = self.read_bytes(server, uri).await?;
+        entry.verify_supporting(uri, &bytes)?;
+        Ok(bytes)
+    }
+
+    fn skill_entry(&self, server: &str, name: &str) -> Result<Arc<SkillEntry>, CallError> {
+        let snapshot = self.snapshot();
+        snapshot
+            .catalogs
+            .get(server)
+            .and_then(|c| c.skills.iter().find(|s| s.name == name).cloned())
+            .ok_or_else(|| CallError::UnknownSkill {
+                server: server.to_string(),
+                name: name.to_string(),
+                revision: snapshot.revision,
+            })
+    }
+
+    /// The bytes of resource `uri`: its text as UTF-8, or its blob decoded.
+    async fn read_bytes(&self, server: &str, uri: &str) -> Result<Vec<u8>, CallError> {
+        let result = self.read_resource(server, uri).await?;
+        let Some(contents) = result.contents.into_iter().next() else {
+            return Err(CallError::Protocol {
+                server: server.to_string(),
+                tool: uri.to_string(),
+                message: "resources/read returned no contents".into(),
+            });
+        };
+        match contents {
+            ResourceContents::TextResourceContents { text, .. } => Ok(text.into_bytes()),
+            ResourceContents::BlobResourceContents { blob, .. } => {
+                use base64::Engine;
+                base64::engine::general_purpose::STANDARD
+                    .decode(blob.as_bytes())
+                    .map_err(|e| CallError::Protocol {
+                        server: server.to_string(),
+                        tool: uri.to_string(),
+                        message: format!("the blob is not valid base64: {e}"),
+                    })
+            }
+            _ => Err(CallError::Protocol {
+                server: server.to_string(),
+                tool: uri.to_string(),
+                message: "resources/read returned an unknown kind of contents".into(),
             }),
         }
     }

@@ -317,6 +317,7 @@ impl ServerActor {
             Listed::Prompts(p) => self.catalog.set_prompts(&name, p.clone(), limits),
             Listed::Resources(r) => self.catalog.set_resources(&name, r.clone(), limits),
             Listed::Templates(t) => self.catalog.set_templates(&name, t.clone(), limits),
+            Listed::Skills(k) => self.catalog.set_skills(&name, k.clone(), limits),
         }
     }
 

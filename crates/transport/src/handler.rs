@@ -87,8 +87,18 @@ impl HarnessClient {
 
 impl ClientHandler for HarnessClient {
     fn get_info(&self) -> ClientConfig {
+        // We take part in the skills extension (SEP-2640); some servers expose skills only to
+        // clients that say so.
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.extensions = Some(
+            [(
+                rmcp::model::SKILLS_EXTENSION_ID.to_string(),
+                rmcp::model::JsonObject::new(),
+            )]
+            .into(),
+        );
         let info = ClientConfig::new(
-            ClientCapabilities::default(),
+            capabilities,
             Implementation::new("mcp-harness", env!("CARGO_PKG_VERSION")),
         );
         info.with_protocol_version(self.protocol_version())
