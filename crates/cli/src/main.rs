@@ -55,6 +55,38 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Skills (SEP-2640) of every server; with a query, the best matches first.
+    Skills {
+        /// Search names and descriptions.
+        query: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Load a skill: fetch its SKILL.md now and verify it against the listing.
+    Skill { server: String, name: String },
+    /// Run a command built from a prompt: `prompt mcp__srv__review '{"file": "x"}'`.
+    Prompt {
+        name: String,
+        /// Arguments as a JSON object.
+        args: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Read a resource: `read SERVER URI`.
+    Read {
+        server: String,
+        uri: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Subscribe to a resource and print each update, until interrupted.
+    Subscribe {
+        server: String,
+        uri: String,
+        /// Stop after this many updates.
+        #[arg(long)]
+        count: Option<u64>,
+    },
     /// Call a tool by its qualified name, e.g. `call mcp__fs__read_file '{"path": "x"}'`.
     Call {
         name: String,
@@ -225,6 +257,65 @@ async fn execute(runtime: &Runtime, command: Command, deadline: Duration) -> u8 
                     return 0;
                 }
             }
+        }
+        Command::Skills { query, json } => {
+            runtime.wait_settled(deadline).await;
+            print!(
+                "{}",
+                resources::skills(&runtime.search_skills(query.as_deref().unwrap_or("")), json)
+            );
+            0
+        }
+        Command::Skill { server, name } => {
+            runtime.wait_settled(deadline).await;
+            match runtime.load_skill(&server, &name).await {
+                Ok(skill) => {
+                    print!("{}", resources::loaded_skill(&skill));
+                    0
+                }
+                Err(e) => fail(&format!("{e} [{:?} error]", e.class()), 1),
+            }
+        }
+        Command::Prompt { name, args, json } => {
+            let args = match call::parse_args(args.as_deref()) {
+                Ok(a) => a,
+                Err(e) => return fail(&e, 2),
+            };
+            runtime.wait_settled(deadline).await;
+            match runtime.run_command(&name, args).await {
+                Ok(result) => {
+                    print!("{}", resources::prompt(&result, json));
+                    0
+                }
+                Err(e) => fail(&format!("{e} [{:?} error]", e.class()), 1),
+            }
+        }
+        Command::Read { server, uri, json } => {
+            runtime.wait_settled(deadline).await;
+            match runtime.read_resource(&server, &uri).await {
+                Ok(result) => {
+                    print!("{}", resources::contents(&result, json));
+                    0
+                }
+                Err(e) => fail(&format!("{e} [{:?} error]", e.class()), 1),
+            }
+        }
+        Command::Subscribe { server, uri, count } => {
+            runtime.wait_settled(deadline).await;
+            let mut sub = match runtime.subscribe_resource(&server, &uri).await {
+                Ok(s) => s,
+                Err(e) => return fail(&format!("{e} [{:?} error]", e.class()), 1),
+            };
+            println!("subscribed to {uri} on {server}");
+            let mut seen = 0u64;
+            while let Some(update) = sub.next().await {
+                println!("updated: {} ({})", update.uri, update.server);
+                seen += 1;
+                if count.is_some_and(|c| seen >= c) {
+                    break;
+                }
+            }
+            0
         }
         Command::Demo => match demo::run(runtime).await {
             Ok(()) => 0,

@@ -45,6 +45,13 @@ pub fn cut(s: &str) -> String {
     }
 }
 
+/// `v` as pretty JSON with a final newline.
+pub fn pretty(v: &serde_json::Value) -> String {
+    let mut s = serde_json::to_string_pretty(v).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

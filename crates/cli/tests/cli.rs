@@ -268,3 +268,33 @@ fn secrets_never_reach_the_logs() {
         "a header value leaked into the output"
     );
 }
+
+#[test]
+fn tools_hidden_explains_what_the_model_does_not_see() {
+    let dir = temp_dir();
+    let marker = format!("cli-hidden-{}", uuid_like());
+    let config = dir.join("mcp.json");
+    let text = serde_json::json!({"mcpServers": {
+        "dup": {"command": bin(), "args": ["fixture-server", "--name", &marker, "--duplicate-tool", "echo"]},
+        "filtered": {"command": bin(), "args": ["fixture-server", "--name", &marker], "excludeTools": ["slow"]}
+    }});
+    std::fs::write(&config, text.to_string()).expect("write");
+    let (code, out, err) = run(&[
+        "tools",
+        "--hidden",
+        "--config",
+        config.to_str().unwrap_or_default(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("STATUS") && out.contains("REASON"), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("hidden") && l.contains("dup") && l.contains("name conflict")),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.contains("filtered") && l.contains("slow") && l.contains("excludeTools")),
+        "{out}"
+    );
+}

@@ -3,7 +3,7 @@
 use mcp_harness_catalog::{ServerState, Snapshot};
 use serde_json::json;
 
-use crate::table::{cut, render};
+use crate::table::{cut, pretty, render};
 
 /// The servers table, then the full error (with stderr tail) of every server that is not well.
 pub fn servers(snapshot: &Snapshot, as_json: bool) -> String {
@@ -69,12 +69,28 @@ pub fn servers(snapshot: &Snapshot, as_json: bool) -> String {
 /// The model-visible tools; `hidden` lists what was withheld and why instead.
 pub fn tools(snapshot: &Snapshot, as_json: bool, hidden: bool) -> String {
     if hidden {
-        let rows: Vec<Vec<String>> = snapshot
+        // Withheld entries first, then entries shown after an adjustment.
+        let entries: Vec<(&str, &mcp_harness_catalog::HiddenEntry)> = snapshot
             .catalogs
             .values()
-            .flat_map(|c| c.hidden.iter())
-            .map(|h| {
+            .flat_map(|c| {
+                c.hidden
+                    .iter()
+                    .map(|h| ("hidden", h))
+                    .chain(c.adjusted.iter().map(|h| ("adjusted", h)))
+            })
+            .collect();
+        if as_json {
+            return pretty(&json!(entries
+                .iter()
+                .map(|(what, h)| json!({"status": what, "server": h.server, "kind": h.kind, "name": h.raw_name, "reason": h.reason}))
+                .collect::<Vec<_>>()));
+        }
+        let rows: Vec<Vec<String>> = entries
+            .iter()
+            .map(|(what, h)| {
                 vec![
+                    what.to_string(),
                     h.server.clone(),
                     h.kind.to_string(),
                     h.raw_name.clone(),
@@ -82,16 +98,7 @@ pub fn tools(snapshot: &Snapshot, as_json: bool, hidden: bool) -> String {
                 ]
             })
             .collect();
-        if as_json {
-            return pretty(&json!(
-                snapshot
-                    .catalogs
-                    .values()
-                    .flat_map(|c| c.hidden.iter())
-                    .collect::<Vec<_>>()
-            ));
-        }
-        return render(&["SERVER", "KIND", "NAME", "REASON"], &rows);
+        return render(&["STATUS", "SERVER", "KIND", "NAME", "REASON"], &rows);
     }
     if as_json {
         return pretty(&json!(
@@ -199,12 +206,6 @@ pub fn resources(snapshot: &Snapshot, as_json: bool) -> String {
             }),
     );
     render(&["URI", "SERVER", "NAME", "MIME TYPE"], &rows)
-}
-
-fn pretty(v: &serde_json::Value) -> String {
-    let mut s = serde_json::to_string_pretty(v).unwrap_or_default();
-    s.push('\n');
-    s
 }
 
 fn indent(text: &str) -> String {

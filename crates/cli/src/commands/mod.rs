@@ -5,4 +5,5 @@ pub mod call;
 pub mod conformance;
 pub mod demo;
 pub mod inspect;
+pub mod resources;
 pub mod watch;
