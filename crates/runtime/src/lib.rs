@@ -10,18 +10,23 @@
 //!   caller resolved, never on a fresh lookup of a name;
 //! - dropping or shutting down the runtime leaves no server process behind.
 
+mod builder;
 pub mod cache;
 pub mod config;
+mod desired;
 pub mod error;
 pub mod listing;
 pub mod publisher;
 pub mod refresh;
+pub mod registry;
 mod runtime;
 pub mod server;
 
+pub use builder::RuntimeBuilder;
 pub use config::{Config, ConfigError, ServerConfig, TransportConfig};
 pub use error::{CallError, ErrorClass, StartError};
 pub use mcp_harness_catalog as catalog;
 pub use mcp_harness_transport as transport;
-pub use runtime::{LoadedSkill, ResourceSubscription, Runtime, RuntimeBuilder, ToolResult};
+pub use registry::Reconciled;
+pub use runtime::{LoadedSkill, ResourceSubscription, Runtime, ToolResult};
 pub use server::ResourceUpdate;

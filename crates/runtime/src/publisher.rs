@@ -57,6 +57,23 @@ pub struct ServerUpdate {
     pub cause: String,
 }
 
+/// A server left the configuration: its status and entries leave the next snapshot.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct RemoveServer {
+    pub name: String,
+    pub cause: String,
+}
+
+/// Orders snapshot swaps against prepared calls: a call holds the read side from its
+/// staleness check until its request is handed to the transport; the publisher holds the
+/// write side while it swaps. A refresh therefore never lands between a call's check and its
+/// send (R24).
+#[derive(Debug, Default)]
+pub struct RevisionGate {
+    pub(crate) lock: tokio::sync::RwLock<()>,
+}
+
 /// Publish whatever is pending now instead of at the end of the window.
 #[derive(Message)]
 #[rtype(result = "u64")]
@@ -77,6 +94,7 @@ pub struct Publisher {
     window: Duration,
     flush: Option<SpawnHandle>,
     last_publish: Option<tokio::time::Instant>,
+    gate: Arc<RevisionGate>,
     current: Arc<ArcSwap<Published>>,
     tx: watch::Sender<Arc<Snapshot>>,
 }
@@ -88,6 +106,7 @@ impl Publisher {
         window: Duration,
         current: Arc<ArcSwap<Published>>,
         tx: watch::Sender<Arc<Snapshot>>,
+        gate: Arc<RevisionGate>,
         initial: Vec<ServerStatus>,
     ) -> Self {
         let pending = initial
@@ -122,6 +141,7 @@ impl Publisher {
             window,
             flush: None,
             last_publish: None,
+            gate,
             current,
             tx,
         }
@@ -187,15 +207,18 @@ impl Publisher {
             .map(|t| t.elapsed())
             .unwrap_or(self.window);
         if since >= self.window {
-            self.publish();
+            self.publish(ctx);
         } else {
-            self.flush = Some(ctx.run_later(self.window - since, |act, _| {
-                act.publish();
+            self.flush = Some(ctx.run_later(self.window - since, |act, ctx| {
+                act.publish(ctx);
             }));
         }
     }
 
-    fn publish(&mut self) -> u64 {
+    /// Builds the next snapshot and swaps it in under the revision gate's write side, so no
+    /// prepared call is between its staleness check and its send while the swap happens. The
+    /// mailbox waits for the swap: updates are applied to the new revision, never lost.
+    fn publish(&mut self, ctx: &mut Context<Self>) -> u64 {
         self.flush = None;
         if !self.dirty {
             return self.revision;
@@ -220,12 +243,20 @@ impl Publisher {
             changes = snapshot.changes.len(),
             "published catalog"
         );
-        self.current.store(Arc::new(Published {
+        let published = Arc::new(Published {
             snapshot: snapshot.clone(),
             clients,
-        }));
-        // No receivers is fine: watchers come and go.
-        let _ = self.tx.send(snapshot);
+        });
+        let (gate, current, tx) = (self.gate.clone(), self.current.clone(), self.tx.clone());
+        ctx.wait(
+            async move {
+                let _swap = gate.lock.write().await;
+                current.store(published);
+                // No receivers is fine: watchers come and go.
+                let _ = tx.send(snapshot);
+            }
+            .into_actor(self),
+        );
         self.revision
     }
 }
@@ -233,9 +264,9 @@ impl Publisher {
 impl Actor for Publisher {
     type Context = Context<Self>;
 
-    fn started(&mut self, _ctx: &mut Self::Context) {
+    fn started(&mut self, ctx: &mut Self::Context) {
         // Revision 1: every configured server, pending or disabled.
-        self.publish();
+        self.publish(ctx);
     }
 }
 
@@ -249,12 +280,50 @@ impl Handler<ServerUpdate> for Publisher {
 }
 
 impl Handler<Flush> for Publisher {
-    type Result = u64;
+    type Result = ResponseActFuture<Self, u64>;
 
-    fn handle(&mut self, _: Flush, ctx: &mut Self::Context) -> u64 {
+    fn handle(&mut self, _: Flush, ctx: &mut Self::Context) -> Self::Result {
         if let Some(handle) = self.flush.take() {
             ctx.cancel_future(handle);
         }
-        self.publish()
+        // The swap runs as a waiting future; this answer is polled only after it completed.
+        let revision = self.publish(ctx);
+        Box::pin(actix::fut::ready(revision))
+    }
+}
+
+impl Handler<RemoveServer> for Publisher {
+    type Result = ();
+
+    fn handle(&mut self, msg: RemoveServer, ctx: &mut Self::Context) {
+        if let Some(old) = self.servers.remove(&msg.name) {
+            let removed = |kind| {
+                old.catalog
+                    .as_ref()
+                    .map(|c| c.names(kind))
+                    .unwrap_or_default()
+            };
+            self.pending.push(Change {
+                server: msg.name.clone(),
+                kind: None,
+                cause: format!("removed: {}", msg.cause),
+                added: Vec::new(),
+                removed: Vec::new(),
+            });
+            for kind in Kind::ALL {
+                let names = removed(kind);
+                if !names.is_empty() {
+                    self.pending.push(Change {
+                        server: msg.name.clone(),
+                        kind: Some(kind),
+                        cause: format!("removed: {}", msg.cause),
+                        added: Vec::new(),
+                        removed: names,
+                    });
+                }
+            }
+            self.dirty = true;
+            self.schedule(ctx);
+        }
     }
 }

@@ -2,7 +2,6 @@
 //! [`Runtime`] works from any tokio runtime (or none, for reading snapshots); snapshots are read
 //! lock-free and calls go straight to the bound client.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -10,197 +9,23 @@ use std::time::Duration;
 use actix::prelude::*;
 use arc_swap::ArcSwap;
 use mcp_harness_catalog::CommandSource;
+use mcp_harness_catalog::Snapshot;
 use mcp_harness_catalog::skills::{ListedFiles, SkillEntry, SkillIndex};
-use mcp_harness_catalog::{PageLimits, ServerState, ServerStatus, Snapshot};
-use mcp_harness_transport::{
-    Connector, InProcessConnector, InProcessServe, StdioConnector, StreamableHttpConnector,
-};
-use rmcp::model::ResourceContents;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientRequest, GetPromptRequestParams, GetPromptResult,
-    JsonObject, ProtocolVersion, ReadResourceRequestParams, ReadResourceResult, ServerResult,
+    JsonObject, ReadResourceRequestParams, ReadResourceResult, ResourceContents, ServerResult,
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use tokio::sync::{broadcast, watch};
 
-use crate::cache::{DEFAULT_MAX_ENTRIES, ListingCache};
-use crate::config::{
-    Config, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, ServerConfig, TransportConfig,
-};
+use crate::cache::ListingCache;
+use crate::config::Config;
+use crate::desired::{RefreshControl, refresh_if_dirty};
 use crate::error::{CallError, StartError};
 use crate::listing::describe;
-use crate::publisher::{DEFAULT_BATCH_WINDOW, Flush, Published, Publisher, ServerClient};
-use crate::server::{
-    ResourceUpdate, Restart, SHUTDOWN_GRACE, ServerActor, ServerSettings, Shutdown,
-};
-
-/// Builds a [`Runtime`]: a config plus what only code can provide.
-pub struct RuntimeBuilder {
-    config: Config,
-    in_process: BTreeMap<String, InProcessServe>,
-    window: Duration,
-    protocol_version: Option<ProtocolVersion>,
-    limits: PageLimits,
-    cache_entries: usize,
-}
-
-impl RuntimeBuilder {
-    pub fn new(config: Config) -> Self {
-        Self {
-            config,
-            in_process: BTreeMap::new(),
-            window: DEFAULT_BATCH_WINDOW,
-            protocol_version: None,
-            limits: PageLimits::default(),
-            cache_entries: DEFAULT_MAX_ENTRIES,
-        }
-    }
-
-    /// Bound on cached listings across all servers (default 4,096).
-    pub fn cache_entries(mut self, entries: usize) -> Self {
-        self.cache_entries = entries;
-        self
-    }
-
-    /// Adds a server that runs in this process: `serve` is called with the server end of a
-    /// duplex pipe on every connect.
-    pub fn in_process(mut self, name: impl Into<String>, serve: InProcessServe) -> Self {
-        let name = name.into();
-        self.config.servers.insert(
-            name.clone(),
-            ServerConfig {
-                name: name.clone(),
-                transport: TransportConfig::InProcess,
-                enabled: true,
-                startup_timeout: DEFAULT_STARTUP_TIMEOUT,
-                tool_timeout: DEFAULT_TOOL_TIMEOUT,
-                include_tools: None,
-                exclude_tools: Vec::new(),
-            },
-        );
-        self.in_process.insert(name, serve);
-        self
-    }
-
-    /// Updates arriving within `window` are published as one revision (default 16 ms).
-    pub fn batch_window(mut self, window: Duration) -> Self {
-        self.window = window;
-        self
-    }
-
-    /// Ask servers for this protocol version in initialize (default: rmcp's newest).
-    pub fn protocol_version(mut self, version: &str) -> Self {
-        self.protocol_version =
-            serde_json::from_value(serde_json::Value::String(version.to_string())).ok();
-        self
-    }
-
-    /// Caps for following list pagination.
-    pub fn page_limits(mut self, limits: PageLimits) -> Self {
-        self.limits = limits;
-        self
-    }
-
-    /// Starts the actor system and every enabled server; returns at once, with every enabled
-    /// server pending and every disabled one reported as disabled.
-    pub fn start(self) -> Result<Runtime, StartError> {
-        let mut connectors: Vec<(Arc<ServerConfig>, Arc<dyn Connector>)> = Vec::new();
-        let mut initial = Vec::new();
-        for (name, server) in &self.config.servers {
-            if !server.enabled {
-                initial.push(ServerStatus::new(
-                    name,
-                    server.transport.kind(),
-                    ServerState::Disabled,
-                ));
-                continue;
-            }
-            initial.push(ServerStatus::new(
-                name,
-                server.transport.kind(),
-                ServerState::Pending,
-            ));
-            let connector: Arc<dyn Connector> = match &server.transport {
-                TransportConfig::Stdio(spec) => Arc::new(StdioConnector { spec: spec.clone() }),
-                TransportConfig::StreamableHttp { url, headers } => {
-                    Arc::new(StreamableHttpConnector {
-                        url: url.clone(),
-                        headers: headers.clone(),
-                    })
-                }
-                TransportConfig::InProcess => match self.in_process.get(name) {
-                    Some(serve) => Arc::new(InProcessConnector {
-                        serve: serve.clone(),
-                    }),
-                    None => {
-                        return Err(StartError::System(format!(
-                            "server \"{name}\" is in-process but no server was registered for it"
-                        )));
-                    }
-                },
-            };
-            connectors.push((Arc::new(server.clone()), connector));
-        }
-
-        let current = Arc::new(ArcSwap::from_pointee(Published::empty()));
-        let (tx, rx) = watch::channel(Arc::new(Snapshot::empty()));
-        let cache = Arc::new(ListingCache::new(self.cache_entries));
-        let (resource_updates, _) = broadcast::channel(RESOURCE_UPDATE_BUFFER);
-        let settings = ServerSettings {
-            protocol_version: self.protocol_version,
-            limits: self.limits,
-            metadata: self.config.metadata_limits.clone(),
-            cache: cache.clone(),
-            resource_updates: resource_updates.clone(),
-        };
-        let window = self.window;
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let current_for_thread = current.clone();
-
-        let thread = std::thread::Builder::new()
-            .name("mcp-harness-actors".into())
-            .spawn(move || {
-                let runner = actix::System::with_tokio_rt(|| {
-                    tokio::runtime::Builder::new_multi_thread()
-                        .worker_threads(2)
-                        .thread_name("mcp-harness-io")
-                        .enable_all()
-                        .build()
-                        .unwrap_or_else(|e| panic!("cannot build the tokio runtime: {e}"))
-                });
-                let started = runner.block_on(async move {
-                    let publisher = Publisher::new(window, current_for_thread, tx, initial).start();
-                    let mut servers = BTreeMap::new();
-                    for (config, connector) in connectors {
-                        let name = config.name.clone();
-                        let (p, s) = (publisher.clone(), settings.clone());
-                        let addr = actix::Supervisor::start(move |_| {
-                            ServerActor::new(config, connector, p, s)
-                        });
-                        servers.insert(name, addr);
-                    }
-                    (System::current(), publisher, servers)
-                });
-                let _ = ready_tx.send(started);
-                let _ = runner.run();
-            })
-            .map_err(|e| StartError::System(e.to_string()))?;
-
-        let (system, publisher, servers) = ready_rx
-            .recv()
-            .map_err(|_| StartError::System("the actor thread died while starting".into()))?;
-        Ok(Runtime {
-            current,
-            rx,
-            system,
-            publisher,
-            servers,
-            cache,
-            resource_updates,
-            thread: Some(thread),
-        })
-    }
-}
+use crate::publisher::{Flush, Published, Publisher, RevisionGate, ServerClient};
+use crate::registry::{Reconciled, Registry};
+use crate::server::{ResourceUpdate, Restart, SHUTDOWN_GRACE, Shutdown};
 
 /// A tool call's outcome, with where and against which revision it ran.
 #[derive(Debug, Clone)]
@@ -221,14 +46,21 @@ impl ToolResult {
 
 /// A running harness: servers connecting or connected, and the latest published snapshot.
 pub struct Runtime {
-    current: Arc<ArcSwap<Published>>,
-    rx: watch::Receiver<Arc<Snapshot>>,
-    system: System,
-    publisher: Addr<Publisher>,
-    servers: BTreeMap<String, Addr<ServerActor>>,
-    cache: Arc<ListingCache>,
-    resource_updates: broadcast::Sender<ResourceUpdate>,
-    thread: Option<JoinHandle<()>>,
+    pub(crate) inner: Arc<Inner>,
+    pub(crate) system: System,
+    pub(crate) thread: Option<JoinHandle<()>>,
+}
+
+/// What the facade, prepared calls and the pre-warmer share.
+pub(crate) struct Inner {
+    pub(crate) current: Arc<ArcSwap<Published>>,
+    pub(crate) rx: watch::Receiver<Arc<Snapshot>>,
+    pub(crate) publisher: Addr<Publisher>,
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) cache: Arc<ListingCache>,
+    pub(crate) resource_updates: broadcast::Sender<ResourceUpdate>,
+    pub(crate) gate: Arc<RevisionGate>,
+    pub(crate) control: RefreshControl,
 }
 
 /// A loaded, verified skill.
@@ -242,7 +74,7 @@ pub struct LoadedSkill {
 }
 
 /// How many resource updates a slow subscriber may fall behind before it misses some.
-const RESOURCE_UPDATE_BUFFER: usize = 1024;
+pub(crate) const RESOURCE_UPDATE_BUFFER: usize = 1024;
 
 /// Updates of one subscribed resource.
 pub struct ResourceSubscription {
@@ -272,23 +104,23 @@ impl ResourceSubscription {
 impl Runtime {
     /// Starts a runtime for `config` with default settings.
     pub fn start(config: Config) -> Result<Runtime, StartError> {
-        RuntimeBuilder::new(config).start()
+        crate::builder::RuntimeBuilder::new(config).start()
     }
 
     /// The latest published snapshot (revision 0 before the first publication).
     pub fn snapshot(&self) -> Arc<Snapshot> {
-        self.current.load().snapshot.clone()
+        self.inner.current.load().snapshot.clone()
     }
 
     /// A receiver that sees every published snapshot from now on.
     pub fn watch(&self) -> watch::Receiver<Arc<Snapshot>> {
-        self.rx.clone()
+        self.inner.rx.clone()
     }
 
     /// Publishes pending updates now instead of at the end of the batching window; returns the
     /// revision then current.
     pub async fn flush(&self) -> u64 {
-        self.publisher.send(Flush).await.unwrap_or(0)
+        self.inner.publisher.send(Flush).await.unwrap_or(0)
     }
 
     /// Waits until every server has settled (none pending), at most `timeout`; returns the
@@ -304,7 +136,7 @@ impl Runtime {
         timeout: Duration,
         pred: impl Fn(&Snapshot) -> bool,
     ) -> Arc<Snapshot> {
-        let mut rx = self.rx.clone();
+        let mut rx = self.inner.rx.clone();
         let _ = tokio::time::timeout(timeout, rx.wait_for(|s| pred(s))).await;
         self.snapshot()
     }
@@ -316,7 +148,7 @@ impl Runtime {
         qualified_name: &str,
         arguments: Option<JsonObject>,
     ) -> Result<ToolResult, CallError> {
-        let published = self.current.load_full();
+        let published = self.inner.current.load_full();
         let snapshot = &published.snapshot;
         let entry = snapshot
             .tool(qualified_name)
@@ -349,7 +181,7 @@ impl Runtime {
         name: &str,
         arguments: Option<JsonObject>,
     ) -> Result<GetPromptResult, CallError> {
-        let published = self.current.load_full();
+        let published = self.inner.current.load_full();
         let client = bound_client(&published, server)?;
         let mut params = GetPromptRequestParams::new(name.to_string());
         if let Some(args) = arguments {
@@ -368,7 +200,7 @@ impl Runtime {
         server: &str,
         uri: &str,
     ) -> Result<ReadResourceResult, CallError> {
-        let published = self.current.load_full();
+        let published = self.inner.current.load_full();
         let client = bound_client(&published, server)?;
         let request = ClientRequest::ReadResourceRequest(rmcp::model::ReadResourceRequest::new(
             ReadResourceRequestParams::new(uri.to_string()),
@@ -385,8 +217,8 @@ impl Runtime {
         server: &str,
         uri: &str,
     ) -> Result<ResourceSubscription, CallError> {
-        let rx = self.resource_updates.subscribe();
-        let published = self.current.load_full();
+        let rx = self.inner.resource_updates.subscribe();
+        let published = self.inner.current.load_full();
         let client = bound_client(&published, server)?;
         #[allow(deprecated)] // resources/subscribe is how every protocol before 2026-07-28 does it
         let request = ClientRequest::SubscribeRequest(rmcp::model::SubscribeRequest::new(
@@ -528,13 +360,14 @@ impl Runtime {
 
     /// Closes `server`'s connection (if any) and connects it again.
     pub fn restart(&self, server: &str) -> Result<(), CallError> {
-        let addr = self
-            .servers
-            .get(server)
-            .ok_or_else(|| CallError::ServerUnavailable {
-                server: server.to_string(),
-                state: "not configured or disabled".into(),
-            })?;
+        let addr =
+            self.inner
+                .registry
+                .addr(server)
+                .ok_or_else(|| CallError::ServerUnavailable {
+                    server: server.to_string(),
+                    state: "not configured or disabled".into(),
+                })?;
         addr.do_send(Restart);
         Ok(())
     }
@@ -542,7 +375,35 @@ impl Runtime {
     /// The kinds currently cached for `server` (diagnostics; empty after its connection closed
     /// or when it opted out of caching).
     pub fn cached_kinds(&self, server: &str) -> Vec<mcp_harness_catalog::Kind> {
-        self.cache.kinds_of(server)
+        self.inner.cache.kinds_of(server)
+    }
+
+    /// Replaces the desired configuration. Nothing is reconnected yet: the runtime is only
+    /// marked dirty; the next [`Runtime::refresh_if_dirty`] (which [`Runtime::bind_step`]
+    /// runs) applies it, and [`Runtime::prewarm`] may apply it earlier.
+    pub fn set_config(&self, config: Config) {
+        self.inner.control.mark(config);
+    }
+
+    /// Whether a configuration change is waiting to be applied.
+    pub fn is_dirty(&self) -> bool {
+        self.inner.control.is_dirty()
+    }
+
+    /// Applies the latest desired configuration if it changed (R19): one refresh at a time
+    /// claims the newest change, stops removed and changed servers, starts new ones, waits
+    /// until they settle, and publishes. If this future is dropped before publishing, the
+    /// runtime stays dirty and the next refresh redoes the work. Returns what changed, or
+    /// `None` when nothing was pending.
+    pub async fn refresh_if_dirty(&self) -> Result<Option<Reconciled>, StartError> {
+        refresh_if_dirty(&self.inner).await
+    }
+
+    /// Asks for a refresh ahead of need. Requests are coalesced through a bounded channel and
+    /// served in the background; this only lowers latency — [`Runtime::bind_step`] refreshes
+    /// itself, so correctness never depends on it (R20).
+    pub fn prewarm(&self) {
+        self.inner.control.prewarm();
     }
 
     /// Closes every server (stdio process groups are terminated) and stops the actor thread.
@@ -552,9 +413,9 @@ impl Runtime {
     }
 
     async fn close_servers(&self) {
-        let closing = self
-            .servers
-            .values()
+        let addrs = self.inner.registry.addrs();
+        let closing = addrs
+            .iter()
             .map(|addr| tokio::time::timeout(SHUTDOWN_GRACE, addr.send(Shutdown)));
         futures::future::join_all(closing).await;
     }

@@ -1,0 +1,187 @@
+//! Building and starting a [`Runtime`]: the configuration plus what only code can provide
+//! (in-process servers, batching window, protocol version, caps).
+//!
+//! Invariant: `start` either fails before anything runs (a server that cannot be built) or
+//! returns a runtime whose every configured server is in the first published snapshot.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use arc_swap::ArcSwap;
+use mcp_harness_catalog::{PageLimits, ServerState, ServerStatus, Snapshot};
+use mcp_harness_transport::InProcessServe;
+use rmcp::model::ProtocolVersion;
+use tokio::sync::{broadcast, watch};
+
+use crate::cache::{DEFAULT_MAX_ENTRIES, ListingCache};
+use crate::config::{
+    Config, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, ServerConfig, TransportConfig,
+};
+use crate::desired::{RefreshControl, prewarmer};
+use crate::error::StartError;
+use crate::publisher::{DEFAULT_BATCH_WINDOW, Published, Publisher, RevisionGate};
+use crate::registry::{Registry, connector_for};
+use crate::runtime::{Inner, RESOURCE_UPDATE_BUFFER, Runtime};
+use crate::server::ServerSettings;
+
+/// Builds a [`Runtime`]: a config plus what only code can provide.
+pub struct RuntimeBuilder {
+    config: Config,
+    in_process: BTreeMap<String, InProcessServe>,
+    window: Duration,
+    protocol_version: Option<ProtocolVersion>,
+    limits: PageLimits,
+    cache_entries: usize,
+}
+
+impl RuntimeBuilder {
+    pub fn new(config: Config) -> Self {
+        Self {
+            config,
+            in_process: BTreeMap::new(),
+            window: DEFAULT_BATCH_WINDOW,
+            protocol_version: None,
+            limits: PageLimits::default(),
+            cache_entries: DEFAULT_MAX_ENTRIES,
+        }
+    }
+
+    /// Bound on cached listings across all servers (default 4,096).
+    pub fn cache_entries(mut self, entries: usize) -> Self {
+        self.cache_entries = entries;
+        self
+    }
+
+    /// Adds a server that runs in this process: `serve` is called with the server end of a
+    /// duplex pipe on every connect.
+    pub fn in_process(mut self, name: impl Into<String>, serve: InProcessServe) -> Self {
+        let name = name.into();
+        self.config.servers.insert(
+            name.clone(),
+            ServerConfig {
+                name: name.clone(),
+                transport: TransportConfig::InProcess,
+                enabled: true,
+                startup_timeout: DEFAULT_STARTUP_TIMEOUT,
+                tool_timeout: DEFAULT_TOOL_TIMEOUT,
+                include_tools: None,
+                exclude_tools: Vec::new(),
+            },
+        );
+        self.in_process.insert(name, serve);
+        self
+    }
+
+    /// Updates arriving within `window` are published as one revision (default 16 ms).
+    pub fn batch_window(mut self, window: Duration) -> Self {
+        self.window = window;
+        self
+    }
+
+    /// Ask servers for this protocol version in initialize (default: rmcp's newest).
+    pub fn protocol_version(mut self, version: &str) -> Self {
+        self.protocol_version =
+            serde_json::from_value(serde_json::Value::String(version.to_string())).ok();
+        self
+    }
+
+    /// Caps for following list pagination.
+    pub fn page_limits(mut self, limits: PageLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Starts the actor system and every enabled server; returns at once, with every enabled
+    /// server pending and every disabled one reported as disabled.
+    pub fn start(self) -> Result<Runtime, StartError> {
+        // Check every server can be built before anything starts.
+        for server in self.config.servers.values().filter(|s| s.enabled) {
+            connector_for(server, &self.in_process).map_err(StartError::System)?;
+        }
+        let initial: Vec<ServerStatus> = self
+            .config
+            .servers
+            .values()
+            .map(|s| {
+                let state = if s.enabled {
+                    ServerState::Pending
+                } else {
+                    ServerState::Disabled
+                };
+                ServerStatus::new(&s.name, s.transport.kind(), state)
+            })
+            .collect();
+        let current = Arc::new(ArcSwap::from_pointee(Published::empty()));
+        let (tx, rx) = watch::channel(Arc::new(Snapshot::empty()));
+        let cache = Arc::new(ListingCache::new(self.cache_entries));
+        let (resource_updates, _) = broadcast::channel(RESOURCE_UPDATE_BUFFER);
+        let gate = Arc::new(RevisionGate::default());
+        let settings = ServerSettings {
+            protocol_version: self.protocol_version,
+            limits: self.limits,
+            metadata: self.config.metadata_limits.clone(),
+            cache: cache.clone(),
+            resource_updates: resource_updates.clone(),
+        };
+        let (control, prewarm_rx) = RefreshControl::new(self.config.clone());
+        let window = self.window;
+        let servers: Vec<ServerConfig> = self.config.servers.values().cloned().collect();
+        let in_process = self.in_process;
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let (current_t, gate_t) = (current.clone(), gate.clone());
+
+        let thread = std::thread::Builder::new()
+            .name("mcp-harness-actors".into())
+            .spawn(move || {
+                let runner = actix::System::with_tokio_rt(|| {
+                    tokio::runtime::Builder::new_multi_thread()
+                        .worker_threads(2)
+                        .thread_name("mcp-harness-io")
+                        .enable_all()
+                        .build()
+                        .unwrap_or_else(|e| panic!("cannot build the tokio runtime: {e}"))
+                });
+                let started = runner.block_on(async move {
+                    let publisher = Publisher::new(window, current_t, tx, gate_t, initial).start();
+                    let registry = Registry::new(publisher.clone(), settings, in_process);
+                    for server in servers {
+                        if let Err(e) = registry.add(server) {
+                            return Err(e);
+                        }
+                    }
+                    Ok((
+                        System::current(),
+                        Arbiter::current(),
+                        publisher,
+                        Arc::new(registry),
+                    ))
+                });
+                let _ = ready_tx.send(started);
+                let _ = runner.run();
+            })
+            .map_err(|e| StartError::System(e.to_string()))?;
+
+        let (system, arbiter, publisher, registry) = ready_rx
+            .recv()
+            .map_err(|_| StartError::System("the actor thread died while starting".into()))?
+            .map_err(StartError::System)?;
+        let inner = Arc::new(Inner {
+            current,
+            rx,
+            publisher,
+            registry,
+            cache,
+            resource_updates,
+            gate,
+            control,
+        });
+        arbiter.spawn(prewarmer(Arc::downgrade(&inner), prewarm_rx));
+        Ok(Runtime {
+            inner,
+            system,
+            thread: Some(thread),
+        })
+    }
+}

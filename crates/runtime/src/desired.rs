@@ -1,0 +1,171 @@
+//! Desired state and the single publisher of configuration changes (R19, R20).
+//!
+//! Invariants:
+//! - changing the desired configuration only marks the runtime dirty (a new generation);
+//! - at most one refresh runs at a time; it claims the newest generation, and if it is dropped
+//!   before it published, a guard restores the claim so the runtime is dirty again;
+//! - pre-warming is a hint through a one-slot channel (requests coalesce); the refresh at the
+//!   start of a step is what guarantees the step sees the desired state.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use crate::config::Config;
+use crate::error::StartError;
+use crate::registry::Reconciled;
+use crate::runtime::Inner;
+
+struct Desired {
+    config: Config,
+    /// Bumped by every change.
+    generation: u64,
+    /// The generation last claimed by a refresh (restored if that refresh did not publish).
+    applied: u64,
+}
+
+/// A claimed generation.
+struct Claim {
+    generation: u64,
+    previous: u64,
+    config: Config,
+}
+
+/// Dirty flag, single-publisher lock and pre-warm channel.
+pub(crate) struct RefreshControl {
+    desired: Mutex<Desired>,
+    single: tokio::sync::Mutex<()>,
+    prewarm: mpsc::Sender<()>,
+}
+
+impl RefreshControl {
+    /// Control for a runtime started with `config` (already applied), and the receiving end of
+    /// the pre-warm channel.
+    pub(crate) fn new(config: Config) -> (Self, mpsc::Receiver<()>) {
+        let (tx, rx) = mpsc::channel(1);
+        let control = Self {
+            desired: Mutex::new(Desired {
+                config,
+                generation: 0,
+                applied: 0,
+            }),
+            single: tokio::sync::Mutex::new(()),
+            prewarm: tx,
+        };
+        (control, rx)
+    }
+
+    fn desired(&self) -> std::sync::MutexGuard<'_, Desired> {
+        self.desired.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn mark(&self, config: Config) {
+        let mut d = self.desired();
+        d.config = config;
+        d.generation += 1;
+    }
+
+    pub(crate) fn is_dirty(&self) -> bool {
+        let d = self.desired();
+        d.generation > d.applied
+    }
+
+    pub(crate) fn prewarm(&self) {
+        // Full means a refresh is already requested: coalesced.
+        let _ = self.prewarm.try_send(());
+    }
+
+    fn claim(&self) -> Option<Claim> {
+        let mut d = self.desired();
+        if d.generation == d.applied {
+            return None;
+        }
+        let claim = Claim {
+            generation: d.generation,
+            previous: d.applied,
+            config: d.config.clone(),
+        };
+        d.applied = d.generation;
+        Some(claim)
+    }
+
+    fn restore(&self, claim: &Claim) {
+        let mut d = self.desired();
+        if d.applied == claim.generation {
+            d.applied = claim.previous;
+        }
+    }
+}
+
+/// Restores the claim unless the refresh published (a refresh dropped half way leaves the
+/// runtime dirty).
+struct DirtyGuard<'a> {
+    control: &'a RefreshControl,
+    claim: Claim,
+    published: bool,
+}
+
+impl Drop for DirtyGuard<'_> {
+    fn drop(&mut self) {
+        if !self.published {
+            self.control.restore(&self.claim);
+        }
+    }
+}
+
+/// See [`crate::Runtime::refresh_if_dirty`].
+pub(crate) async fn refresh_if_dirty(inner: &Inner) -> Result<Option<Reconciled>, StartError> {
+    if !inner.control.is_dirty() {
+        return Ok(None);
+    }
+    let _single = inner.control.single.lock().await;
+    let Some(claim) = inner.control.claim() else {
+        return Ok(None); // another refresh published it while we waited
+    };
+    let mut guard = DirtyGuard {
+        control: &inner.control,
+        claim,
+        published: false,
+    };
+    let outcome = inner
+        .registry
+        .reconcile(&guard.claim.config)
+        .await
+        .map_err(StartError::System)?;
+    // The new runtime is complete when every desired server has settled — the ones started
+    // now, and any a cancelled refresh started before us.
+    let desired: Vec<String> = guard.claim.config.servers.keys().cloned().collect();
+    let deadline = guard
+        .claim
+        .config
+        .servers
+        .values()
+        .map(|s| s.startup_timeout)
+        .max()
+        .unwrap_or(Duration::ZERO)
+        + Duration::from_secs(1);
+    let mut rx = inner.rx.clone();
+    let _ = tokio::time::timeout(
+        deadline,
+        rx.wait_for(|s| {
+            desired
+                .iter()
+                .all(|n| s.servers.get(n).is_some_and(|st| st.state.is_settled()))
+        }),
+    )
+    .await;
+    let _ = inner.publisher.send(crate::publisher::Flush).await;
+    guard.published = true;
+    Ok(Some(outcome))
+}
+
+/// Serves pre-warm requests until the runtime goes away.
+pub(crate) async fn prewarmer(inner: std::sync::Weak<Inner>, mut rx: mpsc::Receiver<()>) {
+    while rx.recv().await.is_some() {
+        let Some(inner) = inner.upgrade() else { return };
+        if let Err(e) = refresh_if_dirty(&inner).await {
+            tracing::warn!(error = %e, "pre-warm refresh failed; the next step will retry");
+        }
+    }
+}
