@@ -11,7 +11,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use arc_swap::ArcSwap;
 use mcp_harness_catalog::{PageLimits, ServerState, ServerStatus, Snapshot};
-use mcp_harness_transport::InProcessServe;
+use mcp_harness_transport::{Callbacks, InProcessServe};
 use rmcp::model::ProtocolVersion;
 use tokio::sync::{broadcast, watch};
 
@@ -24,7 +24,7 @@ use crate::error::StartError;
 use crate::publisher::{DEFAULT_BATCH_WINDOW, Published, Publisher, RevisionGate};
 use crate::registry::{Registry, connector_for};
 use crate::runtime::{Inner, RESOURCE_UPDATE_BUFFER, Runtime};
-use crate::server::ServerSettings;
+use crate::server::{ProgressRoutes, ServerSettings};
 
 /// Builds a [`Runtime`]: a config plus what only code can provide.
 pub struct RuntimeBuilder {
@@ -34,6 +34,7 @@ pub struct RuntimeBuilder {
     protocol_version: Option<ProtocolVersion>,
     limits: PageLimits,
     cache_entries: usize,
+    callbacks: Option<Callbacks>,
 }
 
 impl RuntimeBuilder {
@@ -45,7 +46,15 @@ impl RuntimeBuilder {
             protocol_version: None,
             limits: PageLimits::default(),
             cache_entries: DEFAULT_MAX_ENTRIES,
+            callbacks: None,
         }
+    }
+
+    /// The embedder's answers to servers' elicitation, sampling and roots requests. Without
+    /// them those capabilities are not declared and such requests are refused.
+    pub fn callbacks(mut self, callbacks: Callbacks) -> Self {
+        self.callbacks = Some(callbacks);
+        self
     }
 
     /// Bound on cached listings across all servers (default 4,096).
@@ -118,12 +127,15 @@ impl RuntimeBuilder {
         let cache = Arc::new(ListingCache::new(self.cache_entries));
         let (resource_updates, _) = broadcast::channel(RESOURCE_UPDATE_BUFFER);
         let gate = Arc::new(RevisionGate::default());
+        let progress = Arc::new(ProgressRoutes::default());
         let settings = ServerSettings {
             protocol_version: self.protocol_version,
             limits: self.limits,
             metadata: self.config.metadata_limits.clone(),
             cache: cache.clone(),
             resource_updates: resource_updates.clone(),
+            callbacks: self.callbacks.clone(),
+            progress: progress.clone(),
         };
         let (control, prewarm_rx) = RefreshControl::new(self.config.clone());
         let window = self.window;
@@ -176,6 +188,7 @@ impl RuntimeBuilder {
             resource_updates,
             gate,
             control,
+            progress,
         });
         arbiter.spawn(prewarmer(Arc::downgrade(&inner), prewarm_rx));
         Ok(Runtime {

@@ -25,7 +25,7 @@ use crate::error::{CallError, StartError};
 use crate::listing::describe;
 use crate::publisher::{Flush, Published, Publisher, RevisionGate, ServerClient};
 use crate::registry::{Reconciled, Registry};
-use crate::server::{ResourceUpdate, Restart, SHUTDOWN_GRACE, Shutdown};
+use crate::server::{ProgressRoutes, ResourceUpdate, Restart, SHUTDOWN_GRACE, Shutdown};
 
 /// A tool call's outcome, with where and against which revision it ran.
 #[derive(Debug, Clone)]
@@ -61,6 +61,7 @@ pub(crate) struct Inner {
     pub(crate) resource_updates: broadcast::Sender<ResourceUpdate>,
     pub(crate) gate: Arc<RevisionGate>,
     pub(crate) control: RefreshControl,
+    pub(crate) progress: Arc<ProgressRoutes>,
 }
 
 /// A loaded, verified skill.

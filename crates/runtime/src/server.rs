@@ -31,7 +31,8 @@ use mcp_harness_policy::ToolFilter;
 use mcp_harness_transport::{
     ConnectOptions, Connector, EventSink, HarnessClient, ServerEvent, Session, TransportError,
 };
-use rmcp::model::ProtocolVersion;
+use mcp_harness_transport::Callbacks;
+use rmcp::model::{ProgressNotificationParam, ProgressToken, ProtocolVersion};
 use tokio::sync::broadcast;
 
 use crate::cache::{ListingCache, opts_out};
@@ -58,6 +59,57 @@ pub struct ServerSettings {
     pub metadata: MetadataLimits,
     pub cache: Arc<ListingCache>,
     pub resource_updates: broadcast::Sender<ResourceUpdate>,
+    /// The embedder's answers to elicitation, sampling and roots requests.
+    pub callbacks: Option<Callbacks>,
+    /// Where progress of in-flight requests is delivered.
+    pub progress: Arc<ProgressRoutes>,
+}
+
+/// Progress notifications of in-flight requests, routed by (server, progress token) straight
+/// from the session to the caller (no actor hop). A route exists only while its request runs.
+#[derive(Default)]
+pub struct ProgressRoutes {
+    routes: dashmap::DashMap<(String, String), tokio::sync::mpsc::UnboundedSender<ProgressNotificationParam>>,
+}
+
+impl ProgressRoutes {
+    /// Routes progress for `token` of `server` to the returned receiver until the guard drops.
+    pub fn register(
+        self: &Arc<Self>,
+        server: &str,
+        token: &ProgressToken,
+    ) -> (ProgressRoute, tokio::sync::mpsc::UnboundedReceiver<ProgressNotificationParam>) {
+        let key = (server.to_string(), token_key(token));
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        self.routes.insert(key.clone(), tx);
+        (ProgressRoute { routes: self.clone(), key }, rx)
+    }
+
+    /// Delivers `progress` to its request's caller; false when nobody waits for it (a late or
+    /// foreign token).
+    pub fn deliver(&self, server: &str, progress: ProgressNotificationParam) -> bool {
+        let key = (server.to_string(), token_key(&progress.progress_token));
+        match self.routes.get(&key) {
+            Some(tx) => tx.send(progress).is_ok(),
+            None => false,
+        }
+    }
+}
+
+fn token_key(token: &ProgressToken) -> String {
+    serde_json::to_string(token).unwrap_or_default()
+}
+
+/// Removes its route when dropped.
+pub struct ProgressRoute {
+    routes: Arc<ProgressRoutes>,
+    key: (String, String),
+}
+
+impl Drop for ProgressRoute {
+    fn drop(&mut self) {
+        self.routes.routes.remove(&self.key);
+    }
 }
 
 /// A notification from the server of connection `epoch`.

@@ -2,16 +2,26 @@
 //! into [`ServerEvent`]s delivered to one [`EventSink`]. It holds no strong reference to its
 //! owner, so a session never keeps a stopped owner alive.
 
-#![allow(deprecated)] // `notifications/message` (server logging) is deprecated by SEP-2577 but servers still send it.
+// `notifications/message` (server logging), sampling and roots are deprecated by SEP-2577 but
+// servers of every earlier protocol still use them.
+#![allow(deprecated)]
 
 use std::sync::Arc;
 
 use rmcp::ClientHandler;
+use rmcp::ErrorData;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, Implementation, LoggingMessageNotificationParam,
     ProgressNotificationParam, ProtocolVersion, ResourceUpdatedNotificationParam,
 };
-use rmcp::service::{ClientLifecycleMode, NotificationContext, RoleClient};
+use rmcp::model::{
+    CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
+    ElicitationCapability, FormElicitationCapability, ListRootsResult, RootsCapabilities,
+    UrlElicitationCapability,
+};
+use rmcp::service::{ClientLifecycleMode, NotificationContext, RequestContext, RoleClient};
+
+use crate::callbacks::{Callbacks, apply_form_defaults};
 
 /// What a connected server told us, outside any request/response pair.
 #[derive(Debug, Clone)]
@@ -42,6 +52,8 @@ pub const DEFAULT_PROTOCOL_VERSION: ProtocolVersion = ProtocolVersion::V_2025_11
 pub struct HarnessClient {
     sink: EventSink,
     protocol_version: Option<ProtocolVersion>,
+    server: Arc<str>,
+    callbacks: Option<Callbacks>,
 }
 
 impl HarnessClient {
@@ -50,7 +62,17 @@ impl HarnessClient {
         Self {
             sink,
             protocol_version: None,
+            server: Arc::from(""),
+            callbacks: None,
         }
+    }
+
+    /// Answers the server's requests (elicitation, sampling, roots) through `callbacks`, naming
+    /// `server` to them.
+    pub fn with_callbacks(mut self, server: &str, callbacks: Option<Callbacks>) -> Self {
+        self.server = Arc::from(server);
+        self.callbacks = callbacks;
+        self
     }
 
     /// Asks for this protocol version instead of [`DEFAULT_PROTOCOL_VERSION`].
@@ -90,6 +112,27 @@ impl ClientHandler for HarnessClient {
         // We take part in the skills extension (SEP-2640); some servers expose skills only to
         // clients that say so.
         let mut capabilities = ClientCapabilities::default();
+        let supported = self
+            .callbacks
+            .as_ref()
+            .map(|c| c.supports())
+            .unwrap_or_default();
+        if supported.elicitation_form || supported.elicitation_url {
+            let mut elicitation = ElicitationCapability::default();
+            if supported.elicitation_form {
+                elicitation.form = Some(FormElicitationCapability::default());
+            }
+            if supported.elicitation_url {
+                elicitation.url = Some(UrlElicitationCapability::default());
+            }
+            capabilities.elicitation = Some(elicitation);
+        }
+        if supported.sampling {
+            capabilities.sampling = Some(Default::default());
+        }
+        if supported.roots {
+            capabilities.roots = Some(RootsCapabilities::default());
+        }
         capabilities.extensions = Some(
             [(
                 rmcp::model::SKILLS_EXTENSION_ID.to_string(),
@@ -102,6 +145,43 @@ impl ClientHandler for HarnessClient {
             Implementation::new("mcp-harness", env!("CARGO_PKG_VERSION")),
         );
         info.with_protocol_version(self.protocol_version())
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let Some(callbacks) = &self.callbacks else {
+            return Err(ErrorData::method_not_found::<
+                rmcp::model::ElicitationCreateRequestMethod,
+            >());
+        };
+        let result = callbacks.elicit(&self.server, request.clone()).await?;
+        Ok(apply_form_defaults(&request, result))
+    }
+
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        match &self.callbacks {
+            Some(callbacks) => callbacks.sample(&self.server, params).await,
+            None => Err(ErrorData::method_not_found::<
+                rmcp::model::CreateMessageRequestMethod,
+            >()),
+        }
+    }
+
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, ErrorData> {
+        match &self.callbacks {
+            Some(callbacks) => callbacks.roots(&self.server).await,
+            None => Ok(ListRootsResult::default()),
+        }
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {

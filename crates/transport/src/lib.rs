@@ -14,6 +14,7 @@
 //! This crate knows nothing of catalogs, actors or supervision: it opens, initialises and closes
 //! connections. A new transport is a new [`Connector`] implementation; nothing else changes.
 
+pub mod callbacks;
 pub mod connector;
 pub mod error;
 pub mod handler;
@@ -22,6 +23,7 @@ pub mod in_process;
 pub mod stderr;
 pub mod stdio;
 
+pub use callbacks::{CallbackFuture, Callbacks, ClientCallbacks, Supported};
 pub use connector::{ConnectOptions, Connector, Session, SessionInfo};
 pub use error::TransportError;
 pub use handler::{EventSink, HarnessClient, ServerEvent};
