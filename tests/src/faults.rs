@@ -62,7 +62,7 @@ pub fn fault_tools() -> Vec<Tool> {
             schema(json!({
                 "type": "object",
                 "properties": {
-                    "kind": {"type": "string", "enum": ["tools", "prompts", "resources", "templates"]},
+                    "kind": {"type": "string", "enum": ["tools", "prompts", "resources", "templates", "skills"]},
                     "page": {"type": "integer", "minimum": 0},
                     "times": {"type": "integer", "minimum": 1}
                 },
@@ -78,6 +78,7 @@ fn list_kind(name: &str) -> Option<ListKind> {
         ListKind::Prompts,
         ListKind::Resources,
         ListKind::ResourceTemplates,
+        ListKind::Skills,
     ]
     .into_iter()
     .find(|k| k.tag() == name)

@@ -1,7 +1,7 @@
 //! The fixture's [`ServerHandler`] implementation.
 //!
 //! Invariants:
-//! - Every list (tools, prompts, resources, templates) is built in one fixed
+//! - Every list (tools, prompts, resources, templates, skills) is built in one fixed
 //!   order — static, then generated, then dynamic in insertion order — so
 //!   pagination cursors stay meaningful between pages.
 //! - Client input never panics the server: bad arguments become
@@ -21,12 +21,12 @@ use rmcp::{
     ErrorData as McpError, RoleServer, ServerHandler,
     model::{
         CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
-        GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation,
-        ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-        PaginatedRequestParams, ProgressNotificationParam, PromptMessage,
-        ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceContents,
-        Role, ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter,
-        UnsubscribeRequestParams,
+        GetPromptRequestParams, GetPromptResponse, GetPromptResult, GetSkillRequestParams,
+        GetSkillResult, Implementation, ListPromptsResult, ListResourceTemplatesResult,
+        ListResourcesResult, ListSkillsResult, ListToolsResult, PaginatedRequestParams,
+        ProgressNotificationParam, PromptMessage, ReadResourceRequestParams, ReadResourceResponse,
+        ReadResourceResult, ResourceContents, Role, ServerCapabilities, ServerConfig,
+        SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
     },
     service::{NotificationContext, RequestContext, SubscriptionContext},
 };
@@ -59,8 +59,8 @@ impl FixtureServer {
     /// A server with fresh state built from `opts`.
     pub fn new(opts: FixtureOptions) -> Self {
         Self {
+            state: Arc::new(Mutex::new(FixtureState::new(&opts))),
             opts: Arc::new(opts),
-            state: Arc::new(Mutex::new(FixtureState::new())),
             conn: NEXT_CONN.fetch_add(1, Ordering::Relaxed),
         }
     }
@@ -90,6 +90,9 @@ impl FixtureServer {
     fn all_tools(&self) -> Vec<rmcp::model::Tool> {
         let mut all = tools::static_tools();
         all.extend(crate::faults::fault_tools());
+        if self.opts.skills {
+            all.extend(crate::skills::skill_tools());
+        }
         all.extend((0..self.opts.tools).map(tools::generated_tool));
         let state = self.lock();
         all.extend(state.dynamic_tools.iter().cloned());
@@ -108,7 +111,7 @@ impl FixtureServer {
     }
 
     /// Fails a list request when a failure was scheduled for its page (`fail_next_list`).
-    fn check_list(
+    pub(crate) fn check_list(
         &self,
         kind: ListKind,
         request: &Option<PaginatedRequestParams>,
@@ -118,7 +121,10 @@ impl FixtureServer {
     }
 
     fn resource_exists(&self, uri: &str) -> bool {
-        tools::item_id(uri).is_some() || self.lock().resources.iter().any(|r| r.uri == uri)
+        let state = self.lock();
+        tools::item_id(uri).is_some()
+            || state.resources.iter().any(|r| r.uri == uri)
+            || state.skills.serves(uri)
     }
 
     /// Sleeps `ms` milliseconds, sending progress every 100 ms when the
@@ -172,21 +178,25 @@ pub(crate) fn error_result(text: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(text)])
 }
 
-fn cursor_of(request: &Option<PaginatedRequestParams>) -> Option<&str> {
+pub(crate) fn cursor_of(request: &Option<PaginatedRequestParams>) -> Option<&str> {
     request.as_ref().and_then(|r| r.cursor.as_deref())
 }
 
 impl ServerHandler for FixtureServer {
     fn get_info(&self) -> ServerConfig {
-        let capabilities = ServerCapabilities::builder()
+        let builder = ServerCapabilities::builder()
             .enable_tools()
             .enable_tool_list_changed()
             .enable_prompts()
             .enable_prompts_list_changed()
             .enable_resources()
             .enable_resources_list_changed()
-            .enable_resources_subscribe()
-            .build();
+            .enable_resources_subscribe();
+        let capabilities = if self.opts.skills {
+            builder.enable_skills().build()
+        } else {
+            builder.build()
+        };
         let mut info = ServerConfig::new(capabilities).with_server_info(Implementation::new(
             &self.opts.name,
             env!("CARGO_PKG_VERSION"),
@@ -293,6 +303,11 @@ impl ServerHandler for FixtureServer {
                     .await
             }
             "remove_resource" => self.remove_resource(&args.string("uri")?, &context).await,
+            "add_skill" if self.opts.skills => {
+                self.add_skill(args.string("name")?, args.string("description")?, &context)
+                    .await
+            }
+            "skill_reads" if self.opts.skills => self.skill_reads(),
             "update_resource" => {
                 self.update_resource(&args.string("uri")?, args.string("text")?, &context)
                     .await
@@ -376,6 +391,7 @@ impl ServerHandler for FixtureServer {
                 .map(|r| tools::text_resource(&r.uri))
                 .collect();
             all.extend(state.faults.flood_resource());
+            all.extend(state.skills.resources());
             all
         };
         let (page, next) = paginate(
@@ -412,6 +428,9 @@ impl ServerHandler for FixtureServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let uri = request.uri;
+        if let Some(result) = self.read_skill_file(&uri) {
+            return result.map(Into::into);
+        }
         let stored = self.lock().resource_mut(&uri).map(|r| r.text.clone());
         let text = match (stored, tools::item_id(&uri)) {
             (Some(text), _) => text,
@@ -424,6 +443,22 @@ impl ServerHandler for FixtureServer {
             }
         };
         Ok(ReadResourceResult::new(vec![ResourceContents::text(text, uri)]).into())
+    }
+
+    async fn list_skills(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListSkillsResult, McpError> {
+        self.skills_page(&request)
+    }
+
+    async fn get_skill(
+        &self,
+        request: GetSkillRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetSkillResult, McpError> {
+        self.skill_entry(&request.uri)
     }
 
     async fn subscribe(

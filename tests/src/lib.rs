@@ -3,8 +3,9 @@
 //!
 //! Invariant: this crate root only re-exports; behaviour lives in
 //! [`options`] (flag parsing), `state` (shared mutable catalogue), `tools`
-//! (static definitions), `handler`/`ops` (the MCP server) and `serve`
-//! (transports and the program entry point).
+//! (static definitions), `handler`/`ops` (the MCP server), `skills` (the
+//! SEP-2640 skills behind `--skills`) and `serve` (transports and the program
+//! entry point).
 
 pub mod options;
 
@@ -12,10 +13,12 @@ mod faults;
 mod handler;
 mod ops;
 mod serve;
+mod skills;
 mod state;
 mod tools;
 
 pub use faults::{FAULT_TOOL_NAMES, MAX_FLOOD};
 pub use handler::FixtureServer;
-pub use options::{FixtureOptions, TransportKind};
+pub use options::{FixtureOptions, SkillTamper, TransportKind};
 pub use serve::{BoxError, run_main, serve_http, serve_in_process, serve_stdio};
+pub use skills::{PDF_FORMS_URI, PDF_SKILL_URI, RELEASE_NOTES_SKILL_URI, SKILL_TOOL_NAMES};

@@ -17,6 +17,30 @@ pub enum TransportKind {
     Http,
 }
 
+/// How `--tamper-skill` alters `pdf-processing`'s `SKILL.md`, the way the conformance suite's
+/// SEP-2640 verification scenarios do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SkillTamper {
+    /// Same size, different bytes: the listed digest no longer matches.
+    Digest,
+    /// A line appended: the listed size no longer matches.
+    Size,
+    /// The file's `description` differs from the listed frontmatter, while the listed digest
+    /// and size are those of the served file (only the frontmatter comparison catches it).
+    Frontmatter,
+}
+
+impl SkillTamper {
+    fn parse(value: &str) -> Option<Self> {
+        match value {
+            "digest" => Some(Self::Digest),
+            "size" => Some(Self::Size),
+            "frontmatter" => Some(Self::Frontmatter),
+            _ => None,
+        }
+    }
+}
+
 impl fmt::Display for TransportKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -53,6 +77,11 @@ pub struct FixtureOptions {
     /// Declares the experimental capability that opts out of client catalog caches
     /// (`--no-catalog-cache`).
     pub no_catalog_cache: bool,
+    /// Declares the SEP-2640 skills extension and serves the fixture's skills (`--skills`).
+    pub skills: bool,
+    /// Serves `pdf-processing`'s `SKILL.md` altered this way (`--tamper-skill MODE`); only
+    /// with `skills` (the flag sets it).
+    pub tamper_skill: Option<SkillTamper>,
 }
 
 impl Default for FixtureOptions {
@@ -69,6 +98,8 @@ impl Default for FixtureOptions {
             port: 0,
             duplicate_tool: None,
             no_catalog_cache: false,
+            skills: false,
+            tamper_skill: None,
         }
     }
 }
@@ -76,7 +107,8 @@ impl Default for FixtureOptions {
 /// One-line usage summary, appended to argument errors.
 pub const USAGE: &str = "usage: mcp-fixture-server [--transport stdio|http] [--port N] [--name NAME] \
 [--tools N] [--page-size N] [--instructions TEXT] [--hang-at-start] [--exit-at-start CODE] \
-[--stderr-banner TEXT] [--duplicate-tool NAME] [--no-catalog-cache]";
+[--stderr-banner TEXT] [--duplicate-tool NAME] [--no-catalog-cache] [--skills] \
+[--tamper-skill digest|size|frontmatter]";
 
 impl FixtureOptions {
     /// Parses the fixture's flags. `args` must not include the program name.
@@ -131,6 +163,17 @@ impl FixtureOptions {
                 "--stderr-banner" => opts.stderr_banner = Some(value("--stderr-banner")?),
                 "--duplicate-tool" => opts.duplicate_tool = Some(value("--duplicate-tool")?),
                 "--no-catalog-cache" => opts.no_catalog_cache = true,
+                "--skills" if inline.is_none() => opts.skills = true,
+                "--tamper-skill" => {
+                    let mode = value("--tamper-skill")?;
+                    let tamper = SkillTamper::parse(&mode).ok_or_else(|| {
+                        format!(
+                            "--tamper-skill must be digest, size or frontmatter, got {mode:?}\n{USAGE}"
+                        )
+                    })?;
+                    opts.tamper_skill = Some(tamper);
+                    opts.skills = true;
+                }
                 _ => return Err(format!("unknown argument {arg:?}\n{USAGE}")),
             }
         }
@@ -187,6 +230,24 @@ mod tests {
         assert!(opts.hang_at_start);
         assert_eq!(opts.exit_at_start, Some(7));
         assert_eq!(opts.stderr_banner.as_deref(), Some("hi"));
+        assert!(!opts.skills);
+    }
+
+    #[test]
+    fn skill_flags() {
+        assert!(parse(&["--skills"]).expect("valid").skills);
+        let opts = parse(&["--tamper-skill=size"]).expect("valid");
+        assert!(opts.skills, "--tamper-skill implies --skills");
+        assert_eq!(opts.tamper_skill, Some(SkillTamper::Size));
+        assert_eq!(
+            parse(&["--skills", "--tamper-skill", "frontmatter"])
+                .expect("valid")
+                .tamper_skill,
+            Some(SkillTamper::Frontmatter)
+        );
+        assert!(parse(&["--tamper-skill", "bytes"]).is_err());
+        assert!(parse(&["--tamper-skill"]).is_err());
+        assert!(parse(&["--skills=yes"]).is_err());
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Mutable state shared by every connection of one fixture server.
 //!
 //! Invariants:
-//! - Dynamic tools, prompts and resources keep insertion order and never
+//! - Dynamic tools, prompts, resources and skills keep insertion order and never
 //!   collide with each other's names (or with the static/generated ones; the
 //!   handler checks that before inserting).
 //! - The state is only ever touched through a `std::sync::Mutex` that is never
@@ -48,16 +48,20 @@ pub(crate) struct FixtureState {
     pub(crate) next_sink: u64,
     /// Fault injection: the current `flood` item of each list, and pending list failures.
     pub(crate) faults: crate::faults::Faults,
+    /// SEP-2640 skills (empty unless `--skills`) and how often each skill file was read.
+    pub(crate) skills: crate::skills::Skills,
 }
 
 impl FixtureState {
-    /// Fresh state holding only the static readme resource.
-    pub(crate) fn new() -> Self {
+    /// Fresh state holding the static readme resource, and the built-in skills when `opts`
+    /// asks for them.
+    pub(crate) fn new(opts: &crate::options::FixtureOptions) -> Self {
         Self {
             resources: vec![TextResource {
                 uri: crate::tools::README_URI.to_owned(),
                 text: crate::tools::README_TEXT.to_owned(),
             }],
+            skills: crate::skills::Skills::new(opts),
             ..Self::default()
         }
     }
@@ -84,6 +88,7 @@ pub(crate) enum ListKind {
     Prompts,
     Resources,
     ResourceTemplates,
+    Skills,
 }
 
 impl ListKind {
@@ -93,6 +98,7 @@ impl ListKind {
             Self::Prompts => "prompts",
             Self::Resources => "resources",
             Self::ResourceTemplates => "templates",
+            Self::Skills => "skills",
         }
     }
 }

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use mcp_harness_catalog::sanitize::MetadataLimits;
+use mcp_harness_policy::{ExposurePolicy, PermissionRules};
 use mcp_harness_transport::StdioSpec;
 use serde::Deserialize;
 
@@ -28,6 +29,11 @@ pub struct Config {
     /// `metadataLimits`: caps on what servers list (each key documented in
     /// [`MetadataLimits`]; missing keys keep their defaults).
     pub metadata_limits: MetadataLimits,
+    /// `exposure`: budgets, tool cap and tool search (see [`ExposurePolicy`]).
+    pub exposure: ExposurePolicy,
+    /// `permissions`: allow / ask / deny rules on qualified names and arguments (see
+    /// [`PermissionRules`]). Default: no rules, so every call asks.
+    pub permissions: PermissionRules,
 }
 
 /// One server's validated configuration.
@@ -87,6 +93,10 @@ struct RawFile {
     mcp_servers: BTreeMap<String, serde_json::Value>,
     #[serde(rename = "metadataLimits", default)]
     metadata_limits: Option<serde_json::Value>,
+    #[serde(default)]
+    exposure: Option<serde_json::Value>,
+    #[serde(default)]
+    permissions: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -158,11 +168,30 @@ impl Config {
                 message: e.to_string(),
             })?,
         };
+        let exposure = section(&file, "exposure", raw.exposure)?;
+        let permissions = section(&file, "permissions", raw.permissions)?;
         Ok(Config {
             servers,
             source: Some(path.to_path_buf()),
             metadata_limits,
+            exposure,
+            permissions,
         })
+    }
+}
+
+/// Parses an optional top-level section, naming it in errors.
+fn section<T: serde::de::DeserializeOwned + Default>(
+    file: &str,
+    key: &str,
+    value: Option<serde_json::Value>,
+) -> Result<T, ConfigError> {
+    match value {
+        None => Ok(T::default()),
+        Some(v) => serde_json::from_value(v).map_err(|e| ConfigError {
+            location: format!("{file}: {key}"),
+            message: e.to_string(),
+        }),
     }
 }
 
@@ -426,6 +455,17 @@ mod tests {
             err.contains("metadataLimits") && err.contains("maxDescriptionChar"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn exposure_and_permissions_sections() {
+        let c = parse(r#"{"mcpServers": {}, "exposure": {"maxTools": 5, "toolSearch": "on"},
+            "permissions": {"allow": ["mcp__a__*"], "deny": ["mcp__a__rm"]}}"#)
+        .expect("valid");
+        assert_eq!(c.exposure.max_tools, 5);
+        assert_eq!(c.permissions.rules().len(), 2);
+        let err = parse(r#"{"permissions": {"alow": []}}"#).unwrap_err().to_string();
+        assert!(err.contains("permissions") && err.contains("alow"), "{err}");
     }
 
     #[test]

@@ -4,7 +4,16 @@
 
 use std::time::Duration;
 
-/// The failure classes of R32.
+/// The failure classes of R32, each with its retry semantics:
+///
+/// | class | meaning | retry |
+/// |---|---|---|
+/// | transport | the connection failed or is gone | later, after a reconnect (`retryable`) |
+/// | protocol | the server answered with an error or broke the protocol | not as is |
+/// | catalog | the tool is unknown or changed since the step (stale) | bind a new step (`needs_rebind`) |
+/// | permission | policy or the user refused | never automatically |
+/// | tool | the tool ran and failed, or its arguments were invalid | the model may change the arguments |
+/// | output | the result could not be stored or paged | not as is |
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorClass {
@@ -63,6 +72,25 @@ pub enum CallError {
     /// A skill's files do not match what the server listed (digest, size, frontmatter).
     #[error("{0}")]
     SkillRejected(#[from] mcp_harness_catalog::skills::SkillMismatch),
+    /// The catalog changed between the step's binding and this call (R24). The call was not
+    /// sent; bind a new step and let the model see the current schema.
+    #[error("`{name}` changed since this step was bound (revision {bound}, now {current}): the call was not sent; bind a new step")]
+    Stale { name: String, bound: u64, current: u64 },
+    /// The tool exists but this step's binding does not show it to the model.
+    #[error("`{name}` is not in this step's tools (revision {revision}){hint}")]
+    NotInStep { name: String, revision: u64, hint: String },
+    /// The arguments do not satisfy the input schema the model saw (R27). Not sent.
+    #[error("arguments of `{name}` do not match its input schema: {details}")]
+    InvalidArguments { name: String, details: String },
+    /// Policy refused the call, or approval was denied, cancelled or timed out (R26). Not sent.
+    #[error("`{name}` was not run: {reason}")]
+    Permission { name: String, reason: String },
+    /// Required servers of a step failed to come up (R22); every failure is listed.
+    #[error("required servers are not available: {}", .failures.iter().map(|(s, why)| format!("\"{s}\": {why}")).collect::<Vec<_>>().join("; "))]
+    RequiredServers { failures: Vec<(String, String)> },
+    /// A result could not be stored or read back under the output rules (R31).
+    #[error("output: {0}")]
+    Output(String),
     #[error("the runtime has shut down")]
     ShutDown,
 }
@@ -73,7 +101,13 @@ impl CallError {
         match self {
             CallError::UnknownTool { .. }
             | CallError::UnknownSkill { .. }
-            | CallError::SkillRejected(_) => ErrorClass::Catalog,
+            | CallError::SkillRejected(_)
+            | CallError::Stale { .. }
+            | CallError::NotInStep { .. } => ErrorClass::Catalog,
+            CallError::InvalidArguments { .. } => ErrorClass::Tool,
+            CallError::Permission { .. } => ErrorClass::Permission,
+            CallError::RequiredServers { .. } => ErrorClass::Transport,
+            CallError::Output(_) => ErrorClass::Output,
             CallError::ServerUnavailable { .. }
             | CallError::Timeout { .. }
             | CallError::Transport { .. }

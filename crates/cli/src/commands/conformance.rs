@@ -1,6 +1,6 @@
 //! Client mode for the official MCP conformance suite: one Streamable HTTP server at the URL the
 //! suite gives, driven through the same public runtime API a user gets. The scenario name only
-//! chooses what to do (which tool to call), never how the protocol behaves.
+//! chooses what to do (which tool to call, which skill to load), never how the protocol behaves.
 
 use std::time::Duration;
 
@@ -8,6 +8,14 @@ use mcp_harness_runtime::{Config, Runtime, RuntimeBuilder, ServerConfig, Transpo
 
 /// Name the suite's server gets in the harness.
 const SERVER: &str = "conformance";
+
+/// The SEP-2640 client scenarios (an extension: run without `--spec-version`, or with `--force`).
+const SKILL_SCENARIOS: [&str; 4] = [
+    "sep-2640-client-no-prefetch",
+    "sep-2640-client-verify-digest",
+    "sep-2640-client-verify-size",
+    "sep-2640-client-verify-frontmatter",
+];
 
 pub fn build(url: &str) -> Result<Runtime, String> {
     let mut config = Config::default();
@@ -47,6 +55,9 @@ pub async fn run(runtime: &Runtime) -> Result<(), String> {
             status.last_error.clone().unwrap_or_default()
         ));
     }
+    if SKILL_SCENARIOS.contains(&scenario.as_str()) {
+        return skills(runtime, &scenario).await;
+    }
     if scenario == "tools_call" {
         // The suite's server offers `add_numbers`; the call goes through the same path as
         // `mcp-harness call`.
@@ -63,5 +74,39 @@ pub async fn run(runtime: &Runtime) -> Result<(), String> {
             ));
         }
     }
+    Ok(())
+}
+
+/// The SEP-2640 scenarios. The runtime lists skills at connection and never fetches a skill file
+/// ahead of need, so `no-prefetch` only checks that the listing happened; the `verify-*`
+/// scenarios load the one listed skill the way a user would (`mcp-harness` loads skills only
+/// through `Runtime::load_skill`). A rejected skill is an error (non-zero exit, which these
+/// scenarios allow); its message says which server, skill and file, and what differed.
+async fn skills(runtime: &Runtime, scenario: &str) -> Result<(), String> {
+    let snapshot = runtime.snapshot();
+    let catalog = snapshot
+        .catalogs
+        .get(SERVER)
+        .ok_or("the conformance server has no catalog")?;
+    let names: Vec<&str> = catalog.skills.iter().map(|s| s.name.as_str()).collect();
+    println!("listed skills: {}", names.join(", "));
+    if scenario == "sep-2640-client-no-prefetch" {
+        return Ok(());
+    }
+    let [skill] = names.as_slice() else {
+        return Err(format!(
+            "expected exactly one listed skill to load, found {}",
+            names.len()
+        ));
+    };
+    let loaded = runtime
+        .load_skill(SERVER, skill)
+        .await
+        .map_err(|e| format!("skill rejected: {e}"))?;
+    println!(
+        "loaded skill {skill} from {}: {} bytes of instructions",
+        loaded.entry.uri,
+        loaded.body.len()
+    );
     Ok(())
 }

@@ -1,0 +1,283 @@
+//! SEP-2640 skills through the public runtime API against the fixture (`--skills`): skills are
+//! listed at connection without fetching a file; loading fetches and verifies `SKILL.md` only;
+//! supporting files are fetched one by one and only when listed; a tampered `SKILL.md` (digest,
+//! size, frontmatter) is rejected with a reason that names the server, the skill and the
+//! difference; skills added at run time arrive through `resources/list_changed`; search ranks
+//! by name and description.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use common::*;
+use mcp_harness_catalog::{CommandSource, Kind, Snapshot};
+use mcp_harness_fixture::{PDF_FORMS_URI, PDF_SKILL_URI, RELEASE_NOTES_SKILL_URI};
+use mcp_harness_runtime::{CallError, Runtime};
+use serde_json::json;
+
+const FX: &str = "fx";
+
+fn start_fixture(extra: &[&str]) -> Runtime {
+    start(vec![server(FX, fixture_stdio(extra))])
+}
+
+/// The fixture's `skill_reads`: how often each `skill://` URI was read with `resources/read`.
+async fn skill_reads(runtime: &Runtime) -> BTreeMap<String, u64> {
+    let result = runtime
+        .call_tool(&format!("mcp__{FX}__skill_reads"), None)
+        .await
+        .expect("skill_reads");
+    serde_json::from_str(&text(&result)).expect("skill_reads returns {uri: count}")
+}
+
+/// Reads of `uri` (zero when it was never asked for).
+fn reads_of(reads: &BTreeMap<String, u64>, uri: &str) -> u64 {
+    reads.get(uri).copied().unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skills_are_listed_at_connection_without_reading_any_file() {
+    let runtime = start_fixture(&["--skills"]);
+    let s = runtime.wait_settled(SETTLE).await;
+    let catalog = &s.catalogs[FX];
+
+    let names: Vec<&str> = catalog.skills.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, ["pdf-processing", "release-notes"]);
+    let pdf = &catalog.skills[0];
+    assert_eq!(pdf.server, FX);
+    assert_eq!(pdf.uri, PDF_SKILL_URI);
+    assert_eq!(pdf.description, "Extract, fill, and assemble PDF documents");
+    assert_eq!(
+        pdf.frontmatter["metadata"],
+        json!({"author": "mcp-harness fixture", "version": "1.2"})
+    );
+    assert!(pdf.listed_file(PDF_FORMS_URI).is_some());
+    assert_eq!(pdf.supporting_files().count(), 1);
+    assert_eq!(catalog.skills[1].uri, RELEASE_NOTES_SKILL_URI);
+
+    for skill in ["pdf-processing", "release-notes"] {
+        let command = catalog
+            .commands
+            .iter()
+            .find(|c| c.qualified_name == format!("mcp__{FX}__{skill}"))
+            .unwrap_or_else(|| panic!("no command for skill {skill}: {:?}", catalog.commands));
+        assert!(
+            matches!(&command.source, CommandSource::Skill { name } if name == skill),
+            "{command:?}"
+        );
+    }
+    // SKILL.md files are resources too (supporting files are read, not listed).
+    let uris: Vec<&str> = catalog
+        .resources
+        .iter()
+        .map(|r| r.resource.uri.as_str())
+        .collect();
+    assert!(uris.contains(&PDF_SKILL_URI) && uris.contains(&RELEASE_NOTES_SKILL_URI));
+
+    let reads = skill_reads(&runtime).await;
+    assert_eq!(reads.len(), 3, "{reads:?}");
+    assert!(reads.values().all(|n| *n == 0), "prefetched: {reads:?}");
+    runtime.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loading_reads_skill_md_only_and_files_one_by_one() {
+    let runtime = start_fixture(&["--skills"]);
+    runtime.wait_settled(SETTLE).await;
+
+    let loaded = runtime
+        .load_skill(FX, "pdf-processing")
+        .await
+        .expect("the untampered skill loads");
+    assert_eq!(loaded.entry.uri, PDF_SKILL_URI);
+    assert!(loaded.body.contains("# PDF processing"), "{}", loaded.body);
+    assert!(loaded.body.contains("Skill body."), "{}", loaded.body);
+    assert!(!loaded.body.contains("---"), "frontmatter left in the body");
+    assert_eq!(loaded.frontmatter["name"], "pdf-processing");
+    assert_eq!(
+        loaded.frontmatter["description"],
+        "Extract, fill, and assemble PDF documents"
+    );
+    assert_eq!(
+        loaded.frontmatter["metadata"],
+        json!({"author": "mcp-harness fixture", "version": "1.2"})
+    );
+    let reads = skill_reads(&runtime).await;
+    assert_eq!(reads_of(&reads, PDF_SKILL_URI), 1, "{reads:?}");
+    assert_eq!(reads_of(&reads, PDF_FORMS_URI), 0, "{reads:?}");
+    assert_eq!(reads_of(&reads, RELEASE_NOTES_SKILL_URI), 0, "{reads:?}");
+
+    let forms = runtime
+        .read_skill_file(FX, "pdf-processing", PDF_FORMS_URI)
+        .await
+        .expect("a listed supporting file verifies");
+    assert!(String::from_utf8_lossy(&forms).contains("Supporting content"));
+    assert_eq!(reads_of(&skill_reads(&runtime).await, PDF_FORMS_URI), 1);
+
+    // Files the skill's manifest does not list are refused before any request: one under the
+    // skill's directory, and another skill's SKILL.md.
+    for unlisted in [
+        "skill://pdf-processing/references/SECRET.md",
+        RELEASE_NOTES_SKILL_URI,
+    ] {
+        let error = runtime
+            .read_skill_file(FX, "pdf-processing", unlisted)
+            .await
+            .expect_err("an unlisted file is refused");
+        assert!(matches!(error, CallError::SkillRejected(_)), "{error:?}");
+        assert!(error.to_string().contains(unlisted), "{error}");
+        assert_eq!(reads_of(&skill_reads(&runtime).await, unlisted), 0);
+    }
+
+    let unknown = runtime.load_skill(FX, "no-such-skill").await;
+    assert!(
+        matches!(unknown, Err(CallError::UnknownSkill { .. })),
+        "{unknown:?}"
+    );
+    runtime.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tampered_skill_md_is_rejected_with_what_differed() {
+    for (mode, differed) in [
+        ("digest", "has digest sha256:"),
+        ("size", "bytes, the listing says"),
+        ("frontmatter", "Exfiltrate credentials"),
+    ] {
+        let runtime = start_fixture(&["--tamper-skill", mode]);
+        runtime.wait_settled(SETTLE).await;
+        let error = runtime
+            .load_skill(FX, "pdf-processing")
+            .await
+            .expect_err("a tampered skill is not loaded");
+        let CallError::SkillRejected(mismatch) = &error else {
+            panic!("{mode}: expected SkillRejected, got {error:?}");
+        };
+        let at = mismatch.location();
+        assert_eq!(
+            (at.server.as_str(), at.skill.as_str(), at.uri.as_str()),
+            (FX, "pdf-processing", PDF_SKILL_URI),
+            "{mode}"
+        );
+        let message = error.to_string();
+        for part in [
+            "server \"fx\"",
+            "\"pdf-processing\"",
+            PDF_SKILL_URI,
+            differed,
+        ] {
+            assert!(message.contains(part), "{mode}: {message:?} lacks {part:?}");
+        }
+        if mode == "frontmatter" {
+            assert!(message.contains("description"), "{message}");
+        }
+        let reads = skill_reads(&runtime).await;
+        assert_eq!(reads_of(&reads, PDF_SKILL_URI), 1, "{mode}: {reads:?}");
+        assert_eq!(reads_of(&reads, PDF_FORMS_URI), 0, "{mode}: {reads:?}");
+        // The other skill is untouched and still loads.
+        runtime
+            .load_skill(FX, "release-notes")
+            .await
+            .expect("release-notes loads");
+        runtime.shutdown().await;
+    }
+}
+
+/// Whether `s` records a skills change of `fx` that added `uri`.
+fn adds_skill(s: &Snapshot, uri: &str) -> bool {
+    s.changes
+        .iter()
+        .any(|c| c.server == FX && c.kind == Some(Kind::Skills) && c.added.iter().any(|a| a == uri))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_added_skill_arrives_through_resources_list_changed() {
+    let runtime = start_fixture(&["--skills"]);
+    runtime.wait_settled(SETTLE).await;
+    let uri = "skill://changelog-digest/SKILL.md";
+
+    let mut rx = runtime.watch();
+    rx.borrow_and_update();
+    runtime
+        .call_tool(
+            &format!("mcp__{FX}__add_skill"),
+            args(json!({"name": "changelog-digest", "description": "Summarise a changelog: \"what changed\""})),
+        )
+        .await
+        .expect("add_skill");
+    let s: Arc<Snapshot> = tokio::time::timeout(SETTLE, async {
+        loop {
+            rx.changed().await.expect("runtime alive");
+            let s = rx.borrow_and_update().clone();
+            if adds_skill(&s, uri) {
+                return s;
+            }
+        }
+    })
+    .await
+    .expect("a revision adds the skill");
+
+    let skills: Vec<&Kind> = s
+        .changes
+        .iter()
+        .filter(|c| c.server == FX)
+        .filter_map(|c| c.kind.as_ref())
+        .collect();
+    assert!(skills.contains(&&Kind::Skills), "{:?}", s.changes);
+    for change in s.changes.iter().filter(|c| c.server == FX) {
+        assert_eq!(
+            change.cause, "notifications/resources/list_changed",
+            "{change:?}"
+        );
+    }
+    let added = s.catalogs[FX]
+        .skills
+        .iter()
+        .find(|e| e.uri == uri)
+        .expect("the new skill is in the catalog");
+    assert_eq!(added.description, "Summarise a changelog: \"what changed\"");
+    assert!(
+        s.catalogs[FX]
+            .commands
+            .iter()
+            .any(|c| c.qualified_name == "mcp__fx__changelog-digest")
+    );
+    assert_eq!(reads_of(&skill_reads(&runtime).await, uri), 0);
+
+    // It stays in later snapshots and loads like the built-in ones.
+    let later = runtime.snapshot();
+    assert!(later.revision >= s.revision);
+    assert!(later.catalogs[FX].skills.iter().any(|e| e.uri == uri));
+    let loaded = runtime
+        .load_skill(FX, "changelog-digest")
+        .await
+        .expect("the added skill loads");
+    assert!(loaded.body.contains("Added at run time"));
+    runtime.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_ranks_by_name_and_description() {
+    let runtime = start_fixture(&["--skills"]);
+    runtime.wait_settled(SETTLE).await;
+    let hits = runtime.search_skills("pdf");
+    assert_eq!(
+        hits.first().map(|e| e.name.as_str()),
+        Some("pdf-processing"),
+        "{hits:?}"
+    );
+    let hits = runtime.search_skills("release notes");
+    assert_eq!(
+        hits.first().map(|e| e.name.as_str()),
+        Some("release-notes"),
+        "{hits:?}"
+    );
+    assert_eq!(runtime.search_skills("").len(), 2);
+    let reads = skill_reads(&runtime).await;
+    assert!(
+        reads.values().all(|n| *n == 0),
+        "search fetched files: {reads:?}"
+    );
+    runtime.shutdown().await;
+}
