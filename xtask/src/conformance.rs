@@ -45,8 +45,9 @@ failed; 2 if the suite could not run.
                        protocol; scenarios not applicable at V are SKIPped)
   --timeout S          per-scenario client timeout in seconds (default 30); the client's
                        process group is killed after S seconds
-  --all                the required matrix: stable with initialize+tools_call, and next at
-                       --spec-version 2025-11-25 and 2026-07-28 with the same scenarios
+  --all                the required matrix: stable with initialize+tools_call, next at
+                       --spec-version 2025-11-25 and 2026-07-28 with the same scenarios, and
+                       next's SEP-2640 skills extension scenarios
   --list               print the suite's client scenarios (runner `list --client`)
   --client-cmd CMD     test this client command line (shell syntax) instead of building
                        mcp-harness; also taken from env CONFORMANCE_CLIENT_CMD
@@ -58,6 +59,14 @@ Peers come from env PEERS_DIR (default target/peers); install them with
 
 /// Scenarios the project is required to pass, run when none are named.
 const REQUIRED_SCENARIOS: &[&str] = &["initialize", "tools_call"];
+
+/// Extension scenarios the project passes (SEP-2640 skills), part of `--all`.
+const EXTENSION_SCENARIOS: &[&str] = &[
+    "sep-2640-client-no-prefetch",
+    "sep-2640-client-verify-digest",
+    "sep-2640-client-verify-size",
+    "sep-2640-client-verify-frontmatter",
+];
 const DEFAULT_TIMEOUT_S: u64 = 30;
 /// Seconds the runner gets beyond the client timeout before its process group is killed.
 const RUNNER_GRACE_S: u64 = 30;
@@ -218,6 +227,12 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
                 suite: Suite::Next,
                 spec: Some("2026-07-28".into()),
                 scenarios: required(),
+            },
+            // Extension scenarios run without a spec version (with one they are skipped).
+            RunSpec {
+                suite: Suite::Next,
+                spec: None,
+                scenarios: EXTENSION_SCENARIOS.iter().map(|s| (*s).to_owned()).collect(),
             },
         ]
     } else {
@@ -766,6 +781,7 @@ mod tests {
                     "next-2026-07-28".to_owned(),
                     "initialize,tools_call".to_owned()
                 ),
+                ("next-default".to_owned(), EXTENSION_SCENARIOS.join(",")),
             ]
         );
         assert!(parse_args(&args("--all tools_call")).is_err());

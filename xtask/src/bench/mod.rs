@@ -1,26 +1,43 @@
-//! `cargo xtask bench`: how much the harness costs over a bare rmcp client, on our own fixture
-//! server (`mcp-fixture-server`, built in release).
+//! `cargo xtask bench`: how much the harness costs over the least a client has to do, on our own
+//! fixture server (`mcp-fixture-server`, built in release) and on in-memory catalogs.
 //!
 //! Guarantees:
 //! - every figure is a ratio against a baseline measured in the same run, on the same machine,
-//!   against the same fixture binary, interleaved with it (the harness/baseline order alternates
-//!   per round) and summarised the same way (median over rounds). Nothing is compared with a
-//!   fixed number: the exit status says only whether the bench could run and clean up, never
-//!   whether something was "fast enough";
+//!   against the same fixture binary (or the same in-memory data), interleaved with it (the
+//!   harness/baseline order alternates per round, per chunk of changes or per build) and
+//!   summarised the same way (median, or p99, over the same number of samples). Nothing is
+//!   compared with a fixed number: the exit status says only whether the bench could run and
+//!   clean up, never whether something was "fast enough";
 //! - the measured code runs in release: in a debug xtask, `bench` builds the release fixture and
 //!   a release xtask and re-runs itself as `target/release/xtask bench --inner ...`;
-//! - every loop is bounded in count and in time (per-call, per-start and per-phase deadlines);
+//! - every loop is bounded in count (by its option, itself capped) and in time (per-call,
+//!   per-start, per-change and per-phase deadlines); a CPU phase that reaches its time limit stops
+//!   early and says how many rounds it measured;
 //! - no fixture process the bench started is left behind: after each round and at the end the
 //!   bench waits (bounded) until `pgrep` finds none carrying this run's tag, reports the count,
 //!   and exits 1 if any survived;
 //! - results go to stdout (a table, then one `bench <name>: harness <x> vs baseline <y> = <r>x`
-//!   line per metric) and to `target/bench/results.json`.
+//!   line per metric, p99 metrics as lines of their own) and to `target/bench/results.json`.
 //!
 //! Metrics:
 //! - `echo_per_call`: time per sequential `echo` tools/call over stdio, through
 //!   `Runtime::call_tool` vs `Peer::call_tool` of a bare `().serve(TokioChildProcess)` client;
 //! - `cold_start_<N>`: `Runtime::start` of N stdio servers until a published snapshot has all N
-//!   connected (initialize + first listing + publication) vs N concurrent bare spawn + initialize.
+//!   connected (initialize + first listing + publication) vs N concurrent bare spawn + initialize;
+//! - `list_changed_visible[_window0|_spaced][_p99]`: from just before an `add_tool` call until the
+//!   new tool is in a published snapshot (`Runtime::wait_for`), vs a bare rmcp client whose
+//!   `on_tool_list_changed` lists the tools and signals once they contain the new name; the
+//!   harness runs with its default batch window (changes back to back, and `_spaced`: each change
+//!   at least one window after the previous publication) and with `batch_window(ZERO)`;
+//! - `snapshot_build_<T>`: `SnapshotBuilder` + `build` over S catalogs of T/S realistic tools
+//!   (pure CPU) vs cloning the catalogs' `Arc`s into a map and indexing every qualified name;
+//! - `set_tools_<n>`: `ServerCatalog::set_tools` (sanitising and qualifying) of one server's n
+//!   tools vs a plain clone of the `Vec<Tool>`.
+
+mod list_changed;
+mod report;
+mod snapshot;
+mod stdio;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -28,31 +45,38 @@ use std::time::{Duration, Instant};
 
 use mcp_harness_runtime::catalog::{ServerState, Snapshot};
 use mcp_harness_runtime::transport::StdioSpec;
-use mcp_harness_runtime::{Config, Runtime, ServerConfig, TransportConfig};
-use rmcp::model::{CallToolRequestParams, JsonObject};
+use mcp_harness_runtime::{Config, ServerConfig, TransportConfig};
 use rmcp::service::{RoleClient, RunningService, ServiceExt};
 use rmcp::transport::TokioChildProcess;
-use serde_json::{Value, json};
+
+use report::{Metric, Report};
 
 const USAGE: &str = "\
-usage: cargo xtask bench [--calls N] [--servers N] [--rounds N] [--warmup N]
+usage: cargo xtask bench [--calls N] [--servers N] [--rounds N] [--warmup N] [--changes K]
+                         [--builds R]
 
-Benchmarks the harness against a bare rmcp client on the release fixture server and prints
-every figure as a ratio harness/baseline measured in the same run (lower is better; 1.00x =
-no overhead). Results also go to target/bench/results.json.
+Benchmarks the harness against a baseline (a bare rmcp client on the release fixture server, or
+the minimum in-memory work) and prints every figure as a ratio harness/baseline measured in the
+same run (lower is better; 1.00x = no overhead). Results also go to target/bench/results.json.
 
   --calls N     echo calls per round and per client (default 2000)
   --servers N   servers started at once in the cold-start bench (default 20)
-  --rounds N    rounds per metric, harness/baseline order alternating (default 3; median)
-  --warmup N    echo calls per client before measuring (default 200)";
+  --rounds N    rounds of the echo and cold-start benches, order alternating (default 3; median)
+  --warmup N    echo calls per client before measuring (default 200)
+  --changes K   tool-list changes per side in the list_changed bench (default 200; median, p99)
+  --builds R    rounds of the snapshot-build and set_tools benches (default 200; median)";
 
 const DEFAULT_CALLS: usize = 2000;
 const DEFAULT_SERVERS: usize = 20;
 const DEFAULT_ROUNDS: usize = 3;
 const DEFAULT_WARMUP: usize = 200;
+const DEFAULT_CHANGES: usize = 200;
+const DEFAULT_BUILDS: usize = 200;
 const MAX_CALLS: usize = 1_000_000;
 const MAX_SERVERS: usize = 200;
 const MAX_ROUNDS: usize = 15;
+const MAX_CHANGES: usize = 5_000;
+const MAX_BUILDS: usize = 100_000;
 
 /// One tool call, either side.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -64,15 +88,14 @@ const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 const REAP_LIMIT: Duration = Duration::from_secs(10);
 const REAP_POLL: Duration = Duration::from_millis(20);
 
-const ECHO_SERVER: &str = "fixture";
-const ECHO_TOOL: &str = "mcp__fixture__echo";
-
 #[derive(Debug, Clone, PartialEq)]
 struct Options {
     calls: usize,
     servers: usize,
     rounds: usize,
     warmup: usize,
+    changes: usize,
+    builds: usize,
     /// Run the measurements in this process (set by the outer invocation).
     inner: bool,
     fixture: Option<PathBuf>,
@@ -85,6 +108,8 @@ impl Options {
             servers: DEFAULT_SERVERS,
             rounds: DEFAULT_ROUNDS,
             warmup: DEFAULT_WARMUP,
+            changes: DEFAULT_CHANGES,
+            builds: DEFAULT_BUILDS,
             inner: false,
             fixture: None,
         };
@@ -105,6 +130,8 @@ impl Options {
                 "--servers" => o.servers = number(flag, &value()?, 1, MAX_SERVERS)?,
                 "--rounds" => o.rounds = number(flag, &value()?, 1, MAX_ROUNDS)?,
                 "--warmup" => o.warmup = number(flag, &value()?, 0, MAX_CALLS)?,
+                "--changes" => o.changes = number(flag, &value()?, 1, MAX_CHANGES)?,
+                "--builds" => o.builds = number(flag, &value()?, 1, MAX_BUILDS)?,
                 "--fixture" => o.fixture = Some(PathBuf::from(value()?)),
                 "--inner" => o.inner = true,
                 other => return Err(format!("unknown argument `{other}`")),
@@ -128,6 +155,10 @@ impl Options {
             self.rounds.to_string(),
             "--warmup".into(),
             self.warmup.to_string(),
+            "--changes".into(),
+            self.changes.to_string(),
+            "--builds".into(),
+            self.builds.to_string(),
         ]
     }
 }
@@ -307,49 +338,6 @@ fn inner(options: &Options) -> ExitCode {
     }
 }
 
-/// One metric: per-round times of both sides, in seconds.
-struct Metric {
-    name: String,
-    what: String,
-    harness: Vec<f64>,
-    baseline: Vec<f64>,
-    /// Per-call metrics show a throughput column.
-    per_call: bool,
-}
-
-impl Metric {
-    fn harness_median(&self) -> f64 {
-        median(&self.harness)
-    }
-    fn baseline_median(&self) -> f64 {
-        median(&self.baseline)
-    }
-    fn ratio(&self) -> f64 {
-        self.harness_median() / self.baseline_median()
-    }
-}
-
-fn median(values: &[f64]) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
-/// Seconds, shown in the unit that suits them.
-fn human(seconds: f64) -> String {
-    if seconds < 1e-3 {
-        format!("{:.1}µs", seconds * 1e6)
-    } else if seconds < 1.0 {
-        format!("{:.1}ms", seconds * 1e3)
-    } else {
-        format!("{seconds:.2}s")
-    }
-}
-
 struct Bench {
     fixture: PathBuf,
     /// `--name` of every fixture this run starts, so `pgrep -f` finds exactly ours.
@@ -361,9 +349,10 @@ type BareClient = RunningService<RoleClient, ()>;
 
 impl Bench {
     async fn run(&self) -> Result<Vec<Metric>, String> {
-        let echo = self.echo().await?;
-        let cold = self.cold_start().await?;
-        Ok(vec![echo, cold])
+        let mut metrics = vec![self.echo().await?, self.cold_start().await?];
+        metrics.extend(self.list_changed().await?);
+        metrics.extend(self.snapshot_build()?);
+        Ok(metrics)
     }
 
     fn config(&self, names: impl IntoIterator<Item = String>) -> Config {
@@ -389,135 +378,23 @@ impl Bench {
         config
     }
 
-    async fn bare(&self) -> Result<BareClient, String> {
+    /// A fixture process of this run (tagged), its stderr discarded.
+    fn fixture_transport(&self) -> Result<TokioChildProcess, String> {
         let mut cmd = tokio::process::Command::new(&self.fixture);
         cmd.args(["--name", &self.tag]);
         let (transport, _) = TokioChildProcess::builder(cmd)
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| format!("cannot spawn {}: {e}", self.fixture.display()))?;
+        Ok(transport)
+    }
+
+    async fn bare(&self) -> Result<BareClient, String> {
+        let transport = self.fixture_transport()?;
         match tokio::time::timeout(STARTUP_TIMEOUT, ().serve(transport)).await {
             Ok(Ok(client)) => Ok(client),
             Ok(Err(e)) => Err(format!("bare initialize failed: {e}")),
             Err(_) => Err(format!("bare initialize took over {STARTUP_TIMEOUT:?}")),
-        }
-    }
-
-    async fn echo(&self) -> Result<Metric, String> {
-        let (calls, warmup) = (self.options.calls, self.options.warmup);
-        let runtime =
-            Runtime::start(self.config([ECHO_SERVER.to_string()])).map_err(|e| e.to_string())?;
-        let snapshot = runtime
-            .wait_for(STARTUP_TIMEOUT, |s| all_connected(s, 1))
-            .await;
-        if !all_connected(&snapshot, 1) {
-            runtime.shutdown().await;
-            return Err(format!(
-                "the harness did not connect the fixture within {STARTUP_TIMEOUT:?}"
-            ));
-        }
-        let bare = match self.bare().await {
-            Ok(b) => b,
-            Err(e) => {
-                runtime.shutdown().await;
-                return Err(e);
-            }
-        };
-        let measured = async {
-            harness_calls(&runtime, warmup).await?;
-            bare_calls(&bare, warmup).await?;
-            let (mut h, mut b) = (Vec::new(), Vec::new());
-            for round in 0..self.options.rounds {
-                if round % 2 == 0 {
-                    h.push(harness_calls(&runtime, calls).await? / calls as f64);
-                    b.push(bare_calls(&bare, calls).await? / calls as f64);
-                } else {
-                    b.push(bare_calls(&bare, calls).await? / calls as f64);
-                    h.push(harness_calls(&runtime, calls).await? / calls as f64);
-                }
-            }
-            Ok::<_, String>((h, b))
-        }
-        .await;
-        runtime.shutdown().await;
-        let _ = bare.cancel().await;
-        self.wait_reaped().await?;
-        let (harness, baseline) = measured?;
-        Ok(Metric {
-            name: "echo_per_call".into(),
-            what: format!(
-                "sequential echo tools/call over stdio, {calls} calls per round, time per call"
-            ),
-            harness,
-            baseline,
-            per_call: true,
-        })
-    }
-
-    async fn cold_start(&self) -> Result<Metric, String> {
-        let n = self.options.servers;
-        let (mut harness, mut baseline) = (Vec::new(), Vec::new());
-        for round in 0..self.options.rounds {
-            if round % 2 == 0 {
-                harness.push(self.harness_cold(n).await?);
-                baseline.push(self.bare_cold(n).await?);
-            } else {
-                baseline.push(self.bare_cold(n).await?);
-                harness.push(self.harness_cold(n).await?);
-            }
-        }
-        Ok(Metric {
-            name: format!("cold_start_{n}"),
-            what: format!("{n} stdio servers started at once until all are connected"),
-            harness,
-            baseline,
-            per_call: false,
-        })
-    }
-
-    /// `Runtime::start` until one published snapshot has all `n` servers connected.
-    async fn harness_cold(&self, n: usize) -> Result<f64, String> {
-        let config = self.config((0..n).map(|i| format!("fixture{i}")));
-        let started = Instant::now();
-        let runtime = Runtime::start(config).map_err(|e| e.to_string())?;
-        let snapshot = runtime
-            .wait_for(STARTUP_TIMEOUT, |s| all_connected(s, n))
-            .await;
-        let elapsed = started.elapsed().as_secs_f64();
-        runtime.shutdown().await;
-        self.wait_reaped().await?;
-        if all_connected(&snapshot, n) {
-            Ok(elapsed)
-        } else {
-            let connected = snapshot
-                .servers
-                .values()
-                .filter(|s| s.state == ServerState::Connected)
-                .count();
-            Err(format!(
-                "the harness connected {connected} of {n} servers within {STARTUP_TIMEOUT:?}"
-            ))
-        }
-    }
-
-    /// `n` concurrent bare spawn + initialize.
-    async fn bare_cold(&self, n: usize) -> Result<f64, String> {
-        let started = Instant::now();
-        let clients = futures::future::join_all((0..n).map(|_| self.bare())).await;
-        let elapsed = started.elapsed().as_secs_f64();
-        let mut first_error = None;
-        let mut running = Vec::new();
-        for c in clients {
-            match c {
-                Ok(c) => running.push(c),
-                Err(e) => first_error = first_error.or(Some(e)),
-            }
-        }
-        futures::future::join_all(running.into_iter().map(|c| c.cancel())).await;
-        self.wait_reaped().await?;
-        match first_error {
-            None => Ok(elapsed),
-            Some(e) => Err(e),
         }
     }
 
@@ -554,63 +431,6 @@ fn all_connected(snapshot: &Snapshot, n: usize) -> bool {
             .all(|s| s.state == ServerState::Connected)
 }
 
-fn echo_args() -> JsonObject {
-    let mut args = JsonObject::new();
-    args.insert("message".into(), Value::String("hi".into()));
-    args
-}
-
-/// `count` sequential echo calls through the harness; seconds taken.
-async fn harness_calls(runtime: &Runtime, count: usize) -> Result<f64, String> {
-    let args = echo_args();
-    let started = Instant::now();
-    for i in 0..count {
-        if started.elapsed() > BATCH_LIMIT {
-            return Err(format!(
-                "harness: {i} of {count} calls took over {BATCH_LIMIT:?}"
-            ));
-        }
-        match tokio::time::timeout(
-            CALL_TIMEOUT,
-            runtime.call_tool(ECHO_TOOL, Some(args.clone())),
-        )
-        .await
-        {
-            Ok(Ok(r)) if !r.is_error() => {}
-            Ok(Ok(r)) => {
-                return Err(format!(
-                    "harness: echo reported an error: {:?}",
-                    r.result.content
-                ));
-            }
-            Ok(Err(e)) => return Err(format!("harness: echo failed: {e}")),
-            Err(_) => return Err(format!("harness: echo took over {CALL_TIMEOUT:?}")),
-        }
-    }
-    Ok(started.elapsed().as_secs_f64())
-}
-
-/// `count` sequential echo calls through the bare rmcp client; seconds taken.
-async fn bare_calls(client: &BareClient, count: usize) -> Result<f64, String> {
-    let args = echo_args();
-    let started = Instant::now();
-    for i in 0..count {
-        if started.elapsed() > BATCH_LIMIT {
-            return Err(format!(
-                "bare: {i} of {count} calls took over {BATCH_LIMIT:?}"
-            ));
-        }
-        let params = CallToolRequestParams::new("echo").with_arguments(args.clone());
-        match tokio::time::timeout(CALL_TIMEOUT, client.peer().call_tool(params)).await {
-            Ok(Ok(r)) if !r.is_error.unwrap_or(false) => {}
-            Ok(Ok(r)) => return Err(format!("bare: echo reported an error: {:?}", r.content)),
-            Ok(Err(e)) => return Err(format!("bare: echo failed: {e}")),
-            Err(_) => return Err(format!("bare: echo took over {CALL_TIMEOUT:?}")),
-        }
-    }
-    Ok(started.elapsed().as_secs_f64())
-}
-
 /// How many processes `pgrep -f pattern` finds (0 when pgrep finds none or cannot run).
 fn pgrep(pattern: &str) -> usize {
     match Command::new("pgrep")
@@ -626,124 +446,23 @@ fn pgrep(pattern: &str) -> usize {
     }
 }
 
-struct Report {
-    metrics: Vec<Metric>,
-    /// Fixture processes of this run alive at the end.
-    leftover: usize,
-    /// Any `mcp-fixture-server` alive at the end (other users of the machine included).
-    any_fixture: usize,
-    elapsed: Duration,
-}
-
-impl Report {
-    fn print(&self, options: &Options, tag: &str) {
-        println!(
-            "\nharness vs bare rmcp client on the release fixture server ({} rounds, harness/baseline order alternating, median)\n",
-            options.rounds
-        );
-        println!(
-            "{:<16} {:<10} {:>12} {:>12}  rounds",
-            "metric", "side", "median", "calls/s"
-        );
-        for m in &self.metrics {
-            for (side, values, med) in [
-                ("harness", &m.harness, m.harness_median()),
-                ("bare rmcp", &m.baseline, m.baseline_median()),
-            ] {
-                let rate = if m.per_call {
-                    format!("{:.0}", 1.0 / med)
-                } else {
-                    "-".into()
-                };
-                let rounds: Vec<String> = values.iter().map(|v| human(*v)).collect();
-                println!(
-                    "{:<16} {:<10} {:>12} {:>12}  {}",
-                    m.name,
-                    side,
-                    human(med),
-                    rate,
-                    rounds.join(" ")
-                );
-            }
-            println!(
-                "{:<16} {:<10} {:>12}  ({})",
-                m.name,
-                "ratio",
-                format!("{:.2}x", m.ratio()),
-                m.what
-            );
-        }
-        println!(
-            "\nfixture processes of this run left (pgrep -f {tag}): {}; any mcp-fixture-server running: {}",
-            self.leftover, self.any_fixture
-        );
-        println!("measured in {:.1}s\n", self.elapsed.as_secs_f64());
-        for m in &self.metrics {
-            println!(
-                "bench {}: harness {} vs baseline {} = {:.2}x",
-                m.name,
-                human(m.harness_median()),
-                human(m.baseline_median()),
-                m.ratio()
-            );
-        }
-    }
-
-    fn write_json(&self, path: &Path, options: &Options) -> std::io::Result<()> {
-        let metrics: Vec<Value> = self
-            .metrics
-            .iter()
-            .map(|m| {
-                json!({
-                    "name": m.name,
-                    "what": m.what,
-                    "unit": "seconds",
-                    "harness": m.harness_median(),
-                    "baseline": m.baseline_median(),
-                    "ratio": m.ratio(),
-                    "harness_rounds": m.harness,
-                    "baseline_rounds": m.baseline,
-                })
-            })
-            .collect();
-        let doc = json!({
-            "options": {
-                "calls": options.calls,
-                "servers": options.servers,
-                "rounds": options.rounds,
-                "warmup": options.warmup,
-            },
-            "metrics": metrics,
-            "leftover_fixture_processes": self.leftover,
-            "measured_seconds": self.elapsed.as_secs_f64(),
-        });
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let text = serde_json::to_string_pretty(&doc).map_err(std::io::Error::other)?;
-        std::fs::write(path, text + "\n")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn median_of_odd_and_even() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
-    }
-
-    #[test]
     fn options_parse_and_bounds() {
-        let args: Vec<String> = ["--calls", "10", "--servers=3"]
+        let args: Vec<String> = ["--calls", "10", "--servers=3", "--changes", "7"]
             .iter()
             .map(|s| s.to_string())
             .collect();
         let o = Options::parse(&args).expect("valid arguments");
         assert_eq!((o.calls, o.servers, o.rounds), (10, 3, DEFAULT_ROUNDS));
+        assert_eq!((o.changes, o.builds), (7, DEFAULT_BUILDS));
         assert!(Options::parse(&["--calls".into(), "0".into()]).is_err());
+        assert!(Options::parse(&["--changes".into(), "0".into()]).is_err());
         assert!(Options::parse(&["--bogus".into()]).is_err());
+        let inner = Options::parse(&o.inner_args(Path::new("/f"))[1..]).expect("inner args parse");
+        assert_eq!((inner.changes, inner.builds, inner.calls), (7, o.builds, 10));
     }
 }

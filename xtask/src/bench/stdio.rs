@@ -1,0 +1,194 @@
+//! The stdio metrics: `echo_per_call` and `cold_start_<N>`.
+
+use std::time::Instant;
+
+use mcp_harness_runtime::Runtime;
+use mcp_harness_runtime::catalog::ServerState;
+use rmcp::model::{CallToolRequestParams, JsonObject};
+use serde_json::Value;
+
+use super::report::Metric;
+use super::{BATCH_LIMIT, BareClient, Bench, CALL_TIMEOUT, STARTUP_TIMEOUT, all_connected};
+
+const ECHO_SERVER: &str = "fixture";
+const ECHO_TOOL: &str = "mcp__fixture__echo";
+
+impl Bench {
+    pub(super) async fn echo(&self) -> Result<Metric, String> {
+        let (calls, warmup) = (self.options.calls, self.options.warmup);
+        let runtime =
+            Runtime::start(self.config([ECHO_SERVER.to_string()])).map_err(|e| e.to_string())?;
+        let snapshot = runtime
+            .wait_for(STARTUP_TIMEOUT, |s| all_connected(s, 1))
+            .await;
+        if !all_connected(&snapshot, 1) {
+            runtime.shutdown().await;
+            return Err(format!(
+                "the harness did not connect the fixture within {STARTUP_TIMEOUT:?}"
+            ));
+        }
+        let bare = match self.bare().await {
+            Ok(b) => b,
+            Err(e) => {
+                runtime.shutdown().await;
+                return Err(e);
+            }
+        };
+        let measured = async {
+            harness_calls(&runtime, warmup).await?;
+            bare_calls(&bare, warmup).await?;
+            let (mut h, mut b) = (Vec::new(), Vec::new());
+            for round in 0..self.options.rounds {
+                if round % 2 == 0 {
+                    h.push(harness_calls(&runtime, calls).await? / calls as f64);
+                    b.push(bare_calls(&bare, calls).await? / calls as f64);
+                } else {
+                    b.push(bare_calls(&bare, calls).await? / calls as f64);
+                    h.push(harness_calls(&runtime, calls).await? / calls as f64);
+                }
+            }
+            Ok::<_, String>((h, b))
+        }
+        .await;
+        runtime.shutdown().await;
+        let _ = bare.cancel().await;
+        self.wait_reaped().await?;
+        let (harness, baseline) = measured?;
+        Ok(Metric {
+            per_call: true,
+            ..Metric::new(
+                "echo_per_call",
+                format!(
+                    "sequential echo tools/call over stdio, {calls} calls per round, time per call"
+                ),
+                harness,
+                baseline,
+            )
+        })
+    }
+
+    pub(super) async fn cold_start(&self) -> Result<Metric, String> {
+        let n = self.options.servers;
+        let (mut harness, mut baseline) = (Vec::new(), Vec::new());
+        for round in 0..self.options.rounds {
+            if round % 2 == 0 {
+                harness.push(self.harness_cold(n).await?);
+                baseline.push(self.bare_cold(n).await?);
+            } else {
+                baseline.push(self.bare_cold(n).await?);
+                harness.push(self.harness_cold(n).await?);
+            }
+        }
+        Ok(Metric::new(
+            format!("cold_start_{n}"),
+            format!("{n} stdio servers started at once until all are connected"),
+            harness,
+            baseline,
+        ))
+    }
+
+    /// `Runtime::start` until one published snapshot has all `n` servers connected.
+    async fn harness_cold(&self, n: usize) -> Result<f64, String> {
+        let config = self.config((0..n).map(|i| format!("fixture{i}")));
+        let started = Instant::now();
+        let runtime = Runtime::start(config).map_err(|e| e.to_string())?;
+        let snapshot = runtime
+            .wait_for(STARTUP_TIMEOUT, |s| all_connected(s, n))
+            .await;
+        let elapsed = started.elapsed().as_secs_f64();
+        runtime.shutdown().await;
+        self.wait_reaped().await?;
+        if all_connected(&snapshot, n) {
+            Ok(elapsed)
+        } else {
+            let connected = snapshot
+                .servers
+                .values()
+                .filter(|s| s.state == ServerState::Connected)
+                .count();
+            Err(format!(
+                "the harness connected {connected} of {n} servers within {STARTUP_TIMEOUT:?}"
+            ))
+        }
+    }
+
+    /// `n` concurrent bare spawn + initialize.
+    async fn bare_cold(&self, n: usize) -> Result<f64, String> {
+        let started = Instant::now();
+        let clients = futures::future::join_all((0..n).map(|_| self.bare())).await;
+        let elapsed = started.elapsed().as_secs_f64();
+        let mut first_error = None;
+        let mut running = Vec::new();
+        for c in clients {
+            match c {
+                Ok(c) => running.push(c),
+                Err(e) => first_error = first_error.or(Some(e)),
+            }
+        }
+        futures::future::join_all(running.into_iter().map(|c| c.cancel())).await;
+        self.wait_reaped().await?;
+        match first_error {
+            None => Ok(elapsed),
+            Some(e) => Err(e),
+        }
+    }
+
+}
+
+fn echo_args() -> JsonObject {
+    let mut args = JsonObject::new();
+    args.insert("message".into(), Value::String("hi".into()));
+    args
+}
+
+/// `count` sequential echo calls through the harness; seconds taken.
+async fn harness_calls(runtime: &Runtime, count: usize) -> Result<f64, String> {
+    let args = echo_args();
+    let started = Instant::now();
+    for i in 0..count {
+        if started.elapsed() > BATCH_LIMIT {
+            return Err(format!(
+                "harness: {i} of {count} calls took over {BATCH_LIMIT:?}"
+            ));
+        }
+        match tokio::time::timeout(
+            CALL_TIMEOUT,
+            runtime.call_tool(ECHO_TOOL, Some(args.clone())),
+        )
+        .await
+        {
+            Ok(Ok(r)) if !r.is_error() => {}
+            Ok(Ok(r)) => {
+                return Err(format!(
+                    "harness: echo reported an error: {:?}",
+                    r.result.content
+                ));
+            }
+            Ok(Err(e)) => return Err(format!("harness: echo failed: {e}")),
+            Err(_) => return Err(format!("harness: echo took over {CALL_TIMEOUT:?}")),
+        }
+    }
+    Ok(started.elapsed().as_secs_f64())
+}
+
+/// `count` sequential echo calls through the bare rmcp client; seconds taken.
+async fn bare_calls(client: &BareClient, count: usize) -> Result<f64, String> {
+    let args = echo_args();
+    let started = Instant::now();
+    for i in 0..count {
+        if started.elapsed() > BATCH_LIMIT {
+            return Err(format!(
+                "bare: {i} of {count} calls took over {BATCH_LIMIT:?}"
+            ));
+        }
+        let params = CallToolRequestParams::new("echo").with_arguments(args.clone());
+        match tokio::time::timeout(CALL_TIMEOUT, client.peer().call_tool(params)).await {
+            Ok(Ok(r)) if !r.is_error.unwrap_or(false) => {}
+            Ok(Ok(r)) => return Err(format!("bare: echo reported an error: {:?}", r.content)),
+            Ok(Err(e)) => return Err(format!("bare: echo failed: {e}")),
+            Err(_) => return Err(format!("bare: echo took over {CALL_TIMEOUT:?}")),
+        }
+    }
+    Ok(started.elapsed().as_secs_f64())
+}
+
