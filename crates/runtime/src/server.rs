@@ -229,13 +229,22 @@ impl ServerActor {
         self.report("connecting");
 
         let weak = ctx.address().downgrade();
+        let (progress, server) = (self.settings.progress.clone(), self.config.name.clone());
         let sink: EventSink = Arc::new(move |event| {
+            if let ServerEvent::Progress(p) = event {
+                // Straight to the waiting caller, no actor hop.
+                if !progress.deliver(&server, p) {
+                    tracing::trace!(server = %server, "progress for a request nobody waits for");
+                }
+                return;
+            }
             if let Some(addr) = weak.upgrade() {
                 addr.do_send(Notified { epoch, event });
             }
         });
-        let handler =
-            HarnessClient::new(sink).with_protocol_version(self.settings.protocol_version.clone());
+        let handler = HarnessClient::new(sink)
+            .with_protocol_version(self.settings.protocol_version.clone())
+            .with_callbacks(&self.config.name, self.settings.callbacks.clone());
         let options = ConnectOptions {
             server: self.name().to_string(),
             startup_timeout: self.config.startup_timeout,

@@ -34,7 +34,7 @@ pub fn build(url: &str) -> Result<Runtime, String> {
             exclude_tools: Vec::new(),
         },
     );
-    let mut builder = RuntimeBuilder::new(config);
+    let mut builder = RuntimeBuilder::new(config).callbacks(std::sync::Arc::new(AcceptDefaults));
     if let Ok(version) = std::env::var("MCP_CONFORMANCE_PROTOCOL_VERSION") {
         builder = builder.protocol_version(&version);
     }
@@ -58,23 +58,83 @@ pub async fn run(runtime: &Runtime) -> Result<(), String> {
     if SKILL_SCENARIOS.contains(&scenario.as_str()) {
         return skills(runtime, &scenario).await;
     }
-    if scenario == "tools_call" {
-        // The suite's server offers `add_numbers`; the call goes through the same path as
-        // `mcp-harness call`.
-        let name = mcp_harness_catalog::qualify(SERVER, "add_numbers");
-        let args = serde_json::json!({"a": 5, "b": 3}).as_object().cloned();
+    for (tool, args) in calls_for(&scenario, &snapshot)? {
+        let name = mcp_harness_catalog::qualify(SERVER, &tool);
         let result = runtime
-            .call_tool(&name, args)
+            .call_tool(&name, args.as_object().cloned())
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| format!("{tool}: {e}"))?;
         if result.is_error() {
-            return Err(format!(
-                "add_numbers reported an error: {:?}",
-                result.result.content
-            ));
+            return Err(format!("{tool} reported an error: {:?}", result.result.content));
         }
     }
     Ok(())
+}
+
+/// The tool calls a scenario asks for: which tools, with which arguments. Everything else
+/// (headers, `_meta`, reconnection, elicitation defaults) is the runtime's ordinary behaviour.
+fn calls_for(
+    scenario: &str,
+    snapshot: &mcp_harness_catalog::Snapshot,
+) -> Result<Vec<(String, serde_json::Value)>, String> {
+    use serde_json::json;
+    let calls = match scenario {
+        "tools_call" => vec![("add_numbers".to_string(), json!({"a": 5, "b": 3}))],
+        "elicitation-sep1034-client-defaults" => {
+            vec![("test_client_elicitation_defaults".to_string(), json!({}))]
+        }
+        "sse-retry" => vec![("test_reconnection".to_string(), json!({}))],
+        "http-invalid-tool-headers" => vec![("valid_tool".to_string(), json!({"region": "us-west1"}))],
+        "json-schema-2020-12-preservation" => {
+            let tool = snapshot
+                .tool(&mcp_harness_catalog::qualify(SERVER, "json_schema_2020_12_tool"))
+                .ok_or("json_schema_2020_12_tool is not in the catalog")?;
+            let schema = serde_json::Value::Object((*tool.tool.input_schema).clone());
+            vec![("json_schema_echo".to_string(), json!({"schema": schema}))]
+        }
+        // The suite passes the calls to make in its context.
+        _ => match std::env::var("MCP_CONFORMANCE_CONTEXT") {
+            Ok(context) => {
+                let context: serde_json::Value = serde_json::from_str(&context)
+                    .map_err(|e| format!("MCP_CONFORMANCE_CONTEXT is not JSON: {e}"))?;
+                context
+                    .get("toolCalls")
+                    .and_then(|c| c.as_array())
+                    .map(|calls| {
+                        calls
+                            .iter()
+                            .filter_map(|c| {
+                                Some((c.get("name")?.as_str()?.to_string(), c.get("arguments").cloned().unwrap_or(json!({}))))
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            }
+            Err(_) => Vec::new(),
+        },
+    };
+    Ok(calls)
+}
+
+/// Answers a form elicitation the way a user who accepts the proposed values does: accept,
+/// changing nothing (the runtime then fills in every schema default, SEP-1034).
+struct AcceptDefaults;
+
+impl mcp_harness_runtime::transport::ClientCallbacks for AcceptDefaults {
+    fn supports(&self) -> mcp_harness_runtime::transport::Supported {
+        mcp_harness_runtime::transport::Supported { elicitation_form: true, ..Default::default() }
+    }
+
+    fn elicit(
+        &self,
+        _server: &str,
+        _request: rmcp::model::ElicitRequestParams,
+    ) -> mcp_harness_runtime::transport::CallbackFuture<rmcp::model::ElicitResult> {
+        Box::pin(async {
+            Ok(serde_json::from_value(serde_json::json!({"action": "accept", "content": {}}))
+                .map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))?)
+        })
+    }
 }
 
 /// The SEP-2640 scenarios. The runtime lists skills at connection and never fetches a skill file
