@@ -6,6 +6,13 @@
 //! it in a published snapshot (`Runtime::wait_for`); the bare side is an rmcp client whose
 //! `on_tool_list_changed` lists every tool and publishes the names on a watch channel.
 //!
+//! Six sides: bare, harness with the default batch window, harness with `batch_window(ZERO)`,
+//! once with changes back to back and once with every change `SPACING` (one window + 4 ms)
+//! after the previous one was visible. Back to back, a change reaches the publisher within a
+//! window of the previous publication and waits for the window's end; spaced, it is a lone
+//! update and is published at once. The spaced window-0 and bare sides tell the window's cost
+//! apart from what idling between changes costs.
+//!
 //! Changes run in chunks; within a chunk one side's changes follow each other at once, and the
 //! order of the sides rotates from chunk to chunk. So the first change of a harness chunk comes
 //! after the other sides' turns, more than one window after its previous publication: one
@@ -37,9 +44,9 @@ const CHUNK: usize = 20;
 /// One change, from t0 until visible.
 const VISIBLE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The whole measured phase, all sides.
-const PHASE_LIMIT: Duration = Duration::from_secs(60);
-/// `_spaced`: the quiet time before each change, so the previous publication is at least one
-/// window old and the change is a lone update.
+const PHASE_LIMIT: Duration = Duration::from_secs(90);
+/// `_spaced`: the quiet time before each change (every side), so the previous publication is at
+/// least one window old and the change is a lone update.
 const SPACING: Duration = DEFAULT_BATCH_WINDOW.saturating_add(Duration::from_millis(4));
 
 /// The tool names of the newest completed listing, with the number of the listing.
@@ -80,11 +87,16 @@ impl ClientHandler for Lister {
     }
 }
 
-enum Side {
+/// One client and its fixture; `spacing` is the quiet time before each of its changes.
+struct Side {
+    spacing: Duration,
+    kind: Kind,
+}
+
+enum Kind {
     Harness {
         label: &'static str,
         runtime: Runtime,
-        spacing: Duration,
     },
     Bare {
         client: RunningService<RoleClient, Lister>,
@@ -101,15 +113,11 @@ fn add_args(name: &str) -> JsonObject {
 impl Side {
     /// One change: seconds from t0 until `name` is visible.
     async fn change(&mut self, name: &str) -> Result<f64, String> {
-        match self {
-            Side::Harness {
-                label,
-                runtime,
-                spacing,
-            } => {
-                if !spacing.is_zero() {
-                    tokio::time::sleep(*spacing).await;
-                }
+        if !self.spacing.is_zero() {
+            tokio::time::sleep(self.spacing).await;
+        }
+        match &mut self.kind {
+            Kind::Harness { label, runtime } => {
                 let qualified = qualify(SERVER, name);
                 let add_tool = qualify(SERVER, "add_tool");
                 let t0 = Instant::now();
@@ -138,7 +146,7 @@ impl Side {
                     )),
                 }
             }
-            Side::Bare { client, listed } => {
+            Kind::Bare { client, listed } => {
                 let t0 = Instant::now();
                 let params = CallToolRequestParams::new("add_tool").with_arguments(add_args(name));
                 match tokio::time::timeout(CALL_TIMEOUT, client.peer().call_tool(params)).await {
@@ -164,9 +172,9 @@ impl Side {
     }
 
     async fn shutdown(self) {
-        match self {
-            Side::Harness { runtime, .. } => runtime.shutdown().await,
-            Side::Bare { client, .. } => {
+        match self.kind {
+            Kind::Harness { runtime, .. } => runtime.shutdown().await,
+            Kind::Bare { client, .. } => {
                 let _ = client.cancel().await;
             }
         }
@@ -194,14 +202,13 @@ impl Bench {
                 "{label}: the harness did not connect the fixture within {STARTUP_TIMEOUT:?}"
             ));
         }
-        Ok(Side::Harness {
-            label,
-            runtime,
+        Ok(Side {
             spacing,
+            kind: Kind::Harness { label, runtime },
         })
     }
 
-    async fn bare_side(&self) -> Result<Side, String> {
+    async fn bare_side(&self, spacing: Duration) -> Result<Side, String> {
         let (tx, listed) = watch::channel((0, Arc::new(HashSet::new())));
         let lister = Lister {
             tx: Arc::new(tx),
@@ -209,30 +216,33 @@ impl Bench {
         };
         let transport = self.fixture_transport()?;
         match tokio::time::timeout(STARTUP_TIMEOUT, lister.serve(transport)).await {
-            Ok(Ok(client)) => Ok(Side::Bare { client, listed }),
+            Ok(Ok(client)) => Ok(Side {
+                spacing,
+                kind: Kind::Bare { client, listed },
+            }),
             Ok(Err(e)) => Err(format!("bare initialize failed: {e}")),
             Err(_) => Err(format!("bare initialize took over {STARTUP_TIMEOUT:?}")),
         }
     }
 
+    /// Bare, default window, window 0: back to back, then spaced.
     async fn sides(&self, sides: &mut Vec<Side>) -> Result<(), String> {
-        sides.push(self.bare_side().await?);
-        sides.push(
-            self.harness_side("harness", DEFAULT_BATCH_WINDOW, Duration::ZERO)
-                .await?,
-        );
-        sides.push(
-            self.harness_side("harness window 0", Duration::ZERO, Duration::ZERO)
-                .await?,
-        );
-        sides.push(
-            self.harness_side("harness spaced", DEFAULT_BATCH_WINDOW, SPACING)
-                .await?,
-        );
+        for spacing in [Duration::ZERO, SPACING] {
+            sides.push(self.bare_side(spacing).await?);
+            sides.push(
+                self.harness_side("harness", DEFAULT_BATCH_WINDOW, spacing)
+                    .await?,
+            );
+            sides.push(
+                self.harness_side("harness window 0", Duration::ZERO, spacing)
+                    .await?,
+            );
+        }
         Ok(())
     }
 
-    /// Six metrics: median and p99 for each harness variant, against the same bare samples.
+    /// Eight metrics: median and p99 of the harness with its default window and with window 0,
+    /// changes back to back and spaced, each against the bare side paced the same way.
     pub(super) async fn list_changed(&self) -> Result<Vec<Metric>, String> {
         let k = self.options.changes;
         let mut sides = Vec::new();
@@ -267,37 +277,45 @@ impl Bench {
             side.shutdown().await;
         }
         self.wait_reaped().await?;
-        // In the order of `sides`: bare, then the three harness variants.
-        let mut samples = measured?;
-        let bare = samples.remove(0);
+        // In the order of `sides`: (bare, default window, window 0) back to back, then spaced.
+        let samples = measured?;
         let window_ms = DEFAULT_BATCH_WINDOW.as_secs_f64() * 1e3;
-        let variants = [
-            (
-                "list_changed_visible",
-                format!("default {window_ms:.0} ms window, changes back to back"),
-            ),
-            ("list_changed_visible_window0", "batch_window(0)".to_string()),
-            (
-                "list_changed_visible_spaced",
-                format!(
-                    "default window, each change {:.0} ms after the previous one was visible",
-                    SPACING.as_secs_f64() * 1e3
-                ),
-            ),
-        ];
+        let spacing_ms = SPACING.as_secs_f64() * 1e3;
         let mut metrics = Vec::new();
-        for ((name, how), harness) in variants.into_iter().zip(samples) {
-            let m = Metric::new(
-                name,
-                format!(
-                    "add_tool → new tool visible (harness: published snapshot, {how}; bare: on_tool_list_changed + tools/list), {k} changes"
+        for (group, (suffix, pace)) in samples.chunks(3).zip([
+            ("", "back to back".to_string()),
+            (
+                "_spaced",
+                format!("each {spacing_ms:.0} ms after the previous was visible"),
+            ),
+        ]) {
+            let [bare, default, zero] = group else {
+                return Err("list_changed: a side is missing".into());
+            };
+            for (name, harness, window) in [
+                (
+                    format!("list_changed_visible{suffix}"),
+                    default,
+                    format!("{window_ms:.0} ms window"),
                 ),
-                harness,
-                bare.clone(),
-            );
-            let p99 = m.p99();
-            metrics.push(m);
-            metrics.push(p99);
+                (
+                    format!("list_changed_visible{suffix}_window0"),
+                    zero,
+                    "window 0".to_string(),
+                ),
+            ] {
+                let m = Metric::new(
+                    name,
+                    format!(
+                        "add_tool → tool visible, harness ({window}: published snapshot) vs bare (on_tool_list_changed + tools/list), {k} changes {pace}"
+                    ),
+                    harness.clone(),
+                    bare.clone(),
+                );
+                let p99 = m.p99();
+                metrics.push(m);
+                metrics.push(p99);
+            }
         }
         Ok(metrics)
     }

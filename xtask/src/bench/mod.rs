@@ -24,11 +24,12 @@
 //!   `Runtime::call_tool` vs `Peer::call_tool` of a bare `().serve(TokioChildProcess)` client;
 //! - `cold_start_<N>`: `Runtime::start` of N stdio servers until a published snapshot has all N
 //!   connected (initialize + first listing + publication) vs N concurrent bare spawn + initialize;
-//! - `list_changed_visible[_window0|_spaced][_p99]`: from just before an `add_tool` call until the
-//!   new tool is in a published snapshot (`Runtime::wait_for`), vs a bare rmcp client whose
+//! - `list_changed_visible[_spaced][_window0][_p99]`: from just before an `add_tool` call until
+//!   the new tool is in a published snapshot (`Runtime::wait_for`), vs a bare rmcp client whose
 //!   `on_tool_list_changed` lists the tools and signals once they contain the new name; the
-//!   harness runs with its default batch window (changes back to back, and `_spaced`: each change
-//!   at least one window after the previous publication) and with `batch_window(ZERO)`;
+//!   harness runs with its default batch window and with `batch_window(ZERO)`, with changes back
+//!   to back and `_spaced` (each change one window + 4 ms after the previous one was visible, on
+//!   every side, baseline included);
 //! - `snapshot_build_<T>`: `SnapshotBuilder` + `build` over S catalogs of T/S realistic tools
 //!   (pure CPU) vs cloning the catalogs' `Arc`s into a map and indexing every qualified name;
 //! - `set_tools_<n>`: `ServerCatalog::set_tools` (sanitising and qualifying) of one server's n
@@ -463,6 +464,9 @@ mod tests {
         assert!(Options::parse(&["--changes".into(), "0".into()]).is_err());
         assert!(Options::parse(&["--bogus".into()]).is_err());
         let inner = Options::parse(&o.inner_args(Path::new("/f"))[1..]).expect("inner args parse");
-        assert_eq!((inner.changes, inner.builds, inner.calls), (7, o.builds, 10));
+        assert_eq!(
+            (inner.changes, inner.builds, inner.calls),
+            (7, o.builds, 10)
+        );
     }
 }

@@ -59,7 +59,11 @@ fn tool(s: usize, t: usize) -> Tool {
     let serde_json::Value::Object(schema) = schema else {
         unreachable!("a JSON object literal")
     };
-    Tool::new(format!("search_records_{t:03}"), description, Arc::new(schema))
+    Tool::new(
+        format!("search_records_{t:03}"),
+        description,
+        Arc::new(schema),
+    )
 }
 
 /// Times `harness` and `baseline` alternately, `rounds` times each or until `PHASE_LIMIT`.

@@ -132,7 +132,6 @@ impl Bench {
             Some(e) => Err(e),
         }
     }
-
 }
 
 fn echo_args() -> JsonObject {
@@ -191,4 +190,3 @@ async fn bare_calls(client: &BareClient, count: usize) -> Result<f64, String> {
     }
     Ok(started.elapsed().as_secs_f64())
 }
-
