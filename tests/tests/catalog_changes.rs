@@ -15,14 +15,28 @@ use serde_json::json;
 
 /// The kinds that changed for `server` in `snapshot`'s revision.
 fn kinds_changed(snapshot: &Snapshot, server: &str) -> BTreeSet<Kind> {
-    snapshot.changes.iter().filter(|c| c.server == server).filter_map(|c| c.kind).collect()
+    snapshot
+        .changes
+        .iter()
+        .filter(|c| c.server == server)
+        .filter_map(|c| c.kind)
+        .collect()
 }
 
 /// Calls `tool` on `server` and waits for the revision whose changes satisfy `pred`.
-async fn change_after(runtime: &Runtime, server: &str, tool: &str, arguments: serde_json::Value, pred: impl Fn(&Snapshot) -> bool) -> std::sync::Arc<Snapshot> {
+async fn change_after(
+    runtime: &Runtime,
+    server: &str,
+    tool: &str,
+    arguments: serde_json::Value,
+    pred: impl Fn(&Snapshot) -> bool,
+) -> std::sync::Arc<Snapshot> {
     let mut rx = runtime.watch();
     rx.borrow_and_update();
-    runtime.call_tool(&format!("mcp__{server}__{tool}"), args(arguments)).await.expect("tool call");
+    runtime
+        .call_tool(&format!("mcp__{server}__{tool}"), args(arguments))
+        .await
+        .expect("tool call");
     let found = tokio::time::timeout(SETTLE, async {
         loop {
             if rx.changed().await.is_err() {
@@ -35,7 +49,10 @@ async fn change_after(runtime: &Runtime, server: &str, tool: &str, arguments: se
         }
     })
     .await;
-    found.ok().flatten().expect("the expected revision was published")
+    found
+        .ok()
+        .flatten()
+        .expect("the expected revision was published")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -43,18 +60,57 @@ async fn each_notification_refreshes_exactly_its_edges() {
     let runtime = start(vec![server("fx", fixture_stdio(&[]))]);
     runtime.wait_settled(SETTLE).await;
 
-    let s = change_after(&runtime, "fx", "add_tool", json!({"name": "t1"}), |s| kinds_changed(s, "fx").contains(&Kind::Tools)).await;
-    assert_eq!(kinds_changed(&s, "fx"), BTreeSet::from([Kind::Tools]), "tools/list_changed touches tools only");
+    let s = change_after(&runtime, "fx", "add_tool", json!({"name": "t1"}), |s| {
+        kinds_changed(s, "fx").contains(&Kind::Tools)
+    })
+    .await;
+    assert_eq!(
+        kinds_changed(&s, "fx"),
+        BTreeSet::from([Kind::Tools]),
+        "tools/list_changed touches tools only"
+    );
 
-    let s = change_after(&runtime, "fx", "add_prompt", json!({"name": "p1"}), |s| kinds_changed(s, "fx").contains(&Kind::Prompts)).await;
-    assert_eq!(kinds_changed(&s, "fx"), BTreeSet::from([Kind::Prompts, Kind::Commands]), "prompts → prompts and the commands built from them");
-    assert!(s.catalogs["fx"].commands.iter().any(|c| c.qualified_name == "mcp__fx__p1"));
+    let s = change_after(&runtime, "fx", "add_prompt", json!({"name": "p1"}), |s| {
+        kinds_changed(s, "fx").contains(&Kind::Prompts)
+    })
+    .await;
+    assert_eq!(
+        kinds_changed(&s, "fx"),
+        BTreeSet::from([Kind::Prompts, Kind::Commands]),
+        "prompts → prompts and the commands built from them"
+    );
+    assert!(
+        s.catalogs["fx"]
+            .commands
+            .iter()
+            .any(|c| c.qualified_name == "mcp__fx__p1")
+    );
 
-    let s = change_after(&runtime, "fx", "add_resource", json!({"uri": "fixture://r1"}), |s| kinds_changed(s, "fx").contains(&Kind::Resources)).await;
+    let s = change_after(
+        &runtime,
+        "fx",
+        "add_resource",
+        json!({"uri": "fixture://r1"}),
+        |s| kinds_changed(s, "fx").contains(&Kind::Resources),
+    )
+    .await;
     let changed = kinds_changed(&s, "fx");
     assert!(changed.contains(&Kind::Resources));
-    assert!(changed.is_subset(&BTreeSet::from([Kind::Resources, Kind::ResourceTemplates, Kind::Skills, Kind::Commands])), "{changed:?}");
-    assert!(s.changes.iter().filter(|c| c.server == "fx").all(|c| c.cause == "notifications/resources/list_changed"));
+    assert!(
+        changed.is_subset(&BTreeSet::from([
+            Kind::Resources,
+            Kind::ResourceTemplates,
+            Kind::Skills,
+            Kind::Commands
+        ])),
+        "{changed:?}"
+    );
+    assert!(
+        s.changes
+            .iter()
+            .filter(|c| c.server == "fx")
+            .all(|c| c.cause == "notifications/resources/list_changed")
+    );
     runtime.shutdown().await;
 }
 
@@ -70,10 +126,13 @@ async fn newest_listing_wins_under_floods() {
         seed % n
     };
     for window_ms in [0u64, 1, 16] {
-        let runtime = RuntimeBuilder::new(config(vec![server("a", fixture_stdio(&[])), server("b", fixture_stdio(&[]))]))
-            .batch_window(Duration::from_millis(window_ms))
-            .start()
-            .expect("start");
+        let runtime = RuntimeBuilder::new(config(vec![
+            server("a", fixture_stdio(&[])),
+            server("b", fixture_stdio(&[])),
+        ]))
+        .batch_window(Duration::from_millis(window_ms))
+        .start()
+        .expect("start");
         runtime.wait_settled(SETTLE).await;
         for round in 0..6 {
             let (ca, cb) = (rand(300) + 1, rand(300) + 1);
@@ -89,14 +148,38 @@ async fn newest_listing_wins_under_floods() {
                 let all: Vec<String> = match kind {
                     "tools" => c.tools.iter().map(|t| t.raw_name.clone()).collect(),
                     "prompts" => c.prompts.iter().map(|p| p.raw_name.clone()).collect(),
-                    _ => c.resources.iter().map(|r| r.resource.uri.rsplit('/').next().unwrap_or("").to_string()).collect(),
+                    _ => c
+                        .resources
+                        .iter()
+                        .map(|r| r.resource.uri.rsplit('/').next().unwrap_or("").to_string())
+                        .collect(),
                 };
-                all.into_iter().filter(|n| n.starts_with("flood_") || n.chars().all(|c| c.is_ascii_digit())).collect()
+                all.into_iter()
+                    .filter(|n| n.starts_with("flood_") || n.chars().all(|c| c.is_ascii_digit()))
+                    .collect()
             };
-            let want = |n: u64| if kind == "resources" { (n - 1).to_string() } else { format!("flood_{}", n - 1) };
-            let s = runtime.wait_for(SETTLE, |s| names(s, "a") == [want(ca)] && names(s, "b") == [want(cb)]).await;
-            assert_eq!(names(&s, "a"), [want(ca)], "window {window_ms} ms, round {round}");
-            assert_eq!(names(&s, "b"), [want(cb)], "window {window_ms} ms, round {round}");
+            let want = |n: u64| {
+                if kind == "resources" {
+                    (n - 1).to_string()
+                } else {
+                    format!("flood_{}", n - 1)
+                }
+            };
+            let s = runtime
+                .wait_for(SETTLE, |s| {
+                    names(s, "a") == [want(ca)] && names(s, "b") == [want(cb)]
+                })
+                .await;
+            assert_eq!(
+                names(&s, "a"),
+                [want(ca)],
+                "window {window_ms} ms, round {round}"
+            );
+            assert_eq!(
+                names(&s, "b"),
+                [want(cb)],
+                "window {window_ms} ms, round {round}"
+            );
         }
         runtime.shutdown().await;
     }
@@ -104,20 +187,37 @@ async fn newest_listing_wins_under_floods() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_storm_of_ten_thousand_notifications_ends_on_the_true_state() {
-    let servers: Vec<_> = (0..10).map(|i| server(&format!("s{i}"), fixture_stdio(&[]))).collect();
+    let servers: Vec<_> = (0..10)
+        .map(|i| server(&format!("s{i}"), fixture_stdio(&[])))
+        .collect();
     let window = Duration::from_millis(16);
-    let runtime = RuntimeBuilder::new(config(servers)).batch_window(window).start().expect("start");
+    let runtime = RuntimeBuilder::new(config(servers))
+        .batch_window(window)
+        .start()
+        .expect("start");
     runtime.wait_settled(SETTLE).await;
     let first = runtime.snapshot().revision;
     let started = Instant::now();
     let names: Vec<String> = (0..10).map(|i| format!("mcp__s{i}__flood")).collect();
-    let floods = names.iter().map(|n| runtime.call_tool(n, args(json!({"kind": "tools", "count": 1000}))));
+    let floods = names
+        .iter()
+        .map(|n| runtime.call_tool(n, args(json!({"kind": "tools", "count": 1000}))));
     for r in futures::future::join_all(floods).await {
         r.expect("flood");
     }
     let truth = |s: &Snapshot| {
         (0..10).all(|i| {
-            let flood: Vec<&str> = s.catalogs.get(&format!("s{i}")).map(|c| c.tools.iter().map(|t| t.raw_name.as_str()).filter(|n| n.starts_with("flood_")).collect()).unwrap_or_default();
+            let flood: Vec<&str> = s
+                .catalogs
+                .get(&format!("s{i}"))
+                .map(|c| {
+                    c.tools
+                        .iter()
+                        .map(|t| t.raw_name.as_str())
+                        .filter(|n| n.starts_with("flood_"))
+                        .collect()
+                })
+                .unwrap_or_default();
             flood == ["flood_999"]
         })
     };
@@ -127,31 +227,67 @@ async fn a_storm_of_ten_thousand_notifications_ends_on_the_true_state() {
     let publications = last.revision - first;
     // At most one publication per window (a lone update goes out at once, a burst at the end).
     let bound = elapsed.as_millis() as u64 / window.as_millis() as u64 + 2;
-    assert!(publications <= bound, "{publications} publications in {elapsed:?} (bound {bound})");
+    assert!(
+        publications <= bound,
+        "{publications} publications in {elapsed:?} (bound {bound})"
+    );
     assert!(publications < 10_000);
-    assert!(last.servers.values().all(|s| s.state == ServerState::Connected));
+    assert!(
+        last.servers
+            .values()
+            .all(|s| s.state == ServerState::Connected)
+    );
     runtime.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_relisting_keeps_the_previous_generation() {
-    let runtime = start(vec![server("fx", fixture_stdio(&["--tools", "12", "--page-size", "5"]))]);
+    let runtime = start(vec![server(
+        "fx",
+        fixture_stdio(&["--tools", "12", "--page-size", "5"]),
+    )]);
     let before = runtime.wait_settled(SETTLE).await;
     let count = before.catalogs["fx"].tools.len();
     // Page 1 of the next tools listing fails: the listing is incomplete and must not be used.
-    runtime.call_tool("mcp__fx__fail_next_list", args(json!({"kind": "tools", "page": 1}))).await.expect("schedule");
-    let s = change_after(&runtime, "fx", "add_tool", json!({"name": "late_one"}), |s| {
-        s.servers["fx"].last_error.as_deref().is_some_and(|e| e.contains("fails on purpose"))
-    })
+    runtime
+        .call_tool(
+            "mcp__fx__fail_next_list",
+            args(json!({"kind": "tools", "page": 1})),
+        )
+        .await
+        .expect("schedule");
+    let s = change_after(
+        &runtime,
+        "fx",
+        "add_tool",
+        json!({"name": "late_one"}),
+        |s| {
+            s.servers["fx"]
+                .last_error
+                .as_deref()
+                .is_some_and(|e| e.contains("fails on purpose"))
+        },
+    )
     .await;
     let tools = &s.catalogs["fx"].tools;
-    assert_eq!(tools.len(), count, "the old generation is kept whole, not a prefix of the new one");
+    assert_eq!(
+        tools.len(),
+        count,
+        "the old generation is kept whole, not a prefix of the new one"
+    );
     assert!(!tools.iter().any(|t| t.raw_name == "late_one"));
     assert_eq!(s.servers["fx"].state, ServerState::Connected);
     let error = s.servers["fx"].last_error.clone().unwrap_or_default();
     assert!(error.contains("previous tools are kept"), "{error}");
     // The next notification lists successfully and brings both new tools.
-    let s = change_after(&runtime, "fx", "add_tool", json!({"name": "late_two"}), |s| s.tool("mcp__fx__late_two").is_some()).await;
+    let s = change_after(
+        &runtime,
+        "fx",
+        "add_tool",
+        json!({"name": "late_two"}),
+        |s| s.tool("mcp__fx__late_two").is_some(),
+    )
+    .await;
     assert!(s.tool("mcp__fx__late_one").is_some());
     assert_eq!(s.catalogs["fx"].tools.len(), count + 2);
     runtime.shutdown().await;
@@ -159,13 +295,24 @@ async fn a_failed_relisting_keeps_the_previous_generation() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_name_conflict_exposes_zero_tools_with_the_reason() {
-    let runtime = start(vec![server("dup", fixture_stdio(&["--duplicate-tool", "echo"])), server("ok", fixture_stdio(&[]))]);
+    let runtime = start(vec![
+        server("dup", fixture_stdio(&["--duplicate-tool", "echo"])),
+        server("ok", fixture_stdio(&[])),
+    ]);
     let s = runtime.wait_settled(SETTLE).await;
     assert_eq!(s.servers["dup"].state, ServerState::Connected);
     assert!(s.catalogs["dup"].tools.is_empty(), "no half catalog");
     let hidden = &s.catalogs["dup"].hidden;
-    assert!(hidden.iter().any(|h| h.reason.contains("name conflict") && h.raw_name == "echo"), "{hidden:?}");
-    assert!(s.tool("mcp__ok__echo").is_some(), "other servers are unaffected");
+    assert!(
+        hidden
+            .iter()
+            .any(|h| h.reason.contains("name conflict") && h.raw_name == "echo"),
+        "{hidden:?}"
+    );
+    assert!(
+        s.tool("mcp__ok__echo").is_some(),
+        "other servers are unaffected"
+    );
     runtime.shutdown().await;
 }
 
@@ -177,23 +324,59 @@ async fn the_cache_is_dropped_on_close_and_honours_opt_out() {
         server("private", fixture_stdio(&["--no-catalog-cache"])),
     ]);
     let s = runtime.wait_settled(SETTLE).await;
-    assert_eq!(runtime.cached_kinds("cached"), vec![Kind::Tools, Kind::Prompts, Kind::Resources, Kind::ResourceTemplates]);
-    assert!(runtime.cached_kinds("private").is_empty(), "an opted-out server is never cached");
-    assert!(!s.catalogs["private"].tools.is_empty(), "opting out of caching does not hide the catalog");
+    assert_eq!(
+        runtime.cached_kinds("cached"),
+        vec![
+            Kind::Tools,
+            Kind::Prompts,
+            Kind::Resources,
+            Kind::ResourceTemplates
+        ]
+    );
+    assert!(
+        runtime.cached_kinds("private").is_empty(),
+        "an opted-out server is never cached"
+    );
+    assert!(
+        !s.catalogs["private"].tools.is_empty(),
+        "opting out of caching does not hide the catalog"
+    );
     // Prompts still turn into commands without a cache (the inputs are read again).
-    let s = change_after(&runtime, "private", "add_prompt", json!({"name": "np"}), |s| {
-        s.catalogs.get("private").is_some_and(|c| c.commands.iter().any(|c| c.qualified_name == "mcp__private__np"))
-    })
+    let s = change_after(
+        &runtime,
+        "private",
+        "add_prompt",
+        json!({"name": "np"}),
+        |s| {
+            s.catalogs.get("private").is_some_and(|c| {
+                c.commands
+                    .iter()
+                    .any(|c| c.qualified_name == "mcp__private__np")
+            })
+        },
+    )
     .await;
-    assert!(s.catalogs["private"].prompts.iter().any(|p| p.raw_name == "np"));
+    assert!(
+        s.catalogs["private"]
+            .prompts
+            .iter()
+            .any(|p| p.raw_name == "np")
+    );
     assert!(runtime.cached_kinds("private").is_empty());
 
     let pids = processes_with(&marker);
     assert_eq!(pids.len(), 1);
     // SAFETY: signals only the fixture process this test started.
     unsafe { libc::kill(pids[0] as i32, libc::SIGKILL) };
-    runtime.wait_for(SETTLE, |s| s.servers["cached"].state != ServerState::Connected).await;
-    assert!(runtime.cached_kinds("cached").is_empty(), "closing drops every kind of the server");
+    runtime
+        .wait_for(SETTLE, |s| {
+            s.servers["cached"].state != ServerState::Connected
+        })
+        .await;
+    assert!(
+        runtime.cached_kinds("cached").is_empty(),
+        "closing drops every kind of the server"
+    );
     runtime.shutdown().await;
 }
 
@@ -201,19 +384,49 @@ async fn the_cache_is_dropped_on_close_and_honours_opt_out() {
 async fn prompts_are_commands_and_resources_can_be_subscribed() {
     let runtime = start(vec![server("fx", fixture_stdio(&[]))]);
     let s = runtime.wait_settled(SETTLE).await;
-    let command = s.catalogs["fx"].commands.iter().find(|c| c.qualified_name == "mcp__fx__greeting").expect("greeting command");
+    let command = s.catalogs["fx"]
+        .commands
+        .iter()
+        .find(|c| c.qualified_name == "mcp__fx__greeting")
+        .expect("greeting command");
     assert_eq!(command.arguments, vec!["name".to_string()]);
-    let prompt = runtime.run_command("mcp__fx__greeting", args(json!({"name": "Grace"}))).await.expect("run command");
-    assert!(serde_json::to_string(&prompt.messages).unwrap_or_default().contains("Hello, Grace!"));
+    let prompt = runtime
+        .run_command("mcp__fx__greeting", args(json!({"name": "Grace"})))
+        .await
+        .expect("run command");
+    assert!(
+        serde_json::to_string(&prompt.messages)
+            .unwrap_or_default()
+            .contains("Hello, Grace!")
+    );
 
-    let mut sub = runtime.subscribe_resource("fx", "fixture://static/readme").await.expect("subscribe");
+    let mut sub = runtime
+        .subscribe_resource("fx", "fixture://static/readme")
+        .await
+        .expect("subscribe");
     runtime
-        .call_tool("mcp__fx__update_resource", args(json!({"uri": "fixture://static/readme", "text": "new text"})))
+        .call_tool(
+            "mcp__fx__update_resource",
+            args(json!({"uri": "fixture://static/readme", "text": "new text"})),
+        )
         .await
         .expect("update");
-    let update = tokio::time::timeout(SETTLE, sub.next()).await.expect("an update arrives").expect("runtime alive");
-    assert_eq!((update.server.as_str(), update.uri.as_str()), ("fx", "fixture://static/readme"));
-    let read = runtime.read_resource("fx", "fixture://static/readme").await.expect("read");
-    assert!(serde_json::to_string(&read.contents).unwrap_or_default().contains("new text"));
+    let update = tokio::time::timeout(SETTLE, sub.next())
+        .await
+        .expect("an update arrives")
+        .expect("runtime alive");
+    assert_eq!(
+        (update.server.as_str(), update.uri.as_str()),
+        ("fx", "fixture://static/readme")
+    );
+    let read = runtime
+        .read_resource("fx", "fixture://static/readme")
+        .await
+        .expect("read");
+    assert!(
+        serde_json::to_string(&read.contents)
+            .unwrap_or_default()
+            .contains("new text")
+    );
     runtime.shutdown().await;
 }

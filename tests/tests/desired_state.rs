@@ -34,15 +34,25 @@ async fn a_config_change_is_applied_only_by_a_refresh() {
     let added = marker("added");
     runtime.set_config(config(vec![
         server("keep", fixture_stdio(&["--name", &keep])),
-        server("change", fixture_stdio(&["--name", &changed, "--tools", "1"])),
+        server(
+            "change",
+            fixture_stdio(&["--name", &changed, "--tools", "1"]),
+        ),
         server("new", fixture_stdio(&["--name", &added])),
     ]));
     assert!(runtime.is_dirty());
     tokio::time::sleep(Duration::from_millis(200)).await;
     let before = runtime.snapshot();
-    assert!(before.servers.contains_key("gone") && !before.servers.contains_key("new"), "nothing happens before the refresh");
+    assert!(
+        before.servers.contains_key("gone") && !before.servers.contains_key("new"),
+        "nothing happens before the refresh"
+    );
 
-    let outcome = runtime.refresh_if_dirty().await.expect("refresh").expect("there was a change");
+    let outcome = runtime
+        .refresh_if_dirty()
+        .await
+        .expect("refresh")
+        .expect("there was a change");
     assert!(!runtime.is_dirty());
     assert_eq!(outcome.kept, vec!["keep".to_string()]);
     assert_eq!(outcome.removed, vec!["gone".to_string()]);
@@ -52,15 +62,36 @@ async fn a_config_change_is_applied_only_by_a_refresh() {
 
     let s = runtime.snapshot();
     assert!(!s.servers.contains_key("gone"));
-    assert!(s.tools().all(|t| t.server != "gone"), "no ghost tools of a removed server");
+    assert!(
+        s.tools().all(|t| t.server != "gone"),
+        "no ghost tools of a removed server"
+    );
     assert_eq!(s.servers["new"].state, ServerState::Connected);
     assert_eq!(s.servers["change"].state, ServerState::Connected);
-    assert!(s.tool("mcp__change__tool_0").is_some(), "the changed server runs with its new config");
-    assert_eq!(processes_with(&keep), keep_pid, "an unchanged server keeps its connection");
-    assert_eq!(wait_gone(&change).await, Vec::<u32>::new(), "the old process of a changed server is gone");
-    assert_eq!(wait_gone(&gone).await, Vec::<u32>::new(), "a removed server's process is gone");
+    assert!(
+        s.tool("mcp__change__tool_0").is_some(),
+        "the changed server runs with its new config"
+    );
+    assert_eq!(
+        processes_with(&keep),
+        keep_pid,
+        "an unchanged server keeps its connection"
+    );
+    assert_eq!(
+        wait_gone(&change).await,
+        Vec::<u32>::new(),
+        "the old process of a changed server is gone"
+    );
+    assert_eq!(
+        wait_gone(&gone).await,
+        Vec::<u32>::new(),
+        "a removed server's process is gone"
+    );
     assert_eq!(processes_with(&changed).len(), 1);
-    assert!(runtime.refresh_if_dirty().await.expect("refresh").is_none(), "nothing left to do");
+    assert!(
+        runtime.refresh_if_dirty().await.expect("refresh").is_none(),
+        "nothing left to do"
+    );
     runtime.shutdown().await;
 }
 
@@ -72,15 +103,23 @@ async fn a_cancelled_refresh_leaves_the_runtime_dirty() {
     slow.startup_timeout = Duration::from_secs(3);
     runtime.set_config(config(vec![server("a", fixture_stdio(&[])), slow]));
     // The refresh waits for `slow` to settle; cancel it half way.
-    let cancelled = tokio::time::timeout(Duration::from_millis(300), runtime.refresh_if_dirty()).await;
+    let cancelled =
+        tokio::time::timeout(Duration::from_millis(300), runtime.refresh_if_dirty()).await;
     assert!(cancelled.is_err(), "the refresh was still running");
     assert!(runtime.is_dirty(), "the guard restored the dirty flag");
     // The next refresh completes the work (the hung server fails after its own timeout).
-    let outcome = runtime.refresh_if_dirty().await.expect("refresh").expect("still pending");
+    let outcome = runtime
+        .refresh_if_dirty()
+        .await
+        .expect("refresh")
+        .expect("still pending");
     assert!(outcome.kept.contains(&"a".to_string()));
     assert!(!runtime.is_dirty());
     let s = runtime.snapshot();
-    assert!(matches!(s.servers["slow"].state, ServerState::Failed { .. }), "the refresh waited for every desired server to settle");
+    assert!(
+        matches!(s.servers["slow"].state, ServerState::Failed { .. }),
+        "the refresh waited for every desired server to settle"
+    );
     runtime.shutdown().await;
 }
 
@@ -90,11 +129,17 @@ async fn concurrent_refreshes_publish_once() {
     runtime.wait_settled(SETTLE).await;
     for round in 0..5 {
         let name = format!("n{round}");
-        runtime.set_config(config(vec![server("a", fixture_stdio(&[])), server(&name, fixture_stdio(&[]))]));
+        runtime.set_config(config(vec![
+            server("a", fixture_stdio(&[])),
+            server(&name, fixture_stdio(&[])),
+        ]));
         let refreshes = (0..8).map(|_| runtime.refresh_if_dirty());
         let results = futures::future::join_all(refreshes).await;
         let applied = results.iter().filter(|r| matches!(r, Ok(Some(_)))).count();
-        assert_eq!(applied, 1, "exactly one refresh claims and publishes a change (round {round})");
+        assert_eq!(
+            applied, 1,
+            "exactly one refresh claims and publishes a change (round {round})"
+        );
         assert!(runtime.snapshot().servers.contains_key(&name));
     }
     runtime.shutdown().await;
@@ -104,11 +149,20 @@ async fn concurrent_refreshes_publish_once() {
 async fn prewarm_applies_a_change_ahead_of_need() {
     let runtime = start(vec![server("a", fixture_stdio(&[]))]);
     runtime.wait_settled(SETTLE).await;
-    runtime.set_config(config(vec![server("a", fixture_stdio(&[])), server("b", fixture_stdio(&[]))]));
+    runtime.set_config(config(vec![
+        server("a", fixture_stdio(&[])),
+        server("b", fixture_stdio(&[])),
+    ]));
     for _ in 0..5 {
         runtime.prewarm(); // coalesced
     }
-    let s = runtime.wait_for(SETTLE, |s| s.servers.get("b").is_some_and(|b| b.state == ServerState::Connected)).await;
+    let s = runtime
+        .wait_for(SETTLE, |s| {
+            s.servers
+                .get("b")
+                .is_some_and(|b| b.state == ServerState::Connected)
+        })
+        .await;
     assert_eq!(s.servers["b"].state, ServerState::Connected);
     let mut tries = 0;
     while runtime.is_dirty() && tries < 100 {
@@ -121,7 +175,10 @@ async fn prewarm_applies_a_change_ahead_of_need() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_on_a_removed_server_ends_promptly_with_a_classified_error() {
-    let runtime = start(vec![server("leaving", fixture_stdio(&[])), server("staying", fixture_stdio(&[]))]);
+    let runtime = start(vec![
+        server("leaving", fixture_stdio(&[])),
+        server("staying", fixture_stdio(&[])),
+    ]);
     runtime.wait_settled(SETTLE).await;
     let call = runtime.call_tool("mcp__leaving__slow", args(json!({"ms": 60_000})));
     let remove = async {
@@ -129,10 +186,15 @@ async fn a_call_on_a_removed_server_ends_promptly_with_a_classified_error() {
         runtime.set_config(config(vec![server("staying", fixture_stdio(&[]))]));
         runtime.refresh_if_dirty().await.expect("refresh")
     };
-    let (result, outcome) = tokio::time::timeout(Duration::from_secs(20), async { tokio::join!(call, remove) })
-        .await
-        .expect("the call does not hang");
-    assert_eq!(outcome.map(|o| o.removed), Some(vec!["leaving".to_string()]));
+    let (result, outcome) = tokio::time::timeout(Duration::from_secs(20), async {
+        tokio::join!(call, remove)
+    })
+    .await
+    .expect("the call does not hang");
+    assert_eq!(
+        outcome.map(|o| o.removed),
+        Some(vec!["leaving".to_string()])
+    );
     let err = result.expect_err("the server went away mid-call");
     assert!(matches!(err, CallError::Transport { .. }), "{err}");
     runtime.shutdown().await;

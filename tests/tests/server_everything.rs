@@ -157,12 +157,27 @@ async fn server_everything_over_streamable_http() {
 /// them every 5 s for subscribed resources once `toggle-subscriber-updates` is on).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_everything_resource_subscription_delivers_updates() {
-    let runtime = start(vec![server("everything", stdio(&node(), &[&server_everything(), "stdio"]))]);
+    let runtime = start(vec![server(
+        "everything",
+        stdio(&node(), &[&server_everything(), "stdio"]),
+    )]);
     let s = runtime.wait_settled(SETTLE).await;
-    let uri = s.catalogs["everything"].resources.first().expect("a resource").resource.uri.clone();
-    let mut sub = runtime.subscribe_resource("everything", &uri).await.expect("subscribe");
+    let uri = s.catalogs["everything"]
+        .resources
+        .first()
+        .expect("a resource")
+        .resource
+        .uri
+        .clone();
+    let mut sub = runtime
+        .subscribe_resource("everything", &uri)
+        .await
+        .expect("subscribe");
     runtime
-        .call_tool(&mcp_harness_catalog::qualify("everything", "toggle-subscriber-updates"), None)
+        .call_tool(
+            &mcp_harness_catalog::qualify("everything", "toggle-subscriber-updates"),
+            None,
+        )
         .await
         .expect("toggle updates");
     let update = tokio::time::timeout(Duration::from_secs(30), sub.next())

@@ -5,6 +5,7 @@
 
 mod commands;
 mod table;
+mod terminal;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -26,6 +27,10 @@ struct Cli {
     /// More logs on stderr (-v info, -vv debug, -vvv trace); RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
+    /// Run every tool call that would need approval without asking. Deny rules still hold. Use
+    /// only where every configured server is trusted with every call.
+    #[arg(long, global = true)]
+    yes: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -189,7 +194,16 @@ async fn run(cli: Cli) -> u8 {
                 Ok(c) => c,
                 Err(e) => return fail(&e.to_string(), 2),
             };
-            match Runtime::start(config.clone()) {
+            let approver: std::sync::Arc<dyn mcp_harness_policy::Approver> = if cli.yes {
+                std::sync::Arc::new(mcp_harness_policy::AllowAll)
+            } else {
+                std::sync::Arc::new(terminal::TerminalApprover)
+            };
+            let started = mcp_harness_runtime::RuntimeBuilder::new(config.clone())
+                .approver(approver)
+                .callbacks(std::sync::Arc::new(terminal::TerminalElicitation))
+                .start();
+            match started {
                 Ok(rt) => {
                     let d = settle_deadline(&rt, &config);
                     (rt, d)

@@ -16,7 +16,7 @@ fn fixture_config(dir: &std::path::Path, marker: &str) -> std::path::PathBuf {
         "command": bin(),
         "args": ["fixture-server", "--name", marker, "--tools", "2"],
         "toolTimeoutSec": 20
-    }}});
+    }}, "permissions": {"allow": ["mcp__fx__*"], "deny": ["mcp__fx__remove_*"]}});
     std::fs::write(&path, config.to_string()).expect("write config");
     path
 }
@@ -296,5 +296,67 @@ fn tools_hidden_explains_what_the_model_does_not_see() {
         out.lines()
             .any(|l| l.contains("filtered") && l.contains("slow") && l.contains("excludeTools")),
         "{out}"
+    );
+}
+
+#[test]
+fn calls_without_a_rule_are_refused_without_a_terminal_unless_yes() {
+    let dir = temp_dir();
+    let marker = format!("cli-perm-{}", uuid_like());
+    let config = dir.join("mcp.json");
+    let text = serde_json::json!({"mcpServers": {
+        "fx": {"command": bin(), "args": ["fixture-server", "--name", &marker]}
+    }});
+    std::fs::write(&config, text.to_string()).expect("write");
+    let c = config.to_str().unwrap_or_default();
+    let (code, _, err) = run(&[
+        "call",
+        "mcp__fx__echo",
+        r#"{"message": "x"}"#,
+        "--config",
+        c,
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("was not run")
+            && err.contains("permissions.allow")
+            && err.contains("Permission"),
+        "{err}"
+    );
+    let (code, out, err) = run(&[
+        "--yes",
+        "call",
+        "mcp__fx__echo",
+        r#"{"message": "x"}"#,
+        "--config",
+        c,
+    ]);
+    assert_eq!((code, out.trim()), (0, "x"), "{err}");
+}
+
+#[test]
+fn deny_rules_hold_and_invalid_arguments_are_refused_before_sending() {
+    let dir = temp_dir();
+    let marker = format!("cli-deny-{}", uuid_like());
+    let config = fixture_config(&dir, &marker);
+    let c = config.to_str().unwrap_or_default();
+    let (code, _, err) = run(&[
+        "--yes",
+        "call",
+        "mcp__fx__remove_tool",
+        r#"{"name": "x"}"#,
+        "--config",
+        c,
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("mcp__fx__remove_*") && err.contains("Permission"),
+        "{err}"
+    );
+    let (code, _, err) = run(&["call", "mcp__fx__echo", r#"{"message": 5}"#, "--config", c]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("do not match its input schema") && err.contains("message"),
+        "{err}"
     );
 }

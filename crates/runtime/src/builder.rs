@@ -11,11 +11,14 @@ use std::time::Duration;
 use actix::prelude::*;
 use arc_swap::ArcSwap;
 use mcp_harness_catalog::{PageLimits, ServerState, ServerStatus, Snapshot};
+use mcp_harness_policy::{Approver, DenyAll};
 use mcp_harness_transport::{Callbacks, InProcessServe};
 use rmcp::model::ProtocolVersion;
 use tokio::sync::{broadcast, watch};
 
 use crate::cache::{DEFAULT_MAX_ENTRIES, ListingCache};
+use crate::call::output::{OutputStore, OutputStoreConfig};
+use crate::call::result::ResultLimits;
 use crate::config::{
     Config, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, ServerConfig, TransportConfig,
 };
@@ -23,7 +26,10 @@ use crate::desired::{RefreshControl, prewarmer};
 use crate::error::StartError;
 use crate::publisher::{DEFAULT_BATCH_WINDOW, Published, Publisher, RevisionGate};
 use crate::registry::{Registry, connector_for};
-use crate::runtime::{Inner, RESOURCE_UPDATE_BUFFER, Runtime};
+use crate::runtime::{Inner, Policy, RESOURCE_UPDATE_BUFFER, Runtime, ValidatorCache};
+
+/// Default time a person has to answer an approval.
+pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(300);
 use crate::server::{ProgressRoutes, ServerSettings};
 
 /// Builds a [`Runtime`]: a config plus what only code can provide.
@@ -35,6 +41,8 @@ pub struct RuntimeBuilder {
     limits: PageLimits,
     cache_entries: usize,
     callbacks: Option<Callbacks>,
+    approver: Arc<dyn Approver>,
+    approval_timeout: Duration,
 }
 
 impl RuntimeBuilder {
@@ -47,7 +55,23 @@ impl RuntimeBuilder {
             limits: PageLimits::default(),
             cache_entries: DEFAULT_MAX_ENTRIES,
             callbacks: None,
+            approver: Arc::new(DenyAll),
+            approval_timeout: DEFAULT_APPROVAL_TIMEOUT,
         }
+    }
+
+    /// Who answers calls that need approval (`permissions` rules with `ask`, or no rule at
+    /// all). Default [`DenyAll`]: a library cannot ask anyone, so such calls are refused with the
+    /// config key that would allow them.
+    pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.approver = approver;
+        self
+    }
+
+    /// How long an approval may take before the call is refused (default 5 minutes).
+    pub fn approval_timeout(mut self, timeout: Duration) -> Self {
+        self.approval_timeout = timeout;
+        self
     }
 
     /// The embedder's answers to servers' elicitation, sampling and roots requests. Without
@@ -159,9 +183,7 @@ impl RuntimeBuilder {
                     let publisher = Publisher::new(window, current_t, tx, gate_t, initial).start();
                     let registry = Registry::new(publisher.clone(), settings, in_process);
                     for server in servers {
-                        if let Err(e) = registry.add(server) {
-                            return Err(e);
-                        }
+                        registry.add(server)?;
                     }
                     Ok((
                         System::current(),
@@ -179,6 +201,12 @@ impl RuntimeBuilder {
             .recv()
             .map_err(|_| StartError::System("the actor thread died while starting".into()))?
             .map_err(StartError::System)?;
+        let output = OutputStore::open(OutputStoreConfig {
+            root: self.config.output.dir.clone(),
+            page_chars: self.config.output.page_chars.max(1),
+            ..OutputStoreConfig::default()
+        })
+        .map_err(|e| StartError::System(format!("`output.dir`: {e}")))?;
         let inner = Arc::new(Inner {
             current,
             rx,
@@ -189,6 +217,17 @@ impl RuntimeBuilder {
             gate,
             control,
             progress,
+            callbacks: self.callbacks,
+            policy: Policy {
+                exposure: self.config.exposure.clone(),
+                permissions: self.config.permissions.clone(),
+                approver: self.approver,
+                approval_timeout: self.approval_timeout,
+            },
+            validators: ValidatorCache::default(),
+            output,
+            output_config: self.config.output.clone(),
+            result_limits: ResultLimits::default(),
         });
         arbiter.spawn(prewarmer(Arc::downgrade(&inner), prewarm_rx));
         Ok(Runtime {

@@ -34,6 +34,37 @@ pub struct Config {
     /// `permissions`: allow / ask / deny rules on qualified names and arguments (see
     /// [`PermissionRules`]). Default: no rules, so every call asks.
     pub permissions: PermissionRules,
+    /// `output`: the output budget and where large results are stored.
+    pub output: OutputConfig,
+}
+
+/// `output` in the config: how large a tool result may be before it is stored and the model
+/// gets a bounded summary with a handle to read the rest (R31).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct OutputConfig {
+    /// `budgetTokens`: estimated tokens of a result shown whole. Default 25,000 (Claude Code's
+    /// cap on MCP output).
+    pub budget_tokens: usize,
+    /// `maxBudgetTokens`: the most a tool may raise its own budget to through
+    /// `_meta["mcp-harness/maxOutputTokens"]`. Default 100,000.
+    pub max_budget_tokens: usize,
+    /// `pageChars`: characters per page of a stored result. Default 8,000.
+    pub page_chars: usize,
+    /// `dir`: where results are stored; default a fresh private (0700) directory under the
+    /// system temp dir, removed when the runtime ends.
+    pub dir: Option<PathBuf>,
+}
+
+impl Default for OutputConfig {
+    fn default() -> Self {
+        Self {
+            budget_tokens: 25_000,
+            max_budget_tokens: 100_000,
+            page_chars: 8_000,
+            dir: None,
+        }
+    }
 }
 
 /// One server's validated configuration.
@@ -97,6 +128,8 @@ struct RawFile {
     exposure: Option<serde_json::Value>,
     #[serde(default)]
     permissions: Option<serde_json::Value>,
+    #[serde(default)]
+    output: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -170,12 +203,14 @@ impl Config {
         };
         let exposure = section(&file, "exposure", raw.exposure)?;
         let permissions = section(&file, "permissions", raw.permissions)?;
+        let output = section(&file, "output", raw.output)?;
         Ok(Config {
             servers,
             source: Some(path.to_path_buf()),
             metadata_limits,
             exposure,
             permissions,
+            output,
         })
     }
 }
@@ -459,12 +494,16 @@ mod tests {
 
     #[test]
     fn exposure_and_permissions_sections() {
-        let c = parse(r#"{"mcpServers": {}, "exposure": {"maxTools": 5, "toolSearch": "on"},
-            "permissions": {"allow": ["mcp__a__*"], "deny": ["mcp__a__rm"]}}"#)
+        let c = parse(
+            r#"{"mcpServers": {}, "exposure": {"maxTools": 5, "toolSearch": "on"},
+            "permissions": {"allow": ["mcp__a__*"], "deny": ["mcp__a__rm"]}}"#,
+        )
         .expect("valid");
         assert_eq!(c.exposure.max_tools, 5);
         assert_eq!(c.permissions.rules().len(), 2);
-        let err = parse(r#"{"permissions": {"alow": []}}"#).unwrap_err().to_string();
+        let err = parse(r#"{"permissions": {"alow": []}}"#)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("permissions") && err.contains("alow"), "{err}");
     }
 

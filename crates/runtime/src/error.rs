@@ -74,11 +74,21 @@ pub enum CallError {
     SkillRejected(#[from] mcp_harness_catalog::skills::SkillMismatch),
     /// The catalog changed between the step's binding and this call (R24). The call was not
     /// sent; bind a new step and let the model see the current schema.
-    #[error("`{name}` changed since this step was bound (revision {bound}, now {current}): the call was not sent; bind a new step")]
-    Stale { name: String, bound: u64, current: u64 },
+    #[error(
+        "`{name}` changed since this step was bound (revision {bound}, now {current}): the call was not sent; bind a new step"
+    )]
+    Stale {
+        name: String,
+        bound: u64,
+        current: u64,
+    },
     /// The tool exists but this step's binding does not show it to the model.
     #[error("`{name}` is not in this step's tools (revision {revision}){hint}")]
-    NotInStep { name: String, revision: u64, hint: String },
+    NotInStep {
+        name: String,
+        revision: u64,
+        hint: String,
+    },
     /// The arguments do not satisfy the input schema the model saw (R27). Not sent.
     #[error("arguments of `{name}` do not match its input schema: {details}")]
     InvalidArguments { name: String, details: String },

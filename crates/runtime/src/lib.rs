@@ -10,23 +10,27 @@
 //!   caller resolved, never on a fresh lookup of a name;
 //! - dropping or shutting down the runtime leaves no server process behind.
 
+pub mod binding;
 mod builder;
 pub mod cache;
+pub mod call;
 pub mod config;
 mod desired;
 pub mod error;
 pub mod listing;
+mod mrtr;
 pub mod publisher;
 pub mod refresh;
 pub mod registry;
 mod runtime;
 pub mod server;
 
+pub use binding::{BoundTool, CallOptions, PreparedCall, StepBinding, ToolResult};
 pub use builder::RuntimeBuilder;
 pub use config::{Config, ConfigError, ServerConfig, TransportConfig};
 pub use error::{CallError, ErrorClass, StartError};
 pub use mcp_harness_catalog as catalog;
 pub use mcp_harness_transport as transport;
 pub use registry::Reconciled;
-pub use runtime::{LoadedSkill, ResourceSubscription, Runtime, ToolResult};
+pub use runtime::{LoadedSkill, ResourceSubscription, Runtime};
 pub use server::ResourceUpdate;

@@ -128,6 +128,17 @@ impl Registry {
         self.members().get(server).and_then(|m| m.addr.clone())
     }
 
+    /// The longest startup deadline among `servers` (zero for unknown ones).
+    pub(crate) fn startup_deadline(&self, servers: &[&str]) -> std::time::Duration {
+        let members = self.members();
+        servers
+            .iter()
+            .filter_map(|s| members.get(*s))
+            .map(|m| m.config.startup_timeout)
+            .max()
+            .unwrap_or_default()
+    }
+
     /// Every live actor.
     pub(crate) fn addrs(&self) -> Vec<Addr<ServerActor>> {
         self.members()

@@ -9,40 +9,30 @@ use std::time::Duration;
 use actix::prelude::*;
 use arc_swap::ArcSwap;
 use mcp_harness_catalog::CommandSource;
-use mcp_harness_catalog::Snapshot;
 use mcp_harness_catalog::skills::{ListedFiles, SkillEntry, SkillIndex};
+use mcp_harness_catalog::{ServerState, Snapshot};
+use mcp_harness_policy::{Approver, ExposurePolicy, PermissionRules};
+use mcp_harness_transport::Callbacks;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientRequest, GetPromptRequestParams, GetPromptResult,
-    JsonObject, ReadResourceRequestParams, ReadResourceResult, ResourceContents, ServerResult,
+    ClientRequest, GetPromptRequestParams, GetPromptResult, JsonObject, ReadResourceRequestParams,
+    ReadResourceResult, ResourceContents, ServerResult,
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use tokio::sync::{broadcast, watch};
 
+use crate::binding::{CallOptions, StepBinding, ToolResult};
 use crate::cache::ListingCache;
+use crate::call::output::{OutputStore, budget_for};
+use crate::call::result::ResultLimits;
+use crate::call::validate::ArgumentValidator;
 use crate::config::Config;
+use crate::config::OutputConfig;
 use crate::desired::{RefreshControl, refresh_if_dirty};
 use crate::error::{CallError, StartError};
 use crate::listing::describe;
 use crate::publisher::{Flush, Published, Publisher, RevisionGate, ServerClient};
 use crate::registry::{Reconciled, Registry};
 use crate::server::{ProgressRoutes, ResourceUpdate, Restart, SHUTDOWN_GRACE, Shutdown};
-
-/// A tool call's outcome, with where and against which revision it ran.
-#[derive(Debug, Clone)]
-pub struct ToolResult {
-    pub server: String,
-    pub tool: String,
-    /// The catalog revision the tool was resolved in.
-    pub revision: u64,
-    pub result: CallToolResult,
-}
-
-impl ToolResult {
-    /// Whether the tool reported an error (`isError`): the tool-error class of R32.
-    pub fn is_error(&self) -> bool {
-        self.result.is_error.unwrap_or(false)
-    }
-}
 
 /// A running harness: servers connecting or connected, and the latest published snapshot.
 pub struct Runtime {
@@ -62,6 +52,53 @@ pub(crate) struct Inner {
     pub(crate) gate: Arc<RevisionGate>,
     pub(crate) control: RefreshControl,
     pub(crate) progress: Arc<ProgressRoutes>,
+    pub(crate) callbacks: Option<Callbacks>,
+    pub(crate) policy: Policy,
+    pub(crate) validators: ValidatorCache,
+    pub(crate) output: OutputStore,
+    pub(crate) output_config: OutputConfig,
+    pub(crate) result_limits: ResultLimits,
+}
+
+/// What decides exposure and permission, frozen at start.
+pub(crate) struct Policy {
+    pub(crate) exposure: ExposurePolicy,
+    pub(crate) permissions: PermissionRules,
+    pub(crate) approver: Arc<dyn Approver>,
+    pub(crate) approval_timeout: Duration,
+}
+
+/// Compiled argument validators, one per tool definition: reused while the definition stays
+/// the same object, recompiled when a listing replaced it.
+#[derive(Default)]
+pub(crate) struct ValidatorCache {
+    map: dashmap::DashMap<String, (Arc<rmcp::model::Tool>, Arc<ArgumentValidator>)>,
+}
+
+impl ValidatorCache {
+    pub(crate) fn get(&self, name: &str, tool: &Arc<rmcp::model::Tool>) -> Arc<ArgumentValidator> {
+        if let Some(hit) = self.map.get(name)
+            && Arc::ptr_eq(&hit.0, tool)
+        {
+            return hit.1.clone();
+        }
+        let validator = Arc::new(ArgumentValidator::new(name, tool.input_schema.clone()));
+        self.map
+            .insert(name.to_string(), (tool.clone(), validator.clone()));
+        validator
+    }
+}
+
+impl Inner {
+    /// The output budget of `tool`: the configured one, or what the tool asks for through
+    /// `_meta`, up to the configured maximum.
+    pub(crate) fn output_budget_for(&self, tool: &rmcp::model::Tool) -> usize {
+        budget_for(
+            tool,
+            self.output_config.budget_tokens,
+            self.output_config.max_budget_tokens,
+        )
+    }
 }
 
 /// A loaded, verified skill.
@@ -142,37 +179,82 @@ impl Runtime {
         self.snapshot()
     }
 
-    /// Calls the tool the model knows as `qualified_name` in the current snapshot, on the exact
-    /// connection that listed it, under the server's `toolTimeoutSec`.
+    /// Binds a model step (R22, R23): applies a pending configuration change first, waits for
+    /// `required` servers to settle (every failure among them is reported together), and
+    /// freezes the tools the model sees now. Calls prepared from the binding run on exactly the
+    /// connections and schemas it shows.
+    pub async fn bind_step(&self, required: &[&str]) -> Result<StepBinding, CallError> {
+        if let Err(e) = self.refresh_if_dirty().await {
+            tracing::warn!(error = %e, "applying the configuration change failed; binding the current runtime");
+        }
+        if !required.is_empty() {
+            let deadline = self.inner.registry.startup_deadline(required) + Duration::from_secs(1);
+            let snapshot = self
+                .wait_for(deadline, |s| {
+                    required
+                        .iter()
+                        .all(|r| s.servers.get(*r).is_some_and(|st| st.state.is_settled()))
+                })
+                .await;
+            let failures: Vec<(String, String)> = required
+                .iter()
+                .filter_map(|r| match snapshot.servers.get(*r) {
+                    None => Some((r.to_string(), "not configured".to_string())),
+                    Some(st) if st.state == ServerState::Connected => None,
+                    Some(st) => Some((
+                        r.to_string(),
+                        format!(
+                            "{}{}",
+                            st.state.label(),
+                            st.last_error
+                                .as_deref()
+                                .map(|e| format!(": {e}"))
+                                .unwrap_or_default()
+                        ),
+                    )),
+                })
+                .collect();
+            if !failures.is_empty() {
+                return Err(CallError::RequiredServers { failures });
+            }
+        }
+        Ok(StepBinding::new(
+            self.inner.clone(),
+            self.inner.current.load_full(),
+        ))
+    }
+
+    /// Calls the tool the model knows as `qualified_name` through a binding of the current
+    /// catalog — the same governed path as [`Runtime::bind_step`] + `prepare_call` + `call`:
+    /// argument validation, permission, staleness check, timeout, normalisation, output budget.
     pub async fn call_tool(
         &self,
         qualified_name: &str,
         arguments: Option<JsonObject>,
     ) -> Result<ToolResult, CallError> {
-        let published = self.inner.current.load_full();
-        let snapshot = &published.snapshot;
-        let entry = snapshot
-            .tool(qualified_name)
-            .ok_or_else(|| CallError::UnknownTool {
-                name: qualified_name.to_string(),
-                revision: snapshot.revision,
-            })?;
-        let client = bound_client(&published, &entry.server)?;
-        let mut params = CallToolRequestParams::new(entry.raw_name.clone());
-        if let Some(args) = arguments {
-            params = params.with_arguments(args);
-        }
-        let request = ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params));
-        let result = send(&client, request, &entry.server, &entry.raw_name).await?;
-        match result {
-            ServerResult::CallToolResult(result) => Ok(ToolResult {
-                server: entry.server.clone(),
-                tool: entry.raw_name.clone(),
-                revision: snapshot.revision,
-                result,
-            }),
-            other => Err(unexpected(&entry.server, &entry.raw_name, &other)),
-        }
+        self.call_tool_with(qualified_name, arguments, CallOptions::default())
+            .await
+    }
+
+    /// [`Runtime::call_tool`] with progress, cancellation or a timeout of its own.
+    pub async fn call_tool_with(
+        &self,
+        qualified_name: &str,
+        arguments: Option<JsonObject>,
+        options: CallOptions,
+    ) -> Result<ToolResult, CallError> {
+        let binding = self.bind_step(&[]).await?;
+        let call = binding.prepare_call(qualified_name).map_err(|e| match e {
+            CallError::NotInStep {
+                name,
+                revision,
+                hint,
+            } if hint.is_empty() && binding.snapshot().tool(&name).is_none() => {
+                CallError::UnknownTool { name, revision }
+            }
+            other => other,
+        })?;
+        call.call_with(arguments, options).await
     }
 
     /// Fetches prompt `name` (raw name) from `server` with `arguments` (`prompts/get`).
@@ -473,7 +555,7 @@ async fn send(
         .map_err(|e| classify(e, server, what, client.tool_timeout))
 }
 
-fn classify(e: ServiceError, server: &str, tool: &str, timeout: Duration) -> CallError {
+pub(crate) fn classify(e: ServiceError, server: &str, tool: &str, timeout: Duration) -> CallError {
     let (server, tool) = (server.to_string(), tool.to_string());
     match e {
         ServiceError::Timeout { .. } => CallError::Timeout {
@@ -494,7 +576,7 @@ fn classify(e: ServiceError, server: &str, tool: &str, timeout: Duration) -> Cal
     }
 }
 
-fn unexpected(server: &str, what: &str, got: &ServerResult) -> CallError {
+pub(crate) fn unexpected(server: &str, what: &str, got: &ServerResult) -> CallError {
     let kind = serde_json::to_value(got)
         .ok()
         .and_then(|v| {

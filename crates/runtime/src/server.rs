@@ -28,10 +28,10 @@ use mcp_harness_catalog::graph::{self, Trigger};
 use mcp_harness_catalog::sanitize::{MetadataLimits, clean_instructions};
 use mcp_harness_catalog::{Kind, PageLimits, ServerCatalog, ServerState, ServerStatus};
 use mcp_harness_policy::ToolFilter;
+use mcp_harness_transport::Callbacks;
 use mcp_harness_transport::{
     ConnectOptions, Connector, EventSink, HarnessClient, ServerEvent, Session, TransportError,
 };
-use mcp_harness_transport::Callbacks;
 use rmcp::model::{ProgressNotificationParam, ProgressToken, ProtocolVersion};
 use tokio::sync::broadcast;
 
@@ -69,7 +69,10 @@ pub struct ServerSettings {
 /// from the session to the caller (no actor hop). A route exists only while its request runs.
 #[derive(Default)]
 pub struct ProgressRoutes {
-    routes: dashmap::DashMap<(String, String), tokio::sync::mpsc::UnboundedSender<ProgressNotificationParam>>,
+    routes: dashmap::DashMap<
+        (String, String),
+        tokio::sync::mpsc::UnboundedSender<ProgressNotificationParam>,
+    >,
 }
 
 impl ProgressRoutes {
@@ -78,11 +81,20 @@ impl ProgressRoutes {
         self: &Arc<Self>,
         server: &str,
         token: &ProgressToken,
-    ) -> (ProgressRoute, tokio::sync::mpsc::UnboundedReceiver<ProgressNotificationParam>) {
+    ) -> (
+        ProgressRoute,
+        tokio::sync::mpsc::UnboundedReceiver<ProgressNotificationParam>,
+    ) {
         let key = (server.to_string(), token_key(token));
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         self.routes.insert(key.clone(), tx);
-        (ProgressRoute { routes: self.clone(), key }, rx)
+        (
+            ProgressRoute {
+                routes: self.clone(),
+                key,
+            },
+            rx,
+        )
     }
 
     /// Delivers `progress` to its request's caller; false when nobody waits for it (a late or

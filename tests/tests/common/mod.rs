@@ -51,11 +51,24 @@ pub fn http(url: &str) -> TransportConfig {
     }
 }
 
+/// A config with `servers`, allowing every tool call and showing every tool: the tests' servers are our own fixture and
+/// the reference servers, trusted with everything. Tests of permissions set their own rules.
 pub fn config(servers: Vec<ServerConfig>) -> Config {
     Config {
         servers: servers.into_iter().map(|s| (s.name.clone(), s)).collect(),
+        permissions: allow_all(),
+        // Tests drive many tools at once; exposure budgets are tested on their own.
+        exposure: serde_json::from_value(
+            serde_json::json!({"maxTools": 100_000, "totalSchemaBytes": 64 << 20}),
+        )
+        .expect("valid exposure"),
         ..Config::default()
     }
+}
+
+/// Permission rules that allow every call.
+pub fn allow_all() -> mcp_harness_policy::PermissionRules {
+    serde_json::from_value(serde_json::json!({"allow": ["**"]})).expect("valid rules")
 }
 
 pub fn start(servers: Vec<ServerConfig>) -> Runtime {
@@ -64,7 +77,7 @@ pub fn start(servers: Vec<ServerConfig>) -> Runtime {
 
 /// A runtime with the fixture running in-process as `name`.
 pub fn start_in_process(name: &str, opts: FixtureOptions) -> Runtime {
-    RuntimeBuilder::new(Config::default())
+    RuntimeBuilder::new(config(Vec::new()))
         .in_process(
             name,
             Arc::new(move |stream| {

@@ -34,7 +34,10 @@ pub fn build(url: &str) -> Result<Runtime, String> {
             exclude_tools: Vec::new(),
         },
     );
-    let mut builder = RuntimeBuilder::new(config).callbacks(std::sync::Arc::new(AcceptDefaults));
+    // The suite's server is the only one and the test run trusts it with every call.
+    let mut builder = RuntimeBuilder::new(config)
+        .callbacks(std::sync::Arc::new(AcceptDefaults))
+        .approver(std::sync::Arc::new(mcp_harness_policy::AllowAll));
     if let Ok(version) = std::env::var("MCP_CONFORMANCE_PROTOCOL_VERSION") {
         builder = builder.protocol_version(&version);
     }
@@ -65,7 +68,10 @@ pub async fn run(runtime: &Runtime) -> Result<(), String> {
             .await
             .map_err(|e| format!("{tool}: {e}"))?;
         if result.is_error() {
-            return Err(format!("{tool} reported an error: {:?}", result.result.content));
+            return Err(format!(
+                "{tool} reported an error: {:?}",
+                result.result.content
+            ));
         }
     }
     Ok(())
@@ -84,10 +90,15 @@ fn calls_for(
             vec![("test_client_elicitation_defaults".to_string(), json!({}))]
         }
         "sse-retry" => vec![("test_reconnection".to_string(), json!({}))],
-        "http-invalid-tool-headers" => vec![("valid_tool".to_string(), json!({"region": "us-west1"}))],
+        "http-invalid-tool-headers" => {
+            vec![("valid_tool".to_string(), json!({"region": "us-west1"}))]
+        }
         "json-schema-2020-12-preservation" => {
             let tool = snapshot
-                .tool(&mcp_harness_catalog::qualify(SERVER, "json_schema_2020_12_tool"))
+                .tool(&mcp_harness_catalog::qualify(
+                    SERVER,
+                    "json_schema_2020_12_tool",
+                ))
                 .ok_or("json_schema_2020_12_tool is not in the catalog")?;
             let schema = serde_json::Value::Object((*tool.tool.input_schema).clone());
             vec![("json_schema_echo".to_string(), json!({"schema": schema}))]
@@ -104,7 +115,10 @@ fn calls_for(
                         calls
                             .iter()
                             .filter_map(|c| {
-                                Some((c.get("name")?.as_str()?.to_string(), c.get("arguments").cloned().unwrap_or(json!({}))))
+                                Some((
+                                    c.get("name")?.as_str()?.to_string(),
+                                    c.get("arguments").cloned().unwrap_or(json!({})),
+                                ))
                             })
                             .collect()
                     })
@@ -122,7 +136,10 @@ struct AcceptDefaults;
 
 impl mcp_harness_runtime::transport::ClientCallbacks for AcceptDefaults {
     fn supports(&self) -> mcp_harness_runtime::transport::Supported {
-        mcp_harness_runtime::transport::Supported { elicitation_form: true, ..Default::default() }
+        mcp_harness_runtime::transport::Supported {
+            elicitation_form: true,
+            ..Default::default()
+        }
     }
 
     fn elicit(
@@ -131,8 +148,8 @@ impl mcp_harness_runtime::transport::ClientCallbacks for AcceptDefaults {
         _request: rmcp::model::ElicitRequestParams,
     ) -> mcp_harness_runtime::transport::CallbackFuture<rmcp::model::ElicitResult> {
         Box::pin(async {
-            Ok(serde_json::from_value(serde_json::json!({"action": "accept", "content": {}}))
-                .map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))?)
+            serde_json::from_value(serde_json::json!({"action": "accept", "content": {}}))
+                .map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))
         })
     }
 }

@@ -42,6 +42,11 @@ pub fn build() -> Result<Runtime, String> {
             exclude_tools: Vec::new(),
         },
     );
+    // Both demo servers are built in: the demo trusts them with every call.
+    config.permissions = serde_json::from_value(serde_json::json!({
+        "allow": ["mcp__builtin__*", "mcp__fixture__*"]
+    }))
+    .map_err(|e| format!("demo permissions: {e}"))?;
     let builtin = FixtureOptions {
         name: "builtin".into(),
         ..FixtureOptions::default()

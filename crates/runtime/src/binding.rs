@@ -1,0 +1,637 @@
+//! Step binding and prepared calls: what the model saw is exactly what executes (R22–R24).
+//!
+//! Invariants:
+//! - a [`StepBinding`] freezes one published runtime (snapshot + clients) and the exposure
+//!   decided on it; its tool list never changes (tools loaded through tool search are added to
+//!   it, but only ones the frozen catalog had);
+//! - [`StepBinding::prepare_call`] answers from the binding only — never by a fresh lookup of
+//!   a name in the current catalog — and refuses tools the binding does not show;
+//! - a [`PreparedCall`] checks, under the read side of the revision gate and immediately before
+//!   handing the request to the transport, that the current catalog still has the same tool
+//!   (same definition) on the same connection; a catalog swap cannot land between that check
+//!   and the send; a stale call is refused, never sent;
+//! - the arguments are validated against the input schema the binding showed, and permission
+//!   is decided before the check: deny, cancel or an approval timeout never send `tools/call`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mcp_harness_catalog::{HiddenEntry, Snapshot, ToolEntry};
+use mcp_harness_policy::{
+    Approval, ApprovalRequest, Decision, ExposedTool, LoadBudget, SearchRequest, ToolSearch,
+    search, search_tool_definition,
+};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, CancelledNotificationParam, ClientNotification,
+    ClientRequest, JsonObject, ProgressNotificationParam, ServerResult, Tool,
+};
+use rmcp::service::PeerRequestOptions;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::call::output::read_output_tool;
+use crate::call::result::{NormalizedResult, normalize};
+use crate::call::validate::ArgumentValidator;
+use crate::error::CallError;
+use crate::mrtr::{MAX_ROUNDS, next_round};
+use crate::publisher::{Published, ServerClient};
+use crate::runtime::Inner;
+
+/// Name of the built-in tool that searches deferred tools (tool search on).
+pub const SEARCH_TOOL: &str = "mcp_harness__search_tools";
+/// Name of the built-in tool that pages through a stored large result.
+pub const READ_OUTPUT_TOOL: &str = "mcp_harness__read_output";
+
+/// One tool of a step, as the model sees it.
+#[derive(Debug, Clone)]
+pub struct BoundTool {
+    /// The model-visible name.
+    pub name: String,
+    /// The definition the model sees (for server tools: the listed one, raw name replaced by
+    /// nothing — the qualified name is `name`).
+    pub tool: Arc<Tool>,
+    /// The server, or `None` for the harness's built-in tools.
+    pub server: Option<String>,
+}
+
+impl BoundTool {
+    fn description(&self) -> String {
+        self.tool.description.as_deref().unwrap_or("").to_string()
+    }
+
+    /// This tool in the OpenAI function-calling format.
+    pub fn openai(&self) -> Value {
+        json!({
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description(),
+                "parameters": &*self.tool.input_schema,
+            }
+        })
+    }
+
+    /// This tool in the Anthropic tool format.
+    pub fn anthropic(&self) -> Value {
+        json!({
+            "name": self.name,
+            "description": self.description(),
+            "input_schema": &*self.tool.input_schema,
+        })
+    }
+}
+
+/// What a step may call: a frozen list of tools, each pinned to its server connection and to
+/// the catalog revision it came from.
+pub struct StepBinding {
+    inner: Arc<Inner>,
+    published: Arc<Published>,
+    direct: Vec<BoundTool>,
+    search: Arc<SearchState>,
+    hidden: Vec<HiddenEntry>,
+    index: HashMap<String, ToolEntry>,
+}
+
+impl StepBinding {
+    pub(crate) fn new(inner: Arc<Inner>, published: Arc<Published>) -> Self {
+        let policy = &inner.policy.exposure;
+        let exposure = policy.expose(published.snapshot.tools());
+        let mut index = HashMap::new();
+        let mut direct: Vec<BoundTool> = exposure
+            .direct
+            .iter()
+            .map(|t| {
+                index.insert(t.entry.qualified_name.clone(), t.entry.clone());
+                bound(&t.entry)
+            })
+            .collect();
+        for t in &exposure.deferred {
+            index.insert(t.entry.qualified_name.clone(), t.entry.clone());
+        }
+        if policy.tool_search == ToolSearch::On {
+            direct.push(builtin(SEARCH_TOOL, search_tool_definition()));
+        }
+        direct.push(builtin(READ_OUTPUT_TOOL, read_output_tool()));
+        Self {
+            search: Arc::new(SearchState {
+                deferred: exposure.deferred,
+                loaded: Mutex::new((policy.load_budget(), Vec::new())),
+            }),
+            inner,
+            published,
+            direct,
+            hidden: exposure.hidden,
+            index,
+        }
+    }
+
+    /// The catalog revision this step is bound to.
+    pub fn revision(&self) -> u64 {
+        self.published.snapshot.revision
+    }
+
+    /// The snapshot this step is bound to.
+    pub fn snapshot(&self) -> &Arc<Snapshot> {
+        &self.published.snapshot
+    }
+
+    /// The tools the model sees in this step: the directly exposed ones, the built-in ones, and
+    /// any loaded through tool search so far.
+    pub fn tools(&self) -> Vec<BoundTool> {
+        let mut all = self.direct.clone();
+        all.extend(self.search.loaded().1.iter().cloned());
+        all
+    }
+
+    /// The tools in the OpenAI function-calling format.
+    pub fn openai_tools(&self) -> Vec<Value> {
+        self.tools().iter().map(BoundTool::openai).collect()
+    }
+
+    /// The tools in the Anthropic tool format.
+    pub fn anthropic_tools(&self) -> Vec<Value> {
+        self.tools().iter().map(BoundTool::anthropic).collect()
+    }
+
+    /// What the model does not see in this step, and why.
+    pub fn hidden(&self) -> &[HiddenEntry] {
+        &self.hidden
+    }
+
+    /// Searches the deferred tools (tool search on) and loads the matches into this step, as
+    /// far as the load budget allows; returns the definitions loaded, for the model. This is
+    /// what the model's call of the built-in search tool does.
+    pub fn search_tools(&self, request: &SearchRequest) -> Vec<Value> {
+        self.search.search_and_load(request)
+    }
+
+    /// The call of `name` as this step shows it: pinned to the bound connection, schema and
+    /// revision. Refused if the step does not show `name`.
+    pub fn prepare_call(&self, name: &str) -> Result<PreparedCall, CallError> {
+        if name == SEARCH_TOOL && self.direct.iter().any(|t| t.name == SEARCH_TOOL) {
+            return Ok(self.builtin_call(Builtin::Search));
+        }
+        if name == READ_OUTPUT_TOOL {
+            return Ok(self.builtin_call(Builtin::ReadOutput));
+        }
+        let visible = self.direct.iter().any(|t| t.name == name)
+            || self.search.loaded().1.iter().any(|t| t.name == name);
+        let entry = self.index.get(name).filter(|_| visible).ok_or_else(|| {
+            let hint = if self
+                .search
+                .deferred
+                .iter()
+                .any(|t| t.entry.qualified_name == name)
+            {
+                format!("; find it with `{SEARCH_TOOL}` first")
+            } else if self
+                .hidden
+                .iter()
+                .any(|h| crate::binding::hidden_name(h) == name)
+            {
+                "; it is hidden (`mcp-harness tools --hidden` says why)".to_string()
+            } else {
+                String::new()
+            };
+            CallError::NotInStep {
+                name: name.to_string(),
+                revision: self.revision(),
+                hint,
+            }
+        })?;
+        let client = self
+            .published
+            .clients
+            .get(&entry.server)
+            .cloned()
+            .ok_or_else(|| CallError::ServerUnavailable {
+                server: entry.server.clone(),
+                state: "not connected".into(),
+            })?;
+        Ok(PreparedCall {
+            inner: self.inner.clone(),
+            target: Target::Server {
+                entry: entry.clone(),
+                client,
+                validator: self
+                    .inner
+                    .validators
+                    .get(&entry.qualified_name, &entry.tool),
+            },
+            revision: self.revision(),
+            search: self.search.clone(),
+        })
+    }
+
+    fn builtin_call(&self, which: Builtin) -> PreparedCall {
+        PreparedCall {
+            inner: self.inner.clone(),
+            target: Target::Builtin(which),
+            revision: self.revision(),
+            search: self.search.clone(),
+        }
+    }
+}
+
+fn bound(entry: &ToolEntry) -> BoundTool {
+    BoundTool {
+        name: entry.qualified_name.clone(),
+        tool: entry.tool.clone(),
+        server: Some(entry.server.clone()),
+    }
+}
+
+fn builtin(name: &str, tool: Tool) -> BoundTool {
+    BoundTool {
+        name: name.to_string(),
+        tool: Arc::new(tool),
+        server: None,
+    }
+}
+
+/// The qualified name a hidden tool would have had.
+pub(crate) fn hidden_name(h: &HiddenEntry) -> String {
+    mcp_harness_catalog::qualify(&h.server, &h.raw_name)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Builtin {
+    Search,
+    ReadOutput,
+}
+
+/// The step's deferred tools and what tool search loaded of them; shared by the binding and
+/// its calls of the search tool, so a loaded tool becomes callable in the same step.
+struct SearchState {
+    deferred: Vec<ExposedTool>,
+    loaded: Mutex<(LoadBudget, Vec<BoundTool>)>,
+}
+
+impl SearchState {
+    fn loaded(&self) -> std::sync::MutexGuard<'_, (LoadBudget, Vec<BoundTool>)> {
+        self.loaded.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn search_and_load(&self, request: &SearchRequest) -> Vec<Value> {
+        let hits = search(&self.deferred, &request.query, request.limit);
+        let mut loaded = self.loaded();
+        let mut out = Vec::new();
+        for hit in hits {
+            match loaded.0.load(hit) {
+                Ok(()) => {
+                    if !loaded.1.iter().any(|t| t.name == hit.entry.qualified_name) {
+                        loaded.1.push(bound(&hit.entry));
+                    }
+                    out.push(bound(&hit.entry).anthropic());
+                }
+                Err(reason) => {
+                    out.push(json!({"name": hit.entry.qualified_name, "notLoaded": reason}))
+                }
+            }
+        }
+        out
+    }
+}
+
+enum Target {
+    Server {
+        entry: ToolEntry,
+        client: ServerClient,
+        validator: Arc<ArgumentValidator>,
+    },
+    Builtin(Builtin),
+}
+
+/// Options of one call.
+#[derive(Default)]
+pub struct CallOptions {
+    /// Receives `notifications/progress` of this call.
+    pub progress: Option<tokio::sync::mpsc::UnboundedSender<ProgressNotificationParam>>,
+    /// Cancels the call: the server is sent `notifications/cancelled`.
+    pub cancel: Option<CancellationToken>,
+    /// Replaces the server's `toolTimeoutSec` for this call.
+    pub timeout: Option<Duration>,
+}
+
+/// The outcome of a call that was sent and answered.
+#[derive(Debug, Clone)]
+pub struct ToolResult {
+    pub server: String,
+    /// The raw tool name (for built-in tools, their name).
+    pub tool: String,
+    /// The catalog revision the call was bound to.
+    pub revision: u64,
+    /// The result as the server sent it, with blocks validated (R30).
+    pub result: CallToolResult,
+    /// The normalised result, as the model should get it (possibly a bounded summary of a
+    /// stored large result, with its handle).
+    pub normalized: NormalizedResult,
+    /// Set when the result was over the output budget and stored (R31).
+    pub output_handle: Option<String>,
+}
+
+impl ToolResult {
+    /// Whether the tool reported an error (`isError`): the tool-error class of R32.
+    pub fn is_error(&self) -> bool {
+        self.normalized.is_error
+    }
+}
+
+/// A call pinned to what a step showed: connection, schema, permission inputs and revision.
+pub struct PreparedCall {
+    inner: Arc<Inner>,
+    target: Target,
+    revision: u64,
+    search: Arc<SearchState>,
+}
+
+impl PreparedCall {
+    /// The model-visible name.
+    pub fn name(&self) -> &str {
+        match &self.target {
+            Target::Server { entry, .. } => &entry.qualified_name,
+            Target::Builtin(Builtin::Search) => SEARCH_TOOL,
+            Target::Builtin(Builtin::ReadOutput) => READ_OUTPUT_TOOL,
+        }
+    }
+
+    /// The catalog revision this call is bound to.
+    pub fn revision(&self) -> u64 {
+        self.revision
+    }
+
+    /// Runs the call with default options.
+    pub async fn call(&self, arguments: Option<JsonObject>) -> Result<ToolResult, CallError> {
+        self.call_with(arguments, CallOptions::default()).await
+    }
+
+    /// Validates, asks permission, checks staleness under the gate, sends, awaits the answer
+    /// (with progress, cancellation and timeout), normalises and applies the output budget.
+    pub async fn call_with(
+        &self,
+        arguments: Option<JsonObject>,
+        options: CallOptions,
+    ) -> Result<ToolResult, CallError> {
+        let args = arguments.unwrap_or_default();
+        match &self.target {
+            Target::Builtin(which) => self.call_builtin(*which, &args),
+            Target::Server {
+                entry,
+                client,
+                validator,
+            } => {
+                self.call_server(entry, client, validator, args, options)
+                    .await
+            }
+        }
+    }
+
+    async fn call_server(
+        &self,
+        entry: &ToolEntry,
+        client: &ServerClient,
+        validator: &ArgumentValidator,
+        args: JsonObject,
+        options: CallOptions,
+    ) -> Result<ToolResult, CallError> {
+        let name = entry.qualified_name.clone();
+        validator
+            .validate(&args)
+            .map_err(|e| CallError::InvalidArguments {
+                name: name.clone(),
+                details: e.to_string(),
+            })?;
+        self.authorize(entry, &args).await?;
+
+        let timeout = options.timeout.unwrap_or(client.tool_timeout);
+        let mut request_options = PeerRequestOptions::with_timeout(timeout);
+        if options.progress.is_some() {
+            request_options = request_options
+                .reset_timeout_on_progress()
+                .with_max_total_timeout(timeout.saturating_mul(MAX_TOTAL_FACTOR));
+        }
+        let mut params = CallToolRequestParams::new(entry.raw_name.clone());
+        if !args.is_empty() || entry.tool.input_schema.get("properties").is_some() {
+            params = params.with_arguments(args);
+        }
+        let retry = params.clone();
+        let request = ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params));
+        let classify = |e| crate::runtime::classify(e, &entry.server, &entry.raw_name, timeout);
+
+        // The staleness check and the hand-off to the transport happen under the gate's read
+        // side; the publisher swaps only under its write side.
+        let handle = {
+            let _gate = self.inner.gate.lock.read().await;
+            self.check_current(entry, client)?;
+            client
+                .peer
+                .send_request_with_option(request, request_options)
+                .await
+                .map_err(classify)?
+        };
+        let _route = options.progress.map(|tx| {
+            let (route, mut rx) = self
+                .inner
+                .progress
+                .register(&entry.server, &handle.progress_token);
+            tokio::spawn(async move {
+                while let Some(p) = rx.recv().await {
+                    if tx.send(p).is_err() {
+                        return;
+                    }
+                }
+            });
+            route
+        });
+        let (peer, id) = (handle.peer.clone(), handle.id.clone());
+        let response = match options.cancel {
+            None => handle.await_response().await,
+            Some(cancel) => tokio::select! {
+                r = handle.await_response() => r,
+                () = cancel.cancelled() => {
+                    let note = CancelledNotificationParam::new(Some(id), Some("cancelled by the user".into()));
+                    let _ = peer.send_notification(ClientNotification::CancelledNotification(rmcp::model::CancelledNotification::new(note))).await;
+                    return Err(CallError::Transport {
+                        server: entry.server.clone(),
+                        tool: entry.raw_name.clone(),
+                        message: "cancelled by the caller; the server was told (notifications/cancelled)".into(),
+                    });
+                }
+            },
+        };
+        let mut response = response.map_err(classify)?;
+        // SEP-2322: a server may ask for input and answer a later round; each round is a new
+        // request carrying the answers and the server's opaque state.
+        let mut state_only_rounds = 0;
+        let mut rounds = 0;
+        let result = loop {
+            match response {
+                ServerResult::CallToolResult(r) => break r,
+                ServerResult::InputRequiredResult(needed) if rounds < MAX_ROUNDS => {
+                    rounds += 1;
+                    let (answers, state) = next_round(
+                        &entry.server,
+                        self.inner.callbacks.as_ref(),
+                        needed,
+                        &mut state_only_rounds,
+                    )
+                    .await
+                    .map_err(|message| CallError::Protocol {
+                        server: entry.server.clone(),
+                        tool: entry.raw_name.clone(),
+                        message,
+                    })?;
+                    let mut again = retry.clone();
+                    again.input_responses = answers;
+                    again.request_state = state;
+                    let request =
+                        ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(again));
+                    response = client
+                        .peer
+                        .send_request_with_option(
+                            request,
+                            PeerRequestOptions::with_timeout(timeout),
+                        )
+                        .await
+                        .map_err(classify)?
+                        .await_response()
+                        .await
+                        .map_err(classify)?;
+                }
+                ServerResult::InputRequiredResult(_) => {
+                    return Err(CallError::Protocol {
+                        server: entry.server.clone(),
+                        tool: entry.raw_name.clone(),
+                        message: format!("the server still needed input after {MAX_ROUNDS} rounds"),
+                    });
+                }
+                other => {
+                    return Err(crate::runtime::unexpected(
+                        &entry.server,
+                        &entry.raw_name,
+                        &other,
+                    ));
+                }
+            }
+        };
+        let normalized = normalize(
+            result.clone(),
+            entry.tool.output_schema.as_deref(),
+            self.inner.result_limits,
+        );
+        let spilled = self.inner.output.spill(
+            &entry.server,
+            &entry.raw_name,
+            normalized,
+            self.inner.output_budget_for(&entry.tool),
+        );
+        let output_handle = spilled.handle().map(|h| h.to_string());
+        Ok(ToolResult {
+            server: entry.server.clone(),
+            tool: entry.raw_name.clone(),
+            revision: self.revision,
+            result,
+            normalized: spilled.into_result(),
+            output_handle,
+        })
+    }
+
+    /// Refuses the call unless the current catalog has the same tool, with the same definition,
+    /// on the same connection as the binding.
+    fn check_current(&self, entry: &ToolEntry, client: &ServerClient) -> Result<(), CallError> {
+        let now = self.inner.current.load();
+        let same_tool = now
+            .snapshot
+            .tool(&entry.qualified_name)
+            .is_some_and(|t| *t.tool == *entry.tool);
+        let same_connection = now
+            .clients
+            .get(&entry.server)
+            .is_some_and(|c| c.epoch == client.epoch);
+        if same_tool && same_connection {
+            Ok(())
+        } else {
+            Err(CallError::Stale {
+                name: entry.qualified_name.clone(),
+                bound: self.revision,
+                current: now.snapshot.revision,
+            })
+        }
+    }
+
+    async fn authorize(&self, entry: &ToolEntry, args: &JsonObject) -> Result<(), CallError> {
+        let name = &entry.qualified_name;
+        let refuse = |reason: String| CallError::Permission {
+            name: name.clone(),
+            reason,
+        };
+        match self
+            .inner
+            .policy
+            .permissions
+            .decide(name, args, entry.tool.annotations.as_ref())
+        {
+            Decision::Allow => Ok(()),
+            Decision::Deny { reason } => Err(refuse(reason)),
+            Decision::Ask { reason } => {
+                let request = ApprovalRequest {
+                    qualified_name: name.clone(),
+                    server: entry.server.clone(),
+                    args: args.clone(),
+                    reason,
+                    annotations: entry.tool.annotations.clone(),
+                };
+                let asked = tokio::time::timeout(
+                    self.inner.policy.approval_timeout,
+                    self.inner.policy.approver.approve(request),
+                )
+                .await;
+                match asked {
+                    Ok(Approval::Approved) => Ok(()),
+                    Ok(Approval::Denied { reason }) => Err(refuse(reason)),
+                    Ok(Approval::Cancelled) => Err(refuse("the approval was cancelled".into())),
+                    Err(_) => Err(refuse(format!(
+                        "no approval within {}s (the call was not sent)",
+                        self.inner.policy.approval_timeout.as_secs()
+                    ))),
+                }
+            }
+        }
+    }
+
+    fn call_builtin(&self, which: Builtin, args: &JsonObject) -> Result<ToolResult, CallError> {
+        let text = match which {
+            Builtin::Search => {
+                let request = SearchRequest::from_args(args).map_err(|details| {
+                    CallError::InvalidArguments {
+                        name: SEARCH_TOOL.into(),
+                        details,
+                    }
+                })?;
+                serde_json::to_string(&json!({"tools": self.search.search_and_load(&request)}))
+                    .unwrap_or_default()
+            }
+            Builtin::ReadOutput => self
+                .inner
+                .output
+                .read_output(args)
+                .map_err(|e| CallError::Output(e.to_string()))?
+                .render(),
+        };
+        let result = CallToolResult::success(vec![rmcp::model::ContentBlock::text(text)]);
+        let normalized = normalize(result.clone(), None, self.inner.result_limits);
+        Ok(ToolResult {
+            server: "mcp-harness".into(),
+            tool: self.name().to_string(),
+            revision: self.revision,
+            result,
+            normalized,
+            output_handle: None,
+        })
+    }
+}
+
+/// With progress, the timeout restarts on each progress notification, up to this many times
+/// the configured timeout in total (a server reporting progress forever still ends).
+const MAX_TOTAL_FACTOR: u32 = 10;
