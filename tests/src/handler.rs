@@ -90,6 +90,7 @@ impl FixtureServer {
     fn all_tools(&self) -> Vec<rmcp::model::Tool> {
         let mut all = tools::static_tools();
         all.extend(crate::faults::fault_tools());
+        all.extend(crate::versioned::versioned_tools());
         if self.opts.skills {
             all.extend(crate::skills::skill_tools());
         }
@@ -97,6 +98,7 @@ impl FixtureServer {
         let state = self.lock();
         all.extend(state.dynamic_tools.iter().cloned());
         all.extend(state.faults.flood_tool());
+        all.extend(state.versioned.listed());
         if let Some(dup) = &self.opts.duplicate_tool {
             let copy = all.iter().find(|t| t.name == dup.as_str()).cloned();
             all.extend(copy);
@@ -244,6 +246,11 @@ impl ServerHandler for FixtureServer {
         let arguments = request.arguments.unwrap_or_default();
         let args = Args(&arguments);
         let name = request.name.as_ref();
+        self.lock().versioned.count(name);
+        let executing = self.lock().versioned.executing(name);
+        if let Some(version) = executing {
+            return Ok(self.versioned_call(version).into());
+        }
         let result = match name {
             "echo" => text_result(args.string("message")?),
             "add" => {
@@ -279,6 +286,21 @@ impl ServerHandler for FixtureServer {
                 .await
             }
             "remove_tool" => self.remove_tool(&args.string("name")?, &context).await,
+            "mutate_tool" => {
+                let after = if arguments.contains_key("apply_after_ms") {
+                    args.unsigned("apply_after_ms")?
+                } else {
+                    0
+                };
+                self.mutate_tool(
+                    args.string("name")?,
+                    args.unsigned("version")?,
+                    after,
+                    &context,
+                )
+                .await
+            }
+            "calls" => self.call_counts(),
             "flood" => {
                 self.flood(&args.string("kind")?, args.unsigned("count")?, &context)
                     .await

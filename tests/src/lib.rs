@@ -16,6 +16,7 @@ mod serve;
 mod skills;
 mod state;
 mod tools;
+mod versioned;
 
 pub use faults::{FAULT_TOOL_NAMES, MAX_FLOOD};
 pub use handler::FixtureServer;

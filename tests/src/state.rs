@@ -48,6 +48,8 @@ pub(crate) struct FixtureState {
     pub(crate) next_sink: u64,
     /// Fault injection: the current `flood` item of each list, and pending list failures.
     pub(crate) faults: crate::faults::Faults,
+    /// Versioned tools and call counts.
+    pub(crate) versioned: crate::versioned::Versioned,
     /// SEP-2640 skills (empty unless `--skills`) and how often each skill file was read.
     pub(crate) skills: crate::skills::Skills,
 }

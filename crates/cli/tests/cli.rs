@@ -148,8 +148,8 @@ fn inspect_and_call_against_a_stdio_server() {
     let servers: serde_json::Value = serde_json::from_str(&out).expect("servers --json is JSON");
     assert_eq!(servers[0]["state"], "connected");
     assert_eq!(
-        servers[0]["tools"], 16,
-        "12 static + 2 fault-injection + 2 generated"
+        servers[0]["tools"], 18,
+        "12 static + 2 fault-injection + 2 versioning + 2 generated"
     );
 
     let (_, out, _) = run(&["tools", "--config", c]);

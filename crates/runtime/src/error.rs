@@ -126,12 +126,24 @@ impl CallError {
         }
     }
 
-    /// Whether the same call may succeed if simply tried again later. A timed-out call may have
-    /// had its side effect, so it is not considered retryable.
+    /// Whether the same call may succeed if simply tried again later (without changing it or
+    /// rebinding). A timed-out call may have had its side effect, so it is not retryable; a
+    /// stale call must be rebuilt from a new step, not retried; permission and argument
+    /// errors need a change first.
     pub fn retryable(&self) -> bool {
         matches!(
             self,
-            CallError::ServerUnavailable { .. } | CallError::Transport { .. }
+            CallError::ServerUnavailable { .. }
+                | CallError::Transport { .. }
+                | CallError::RequiredServers { .. }
+        )
+    }
+
+    /// Whether the caller should bind a new step (the catalog moved on) before trying again.
+    pub fn needs_rebind(&self) -> bool {
+        matches!(
+            self,
+            CallError::Stale { .. } | CallError::UnknownTool { .. } | CallError::NotInStep { .. }
         )
     }
 }

@@ -191,9 +191,10 @@ impl Runtime {
             let deadline = self.inner.registry.startup_deadline(required) + Duration::from_secs(1);
             let snapshot = self
                 .wait_for(deadline, |s| {
+                    // A server that is not configured never settles; it is reported below.
                     required
                         .iter()
-                        .all(|r| s.servers.get(*r).is_some_and(|st| st.state.is_settled()))
+                        .all(|r| s.servers.get(*r).is_none_or(|st| st.state.is_settled()))
                 })
                 .await;
             let failures: Vec<(String, String)> = required
