@@ -45,8 +45,8 @@ failed; 2 if the suite could not run.
                        protocol; scenarios not applicable at V are SKIPped)
   --timeout S          per-scenario client timeout in seconds (default 30); the client's
                        process group is killed after S seconds
-  --all                the required matrix: stable with initialize+tools_call, next at
-                       --spec-version 2025-11-25 and 2026-07-28 with the same scenarios, and
+  --all                the project's matrix: stable, next at --spec-version 2025-11-25 and
+                       2026-07-28 (each with the scenarios the project passes there), and
                        next's SEP-2640 skills extension scenarios
   --list               print the suite's client scenarios (runner `list --client`)
   --client-cmd CMD     test this client command line (shell syntax) instead of building
@@ -59,6 +59,44 @@ Peers come from env PEERS_DIR (default target/peers); install them with
 
 /// Scenarios the project is required to pass, run when none are named.
 const REQUIRED_SCENARIOS: &[&str] = &["initialize", "tools_call"];
+
+/// Scenarios of the issue-4 call path, at the protocol versions before 2026-07-28.
+const CALL_PATH_LEGACY: &[&str] = &[
+    "initialize",
+    "tools_call",
+    "elicitation-sep1034-client-defaults",
+    "sse-retry",
+];
+
+/// The next suite at 2025-11-25 adds the schema-preservation scenario.
+const CALL_PATH_NEXT_2025: &[&str] = &[
+    "initialize",
+    "tools_call",
+    "elicitation-sep1034-client-defaults",
+    "sse-retry",
+    "json-schema-2020-12-preservation",
+];
+
+/// Scenarios at protocol 2026-07-28 (`initialize` does not exist there).
+const CALL_PATH_2026: &[&str] = &[
+    "tools_call",
+    "request-metadata",
+    "sep-2322-client-request-state",
+    "http-standard-headers",
+    "http-custom-headers",
+    "http-invalid-tool-headers",
+    "json-schema-ref-no-deref",
+    "json-schema-2020-12-preservation",
+];
+
+/// What `--all` runs: (suite, spec version, scenarios).
+const MATRIX: &[(Suite, Option<&str>, &[&str])] = &[
+    (Suite::Stable, None, CALL_PATH_LEGACY),
+    (Suite::Next, Some("2025-11-25"), CALL_PATH_NEXT_2025),
+    (Suite::Next, Some("2026-07-28"), CALL_PATH_2026),
+    // Extension scenarios run without a spec version (with one they are skipped).
+    (Suite::Next, None, EXTENSION_SCENARIOS),
+];
 
 /// Extension scenarios the project passes (SEP-2640 skills), part of `--all`.
 const EXTENSION_SCENARIOS: &[&str] = &[
@@ -206,35 +244,14 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
         if suite.is_some() || spec.is_some() || !scenarios.is_empty() || list {
             return Err("--all takes no --suite, --spec-version, --list or scenarios".into());
         }
-        let required = || {
-            REQUIRED_SCENARIOS
-                .iter()
-                .map(|s| (*s).to_owned())
-                .collect::<Vec<_>>()
-        };
-        vec![
-            RunSpec {
-                suite: Suite::Stable,
-                spec: None,
-                scenarios: required(),
-            },
-            RunSpec {
-                suite: Suite::Next,
-                spec: Some("2025-11-25".into()),
-                scenarios: required(),
-            },
-            RunSpec {
-                suite: Suite::Next,
-                spec: Some("2026-07-28".into()),
-                scenarios: required(),
-            },
-            // Extension scenarios run without a spec version (with one they are skipped).
-            RunSpec {
-                suite: Suite::Next,
-                spec: None,
-                scenarios: EXTENSION_SCENARIOS.iter().map(|s| (*s).to_owned()).collect(),
-            },
-        ]
+        MATRIX
+            .iter()
+            .map(|(suite, spec, scenarios)| RunSpec {
+                suite: *suite,
+                spec: spec.map(str::to_owned),
+                scenarios: scenarios.iter().map(|s| (*s).to_owned()).collect(),
+            })
+            .collect()
     } else {
         if scenarios.is_empty() {
             scenarios = REQUIRED_SCENARIOS.iter().map(|s| (*s).to_owned()).collect();
@@ -764,26 +781,18 @@ mod tests {
         let runs: Vec<_> = o
             .runs
             .iter()
-            .map(|r| (r.label(), r.scenarios.join(",")))
+            .map(|r| (r.label(), r.scenarios.len()))
             .collect();
         assert_eq!(
             runs,
             [
-                (
-                    "stable-default".to_owned(),
-                    "initialize,tools_call".to_owned()
-                ),
-                (
-                    "next-2025-11-25".to_owned(),
-                    "initialize,tools_call".to_owned()
-                ),
-                (
-                    "next-2026-07-28".to_owned(),
-                    "initialize,tools_call".to_owned()
-                ),
-                ("next-default".to_owned(), EXTENSION_SCENARIOS.join(",")),
+                ("stable-default".to_owned(), CALL_PATH_LEGACY.len()),
+                ("next-2025-11-25".to_owned(), CALL_PATH_NEXT_2025.len()),
+                ("next-2026-07-28".to_owned(), CALL_PATH_2026.len()),
+                ("next-default".to_owned(), EXTENSION_SCENARIOS.len()),
             ]
         );
+        assert!(o.runs[0].scenarios.contains(&"initialize".to_owned()));
         assert!(parse_args(&args("--all tools_call")).is_err());
     }
 

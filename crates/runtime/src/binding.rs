@@ -32,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::call::output::read_output_tool;
 use crate::call::result::{NormalizedResult, normalize};
-use crate::call::validate::ArgumentValidator;
+use crate::call::validate::{ArgumentValidator, drop_null_optionals};
 use crate::error::CallError;
 use crate::mrtr::{MAX_ROUNDS, next_round};
 use crate::publisher::{Published, ServerClient};
@@ -396,6 +396,7 @@ impl PreparedCall {
         options: CallOptions,
     ) -> Result<ToolResult, CallError> {
         let name = entry.qualified_name.clone();
+        let args = drop_null_optionals(&entry.tool.input_schema, args);
         validator
             .validate(&args)
             .map_err(|e| CallError::InvalidArguments {

@@ -90,6 +90,15 @@ fn calls_for(
             vec![("test_client_elicitation_defaults".to_string(), json!({}))]
         }
         "sse-retry" => vec![("test_reconnection".to_string(), json!({}))],
+        "sep-2322-client-request-state" => [
+            "test_mrtr_echo_state",
+            "test_mrtr_unrelated",
+            "test_mrtr_no_state",
+            "test_mrtr_no_result_type",
+        ]
+        .iter()
+        .map(|t| (t.to_string(), json!({})))
+        .collect(),
         "http-invalid-tool-headers" => {
             vec![("valid_tool".to_string(), json!({"region": "us-west1"}))]
         }

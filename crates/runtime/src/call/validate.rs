@@ -443,3 +443,55 @@ mod tests {
         assert_eq!(truncate("hé", 2), "hé");
     }
 }
+
+/// Drops top-level arguments that are `null` where the schema neither requires the property nor
+/// allows `null` for it: models often write `null` for "not given", and such an argument is
+/// then treated as absent (never sent) instead of failing validation. A `null` the schema
+/// allows, or for a required property, is kept (and validated as is).
+pub fn drop_null_optionals(schema: &JsonObject, mut args: JsonObject) -> JsonObject {
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let properties = schema.get("properties").and_then(Value::as_object);
+    let allows_null = |name: &str| -> bool {
+        let Some(property) = properties.and_then(|p| p.get(name)) else {
+            return true; // not described: leave it to the schema
+        };
+        match property.get("type") {
+            Some(Value::String(t)) => t == "null",
+            Some(Value::Array(types)) => types.iter().any(|t| t == "null"),
+            // No `type` (an enum, a $ref, a combinator): do not guess.
+            _ => true,
+        }
+    };
+    args.retain(|name, value| {
+        !value.is_null() || required.contains(&name.as_str()) || allows_null(name)
+    });
+    args
+}
+
+#[cfg(test)]
+mod null_tests {
+    use super::*;
+
+    #[test]
+    fn null_optionals_are_dropped_only_where_null_is_not_allowed() {
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": {
+                "a": {"type": "boolean"},
+                "b": {"type": ["string", "null"]},
+                "c": {"type": "string"},
+                "d": {"enum": [1, null]}
+            },
+            "required": ["c"]
+        });
+        let schema = schema.as_object().cloned().unwrap_or_default();
+        let args = serde_json::json!({"a": null, "b": null, "c": null, "d": null, "e": null});
+        let kept = drop_null_optionals(&schema, args.as_object().cloned().unwrap_or_default());
+        let keys: Vec<&str> = kept.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["b", "c", "d", "e"]);
+    }
+}
