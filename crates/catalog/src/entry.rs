@@ -264,6 +264,10 @@ pub struct ServerStatus {
     pub server_name: Option<String>,
     pub server_version: Option<String>,
     pub instructions: Option<String>,
+    /// When the next reconnect attempt is due (remote servers after a failure).
+    pub next_retry: Option<SystemTime>,
+    /// Reconnect attempts made in a row (0 once connected).
+    pub attempts: u32,
 }
 
 impl ServerStatus {
@@ -278,6 +282,8 @@ impl ServerStatus {
             server_name: None,
             server_version: None,
             instructions: None,
+            next_retry: None,
+            attempts: 0,
         }
     }
 }

@@ -31,6 +31,9 @@ use crate::runtime::{Inner, Policy, RESOURCE_UPDATE_BUFFER, Runtime, ValidatorCa
 /// Default time a person has to answer an approval.
 pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(300);
 use crate::server::{ProgressRoutes, ServerSettings};
+use crate::supervision::{
+    ConnectQueues, DEFAULT_LOCAL_SLOTS, DEFAULT_REMOTE_SLOTS, DEFAULT_SLOT_HOLD, ReconnectPolicy,
+};
 
 /// Builds a [`Runtime`]: a config plus what only code can provide.
 pub struct RuntimeBuilder {
@@ -43,6 +46,9 @@ pub struct RuntimeBuilder {
     callbacks: Option<Callbacks>,
     approver: Arc<dyn Approver>,
     approval_timeout: Duration,
+    reconnect: ReconnectPolicy,
+    local_slots: usize,
+    remote_slots: usize,
 }
 
 impl RuntimeBuilder {
@@ -57,7 +63,24 @@ impl RuntimeBuilder {
             callbacks: None,
             approver: Arc::new(DenyAll),
             approval_timeout: DEFAULT_APPROVAL_TIMEOUT,
+            reconnect: ReconnectPolicy::default(),
+            local_slots: DEFAULT_LOCAL_SLOTS,
+            remote_slots: DEFAULT_REMOTE_SLOTS,
         }
+    }
+
+    /// Reconnect backoff and health checks of remote servers (see [`ReconnectPolicy`]).
+    pub fn reconnect(mut self, policy: ReconnectPolicy) -> Self {
+        self.reconnect = policy;
+        self
+    }
+
+    /// How many local (stdio, in-process) and remote servers connect at once (defaults 3 and
+    /// 20; R5).
+    pub fn connection_slots(mut self, local: usize, remote: usize) -> Self {
+        self.local_slots = local;
+        self.remote_slots = remote;
+        self
     }
 
     /// Who answers calls that need approval (`permissions` rules with `ask`, or no rule at
@@ -160,6 +183,8 @@ impl RuntimeBuilder {
             resource_updates: resource_updates.clone(),
             callbacks: self.callbacks.clone(),
             progress: progress.clone(),
+            reconnect: self.reconnect.clone(),
+            queues: ConnectQueues::new(self.local_slots, self.remote_slots, DEFAULT_SLOT_HOLD),
         };
         let (control, prewarm_rx) = RefreshControl::new(self.config.clone());
         let window = self.window;

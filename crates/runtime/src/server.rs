@@ -40,6 +40,14 @@ use crate::config::ServerConfig;
 use crate::listing::{Listed, declared_kinds, list_kind};
 use crate::publisher::{Publisher, ServerClient, ServerUpdate};
 use crate::refresh::Refreshes;
+use crate::supervision::{ConnectQueues, ReconnectPolicy};
+
+/// A stable per-server number, so reconnect jitter differs between servers.
+fn fnv(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
 
 /// The cause of a listing made because a derived kind needed an input the cache no longer had.
 const REREAD: &str = "re-reading an input of a derived kind";
@@ -63,6 +71,10 @@ pub struct ServerSettings {
     pub callbacks: Option<Callbacks>,
     /// Where progress of in-flight requests is delivered.
     pub progress: Arc<ProgressRoutes>,
+    /// Reconnect backoff and health checks for remote servers.
+    pub reconnect: ReconnectPolicy,
+    /// The local and remote connection queues.
+    pub queues: ConnectQueues,
 }
 
 /// Progress notifications of in-flight requests, routed by (server, progress token) straight
@@ -159,6 +171,13 @@ pub struct ServerActor {
     /// Whether this connection's listings may be cached (the server did not opt out).
     cacheable: bool,
     stopped: bool,
+    /// The pending reconnect attempt, cancelled first whenever the server is stopped,
+    /// restarted or replaced (R6).
+    retry: Option<SpawnHandle>,
+    /// The periodic health check of a remote session.
+    health: Option<SpawnHandle>,
+    /// Pings in a row that got no answer.
+    missed_pings: u32,
 }
 
 impl ServerActor {
@@ -187,6 +206,9 @@ impl ServerActor {
             declared: Vec::new(),
             cacheable: false,
             stopped: false,
+            retry: None,
+            health: None,
+            missed_pings: 0,
         }
     }
 
@@ -233,12 +255,28 @@ impl ServerActor {
         self.declared.clear();
     }
 
+    /// Cancels the pending reconnect and the health check.
+    fn cancel_timers(&mut self, ctx: &mut Context<Self>) {
+        if let Some(handle) = self.retry.take() {
+            ctx.cancel_future(handle);
+        }
+        if let Some(handle) = self.health.take() {
+            ctx.cancel_future(handle);
+        }
+        self.status.next_retry = None;
+    }
+
     fn connect(&mut self, ctx: &mut Context<Self>) {
+        self.cancel_timers(ctx);
         self.drop_connection();
         self.epoch += 1;
         let epoch = self.epoch;
         self.set_state(ServerState::Pending);
-        self.report("connecting");
+        self.report(if self.status.attempts > 0 {
+            "reconnecting"
+        } else {
+            "connecting"
+        });
 
         let weak = ctx.address().downgrade();
         let (progress, server) = (self.settings.progress.clone(), self.config.name.clone());
@@ -264,8 +302,19 @@ impl ServerActor {
         let connecting = self.connector.connect(handler, options);
         let limits = self.settings.limits;
         let page_timeout = self.config.startup_timeout;
+        let (queues, remote) = (self.settings.queues.clone(), self.connector.is_remote());
         let fut = async move {
-            let session = connecting.await?;
+            // One slot of the local or remote queue while connecting, for at most `slot_hold`:
+            // a slow server keeps connecting but stops holding up the queue.
+            let slot = queues.slot(remote).await;
+            let mut connecting = connecting;
+            let session = tokio::select! {
+                result = &mut connecting => result,
+                () = tokio::time::sleep(queues.slot_hold) => {
+                    drop(slot);
+                    connecting.await
+                }
+            }?;
             // The first listing belongs to startup: a server is connected only once listed.
             let kinds = declared_kinds(session.info());
             let listings = futures::future::join_all(
@@ -329,24 +378,34 @@ impl ServerActor {
                     ctx.spawn(
                         closed
                             .into_actor(self)
-                            .map(move |reason, act, _| act.on_closed(epoch, reason)),
+                            .map(move |reason, act, ctx| act.on_closed(epoch, reason, ctx)),
                     );
                 }
                 self.session = Some(session);
+                self.status.attempts = 0;
+                self.status.next_retry = None;
+                self.missed_pings = 0;
+                if self.connector.is_remote() {
+                    let every = self.settings.reconnect.health_interval;
+                    self.health = Some(ctx.run_interval(every, |act, ctx| act.health_check(ctx)));
+                }
                 self.set_state(ServerState::Connected);
                 tracing::info!(server = %self.name(), tools = self.catalog.tools.len(), "connected");
                 self.report("initial listing");
             }
             Err(e) => {
                 tracing::warn!(server = %self.name(), error = %e, "connect failed");
+                let mut message = e.to_string();
+                if self.connector.is_remote() && e.retryable() {
+                    match self.schedule_reconnect(&message, ctx) {
+                        Ok(()) => return,
+                        Err(last) => message = last,
+                    }
+                }
                 let state = if e.needs_auth() {
-                    ServerState::NeedsAuth {
-                        reason: e.to_string(),
-                    }
+                    ServerState::NeedsAuth { reason: message }
                 } else {
-                    ServerState::Failed {
-                        error: e.to_string(),
-                    }
+                    ServerState::Failed { error: message }
                 };
                 self.set_state(state);
                 self.report("connect failed");
@@ -354,7 +413,7 @@ impl ServerActor {
         }
     }
 
-    fn on_closed(&mut self, epoch: u64, reason: String) {
+    fn on_closed(&mut self, epoch: u64, reason: String, ctx: &mut Context<Self>) {
         if epoch != self.epoch || self.stopped {
             return;
         }
@@ -367,10 +426,86 @@ impl ServerActor {
         };
         tracing::warn!(server = %self.name(), error = %error, "connection lost");
         self.drop_connection();
-        self.set_state(ServerState::Failed {
-            error: error.to_string(),
-        });
+        if let Some(handle) = self.health.take() {
+            ctx.cancel_future(handle);
+        }
+        let mut message = error.to_string();
+        if self.connector.is_remote() {
+            match self.schedule_reconnect(&message, ctx) {
+                Ok(()) => return,
+                Err(last) => message = last,
+            }
+        }
+        self.set_state(ServerState::Failed { error: message });
         self.report("connection lost");
+    }
+
+    /// Schedules the next reconnect attempt with backoff, unless the attempts are used up.
+    /// Meanwhile the server is pending with its error and the time of the next attempt, and
+    /// has no catalog (its tools cannot be called).
+    /// Returns `Err` with the final error text when no attempt is left (it then names how many
+    /// were made).
+    fn schedule_reconnect(&mut self, error: &str, ctx: &mut Context<Self>) -> Result<(), String> {
+        let policy = self.settings.reconnect.clone();
+        if self.stopped {
+            return Err(error.to_string());
+        }
+        if self.status.attempts >= policy.max_attempts {
+            return Err(format!(
+                "{error} (gave up after {} reconnect attempts)",
+                self.status.attempts
+            ));
+        }
+        self.status.attempts += 1;
+        let seed = self.epoch ^ fnv(&self.config.name);
+        let delay = policy.delay(self.status.attempts, seed);
+        self.status.next_retry = Some(SystemTime::now() + delay);
+        self.status.last_error = Some(error.to_string());
+        self.set_state(ServerState::Pending);
+        tracing::info!(server = %self.name(), attempt = self.status.attempts, delay_ms = delay.as_millis() as u64, "reconnecting after backoff");
+        self.report(format!(
+            "reconnect {} of {} in {:.1}s",
+            self.status.attempts,
+            policy.max_attempts,
+            delay.as_secs_f64()
+        ));
+        self.retry = Some(ctx.run_later(delay, |act, ctx| {
+            act.retry = None;
+            act.connect(ctx);
+        }));
+        Ok(())
+    }
+
+    /// Pings a remote session; two unanswered pings in a row close it (rmcp does not notice a
+    /// dead HTTP server by itself).
+    fn health_check(&mut self, ctx: &mut Context<Self>) {
+        let Some(session) = &self.session else { return };
+        let (peer, epoch, limit) = (
+            session.peer().clone(),
+            self.epoch,
+            self.settings.reconnect.ping_timeout,
+        );
+        let ping = async move {
+            let request = rmcp::model::ClientRequest::PingRequest(Default::default());
+            matches!(
+                tokio::time::timeout(limit, peer.send_request(request)).await,
+                Ok(Ok(_))
+            )
+        };
+        ctx.spawn(ping.into_actor(self).map(move |answered, act, ctx| {
+            if epoch != act.epoch || act.stopped {
+                return;
+            }
+            if answered {
+                act.missed_pings = 0;
+                return;
+            }
+            act.missed_pings += 1;
+            tracing::warn!(server = %act.name(), missed = act.missed_pings, "no answer to ping");
+            if act.missed_pings >= 2 {
+                act.on_closed(epoch, "the server stopped answering pings".into(), ctx);
+            }
+        }));
     }
 
     /// Stores a complete listing (newest wins) and puts it into the current generation.
@@ -571,6 +706,7 @@ impl Handler<Restart> for ServerActor {
             return;
         }
         tracing::info!(server = %self.name(), "restart requested");
+        self.status.attempts = 0;
         self.connect(ctx);
     }
 }
@@ -578,7 +714,9 @@ impl Handler<Restart> for ServerActor {
 impl Handler<Shutdown> for ServerActor {
     type Result = ResponseActFuture<Self, ()>;
 
-    fn handle(&mut self, _: Shutdown, _ctx: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, _: Shutdown, ctx: &mut Self::Context) -> Self::Result {
+        // Timers first: a pending reconnect must never bring back the old configuration.
+        self.cancel_timers(ctx);
         self.stopped = true;
         self.settings.cache.drop_server(&self.config.name);
         let session = self.session.take();

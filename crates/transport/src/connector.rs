@@ -56,6 +56,13 @@ pub trait Connector: Send + Sync + 'static {
     /// Short name of the transport shown to users: `stdio`, `http`, `in-process`, ...
     fn kind(&self) -> &'static str;
 
+    /// Whether the server is reached over a network (it then goes through the remote connection
+    /// queue, is health-checked and reconnected with backoff). Default `false`; network
+    /// transports must return `true`.
+    fn is_remote(&self) -> bool {
+        false
+    }
+
     /// Opens the transport and runs initialize with `handler` as the client.
     fn connect(
         &self,

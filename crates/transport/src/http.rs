@@ -58,6 +58,10 @@ impl Connector for StreamableHttpConnector {
         "http"
     }
 
+    fn is_remote(&self) -> bool {
+        true
+    }
+
     fn connect(
         &self,
         handler: HarnessClient,
