@@ -94,6 +94,11 @@ pub enum TransportConfig {
         url: String,
         headers: BTreeMap<String, String>,
     },
+    /// `url` (+ `headers`); `type` `"sse"`: the legacy HTTP+SSE transport (protocol 2024-11-05).
+    LegacySse {
+        url: String,
+        headers: BTreeMap<String, String>,
+    },
     /// Registered in code through [`crate::RuntimeBuilder::in_process`], not in files.
     InProcess,
 }
@@ -104,6 +109,7 @@ impl TransportConfig {
         match self {
             TransportConfig::Stdio(_) => "stdio",
             TransportConfig::StreamableHttp { .. } => "http",
+            TransportConfig::LegacySse { .. } => "sse",
             TransportConfig::InProcess => "in-process",
         }
     }
@@ -237,8 +243,24 @@ fn server_config(
 ) -> Result<ServerConfig, String> {
     let ex = |key: &str, v: &str| expand(v, lookup).map_err(|e| format!("`{key}`: {e}"));
     let transport = match (raw.kind.as_deref(), &raw.command, &raw.url) {
-        (Some("sse"), _, _) => {
-            return Err("`type: \"sse\"` (legacy HTTP+SSE) is not supported yet; use a Streamable HTTP `url` with `type: \"http\"`".into());
+        (Some("sse"), command, url) => {
+            let (None, Some(url)) = (command, url) else {
+                return Err("`type: \"sse\"` (legacy HTTP+SSE) takes a `url` (and `headers`), not a `command`".into());
+            };
+            if !raw.args.is_empty() || !raw.env.is_empty() || raw.cwd.is_some() {
+                return Err(
+                    "`args`, `env` and `cwd` apply to stdio servers only; this one has a `url`"
+                        .into(),
+                );
+            }
+            let mut headers = BTreeMap::new();
+            for (k, v) in &raw.headers {
+                headers.insert(k.clone(), ex(&format!("headers.{k}"), v)?);
+            }
+            TransportConfig::LegacySse {
+                url: ex("url", url)?,
+                headers,
+            }
         }
         (Some(kind), _, _)
             if !matches!(
@@ -247,7 +269,7 @@ fn server_config(
             ) =>
         {
             return Err(format!(
-                "`type` \"{kind}\" is unknown; use \"stdio\" or \"http\""
+                "`type` \"{kind}\" is unknown; use \"stdio\", \"http\" or \"sse\""
             ));
         }
         (_, Some(_), Some(_)) => {
@@ -428,6 +450,27 @@ mod tests {
     }
 
     #[test]
+    fn reads_legacy_sse_servers() {
+        let c = parse(
+            r#"{"mcpServers": {"old": {"type": "sse", "url": "${SSE_URL:-http://127.0.0.1:3001/sse}", "headers": {"Authorization": "Bearer ${TOKEN}"}}}}"#,
+        )
+        .expect("valid");
+        let old = &c.servers["old"].transport;
+        assert_eq!(
+            old,
+            &TransportConfig::LegacySse {
+                url: "http://127.0.0.1:3001/sse".into(),
+                headers: BTreeMap::from([("Authorization".into(), "Bearer s3cret".into())]),
+            }
+        );
+        assert_eq!(old.kind(), "sse");
+        let err = parse(r#"{"mcpServers": {"a": {"type": "sse", "url": "http://h", "headers": {"X": "${NOPE}"}}}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("headers.X") && err.contains("NOPE"), "{err}");
+    }
+
+    #[test]
     fn unknown_keys_name_file_server_and_key() {
         let err = parse(r#"{"mcpServers": {"fs": {"comand": "npx"}}}"#)
             .unwrap_err()
@@ -449,8 +492,13 @@ mod tests {
                 "not both",
             ),
             (
-                r#"{"mcpServers": {"a": {"type": "sse", "url": "http://h"}}}"#,
+                r#"{"mcpServers": {"a": {"type": "sse", "command": "x"}}}"#,
                 "legacy",
+            ),
+            (r#"{"mcpServers": {"a": {"type": "sse"}}}"#, "takes a `url`"),
+            (
+                r#"{"mcpServers": {"a": {"type": "sse", "url": "http://h", "args": ["x"]}}}"#,
+                "stdio servers only",
             ),
             (
                 r#"{"mcpServers": {"a": {"type": "carrier-pigeon", "url": "http://h"}}}"#,

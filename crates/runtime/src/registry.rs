@@ -33,6 +33,12 @@ pub(crate) fn connector_for(
             url: url.clone(),
             headers: headers.clone(),
         }),
+        TransportConfig::LegacySse { url, headers } => {
+            Arc::new(mcp_harness_transport::LegacySseConnector {
+                url: url.clone(),
+                headers: headers.clone(),
+            })
+        }
         TransportConfig::InProcess => match in_process.get(&config.name) {
             Some(serve) => Arc::new(InProcessConnector {
                 serve: serve.clone(),

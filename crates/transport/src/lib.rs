@@ -20,6 +20,7 @@ pub mod error;
 pub mod handler;
 pub mod http;
 pub mod in_process;
+pub mod sse;
 pub mod stderr;
 pub mod stdio;
 
@@ -29,6 +30,7 @@ pub use error::TransportError;
 pub use handler::{EventSink, HarnessClient, ServerEvent};
 pub use http::StreamableHttpConnector;
 pub use in_process::{InProcessConnector, InProcessServe};
+pub use sse::LegacySseConnector;
 pub use stdio::{StdioConnector, StdioSpec};
 
 /// The rmcp client peer type every session exposes for requests.
