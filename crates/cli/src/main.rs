@@ -21,7 +21,9 @@ use mcp_harness_runtime::{Config, Runtime};
     about = "Inspect, call and watch MCP servers through mcp-harness"
 )]
 struct Cli {
-    /// Config file in the `mcpServers` format (default: ./.mcp.json).
+    /// Read only this config file, in any supported format (Claude Code, Claude Desktop,
+    /// Cursor, VS Code, Codex, Gemini CLI, mcp-harness). Default: the user config merged with
+    /// ./.mcp.json and ./.mcp-harness.json (see `mcp-harness config`).
     #[arg(long, global = true, value_name = "PATH")]
     config: Option<PathBuf>,
     /// More logs on stderr (-v info, -vv debug, -vvv trace); RUST_LOG overrides.
@@ -106,6 +108,14 @@ enum Command {
         #[arg(long)]
         count: Option<u64>,
     },
+    /// The merged config: each server's transport, source file and whether it is enabled, and
+    /// the servers dropped, with why. `config import FILE` converts another host's config.
+    Config {
+        #[arg(long)]
+        json: bool,
+        #[command(subcommand)]
+        action: Option<commands::config::Action>,
+    },
     /// A tour on built-in servers; needs no config and no install.
     Demo,
     /// Client mode for the official MCP conformance suite (reads MCP_CONFORMANCE_SCENARIO).
@@ -170,6 +180,9 @@ async fn run(cli: Cli) -> u8 {
     if let Command::FixtureServer { args } = cli.command {
         return mcp_harness_fixture::run_main(args).await.clamp(0, 255) as u8;
     }
+    if let Command::Config { json, action } = &cli.command {
+        return commands::config::run(cli.config.as_deref(), *json, action.as_ref());
+    }
     let (runtime, deadline) = match &cli.command {
         Command::Demo => match commands::demo::build() {
             Ok(rt) => (rt, Duration::from_secs(35)),
@@ -180,19 +193,9 @@ async fn run(cli: Cli) -> u8 {
             Err(e) => return fail(&e, 1),
         },
         _ => {
-            let path = cli
-                .config
-                .clone()
-                .unwrap_or_else(|| PathBuf::from(".mcp.json"));
-            if cli.config.is_none() && !path.exists() {
-                return fail(
-                    "no ./.mcp.json here: pass --config PATH, or try `mcp-harness demo`",
-                    2,
-                );
-            }
-            let config = match Config::load(&path) {
+            let config = match commands::config::load(cli.config.as_deref()) {
                 Ok(c) => c,
-                Err(e) => return fail(&e.to_string(), 2),
+                Err(e) => return fail(&e, 2),
             };
             let approver: std::sync::Arc<dyn mcp_harness_policy::Approver> = if cli.yes {
                 std::sync::Arc::new(mcp_harness_policy::AllowAll)
@@ -339,7 +342,7 @@ async fn execute(runtime: &Runtime, command: Command, deadline: Duration) -> u8 
             Ok(()) => 0,
             Err(e) => fail(&e, 1),
         },
-        Command::FixtureServer { .. } => 0,
+        Command::FixtureServer { .. } | Command::Config { .. } => 0,
     }
 }
 

@@ -24,6 +24,7 @@ pub mod refresh;
 pub mod registry;
 mod runtime;
 pub mod server;
+pub mod sources;
 pub mod supervision;
 
 pub use binding::{BoundTool, CallOptions, PreparedCall, StepBinding, ToolResult};

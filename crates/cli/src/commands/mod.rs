@@ -2,6 +2,7 @@
 //! owns the runtime's lifetime (main starts it and always shuts it down).
 
 pub mod call;
+pub mod config;
 pub mod conformance;
 pub mod demo;
 pub mod inspect;

@@ -1,0 +1,296 @@
+//! `mcp-harness config` (the merged config: each server's transport, source file and whether it
+//! is enabled, and what was dropped and why) and `mcp-harness config import FILE [--out PATH]`
+//! (another host's config in our format). Also how every other command loads its config:
+//! `--config PATH` reads only that file, in any supported format; without it the user and
+//! project sources are merged.
+//!
+//! Invariant: nothing here prints a value read from the environment: the table shows no
+//! commands, URLs or headers, and an import keeps `${VAR}` references unexpanded.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use mcp_harness_runtime::Config;
+use mcp_harness_runtime::sources::{self, Format, Merged, Origin, Scope, Sources};
+
+use crate::table;
+
+/// `config` subcommands.
+#[derive(clap::Subcommand)]
+pub enum Action {
+    /// Convert a Claude Code, Claude Desktop, Cursor, VS Code, Codex or Gemini CLI config to the
+    /// mcp-harness format. `${VAR}` references are kept, never replaced by their values.
+    Import {
+        /// The file to convert (format detected from its name and shape).
+        file: PathBuf,
+        /// Write the result here (a new file, readable only by you) instead of printing it.
+        #[arg(long, value_name = "PATH")]
+        out: Option<PathBuf>,
+    },
+}
+
+/// The config every other command runs with: only `explicit` when given, else the merged
+/// sources. Dropped servers are logged (with why).
+pub fn load(explicit: Option<&Path>) -> Result<Config, String> {
+    if let Some(path) = explicit {
+        return sources::load_any(path)
+            .map(|(c, _)| c)
+            .map_err(|e| e.to_string());
+    }
+    let sources = Sources::new();
+    let merged = sources.merge().map_err(|e| e.to_string())?;
+    if merged.files.is_empty() {
+        return Err(format!(
+            "no config found ({}): pass --config PATH, or try `mcp-harness demo`",
+            looked_in(&sources)
+        ));
+    }
+    for (server, reason) in &merged.dropped {
+        tracing::warn!(%server, "not loaded: {reason}");
+    }
+    for note in &merged.notes {
+        tracing::info!("{note}");
+    }
+    Ok(merged.config)
+}
+
+/// Runs `config` (with `action`, or showing the merged config); returns the exit code.
+pub fn run(explicit: Option<&Path>, json: bool, action: Option<&Action>) -> u8 {
+    let result = match action {
+        Some(Action::Import { file, out }) => import(file, out.as_deref()),
+        None => show(explicit, json),
+    };
+    match result {
+        Ok(text) => {
+            print!("{text}");
+            0
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            2
+        }
+    }
+}
+
+fn looked_in(sources: &Sources) -> String {
+    let files: Vec<String> = sources
+        .files()
+        .iter()
+        .map(|(_, p)| p.display().to_string())
+        .collect();
+    files.join(", ")
+}
+
+/// The merged config (or only `explicit`) as a table or JSON. Unset environment variables do
+/// not stop it: they are listed instead (as empty, `${VAR:-default}` takes its default).
+fn show(explicit: Option<&Path>, json: bool) -> Result<String, String> {
+    let unset = Arc::new(Mutex::new(BTreeSet::new()));
+    let lookup = {
+        let unset = unset.clone();
+        move |name: &str| {
+            std::env::var(name).ok().or_else(|| {
+                if let Ok(mut u) = unset.lock() {
+                    u.insert(name.to_string());
+                }
+                Some(String::new())
+            })
+        }
+    };
+    let mut merged = match explicit {
+        Some(path) => {
+            let (config, converted) =
+                sources::load_noted(path, &lookup).map_err(|e| e.to_string())?;
+            let origin = Origin {
+                path: Some(path.to_path_buf()),
+                format: converted.format,
+                scope: Scope::Explicit,
+            };
+            Merged {
+                origins: config
+                    .servers
+                    .keys()
+                    .map(|n| (n.clone(), origin.clone()))
+                    .collect(),
+                config,
+                dropped: Vec::new(),
+                files: vec![origin],
+                notes: converted.notes,
+            }
+        }
+        None => {
+            let sources = Sources::new().with_env(lookup);
+            let merged = sources.merge().map_err(|e| e.to_string())?;
+            if merged.files.is_empty() && merged.config.servers.is_empty() {
+                return Err(format!(
+                    "no config found ({}): pass --config PATH, or write one of those files \
+                     (`mcp-harness config import FILE --out .mcp-harness.json` converts another \
+                     host's)",
+                    looked_in(&sources)
+                ));
+            }
+            merged
+        }
+    };
+    let unset: Vec<String> = unset
+        .lock()
+        .map(|u| u.iter().cloned().collect())
+        .unwrap_or_default();
+    if !unset.is_empty() {
+        merged.notes.push(format!(
+            "environment variables not set: {} (read as empty here; other commands refuse a \
+             `${{VAR}}` without a default that is unset)",
+            unset.join(", ")
+        ));
+    }
+    Ok(if json {
+        table::pretty(&to_json(&merged))
+    } else {
+        to_table(&merged)
+    })
+}
+
+/// `path` relative to the current directory when under it, else with `~` for the home folder.
+fn short(path: &Path) -> String {
+    let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    if let Some(rel) = std::env::current_dir()
+        .ok()
+        .and_then(|cwd| path.strip_prefix(cwd).ok().map(Path::to_path_buf))
+    {
+        return format!("./{}", rel.display());
+    }
+    if let Some(rel) = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .and_then(|home| path.strip_prefix(home).ok().map(Path::to_path_buf))
+    {
+        return format!("~/{}", rel.display());
+    }
+    path.display().to_string()
+}
+
+fn to_json(merged: &Merged) -> serde_json::Value {
+    let servers: Vec<serde_json::Value> = merged
+        .config
+        .servers
+        .values()
+        .map(|s| {
+            let origin = merged.origins.get(&s.name);
+            serde_json::json!({
+                "name": s.name,
+                "transport": s.transport.kind(),
+                "enabled": s.enabled,
+                "source": origin.and_then(|o| o.path.as_ref()).map(|p| p.display().to_string()),
+                "scope": origin.map(|o| o.scope.name()),
+                "format": origin.map(|o| o.format.id()),
+            })
+        })
+        .collect();
+    let dropped: Vec<serde_json::Value> = merged
+        .dropped
+        .iter()
+        .map(|(server, reason)| serde_json::json!({"server": server, "reason": reason}))
+        .collect();
+    let files: Vec<serde_json::Value> = merged
+        .files
+        .iter()
+        .map(|o| {
+            serde_json::json!({
+                "path": o.path.as_ref().map(|p| p.display().to_string()),
+                "scope": o.scope.name(),
+                "format": o.format.id(),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "servers": servers,
+        "dropped": dropped,
+        "files": files,
+        "notes": merged.notes,
+    })
+}
+
+fn to_table(merged: &Merged) -> String {
+    let rows: Vec<Vec<String>> = merged
+        .config
+        .servers
+        .values()
+        .map(|s| {
+            let origin = merged.origins.get(&s.name);
+            vec![
+                s.name.clone(),
+                s.transport.kind().to_string(),
+                if s.enabled { "yes" } else { "no" }.to_string(),
+                origin.map_or("", |o| o.scope.name()).to_string(),
+                origin.map_or("", |o| o.format.name()).to_string(),
+                origin
+                    .and_then(|o| o.path.as_deref())
+                    .map_or_else(|| "(dynamic)".to_string(), short),
+            ]
+        })
+        .collect();
+    let mut out = if rows.is_empty() {
+        "no servers\n".to_string()
+    } else {
+        table::render(
+            &[
+                "SERVER",
+                "TRANSPORT",
+                "ENABLED",
+                "SCOPE",
+                "FORMAT",
+                "SOURCE",
+            ],
+            &rows,
+        )
+    };
+    if !merged.dropped.is_empty() {
+        out.push_str("\ndropped:\n");
+        for (server, reason) in &merged.dropped {
+            out.push_str(&format!("  {server}: {reason}\n"));
+        }
+    }
+    if !merged.notes.is_empty() {
+        out.push_str("\nnotes:\n");
+        for note in &merged.notes {
+            out.push_str(&format!("  {note}\n"));
+        }
+    }
+    out
+}
+
+/// Converts `file`; prints it, or writes it to `out` (never over an existing file).
+fn import(file: &Path, out: Option<&Path>) -> Result<String, String> {
+    let converted = sources::import(file).map_err(|e| e.to_string())?;
+    for note in &converted.notes {
+        eprintln!("note: {note}");
+    }
+    let text = table::pretty(&converted.document);
+    let count = converted.servers().map_or(0, |s| s.len());
+    let Some(out) = out else {
+        return Ok(text);
+    };
+    write_new(out, &text).map_err(|e| format!("{}: cannot write: {e}", out.display()))?;
+    Ok(format!(
+        "wrote {} ({count} server{} from {})\n",
+        out.display(),
+        if count == 1 { "" } else { "s" },
+        describe(converted.format, file)
+    ))
+}
+
+fn describe(format: Format, file: &Path) -> String {
+    format!("{format} config {}", file.display())
+}
+
+/// Creates `path` (failing if it exists), readable and writable by the owner only: an imported
+/// file may hold secrets that were written literally in the original.
+fn write_new(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(text.as_bytes())
+}

@@ -1,0 +1,510 @@
+//! Merging config sources (R1): user, project and dynamic servers, in one documented order.
+//!
+//! Precedence, lowest first — a later source replaces a same-named server wholesale:
+//! 1. user: `$XDG_CONFIG_HOME/mcp-harness/config.json` (default `~/.config/mcp-harness/config.json`);
+//! 2. project `./.mcp.json` (Claude Code's file);
+//! 3. project `./.mcp-harness.json`;
+//! 4. dynamic servers added at run time ([`Sources::add_dynamic`]).
+//!
+//! Then, in this order: the policy (`allowedServers` / `deniedServers` globs in the user config;
+//! deny wins) removes servers; servers with the same content (same command, args, env and cwd,
+//! or the same URL, a trailing `/` aside) are de-duplicated, the higher-precedence one kept; disabled servers stay in the
+//! result, marked disabled, and take no part in de-duplication (they are never connected).
+//!
+//! Invariant: every server that a source defines is either in [`Merged::config`] with its
+//! [`Origin`], or in [`Merged::dropped`] with the reason — never silently lost — and reasons name
+//! servers and files, never values.
+//!
+//! Sections: `metadataLimits`, `exposure` and `output` come whole from the highest-precedence
+//! file that has them; `permissions` lists (`allow`, `ask`, `deny`) are concatenated over all
+//! files (a deny anywhere holds), and `trustReadOnlyHint` is on if any file turns it on.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use super::{Converted, Format};
+use crate::config::{Config, ConfigError, ServerConfig, TransportConfig};
+
+/// Where a server's definition came from, lowest precedence first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Scope {
+    /// The user config.
+    User,
+    /// The project's `.mcp.json`.
+    ProjectMcpJson,
+    /// The project's `.mcp-harness.json`.
+    ProjectHarnessJson,
+    /// Added at run time.
+    Dynamic,
+    /// The one file given with `--config` (nothing else is read).
+    Explicit,
+}
+
+impl Scope {
+    /// Short name shown to users.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scope::User => "user",
+            Scope::ProjectMcpJson | Scope::ProjectHarnessJson => "project",
+            Scope::Dynamic => "dynamic",
+            Scope::Explicit => "--config",
+        }
+    }
+}
+
+/// The source of one server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    /// The file; `None` for a dynamic server.
+    pub path: Option<PathBuf>,
+    /// The file's format (a dynamic server counts as ours).
+    pub format: Format,
+    pub scope: Scope,
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.path {
+            Some(p) => write!(f, "{}", p.display()),
+            None => f.write_str("(dynamic)"),
+        }
+    }
+}
+
+/// The merged configuration.
+#[derive(Debug, Clone)]
+pub struct Merged {
+    /// Every server kept, enabled or not; the sections merged as the module doc says.
+    pub config: Config,
+    /// Where each server in `config` came from.
+    pub origins: BTreeMap<String, Origin>,
+    /// Definitions not in `config`, with why: replaced by a same-named one, refused by policy,
+    /// or a duplicate of another server.
+    pub dropped: Vec<(String, String)>,
+    /// The files read, lowest precedence first.
+    pub files: Vec<Origin>,
+    /// Notes from the files (ignored host keys, inputs read from the environment), each
+    /// prefixed with its file.
+    pub notes: Vec<String>,
+}
+
+impl Merged {
+    /// The servers to connect: enabled ones.
+    pub fn enabled(&self) -> impl Iterator<Item = &ServerConfig> {
+        self.config.servers.values().filter(|s| s.enabled)
+    }
+
+    /// The servers split off before any connection: disabled ones.
+    pub fn disabled(&self) -> impl Iterator<Item = &ServerConfig> {
+        self.config.servers.values().filter(|s| !s.enabled)
+    }
+}
+
+/// Managed settings of the user config: which server names may be loaded. Patterns are globs
+/// (`*` any run of characters, `?` one character). A name matching `deniedServers` is refused;
+/// with `allowedServers` set, a name matching none of it is refused too.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Policy {
+    pub allowed: Option<Vec<String>>,
+    pub denied: Vec<String>,
+}
+
+impl Policy {
+    pub(super) fn from_json(
+        file: &str,
+        allowed: Option<Value>,
+        denied: Option<Value>,
+    ) -> Result<Policy, ConfigError> {
+        let list = |key: &str, v: Value| -> Result<Vec<String>, ConfigError> {
+            let items = v.as_array().filter(|a| {
+                a.iter()
+                    .all(|i| i.as_str().is_some_and(|s| !s.trim().is_empty()))
+            });
+            match items {
+                Some(a) => Ok(a
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()),
+                None => Err(ConfigError {
+                    location: format!("{file}: {key}"),
+                    message: "must be a list of server names or globs (`*`, `?`)".into(),
+                }),
+            }
+        };
+        Ok(Policy {
+            allowed: allowed.map(|v| list("allowedServers", v)).transpose()?,
+            denied: denied
+                .map(|v| list("deniedServers", v))
+                .transpose()?
+                .unwrap_or_default(),
+        })
+    }
+
+    /// The policy as our config keys (`allowedServers`, `deniedServers`).
+    pub fn to_json(&self) -> Map<String, Value> {
+        let mut out = Map::new();
+        if let Some(allowed) = &self.allowed {
+            out.insert("allowedServers".into(), allowed.clone().into());
+        }
+        if !self.denied.is_empty() {
+            out.insert("deniedServers".into(), self.denied.clone().into());
+        }
+        out
+    }
+
+    /// Why `name` is refused, or `None` when it may load.
+    pub fn refusal(&self, name: &str) -> Option<String> {
+        if let Some(p) = self.denied.iter().find(|p| glob(p, name)) {
+            return Some(format!("denied by the policy (`deniedServers` \"{p}\")"));
+        }
+        match &self.allowed {
+            Some(allowed) if !allowed.iter().any(|p| glob(p, name)) => {
+                Some("not in the policy's `allowedServers`".to_string())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// `*` matches any run of characters, `?` one; everything else itself.
+fn glob(pattern: &str, name: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let n: Vec<char> = name.chars().collect();
+    let (mut pi, mut ni) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ni < n.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == n[ni]) {
+            pi += 1;
+            ni += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, ni));
+            pi += 1;
+        } else if let Some((sp, sn)) = star {
+            pi = sp + 1;
+            ni = sn + 1;
+            star = Some((sp, sn + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == '*')
+}
+
+/// The user config: `$XDG_CONFIG_HOME/mcp-harness/config.json`, else
+/// `$HOME/.config/mcp-harness/config.json` (`XDG_CONFIG_HOME` counts only when absolute).
+pub fn user_config_path(lookup: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    let base = lookup("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| {
+            lookup("HOME")
+                .filter(|h| !h.is_empty())
+                .map(|h| Path::new(&h).join(".config"))
+        })?;
+    Some(base.join("mcp-harness").join("config.json"))
+}
+
+type Lookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// The config sources of one harness: user file, project folder and dynamic servers.
+/// [`Sources::merge`] reads the files again on every call.
+#[derive(Clone)]
+pub struct Sources {
+    /// `None`: the default location, found through `lookup`; `Some(None)`: no user config.
+    user: Option<Option<PathBuf>>,
+    project: Option<PathBuf>,
+    dynamic: Vec<ServerConfig>,
+    lookup: Lookup,
+}
+
+impl std::fmt::Debug for Sources {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sources")
+            .field("user", &self.user)
+            .field("project", &self.project)
+            .field("dynamic", &self.dynamic.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Sources {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Sources {
+    /// The default sources: the user config, the current directory as the project, the process
+    /// environment for `${VAR}`.
+    pub fn new() -> Self {
+        Self {
+            user: None,
+            project: std::env::current_dir().ok(),
+            dynamic: Vec::new(),
+            lookup: Arc::new(|name| std::env::var(name).ok()),
+        }
+    }
+
+    /// Reads the user config from `path` (`None`: no user config) instead of the default.
+    pub fn with_user_file(mut self, path: Option<PathBuf>) -> Self {
+        self.user = Some(path);
+        self
+    }
+
+    /// Reads the project files from `dir` (`None`: no project files).
+    pub fn with_project_dir(mut self, dir: Option<PathBuf>) -> Self {
+        self.project = dir;
+        self
+    }
+
+    /// Resolves `${VAR}`, VS Code inputs and the default user config location through `lookup`
+    /// instead of the process environment.
+    pub fn with_env(
+        mut self,
+        lookup: impl Fn(&str) -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.lookup = Arc::new(lookup);
+        self
+    }
+
+    /// Adds a server at run time; it outranks every file. A later one of the same name
+    /// replaces an earlier one.
+    pub fn add_dynamic(&mut self, server: ServerConfig) {
+        self.dynamic.push(server);
+    }
+
+    /// The files this merges, lowest precedence first, whether or not they exist.
+    pub fn files(&self) -> Vec<(Scope, PathBuf)> {
+        let mut out = Vec::new();
+        let user = match &self.user {
+            Some(p) => p.clone(),
+            None => user_config_path(&*self.lookup),
+        };
+        if let Some(p) = user {
+            out.push((Scope::User, p));
+        }
+        if let Some(dir) = &self.project {
+            out.push((Scope::ProjectMcpJson, dir.join(".mcp.json")));
+            out.push((Scope::ProjectHarnessJson, dir.join(".mcp-harness.json")));
+        }
+        out
+    }
+
+    /// Reads every existing file and merges them with the dynamic servers (see the module doc).
+    /// A file that fails to read or validate fails the merge, naming the file.
+    pub fn merge(&self) -> Result<Merged, ConfigError> {
+        let lookup = &*self.lookup;
+        let mut layers: Vec<(Origin, Converted, Config)> = Vec::new();
+        let mut user_path = None;
+        for (scope, path) in self.files() {
+            if !path.is_file() {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).map_err(|e| ConfigError {
+                location: path.display().to_string(),
+                message: format!("cannot read the config file: {e}"),
+            })?;
+            let converted = super::convert(&text, &path)?;
+            if scope == Scope::User {
+                user_path = Some(path.clone());
+            } else if converted.policy.is_some() {
+                return Err(ConfigError {
+                    location: path.display().to_string(),
+                    message: format!(
+                        "`allowedServers` / `deniedServers` are managed settings, read only from \
+                         the user config ({})",
+                        user_path
+                            .as_deref()
+                            .map_or_else(|| "none here".to_string(), |p| p.display().to_string())
+                    ),
+                });
+            }
+            let config = converted.to_config(&path, lookup)?;
+            let origin = Origin {
+                path: Some(path),
+                format: converted.format,
+                scope,
+            };
+            layers.push((origin, converted, config));
+        }
+        let policy = layers
+            .iter()
+            .find(|(o, _, _)| o.scope == Scope::User)
+            .and_then(|(_, c, _)| c.policy.clone())
+            .unwrap_or_default();
+
+        let mut dropped = Vec::new();
+        let mut chosen: BTreeMap<String, (ServerConfig, Origin)> = BTreeMap::new();
+        let mut keep =
+            |name: String, server: ServerConfig, origin: Origin, dropped: &mut Vec<_>| {
+                if let Some((_, old)) = chosen.get(&name) {
+                    dropped.push((
+                    name.clone(),
+                    format!(
+                        "the definition in {old} is replaced by the one in {origin} (same name; \
+                         later sources take precedence)"
+                    ),
+                ));
+                }
+                chosen.insert(name, (server, origin));
+            };
+        for (origin, _, config) in &layers {
+            for (name, server) in &config.servers {
+                keep(name.clone(), server.clone(), origin.clone(), &mut dropped);
+            }
+        }
+        for server in &self.dynamic {
+            let origin = Origin {
+                path: None,
+                format: Format::Harness,
+                scope: Scope::Dynamic,
+            };
+            keep(server.name.clone(), server.clone(), origin, &mut dropped);
+        }
+
+        chosen.retain(|name, _| match policy.refusal(name) {
+            Some(reason) => {
+                dropped.push((name.clone(), reason));
+                false
+            }
+            None => true,
+        });
+
+        dedupe(&mut chosen, &mut dropped);
+
+        let mut config = merged_sections(&layers, lookup)?;
+        config.source = layers.last().and_then(|(o, _, _)| o.path.clone());
+        let mut origins = BTreeMap::new();
+        for (name, (server, origin)) in chosen {
+            config.servers.insert(name.clone(), server);
+            origins.insert(name, origin);
+        }
+        let notes = layers
+            .iter()
+            .flat_map(|(o, c, _)| c.notes.iter().map(move |n| format!("{o}: {n}")))
+            .collect();
+        Ok(Merged {
+            config,
+            origins,
+            dropped,
+            files: layers.into_iter().map(|(o, _, _)| o).collect(),
+            notes,
+        })
+    }
+}
+
+/// What makes two servers the same server.
+#[derive(PartialEq, Eq, Hash)]
+enum ContentKey {
+    Stdio(
+        String,
+        Vec<String>,
+        BTreeMap<String, String>,
+        Option<PathBuf>,
+    ),
+    Url(String),
+}
+
+fn content_key(server: &ServerConfig) -> Option<ContentKey> {
+    match &server.transport {
+        TransportConfig::Stdio(spec) => Some(ContentKey::Stdio(
+            spec.command.clone(),
+            spec.args.clone(),
+            spec.env.clone(),
+            spec.cwd.clone(),
+        )),
+        TransportConfig::StreamableHttp { url, .. } | TransportConfig::LegacySse { url, .. } => {
+            Some(ContentKey::Url(url.trim_end_matches('/').to_string()))
+        }
+        TransportConfig::InProcess => None,
+    }
+}
+
+/// Drops enabled servers whose content equals a higher-precedence enabled one (by name order
+/// within one source).
+fn dedupe(
+    chosen: &mut BTreeMap<String, (ServerConfig, Origin)>,
+    dropped: &mut Vec<(String, String)>,
+) {
+    let mut order: Vec<(Scope, String)> = chosen
+        .iter()
+        .filter(|(_, (s, _))| s.enabled)
+        .map(|(n, (_, o))| (o.scope, n.clone()))
+        .collect();
+    order.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    let mut seen: HashMap<ContentKey, String> = HashMap::new();
+    for (_, name) in order {
+        let Some(key) = chosen.get(&name).and_then(|(s, _)| content_key(s)) else {
+            continue;
+        };
+        let what = match key {
+            ContentKey::Stdio(..) => "the same command, args, env and cwd",
+            ContentKey::Url(_) => "the same URL",
+        };
+        match seen.get(&key) {
+            Some(keeper) => {
+                let keeper_origin = chosen
+                    .get(keeper)
+                    .map(|(_, o)| o.to_string())
+                    .unwrap_or_default();
+                let reason = format!(
+                    "a duplicate: {what} as \"{keeper}\" ({keeper_origin}), which takes precedence"
+                );
+                chosen.remove(&name);
+                dropped.push((name, reason));
+            }
+            None => {
+                seen.insert(key, name);
+            }
+        }
+    }
+}
+
+/// The non-server sections of all layers, merged as the module doc says, validated by
+/// [`Config::parse`].
+fn merged_sections(
+    layers: &[(Origin, Converted, Config)],
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigError> {
+    let mut sections = Map::new();
+    let mut lists: BTreeMap<&str, Vec<Value>> = BTreeMap::new();
+    let mut trust = false;
+    let mut any_permissions = false;
+    for (_, converted, _) in layers {
+        let Some(doc) = converted.document.as_object() else {
+            continue;
+        };
+        for (key, value) in doc {
+            match key.as_str() {
+                "mcpServers" => {}
+                "permissions" => {
+                    any_permissions = true;
+                    let Some(p) = value.as_object() else { continue };
+                    for list in ["allow", "ask", "deny"] {
+                        if let Some(Value::Array(items)) = p.get(list) {
+                            lists.entry(list).or_default().extend(items.iter().cloned());
+                        }
+                    }
+                    trust |= p.get("trustReadOnlyHint").and_then(Value::as_bool) == Some(true);
+                }
+                _ => {
+                    sections.insert(key.clone(), value.clone());
+                }
+            }
+        }
+    }
+    if any_permissions {
+        let mut p: Map<String, Value> = lists
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), Value::Array(v)))
+            .collect();
+        p.insert("trustReadOnlyHint".into(), trust.into());
+        sections.insert("permissions".into(), Value::Object(p));
+    }
+    let text = Value::Object(sections).to_string();
+    Config::parse(&text, Path::new("(merged config sections)"), lookup)
+}

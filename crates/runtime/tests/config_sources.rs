@@ -1,0 +1,871 @@
+//! Config sources: the config files of Claude Code, Claude Desktop, Cursor, VS Code, Codex and
+//! Gemini CLI (real-looking samples under `tests/samples/`), their conversion to our format, and
+//! the merge of user, project and dynamic sources (precedence, de-duplication, policy, disabled
+//! servers). Secrets from the environment must appear in no error and no import.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use mcp_harness_runtime::config::{Config, ServerConfig, TransportConfig};
+use mcp_harness_runtime::sources::{self, Format, Scope, Sources};
+
+fn sample(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/samples")
+        .join(relative)
+}
+
+/// The environment the samples are read with. Every secret contains `SECRET`.
+fn env(name: &str) -> Option<String> {
+    let value = match name {
+        "HOME" => "/home/ada",
+        "GITHUB_TOKEN" => "ghp_SECRET_github",
+        "EVENTS_KEY" => "SECRET_events",
+        "LINEAR_TOKEN" => "SECRET_linear",
+        "DOCS_TOKEN" => "SECRET_docs",
+        "MCP_INPUT_PERPLEXITY_KEY" => "pplx-SECRET",
+        "CONTEXT7_API_KEY" => "SECRET_context7",
+        "FIGMA_OAUTH_TOKEN" => "SECRET_figma",
+        "FIGMA_TEAM_ID" => "team-SECRET",
+        "DB_CONNECTION_STRING" => "postgres://SECRET@db/app",
+        "EXTERNAL_API_KEY" => "SECRET_external",
+        "API_TOKEN" => "SECRET_api",
+        _ => return None,
+    };
+    Some(value.to_string())
+}
+
+fn load(relative: &str) -> (Config, Format) {
+    match sources::load_any_with(&sample(relative), &env) {
+        Ok(loaded) => loaded,
+        Err(e) => panic!("{relative}: {e}"),
+    }
+}
+
+fn parse_err(text: &str, path: &str) -> String {
+    match sources::parse_any(text, Path::new(path), &env) {
+        Ok((c, f)) => panic!(
+            "{path}: expected an error, got {f:?} {:?}",
+            c.servers.keys()
+        ),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn stdio(config: &Config, name: &str) -> mcp_harness_runtime::transport::StdioSpec {
+    match &config.servers[name].transport {
+        TransportConfig::Stdio(spec) => spec.clone(),
+        other => panic!("{name}: expected stdio, got {other:?}"),
+    }
+}
+
+fn http(config: &Config, name: &str) -> (String, BTreeMap<String, String>) {
+    match &config.servers[name].transport {
+        TransportConfig::StreamableHttp { url, headers } => (url.clone(), headers.clone()),
+        other => panic!("{name}: expected http, got {other:?}"),
+    }
+}
+
+fn sse(config: &Config, name: &str) -> (String, BTreeMap<String, String>) {
+    match &config.servers[name].transport {
+        TransportConfig::LegacySse { url, headers } => (url.clone(), headers.clone()),
+        other => panic!("{name}: expected sse, got {other:?}"),
+    }
+}
+
+fn import_text(relative: &str) -> (String, Vec<String>) {
+    match sources::import(&sample(relative)) {
+        Ok(c) => (c.document.to_string(), c.notes),
+        Err(e) => panic!("{relative}: {e}"),
+    }
+}
+
+/// A server parsed from our own JSON (to add as a dynamic server).
+fn server(name: &str, json: &str) -> ServerConfig {
+    let text = format!(r#"{{"mcpServers": {{"{name}": {json}}}}}"#);
+    match Config::parse(&text, Path::new("(test)"), &env) {
+        Ok(mut c) => c.servers.remove(name).expect("the server"),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[test]
+fn claude_code_mcp_json() {
+    let (c, format) = load("claude-code/.mcp.json");
+    assert_eq!(format, Format::ClaudeCode);
+    let fs = stdio(&c, "filesystem");
+    assert_eq!(fs.command, "npx");
+    assert_eq!(fs.args[2], "/home/ada/projects");
+    assert_eq!(fs.env["LOG_LEVEL"], "info", "${{VAR:-default}}");
+    let (url, headers) = http(&c, "github");
+    assert_eq!(url, "https://api.githubcopilot.com/mcp/");
+    assert_eq!(headers["Authorization"], "Bearer ghp_SECRET_github");
+    let (url, headers) = sse(&c, "events");
+    assert_eq!(url, "https://events.example.com/sse");
+    assert_eq!(headers["X-Api-Key"], "SECRET_events");
+    assert!(http(&c, "sentry").1.is_empty());
+    assert!(http(&c, "internal").1.is_empty());
+    let (_, notes) = import_text("claude-code/.mcp.json");
+    let notes = notes.join("\n");
+    assert!(
+        notes.contains("\"internal\": `headersHelper` ignored")
+            && notes.contains("\"sentry\": `oauth` ignored"),
+        "{notes}"
+    );
+}
+
+#[test]
+fn claude_desktop_config() {
+    let (c, format) = load("claude_desktop_config.json");
+    assert_eq!(format, Format::ClaudeDesktop);
+    assert_eq!(
+        c.servers.keys().collect::<Vec<_>>(),
+        ["brave-search", "memory", "sqlite"]
+    );
+    assert_eq!(
+        stdio(&c, "brave-search").env["BRAVE_API_KEY"],
+        "BSA-written-in-the-file"
+    );
+    assert_eq!(stdio(&c, "sqlite").args[2], "/home/ada/test.db");
+    // A value written in the file (not from the environment) is kept as written.
+    let (text, _) = import_text("claude_desktop_config.json");
+    assert!(text.contains("BSA-written-in-the-file") && !text.contains("globalShortcut"));
+}
+
+#[test]
+fn cursor_mcp_json_with_editor_variables_and_comments() {
+    let (c, format) = load("cursor/.cursor/mcp.json");
+    assert_eq!(format, Format::Cursor);
+    let (url, headers) = http(&c, "linear");
+    assert_eq!(url, "https://mcp.linear.app/mcp");
+    assert_eq!(headers["Authorization"], "Bearer SECRET_linear");
+    let docs = stdio(&c, "local-docs");
+    let root = std::path::absolute(sample("cursor")).expect("absolute");
+    assert_eq!(
+        docs.args,
+        [
+            format!("{}/tools/docs-server.js", root.display()),
+            "--home".into(),
+            "/home/ada".into()
+        ]
+    );
+    assert_eq!(docs.env["DOCS_TOKEN"], "SECRET_docs");
+    assert_eq!(sse(&c, "partner").0, "https://partner.example.com/sse");
+    let (text, notes) = import_text("cursor/.cursor/mcp.json");
+    assert!(
+        text.contains("Bearer ${LINEAR_TOKEN}") && text.contains("${HOME}"),
+        "{text}"
+    );
+    let notes = notes.join("\n");
+    assert!(
+        notes.contains("`envFile` ignored") && notes.contains("`auth` ignored"),
+        "{notes}"
+    );
+}
+
+#[test]
+fn vscode_mcp_json_with_inputs_from_the_environment() {
+    let (c, format) = load("vscode/.vscode/mcp.json");
+    assert_eq!(format, Format::VsCode);
+    assert_eq!(
+        stdio(&c, "perplexity").env["PERPLEXITY_API_KEY"],
+        "pplx-SECRET"
+    );
+    assert_eq!(
+        http(&c, "github").1["Authorization"],
+        "Bearer ghp_SECRET_github"
+    );
+    let fetch = stdio(&c, "fetch");
+    let root = std::path::absolute(sample("vscode")).expect("absolute");
+    assert_eq!(fetch.cwd.as_deref(), Some(root.as_path()));
+    assert_eq!(sse(&c, "events").0, "http://localhost:3001/sse");
+
+    let (text, notes) = import_text("vscode/.vscode/mcp.json");
+    assert!(text.contains("${MCP_INPUT_PERPLEXITY_KEY}"), "{text}");
+    let notes = notes.join("\n");
+    assert!(
+        notes.contains("MCP_INPUT_PERPLEXITY_KEY")
+            && notes.contains("`envFile` ignored")
+            && notes.contains("`dev` ignored"),
+        "{notes}"
+    );
+
+    // Without the variable: an error naming the input, its description and the variable.
+    let no_input = |name: &str| env(name).filter(|_| name != "MCP_INPUT_PERPLEXITY_KEY");
+    let err = sources::load_any_with(&sample("vscode/.vscode/mcp.json"), &no_input)
+        .expect_err("the input has no value")
+        .to_string();
+    assert!(
+        err.contains("vscode/.vscode/mcp.json")
+            && err.contains("\"perplexity\"")
+            && err.contains("input \"perplexity-key\"")
+            && err.contains("Perplexity API Key")
+            && err.contains("MCP_INPUT_PERPLEXITY_KEY"),
+        "{err}"
+    );
+    assert!(!err.contains("SECRET"), "{err}");
+}
+
+#[test]
+fn codex_config_toml_every_key() {
+    let (c, format) = load("codex/config.toml");
+    assert_eq!(format, Format::Codex);
+    assert_eq!(
+        c.servers.keys().collect::<Vec<_>>(),
+        ["context7", "figma", "old"]
+    );
+    let ctx = &c.servers["context7"];
+    let spec = stdio(&c, "context7");
+    assert_eq!(spec.args, ["-y", "@upstash/context7-mcp"]);
+    assert_eq!(spec.env["LOG_LEVEL"], "debug");
+    assert_eq!(spec.env["CONTEXT7_API_KEY"], "SECRET_context7", "env_vars");
+    assert_eq!(spec.cwd.as_deref(), Some(Path::new("/srv/context7")));
+    assert_eq!(ctx.startup_timeout, Duration::from_secs(20));
+    assert_eq!(ctx.tool_timeout, Duration::from_millis(60_500));
+    assert_eq!(
+        ctx.include_tools.as_deref(),
+        Some(
+            &[
+                "resolve-library-id".to_string(),
+                "get-library-docs".to_string()
+            ][..]
+        )
+    );
+    let figma = &c.servers["figma"];
+    let (url, headers) = http(&c, "figma");
+    assert_eq!(url, "https://mcp.figma.com/mcp");
+    assert_eq!(headers["Authorization"], "Bearer SECRET_figma");
+    assert_eq!(headers["X-Figma-Region"], "us-east-1");
+    assert_eq!(headers["X-Team-Id"], "team-SECRET");
+    assert_eq!(figma.exclude_tools, ["delete_file"]);
+    assert_eq!(
+        figma.startup_timeout,
+        Duration::from_secs(15),
+        "startup_timeout_ms"
+    );
+    assert!(!c.servers["old"].enabled);
+
+    let (text, notes) = import_text("codex/config.toml");
+    assert!(
+        text.contains("Bearer ${FIGMA_OAUTH_TOKEN}")
+            && text.contains("${FIGMA_TEAM_ID}")
+            && text.contains("${CONTEXT7_API_KEY:-}"),
+        "{text}"
+    );
+    let notes = notes.join("\n");
+    for key in ["required", "scopes", "tools"] {
+        assert!(
+            notes.contains(&format!("`{key}` ignored")),
+            "{key}: {notes}"
+        );
+    }
+
+    // env_vars passes an unset variable through as empty, as Codex passes nothing.
+    let unset = |name: &str| env(name).filter(|_| name != "CONTEXT7_API_KEY");
+    let (c, _) = sources::load_any_with(&sample("codex/config.toml"), &unset).expect("loads");
+    assert_eq!(stdio(&c, "context7").env["CONTEXT7_API_KEY"], "");
+}
+
+#[test]
+fn gemini_settings_json_every_key() {
+    let (c, format) = load("gemini/.gemini/settings.json");
+    assert_eq!(format, Format::Gemini);
+    let py = &c.servers["pythonTools"];
+    let spec = stdio(&c, "pythonTools");
+    assert_eq!(spec.env["DATABASE_URL"], "postgres://SECRET@db/app", "$VAR");
+    assert_eq!(spec.env["API_KEY"], "SECRET_external", "${{VAR}}");
+    assert_eq!(spec.cwd.as_deref(), Some(Path::new("./mcp-servers/python")));
+    assert_eq!(py.tool_timeout, Duration::from_secs(15), "timeout in ms");
+    assert_eq!(
+        py.include_tools.as_deref(),
+        Some(&["query".to_string(), "schema".to_string()][..])
+    );
+    let (url, headers) = http(&c, "httpServer");
+    assert_eq!(url, "http://localhost:3000/mcp");
+    assert_eq!(headers["Authorization"], "Bearer SECRET_api");
+    assert_eq!(c.servers["httpServer"].tool_timeout, Duration::from_secs(5));
+    assert_eq!(c.servers["httpServer"].exclude_tools, ["drop_table"]);
+    assert_eq!(
+        sse(&c, "sseServer").0,
+        "http://localhost:8080/sse",
+        "url is SSE"
+    );
+    assert_eq!(http(&c, "typedHttp").0, "https://mcp.example.com/mcp");
+    assert!(!c.servers["experimental"].enabled, "mcp.excluded");
+    assert!(c.servers["pythonTools"].enabled);
+
+    let (text, notes) = import_text("gemini/.gemini/settings.json");
+    assert!(text.contains("${DB_CONNECTION_STRING}") && !text.contains("theme"));
+    let notes = notes.join("\n");
+    for key in ["trust", "description", "oauth"] {
+        assert!(
+            notes.contains(&format!("`{key}` ignored")),
+            "{key}: {notes}"
+        );
+    }
+}
+
+#[test]
+fn our_own_format() {
+    let (c, format) = load("harness/.mcp-harness.json");
+    assert_eq!(format, Format::Harness);
+    let fs = &c.servers["fs"];
+    assert_eq!(stdio(&c, "fs").args[2], "/home/ada");
+    assert_eq!(fs.startup_timeout, Duration::from_secs(10));
+    assert_eq!(fs.tool_timeout, Duration::from_secs(20));
+    assert_eq!(fs.exclude_tools, ["write_file"]);
+    assert_eq!(c.exposure.max_tools, 10);
+}
+
+#[test]
+fn formats_are_detected_by_name_folder_and_shape() {
+    let detect = |path: &str, json: serde_json::Value| Format::detect(Path::new(path), &json);
+    let any = serde_json::json!({});
+    for (path, format) in [
+        ("/a/claude_desktop_config.json", Format::ClaudeDesktop),
+        ("/a/.mcp.json", Format::ClaudeCode),
+        ("/home/u/.claude.json", Format::ClaudeCode),
+        ("/a/.mcp-harness.json", Format::Harness),
+        ("/home/u/.config/mcp-harness/config.json", Format::Harness),
+        ("/a/.cursor/mcp.json", Format::Cursor),
+        ("/a/.vscode/mcp.json", Format::VsCode),
+        ("/a/.gemini/settings.json", Format::Gemini),
+        ("/a/.codex/config.toml", Format::Codex),
+    ] {
+        assert_eq!(detect(path, any.clone()).ok(), Some(format), "{path}");
+    }
+    let shape = |json| detect("/a/servers.json", json).ok();
+    assert_eq!(
+        shape(serde_json::json!({"servers": {}})),
+        Some(Format::VsCode)
+    );
+    assert_eq!(
+        shape(serde_json::json!({"mcpServers": {"a": {"httpUrl": "x"}}})),
+        Some(Format::Gemini)
+    );
+    assert_eq!(
+        shape(serde_json::json!({"mcpServers": {"a": {"headersHelper": "x"}}})),
+        Some(Format::ClaudeCode)
+    );
+    assert_eq!(
+        shape(serde_json::json!({"mcpServers": {"a": {"command": "x"}}})),
+        Some(Format::Harness)
+    );
+    assert_eq!(
+        detect(
+            "/a/settings.json",
+            serde_json::json!({"mcp": {"servers": {}}})
+        )
+        .ok(),
+        Some(Format::VsCode)
+    );
+    let err = detect("/a/x.json", serde_json::json!({"tools": []}))
+        .expect_err("unknown shape")
+        .to_string();
+    assert!(
+        err.contains("/a/x.json") && err.contains("mcpServers"),
+        "{err}"
+    );
+    // A file named for no host is read by its shape.
+    let (c, format) = load("generic/servers.json");
+    assert_eq!(format, Format::Gemini);
+    assert_eq!(c.servers["search"].tool_timeout, Duration::from_secs(30));
+}
+
+#[test]
+fn unknown_keys_name_the_file_server_and_key() {
+    for (path, text) in [
+        (
+            "/p/.mcp.json",
+            r#"{"mcpServers": {"fs": {"command": "x", "comand": "y"}}}"#,
+        ),
+        (
+            "/p/claude_desktop_config.json",
+            r#"{"mcpServers": {"fs": {"command": "x", "comand": "y"}}}"#,
+        ),
+        (
+            "/p/.cursor/mcp.json",
+            r#"{"mcpServers": {"fs": {"command": "x", "comand": "y"}}}"#,
+        ),
+        (
+            "/p/.vscode/mcp.json",
+            r#"{"servers": {"fs": {"command": "x", "comand": "y"}}}"#,
+        ),
+        (
+            "/p/.codex/config.toml",
+            "[mcp_servers.fs]\ncommand = \"x\"\ncomand = \"y\"\n",
+        ),
+        (
+            "/p/.gemini/settings.json",
+            r#"{"mcpServers": {"fs": {"command": "x", "comand": "y"}}}"#,
+        ),
+        (
+            "/p/.mcp-harness.json",
+            r#"{"mcpServers": {"fs": {"command": "x", "comand": "y"}}}"#,
+        ),
+    ] {
+        let err = parse_err(text, path);
+        assert!(
+            err.contains(path) && err.contains("\"fs\"") && err.contains("comand"),
+            "{path}: {err}"
+        );
+    }
+    // Top-level keys of files that are only MCP config.
+    for (path, text, key) in [
+        (
+            "/p/.vscode/mcp.json",
+            r#"{"servers": {}, "sevrers": {}}"#,
+            "sevrers",
+        ),
+        (
+            "/p/.cursor/mcp.json",
+            r#"{"mcpServers": {}, "x": 1}"#,
+            "`x`",
+        ),
+        ("/p/.mcp.json", r#"{"servers": {}}"#, "servers"),
+    ] {
+        let err = parse_err(text, path);
+        assert!(err.contains(path) && err.contains(key), "{path}: {err}");
+    }
+    // Host settings files: their own settings are not ours to judge.
+    assert!(
+        sources::parse_any(
+            r#"{"theme": "x", "mcpServers": {}}"#,
+            Path::new("/p/.gemini/settings.json"),
+            &env
+        )
+        .is_ok()
+    );
+}
+
+#[test]
+fn host_specific_mistakes_are_explained() {
+    for (path, text, needle) in [
+        (
+            "/p/.codex/config.toml",
+            "[mcp_servers.a]\nurl = \"https://h\"\nbearer_token = \"tok-SECRET-inline\"\n",
+            "bearer_token_env_var",
+        ),
+        (
+            "/p/.codex/config.toml",
+            "[mcp_servers.a]\ncommand = \"x\"\nbearer_token_env_var = \"T\"\n",
+            "`url` servers only",
+        ),
+        (
+            "/p/.codex/config.toml",
+            "[mcp_servers.a]\nurl = \"https://h\"\nenv_http_headers = { X = \"not a var\" }\n",
+            "env_http_headers.X",
+        ),
+        (
+            "/p/.codex/config.toml",
+            "[mcp_servers.a]\ncommand = \"x\"\ntool_timeout_sec = -1\n",
+            "tool_timeout_sec",
+        ),
+        (
+            "/p/.codex/config.toml",
+            "[mcp_servers.a]\ncommand = \"x\"\nargs = \"-y\"\n",
+            "`args` must be a list",
+        ),
+        ("/p/.codex/config.toml", "[mcp_servers.a\n", "line 1"),
+        (
+            "/p/.codex/config.toml",
+            "model = \"m\"\n[mcp_servers.a]\ncommand = \"x\"\nargs = [\"tok-SECRET\"\n",
+            "not valid TOML",
+        ),
+        (
+            "/p/.gemini/settings.json",
+            r#"{"mcpServers": {"a": {"tcp": "ws://h"}}}"#,
+            "WebSocket",
+        ),
+        (
+            "/p/.gemini/settings.json",
+            r#"{"mcpServers": {"a": {"command": "x", "timeout": -5}}}"#,
+            "milliseconds",
+        ),
+        (
+            "/p/.gemini/settings.json",
+            r#"{"mcpServers": {"a": {"httpUrl": "https://h", "url": "https://h"}}}"#,
+            "not both",
+        ),
+        (
+            "/p/.vscode/mcp.json",
+            r#"{"servers": {"a": {"command": "x", "args": ["${command:pick}"]}}}"#,
+            "not supported",
+        ),
+        (
+            "/p/.cursor/mcp.json",
+            r#"{"mcpServers": {"a": {"command": "x", "env": {"K": "${input:k}"}}}}"#,
+            "VS Code variable",
+        ),
+        (
+            "/p/.mcp.json",
+            r#"{"mcpServers": {"a": {"command": "${NOT_SET_ANYWHERE}"}}}"#,
+            "NOT_SET_ANYWHERE",
+        ),
+        ("/p/.vscode/mcp.json", "{\"servers\": {", "not valid JSON"),
+    ] {
+        let err = parse_err(text, path);
+        assert!(
+            err.contains(path) && err.contains(needle) && !err.contains("SECRET"),
+            "{path}: {err}"
+        );
+    }
+}
+
+#[test]
+fn secrets_from_the_environment_never_reach_errors_or_imports() {
+    // A server whose references resolve to secrets, next to a server with a mistake.
+    for (path, text) in [
+        (
+            "/p/.mcp.json",
+            r#"{"mcpServers": {"ok": {"type": "http", "url": "https://h", "headers": {"A": "${GITHUB_TOKEN}"}},
+                "bad": {"type": "http", "url": "https://h?k=${GITHUB_TOKEN}", "headers": {"A": "${GITHUB_TOKEN}"}, "toolTimeoutSec": "x"}}}"#,
+        ),
+        (
+            "/p/.codex/config.toml",
+            "[mcp_servers.bad]\nurl = \"https://h\"\nbearer_token_env_var = \"FIGMA_OAUTH_TOKEN\"\ncwd = \"/x\"\n",
+        ),
+        (
+            "/p/.gemini/settings.json",
+            r#"{"mcpServers": {"bad": {"httpUrl": "https://h", "headers": {"A": "$API_TOKEN"}, "env": {"B": "$API_TOKEN"}}}}"#,
+        ),
+    ] {
+        let err = parse_err(text, path);
+        assert!(
+            err.contains("\"bad\"") && !err.contains("SECRET"),
+            "{path}: {err}"
+        );
+    }
+    for relative in [
+        "claude-code/.mcp.json",
+        "claude_desktop_config.json",
+        "cursor/.cursor/mcp.json",
+        "vscode/.vscode/mcp.json",
+        "codex/config.toml",
+        "gemini/.gemini/settings.json",
+        "harness/.mcp-harness.json",
+        "xdg/mcp-harness/config.json",
+    ] {
+        let (text, notes) = import_text(relative);
+        assert!(!text.contains("SECRET"), "{relative}: {text}");
+        assert!(!notes.join("\n").contains("SECRET"), "{relative}");
+        // The import is itself a valid config in our format.
+        let (c, format) = sources::parse_any(&text, Path::new("/out/.mcp-harness.json"), &env)
+            .unwrap_or_else(|e| panic!("{relative}: the import does not load: {e}"));
+        assert_eq!(format, Format::Harness);
+        let (original, _) = load(relative);
+        assert_eq!(
+            c.servers, original.servers,
+            "{relative}: the import loads as the original"
+        );
+    }
+}
+
+/// The samples' user (XDG) config and project folder.
+fn sample_sources() -> Sources {
+    let xdg = sample("xdg").display().to_string();
+    Sources::new()
+        .with_project_dir(Some(sample("project")))
+        .with_env(move |name| {
+            if name == "XDG_CONFIG_HOME" {
+                Some(xdg.clone())
+            } else {
+                env(name)
+            }
+        })
+}
+
+#[test]
+fn sources_merge_with_precedence_dedupe_policy_and_disabled_servers() {
+    let mut sources = sample_sources();
+    let files: Vec<Scope> = sources.files().iter().map(|(s, _)| *s).collect();
+    assert_eq!(
+        files,
+        [
+            Scope::User,
+            Scope::ProjectMcpJson,
+            Scope::ProjectHarnessJson
+        ]
+    );
+    sources.add_dynamic(server(
+        "db",
+        r#"{"command": "db-mcp", "args": ["--dynamic"]}"#,
+    ));
+    sources.add_dynamic(server("evil-bot", r#"{"command": "bot"}"#));
+    let merged = sources.merge().expect("merges");
+
+    let names: Vec<&String> = merged.config.servers.keys().collect();
+    assert_eq!(names, ["db", "docs", "gh", "notes", "notes-copy"]);
+    let origin = |name: &str| merged.origins[name].clone();
+    assert_eq!(origin("db").scope, Scope::Dynamic);
+    assert_eq!(origin("db").path, None);
+    assert_eq!(stdio(&merged.config, "db").args, ["--dynamic"]);
+    assert_eq!(origin("docs").scope, Scope::ProjectHarnessJson);
+    assert_eq!(origin("docs").format, Format::Harness);
+    assert_eq!(origin("gh").scope, Scope::ProjectMcpJson);
+    assert_eq!(origin("gh").format, Format::ClaudeCode);
+    assert_eq!(
+        origin("notes").path,
+        Some(sample("xdg/mcp-harness/config.json"))
+    );
+
+    // Disabled servers stay, marked, and are split off from the ones to connect.
+    let disabled: Vec<&str> = merged.disabled().map(|s| s.name.as_str()).collect();
+    assert_eq!(disabled, ["notes"]);
+    assert_eq!(merged.enabled().count(), 4);
+
+    let dropped = |name: &str| -> Vec<String> {
+        merged
+            .dropped
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, r)| r.clone())
+            .collect()
+    };
+    // Same name: the later source replaces the earlier wholesale.
+    let db = dropped("db");
+    assert_eq!(db.len(), 2, "{db:?}");
+    assert!(db[0].contains("project/.mcp.json") && db[0].contains("project/.mcp-harness.json"));
+    assert!(db[1].contains("(dynamic)"));
+    // Policy: deny globs from the user config, applied to dynamic servers too.
+    for name in ["scratch", "evil-miner", "evil-bot"] {
+        let why = dropped(name);
+        assert!(
+            why.len() == 1 && why[0].contains("deniedServers"),
+            "{name}: {why:?}"
+        );
+    }
+    // Same content: the higher-precedence one wins (URL with or without a trailing slash).
+    let github = dropped("github");
+    assert!(
+        github.len() == 1 && github[0].contains("same URL") && github[0].contains("\"gh\""),
+        "{github:?}"
+    );
+    let memory = dropped("memory");
+    assert_eq!(memory.len(), 2, "{memory:?}");
+    assert!(memory[0].contains("replaced"), "{memory:?}");
+    assert!(
+        memory[1].contains("same command, args, env and cwd") && memory[1].contains("\"docs\""),
+        "{memory:?}"
+    );
+    assert_eq!(merged.dropped.len(), 8, "{:#?}", merged.dropped);
+    assert!(
+        !merged
+            .dropped
+            .iter()
+            .any(|(_, r)| r.contains("SECRET") || r.contains("--read")),
+        "reasons name servers and files, not values"
+    );
+
+    // Sections: the highest file that has one wins; permission lists add up.
+    assert_eq!(merged.config.exposure.max_tools, 20);
+    assert_eq!(merged.config.output.page_chars, 4000);
+    assert_eq!(merged.config.permissions.rules().len(), 2);
+    assert_eq!(merged.files.len(), 3);
+    assert_eq!(
+        merged.config.source,
+        Some(sample("project/.mcp-harness.json"))
+    );
+}
+
+/// A fresh folder under the system temp dir.
+fn temp_dir(tag: &str) -> PathBuf {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let dir = std::env::temp_dir().join(format!(
+        "mcp-harness-sources-{tag}-{}-{nanos}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+#[test]
+fn allow_lists_and_deny_wins() {
+    let dir = temp_dir("policy");
+    let user = dir.join("user.json");
+    std::fs::write(
+        &user,
+        r#"{"allowedServers": ["git*", "docs"], "deniedServers": ["gitlab"],
+            "mcpServers": {"github": {"command": "gh"}, "gitlab": {"command": "gl"},
+                           "docs": {"command": "d"}, "other": {"command": "o"}}}"#,
+    )
+    .expect("write");
+    let merged = Sources::new()
+        .with_user_file(Some(user.clone()))
+        .with_project_dir(None)
+        .with_env(env)
+        .merge()
+        .expect("merges");
+    assert_eq!(
+        merged.config.servers.keys().collect::<Vec<_>>(),
+        ["docs", "github"]
+    );
+    let reasons: BTreeMap<_, _> = merged.dropped.iter().cloned().collect();
+    assert!(reasons["gitlab"].contains("deniedServers"), "{reasons:?}");
+    assert!(reasons["other"].contains("allowedServers"), "{reasons:?}");
+
+    // `--config` reads only that file, and applies its policy.
+    let (c, _) = sources::load_any_with(&user, &env).expect("loads");
+    assert_eq!(c.servers.keys().collect::<Vec<_>>(), ["docs", "github"]);
+
+    // A project file cannot set the policy.
+    std::fs::write(
+        dir.join(".mcp-harness.json"),
+        r#"{"deniedServers": ["*"], "mcpServers": {}}"#,
+    )
+    .expect("write");
+    let err = Sources::new()
+        .with_user_file(Some(user))
+        .with_project_dir(Some(dir.clone()))
+        .with_env(env)
+        .merge()
+        .expect_err("policy in a project file")
+        .to_string();
+    assert!(
+        err.contains(".mcp-harness.json") && err.contains("user config"),
+        "{err}"
+    );
+    let err = parse_err(
+        r#"{"deniedServers": "x"}"#,
+        "/home/u/.config/mcp-harness/config.json",
+    );
+    assert!(
+        err.contains("deniedServers") && err.contains("list"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn the_user_config_follows_xdg() {
+    let look = |xdg: Option<&'static str>, home: Option<&'static str>| {
+        sources::user_config_path(&move |name| match name {
+            "XDG_CONFIG_HOME" => xdg.map(str::to_string),
+            "HOME" => home.map(str::to_string),
+            _ => None,
+        })
+    };
+    assert_eq!(
+        look(Some("/x/cfg"), Some("/home/u")),
+        Some(PathBuf::from("/x/cfg/mcp-harness/config.json"))
+    );
+    assert_eq!(
+        look(Some("relative"), Some("/home/u")),
+        Some(PathBuf::from("/home/u/.config/mcp-harness/config.json"))
+    );
+    assert_eq!(look(None, None), None);
+    // No files and no dynamic servers: an empty merge.
+    let merged = Sources::new()
+        .with_user_file(None)
+        .with_project_dir(Some(temp_dir("empty")))
+        .merge()
+        .expect("merges");
+    assert!(merged.config.servers.is_empty() && merged.files.is_empty());
+}
+
+#[test]
+fn a_broken_source_names_its_file() {
+    let dir = temp_dir("broken");
+    std::fs::write(
+        dir.join(".mcp.json"),
+        r#"{"mcpServers": {"a": {"command": "x", "bogus": true}}}"#,
+    )
+    .expect("write");
+    let err = Sources::new()
+        .with_user_file(None)
+        .with_project_dir(Some(dir.clone()))
+        .with_env(env)
+        .merge()
+        .expect_err("broken")
+        .to_string();
+    assert!(
+        err.contains(".mcp.json") && err.contains("\"a\"") && err.contains("bogus"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn policy_globs() {
+    let policy = sources::Policy {
+        allowed: Some(vec![
+            "git*".into(),
+            "g?t".into(),
+            "*-prod".into(),
+            "a*b*c".into(),
+        ]),
+        denied: vec!["gitlab".into()],
+    };
+    for name in ["github", "git", "gat", "db-prod", "aXXbYYc"] {
+        assert_eq!(policy.refusal(name), None, "{name}");
+    }
+    for name in ["agit", "gt", "db-prod2", "gitlab", "abX"] {
+        assert!(policy.refusal(name).is_some(), "{name}");
+    }
+    assert_eq!(sources::Policy::default().refusal("anything"), None);
+}
+
+#[test]
+fn variables_comments_and_literal_dollars() {
+    // VS Code / Cursor variables, JSON comments and trailing commas outside strings only.
+    let text = r#"{
+        // comment
+        "servers": {"a": {"command": "x", /* c */ "args": [
+            "${userHome}/x", "${env:HOME}", "${pathSeparator}", "${HOME:-h}", "q\"//", "/* k */",
+        ]}},
+    }"#;
+    let (c, _) = sources::parse_any(text, Path::new("/w/p/.vscode/mcp.json"), &env).expect("ok");
+    assert_eq!(
+        stdio(&c, "a").args,
+        [
+            "/home/ada/x",
+            "/home/ada",
+            "/",
+            "/home/ada",
+            "q\"//",
+            "/* k */"
+        ]
+    );
+    // Gemini: `$VAR` and `${VAR}`; a `$` before anything else is literal.
+    let text =
+        r#"{"mcpServers": {"a": {"command": "x", "args": ["$HOME/a", "${HOME}", "a$ b$1", "$"]}}}"#;
+    let (c, _) = sources::parse_any(text, Path::new("/p/.gemini/settings.json"), &env).expect("ok");
+    assert_eq!(
+        stdio(&c, "a").args,
+        ["/home/ada/a", "/home/ada", "a$ b$1", "$"]
+    );
+}
+
+#[test]
+fn duplicates_need_the_same_content_and_disabled_ones_are_not_duplicates() {
+    let dir = temp_dir("dedupe");
+    std::fs::write(
+        dir.join(".mcp.json"),
+        r#"{"mcpServers": {
+            "a": {"command": "srv", "args": ["."], "cwd": "/one"},
+            "b": {"command": "srv", "args": ["."], "cwd": "/two"},
+            "c": {"command": "srv", "args": ["."], "cwd": "/two", "env": {"K": "1"}},
+            "d": {"command": "srv", "args": ["."], "cwd": "/two", "enabled": false},
+            "e": {"url": "https://h/mcp/"},
+            "f": {"type": "sse", "url": "https://h/mcp"}
+        }}"#,
+    )
+    .expect("write");
+    let merged = Sources::new()
+        .with_user_file(None)
+        .with_project_dir(Some(dir.clone()))
+        .with_env(env)
+        .merge()
+        .expect("merges");
+    assert_eq!(
+        merged.config.servers.keys().collect::<Vec<_>>(),
+        ["a", "b", "c", "d", "e"]
+    );
+    assert_eq!(merged.dropped.len(), 1, "{:?}", merged.dropped);
+    assert!(merged.dropped[0].0 == "f" && merged.dropped[0].1.contains("\"e\""));
+    let _ = std::fs::remove_dir_all(dir);
+}
