@@ -199,3 +199,44 @@ async fn a_call_on_a_removed_server_ends_promptly_with_a_classified_error() {
     assert!(matches!(err, CallError::Transport { .. }), "{err}");
     runtime.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edited_config_file_is_applied_and_a_broken_one_is_not() {
+    let dir = std::env::temp_dir().join(format!("hot-reload-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("mcp.json");
+    let write = |servers: &[&str]| {
+        let servers: serde_json::Map<String, serde_json::Value> = servers
+            .iter()
+            .map(|s| (s.to_string(), json!({"command": fixture_bin()})))
+            .collect();
+        let text = json!({"mcpServers": servers, "permissions": {"allow": ["**"]}}).to_string();
+        std::fs::write(&path, text).expect("write config");
+    };
+    write(&["a"]);
+    let runtime = mcp_harness_runtime::Runtime::start(mcp_harness_runtime::Config::load(&path).expect("load")).expect("start");
+    runtime.wait_settled(SETTLE).await;
+    let load_path = path.clone();
+    let loader: mcp_harness_runtime::reload::ConfigLoader =
+        std::sync::Arc::new(move || mcp_harness_runtime::Config::load(&load_path).map_err(|e| e.to_string()));
+    let watch = runtime.reload_on_change(vec![path.clone()], Duration::from_millis(100), loader);
+
+    write(&["a", "b"]);
+    let s = runtime.wait_for(SETTLE, |s| s.servers.get("b").is_some_and(|b| b.state == ServerState::Connected)).await;
+    assert_eq!(s.servers["b"].state, ServerState::Connected, "the edit was applied without a restart");
+
+    std::fs::write(&path, "{ this is not json").expect("write broken");
+    let mut tries = 0;
+    while watch.last_error().is_none() && tries < 100 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        tries += 1;
+    }
+    let error = watch.last_error().expect("the broken edit is reported");
+    assert!(error.contains("mcp.json"), "{error}");
+    assert!(!runtime.is_dirty(), "a broken file changes nothing");
+    let s = runtime.snapshot();
+    assert!(s.servers.contains_key("a") && s.servers.contains_key("b"));
+    drop(watch);
+    runtime.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -216,7 +216,7 @@ async fn run(cli: Cli) -> u8 {
         }
     };
     let code = tokio::select! {
-        code = execute(&runtime, cli.command, deadline) => code,
+        code = execute(&runtime, cli.command, deadline, cli.config.clone()) => code,
         signal = interrupted() => {
             eprintln!("\ninterrupted by {signal}; closing servers");
             130
@@ -226,7 +226,12 @@ async fn run(cli: Cli) -> u8 {
     code
 }
 
-async fn execute(runtime: &Runtime, command: Command, deadline: Duration) -> u8 {
+async fn execute(
+    runtime: &Runtime,
+    command: Command,
+    deadline: Duration,
+    config: Option<PathBuf>,
+) -> u8 {
     use commands::*;
     match command {
         Command::Servers { json } => {
@@ -261,6 +266,11 @@ async fn execute(runtime: &Runtime, command: Command, deadline: Duration) -> u8 
             }
         }
         Command::Watch { count } => {
+            // Hot reload: an edit of the config files is applied while watching.
+            let files = commands::config::files(config.as_deref());
+            let loader: mcp_harness_runtime::reload::ConfigLoader =
+                std::sync::Arc::new(move || commands::config::load(config.as_deref()));
+            let _reload = runtime.reload_on_change(files, Duration::from_secs(1), loader);
             let mut rx = runtime.watch();
             let mut seen = 0u64;
             loop {

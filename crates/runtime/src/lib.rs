@@ -22,6 +22,7 @@ mod mrtr;
 pub mod publisher;
 pub mod refresh;
 pub mod registry;
+pub mod reload;
 mod runtime;
 pub mod server;
 pub mod sources;

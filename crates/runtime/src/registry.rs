@@ -129,6 +129,11 @@ impl Registry {
         Ok(())
     }
 
+    /// Runs `fut` on the actor thread (for background work of the runtime).
+    pub(crate) fn spawn(&self, fut: impl std::future::Future<Output = ()> + Send + 'static) {
+        self.arbiter.spawn(fut);
+    }
+
     /// The actor of `server`, if it is configured and enabled.
     pub(crate) fn addr(&self, server: &str) -> Option<Addr<ServerActor>> {
         self.members().get(server).and_then(|m| m.addr.clone())

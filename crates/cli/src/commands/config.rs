@@ -56,6 +56,19 @@ pub fn load(explicit: Option<&Path>) -> Result<Config, String> {
     Ok(merged.config)
 }
 
+/// The files the config of [`load`] comes from (watched for hot reload): `explicit`, or every
+/// source file that may exist (so creating one is noticed too).
+pub fn files(explicit: Option<&Path>) -> Vec<PathBuf> {
+    match explicit {
+        Some(path) => vec![path.to_path_buf()],
+        None => Sources::new()
+            .files()
+            .into_iter()
+            .map(|(_, path)| path)
+            .collect(),
+    }
+}
+
 /// Runs `config` (with `action`, or showing the merged config); returns the exit code.
 pub fn run(explicit: Option<&Path>, json: bool, action: Option<&Action>) -> u8 {
     let result = match action {

@@ -1,0 +1,100 @@
+//! Hot reload (R6): the configuration files are watched, and a change becomes a new desired
+//! state — the runtime is marked dirty and a refresh is requested ahead of need.
+//!
+//! Invariants: a file that fails to load leaves the running configuration as it is (the error
+//! is logged and kept for [`ConfigWatch::last_error`]); a reload never stops or starts servers
+//! itself — the single refresh path does, stopping old connections before new ones start;
+//! watching ends when the [`ConfigWatch`] is dropped.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::runtime::Runtime;
+
+/// Loads the configuration again (for example from the merged sources).
+pub type ConfigLoader = Arc<dyn Fn() -> Result<Config, String> + Send + Sync>;
+
+/// A running watch of configuration files; dropping it stops the watch.
+pub struct ConfigWatch {
+    stop: CancellationToken,
+    last_error: Arc<Mutex<Option<String>>>,
+}
+
+impl ConfigWatch {
+    /// Why the last change could not be applied, if it could not (cleared by a good reload).
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error.lock().ok().and_then(|e| e.clone())
+    }
+}
+
+impl Drop for ConfigWatch {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// What a file looks like now: (modified time, length), or nothing when it does not exist.
+fn fingerprint(files: &[PathBuf]) -> Vec<Option<(SystemTime, u64)>> {
+    files
+        .iter()
+        .map(|f| {
+            std::fs::metadata(f)
+                .ok()
+                .and_then(|m| Some((m.modified().ok()?, m.len())))
+        })
+        .collect()
+}
+
+impl Runtime {
+    /// Watches `files` (checked every `interval`); when any of them changes, `load` runs and its
+    /// configuration becomes the desired state, applied by the next refresh (requested at once
+    /// through pre-warming, and in any case by the next [`Runtime::bind_step`]).
+    pub fn reload_on_change(
+        &self,
+        files: Vec<PathBuf>,
+        interval: Duration,
+        load: ConfigLoader,
+    ) -> ConfigWatch {
+        let stop = CancellationToken::new();
+        let last_error = Arc::new(Mutex::new(None));
+        let (token, errors) = (stop.clone(), last_error.clone());
+        let inner = Arc::downgrade(&self.inner);
+        // Taken now, not when the task first runs: an edit made right after this call counts.
+        let mut seen = fingerprint(&files);
+        self.inner.registry.spawn(async move {
+            loop {
+                tokio::select! {
+                    () = token.cancelled() => return,
+                    () = tokio::time::sleep(interval) => {}
+                }
+                let now = fingerprint(&files);
+                if now == seen {
+                    continue;
+                }
+                seen = now;
+                let Some(inner) = inner.upgrade() else { return };
+                match load() {
+                    Ok(config) => {
+                        tracing::info!(files = files.len(), "configuration changed; applying it");
+                        if let Ok(mut e) = errors.lock() {
+                            *e = None;
+                        }
+                        inner.control.mark(config);
+                        inner.control.prewarm();
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "configuration changed but cannot be loaded; keeping the running one");
+                        if let Ok(mut e) = errors.lock() {
+                            *e = Some(error);
+                        }
+                    }
+                }
+            }
+        });
+        ConfigWatch { stop, last_error }
+    }
+}
