@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
-use mcp_harness_catalog::{ServerState, ServerStatus, Snapshot};
+use mcp_harness_catalog::{ServerState, ServerStatus};
 use mcp_harness_runtime::TransportConfig;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -30,19 +30,6 @@ fn error_of(status: &ServerStatus) -> Option<String> {
         ServerState::NeedsAuth { reason } => Some(reason.clone()),
         _ => status.last_error.clone(),
     }
-}
-
-async fn wait_listening(port: u16) {
-    for _ in 0..300 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_ok()
-        {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("server-everything did not listen on port {port} within 30 s");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -84,33 +71,7 @@ async fn server_everything_over_legacy_sse() {
     assert!(text(&sum).contains("42"), "{}", text(&sum));
 
     // A resource created at run time arrives through resources/list_changed in a new revision.
-    let before = runtime.snapshot().revision;
-    let made = runtime
-        .call_tool(
-            &q("gzip-file-as-resource"),
-            args(json!({"name": "sse-test.txt.gz", "data": "data:text/plain;base64,aGVsbG8gc3Nl", "outputType": "resourceLink"})),
-        )
-        .await
-        .expect("gzip-file-as-resource");
-    assert!(!made.is_error(), "{:?}", made.result.content);
-    let has = |s: &Snapshot| {
-        s.catalogs.get(name).is_some_and(|c| {
-            c.resources
-                .iter()
-                .any(|r| r.resource.uri.contains("sse-test.txt.gz"))
-        })
-    };
-    let after = runtime.wait_for(SETTLE, has).await;
-    assert!(has(&after), "the new resource never appeared");
-    assert!(after.revision > before);
-    assert!(
-        after
-            .changes
-            .iter()
-            .any(|c| c.cause == "notifications/resources/list_changed"),
-        "{:?}",
-        after.changes
-    );
+    resource_made_at_run_time_appears(&runtime, name, "sse-test.txt.gz").await;
 
     // The server goes away: the stream cannot be re-opened, the session ends and the server
     // actor sees it (the server's tools leave the snapshot).

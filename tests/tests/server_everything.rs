@@ -8,7 +8,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use common::*;
-use mcp_harness_catalog::{ServerState, Snapshot};
+use mcp_harness_catalog::ServerState;
 use mcp_harness_runtime::Runtime;
 use rmcp::model::ContentBlock;
 use serde_json::json;
@@ -77,33 +77,7 @@ async fn exercise(runtime: &Runtime, name: &str) {
     );
 
     // A resource created at run time arrives through resources/list_changed in a new revision.
-    let before = runtime.snapshot().revision;
-    let made = runtime
-        .call_tool(
-            &q("gzip-file-as-resource"),
-            args(json!({"name": "harness-test.txt.gz", "data": "data:text/plain;base64,aGVsbG8gaGFybmVzcw==", "outputType": "resourceLink"})),
-        )
-        .await
-        .expect("gzip-file-as-resource");
-    assert!(!made.is_error(), "{:?}", made.result.content);
-    let has = |s: &Snapshot| {
-        s.catalogs.get(name).is_some_and(|c| {
-            c.resources
-                .iter()
-                .any(|r| r.resource.uri.contains("harness-test.txt.gz"))
-        })
-    };
-    let after = runtime.wait_for(SETTLE, has).await;
-    assert!(has(&after), "the new resource never appeared");
-    assert!(after.revision > before);
-    assert!(
-        after
-            .changes
-            .iter()
-            .any(|c| c.cause == "notifications/resources/list_changed"),
-        "{:?}",
-        after.changes
-    );
+    resource_made_at_run_time_appears(runtime, name, "harness-test.txt.gz").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -128,22 +102,7 @@ async fn server_everything_over_streamable_http() {
         .kill_on_drop(true)
         .spawn()
         .expect("start server-everything");
-    // Wait (bounded) until it accepts connections on loopback.
-    let mut up = false;
-    for _ in 0..300 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_ok()
-        {
-            up = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(
-        up,
-        "server-everything did not listen on port {port} within 30 s"
-    );
+    wait_listening(port).await;
     let runtime = start(vec![server(
         "everything",
         http(&format!("http://127.0.0.1:{port}/mcp")),

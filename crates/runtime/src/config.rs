@@ -236,6 +236,24 @@ fn section<T: serde::de::DeserializeOwned + Default>(
     }
 }
 
+/// The expanded `url` and `headers` of a remote (HTTP or SSE) server, refusing stdio keys.
+fn remote(
+    raw: &RawServer,
+    url: &str,
+    ex: &dyn Fn(&str, &str) -> Result<String, String>,
+) -> Result<(String, BTreeMap<String, String>), String> {
+    if !raw.args.is_empty() || !raw.env.is_empty() || raw.cwd.is_some() {
+        return Err(
+            "`args`, `env` and `cwd` apply to stdio servers only; this one has a `url`".into(),
+        );
+    }
+    let mut headers = BTreeMap::new();
+    for (k, v) in &raw.headers {
+        headers.insert(k.clone(), ex(&format!("headers.{k}"), v)?);
+    }
+    Ok((ex("url", url)?, headers))
+}
+
 fn server_config(
     name: &str,
     raw: RawServer,
@@ -247,20 +265,8 @@ fn server_config(
             let (None, Some(url)) = (command, url) else {
                 return Err("`type: \"sse\"` (legacy HTTP+SSE) takes a `url` (and `headers`), not a `command`".into());
             };
-            if !raw.args.is_empty() || !raw.env.is_empty() || raw.cwd.is_some() {
-                return Err(
-                    "`args`, `env` and `cwd` apply to stdio servers only; this one has a `url`"
-                        .into(),
-                );
-            }
-            let mut headers = BTreeMap::new();
-            for (k, v) in &raw.headers {
-                headers.insert(k.clone(), ex(&format!("headers.{k}"), v)?);
-            }
-            TransportConfig::LegacySse {
-                url: ex("url", url)?,
-                headers,
-            }
+            let (url, headers) = remote(&raw, url, &ex)?;
+            TransportConfig::LegacySse { url, headers }
         }
         (Some(kind), _, _)
             if !matches!(
@@ -302,20 +308,8 @@ fn server_config(
             if raw.kind.as_deref() == Some("stdio") {
                 return Err("`type: \"stdio\"` takes a `command`, not a `url`".into());
             }
-            if !raw.args.is_empty() || !raw.env.is_empty() || raw.cwd.is_some() {
-                return Err(
-                    "`args`, `env` and `cwd` apply to stdio servers only; this one has a `url`"
-                        .into(),
-                );
-            }
-            let mut headers = BTreeMap::new();
-            for (k, v) in &raw.headers {
-                headers.insert(k.clone(), ex(&format!("headers.{k}"), v)?);
-            }
-            TransportConfig::StreamableHttp {
-                url: ex("url", url)?,
-                headers,
-            }
+            let (url, headers) = remote(&raw, url, &ex)?;
+            TransportConfig::StreamableHttp { url, headers }
         }
         (_, Some(_), None) => {
             return Err(

@@ -26,25 +26,31 @@ pub struct StreamableHttpConnector {
     pub headers: BTreeMap<String, String>,
 }
 
+/// The configured headers as a header map, every value marked sensitive (never printed, never
+/// logged); an invalid name or value is an error naming the config key, not the value.
+pub fn header_map(headers: &BTreeMap<String, String>) -> Result<HeaderMap, TransportError> {
+    let mut map = HeaderMap::new();
+    for (name, value) in headers {
+        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+            TransportError::InvalidConfig(format!(
+                "`headers`: `{name}` is not a valid HTTP header name"
+            ))
+        })?;
+        let mut value = HeaderValue::from_str(value).map_err(|_| {
+            TransportError::InvalidConfig(format!(
+                "`headers.{name}`: the value is not a valid HTTP header value"
+            ))
+        })?;
+        value.set_sensitive(true);
+        map.insert(name, value);
+    }
+    Ok(map)
+}
+
 impl StreamableHttpConnector {
     fn client(&self) -> Result<reqwest::Client, TransportError> {
-        let mut headers = HeaderMap::new();
-        for (name, value) in &self.headers {
-            let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
-                TransportError::InvalidConfig(format!(
-                    "`headers`: `{name}` is not a valid HTTP header name"
-                ))
-            })?;
-            let mut value = HeaderValue::from_str(value).map_err(|_| {
-                TransportError::InvalidConfig(format!(
-                    "`headers.{name}`: the value is not a valid HTTP header value"
-                ))
-            })?;
-            value.set_sensitive(true);
-            headers.insert(name, value);
-        }
         reqwest::Client::builder()
-            .default_headers(headers)
+            .default_headers(header_map(&self.headers)?)
             .connect_timeout(Duration::from_secs(10))
             .build()
             .map_err(|e| {

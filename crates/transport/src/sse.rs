@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
-use reqwest::header::{self, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header;
 use reqwest::{StatusCode, Url};
 use rmcp::RoleClient;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
@@ -85,21 +85,7 @@ pub struct LegacySseConnector {
 
 impl LegacySseConnector {
     fn client(&self) -> Result<reqwest::Client, TransportError> {
-        let mut headers = HeaderMap::new();
-        for (name, value) in &self.headers {
-            let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
-                TransportError::InvalidConfig(format!(
-                    "`headers`: `{name}` is not a valid HTTP header name"
-                ))
-            })?;
-            let mut value = HeaderValue::from_str(value).map_err(|_| {
-                TransportError::InvalidConfig(format!(
-                    "`headers.{name}`: the value is not a valid HTTP header value"
-                ))
-            })?;
-            value.set_sensitive(true);
-            headers.insert(name, value);
-        }
+        let headers = crate::http::header_map(&self.headers)?;
         // Follow redirects only within the origin: the headers must not travel elsewhere.
         let redirects = reqwest::redirect::Policy::custom(|attempt| {
             let same_origin = attempt

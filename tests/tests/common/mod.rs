@@ -198,3 +198,47 @@ pub fn text(result: &mcp_harness_runtime::ToolResult) -> String {
         .collect::<Vec<_>>()
         .join("")
 }
+
+/// Waits (bounded: 30 s) until something accepts connections on loopback `port`.
+pub async fn wait_listening(port: u16) {
+    for _ in 0..300 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("nothing listened on port {port} within 30 s");
+}
+
+/// server-everything's `gzip-file-as-resource` makes a resource named `file` at run time; it
+/// must arrive through `resources/list_changed` in a new revision.
+pub async fn resource_made_at_run_time_appears(runtime: &Runtime, server: &str, file: &str) {
+    let before = runtime.snapshot().revision;
+    let made = runtime
+        .call_tool(
+            &mcp_harness_catalog::qualify(server, "gzip-file-as-resource"),
+            args(serde_json::json!({"name": file, "data": "data:text/plain;base64,aGVsbG8gaGFybmVzcw==", "outputType": "resourceLink"})),
+        )
+        .await
+        .expect("gzip-file-as-resource");
+    assert!(!made.is_error(), "{:?}", made.result.content);
+    let has = |s: &mcp_harness_catalog::Snapshot| {
+        s.catalogs
+            .get(server)
+            .is_some_and(|c| c.resources.iter().any(|r| r.resource.uri.contains(file)))
+    };
+    let after = runtime.wait_for(SETTLE, has).await;
+    assert!(has(&after), "the new resource never appeared");
+    assert!(after.revision > before);
+    assert!(
+        after
+            .changes
+            .iter()
+            .any(|c| c.cause == "notifications/resources/list_changed"),
+        "{:?}",
+        after.changes
+    );
+}
