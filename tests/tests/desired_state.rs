@@ -214,16 +214,30 @@ async fn an_edited_config_file_is_applied_and_a_broken_one_is_not() {
         std::fs::write(&path, text).expect("write config");
     };
     write(&["a"]);
-    let runtime = mcp_harness_runtime::Runtime::start(mcp_harness_runtime::Config::load(&path).expect("load")).expect("start");
+    let runtime = mcp_harness_runtime::Runtime::start(
+        mcp_harness_runtime::Config::load(&path).expect("load"),
+    )
+    .expect("start");
     runtime.wait_settled(SETTLE).await;
     let load_path = path.clone();
-    let loader: mcp_harness_runtime::reload::ConfigLoader =
-        std::sync::Arc::new(move || mcp_harness_runtime::Config::load(&load_path).map_err(|e| e.to_string()));
+    let loader: mcp_harness_runtime::reload::ConfigLoader = std::sync::Arc::new(move || {
+        mcp_harness_runtime::Config::load(&load_path).map_err(|e| e.to_string())
+    });
     let watch = runtime.reload_on_change(vec![path.clone()], Duration::from_millis(100), loader);
 
     write(&["a", "b"]);
-    let s = runtime.wait_for(SETTLE, |s| s.servers.get("b").is_some_and(|b| b.state == ServerState::Connected)).await;
-    assert_eq!(s.servers["b"].state, ServerState::Connected, "the edit was applied without a restart");
+    let s = runtime
+        .wait_for(SETTLE, |s| {
+            s.servers
+                .get("b")
+                .is_some_and(|b| b.state == ServerState::Connected)
+        })
+        .await;
+    assert_eq!(
+        s.servers["b"].state,
+        ServerState::Connected,
+        "the edit was applied without a restart"
+    );
 
     std::fs::write(&path, "{ this is not json").expect("write broken");
     let mut tries = 0;
