@@ -99,6 +99,9 @@ impl FixtureServer {
         all.extend(state.dynamic_tools.iter().cloned());
         all.extend(state.faults.flood_tool());
         all.extend(state.versioned.listed());
+        if self.opts.hostile {
+            all.extend(crate::hostile::hostile_tools());
+        }
         if let Some(dup) = &self.opts.duplicate_tool {
             let copy = all.iter().find(|t| t.name == dup.as_str()).cloned();
             all.extend(copy);

@@ -11,6 +11,7 @@ pub mod options;
 
 mod faults;
 mod handler;
+mod hostile;
 mod ops;
 mod serve;
 mod skills;

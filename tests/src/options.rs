@@ -74,6 +74,8 @@ pub struct FixtureOptions {
     /// Lists this static tool twice, a protocol violation that clients must survive
     /// (`--duplicate-tool NAME`).
     pub duplicate_tool: Option<String>,
+    /// Lists tools with hostile metadata (`--hostile`; see the `hostile` module).
+    pub hostile: bool,
     /// Declares the experimental capability that opts out of client catalog caches
     /// (`--no-catalog-cache`).
     pub no_catalog_cache: bool,
@@ -97,6 +99,7 @@ impl Default for FixtureOptions {
             transport: TransportKind::Stdio,
             port: 0,
             duplicate_tool: None,
+            hostile: false,
             no_catalog_cache: false,
             skills: false,
             tamper_skill: None,
@@ -107,7 +110,7 @@ impl Default for FixtureOptions {
 /// One-line usage summary, appended to argument errors.
 pub const USAGE: &str = "usage: mcp-fixture-server [--transport stdio|http] [--port N] [--name NAME] \
 [--tools N] [--page-size N] [--instructions TEXT] [--hang-at-start] [--exit-at-start CODE] \
-[--stderr-banner TEXT] [--duplicate-tool NAME] [--no-catalog-cache] [--skills] \
+[--stderr-banner TEXT] [--duplicate-tool NAME] [--no-catalog-cache] [--hostile] [--skills] \
 [--tamper-skill digest|size|frontmatter]";
 
 impl FixtureOptions {
@@ -162,6 +165,7 @@ impl FixtureOptions {
                 }
                 "--stderr-banner" => opts.stderr_banner = Some(value("--stderr-banner")?),
                 "--duplicate-tool" => opts.duplicate_tool = Some(value("--duplicate-tool")?),
+                "--hostile" => opts.hostile = true,
                 "--no-catalog-cache" => opts.no_catalog_cache = true,
                 "--skills" if inline.is_none() => opts.skills = true,
                 "--tamper-skill" => {
