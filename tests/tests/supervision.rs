@@ -139,7 +139,11 @@ async fn hanging_servers_do_not_hold_up_the_queue() {
         .start()
         .expect("start");
     let ready = |s: &mcp_harness_catalog::Snapshot| {
-        (0..45).all(|i| s.servers[&format!("ok{i:02}")].state == ServerState::Connected)
+        (0..45).all(|i| {
+            s.servers
+                .get(&format!("ok{i:02}"))
+                .is_some_and(|st| st.state == ServerState::Connected)
+        })
     };
     let s = runtime.wait_for(Duration::from_secs(100), ready).await;
     assert!(ready(&s), "all 45 responsive servers connected");

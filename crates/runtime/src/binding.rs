@@ -87,16 +87,22 @@ impl BoundTool {
 pub struct StepBinding {
     inner: Arc<Inner>,
     published: Arc<Published>,
-    direct: Vec<BoundTool>,
+    frozen: Arc<Frozen>,
     search: Arc<SearchState>,
+}
+
+/// What a snapshot looks like to the model under the exposure policy: computed once per
+/// snapshot and shared by every step bound to it.
+pub(crate) struct Frozen {
+    direct: Vec<BoundTool>,
+    deferred: Vec<ExposedTool>,
     hidden: Vec<HiddenEntry>,
     index: HashMap<String, ToolEntry>,
 }
 
-impl StepBinding {
-    pub(crate) fn new(inner: Arc<Inner>, published: Arc<Published>) -> Self {
-        let policy = &inner.policy.exposure;
-        let exposure = policy.expose(published.snapshot.tools());
+impl Frozen {
+    pub(crate) fn new(policy: &mcp_harness_policy::ExposurePolicy, snapshot: &Snapshot) -> Self {
+        let exposure = policy.expose(snapshot.tools());
         let mut index = HashMap::new();
         let mut direct: Vec<BoundTool> = exposure
             .direct
@@ -114,15 +120,25 @@ impl StepBinding {
         }
         direct.push(builtin(READ_OUTPUT_TOOL, read_output_tool()));
         Self {
+            direct,
+            deferred: exposure.deferred,
+            hidden: exposure.hidden,
+            index,
+        }
+    }
+}
+
+impl StepBinding {
+    pub(crate) fn new(inner: Arc<Inner>, published: Arc<Published>) -> Self {
+        let frozen = inner.frozen_for(&published.snapshot);
+        Self {
             search: Arc::new(SearchState {
-                deferred: exposure.deferred,
-                loaded: Mutex::new((policy.load_budget(), Vec::new())),
+                frozen: frozen.clone(),
+                loaded: Mutex::new((inner.policy.exposure.load_budget(), Vec::new())),
             }),
             inner,
             published,
-            direct,
-            hidden: exposure.hidden,
-            index,
+            frozen,
         }
     }
 
@@ -139,7 +155,7 @@ impl StepBinding {
     /// The tools the model sees in this step: the directly exposed ones, the built-in ones, and
     /// any loaded through tool search so far.
     pub fn tools(&self) -> Vec<BoundTool> {
-        let mut all = self.direct.clone();
+        let mut all = self.frozen.direct.clone();
         all.extend(self.search.loaded().1.iter().cloned());
         all
     }
@@ -156,7 +172,7 @@ impl StepBinding {
 
     /// What the model does not see in this step, and why.
     pub fn hidden(&self) -> &[HiddenEntry] {
-        &self.hidden
+        &self.frozen.hidden
     }
 
     /// Searches the deferred tools (tool search on) and loads the matches into this step, as
@@ -169,37 +185,43 @@ impl StepBinding {
     /// The call of `name` as this step shows it: pinned to the bound connection, schema and
     /// revision. Refused if the step does not show `name`.
     pub fn prepare_call(&self, name: &str) -> Result<PreparedCall, CallError> {
-        if name == SEARCH_TOOL && self.direct.iter().any(|t| t.name == SEARCH_TOOL) {
+        if name == SEARCH_TOOL && self.frozen.direct.iter().any(|t| t.name == SEARCH_TOOL) {
             return Ok(self.builtin_call(Builtin::Search));
         }
         if name == READ_OUTPUT_TOOL {
             return Ok(self.builtin_call(Builtin::ReadOutput));
         }
-        let visible = self.direct.iter().any(|t| t.name == name)
+        let visible = self.frozen.direct.iter().any(|t| t.name == name)
             || self.search.loaded().1.iter().any(|t| t.name == name);
-        let entry = self.index.get(name).filter(|_| visible).ok_or_else(|| {
-            let hint = if self
-                .search
-                .deferred
-                .iter()
-                .any(|t| t.entry.qualified_name == name)
-            {
-                format!("; find it with `{SEARCH_TOOL}` first")
-            } else if self
-                .hidden
-                .iter()
-                .any(|h| crate::binding::hidden_name(h) == name)
-            {
-                "; it is hidden (`mcp-harness tools --hidden` says why)".to_string()
-            } else {
-                String::new()
-            };
-            CallError::NotInStep {
-                name: name.to_string(),
-                revision: self.revision(),
-                hint,
-            }
-        })?;
+        let entry = self
+            .frozen
+            .index
+            .get(name)
+            .filter(|_| visible)
+            .ok_or_else(|| {
+                let hint = if self
+                    .frozen
+                    .deferred
+                    .iter()
+                    .any(|t| t.entry.qualified_name == name)
+                {
+                    format!("; find it with `{SEARCH_TOOL}` first")
+                } else if self
+                    .frozen
+                    .hidden
+                    .iter()
+                    .any(|h| crate::binding::hidden_name(h) == name)
+                {
+                    "; it is hidden (`mcp-harness tools --hidden` says why)".to_string()
+                } else {
+                    String::new()
+                };
+                CallError::NotInStep {
+                    name: name.to_string(),
+                    revision: self.revision(),
+                    hint,
+                }
+            })?;
         let client = self
             .published
             .clients
@@ -264,7 +286,7 @@ enum Builtin {
 /// The step's deferred tools and what tool search loaded of them; shared by the binding and
 /// its calls of the search tool, so a loaded tool becomes callable in the same step.
 struct SearchState {
-    deferred: Vec<ExposedTool>,
+    frozen: Arc<Frozen>,
     loaded: Mutex<(LoadBudget, Vec<BoundTool>)>,
 }
 
@@ -274,7 +296,7 @@ impl SearchState {
     }
 
     fn search_and_load(&self, request: &SearchRequest) -> Vec<Value> {
-        let hits = search(&self.deferred, &request.query, request.limit);
+        let hits = search(&self.frozen.deferred, &request.query, request.limit);
         let mut loaded = self.loaded();
         let mut out = Vec::new();
         for hit in hits {
@@ -312,6 +334,9 @@ pub struct CallOptions {
     pub cancel: Option<CancellationToken>,
     /// Replaces the server's `toolTimeoutSec` for this call.
     pub timeout: Option<Duration>,
+    /// Receives the status changes of a call the server runs as a task (SEP-2663); see
+    /// [`crate::tasks`].
+    pub task_status: Option<tokio::sync::mpsc::UnboundedSender<crate::tasks::TaskUpdate>>,
 }
 
 /// The outcome of a call that was sent and answered.
@@ -446,7 +471,7 @@ impl PreparedCall {
             route
         });
         let (peer, id) = (handle.peer.clone(), handle.id.clone());
-        let response = match options.cancel {
+        let response = match options.cancel.clone() {
             None => handle.await_response().await,
             Some(cancel) => tokio::select! {
                 r = handle.await_response() => r,
@@ -499,6 +524,21 @@ impl PreparedCall {
                         .await_response()
                         .await
                         .map_err(classify)?;
+                }
+                ServerResult::CreateTaskResult(created) => {
+                    break crate::tasks::follow(
+                        created,
+                        crate::tasks::TaskCall {
+                            server: &entry.server,
+                            tool: &entry.raw_name,
+                            peer: &client.peer,
+                            timeout,
+                            cancel: options.cancel,
+                            status: options.task_status,
+                            callbacks: self.inner.callbacks.as_ref(),
+                        },
+                    )
+                    .await?;
                 }
                 ServerResult::InputRequiredResult(_) => {
                     return Err(CallError::Protocol {

@@ -253,6 +253,7 @@ impl RuntimeBuilder {
             output,
             output_config: self.config.output.clone(),
             result_limits: ResultLimits::default(),
+            frozen: std::sync::Mutex::new(None),
         });
         arbiter.spawn(prewarmer(Arc::downgrade(&inner), prewarm_rx));
         Ok(Runtime {

@@ -27,6 +27,7 @@ mod runtime;
 pub mod server;
 pub mod sources;
 pub mod supervision;
+pub mod tasks;
 
 pub use binding::{BoundTool, CallOptions, PreparedCall, StepBinding, ToolResult};
 pub use builder::RuntimeBuilder;

@@ -58,6 +58,9 @@ pub(crate) struct Inner {
     pub(crate) output: OutputStore,
     pub(crate) output_config: OutputConfig,
     pub(crate) result_limits: ResultLimits,
+    /// The exposure of the latest snapshot a step was bound to (bindings of one snapshot share
+    /// it; a new snapshot replaces it).
+    pub(crate) frozen: std::sync::Mutex<Option<(Arc<Snapshot>, Arc<crate::binding::Frozen>)>>,
 }
 
 /// What decides exposure and permission, frozen at start.
@@ -90,6 +93,19 @@ impl ValidatorCache {
 }
 
 impl Inner {
+    /// The model's view of `snapshot` under the exposure policy, computed once per snapshot.
+    pub(crate) fn frozen_for(&self, snapshot: &Arc<Snapshot>) -> Arc<crate::binding::Frozen> {
+        let mut cached = self.frozen.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((s, f)) = cached.as_ref()
+            && Arc::ptr_eq(s, snapshot)
+        {
+            return f.clone();
+        }
+        let frozen = Arc::new(crate::binding::Frozen::new(&self.policy.exposure, snapshot));
+        *cached = Some((snapshot.clone(), frozen.clone()));
+        frozen
+    }
+
     /// The output budget of `tool`: the configured one, or what the tool asks for through
     /// `_meta`, up to the configured maximum.
     pub(crate) fn output_budget_for(&self, tool: &rmcp::model::Tool) -> usize {

@@ -133,12 +133,16 @@ impl ClientHandler for HarnessClient {
         if supported.roots {
             capabilities.roots = Some(RootsCapabilities::default());
         }
+        // Extensions we take part in: skills (SEP-2640), and tasks (SEP-2663: servers may run
+        // `tools/call` as a task; the runtime follows it, `runtime/src/tasks.rs`).
         capabilities.extensions = Some(
-            [(
-                rmcp::model::SKILLS_EXTENSION_ID.to_string(),
-                rmcp::model::JsonObject::new(),
-            )]
-            .into(),
+            [
+                rmcp::model::SKILLS_EXTENSION_ID,
+                rmcp::model::TASKS_EXTENSION_ID,
+            ]
+            .into_iter()
+            .map(|id| (id.to_string(), rmcp::model::JsonObject::new()))
+            .collect(),
         );
         let info = ClientConfig::new(
             capabilities,

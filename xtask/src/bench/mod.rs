@@ -376,6 +376,10 @@ impl Bench {
             };
             config.servers.insert(name, server);
         }
+        // The bench trusts its own fixture: every call is allowed (the permission decision is
+        // still made on each call).
+        config.permissions =
+            serde_json::from_value(serde_json::json!({"allow": ["**"]})).unwrap_or_default();
         config
     }
 

@@ -141,8 +141,18 @@ fn echo_args() -> JsonObject {
 }
 
 /// `count` sequential echo calls through the harness; seconds taken.
+/// `count` echo calls through the full governed path: one step binding (as an agent binds once
+/// per model step), then per call argument validation, permission, the staleness check under
+/// the revision gate, the send, normalisation and the output budget.
 async fn harness_calls(runtime: &Runtime, count: usize) -> Result<f64, String> {
     let args = echo_args();
+    let step = runtime
+        .bind_step(&[])
+        .await
+        .map_err(|e| format!("harness: bind: {e}"))?;
+    let call = step
+        .prepare_call(ECHO_TOOL)
+        .map_err(|e| format!("harness: prepare: {e}"))?;
     let started = Instant::now();
     for i in 0..count {
         if started.elapsed() > BATCH_LIMIT {
@@ -150,12 +160,7 @@ async fn harness_calls(runtime: &Runtime, count: usize) -> Result<f64, String> {
                 "harness: {i} of {count} calls took over {BATCH_LIMIT:?}"
             ));
         }
-        match tokio::time::timeout(
-            CALL_TIMEOUT,
-            runtime.call_tool(ECHO_TOOL, Some(args.clone())),
-        )
-        .await
-        {
+        match tokio::time::timeout(CALL_TIMEOUT, call.call(Some(args.clone()))).await {
             Ok(Ok(r)) if !r.is_error() => {}
             Ok(Ok(r)) => {
                 return Err(format!(
