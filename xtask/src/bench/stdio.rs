@@ -91,7 +91,12 @@ impl Bench {
     async fn harness_cold(&self, n: usize) -> Result<f64, String> {
         let config = self.config((0..n).map(|i| format!("fixture{i}")));
         let started = Instant::now();
-        let runtime = Runtime::start(config).map_err(|e| e.to_string())?;
+        // The same parallelism as the bare baseline (all at once): the local queue is a policy
+        // the harness adds, measured on its own by the queue tests, not here.
+        let runtime = mcp_harness_runtime::RuntimeBuilder::new(config)
+            .connection_slots(n, n)
+            .start()
+            .map_err(|e| e.to_string())?;
         let snapshot = runtime
             .wait_for(STARTUP_TIMEOUT, |s| all_connected(s, n))
             .await;
