@@ -45,12 +45,22 @@ pub fn servers(snapshot: &Snapshot, as_json: bool) -> String {
                 s.state.label().into(),
                 s.transport.clone(),
                 tools,
+                ago(s.since),
+                s.next_retry.map(until).unwrap_or_default(),
                 s.last_error.as_deref().map(cut).unwrap_or_default(),
             ]
         })
         .collect();
     let mut out = render(
-        &["SERVER", "STATE", "TRANSPORT", "TOOLS", "LAST ERROR"],
+        &[
+            "SERVER",
+            "STATE",
+            "TRANSPORT",
+            "TOOLS",
+            "SINCE",
+            "RETRY",
+            "LAST ERROR",
+        ],
         &rows,
     );
     for s in snapshot.servers.values() {
@@ -213,4 +223,20 @@ fn indent(text: &str) -> String {
         .map(|l| format!("  {l}"))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// How long ago `t` was, for a person ("3s ago").
+fn ago(t: std::time::SystemTime) -> String {
+    match t.elapsed() {
+        Ok(d) => format!("{}s ago", d.as_secs()),
+        Err(_) => "now".into(),
+    }
+}
+
+/// How long until `t` ("in 2s").
+fn until(t: std::time::SystemTime) -> String {
+    match t.duration_since(std::time::SystemTime::now()) {
+        Ok(d) => format!("in {}s", d.as_secs()),
+        Err(_) => "now".into(),
+    }
 }
