@@ -5,7 +5,9 @@
 //! 1. install the real peers (`.ci/install-peers.sh`: Node 22, server-everything, the
 //!    conformance suites, the Python SDK), idempotently;
 //! 2. `cargo nextest run --workspace` (unit, integration and CLI tests);
-//! 3. `cargo xtask conformance --all` (the official client conformance scenarios).
+//! 3. no server process the tests started is still running (the suite checks its own process
+//!    tree: fixture servers, the CLI's built-in fixture, server-everything);
+//! 4. `cargo xtask conformance --all` (the official client conformance scenarios).
 
 use std::process::{Command, ExitCode};
 
@@ -22,7 +24,15 @@ pub fn main(args: &[String]) -> ExitCode {
         ),
         ("cargo", &["xtask", "conformance", "--all"]),
     ];
-    for (program, step_args) in steps {
+    for (i, (program, step_args)) in steps.into_iter().enumerate() {
+        if i == 2 {
+            // After the tests, before conformance: nothing the tests started may be left.
+            if let Err(leftovers) = no_leftover_servers() {
+                eprintln!("xtask ci: server processes outlived the tests:\n{leftovers}");
+                return ExitCode::from(1);
+            }
+            eprintln!("== xtask ci: no server process outlived the tests");
+        }
         eprintln!("== xtask ci: {program} {}", step_args.join(" "));
         let status = Command::new(program).args(step_args).status();
         match status {
@@ -38,4 +48,53 @@ pub fn main(args: &[String]) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+/// Command lines that mark a server process started by the tests.
+const SERVER_MARKERS: [&str; 3] = [
+    "mcp-fixture-server",
+    "mcp-harness fixture-server",
+    "server-everything/dist/index.js",
+];
+
+/// Fails with the offending command lines if any test server process is still alive (zombies
+/// excepted: they are already dead). Waits up to 5 s for processes that are just exiting.
+fn no_leftover_servers() -> Result<(), String> {
+    let mut left = Vec::new();
+    for _ in 0..50 {
+        left = leftover_servers();
+        if left.is_empty() {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    Err(left.join("\n"))
+}
+
+fn leftover_servers() -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let state = stat
+            .rsplit(')')
+            .next()
+            .and_then(|s| s.split_whitespace().next())
+            .unwrap_or("Z");
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if state != "Z" && SERVER_MARKERS.iter().any(|m| cmdline.contains(m)) {
+            found.push(format!("  pid {pid}: {}", cmdline.trim()));
+        }
+    }
+    found
 }

@@ -207,10 +207,12 @@ impl Runtime {
             let deadline = self.inner.registry.startup_deadline(required) + Duration::from_secs(1);
             let snapshot = self
                 .wait_for(deadline, |s| {
-                    // A server that is not configured never settles; it is reported below.
-                    required
-                        .iter()
-                        .all(|r| s.servers.get(*r).is_none_or(|st| st.state.is_settled()))
+                    // A server that is not configured never settles; it is reported below. Revision 0
+                    // (before the first publication) knows no server yet.
+                    s.revision > 0
+                        && required
+                            .iter()
+                            .all(|r| s.servers.get(*r).is_none_or(|st| st.state.is_settled()))
                 })
                 .await;
             let failures: Vec<(String, String)> = required
