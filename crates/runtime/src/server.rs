@@ -178,6 +178,8 @@ pub struct ServerActor {
     health: Option<SpawnHandle>,
     /// Pings in a row that got no answer.
     missed_pings: u32,
+    /// The protocol version to ask for after the default handshake was refused.
+    fallback: Option<ProtocolVersion>,
 }
 
 impl ServerActor {
@@ -209,6 +211,7 @@ impl ServerActor {
             retry: None,
             health: None,
             missed_pings: 0,
+            fallback: None,
         }
     }
 
@@ -293,7 +296,11 @@ impl ServerActor {
             }
         });
         let handler = HarnessClient::new(sink)
-            .with_protocol_version(self.settings.protocol_version.clone())
+            .with_protocol_version(
+                self.fallback
+                    .clone()
+                    .or_else(|| self.settings.protocol_version.clone()),
+            )
             .with_callbacks(&self.config.name, self.settings.callbacks.clone());
         let options = ConnectOptions {
             server: self.name().to_string(),
@@ -395,6 +402,24 @@ impl ServerActor {
             }
             Err(e) => {
                 tracing::warn!(server = %self.name(), error = %e, "connect failed");
+                // A server of the 2026-07-28 era may refuse the `initialize` handshake: try
+                // `server/discover` once before giving up (R8: fall back across eras).
+                if self.fallback.is_none()
+                    && self.settings.protocol_version.is_none()
+                    && self.connector.is_remote()
+                    && matches!(
+                        e,
+                        TransportError::Initialize {
+                            auth_required: false,
+                            ..
+                        }
+                    )
+                {
+                    tracing::info!(server = %self.name(), "initialize refused; trying server/discover (protocol 2026-07-28)");
+                    self.fallback = Some(ProtocolVersion::V_2026_07_28);
+                    self.connect(ctx);
+                    return;
+                }
                 let mut message = e.to_string();
                 if self.connector.is_remote() && e.retryable() {
                     match self.schedule_reconnect(&message, ctx) {
