@@ -89,11 +89,57 @@ const CALL_PATH_2026: &[&str] = &[
     "json-schema-2020-12-preservation",
 ];
 
+/// Authorization scenarios passing on every suite and version.
+const AUTH_COMMON: &[&str] = &[
+    "auth/metadata-default",
+    "auth/metadata-var1",
+    "auth/metadata-var2",
+    "auth/metadata-var3",
+    "auth/basic-cimd",
+    "auth/scope-from-www-authenticate",
+    "auth/scope-from-scopes-supported",
+    "auth/scope-omitted-when-undefined",
+    "auth/token-endpoint-auth-basic",
+    "auth/token-endpoint-auth-post",
+    "auth/token-endpoint-auth-none",
+    "auth/pre-registration",
+];
+
+/// Further authorization scenarios of the stable suite.
+const AUTH_STABLE: &[&str] = &[
+    "auth/2025-03-26-oauth-metadata-backcompat",
+    "auth/2025-03-26-oauth-endpoint-fallback",
+    "auth/resource-mismatch",
+    "auth/offline-access-scope",
+    "auth/offline-access-not-supported",
+];
+
+/// Further authorization scenarios at 2026-07-28.
+const AUTH_2026: &[&str] = &[
+    "auth/scope-retry-limit",
+    "auth/resource-mismatch",
+    "auth/offline-access-scope",
+    "auth/offline-access-not-supported",
+    "auth/authorization-server-migration",
+    "auth/iss-supported",
+    "auth/iss-not-advertised",
+    "auth/iss-supported-missing",
+    "auth/iss-wrong-issuer",
+    "auth/iss-unexpected",
+    "auth/iss-normalized",
+    "auth/metadata-issuer-mismatch",
+];
+
 /// What `--all` runs: (suite, spec version, scenarios).
 const MATRIX: &[(Suite, Option<&str>, &[&str])] = &[
     (Suite::Stable, None, CALL_PATH_LEGACY),
+    (Suite::Stable, None, AUTH_COMMON),
+    (Suite::Stable, None, AUTH_STABLE),
     (Suite::Next, Some("2025-11-25"), CALL_PATH_NEXT_2025),
+    (Suite::Next, Some("2025-11-25"), AUTH_COMMON),
     (Suite::Next, Some("2026-07-28"), CALL_PATH_2026),
+    (Suite::Next, Some("2026-07-28"), AUTH_COMMON),
+    (Suite::Next, Some("2026-07-28"), AUTH_2026),
     // Extension scenarios run without a spec version (with one they are skipped).
     (Suite::Next, None, EXTENSION_SCENARIOS),
 ];
@@ -778,21 +824,18 @@ mod tests {
     #[test]
     fn all_is_the_required_matrix() {
         let o = parse_args(&args("--all")).expect("parses");
-        let runs: Vec<_> = o
-            .runs
-            .iter()
-            .map(|r| (r.label(), r.scenarios.len()))
-            .collect();
-        assert_eq!(
-            runs,
-            [
-                ("stable-default".to_owned(), CALL_PATH_LEGACY.len()),
-                ("next-2025-11-25".to_owned(), CALL_PATH_NEXT_2025.len()),
-                ("next-2026-07-28".to_owned(), CALL_PATH_2026.len()),
-                ("next-default".to_owned(), EXTENSION_SCENARIOS.len()),
-            ]
-        );
+        assert_eq!(o.runs.len(), MATRIX.len());
+        let total: usize = o.runs.iter().map(|r| r.scenarios.len()).sum();
+        let expected: usize = MATRIX.iter().map(|(_, _, s)| s.len()).sum();
+        assert_eq!(total, expected);
+        assert_eq!(o.runs[0].label(), "stable-default");
         assert!(o.runs[0].scenarios.contains(&"initialize".to_owned()));
+        assert!(
+            o.runs
+                .iter()
+                .any(|r| r.label() == "next-default"
+                    && r.scenarios.len() == EXTENSION_SCENARIOS.len())
+        );
         assert!(parse_args(&args("--all tools_call")).is_err());
     }
 

@@ -118,6 +118,11 @@ enum Command {
     },
     /// A tour on built-in servers; needs no config and no install.
     Demo,
+    /// Log in to an OAuth-protected HTTP server: opens the browser (or prints the URL) and
+    /// takes the redirect on a loopback callback or pasted on stdin.
+    Login(commands::auth::LoginArgs),
+    /// Delete the stored OAuth tokens of a server.
+    Logout { server: String },
     /// Client mode for the official MCP conformance suite (reads MCP_CONFORMANCE_SCENARIO).
     ConformanceClient { url: String },
     /// Run the built-in fixture MCP server (used by `demo` over stdio).
@@ -179,6 +184,21 @@ fn settle_deadline(runtime: &Runtime, config: &Config) -> Duration {
 async fn run(cli: Cli) -> u8 {
     if let Command::FixtureServer { args } = cli.command {
         return mcp_harness_fixture::run_main(args).await.clamp(0, 255) as u8;
+    }
+    match &cli.command {
+        Command::Login(args) => {
+            return match commands::auth::login(cli.config.as_deref(), args).await {
+                Ok(()) => 0,
+                Err(e) => fail(&e, 1),
+            };
+        }
+        Command::Logout { server } => {
+            return match commands::auth::logout(cli.config.as_deref(), server) {
+                Ok(()) => 0,
+                Err(e) => fail(&e, 1),
+            };
+        }
+        _ => {}
     }
     if let Command::Config { json, action } = &cli.command {
         return commands::config::run(cli.config.as_deref(), *json, action.as_ref());
@@ -348,11 +368,14 @@ async fn execute(
             Ok(()) => 0,
             Err(e) => fail(&e, 1),
         },
-        Command::ConformanceClient { .. } => match conformance::run(runtime).await {
+        Command::ConformanceClient { url } => match conformance::run(runtime, &url).await {
             Ok(()) => 0,
             Err(e) => fail(&e, 1),
         },
-        Command::FixtureServer { .. } | Command::Config { .. } => 0,
+        Command::FixtureServer { .. }
+        | Command::Config { .. }
+        | Command::Login(_)
+        | Command::Logout { .. } => 0,
     }
 }
 

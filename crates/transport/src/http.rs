@@ -1,7 +1,9 @@
 //! The Streamable HTTP transport (rmcp's reqwest client; https through rustls).
 //!
 //! Invariants: header values from the config are sent on every request and never logged; the
-//! SSE stream reconnects a bounded number of times (rmcp's default retries forever).
+//! SSE stream reconnects a bounded number of times (rmcp's default retries forever); a server
+//! with tokens in its [`crate::auth`] store sends them through rmcp's authorizing client, one
+//! without connects exactly as without OAuth.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -90,8 +92,25 @@ impl Connector for StreamableHttpConnector {
             backoff.max_delay = Some(Duration::from_secs(8));
             let mut config = StreamableHttpClientTransportConfig::with_uri(this.url.clone());
             config.retry_config = std::sync::Arc::new(backoff);
-            let transport = StreamableHttpClientTransport::with_client(client, config);
-            initialize(handler, transport, &options, None, None).await
+            // Tokens from `mcp-harness login`: requests carry them and refresh before expiry.
+            let store = crate::auth::FileCredentialStore::for_server(&options.server, &this.url);
+            let authorized = crate::auth::stored_client(&store, client.clone(), &this.url)
+                .await
+                .map_err(|e| TransportError::Initialize {
+                    message: e.to_string(),
+                    auth_required: true,
+                    stderr_tail: None,
+                })?;
+            match authorized {
+                Some(auth_client) => {
+                    let transport = StreamableHttpClientTransport::with_client(auth_client, config);
+                    initialize(handler, transport, &options, None, None).await
+                }
+                None => {
+                    let transport = StreamableHttpClientTransport::with_client(client, config);
+                    initialize(handler, transport, &options, None, None).await
+                }
+            }
         })
     }
 }

@@ -14,6 +14,7 @@
 //! This crate knows nothing of catalogs, actors or supervision: it opens, initialises and closes
 //! connections. A new transport is a new [`Connector`] implementation; nothing else changes.
 
+pub mod auth;
 pub mod callbacks;
 pub mod connector;
 pub mod error;

@@ -18,6 +18,9 @@ const SKILL_SCENARIOS: [&str; 4] = [
 ];
 
 pub fn build(url: &str) -> Result<Runtime, String> {
+    // Tokens of a test run never touch the user's store.
+    let dir = std::env::temp_dir().join(format!("mcp-harness-conformance-{}", std::process::id()));
+    mcp_harness_runtime::transport::auth::set_store_dir(dir);
     let mut config = Config::default();
     config.servers.insert(
         SERVER.into(),
@@ -44,9 +47,24 @@ pub fn build(url: &str) -> Result<Runtime, String> {
     builder.start().map_err(|e| e.to_string())
 }
 
-pub async fn run(runtime: &Runtime) -> Result<(), String> {
+pub async fn run(runtime: &Runtime, url: &str) -> Result<(), String> {
     let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
-    let snapshot = runtime.wait_settled(Duration::from_secs(25)).await;
+    let mut snapshot = runtime.wait_settled(Duration::from_secs(25)).await;
+    // What a user does on needs-auth: log in, then the server connects with the tokens. A server
+    // that rejects them (its authorization server changed, say) is needs-auth again: log in
+    // again, at most three times in all.
+    for _ in 0..3 {
+        let needs_auth = snapshot
+            .servers
+            .get(SERVER)
+            .is_some_and(|s| s.state.label() == "needs-auth");
+        if !needs_auth {
+            break;
+        }
+        authorize(url).await?;
+        runtime.restart(SERVER).map_err(|e| e.to_string())?;
+        snapshot = wait_connected(runtime, Duration::from_secs(8)).await;
+    }
     let status = snapshot
         .servers
         .get(SERVER)
@@ -195,4 +213,60 @@ async fn skills(runtime: &Runtime, scenario: &str) -> Result<(), String> {
         loaded.body.len()
     );
     Ok(())
+}
+
+/// The client metadata document URL the suite's authorization server accepts as a client id
+/// (SEP-991); where the suite supports it, the harness is configured with it, as a user would
+/// configure `oauth.clientMetadataUrl`.
+const CLIENT_METADATA_URL: &str = "https://conformance-test.local/client-metadata.json";
+
+/// The redirect URI the harness registers; the suite never connects to it: its authorization
+/// endpoint redirects at once, and [`NoFollowBrowser`](mcp_harness_runtime::transport::auth::NoFollowBrowser)
+/// reads the redirect instead of following it (the only stand-in for a user here).
+const REDIRECT_URI: &str = "http://127.0.0.1:33418/callback";
+
+/// Logs in to the suite's server the way `mcp-harness login` does, with the suite's client
+/// credentials (from `MCP_CONFORMANCE_CONTEXT`) standing in for `oauth.clientId`/`clientSecret`.
+async fn authorize(url: &str) -> Result<(), String> {
+    use mcp_harness_runtime::transport::auth;
+    let context: serde_json::Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
+        .ok()
+        .and_then(|c| serde_json::from_str(&c).ok())
+        .unwrap_or_default();
+    let text = |key: &str| {
+        context
+            .get(key)
+            .and_then(|v| v.as_str())
+            .map(str::to_string)
+    };
+    let settings = auth::OAuthSettings {
+        client_id: text("client_id"),
+        client_secret: text("client_secret"),
+        client_metadata_url: Some(CLIENT_METADATA_URL.into()),
+        redirect_uri: REDIRECT_URI.into(),
+        ..Default::default()
+    };
+    let store = auth::FileCredentialStore::for_server(SERVER, url);
+    auth::login(SERVER, url, &settings, &auth::NoFollowBrowser, store)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Polls until the server is connected, at most `deadline`; then the snapshot as it is.
+async fn wait_connected(
+    runtime: &Runtime,
+    deadline: Duration,
+) -> std::sync::Arc<mcp_harness_catalog::Snapshot> {
+    let end = tokio::time::Instant::now() + deadline;
+    loop {
+        let snapshot = runtime.snapshot();
+        let connected = snapshot
+            .servers
+            .get(SERVER)
+            .is_some_and(|s| s.state.label() == "connected");
+        if connected || tokio::time::Instant::now() >= end {
+            return snapshot;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -1,6 +1,7 @@
 //! The CLI's subcommands. Each takes a started [`Runtime`] and prints what a user asked for; none
 //! owns the runtime's lifetime (main starts it and always shuts it down).
 
+pub mod auth;
 pub mod call;
 pub mod config;
 pub mod conformance;

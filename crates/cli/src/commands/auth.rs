@@ -1,0 +1,99 @@
+//! `mcp-harness login SERVER` and `logout SERVER`: OAuth for a configured Streamable HTTP server.
+//!
+//! Invariant: both work on the server's entry in the token store only (no runtime is started);
+//! `login` stores tokens only after the whole flow succeeded, `logout` deletes them; neither
+//! prints a token. A running harness picks the tokens up at its next connection attempt
+//! (`servers` shows needs-auth until then; a restart of the server connects it).
+
+use std::path::Path;
+
+use mcp_harness_runtime::TransportConfig;
+use mcp_harness_runtime::transport::auth;
+
+/// The options of `login`.
+#[derive(clap::Args)]
+pub struct LoginArgs {
+    /// The server's name in the config.
+    pub server: String,
+    /// Loopback port of the callback (`http://127.0.0.1:PORT/callback`); 0 picks a free one.
+    /// Set it when the authorization server only accepts a registered redirect URI.
+    #[arg(long, default_value_t = 33418)]
+    pub port: u16,
+    /// Do not try to open a browser: print the URL and wait for the callback or a pasted
+    /// redirect URL / code (headless machines, SSH sessions).
+    #[arg(long)]
+    pub no_browser: bool,
+    /// A client registered ahead of time (else a client metadata document or dynamic
+    /// registration).
+    #[arg(long, value_name = "ID")]
+    pub client_id: Option<String>,
+    /// The pre-registered client's secret.
+    #[arg(long, env = "MCP_HARNESS_CLIENT_SECRET", hide_env_values = true)]
+    pub client_secret: Option<String>,
+    /// An https URL of this client's metadata document, used as the client id where the
+    /// authorization server supports client ID metadata documents.
+    #[arg(long, value_name = "URL")]
+    pub client_metadata_url: Option<String>,
+    /// Scopes to ask for when neither the server's challenge nor its metadata name any.
+    #[arg(long = "scope", value_name = "SCOPE")]
+    pub scopes: Vec<String>,
+}
+
+/// The URL of `server`, which must be a configured Streamable HTTP server.
+fn server_url(config_path: Option<&Path>, server: &str) -> Result<String, String> {
+    let config = super::config::load(config_path)?;
+    let entry = config
+        .servers
+        .get(server)
+        .ok_or_else(|| format!("server `{server}` is not configured (see `mcp-harness config`)"))?;
+    match &entry.transport {
+        TransportConfig::StreamableHttp { url, .. } => Ok(url.clone()),
+        other => Err(format!(
+            "server `{server}` uses the {} transport; OAuth login is for Streamable HTTP servers \
+             (`type: \"http\"` with a `url`)",
+            other.kind()
+        )),
+    }
+}
+
+pub async fn login(config_path: Option<&Path>, args: &LoginArgs) -> Result<(), String> {
+    let url = server_url(config_path, &args.server)?;
+    let browser = auth::LoopbackBrowser::bind(args.port, !args.no_browser)
+        .await
+        .map_err(|e| {
+            format!(
+                "server `{}`: cannot listen on 127.0.0.1:{} for the callback ({e}); pick another \
+                 with --port",
+                args.server, args.port
+            )
+        })?;
+    let settings = auth::OAuthSettings {
+        client_id: args.client_id.clone(),
+        client_secret: args.client_secret.clone(),
+        client_metadata_url: args.client_metadata_url.clone(),
+        scopes: args.scopes.clone(),
+        redirect_uri: browser.redirect_uri().to_string(),
+        client_name: Some("mcp-harness".into()),
+    };
+    let store = auth::FileCredentialStore::for_server(&args.server, &url);
+    auth::login(&args.server, &url, &settings, &browser, store.clone())
+        .await
+        .map_err(|e| e.to_string())?;
+    eprintln!(
+        "Logged in to `{}`; tokens stored in {} (mode 0600).",
+        args.server,
+        store.path().display()
+    );
+    Ok(())
+}
+
+pub fn logout(config_path: Option<&Path>, server: &str) -> Result<(), String> {
+    let url = server_url(config_path, server)?;
+    let store = auth::FileCredentialStore::for_server(server, &url);
+    if store.remove().map_err(|e| e.to_string())? {
+        eprintln!("Logged out of `{server}`: its tokens were deleted.");
+    } else {
+        eprintln!("No tokens were stored for `{server}`.");
+    }
+    Ok(())
+}

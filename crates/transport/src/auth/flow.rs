@@ -1,0 +1,377 @@
+//! The authorization-code flow for one server, on rmcp's `auth` support: the server's 401
+//! challenge → protected-resource and authorization-server metadata → client (pre-registered
+//! from config, else a client ID metadata document when the server supports it and one is
+//! configured, else dynamic registration asking for `refresh_token`) → PKCE S256 authorization
+//! URL with `resource` and the selected scopes → the user's browser → code exchange → tokens in
+//! the [`FileCredentialStore`].
+//!
+//! Invariants: the only piece that differs between a user and a test is the [`Browser`] (it
+//! turns an authorization URL into the redirect URL the authorization server sent back); every
+//! result lands in the store before `login` returns, with what a later refresh needs (client id,
+//! secret, metadata); errors name the server and the config key to change, never a token.
+
+use rmcp::transport::auth::{
+    AuthClient, AuthError, AuthorizationManager, AuthorizationRequest, AuthorizationSession,
+    OAuthClientConfig,
+};
+
+use super::store::{ClientRecord, FileCredentialStore};
+use crate::connector::BoxFuture;
+
+/// Where the user authorizes: opens `url` and yields the full redirect URL (with `code` and
+/// `state`) the authorization server sent the browser to.
+pub trait Browser: Send + Sync {
+    fn authorize(&self, url: &str) -> BoxFuture<'_, Result<String, String>>;
+}
+
+/// The `oauth` settings of one server.
+#[derive(Clone, Default)]
+pub struct OAuthSettings {
+    /// `oauth.clientId`: a client registered ahead of time.
+    pub client_id: Option<String>,
+    /// `oauth.clientSecret`: its secret, if it is confidential.
+    pub client_secret: Option<String>,
+    /// `oauth.clientMetadataUrl`: an https URL of this client's metadata document (SEP-991),
+    /// used as the client id where the authorization server supports it.
+    pub client_metadata_url: Option<String>,
+    /// `oauth.scopes`: used only when neither the challenge nor the metadata name any.
+    pub scopes: Vec<String>,
+    /// Where the authorization server sends the browser back (a loopback URL).
+    pub redirect_uri: String,
+    /// `client_name` in a dynamic registration.
+    pub client_name: Option<String>,
+}
+
+impl std::fmt::Debug for OAuthSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OAuthSettings")
+            .field("client_id", &self.client_id)
+            .field(
+                "client_secret",
+                &self.client_secret.as_ref().map(|_| "[REDACTED]"),
+            )
+            .field("client_metadata_url", &self.client_metadata_url)
+            .field("scopes", &self.scopes)
+            .field("redirect_uri", &self.redirect_uri)
+            .finish()
+    }
+}
+
+/// Why authorizing a server failed: each names the server and what to change.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthFlowError {
+    #[error(transparent)]
+    Store(#[from] super::store::StoreError),
+    #[error("server `{server}`: `url` {url}: {message}")]
+    Discovery {
+        server: String,
+        url: String,
+        message: String,
+    },
+    #[error("server `{server}`: client registration failed ({hint}): {message}")]
+    Registration {
+        server: String,
+        hint: &'static str,
+        message: String,
+    },
+    #[error("server `{server}`: authorization was not completed: {message}")]
+    Authorization { server: String, message: String },
+    #[error("server `{server}`: the authorization server refused the code: {message}")]
+    Token { server: String, message: String },
+}
+
+/// The `WWW-Authenticate` challenge the server sends an unauthenticated `initialize`; `None` when
+/// it did not answer 401 with one.
+pub async fn challenge(http: &reqwest::Client, url: &str) -> Result<Option<String>, String> {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "mcp-harness", "version": env!("CARGO_PKG_VERSION")}}
+    });
+    let response = http
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .json(&body)
+        .send()
+        .await
+        .map_err(|e| e.without_url().to_string())?;
+    if response.status() != reqwest::StatusCode::UNAUTHORIZED {
+        return Ok(None);
+    }
+    Ok(response
+        .headers()
+        .get_all(reqwest::header::WWW_AUTHENTICATE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| v.trim_start().to_ascii_lowercase().starts_with("bearer"))
+        .map(str::to_string))
+}
+
+/// Runs the whole flow for `server` at `url` and stores the result.
+pub async fn login(
+    server: &str,
+    url: &str,
+    settings: &OAuthSettings,
+    browser: &dyn Browser,
+    store: FileCredentialStore,
+) -> Result<(), AuthFlowError> {
+    let discovery = |message: String| AuthFlowError::Discovery {
+        server: server.to_string(),
+        url: url.to_string(),
+        message,
+    };
+    let http = reqwest::Client::builder()
+        .connect_timeout(std::time::Duration::from_secs(10))
+        .build()
+        .map_err(|e| discovery(e.to_string()))?;
+    let challenge = challenge(&http, url)
+        .await
+        .map_err(|e| discovery(format!("the server could not be reached: {e}")))?;
+    let mut manager = AuthorizationManager::new(url)
+        .await
+        .map_err(|e| discovery(e.to_string()))?;
+    manager.set_credential_store(store.clone());
+    let metadata = match manager
+        .resolve_metadata_from_challenge(challenge.as_deref())
+        .await
+    {
+        Ok(resolution) => resolution.metadata,
+        Err(e @ AuthError::AuthorizationServerMismatch { .. }) => {
+            match legacy_root_metadata(&http, url, challenge.as_deref()).await {
+                Some(metadata) => metadata,
+                None => return Err(discovery(format!("OAuth discovery failed: {e}"))),
+            }
+        }
+        Err(e) => return Err(discovery(format!("OAuth discovery failed: {e}"))),
+    };
+    manager.set_metadata(metadata.clone());
+
+    let cimd_supported = metadata
+        .additional_fields
+        .get("client_id_metadata_document_supported")
+        .and_then(|v| v.as_bool())
+        .unwrap_or(false);
+    let mut scopes = manager
+        .select_initial_scopes(
+            &settings
+                .scopes
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+        )
+        .await;
+    scopes.dedup();
+    let registration = |hint: &'static str, message: String| AuthFlowError::Registration {
+        server: server.to_string(),
+        hint,
+        message,
+    };
+    // Registration order of the spec: pre-registered, client metadata document, dynamic.
+    let client = if let Some(client_id) = &settings.client_id {
+        ClientRecord {
+            client_id: client_id.clone(),
+            client_secret: settings.client_secret.clone(),
+            redirect_uri: settings.redirect_uri.clone(),
+        }
+    } else if let (Some(doc), true) = (&settings.client_metadata_url, cimd_supported) {
+        ClientRecord {
+            client_id: doc.clone(),
+            client_secret: None,
+            redirect_uri: settings.redirect_uri.clone(),
+        }
+    } else if metadata.registration_endpoint.is_some() {
+        let refs: Vec<&str> = scopes.iter().map(String::as_str).collect();
+        let config = manager
+            .register_client(
+                settings.client_name.as_deref().unwrap_or("mcp-harness"),
+                &settings.redirect_uri,
+                &refs,
+            )
+            .await
+            .map_err(|e| registration("dynamic registration", e.to_string()))?;
+        ClientRecord {
+            client_id: config.client_id,
+            client_secret: config.client_secret,
+            redirect_uri: settings.redirect_uri.clone(),
+        }
+    } else {
+        return Err(registration(
+            "set `oauth.clientId` (and `oauth.clientSecret`) for this server",
+            "the authorization server offers neither dynamic registration nor client metadata \
+             documents"
+                .into(),
+        ));
+    };
+
+    let mut request = AuthorizationRequest::new(settings.redirect_uri.clone())
+        .with_preregistered_client(&client.client_id);
+    if let Some(secret) = &client.client_secret {
+        request = request.with_client_secret(secret);
+    }
+    request = request.with_scopes(scopes);
+    let session = AuthorizationSession::new(manager, request)
+        .await
+        .map_err(|(_, e)| registration("`oauth.clientId`", e.to_string()))?;
+    let record = client.clone();
+    let metadata_for_store = metadata.clone();
+    store.update(|f| {
+        f.client = Some(record);
+        f.metadata = Some(metadata_for_store);
+    })?;
+
+    let redirect = browser
+        .authorize(session.get_authorization_url())
+        .await
+        .map_err(|message| AuthFlowError::Authorization {
+            server: server.to_string(),
+            message,
+        })?;
+    session
+        .handle_callback_url(&redirect)
+        .await
+        .map_err(|e| AuthFlowError::Token {
+            server: server.to_string(),
+            message: auth_error_message(&e),
+        })?;
+    Ok(())
+}
+
+/// 2025-03-26 back-compat: a server without protected-resource metadata is its own
+/// authorization server, with its metadata at the root of its origin. Such metadata is accepted
+/// even when its `issuer` names a path on that origin (2025-03-26 required no issuer match),
+/// but only when there is no protected-resource metadata at all and the issuer and both
+/// endpoints are on the server's own origin, so it can never point the client at another party.
+async fn legacy_root_metadata(
+    http: &reqwest::Client,
+    url: &str,
+    challenge: Option<&str>,
+) -> Option<rmcp::transport::auth::AuthorizationMetadata> {
+    if challenge.is_some_and(|c| c.contains("resource_metadata")) {
+        return None;
+    }
+    let server = reqwest::Url::parse(url).ok()?;
+    let origin = server.origin();
+    let at = |path: &str| {
+        let mut u = server.clone();
+        u.set_path(path);
+        u.set_query(None);
+        u
+    };
+    let prm_paths = [
+        format!(
+            "/.well-known/oauth-protected-resource{}",
+            server.path().trim_end_matches('/')
+        ),
+        "/.well-known/oauth-protected-resource".to_string(),
+    ];
+    for path in prm_paths {
+        let response = http.get(at(&path)).send().await.ok()?;
+        if response.status().is_success() {
+            return None;
+        }
+    }
+    let response = http
+        .get(at("/.well-known/oauth-authorization-server"))
+        .send()
+        .await
+        .ok()?;
+    if !response.status().is_success() {
+        return None;
+    }
+    let metadata: rmcp::transport::auth::AuthorizationMetadata = response.json().await.ok()?;
+    let same_origin = |u: &str| reqwest::Url::parse(u).is_ok_and(|u| u.origin() == origin);
+    let issuer_ok = metadata.issuer.as_deref().is_none_or(same_origin);
+    if !(issuer_ok
+        && same_origin(&metadata.authorization_endpoint)
+        && same_origin(&metadata.token_endpoint)
+        && metadata
+            .registration_endpoint
+            .as_deref()
+            .is_none_or(same_origin))
+    {
+        return None;
+    }
+    tracing::warn!(
+        url,
+        "no protected-resource metadata: using the 2025-03-26 authorization server metadata at the \
+         server's root, whose issuer is on the same origin but does not match its location"
+    );
+    Some(metadata)
+}
+
+/// An error's message without anything that could be a credential: rmcp's messages carry none,
+/// but a provider's error body could echo a code, so only the first line is kept.
+fn auth_error_message(e: &AuthError) -> String {
+    e.to_string().lines().next().unwrap_or_default().to_string()
+}
+
+/// An authorizing HTTP client for `server` when its store holds tokens from a login; `None`
+/// when it holds none (the caller connects without authorization, exactly as before).
+pub async fn stored_client(
+    store: &FileCredentialStore,
+    http: reqwest::Client,
+    url: &str,
+) -> Result<Option<AuthClient<reqwest::Client>>, AuthFlowError> {
+    let Some(file) = store.read()? else {
+        return Ok(None);
+    };
+    let (Some(client), Some(metadata), Some(_)) = (file.client, file.metadata, file.credentials)
+    else {
+        return Ok(None);
+    };
+    let mut manager =
+        AuthorizationManager::new(url)
+            .await
+            .map_err(|e| AuthFlowError::Discovery {
+                server: store.server().to_string(),
+                url: url.to_string(),
+                message: e.to_string(),
+            })?;
+    manager.set_metadata(metadata);
+    manager.set_credential_store(store.clone());
+    let mut config = OAuthClientConfig::new(client.client_id, client.redirect_uri);
+    if let Some(secret) = client.client_secret {
+        config = config.with_client_secret(secret);
+    }
+    manager
+        .configure_client(config)
+        .map_err(|e| AuthFlowError::Registration {
+            server: store.server().to_string(),
+            hint: "run `mcp-harness login` again",
+            message: e.to_string(),
+        })?;
+    Ok(Some(AuthClient::new(http, manager)))
+}
+
+/// A [`Browser`] for authorization servers that redirect at once (no login page): it requests
+/// the authorization URL without following redirects and returns the `Location`. It stands in for
+/// a user's browser against test servers (the conformance suite, the tests of this crate).
+pub struct NoFollowBrowser;
+
+impl Browser for NoFollowBrowser {
+    fn authorize(&self, url: &str) -> BoxFuture<'_, Result<String, String>> {
+        let url = url.to_string();
+        Box::pin(async move {
+            let client = reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .map_err(|e| e.to_string())?;
+            let response = client
+                .get(&url)
+                .send()
+                .await
+                .map_err(|e| e.without_url().to_string())?;
+            response
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|l| l.to_str().ok())
+                .map(str::to_string)
+                .ok_or_else(|| {
+                    format!(
+                        "the authorization endpoint answered {} without a redirect",
+                        response.status()
+                    )
+                })
+        })
+    }
+}

@@ -1,0 +1,355 @@
+//! OAuth end to end against a local authorization server + protected MCP server (the fixture
+//! behind a bearer check): needs-auth at 401 → login (discovery, dynamic registration, PKCE,
+//! `resource`) → the real catalog in a new revision → refresh before expiry with the rotated
+//! refresh token kept, single-flight under concurrent calls; tokens in a 0600 file.
+
+mod common;
+
+use std::collections::HashMap;
+use std::os::unix::fs::PermissionsExt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::{RawQuery, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use mcp_harness_fixture::{FixtureOptions, FixtureServer};
+use mcp_harness_runtime::transport::auth;
+use rmcp::transport::streamable_http_server::{
+    StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+};
+use serde_json::json;
+
+/// Lifetime of issued access tokens: short, so the harness must refresh during the test.
+const TOKEN_SECS: u64 = 4;
+
+#[derive(Default)]
+struct AuthServer {
+    base: String,
+    /// code → (code_challenge, resource)
+    codes: HashMap<String, (String, Option<String>)>,
+    access: HashMap<String, std::time::Instant>,
+    refresh: Vec<String>,
+    counter: u64,
+    refreshes: u64,
+    registrations: Vec<serde_json::Value>,
+    authorize_queries: Vec<HashMap<String, String>>,
+    token_resources: Vec<Option<String>>,
+}
+
+type Shared = Arc<Mutex<AuthServer>>;
+
+/// A JSON body (this axum build has no `json` feature).
+struct Json(serde_json::Value);
+
+impl IntoResponse for Json {
+    fn into_response(self) -> Response {
+        (
+            [(header::CONTENT_TYPE, "application/json")],
+            self.0.to_string(),
+        )
+            .into_response()
+    }
+}
+
+fn decode(s: &str) -> String {
+    let bytes = s.replace('+', " ").into_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("");
+            if let Ok(b) = u8::from_str_radix(hex, 16) {
+                out.push(b);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn form(s: &str) -> HashMap<String, String> {
+    s.split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (decode(k), decode(v)))
+        .collect()
+}
+
+async fn guard(State(st): State<Shared>, req: Request, next: Next) -> Response {
+    let token = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::to_string);
+    let (ok, base) = {
+        let st = st.lock().unwrap();
+        let ok = token
+            .as_ref()
+            .and_then(|t| st.access.get(t))
+            .is_some_and(|expires| *expires > std::time::Instant::now());
+        (ok, st.base.clone())
+    };
+    if !ok {
+        return (
+            StatusCode::UNAUTHORIZED,
+            [(
+                header::WWW_AUTHENTICATE,
+                format!(
+                    "Bearer resource_metadata=\"{base}/.well-known/oauth-protected-resource/mcp\""
+                ),
+            )],
+        )
+            .into_response();
+    }
+    next.run(req).await
+}
+
+fn issue(st: &mut AuthServer) -> serde_json::Value {
+    st.counter += 1;
+    let access = format!("at-{}-secret", st.counter);
+    let refresh = format!("rt-{}-secret", st.counter);
+    st.access.insert(
+        access.clone(),
+        std::time::Instant::now() + Duration::from_secs(TOKEN_SECS),
+    );
+    st.refresh.push(refresh.clone());
+    json!({"access_token": access, "token_type": "Bearer", "expires_in": TOKEN_SECS,
+           "refresh_token": refresh, "scope": "mcp:tools"})
+}
+
+async fn token(State(st): State<Shared>, body: String) -> Response {
+    let params = form(&body);
+    let mut st = st.lock().unwrap();
+    st.token_resources.push(params.get("resource").cloned());
+    let bad = |e: &str| (StatusCode::BAD_REQUEST, Json(json!({"error": e}))).into_response();
+    match params.get("grant_type").map(String::as_str) {
+        Some("authorization_code") => {
+            let Some((challenge, _)) = params.get("code").and_then(|c| st.codes.remove(c)) else {
+                return bad("invalid_grant");
+            };
+            // The suite checks S256 itself; here: a verifier of RFC 7636 length that is not the
+            // challenge (a `plain` client would send the same value).
+            let verifier = params.get("code_verifier").cloned().unwrap_or_default();
+            if verifier.len() < 43 || verifier == challenge {
+                return bad("invalid_grant");
+            }
+            Json(issue(&mut st)).into_response()
+        }
+        Some("refresh_token") => {
+            let presented = params.get("refresh_token").cloned().unwrap_or_default();
+            // Rotation: a refresh token is good once.
+            let Some(pos) = st.refresh.iter().position(|r| *r == presented) else {
+                return bad("invalid_grant");
+            };
+            st.refresh.remove(pos);
+            st.refreshes += 1;
+            Json(issue(&mut st)).into_response()
+        }
+        _ => bad("unsupported_grant_type"),
+    }
+}
+
+async fn start_server() -> (String, Shared, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let st: Shared = Arc::new(Mutex::new(AuthServer {
+        base: base.clone(),
+        ..Default::default()
+    }));
+    let fixture = FixtureServer::new(FixtureOptions::default());
+    let mcp = StreamableHttpService::new(
+        move || Ok(fixture.for_new_connection()),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let b = base.clone();
+    let router = axum::Router::new()
+        .nest_service("/mcp", mcp)
+        .layer(axum::middleware::from_fn_with_state(st.clone(), guard))
+        .route(
+            "/.well-known/oauth-protected-resource/mcp",
+            get({
+                let b = b.clone();
+                move || async move {
+                    Json(json!({"resource": format!("{b}/mcp"),
+                        "authorization_servers": [b], "scopes_supported": ["mcp:tools"]}))
+                }
+            }),
+        )
+        .route(
+            "/.well-known/oauth-authorization-server",
+            get({
+                let b = b.clone();
+                move || async move {
+                    Json(json!({"issuer": b,
+                        "authorization_endpoint": format!("{b}/authorize"),
+                        "token_endpoint": format!("{b}/token"),
+                        "registration_endpoint": format!("{b}/register"),
+                        "response_types_supported": ["code"],
+                        "grant_types_supported": ["authorization_code", "refresh_token"],
+                        "code_challenge_methods_supported": ["S256"],
+                        "token_endpoint_auth_methods_supported": ["none"]}))
+                }
+            }),
+        )
+        .route(
+            "/register",
+            post(|State(st): State<Shared>, body: String| async move {
+                let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+                st.lock().unwrap().registrations.push(v.clone());
+                (
+                    StatusCode::CREATED,
+                    Json(json!({"client_id": "client-1",
+                        "redirect_uris": v["redirect_uris"], "token_endpoint_auth_method": "none"})),
+                )
+            }),
+        )
+        .route(
+            "/authorize",
+            get(|State(st): State<Shared>, RawQuery(q): RawQuery| async move {
+                let q = form(&q.unwrap_or_default());
+                let mut st = st.lock().unwrap();
+                st.authorize_queries.push(q.clone());
+                let code = format!("code-{}", st.codes.len() + 1);
+                st.codes.insert(
+                    code.clone(),
+                    (q["code_challenge"].clone(), q.get("resource").cloned()),
+                );
+                let mut headers = HeaderMap::new();
+                let location = format!(
+                    "{}?code={code}&state={}",
+                    q["redirect_uri"],
+                    q.get("state").cloned().unwrap_or_default()
+                );
+                headers.insert(header::LOCATION, location.parse().unwrap());
+                (StatusCode::FOUND, headers)
+            }),
+        )
+        .route("/token", post(token))
+        .with_state(st.clone());
+    let task = tokio::spawn(async move {
+        axum::serve(listener, router).await.unwrap();
+    });
+    (base, st, task)
+}
+
+fn temp_store() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("mcp-harness-oauth-test-{}", uuid::Uuid::new_v4()));
+    assert!(
+        auth::set_store_dir(dir.clone()),
+        "store dir set once per process"
+    );
+    dir
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn needs_auth_then_login_then_refresh_with_rotation() {
+    let dir = temp_store();
+    let (base, st, _task) = start_server().await;
+    let url = format!("{base}/mcp");
+    let runtime = common::start(vec![common::server("secure", common::http(&url))]);
+
+    // 401 at initialize without a token: needs-auth, no catalog.
+    let snap = runtime.wait_settled(common::SETTLE).await;
+    assert_eq!(snap.servers["secure"].state.label(), "needs-auth");
+    let before = snap.revision;
+
+    // Login: discovery from the challenge, dynamic registration, PKCE S256, `resource`.
+    let settings = auth::OAuthSettings {
+        redirect_uri: "http://127.0.0.1:33418/callback".into(),
+        ..Default::default()
+    };
+    let store = auth::FileCredentialStore::for_server("secure", &url);
+    auth::login(
+        "secure",
+        &url,
+        &settings,
+        &auth::NoFollowBrowser,
+        store.clone(),
+    )
+    .await
+    .expect("login succeeds");
+    {
+        let st = st.lock().unwrap();
+        let reg = &st.registrations[0];
+        assert!(
+            reg["grant_types"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|g| g == "refresh_token"),
+            "dynamic registration asks for refresh_token: {reg}"
+        );
+        let q = &st.authorize_queries[0];
+        assert_eq!(q["code_challenge_method"], "S256");
+        assert_eq!(q["resource"], url);
+        assert_eq!(q["scope"], "mcp:tools");
+        assert_eq!(st.token_resources[0].as_deref(), Some(url.as_str()));
+    }
+
+    // The token file: 0600 in a 0700 directory, no token in its Debug output.
+    let path = store.path();
+    assert_eq!(path.parent().unwrap(), dir);
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let dmode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+    assert_eq!(dmode, 0o700);
+    assert!(!format!("{store:?}").contains("secret"));
+
+    // After login the server connects and its real catalog comes in a new revision.
+    runtime.restart("secure").unwrap();
+    let deadline = tokio::time::Instant::now() + common::SETTLE;
+    let snap = loop {
+        let s = runtime.snapshot();
+        if s.servers["secure"].state.label() == "connected"
+            && s.catalogs
+                .get("secure")
+                .is_some_and(|c| !c.tools.is_empty())
+        {
+            break s;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "server never connected"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(snap.revision > before);
+
+    // Let the access token come close to expiry; 20 concurrent calls refresh exactly once.
+    tokio::time::sleep(Duration::from_secs(TOKEN_SECS - 1)).await;
+    let name = mcp_harness_catalog::qualify("secure", "echo");
+    let calls = (0..20).map(|i| {
+        let runtime = &runtime;
+        let name = name.clone();
+        async move {
+            runtime
+                .call_tool(
+                    &name,
+                    json!({"message": format!("m{i}")}).as_object().cloned(),
+                )
+                .await
+        }
+    });
+    for result in futures::future::join_all(calls).await {
+        let result = result.expect("call succeeds after refresh");
+        assert!(!result.is_error());
+    }
+    let (refreshes, newest_refresh) = {
+        let st = st.lock().unwrap();
+        (st.refreshes, st.refresh.last().cloned().unwrap())
+    };
+    assert_eq!(refreshes, 1, "single-flight refresh");
+    // The rotated refresh token is what the store keeps now.
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains(&newest_refresh), "rotated refresh token kept");
+    assert!(!text.contains("rt-1-secret"), "spent refresh token dropped");
+
+    runtime.shutdown().await;
+}
