@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use mcp_harness_catalog::{Kind, PageLimits, collect_pages};
+use mcp_harness_catalog::{Kind, ListError, PageLimits, collect_pages};
 use mcp_harness_transport::{ClientPeer, SessionInfo};
 use rmcp::model::{PaginatedRequestParams, Prompt, Resource, ResourceTemplate, Skill, Tool};
 use rmcp::service::ServiceError;
@@ -45,12 +45,15 @@ pub async fn list_kind(
     kind: Kind,
     limits: PageLimits,
     page_timeout: Duration,
-) -> Result<Listed, String> {
+) -> Result<Listed, ListFailure> {
     let params =
         |cursor: Option<String>| Some(PaginatedRequestParams::default().with_cursor(cursor));
     let result = match kind {
         Kind::Commands => {
-            return Err("commands are built from prompts and skills, not listed".to_string());
+            return Err(ListFailure {
+                message: "commands are built from prompts and skills, not listed".to_string(),
+                auth_required: false,
+            });
         }
         Kind::Skills => collect_pages(limits, |c| {
             let peer = peer.clone();
@@ -103,16 +106,46 @@ pub async fn list_kind(
         .await
         .map(Listed::Templates),
     };
-    result.map_err(|e| format!("listing {kind} failed: {e}"))
+    result.map_err(|e| {
+        let auth_required = matches!(&e, ListError::Fetch(f) if f.auth_required);
+        ListFailure {
+            message: format!("listing {kind} failed: {e}"),
+            auth_required,
+        }
+    })
+}
+
+/// Why a listing failed, and whether the server asked for authorization (then the server
+/// needs a login rather than a retry).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListFailure {
+    pub message: String,
+    pub auth_required: bool,
+}
+
+impl std::fmt::Display for ListFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
 }
 
 async fn timed_page<T>(
     limit: Duration,
     fut: impl std::future::Future<Output = Result<T, ServiceError>>,
-) -> Result<T, String> {
+) -> Result<T, ListFailure> {
     match tokio::time::timeout(limit, fut).await {
-        Ok(r) => r.map_err(describe),
-        Err(_) => Err(format!("no answer within {}s", limit.as_secs_f64())),
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => {
+            let auth_required = e.auth_challenge().is_some();
+            Err(ListFailure {
+                message: describe(e),
+                auth_required,
+            })
+        }
+        Err(_) => Err(ListFailure {
+            message: format!("no answer within {}s", limit.as_secs_f64()),
+            auth_required: false,
+        }),
     }
 }
 

@@ -334,11 +334,12 @@ impl ServerActor {
             for (kind, result) in kinds.into_iter().zip(listings) {
                 match result {
                     Ok(l) => listed.push((kind, l)),
-                    Err(message) => {
+                    Err(failure) => {
                         session.shutdown().await;
+                        // A 401 while listing (an expired or missing token) means needs-auth.
                         return Err(TransportError::Initialize {
-                            message,
-                            auth_required: false,
+                            message: failure.message,
+                            auth_required: failure.auth_required,
                             stderr_tail: None,
                         });
                     }
@@ -628,11 +629,16 @@ impl ServerActor {
             self.settings.limits,
             self.config.startup_timeout,
         );
-        ctx.spawn(
-            fut.into_actor(self).map(move |result, act, ctx| {
-                act.on_fetched(epoch, kind, ticket, result, cause, ctx)
-            }),
-        );
+        ctx.spawn(fut.into_actor(self).map(move |result, act, ctx| {
+            act.on_fetched(
+                epoch,
+                kind,
+                ticket,
+                result.map_err(|f| f.message),
+                cause,
+                ctx,
+            )
+        }));
     }
 
     fn on_fetched(
