@@ -752,6 +752,47 @@ pub fn sanitize_prompt(
     Ok((prompt, notes))
 }
 
+/// Cleans the display fields that resources and resource templates share (name, title,
+/// description, MIME type, annotations, `_meta`) in place; evaluates to the notes.
+macro_rules! clean_resource_like {
+    ($item:ident, $limits:ident) => {{
+        let mut notes = Vec::new();
+        if let Some(c) = clean_field(
+            &mut notes,
+            "name",
+            &$item.name,
+            $limits.max_name_chars,
+            Mode::Line,
+        ) {
+            $item.name = c;
+        }
+        $item.title = clean_opt(
+            &mut notes,
+            "title",
+            $item.title.take(),
+            $limits.max_title_chars,
+            Mode::Line,
+        );
+        $item.description = clean_opt(
+            &mut notes,
+            "description",
+            $item.description.take(),
+            $limits.max_description_chars,
+            Mode::Text,
+        );
+        $item.mime_type = clean_opt(
+            &mut notes,
+            "mimeType",
+            $item.mime_type.take(),
+            $limits.max_mime_type_chars,
+            Mode::Line,
+        );
+        sanitize_annotations(&mut $item.annotations, &mut notes);
+        $item.meta = sanitize_meta($item.meta.take(), $limits, &mut notes);
+        notes
+    }};
+}
+
 /// Cleans and bounds a listed resource. `Err` (hide it) when its URI is empty, longer than
 /// [`MetadataLimits::max_uri_chars`] or contains a disallowed character (the URI is what
 /// `resources/read` sends). The name (a display name here; the URI identifies the resource),
@@ -762,39 +803,7 @@ pub fn sanitize_resource(
     limits: &MetadataLimits,
 ) -> Result<(Resource, Vec<String>), String> {
     check_uri("uri", &resource.uri, limits.max_uri_chars)?;
-    let mut notes = Vec::new();
-    if let Some(c) = clean_field(
-        &mut notes,
-        "name",
-        &resource.name,
-        limits.max_name_chars,
-        Mode::Line,
-    ) {
-        resource.name = c;
-    }
-    resource.title = clean_opt(
-        &mut notes,
-        "title",
-        resource.title.take(),
-        limits.max_title_chars,
-        Mode::Line,
-    );
-    resource.description = clean_opt(
-        &mut notes,
-        "description",
-        resource.description.take(),
-        limits.max_description_chars,
-        Mode::Text,
-    );
-    resource.mime_type = clean_opt(
-        &mut notes,
-        "mimeType",
-        resource.mime_type.take(),
-        limits.max_mime_type_chars,
-        Mode::Line,
-    );
-    sanitize_annotations(&mut resource.annotations, &mut notes);
-    resource.meta = sanitize_meta(resource.meta.take(), limits, &mut notes);
+    let notes = clean_resource_like!(resource, limits);
     Ok((resource, notes))
 }
 
@@ -805,39 +814,7 @@ pub fn sanitize_template(
     limits: &MetadataLimits,
 ) -> Result<(ResourceTemplate, Vec<String>), String> {
     check_uri("uri template", &template.uri_template, limits.max_uri_chars)?;
-    let mut notes = Vec::new();
-    if let Some(c) = clean_field(
-        &mut notes,
-        "name",
-        &template.name,
-        limits.max_name_chars,
-        Mode::Line,
-    ) {
-        template.name = c;
-    }
-    template.title = clean_opt(
-        &mut notes,
-        "title",
-        template.title.take(),
-        limits.max_title_chars,
-        Mode::Line,
-    );
-    template.description = clean_opt(
-        &mut notes,
-        "description",
-        template.description.take(),
-        limits.max_description_chars,
-        Mode::Text,
-    );
-    template.mime_type = clean_opt(
-        &mut notes,
-        "mimeType",
-        template.mime_type.take(),
-        limits.max_mime_type_chars,
-        Mode::Line,
-    );
-    sanitize_annotations(&mut template.annotations, &mut notes);
-    template.meta = sanitize_meta(template.meta.take(), limits, &mut notes);
+    let notes = clean_resource_like!(template, limits);
     Ok((template, notes))
 }
 

@@ -49,6 +49,30 @@ pub fn header_map(headers: &BTreeMap<String, String>) -> Result<HeaderMap, Trans
     Ok(map)
 }
 
+/// `url` without user info, query or fragment (which may carry secrets), for messages and logs.
+pub(crate) fn shown(url: &reqwest::Url) -> String {
+    let mut url = url.clone();
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    url.set_query(None);
+    url.set_fragment(None);
+    url.to_string()
+}
+
+/// Parses a server `url` and requires http or https. The error names the config key; it never
+/// echoes a query or credentials the URL may hold.
+pub(crate) fn http_url(raw: &str) -> Result<reqwest::Url, TransportError> {
+    let url = reqwest::Url::parse(raw)
+        .map_err(|e| TransportError::InvalidConfig(format!("`url` is not a valid URL: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(TransportError::InvalidConfig(format!(
+            "`url` `{}` must be http:// or https://",
+            shown(&url)
+        )));
+    }
+    Ok(url)
+}
+
 impl StreamableHttpConnector {
     fn client(&self) -> Result<reqwest::Client, TransportError> {
         reqwest::Client::builder()
@@ -77,14 +101,7 @@ impl Connector for StreamableHttpConnector {
     ) -> BoxFuture<'static, Result<Session, TransportError>> {
         let this = self.clone();
         Box::pin(async move {
-            let parsed = reqwest::Url::parse(&this.url)
-                .map_err(|e| TransportError::InvalidConfig(format!("`url` `{}`: {e}", this.url)))?;
-            if !matches!(parsed.scheme(), "http" | "https") {
-                return Err(TransportError::InvalidConfig(format!(
-                    "`url` `{}` must be http:// or https://",
-                    this.url
-                )));
-            }
+            http_url(&this.url)?;
             let client = this.client()?;
             let mut backoff = ExponentialBackoff::default();
             backoff.max_times = Some(SSE_MAX_RECONNECTS);

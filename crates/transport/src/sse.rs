@@ -45,6 +45,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use crate::connector::{BoxFuture, ConnectOptions, Connector, Session, initialize};
 use crate::error::TransportError;
 use crate::handler::HarnessClient;
+use crate::http::shown;
 
 /// The most bytes one SSE event (its lines, before dispatch) may take.
 pub const MAX_EVENT_BYTES: usize = 16 << 20;
@@ -125,14 +126,7 @@ impl Connector for LegacySseConnector {
     ) -> BoxFuture<'static, Result<Session, TransportError>> {
         let this = self.clone();
         Box::pin(async move {
-            let url = Url::parse(&this.url)
-                .map_err(|e| TransportError::InvalidConfig(format!("`url` `{}`: {e}", this.url)))?;
-            if !matches!(url.scheme(), "http" | "https") {
-                return Err(TransportError::InvalidConfig(format!(
-                    "`url` `{}` must be http:// or https://",
-                    shown(&url)
-                )));
-            }
+            let url = crate::http::http_url(&this.url)?;
             let client = this.client()?;
             let started = tokio::time::Instant::now();
             let timed_out = || TransportError::StartupTimeout {
@@ -357,15 +351,6 @@ pub fn resolve_endpoint(sse_url: &Url, data: &str) -> Result<Url, String> {
 }
 
 /// A URL as shown in errors and logs: no user info, no query, no fragment.
-fn shown(url: &Url) -> String {
-    let mut url = url.clone();
-    let _ = url.set_username("");
-    let _ = url.set_password(None);
-    url.set_query(None);
-    url.set_fragment(None);
-    url.to_string()
-}
-
 /// A reqwest error without its URL (which may carry a query), with its causes.
 fn describe(e: &reqwest::Error) -> String {
     let head = if e.is_connect() {
