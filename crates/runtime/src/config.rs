@@ -147,6 +147,7 @@ struct RawServer {
     #[serde(default)]
     env: BTreeMap<String, String>,
     cwd: Option<String>,
+    inherit_env: Option<bool>,
     #[serde(rename = "type")]
     kind: Option<String>,
     url: Option<String>,
@@ -242,9 +243,11 @@ fn remote(
     url: &str,
     ex: &dyn Fn(&str, &str) -> Result<String, String>,
 ) -> Result<(String, BTreeMap<String, String>), String> {
-    if !raw.args.is_empty() || !raw.env.is_empty() || raw.cwd.is_some() {
+    if !raw.args.is_empty() || !raw.env.is_empty() || raw.cwd.is_some() || raw.inherit_env.is_some()
+    {
         return Err(
-            "`args`, `env` and `cwd` apply to stdio servers only; this one has a `url`".into(),
+            "`args`, `env`, `cwd` and `inheritEnv` apply to stdio servers only; this one has a `url`"
+                .into(),
         );
     }
     let mut headers = BTreeMap::new();
@@ -301,6 +304,7 @@ fn server_config(
                     .map(|c| ex("cwd", c))
                     .transpose()?
                     .map(PathBuf::from),
+                inherit_env: raw.inherit_env.unwrap_or(true),
             })
         }
         (Some("stdio"), None, _) => return Err("`type: \"stdio\"` needs a `command`".into()),
@@ -547,6 +551,21 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("permissions") && err.contains("alow"), "{err}");
+    }
+
+    #[test]
+    fn inherit_env_is_a_stdio_key_defaulting_to_true() {
+        let c = parse(r#"{"mcpServers": {"a": {"command": "x"}, "b": {"command": "x", "inheritEnv": false}}}"#)
+            .expect("valid");
+        let inherit = |n: &str| match &c.servers[n].transport {
+            TransportConfig::Stdio(spec) => spec.inherit_env,
+            _ => panic!("stdio"),
+        };
+        assert!(inherit("a") && !inherit("b"));
+        let err = parse(r#"{"mcpServers": {"a": {"url": "http://h", "inheritEnv": false}}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("inheritEnv"), "{err}");
     }
 
     #[test]

@@ -25,11 +25,21 @@ pub struct StdioSpec {
     /// Program to run, looked up on `PATH` when it has no slash.
     pub command: String,
     pub args: Vec<String>,
-    /// Set on top of the harness's own environment. Values are never logged.
+    /// Set on top of the base environment. Values are never logged.
     pub env: BTreeMap<String, String>,
     /// Working directory; the harness's own when `None`.
     pub cwd: Option<PathBuf>,
+    /// The base environment: the harness's whole environment (`true`, the default), or only
+    /// [`MINIMAL_ENV`] (`false`), so secrets in the harness's environment do not reach servers
+    /// that were not given them.
+    pub inherit_env: bool,
 }
+
+/// What a stdio server gets from the harness's environment when `inherit_env` is off.
+pub const MINIMAL_ENV: [&str; 11] = [
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TMPDIR",
+    "TZ",
+];
 
 /// Starts a child process and speaks MCP over its stdio.
 #[derive(Debug, Clone)]
@@ -50,6 +60,14 @@ impl Connector for StdioConnector {
         let spec = self.spec.clone();
         Box::pin(async move {
             let mut cmd = Command::new(&spec.command);
+            if !spec.inherit_env {
+                cmd.env_clear();
+                for name in MINIMAL_ENV {
+                    if let Some(value) = std::env::var_os(name) {
+                        cmd.env(name, value);
+                    }
+                }
+            }
             cmd.args(&spec.args)
                 .envs(&spec.env)
                 .stdin(Stdio::piped())

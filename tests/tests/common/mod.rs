@@ -37,6 +37,7 @@ pub fn stdio(command: &str, args: &[&str]) -> TransportConfig {
         args: args.iter().map(|a| a.to_string()).collect(),
         env: BTreeMap::new(),
         cwd: None,
+        inherit_env: true,
     })
 }
 

@@ -364,6 +364,7 @@ impl Bench {
                 args: vec!["--name".into(), self.tag.clone()],
                 env: Default::default(),
                 cwd: None,
+                inherit_env: true,
             };
             let server = ServerConfig {
                 name: name.clone(),

@@ -34,6 +34,7 @@ pub fn build() -> Result<Runtime, String> {
                 .to_vec(),
                 env: Default::default(),
                 cwd: None,
+                inherit_env: true,
             }),
             enabled: true,
             startup_timeout: Duration::from_secs(30),
