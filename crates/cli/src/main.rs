@@ -3,6 +3,23 @@
 //! Invariant: every command that starts a runtime shuts it down before exiting — on success, on
 //! error, on Ctrl-C and on SIGTERM — so no server process outlives the CLI.
 
+/// `print!` that treats a closed stdout (`mcp-harness tools | head`) as the reader being done:
+/// the rest is dropped instead of panicking, so the command still shuts its servers down.
+macro_rules! emit {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// `println!` with the same behaviour as [`emit!`].
+macro_rules! emitln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 mod commands;
 mod table;
 mod terminal;
@@ -278,7 +295,7 @@ async fn execute(
                         eprint!("tool error: {text}");
                         1
                     } else {
-                        print!("{text}");
+                        emit!("{text}");
                         0
                     }
                 }
@@ -298,7 +315,7 @@ async fn execute(
                     return 0;
                 }
                 let snapshot = rx.borrow_and_update().clone();
-                print!("{}", watch::describe(&snapshot));
+                emit!("{}", watch::describe(&snapshot));
                 seen += 1;
                 if count.is_some_and(|c| seen >= c) {
                     return 0;
@@ -307,7 +324,7 @@ async fn execute(
         }
         Command::Skills { query, json } => {
             runtime.wait_settled(deadline).await;
-            print!(
+            emit!(
                 "{}",
                 resources::skills(&runtime.search_skills(query.as_deref().unwrap_or("")), json)
             );
@@ -317,7 +334,7 @@ async fn execute(
             runtime.wait_settled(deadline).await;
             match runtime.load_skill(&server, &name).await {
                 Ok(skill) => {
-                    print!("{}", resources::loaded_skill(&skill));
+                    emit!("{}", resources::loaded_skill(&skill));
                     0
                 }
                 Err(e) => fail(&format!("{e} [{:?} error]", e.class()), 1),
@@ -331,7 +348,7 @@ async fn execute(
             runtime.wait_settled(deadline).await;
             match runtime.run_command(&name, args).await {
                 Ok(result) => {
-                    print!("{}", resources::prompt(&result, json));
+                    emit!("{}", resources::prompt(&result, json));
                     0
                 }
                 Err(e) => fail(&format!("{e} [{:?} error]", e.class()), 1),
@@ -341,7 +358,7 @@ async fn execute(
             runtime.wait_settled(deadline).await;
             match runtime.read_resource(&server, &uri).await {
                 Ok(result) => {
-                    print!("{}", resources::contents(&result, json));
+                    emit!("{}", resources::contents(&result, json));
                     0
                 }
                 Err(e) => fail(&format!("{e} [{:?} error]", e.class()), 1),
@@ -353,10 +370,10 @@ async fn execute(
                 Ok(s) => s,
                 Err(e) => return fail(&format!("{e} [{:?} error]", e.class()), 1),
             };
-            println!("subscribed to {uri} on {server}");
+            emitln!("subscribed to {uri} on {server}");
             let mut seen = 0u64;
             while let Some(update) = sub.next().await {
-                println!("updated: {} ({})", update.uri, update.server);
+                emitln!("updated: {} ({})", update.uri, update.server);
                 seen += 1;
                 if count.is_some_and(|c| seen >= c) {
                     break;
@@ -385,7 +402,7 @@ async fn print_settled(
     render: impl Fn(&mcp_harness_catalog::Snapshot) -> String,
 ) -> u8 {
     let snapshot = runtime.wait_settled(deadline).await;
-    print!("{}", render(&snapshot));
+    emit!("{}", render(&snapshot));
     0
 }
 

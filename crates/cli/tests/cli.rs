@@ -360,3 +360,35 @@ fn deny_rules_hold_and_invalid_arguments_are_refused_before_sending() {
         "{err}"
     );
 }
+
+#[test]
+fn a_reader_that_stops_early_is_not_an_error() {
+    // `mcp-harness tools | head -1`: stdout closes before everything is written.
+    let dir = temp_dir();
+    let marker = format!("cli-pipe-{}", uuid_like());
+    // Enough tools that the table is larger than a pipe's buffer.
+    let config = dir.join("mcp.json");
+    let text = serde_json::json!({"mcpServers": {
+        "fx": {"command": bin(), "args": ["fixture-server", "--name", &marker, "--tools", "3000"]}
+    }});
+    std::fs::write(&config, text.to_string()).expect("write");
+    let mut child = Command::new(bin())
+        .args(["tools", "--config", config.to_str().unwrap_or_default()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start tools");
+    {
+        use std::io::BufRead;
+        let stdout = child.stdout.take().expect("stdout");
+        let mut first = String::new();
+        let _ = std::io::BufReader::new(stdout).read_line(&mut first);
+        assert!(first.starts_with("TOOL"), "{first}");
+    } // the read end closes here
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(0));
+    assert!(
+        wait_until(Duration::from_secs(5), || processes_with(&marker) == 0),
+        "the server was shut down"
+    );
+}

@@ -77,7 +77,7 @@ pub fn run(explicit: Option<&Path>, json: bool, action: Option<&Action>) -> u8 {
     };
     match result {
         Ok(text) => {
-            print!("{text}");
+            emit!("{text}");
             0
         }
         Err(e) => {

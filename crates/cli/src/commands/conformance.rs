@@ -193,7 +193,7 @@ async fn skills(runtime: &Runtime, scenario: &str) -> Result<(), String> {
         .get(SERVER)
         .ok_or("the conformance server has no catalog")?;
     let names: Vec<&str> = catalog.skills.iter().map(|s| s.name.as_str()).collect();
-    println!("listed skills: {}", names.join(", "));
+    emitln!("listed skills: {}", names.join(", "));
     if scenario == "sep-2640-client-no-prefetch" {
         return Ok(());
     }
@@ -207,7 +207,7 @@ async fn skills(runtime: &Runtime, scenario: &str) -> Result<(), String> {
         .load_skill(SERVER, skill)
         .await
         .map_err(|e| format!("skill rejected: {e}"))?;
-    println!(
+    emitln!(
         "loaded skill {skill} from {}: {} bytes of instructions",
         loaded.entry.uri,
         loaded.body.len()

@@ -66,29 +66,29 @@ pub fn build() -> Result<Runtime, String> {
 /// Runs the tour, printing as it goes.
 pub async fn run(runtime: &Runtime) -> Result<(), String> {
     let mut revisions = runtime.watch();
-    println!(
+    emitln!(
         "== 1. Starting two servers: `builtin` (in-process) and `fixture` (stdio child process)\n"
     );
     let snapshot = runtime.wait_settled(Duration::from_secs(30)).await;
-    print!("{}", inspect::servers(&snapshot, false));
-    println!(
+    emit!("{}", inspect::servers(&snapshot, false));
+    emitln!(
         "\n== 2. The catalog the model sees (revision {})\n",
         snapshot.revision
     );
-    print!("{}", inspect::tools(&snapshot, false, false));
-    println!();
-    print!("{}", inspect::prompts(&snapshot, false));
-    println!();
-    print!("{}", inspect::resources(&snapshot, false));
+    emit!("{}", inspect::tools(&snapshot, false, false));
+    emitln!();
+    emit!("{}", inspect::prompts(&snapshot, false));
+    emitln!();
+    emit!("{}", inspect::resources(&snapshot, false));
 
-    println!("\n== 3. Calling mcp__fixture__echo over stdio\n");
+    emitln!("\n== 3. Calling mcp__fixture__echo over stdio\n");
     let args = call::parse_args(Some(r#"{"message": "hello from mcp-harness"}"#))?;
     let (text, _) = call::run(runtime, "mcp__fixture__echo", args, false)
         .await
         .map_err(|e| e.to_string())?;
-    print!("{text}");
+    emit!("{text}");
 
-    println!("\n== 4. A live tools/list_changed: asking `builtin` to add a tool\n");
+    emitln!("\n== 4. A live tools/list_changed: asking `builtin` to add a tool\n");
     revisions.borrow_and_update();
     let args = call::parse_args(Some(
         r#"{"name": "weather", "description": "Added at run time"}"#,
@@ -96,7 +96,7 @@ pub async fn run(runtime: &Runtime) -> Result<(), String> {
     let (text, _) = call::run(runtime, "mcp__builtin__add_tool", args, false)
         .await
         .map_err(|e| e.to_string())?;
-    print!("{text}");
+    emit!("{text}");
     let changed = tokio::time::timeout(
         Duration::from_secs(10),
         revisions.wait_for(|s| s.tool("mcp__builtin__weather").is_some()),
@@ -105,15 +105,15 @@ pub async fn run(runtime: &Runtime) -> Result<(), String> {
     .map_err(|_| "the new tool did not appear within 10 s".to_string())?
     .map_err(|_| "the runtime stopped".to_string())?
     .clone();
-    println!();
-    print!("{}", watch::describe(&changed));
+    emitln!();
+    emit!("{}", watch::describe(&changed));
 
-    println!("\n== 5. Calling the tool that did not exist a moment ago\n");
+    emitln!("\n== 5. Calling the tool that did not exist a moment ago\n");
     let args = call::parse_args(Some(r#"{"city": "Lisbon"}"#))?;
     let (text, _) = call::run(runtime, "mcp__builtin__weather", args, false)
         .await
         .map_err(|e| e.to_string())?;
-    print!("{text}");
-    println!("\n== Done: shutting down (the stdio child's process group is terminated)");
+    emit!("{text}");
+    emitln!("\n== Done: shutting down (the stdio child's process group is terminated)");
     Ok(())
 }
