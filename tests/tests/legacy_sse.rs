@@ -6,7 +6,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -34,17 +33,7 @@ fn error_of(status: &ServerStatus) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_everything_over_legacy_sse() {
-    let port = free_port();
-    let mut child = tokio::process::Command::new(node())
-        .args([server_everything().as_str(), "sse"])
-        .env("PORT", port.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start server-everything");
-    wait_listening(port).await;
+    let (mut child, port) = spawn_server_everything("sse").await;
     let name = "everything";
     let runtime = start(vec![server(
         name,

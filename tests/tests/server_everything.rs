@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use common::*;
@@ -92,17 +91,7 @@ async fn server_everything_over_stdio() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_everything_over_streamable_http() {
-    let port = free_port();
-    let mut child = tokio::process::Command::new(node())
-        .args([server_everything().as_str(), "streamableHttp"])
-        .env("PORT", port.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start server-everything");
-    wait_listening(port).await;
+    let (mut child, port) = spawn_server_everything("streamableHttp").await;
     let runtime = start(vec![server(
         "everything",
         http(&format!("http://127.0.0.1:{port}/mcp")),

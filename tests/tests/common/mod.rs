@@ -243,3 +243,20 @@ pub async fn resource_made_at_run_time_appears(runtime: &Runtime, server: &str, 
         after.changes
     );
 }
+
+/// Starts server-everything in an HTTP `mode` (`streamableHttp`, `sse`) on a free loopback
+/// port and waits until it listens; the child is killed when dropped.
+pub async fn spawn_server_everything(mode: &str) -> (tokio::process::Child, u16) {
+    let port = free_port();
+    let child = tokio::process::Command::new(node())
+        .args([server_everything().as_str(), mode])
+        .env("PORT", port.to_string())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start server-everything");
+    wait_listening(port).await;
+    (child, port)
+}
