@@ -91,6 +91,9 @@ impl FixtureServer {
         let mut all = tools::static_tools();
         all.extend(crate::faults::fault_tools());
         all.extend(crate::versioned::versioned_tools());
+        if self.lock().http.serving {
+            all.extend(crate::lifecycle::http_fault_tools());
+        }
         if self.opts.skills {
             all.extend(crate::skills::skill_tools());
         }
@@ -249,6 +252,19 @@ impl ServerHandler for FixtureServer {
         let arguments = request.arguments.unwrap_or_default();
         let args = Args(&arguments);
         let name = request.name.as_ref();
+        self.lock()
+            .crash
+            .count(&context.id, self.opts.crash_after_calls);
+        if crate::lifecycle::HTTP_FAULT_TOOL_NAMES.contains(&name) {
+            let times = if arguments.contains_key("times") {
+                Some(args.unsigned("times")?)
+            } else {
+                None
+            };
+            if let Some(result) = self.http_fault_call(name, times) {
+                return Ok(result.into());
+            }
+        }
         self.lock().versioned.count(name);
         let executing = self.lock().versioned.executing(name);
         if let Some(version) = executing {

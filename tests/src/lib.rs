@@ -3,7 +3,8 @@
 //!
 //! Invariant: this crate root only re-exports; behaviour lives in
 //! [`options`] (flag parsing), `state` (shared mutable catalogue), `tools`
-//! (static definitions), `handler`/`ops` (the MCP server), `skills` (the
+//! (static definitions), `handler`/`ops` (the MCP server), `lifecycle` (crashes,
+//! HTTP 503s and forgotten sessions), `skills` (the
 //! SEP-2640 skills behind `--skills`) and `serve` (transports and the program
 //! entry point).
 
@@ -12,6 +13,7 @@ pub mod options;
 mod faults;
 mod handler;
 mod hostile;
+mod lifecycle;
 mod ops;
 mod serve;
 mod skills;
@@ -21,6 +23,7 @@ mod versioned;
 
 pub use faults::{FAULT_TOOL_NAMES, MAX_FLOOD};
 pub use handler::FixtureServer;
+pub use lifecycle::{CRASH_EXIT_CODE, Crashed, HTTP_FAULT_TOOL_NAMES};
 pub use options::{FixtureOptions, SkillTamper, TransportKind};
 pub use serve::{BoxError, run_main, serve_http, serve_in_process, serve_stdio};
 pub use skills::{PDF_FORMS_URI, PDF_SKILL_URI, RELEASE_NOTES_SKILL_URI, SKILL_TOOL_NAMES};

@@ -186,6 +186,7 @@ impl FixtureServer {
             let mut state = self.lock();
             let taken = tools::STATIC_TOOL_NAMES.contains(&name.as_str())
                 || crate::faults::FAULT_TOOL_NAMES.contains(&name.as_str())
+                || crate::lifecycle::HTTP_FAULT_TOOL_NAMES.contains(&name.as_str())
                 || crate::versioned::VERSIONED_TOOL_NAMES.contains(&name.as_str())
                 || (self.opts.skills && crate::skills::SKILL_TOOL_NAMES.contains(&name.as_str()))
                 || tools::generated_index(&name, self.opts.tools).is_some()

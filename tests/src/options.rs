@@ -84,6 +84,12 @@ pub struct FixtureOptions {
     /// Serves `pdf-processing`'s `SKILL.md` altered this way (`--tamper-skill MODE`); only
     /// with `skills` (the flag sets it).
     pub tamper_skill: Option<SkillTamper>,
+    /// Ends the connection right after answering this many `tools/call` requests; the program
+    /// then exits with [`crate::CRASH_EXIT_CODE`] (`--crash-after-calls N`, at least 1; stdio and
+    /// in-process).
+    pub crash_after_calls: Option<u64>,
+    /// Answers the first N HTTP requests with 503 (`--fail-http N`; Streamable HTTP only).
+    pub fail_http: u64,
 }
 
 impl Default for FixtureOptions {
@@ -103,6 +109,8 @@ impl Default for FixtureOptions {
             no_catalog_cache: false,
             skills: false,
             tamper_skill: None,
+            crash_after_calls: None,
+            fail_http: 0,
         }
     }
 }
@@ -111,7 +119,7 @@ impl Default for FixtureOptions {
 pub const USAGE: &str = "usage: mcp-fixture-server [--transport stdio|http] [--port N] [--name NAME] \
 [--tools N] [--page-size N] [--instructions TEXT] [--hang-at-start] [--exit-at-start CODE] \
 [--stderr-banner TEXT] [--duplicate-tool NAME] [--no-catalog-cache] [--hostile] [--skills] \
-[--tamper-skill digest|size|frontmatter]";
+[--tamper-skill digest|size|frontmatter] [--crash-after-calls N] [--fail-http N]";
 
 impl FixtureOptions {
     /// Parses the fixture's flags. `args` must not include the program name.
@@ -178,6 +186,15 @@ impl FixtureOptions {
                     opts.tamper_skill = Some(tamper);
                     opts.skills = true;
                 }
+                "--crash-after-calls" => {
+                    let calls: u64 =
+                        parse_num("--crash-after-calls", &value("--crash-after-calls")?)?;
+                    if calls == 0 {
+                        return Err(format!("--crash-after-calls must be at least 1\n{USAGE}"));
+                    }
+                    opts.crash_after_calls = Some(calls);
+                }
+                "--fail-http" => opts.fail_http = parse_num("--fail-http", &value("--fail-http")?)?,
                 _ => return Err(format!("unknown argument {arg:?}\n{USAGE}")),
             }
         }
@@ -224,6 +241,9 @@ mod tests {
             "7",
             "--stderr-banner",
             "hi",
+            "--crash-after-calls",
+            "2",
+            "--fail-http=4",
         ])
         .expect("valid flags");
         assert_eq!(opts.transport, TransportKind::Http);
@@ -235,6 +255,8 @@ mod tests {
         assert_eq!(opts.exit_at_start, Some(7));
         assert_eq!(opts.stderr_banner.as_deref(), Some("hi"));
         assert!(!opts.skills);
+        assert_eq!(opts.crash_after_calls, Some(2));
+        assert_eq!(opts.fail_http, 4);
     }
 
     #[test]
@@ -263,5 +285,7 @@ mod tests {
         assert!(parse(&["--transport", "ws"]).is_err());
         assert!(parse(&["--port", "70000"]).is_err());
         assert!(parse(&["--hang-at-start=yes"]).is_err());
+        assert!(parse(&["--crash-after-calls", "0"]).is_err());
+        assert!(parse(&["--fail-http", "-1"]).is_err());
     }
 }

@@ -5,10 +5,13 @@
 //!   banner and error messages go to stderr.
 //! - `hang_at_start` and `exit_at_start` take effect before any transport is
 //!   opened, in every entry point; only [`run_main`] turns them into process
-//!   effects (stderr message, exit code) and prints the banner.
+//!   effects (stderr message, exit code) and prints the banner. Likewise `crash_after_calls`
+//!   only ends the connection in the library entry points ([`Crashed`]); [`run_main`] turns it
+//!   into exit code [`CRASH_EXIT_CODE`].
 //! - The HTTP listener binds exactly the address it is given ([`run_main`]
 //!   passes 127.0.0.1) and serves Streamable HTTP only under `/mcp`, with
-//!   stateful sessions that all share one fixture state.
+//!   stateful sessions that all share one fixture state; every request passes the
+//!   [`fault_layer`] first (503 budget, forgotten sessions, counters).
 
 use std::{
     io::Write,
@@ -18,6 +21,7 @@ use std::{
 
 use rmcp::{
     ServiceExt,
+    transport::async_rw::AsyncRwTransport,
     transport::streamable_http_server::{
         StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
     },
@@ -27,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     handler::FixtureServer,
+    lifecycle::{CRASH_EXIT_CODE, CrashAfter, Crashed, FaultLayer, fault_layer},
     options::{FixtureOptions, TransportKind},
 };
 
@@ -44,15 +49,36 @@ async fn start_gate(opts: &FixtureOptions) -> Result<(), BoxError> {
     Ok(())
 }
 
-/// Serves one client on stdin/stdout until it disconnects.
+/// Serves one client on `read`/`write` until it disconnects, or until the answer to the
+/// `crash_after_calls`-th `tools/call` was sent (then [`Crashed`] is returned).
+async fn serve_rw<R, W>(opts: FixtureOptions, read: R, write: W) -> Result<(), BoxError>
+where
+    R: tokio::io::AsyncRead + Send + Unpin + 'static,
+    W: tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    let server = FixtureServer::new(opts);
+    let crashed = CancellationToken::new();
+    let transport = CrashAfter {
+        inner: AsyncRwTransport::new_server(read, write),
+        server: server.clone(),
+        crashed: crashed.clone(),
+    };
+    let running = server.clone().serve(transport).await?;
+    tokio::select! {
+        reason = running.waiting() => {
+            tracing::debug!(reason = ?reason?, "session ended");
+            Ok(())
+        }
+        () = crashed.cancelled() => Err(Box::new(Crashed {
+            calls: server.options().crash_after_calls.unwrap_or_default(),
+        })),
+    }
+}
+
+/// Serves one client on stdin/stdout until it disconnects (or `crash_after_calls` fires).
 pub async fn serve_stdio(opts: FixtureOptions) -> Result<(), BoxError> {
     start_gate(&opts).await?;
-    let running = FixtureServer::new(opts)
-        .serve(rmcp::transport::io::stdio())
-        .await?;
-    let reason = running.waiting().await?;
-    tracing::debug!(?reason, "stdio session ended");
-    Ok(())
+    serve_rw(opts, tokio::io::stdin(), tokio::io::stdout()).await
 }
 
 /// Serves Streamable HTTP at `http://ADDR/mcp` with stateful sessions.
@@ -64,21 +90,34 @@ pub async fn serve_http(
     addr: SocketAddr,
 ) -> Result<(SocketAddr, JoinHandle<()>), BoxError> {
     start_gate(&opts).await?;
+    if opts.crash_after_calls.is_some() {
+        return Err("--crash-after-calls applies to stdio and in-process serving only".into());
+    }
     let listener = TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
+    let fail_http = opts.fail_http;
     let server = FixtureServer::new(opts);
+    {
+        let mut state = server.lock();
+        state.http.serving = true;
+        state.http.fail_next = fail_http;
+    }
+    let sessions = Arc::new(LocalSessionManager::default());
+    let layer = FaultLayer {
+        server: server.clone(),
+        sessions: sessions.clone(),
+    };
     let ct = CancellationToken::new();
     let mut config =
         StreamableHttpServerConfig::default().with_cancellation_token(ct.child_token());
     if !bound.ip().is_loopback() {
         config.allowed_hosts.push(bound.ip().to_string());
     }
-    let service = StreamableHttpService::new(
-        move || Ok(server.for_new_connection()),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
-    let router = axum::Router::new().nest_service("/mcp", service);
+    let service =
+        StreamableHttpService::new(move || Ok(server.for_new_connection()), sessions, config);
+    let router = axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn_with_state(layer, fault_layer));
     let handle = tokio::spawn(async move {
         // Cancels every session when this task ends or is aborted.
         let _sessions = ct.drop_guard();
@@ -98,13 +137,9 @@ pub fn serve_in_process(opts: FixtureOptions, stream: DuplexStream) -> JoinHandl
             tracing::debug!(%error, "in-process fixture not started");
             return;
         }
-        match FixtureServer::new(opts).serve(stream).await {
-            Ok(running) => {
-                if let Err(error) = running.waiting().await {
-                    tracing::warn!(%error, "in-process fixture task failed");
-                }
-            }
-            Err(error) => tracing::debug!(%error, "in-process fixture initialization failed"),
+        let (read, write) = tokio::io::split(stream);
+        if let Err(error) = serve_rw(opts, read, write).await {
+            tracing::debug!(%error, "in-process fixture ended");
         }
     })
 }
@@ -151,6 +186,10 @@ pub async fn run_main(args: Vec<String>) -> i32 {
     match opts.transport {
         TransportKind::Stdio => match serve_stdio(opts).await {
             Ok(()) => 0,
+            Err(error) if error.is::<Crashed>() => {
+                say(&error.to_string());
+                CRASH_EXIT_CODE
+            }
             Err(error) => {
                 say(&format!("fixture: stdio server failed: {error}"));
                 1

@@ -52,6 +52,10 @@ pub(crate) struct FixtureState {
     pub(crate) versioned: crate::versioned::Versioned,
     /// SEP-2640 skills (empty unless `--skills`) and how often each skill file was read.
     pub(crate) skills: crate::skills::Skills,
+    /// `tools/call` requests counted for `--crash-after-calls`.
+    pub(crate) crash: crate::lifecycle::CrashCounter,
+    /// HTTP fault budgets and counters (`--fail-http`, `fail_http`, `expire_session`).
+    pub(crate) http: crate::lifecycle::HttpFaults,
 }
 
 impl FixtureState {

@@ -1,0 +1,331 @@
+//! The connection lifecycle under faults (R6, R7, R29): a stdio server that crashes is failed
+//! with its exit status and stderr and not restarted in a loop; an HTTP server that answers 503
+//! for a while is reconnected with backoff and recovers; an expired HTTP session is
+//! re-initialised and the call retried once, never replayed endlessly.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use mcp_harness_catalog::{ServerState, Snapshot};
+use mcp_harness_fixture::{CRASH_EXIT_CODE, FixtureOptions};
+use mcp_harness_runtime::supervision::ReconnectPolicy;
+use mcp_harness_runtime::{CallError, ErrorClass, Runtime, RuntimeBuilder};
+use serde_json::{Value, json};
+
+fn quick_policy(max_attempts: u32) -> ReconnectPolicy {
+    ReconnectPolicy {
+        max_attempts,
+        initial_delay: Duration::from_millis(50),
+        max_delay: Duration::from_millis(200),
+        // No pings during these tests: what they count must come from the test's own requests.
+        health_interval: Duration::from_secs(3600),
+        ping_timeout: Duration::from_secs(10),
+    }
+}
+
+fn failed_error(state: &ServerState) -> &str {
+    match state {
+        ServerState::Failed { error } => error,
+        other => panic!("expected failed, got {other:?}"),
+    }
+}
+
+fn is_failed(s: &Snapshot, server: &str) -> bool {
+    s.servers
+        .get(server)
+        .is_some_and(|st| matches!(st.state, ServerState::Failed { .. }))
+}
+
+async fn echo(runtime: &Runtime, server: &str, message: &str) -> Result<String, CallError> {
+    runtime
+        .call_tool(
+            &format!("mcp__{server}__echo"),
+            args(json!({ "message": message })),
+        )
+        .await
+        .map(|r| text(&r))
+}
+
+/// The fixture's HTTP counters (`http_stats`).
+async fn http_stats(runtime: &Runtime, server: &str) -> Value {
+    let result = runtime
+        .call_tool(&format!("mcp__{server}__http_stats"), None)
+        .await
+        .expect("http_stats");
+    serde_json::from_str(&text(&result)).expect("stats are JSON")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_server_that_crashes_after_n_calls_is_failed_with_its_exit_status() {
+    let marker = format!("crash-after-{}", uuid::Uuid::new_v4());
+    let runtime = start(vec![
+        server(
+            "crashy",
+            fixture_stdio(&[
+                "--name",
+                &marker,
+                "--stderr-banner",
+                "crashy starting",
+                "--crash-after-calls",
+                "2",
+            ]),
+        ),
+        server("steady", fixture_stdio(&[])),
+    ]);
+    let s = runtime.wait_settled(SETTLE).await;
+    assert_eq!(s.servers["crashy"].state, ServerState::Connected);
+    assert_eq!(
+        echo(&runtime, "crashy", "one").await.expect("call 1"),
+        "one"
+    );
+    assert_eq!(
+        echo(&runtime, "crashy", "two").await.expect("call 2"),
+        "two"
+    );
+
+    let s = runtime.wait_for(SETTLE, |s| is_failed(s, "crashy")).await;
+    let crashy = &s.servers["crashy"];
+    let error = failed_error(&crashy.state);
+    assert!(
+        error.contains(&format!("exit status: {CRASH_EXIT_CODE}")),
+        "the exit status is shown: {error}"
+    );
+    assert!(
+        error.contains("crashy starting")
+            && error.contains("crashing on purpose after answering 2 tools/call"),
+        "the stderr tail is shown: {error}"
+    );
+    // Failed for good: no reconnect scheduled, no tools, no process left behind.
+    assert_eq!(crashy.attempts, 0, "{crashy:?}");
+    assert!(crashy.next_retry.is_none(), "{crashy:?}");
+    assert!(!s.catalogs.contains_key("crashy"));
+    assert_eq!(wait_gone(&marker).await, Vec::<u32>::new());
+    // A call through a fresh step does not bring it back either (it has no tools now).
+    let err = echo(&runtime, "crashy", "three")
+        .await
+        .expect_err("crashed");
+    assert!(matches!(err, CallError::UnknownTool { .. }), "{err}");
+    let revision = runtime.flush().await;
+    let s = runtime.snapshot();
+    assert!(s.revision >= revision);
+    assert!(is_failed(&s, "crashy"), "{:?}", s.servers["crashy"]);
+    assert!(
+        processes_with(&marker).is_empty(),
+        "restarted behind our back"
+    );
+    assert_eq!(echo(&runtime, "steady", "ok").await.expect("steady"), "ok");
+    runtime.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_server_answering_503_at_start_is_reconnected_with_backoff() {
+    let (url, task) = fixture_http(FixtureOptions {
+        fail_http: 3,
+        ..FixtureOptions::default()
+    })
+    .await;
+    let runtime = RuntimeBuilder::new(config(vec![server("flaky", http(&url))]))
+        .reconnect(quick_policy(20))
+        .start()
+        .expect("start");
+    // Every snapshot until connected, bounded in count and by the settle deadline.
+    let mut rx = runtime.watch();
+    let mut pending_with_retry = Vec::new();
+    let watched = tokio::time::timeout(SETTLE, async {
+        for _ in 0..10_000 {
+            let s = rx.borrow_and_update().clone();
+            if let Some(st) = s.servers.get("flaky") {
+                if st.state == ServerState::Connected {
+                    return true;
+                }
+                if st.state == ServerState::Pending && st.attempts > 0 {
+                    pending_with_retry.push(st.clone());
+                }
+                assert!(
+                    !matches!(st.state, ServerState::Failed { .. }),
+                    "503s are retried, not fatal: {st:?}"
+                );
+            }
+            if rx.changed().await.is_err() {
+                return false;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(watched, Ok(true), "the server never connected");
+    let retry = pending_with_retry
+        .first()
+        .expect("a reconnect was scheduled while the server answered 503");
+    assert!(retry.next_retry.is_some(), "{retry:?}");
+    assert!(
+        retry
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("503")),
+        "{retry:?}"
+    );
+    let s = runtime.snapshot();
+    assert_eq!(
+        s.servers["flaky"].attempts, 0,
+        "attempts reset once connected"
+    );
+    assert_eq!(echo(&runtime, "flaky", "back").await.expect("echo"), "back");
+    let stats = http_stats(&runtime, "flaky").await;
+    assert_eq!(stats["served503"], 3, "{stats}");
+    runtime.shutdown().await;
+    task.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_server_that_stays_at_503_is_failed_after_the_attempts() {
+    let (url, task) = fixture_http(FixtureOptions {
+        fail_http: 1_000_000,
+        ..FixtureOptions::default()
+    })
+    .await;
+    let runtime = RuntimeBuilder::new(config(vec![server("down", http(&url))]))
+        .reconnect(quick_policy(3))
+        .start()
+        .expect("start");
+    let s = runtime.wait_for(SETTLE, |s| is_failed(s, "down")).await;
+    let error = failed_error(&s.servers["down"].state);
+    assert!(
+        error.contains("gave up after 3 reconnect attempts"),
+        "{error}"
+    );
+    assert!(error.contains("503"), "{error}");
+    runtime.shutdown().await;
+    task.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_server_failing_mid_session_recovers() {
+    let (url, task) = fixture_http(FixtureOptions::default()).await;
+    let runtime = RuntimeBuilder::new(config(vec![server("web", http(&url))]))
+        .reconnect(quick_policy(20))
+        .start()
+        .expect("start");
+    let s = runtime.wait_settled(SETTLE).await;
+    assert_eq!(s.servers["web"].state, ServerState::Connected);
+    runtime
+        .call_tool("mcp__web__fail_http", args(json!({"times": 4})))
+        .await
+        .expect("fail_http");
+    // Bounded: every failure is classified; the server answers again once the 503s are used up.
+    let mut failures = Vec::new();
+    let mut answer = None;
+    for _ in 0..200 {
+        match echo(&runtime, "web", "again").await {
+            Ok(text) => {
+                answer = Some(text);
+                break;
+            }
+            Err(e) => {
+                assert!(e.retryable() || e.needs_rebind(), "unclassified: {e}");
+                failures.push(e.to_string());
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+    assert_eq!(answer.as_deref(), Some("again"), "{failures:?}");
+    assert!(!failures.is_empty(), "the 503s were seen");
+    let stats = http_stats(&runtime, "web").await;
+    assert_eq!(stats["served503"], 4, "{stats}");
+    runtime.shutdown().await;
+    task.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_http_session_is_reinitialised_and_the_call_retried_once() {
+    let (url, task) = fixture_http(FixtureOptions::default()).await;
+    let runtime = RuntimeBuilder::new(config(vec![server("web", http(&url))]))
+        .reconnect(quick_policy(5))
+        .start()
+        .expect("start");
+    let s = runtime.wait_settled(SETTLE).await;
+    assert_eq!(s.servers["web"].state, ServerState::Connected);
+    let before = http_stats(&runtime, "web").await;
+    runtime
+        .call_tool("mcp__web__expire_session", None)
+        .await
+        .expect("expire_session");
+    let epoch_before = runtime.snapshot().servers["web"].since;
+
+    // The session is forgotten at this call: 404, a new initialize, the same call once more.
+    assert_eq!(
+        echo(&runtime, "web", "after expiry")
+            .await
+            .expect("retried"),
+        "after expiry"
+    );
+    let after = http_stats(&runtime, "web").await;
+    assert_eq!(after["expired"], 1, "{after}");
+    assert_eq!(
+        after["handshakes"].as_u64().unwrap() - before["handshakes"].as_u64().unwrap(),
+        1,
+        "exactly one new initialize: {before} → {after}"
+    );
+    assert_eq!(
+        after["calls"]["echo"], 2,
+        "the expired echo and its one retry: {after}"
+    );
+    let s = runtime.snapshot();
+    assert_eq!(s.servers["web"].state, ServerState::Connected);
+    assert_eq!(
+        s.servers["web"].since, epoch_before,
+        "the runtime's connection was kept (the transport recovered it)"
+    );
+    runtime.shutdown().await;
+    task.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_that_expires_again_on_the_retry_is_not_replayed() {
+    let (url, task) = fixture_http(FixtureOptions::default()).await;
+    let runtime = RuntimeBuilder::new(config(vec![server("web", http(&url))]))
+        .reconnect(quick_policy(5))
+        .start()
+        .expect("start");
+    runtime.wait_settled(SETTLE).await;
+    let before = http_stats(&runtime, "web").await;
+    // The original call and its one retry each find their session forgotten.
+    runtime
+        .call_tool("mcp__web__expire_session", args(json!({"times": 2})))
+        .await
+        .expect("expire_session");
+    let err = echo(&runtime, "web", "doomed")
+        .await
+        .expect_err("expired twice");
+    assert_eq!(err.class(), ErrorClass::Transport, "{err}");
+    assert!(err.to_string().contains("404"), "{err}");
+
+    // Bounded: the runtime may be reconnecting; calls that never reach the server do not count.
+    let mut after = None;
+    for _ in 0..200 {
+        runtime
+            .wait_for(SETTLE, |s| s.servers["web"].state == ServerState::Connected)
+            .await;
+        match runtime.call_tool("mcp__web__http_stats", None).await {
+            Ok(r) => {
+                after = Some(serde_json::from_str::<Value>(&text(&r)).expect("json"));
+                break;
+            }
+            Err(e) => {
+                assert!(e.retryable() || e.needs_rebind(), "{e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+    let after = after.expect("the server answers again");
+    let delta = |key: &str| after[key].as_u64().unwrap() - before[key].as_u64().unwrap();
+    assert_eq!(delta("expired"), 2, "{before} → {after}");
+    assert_eq!(
+        after["calls"]["echo"], 2,
+        "the echo was sent twice (once retried), never more: {after}"
+    );
+    runtime.shutdown().await;
+    task.abort();
+}
