@@ -15,13 +15,6 @@ use mcp_harness_runtime::TransportConfig;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-fn sse(url: &str) -> TransportConfig {
-    TransportConfig::LegacySse {
-        url: url.to_string(),
-        headers: BTreeMap::new(),
-    }
-}
-
 /// The error a server reports, whether it failed for good or waits for a reconnect.
 fn error_of(status: &ServerStatus) -> Option<String> {
     match &status.state {

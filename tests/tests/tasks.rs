@@ -9,8 +9,8 @@
 //! `io.modelcontextprotocol/tasks` extension, and answers plainly otherwise.
 //!
 //! `@modelcontextprotocol/server-everything`'s `simulate-research-query` speaks the older
-//! SEP-1686 task protocol (a `task` parameter on `tools/call`, `tasks/result`), which rmcp does
-//! not implement; its test pins what the harness gets from it today.
+//! SEP-1686 task protocol of MCP 2025-11-25 (a `task` parameter on `tools/call`,
+//! `tasks/result`), which the harness speaks beside SEP-2663 (see `task_augmented.rs`).
 
 mod common;
 
@@ -20,12 +20,13 @@ use std::time::Duration;
 use common::*;
 use mcp_harness_catalog::qualify;
 use mcp_harness_runtime::tasks::TaskUpdate;
-use mcp_harness_runtime::{CallError, CallOptions, Runtime, RuntimeBuilder};
+use mcp_harness_runtime::transport::{CallbackFuture, ClientCallbacks, Supported};
+use mcp_harness_runtime::{CallError, CallOptions, Runtime, RuntimeBuilder, TransportConfig};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
-    CreateTaskResult, GetTaskParams, GetTaskResult, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ServerCapabilities, ServerConfig, TaskStatus, Tool,
-    UpdateTaskParams,
+    CreateTaskResult, ElicitRequestParams, ElicitResult, GetTaskParams, GetTaskResult,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
+    ServerConfig, TaskStatus, Tool, UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::task_manager::{TaskExit, TaskManager, TaskOptions};
@@ -311,29 +312,136 @@ async fn cancel_and_timeout_send_tasks_cancel_and_failures_are_classified() {
     runtime.shutdown().await;
 }
 
-/// server-everything 2026.8.31 (TypeScript SDK 1.32.2) implements SEP-1686 tasks: the tool is
-/// listed with `execution.taskSupport: "required"` and runs only for a `tools/call` carrying a
-/// `task` parameter, which rmcp 3.11's `CallToolRequestParams` cannot carry. Without it the
-/// server answers with a tool error. This pins that gap; when the harness learns SEP-1686, this
-/// test should turn into a completed research report.
+/// Answers the research query's clarification with "historical", counting the questions.
+#[derive(Default)]
+struct Clarifier {
+    asked: Mutex<Vec<String>>,
+}
+
+impl ClientCallbacks for Clarifier {
+    fn supports(&self) -> Supported {
+        Supported {
+            elicitation_form: true,
+            ..Default::default()
+        }
+    }
+
+    fn elicit(&self, _server: &str, request: ElicitRequestParams) -> CallbackFuture<ElicitResult> {
+        let message = match &request {
+            ElicitRequestParams::FormElicitationParams { message, .. } => message.clone(),
+            other => format!("{other:?}"),
+        };
+        self.asked.lock().unwrap().push(message);
+        Box::pin(async {
+            serde_json::from_value(
+                json!({"action": "accept", "content": {"interpretation": "historical"}}),
+            )
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))
+        })
+    }
+}
+
+/// server-everything 2026.8.31 (TypeScript SDK 1.32.2) speaks SEP-1686 tasks: the tool is
+/// listed with `execution.taskSupport: "required"` on a server declaring
+/// `tasks.requests.tools.call`, so the harness sends the call with a `task`, follows the task
+/// with `tasks/get` (status messages per research stage) and fetches the report with
+/// `tasks/result`.
+async fn research(transport: TransportConfig, ambiguous: bool) {
+    let clarifier = Arc::new(Clarifier::default());
+    let runtime = RuntimeBuilder::new(config(vec![server("everything", transport)]))
+        .callbacks(clarifier.clone())
+        .start()
+        .expect("start");
+    let tool = qualify("everything", "simulate-research-query");
+    let s = runtime.wait_for(SETTLE, |s| s.tool(&tool).is_some()).await;
+    assert!(s.tool(&tool).is_some(), "listed after initialization");
+    let (status_tx, mut status_rx) = tokio::sync::mpsc::unbounded_channel();
+    let options = CallOptions {
+        task_status: Some(status_tx),
+        ..Default::default()
+    };
+    let answer = runtime
+        .call_tool_with(
+            &tool,
+            args(json!({"topic": "tasks", "ambiguous": ambiguous})),
+            options,
+        )
+        .await
+        .expect("the research report");
+    let report = text(&answer);
+    assert!(!answer.is_error(), "{report}");
+    assert!(report.contains("# Research Report: tasks"), "{report}");
+    assert!(report.contains("Stage 4: Generating report"), "{report}");
+
+    let updates: Vec<TaskUpdate> = drain(&mut status_rx);
+    assert!(!updates.is_empty(), "status reported");
+    assert!(
+        updates
+            .iter()
+            .all(|u| u.task_id == updates[0].task_id && !u.task_id.is_empty()),
+        "one task: {updates:?}"
+    );
+    assert!(
+        updates
+            .iter()
+            .any(|u| u.message.as_deref().is_some_and(|m| m.ends_with("..."))),
+        "the stages' status messages arrive while it runs: {updates:?}"
+    );
+    let asked = clarifier.asked.lock().unwrap().clone();
+    if ambiguous {
+        assert_eq!(asked.len(), 1, "{asked:?}");
+        assert!(asked[0].contains("multiple interpretations"), "{asked:?}");
+        assert!(report.contains("Clarification**: historical"), "{report}");
+    } else {
+        assert!(asked.is_empty(), "{asked:?}");
+    }
+    runtime.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn server_everything_research_query_needs_sep_1686_task_augmentation() {
+async fn server_everything_research_query_runs_as_a_sep_1686_task() {
+    research(stdio(&node(), &[&server_everything(), "stdio"]), false).await;
+}
+
+/// The task asks for clarification (status `input_required`); the elicitation arrives while
+/// the harness waits on `tasks/result` and is answered through the embedder's callbacks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_everything_research_query_asks_for_clarification_inside_the_task() {
+    research(stdio(&node(), &[&server_everything(), "stdio"]), true).await;
+}
+
+/// The same over Streamable HTTP (responses as SSE streams, which the harness reads raw) and
+/// over the legacy HTTP+SSE transport.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_everything_research_query_as_a_task_over_http_and_legacy_sse() {
+    let (mut child, port) = spawn_server_everything("streamableHttp").await;
+    research(http(&format!("http://127.0.0.1:{port}/mcp")), true).await;
+    let _ = child.kill().await;
+    let (mut child, port) = spawn_server_everything("sse").await;
+    research(sse(&format!("http://127.0.0.1:{port}/sse")), false).await;
+    let _ = child.kill().await;
+}
+
+/// A task that outlives the call's timeout is cancelled with `tasks/cancel` and the call
+/// fails as a timeout — not retryable, since the task may have done its work — not as a tool
+/// error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sep_1686_task_past_the_timeout_is_cancelled() {
     let runtime = start(vec![server(
         "everything",
         stdio(&node(), &[&server_everything(), "stdio"]),
     )]);
     let tool = qualify("everything", "simulate-research-query");
-    let s = runtime.wait_for(SETTLE, |s| s.tool(&tool).is_some()).await;
-    assert!(s.tool(&tool).is_some(), "listed after initialization");
-    let answer = runtime
-        .call_tool(&tool, args(json!({"topic": "tasks"})))
+    runtime.wait_for(SETTLE, |s| s.tool(&tool).is_some()).await;
+    let options = CallOptions {
+        timeout: Some(Duration::from_millis(1500)),
+        ..Default::default()
+    };
+    let e = runtime
+        .call_tool_with(&tool, args(json!({"topic": "slow"})), options)
         .await
-        .expect("answered");
-    assert!(answer.is_error(), "{}", text(&answer));
-    assert!(
-        text(&answer).contains("requires task augmentation"),
-        "{}",
-        text(&answer)
-    );
+        .expect_err("4 stages of 1 s do not fit in 1.5 s");
+    assert!(matches!(e, CallError::Timeout { .. }), "{e}");
+    assert!(!e.retryable(), "{e}");
     runtime.shutdown().await;
 }

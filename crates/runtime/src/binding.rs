@@ -316,6 +316,8 @@ impl SearchState {
     }
 }
 
+// One per prepared call, nearly always `Server`: boxing it would cost an allocation per call.
+#[allow(clippy::large_enum_variant)]
 enum Target {
     Server {
         entry: ToolEntry,
@@ -429,6 +431,9 @@ impl PreparedCall {
                 details: e.to_string(),
             })?;
         self.authorize(entry, &args).await?;
+        // R7: a stdio server whose process exited since the binding is restarted once.
+        let revived = self.inner.revive_for_call(entry, client, self.revision).await?;
+        let client = revived.as_ref().unwrap_or(client);
 
         let timeout = options.timeout.unwrap_or(client.tool_timeout);
         let mut request_options = PeerRequestOptions::with_timeout(timeout);
@@ -442,7 +447,13 @@ impl PreparedCall {
             params = params.with_arguments(args);
         }
         let retry = params.clone();
-        let request = ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params));
+        // SEP-1686: a tool that requires a task is called with one (never plainly).
+        let task_augmented = client.wire.requires_task(&entry.raw_name);
+        let request = if task_augmented {
+            crate::task_augmented::request(&retry, timeout)
+        } else {
+            ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params))
+        };
         let classify = |e| crate::runtime::classify(e, &entry.server, &entry.raw_name, timeout);
 
         // The staleness check and the hand-off to the transport happen under the gate's read
@@ -528,6 +539,21 @@ impl PreparedCall {
                 ServerResult::CreateTaskResult(created) => {
                     break crate::tasks::follow(
                         created,
+                        crate::tasks::TaskCall {
+                            server: &entry.server,
+                            tool: &entry.raw_name,
+                            peer: &client.peer,
+                            timeout,
+                            cancel: options.cancel,
+                            status: options.task_status,
+                            callbacks: self.inner.callbacks.as_ref(),
+                        },
+                    )
+                    .await?;
+                }
+                ServerResult::CustomResult(created) if task_augmented => {
+                    break crate::task_augmented::follow(
+                        created.0,
                         crate::tasks::TaskCall {
                             server: &entry.server,
                             tool: &entry.raw_name,

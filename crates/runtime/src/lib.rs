@@ -24,6 +24,7 @@ pub mod refresh;
 pub mod registry;
 pub mod reload;
 mod runtime;
+mod task_augmented;
 pub mod server;
 pub mod sources;
 pub mod supervision;

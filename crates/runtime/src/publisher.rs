@@ -28,6 +28,8 @@ pub struct ServerClient {
     /// Which connection of the server this is (increases on every reconnect).
     pub epoch: u64,
     pub tool_timeout: Duration,
+    /// What the connection's raw messages said that rmcp's model drops (SEP-1686 task tools).
+    pub wire: mcp_harness_transport::WireNotes,
 }
 
 /// A published runtime view: the snapshot plus the client of each connected server.

@@ -227,6 +227,7 @@ impl ServerActor {
                 peer: s.peer().clone(),
                 epoch: self.epoch,
                 tool_timeout: self.config.tool_timeout,
+                wire: s.wire().clone(),
             }),
             _ => None,
         };
@@ -305,6 +306,7 @@ impl ServerActor {
         let options = ConnectOptions {
             server: self.name().to_string(),
             startup_timeout: self.config.startup_timeout,
+            wire: Default::default(),
         };
         let connecting = self.connector.connect(handler, options);
         let limits = self.settings.limits;

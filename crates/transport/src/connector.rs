@@ -21,6 +21,7 @@ use crate::error::TransportError;
 use crate::handler::HarnessClient;
 use crate::stderr::StderrTail;
 use crate::stdio::ProcessGroup;
+use crate::wire::WireNotes;
 
 /// A boxed, sendable future, as connectors return them.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -32,6 +33,10 @@ pub struct ConnectOptions {
     pub server: String,
     /// initialize must complete within this (rmcp has no deadline of its own). Default 30 s.
     pub startup_timeout: Duration,
+    /// Where a connector that sees raw server messages records what rmcp's model drops (see
+    /// [`crate::wire`]). Fresh per connect attempt; connectors that cannot see raw messages
+    /// leave it empty.
+    pub wire: WireNotes,
 }
 
 impl ConnectOptions {
@@ -40,6 +45,7 @@ impl ConnectOptions {
         Self {
             server: server.into(),
             startup_timeout: Duration::from_secs(30),
+            wire: WireNotes::default(),
         }
     }
 }
@@ -89,6 +95,7 @@ pub struct Session {
     cancel: CancellationToken,
     stderr: Option<StderrTail>,
     process: Option<Arc<ProcessGroup>>,
+    wire: WireNotes,
 }
 
 impl Session {
@@ -101,6 +108,11 @@ impl Session {
     /// What initialize negotiated.
     pub fn info(&self) -> &SessionInfo {
         &self.info
+    }
+
+    /// What the connection's raw messages said that rmcp's model drops (SEP-1686 task support).
+    pub fn wire(&self) -> &WireNotes {
+        &self.wire
     }
 
     /// The stdio server's recent stderr, if this is a stdio session and it wrote any.
@@ -225,6 +237,7 @@ where
         cancel,
         stderr,
         process,
+        wire: options.wire.clone(),
     })
 }
 

@@ -16,6 +16,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use crate::connector::{BoxFuture, ConnectOptions, Connector, Session, initialize};
 use crate::error::TransportError;
 use crate::handler::HarnessClient;
+use crate::wire::TapHttp;
 
 /// How many times a dropped SSE stream is re-opened before the request fails.
 const SSE_MAX_RECONNECTS: usize = 5;
@@ -120,10 +121,12 @@ impl Connector for StreamableHttpConnector {
                 })?;
             match authorized {
                 Some(auth_client) => {
+                    let auth_client = TapHttp::new(auth_client, options.wire.clone());
                     let transport = StreamableHttpClientTransport::with_client(auth_client, config);
                     initialize(handler, transport, &options, None, None).await
                 }
                 None => {
+                    let client = TapHttp::new(client, options.wire.clone());
                     let transport = StreamableHttpClientTransport::with_client(client, config);
                     initialize(handler, transport, &options, None, None).await
                 }

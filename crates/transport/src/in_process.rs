@@ -43,6 +43,7 @@ impl Connector for InProcessConnector {
             let (client_end, server_end) = tokio::io::duplex(PIPE_BYTES);
             serve(server_end);
             let (read, write) = tokio::io::split(client_end);
+            let read = crate::wire::TapRead::new(read, options.wire.clone());
             initialize(handler, (read, write), &options, None, None).await
         })
     }

@@ -24,6 +24,7 @@ pub mod in_process;
 pub mod sse;
 pub mod stderr;
 pub mod stdio;
+pub mod wire;
 
 pub use callbacks::{CallbackFuture, Callbacks, ClientCallbacks, Supported};
 pub use connector::{ConnectOptions, Connector, Session, SessionInfo};
@@ -33,6 +34,7 @@ pub use http::StreamableHttpConnector;
 pub use in_process::{InProcessConnector, InProcessServe};
 pub use sse::LegacySseConnector;
 pub use stdio::{StdioConnector, StdioSpec};
+pub use wire::{TaskSupport, WireNotes};
 
 /// The rmcp client peer type every session exposes for requests.
 pub type ClientPeer = rmcp::service::Peer<rmcp::RoleClient>;

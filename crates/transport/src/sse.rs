@@ -46,6 +46,7 @@ use crate::connector::{BoxFuture, ConnectOptions, Connector, Session, initialize
 use crate::error::TransportError;
 use crate::handler::HarnessClient;
 use crate::http::shown;
+use crate::wire::WireNotes;
 
 /// The most bytes one SSE event (its lines, before dispatch) may take.
 pub const MAX_EVENT_BYTES: usize = 16 << 20;
@@ -135,7 +136,12 @@ impl Connector for LegacySseConnector {
             };
             let transport = tokio::time::timeout(
                 options.startup_timeout,
-                LegacySseTransport::open(client, url, options.server.clone()),
+                LegacySseTransport::open_observed(
+                    client,
+                    url,
+                    options.server.clone(),
+                    options.wire.clone(),
+                ),
             )
             .await
             .map_err(|_| timed_out())??;
@@ -511,6 +517,16 @@ impl LegacySseTransport {
         sse_url: Url,
         server: String,
     ) -> Result<Self, TransportError> {
+        Self::open_observed(client, sse_url, server, WireNotes::default()).await
+    }
+
+    /// [`Self::open`], showing every message to `wire` before it is decoded.
+    pub async fn open_observed(
+        client: reqwest::Client,
+        sse_url: Url,
+        server: String,
+        wire: WireNotes,
+    ) -> Result<Self, TransportError> {
         let (mut stream, base) = get_stream(&client, &sse_url, None)
             .await
             .map_err(|e| e.into_transport_error(&sse_url))?;
@@ -560,7 +576,7 @@ impl LegacySseTransport {
                             .map_err(TransportError::InvalidConfig)?;
                         endpoint = Some(url);
                     }
-                    "message" => early.extend(decode(&server, &event.data)),
+                    "message" => early.extend(decode(&server, &wire, &event.data)),
                     _ => {}
                 }
             }
@@ -577,6 +593,7 @@ impl LegacySseTransport {
             endpoint: endpoint.clone(),
             parser,
             inbound: inbound_tx,
+            wire,
             cancel: cancel.clone(),
             server: server.clone(),
         };
@@ -626,8 +643,10 @@ impl Transport<RoleClient> for LegacySseTransport {
     }
 }
 
-/// Decodes a `message` event; a malformed one is logged (without its content) and skipped.
-fn decode(server: &str, data: &str) -> Option<ServerJsonRpcMessage> {
+/// Decodes a `message` event (shown to `wire` first); a malformed one is logged (without its
+/// content) and skipped.
+fn decode(server: &str, wire: &WireNotes, data: &str) -> Option<ServerJsonRpcMessage> {
+    wire.observe(data.as_bytes());
     match serde_json::from_str(data) {
         Ok(message) => Some(message),
         Err(e) => {
@@ -655,6 +674,7 @@ struct Reader {
     endpoint: Url,
     parser: SseParser,
     inbound: mpsc::Sender<ServerJsonRpcMessage>,
+    wire: WireNotes,
     cancel: CancellationToken,
     server: String,
 }
@@ -741,7 +761,7 @@ impl Reader {
                 match event.event.as_str() {
                     "message" => {
                         *failures = 0;
-                        if let Some(message) = decode(&self.server, &event.data)
+                        if let Some(message) = decode(&self.server, &self.wire, &event.data)
                             && !self.deliver(message).await
                         {
                             return StreamEnd::Stopped;

@@ -96,6 +96,7 @@ impl Connector for StdioConnector {
             let tail = StderrTail::default();
             tail.drain(options.server.clone(), stderr);
             tracing::debug!(server = %options.server, command = %spec.command, pgid = group.pgid, "spawned stdio server");
+            let stdout = crate::wire::TapRead::new(stdout, options.wire.clone());
             initialize(handler, (stdout, stdin), &options, Some(tail), Some(group)).await
         })
     }

@@ -45,6 +45,14 @@ pub fn fixture_stdio(args: &[&str]) -> TransportConfig {
     stdio(&fixture_bin(), args)
 }
 
+/// A legacy HTTP+SSE server at `url` (its event stream).
+pub fn sse(url: &str) -> TransportConfig {
+    TransportConfig::LegacySse {
+        url: url.to_string(),
+        headers: std::collections::BTreeMap::new(),
+    }
+}
+
 pub fn http(url: &str) -> TransportConfig {
     TransportConfig::StreamableHttp {
         url: url.to_string(),

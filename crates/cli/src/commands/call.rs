@@ -1,7 +1,8 @@
 //! `call`: one tool call through the runtime, printed for a person (or as JSON).
 
-use mcp_harness_runtime::{CallError, Runtime, ToolResult};
-use rmcp::model::{ContentBlock, JsonObject};
+use mcp_harness_runtime::tasks::TaskUpdate;
+use mcp_harness_runtime::{CallError, CallOptions, Runtime, ToolResult};
+use rmcp::model::{ContentBlock, JsonObject, ProgressNotificationParam};
 
 /// Parses the arguments given on the command line: a JSON object, or nothing.
 pub fn parse_args(text: Option<&str>) -> Result<Option<JsonObject>, String> {
@@ -13,15 +14,61 @@ pub fn parse_args(text: Option<&str>) -> Result<Option<JsonObject>, String> {
     }
 }
 
-/// Calls `name` and renders the result.
+/// Calls `name` and renders the result. While it runs, progress notifications and task status
+/// changes are written to stderr as plain lines (stdout keeps only the result).
 pub async fn run(
     runtime: &Runtime,
     name: &str,
     args: Option<JsonObject>,
     as_json: bool,
 ) -> Result<(String, bool), CallError> {
-    let result = runtime.call_tool(name, args).await?;
+    let (progress_tx, mut progress) = tokio::sync::mpsc::unbounded_channel();
+    let (status_tx, mut status) = tokio::sync::mpsc::unbounded_channel();
+    let options = CallOptions {
+        progress: Some(progress_tx),
+        task_status: Some(status_tx),
+        ..Default::default()
+    };
+    let call = runtime.call_tool_with(name, args, options);
+    tokio::pin!(call);
+    let result = loop {
+        tokio::select! {
+            result = &mut call => break result,
+            Some(p) = progress.recv() => eprintln!("{}", progress_line(&p)),
+            Some(u) = status.recv() => eprintln!("{}", status_line(&u)),
+        }
+    };
+    let result = result?;
     Ok((render(&result, as_json), result.is_error()))
+}
+
+/// `progress 3/10: message` (server text is untrusted: control characters are dropped).
+fn progress_line(p: &ProgressNotificationParam) -> String {
+    let mut line = match p.total {
+        Some(total) => format!("progress {}/{}", p.progress, total),
+        None => format!("progress {}", p.progress),
+    };
+    if let Some(message) = &p.message {
+        line.push_str(": ");
+        line.push_str(&printable(message));
+    }
+    line
+}
+
+/// `task <id>: working — message`.
+fn status_line(u: &TaskUpdate) -> String {
+    let status = serde_json::to_value(u.status)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_else(|| format!("{:?}", u.status));
+    match &u.message {
+        Some(m) => format!("task {}: {status} — {}", printable(&u.task_id), printable(m)),
+        None => format!("task {}: {status}", printable(&u.task_id)),
+    }
+}
+
+fn printable(text: &str) -> String {
+    text.chars().filter(|c| !c.is_control()).collect()
 }
 
 /// A result as text: text blocks verbatim, other blocks summarised, structured content as JSON.
@@ -63,4 +110,24 @@ pub fn render(result: &ToolResult, as_json: bool) -> String {
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::{NumberOrString, ProgressToken, TaskStatus};
+
+    #[test]
+    fn progress_and_status_lines_are_plain_and_drop_control_characters() {
+        let mut p = ProgressNotificationParam::new(ProgressToken(NumberOrString::Number(1)), 3.0);
+        p.total = Some(10.0);
+        p.message = Some("step\u{1b}[2J three".into());
+        assert_eq!(progress_line(&p), "progress 3/10: step[2J three");
+        let u = TaskUpdate {
+            task_id: "t-1".into(),
+            status: TaskStatus::Working,
+            message: Some("Gathering sources...".into()),
+        };
+        assert_eq!(status_line(&u), "task t-1: working — Gathering sources...");
+    }
 }

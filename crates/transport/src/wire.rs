@@ -1,0 +1,450 @@
+//! What a server said on the wire that rmcp's typed model drops, kept beside the session.
+//!
+//! rmcp 3.11 models the 2026 task extension (SEP-2663) and no longer carries the 2025-11-25
+//! task fields (SEP-1686): a tool's `execution.taskSupport` and the server's
+//! `capabilities.tasks.requests.tools.call`. Without them a client cannot call a tool that
+//! requires task augmentation. [`WireNotes`] records exactly those two facts from the raw
+//! messages, before rmcp decodes them; nothing else is read or kept.
+//!
+//! Invariants:
+//! - notes only ever describe the connection they were created for (one [`WireNotes`] per
+//!   connect attempt) and are updated from the newest `tools/list` page that names a tool, so a
+//!   tool that drops `execution` on a later listing is no longer treated as a task tool;
+//! - observing never changes, delays or drops a message: the tap reads bytes as they pass;
+//! - a line larger than [`MAX_OBSERVED_LINE`] is passed through unobserved (and the tool keeps
+//!   its previous note), bounding the memory the tap holds;
+//! - transports that cannot see raw messages (a Streamable HTTP response sent as a single JSON
+//!   body is decoded inside rmcp) leave the notes empty: such tools are called plainly, which
+//!   a server that requires tasks refuses with its own error.
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use reqwest::header::{HeaderName, HeaderValue};
+use rmcp::model::ClientJsonRpcMessage;
+use rmcp::transport::streamable_http_client::{
+    SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+    StreamableHttpResponseLimits,
+};
+use serde_json::Value;
+use tokio::io::{AsyncRead, ReadBuf};
+
+/// The longest single message the tap parses (larger ones pass through unobserved).
+pub const MAX_OBSERVED_LINE: usize = 16 * 1024 * 1024;
+
+/// A tool's declared support for task-augmented calls (`execution.taskSupport`, SEP-1686).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TaskSupport {
+    /// No task augmentation (the default when the tool declares nothing).
+    #[default]
+    Forbidden,
+    /// The client may call it as a task or plainly.
+    Optional,
+    /// The client must call it as a task.
+    Required,
+}
+
+#[derive(Debug, Default)]
+struct Notes {
+    task_tools: HashMap<String, TaskSupport>,
+    task_tool_calls: bool,
+}
+
+/// Facts from the raw messages of one connection. Cheap to clone (shared).
+#[derive(Debug, Clone, Default)]
+pub struct WireNotes {
+    notes: Arc<Mutex<Notes>>,
+}
+
+impl WireNotes {
+    /// What `tool` declared in the newest listing this connection saw.
+    pub fn task_support(&self, tool: &str) -> TaskSupport {
+        self.lock()
+            .task_tools
+            .get(tool)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// Whether the server declared task-augmented `tools/call`
+    /// (`capabilities.tasks.requests.tools.call`, SEP-1686).
+    pub fn task_tool_calls(&self) -> bool {
+        self.lock().task_tool_calls
+    }
+
+    /// Whether a call of `tool` must be sent as a SEP-1686 task.
+    pub fn requires_task(&self, tool: &str) -> bool {
+        let notes = self.lock();
+        notes.task_tool_calls && notes.task_tools.get(tool) == Some(&TaskSupport::Required)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Notes> {
+        self.notes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Observes one raw JSON-RPC message (or batch) from the server.
+    pub fn observe(&self, message: &[u8]) {
+        // Only initialize results and tool listings matter; skip the rest without parsing.
+        if !(contains(message, b"\"inputSchema\"") || contains(message, b"\"capabilities\"")) {
+            return;
+        }
+        let Ok(value) = serde_json::from_slice::<Value>(message) else {
+            return;
+        };
+        match value {
+            Value::Array(batch) => batch.iter().for_each(|m| self.observe_value(m)),
+            one => self.observe_value(&one),
+        }
+    }
+
+    fn observe_value(&self, message: &Value) {
+        let Some(result) = message.get("result") else {
+            return;
+        };
+        if let Some(capabilities) = result.get("capabilities") {
+            let calls = capabilities
+                .pointer("/tasks/requests/tools/call")
+                .is_some_and(Value::is_object);
+            self.lock().task_tool_calls = calls;
+        }
+        if let Some(tools) = result.get("tools").and_then(Value::as_array) {
+            let mut notes = self.lock();
+            for tool in tools {
+                let Some(name) = tool.get("name").and_then(Value::as_str) else {
+                    continue;
+                };
+                let support = match tool
+                    .pointer("/execution/taskSupport")
+                    .and_then(Value::as_str)
+                {
+                    Some("required") => TaskSupport::Required,
+                    Some("optional") => TaskSupport::Optional,
+                    _ => TaskSupport::Forbidden,
+                };
+                if support == TaskSupport::Forbidden {
+                    notes.task_tools.remove(name);
+                } else {
+                    notes.task_tools.insert(name.to_string(), support);
+                }
+            }
+        }
+    }
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// An [`AsyncRead`] of newline-delimited JSON-RPC (stdio, in-process) that shows every line to
+/// [`WireNotes`] as it passes, unchanged.
+pub struct TapRead<R> {
+    inner: R,
+    notes: WireNotes,
+    line: Vec<u8>,
+    oversized: bool,
+}
+
+impl<R> TapRead<R> {
+    /// Wraps `inner`, reporting to `notes`.
+    pub fn new(inner: R, notes: WireNotes) -> Self {
+        Self {
+            inner,
+            notes,
+            line: Vec::new(),
+            oversized: false,
+        }
+    }
+
+    fn seen(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            let (part, complete) = match bytes.iter().position(|&b| b == b'\n') {
+                Some(i) => (&bytes[..i], Some(i + 1)),
+                None => (bytes, None),
+            };
+            if !self.oversized {
+                if self.line.len() + part.len() > MAX_OBSERVED_LINE {
+                    self.oversized = true;
+                    self.line = Vec::new();
+                } else {
+                    self.line.extend_from_slice(part);
+                }
+            }
+            match complete {
+                Some(next) => {
+                    if !self.oversized {
+                        self.notes.observe(&self.line);
+                    }
+                    self.line.clear();
+                    self.oversized = false;
+                    bytes = &bytes[next..];
+                }
+                None => return,
+            }
+        }
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for TapRead<R> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = &polled {
+            this.seen(&buf.filled()[before..]);
+        }
+        polled
+    }
+}
+
+/// A Streamable HTTP client that shows every SSE-framed server message (POST response streams
+/// and the GET stream) to [`WireNotes`] before rmcp decodes it. A response sent as one JSON
+/// body is decoded inside the wrapped client and is not seen.
+#[derive(Clone)]
+pub struct TapHttp<C> {
+    inner: C,
+    notes: WireNotes,
+}
+
+impl<C> TapHttp<C> {
+    /// Wraps `inner`, reporting to `notes`.
+    pub fn new(inner: C, notes: WireNotes) -> Self {
+        Self { inner, notes }
+    }
+
+    fn tap_post(&self, response: StreamableHttpPostResponse) -> StreamableHttpPostResponse {
+        match response {
+            StreamableHttpPostResponse::Sse(stream, session) => {
+                StreamableHttpPostResponse::Sse(self.tap_stream(stream), session)
+            }
+            other => other,
+        }
+    }
+
+    fn tap_stream<E: Send + 'static>(
+        &self,
+        stream: BoxStream<'static, Result<sse_stream::Sse, E>>,
+    ) -> BoxStream<'static, Result<sse_stream::Sse, E>> {
+        let notes = self.notes.clone();
+        stream
+            .inspect(move |event| {
+                if let Ok(event) = event
+                    && let Some(data) = &event.data
+                {
+                    notes.observe(data.as_bytes());
+                }
+            })
+            .boxed()
+    }
+}
+
+type PostResult<E> = Result<StreamableHttpPostResponse, StreamableHttpError<E>>;
+type StreamResult<E> =
+    Result<BoxStream<'static, Result<sse_stream::Sse, SseError>>, StreamableHttpError<E>>;
+
+impl<C: StreamableHttpClient + Sync> StreamableHttpClient for TapHttp<C> {
+    type Error = C::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> PostResult<Self::Error> {
+        let response = self
+            .inner
+            .post_message(uri, message, session_id, auth_header, custom_headers)
+            .await?;
+        Ok(self.tap_post(response))
+    }
+
+    async fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> PostResult<Self::Error> {
+        let response = self
+            .inner
+            .post_message_with_max_sse_event_size(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await?;
+        Ok(self.tap_post(response))
+    }
+
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> PostResult<Self::Error> {
+        let response = self
+            .inner
+            .post_message_with_response_limits(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                custom_headers,
+                limits,
+            )
+            .await?;
+        Ok(self.tap_post(response))
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), StreamableHttpError<Self::Error>> {
+        self.inner
+            .delete_session(uri, session_id, auth_header, custom_headers)
+            .await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> StreamResult<Self::Error> {
+        let stream = self
+            .inner
+            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
+            .await?;
+        Ok(self.tap_stream(stream))
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> StreamResult<Self::Error> {
+        let stream = self
+            .inner
+            .get_stream_with_max_sse_event_size(
+                uri,
+                session_id,
+                last_event_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await?;
+        Ok(self.tap_stream(stream))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+
+    const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"tasks":{"list":{},"requests":{"tools":{"call":{}}}}},"serverInfo":{"name":"s","version":"1"}}}"#;
+    const LIST: &str = r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"research","inputSchema":{"type":"object"},"execution":{"taskSupport":"required"}},{"name":"maybe","inputSchema":{"type":"object"},"execution":{"taskSupport":"optional"}},{"name":"plain","inputSchema":{"type":"object"}}]}}"#;
+
+    #[tokio::test]
+    async fn the_tap_passes_bytes_unchanged_and_notes_task_tools_split_across_reads() {
+        let stream = format!("{INIT}\n{LIST}\n");
+        let notes = WireNotes::default();
+        // One byte at a time: lines are reassembled across reads.
+        let slow = tokio_test_reader(stream.as_bytes());
+        let mut tap = TapRead::new(slow, notes.clone());
+        let mut out = Vec::new();
+        tap.read_to_end(&mut out).await.unwrap();
+        assert_eq!(out, stream.as_bytes());
+        assert!(notes.task_tool_calls());
+        assert_eq!(notes.task_support("research"), TaskSupport::Required);
+        assert_eq!(notes.task_support("maybe"), TaskSupport::Optional);
+        assert_eq!(notes.task_support("plain"), TaskSupport::Forbidden);
+        assert!(notes.requires_task("research"));
+        assert!(!notes.requires_task("maybe"));
+    }
+
+    #[test]
+    fn a_later_listing_without_execution_clears_the_note_and_capabilities_gate_it() {
+        let notes = WireNotes::default();
+        notes.observe(LIST.as_bytes());
+        assert_eq!(notes.task_support("research"), TaskSupport::Required);
+        assert!(
+            !notes.requires_task("research"),
+            "without the server capability, no task augmentation"
+        );
+        notes.observe(INIT.as_bytes());
+        assert!(notes.requires_task("research"));
+        notes.observe(
+            br#"{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"research","inputSchema":{}}]}}"#,
+        );
+        assert!(!notes.requires_task("research"));
+        notes.observe(br#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}}}}"#);
+        assert!(
+            !notes.task_tool_calls(),
+            "a new initialize result replaces the old"
+        );
+    }
+
+    #[test]
+    fn garbage_and_oversized_lines_are_ignored() {
+        let notes = WireNotes::default();
+        notes.observe(b"{\"inputSchema\": not json");
+        let mut tap = TapRead::new(tokio::io::empty(), notes.clone());
+        let mut huge = vec![b' '; MAX_OBSERVED_LINE + 1];
+        huge.push(b'\n');
+        tap.seen(&huge);
+        assert!(
+            tap.line.is_empty() && !tap.oversized,
+            "reset after the newline"
+        );
+        tap.seen(format!("{LIST}\n").as_bytes());
+        assert_eq!(notes.task_support("research"), TaskSupport::Required);
+    }
+
+    /// A reader that yields one byte per read.
+    fn tokio_test_reader(bytes: &[u8]) -> impl AsyncRead + Unpin {
+        struct OneByte(Vec<u8>, usize);
+        impl AsyncRead for OneByte {
+            fn poll_read(
+                mut self: Pin<&mut Self>,
+                _cx: &mut Context<'_>,
+                buf: &mut ReadBuf<'_>,
+            ) -> Poll<std::io::Result<()>> {
+                if self.1 < self.0.len() {
+                    let b = self.0[self.1];
+                    buf.put_slice(&[b]);
+                    self.1 += 1;
+                }
+                Poll::Ready(Ok(()))
+            }
+        }
+        OneByte(bytes.to_vec(), 0)
+    }
+}
