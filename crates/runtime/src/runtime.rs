@@ -10,7 +10,7 @@ use actix::prelude::*;
 use arc_swap::ArcSwap;
 use mcp_harness_catalog::CommandSource;
 use mcp_harness_catalog::skills::{ListedFiles, SkillEntry, SkillIndex};
-use mcp_harness_catalog::{ServerState, Snapshot};
+use mcp_harness_catalog::{ServerState, Snapshot, ToolEntry};
 use mcp_harness_policy::{Approver, ExposurePolicy, PermissionRules};
 use mcp_harness_transport::Callbacks;
 use rmcp::model::{
@@ -32,7 +32,9 @@ use crate::error::{CallError, StartError};
 use crate::listing::describe;
 use crate::publisher::{Flush, Published, Publisher, RevisionGate, ServerClient};
 use crate::registry::{Reconciled, Registry};
-use crate::server::{ProgressRoutes, ResourceUpdate, Restart, SHUTDOWN_GRACE, Shutdown};
+use crate::server::{
+    ProgressRoutes, ResourceUpdate, Restart, ReviveForCall, Revival, SHUTDOWN_GRACE, Shutdown,
+};
 
 /// A running harness: servers connecting or connected, and the latest published snapshot.
 pub struct Runtime {
@@ -106,6 +108,70 @@ impl Inner {
         frozen
     }
 
+    /// R7, one bounded restart at call time: when the connection `client` a call was bound to
+    /// is no longer current because its stdio process exited, the server is restarted once
+    /// (calls asking together share the restart) and waited for at most its startup deadline.
+    /// Returns the new connection when the new catalog has the same tool with the same
+    /// definition, `None` when there is nothing to restart (the call goes on as bound), or the
+    /// error that ends the call.
+    pub(crate) async fn revive_for_call(
+        &self,
+        entry: &ToolEntry,
+        client: &ServerClient,
+        bound_revision: u64,
+    ) -> Result<Option<ServerClient>, CallError> {
+        let server = &entry.server;
+        let current = self.current.load();
+        if current
+            .clients
+            .get(server)
+            .is_some_and(|c| c.epoch == client.epoch)
+        {
+            return Ok(None);
+        }
+        let Some(addr) = self.registry.addr(server) else {
+            return Ok(None);
+        };
+        let deadline = self.registry.startup_deadline(&[server]) + REVIVE_GRACE;
+        let asked = addr.send(ReviveForCall {
+            bound_epoch: client.epoch,
+        });
+        let unavailable = |state: String| CallError::ServerUnavailable {
+            server: server.clone(),
+            state,
+        };
+        match tokio::time::timeout(deadline, asked).await {
+            Err(_) => Err(unavailable(format!(
+                "restarting after its process exited; the one restart for this call did not finish within {}s (`startupTimeoutSec`)",
+                deadline.as_secs_f64()
+            ))),
+            Ok(Err(_)) | Ok(Ok(Revival::NotApplicable)) => Ok(None),
+            Ok(Ok(Revival::Failed { error })) => Err(unavailable(format!(
+                "failed: {error}; it was restarted once for this call after its process exited and did not come back: fix it, restart it (`Runtime::restart`) and bind a new step"
+            ))),
+            Ok(Ok(Revival::Connected { epoch })) => {
+                // The actor reported the new connection before answering: publish it now.
+                let _ = self.publisher.send(Flush).await;
+                let now = self.current.load();
+                let same_tool = now
+                    .snapshot
+                    .tool(&entry.qualified_name)
+                    .is_some_and(|t| *t.tool == *entry.tool);
+                match now.clients.get(server).filter(|c| c.epoch == epoch) {
+                    Some(client) if same_tool => {
+                        tracing::info!(server = %server, tool = %entry.raw_name, "restarted after its process exited; the call goes ahead");
+                        Ok(Some(client.clone()))
+                    }
+                    _ => Err(CallError::Stale {
+                        name: entry.qualified_name.clone(),
+                        bound: bound_revision,
+                        current: now.snapshot.revision,
+                    }),
+                }
+            }
+        }
+    }
+
     /// The output budget of `tool`: the configured one, or what the tool asks for through
     /// `_meta`, up to the configured maximum.
     pub(crate) fn output_budget_for(&self, tool: &rmcp::model::Tool) -> usize {
@@ -116,6 +182,10 @@ impl Inner {
         )
     }
 }
+
+/// Added to a server's startup deadline when a call waits for the server's restart (the queue
+/// slot and the first listing come on top of the handshake).
+const REVIVE_GRACE: Duration = Duration::from_secs(2);
 
 /// A loaded, verified skill.
 #[derive(Debug, Clone)]

@@ -17,7 +17,9 @@
 //!   fetched first;
 //! - when the session ends, the server is reported failed (with the stderr tail for stdio), its
 //!   catalog leaves the next snapshot and its cache entries are dropped; stdio servers are not
-//!   restarted in a loop ([`Restart`] is explicit).
+//!   restarted in a loop ([`Restart`] is explicit, and a call bound to a stdio connection whose
+//!   process exited may restart it once: [`ReviveForCall`] — one restart per exit, shared by every
+//!   call that asks, none after a restart that failed).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -154,6 +156,27 @@ pub struct Shutdown;
 #[rtype(result = "()")]
 pub struct Restart;
 
+/// Asked by a call bound to connection `bound_epoch` that is no longer current (R7): restart the
+/// server once if its stdio process exited, and say which connection the call may use.
+#[derive(Message)]
+#[rtype(result = "Revival")]
+pub(crate) struct ReviveForCall {
+    pub(crate) bound_epoch: u64,
+}
+
+/// The answer to [`ReviveForCall`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Revival {
+    /// The server runs again on connection `epoch`, restarted after the crash of the bound
+    /// connection (for this call or a concurrent one).
+    Connected { epoch: u64 },
+    /// The one restart after the crash did not bring the server back.
+    Failed { error: String },
+    /// Nothing to restart: the server did not fail by its process exiting (or is being
+    /// stopped); the call goes on as bound and its staleness check decides.
+    NotApplicable,
+}
+
 /// The server actor.
 pub struct ServerActor {
     config: Arc<ServerConfig>,
@@ -180,6 +203,14 @@ pub struct ServerActor {
     missed_pings: u32,
     /// The protocol version to ask for after the default handshake was refused.
     fallback: Option<ProtocolVersion>,
+    /// Whether the current connection ended because its stdio process exited.
+    exited: bool,
+    /// The epoch whose crash a restart for calls is in flight for.
+    reviving: Option<u64>,
+    /// Calls waiting for that restart.
+    revive_waiters: Vec<tokio::sync::oneshot::Sender<Revival>>,
+    /// The last restart for calls: the epoch that crashed, and the new epoch or the error.
+    revived: Option<(u64, Result<u64, String>)>,
 }
 
 impl ServerActor {
@@ -212,6 +243,10 @@ impl ServerActor {
             health: None,
             missed_pings: 0,
             fallback: None,
+            exited: false,
+            reviving: None,
+            revive_waiters: Vec::new(),
+            revived: None,
         }
     }
 
@@ -273,6 +308,7 @@ impl ServerActor {
     fn connect(&mut self, ctx: &mut Context<Self>) {
         self.cancel_timers(ctx);
         self.drop_connection();
+        self.exited = false;
         self.epoch += 1;
         let epoch = self.epoch;
         self.set_state(ServerState::Pending);
@@ -402,6 +438,7 @@ impl ServerActor {
                 self.set_state(ServerState::Connected);
                 tracing::info!(server = %self.name(), tools = self.catalog.tools.len(), "connected");
                 self.report("initial listing");
+                self.finish_revival(Ok(epoch));
             }
             Err(e) => {
                 tracing::warn!(server = %self.name(), error = %e, "connect failed");
@@ -410,6 +447,7 @@ impl ServerActor {
                 if self.fallback.is_none()
                     && self.settings.protocol_version.is_none()
                     && self.connector.is_remote()
+                    && !unavailable(&e)
                     && matches!(
                         e,
                         TransportError::Initialize {
@@ -431,12 +469,17 @@ impl ServerActor {
                     }
                 }
                 let state = if e.needs_auth() {
-                    ServerState::NeedsAuth { reason: message }
+                    ServerState::NeedsAuth {
+                        reason: message.clone(),
+                    }
                 } else {
-                    ServerState::Failed { error: message }
+                    ServerState::Failed {
+                        error: message.clone(),
+                    }
                 };
                 self.set_state(state);
                 self.report("connect failed");
+                self.finish_revival(Err(message));
             }
         }
     }
@@ -464,8 +507,64 @@ impl ServerActor {
                 Err(last) => message = last,
             }
         }
+        // Only a stdio process that went away may be restarted by a call (R7).
+        self.exited = self.connector.kind() == "stdio";
         self.set_state(ServerState::Failed { error: message });
         self.report("connection lost");
+    }
+
+    /// Answers every call waiting for the restart in flight (if any) with how it ended.
+    fn finish_revival(&mut self, outcome: Result<u64, String>) {
+        let Some(origin) = self.reviving.take() else {
+            return;
+        };
+        let answer = match &outcome {
+            Ok(epoch) => Revival::Connected { epoch: *epoch },
+            Err(error) => Revival::Failed {
+                error: error.clone(),
+            },
+        };
+        for waiter in self.revive_waiters.drain(..) {
+            let _ = waiter.send(answer.clone());
+        }
+        self.revived = Some((origin, outcome));
+    }
+
+    /// What a call bound to `bound_epoch` gets (see [`ReviveForCall`]); `None` when it has to
+    /// wait for the restart in flight.
+    fn revival_for(&mut self, bound_epoch: u64, ctx: &mut Context<Self>) -> Option<Revival> {
+        if self.stopped {
+            return Some(Revival::NotApplicable);
+        }
+        if self.reviving.is_some() {
+            return None;
+        }
+        let failed = matches!(self.status.state, ServerState::Failed { .. });
+        if failed && self.exited && bound_epoch <= self.epoch {
+            // One restart per exit: `exited` is cleared by the connect, and a connect that
+            // fails leaves the server failed without it.
+            tracing::info!(server = %self.name(), "the process exited; restarting it once for a call");
+            self.reviving = Some(self.epoch);
+            self.status.attempts = 0;
+            self.connect(ctx);
+            return None;
+        }
+        match &self.revived {
+            // The connection that replaced the bound one came from a restart for calls.
+            Some((origin, Ok(epoch)))
+                if *origin >= bound_epoch
+                    && *epoch == self.epoch
+                    && self.status.state == ServerState::Connected =>
+            {
+                Some(Revival::Connected { epoch: *epoch })
+            }
+            Some((origin, Err(error))) if *origin >= bound_epoch && failed => {
+                Some(Revival::Failed {
+                    error: error.clone(),
+                })
+            }
+            _ => Some(Revival::NotApplicable),
+        }
     }
 
     /// Schedules the next reconnect attempt with backoff, unless the attempts are used up.
@@ -744,6 +843,23 @@ impl Handler<Restart> for ServerActor {
     }
 }
 
+impl Handler<ReviveForCall> for ServerActor {
+    type Result = ResponseFuture<Revival>;
+
+    fn handle(&mut self, msg: ReviveForCall, ctx: &mut Self::Context) -> Self::Result {
+        if let Some(answer) = self.revival_for(msg.bound_epoch, ctx) {
+            return Box::pin(std::future::ready(answer));
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.revive_waiters.push(tx);
+        Box::pin(async move {
+            rx.await.unwrap_or(Revival::Failed {
+                error: "the server was stopped while it restarted".into(),
+            })
+        })
+    }
+}
+
 impl Handler<Shutdown> for ServerActor {
     type Result = ResponseActFuture<Self, ()>;
 
@@ -751,6 +867,9 @@ impl Handler<Shutdown> for ServerActor {
         // Timers first: a pending reconnect must never bring back the old configuration.
         self.cancel_timers(ctx);
         self.stopped = true;
+        self.finish_revival(Err(
+            "the server was stopped (removed, replaced or shut down)".into(),
+        ));
         self.settings.cache.drop_server(&self.config.name);
         let session = self.session.take();
         Box::pin(
@@ -764,5 +883,47 @@ impl Handler<Shutdown> for ServerActor {
     }
 }
 
+/// Whether a failed handshake means the server is unavailable for now (it answered HTTP 5xx or
+/// 429) rather than that it refused the handshake: such a server is retried as it is, never
+/// switched to another protocol era. The transport reports the status only in its message.
+fn unavailable(e: &TransportError) -> bool {
+    let text = e.to_string();
+    text.match_indices("HTTP ").any(|(at, _)| {
+        let code = text[at + 5..].as_bytes();
+        code.len() >= 3
+            && code[..3].iter().all(u8::is_ascii_digit)
+            && (code[0] == b'5' || &code[..3] == b"429")
+            && code.get(3).is_none_or(|b| !b.is_ascii_digit())
+    })
+}
+
 /// How long runtime shutdown waits for one server to close before moving on.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn init_failure(message: &str) -> TransportError {
+        TransportError::Initialize {
+            message: message.into(),
+            auth_required: false,
+            stderr_tail: None,
+        }
+    }
+
+    #[test]
+    fn only_5xx_and_429_count_as_unavailable() {
+        assert!(unavailable(&init_failure(
+            "error: HTTP 503, when send initialize request"
+        )));
+        assert!(unavailable(&init_failure("HTTP 500")));
+        assert!(unavailable(&init_failure("HTTP 429 too many requests")));
+        assert!(!unavailable(&init_failure(
+            "HTTP 404, when send initialize request"
+        )));
+        assert!(!unavailable(&init_failure("HTTP 400")));
+        assert!(!unavailable(&init_failure("HTTP 5000 bytes")));
+        assert!(!unavailable(&init_failure("unsupported protocol version")));
+    }
+}
