@@ -889,7 +889,7 @@ impl Handler<Shutdown> for ServerActor {
 fn unavailable(e: &TransportError) -> bool {
     let text = e.to_string();
     text.match_indices("HTTP ").any(|(at, _)| {
-        let code = text[at + 5..].as_bytes();
+        let code = &text.as_bytes()[at + 5..];
         code.len() >= 3
             && code[..3].iter().all(u8::is_ascii_digit)
             && (code[0] == b'5' || &code[..3] == b"429")
