@@ -218,7 +218,7 @@ async fn run(cli: Cli) -> u8 {
         _ => {}
     }
     if let Command::Config { json, action } = &cli.command {
-        return commands::config::run(cli.config.as_deref(), *json, action.as_ref());
+        return commands::config::run(cli.config.as_deref(), *json, action.as_ref()).await;
     }
     let (runtime, deadline) = match &cli.command {
         Command::Demo => match commands::demo::build() {
@@ -252,6 +252,22 @@ async fn run(cli: Cli) -> u8 {
             }
         }
     };
+    // Two-phase loading: remote sources are fetched while the local servers connect. `watch`
+    // shows them join live; a one-shot command waits for them (each bounded by its timeout).
+    if cli.config.is_none()
+        && !matches!(
+            cli.command,
+            Command::Demo | Command::ConformanceClient { .. }
+        )
+    {
+        let joining = runtime.join_remote_sources(commands::config::shared_sources().clone());
+        if !matches!(cli.command, Command::Watch { .. }) {
+            let _ = joining.await;
+            if let Err(e) = runtime.refresh_if_dirty().await {
+                tracing::warn!(error = %e, "the remote sources' servers could not be applied");
+            }
+        }
+    }
     let code = tokio::select! {
         code = execute(&runtime, cli.command, deadline, cli.config.clone()) => code,
         signal = interrupted() => {

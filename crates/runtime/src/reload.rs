@@ -97,4 +97,58 @@ impl Runtime {
         });
         ConfigWatch { stop, last_error }
     }
+
+    /// Two-phase loading (R2), second phase: fetches the remote sources `sources` lists
+    /// (concurrently, each bounded by its timeout) in the background and, when any answered,
+    /// makes the merged config — local files plus remote servers — the desired state, applied
+    /// by the next refresh (requested at once). The runtime must have been started with the
+    /// local config of the same `sources`: local servers are connecting while this runs, and
+    /// unchanged ones keep their connections when the remote servers join. A source that fails
+    /// is logged with its config key and changes nothing. The returned handle resolves to each
+    /// source's outcome (awaiting it is optional).
+    pub fn join_remote_sources(
+        &self,
+        sources: crate::sources::Sources,
+    ) -> tokio::task::JoinHandle<Vec<(String, Result<usize, String>)>> {
+        let inner = Arc::downgrade(&self.inner);
+        tokio::spawn(async move {
+            let outcomes = match sources.fetch_remote().await {
+                Ok(o) => o,
+                Err(e) => {
+                    tracing::warn!(error = %e, "remote sources not fetched");
+                    return Vec::new();
+                }
+            };
+            let mut report = Vec::new();
+            let mut joined = false;
+            for (source, outcome) in outcomes {
+                let name = format!("{} ({})", source.key(), source.shown_url());
+                match &outcome {
+                    Ok(n) => {
+                        joined = true;
+                        tracing::info!(source = %name, servers = n, "remote source fetched");
+                    }
+                    Err(e) => {
+                        tracing::warn!(source = %name, error = %e, "remote source failed; its servers are not loaded")
+                    }
+                }
+                report.push((name, outcome.map_err(|e| e.to_string())));
+            }
+            if joined && let Some(inner) = inner.upgrade() {
+                match sources.merge() {
+                    Ok(merged) => {
+                        for (server, reason) in &merged.dropped {
+                            tracing::warn!(%server, "not loaded: {reason}");
+                        }
+                        inner.control.mark(merged.config);
+                        inner.control.prewarm();
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the config cannot be merged with the remote sources")
+                    }
+                }
+            }
+            report
+        })
+    }
 }

@@ -18,6 +18,7 @@ pub mod auth;
 pub mod callbacks;
 pub mod connector;
 pub mod error;
+pub mod fetch;
 pub mod handler;
 pub mod http;
 pub mod in_process;

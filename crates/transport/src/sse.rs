@@ -358,7 +358,8 @@ pub fn resolve_endpoint(sse_url: &Url, data: &str) -> Result<Url, String> {
 
 /// A URL as shown in errors and logs: no user info, no query, no fragment.
 /// A reqwest error without its URL (which may carry a query), with its causes.
-fn describe(e: &reqwest::Error) -> String {
+/// A reqwest error as text without its URL (which may carry a query or credentials).
+pub(crate) fn describe(e: &reqwest::Error) -> String {
     let head = if e.is_connect() {
         "could not connect"
     } else if e.is_timeout() {

@@ -62,7 +62,11 @@ fn status_line(u: &TaskUpdate) -> String {
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_else(|| format!("{:?}", u.status));
     match &u.message {
-        Some(m) => format!("task {}: {status} — {}", printable(&u.task_id), printable(m)),
+        Some(m) => format!(
+            "task {}: {status} — {}",
+            printable(&u.task_id),
+            printable(m)
+        ),
         None => format!("task {}: {status}", printable(&u.task_id)),
     }
 }

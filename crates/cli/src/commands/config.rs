@@ -2,10 +2,11 @@
 //! is enabled, and what was dropped and why) and `mcp-harness config import FILE [--out PATH]`
 //! (another host's config in our format). Also how every other command loads its config:
 //! `--config PATH` reads only that file, in any supported format; without it the user and
-//! project sources are merged.
+//! project sources are merged, and the user config's remote sources join as a second batch.
 //!
 //! Invariant: nothing here prints a value read from the environment: the table shows no
-//! commands, URLs or headers, and an import keeps `${VAR}` references unexpanded.
+//! commands, server URLs or headers (a remote source is shown by its config key and its URL
+//! without query or credentials), and an import keeps `${VAR}` references unexpanded.
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -31,20 +32,27 @@ pub enum Action {
     },
 }
 
+/// The sources of this process (one instance, so that remote sources fetched once are part of
+/// every later merge, hot reloads included).
+pub fn shared_sources() -> &'static Sources {
+    static SOURCES: std::sync::OnceLock<Sources> = std::sync::OnceLock::new();
+    SOURCES.get_or_init(Sources::new)
+}
+
 /// The config every other command runs with: only `explicit` when given, else the merged
-/// sources. Dropped servers are logged (with why).
+/// sources (remote ones as far as fetched). Dropped servers are logged (with why).
 pub fn load(explicit: Option<&Path>) -> Result<Config, String> {
     if let Some(path) = explicit {
         return sources::load_any(path)
             .map(|(c, _)| c)
             .map_err(|e| e.to_string());
     }
-    let sources = Sources::new();
+    let sources = shared_sources();
     let merged = sources.merge().map_err(|e| e.to_string())?;
     if merged.files.is_empty() {
         return Err(format!(
             "no config found ({}): pass --config PATH, or try `mcp-harness demo`",
-            looked_in(&sources)
+            looked_in(sources)
         ));
     }
     for (server, reason) in &merged.dropped {
@@ -70,10 +78,10 @@ pub fn files(explicit: Option<&Path>) -> Vec<PathBuf> {
 }
 
 /// Runs `config` (with `action`, or showing the merged config); returns the exit code.
-pub fn run(explicit: Option<&Path>, json: bool, action: Option<&Action>) -> u8 {
+pub async fn run(explicit: Option<&Path>, json: bool, action: Option<&Action>) -> u8 {
     let result = match action {
         Some(Action::Import { file, out }) => import(file, out.as_deref()),
-        None => show(explicit, json),
+        None => show(explicit, json).await,
     };
     match result {
         Ok(text) => {
@@ -98,7 +106,7 @@ fn looked_in(sources: &Sources) -> String {
 
 /// The merged config (or only `explicit`) as a table or JSON. Unset environment variables do
 /// not stop it: they are listed instead (as empty, `${VAR:-default}` takes its default).
-fn show(explicit: Option<&Path>, json: bool) -> Result<String, String> {
+async fn show(explicit: Option<&Path>, json: bool) -> Result<String, String> {
     let unset = Arc::new(Mutex::new(BTreeSet::new()));
     let lookup = {
         let unset = unset.clone();
@@ -116,6 +124,7 @@ fn show(explicit: Option<&Path>, json: bool) -> Result<String, String> {
             let (config, converted) =
                 sources::load_noted(path, &lookup).map_err(|e| e.to_string())?;
             let origin = Origin {
+                url: None,
                 path: Some(path.to_path_buf()),
                 format: converted.format,
                 scope: Scope::Explicit,
@@ -130,11 +139,22 @@ fn show(explicit: Option<&Path>, json: bool) -> Result<String, String> {
                 dropped: Vec::new(),
                 files: vec![origin],
                 notes: converted.notes,
+                remote: Vec::new(),
             }
         }
         None => {
             let sources = Sources::new().with_env(lookup);
-            let merged = sources.merge().map_err(|e| e.to_string())?;
+            let mut merged = sources.merge().map_err(|e| e.to_string())?;
+            if !merged.remote.is_empty() {
+                let outcomes = sources.fetch_remote().await.map_err(|e| e.to_string())?;
+                let failed: Vec<String> = outcomes
+                    .into_iter()
+                    .filter_map(|(_, outcome)| outcome.err())
+                    .map(|e| format!("{e}; its servers are not loaded"))
+                    .collect();
+                merged = sources.merge().map_err(|e| e.to_string())?;
+                merged.notes.extend(failed);
+            }
             if merged.files.is_empty() && merged.config.servers.is_empty() {
                 return Err(format!(
                     "no config found ({}): pass --config PATH, or write one of those files \
@@ -193,7 +213,9 @@ fn to_json(merged: &Merged) -> serde_json::Value {
                 "name": s.name,
                 "transport": s.transport.kind(),
                 "enabled": s.enabled,
-                "source": origin.and_then(|o| o.path.as_ref()).map(|p| p.display().to_string()),
+                "source": origin.and_then(|o| {
+                    o.path.as_ref().map(|p| p.display().to_string()).or_else(|| o.url.clone())
+                }),
                 "scope": origin.map(|o| o.scope.name()),
                 "format": origin.map(|o| o.format.id()),
             })
@@ -236,9 +258,11 @@ fn to_table(merged: &Merged) -> String {
                 if s.enabled { "yes" } else { "no" }.to_string(),
                 origin.map_or("", |o| o.scope.name()).to_string(),
                 origin.map_or("", |o| o.format.name()).to_string(),
-                origin
-                    .and_then(|o| o.path.as_deref())
-                    .map_or_else(|| "(dynamic)".to_string(), short),
+                match origin {
+                    Some(Origin { path: Some(p), .. }) => short(p),
+                    Some(Origin { url: Some(u), .. }) => u.clone(),
+                    _ => "(dynamic)".to_string(),
+                },
             ]
         })
         .collect();

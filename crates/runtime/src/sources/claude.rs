@@ -33,6 +33,7 @@ pub(super) const HARNESS_SECTIONS: &[&str] = &[
     "output",
     "allowedServers",
     "deniedServers",
+    "remoteSources",
 ];
 
 /// Converts an `mcpServers` file. With `host_settings` (Claude Desktop's config, Claude Code's
@@ -51,6 +52,9 @@ pub(super) fn convert(
         let denied = root.remove("deniedServers");
         if allowed.is_some() || denied.is_some() {
             out.policy = Some(Policy::from_json(file, allowed, denied)?);
+        }
+        if let Some(remote) = root.remove("remoteSources") {
+            out.remote = Some(super::remote::RemoteSource::list_from_json(file, remote)?);
         }
     }
     if !host_settings {

@@ -1,6 +1,8 @@
 //! Merging config sources (R1): user, project and dynamic servers, in one documented order.
 //!
 //! Precedence, lowest first — a later source replaces a same-named server wholesale:
+//! 0. remote sources listed in the user config's `remoteSources`, once fetched
+//!    ([`Sources::fetch_remote`]; see [`super::remote`]), in list order;
 //! 1. user: `$XDG_CONFIG_HOME/mcp-harness/config.json` (default `~/.config/mcp-harness/config.json`);
 //! 2. project `./.mcp.json` (Claude Code's file);
 //! 3. project `./.mcp-harness.json`;
@@ -21,16 +23,19 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value};
 
+use super::remote::{RemoteLayer, RemoteSource};
 use super::{Converted, Format};
 use crate::config::{Config, ConfigError, ServerConfig, TransportConfig};
 
 /// Where a server's definition came from, lowest precedence first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Scope {
+    /// A remote source of the user config (`remoteSources`).
+    Remote,
     /// The user config.
     User,
     /// The project's `.mcp.json`.
@@ -47,6 +52,7 @@ impl Scope {
     /// Short name shown to users.
     pub fn name(self) -> &'static str {
         match self {
+            Scope::Remote => "remote",
             Scope::User => "user",
             Scope::ProjectMcpJson | Scope::ProjectHarnessJson => "project",
             Scope::Dynamic => "dynamic",
@@ -58,8 +64,10 @@ impl Scope {
 /// The source of one server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Origin {
-    /// The file; `None` for a dynamic server.
+    /// The file; `None` for a dynamic or remote server.
     pub path: Option<PathBuf>,
+    /// For a remote server: `remoteSources[i] (URL without query)`.
+    pub url: Option<String>,
     /// The file's format (a dynamic server counts as ours).
     pub format: Format,
     pub scope: Scope,
@@ -67,9 +75,10 @@ pub struct Origin {
 
 impl std::fmt::Display for Origin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.path {
-            Some(p) => write!(f, "{}", p.display()),
-            None => f.write_str("(dynamic)"),
+        match (&self.path, &self.url) {
+            (Some(p), _) => write!(f, "{}", p.display()),
+            (None, Some(url)) => f.write_str(url),
+            (None, None) => f.write_str("(dynamic)"),
         }
     }
 }
@@ -89,6 +98,8 @@ pub struct Merged {
     /// Notes from the files (ignored host keys, inputs read from the environment), each
     /// prefixed with its file.
     pub notes: Vec<String>,
+    /// The user config's `remoteSources` (fetched or not).
+    pub remote: Vec<RemoteSource>,
 }
 
 impl Merged {
@@ -219,6 +230,8 @@ pub struct Sources {
     project: Option<PathBuf>,
     dynamic: Vec<ServerConfig>,
     lookup: Lookup,
+    /// The remote sources fetched so far, by URL (shared by clones, so a reload sees them).
+    fetched: Arc<Mutex<BTreeMap<String, RemoteLayer>>>,
 }
 
 impl std::fmt::Debug for Sources {
@@ -246,6 +259,7 @@ impl Sources {
             project: std::env::current_dir().ok(),
             dynamic: Vec::new(),
             lookup: Arc::new(|name| std::env::var(name).ok()),
+            fetched: Arc::default(),
         }
     }
 
@@ -323,8 +337,17 @@ impl Sources {
                     ),
                 });
             }
+            if scope != Scope::User && converted.remote.is_some() {
+                return Err(ConfigError {
+                    location: path.display().to_string(),
+                    message: "`remoteSources` is a managed setting, read only from the user \
+                              config"
+                        .into(),
+                });
+            }
             let config = converted.to_config(&path, lookup)?;
             let origin = Origin {
+                url: None,
                 path: Some(path),
                 format: converted.format,
                 scope,
@@ -352,6 +375,33 @@ impl Sources {
                 }
                 chosen.insert(name, (server, origin));
             };
+        let remote: Vec<RemoteSource> = layers
+            .iter()
+            .find(|(o, _, _)| o.scope == Scope::User)
+            .and_then(|(_, c, _)| c.remote.clone())
+            .unwrap_or_default();
+        let mut notes: Vec<String> = Vec::new();
+        {
+            let fetched = self.fetched.lock().unwrap_or_else(|e| e.into_inner());
+            // Only sources the user config still lists, in its order.
+            for source in &remote {
+                let Some(layer) = fetched.get(&source.url) else {
+                    continue;
+                };
+                let origin = Origin {
+                    path: None,
+                    url: Some(format!("{} ({})", source.key(), source.shown_url())),
+                    format: Format::Harness,
+                    scope: Scope::Remote,
+                };
+                for note in &layer.notes {
+                    notes.push(format!("{origin}: {note}"));
+                }
+                for (name, server) in &layer.config.servers {
+                    keep(name.clone(), server.clone(), origin.clone(), &mut dropped);
+                }
+            }
+        }
         for (origin, _, config) in &layers {
             for (name, server) in &config.servers {
                 keep(name.clone(), server.clone(), origin.clone(), &mut dropped);
@@ -359,6 +409,7 @@ impl Sources {
         }
         for server in &self.dynamic {
             let origin = Origin {
+                url: None,
                 path: None,
                 format: Format::Harness,
                 scope: Scope::Dynamic,
@@ -383,17 +434,51 @@ impl Sources {
             config.servers.insert(name.clone(), server);
             origins.insert(name, origin);
         }
-        let notes = layers
-            .iter()
-            .flat_map(|(o, c, _)| c.notes.iter().map(move |n| format!("{o}: {n}")))
-            .collect();
+        notes.extend(
+            layers
+                .iter()
+                .flat_map(|(o, c, _)| c.notes.iter().map(move |n| format!("{o}: {n}"))),
+        );
         Ok(Merged {
             config,
             origins,
             dropped,
             files: layers.into_iter().map(|(o, _, _)| o).collect(),
             notes,
+            remote,
         })
+    }
+
+    /// Fetches every remote source the user config lists, concurrently, each within its own
+    /// timeout, and keeps what each answered for the next [`Sources::merge`] (a source that
+    /// fails keeps its previous answer, if any). Returns each source with its outcome: the
+    /// number of servers it defined, or why it failed. Local files are read, never waited on.
+    pub async fn fetch_remote(
+        &self,
+    ) -> Result<Vec<(RemoteSource, Result<usize, ConfigError>)>, ConfigError> {
+        let remote = self.merge()?.remote;
+        let lookup = self.lookup.clone();
+        let fetches = remote.iter().map(|source| {
+            let lookup = lookup.clone();
+            async move {
+                let lookup = move |name: &str| lookup(name);
+                source.fetch(&lookup).await
+            }
+        });
+        let answers = futures::future::join_all(fetches).await;
+        let mut fetched = self.fetched.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(remote
+            .into_iter()
+            .zip(answers)
+            .map(|(source, answer)| {
+                let outcome = answer.map(|layer| {
+                    let count = layer.config.servers.len();
+                    fetched.insert(source.url.clone(), layer);
+                    count
+                });
+                (source, outcome)
+            })
+            .collect())
     }
 }
 

@@ -19,6 +19,7 @@ mod codex;
 mod cursor;
 mod gemini;
 mod merge;
+pub mod remote;
 mod vscode;
 
 use std::collections::BTreeMap;
@@ -169,6 +170,8 @@ pub struct Converted {
     pub notes: Vec<String>,
     /// `allowedServers` / `deniedServers`, when the file (our format only) has them.
     pub policy: Option<Policy>,
+    /// `remoteSources`, when the file (our format only) has them.
+    pub remote: Option<Vec<remote::RemoteSource>>,
     /// VS Code inputs each server uses: (input id, its description, the variable it is read from).
     inputs: BTreeMap<String, Vec<InputRef>>,
     /// Per server: a hint appended to a validation error (e.g. which host key became `type`).
@@ -190,6 +193,7 @@ impl Converted {
             document: Value::Object(Map::new()),
             notes: Vec::new(),
             policy: None,
+            remote: None,
             inputs: BTreeMap::new(),
             hints: BTreeMap::new(),
         }
