@@ -869,3 +869,83 @@ fn duplicates_need_the_same_content_and_disabled_ones_are_not_duplicates() {
     assert!(merged.dropped[0].0 == "f" && merged.dropped[0].1.contains("\"e\""));
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Plugin folders beside the user config: each folder's `.mcp.json` adds servers, below the
+/// user config in precedence, with `${PLUGIN_ROOT}` (or Claude Code's `${CLAUDE_PLUGIN_ROOT}`)
+/// naming the folder; a plugin cannot set managed settings (the key is an error naming the
+/// file); a folder without `.mcp.json` adds nothing.
+#[test]
+fn plugin_folders_add_servers_below_the_user_config() {
+    let dir = temp_dir("plugins");
+    let user = dir.join("config.json");
+    std::fs::write(
+        &user,
+        r#"{"mcpServers": {"shared": {"command": "user-wins"}}}"#,
+    )
+    .expect("write");
+    let plugin = |name: &str, text: &str| {
+        let folder = dir.join("plugins").join(name);
+        std::fs::create_dir_all(&folder).expect("plugin dir");
+        std::fs::write(folder.join(".mcp.json"), text).expect("write");
+        folder
+    };
+    let alpha = plugin(
+        "alpha",
+        r#"{"mcpServers": {"alpha-tools": {"command": "${PLUGIN_ROOT}/bin/serve", "args": ["--root", "${CLAUDE_PLUGIN_ROOT}"]},
+                           "shared": {"command": "plugin-loses"}}}"#,
+    );
+    plugin(
+        "beta",
+        r#"{"mcpServers": {"beta-web": {"type": "http", "url": "https://beta.example/mcp"}}}"#,
+    );
+    std::fs::create_dir_all(dir.join("plugins").join("empty")).expect("empty plugin");
+    let sources = Sources::new()
+        .with_user_file(Some(user.clone()))
+        .with_project_dir(None)
+        .with_env(env);
+    assert_eq!(sources.plugins_dir(), Some(dir.join("plugins")));
+    let scopes: Vec<Scope> = sources.files().iter().map(|(s, _)| *s).collect();
+    assert_eq!(
+        scopes,
+        [Scope::Plugin, Scope::Plugin, Scope::Plugin, Scope::User],
+        "plugin folders in name order, then the user config"
+    );
+    let merged = sources.merge().expect("merges");
+    assert_eq!(
+        merged.config.servers.keys().collect::<Vec<_>>(),
+        ["alpha-tools", "beta-web", "shared"]
+    );
+    let TransportConfig::Stdio(spec) = &merged.config.servers["alpha-tools"].transport else {
+        panic!("stdio");
+    };
+    assert_eq!(spec.command, format!("{}/bin/serve", alpha.display()));
+    assert_eq!(
+        spec.args,
+        ["--root".to_string(), alpha.display().to_string()]
+    );
+    let TransportConfig::Stdio(spec) = &merged.config.servers["shared"].transport else {
+        panic!("stdio");
+    };
+    assert_eq!(spec.command, "user-wins");
+    assert_eq!(merged.origins["beta-web"].scope, Scope::Plugin);
+    assert_eq!(merged.origins["shared"].scope, Scope::User);
+    assert!(
+        merged
+            .dropped
+            .iter()
+            .any(|(n, r)| n == "shared" && r.contains("plugins/alpha/.mcp.json")),
+        "{:?}",
+        merged.dropped
+    );
+
+    plugin("gamma", r#"{"deniedServers": ["*"], "mcpServers": {}}"#);
+    let err = sources
+        .merge()
+        .expect_err("managed setting in a plugin")
+        .to_string();
+    assert!(
+        err.contains("plugins/gamma/.mcp.json") && err.contains("deniedServers"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

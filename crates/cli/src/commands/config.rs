@@ -69,11 +69,16 @@ pub fn load(explicit: Option<&Path>) -> Result<Config, String> {
 pub fn files(explicit: Option<&Path>) -> Vec<PathBuf> {
     match explicit {
         Some(path) => vec![path.to_path_buf()],
-        None => Sources::new()
-            .files()
-            .into_iter()
-            .map(|(_, path)| path)
-            .collect(),
+        None => {
+            let sources = shared_sources();
+            // The plugins folder too: adding or removing a plugin changes its time.
+            sources
+                .files()
+                .into_iter()
+                .map(|(_, path)| path)
+                .chain(sources.plugins_dir())
+                .collect()
+        }
     }
 }
 

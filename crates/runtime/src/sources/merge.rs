@@ -3,6 +3,10 @@
 //! Precedence, lowest first — a later source replaces a same-named server wholesale:
 //! 0. remote sources listed in the user config's `remoteSources`, once fetched
 //!    ([`Sources::fetch_remote`]; see [`super::remote`]), in list order;
+//! 0. plugins: each folder of `plugins/` beside the user config (e.g.
+//!    `~/.config/mcp-harness/plugins/NAME/`) may hold a `.mcp.json` (Claude Code's plugin
+//!    layout), in folder-name order; in it `${PLUGIN_ROOT}` (or `${CLAUDE_PLUGIN_ROOT}`) is the
+//!    plugin's folder;
 //! 1. user: `$XDG_CONFIG_HOME/mcp-harness/config.json` (default `~/.config/mcp-harness/config.json`);
 //! 2. project `./.mcp.json` (Claude Code's file);
 //! 3. project `./.mcp-harness.json`;
@@ -36,6 +40,8 @@ use crate::config::{Config, ConfigError, ServerConfig, TransportConfig};
 pub enum Scope {
     /// A remote source of the user config (`remoteSources`).
     Remote,
+    /// A plugin folder's `.mcp.json`.
+    Plugin,
     /// The user config.
     User,
     /// The project's `.mcp.json`.
@@ -53,6 +59,7 @@ impl Scope {
     pub fn name(self) -> &'static str {
         match self {
             Scope::Remote => "remote",
+            Scope::Plugin => "plugin",
             Scope::User => "user",
             Scope::ProjectMcpJson | Scope::ProjectHarnessJson => "project",
             Scope::Dynamic => "dynamic",
@@ -227,6 +234,8 @@ type Lookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 pub struct Sources {
     /// `None`: the default location, found through `lookup`; `Some(None)`: no user config.
     user: Option<Option<PathBuf>>,
+    /// `None`: `plugins/` beside the user config; `Some(None)`: no plugins.
+    plugins: Option<Option<PathBuf>>,
     project: Option<PathBuf>,
     dynamic: Vec<ServerConfig>,
     lookup: Lookup,
@@ -256,6 +265,7 @@ impl Sources {
     pub fn new() -> Self {
         Self {
             user: None,
+            plugins: None,
             project: std::env::current_dir().ok(),
             dynamic: Vec::new(),
             lookup: Arc::new(|name| std::env::var(name).ok()),
@@ -267,6 +277,28 @@ impl Sources {
     pub fn with_user_file(mut self, path: Option<PathBuf>) -> Self {
         self.user = Some(path);
         self
+    }
+
+    /// Reads plugins from the folders in `dir` (`None`: no plugins) instead of `plugins/`
+    /// beside the user config.
+    pub fn with_plugins_dir(mut self, dir: Option<PathBuf>) -> Self {
+        self.plugins = Some(dir);
+        self
+    }
+
+    /// The folder whose subfolders are plugins, if any.
+    pub fn plugins_dir(&self) -> Option<PathBuf> {
+        match &self.plugins {
+            Some(dir) => dir.clone(),
+            None => self.user_file()?.parent().map(|p| p.join("plugins")),
+        }
+    }
+
+    fn user_file(&self) -> Option<PathBuf> {
+        match &self.user {
+            Some(p) => p.clone(),
+            None => user_config_path(&*self.lookup),
+        }
     }
 
     /// Reads the project files from `dir` (`None`: no project files).
@@ -291,14 +323,24 @@ impl Sources {
         self.dynamic.push(server);
     }
 
-    /// The files this merges, lowest precedence first, whether or not they exist.
+    /// The files this merges, lowest precedence first: the `.mcp.json` of each plugin folder
+    /// that exists now, then the user and project files whether or not they exist.
     pub fn files(&self) -> Vec<(Scope, PathBuf)> {
         let mut out = Vec::new();
-        let user = match &self.user {
-            Some(p) => p.clone(),
-            None => user_config_path(&*self.lookup),
-        };
-        if let Some(p) = user {
+        if let Some(Ok(entries)) = self.plugins_dir().map(std::fs::read_dir) {
+            let mut folders: Vec<PathBuf> = entries
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.is_dir())
+                .collect();
+            folders.sort();
+            out.extend(
+                folders
+                    .into_iter()
+                    .map(|f| (Scope::Plugin, f.join(".mcp.json"))),
+            );
+        }
+        if let Some(p) = self.user_file() {
             out.push((Scope::User, p));
         }
         if let Some(dir) = &self.project {
@@ -313,7 +355,7 @@ impl Sources {
     pub fn merge(&self) -> Result<Merged, ConfigError> {
         let lookup = &*self.lookup;
         let mut layers: Vec<(Origin, Converted, Config)> = Vec::new();
-        let mut user_path = None;
+        let user_path = self.user_file().filter(|p| p.is_file());
         for (scope, path) in self.files() {
             if !path.is_file() {
                 continue;
@@ -323,9 +365,7 @@ impl Sources {
                 message: format!("cannot read the config file: {e}"),
             })?;
             let converted = super::convert(&text, &path)?;
-            if scope == Scope::User {
-                user_path = Some(path.clone());
-            } else if converted.policy.is_some() {
+            if scope != Scope::User && converted.policy.is_some() {
                 return Err(ConfigError {
                     location: path.display().to_string(),
                     message: format!(
@@ -345,7 +385,19 @@ impl Sources {
                         .into(),
                 });
             }
-            let config = converted.to_config(&path, lookup)?;
+            let config = if scope == Scope::Plugin {
+                let root = path
+                    .parent()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default();
+                let plugin_lookup = |name: &str| match name {
+                    "PLUGIN_ROOT" | "CLAUDE_PLUGIN_ROOT" => Some(root.clone()),
+                    _ => lookup(name),
+                };
+                converted.to_config(&path, &plugin_lookup)?
+            } else {
+                converted.to_config(&path, lookup)?
+            };
             let origin = Origin {
                 url: None,
                 path: Some(path),
