@@ -1,7 +1,8 @@
-//! The CLI's answers to what needs a person: tool-call approvals and server elicitations, asked
-//! on the terminal. Without a terminal (stdin not a TTY), approvals are denied with the config
-//! key that would allow the call, and elicitations are declined — nothing is answered on the
-//! user's behalf.
+//! The CLI's answers to what needs a person: tool-call approvals, server elicitations and VS Code
+//! config inputs, asked on the terminal. Without a terminal (stdin not a TTY), approvals are
+//! denied with the config key that would allow the call, elicitations are declined and inputs
+//! stay unset (the config error names the variable to set) — nothing is answered on the user's
+//! behalf. Password inputs are read with echo off and never printed.
 
 use std::io::{BufRead, IsTerminal, Write};
 
@@ -31,6 +32,73 @@ async fn ask(prompt: String) -> Option<String> {
     .await
     .ok()
     .flatten()
+}
+
+/// Asks for a VS Code input (`${input:ID}`) the environment has no value for; `None` without a
+/// terminal. A `password` input is read with echo off.
+pub fn ask_input(request: &mcp_harness_runtime::sources::InputRequest) -> Option<String> {
+    if !interactive() {
+        return None;
+    }
+    let about = request
+        .description
+        .as_deref()
+        .map(|d| {
+            format!(
+                " — {}",
+                d.chars().filter(|c| !c.is_control()).collect::<String>()
+            )
+        })
+        .unwrap_or_default();
+    let mut err = std::io::stderr();
+    let _ = write!(
+        err,
+        "server \"{}\" needs VS Code input \"{}\"{about}\n(or set {} next time): ",
+        request.server, request.id, request.variable
+    );
+    let _ = err.flush();
+    let _echo = request.password.then(EchoOff::new);
+    let mut line = String::new();
+    let read = std::io::stdin().lock().read_line(&mut line);
+    if request.password {
+        let _ = writeln!(err);
+    }
+    match read {
+        Ok(0) | Err(_) => None,
+        Ok(_) => Some(line.trim_end_matches(['\r', '\n']).to_string()),
+    }
+}
+
+/// Turns terminal echo off on stdin until dropped.
+struct EchoOff(Option<libc::termios>);
+
+impl EchoOff {
+    fn new() -> Self {
+        // SAFETY: tcgetattr/tcsetattr on fd 0 with a termios we own; failure leaves echo as is.
+        unsafe {
+            let mut saved: libc::termios = std::mem::zeroed();
+            if libc::tcgetattr(0, &mut saved) != 0 {
+                return Self(None);
+            }
+            let mut quiet = saved;
+            quiet.c_lflag &= !libc::ECHO;
+            if libc::tcsetattr(0, libc::TCSANOW, &quiet) != 0 {
+                return Self(None);
+            }
+            Self(Some(saved))
+        }
+    }
+}
+
+impl Drop for EchoOff {
+    fn drop(&mut self) {
+        if let Some(saved) = &self.0 {
+            // SAFETY: restores the settings read in `new`.
+            unsafe {
+                libc::tcsetattr(0, libc::TCSANOW, saved);
+            }
+        }
+    }
 }
 
 /// Asks on the terminal before each call that needs approval.

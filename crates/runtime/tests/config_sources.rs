@@ -205,6 +205,41 @@ fn vscode_mcp_json_with_inputs_from_the_environment() {
         "{err}"
     );
     assert!(!err.contains("SECRET"), "{err}");
+
+    // With a prompt (the CLI asks on the terminal): asked once, with what the config says
+    // about the input, and the answer expands the config.
+    let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = asked.clone();
+    let prompt: sources::InputPrompt = sources::remembering(std::sync::Arc::new(
+        move |request: &sources::InputRequest| {
+            log.lock().unwrap().push(request.clone());
+            Some("typed-by-the-user".to_string())
+        },
+    ));
+    for _ in 0..2 {
+        let (c, _) =
+            sources::load_any_asking(&sample("vscode/.vscode/mcp.json"), &no_input, &prompt)
+                .expect("the prompt answers");
+        let TransportConfig::Stdio(spec) = &c.servers["perplexity"].transport else {
+            panic!("stdio");
+        };
+        assert_eq!(spec.env["PERPLEXITY_API_KEY"], "typed-by-the-user");
+    }
+    let asked = asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1, "remembered: {asked:?}");
+    assert_eq!(asked[0].server, "perplexity");
+    assert_eq!(asked[0].id, "perplexity-key");
+    assert_eq!(asked[0].description.as_deref(), Some("Perplexity API Key"));
+    assert!(asked[0].password);
+    assert_eq!(asked[0].variable, "MCP_INPUT_PERPLEXITY_KEY");
+    // A prompt without an answer (no terminal) fails as before.
+    let silent: sources::InputPrompt = std::sync::Arc::new(|_: &sources::InputRequest| None);
+    let err = sources::load_any_asking(&sample("vscode/.vscode/mcp.json"), &no_input, &silent)
+        .expect_err("no answer");
+    assert!(
+        err.to_string().contains("MCP_INPUT_PERPLEXITY_KEY"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -36,14 +36,22 @@ pub enum Action {
 /// every later merge, hot reloads included).
 pub fn shared_sources() -> &'static Sources {
     static SOURCES: std::sync::OnceLock<Sources> = std::sync::OnceLock::new();
-    SOURCES.get_or_init(Sources::new)
+    SOURCES.get_or_init(|| Sources::new().with_input_prompt(input_prompt()))
+}
+
+/// VS Code inputs the environment lacks are asked on the terminal (once per process).
+fn input_prompt() -> sources::InputPrompt {
+    static PROMPT: std::sync::OnceLock<sources::InputPrompt> = std::sync::OnceLock::new();
+    PROMPT
+        .get_or_init(|| sources::remembering(Arc::new(crate::terminal::ask_input)))
+        .clone()
 }
 
 /// The config every other command runs with: only `explicit` when given, else the merged
 /// sources (remote ones as far as fetched). Dropped servers are logged (with why).
 pub fn load(explicit: Option<&Path>) -> Result<Config, String> {
     if let Some(path) = explicit {
-        return sources::load_any(path)
+        return sources::load_any_asking(path, &|name| std::env::var(name).ok(), &input_prompt())
             .map(|(c, _)| c)
             .map_err(|e| e.to_string());
     }

@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Map, Value};
 
 use super::remote::{RemoteLayer, RemoteSource};
-use super::{Converted, Format};
+use super::{Converted, Format, InputPrompt};
 use crate::config::{Config, ConfigError, ServerConfig, TransportConfig};
 
 /// Where a server's definition came from, lowest precedence first.
@@ -241,6 +241,8 @@ pub struct Sources {
     lookup: Lookup,
     /// The remote sources fetched so far, by URL (shared by clones, so a reload sees them).
     fetched: Arc<Mutex<BTreeMap<String, RemoteLayer>>>,
+    /// Asks for VS Code inputs the environment lacks; each answer is asked once per process.
+    prompt: Option<InputPrompt>,
 }
 
 impl std::fmt::Debug for Sources {
@@ -270,12 +272,20 @@ impl Sources {
             dynamic: Vec::new(),
             lookup: Arc::new(|name| std::env::var(name).ok()),
             fetched: Arc::default(),
+            prompt: None,
         }
     }
 
     /// Reads the user config from `path` (`None`: no user config) instead of the default.
     pub fn with_user_file(mut self, path: Option<PathBuf>) -> Self {
         self.user = Some(path);
+        self
+    }
+
+    /// Asks `prompt` for a VS Code input (`${input:ID}`) the environment has no value for,
+    /// instead of failing; an answer is remembered (in memory only) for later merges.
+    pub fn with_input_prompt(mut self, prompt: InputPrompt) -> Self {
+        self.prompt = Some(super::remembering(prompt));
         self
     }
 
@@ -394,9 +404,9 @@ impl Sources {
                     "PLUGIN_ROOT" | "CLAUDE_PLUGIN_ROOT" => Some(root.clone()),
                     _ => lookup(name),
                 };
-                converted.to_config(&path, &plugin_lookup)?
+                converted.to_config_asking(&path, &plugin_lookup, self.prompt.as_ref())?
             } else {
-                converted.to_config(&path, lookup)?
+                converted.to_config_asking(&path, lookup, self.prompt.as_ref())?
             };
             let origin = Origin {
                 url: None,

@@ -183,7 +183,40 @@ pub struct Converted {
 pub(crate) struct InputRef {
     id: String,
     description: Option<String>,
+    password: bool,
     variable: String,
+}
+
+/// A VS Code input that has no value in the environment, for an [`InputPrompt`] to ask about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputRequest {
+    /// The server whose config uses it.
+    pub server: String,
+    /// The input's `id`.
+    pub id: String,
+    /// The input's `description` (from the config file: show it, don't obey it).
+    pub description: Option<String>,
+    /// `password: true`: do not echo the answer.
+    pub password: bool,
+    /// The environment variable it would have been read from (`MCP_INPUT_<ID>`).
+    pub variable: String,
+}
+
+/// Asks a person for a VS Code input's value (`None`: no answer — the config then fails as if
+/// no one had been asked). The answer is used only to expand the config; it is never logged.
+pub type InputPrompt = std::sync::Arc<dyn Fn(&InputRequest) -> Option<String> + Send + Sync>;
+
+/// `prompt`, asked at most once per input variable: later requests get the first answer (kept
+/// in memory only).
+pub fn remembering(prompt: InputPrompt) -> InputPrompt {
+    let answers: std::sync::Mutex<BTreeMap<String, Option<String>>> = Default::default();
+    std::sync::Arc::new(move |request: &InputRequest| {
+        let mut answers = answers.lock().unwrap_or_else(|e| e.into_inner());
+        answers
+            .entry(request.variable.clone())
+            .or_insert_with(|| prompt(request))
+            .clone()
+    })
 }
 
 impl Converted {
@@ -211,10 +244,36 @@ impl Converted {
         path: &Path,
         lookup: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Config, ConfigError> {
+        self.to_config_asking(path, lookup, None)
+    }
+
+    /// [`Converted::to_config`], asking `prompt` for VS Code inputs the environment has no
+    /// value for.
+    pub fn to_config_asking(
+        &self,
+        path: &Path,
+        lookup: &dyn Fn(&str) -> Option<String>,
+        prompt: Option<&InputPrompt>,
+    ) -> Result<Config, ConfigError> {
         let file = path.display().to_string();
+        let mut answers: BTreeMap<String, String> = BTreeMap::new();
         for (server, inputs) in &self.inputs {
             for input in inputs {
-                if lookup(&input.variable).is_none() {
+                if lookup(&input.variable).is_some() || answers.contains_key(&input.variable) {
+                    continue;
+                }
+                let asked = prompt.and_then(|ask| {
+                    ask(&InputRequest {
+                        server: server.clone(),
+                        id: input.id.clone(),
+                        description: input.description.clone(),
+                        password: input.password,
+                        variable: input.variable.clone(),
+                    })
+                });
+                if let Some(value) = asked {
+                    answers.insert(input.variable.clone(), value);
+                } else {
                     let about = input
                         .description
                         .as_deref()
@@ -224,7 +283,7 @@ impl Converted {
                         location: format!("{file}: server \"{server}\""),
                         message: format!(
                             "VS Code input \"{}\"{about} has no value: set the environment \
-                             variable {} (mcp-harness does not prompt for inputs)",
+                             variable {} (in a terminal, mcp-harness asks for it)",
                             input.id, input.variable
                         ),
                     });
@@ -233,7 +292,8 @@ impl Converted {
         }
         let text =
             serde_json::to_string(&self.document).map_err(|e| error(path, &e.to_string()))?;
-        Config::parse(&text, path, lookup).map_err(|mut e| {
+        let lookup = |name: &str| answers.get(name).cloned().or_else(|| lookup(name));
+        Config::parse(&text, path, &lookup).map_err(|mut e| {
             // Positions would point into the canonical text, not the user's file.
             if let Some(at) = e.message.rfind(" at line ") {
                 e.message.truncate(at);
@@ -271,7 +331,21 @@ pub fn parse_any(
     path: &Path,
     lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Result<(Config, Format), ConfigError> {
-    let (config, converted) = parse_noted(text, path, lookup)?;
+    let (config, converted) = parse_noted(text, path, lookup, None)?;
+    for note in &converted.notes {
+        tracing::info!(file = %path.display(), "{note}");
+    }
+    Ok((config, converted.format))
+}
+
+/// [`load_any_with`], asking `prompt` for VS Code inputs the environment has no value for.
+pub fn load_any_asking(
+    path: &Path,
+    lookup: &dyn Fn(&str) -> Option<String>,
+    prompt: &InputPrompt,
+) -> Result<(Config, Format), ConfigError> {
+    let text = read(path)?;
+    let (config, converted) = parse_noted(&text, path, lookup, Some(prompt))?;
     for note in &converted.notes {
         tracing::info!(file = %path.display(), "{note}");
     }
@@ -285,16 +359,17 @@ pub fn load_noted(
     lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Result<(Config, Converted), ConfigError> {
     let text = read(path)?;
-    parse_noted(&text, path, lookup)
+    parse_noted(&text, path, lookup, None)
 }
 
 fn parse_noted(
     text: &str,
     path: &Path,
     lookup: &dyn Fn(&str) -> Option<String>,
+    prompt: Option<&InputPrompt>,
 ) -> Result<(Config, Converted), ConfigError> {
     let mut converted = convert(text, path)?;
-    let mut config = converted.to_config(path, lookup)?;
+    let mut config = converted.to_config_asking(path, lookup, prompt)?;
     if let Some(policy) = converted.policy.clone() {
         config.servers.retain(|name, _| match policy.refusal(name) {
             Some(reason) => {

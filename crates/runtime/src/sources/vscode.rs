@@ -68,8 +68,10 @@ pub(super) fn convert(
             out.notes.push(format!(
                 "server \"{name}\": VS Code input \"{id}\" is read from the environment variable {variable}"
             ));
+            let (description, password) = declared.get(&id).cloned().unwrap_or_default();
             refs.push(InputRef {
-                description: declared.get(&id).cloned().flatten(),
+                description,
+                password,
                 id,
                 variable,
             });
@@ -83,11 +85,11 @@ pub(super) fn convert(
     Ok(out)
 }
 
-/// The declared inputs: id → description.
+/// The declared inputs: id → (description, password).
 fn inputs(
     file: &str,
     value: Option<Value>,
-) -> Result<BTreeMap<String, Option<String>>, ConfigError> {
+) -> Result<BTreeMap<String, (Option<String>, bool)>, ConfigError> {
     let location = || format!("{file}: inputs");
     let items = match value {
         None => return Ok(BTreeMap::new()),
@@ -111,7 +113,8 @@ fn inputs(
             .get("description")
             .and_then(Value::as_str)
             .map(str::to_string);
-        out.insert(id.to_string(), description);
+        let password = item.get("password").and_then(Value::as_bool) == Some(true);
+        out.insert(id.to_string(), (description, password));
     }
     Ok(out)
 }
