@@ -161,10 +161,11 @@ async fn an_http_server_answering_503_at_start_is_reconnected_with_backoff() {
     })
     .await;
     assert_eq!(watched, Ok(true), "the server never connected");
+    // Pending with an attempt count: the backoff path, not a failure (a snapshot showing the
+    // next retry time may be coalesced away by the watch, so it is not required).
     let retry = pending_with_retry
         .first()
         .expect("a reconnect was scheduled while the server answered 503");
-    assert!(retry.next_retry.is_some(), "{retry:?}");
     assert!(
         retry
             .last_error
