@@ -1,0 +1,128 @@
+//! Version negotiation across eras (R8): the harness opens with `initialize` (2025-11-25); a
+//! remote server of the 2026-07-28 era that refuses that handshake is reached with
+//! `server/discover` on the next attempt, without a config change, and then works like any
+//! other (listing, calls).
+//!
+//! The server is the fixture (an rmcp server, which speaks both eras) behind a gate that
+//! refuses `initialize` the way a discover-only server does: HTTP 400 with a JSON-RPC error.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+
+use axum::body::{Body, to_bytes};
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use common::*;
+use mcp_harness_catalog::{ServerState, qualify};
+use mcp_harness_fixture::{FixtureOptions, FixtureServer};
+use rmcp::transport::streamable_http_server::{
+    StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+};
+use serde_json::json;
+
+type Seen = Arc<Mutex<Vec<String>>>;
+
+/// Records every JSON-RPC method posted; refuses `initialize` when `refuse` is on.
+async fn gate(State((seen, refuse)): State<(Seen, bool)>, req: Request, next: Next) -> Response {
+    let (parts, body) = req.into_parts();
+    let Ok(bytes) = to_bytes(body, 1 << 20).await else {
+        return StatusCode::PAYLOAD_TOO_LARGE.into_response();
+    };
+    let message: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+    if let Some(method) = message.get("method").and_then(|m| m.as_str()) {
+        seen.lock().unwrap().push(method.to_string());
+        if refuse && method == "initialize" {
+            let error = json!({"jsonrpc": "2.0", "id": message["id"], "error": {
+                "code": -32601, "message": "initialize is not supported by this server; use server/discover"}});
+            return (
+                StatusCode::BAD_REQUEST,
+                [(header::CONTENT_TYPE, "application/json")],
+                error.to_string(),
+            )
+                .into_response();
+        }
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+async fn serve(refuse_initialize: bool) -> (String, Seen) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
+    let seen: Seen = Arc::default();
+    let fixture = FixtureServer::new(FixtureOptions {
+        tools: 2,
+        ..Default::default()
+    });
+    let mcp = StreamableHttpService::new(
+        move || Ok(fixture.for_new_connection()),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let router =
+        axum::Router::new()
+            .nest_service("/mcp", mcp)
+            .layer(axum::middleware::from_fn_with_state(
+                (seen.clone(), refuse_initialize),
+                gate,
+            ));
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    (url, seen)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_refuses_initialize_is_reached_with_discover() {
+    let (url, seen) = serve(true).await;
+    let runtime = start(vec![server("modern", http(&url))]);
+    let tool = qualify("modern", "tool_1");
+    let s = runtime.wait_for(SETTLE, |s| s.tool(&tool).is_some()).await;
+    let status = &s.servers["modern"];
+    assert_eq!(status.state, ServerState::Connected, "{status:?}");
+    assert_eq!(status.protocol_version.as_deref(), Some("2026-07-28"));
+    let methods = seen.lock().unwrap().clone();
+    assert_eq!(
+        methods.first().map(String::as_str),
+        Some("initialize"),
+        "{methods:?}"
+    );
+    assert!(
+        methods.iter().any(|m| m == "server/discover"),
+        "{methods:?}"
+    );
+    assert_eq!(
+        methods.iter().filter(|m| *m == "initialize").count(),
+        1,
+        "one refused handshake, then discover: {methods:?}"
+    );
+    let answer = runtime
+        .call_tool(&tool, args(json!({"value": "era"})))
+        .await
+        .expect("a call in the 2026-07-28 era");
+    assert!(!answer.is_error(), "{}", text(&answer));
+    runtime.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_of_the_previous_era_keeps_initialize() {
+    let (url, seen) = serve(false).await;
+    let runtime = start(vec![server("classic", http(&url))]);
+    let tool = qualify("classic", "tool_1");
+    let s = runtime.wait_for(SETTLE, |s| s.tool(&tool).is_some()).await;
+    assert_eq!(
+        s.servers["classic"].protocol_version.as_deref(),
+        Some("2025-11-25")
+    );
+    let methods = seen.lock().unwrap().clone();
+    assert!(
+        !methods.iter().any(|m| m == "server/discover"),
+        "no probe when initialize works: {methods:?}"
+    );
+    runtime.shutdown().await;
+}
