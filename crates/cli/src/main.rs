@@ -288,7 +288,8 @@ async fn execute(
     use commands::*;
     match command {
         Command::Servers { json } => {
-            print_settled(runtime, deadline, |s| inspect::servers(s, json)).await
+            let sources = inspect::ServerSources::of(config.as_deref());
+            print_settled(runtime, deadline, |s| inspect::servers(s, json, &sources)).await
         }
         Command::Tools { json, hidden } => {
             print_settled(runtime, deadline, |s| inspect::tools(s, json, hidden)).await

@@ -198,7 +198,7 @@ async fn show(explicit: Option<&Path>, json: bool) -> Result<String, String> {
 }
 
 /// `path` relative to the current directory when under it, else with `~` for the home folder.
-fn short(path: &Path) -> String {
+pub(crate) fn short(path: &Path) -> String {
     let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     if let Some(rel) = std::env::current_dir()
         .ok()

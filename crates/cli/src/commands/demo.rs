@@ -70,7 +70,11 @@ pub async fn run(runtime: &Runtime) -> Result<(), String> {
         "== 1. Starting two servers: `builtin` (in-process) and `fixture` (stdio child process)\n"
     );
     let snapshot = runtime.wait_settled(Duration::from_secs(30)).await;
-    emit!("{}", inspect::servers(&snapshot, false));
+    let sources = inspect::ServerSources::All {
+        scope: "demo".into(),
+        location: "(built in)".into(),
+    };
+    emit!("{}", inspect::servers(&snapshot, false, &sources));
     emitln!(
         "\n== 2. The catalog the model sees (revision {})\n",
         snapshot.revision

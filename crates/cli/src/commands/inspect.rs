@@ -1,12 +1,60 @@
 //! `servers`, `tools`, `prompts`, `resources`: the settled catalog as a table or as JSON.
 
+use std::collections::BTreeMap;
+use std::path::Path;
+
 use mcp_harness_catalog::{ServerState, Snapshot};
+use mcp_harness_runtime::sources::Origin;
 use serde_json::json;
 
 use crate::table::{cut, pretty, render};
 
+/// Where the servers of a run came from (the SOURCE column of `servers`).
+pub enum ServerSources {
+    /// Every server from this one source (`--config PATH`, or the demo's built-in servers).
+    All { scope: String, location: String },
+    /// Each server from its own source in the merged config.
+    Each(BTreeMap<String, Origin>),
+}
+
+impl ServerSources {
+    /// The sources of the config [`super::config::load`] gives for `explicit`: that file for every
+    /// server, or each server's origin in the merged sources. A merge that fails now (it worked
+    /// when the config was loaded) leaves the sources unknown rather than failing the command.
+    pub fn of(explicit: Option<&Path>) -> Self {
+        match explicit {
+            Some(path) => Self::All {
+                scope: "--config".into(),
+                location: super::config::short(path),
+            },
+            None => match super::config::shared_sources().merge() {
+                Ok(merged) => Self::Each(merged.origins),
+                Err(e) => {
+                    tracing::warn!(error = %e, "the config sources could not be read again");
+                    Self::Each(BTreeMap::new())
+                }
+            },
+        }
+    }
+
+    /// `(scope, location)` of `server`, if known.
+    fn get(&self, server: &str) -> Option<(String, String)> {
+        match self {
+            Self::All { scope, location } => Some((scope.clone(), location.clone())),
+            Self::Each(origins) => origins.get(server).map(|o| {
+                let location = match (&o.path, &o.url) {
+                    (Some(p), _) => super::config::short(p),
+                    (None, Some(url)) => url.clone(),
+                    (None, None) => "(dynamic)".into(),
+                };
+                (o.scope.name().to_string(), location)
+            }),
+        }
+    }
+}
+
 /// The servers table, then the full error (with stderr tail) of every server that is not well.
-pub fn servers(snapshot: &Snapshot, as_json: bool) -> String {
+pub fn servers(snapshot: &Snapshot, as_json: bool, sources: &ServerSources) -> String {
     if as_json {
         return pretty(&json!(
             snapshot
@@ -25,6 +73,9 @@ pub fn servers(snapshot: &Snapshot, as_json: bool) -> String {
                                     .unwrap_or(0)
                             ),
                         );
+                        let (scope, source) = sources.get(&s.name).unzip();
+                        o.insert("source".into(), json!(source));
+                        o.insert("scope".into(), json!(scope));
                     }
                     v
                 })
@@ -47,6 +98,10 @@ pub fn servers(snapshot: &Snapshot, as_json: bool) -> String {
                 tools,
                 ago(s.since),
                 s.next_retry.map(until).unwrap_or_default(),
+                sources
+                    .get(&s.name)
+                    .map(|(scope, location)| cut(&format!("{scope} {location}")))
+                    .unwrap_or_else(|| "-".into()),
                 s.last_error.as_deref().map(cut).unwrap_or_default(),
             ]
         })
@@ -59,6 +114,7 @@ pub fn servers(snapshot: &Snapshot, as_json: bool) -> String {
             "TOOLS",
             "SINCE",
             "RETRY",
+            "SOURCE",
             "LAST ERROR",
         ],
         &rows,
