@@ -21,6 +21,7 @@ macro_rules! emitln {
 }
 
 mod commands;
+mod progress;
 mod table;
 mod terminal;
 
@@ -305,7 +306,7 @@ async fn execute(
                 Ok(a) => a,
                 Err(e) => return fail(&e, 2),
             };
-            runtime.wait_settled(deadline).await;
+            progress::settle(runtime, deadline).await;
             match call::run(runtime, &name, args, json).await {
                 Ok((text, is_error)) => {
                     if is_error {
@@ -340,7 +341,7 @@ async fn execute(
             }
         }
         Command::Skills { query, json } => {
-            runtime.wait_settled(deadline).await;
+            progress::settle(runtime, deadline).await;
             emit!(
                 "{}",
                 resources::skills(&runtime.search_skills(query.as_deref().unwrap_or("")), json)
@@ -348,7 +349,7 @@ async fn execute(
             0
         }
         Command::Skill { server, name } => {
-            runtime.wait_settled(deadline).await;
+            progress::settle(runtime, deadline).await;
             match runtime.load_skill(&server, &name).await {
                 Ok(skill) => {
                     emit!("{}", resources::loaded_skill(&skill));
@@ -362,7 +363,7 @@ async fn execute(
                 Ok(a) => a,
                 Err(e) => return fail(&e, 2),
             };
-            runtime.wait_settled(deadline).await;
+            progress::settle(runtime, deadline).await;
             match runtime.run_command(&name, args).await {
                 Ok(result) => {
                     emit!("{}", resources::prompt(&result, json));
@@ -372,7 +373,7 @@ async fn execute(
             }
         }
         Command::Read { server, uri, json } => {
-            runtime.wait_settled(deadline).await;
+            progress::settle(runtime, deadline).await;
             match runtime.read_resource(&server, &uri).await {
                 Ok(result) => {
                     emit!("{}", resources::contents(&result, json));
@@ -382,7 +383,7 @@ async fn execute(
             }
         }
         Command::Subscribe { server, uri, count } => {
-            runtime.wait_settled(deadline).await;
+            progress::settle(runtime, deadline).await;
             let mut sub = match runtime.subscribe_resource(&server, &uri).await {
                 Ok(s) => s,
                 Err(e) => return fail(&format!("{e} [{:?} error]", e.class()), 1),
@@ -418,7 +419,7 @@ async fn print_settled(
     deadline: Duration,
     render: impl Fn(&mcp_harness_catalog::Snapshot) -> String,
 ) -> u8 {
-    let snapshot = runtime.wait_settled(deadline).await;
+    let snapshot = progress::settle(runtime, deadline).await;
     emit!("{}", render(&snapshot));
     0
 }
