@@ -211,7 +211,7 @@ async fn run(cli: Cli) -> u8 {
             };
         }
         Command::Logout { server } => {
-            return match commands::auth::logout(cli.config.as_deref(), server) {
+            return match commands::auth::logout(cli.config.as_deref(), server).await {
                 Ok(()) => 0,
                 Err(e) => fail(&e, 1),
             };

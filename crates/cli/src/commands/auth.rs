@@ -87,9 +87,28 @@ pub async fn login(config_path: Option<&Path>, args: &LoginArgs) -> Result<(), S
     Ok(())
 }
 
-pub fn logout(config_path: Option<&Path>, server: &str) -> Result<(), String> {
+pub async fn logout(config_path: Option<&Path>, server: &str) -> Result<(), String> {
     let url = server_url(config_path, server)?;
     let store = auth::FileCredentialStore::for_server(server, &url);
+    // Revoke at the authorization server first (best effort); the local tokens go regardless.
+    let revoked = match store.read().map_err(|e| e.to_string())? {
+        Some(file) => auth::revoke::revoke(&file).await,
+        None => auth::revoke::Revocation::NothingStored,
+    };
+    match &revoked {
+        auth::revoke::Revocation::Revoked { tokens } => {
+            eprintln!("Revoked {tokens} token(s) of `{server}` at its authorization server.");
+        }
+        auth::revoke::Revocation::NotSupported => eprintln!(
+            "`{server}`'s authorization server offers no revocation endpoint; its tokens stay \
+             valid there until they expire."
+        ),
+        auth::revoke::Revocation::Failed(why) => eprintln!(
+            "warning: could not revoke `{server}`'s tokens ({why}); they stay valid there until \
+             they expire."
+        ),
+        auth::revoke::Revocation::NothingStored => {}
+    }
     if store.remove().map_err(|e| e.to_string())? {
         eprintln!("Logged out of `{server}`: its tokens were deleted.");
     } else {

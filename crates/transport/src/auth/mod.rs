@@ -9,6 +9,7 @@
 
 pub mod flow;
 pub mod loopback;
+pub mod revoke;
 pub mod store;
 
 pub use flow::{AuthFlowError, Browser, NoFollowBrowser, OAuthSettings, login, stored_client};

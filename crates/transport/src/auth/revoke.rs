@@ -1,0 +1,256 @@
+//! Token revocation at logout (RFC 7009): the refresh token first (revoking it ends the grant at
+//! most servers), then the access token, at the `revocation_endpoint` the authorization server's
+//! metadata advertised when the user logged in.
+//!
+//! Invariants: revocation is best effort and bounded ([`REVOKE_TIMEOUT`] per request) — its
+//! outcome is reported, and the local tokens are deleted whatever it says; the client
+//! authenticates as it registered (HTTP Basic with a client secret, else `client_id` in the
+//! form); no token or secret appears in an outcome, a log line or an error.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::store::TokenFile;
+
+/// How long one revocation request may take.
+pub const REVOKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What revocation did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Revocation {
+    /// Nothing to revoke: no tokens stored.
+    NothingStored,
+    /// The authorization server advertises no `revocation_endpoint`.
+    NotSupported,
+    /// Every stored token was revoked (the server answered 200 to each).
+    Revoked { tokens: usize },
+    /// At least one request failed; why (no token values).
+    Failed(String),
+}
+
+/// Revokes the tokens in `file` at its authorization server's revocation endpoint.
+pub async fn revoke(file: &TokenFile) -> Revocation {
+    match reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+    {
+        Ok(http) => revoke_with(&http, file).await,
+        Err(e) => Revocation::Failed(format!("could not build the HTTP client: {e}")),
+    }
+}
+
+/// [`revoke`] through `http`.
+pub async fn revoke_with(http: &reqwest::Client, file: &TokenFile) -> Revocation {
+    let tokens = stored_tokens(file);
+    if tokens.is_empty() {
+        return Revocation::NothingStored;
+    }
+    let Some(endpoint) = file
+        .metadata
+        .as_ref()
+        .and_then(|m| m.additional_fields.get("revocation_endpoint"))
+        .and_then(Value::as_str)
+        .and_then(|e| reqwest::Url::parse(e).ok())
+        .filter(|e| matches!(e.scheme(), "https" | "http"))
+    else {
+        return Revocation::NotSupported;
+    };
+    let client_id = file
+        .client
+        .as_ref()
+        .map(|c| c.client_id.clone())
+        .or_else(|| file.credentials.as_ref().map(|c| c.client_id.clone()));
+    let secret = file.client.as_ref().and_then(|c| c.client_secret.clone());
+    let mut revoked = 0;
+    for (hint, token) in &tokens {
+        let mut form: Vec<(&str, &str)> = vec![("token", token), ("token_type_hint", hint)];
+        let mut request = http.post(endpoint.clone()).timeout(REVOKE_TIMEOUT);
+        match (&client_id, &secret) {
+            (Some(id), Some(secret)) => request = request.basic_auth(id, Some(secret)),
+            (Some(id), None) => form.push(("client_id", id)),
+            (None, _) => {}
+        }
+        let shown = crate::http::shown(&endpoint);
+        match request
+            .header(
+                reqwest::header::CONTENT_TYPE,
+                "application/x-www-form-urlencoded",
+            )
+            .body(form_body(&form))
+            .send()
+            .await
+        {
+            Ok(response) if response.status().is_success() => revoked += 1,
+            Ok(response) => {
+                return Revocation::Failed(format!(
+                    "{shown} answered HTTP {} to the revocation of the {hint}",
+                    response.status()
+                ));
+            }
+            Err(e) => {
+                return Revocation::Failed(format!(
+                    "{shown}: {} (revoking the {hint})",
+                    crate::sse::describe(&e)
+                ));
+            }
+        }
+    }
+    Revocation::Revoked { tokens: revoked }
+}
+
+/// `application/x-www-form-urlencoded` (the URL query serializer is that encoding).
+fn form_body(pairs: &[(&str, &str)]) -> String {
+    let mut url = reqwest::Url::parse("http://form.invalid/").expect("a valid base");
+    url.query_pairs_mut().extend_pairs(pairs);
+    url.query().unwrap_or_default().to_string()
+}
+
+/// (token_type_hint, token), refresh token first.
+fn stored_tokens(file: &TokenFile) -> Vec<(&'static str, String)> {
+    let Some(response) = file
+        .credentials
+        .as_ref()
+        .and_then(|c| c.token_response.as_ref())
+        .and_then(|r| serde_json::to_value(r).ok())
+    else {
+        return Vec::new();
+    };
+    ["refresh_token", "access_token"]
+        .into_iter()
+        .filter_map(|hint| {
+            response
+                .get(hint)
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+                .map(|t| (hint, t.to_string()))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use serde_json::json;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    /// A revocation endpoint on loopback answering `status` to each request; records each
+    /// request's head and body.
+    async fn endpoint(status: u16) -> (String, Arc<Mutex<Vec<String>>>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/revoke", listener.local_addr().unwrap());
+        let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+        let log = seen.clone();
+        tokio::spawn(async move {
+            for _ in 0..8 {
+                let Ok((mut socket, _)) = listener.accept().await else {
+                    return;
+                };
+                let mut request = Vec::new();
+                let mut buf = [0u8; 4096];
+                // Head, then as much body as content-length says (bounded reads).
+                for _ in 0..64 {
+                    let n = socket.read(&mut buf).await.unwrap_or(0);
+                    if n == 0 {
+                        break;
+                    }
+                    request.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&request).to_string();
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let length = text
+                            .lines()
+                            .find_map(|l| {
+                                l.to_ascii_lowercase()
+                                    .strip_prefix("content-length: ")
+                                    .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                            })
+                            .unwrap_or(0);
+                        if request.len() >= end + 4 + length {
+                            break;
+                        }
+                    }
+                }
+                log.lock()
+                    .unwrap()
+                    .push(String::from_utf8_lossy(&request).to_string());
+                let reason = if status == 200 { "OK" } else { "Bad Request" };
+                let _ = socket
+                    .write_all(
+                        format!("HTTP/1.1 {status} {reason}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                            .as_bytes(),
+                    )
+                    .await;
+            }
+        });
+        (url, seen)
+    }
+
+    fn file(revocation_endpoint: Option<&str>, secret: Option<&str>) -> TokenFile {
+        let mut metadata = json!({"authorization_endpoint": "https://as/authorize", "token_endpoint": "https://as/token"});
+        if let Some(e) = revocation_endpoint {
+            metadata["revocation_endpoint"] = json!(e);
+        }
+        serde_json::from_value(json!({
+            "server": "s", "url": "https://mcp/", "metadata": metadata,
+            "client": {"client_id": "client-1", "client_secret": secret, "redirect_uri": "http://127.0.0.1/cb"},
+            "credentials": {"client_id": "client-1", "token_response": {
+                "access_token": "AT-secret", "token_type": "Bearer", "refresh_token": "RT-secret", "expires_in": 3600}}
+        }))
+        .expect("a token file")
+    }
+
+    #[tokio::test]
+    async fn revokes_the_refresh_token_then_the_access_token_as_the_client_registered() {
+        let (url, seen) = endpoint(200).await;
+        let http = reqwest::Client::new();
+        assert_eq!(
+            revoke_with(&http, &file(Some(&url), None)).await,
+            Revocation::Revoked { tokens: 2 }
+        );
+        let requests = seen.lock().unwrap().clone();
+        assert_eq!(requests.len(), 2);
+        assert!(requests[0].starts_with("POST /revoke"), "{}", requests[0]);
+        assert!(
+            requests[0]
+                .ends_with("token=RT-secret&token_type_hint=refresh_token&client_id=client-1"),
+            "{}",
+            requests[0]
+        );
+        assert!(requests[1].contains("token=AT-secret&token_type_hint=access_token"));
+
+        // A confidential client authenticates with HTTP Basic instead.
+        let (url, seen) = endpoint(200).await;
+        revoke_with(&http, &file(Some(&url), Some("shh"))).await;
+        let first = seen.lock().unwrap()[0].to_ascii_lowercase();
+        assert!(first.contains("authorization: basic "), "{first}");
+        assert!(!first.contains("client_id="), "{first}");
+    }
+
+    #[tokio::test]
+    async fn refusals_and_missing_support_are_reported_without_tokens() {
+        let (url, _) = endpoint(400).await;
+        let http = reqwest::Client::new();
+        let outcome = revoke_with(&http, &file(Some(&url), None)).await;
+        let Revocation::Failed(why) = &outcome else {
+            panic!("{outcome:?}");
+        };
+        assert!(
+            why.contains("400") && why.contains("refresh_token"),
+            "{why}"
+        );
+        assert!(
+            !why.contains("RT-secret") && !why.contains("AT-secret"),
+            "{why}"
+        );
+        assert_eq!(
+            revoke_with(&http, &file(None, None)).await,
+            Revocation::NotSupported
+        );
+        let mut empty = file(Some(&url), None);
+        empty.credentials = None;
+        assert_eq!(revoke_with(&http, &empty).await, Revocation::NothingStored);
+    }
+}
