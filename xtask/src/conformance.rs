@@ -99,6 +99,8 @@ const AUTH_COMMON: &[&str] = &[
     "auth/scope-from-www-authenticate",
     "auth/scope-from-scopes-supported",
     "auth/scope-omitted-when-undefined",
+    "auth/scope-step-up",
+    "auth/scope-retry-limit",
     "auth/token-endpoint-auth-basic",
     "auth/token-endpoint-auth-post",
     "auth/token-endpoint-auth-none",
@@ -116,7 +118,6 @@ const AUTH_STABLE: &[&str] = &[
 
 /// Further authorization scenarios at 2026-07-28.
 const AUTH_2026: &[&str] = &[
-    "auth/scope-retry-limit",
     "auth/resource-mismatch",
     "auth/offline-access-scope",
     "auth/offline-access-not-supported",

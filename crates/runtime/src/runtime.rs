@@ -646,6 +646,14 @@ async fn send(
 
 pub(crate) fn classify(e: ServiceError, server: &str, tool: &str, timeout: Duration) -> CallError {
     let (server, tool) = (server.to_string(), tool.to_string());
+    // Refused for lack of scope with no (further) step-up (R33): the server did not run it, and
+    // sending it again as is cannot help; the reason names the server and what to do.
+    if let Some(refused) = mcp_harness_transport::auth::refusal_in(&e) {
+        return CallError::Permission {
+            name: tool,
+            reason: refused.to_string(),
+        };
+    }
     match e {
         ServiceError::Timeout { .. } => CallError::Timeout {
             server,

@@ -2,8 +2,9 @@
 //!
 //! Invariants: header values from the config are sent on every request and never logged; the
 //! SSE stream reconnects a bounded number of times (rmcp's default retries forever); a server
-//! with tokens in its [`crate::auth`] store sends them through rmcp's authorizing client, one
-//! without connects exactly as without OAuth.
+//! with tokens in its [`crate::auth`] store sends them through rmcp's authorizing client (and
+//! steps up on 403 `insufficient_scope`, [`crate::auth::step_up`]), one without connects exactly
+//! as without OAuth.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -13,6 +14,7 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::common::client_side_sse::ExponentialBackoff;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 
+use crate::auth::StepUp;
 use crate::connector::{BoxFuture, ConnectOptions, Connector, Session, initialize};
 use crate::error::TransportError;
 use crate::handler::HarnessClient;
@@ -121,11 +123,15 @@ impl Connector for StreamableHttpConnector {
                 })?;
             match authorized {
                 Some(auth_client) => {
+                    // A 403 insufficient_scope on any request: step-up, then that request again.
+                    let auth_client =
+                        StepUp::authorized(auth_client, &options.server, &this.url, store);
                     let auth_client = TapHttp::new(auth_client, options.wire.clone());
                     let transport = StreamableHttpClientTransport::with_client(auth_client, config);
                     initialize(handler, transport, &options, None, None).await
                 }
                 None => {
+                    let client = StepUp::unauthorized(client, &options.server, &this.url, store);
                     let client = TapHttp::new(client, options.wire.clone());
                     let transport = StreamableHttpClientTransport::with_client(client, config);
                     initialize(handler, transport, &options, None, None).await

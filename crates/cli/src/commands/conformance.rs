@@ -21,6 +21,11 @@ pub fn build(url: &str) -> Result<Runtime, String> {
     // Tokens of a test run never touch the user's store.
     let dir = std::env::temp_dir().join(format!("mcp-harness-conformance-{}", std::process::id()));
     mcp_harness_runtime::transport::auth::set_store_dir(dir);
+    // The suite's authorization server redirects at once: the same stand-in for the user that
+    // logs in (see `authorize`) also approves a step-up when a request needs more scope.
+    mcp_harness_runtime::transport::auth::set_step_up_browser(Some(std::sync::Arc::new(
+        mcp_harness_runtime::transport::auth::NoFollowBrowser,
+    )));
     let mut config = Config::default();
     config.servers.insert(
         SERVER.into(),
@@ -129,6 +134,15 @@ fn calls_for(
                 .ok_or("json_schema_2020_12_tool is not in the catalog")?;
             let schema = serde_json::Value::Object((*tool.tool.input_schema).clone());
             vec![("json_schema_echo".to_string(), json!({"schema": schema}))]
+        }
+        // The authorization scenarios' server has one tool; their reference client lists the
+        // tools and calls it, which is where a scope step-up happens.
+        s if s.starts_with("auth/")
+            && snapshot
+                .tool(&mcp_harness_catalog::qualify(SERVER, "test-tool"))
+                .is_some() =>
+        {
+            vec![("test-tool".to_string(), json!({}))]
         }
         // The suite passes the calls to make in its context.
         _ => match std::env::var("MCP_CONFORMANCE_CONTEXT") {

@@ -124,9 +124,14 @@ pub async fn login(
         .connect_timeout(std::time::Duration::from_secs(10))
         .build()
         .map_err(|e| discovery(e.to_string()))?;
-    let challenge = challenge(&http, url)
+    let probed = challenge(&http, url)
         .await
         .map_err(|e| discovery(format!("the server could not be reached: {e}")))?;
+    // A server that lets `initialize` through challenges later requests: the challenge the
+    // harness got from it then (kept in the store) says which scopes and metadata to use. A
+    // refused step-up left the scopes the server needs there too.
+    let kept = store.read()?.unwrap_or_default();
+    let challenge = probed.or(kept.challenge);
     let mut manager = AuthorizationManager::new(url)
         .await
         .map_err(|e| discovery(e.to_string()))?;
@@ -160,6 +165,11 @@ pub async fn login(
                 .collect::<Vec<_>>(),
         )
         .await;
+    for scope in &kept.step_up_scopes {
+        if !scopes.contains(scope) {
+            scopes.push(scope.clone());
+        }
+    }
     scopes.dedup();
     let registration = |hint: &'static str, message: String| AuthFlowError::Registration {
         server: server.to_string(),
@@ -233,6 +243,12 @@ pub async fn login(
             server: server.to_string(),
             message: auth_error_message(&e),
         })?;
+    // A fresh grant: what the server asked for before is settled, its step-up budget renewed.
+    store.update(|f| {
+        f.challenge = None;
+        f.step_up_scopes.clear();
+    })?;
+    super::step_up::reset(&store);
     Ok(())
 }
 

@@ -1,7 +1,9 @@
-//! OAuth for remote servers (R33) on rmcp's `auth` support: a file token store ([`store`]) and
-//! the authorization-code flow ([`flow`]).
+//! OAuth for remote servers (R33) on rmcp's `auth` support: a file token store ([`store`]), the
+//! authorization-code flow ([`flow`]) and step-up authorization on 403 `insufficient_scope`
+//! ([`step_up`]).
 //!
-//! Invariants: a server without stored tokens connects exactly as it did without this module;
+//! Invariants: a server without stored tokens connects exactly as it did without this module
+//! (only the challenge of a 401 is kept in its store, for `login`);
 //! one with stored tokens sends them through rmcp's [`AuthClient`](rmcp::transport::auth::AuthClient),
 //! which refreshes before expiry (single-flight per process through its manager lock, across
 //! processes through the store's file lock) and keeps a rotated refresh token; no token, code or
@@ -10,8 +12,10 @@
 pub mod flow;
 pub mod loopback;
 pub mod revoke;
+pub mod step_up;
 pub mod store;
 
 pub use flow::{AuthFlowError, Browser, NoFollowBrowser, OAuthSettings, login, stored_client};
 pub use loopback::LoopbackBrowser;
+pub use step_up::{MAX_STEP_UPS, Refusal, StepUp, StepUpRefused, refusal_in, set_step_up_browser};
 pub use store::{FileCredentialStore, StoreError, server_key, set_store_dir, store_dir};

@@ -81,6 +81,13 @@ pub struct TokenFile {
     pub metadata: Option<AuthorizationMetadata>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credentials: Option<StoredCredentials>,
+    /// The last 401 `WWW-Authenticate` challenge the server sent (a public header): `login`
+    /// takes its scopes and metadata URL when its own probe is let through.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub challenge: Option<String>,
+    /// Scopes a refused step-up needed (the union with the grant): `login` asks for them too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub step_up_scopes: Vec<String>,
 }
 
 impl std::fmt::Debug for TokenFile {
@@ -91,6 +98,8 @@ impl std::fmt::Debug for TokenFile {
             .field("url", &self.url)
             .field("client", &self.client)
             .field("credentials", &self.credentials)
+            .field("challenge", &self.challenge)
+            .field("step_up_scopes", &self.step_up_scopes)
             .finish_non_exhaustive()
     }
 }
