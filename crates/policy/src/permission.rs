@@ -180,18 +180,22 @@ impl Rule {
     }
 
     fn decision(&self, name: &str) -> Decision {
-        let rule = format!(
-            "rule `{}` in `{CONFIG_KEY}.{}`",
-            self.text,
-            self.effect.key()
-        );
+        // The reason is written only when there is one to give: an allowed call (the common
+        // case, once per tool call) builds no string.
+        let rule = || {
+            format!(
+                "rule `{}` in `{CONFIG_KEY}.{}`",
+                self.text,
+                self.effect.key()
+            )
+        };
         match self.effect {
             Effect::Allow => Decision::Allow,
             Effect::Ask => Decision::Ask {
-                reason: format!("{rule} asks before `{name}` runs"),
+                reason: format!("{} asks before `{name}` runs", rule()),
             },
             Effect::Deny => Decision::Deny {
-                reason: format!("{rule} denies `{name}`"),
+                reason: format!("{} denies `{name}`", rule()),
             },
         }
     }

@@ -14,7 +14,7 @@
 //!   is decided before the check: deny, cancel or an approval timeout never send `tools/call`.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use mcp_harness_catalog::{HiddenEntry, Snapshot, ToolEntry};
@@ -31,7 +31,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::call::output::read_output_tool;
-use crate::call::result::{NormalizedResult, normalize};
+use crate::call::result::{NormalizedResult, OutputSchema, normalize, normalize_with};
 use crate::call::validate::{ArgumentValidator, drop_null_optionals};
 use crate::error::CallError;
 use crate::mrtr::{MAX_ROUNDS, next_round};
@@ -98,6 +98,15 @@ pub(crate) struct Frozen {
     deferred: Vec<ExposedTool>,
     hidden: Vec<HiddenEntry>,
     index: HashMap<String, ToolEntry>,
+    /// The `outputSchema` of each tool in `index` that has one, compiled on the first result
+    /// that needs it and then reused by every call of every step bound to this snapshot.
+    outputs: HashMap<String, OutputSlot>,
+}
+
+/// One tool's compiled `outputSchema`, with the definition it was compiled from.
+struct OutputSlot {
+    tool: Arc<Tool>,
+    compiled: OnceLock<Arc<OutputSchema>>,
 }
 
 impl Frozen {
@@ -119,11 +128,37 @@ impl Frozen {
             direct.push(builtin(SEARCH_TOOL, search_tool_definition()));
         }
         direct.push(builtin(READ_OUTPUT_TOOL, read_output_tool()));
+        let outputs = index
+            .iter()
+            .filter(|(_, entry)| entry.tool.output_schema.is_some())
+            .map(|(name, entry)| {
+                let slot = OutputSlot {
+                    tool: entry.tool.clone(),
+                    compiled: OnceLock::new(),
+                };
+                (name.clone(), slot)
+            })
+            .collect();
         Self {
             direct,
             deferred: exposure.deferred,
             hidden: exposure.hidden,
             index,
+            outputs,
+        }
+    }
+
+    /// The compiled `outputSchema` of `entry`'s tool (`None` if it has none): compiled once per
+    /// snapshot, and only ever from that very definition.
+    fn output_schema(&self, entry: &ToolEntry) -> Option<Arc<OutputSchema>> {
+        let schema = entry.tool.output_schema.as_deref()?;
+        match self.outputs.get(&entry.qualified_name) {
+            Some(slot) if Arc::ptr_eq(&slot.tool, &entry.tool) => Some(
+                slot.compiled
+                    .get_or_init(|| Arc::new(OutputSchema::new(schema)))
+                    .clone(),
+            ),
+            _ => Some(Arc::new(OutputSchema::new(schema))),
         }
     }
 }
@@ -422,17 +457,19 @@ impl PreparedCall {
         args: JsonObject,
         options: CallOptions,
     ) -> Result<ToolResult, CallError> {
-        let name = entry.qualified_name.clone();
         let args = drop_null_optionals(&entry.tool.input_schema, args);
-        validator
-            .validate(&args)
+        let args = validator
+            .validated(args)
             .map_err(|e| CallError::InvalidArguments {
-                name: name.clone(),
+                name: entry.qualified_name.clone(),
                 details: e.to_string(),
             })?;
         self.authorize(entry, &args).await?;
         // R7: a stdio server whose process exited since the binding is restarted once.
-        let revived = self.inner.revive_for_call(entry, client, self.revision).await?;
+        let revived = self
+            .inner
+            .revive_for_call(entry, client, self.revision)
+            .await?;
         let client = revived.as_ref().unwrap_or(client);
 
         let timeout = options.timeout.unwrap_or(client.tool_timeout);
@@ -481,21 +518,23 @@ impl PreparedCall {
             });
             route
         });
-        let (peer, id) = (handle.peer.clone(), handle.id.clone());
         let response = match options.cancel.clone() {
             None => handle.await_response().await,
-            Some(cancel) => tokio::select! {
-                r = handle.await_response() => r,
-                () = cancel.cancelled() => {
-                    let note = CancelledNotificationParam::new(Some(id), Some("cancelled by the user".into()));
-                    let _ = peer.send_notification(ClientNotification::CancelledNotification(rmcp::model::CancelledNotification::new(note))).await;
-                    return Err(CallError::Transport {
-                        server: entry.server.clone(),
-                        tool: entry.raw_name.clone(),
-                        message: "cancelled by the caller; the server was told (notifications/cancelled)".into(),
-                    });
+            Some(cancel) => {
+                let (peer, id) = (handle.peer.clone(), handle.id.clone());
+                tokio::select! {
+                    r = handle.await_response() => r,
+                    () = cancel.cancelled() => {
+                        let note = CancelledNotificationParam::new(Some(id), Some("cancelled by the user".into()));
+                        let _ = peer.send_notification(ClientNotification::CancelledNotification(rmcp::model::CancelledNotification::new(note))).await;
+                        return Err(CallError::Transport {
+                            server: entry.server.clone(),
+                            tool: entry.raw_name.clone(),
+                            message: "cancelled by the caller; the server was told (notifications/cancelled)".into(),
+                        });
+                    }
                 }
-            },
+            }
         };
         let mut response = response.map_err(classify)?;
         // SEP-2322: a server may ask for input and answer a later round; each round is a new
@@ -582,9 +621,10 @@ impl PreparedCall {
                 }
             }
         };
-        let normalized = normalize(
+        let output_schema = self.search.frozen.output_schema(entry);
+        let normalized = normalize_with(
             result.clone(),
-            entry.tool.output_schema.as_deref(),
+            output_schema.as_deref(),
             self.inner.result_limits,
         );
         let spilled = self.inner.output.spill(
@@ -608,10 +648,12 @@ impl PreparedCall {
     /// on the same connection as the binding.
     fn check_current(&self, entry: &ToolEntry, client: &ServerClient) -> Result<(), CallError> {
         let now = self.inner.current.load();
+        // The catalog shares one `Arc` per definition across revisions while it is unchanged;
+        // a different `Arc` is still the same tool if the definition is equal.
         let same_tool = now
             .snapshot
             .tool(&entry.qualified_name)
-            .is_some_and(|t| *t.tool == *entry.tool);
+            .is_some_and(|t| Arc::ptr_eq(&t.tool, &entry.tool) || *t.tool == *entry.tool);
         let same_connection = now
             .clients
             .get(&entry.server)
@@ -702,3 +744,73 @@ impl PreparedCall {
 /// With progress, the timeout restarts on each progress notification, up to this many times
 /// the configured timeout in total (a server reporting progress forever still ends).
 const MAX_TOTAL_FACTOR: u32 = 10;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mcp_harness_catalog::{
+        MetadataLimits, ServerCatalog, ServerState, ServerStatus, SnapshotBuilder,
+    };
+    use mcp_harness_policy::ExposurePolicy;
+
+    fn object(value: Value) -> Arc<JsonObject> {
+        Arc::new(value.as_object().cloned().unwrap_or_default())
+    }
+
+    fn snapshot(tools: Vec<Tool>) -> Snapshot {
+        let mut catalog = ServerCatalog::default();
+        catalog.set_tools("srv", tools, &MetadataLimits::default());
+        let mut builder = SnapshotBuilder::new();
+        builder.server(
+            ServerStatus::new("srv", "stdio", ServerState::Connected),
+            Some(Arc::new(catalog)),
+        );
+        builder.build(1)
+    }
+
+    #[test]
+    fn output_schemas_are_compiled_once_per_snapshot_and_only_from_the_bound_definition() {
+        let input = object(json!({"type": "object"}));
+        let output = object(json!({"type": "object", "required": ["n"]}));
+        let mut with_output = Tool::new("sum", "adds", input.clone());
+        with_output.output_schema = Some(output);
+        let plain = Tool::new("echo", "echoes", input);
+        let frozen = Frozen::new(
+            &ExposurePolicy::default(),
+            &snapshot(vec![with_output, plain]),
+        );
+
+        let sum = frozen
+            .index
+            .get("mcp__srv__sum")
+            .cloned()
+            .expect("sum is exposed");
+        let first = frozen
+            .output_schema(&sum)
+            .expect("sum has an output schema");
+        let again = frozen
+            .output_schema(&sum)
+            .expect("sum has an output schema");
+        assert!(Arc::ptr_eq(&first, &again), "compiled once, then reused");
+        assert!(first.is_usable());
+
+        let echo = frozen
+            .index
+            .get("mcp__srv__echo")
+            .cloned()
+            .expect("echo is exposed");
+        assert!(frozen.output_schema(&echo).is_none());
+
+        // An entry whose definition is not the one this snapshot holds never gets the cached
+        // validator: its own schema is compiled.
+        let mut other = sum.clone();
+        let mut tool = (*other.tool).clone();
+        tool.output_schema = Some(object(json!({"type": 12})));
+        other.tool = Arc::new(tool);
+        let own = frozen
+            .output_schema(&other)
+            .expect("it has an output schema");
+        assert!(!Arc::ptr_eq(&own, &first));
+        assert!(!own.is_usable());
+    }
+}

@@ -133,6 +133,63 @@ pub fn normalize(
     output_schema: Option<&JsonObject>,
     limits: ResultLimits,
 ) -> NormalizedResult {
+    normalize_against(result, output_schema.map(Schema::Raw), limits)
+}
+
+/// [`normalize`] with the tool's `outputSchema` compiled beforehand (once per tool, not once
+/// per result): the same checks and the same outcome.
+pub fn normalize_with(
+    result: CallToolResult,
+    output_schema: Option<&OutputSchema>,
+    limits: ResultLimits,
+) -> NormalizedResult {
+    normalize_against(result, output_schema.map(Schema::Compiled), limits)
+}
+
+/// A tool's `outputSchema`, compiled the way every schema in the call path is (no fetching,
+/// formats as annotations; see [`super::validate`]) to check the `structuredContent` of its
+/// results with [`normalize_with`].
+pub struct OutputSchema {
+    compiled: Result<jsonschema::Validator, String>,
+}
+
+impl OutputSchema {
+    /// Compiles `schema` (a private copy; the caller's object is untouched). Never fails: a
+    /// schema that cannot be compiled gives the [`WarningKind::OutputSchemaUnusable`] warning
+    /// on every result that has `structuredContent`.
+    pub fn new(schema: &JsonObject) -> Self {
+        OutputSchema {
+            compiled: validate::compile(schema).validator,
+        }
+    }
+
+    /// Whether the schema compiled.
+    pub fn is_usable(&self) -> bool {
+        self.compiled.is_ok()
+    }
+}
+
+impl std::fmt::Debug for OutputSchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OutputSchema")
+            .field("usable", &self.is_usable())
+            .finish()
+    }
+}
+
+/// An output schema as given to [`normalize`] (compiled only if a result needs it) or to
+/// [`normalize_with`].
+#[derive(Clone, Copy)]
+enum Schema<'a> {
+    Raw(&'a JsonObject),
+    Compiled(&'a OutputSchema),
+}
+
+fn normalize_against(
+    result: CallToolResult,
+    output_schema: Option<Schema<'_>>,
+    limits: ResultLimits,
+) -> NormalizedResult {
     let is_error = result.is_error.unwrap_or(false);
     let mut warnings = Vec::new();
     let content = result
@@ -155,7 +212,7 @@ pub fn normalize(
 }
 
 fn check_structured(
-    schema: &JsonObject,
+    schema: Schema<'_>,
     structured: Option<&Value>,
     limits: &ResultLimits,
     warnings: &mut Vec<ResultWarning>,
@@ -169,8 +226,15 @@ fn check_structured(
         });
         return;
     };
-    let compiled = validate::compile(schema);
-    let validator = match &compiled.validator {
+    let compiled_here;
+    let compiled = match schema {
+        Schema::Compiled(output) => &output.compiled,
+        Schema::Raw(schema) => {
+            compiled_here = OutputSchema::new(schema);
+            &compiled_here.compiled
+        }
+    };
+    let validator = match compiled {
         Ok(validator) => validator,
         Err(reason) => {
             warnings.push(ResultWarning {
@@ -399,11 +463,11 @@ pub fn estimate_tokens(result: &NormalizedResult) -> usize {
                 #[allow(unreachable_patterns)]
                 _ => {}
             },
-            _ => chars += serde_json::to_string(block).map_or(0, |s| s.len()),
+            _ => chars += serialized(block).map_or(0, |n| n.bytes),
         }
     }
     if let Some(structured) = &result.structured_content {
-        chars += serde_json::to_string(structured).map_or(0, |s| s.chars().count());
+        chars += serialized(structured).map_or(0, |n| n.chars);
     }
     chars += result
         .warnings
@@ -413,6 +477,32 @@ pub fn estimate_tokens(result: &NormalizedResult) -> usize {
     chars
         .div_ceil(4)
         .saturating_add(media.saturating_mul(MEDIA_TOKENS))
+}
+
+/// The length of a value's compact JSON, counted as it is written (nothing is kept).
+#[derive(Default)]
+struct Serialized {
+    bytes: usize,
+    chars: usize,
+}
+
+impl std::io::Write for Serialized {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.bytes += buf.len();
+        // serde_json writes UTF-8: every byte that is not a continuation byte starts a char.
+        self.chars += buf.iter().filter(|&&b| b & 0xC0 != 0x80).count();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn serialized(value: &impl serde::Serialize) -> Option<Serialized> {
+    let mut counted = Serialized::default();
+    serde_json::to_writer(&mut counted, value).ok()?;
+    Some(counted)
 }
 
 #[cfg(test)]
@@ -524,6 +614,44 @@ mod tests {
         let structured = run(CallToolResult::structured(json!({"a": 1})));
         // content (the JSON as text) and structuredContent are both counted.
         assert_eq!(estimate_tokens(&structured), (7 + 7_usize).div_ceil(4));
+    }
+
+    #[test]
+    fn serialized_lengths_are_those_of_the_json_text() {
+        let value = json!({"é": ["€😀", 1.5, null], "k\n": "\u{7}"});
+        let text = serde_json::to_string(&value).unwrap();
+        let counted = serialized(&value).unwrap();
+        assert_eq!(
+            (counted.bytes, counted.chars),
+            (text.len(), text.chars().count())
+        );
+    }
+
+    #[test]
+    fn a_compiled_output_schema_checks_like_a_raw_one() {
+        let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}},
+            "required": ["n"]});
+        let schema = schema.as_object().cloned().unwrap();
+        let compiled = OutputSchema::new(&schema);
+        assert!(compiled.is_usable());
+        for result in [
+            CallToolResult::structured(json!({"n": 1})),
+            CallToolResult::structured(json!({"n": "one"})),
+            CallToolResult::success(vec![ContentBlock::text("no structured content")]),
+            CallToolResult::structured_error(json!({"n": "one"})),
+        ] {
+            let limits = ResultLimits::default();
+            assert_eq!(
+                normalize_with(result.clone(), Some(&compiled), limits),
+                normalize(result, Some(&schema), limits)
+            );
+        }
+        let unusable = json!({"type": 12}).as_object().cloned().unwrap();
+        let compiled = OutputSchema::new(&unusable);
+        assert!(!compiled.is_usable());
+        let result = CallToolResult::structured(json!({"n": 1}));
+        let checked = normalize_with(result, Some(&compiled), ResultLimits::default());
+        assert_eq!(checked.warnings[0].kind, WarningKind::OutputSchemaUnusable);
     }
 
     #[test]
