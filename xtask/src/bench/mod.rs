@@ -4,10 +4,10 @@
 //! Guarantees:
 //! - every figure is a ratio against a baseline measured in the same run, on the same machine,
 //!   against the same fixture binary (or the same in-memory data), interleaved with it (the
-//!   harness/baseline order alternates per round, per chunk of changes or per build) and
-//!   summarised the same way (median, or p99, over the same number of samples). Nothing is
-//!   compared with a fixed number: the exit status says only whether the bench could run and
-//!   clean up, never whether something was "fast enough";
+//!   harness/baseline order alternates per chunk of calls, per round, per chunk of changes or
+//!   per build) and summarised the same way (median, or p99, over the same number of samples).
+//!   Nothing is compared with a fixed number: the exit status says only whether the bench could
+//!   run and clean up, never whether something was "fast enough";
 //! - the measured code runs in release: in a debug xtask, `bench` builds the release fixture and
 //!   a release xtask and re-runs itself as `target/release/xtask bench --inner ...`;
 //! - every loop is bounded in count (by its option, itself capped) and in time (per-call,
@@ -20,8 +20,9 @@
 //!   line per metric, p99 metrics as lines of their own) and to `target/bench/results.json`.
 //!
 //! Metrics:
-//! - `echo_per_call`: time per sequential `echo` tools/call over stdio, through
-//!   `Runtime::call_tool` vs `Peer::call_tool` of a bare `().serve(TokioChildProcess)` client;
+//! - `echo_per_call`: time per sequential `echo` tools/call over stdio, through the governed
+//!   path (`bind_step` → `prepare_call` → `PreparedCall::call`) vs `Peer::call_tool` of a bare
+//!   `().serve(TokioChildProcess)` client, the sides alternating every 100 calls;
 //! - `cold_start_<N>`: `Runtime::start` of N stdio servers until a published snapshot has all N
 //!   connected (initialize + first listing + publication) vs N concurrent bare spawn + initialize;
 //! - `list_changed_visible[_spaced][_window0][_p99]`: from just before an `add_tool` call until
@@ -54,7 +55,7 @@ use report::{Metric, Report};
 
 const USAGE: &str = "\
 usage: cargo xtask bench [--calls N] [--servers N] [--rounds N] [--warmup N] [--changes K]
-                         [--builds R]
+                         [--builds R] [--only GROUP[,GROUP...]]
 
 Benchmarks the harness against a baseline (a bare rmcp client on the release fixture server, or
 the minimum in-memory work) and prints every figure as a ratio harness/baseline measured in the
@@ -65,7 +66,8 @@ same run (lower is better; 1.00x = no overhead). Results also go to target/bench
   --rounds N    rounds of the echo and cold-start benches, order alternating (default 3; median)
   --warmup N    echo calls per client before measuring (default 200)
   --changes K   tool-list changes per side in the list_changed bench (default 200; median, p99)
-  --builds R    rounds of the snapshot-build and set_tools benches (default 200; median)";
+  --builds R    rounds of the snapshot-build and set_tools benches (default 200; median)
+  --only G,...  run only these groups: echo, cold_start, list_changed, snapshot (default all)";
 
 const DEFAULT_CALLS: usize = 2000;
 const DEFAULT_SERVERS: usize = 20;
@@ -78,6 +80,8 @@ const MAX_SERVERS: usize = 200;
 const MAX_ROUNDS: usize = 15;
 const MAX_CHANGES: usize = 5_000;
 const MAX_BUILDS: usize = 100_000;
+/// The metric groups `--only` can pick, in the order they run.
+const GROUPS: [&str; 4] = ["echo", "cold_start", "list_changed", "snapshot"];
 
 /// One tool call, either side.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -97,6 +101,8 @@ struct Options {
     warmup: usize,
     changes: usize,
     builds: usize,
+    /// The metric groups to run (a subset of [`GROUPS`]); all by default.
+    only: Vec<String>,
     /// Run the measurements in this process (set by the outer invocation).
     inner: bool,
     fixture: Option<PathBuf>,
@@ -111,6 +117,7 @@ impl Options {
             warmup: DEFAULT_WARMUP,
             changes: DEFAULT_CHANGES,
             builds: DEFAULT_BUILDS,
+            only: GROUPS.iter().map(|g| g.to_string()).collect(),
             inner: false,
             fixture: None,
         };
@@ -133,6 +140,7 @@ impl Options {
                 "--warmup" => o.warmup = number(flag, &value()?, 0, MAX_CALLS)?,
                 "--changes" => o.changes = number(flag, &value()?, 1, MAX_CHANGES)?,
                 "--builds" => o.builds = number(flag, &value()?, 1, MAX_BUILDS)?,
+                "--only" => o.only = groups(&value()?)?,
                 "--fixture" => o.fixture = Some(PathBuf::from(value()?)),
                 "--inner" => o.inner = true,
                 other => return Err(format!("unknown argument `{other}`")),
@@ -160,8 +168,33 @@ impl Options {
             self.changes.to_string(),
             "--builds".into(),
             self.builds.to_string(),
+            "--only".into(),
+            self.only.join(","),
         ]
     }
+
+    fn runs(&self, group: &str) -> bool {
+        self.only.iter().any(|g| g == group)
+    }
+}
+
+fn groups(text: &str) -> Result<Vec<String>, String> {
+    let mut picked = Vec::new();
+    for g in text.split(',').map(str::trim).filter(|g| !g.is_empty()) {
+        if !GROUPS.contains(&g) {
+            return Err(format!(
+                "--only: unknown group `{g}` (groups: {})",
+                GROUPS.join(", ")
+            ));
+        }
+        if !picked.iter().any(|p: &String| p == g) {
+            picked.push(g.to_string());
+        }
+    }
+    if picked.is_empty() {
+        return Err("--only wants at least one group".into());
+    }
+    Ok(picked)
 }
 
 fn number(flag: &str, text: &str, min: usize, max: usize) -> Result<usize, String> {
@@ -350,9 +383,19 @@ type BareClient = RunningService<RoleClient, ()>;
 
 impl Bench {
     async fn run(&self) -> Result<Vec<Metric>, String> {
-        let mut metrics = vec![self.echo().await?, self.cold_start().await?];
-        metrics.extend(self.list_changed().await?);
-        metrics.extend(self.snapshot_build()?);
+        let mut metrics = Vec::new();
+        if self.options.runs("echo") {
+            metrics.push(self.echo().await?);
+        }
+        if self.options.runs("cold_start") {
+            metrics.push(self.cold_start().await?);
+        }
+        if self.options.runs("list_changed") {
+            metrics.extend(self.list_changed().await?);
+        }
+        if self.options.runs("snapshot") {
+            metrics.extend(self.snapshot_build()?);
+        }
         Ok(metrics)
     }
 
@@ -468,6 +511,12 @@ mod tests {
         assert!(Options::parse(&["--calls".into(), "0".into()]).is_err());
         assert!(Options::parse(&["--changes".into(), "0".into()]).is_err());
         assert!(Options::parse(&["--bogus".into()]).is_err());
+        assert!(Options::parse(&["--only".into(), "echo,nope".into()]).is_err());
+        assert_eq!(o.only.len(), GROUPS.len());
+        let only = Options::parse(&["--only=echo,snapshot,echo".into()]).expect("valid groups");
+        assert_eq!(only.only, ["echo", "snapshot"]);
+        let inner = Options::parse(&only.inner_args(Path::new("/f"))[1..]).expect("inner args");
+        assert_eq!(inner.only, only.only);
         let inner = Options::parse(&o.inner_args(Path::new("/f"))[1..]).expect("inner args parse");
         assert_eq!(
             (inner.changes, inner.builds, inner.calls),

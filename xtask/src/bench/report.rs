@@ -210,6 +210,7 @@ impl Report {
                 "warmup": options.warmup,
                 "changes": options.changes,
                 "builds": options.builds,
+                "only": options.only,
             },
             "metrics": metrics,
             "leftover_fixture_processes": self.leftover,

@@ -12,6 +12,8 @@ use super::{BATCH_LIMIT, BareClient, Bench, CALL_TIMEOUT, STARTUP_TIMEOUT, all_c
 
 const ECHO_SERVER: &str = "fixture";
 const ECHO_TOOL: &str = "mcp__fixture__echo";
+/// Calls per side before the echo bench switches to the other side.
+const ECHO_CHUNK: usize = 100;
 
 impl Bench {
     pub(super) async fn echo(&self) -> Result<Metric, String> {
@@ -37,15 +39,27 @@ impl Bench {
         let measured = async {
             harness_calls(&runtime, warmup).await?;
             bare_calls(&bare, warmup).await?;
+            // Each round alternates the sides every chunk of calls (the order flipping each
+            // time), so both see the same machine: a load that comes and goes during a round
+            // weighs on both sides alike instead of on whichever side ran then.
             let (mut h, mut b) = (Vec::new(), Vec::new());
-            for round in 0..self.options.rounds {
-                if round % 2 == 0 {
-                    h.push(harness_calls(&runtime, calls).await? / calls as f64);
-                    b.push(bare_calls(&bare, calls).await? / calls as f64);
-                } else {
-                    b.push(bare_calls(&bare, calls).await? / calls as f64);
-                    h.push(harness_calls(&runtime, calls).await? / calls as f64);
+            let mut harness_first = true;
+            for _ in 0..self.options.rounds {
+                let (mut h_secs, mut b_secs, mut done) = (0.0, 0.0, 0);
+                while done < calls {
+                    let n = ECHO_CHUNK.min(calls - done);
+                    if harness_first {
+                        h_secs += harness_calls(&runtime, n).await?;
+                        b_secs += bare_calls(&bare, n).await?;
+                    } else {
+                        b_secs += bare_calls(&bare, n).await?;
+                        h_secs += harness_calls(&runtime, n).await?;
+                    }
+                    harness_first = !harness_first;
+                    done += n;
                 }
+                h.push(h_secs / calls as f64);
+                b.push(b_secs / calls as f64);
             }
             Ok::<_, String>((h, b))
         }
@@ -59,7 +73,7 @@ impl Bench {
             ..Metric::new(
                 "echo_per_call",
                 format!(
-                    "sequential echo tools/call over stdio, {calls} calls per round, time per call"
+                    "sequential echo tools/call over stdio, {calls} calls per round in chunks of {ECHO_CHUNK}, time per call"
                 ),
                 harness,
                 baseline,
