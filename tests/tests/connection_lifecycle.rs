@@ -92,11 +92,13 @@ async fn a_stdio_server_that_crashes_after_n_calls_is_failed_with_its_exit_statu
         error.contains(&format!("exit status: {CRASH_EXIT_CODE}")),
         "the exit status is shown: {error}"
     );
-    // The line the fixture writes just before exiting may not be drained yet when the closure
-    // is reported (the tail is read at once); the banner from its start always is.
+    // The tail holds the banner from its start and the last words it wrote before exiting
+    // (the closure is reported only once stderr is drained).
     assert!(
-        error.contains("server stderr") && error.contains("crashy starting"),
-        "the stderr tail is shown: {error}"
+        error.contains("server stderr")
+            && error.contains("crashy starting")
+            && error.contains("crashing on purpose"),
+        "the stderr tail is shown, to the end: {error}"
     );
     // Failed for good: no reconnect scheduled, no tools, no process left behind.
     assert_eq!(crashy.attempts, 0, "{crashy:?}");

@@ -121,12 +121,21 @@ impl Session {
     }
 
     /// A future that resolves when the session ends by itself (server exit, connection lost) or
-    /// is shut down. It can be taken once; later calls return `None`.
+    /// is shut down — for a stdio server, once its stderr has been drained too (at most 500 ms
+    /// more), so the tail then holds its last words. It can be taken once; later calls return
+    /// `None`.
     pub fn take_closed(&mut self) -> Option<BoxFuture<'static, String>> {
         let service = self.service.take()?;
         let process = self.process.clone();
+        let stderr = self.stderr.clone();
         Some(Box::pin(async move {
-            let reason = match service.waiting().await {
+            let waited = service.waiting().await;
+            // What a dying server wrote last is usually why: let its stderr drain first, so
+            // `stderr_tail` read after this resolves has it.
+            if let Some(s) = &stderr {
+                s.wait_finished(Duration::from_millis(500)).await;
+            }
+            let reason = match waited {
                 Ok(QuitReason::Cancelled) => "closed by the harness".to_string(),
                 Ok(QuitReason::Closed) => "the server closed the connection".to_string(),
                 Ok(QuitReason::JoinError(e)) | Err(e) => format!("session task failed: {e}"),
