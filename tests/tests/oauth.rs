@@ -37,6 +37,8 @@ struct AuthServer {
     registrations: Vec<serde_json::Value>,
     authorize_queries: Vec<HashMap<String, String>>,
     token_resources: Vec<Option<String>>,
+    /// MCP requests refused with 401.
+    unauthorized: u64,
 }
 
 type Shared = Arc<Mutex<AuthServer>>;
@@ -88,11 +90,14 @@ async fn guard(State(st): State<Shared>, req: Request, next: Next) -> Response {
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::to_string);
     let (ok, base) = {
-        let st = st.lock().unwrap();
+        let mut st = st.lock().unwrap();
         let ok = token
             .as_ref()
             .and_then(|t| st.access.get(t))
             .is_some_and(|expires| *expires > std::time::Instant::now());
+        if !ok {
+            st.unauthorized += 1;
+        }
         (ok, st.base.clone())
     };
     if !ok {
@@ -260,6 +265,36 @@ async fn needs_auth_then_login_then_refresh_with_rotation() {
     assert_eq!(snap.servers["secure"].state.label(), "needs-auth");
     let before = snap.revision;
 
+    // R4: the model sees only an authenticate tool for it, which says what the user must do.
+    let authenticate = mcp_harness_catalog::qualify("secure", "authenticate");
+    let step = runtime.bind_step(&[]).await.expect("step");
+    let names: Vec<String> = step.tools().iter().map(|t| t.name.clone()).collect();
+    assert!(names.contains(&authenticate), "{names:?}");
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.starts_with("mcp__secure__") && *n != authenticate),
+        "{names:?}"
+    );
+    let told = step
+        .prepare_call(&authenticate)
+        .expect("shown")
+        .call(None)
+        .await
+        .expect("answered by the harness");
+    assert!(!told.is_error());
+    let text = common::text(&told);
+    assert!(text.contains("mcp-harness login secure"), "{text}");
+    assert!(text.contains("--no-browser"), "{text}");
+    // Not probed while it waits (R4): no request reaches the server for a while.
+    let refused = st.lock().unwrap().unauthorized;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(
+        st.lock().unwrap().unauthorized,
+        refused,
+        "probed while needs-auth"
+    );
+
     // Login: discovery from the challenge, dynamic registration, PKCE S256, `resource`.
     let settings = auth::OAuthSettings {
         redirect_uri: "http://127.0.0.1:33418/callback".into(),
@@ -302,8 +337,8 @@ async fn needs_auth_then_login_then_refresh_with_rotation() {
     assert_eq!(dmode, 0o700);
     assert!(!format!("{store:?}").contains("secret"));
 
-    // After login the server connects and its real catalog comes in a new revision.
-    runtime.restart("secure").unwrap();
+    // After login the server connects by itself (its stored credentials changed) and its real
+    // catalog comes in a new revision, replacing the authenticate tool.
     let deadline = tokio::time::Instant::now() + common::SETTLE;
     let snap = loop {
         let s = runtime.snapshot();
@@ -321,6 +356,13 @@ async fn needs_auth_then_login_then_refresh_with_rotation() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert!(snap.revision > before);
+    let step = runtime.bind_step(&[]).await.expect("step");
+    let names: Vec<String> = step.tools().iter().map(|t| t.name.clone()).collect();
+    assert!(!names.contains(&authenticate), "{names:?}");
+    assert!(
+        names.contains(&mcp_harness_catalog::qualify("secure", "echo")),
+        "{names:?}"
+    );
 
     // Let the access token come close to expiry; 20 concurrent calls refresh exactly once.
     tokio::time::sleep(Duration::from_secs(TOKEN_SECS - 1)).await;

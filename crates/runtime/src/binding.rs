@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use mcp_harness_catalog::{HiddenEntry, Snapshot, ToolEntry};
+use mcp_harness_catalog::{HiddenEntry, ServerState, Snapshot, ToolEntry};
 use mcp_harness_policy::{
     Approval, ApprovalRequest, Decision, ExposedTool, LoadBudget, SearchRequest, ToolSearch,
     search, search_tool_definition,
@@ -42,6 +42,9 @@ use crate::runtime::Inner;
 pub const SEARCH_TOOL: &str = "mcp_harness__search_tools";
 /// Name of the built-in tool that pages through a stored large result.
 pub const READ_OUTPUT_TOOL: &str = "mcp_harness__read_output";
+/// Raw name of the tool a server waiting for authorization shows instead of its own (R4):
+/// `mcp__<server>__authenticate`.
+pub const AUTHENTICATE_TOOL: &str = "authenticate";
 
 /// One tool of a step, as the model sees it.
 #[derive(Debug, Clone)]
@@ -98,6 +101,9 @@ pub(crate) struct Frozen {
     deferred: Vec<ExposedTool>,
     hidden: Vec<HiddenEntry>,
     index: HashMap<String, ToolEntry>,
+    /// For each server waiting for authorization, by its authenticate tool's name: the server
+    /// and why it waits.
+    authenticate: HashMap<String, (String, String)>,
     /// The `outputSchema` of each tool in `index` that has one, compiled on the first result
     /// that needs it and then reused by every call of every step bound to this snapshot.
     outputs: HashMap<String, OutputSlot>,
@@ -128,6 +134,19 @@ impl Frozen {
             direct.push(builtin(SEARCH_TOOL, search_tool_definition()));
         }
         direct.push(builtin(READ_OUTPUT_TOOL, read_output_tool()));
+        // R4: a server waiting for authorization shows only a tool that says how to log in.
+        let mut authenticate = HashMap::new();
+        for (server, status) in &snapshot.servers {
+            if let ServerState::NeedsAuth { reason } = &status.state {
+                let name = mcp_harness_catalog::qualify(server, AUTHENTICATE_TOOL);
+                direct.push(BoundTool {
+                    name: name.clone(),
+                    tool: Arc::new(authenticate_tool(server)),
+                    server: Some(server.clone()),
+                });
+                authenticate.insert(name, (server.clone(), reason.clone()));
+            }
+        }
         let outputs = index
             .iter()
             .filter(|(_, entry)| entry.tool.output_schema.is_some())
@@ -144,6 +163,7 @@ impl Frozen {
             deferred: exposure.deferred,
             hidden: exposure.hidden,
             index,
+            authenticate,
             outputs,
         }
     }
@@ -226,6 +246,18 @@ impl StepBinding {
         if name == READ_OUTPUT_TOOL {
             return Ok(self.builtin_call(Builtin::ReadOutput));
         }
+        if let Some((server, reason)) = self.frozen.authenticate.get(name) {
+            return Ok(PreparedCall {
+                inner: self.inner.clone(),
+                target: Target::Authenticate {
+                    name: name.to_string(),
+                    server: server.clone(),
+                    reason: reason.clone(),
+                },
+                revision: self.revision(),
+                search: self.search.clone(),
+            });
+        }
         let visible = self.frozen.direct.iter().any(|t| t.name == name)
             || self.search.loaded().1.iter().any(|t| t.name == name);
         let entry = self
@@ -299,6 +331,23 @@ fn bound(entry: &ToolEntry) -> BoundTool {
     }
 }
 
+/// The definition of a needs-auth server's authenticate tool (no arguments).
+fn authenticate_tool(server: &str) -> Tool {
+    let schema = json!({"type": "object", "properties": {}, "additionalProperties": false});
+    let schema = match schema {
+        Value::Object(map) => map,
+        _ => JsonObject::new(),
+    };
+    Tool::new(
+        AUTHENTICATE_TOOL,
+        format!(
+            "The MCP server \"{server}\" needs the user's authorization before its tools can be \
+             used. Call this to learn what the user has to do."
+        ),
+        Arc::new(schema),
+    )
+}
+
 fn builtin(name: &str, tool: Tool) -> BoundTool {
     BoundTool {
         name: name.to_string(),
@@ -360,6 +409,12 @@ enum Target {
         validator: Arc<ArgumentValidator>,
     },
     Builtin(Builtin),
+    /// The authenticate tool of a server waiting for authorization.
+    Authenticate {
+        name: String,
+        server: String,
+        reason: String,
+    },
 }
 
 /// Options of one call.
@@ -415,6 +470,7 @@ impl PreparedCall {
             Target::Server { entry, .. } => &entry.qualified_name,
             Target::Builtin(Builtin::Search) => SEARCH_TOOL,
             Target::Builtin(Builtin::ReadOutput) => READ_OUTPUT_TOOL,
+            Target::Authenticate { name, .. } => name,
         }
     }
 
@@ -438,6 +494,7 @@ impl PreparedCall {
         let args = arguments.unwrap_or_default();
         match &self.target {
             Target::Builtin(which) => self.call_builtin(*which, &args),
+            Target::Authenticate { server, reason, .. } => Ok(self.authenticate(server, reason)),
             Target::Server {
                 entry,
                 client,
@@ -706,6 +763,37 @@ impl PreparedCall {
                     ))),
                 }
             }
+        }
+    }
+
+    /// What the authenticate tool answers: who must do what. Nothing is sent anywhere; the
+    /// server connects by itself once its credentials are stored.
+    fn authenticate(&self, server: &str, reason: &str) -> ToolResult {
+        let reason: String = reason
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .chars()
+            .filter(|c| !c.is_control())
+            .take(300)
+            .collect();
+        let text = format!(
+            "The MCP server \"{server}\" needs the user's authorization before its tools can be \
+             used ({reason}). Ask the user to run `mcp-harness login {server}` in a terminal \
+             (with `--no-browser` on a machine without a browser: it prints the URL to open \
+             elsewhere and takes the redirect URL pasted back). Once they have, the server \
+             connects by itself and its tools replace this one in the next step; there is \
+             nothing else to call."
+        );
+        let result = CallToolResult::success(vec![rmcp::model::ContentBlock::text(text)]);
+        let normalized = normalize(result.clone(), None, self.inner.result_limits);
+        ToolResult {
+            server: server.to_string(),
+            tool: AUTHENTICATE_TOOL.to_string(),
+            revision: self.revision,
+            result,
+            normalized,
+            output_handle: None,
         }
     }
 

@@ -53,6 +53,8 @@ fn fnv(name: &str) -> u64 {
 
 /// The cause of a listing made because a derived kind needed an input the cache no longer had.
 const REREAD: &str = "re-reading an input of a derived kind";
+/// How often a needs-auth server's stored credentials are checked (a file stat, no network).
+pub const CREDENTIALS_POLL: Duration = Duration::from_secs(1);
 
 /// A `notifications/resources/updated` from a server, as the runtime broadcasts it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -201,6 +203,8 @@ pub struct ServerActor {
     health: Option<SpawnHandle>,
     /// Pings in a row that got no answer.
     missed_pings: u32,
+    /// While needs-auth: the watch of the stored credentials (a local file, not the server).
+    auth_watch: Option<SpawnHandle>,
     /// The protocol version to ask for after the default handshake was refused.
     fallback: Option<ProtocolVersion>,
     /// Whether the current connection ended because its stdio process exited.
@@ -242,6 +246,7 @@ impl ServerActor {
             retry: None,
             health: None,
             missed_pings: 0,
+            auth_watch: None,
             fallback: None,
             exited: false,
             reviving: None,
@@ -302,7 +307,30 @@ impl ServerActor {
         if let Some(handle) = self.health.take() {
             ctx.cancel_future(handle);
         }
+        if let Some(handle) = self.auth_watch.take() {
+            ctx.cancel_future(handle);
+        }
         self.status.next_retry = None;
+    }
+
+    /// In needs-auth, the server is not probed (R4); its stored credentials are watched
+    /// instead, and a change (a login, from any process) connects it again.
+    fn watch_credentials(&mut self, ctx: &mut Context<Self>) {
+        let Some(before) = self.connector.credentials_stamp(self.name()) else {
+            return;
+        };
+        if let Some(handle) = self.auth_watch.take() {
+            ctx.cancel_future(handle);
+        }
+        self.auth_watch = Some(ctx.run_interval(CREDENTIALS_POLL, move |act, ctx| {
+            if act.stopped || !matches!(act.status.state, ServerState::NeedsAuth { .. }) {
+                return;
+            }
+            if act.connector.credentials_stamp(act.name()).as_ref() != Some(&before) {
+                tracing::info!(server = %act.name(), "stored credentials changed; connecting");
+                act.connect(ctx);
+            }
+        }));
     }
 
     fn connect(&mut self, ctx: &mut Context<Self>) {
@@ -477,9 +505,13 @@ impl ServerActor {
                         error: message.clone(),
                     }
                 };
+                let needs_auth = matches!(state, ServerState::NeedsAuth { .. });
                 self.set_state(state);
                 self.report("connect failed");
                 self.finish_revival(Err(message));
+                if needs_auth {
+                    self.watch_credentials(ctx);
+                }
             }
         }
     }

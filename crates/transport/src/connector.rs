@@ -69,6 +69,14 @@ pub trait Connector: Send + Sync + 'static {
         false
     }
 
+    /// A cheap fingerprint of the credentials stored for `server` (for example a token file's
+    /// modification time and size), or `None` when this transport keeps none. A server waiting
+    /// for authorization (needs-auth) is connected again when it changes — after
+    /// `mcp-harness login` in another process, say — without probing the server meanwhile.
+    fn credentials_stamp(&self, _server: &str) -> Option<String> {
+        None
+    }
+
     /// Opens the transport and runs initialize with `handler` as the client.
     fn connect(
         &self,

@@ -97,6 +97,21 @@ impl Connector for StreamableHttpConnector {
         true
     }
 
+    fn credentials_stamp(&self, server: &str) -> Option<String> {
+        let path = crate::auth::FileCredentialStore::for_server(server, &self.url).path();
+        Some(match std::fs::metadata(&path) {
+            Ok(m) => {
+                let modified = m
+                    .modified()
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map_or(0, |d| d.as_nanos());
+                format!("{modified}:{}", m.len())
+            }
+            Err(_) => "absent".into(),
+        })
+    }
+
     fn connect(
         &self,
         handler: HarnessClient,
