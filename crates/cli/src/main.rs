@@ -328,15 +328,31 @@ async fn execute(
             let _reload = runtime.reload_on_change(files, Duration::from_secs(1), loader);
             let mut rx = runtime.watch();
             let mut seen = 0u64;
-            loop {
-                if rx.changed().await.is_err() {
-                    return 0;
+            // Commands typed while watching (`restart SERVER`), read on a plain thread.
+            let (lines_tx, mut lines) = tokio::sync::mpsc::unbounded_channel();
+            std::thread::spawn(move || {
+                use std::io::BufRead;
+                for line in std::io::stdin().lock().lines() {
+                    let Ok(line) = line else { break };
+                    if lines_tx.send(line).is_err() {
+                        break;
+                    }
                 }
-                let snapshot = rx.borrow_and_update().clone();
-                emit!("{}", watch::describe(&snapshot));
-                seen += 1;
-                if count.is_some_and(|c| seen >= c) {
-                    return 0;
+            });
+            loop {
+                tokio::select! {
+                    changed = rx.changed() => {
+                        if changed.is_err() {
+                            return 0;
+                        }
+                        let snapshot = rx.borrow_and_update().clone();
+                        emit!("{}", watch::describe(&snapshot));
+                        seen += 1;
+                        if count.is_some_and(|c| seen >= c) {
+                            return 0;
+                        }
+                    }
+                    Some(line) = lines.recv() => eprintln!("{}", watch::command(runtime, &line)),
                 }
             }
         }

@@ -57,8 +57,13 @@ fn run(args: &[&str]) -> (i32, String, String) {
 
 /// Live processes whose command line contains `marker` (zombies excluded).
 fn processes_with(marker: &str) -> usize {
+    pids_with(marker).len()
+}
+
+/// The ids of live processes whose command line contains `marker` (zombies excluded).
+fn pids_with(marker: &str) -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
-        return 0;
+        return Vec::new();
     };
     dir.flatten()
         .filter(|e| {
@@ -76,7 +81,8 @@ fn processes_with(marker: &str) -> usize {
             let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
             state != "Z" && String::from_utf8_lossy(&cmd).contains(marker)
         })
-        .count()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect()
 }
 
 fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
@@ -197,6 +203,50 @@ fn inspect_and_call_against_a_stdio_server() {
     assert!(
         wait_until(Duration::from_secs(5), || processes_with(&marker) == 0),
         "a fixture outlived the CLI"
+    );
+}
+
+/// `restart SERVER` typed while watching restarts that server: a new process replaces the old.
+#[test]
+fn watch_restarts_a_server_when_asked() {
+    let dir = temp_dir();
+    let marker = format!("cli-restart-{}", uuid_like());
+    let config = fixture_config(&dir, &marker);
+    let mut child = Command::new(bin())
+        .args(["watch", "--config", config.to_str().unwrap_or_default()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start watch");
+    assert!(
+        wait_until(Duration::from_secs(30), || pids_with(&marker).len() == 1),
+        "the fixture server never started"
+    );
+    let first = pids_with(&marker);
+    let mut stdin = child.stdin.take().expect("stdin");
+    writeln!(stdin, "restart fx").expect("type the command");
+    stdin.flush().expect("flush");
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            let now = pids_with(&marker);
+            now.len() == 1 && now != first
+        }),
+        "the server was not restarted: {first:?} → {:?}",
+        pids_with(&marker)
+    );
+    writeln!(stdin, "restart nosuch").expect("type the command");
+    drop(stdin);
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: signals only the CLI process this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().expect("wait");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("restarting fx"), "{err}");
+    assert!(err.contains("cannot restart nosuch"), "{err}");
+    assert!(
+        wait_until(Duration::from_secs(5), || processes_with(&marker) == 0),
+        "a server outlived the CLI"
     );
 }
 
