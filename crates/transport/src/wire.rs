@@ -136,7 +136,7 @@ impl WireNotes {
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
+    memchr::memmem::find(haystack, needle).is_some()
 }
 
 /// An [`AsyncRead`] of newline-delimited JSON-RPC (stdio, in-process) that shows every line to
@@ -161,7 +161,7 @@ impl<R> TapRead<R> {
 
     fn seen(&mut self, mut bytes: &[u8]) {
         while !bytes.is_empty() {
-            let (part, complete) = match bytes.iter().position(|&b| b == b'\n') {
+            let (part, complete) = match memchr::memchr(b'\n', bytes) {
                 Some(i) => (&bytes[..i], Some(i + 1)),
                 None => (bytes, None),
             };
