@@ -89,10 +89,8 @@ pub(crate) async fn follow(
 ) -> Result<CallToolResult, CallError> {
     let deadline = Instant::now() + call.timeout;
     let Some(task) = created.get("task").and_then(TaskState::read) else {
-        return Err(protocol(
-            &call,
-            "the server answered a task-augmented tools/call without a task id".into(),
-        ));
+        return Err(call
+            .protocol("the server answered a task-augmented tools/call without a task id".into()));
     };
     let mut follower = Follower {
         call: &call,
@@ -109,12 +107,12 @@ pub(crate) async fn follow(
                 .peer
                 .send_request_with_option(fetch, PeerRequestOptions::with_timeout(call.timeout))
                 .await
-                .map_err(|e| classify(&call, e))?;
+                .map_err(|e| call.classify(e))?;
             let answer = handle.await_response();
             tokio::pin!(answer);
             loop {
                 tokio::select! {
-                    answer = &mut answer => break answer.map_err(|e| classify(&call, e)),
+                    answer = &mut answer => break answer.map_err(|e| call.classify(e)),
                     () = tokio::time::sleep(follower.interval) => follower.poll().await?,
                 }
             }
@@ -155,18 +153,8 @@ async fn abandon(call: &TaskCall<'_>, task_id: &str, why: Abandon) -> CallError 
         tracing::debug!(task_id, "tasks/cancel was not acknowledged");
     }
     match why {
-        Abandon::Timeout => CallError::Timeout {
-            server: call.server.to_string(),
-            tool: call.tool.to_string(),
-            timeout: call.timeout,
-        },
-        Abandon::Cancelled => CallError::Transport {
-            server: call.server.to_string(),
-            tool: call.tool.to_string(),
-            message: format!(
-                "cancelled by the caller; the server was told (tasks/cancel of task {task_id})"
-            ),
-        },
+        Abandon::Timeout => call.timed_out(),
+        Abandon::Cancelled => call.cancelled(task_id),
     }
 }
 
@@ -186,25 +174,19 @@ impl Follower<'_> {
             .peer
             .send_request(custom("tasks/get", &self.task_id))
             .await
-            .map_err(|e| classify(self.call, e))?;
+            .map_err(|e| self.call.classify(e))?;
         let raw = serde_json::to_value(&got).unwrap_or(Value::Null);
         let task = TaskState::read(&raw).ok_or_else(|| {
-            protocol(
-                self.call,
-                format!(
-                    "tasks/get for task {} answered without a task",
-                    self.task_id
-                ),
-            )
+            self.call.protocol(format!(
+                "tasks/get for task {} answered without a task",
+                self.task_id
+            ))
         })?;
         if task.id != self.task_id {
-            return Err(protocol(
-                self.call,
-                format!(
-                    "tasks/get for task {} answered with task {}",
-                    self.task_id, task.id
-                ),
-            ));
+            return Err(self.call.protocol(format!(
+                "tasks/get for task {} answered with task {}",
+                self.task_id, task.id
+            )));
         }
         self.report(&task);
         Ok(())
@@ -238,16 +220,4 @@ fn custom(method: &str, task_id: &str) -> ClientRequest {
         method,
         Some(json!({ "taskId": task_id })),
     ))
-}
-
-fn protocol(call: &TaskCall<'_>, message: String) -> CallError {
-    CallError::Protocol {
-        server: call.server.to_string(),
-        tool: call.tool.to_string(),
-        message,
-    }
-}
-
-fn classify(call: &TaskCall<'_>, e: rmcp::ServiceError) -> CallError {
-    crate::runtime::classify(e, call.server, call.tool, call.timeout)
 }

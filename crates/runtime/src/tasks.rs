@@ -67,6 +67,42 @@ pub(crate) struct TaskCall<'a> {
     pub callbacks: Option<&'a Callbacks>,
 }
 
+impl TaskCall<'_> {
+    /// A protocol-class error of this call.
+    pub(crate) fn protocol(&self, message: String) -> CallError {
+        CallError::Protocol {
+            server: self.server.to_string(),
+            tool: self.tool.to_string(),
+            message,
+        }
+    }
+
+    /// A failed request of this call, classified.
+    pub(crate) fn classify(&self, e: rmcp::ServiceError) -> CallError {
+        crate::runtime::classify(e, self.server, self.tool, self.timeout)
+    }
+
+    /// The task outlived the call's timeout (and was cancelled).
+    pub(crate) fn timed_out(&self) -> CallError {
+        CallError::Timeout {
+            server: self.server.to_string(),
+            tool: self.tool.to_string(),
+            timeout: self.timeout,
+        }
+    }
+
+    /// The caller cancelled; the server was sent `tasks/cancel` for `task_id`.
+    pub(crate) fn cancelled(&self, task_id: &str) -> CallError {
+        CallError::Transport {
+            server: self.server.to_string(),
+            tool: self.tool.to_string(),
+            message: format!(
+                "cancelled by the caller; the server was told (tasks/cancel of task {task_id})"
+            ),
+        }
+    }
+}
+
 /// Why polling stopped without a terminal task.
 enum Abandon {
     Timeout,
@@ -100,18 +136,8 @@ pub(crate) async fn follow(
     };
     cancel_task(call.peer, &task_id).await;
     Err(match outcome {
-        Abandon::Timeout => CallError::Timeout {
-            server: call.server.to_string(),
-            tool: call.tool.to_string(),
-            timeout: call.timeout,
-        },
-        Abandon::Cancelled => CallError::Transport {
-            server: call.server.to_string(),
-            tool: call.tool.to_string(),
-            message: format!(
-                "cancelled by the caller; the server was told (tasks/cancel of task {task_id})"
-            ),
-        },
+        Abandon::Timeout => call.timed_out(),
+        Abandon::Cancelled => call.cancelled(&task_id),
         Abandon::Failed(e) => e,
     })
 }
@@ -253,15 +279,11 @@ impl Poller<'_> {
     }
 
     fn protocol(&self, message: String) -> CallError {
-        CallError::Protocol {
-            server: self.call.server.to_string(),
-            tool: self.call.tool.to_string(),
-            message,
-        }
+        self.call.protocol(message)
     }
 
     fn classify(&self, e: rmcp::ServiceError) -> CallError {
-        crate::runtime::classify(e, self.call.server, self.call.tool, self.call.timeout)
+        self.call.classify(e)
     }
 }
 
