@@ -342,6 +342,10 @@ impl<C: StreamableHttpClient + Sync> StepUp<C> {
         F: Fn() -> Fut,
         Fut: Future<Output = Result<T, StreamableHttpError<C::Error>>>,
     {
+        if let Some(manager) = &self.manager {
+            // A due token is refreshed once for every process sharing the store.
+            self.store.refresh_if_due(manager).await;
+        }
         let mut seen = self.shared.generation.load(Ordering::Acquire);
         let mut stepped_up = false;
         let mut retries = 0;

@@ -4,8 +4,10 @@
 //! Invariants: the directory is created 0700 and every file is written 0600 through a temporary
 //! file renamed into place (a reader never sees half a file, another user never reads one); a
 //! refresh holds an exclusive `flock` on `<server-hash>.lock`, so two harness processes sharing
-//! the store never spend the same refresh token twice; nothing here prints a token (the store's
-//! `Debug` shows the path only, errors name the server and the file, never its contents).
+//! the store never spend the same refresh token twice, and a token found due is looked at again
+//! under that lock before it is refreshed ([`FileCredentialStore::refresh_if_due`]), so one
+//! refresh serves them all; nothing here prints a token (the store's `Debug` shows the path only,
+//! errors name the server and the file, never its contents).
 
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
@@ -13,10 +15,21 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use rmcp::transport::auth::{
-    AuthError, AuthorizationMetadata, CredentialRefreshGuard, CredentialStore, StoredCredentials,
+    AuthError, AuthorizationManager, AuthorizationMetadata, CredentialRefreshGuard,
+    CredentialStore, StoredCredentials,
 };
 use serde::{Deserialize, Serialize};
 use sha2::Digest;
+
+tokio::task_local! {
+    /// The lock file the current task holds already ([`FileCredentialStore::refresh_if_due`]):
+    /// the refresh it runs takes no second lock (a second `flock` would wait for the first).
+    static HELD_LOCK: PathBuf;
+}
+
+/// A stored token counts as due this much earlier than rmcp's own rule says, so that the check
+/// of [`FileCredentialStore::refresh_if_due`] is never later than the one rmcp makes after it.
+const DUE_MARGIN_SECS: u64 = 2;
 
 /// Set once (tests, the conformance client) to keep tokens out of the user's config dir.
 static DIR_OVERRIDE: OnceLock<PathBuf> = OnceLock::new();
@@ -284,6 +297,61 @@ impl FileCredentialStore {
             }
         }
     }
+
+    /// Whether the stored access token is due for a refresh: rmcp's rule (less than
+    /// min(30 s, half its lifetime) left), [`DUE_MARGIN_SECS`] earlier.
+    fn refresh_due(&self) -> bool {
+        let Ok(Some(TokenFile {
+            credentials: Some(creds),
+            ..
+        })) = self.read()
+        else {
+            return false;
+        };
+        let expires_in = creds
+            .token_response
+            .as_ref()
+            .and_then(|t| serde_json::to_value(t).ok())
+            .and_then(|t| t.get("expires_in").and_then(|e| e.as_u64()));
+        let (Some(expires_in), Some(received_at)) = (expires_in, creds.token_received_at) else {
+            return false;
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let remaining = expires_in.saturating_sub(now.saturating_sub(received_at));
+        remaining < 30.min(expires_in / 2).max(1) + DUE_MARGIN_SECS
+    }
+
+    /// Before rmcp's client looks at the token for a request: when it is due, refreshes it
+    /// through `manager` under this server's lock, taken before the token is read again.
+    ///
+    /// rmcp takes the lock ([`CredentialStore::acquire_refresh_guard`]) only after it found the
+    /// token due, then refreshes whatever it reads: a process that found it due while another
+    /// one was refreshing it waited, read the rotated tokens and refreshed once more (every
+    /// process sharing the store spent a refresh, and each one's new token replaced the others').
+    /// Here the token is read again under the lock, so whoever comes second finds it fresh and
+    /// uses it. Lock order as in rmcp: the manager, then the file. Any failure is left to rmcp's
+    /// own refresh, which reports it.
+    pub async fn refresh_if_due(&self, manager: &tokio::sync::Mutex<AuthorizationManager>) {
+        let this = self.clone();
+        if !matches!(
+            tokio::task::spawn_blocking(move || this.refresh_due()).await,
+            Ok(true)
+        ) {
+            return;
+        }
+        let manager = manager.lock().await;
+        let this = self.clone();
+        let Ok(Ok(lock)) = tokio::task::spawn_blocking(move || this.lock_blocking()).await else {
+            return;
+        };
+        // Refreshes only if the token is still due now that no one else is refreshing it.
+        let _ = HELD_LOCK
+            .scope(self.lock_path(), manager.get_access_token())
+            .await;
+        drop(lock);
+    }
 }
 
 #[async_trait::async_trait]
@@ -308,6 +376,13 @@ impl CredentialStore for FileCredentialStore {
     }
 
     async fn acquire_refresh_guard(&self) -> Result<Option<CredentialRefreshGuard>, AuthError> {
+        if HELD_LOCK
+            .try_with(|held| *held == self.lock_path())
+            .unwrap_or(false)
+        {
+            // Inside `refresh_if_due`, which holds the lock for this refresh.
+            return Ok(Some(CredentialRefreshGuard::new(())));
+        }
         let this = self.clone();
         let file = tokio::task::spawn_blocking(move || this.lock_blocking())
             .await

@@ -1,0 +1,663 @@
+//! Two harness processes sharing one token store refresh safely (issue 6): both hold the same
+//! stored tokens for one OAuth-protected server, the access token expires, both call a tool at
+//! the same moment, and exactly one refresh reaches the authorization server. The other process
+//! waits on the store's lock and then uses the rotated tokens from the file; it neither spends
+//! the old refresh token (the authorization server here is strict: a refresh token is good once,
+//! a spent one gets `invalid_grant`) nor the new one (a second refresh).
+//!
+//! The second process is this test binary run again with only [`child_process_role`] selected
+//! and [`CHILD_ENV`] set; without that variable the role is a no-op. The two processes meet at
+//! barriers kept by the test's server (nothing waits on a clock to line them up), every wait is
+//! bounded, everything listens on 127.0.0.1, and the child is killed if it is still running when
+//! the test ends.
+//!
+//! Expiry is made to happen between two barriers instead of by waiting: the authorization server
+//! stops accepting the access token and the test moves the stored `token_received_at` back by
+//! two lifetimes, exactly what the clock does to a token (rmcp reads it from the store on every
+//! request). To make sure the refreshes really overlap, the authorization server holds its
+//! answer to the first refresh until it sees the other process blocked on the store's lock (in
+//! `/proc/locks`) or a second refresh request, whichever comes first.
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::{Path as UrlPath, RawQuery, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use mcp_harness_fixture::{FixtureOptions, FixtureServer};
+use mcp_harness_runtime::Runtime;
+use mcp_harness_runtime::transport::auth;
+use rmcp::transport::streamable_http_server::{
+    StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+};
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Set (to the server's base URL) in the child process: it plays the second harness.
+const CHILD_ENV: &str = "MCP_HARNESS_OAUTH_TWO_PROCESSES_CHILD";
+/// The token store directory, in the child.
+const CHILD_DIR_ENV: &str = "MCP_HARNESS_OAUTH_TWO_PROCESSES_DIR";
+/// The name of the child's test, run with `--exact`.
+const CHILD_TEST: &str = "child_process_role";
+
+/// Lifetime of issued access tokens: long, so no refresh happens before the test expires the
+/// token itself.
+const TOKEN_SECS: u64 = 3600;
+/// Concurrent tool calls per process after expiry.
+const CALLS: usize = 4;
+/// Bound of every wait of this test (barriers, connecting, the child's exit).
+const WAIT: Duration = Duration::from_secs(60);
+
+#[derive(Default)]
+struct AuthServer {
+    base: String,
+    /// The token store directory (its `*.lock` files are looked up in `/proc/locks`).
+    store_dir: PathBuf,
+    codes: HashMap<String, String>,
+    access: HashSet<String>,
+    /// Refresh tokens not spent yet.
+    refresh: Vec<String>,
+    /// Every refresh token issued, newest last.
+    issued_refresh: Vec<String>,
+    counter: u64,
+    /// Refresh requests that arrived (good or not).
+    refresh_requests: u64,
+    /// Successful refreshes.
+    refreshes: u64,
+    /// Refresh requests refused with `invalid_grant`.
+    invalid_grants: u64,
+    /// The first refresh's answer is held until contention was seen; at most once.
+    held_first: bool,
+    /// What ended the hold: ("lock", holder pid, waiter pid) or ("second refresh", 0, 0).
+    contention: Option<(&'static str, u32, u32)>,
+    /// Barrier name → who arrived.
+    barriers: HashMap<String, HashSet<String>>,
+    /// The child's report: its calls' outcomes.
+    reports: Vec<String>,
+}
+
+type Shared = Arc<Mutex<AuthServer>>;
+
+/// Something changed in [`AuthServer`] (an arrival, a refresh request).
+type Changed = Arc<tokio::sync::watch::Sender<u64>>;
+
+#[derive(Clone)]
+struct AppState {
+    st: Shared,
+    changed: Changed,
+}
+
+/// A JSON body (this axum build has no `json` feature).
+struct Json(serde_json::Value);
+
+impl IntoResponse for Json {
+    fn into_response(self) -> Response {
+        (
+            [(header::CONTENT_TYPE, "application/json")],
+            self.0.to_string(),
+        )
+            .into_response()
+    }
+}
+
+fn decode(s: &str) -> String {
+    let bytes = s.replace('+', " ").into_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("");
+            if let Ok(b) = u8::from_str_radix(hex, 16) {
+                out.push(b);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn form(s: &str) -> HashMap<String, String> {
+    s.split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (decode(k), decode(v)))
+        .collect()
+}
+
+/// The bearer check in front of the MCP server.
+async fn guard(State(app): State<AppState>, req: Request, next: Next) -> Response {
+    let token = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::to_string);
+    let (ok, base) = {
+        let st = app.st.lock().unwrap();
+        let ok = token.as_ref().is_some_and(|t| st.access.contains(t));
+        (ok, st.base.clone())
+    };
+    if !ok {
+        return (
+            StatusCode::UNAUTHORIZED,
+            [(
+                header::WWW_AUTHENTICATE,
+                format!(
+                    "Bearer resource_metadata=\"{base}/.well-known/oauth-protected-resource/mcp\""
+                ),
+            )],
+        )
+            .into_response();
+    }
+    next.run(req).await
+}
+
+fn issue(st: &mut AuthServer) -> serde_json::Value {
+    st.counter += 1;
+    let access = format!("at-{}-secret", st.counter);
+    let refresh = format!("rt-{}-secret", st.counter);
+    st.access.insert(access.clone());
+    st.refresh.push(refresh.clone());
+    st.issued_refresh.push(refresh.clone());
+    json!({"access_token": access, "token_type": "Bearer", "expires_in": TOKEN_SECS,
+           "refresh_token": refresh, "scope": "mcp:tools"})
+}
+
+/// Inodes of the store's lock files.
+fn lock_inodes(dir: &Path) -> HashSet<u64> {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".lock"))
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.ino())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// (holder pid, waiter pid) of an flock on one of the store's lock files that someone is
+/// blocked on, from `/proc/locks` (`1: FLOCK ADVISORY WRITE <pid> <maj:min:inode> 0 EOF`, and
+/// `1: -> FLOCK ...` for a waiter).
+fn lock_contention(dir: &Path) -> Option<(u32, u32)> {
+    let inodes = lock_inodes(dir);
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    let mut holders = HashMap::new();
+    let mut waiters = Vec::new();
+    for line in locks.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let (waiting, rest) = match fields.get(1) {
+            Some(&"->") => (true, &fields[2..]),
+            Some(_) => (false, &fields[1..]),
+            None => continue,
+        };
+        // FLOCK ADVISORY WRITE pid dev:inode start end
+        if rest.len() < 5 || rest[0] != "FLOCK" {
+            continue;
+        }
+        let Ok(pid) = rest[3].parse::<u32>() else {
+            continue;
+        };
+        let Some(inode) = rest[4]
+            .rsplit(':')
+            .next()
+            .and_then(|i| i.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        if !inodes.contains(&inode) {
+            continue;
+        }
+        if waiting {
+            waiters.push((inode, pid));
+        } else {
+            holders.insert(inode, pid);
+        }
+    }
+    waiters
+        .into_iter()
+        .find_map(|(inode, waiter)| holders.get(&inode).map(|holder| (*holder, waiter)))
+}
+
+async fn token(State(app): State<AppState>, body: String) -> Response {
+    let params = form(&body);
+    let bad = |e: &str| (StatusCode::BAD_REQUEST, Json(json!({"error": e}))).into_response();
+    let (answer, hold) = {
+        let mut st = app.st.lock().unwrap();
+        match params.get("grant_type").map(String::as_str) {
+            Some("authorization_code") => {
+                let Some(challenge) = params.get("code").and_then(|c| st.codes.remove(c)) else {
+                    return bad("invalid_grant");
+                };
+                let verifier = params.get("code_verifier").cloned().unwrap_or_default();
+                if verifier.len() < 43 || verifier == challenge {
+                    return bad("invalid_grant");
+                }
+                return Json(issue(&mut st)).into_response();
+            }
+            Some("refresh_token") => {
+                st.refresh_requests += 1;
+                app.changed.send_modify(|n| *n += 1);
+                if st.refresh_requests == 2 && st.contention.is_none() {
+                    st.contention = Some(("second refresh", 0, 0));
+                }
+                let presented = params.get("refresh_token").cloned().unwrap_or_default();
+                // Rotation: a refresh token is good once.
+                let Some(pos) = st.refresh.iter().position(|r| *r == presented) else {
+                    st.invalid_grants += 1;
+                    return bad("invalid_grant");
+                };
+                st.refresh.remove(pos);
+                st.refreshes += 1;
+                let hold = !st.held_first;
+                st.held_first = true;
+                (issue(&mut st), hold)
+            }
+            _ => return bad("unsupported_grant_type"),
+        }
+    };
+    if hold {
+        // The first refresh is answered only once the other process is seen contending: blocked
+        // on the store's lock, or (without the lock) refreshing too. Bounded: without either,
+        // the test fails on `contention`.
+        let mut changed = app.changed.subscribe();
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let dir = {
+                let st = app.st.lock().unwrap();
+                if st.contention.is_some() {
+                    break;
+                }
+                st.store_dir.clone()
+            };
+            if let Some((holder, waiter)) = lock_contention(&dir) {
+                app.st.lock().unwrap().contention = Some(("lock", holder, waiter));
+                break;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                break;
+            }
+            // A second refresh request wakes this at once; the lock table is polled.
+            let _ = tokio::time::timeout(Duration::from_millis(20), changed.changed()).await;
+        }
+    }
+    Json(answer).into_response()
+}
+
+/// Records `who` at barrier `name` and waits (bounded) until both processes are there.
+async fn arrive(app: &AppState, name: &str, who: &str) -> bool {
+    let mut changed = app.changed.subscribe();
+    {
+        let mut st = app.st.lock().unwrap();
+        st.barriers
+            .entry(name.to_string())
+            .or_default()
+            .insert(who.to_string());
+    }
+    app.changed.send_modify(|n| *n += 1);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        if app.st.lock().unwrap().barriers[name].len() >= 2 {
+            return true;
+        }
+        match tokio::time::timeout_at(deadline, changed.changed()).await {
+            Ok(Ok(())) => {}
+            _ => return false,
+        }
+    }
+}
+
+async fn start_server(store_dir: PathBuf) -> (String, AppState) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let app = AppState {
+        st: Arc::new(Mutex::new(AuthServer {
+            base: base.clone(),
+            store_dir,
+            ..Default::default()
+        })),
+        changed: Arc::new(tokio::sync::watch::channel(0).0),
+    };
+    let fixture = FixtureServer::new(FixtureOptions::default());
+    let mcp = StreamableHttpService::new(
+        move || Ok(fixture.for_new_connection()),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let b = base.clone();
+    let router = axum::Router::new()
+        .nest_service("/mcp", mcp)
+        .layer(axum::middleware::from_fn_with_state(app.clone(), guard))
+        .route(
+            "/.well-known/oauth-protected-resource/mcp",
+            get({
+                let b = b.clone();
+                move || async move {
+                    Json(json!({"resource": format!("{b}/mcp"),
+                        "authorization_servers": [b], "scopes_supported": ["mcp:tools"]}))
+                }
+            }),
+        )
+        .route(
+            "/.well-known/oauth-authorization-server",
+            get({
+                let b = b.clone();
+                move || async move {
+                    Json(json!({"issuer": b,
+                        "authorization_endpoint": format!("{b}/authorize"),
+                        "token_endpoint": format!("{b}/token"),
+                        "registration_endpoint": format!("{b}/register"),
+                        "response_types_supported": ["code"],
+                        "grant_types_supported": ["authorization_code", "refresh_token"],
+                        "code_challenge_methods_supported": ["S256"],
+                        "token_endpoint_auth_methods_supported": ["none"]}))
+                }
+            }),
+        )
+        .route(
+            "/register",
+            post(|body: String| async move {
+                let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+                (
+                    StatusCode::CREATED,
+                    Json(json!({"client_id": "client-1",
+                        "redirect_uris": v["redirect_uris"], "token_endpoint_auth_method": "none"})),
+                )
+            }),
+        )
+        .route(
+            "/authorize",
+            get(
+                |State(app): State<AppState>, RawQuery(q): RawQuery| async move {
+                    let q = form(&q.unwrap_or_default());
+                    let mut st = app.st.lock().unwrap();
+                    let code = format!("code-{}", st.codes.len() + 1);
+                    st.codes.insert(code.clone(), q["code_challenge"].clone());
+                    let mut headers = HeaderMap::new();
+                    let location = format!(
+                        "{}?code={code}&state={}",
+                        q["redirect_uri"],
+                        q.get("state").cloned().unwrap_or_default()
+                    );
+                    headers.insert(header::LOCATION, location.parse().unwrap());
+                    (StatusCode::FOUND, headers)
+                },
+            ),
+        )
+        .route("/token", post(token))
+        .route(
+            "/barrier/{name}",
+            post(
+                |State(app): State<AppState>, UrlPath(name): UrlPath<String>, who: String| async move {
+                    if arrive(&app, &name, &who).await {
+                        StatusCode::OK
+                    } else {
+                        StatusCode::GATEWAY_TIMEOUT
+                    }
+                },
+            ),
+        )
+        .route(
+            "/report",
+            post(|State(app): State<AppState>, body: String| async move {
+                app.st.lock().unwrap().reports.push(body);
+                StatusCode::OK
+            }),
+        )
+        .with_state(app.clone());
+    tokio::spawn(async move {
+        axum::serve(listener, router).await.unwrap();
+    });
+    (base, app)
+}
+
+/// A POST on the test's server with a plain HTTP/1.1 client (loopback, bounded); the status.
+async fn post_plain(base: &str, path: &str, body: &str) -> u16 {
+    let addr = base.trim_start_matches("http://").to_string();
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: text/plain\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(&addr).await?;
+        stream.write_all(request.as_bytes()).await?;
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).await?;
+        Ok::<_, std::io::Error>(response)
+    };
+    let response = tokio::time::timeout(WAIT + Duration::from_secs(5), exchange)
+        .await
+        .expect("the test server answers")
+        .expect("the test server answers");
+    let response = String::from_utf8_lossy(&response);
+    response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Waits (bounded) until `secure` is connected with its catalog.
+async fn connected(runtime: &Runtime) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let s = runtime.snapshot();
+        // The server shows in the snapshot once the runtime has started it.
+        let state = s.servers.get("secure").map(|s| s.state.label());
+        if state == Some("connected")
+            && s.catalogs
+                .get("secure")
+                .is_some_and(|c| !c.tools.is_empty())
+        {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "server never connected: {state:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `CALLS` concurrent calls of `echo`; the failures, as text.
+async fn call_concurrently(runtime: &Runtime, who: &str) -> Vec<String> {
+    let name = mcp_harness_catalog::qualify("secure", "echo");
+    let calls = (0..CALLS).map(|i| {
+        let name = name.clone();
+        async move {
+            let message = format!("{who}-{i}");
+            match runtime
+                .call_tool(&name, json!({"message": message}).as_object().cloned())
+                .await
+            {
+                Ok(r) if !r.is_error() && common::text(&r).contains(&message) => None,
+                Ok(r) => Some(format!("{message}: tool error: {}", common::text(&r))),
+                Err(e) => Some(format!("{message}: {e}")),
+            }
+        }
+    });
+    futures::future::join_all(calls)
+        .await
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+/// The child process, killed (and reaped) if still running when dropped.
+struct ChildGuard(std::process::Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+        }
+        let _ = self.0.wait();
+    }
+}
+
+/// The second harness process: this binary, running only [`child_process_role`].
+fn spawn_child(base: &str, dir: &Path) -> ChildGuard {
+    let mut command = std::process::Command::new(std::env::current_exe().expect("test binary"));
+    command
+        .args([CHILD_TEST, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, base)
+        .env(CHILD_DIR_ENV, dir)
+        .stdin(std::process::Stdio::null());
+    // SAFETY: prctl only, between fork and exec. The child dies with the thread that spawned it
+    // (this test's thread) even if the test process is killed before the guard runs.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    ChildGuard(command.spawn().expect("the child process starts"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_processes_sharing_the_store_refresh_once() {
+    let dir = std::env::temp_dir().join(format!(
+        "mcp-harness-oauth-2p-test-{}",
+        uuid::Uuid::new_v4()
+    ));
+    assert!(auth::set_store_dir(dir.clone()), "store dir set once");
+    let (base, app) = start_server(dir.clone()).await;
+    let url = format!("{base}/mcp");
+
+    // One login: the tokens both processes share.
+    let settings = auth::OAuthSettings {
+        redirect_uri: "http://127.0.0.1:33418/callback".into(),
+        ..Default::default()
+    };
+    let store = auth::FileCredentialStore::for_server("secure", &url);
+    auth::login(
+        "secure",
+        &url,
+        &settings,
+        &auth::NoFollowBrowser,
+        store.clone(),
+    )
+    .await
+    .expect("login succeeds");
+
+    let mut child = spawn_child(&base, &dir);
+    let child_pid = child.0.id();
+    let runtime = common::start(vec![common::server("secure", common::http(&url))]);
+    connected(&runtime).await;
+    assert!(
+        arrive(&app, "connected", "parent").await,
+        "the child never connected (see its output above)"
+    );
+
+    // Both are connected with the tokens of the login. Now the access token expires: the
+    // authorization server no longer accepts it, and for the clients its lifetime is over (they
+    // read `token_received_at` from the store on every request).
+    {
+        let mut st = app.st.lock().unwrap();
+        assert_eq!(st.refresh_requests, 0, "no refresh before expiry");
+        st.access.clear();
+    }
+    store
+        .update(|f| {
+            let creds = f.credentials.as_mut().expect("stored credentials");
+            let at = creds.token_received_at.expect("token_received_at");
+            creds.token_received_at = Some(at - 2 * TOKEN_SECS);
+        })
+        .expect("store updated");
+
+    // Both processes call at the same moment.
+    assert!(
+        arrive(&app, "go", "parent").await,
+        "the child never came to `go`"
+    );
+    let failures = call_concurrently(&runtime, "parent").await;
+
+    // The child reports its calls and exits (bounded; the guard kills it otherwise).
+    let deadline = std::time::Instant::now() + WAIT;
+    let status = loop {
+        if let Some(status) = child.0.try_wait().expect("child status") {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the child did not exit"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    runtime.shutdown().await;
+
+    assert!(failures.is_empty(), "this process's calls: {failures:?}");
+    let st = app.st.lock().unwrap();
+    assert_eq!(
+        st.reports,
+        vec!["ok".to_string()],
+        "the child's calls (child exit: {status})"
+    );
+    assert!(status.success(), "child exit: {status}");
+    assert_eq!(st.invalid_grants, 0, "a spent refresh token was presented");
+    assert_eq!(
+        st.refresh_requests, 1,
+        "exactly one refresh reaches the authorization server (contention seen: {:?})",
+        st.contention
+    );
+    // The overlap really happened: the other process was blocked on the store's lock while the
+    // refresh was in flight.
+    let Some((what, holder, waiter)) = st.contention else {
+        panic!("the processes never contended for the refresh");
+    };
+    assert_eq!(what, "lock", "contention seen as {what}");
+    let pids = [std::process::id(), child_pid];
+    assert!(
+        holder != waiter && pids.contains(&holder) && pids.contains(&waiter),
+        "lock held by {holder}, waited on by {waiter}; processes {pids:?}"
+    );
+
+    // The file ends with the newest rotated refresh token, and the spent one is gone.
+    let newest = st.issued_refresh.last().cloned().expect("issued");
+    assert_eq!(newest, "rt-2-secret");
+    let text = std::fs::read_to_string(store.path()).expect("token file");
+    assert!(text.contains(&newest), "rotated refresh token kept");
+    assert!(!text.contains("rt-1-secret"), "spent refresh token dropped");
+    drop(st);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The second process of [`two_processes_sharing_the_store_refresh_once`]; a no-op unless run
+/// by it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn child_process_role() {
+    let Some(base) = std::env::var_os(CHILD_ENV) else {
+        return;
+    };
+    let base = base.to_string_lossy().into_owned();
+    let dir = PathBuf::from(std::env::var_os(CHILD_DIR_ENV).expect("store dir"));
+    assert!(auth::set_store_dir(dir), "store dir set once");
+    let url = format!("{base}/mcp");
+    let runtime = common::start(vec![common::server("secure", common::http(&url))]);
+    connected(&runtime).await;
+    assert_eq!(post_plain(&base, "/barrier/connected", "child").await, 200);
+    assert_eq!(post_plain(&base, "/barrier/go", "child").await, 200);
+    let failures = call_concurrently(&runtime, "child").await;
+    let report = if failures.is_empty() {
+        "ok".to_string()
+    } else {
+        failures.join("\n")
+    };
+    assert_eq!(post_plain(&base, "/report", &report).await, 200);
+    runtime.shutdown().await;
+    assert!(failures.is_empty(), "{failures:?}");
+}
