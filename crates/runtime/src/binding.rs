@@ -633,34 +633,14 @@ impl PreparedCall {
                         .map_err(classify)?;
                 }
                 ServerResult::CreateTaskResult(created) => {
-                    break crate::tasks::follow(
-                        created,
-                        crate::tasks::TaskCall {
-                            server: &entry.server,
-                            tool: &entry.raw_name,
-                            peer: &client.peer,
-                            timeout,
-                            cancel: options.cancel,
-                            status: options.task_status,
-                            callbacks: self.inner.callbacks.as_ref(),
-                        },
-                    )
-                    .await?;
+                    let call =
+                        self.task_call(entry, client, timeout, options.cancel, options.task_status);
+                    break crate::tasks::follow(created, call).await?;
                 }
                 ServerResult::CustomResult(created) if task_augmented => {
-                    break crate::task_augmented::follow(
-                        created.0,
-                        crate::tasks::TaskCall {
-                            server: &entry.server,
-                            tool: &entry.raw_name,
-                            peer: &client.peer,
-                            timeout,
-                            cancel: options.cancel,
-                            status: options.task_status,
-                            callbacks: self.inner.callbacks.as_ref(),
-                        },
-                    )
-                    .await?;
+                    let call =
+                        self.task_call(entry, client, timeout, options.cancel, options.task_status);
+                    break crate::task_augmented::follow(created.0, call).await?;
                 }
                 ServerResult::InputRequiredResult(_) => {
                     return Err(CallError::Protocol {
@@ -699,6 +679,26 @@ impl PreparedCall {
             normalized: spilled.into_result(),
             output_handle,
         })
+    }
+
+    /// What following a task of this call needs.
+    fn task_call<'a>(
+        &'a self,
+        entry: &'a ToolEntry,
+        client: &'a ServerClient,
+        timeout: Duration,
+        cancel: Option<CancellationToken>,
+        status: Option<tokio::sync::mpsc::UnboundedSender<crate::tasks::TaskUpdate>>,
+    ) -> crate::tasks::TaskCall<'a> {
+        crate::tasks::TaskCall {
+            server: &entry.server,
+            tool: &entry.raw_name,
+            peer: &client.peer,
+            timeout,
+            cancel,
+            status,
+            callbacks: self.inner.callbacks.as_ref(),
+        }
     }
 
     /// Refuses the call unless the current catalog has the same tool, with the same definition,
