@@ -3,45 +3,13 @@
 //! Every run gets its own HOME and XDG_CONFIG_HOME, so a developer's own config is never read.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_mcp-harness")
-}
+mod common;
 
-/// A fresh folder with `home/` and `xdg/mcp-harness/` inside.
+use common::{bin, run_in};
+
 fn temp_dir(tag: &str) -> PathBuf {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let dir = std::env::temp_dir().join(format!(
-        "mcp-harness-config-{tag}-{}-{nanos}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(dir.join("home")).expect("home");
-    std::fs::create_dir_all(dir.join("xdg/mcp-harness")).expect("xdg");
-    dir
-}
-
-/// Runs the binary in `dir` with a private HOME / XDG_CONFIG_HOME and `env`.
-fn run_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
-    let mut cmd = Command::new(bin());
-    cmd.args(args)
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .env("HOME", dir.join("home"))
-        .env("XDG_CONFIG_HOME", dir.join("xdg"))
-        .env_remove("RUST_LOG");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().expect("run mcp-harness");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::temp_home("config", tag)
 }
 
 const SECRET: &str = "ghp_SECRET_value_42";

@@ -3,43 +3,13 @@
 //! developer's own config is never read.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_mcp-harness")
-}
+mod common;
 
-/// A fresh folder with `home/` and `xdg/mcp-harness/` inside.
+use common::{bin, run_in};
+
 fn temp_dir(tag: &str) -> PathBuf {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let dir = std::env::temp_dir().join(format!(
-        "mcp-harness-servers-{tag}-{}-{nanos}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(dir.join("home")).expect("home");
-    std::fs::create_dir_all(dir.join("xdg/mcp-harness")).expect("xdg");
-    dir
-}
-
-/// Runs the binary in `dir` with a private HOME / XDG_CONFIG_HOME.
-fn run_in(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(bin())
-        .args(args)
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .env("HOME", dir.join("home"))
-        .env("XDG_CONFIG_HOME", dir.join("xdg"))
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run mcp-harness");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::temp_home("servers", tag)
 }
 
 /// A `mcpServers` entry running this binary's built-in fixture server.
@@ -76,7 +46,7 @@ fn servers_shows_where_each_server_came_from() {
         serde_json::json!({"local": fixture("servers-src-harness")}),
     );
 
-    let (code, out, err) = run_in(&dir, &["servers"]);
+    let (code, out, err) = run_in(&dir, &["servers"], &[]);
     assert_eq!(code, 0, "{err}");
     assert!(out.lines().next().unwrap_or("").contains("SOURCE"), "{out}");
     assert!(
@@ -89,7 +59,7 @@ fn servers_shows_where_each_server_came_from() {
         "{out}"
     );
 
-    let (code, out, err) = run_in(&dir, &["servers", "--json"]);
+    let (code, out, err) = run_in(&dir, &["servers", "--json"], &[]);
     assert_eq!(code, 0, "{err}");
     let servers: serde_json::Value = serde_json::from_str(&out).expect("JSON");
     let by_name = |name: &str| {
@@ -122,7 +92,7 @@ fn servers_with_config_names_that_file() {
         serde_json::json!({"only": fixture("servers-src-explicit")}),
     );
 
-    let (code, out, err) = run_in(&dir, &["servers", "--config", "elsewhere.json"]);
+    let (code, out, err) = run_in(&dir, &["servers", "--config", "elsewhere.json"], &[]);
     assert_eq!(code, 0, "{err}");
     assert!(
         row(&out, "only").contains("--config ./elsewhere.json"),
@@ -130,7 +100,11 @@ fn servers_with_config_names_that_file() {
     );
     assert!(!out.contains("ignored"), "{out}");
 
-    let (code, out, err) = run_in(&dir, &["servers", "--json", "--config", "elsewhere.json"]);
+    let (code, out, err) = run_in(
+        &dir,
+        &["servers", "--json", "--config", "elsewhere.json"],
+        &[],
+    );
     assert_eq!(code, 0, "{err}");
     let servers: serde_json::Value = serde_json::from_str(&out).expect("JSON");
     assert_eq!(servers[0]["name"], "only", "{out}");
