@@ -25,7 +25,7 @@ use std::task::{Context, Poll};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use reqwest::header::{HeaderName, HeaderValue};
-use rmcp::model::ClientJsonRpcMessage;
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_client::{
     SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
     StreamableHttpResponseLimits,
@@ -135,6 +135,23 @@ impl WireNotes {
     }
 }
 
+/// Whether a server's error text says the session it was sent in is gone.
+fn session_lost(text: &str) -> bool {
+    let text = text.to_ascii_lowercase();
+    text.contains("session")
+        && [
+            "not found",
+            "expired",
+            "invalid",
+            "unknown",
+            "no valid",
+            "does not exist",
+            "terminated",
+        ]
+        .iter()
+        .any(|m| text.contains(m))
+}
+
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     memchr::memmem::find(haystack, needle).is_some()
 }
@@ -205,8 +222,9 @@ impl<R: AsyncRead + Unpin> AsyncRead for TapRead<R> {
 }
 
 /// A Streamable HTTP client that shows every SSE-framed server message (POST response streams
-/// and the GET stream) to [`WireNotes`] before rmcp decodes it. A response sent as one JSON
-/// body is decoded inside the wrapped client and is not seen.
+/// and the GET stream) to [`WireNotes`] before rmcp decodes it (a response sent as one JSON
+/// body is decoded inside the wrapped client and is not seen), and that recognises a session
+/// the server lost even when it does not say so with a 404 (see `tap_post`).
 #[derive(Clone)]
 pub struct TapHttp<C> {
     inner: C,
@@ -219,10 +237,32 @@ impl<C> TapHttp<C> {
         Self { inner, notes }
     }
 
-    fn tap_post(&self, response: StreamableHttpPostResponse) -> StreamableHttpPostResponse {
+    /// Taps an SSE response, and recognises a lost session the way rmcp recognises a 404: some
+    /// servers answer a request in a session they forgot with 400, or 200, and a JSON-RPC error
+    /// "session not found" (often with a null id, which would leave the request waiting for
+    /// ever). Only for a request sent in a session; rmcp then re-initialises once and resends.
+    fn tap_post<E: std::error::Error + Send + Sync + 'static>(
+        &self,
+        response: PostResult<E>,
+        attached: bool,
+    ) -> PostResult<E> {
         match response {
-            StreamableHttpPostResponse::Sse(stream, session) => {
-                StreamableHttpPostResponse::Sse(self.tap_stream(stream), session)
+            Ok(StreamableHttpPostResponse::Sse(stream, session)) => Ok(
+                StreamableHttpPostResponse::Sse(self.tap_stream(stream), session),
+            ),
+            Ok(StreamableHttpPostResponse::Json(ServerJsonRpcMessage::Error(error), _))
+                if attached && session_lost(&error.error.message) =>
+            {
+                tracing::debug!("the server lost the session (JSON-RPC error)");
+                Err(StreamableHttpError::SessionExpired)
+            }
+            Err(e)
+                if attached
+                    && !matches!(e, StreamableHttpError::SessionExpired)
+                    && session_lost(&e.to_string()) =>
+            {
+                tracing::debug!("the server lost the session (HTTP error)");
+                Err(StreamableHttpError::SessionExpired)
             }
             other => other,
         }
@@ -260,11 +300,12 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for TapHttp<C> {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> PostResult<Self::Error> {
+        let attached = session_id.is_some();
         let response = self
             .inner
             .post_message(uri, message, session_id, auth_header, custom_headers)
-            .await?;
-        Ok(self.tap_post(response))
+            .await;
+        self.tap_post(response, attached)
     }
 
     async fn post_message_with_max_sse_event_size(
@@ -276,6 +317,7 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for TapHttp<C> {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> PostResult<Self::Error> {
+        let attached = session_id.is_some();
         let response = self
             .inner
             .post_message_with_max_sse_event_size(
@@ -286,8 +328,8 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for TapHttp<C> {
                 custom_headers,
                 max_sse_event_size,
             )
-            .await?;
-        Ok(self.tap_post(response))
+            .await;
+        self.tap_post(response, attached)
     }
 
     async fn post_message_with_response_limits(
@@ -299,6 +341,7 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for TapHttp<C> {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> PostResult<Self::Error> {
+        let attached = session_id.is_some();
         let response = self
             .inner
             .post_message_with_response_limits(
@@ -309,8 +352,8 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for TapHttp<C> {
                 custom_headers,
                 limits,
             )
-            .await?;
-        Ok(self.tap_post(response))
+            .await;
+        self.tap_post(response, attached)
     }
 
     async fn delete_session(
