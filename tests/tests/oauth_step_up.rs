@@ -31,6 +31,9 @@ enum Mode {
     NeedsWrite,
     /// A new scope after every refusal (`mcp:level1`, `mcp:level2`, ...): no grant ever suffices.
     RaisingBar,
+    /// Every request (`initialize` too) needs `mcp:tools` and `mcp:admin`; the challenge names
+    /// only `mcp:admin`.
+    AdminEverywhere,
 }
 
 struct AuthServer {
@@ -119,6 +122,10 @@ async fn guard(State(st): State<Shared>, req: Request, next: Next) -> Response {
                 .into_response();
         };
         let (required, challenged): (Vec<String>, String) = match (is_call, st.mode) {
+            (_, Mode::AdminEverywhere) => (
+                vec!["mcp:tools".into(), "mcp:admin".into()],
+                "mcp:admin".into(),
+            ),
             (false, _) => (vec!["mcp:tools".into()], "mcp:tools".into()),
             (true, Mode::NeedsWrite) => (
                 vec!["mcp:tools".into(), "mcp:write".into()],
@@ -445,5 +452,89 @@ async fn without_anyone_to_authorize_the_call_asks_for_a_login_which_asks_for_th
         .await
         .expect("call succeeds");
     assert_eq!(st.lock().unwrap().calls_run, 1);
+    runtime.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_step_up_refused_while_connecting_is_needs_auth_not_a_reconnect_loop() {
+    temp_store();
+    auth::set_step_up_browser(None);
+    let (base, st) = start_server(Mode::AdminEverywhere).await;
+    let url = format!("{base}/mcp");
+    let runtime = common::start(vec![common::server("admin", common::http(&url))]);
+    let snap = runtime.wait_settled(common::SETTLE).await;
+    assert_eq!(snap.servers["admin"].state.label(), "needs-auth");
+    login("admin", &url).await;
+    // The login's grant lacks `mcp:admin`: initialize is refused for lack of scope, nobody can
+    // step up, so the server needs a login (not a reconnection with backoff).
+    runtime.restart("admin").unwrap();
+    let deadline = tokio::time::Instant::now() + common::SETTLE;
+    let status = loop {
+        let s = runtime.snapshot().servers["admin"].clone();
+        if st.lock().unwrap().refusals > 0 && s.state.label() != "pending" {
+            break s;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{s:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(status.state.label(), "needs-auth", "{status:?}");
+    let reason = status.last_error.clone().unwrap_or_default();
+    assert!(reason.contains("mcp:tools mcp:admin"), "{reason}");
+    assert!(reason.contains("mcp-harness login admin"), "{reason}");
+    // Not probed while it waits.
+    let refused = st.lock().unwrap().refusals;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(
+        st.lock().unwrap().refusals,
+        refused,
+        "retried while needs-auth"
+    );
+
+    // The next login asks for the union, and the server connects by itself.
+    let before = runtime.snapshot().revision;
+    login("admin", &url).await;
+    assert_eq!(
+        st.lock().unwrap().authorized.last().map(String::as_str),
+        Some("mcp:tools mcp:admin")
+    );
+    wait_for_tools(&runtime, "admin", before).await;
+    runtime.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_login_in_another_process_renews_the_step_up_budget() {
+    temp_store();
+    auth::set_step_up_browser(Some(Arc::new(auth::NoFollowBrowser)));
+    let (base, st) = start_server(Mode::RaisingBar).await;
+    let url = format!("{base}/mcp");
+    let runtime = connected("raising", &url).await;
+    for _ in 0..4 {
+        let _ = echo(&runtime, "raising", "x").await.expect_err("refused");
+    }
+    assert_eq!(st.lock().unwrap().authorized.len(), 4, "login + 3 step-ups");
+    let e = echo(&runtime, "raising", "x").await.expect_err("refused");
+    assert!(
+        e.to_string().contains("after 3 step-up authorizations"),
+        "{e}"
+    );
+    assert_eq!(
+        st.lock().unwrap().authorized.len(),
+        4,
+        "the budget is spent"
+    );
+
+    // Another process logs in: it writes a new grant, with a new login id, to the shared file
+    // (written here the way that process's `login` writes it; this process's own `login` would
+    // renew the budget directly).
+    let store = auth::FileCredentialStore::for_server("raising", &url);
+    store
+        .update(|f| f.login = Some("another-process-login".into()))
+        .unwrap();
+    let _ = echo(&runtime, "raising", "x").await.expect_err("refused");
+    assert_eq!(
+        st.lock().unwrap().authorized.len(),
+        5,
+        "a step-up again after the other login"
+    );
     runtime.shutdown().await;
 }

@@ -240,6 +240,17 @@ async fn run(cli: Cli) -> u8 {
             } else {
                 std::sync::Arc::new(terminal::TerminalApprover)
             };
+            // R33 step-up: on a terminal, a 403 insufficient_scope opens the browser for the
+            // wider scopes (the loopback callback `login` uses); elsewhere the request fails,
+            // naming the scopes for `mcp-harness login`.
+            {
+                use std::io::IsTerminal;
+                if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+                    mcp_harness_runtime::transport::auth::set_step_up_browser(Some(
+                        std::sync::Arc::new(mcp_harness_runtime::transport::auth::LoopbackStepUp),
+                    ));
+                }
+            }
             let started = mcp_harness_runtime::RuntimeBuilder::new(config.clone())
                 .approver(approver)
                 .callbacks(std::sync::Arc::new(terminal::TerminalElicitation))

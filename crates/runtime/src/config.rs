@@ -12,6 +12,9 @@ use std::time::Duration;
 use mcp_harness_catalog::sanitize::MetadataLimits;
 use mcp_harness_policy::{ExposurePolicy, PermissionRules};
 use mcp_harness_transport::StdioSpec;
+use mcp_harness_transport::auth::{
+    ClientAuth, ClientCredentials, JwtAlgorithm, OAuthConfig, PrivateKey,
+};
 use serde::Deserialize;
 
 /// Default deadline for spawn + initialize (`startupTimeoutSec`).
@@ -89,10 +92,13 @@ pub struct ServerConfig {
 pub enum TransportConfig {
     /// `command` (+ `args`, `env`, `cwd`); `type` absent or `"stdio"`.
     Stdio(StdioSpec),
-    /// `url` (+ `headers`); `type` `"http"` or `"streamable-http"`, or absent with a `url`.
+    /// `url` (+ `headers`, `oauth`); `type` `"http"` or `"streamable-http"`, or absent with a
+    /// `url`.
     StreamableHttp {
         url: String,
         headers: BTreeMap<String, String>,
+        /// `oauth`: the login defaults, or the client credentials the harness uses itself.
+        oauth: Option<OAuthConfig>,
     },
     /// `url` (+ `headers`); `type` `"sse"`: the legacy HTTP+SSE transport (protocol 2024-11-05).
     LegacySse {
@@ -159,6 +165,22 @@ struct RawServer {
     include_tools: Option<Vec<String>>,
     #[serde(default)]
     exclude_tools: Vec<String>,
+    oauth: Option<serde_json::Value>,
+}
+
+/// A server's `oauth` object as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawOAuth {
+    grant: Option<String>,
+    client_id: Option<String>,
+    client_secret: Option<String>,
+    client_metadata_url: Option<String>,
+    private_key_file: Option<String>,
+    private_key: Option<String>,
+    signing_algorithm: Option<String>,
+    #[serde(default)]
+    scopes: Vec<String>,
 }
 
 impl Config {
@@ -195,10 +217,12 @@ impl Config {
                 location: location.clone(),
                 message: e.to_string(),
             })?;
-            let config = server_config(&name, server, lookup).map_err(|message| ConfigError {
-                location: location.clone(),
-                message,
-            })?;
+            let base = path.parent().unwrap_or(Path::new("."));
+            let config =
+                server_config(&name, server, lookup, base).map_err(|message| ConfigError {
+                    location: location.clone(),
+                    message,
+                })?;
             servers.insert(name, config);
         }
         let metadata_limits = match raw.metadata_limits {
@@ -257,10 +281,129 @@ fn remote(
     Ok((ex("url", url)?, headers))
 }
 
+/// The `oauth` object of an http server. Secrets (`clientSecret`, `privateKey`) are expanded
+/// but never quoted in an error.
+fn oauth_config(
+    value: serde_json::Value,
+    lookup: &dyn Fn(&str) -> Option<String>,
+    base: &Path,
+) -> Result<OAuthConfig, String> {
+    // serde_json's messages quote keys and types, never string values.
+    let raw: RawOAuth = serde_json::from_value(value).map_err(|e| format!("`oauth`: {e}"))?;
+    let ex = |key: &str, v: &str| expand(v, lookup).map_err(|e| format!("`oauth.{key}`: {e}"));
+    let secret = |key: &str, v: &str| {
+        expand(v, lookup).map_err(|e| {
+            if e.contains(v) {
+                format!("`oauth.{key}`: a `${{` reference in it is malformed")
+            } else {
+                format!("`oauth.{key}`: {e}")
+            }
+        })
+    };
+    let opt = |key: &str, v: &Option<String>, f: &dyn Fn(&str, &str) -> Result<String, String>| {
+        v.as_deref()
+            .map(|v| f(key, v))
+            .transpose()
+            .map(|v| v.filter(|v| !v.is_empty()))
+    };
+    let client_id = opt("clientId", &raw.client_id, &ex)?;
+    let client_secret = opt("clientSecret", &raw.client_secret, &secret)?;
+    let client_metadata_url = opt("clientMetadataUrl", &raw.client_metadata_url, &ex)?;
+    let private_key_file = opt("privateKeyFile", &raw.private_key_file, &ex)?;
+    let private_key = opt("privateKey", &raw.private_key, &secret)?;
+    let scopes = raw
+        .scopes
+        .iter()
+        .enumerate()
+        .map(|(i, s)| ex(&format!("scopes[{i}]"), s))
+        .collect::<Result<Vec<_>, _>>()?;
+    let algorithm = match raw.signing_algorithm.as_deref() {
+        None => None,
+        Some(a) => Some(JwtAlgorithm::parse(a).ok_or_else(|| {
+            format!("`oauth.signingAlgorithm` \"{a}\" is not supported; use \"ES256\" or \"RS256\"")
+        })?),
+    };
+    match raw.grant.as_deref().unwrap_or("authorization_code") {
+        "authorization_code" => {
+            for (key, set) in [
+                ("privateKeyFile", private_key_file.is_some()),
+                ("privateKey", private_key.is_some()),
+                ("signingAlgorithm", algorithm.is_some()),
+            ] {
+                if set {
+                    return Err(format!(
+                        "`oauth.{key}` is for `\"grant\": \"client_credentials\"` only"
+                    ));
+                }
+            }
+            Ok(OAuthConfig::AuthorizationCode {
+                client_id,
+                client_secret,
+                client_metadata_url,
+                scopes,
+            })
+        }
+        "client_credentials" => {
+            let client_id = client_id
+                .ok_or("`oauth.clientId` is required with `\"grant\": \"client_credentials\"`")?;
+            if client_metadata_url.is_some() {
+                return Err(
+                    "`oauth.clientMetadataUrl` is for the authorization code grant; \
+                            client credentials need a registered `oauth.clientId`"
+                        .into(),
+                );
+            }
+            let auth = match (client_secret, private_key_file, private_key) {
+                (Some(secret), None, None) => {
+                    if algorithm.is_some() {
+                        return Err("`oauth.signingAlgorithm` goes with a private key \
+                                    (`oauth.privateKeyFile` or `oauth.privateKey`), not a secret"
+                            .into());
+                    }
+                    ClientAuth::Secret(secret)
+                }
+                (None, Some(file), None) => ClientAuth::PrivateKey {
+                    key: PrivateKey::File(base.join(file)),
+                    algorithm,
+                },
+                (None, None, Some(pem)) => ClientAuth::PrivateKey {
+                    key: PrivateKey::Pem(pem),
+                    algorithm,
+                },
+                (None, None, None) => {
+                    return Err(
+                        "`\"grant\": \"client_credentials\"` needs `oauth.clientSecret` \
+                                (HTTP Basic) or a private key (`oauth.privateKeyFile` or \
+                                `oauth.privateKey`, signed JWT assertions)"
+                            .into(),
+                    );
+                }
+                _ => {
+                    return Err(
+                        "set only one of `oauth.clientSecret`, `oauth.privateKeyFile` and \
+                                `oauth.privateKey`"
+                            .into(),
+                    );
+                }
+            };
+            Ok(OAuthConfig::ClientCredentials(ClientCredentials {
+                client_id,
+                auth,
+                scopes,
+            }))
+        }
+        other => Err(format!(
+            "`oauth.grant` \"{other}\" is unknown; use \"authorization_code\" (a user logs in) or \
+             \"client_credentials\" (machine to machine)"
+        )),
+    }
+}
+
 fn server_config(
     name: &str,
     raw: RawServer,
     lookup: &dyn Fn(&str) -> Option<String>,
+    base: &Path,
 ) -> Result<ServerConfig, String> {
     let ex = |key: &str, v: &str| expand(v, lookup).map_err(|e| format!("`{key}`: {e}"));
     let transport = match (raw.kind.as_deref(), &raw.command, &raw.url) {
@@ -313,7 +456,16 @@ fn server_config(
                 return Err("`type: \"stdio\"` takes a `command`, not a `url`".into());
             }
             let (url, headers) = remote(&raw, url, &ex)?;
-            TransportConfig::StreamableHttp { url, headers }
+            let oauth = raw
+                .oauth
+                .clone()
+                .map(|v| oauth_config(v, lookup, base))
+                .transpose()?;
+            TransportConfig::StreamableHttp {
+                url,
+                headers,
+                oauth,
+            }
         }
         (_, Some(_), None) => {
             return Err(
@@ -327,6 +479,9 @@ fn server_config(
             );
         }
     };
+    if raw.oauth.is_some() && !matches!(transport, TransportConfig::StreamableHttp { .. }) {
+        return Err("`oauth` applies to Streamable HTTP servers only (`type: \"http\"`)".into());
+    }
     if matches!(transport, TransportConfig::Stdio(_)) && !raw.headers.is_empty() {
         return Err("`headers` apply to http servers only; this one has a `command`".into());
     }

@@ -29,9 +29,14 @@ pub(crate) fn connector_for(
 ) -> Result<Arc<dyn Connector>, String> {
     Ok(match &config.transport {
         TransportConfig::Stdio(spec) => Arc::new(StdioConnector { spec: spec.clone() }),
-        TransportConfig::StreamableHttp { url, headers } => Arc::new(StreamableHttpConnector {
+        TransportConfig::StreamableHttp {
+            url,
+            headers,
+            oauth,
+        } => Arc::new(StreamableHttpConnector {
             url: url.clone(),
             headers: headers.clone(),
+            oauth: oauth.clone(),
         }),
         TransportConfig::LegacySse { url, headers } => {
             Arc::new(mcp_harness_transport::LegacySseConnector {

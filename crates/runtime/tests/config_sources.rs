@@ -62,7 +62,7 @@ fn stdio(config: &Config, name: &str) -> mcp_harness_runtime::transport::StdioSp
 
 fn http(config: &Config, name: &str) -> (String, BTreeMap<String, String>) {
     match &config.servers[name].transport {
-        TransportConfig::StreamableHttp { url, headers } => (url.clone(), headers.clone()),
+        TransportConfig::StreamableHttp { url, headers, .. } => (url.clone(), headers.clone()),
         other => panic!("{name}: expected http, got {other:?}"),
     }
 }

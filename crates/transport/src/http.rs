@@ -29,6 +29,8 @@ pub struct StreamableHttpConnector {
     pub url: String,
     /// Sent with every request (e.g. `Authorization`). Values are never logged.
     pub headers: BTreeMap<String, String>,
+    /// `oauth`: with the client credentials grant, the connector gets its own tokens.
+    pub oauth: Option<crate::auth::OAuthConfig>,
 }
 
 /// The configured headers as a header map, every value marked sensitive (never printed, never
@@ -127,8 +129,26 @@ impl Connector for StreamableHttpConnector {
             backoff.max_delay = Some(Duration::from_secs(8));
             let mut config = StreamableHttpClientTransportConfig::with_uri(this.url.clone());
             config.retry_config = std::sync::Arc::new(backoff);
-            // Tokens from `mcp-harness login`: requests carry them and refresh before expiry.
             let store = crate::auth::FileCredentialStore::for_server(&options.server, &this.url);
+            // Client credentials: the token comes from the token endpoint, no login.
+            if let Some(settings) = this.oauth.as_ref().and_then(|o| o.client_credentials()) {
+                let source = crate::auth::TokenSource::new(
+                    &options.server,
+                    &this.url,
+                    settings.clone(),
+                    store.clone(),
+                    client.clone(),
+                );
+                // The first token before the handshake: a refused client is needs-auth (fix
+                // the config), an unreachable authorization server is retried.
+                source.token().await.map_err(client_credentials_error)?;
+                let client = crate::auth::ClientCredentialsClient::new(client, source);
+                let client = StepUp::unauthorized(client, &options.server, &this.url, store);
+                let client = TapHttp::new(client, options.wire.clone());
+                let transport = StreamableHttpClientTransport::with_client(client, config);
+                return initialize(handler, transport, &options, None, None).await;
+            }
+            // Tokens from `mcp-harness login`: requests carry them and refresh before expiry.
             let authorized = crate::auth::stored_client(&store, client.clone(), &this.url)
                 .await
                 .map_err(|e| TransportError::Initialize {
@@ -153,5 +173,23 @@ impl Connector for StreamableHttpConnector {
                 }
             }
         })
+    }
+}
+
+/// A failed client credentials grant as the connection's error.
+fn client_credentials_error(e: crate::auth::ClientCredentialsError) -> TransportError {
+    use crate::auth::ClientCredentialsError as E;
+    match e {
+        E::Config { .. } => TransportError::InvalidConfig(e.to_string()),
+        E::Refused { .. } => TransportError::Initialize {
+            message: e.to_string(),
+            auth_required: true,
+            stderr_tail: None,
+        },
+        E::Unavailable { .. } => TransportError::Initialize {
+            message: e.to_string(),
+            auth_required: false,
+            stderr_tail: None,
+        },
     }
 }

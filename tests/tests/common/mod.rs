@@ -57,6 +57,7 @@ pub fn http(url: &str) -> TransportConfig {
     TransportConfig::StreamableHttp {
         url: url.to_string(),
         headers: BTreeMap::new(),
+        oauth: None,
     }
 }
 

@@ -41,13 +41,21 @@ pub struct LoginArgs {
 
 /// The URL of `server`, which must be a configured Streamable HTTP server.
 fn server_url(config_path: Option<&Path>, server: &str) -> Result<String, String> {
+    server_entry(config_path, server).map(|(url, _)| url)
+}
+
+/// The URL and `oauth` settings of `server`, which must be a configured Streamable HTTP server.
+fn server_entry(
+    config_path: Option<&Path>,
+    server: &str,
+) -> Result<(String, Option<auth::OAuthConfig>), String> {
     let config = super::config::load(config_path)?;
     let entry = config
         .servers
         .get(server)
         .ok_or_else(|| format!("server `{server}` is not configured (see `mcp-harness config`)"))?;
     match &entry.transport {
-        TransportConfig::StreamableHttp { url, .. } => Ok(url.clone()),
+        TransportConfig::StreamableHttp { url, oauth, .. } => Ok((url.clone(), oauth.clone())),
         other => Err(format!(
             "server `{server}` uses the {} transport; OAuth login is for Streamable HTTP servers \
              (`type: \"http\"` with a `url`)",
@@ -57,7 +65,33 @@ fn server_url(config_path: Option<&Path>, server: &str) -> Result<String, String
 }
 
 pub async fn login(config_path: Option<&Path>, args: &LoginArgs) -> Result<(), String> {
-    let url = server_url(config_path, &args.server)?;
+    let (url, oauth) = server_entry(config_path, &args.server)?;
+    let store = auth::FileCredentialStore::for_server(&args.server, &url);
+    // A machine-to-machine server needs no user: get its token now (which checks the config).
+    if let Some(credentials) = oauth.as_ref().and_then(|o| o.client_credentials()) {
+        auth::TokenSource::standalone(&args.server, &url, credentials.clone(), store.clone())?
+            .token()
+            .await
+            .map_err(|e| e.to_string())?;
+        eprintln!(
+            "`{}` uses the client credentials grant: no login needed; a token was fetched and \
+             stored in {} (mode 0600).",
+            args.server,
+            store.path().display()
+        );
+        return Ok(());
+    }
+    // `oauth.clientId`, `clientSecret`, `clientMetadataUrl` and `scopes` are the defaults of
+    // the options.
+    let (client_id, client_secret, client_metadata_url, scopes) = match oauth {
+        Some(auth::OAuthConfig::AuthorizationCode {
+            client_id,
+            client_secret,
+            client_metadata_url,
+            scopes,
+        }) => (client_id, client_secret, client_metadata_url, scopes),
+        _ => Default::default(),
+    };
     let browser = auth::LoopbackBrowser::bind(args.port, !args.no_browser)
         .await
         .map_err(|e| {
@@ -68,14 +102,17 @@ pub async fn login(config_path: Option<&Path>, args: &LoginArgs) -> Result<(), S
             )
         })?;
     let settings = auth::OAuthSettings {
-        client_id: args.client_id.clone(),
-        client_secret: args.client_secret.clone(),
-        client_metadata_url: args.client_metadata_url.clone(),
-        scopes: args.scopes.clone(),
+        client_id: args.client_id.clone().or(client_id),
+        client_secret: args.client_secret.clone().or(client_secret),
+        client_metadata_url: args.client_metadata_url.clone().or(client_metadata_url),
+        scopes: if args.scopes.is_empty() {
+            scopes
+        } else {
+            args.scopes.clone()
+        },
         redirect_uri: browser.redirect_uri().to_string(),
         client_name: Some("mcp-harness".into()),
     };
-    let store = auth::FileCredentialStore::for_server(&args.server, &url);
     auth::login(&args.server, &url, &settings, &browser, store.clone())
         .await
         .map_err(|e| e.to_string())?;

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use mcp_harness_runtime::{Config, Runtime, RuntimeBuilder, ServerConfig, TransportConfig};
+use mcp_harness_runtime::{Config, Runtime, RuntimeBuilder};
 
 /// Name the suite's server gets in the harness.
 const SERVER: &str = "conformance";
@@ -19,29 +19,13 @@ const SKILL_SCENARIOS: [&str; 4] = [
 
 pub fn build(url: &str) -> Result<Runtime, String> {
     // Tokens of a test run never touch the user's store.
-    let dir = std::env::temp_dir().join(format!("mcp-harness-conformance-{}", std::process::id()));
-    mcp_harness_runtime::transport::auth::set_store_dir(dir);
+    mcp_harness_runtime::transport::auth::set_store_dir(store_dir());
     // The suite's authorization server redirects at once: the same stand-in for the user that
     // logs in (see `authorize`) also approves a step-up when a request needs more scope.
     mcp_harness_runtime::transport::auth::set_step_up_browser(Some(std::sync::Arc::new(
         mcp_harness_runtime::transport::auth::NoFollowBrowser,
     )));
-    let mut config = Config::default();
-    config.servers.insert(
-        SERVER.into(),
-        ServerConfig {
-            name: SERVER.into(),
-            transport: TransportConfig::StreamableHttp {
-                url: url.to_string(),
-                headers: Default::default(),
-            },
-            enabled: true,
-            startup_timeout: Duration::from_secs(20),
-            tool_timeout: Duration::from_secs(20),
-            include_tools: None,
-            exclude_tools: Vec::new(),
-        },
-    );
+    let config = config(url, None)?;
     // The suite's server is the only one and the test run trusts it with every call.
     let mut builder = RuntimeBuilder::new(config)
         .callbacks(std::sync::Arc::new(AcceptDefaults))
@@ -52,22 +36,53 @@ pub fn build(url: &str) -> Result<Runtime, String> {
     builder.start().map_err(|e| e.to_string())
 }
 
+fn store_dir() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("mcp-harness-conformance-{}", std::process::id()))
+}
+
+/// The configuration a user would write for the suite's server: a Streamable HTTP server, with
+/// `oauth` when it is given (read through the ordinary config parser, secrets as `${VAR}`).
+fn config(
+    url: &str,
+    oauth: Option<(serde_json::Value, Vec<(String, String)>)>,
+) -> Result<Config, String> {
+    let mut server = serde_json::json!({
+        "type": "http",
+        "url": url,
+        "startupTimeoutSec": 20,
+        "toolTimeoutSec": 20,
+    });
+    let mut vars = Vec::new();
+    if let Some((oauth, secrets)) = oauth {
+        server["oauth"] = oauth;
+        vars = secrets;
+    }
+    let text = serde_json::json!({"mcpServers": {SERVER: server}}).to_string();
+    Config::parse(&text, std::path::Path::new("conformance.json"), &|name| {
+        vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+    })
+    .map_err(|e| e.to_string())
+}
+
 pub async fn run(runtime: &Runtime, url: &str) -> Result<(), String> {
     let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
     let mut snapshot = runtime.wait_settled(Duration::from_secs(25)).await;
     // What a user does on needs-auth: log in, then the server connects with the tokens. A server
     // that rejects them (its authorization server changed, say) is needs-auth again: log in
-    // again, at most three times in all.
+    // again, at most three times in all — unless the server refused a token authorized for the
+    // scopes it asked for, which the message says no login can fix.
+    let store = mcp_harness_runtime::transport::auth::FileCredentialStore::for_server(SERVER, url);
     for _ in 0..3 {
         let needs_auth = snapshot
             .servers
             .get(SERVER)
             .is_some_and(|s| s.state.label() == "needs-auth");
-        if !needs_auth {
+        let futile = mcp_harness_runtime::transport::auth::last_refusal(&store)
+            .is_some_and(|r| !r.needs_login());
+        if !needs_auth || futile {
             break;
         }
-        authorize(url).await?;
-        runtime.restart(SERVER).map_err(|e| e.to_string())?;
+        authorize(runtime, url).await?;
         snapshot = wait_connected(runtime, Duration::from_secs(8)).await;
     }
     let status = snapshot
@@ -239,9 +254,13 @@ const CLIENT_METADATA_URL: &str = "https://conformance-test.local/client-metadat
 /// reads the redirect instead of following it (the only stand-in for a user here).
 const REDIRECT_URI: &str = "http://127.0.0.1:33418/callback";
 
-/// Logs in to the suite's server the way `mcp-harness login` does, with the suite's client
-/// credentials (from `MCP_CONFORMANCE_CONTEXT`) standing in for `oauth.clientId`/`clientSecret`.
-async fn authorize(url: &str) -> Result<(), String> {
+/// What a user does about a needs-auth server, with the suite's credentials (from
+/// `MCP_CONFORMANCE_CONTEXT`) as the ones the user was given: when the authorization server
+/// offers only the client credentials grant (machine to machine), configure the server with
+/// them (`oauth.grant: "client_credentials"`, the secret or the private key in a 0600 file) and
+/// let the runtime get its token; else log in the way `mcp-harness login` does, the credentials
+/// standing in for `oauth.clientId`/`clientSecret`.
+async fn authorize(runtime: &Runtime, url: &str) -> Result<(), String> {
     use mcp_harness_runtime::transport::auth;
     let context: serde_json::Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
         .ok()
@@ -253,6 +272,32 @@ async fn authorize(url: &str) -> Result<(), String> {
             .and_then(|v| v.as_str())
             .map(str::to_string)
     };
+    let m2m = auth::client_credentials::machine_to_machine_server(url)
+        .await
+        .unwrap_or(false);
+    if m2m && let Some(client_id) = text("client_id") {
+        let mut oauth = serde_json::json!({"grant": "client_credentials", "clientId": client_id});
+        let mut secrets = Vec::new();
+        if let Some(secret) = text("client_secret") {
+            oauth["clientSecret"] = "${CONFORMANCE_CLIENT_SECRET}".into();
+            secrets.push(("CONFORMANCE_CLIENT_SECRET".to_string(), secret));
+        } else if let Some(pem) = text("private_key_pem") {
+            let file = store_dir().join("client-key.pem");
+            write_private(&file, &pem)?;
+            oauth["privateKeyFile"] = file.to_string_lossy().into_owned().into();
+            if let Some(alg) = text("signing_algorithm") {
+                oauth["signingAlgorithm"] = alg.into();
+            }
+        } else {
+            return Err("the context has a client id but neither a secret nor a key".into());
+        }
+        runtime.set_config(config(url, Some((oauth, secrets)))?);
+        runtime
+            .refresh_if_dirty()
+            .await
+            .map_err(|e| e.to_string())?;
+        return Ok(());
+    }
     let settings = auth::OAuthSettings {
         client_id: text("client_id"),
         client_secret: text("client_secret"),
@@ -263,7 +308,30 @@ async fn authorize(url: &str) -> Result<(), String> {
     let store = auth::FileCredentialStore::for_server(SERVER, url);
     auth::login(SERVER, url, &settings, &auth::NoFollowBrowser, store)
         .await
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    runtime.restart(SERVER).map_err(|e| e.to_string())
+}
+
+/// Writes `text` to a new file only this user can read.
+fn write_private(path: &std::path::Path, text: &str) -> Result<(), String> {
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    if let Some(dir) = path.parent() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    file.write_all(text.as_bytes())
+        .map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// Polls until the server is connected, at most `deadline`; then the snapshot as it is.

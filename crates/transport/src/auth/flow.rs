@@ -243,13 +243,32 @@ pub async fn login(
             server: server.to_string(),
             message: auth_error_message(&e),
         })?;
-    // A fresh grant: what the server asked for before is settled, its step-up budget renewed.
+    // A fresh grant: what the server asked for before is settled, its step-up budget renewed
+    // (here, and through the new login id in every process sharing the store).
     store.update(|f| {
         f.challenge = None;
         f.step_up_scopes.clear();
+        f.login = Some(login_id());
     })?;
     super::step_up::reset(&store);
     Ok(())
+}
+
+/// A new random id for one login.
+fn login_id() -> String {
+    use aws_lc_rs::rand::SecureRandom;
+    let mut bytes = [0u8; 12];
+    if aws_lc_rs::rand::SystemRandom::new()
+        .fill(&mut bytes)
+        .is_err()
+    {
+        // The time and process still tell two logins apart.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        return format!("{}-{nanos}", std::process::id());
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// 2025-03-26 back-compat: a server without protected-resource metadata is its own

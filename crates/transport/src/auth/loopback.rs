@@ -23,6 +23,9 @@ pub struct LoopbackBrowser {
     listener: tokio::sync::Mutex<Option<TcpListener>>,
     redirect_uri: String,
     open_browser: bool,
+    /// Whether a redirect URL pasted on stdin is accepted too (a `login`; not a step-up in the
+    /// middle of a command, whose stdin belongs to the command).
+    paste: bool,
 }
 
 impl LoopbackBrowser {
@@ -35,6 +38,7 @@ impl LoopbackBrowser {
             listener: tokio::sync::Mutex::new(Some(listener)),
             redirect_uri: format!("http://127.0.0.1:{port}/callback"),
             open_browser,
+            paste: true,
         })
     }
 
@@ -139,14 +143,19 @@ impl Browser for LoopbackBrowser {
                 .ok_or("this login already used its callback listener")?;
             let opened = self.open_browser && open_system_browser(&url);
             eprintln!(
-                "{}\n\n  {url}\n\nWaiting for the redirect to {} — or paste the URL the browser was \
-                 sent to (or just its code) here and press Enter.",
+                "{}\n\n  {url}\n\nWaiting for the redirect to {}{}",
                 if opened {
                     "Opened your browser to log in. If it did not open, visit:"
                 } else {
                     "Open this URL in a browser to log in:"
                 },
-                self.redirect_uri
+                self.redirect_uri,
+                if self.paste {
+                    " — or paste the URL the browser was sent to (or just its code) here and \
+                     press Enter."
+                } else {
+                    "."
+                }
             );
             let redirect_uri = self.redirect_uri.clone();
             let from_listener = async {
@@ -162,7 +171,11 @@ impl Browser for LoopbackBrowser {
             // A detached thread, not tokio's blocking pool: a read still pending when the login
             // ends must not keep the process from exiting.
             let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+            let paste = self.paste;
             std::thread::spawn(move || {
+                if !paste {
+                    return;
+                }
                 let mut line = String::new();
                 while std::io::stdin().read_line(&mut line).is_ok_and(|n| n > 0) {
                     if tx.send(std::mem::take(&mut line)).is_err() {
@@ -196,5 +209,116 @@ impl Browser for LoopbackBrowser {
                 )
             })
         })
+    }
+}
+
+/// The step-up approver of an interactive session (R33): each step-up is a login of its own,
+/// through the browser, taking the redirect on the loopback port of the redirect URI the client
+/// registered (read from the authorization URL). It never reads stdin, which belongs to the
+/// command that is running.
+pub struct LoopbackStepUp;
+
+/// The port of `auth_url`'s `redirect_uri` when that is a loopback `http://…/callback`.
+pub fn loopback_callback_port(auth_url: &str) -> Option<u16> {
+    let redirect = reqwest::Url::parse(auth_url)
+        .ok()?
+        .query_pairs()
+        .find(|(k, _)| k == "redirect_uri")
+        .map(|(_, v)| v.into_owned())?;
+    let redirect = reqwest::Url::parse(&redirect).ok()?;
+    let loopback = matches!(
+        redirect.host_str(),
+        Some("127.0.0.1" | "localhost" | "[::1]")
+    );
+    (redirect.scheme() == "http" && loopback && redirect.path() == "/callback")
+        .then(|| redirect.port_or_known_default())
+        .flatten()
+}
+
+impl Browser for LoopbackStepUp {
+    fn authorize(&self, url: &str) -> BoxFuture<'_, Result<String, String>> {
+        let url = url.to_string();
+        Box::pin(async move {
+            let port = loopback_callback_port(&url).ok_or(
+                "the client's redirect URI is not a loopback callback \
+                 (http://127.0.0.1:PORT/callback), so the redirect cannot be taken here",
+            )?;
+            let browser = LoopbackBrowser {
+                paste: false,
+                ..LoopbackBrowser::bind(port, true).await.map_err(|e| {
+                    format!("cannot listen on 127.0.0.1:{port} for the callback: {e}")
+                })?
+            };
+            eprintln!("The server asks for more scope: authorize it in the browser (step-up).");
+            browser.authorize(&url).await
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_step_up_port_is_the_registered_loopback_callback() {
+        let auth = |redirect: &str| {
+            let mut u = reqwest::Url::parse("https://as.example/authorize?state=s").unwrap();
+            u.query_pairs_mut().append_pair("redirect_uri", redirect);
+            u.to_string()
+        };
+        assert_eq!(
+            loopback_callback_port(&auth("http://127.0.0.1:33418/callback")),
+            Some(33418)
+        );
+        assert_eq!(
+            loopback_callback_port(&auth("http://localhost:9000/callback")),
+            Some(9000)
+        );
+        assert_eq!(
+            loopback_callback_port(&auth("https://app.example/callback")),
+            None
+        );
+        assert_eq!(
+            loopback_callback_port(&auth("http://127.0.0.1:1/other")),
+            None
+        );
+        assert_eq!(
+            loopback_callback_port("https://as.example/authorize?state=s"),
+            None
+        );
+    }
+
+    #[tokio::test]
+    async fn a_step_up_takes_the_redirect_on_the_registered_port() {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let mut url = reqwest::Url::parse("https://as.example/authorize?state=abc").unwrap();
+        url.query_pairs_mut()
+            .append_pair("redirect_uri", &format!("http://127.0.0.1:{port}/callback"));
+        let url = url.to_string();
+        let browser = LoopbackStepUp;
+        let waiting = browser.authorize(&url);
+        let redirect = async {
+            // The user's browser, sent back by the authorization server.
+            loop {
+                if let Ok(mut s) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
+                    s.write_all(b"GET /callback?code=c1&state=abc HTTP/1.1\r\nhost: x\r\n\r\n")
+                        .await
+                        .unwrap();
+                    let mut answer = String::new();
+                    let _ = s.read_to_string(&mut answer).await;
+                    return answer;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        };
+        let (got, answer) = tokio::join!(waiting, redirect);
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert_eq!(
+            got.unwrap(),
+            format!("http://127.0.0.1:{port}/callback?code=c1&state=abc")
+        );
     }
 }

@@ -1,5 +1,6 @@
 //! OAuth for remote servers (R33) on rmcp's `auth` support: a file token store ([`store`]), the
-//! authorization-code flow ([`flow`]) and step-up authorization on 403 `insufficient_scope`
+//! authorization-code flow ([`flow`]), the client credentials grant for machine-to-machine
+//! servers ([`client_credentials`]) and step-up authorization on 403 `insufficient_scope`
 //! ([`step_up`]).
 //!
 //! Invariants: a server without stored tokens connects exactly as it did without this module
@@ -9,13 +10,22 @@
 //! processes through the store's file lock) and keeps a rotated refresh token; no token, code or
 //! client secret appears in a log line, an error message or a `Debug` output of this crate.
 
+pub mod client_credentials;
+pub mod config;
 pub mod flow;
 pub mod loopback;
 pub mod revoke;
 pub mod step_up;
 pub mod store;
 
+pub use client_credentials::{
+    ClientAuth, ClientCredentials, ClientCredentialsClient, ClientCredentialsError, JwtAlgorithm,
+    PrivateKey, TokenSource,
+};
+pub use config::OAuthConfig;
 pub use flow::{AuthFlowError, Browser, NoFollowBrowser, OAuthSettings, login, stored_client};
-pub use loopback::LoopbackBrowser;
-pub use step_up::{MAX_STEP_UPS, Refusal, StepUp, StepUpRefused, refusal_in, set_step_up_browser};
+pub use loopback::{LoopbackBrowser, LoopbackStepUp};
+pub use step_up::{
+    MAX_STEP_UPS, Refusal, StepUp, StepUpRefused, last_refusal, refusal_in, set_step_up_browser,
+};
 pub use store::{FileCredentialStore, StoreError, server_key, set_store_dir, store_dir};

@@ -30,7 +30,7 @@ use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::auth::{AuthorizationCallback, AuthorizationManager, WWWAuthenticateParams};
 use rmcp::transport::streamable_http_client::{
-    InsufficientScopeError, SseError, StreamableHttpClient, StreamableHttpError,
+    AuthRequiredError, InsufficientScopeError, SseError, StreamableHttpClient, StreamableHttpError,
     StreamableHttpPostResponse, StreamableHttpResponseLimits,
 };
 
@@ -53,6 +53,8 @@ static STATES: LazyLock<Mutex<HashMap<String, Arc<Shared>>>> = LazyLock::new(Def
 struct Shared {
     state: tokio::sync::Mutex<StepUpState>,
     generation: AtomicU64,
+    /// The last refusal, for [`last_refusal`].
+    last: Mutex<Option<Refusal>>,
 }
 
 /// Sets who authorizes step-ups in this process: an interactive browser for a user, or a
@@ -72,6 +74,16 @@ fn state_for(store: &FileCredentialStore) -> Arc<Shared> {
         .unwrap_or_else(|e| e.into_inner())
         .entry(key)
         .or_default()
+        .clone()
+}
+
+/// Why the last step-up of the server behind `store` was refused in this process, if one was
+/// since its last login: whether logging in again can help ([`Refusal::needs_login`]).
+pub fn last_refusal(store: &FileCredentialStore) -> Option<Refusal> {
+    state_for(store)
+        .last
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
         .clone()
 }
 
@@ -110,6 +122,8 @@ pub struct StepUpState {
     generation: u64,
     /// The scope set the last step-up asked for.
     last_requested: Option<Vec<String>>,
+    /// The login the budget counts for (the token file's `login` id).
+    login: Option<String>,
 }
 
 /// What to do about one 403 `insufficient_scope`.
@@ -192,6 +206,19 @@ impl StepUpState {
         Ok(Decision::Authorize(scopes))
     }
 
+    /// The token file says which login its grant came from: a login other than the one the
+    /// budget counted for (another process's `mcp-harness login`) renews the budget.
+    /// `true` when the budget was renewed.
+    pub fn observe_login(&mut self, login: Option<&str>) -> bool {
+        if self.login.as_deref() == login {
+            return false;
+        }
+        self.attempts = 0;
+        self.last_requested = None;
+        self.login = login.map(str::to_string);
+        true
+    }
+
     /// A step-up authorization completed: requests refused before it are retried as they are.
     pub fn completed(&mut self) {
         self.generation += 1;
@@ -211,13 +238,16 @@ fn same_set(a: &[String], b: &[String]) -> bool {
 }
 
 /// A request the server refused for lack of scope, with no (further) step-up: names the server,
-/// the scopes and what to do. Its source is the server's challenge when a login would help, so
-/// the connection goes to needs-auth.
+/// the scopes and what to do. Its source is an [`AuthRequiredError`] with the server's
+/// challenge, so a refusal while connecting (initialize, the first listing) sends the server to
+/// needs-auth — a login asks for the scopes, and renews the budget — instead of reconnecting
+/// with backoff; a refused call is a permission error (the runtime looks for the refusal first,
+/// [`refusal_in`]).
 #[derive(Debug)]
 pub struct StepUpRefused {
     pub server: String,
     pub refusal: Refusal,
-    challenge: Option<InsufficientScopeError>,
+    challenge: AuthRequiredError,
 }
 
 impl std::fmt::Display for StepUpRefused {
@@ -254,9 +284,7 @@ impl std::fmt::Display for StepUpRefused {
 
 impl std::error::Error for StepUpRefused {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.challenge
-            .as_ref()
-            .map(|c| c as &(dyn std::error::Error + 'static))
+        Some(&self.challenge)
     }
 }
 
@@ -367,16 +395,17 @@ impl<C: StreamableHttpClient + Sync> StepUp<C> {
             let challenged = params.scope.unwrap_or_default();
             // One step-up at a time per server; a request waiting here may find it done.
             let mut state = self.shared.state.lock().await;
-            let granted = self.granted_scopes().await;
+            let (granted, login) = self.granted_scopes().await;
+            if state.observe_login(login.as_deref()) {
+                *self.shared.last.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            }
             if stepped_up || retries >= 2 {
                 let scopes = scope_union(&granted, &challenged);
-                return Err(self.refused(Refusal::StillRefused { scopes }, None).await);
+                return Err(self.refused(Refusal::StillRefused { scopes }, error).await);
             }
             let Some(browser) = browser() else {
                 let scopes = scope_union(&granted, &challenged);
-                return Err(self
-                    .refused(Refusal::NoAuthorizer { scopes }, Some(error))
-                    .await);
+                return Err(self.refused(Refusal::NoAuthorizer { scopes }, error).await);
             };
             let offline_access = self.offline_access().await;
             match state.decide(seen, &granted, &challenged, offline_access) {
@@ -390,7 +419,7 @@ impl<C: StreamableHttpClient + Sync> StepUp<C> {
                     );
                     if let Err(message) = self.authorize(manager, browser.as_ref(), &scopes).await {
                         return Err(self
-                            .refused(Refusal::Failed { scopes, message }, Some(error))
+                            .refused(Refusal::Failed { scopes, message }, error)
                             .await);
                     }
                     state.completed();
@@ -399,10 +428,7 @@ impl<C: StreamableHttpClient + Sync> StepUp<C> {
                         .store(state.generation(), Ordering::Release);
                     stepped_up = true;
                 }
-                Err(refusal) => {
-                    let challenge = refusal.needs_login().then_some(error);
-                    return Err(self.refused(refusal, challenge).await);
-                }
+                Err(refusal) => return Err(self.refused(refusal, error).await),
             }
             seen = state.generation();
             retries += 1;
@@ -450,8 +476,9 @@ impl<C: StreamableHttpClient + Sync> StepUp<C> {
     async fn refused(
         &self,
         refusal: Refusal,
-        challenge: Option<InsufficientScopeError>,
+        challenge: InsufficientScopeError,
     ) -> StreamableHttpError<C::Error> {
+        *self.shared.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(refusal.clone());
         let scopes = refusal.scopes().to_vec();
         let store = self.store.clone();
         let kept =
@@ -462,7 +489,7 @@ impl<C: StreamableHttpClient + Sync> StepUp<C> {
         let refused = StepUpRefused {
             server: self.server.clone(),
             refusal,
-            challenge,
+            challenge: AuthRequiredError::new(challenge.www_authenticate_header),
         };
         tracing::debug!(server = %self.server, "{refused}");
         StreamableHttpError::Io(std::io::Error::other(refused))
@@ -485,16 +512,16 @@ impl<C: StreamableHttpClient + Sync> StepUp<C> {
         .await;
     }
 
-    async fn granted_scopes(&self) -> Vec<String> {
+    /// The scopes of the stored grant, and the login it came from.
+    async fn granted_scopes(&self) -> (Vec<String>, Option<String>) {
         let store = self.store.clone();
         tokio::task::spawn_blocking(move || {
-            store
-                .read()
-                .ok()
-                .flatten()
-                .and_then(|f| f.credentials)
+            let file = store.read().ok().flatten().unwrap_or_default();
+            let scopes = file
+                .credentials
                 .map(|c| c.granted_scopes)
-                .unwrap_or_default()
+                .unwrap_or_default();
+            (scopes, file.login)
         })
         .await
         .unwrap_or_default()
@@ -733,7 +760,7 @@ mod tests {
             refusal: Refusal::Exhausted {
                 scopes: s(&["a", "b"]),
             },
-            challenge: None,
+            challenge: AuthRequiredError::new("Bearer error=\"insufficient_scope\"".into()),
         };
         let text = refused.to_string();
         assert!(text.contains("server `files`"), "{text}");
@@ -744,5 +771,42 @@ mod tests {
         let found = refusal_in(&wrapped).expect("found through the io::Error");
         assert_eq!(found.server, "files");
         assert!(!found.refusal.needs_login());
+        // While connecting it reads as "authorization required" (the server goes to
+        // needs-auth): the io::Error's source chain reaches the AuthRequiredError.
+        let mut source = std::error::Error::source(&wrapped);
+        let mut auth_required = false;
+        while let Some(e) = source {
+            auth_required |= e.is::<AuthRequiredError>();
+            source = e.source();
+        }
+        assert!(auth_required, "an AuthRequiredError in the source chain");
+    }
+
+    #[test]
+    fn another_login_renews_the_budget_a_refresh_does_not() {
+        let mut state = StepUpState::default();
+        let _ = state.observe_login(Some("login-1"));
+        let mut granted = s(&["a"]);
+        for (i, scope) in ["b", "c", "d"].iter().enumerate() {
+            let Ok(Decision::Authorize(scopes)) = state.decide(i as u64, &granted, scope, false)
+            else {
+                panic!("step-up {} refused", i + 1);
+            };
+            granted = scopes;
+            state.completed();
+            // The step-up's own tokens keep the login id.
+            let _ = state.observe_login(Some("login-1"));
+        }
+        assert!(matches!(
+            state.decide(3, &granted, "e", false),
+            Err(Refusal::Exhausted { .. })
+        ));
+        // A login in another process wrote a new grant: the budget starts again.
+        assert!(state.observe_login(Some("login-2")));
+        assert_eq!(state.attempts(), 0);
+        assert!(matches!(
+            state.decide(3, &granted, "e", false),
+            Ok(Decision::Authorize(_))
+        ));
     }
 }

@@ -101,6 +101,10 @@ pub struct TokenFile {
     /// Scopes a refused step-up needed (the union with the grant): `login` asks for them too.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub step_up_scopes: Vec<String>,
+    /// A new id at each `login` (not at refreshes or step-ups): a process that sees it change
+    /// knows the grant is new and renews the server's step-up budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub login: Option<String>,
 }
 
 impl std::fmt::Debug for TokenFile {
@@ -113,6 +117,7 @@ impl std::fmt::Debug for TokenFile {
             .field("credentials", &self.credentials)
             .field("challenge", &self.challenge)
             .field("step_up_scopes", &self.step_up_scopes)
+            .field("login", &self.login)
             .finish_non_exhaustive()
     }
 }

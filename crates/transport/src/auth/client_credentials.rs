@@ -1,0 +1,1139 @@
+//! The client credentials grant (machine to machine, SEP-1046; OAuth 2.1 §4.2): a server
+//! configured with `oauth.grant: "client_credentials"` gets its access token from the token
+//! endpoint without a browser, authenticating the client with HTTP Basic (`client_secret_basic`)
+//! or a signed JWT assertion (RFC 7523 `private_key_jwt`, ES256 or RS256).
+//!
+//! Invariants:
+//! - the token lives in the server's [`FileCredentialStore`] like any other (0600, shared by the
+//!   harness processes: one process's token serves the others until it expires, and a fetch
+//!   holds the store's file lock, so two processes never fetch at once);
+//! - a token is replaced before it expires ([`RENEW_BEFORE`]) and once when the server rejects
+//!   it (401); client credentials have no refresh token, the grant is simply run again;
+//! - a 403 `insufficient_scope` gets one new token for the union of the granted and the
+//!   challenged scopes, and the refused request is sent once more (it was refused, so it never
+//!   ran);
+//! - the secret and the private key are read from the settings (the key file at each fetch, so
+//!   a rotated key is used at once) and are never logged, stored or shown: errors name the server
+//!   and the config key; `Debug` redacts them.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use futures::stream::BoxStream;
+use reqwest::header::{HeaderName, HeaderValue};
+use rmcp::model::ClientJsonRpcMessage;
+use rmcp::transport::auth::{
+    AuthorizationManager, AuthorizationMetadata, CredentialStore, StoredCredentials,
+    WWWAuthenticateParams,
+};
+use rmcp::transport::streamable_http_client::{
+    SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+    StreamableHttpResponseLimits,
+};
+
+use super::store::{ClientRecord, FileCredentialStore, StoreError};
+
+/// A token is replaced when less than this is left of its lifetime (or half its lifetime, for
+/// shorter ones).
+pub const RENEW_BEFORE: Duration = Duration::from_secs(60);
+/// Lifetime of a signed client assertion.
+const ASSERTION_LIFETIME_S: u64 = 120;
+/// How long one token request may take.
+const TOKEN_TIMEOUT: Duration = Duration::from_secs(20);
+/// The longest `error_description` of a token endpoint kept in a message.
+const MAX_DESCRIPTION: usize = 200;
+
+/// How the client proves who it is at the token endpoint.
+#[derive(Clone, PartialEq, Eq)]
+pub enum ClientAuth {
+    /// `oauth.clientSecret`: HTTP Basic (`client_secret_basic`).
+    Secret(String),
+    /// `oauth.privateKeyFile` / `oauth.privateKey`: a JWT assertion signed with this key
+    /// (`private_key_jwt`); the algorithm is `oauth.signingAlgorithm`, else the key's own.
+    PrivateKey {
+        key: PrivateKey,
+        algorithm: Option<JwtAlgorithm>,
+    },
+}
+
+/// Where the private key (PEM: PKCS#8 `PRIVATE KEY`, SEC1 `EC PRIVATE KEY` or PKCS#1
+/// `RSA PRIVATE KEY`) is.
+#[derive(Clone, PartialEq, Eq)]
+pub enum PrivateKey {
+    /// `oauth.privateKeyFile`, read at each token request.
+    File(PathBuf),
+    /// `oauth.privateKey`: the PEM text itself (typically `${VAR}`).
+    Pem(String),
+}
+
+/// The JWS algorithms of a client assertion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JwtAlgorithm {
+    ES256,
+    RS256,
+}
+
+impl JwtAlgorithm {
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "ES256" => Some(Self::ES256),
+            "RS256" => Some(Self::RS256),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ES256 => "ES256",
+            Self::RS256 => "RS256",
+        }
+    }
+}
+
+/// The client credentials of one server.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ClientCredentials {
+    /// `oauth.clientId`.
+    pub client_id: String,
+    pub auth: ClientAuth,
+    /// `oauth.scopes`; when empty, the scopes the server's challenge or metadata name.
+    pub scopes: Vec<String>,
+}
+
+impl std::fmt::Debug for ClientCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let auth = match &self.auth {
+            ClientAuth::Secret(_) => "client_secret_basic ([REDACTED])".to_string(),
+            ClientAuth::PrivateKey { key, algorithm } => format!(
+                "private_key_jwt ({}, {})",
+                match key {
+                    PrivateKey::File(path) => format!("key file {}", path.display()),
+                    PrivateKey::Pem(_) => "key [REDACTED]".into(),
+                },
+                algorithm.map_or("algorithm of the key", JwtAlgorithm::as_str)
+            ),
+        };
+        f.debug_struct("ClientCredentials")
+            .field("client_id", &self.client_id)
+            .field("auth", &auth)
+            .field("scopes", &self.scopes)
+            .finish()
+    }
+}
+
+/// Why no token could be had. Names the server and the config key; never a secret.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ClientCredentialsError {
+    /// The settings cannot work (unreadable or unusable key, insecure token endpoint): fix the
+    /// config.
+    #[error("server `{server}`: {message}")]
+    Config { server: String, message: String },
+    /// The authorization server refused the client (wrong id, secret or key; scope not allowed).
+    #[error("server `{server}`: {message}")]
+    Refused { server: String, message: String },
+    /// Discovery or the token request failed for a reason that may pass (network, 5xx).
+    #[error("server `{server}`: {message}")]
+    Unavailable { server: String, message: String },
+}
+
+impl From<StoreError> for ClientCredentialsError {
+    fn from(e: StoreError) -> Self {
+        ClientCredentialsError::Config {
+            server: e.server.clone(),
+            message: e.to_string(),
+        }
+    }
+}
+
+/// A token as the source keeps it in memory.
+#[derive(Clone)]
+struct Token {
+    access: String,
+    /// Seconds since the epoch; `None`: the server gave no lifetime (used until rejected).
+    expires_at: Option<u64>,
+    /// When it was received (for the renewal margin).
+    received_at: u64,
+    scopes: Vec<String>,
+}
+
+impl Token {
+    fn fresh(&self, now: u64) -> bool {
+        match self.expires_at {
+            None => true,
+            Some(expires_at) => {
+                let lifetime = expires_at.saturating_sub(self.received_at);
+                let margin = RENEW_BEFORE.as_secs().min(lifetime / 2);
+                now + margin < expires_at
+            }
+        }
+    }
+
+    /// The token in `stored`, when it was issued to `client_id`.
+    fn from_stored(stored: &StoredCredentials, client_id: &str) -> Option<Token> {
+        if stored.client_id != client_id {
+            return None;
+        }
+        let response = serde_json::to_value(stored.token_response.as_ref()?).ok()?;
+        let access = response.get("access_token")?.as_str()?.to_string();
+        let received_at = stored.token_received_at.unwrap_or(0);
+        let expires_at = response
+            .get("expires_in")
+            .and_then(|v| v.as_u64())
+            .map(|s| received_at + s);
+        Some(Token {
+            access,
+            expires_at,
+            received_at,
+            scopes: stored.granted_scopes.clone(),
+        })
+    }
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default()
+}
+
+/// What a source keeps between requests.
+#[derive(Default)]
+struct Cached {
+    token: Option<Token>,
+    metadata: Option<AuthorizationMetadata>,
+    /// The scopes discovery chose (when `oauth.scopes` names none).
+    discovered_scopes: Option<Vec<String>>,
+}
+
+/// The access tokens of one server: cached, shared through the store, fetched when needed.
+#[derive(Clone)]
+pub struct TokenSource {
+    inner: Arc<SourceInner>,
+}
+
+struct SourceInner {
+    server: String,
+    url: String,
+    settings: ClientCredentials,
+    store: FileCredentialStore,
+    http: reqwest::Client,
+    cached: tokio::sync::Mutex<Cached>,
+}
+
+impl std::fmt::Debug for TokenSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenSource")
+            .field("server", &self.inner.server)
+            .field("settings", &self.inner.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TokenSource {
+    /// The source of `server` at `url`; `http` makes the discovery and token requests.
+    pub fn new(
+        server: &str,
+        url: &str,
+        settings: ClientCredentials,
+        store: FileCredentialStore,
+        http: reqwest::Client,
+    ) -> Self {
+        Self {
+            inner: Arc::new(SourceInner {
+                server: server.to_string(),
+                url: url.to_string(),
+                settings,
+                store,
+                http,
+                cached: Default::default(),
+            }),
+        }
+    }
+
+    /// A source with an HTTP client of its own (for a token outside a connection, `login`).
+    pub fn standalone(
+        server: &str,
+        url: &str,
+        settings: ClientCredentials,
+        store: FileCredentialStore,
+    ) -> Result<Self, String> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| format!("could not build the HTTP client: {e}"))?;
+        Ok(Self::new(server, url, settings, store, http))
+    }
+
+    pub fn server(&self) -> &str {
+        &self.inner.server
+    }
+
+    /// A token that is not about to expire: the cached one, else the stored one (another
+    /// process may have fetched it), else a new one.
+    pub async fn token(&self) -> Result<String, ClientCredentialsError> {
+        self.token_with(None, None).await
+    }
+
+    /// Like [`token`](Self::token), but never `rejected` (a token the server refused), and
+    /// covering `more_scopes` (space separated) besides the current ones when given.
+    async fn token_with(
+        &self,
+        rejected: Option<&str>,
+        more_scopes: Option<&str>,
+    ) -> Result<String, ClientCredentialsError> {
+        let inner = &self.inner;
+        let mut cached = inner.cached.lock().await;
+        let usable = |t: &Token| {
+            t.fresh(now())
+                && Some(t.access.as_str()) != rejected
+                && more_scopes.is_none_or(|more| {
+                    more.split_whitespace()
+                        .all(|s| t.scopes.iter().any(|g| g == s))
+                })
+        };
+        if let Some(token) = cached.token.as_ref().filter(|t| usable(t)) {
+            return Ok(token.access.clone());
+        }
+        // One fetch at a time across processes; the winner's token serves the others.
+        let guard = inner
+            .store
+            .acquire_refresh_guard()
+            .await
+            .map_err(|e| self.config_error(e.to_string()))?;
+        let file = self.read_store().await?;
+        if let Some(token) = file
+            .as_ref()
+            .and_then(|f| f.credentials.as_ref())
+            .and_then(|c| Token::from_stored(c, &inner.settings.client_id))
+            .filter(|t| usable(t))
+        {
+            cached.token = Some(token.clone());
+            return Ok(token.access);
+        }
+        if cached.metadata.is_none() {
+            cached.metadata = file.as_ref().and_then(|f| f.metadata.clone());
+        }
+        let metadata = match cached.metadata.clone() {
+            Some(m) => m,
+            None => {
+                let (metadata, scopes) = self.discover().await?;
+                cached.metadata = Some(metadata.clone());
+                cached.discovered_scopes = Some(scopes);
+                metadata
+            }
+        };
+        let mut scopes = if inner.settings.scopes.is_empty() {
+            cached.discovered_scopes.clone().unwrap_or_else(|| {
+                // Discovery ran in an earlier process: ask for what was granted then.
+                cached
+                    .token
+                    .as_ref()
+                    .map(|t| t.scopes.clone())
+                    .unwrap_or_default()
+            })
+        } else {
+            inner.settings.scopes.clone()
+        };
+        if let Some(more) = more_scopes {
+            scopes = super::step_up::scope_union(&scopes, more);
+        }
+        let token = self.fetch(&metadata, &scopes).await?;
+        let record = ClientRecord {
+            client_id: inner.settings.client_id.clone(),
+            client_secret: None,
+            redirect_uri: String::new(),
+        };
+        let credentials = StoredCredentials::new(
+            inner.settings.client_id.clone(),
+            Some(token.response),
+            token.token.scopes.clone(),
+            Some(token.token.received_at),
+        )
+        .with_issuer(metadata.issuer.clone());
+        let store = inner.store.clone();
+        let stored_metadata = metadata.clone();
+        tokio::task::spawn_blocking(move || {
+            store.update(|f| {
+                f.client = Some(record);
+                f.metadata = Some(stored_metadata);
+                f.credentials = Some(credentials);
+                f.challenge = None;
+            })
+        })
+        .await
+        .map_err(|e| self.config_error(e.to_string()))??;
+        drop(guard);
+        tracing::info!(
+            server = %inner.server,
+            scopes = %token.token.scopes.join(" "),
+            "got an access token with the client credentials grant"
+        );
+        let access = token.token.access.clone();
+        cached.token = Some(token.token);
+        Ok(access)
+    }
+
+    async fn read_store(&self) -> Result<Option<super::store::TokenFile>, ClientCredentialsError> {
+        let store = self.inner.store.clone();
+        Ok(tokio::task::spawn_blocking(move || store.read())
+            .await
+            .map_err(|e| self.config_error(e.to_string()))??)
+    }
+
+    fn config_error(&self, message: String) -> ClientCredentialsError {
+        ClientCredentialsError::Config {
+            server: self.inner.server.clone(),
+            message,
+        }
+    }
+
+    fn unavailable(&self, message: String) -> ClientCredentialsError {
+        ClientCredentialsError::Unavailable {
+            server: self.inner.server.clone(),
+            message,
+        }
+    }
+
+    /// The authorization server's metadata (from the server's challenge and protected-resource
+    /// metadata, as for a login) and the scopes they name.
+    async fn discover(
+        &self,
+    ) -> Result<(AuthorizationMetadata, Vec<String>), ClientCredentialsError> {
+        discover(&self.inner.http, &self.inner.url)
+            .await
+            .map_err(|e| self.unavailable(e))
+    }
+
+    /// One token request of the client credentials grant.
+    async fn fetch(
+        &self,
+        metadata: &AuthorizationMetadata,
+        scopes: &[String],
+    ) -> Result<Fetched, ClientCredentialsError> {
+        let inner = &self.inner;
+        let endpoint = reqwest::Url::parse(&metadata.token_endpoint).map_err(|e| {
+            self.unavailable(format!(
+                "the authorization server's token endpoint is not a URL: {e}"
+            ))
+        })?;
+        if !secure_endpoint(&endpoint) {
+            return Err(self.config_error(format!(
+                "the token endpoint {} is not https: client credentials are sent only over https \
+                 (or to a loopback address)",
+                crate::http::shown(&endpoint)
+            )));
+        }
+        let mut form: Vec<(&str, String)> = vec![("grant_type", "client_credentials".into())];
+        if !scopes.is_empty() {
+            form.push(("scope", scopes.join(" ")));
+        }
+        // RFC 8707: the token is for this server.
+        form.push(("resource", inner.url.clone()));
+        let mut request = inner
+            .http
+            .post(endpoint.clone())
+            .timeout(TOKEN_TIMEOUT)
+            .header(reqwest::header::ACCEPT, "application/json");
+        match &inner.settings.auth {
+            ClientAuth::Secret(secret) => {
+                // RFC 6749 §2.3.1: both are form-urlencoded before the Basic encoding.
+                let credentials = format!(
+                    "{}:{}",
+                    form_encode(&inner.settings.client_id),
+                    form_encode(secret)
+                );
+                let mut value =
+                    HeaderValue::from_str(&format!("Basic {}", STANDARD.encode(credentials)))
+                        .map_err(|_| {
+                            self.config_error(
+                                "`oauth.clientId`/`oauth.clientSecret` cannot be sent in an \
+                                 HTTP header"
+                                    .into(),
+                            )
+                        })?;
+                value.set_sensitive(true);
+                request = request.header(reqwest::header::AUTHORIZATION, value);
+            }
+            ClientAuth::PrivateKey { key, algorithm } => {
+                let pem = match key {
+                    PrivateKey::Pem(pem) => pem.clone(),
+                    PrivateKey::File(path) => {
+                        let path = path.clone();
+                        tokio::task::spawn_blocking(move || std::fs::read_to_string(&path))
+                            .await
+                            .map_err(|e| self.config_error(e.to_string()))?
+                            .map_err(|e| {
+                                self.config_error(format!(
+                                    "`oauth.privateKeyFile`: cannot read it: {e}"
+                                ))
+                            })?
+                    }
+                };
+                let audience = metadata
+                    .issuer
+                    .clone()
+                    .unwrap_or_else(|| metadata.token_endpoint.clone());
+                let assertion = sign_assertion(
+                    &pem,
+                    *algorithm,
+                    &inner.settings.client_id,
+                    &audience,
+                    now(),
+                )
+                .map_err(|e| self.config_error(e))?;
+                form.push((
+                    "client_assertion_type",
+                    "urn:ietf:params:oauth:client-assertion-type:jwt-bearer".into(),
+                ));
+                form.push(("client_assertion", assertion));
+            }
+        }
+        let pairs: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let response = request
+            .header(
+                reqwest::header::CONTENT_TYPE,
+                "application/x-www-form-urlencoded",
+            )
+            .body(form_body(&pairs))
+            .send()
+            .await
+            .map_err(|e| {
+                self.unavailable(format!(
+                    "the token endpoint {} could not be reached: {}",
+                    crate::http::shown(&endpoint),
+                    crate::sse::describe(&e)
+                ))
+            })?;
+        let status = response.status();
+        let received_at = now();
+        let body = response.bytes().await.map_err(|e| {
+            self.unavailable(format!(
+                "reading the token response failed: {}",
+                crate::sse::describe(&e)
+            ))
+        })?;
+        if !status.is_success() {
+            let parsed: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+            let code = parsed.get("error").and_then(|v| v.as_str()).unwrap_or("");
+            let description = parsed
+                .get("error_description")
+                .and_then(|v| v.as_str())
+                .map(|d| {
+                    let d = first_line(d);
+                    let cut: String = d.chars().take(MAX_DESCRIPTION).collect();
+                    format!(": {cut}")
+                })
+                .unwrap_or_default();
+            let what = if code.is_empty() {
+                format!("HTTP {status}")
+            } else {
+                format!("HTTP {status}, {code}{description}")
+            };
+            let keys = match &inner.settings.auth {
+                ClientAuth::Secret(_) => "`oauth.clientId` and `oauth.clientSecret`",
+                ClientAuth::PrivateKey { .. } => {
+                    "`oauth.clientId` and the private key (`oauth.privateKeyFile`/`oauth.privateKey`)"
+                }
+            };
+            let message = format!(
+                "the authorization server refused the client credentials grant ({what}); check {keys}{}",
+                if scopes.is_empty() {
+                    String::new()
+                } else {
+                    format!(" and `oauth.scopes` (asked for `{}`)", scopes.join(" "))
+                }
+            );
+            return Err(
+                if status.is_client_error() && status != reqwest::StatusCode::TOO_MANY_REQUESTS {
+                    ClientCredentialsError::Refused {
+                        server: inner.server.clone(),
+                        message,
+                    }
+                } else {
+                    self.unavailable(message)
+                },
+            );
+        }
+        let raw: serde_json::Value = serde_json::from_slice(&body)
+            .map_err(|e| self.unavailable(format!("the token response is not JSON: {e}")))?;
+        let access = raw
+            .get("access_token")
+            .and_then(|v| v.as_str())
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| self.unavailable("the token response has no access_token".into()))?
+            .to_string();
+        let token_type = raw.get("token_type").and_then(|v| v.as_str()).unwrap_or("");
+        if !token_type.eq_ignore_ascii_case("bearer") {
+            return Err(self.unavailable(format!(
+                "the token response has token_type `{token_type}`; only Bearer tokens are supported"
+            )));
+        }
+        let granted = raw
+            .get("scope")
+            .and_then(|v| v.as_str())
+            .map(|s| s.split_whitespace().map(str::to_string).collect())
+            .unwrap_or_else(|| scopes.to_vec());
+        let expires_at = raw
+            .get("expires_in")
+            .and_then(|v| v.as_u64())
+            .map(|s| received_at + s);
+        let response = serde_json::from_value(raw).map_err(|e| {
+            self.unavailable(format!(
+                "the token response is not an OAuth token response: {e}"
+            ))
+        })?;
+        Ok(Fetched {
+            token: Token {
+                access,
+                expires_at,
+                received_at,
+                scopes: granted,
+            },
+            response,
+        })
+    }
+}
+
+/// The authorization server metadata of the server at `url` (from its 401 challenge and its
+/// protected-resource metadata, as for a login) and the scopes they name for a first token.
+pub async fn discover(
+    http: &reqwest::Client,
+    url: &str,
+) -> Result<(AuthorizationMetadata, Vec<String>), String> {
+    let challenge = super::flow::challenge(http, url)
+        .await
+        .map_err(|e| format!("the server could not be reached: {e}"))?;
+    let manager = AuthorizationManager::new(url)
+        .await
+        .map_err(|e| format!("`url`: {e}"))?;
+    let resolution = manager
+        .resolve_metadata_from_challenge(challenge.as_deref())
+        .await
+        .map_err(|e| format!("OAuth discovery failed: {}", first_line(&e.to_string())))?;
+    let scopes = manager
+        .select_initial_scopes(&[])
+        .await
+        .into_iter()
+        .filter(|s| s != "offline_access")
+        .collect();
+    Ok((resolution.metadata, scopes))
+}
+
+/// Whether the server at `url` is machine to machine: its authorization server offers only the
+/// client credentials grant.
+pub async fn machine_to_machine_server(url: &str) -> Result<bool, String> {
+    let http = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .build()
+        .map_err(|e| e.to_string())?;
+    Ok(machine_to_machine(&discover(&http, url).await?.0))
+}
+
+/// Whether the authorization server offers only the client credentials grant (a
+/// machine-to-machine server: nobody can log in to it with a browser).
+pub fn machine_to_machine(metadata: &AuthorizationMetadata) -> bool {
+    let grants: Vec<&str> = metadata
+        .additional_fields
+        .get("grant_types_supported")
+        .and_then(|v| v.as_array())
+        .map(|a| a.iter().filter_map(|g| g.as_str()).collect())
+        .unwrap_or_default();
+    grants.contains(&"client_credentials") && !grants.contains(&"authorization_code")
+}
+
+struct Fetched {
+    token: Token,
+    response: rmcp::transport::auth::OAuthTokenResponse,
+}
+
+/// https, or http to a loopback address (local authorization servers, tests).
+fn secure_endpoint(url: &reqwest::Url) -> bool {
+    match url.scheme() {
+        "https" => true,
+        "http" => url.host_str().is_some_and(|host| {
+            host.eq_ignore_ascii_case("localhost")
+                || host
+                    .trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback())
+        }),
+        _ => false,
+    }
+}
+
+/// `application/x-www-form-urlencoded` of one value.
+fn form_encode(value: &str) -> String {
+    form_body(&[("", value)])
+        .trim_start_matches('=')
+        .to_string()
+}
+
+/// `application/x-www-form-urlencoded` (the URL query serializer is that encoding).
+fn form_body(pairs: &[(&str, &str)]) -> String {
+    let mut url = reqwest::Url::parse("http://form.invalid/").expect("a valid base");
+    url.query_pairs_mut().extend_pairs(pairs);
+    url.query().unwrap_or_default().to_string()
+}
+
+fn first_line(message: &str) -> String {
+    message.lines().next().unwrap_or_default().to_string()
+}
+
+/// The DER of the first PEM block of `pem`, with its label.
+fn pem_der(pem: &str) -> Result<(String, Vec<u8>), String> {
+    let begin = pem
+        .find("-----BEGIN ")
+        .ok_or("the private key is not PEM (no `-----BEGIN` line)")?;
+    let rest = &pem[begin + "-----BEGIN ".len()..];
+    let label_end = rest
+        .find("-----")
+        .ok_or("the private key's PEM header is malformed")?;
+    let label = rest[..label_end].to_string();
+    let body_start = label_end + 5;
+    let end = rest
+        .find("-----END ")
+        .ok_or("the private key's PEM has no `-----END` line")?;
+    if end < body_start {
+        return Err("the private key's PEM is malformed".into());
+    }
+    let body: String = rest[body_start..end]
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect();
+    let der = STANDARD
+        .decode(body)
+        .map_err(|_| "the private key's PEM body is not base64".to_string())?;
+    Ok((label, der))
+}
+
+/// A key pair ready to sign.
+enum Signer {
+    Ec(aws_lc_rs::signature::EcdsaKeyPair),
+    Rsa(aws_lc_rs::signature::RsaKeyPair),
+}
+
+fn signer(pem: &str) -> Result<Signer, String> {
+    use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, RsaKeyPair};
+    let (label, der) = pem_der(pem)?;
+    match label.as_str() {
+        "PRIVATE KEY" => EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &der)
+            .map(Signer::Ec)
+            .or_else(|_| RsaKeyPair::from_pkcs8(&der).map(Signer::Rsa))
+            .map_err(|_| {
+                "the private key is neither a P-256 EC key nor an RSA key (PKCS#8)".to_string()
+            }),
+        "EC PRIVATE KEY" => {
+            EcdsaKeyPair::from_private_key_der(&ECDSA_P256_SHA256_FIXED_SIGNING, &der)
+                .map(Signer::Ec)
+                .map_err(|_| "the EC private key is not a P-256 key".to_string())
+        }
+        "RSA PRIVATE KEY" => RsaKeyPair::from_der(&der)
+            .map(Signer::Rsa)
+            .map_err(|_| "the RSA private key cannot be used".to_string()),
+        other => Err(format!(
+            "a PEM `{other}` block is not a private key (expected `PRIVATE KEY`, `EC PRIVATE KEY` \
+             or `RSA PRIVATE KEY`)"
+        )),
+    }
+}
+
+/// An RFC 7523 client assertion: `iss` = `sub` = the client id, `aud` = the authorization
+/// server (its issuer), short-lived, with a unique `jti`. The error never quotes the key.
+pub fn sign_assertion(
+    pem: &str,
+    algorithm: Option<JwtAlgorithm>,
+    client_id: &str,
+    audience: &str,
+    now: u64,
+) -> Result<String, String> {
+    use aws_lc_rs::rand::{SecureRandom, SystemRandom};
+    let key = |m: String| format!("`oauth.privateKey`/`oauth.privateKeyFile`: {m}");
+    let signer = signer(pem).map_err(key)?;
+    let algorithm = match (&signer, algorithm) {
+        (Signer::Ec(_), None | Some(JwtAlgorithm::ES256)) => JwtAlgorithm::ES256,
+        (Signer::Rsa(_), None | Some(JwtAlgorithm::RS256)) => JwtAlgorithm::RS256,
+        (_, Some(other)) => {
+            return Err(format!(
+                "`oauth.signingAlgorithm` {} does not fit the private key (an {} key)",
+                other.as_str(),
+                if matches!(signer, Signer::Ec(_)) {
+                    "EC"
+                } else {
+                    "RSA"
+                }
+            ));
+        }
+    };
+    let rng = SystemRandom::new();
+    let mut jti = [0u8; 16];
+    rng.fill(&mut jti)
+        .map_err(|_| "no randomness for the assertion id".to_string())?;
+    let header = serde_json::json!({"alg": algorithm.as_str(), "typ": "JWT"});
+    let claims = serde_json::json!({
+        "iss": client_id,
+        "sub": client_id,
+        "aud": audience,
+        "iat": now,
+        "exp": now + ASSERTION_LIFETIME_S,
+        "jti": jti.iter().map(|b| format!("{b:02x}")).collect::<String>(),
+    });
+    let input = format!(
+        "{}.{}",
+        URL_SAFE_NO_PAD.encode(header.to_string()),
+        URL_SAFE_NO_PAD.encode(claims.to_string())
+    );
+    let signature = match &signer {
+        Signer::Ec(pair) => pair
+            .sign(&rng, input.as_bytes())
+            .map(|s| s.as_ref().to_vec())
+            .map_err(|_| key("signing failed".into()))?,
+        Signer::Rsa(pair) => {
+            let mut sig = vec![0u8; pair.public_modulus_len()];
+            pair.sign(
+                &aws_lc_rs::signature::RSA_PKCS1_SHA256,
+                &rng,
+                input.as_bytes(),
+                &mut sig,
+            )
+            .map_err(|_| key("signing failed".into()))?;
+            sig
+        }
+    };
+    Ok(format!("{input}.{}", URL_SAFE_NO_PAD.encode(signature)))
+}
+
+/// The Streamable HTTP client layer that sends the source's token with every request, replaces
+/// it once when the server rejects it (401) and widens it once on 403 `insufficient_scope`.
+#[derive(Clone)]
+pub struct ClientCredentialsClient<C> {
+    inner: C,
+    source: TokenSource,
+}
+
+impl<C> ClientCredentialsClient<C> {
+    pub fn new(inner: C, source: TokenSource) -> Self {
+        Self { inner, source }
+    }
+}
+
+type PostResult<E> = Result<StreamableHttpPostResponse, StreamableHttpError<E>>;
+type StreamResult<E> =
+    Result<BoxStream<'static, Result<sse_stream::Sse, SseError>>, StreamableHttpError<E>>;
+
+/// A token failure as the transport error rmcp passes on (a refused client goes to
+/// needs-auth through the `AuthRequired` classification).
+fn token_error<E: std::error::Error + Send + Sync + 'static>(
+    e: ClientCredentialsError,
+) -> StreamableHttpError<E> {
+    StreamableHttpError::Io(std::io::Error::other(e))
+}
+
+impl<C: StreamableHttpClient + Sync> ClientCredentialsClient<C> {
+    async fn authorized<T, F, Fut>(&self, call: F) -> Result<T, StreamableHttpError<C::Error>>
+    where
+        F: Fn(String) -> Fut,
+        Fut: Future<Output = Result<T, StreamableHttpError<C::Error>>>,
+    {
+        let token = self.source.token().await.map_err(token_error)?;
+        match call(token.clone()).await {
+            Err(StreamableHttpError::AuthRequired(challenge)) => {
+                // Revoked or expired early: one new token, one retry.
+                tracing::info!(server = %self.source.server(), "the server rejected the token: fetching a new one");
+                let fresh = self
+                    .source
+                    .token_with(Some(&token), None)
+                    .await
+                    .map_err(token_error)?;
+                if fresh == token {
+                    return Err(StreamableHttpError::AuthRequired(challenge));
+                }
+                call(fresh).await
+            }
+            Err(StreamableHttpError::InsufficientScope(refused)) => {
+                let base = reqwest::Url::parse(&self.source.inner.url);
+                let scope = base
+                    .ok()
+                    .map(|b| WWWAuthenticateParams::parse(&refused.www_authenticate_header, &b))
+                    .filter(|p| p.is_insufficient_scope())
+                    .and_then(|p| p.scope);
+                let Some(scope) = scope.filter(|s| !s.trim().is_empty()) else {
+                    return Err(StreamableHttpError::InsufficientScope(refused));
+                };
+                tracing::info!(server = %self.source.server(), scopes = %scope, "the server asks for more scope: new client credentials token");
+                let wider = self
+                    .source
+                    .token_with(None, Some(&scope))
+                    .await
+                    .map_err(token_error)?;
+                if wider == token {
+                    return Err(StreamableHttpError::InsufficientScope(refused));
+                }
+                call(wider).await
+            }
+            other => other,
+        }
+    }
+}
+
+impl<C: StreamableHttpClient + Sync> StreamableHttpClient for ClientCredentialsClient<C> {
+    type Error = C::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        _auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> PostResult<Self::Error> {
+        self.authorized(|token| {
+            self.inner.post_message(
+                uri.clone(),
+                message.clone(),
+                session_id.clone(),
+                Some(token),
+                custom_headers.clone(),
+            )
+        })
+        .await
+    }
+
+    async fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        _auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> PostResult<Self::Error> {
+        self.authorized(|token| {
+            self.inner.post_message_with_max_sse_event_size(
+                uri.clone(),
+                message.clone(),
+                session_id.clone(),
+                Some(token),
+                custom_headers.clone(),
+                max_sse_event_size,
+            )
+        })
+        .await
+    }
+
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        _auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> PostResult<Self::Error> {
+        self.authorized(|token| {
+            self.inner.post_message_with_response_limits(
+                uri.clone(),
+                message.clone(),
+                session_id.clone(),
+                Some(token),
+                custom_headers.clone(),
+                limits,
+            )
+        })
+        .await
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        _auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), StreamableHttpError<Self::Error>> {
+        // Closing never fetches a token: the cached one, or none.
+        let token = self
+            .source
+            .inner
+            .cached
+            .lock()
+            .await
+            .token
+            .as_ref()
+            .map(|t| t.access.clone());
+        self.inner
+            .delete_session(uri, session_id, token, custom_headers)
+            .await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        _auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> StreamResult<Self::Error> {
+        self.authorized(|token| {
+            self.inner.get_stream(
+                uri.clone(),
+                session_id.clone(),
+                last_event_id.clone(),
+                Some(token),
+                custom_headers.clone(),
+            )
+        })
+        .await
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        _auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> StreamResult<Self::Error> {
+        self.authorized(|token| {
+            self.inner.get_stream_with_max_sse_event_size(
+                uri.clone(),
+                session_id.clone(),
+                last_event_id.clone(),
+                Some(token),
+                custom_headers.clone(),
+                max_sse_event_size,
+            )
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A P-256 key (PKCS#8) made for these tests only.
+    fn ec_pem() -> String {
+        use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
+        let doc = EcdsaKeyPair::generate_pkcs8(
+            &ECDSA_P256_SHA256_FIXED_SIGNING,
+            &aws_lc_rs::rand::SystemRandom::new(),
+        )
+        .expect("a key");
+        let b64 = STANDARD.encode(doc.as_ref());
+        let lines: Vec<&str> = b64
+            .as_bytes()
+            .chunks(64)
+            .map(|c| std::str::from_utf8(c).expect("ascii"))
+            .collect();
+        format!(
+            "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
+            lines.join("\n")
+        )
+    }
+
+    #[test]
+    fn an_es256_assertion_verifies_with_the_public_key_and_carries_the_claims() {
+        use aws_lc_rs::signature::{
+            ECDSA_P256_SHA256_FIXED, ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair,
+            UnparsedPublicKey,
+        };
+        let pem = ec_pem();
+        let jwt = sign_assertion(&pem, None, "client-1", "https://as.example", 1_000).unwrap();
+        let parts: Vec<&str> = jwt.split('.').collect();
+        assert_eq!(parts.len(), 3);
+        let header: serde_json::Value =
+            serde_json::from_slice(&URL_SAFE_NO_PAD.decode(parts[0]).unwrap()).unwrap();
+        assert_eq!(header["alg"], "ES256");
+        let claims: serde_json::Value =
+            serde_json::from_slice(&URL_SAFE_NO_PAD.decode(parts[1]).unwrap()).unwrap();
+        assert_eq!(claims["iss"], "client-1");
+        assert_eq!(claims["sub"], "client-1");
+        assert_eq!(claims["aud"], "https://as.example");
+        assert_eq!(claims["exp"], 1_000 + ASSERTION_LIFETIME_S);
+        let (_, der) = pem_der(&pem).unwrap();
+        let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &der).unwrap();
+        let public = UnparsedPublicKey::new(&ECDSA_P256_SHA256_FIXED, pair.public_key().as_ref());
+        let signature = URL_SAFE_NO_PAD.decode(parts[2]).unwrap();
+        public
+            .verify(format!("{}.{}", parts[0], parts[1]).as_bytes(), &signature)
+            .expect("the signature verifies");
+        // Tampered claims do not.
+        assert!(
+            public
+                .verify(format!("{}.{}x", parts[0], parts[1]).as_bytes(), &signature)
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn key_errors_name_the_config_key_and_never_the_key() {
+        let pem = ec_pem();
+        let err = sign_assertion(&pem, Some(JwtAlgorithm::RS256), "c", "a", 0).unwrap_err();
+        assert!(err.contains("`oauth.signingAlgorithm` RS256"), "{err}");
+        let bad = "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n";
+        let err = sign_assertion(bad, None, "c", "a", 0).unwrap_err();
+        assert!(err.contains("`oauth.privateKey"), "{err}");
+        assert!(!err.contains("AAAA"), "{err}");
+        let err = sign_assertion("not a key", None, "c", "a", 0).unwrap_err();
+        assert!(err.contains("not PEM"), "{err}");
+    }
+
+    #[test]
+    fn debug_redacts_the_secret_and_an_inline_key() {
+        let settings = ClientCredentials {
+            client_id: "c".into(),
+            auth: ClientAuth::Secret("hunter2".into()),
+            scopes: vec![],
+        };
+        assert!(!format!("{settings:?}").contains("hunter2"));
+        let settings = ClientCredentials {
+            auth: ClientAuth::PrivateKey {
+                key: PrivateKey::Pem("-----BEGIN PRIVATE KEY-----SECRET".into()),
+                algorithm: None,
+            },
+            ..settings
+        };
+        assert!(!format!("{settings:?}").contains("SECRET"));
+    }
+
+    #[test]
+    fn a_token_is_renewed_before_it_expires() {
+        let token = |received_at, expires_at| Token {
+            access: "t".into(),
+            expires_at,
+            received_at,
+            scopes: vec![],
+        };
+        assert!(token(0, Some(3600)).fresh(3000));
+        assert!(!token(0, Some(3600)).fresh(3541));
+        // A 10-second token is renewed with 5 seconds left.
+        assert!(token(0, Some(10)).fresh(4));
+        assert!(!token(0, Some(10)).fresh(5));
+        assert!(token(0, None).fresh(u64::MAX / 2));
+    }
+
+    #[test]
+    fn only_https_or_loopback_token_endpoints() {
+        let ok = |u: &str| secure_endpoint(&reqwest::Url::parse(u).unwrap());
+        assert!(ok("https://as.example/token"));
+        assert!(ok("http://localhost:8080/token"));
+        assert!(ok("http://127.0.0.1/token"));
+        assert!(ok("http://[::1]/token"));
+        assert!(!ok("http://as.example/token"));
+    }
+
+    #[test]
+    fn basic_credentials_are_form_encoded_first() {
+        assert_eq!(form_encode("a b:c/é"), "a+b%3Ac%2F%C3%A9");
+        assert_eq!(
+            form_encode("conformance-test-client"),
+            "conformance-test-client"
+        );
+    }
+}
