@@ -3,7 +3,10 @@
 //! scenario at a time, with the peers that `.ci/install-peers.sh` installs.
 //!
 //! Invariant: every scenario asked for yields exactly one verdict line and the final line is
-//! `N passed, M failed`, whatever the client or the runner does. A client cannot hold a run
+//! `N passed, M failed, K known (baseline)`, whatever the client or the runner does. Known
+//! failures are extension scenarios listed with their reason in `xtask/conformance-baseline.txt`
+//! (checked against the suites' `list --client`); every other failure fails the run, and so does
+//! a scenario the suites list that `--all` does not run. A client cannot hold a run
 //! hostage: its whole process group is killed after the per-scenario timeout (coreutils
 //! `timeout` wraps it), and the runner's own process group is killed after a hard limit a little
 //! later. (The runner's `--timeout` kills only the `/bin/sh` it spawned and then waits for
@@ -13,7 +16,7 @@
 //! runner itself passes a scenario whose client sent nothing). A scenario the suite declares not
 //! applicable at the requested `--spec-version` (0.2.x prints `SKIPPED:` and exits 0 without
 //! checks) is reported as SKIP and counted in neither N nor M. The process exits
-//! non-zero iff M > 0 (1) or the suite could not be run at all (2).
+//! non-zero iff M > 0 (1) or the suite could not be run at all or the baseline is invalid (2).
 //!
 //! Results of each scenario land in `target/conformance/<suite>-<spec>/<scenario>/`
 //! (`checks.json`, `stdout.txt`, `stderr.txt` of the client, `runner.log`), `<spec>` being the
@@ -36,18 +39,21 @@ usage: cargo xtask conformance [--suite stable|next] [--spec-version V] [--timeo
 Runs client scenarios of the MCP conformance suite against `mcp-harness conformance-client`
 (built first with `cargo build -p mcp-harness`) and prints one line per scenario,
   SCENARIO PASS|FAIL|SKIP (ok/total, W warnings)[ notes]
-then `N passed, M failed`. PASS = the runner's strict verdict (exit 0: no FAILURE/WARNING
-check, client exit 0, no timeout) with at least one scored check. Exit status 0 iff nothing
-failed; 2 if the suite could not run.
+then `N passed, M failed, K known (baseline)`. PASS = the runner's strict verdict (exit 0: no
+FAILURE/WARNING check, client exit 0, no timeout) with at least one scored check. A failing
+extension scenario listed in xtask/conformance-baseline.txt (`SUITE SCENARIO — REASON`) is
+`FAIL (baseline: REASON)` and counts as known, not failed. Exit status 0 iff nothing failed; 2
+if the suite could not run or the baseline is invalid.
 
   --suite stable|next  stable = conformance 0.1.16 (default), next = 0.2.0-alpha.12
   --spec-version V     passed to the runner (0.2.x: 2025-11-25 or 2026-07-28 picks the wire
                        protocol; scenarios not applicable at V are SKIPped)
   --timeout S          per-scenario client timeout in seconds (default 30); the client's
                        process group is killed after S seconds
-  --all                the project's matrix: stable, next at --spec-version 2025-11-25 and
-                       2026-07-28 (each with the scenarios the project passes there), and
-                       next's SEP-2640 skills extension scenarios
+  --all                every client scenario the suites list: stable, next at
+                       --spec-version 2025-11-25, 2026-07-28 and 2025-03-26, and both suites'
+                       extension scenarios (without a spec version); a listed scenario missing
+                       from the matrix fails the run
   --list               print the suite's client scenarios (runner `list --client`)
   --client-cmd CMD     test this client command line (shell syntax) instead of building
                        mcp-harness; also taken from env CONFORMANCE_CLIENT_CMD
@@ -141,17 +147,44 @@ const MATRIX: &[(Suite, Option<&str>, &[&str])] = &[
     (Suite::Next, Some("2026-07-28"), CALL_PATH_2026),
     (Suite::Next, Some("2026-07-28"), AUTH_COMMON),
     (Suite::Next, Some("2026-07-28"), AUTH_2026),
+    (Suite::Next, Some("2025-03-26"), AUTH_2025_03_26),
     // Extension scenarios run without a spec version (with one they are skipped).
-    (Suite::Next, None, EXTENSION_SCENARIOS),
+    (Suite::Stable, None, EXTENSIONS_STABLE),
+    (Suite::Next, None, EXTENSIONS_NEXT),
 ];
 
-/// Extension scenarios the project passes (SEP-2640 skills), part of `--all`.
-const EXTENSION_SCENARIOS: &[&str] = &[
+/// The 2025-03-26 back-compat scenarios, which the next suite runs only at that version.
+const AUTH_2025_03_26: &[&str] = &[
+    "auth/2025-03-26-oauth-metadata-backcompat",
+    "auth/2025-03-26-oauth-endpoint-fallback",
+];
+
+/// The stable suite's extension scenarios (known failures in [`BASELINE_FILE`]).
+const EXTENSIONS_STABLE: &[&str] = &[
+    "auth/client-credentials-jwt",
+    "auth/client-credentials-basic",
+    "auth/cross-app-access-complete-flow",
+];
+
+/// The next suite's extension scenarios: SEP-2640 skills, the authorization extensions (known
+/// failures in [`BASELINE_FILE`]).
+const EXTENSIONS_NEXT: &[&str] = &[
     "sep-2640-client-no-prefetch",
     "sep-2640-client-verify-digest",
     "sep-2640-client-verify-size",
     "sep-2640-client-verify-frontmatter",
+    "auth/client-credentials-jwt",
+    "auth/client-credentials-basic",
+    "auth/enterprise-managed-authorization",
+    "auth/dpop",
+    "auth/dpop-nonce",
+    "auth/wif-jwt-bearer",
 ];
+
+/// Known failures, each with its reason: `SUITE SCENARIO — REASON` per line (`#` comments).
+/// Only extension scenarios may be listed; a listed scenario that fails is reported as
+/// `FAIL (baseline: REASON)` and fails no run, one that passes is reported so its line can go.
+const BASELINE_FILE: &str = "xtask/conformance-baseline.txt";
 const DEFAULT_TIMEOUT_S: u64 = 30;
 /// Seconds the runner gets beyond the client timeout before its process group is killed.
 const RUNNER_GRACE_S: u64 = 30;
@@ -219,6 +252,8 @@ impl RunSpec {
 #[derive(Debug)]
 struct Options {
     runs: Vec<RunSpec>,
+    /// `--all`: the runs are the whole matrix, checked against the suites' listings.
+    all: bool,
     timeout_s: u64,
     verbose: bool,
     list: bool,
@@ -311,6 +346,7 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
     };
     Ok(Options {
         runs,
+        all,
         timeout_s,
         verbose,
         list,
@@ -409,6 +445,43 @@ pub fn main(args: &[String]) -> ExitCode {
         return ExitCode::from(2);
     }
 
+    // What the suites list: which scenarios are extensions (the only ones a baseline may
+    // hold), and, for `--all`, that the matrix misses none.
+    let mut suites: Vec<Suite> = opts.runs.iter().map(|r| r.suite).collect();
+    suites.dedup();
+    let mut listed: Vec<(Suite, Vec<Listed>)> = Vec::new();
+    for suite in suites {
+        if listed.iter().any(|(s, _)| *s == suite) {
+            continue;
+        }
+        match list_client_scenarios(&node, &peers, suite) {
+            Ok(l) => listed.push((suite, l)),
+            Err(e) => {
+                eprintln!("xtask conformance: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let baseline = match fs::read_to_string(root.join(BASELINE_FILE)) {
+        Ok(text) => match parse_baseline(&text, &listed) {
+            Ok(b) => b,
+            Err(e) => {
+                eprintln!("xtask conformance: {BASELINE_FILE}: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => {
+            eprintln!("xtask conformance: cannot read {BASELINE_FILE}: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let unmatrixed = if opts.all {
+        not_in_matrix(&listed, &opts.runs)
+    } else {
+        Vec::new()
+    };
+
     let client_cmd = match &opts.client_cmd {
         Some(cmd) => cmd.clone(),
         None => match build_client(&root) {
@@ -428,7 +501,8 @@ pub fn main(args: &[String]) -> ExitCode {
     );
 
     let out_root = root.join("target/conformance");
-    let (mut passed, mut failed, mut skipped) = (0usize, 0usize, 0usize);
+    let (mut passed, mut failed, mut skipped, mut known) = (0usize, 0usize, 0usize, 0usize);
+    let mut stale: Vec<String> = Vec::new();
     for run in &opts.runs {
         let run_dir = out_root.join(run.label());
         if opts.runs.len() > 1 {
@@ -453,24 +527,33 @@ pub fn main(args: &[String]) -> ExitCode {
                 opts.timeout_s,
                 &wrapped,
             );
-            match outcome.verdict {
-                Verdict::Pass => passed += 1,
-                Verdict::Fail => failed += 1,
-                Verdict::Skip => skipped += 1,
+            let entry = baseline
+                .iter()
+                .find(|b| b.suite == run.suite && b.scenario == *scenario);
+            let mut verdict = outcome.verdict.as_str().to_string();
+            let mut notes = outcome.notes.clone();
+            match (outcome.verdict, entry) {
+                (Verdict::Pass, Some(_)) => {
+                    passed += 1;
+                    notes.push(format!("passes: remove it from {BASELINE_FILE}"));
+                    stale.push(format!("{} {scenario}", run.suite.name()));
+                }
+                (Verdict::Pass, None) => passed += 1,
+                (Verdict::Fail, Some(b)) => {
+                    known += 1;
+                    verdict = format!("FAIL (baseline: {})", b.reason);
+                }
+                (Verdict::Fail, None) => failed += 1,
+                (Verdict::Skip, _) => skipped += 1,
             }
             println!(
-                "{scenario} {} ({}/{}, {} warnings){}",
-                outcome.verdict.as_str(),
+                "{scenario} {verdict} ({}/{}, {} warnings){}",
                 outcome.ok,
                 outcome.total,
                 outcome.warnings,
-                outcome
-                    .notes
-                    .iter()
-                    .map(|n| format!(" [{n}]"))
-                    .collect::<String>()
+                notes.iter().map(|n| format!(" [{n}]")).collect::<String>()
             );
-            if opts.verbose && outcome.verdict == Verdict::Fail {
+            if opts.verbose && outcome.verdict == Verdict::Fail && entry.is_none() {
                 for line in &outcome.details {
                     println!("    {line}");
                 }
@@ -483,7 +566,21 @@ pub fn main(args: &[String]) -> ExitCode {
     if skipped > 0 {
         println!("({skipped} skipped as not applicable at the requested spec version)");
     }
-    println!("{passed} passed, {failed} failed");
+    if !stale.is_empty() {
+        println!(
+            "baseline entries that pass now (remove them from {BASELINE_FILE}): {}",
+            stale.join(", ")
+        );
+    }
+    for (suite, scenario) in &unmatrixed {
+        println!(
+            "{scenario} FAIL [listed by {} {} but not in the --all matrix of xtask/src/conformance.rs]",
+            suite.name(),
+            suite.version()
+        );
+        failed += 1;
+    }
+    println!("{passed} passed, {failed} failed, {known} known (baseline)");
     if failed > 0 {
         ExitCode::FAILURE
     } else {
@@ -514,6 +611,149 @@ fn list_scenarios(node: &Path, runs: &[RunSpec]) -> ExitCode {
         }
     }
     code
+}
+
+/// One client scenario of a suite's `list --client`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Listed {
+    name: String,
+    /// The bracketed tags: spec versions, or `extension`.
+    tags: Vec<String>,
+}
+
+impl Listed {
+    fn is_extension(&self) -> bool {
+        self.tags.iter().any(|t| t == "extension")
+    }
+}
+
+/// The suite's client scenarios (`list --client`: `  - NAME [TAG,TAG]` lines).
+fn list_client_scenarios(node: &Path, peers: &Path, suite: Suite) -> Result<Vec<Listed>, String> {
+    let out = Command::new(node)
+        .arg(suite.entry(peers))
+        .args(["list", "--client"])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", node.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "`list --client` of the {} suite exited with {}",
+            suite.name(),
+            out.status
+        ));
+    }
+    let listed = parse_listing(&String::from_utf8_lossy(&out.stdout));
+    if listed.is_empty() {
+        return Err(format!(
+            "`list --client` of the {} suite listed no scenario",
+            suite.name()
+        ));
+    }
+    Ok(listed)
+}
+
+fn parse_listing(text: &str) -> Vec<Listed> {
+    text.lines()
+        .filter_map(|l| l.trim_start().strip_prefix("- "))
+        .filter_map(|l| {
+            let (name, tags) = match l.split_once(" [") {
+                Some((n, t)) => (n, t.trim_end().trim_end_matches(']')),
+                None => (l.trim(), ""),
+            };
+            check_scenario_name(name).ok()?;
+            Some(Listed {
+                name: name.to_string(),
+                tags: tags
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty())
+                    .map(str::to_string)
+                    .collect(),
+            })
+        })
+        .collect()
+}
+
+/// A known failure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct BaselineEntry {
+    suite: Suite,
+    scenario: String,
+    reason: String,
+}
+
+/// `SUITE SCENARIO — REASON` lines (`#` comments, blank lines skipped). Every entry names an
+/// extension scenario the suite lists, with a reason, once.
+fn parse_baseline(
+    text: &str,
+    listed: &[(Suite, Vec<Listed>)],
+) -> Result<Vec<BaselineEntry>, String> {
+    let mut entries: Vec<BaselineEntry> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let at = |m: String| format!("line {}: {m}", i + 1);
+        let (head, reason) = line
+            .split_once('—')
+            .or_else(|| line.split_once(" -- "))
+            .ok_or_else(|| at("expected `SUITE SCENARIO — REASON`".into()))?;
+        let mut words = head.split_whitespace();
+        let (Some(suite), Some(scenario), None) = (words.next(), words.next(), words.next()) else {
+            return Err(at("expected `SUITE SCENARIO — REASON`".into()));
+        };
+        let suite = Suite::parse(suite).map_err(at)?;
+        let reason = reason.trim();
+        if reason.is_empty() {
+            return Err(at(format!("{scenario}: a known failure needs its reason")));
+        }
+        // Suites not being run are not checked (their listing was not fetched).
+        if let Some((_, scenarios)) = listed.iter().find(|(s, _)| *s == suite) {
+            match scenarios.iter().find(|l| l.name == scenario) {
+                None => {
+                    return Err(at(format!(
+                        "the {} suite lists no client scenario `{scenario}`",
+                        suite.name()
+                    )));
+                }
+                Some(l) if !l.is_extension() => {
+                    return Err(at(format!(
+                        "`{scenario}` is not an extension scenario: only extension scenarios                          may be known failures"
+                    )));
+                }
+                Some(_) => {}
+            }
+        }
+        if entries
+            .iter()
+            .any(|e| e.suite == suite && e.scenario == scenario)
+        {
+            return Err(at(format!("{} {scenario} is listed twice", suite.name())));
+        }
+        entries.push(BaselineEntry {
+            suite,
+            scenario: scenario.to_string(),
+            reason: reason.to_string(),
+        });
+    }
+    Ok(entries)
+}
+
+/// Listed scenarios no run of `runs` covers (per suite).
+fn not_in_matrix(listed: &[(Suite, Vec<Listed>)], runs: &[RunSpec]) -> Vec<(Suite, String)> {
+    let mut missing = Vec::new();
+    for (suite, scenarios) in listed {
+        for l in scenarios {
+            let covered = runs
+                .iter()
+                .any(|r| r.suite == *suite && r.scenarios.contains(&l.name));
+            if !covered {
+                missing.push((*suite, l.name.clone()));
+            }
+        }
+    }
+    missing
 }
 
 /// `cargo build -p mcp-harness`, returning the path of the built `mcp-harness` binary as cargo
@@ -834,8 +1074,7 @@ mod tests {
         assert!(
             o.runs
                 .iter()
-                .any(|r| r.label() == "next-default"
-                    && r.scenarios.len() == EXTENSION_SCENARIOS.len())
+                .any(|r| r.label() == "next-default" && r.scenarios.len() == EXTENSIONS_NEXT.len())
         );
         assert!(parse_args(&args("--all tools_call")).is_err());
     }
@@ -855,6 +1094,53 @@ mod tests {
         assert!(parse_args(&args("--suite beta")).is_err());
         assert!(parse_args(&args("../x")).is_err());
         assert!(parse_args(&args("--bogus")).is_err());
+    }
+
+    fn listing() -> Vec<(Suite, Vec<Listed>)> {
+        let text = "Client scenarios (test against a client):\n  - initialize [2025-06-18,2025-11-25]\n  - auth/dpop [extension]\n  - auth/client-credentials-basic [extension]\n";
+        vec![(Suite::Next, parse_listing(text))]
+    }
+
+    #[test]
+    fn the_listing_is_parsed_with_its_tags() {
+        let l = &listing()[0].1;
+        assert_eq!(l.len(), 3);
+        assert_eq!(l[0].name, "initialize");
+        assert_eq!(l[0].tags, ["2025-06-18", "2025-11-25"]);
+        assert!(!l[0].is_extension());
+        assert!(l[1].is_extension());
+    }
+
+    #[test]
+    fn the_baseline_holds_only_extension_scenarios_with_reasons() {
+        let ok = parse_baseline(
+            "# known\n\nnext auth/dpop — DPoP (RFC 9449) is not implemented\nstable auth/anything — not checked: stable was not listed\n",
+            &listing(),
+        )
+        .expect("valid");
+        assert_eq!(ok.len(), 2);
+        assert_eq!(ok[0].suite, Suite::Next);
+        assert_eq!(ok[0].reason, "DPoP (RFC 9449) is not implemented");
+        let err = |t: &str| parse_baseline(t, &listing()).unwrap_err();
+        assert!(err("next initialize — flaky").contains("not an extension scenario"));
+        assert!(err("next auth/dpop").contains("SUITE SCENARIO — REASON"));
+        assert!(err("next auth/dpop —  ").contains("needs its reason"));
+        assert!(err("next auth/nope — x").contains("lists no client scenario"));
+        assert!(err("beta auth/dpop — x").contains("unknown suite"));
+        assert!(err("next auth/dpop — a\nnext auth/dpop — b").contains("twice"));
+    }
+
+    #[test]
+    fn every_listed_scenario_must_be_in_the_matrix() {
+        let runs = vec![RunSpec {
+            suite: Suite::Next,
+            spec: None,
+            scenarios: vec!["initialize".into(), "auth/dpop".into()],
+        }];
+        assert_eq!(
+            not_in_matrix(&listing(), &runs),
+            [(Suite::Next, "auth/client-credentials-basic".to_string())]
+        );
     }
 
     #[test]
