@@ -141,10 +141,11 @@ async fn recovers_from(how: Refusal) {
         .unwrap_or_else(|e| panic!("{how:?}: the call did not recover: {e}"));
     assert!(!answer.is_error(), "{how:?}");
     assert_eq!(text(&answer), "after", "{how:?}");
-    let st = st.lock().unwrap();
-    assert_eq!(st.initializes, initializes + 1, "{how:?}: one new session");
-    assert_eq!(st.calls, calls + 2, "{how:?}: refused once, sent once more");
-    drop(st);
+    {
+        let st = st.lock().unwrap();
+        assert_eq!(st.initializes, initializes + 1, "{how:?}: one new session");
+        assert_eq!(st.calls, calls + 2, "{how:?}: refused once, sent once more");
+    }
     runtime.shutdown().await;
 }
 
