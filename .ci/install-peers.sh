@@ -6,6 +6,8 @@
 #                      reference client/server) and @modelcontextprotocol/conformance (stable release)
 #   conformance-next/  @modelcontextprotocol/conformance, newest 0.2 pre-release
 #   py/                Python venv with the official `mcp` SDK
+#   (system)           dbus-daemon and gnome-keyring (Debian packages, apt-get): the private session
+#                      bus and Secret Service of the keyring test (transport/tests/oauth_keyring.rs)
 #
 # Usage: bash .ci/install-peers.sh [DIR]     (DIR defaults to target/peers)
 # Idempotent: every piece that is already installed at the pinned version is skipped,
@@ -74,6 +76,38 @@ else
   log "get  $DIR/py (mcp==$PY_MCP_VERSION)"
   [ -x "$PY" ] || python3 -m venv "$DIR/py"
   "$PY" -m pip install --quiet --disable-pip-version-check "mcp==$PY_MCP_VERSION"
+fi
+
+# The keyring test's D-Bus and Secret Service: Debian packages, installed as root (or through
+# sudo) only when a binary is missing; apt-get's output goes to $DIR/apt-get.log.
+if command -v dbus-daemon >/dev/null && command -v gnome-keyring-daemon >/dev/null; then
+  log "ok   dbus-daemon, gnome-keyring-daemon"
+else
+  log "get  dbus-daemon, gnome-keyring (apt-get)"
+  SUDO=()
+  if [ "$(id -u)" -ne 0 ]; then
+    if ! command -v sudo >/dev/null; then
+      log "need root or sudo to apt-get install dbus-daemon gnome-keyring"
+      exit 1
+    fi
+    SUDO=(sudo -n)
+  fi
+  APT_LOG="$DIR/apt-get.log"
+  : >"$APT_LOG"
+  apt_install() {
+    ${SUDO[@]+"${SUDO[@]}"} env DEBIAN_FRONTEND=noninteractive \
+      apt-get install -y -q --no-install-recommends "$@" >>"$APT_LOG" 2>&1
+  }
+  # Without package lists (a fresh machine) the first try fails: update them, then again;
+  # releases before the dbus-daemon package have the daemon in `dbus`.
+  if ! apt_install dbus-daemon gnome-keyring; then
+    ${SUDO[@]+"${SUDO[@]}"} apt-get update -q >>"$APT_LOG" 2>&1 || true
+    if ! apt_install dbus-daemon gnome-keyring && ! apt_install dbus gnome-keyring; then
+      log "apt-get could not install dbus-daemon and gnome-keyring:"
+      tail -n 20 "$APT_LOG" >&2
+      exit 1
+    fi
+  fi
 fi
 
 cat <<VARS

@@ -3,10 +3,12 @@
 //! Invariant: the steps run in order and the first failing step fails the run; nothing is
 //! skipped silently — missing peers are installed, not ignored.
 //! 1. install the real peers (`.ci/install-peers.sh`: Node 22, server-everything, the
-//!    conformance suites, the Python SDK), idempotently;
+//!    conformance suites, the Python SDK, D-Bus and GNOME Keyring for the keyring test),
+//!    idempotently;
 //! 2. `cargo nextest run --workspace` (unit, integration and CLI tests);
 //! 3. no server process the tests started is still running (the suite checks its own process
-//!    tree: fixture servers, the CLI's built-in fixture, server-everything);
+//!    tree: fixture servers, the CLI's built-in fixture, server-everything, the keyring test's
+//!    private D-Bus and keyring daemons);
 //! 4. `cargo xtask conformance --all` (the official client conformance scenarios).
 
 use std::process::{Command, ExitCode};
@@ -51,10 +53,12 @@ pub fn main(args: &[String]) -> ExitCode {
 }
 
 /// Command lines that mark a server process started by the tests.
-const SERVER_MARKERS: [&str; 3] = [
+const SERVER_MARKERS: [&str; 4] = [
     "mcp-fixture-server",
     "mcp-harness fixture-server",
     "server-everything/dist/index.js",
+    // `dbus-daemon` and `gnome-keyring-daemon` of `transport/tests/oauth_keyring.rs`.
+    "mcp-harness-keyring-test",
 ];
 
 /// Fails with the offending command lines if any test server process is still alive (zombies

@@ -1,8 +1,8 @@
 //! `mcp-harness login SERVER` and `logout SERVER`: OAuth for a configured Streamable HTTP server.
 //!
 //! Invariant: both work on the server's entry in the token store only (no runtime is started);
-//! `login` stores tokens only after the whole flow succeeded, `logout` deletes them; neither
-//! prints a token. A running harness picks the tokens up at its next connection attempt
+//! `login` stores tokens only after the whole flow succeeded and says where (the OS keyring or the
+//! token file), `logout` deletes them (the keyring item too); neither prints a token. A running harness picks the tokens up at its next connection attempt
 //! (`servers` shows needs-auth until then; a restart of the server connects it).
 
 use std::path::Path;
@@ -75,9 +75,9 @@ pub async fn login(config_path: Option<&Path>, args: &LoginArgs) -> Result<(), S
             .map_err(|e| e.to_string())?;
         eprintln!(
             "`{}` uses the client credentials grant: no login needed; a token was fetched and \
-             stored in {} (mode 0600).",
+             stored {}.",
             args.server,
-            store.path().display()
+            stored_where(&store)
         );
         return Ok(());
     }
@@ -117,11 +117,25 @@ pub async fn login(config_path: Option<&Path>, args: &LoginArgs) -> Result<(), S
         .await
         .map_err(|e| e.to_string())?;
     eprintln!(
-        "Logged in to `{}`; tokens stored in {} (mode 0600).",
+        "Logged in to `{}`; tokens stored {}.",
         args.server,
-        store.path().display()
+        stored_where(&store)
     );
     Ok(())
+}
+
+/// Where `store` keeps its tokens now, for a message: the OS keyring (`MCP_HARNESS_TOKEN_STORE`
+/// auto or keyring, where a Secret Service answers) or the token file.
+fn stored_where(store: &auth::FileCredentialStore) -> String {
+    match store.location() {
+        Ok(Some(auth::TokenLocation::Keyring { account })) => format!(
+            "in the OS keyring (Secret Service item of service `{}`, account `{account}`; {} only \
+             points at it)",
+            auth::os_keyring::SERVICE,
+            store.path().display()
+        ),
+        _ => format!("in {} (mode 0600)", store.path().display()),
+    }
 }
 
 pub async fn logout(config_path: Option<&Path>, server: &str) -> Result<(), String> {
@@ -146,8 +160,17 @@ pub async fn logout(config_path: Option<&Path>, server: &str) -> Result<(), Stri
         ),
         auth::revoke::Revocation::NothingStored => {}
     }
+    let in_keyring = matches!(
+        store.location(),
+        Ok(Some(auth::TokenLocation::Keyring { .. }))
+    );
     if store.remove().map_err(|e| e.to_string())? {
-        eprintln!("Logged out of `{server}`: its tokens were deleted.");
+        let from = if in_keyring {
+            " from the OS keyring"
+        } else {
+            ""
+        };
+        eprintln!("Logged out of `{server}`: its tokens were deleted{from}.");
     } else {
         eprintln!("No tokens were stored for `{server}`.");
     }

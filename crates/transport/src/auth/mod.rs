@@ -1,4 +1,5 @@
-//! OAuth for remote servers (R33) on rmcp's `auth` support: a file token store ([`store`]), the
+//! OAuth for remote servers (R33) on rmcp's `auth` support: a token store ([`store`]: a file,
+//! or the OS keyring through the Secret Service API, [`os_keyring`]), the
 //! authorization-code flow ([`flow`]), the client credentials grant for machine-to-machine
 //! servers ([`client_credentials`]) and step-up authorization on 403 `insufficient_scope`
 //! ([`step_up`]).
@@ -14,6 +15,7 @@ pub mod client_credentials;
 pub mod config;
 pub mod flow;
 pub mod loopback;
+pub mod os_keyring;
 pub mod revoke;
 pub mod step_up;
 pub mod store;
@@ -28,4 +30,6 @@ pub use loopback::{LoopbackBrowser, LoopbackStepUp};
 pub use step_up::{
     MAX_STEP_UPS, Refusal, StepUp, StepUpRefused, last_refusal, refusal_in, set_step_up_browser,
 };
-pub use store::{FileCredentialStore, StoreError, server_key, set_store_dir, store_dir};
+pub use store::{
+    FileCredentialStore, StoreError, StoreMode, TokenLocation, server_key, set_store_dir, store_dir,
+};

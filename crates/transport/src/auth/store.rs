@@ -1,5 +1,12 @@
-//! The file token store: one JSON file per server under the user's config dir,
-//! `$XDG_CONFIG_HOME/mcp-harness/tokens/<server-hash>.json` (else `~/.config/...`).
+//! The token store: one JSON file per server under the user's config dir,
+//! `$XDG_CONFIG_HOME/mcp-harness/tokens/<server-hash>.json` (else `~/.config/...`), and, where a
+//! Secret Service answers, the OS keyring ([`os_keyring`](super::os_keyring)): the server's JSON
+//! document (which holds the secrets) is then the keyring item of service `mcp-harness` and
+//! account `<server-hash>`, and the file is a marker without secrets,
+//! `{"server", "url", "storage": "keyring", "revision"}`, still 0600 — the lock target and what
+//! a running harness watches, as before. `MCP_HARNESS_TOKEN_STORE=auto|keyring|file` chooses
+//! ([`StoreMode`]); a file with the secrets in it is read in any mode, and the next write in
+//! keyring mode moves them into the keyring.
 //!
 //! Invariants: the directory is created 0700 and every file is written 0600 through a temporary
 //! file renamed into place (a reader never sees half a file, another user never reads one); a
@@ -7,12 +14,15 @@
 //! the store never spend the same refresh token twice, and a token found due is looked at again
 //! under that lock before it is refreshed ([`FileCredentialStore::refresh_if_due`]), so one
 //! refresh serves them all; nothing here prints a token (the store's `Debug` shows the path only,
-//! errors name the server and the file, never its contents).
+//! errors name the server and the file, never its contents). The keyring item is written before
+//! the marker that points at it (its `revision` is a hash of the item), so a reader that sees a
+//! new marker finds the new item; a process keeps the last item it read for as long as the
+//! marker's revision stays the same, so a request costs no D-Bus call.
 
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use rmcp::transport::auth::{
     AuthError, AuthorizationManager, AuthorizationMetadata, CredentialRefreshGuard,
@@ -20,6 +30,9 @@ use rmcp::transport::auth::{
 };
 use serde::{Deserialize, Serialize};
 use sha2::Digest;
+
+pub use super::os_keyring::StoreMode;
+use super::os_keyring::{self, Backend};
 
 tokio::task_local! {
     /// The lock file the current task holds already ([`FileCredentialStore::refresh_if_due`]):
@@ -138,13 +151,76 @@ impl From<StoreError> for AuthError {
     }
 }
 
-/// rmcp's [`CredentialStore`] on one server's token file.
+/// The `storage` of a marker file.
+const KEYRING: &str = "keyring";
+
+/// The token file of a server whose tokens are in the OS keyring.
+#[derive(Debug, Serialize, Deserialize)]
+struct Marker {
+    server: String,
+    url: String,
+    storage: String,
+    /// A hash of the keyring item's content: changes with every write.
+    revision: String,
+}
+
+/// What every token file has: a marker has a `storage`, a file with the tokens in it none.
+#[derive(Deserialize)]
+struct Head {
+    server: String,
+    url: String,
+    #[serde(default)]
+    storage: Option<String>,
+    #[serde(default)]
+    revision: Option<String>,
+}
+
+/// Where a server's tokens are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenLocation {
+    /// In the token file itself (0600).
+    File,
+    /// In the OS keyring: the item of service `mcp-harness` and this account; the token file
+    /// only points at it.
+    Keyring { account: String },
+}
+
+/// The revision of a keyring item's content.
+fn revision_of(content: &[u8]) -> String {
+    let digest = sha2::Sha256::digest(content);
+    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The keyring items this process read or wrote last, by account: (revision, document).
+static KEYRING_CACHE: Mutex<Option<std::collections::HashMap<String, (String, TokenFile)>>> =
+    Mutex::new(None);
+
+fn cached(account: &str, revision: &str) -> Option<TokenFile> {
+    let cache = KEYRING_CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    let (rev, file) = cache.as_ref()?.get(account)?;
+    (rev == revision).then(|| file.clone())
+}
+
+fn cache(account: &str, entry: Option<(String, TokenFile)>) {
+    let mut cache = KEYRING_CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    let map = cache.get_or_insert_with(Default::default);
+    match entry {
+        Some(entry) => map.insert(account.to_string(), entry),
+        None => map.remove(account),
+    };
+}
+
+/// rmcp's [`CredentialStore`] on one server's token file (and, where it is used, its item in
+/// the OS keyring).
 #[derive(Clone)]
 pub struct FileCredentialStore {
     server: String,
     url: String,
     dir: PathBuf,
     key: String,
+    /// In the user's own token directory (not one set with [`set_store_dir`] or `in_dir`):
+    /// only such a store goes to the OS keyring in `auto` mode.
+    user_dir: bool,
 }
 
 impl std::fmt::Debug for FileCredentialStore {
@@ -159,7 +235,9 @@ impl std::fmt::Debug for FileCredentialStore {
 impl FileCredentialStore {
     /// The store of `server` at `url` in [`store_dir`].
     pub fn for_server(server: &str, url: &str) -> Self {
-        Self::in_dir(store_dir(), server, url)
+        let mut store = Self::in_dir(store_dir(), server, url);
+        store.user_dir = DIR_OVERRIDE.get().is_none();
+        store
     }
 
     /// The store of `server` at `url` in `dir`.
@@ -169,6 +247,7 @@ impl FileCredentialStore {
             url: url.to_string(),
             key: server_key(server, url),
             dir,
+            user_dir: false,
         }
     }
 
@@ -183,6 +262,79 @@ impl FileCredentialStore {
 
     fn lock_path(&self) -> PathBuf {
         self.dir.join(format!("{}.lock", self.key))
+    }
+
+    /// The account of this server's keyring item: the server key, and for a store outside the
+    /// user's token directory a hash of that directory too (two such stores never share one).
+    pub fn keyring_account(&self) -> String {
+        if self.user_dir {
+            return self.key.clone();
+        }
+        let dir = revision_of(self.dir.as_os_str().as_encoded_bytes());
+        format!("{}.{}", self.key, &dir[..8])
+    }
+
+    /// The mode and the backend it picks for this store.
+    fn backend(&self) -> Result<(StoreMode, Backend), StoreError> {
+        let path = self.path();
+        let mode =
+            StoreMode::from_env().map_err(|e| self.error(&path, "choose the token store", e))?;
+        let backend = os_keyring::select(mode, self.user_dir, os_keyring::available)
+            .map_err(|e| self.error(&path, "use the OS keyring", e))?;
+        Ok((mode, backend))
+    }
+
+    /// Why a marker file cannot be followed to the keyring in `mode`.
+    fn keyring_unused(&self, mode: StoreMode) -> String {
+        match mode {
+            StoreMode::Auto if !self.user_dir => format!(
+                "its tokens are in the OS keyring, which `auto` does not use for a token \
+                 directory of its own: set {}=keyring",
+                os_keyring::MODE_VAR
+            ),
+            StoreMode::File => format!(
+                "its tokens are in the OS keyring, which {}=file keeps away from: set it to auto \
+                 or keyring (`mcp-harness logout` then deletes them)",
+                os_keyring::MODE_VAR
+            ),
+            _ => format!(
+                "its tokens are in the OS keyring, which does not answer here ({}); log in \
+                 again where it does, or with {}=file",
+                os_keyring::available().err().unwrap_or_default(),
+                os_keyring::MODE_VAR
+            ),
+        }
+    }
+
+    /// Where the tokens are now: `None` when there is no token file.
+    pub fn location(&self) -> Result<Option<TokenLocation>, StoreError> {
+        let path = self.path();
+        let Some((_, head)) = self.read_bytes(&path)? else {
+            return Ok(None);
+        };
+        Ok(Some(match head.storage {
+            Some(_) => TokenLocation::Keyring {
+                account: self.keyring_account(),
+            },
+            None => TokenLocation::File,
+        }))
+    }
+
+    /// The file's bytes and what they are; `None` without a file.
+    fn read_bytes(&self, path: &Path) -> Result<Option<(Vec<u8>, Head)>, StoreError> {
+        let bytes = match std::fs::read(path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(self.error(path, "read", e)),
+        };
+        // serde_json's messages quote no input, only positions.
+        let head: Head = serde_json::from_slice(&bytes)
+            .map_err(|e| self.error(path, "parse (delete it with `mcp-harness logout`)", e))?;
+        if let Some(storage) = head.storage.as_deref().filter(|s| *s != KEYRING) {
+            let reason = format!("unknown storage `{storage}` (written by a newer mcp-harness?)");
+            return Err(self.error(path, "read", reason));
+        }
+        Ok(Some((bytes, head)))
     }
 
     fn error(&self, path: &Path, action: &'static str, reason: impl ToString) -> StoreError {
@@ -207,24 +359,108 @@ impl FileCredentialStore {
 
     /// The whole file; `None` when there is none. A file for another server or URL (a hash
     /// collision or a hand-copied file) is treated as absent.
+    ///
+    /// A marker file is followed to the keyring item (a missing item is no tokens); a file with
+    /// the tokens in it is read in any mode.
     pub fn read(&self) -> Result<Option<TokenFile>, StoreError> {
         let path = self.path();
-        let bytes = match std::fs::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(self.error(&path, "read", e)),
+        let Some((bytes, head)) = self.read_bytes(&path)? else {
+            return Ok(None);
         };
-        // serde_json's messages quote no input, only positions.
+        if head.server != self.server || head.url != self.url {
+            return Ok(None);
+        }
+        if head.storage.is_some() {
+            return self.read_keyring(&path, head.revision.as_deref().unwrap_or_default());
+        }
         let file: TokenFile = serde_json::from_slice(&bytes)
             .map_err(|e| self.error(&path, "parse (delete it with `mcp-harness logout`)", e))?;
+        Ok(Some(file))
+    }
+
+    /// The document of the keyring item a marker of `revision` points at.
+    fn read_keyring(&self, path: &Path, revision: &str) -> Result<Option<TokenFile>, StoreError> {
+        let (mode, backend) = self.backend()?;
+        if backend == Backend::File {
+            return Err(self.error(path, "read the tokens", self.keyring_unused(mode)));
+        }
+        let account = self.keyring_account();
+        if let Some(file) = cached(&account, revision) {
+            return Ok(Some(file));
+        }
+        let Some(content) = os_keyring::get(&account)
+            .map_err(|e| self.error(path, "read the tokens from the OS keyring", e))?
+        else {
+            return Ok(None);
+        };
+        let file: TokenFile = serde_json::from_slice(&content).map_err(|e| {
+            let action = "parse the OS keyring's item (delete it with `mcp-harness logout`)";
+            self.error(path, action, e)
+        })?;
         if file.server != self.server || file.url != self.url {
             return Ok(None);
+        }
+        let revision_now = revision_of(&content);
+        if revision_now == revision {
+            cache(&account, Some((revision_now, file.clone())));
         }
         Ok(Some(file))
     }
 
-    /// Replaces the file atomically (temporary file, 0600, fsync, rename).
+    /// Replaces the tokens: in the OS keyring (and the file by a marker) where the mode says
+    /// so, else in the file. In `auto` mode a keyring that refuses them sends them to the file.
     pub fn write(&self, file: &TokenFile) -> Result<(), StoreError> {
+        let path = self.path();
+        let json =
+            serde_json::to_vec_pretty(file).map_err(|e| self.error(&path, "serialise", e))?;
+        let (mode, backend) = self.backend()?;
+        if backend == Backend::Keyring {
+            match self.write_keyring(&path, file, json.clone()) {
+                Ok(()) => return Ok(()),
+                Err(e) if mode == StoreMode::Auto => tracing::warn!(
+                    server = %self.server,
+                    "the OS keyring did not take the tokens ({}); they are kept in {} (0600)",
+                    e.reason,
+                    path.display()
+                ),
+                Err(e) => return Err(e),
+            }
+        }
+        self.write_file(&json)
+    }
+
+    /// The document into the keyring item, then the marker that points at it.
+    fn write_keyring(
+        &self,
+        path: &Path,
+        file: &TokenFile,
+        json: Vec<u8>,
+    ) -> Result<(), StoreError> {
+        let account = self.keyring_account();
+        let revision = revision_of(&json);
+        let label = format!(
+            "mcp-harness tokens: server `{}` ({})",
+            self.server, self.url
+        );
+        // Whatever happens next, this process's copy is stale.
+        cache(&account, None);
+        os_keyring::set(&account, &label, json)
+            .map_err(|e| self.error(path, "write the tokens to the OS keyring", e))?;
+        let marker = Marker {
+            server: self.server.clone(),
+            url: self.url.clone(),
+            storage: KEYRING.into(),
+            revision: revision.clone(),
+        };
+        let bytes =
+            serde_json::to_vec_pretty(&marker).map_err(|e| self.error(path, "serialise", e))?;
+        self.write_file(&bytes)?;
+        cache(&account, Some((revision, file.clone())));
+        Ok(())
+    }
+
+    /// Replaces the file with `json` atomically (temporary file, 0600, fsync, rename).
+    fn write_file(&self, json: &[u8]) -> Result<(), StoreError> {
         self.ensure_dir()?;
         let path = self.path();
         let tmp = self.dir.join(format!(
@@ -236,15 +472,13 @@ impl FileCredentialStore {
                 .map(|d| d.as_nanos())
                 .unwrap_or_default()
         ));
-        let json =
-            serde_json::to_vec_pretty(file).map_err(|e| self.error(&path, "serialise", e))?;
         let result = (|| {
             let mut f = std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .mode(0o600)
                 .open(&tmp)?;
-            f.write_all(&json)?;
+            f.write_all(json)?;
             f.sync_all()?;
             std::fs::rename(&tmp, &path)
         })();
@@ -266,13 +500,37 @@ impl FileCredentialStore {
         self.write(&file)
     }
 
-    /// Deletes the file (and its lock file); `true` when there was one.
+    /// Deletes the tokens: the keyring item where the keyring is used, then the file (and its
+    /// lock file); `true` when there was either. A marker whose item cannot be deleted stays.
     pub fn remove(&self) -> Result<bool, StoreError> {
         let path = self.path();
+        // A file that does not parse is deleted all the same.
+        let marker = std::fs::read(&path).ok().is_some_and(|bytes| {
+            serde_json::from_slice::<Head>(&bytes).is_ok_and(|h| h.storage.is_some())
+        });
+        let (mode, backend) = self.backend()?;
+        let mut item = false;
+        if backend == Backend::Keyring {
+            let account = self.keyring_account();
+            cache(&account, None);
+            match os_keyring::delete(&account) {
+                Ok(found) => item = found,
+                // An item left over from a write the keyring refused in `auto` mode.
+                Err(e) if !marker && mode == StoreMode::Auto => tracing::warn!(
+                    server = %self.server,
+                    "could not look for tokens in the OS keyring ({e})"
+                ),
+                Err(e) => {
+                    return Err(self.error(&path, "delete the tokens from the OS keyring", e));
+                }
+            }
+        } else if marker {
+            return Err(self.error(&path, "delete the tokens", self.keyring_unused(mode)));
+        }
         let _ = std::fs::remove_file(self.lock_path());
         match std::fs::remove_file(&path) {
             Ok(()) => Ok(true),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(item),
             Err(e) => Err(self.error(&path, "delete", e)),
         }
     }
@@ -362,7 +620,12 @@ impl FileCredentialStore {
 #[async_trait::async_trait]
 impl CredentialStore for FileCredentialStore {
     async fn load(&self) -> Result<Option<StoredCredentials>, AuthError> {
-        Ok(self.read()?.and_then(|f| f.credentials))
+        // Off the runtime's threads: a keyring read may wait for D-Bus.
+        let this = self.clone();
+        let file = tokio::task::spawn_blocking(move || this.read())
+            .await
+            .map_err(|e| AuthError::CredentialStoreError(e.to_string()))??;
+        Ok(file.and_then(|f| f.credentials))
     }
 
     async fn save(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
@@ -374,9 +637,15 @@ impl CredentialStore for FileCredentialStore {
     }
 
     async fn clear(&self) -> Result<(), AuthError> {
-        if self.read()?.is_some() {
-            self.update(|f| f.credentials = None)?;
-        }
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || {
+            if this.read()?.is_some() {
+                this.update(|f| f.credentials = None)?;
+            }
+            Ok::<_, StoreError>(())
+        })
+        .await
+        .map_err(|e| AuthError::CredentialStoreError(e.to_string()))??;
         Ok(())
     }
 
@@ -394,5 +663,120 @@ impl CredentialStore for FileCredentialStore {
             .map_err(|e| AuthError::CredentialStoreError(e.to_string()))??;
         // Closing the file releases the lock.
         Ok(Some(CredentialRefreshGuard::new(file)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        std::env::temp_dir()
+            .join(format!(
+                "mcp-harness-marker-{name}-{}-{nanos}",
+                std::process::id()
+            ))
+            .join("tokens")
+    }
+
+    #[test]
+    fn the_marker_holds_no_secret_and_is_told_from_a_token_file() {
+        let marker = Marker {
+            server: "srv".into(),
+            url: "https://example.com/mcp".into(),
+            storage: KEYRING.into(),
+            revision: revision_of(b"{}"),
+        };
+        let value = serde_json::to_value(&marker).unwrap();
+        let keys: Vec<&str> = value
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(keys, ["revision", "server", "storage", "url"]);
+        assert_eq!(value["storage"], "keyring");
+        assert_eq!(value["revision"].as_str().unwrap().len(), 32);
+
+        let head: Head = serde_json::from_value(value).unwrap();
+        assert_eq!(head.storage.as_deref(), Some(KEYRING));
+        // A token file (every file written before the keyring) has no `storage`.
+        let plain = TokenFile {
+            server: "srv".into(),
+            url: "https://example.com/mcp".into(),
+            login: Some("l-1".into()),
+            ..Default::default()
+        };
+        let head: Head = serde_json::from_slice(&serde_json::to_vec(&plain).unwrap()).unwrap();
+        assert_eq!(head.storage, None);
+        assert_ne!(revision_of(b"a"), revision_of(b"b"));
+    }
+
+    #[test]
+    fn a_marker_in_a_private_dir_is_refused_clearly_and_kept_in_auto_mode() {
+        // `in_dir` is never the user's own directory: `auto` keeps it off D-Bus.
+        let dir = temp_dir("private");
+        let store = FileCredentialStore::in_dir(dir, "srv", "https://example.com/mcp");
+        let marker = Marker {
+            server: "srv".into(),
+            url: "https://example.com/mcp".into(),
+            storage: KEYRING.into(),
+            revision: revision_of(b"{}"),
+        };
+        store
+            .write_file(&serde_json::to_vec(&marker).unwrap())
+            .unwrap();
+        assert_eq!(
+            store.location().unwrap(),
+            Some(TokenLocation::Keyring {
+                account: store.keyring_account()
+            })
+        );
+        let err = store.read().unwrap_err().to_string();
+        assert!(
+            err.contains("`srv`") && err.contains("OS keyring") && err.contains("=keyring"),
+            "{err}"
+        );
+        let err = store.remove().unwrap_err().to_string();
+        assert!(err.contains("OS keyring"), "{err}");
+        assert!(store.path().exists(), "a marker whose item stays is kept");
+    }
+
+    #[test]
+    fn a_token_file_is_read_and_removed_in_auto_mode_without_the_keyring() {
+        let dir = temp_dir("plain");
+        let store = FileCredentialStore::in_dir(dir, "srv", "https://example.com/mcp");
+        assert_eq!(store.location().unwrap(), None);
+        store.update(|f| f.login = Some("l-1".into())).unwrap();
+        assert_eq!(store.location().unwrap(), Some(TokenLocation::File));
+        assert_eq!(store.read().unwrap().unwrap().login.as_deref(), Some("l-1"));
+        assert!(store.remove().unwrap());
+        assert!(!store.remove().unwrap());
+    }
+
+    #[test]
+    fn an_unknown_storage_is_an_error_not_an_empty_store() {
+        let dir = temp_dir("unknown");
+        let store = FileCredentialStore::in_dir(dir, "srv", "https://example.com/mcp");
+        let text = r#"{"server":"srv","url":"https://example.com/mcp","storage":"vault"}"#;
+        store.write_file(text.as_bytes()).unwrap();
+        let err = store.read().unwrap_err().to_string();
+        assert!(err.contains("unknown storage `vault`"), "{err}");
+    }
+
+    #[test]
+    fn stores_in_different_dirs_never_share_a_keyring_item() {
+        let a = FileCredentialStore::in_dir(temp_dir("a"), "srv", "https://example.com/mcp");
+        let b = FileCredentialStore::in_dir(temp_dir("b"), "srv", "https://example.com/mcp");
+        let key = server_key("srv", "https://example.com/mcp");
+        assert_ne!(a.keyring_account(), b.keyring_account());
+        assert!(a.keyring_account().starts_with(&key));
+        let mut user = a.clone();
+        user.user_dir = true;
+        assert_eq!(user.keyring_account(), key);
     }
 }
