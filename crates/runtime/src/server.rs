@@ -379,15 +379,18 @@ impl ServerActor {
         let fut = async move {
             // One slot of the local or remote queue while connecting, for at most `slot_hold`:
             // a slow server keeps connecting but stops holding up the queue.
-            let slot = queues.slot(remote).await;
+            let mut slot = queues.slot(remote).await;
             let mut connecting = connecting;
             let session = tokio::select! {
                 result = &mut connecting => result,
                 () = tokio::time::sleep(queues.slot_hold) => {
-                    drop(slot);
+                    slot = None;
                     connecting.await
                 }
             }?;
+            // The slot is for starting the server (spawn + initialize); the listing that follows
+            // is ordinary traffic on a running server, so the next server starts meanwhile.
+            drop(slot);
             // The first listing belongs to startup: a server is connected only once listed.
             let kinds = declared_kinds(session.info());
             let listings = futures::future::join_all(
@@ -413,10 +416,21 @@ impl ServerActor {
             }
             Ok((session, listed))
         };
-        ctx.spawn(
-            fut.into_actor(self)
-                .map(move |result, act, ctx| act.on_connected(epoch, result, ctx)),
-        );
+        // The attempt runs on the I/O threads, not on the actor thread: spawning a process
+        // blocks its thread until the child execs, and every actor and the publisher share the
+        // actor thread. The actor holds the task and aborts it when it drops it (the actor
+        // stopped), which drops whatever the attempt started.
+        let task = AbortOnDrop(tokio::spawn(fut));
+        ctx.spawn(task.into_actor(self).map(move |joined, act, ctx| {
+            let result = joined.unwrap_or_else(|e| {
+                Err(TransportError::Initialize {
+                    message: format!("the connect task ended: {e}"),
+                    auth_required: false,
+                    stderr_tail: None,
+                })
+            });
+            act.on_connected(epoch, result, ctx)
+        }));
     }
 
     fn on_connected(
@@ -927,6 +941,27 @@ fn unavailable(e: &TransportError) -> bool {
             && (code[0] == b'5' || &code[..3] == b"429")
             && code.get(3).is_none_or(|b| !b.is_ascii_digit())
     })
+}
+
+/// A spawned task that is aborted when its handle is dropped: a connect attempt running on the
+/// I/O threads ends (and whatever it started with it) when the actor drops it.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl<T> std::future::Future for AbortOnDrop<T> {
+    type Output = Result<T, tokio::task::JoinError>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0).poll(cx)
+    }
 }
 
 /// How long runtime shutdown waits for one server to close before moving on.

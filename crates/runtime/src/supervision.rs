@@ -10,6 +10,8 @@
 //!   library does not notice (rmcp keeps an HTTP session "open" after its server died);
 //! - at most `local` stdio/in-process and `remote` HTTP servers connect at once (R5), and a slow
 //!   server holds its slot for at most `slot_hold` — it goes on connecting, but the queue moves.
+//!   A slot covers starting the server (spawn or connect, and initialize); it is given back as
+//!   soon as initialize completed, and the first listing runs after it.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -24,7 +24,16 @@
 //!   path (`bind_step` → `prepare_call` → `PreparedCall::call`) vs `Peer::call_tool` of a bare
 //!   `().serve(TokioChildProcess)` client, the sides alternating every 100 calls;
 //! - `cold_start_<N>`: `Runtime::start` of N stdio servers until a published snapshot has all N
-//!   connected (initialize + first listing + publication) vs N concurrent bare spawn + initialize;
+//!   connected (spawn + initialize + listing of every declared kind + publication) vs N bare
+//!   spawn + initialize, at the same parallelism P on both sides (`--parallel`, default the
+//!   harness's local connection queue, 3): the harness runs with P local slots, the baseline
+//!   holds one of P permits from before its spawn until its initialize completes — the span of
+//!   the harness's slot. Same fixture binary and arguments on both sides; neither side's
+//!   shutdown or reaping is timed (both are waited for, bounded, before the next side runs);
+//! - `cold_start_<N>_listed`: the same harness samples vs N bare spawn + initialize (under the
+//!   same P permits) followed by the listings the harness makes — every kind the server declared
+//!   (tools, prompts, resources, templates, skills), all pages, concurrently — so what is left
+//!   of the ratio is the harness's own overhead (actors, sanitising, the catalog, publication);
 //! - `list_changed_visible[_spaced][_window0][_p99]`: from just before an `add_tool` call until
 //!   the new tool is in a published snapshot (`Runtime::wait_for`), vs a bare rmcp client whose
 //!   `on_tool_list_changed` lists the tools and signals once they contain the new name; the
@@ -54,15 +63,17 @@ use rmcp::transport::TokioChildProcess;
 use report::{Metric, Report};
 
 const USAGE: &str = "\
-usage: cargo xtask bench [--calls N] [--servers N] [--rounds N] [--warmup N] [--changes K]
-                         [--builds R] [--only GROUP[,GROUP...]]
+usage: cargo xtask bench [--calls N] [--servers N] [--parallel P] [--rounds N] [--warmup N]
+                         [--changes K] [--builds R] [--only GROUP[,GROUP...]]
 
 Benchmarks the harness against a baseline (a bare rmcp client on the release fixture server, or
 the minimum in-memory work) and prints every figure as a ratio harness/baseline measured in the
 same run (lower is better; 1.00x = no overhead). Results also go to target/bench/results.json.
 
   --calls N     echo calls per round and per client (default 2000)
-  --servers N   servers started at once in the cold-start bench (default 20)
+  --servers N   stdio servers in the cold-start bench (default 100)
+  --parallel P  cold start: connects at once, harness (local connection slots) and baseline
+                alike (default 3, the harness's default local queue)
   --rounds N    rounds of the echo and cold-start benches, order alternating (default 3; median)
   --warmup N    echo calls per client before measuring (default 200)
   --changes K   tool-list changes per side in the list_changed bench (default 200; median, p99)
@@ -70,7 +81,9 @@ same run (lower is better; 1.00x = no overhead). Results also go to target/bench
   --only G,...  run only these groups: echo, cold_start, list_changed, snapshot (default all)";
 
 const DEFAULT_CALLS: usize = 2000;
-const DEFAULT_SERVERS: usize = 20;
+const DEFAULT_SERVERS: usize = 100;
+/// The harness's own default: the cold start measures the configuration users get.
+const DEFAULT_PARALLEL: usize = mcp_harness_runtime::supervision::DEFAULT_LOCAL_SLOTS;
 const DEFAULT_ROUNDS: usize = 3;
 const DEFAULT_WARMUP: usize = 200;
 const DEFAULT_CHANGES: usize = 200;
@@ -97,6 +110,8 @@ const REAP_POLL: Duration = Duration::from_millis(20);
 struct Options {
     calls: usize,
     servers: usize,
+    /// Connects at once in the cold start, on both sides.
+    parallel: usize,
     rounds: usize,
     warmup: usize,
     changes: usize,
@@ -113,6 +128,7 @@ impl Options {
         let mut o = Options {
             calls: DEFAULT_CALLS,
             servers: DEFAULT_SERVERS,
+            parallel: DEFAULT_PARALLEL,
             rounds: DEFAULT_ROUNDS,
             warmup: DEFAULT_WARMUP,
             changes: DEFAULT_CHANGES,
@@ -136,6 +152,7 @@ impl Options {
             match flag {
                 "--calls" => o.calls = number(flag, &value()?, 1, MAX_CALLS)?,
                 "--servers" => o.servers = number(flag, &value()?, 1, MAX_SERVERS)?,
+                "--parallel" => o.parallel = number(flag, &value()?, 1, MAX_SERVERS)?,
                 "--rounds" => o.rounds = number(flag, &value()?, 1, MAX_ROUNDS)?,
                 "--warmup" => o.warmup = number(flag, &value()?, 0, MAX_CALLS)?,
                 "--changes" => o.changes = number(flag, &value()?, 1, MAX_CHANGES)?,
@@ -160,6 +177,8 @@ impl Options {
             self.calls.to_string(),
             "--servers".into(),
             self.servers.to_string(),
+            "--parallel".into(),
+            self.parallel.to_string(),
             "--rounds".into(),
             self.rounds.to_string(),
             "--warmup".into(),
@@ -388,7 +407,7 @@ impl Bench {
             metrics.push(self.echo().await?);
         }
         if self.options.runs("cold_start") {
-            metrics.push(self.cold_start().await?);
+            metrics.extend(self.cold_start().await?);
         }
         if self.options.runs("list_changed") {
             metrics.extend(self.list_changed().await?);
@@ -507,6 +526,7 @@ mod tests {
             .collect();
         let o = Options::parse(&args).expect("valid arguments");
         assert_eq!((o.calls, o.servers, o.rounds), (10, 3, DEFAULT_ROUNDS));
+        assert_eq!(o.parallel, DEFAULT_PARALLEL);
         assert_eq!((o.changes, o.builds), (7, DEFAULT_BUILDS));
         assert!(Options::parse(&["--calls".into(), "0".into()]).is_err());
         assert!(Options::parse(&["--changes".into(), "0".into()]).is_err());
@@ -522,5 +542,9 @@ mod tests {
             (inner.changes, inner.builds, inner.calls),
             (7, o.builds, 10)
         );
+        let p = Options::parse(&["--parallel=5".into()]).expect("valid parallelism");
+        let inner = Options::parse(&p.inner_args(Path::new("/f"))[1..]).expect("inner args");
+        assert_eq!(inner.parallel, 5);
+        assert!(Options::parse(&["--parallel".into(), "0".into()]).is_err());
     }
 }

@@ -132,8 +132,8 @@ pub(super) struct Report {
 impl Report {
     pub fn print(&self, options: &Options, tag: &str) {
         println!(
-            "\nharness vs baseline in the same run ({} rounds for echo/cold start, {} changes, {} builds; sides interleaved, order alternating)\n",
-            options.rounds, options.changes, options.builds
+            "\nharness vs baseline in the same run ({} rounds for echo/cold start, cold start {} servers {} at a time, {} changes, {} builds; sides interleaved, order alternating)\n",
+            options.rounds, options.servers, options.parallel, options.changes, options.builds
         );
         println!(
             "{:<34} {:<10} {:>6} {:>11} {:>9}  samples",
@@ -206,6 +206,7 @@ impl Report {
             "options": {
                 "calls": options.calls,
                 "servers": options.servers,
+                "parallel": options.parallel,
                 "rounds": options.rounds,
                 "warmup": options.warmup,
                 "changes": options.changes,

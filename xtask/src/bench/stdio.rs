@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::report::Metric;
 use super::{BATCH_LIMIT, BareClient, Bench, CALL_TIMEOUT, STARTUP_TIMEOUT, all_connected};
+use mcp_harness_runtime::supervision::DEFAULT_REMOTE_SLOTS;
 
 const ECHO_SERVER: &str = "fixture";
 const ECHO_TOOL: &str = "mcp__fixture__echo";
@@ -81,34 +82,50 @@ impl Bench {
         })
     }
 
-    pub(super) async fn cold_start(&self) -> Result<Metric, String> {
-        let n = self.options.servers;
-        let (mut harness, mut baseline) = (Vec::new(), Vec::new());
+    /// Three sides per round — the harness, bare spawn + initialize, and bare spawn +
+    /// initialize + listings — in an order that rotates every round, so each side runs first,
+    /// second and third equally often.
+    pub(super) async fn cold_start(&self) -> Result<Vec<Metric>, String> {
+        let (n, p) = (self.options.servers, self.options.parallel);
+        let mut samples: [Vec<f64>; 3] = Default::default();
         for round in 0..self.options.rounds {
-            if round % 2 == 0 {
-                harness.push(self.harness_cold(n).await?);
-                baseline.push(self.bare_cold(n).await?);
-            } else {
-                baseline.push(self.bare_cold(n).await?);
-                harness.push(self.harness_cold(n).await?);
+            for k in 0..3 {
+                let side = (round + k) % 3;
+
+                let secs = match side {
+                    0 => self.harness_cold(n, p).await?,
+                    1 => self.bare_cold(n, p, false).await?,
+                    _ => self.bare_cold(n, p, true).await?,
+                };
+                samples[side].push(secs);
             }
         }
-        Ok(Metric::new(
-            format!("cold_start_{n}"),
-            format!("{n} stdio servers started at once until all are connected"),
-            harness,
-            baseline,
-        ))
+        let [harness, bare, listed] = samples;
+        Ok(vec![
+            Metric::new(
+                format!("cold_start_{n}"),
+                format!(
+                    "{n} stdio servers, {p} connecting at a time, until one snapshot has all connected and listed; baseline: bare spawn + initialize"
+                ),
+                harness.clone(),
+                bare,
+            ),
+            Metric::new(
+                format!("cold_start_{n}_listed"),
+                "the same; baseline: bare spawn + initialize + the same listings (declared kinds, all pages)",
+                harness,
+                listed,
+            ),
+        ])
     }
 
-    /// `Runtime::start` until one published snapshot has all `n` servers connected.
-    async fn harness_cold(&self, n: usize) -> Result<f64, String> {
+    /// `Runtime::start` with `p` local connection slots until one published snapshot has all
+    /// `n` servers connected.
+    async fn harness_cold(&self, n: usize, p: usize) -> Result<f64, String> {
         let config = self.config((0..n).map(|i| format!("fixture{i}")));
         let started = Instant::now();
-        // The same parallelism as the bare baseline (all at once): the local queue is a policy
-        // the harness adds, measured on its own by the queue tests, not here.
         let runtime = mcp_harness_runtime::RuntimeBuilder::new(config)
-            .connection_slots(n, n)
+            .connection_slots(p, DEFAULT_REMOTE_SLOTS)
             .start()
             .map_err(|e| e.to_string())?;
         let snapshot = runtime
@@ -131,17 +148,44 @@ impl Bench {
         }
     }
 
-    /// `n` concurrent bare spawn + initialize.
-    async fn bare_cold(&self, n: usize) -> Result<f64, String> {
+    /// `n` bare spawn + initialize, at most `p` at a time (a permit is taken before the spawn
+    /// and given back once initialize completed, as the harness holds its connection slot);
+    /// with `list`, each client then lists every kind its server declared.
+    async fn bare_cold(&self, n: usize, p: usize, list: bool) -> Result<f64, String> {
+        let permits = tokio::sync::Semaphore::new(p);
+        let permits = &permits;
         let started = Instant::now();
-        let clients = futures::future::join_all((0..n).map(|_| self.bare())).await;
+        let clients = futures::future::join_all((0..n).map(|_| async move {
+            let permit = permits
+                .acquire()
+                .await
+                .map_err(|_| (None, "the bench's semaphore closed".to_string()))?;
+            let client = self.bare().await.map_err(|e| (None, e))?;
+            drop(permit);
+            if list {
+                let listed = tokio::time::timeout(STARTUP_TIMEOUT, list_declared(&client)).await;
+                match listed {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => return Err((Some(client), e)),
+                    Err(_) => {
+                        let e = format!("bare listing took over {STARTUP_TIMEOUT:?}");
+                        return Err((Some(client), e));
+                    }
+                }
+            }
+            Ok::<_, (Option<BareClient>, String)>(client)
+        }))
+        .await;
         let elapsed = started.elapsed().as_secs_f64();
         let mut first_error = None;
         let mut running = Vec::new();
         for c in clients {
             match c {
                 Ok(c) => running.push(c),
-                Err(e) => first_error = first_error.or(Some(e)),
+                Err((c, e)) => {
+                    running.extend(c);
+                    first_error = first_error.or(Some(e));
+                }
             }
         }
         futures::future::join_all(running.into_iter().map(|c| c.cancel())).await;
@@ -151,6 +195,48 @@ impl Bench {
             Some(e) => Err(e),
         }
     }
+}
+
+/// Every kind the server declared, all pages, the kinds concurrently: what the harness lists at
+/// connect (`mcp_harness_runtime::listing::declared_kinds`).
+async fn list_declared(client: &BareClient) -> Result<(), String> {
+    let peer = client.peer();
+    let Some(info) = peer.peer_info() else {
+        return Err("bare: no initialize result".into());
+    };
+    let caps = &info.capabilities;
+    let err = |e: rmcp::service::ServiceError| format!("bare listing failed: {e}");
+    let tools = async {
+        if caps.tools.is_some() {
+            peer.list_all_tools().await.map_err(err)?;
+        }
+        Ok::<_, String>(())
+    };
+    let prompts = async {
+        if caps.prompts.is_some() {
+            peer.list_all_prompts().await.map_err(err)?;
+        }
+        Ok(())
+    };
+    let resources = async {
+        if caps.resources.is_some() {
+            peer.list_all_resources().await.map_err(err)?;
+        }
+        Ok(())
+    };
+    let templates = async {
+        if caps.resources.is_some() {
+            peer.list_all_resource_templates().await.map_err(err)?;
+        }
+        Ok(())
+    };
+    let skills = async {
+        if caps.supports_skills() {
+            peer.list_all_skills().await.map_err(err)?;
+        }
+        Ok(())
+    };
+    tokio::try_join!(tools, prompts, resources, templates, skills).map(|_| ())
 }
 
 fn echo_args() -> JsonObject {
