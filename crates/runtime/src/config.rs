@@ -13,7 +13,8 @@ use mcp_harness_catalog::sanitize::MetadataLimits;
 use mcp_harness_policy::{ExposurePolicy, PermissionRules};
 use mcp_harness_transport::StdioSpec;
 use mcp_harness_transport::auth::{
-    ClientAuth, ClientCredentials, JwtAlgorithm, OAuthConfig, PrivateKey,
+    ClientAuth, ClientCredentials, Grant, IdentityProvider, JwtAlgorithm, JwtSource, OAuthConfig,
+    PrivateKey,
 };
 use serde::Deserialize;
 
@@ -181,6 +182,13 @@ struct RawOAuth {
     signing_algorithm: Option<String>,
     #[serde(default)]
     scopes: Vec<String>,
+    assertion_file: Option<String>,
+    assertion_env: Option<String>,
+    idp_token_endpoint: Option<String>,
+    idp_client_id: Option<String>,
+    idp_client_secret: Option<String>,
+    id_token_file: Option<String>,
+    id_token_env: Option<String>,
 }
 
 impl Config {
@@ -323,80 +331,207 @@ fn oauth_config(
             format!("`oauth.signingAlgorithm` \"{a}\" is not supported; use \"ES256\" or \"RS256\"")
         })?),
     };
-    match raw.grant.as_deref().unwrap_or("authorization_code") {
-        "authorization_code" => {
-            for (key, set) in [
-                ("privateKeyFile", private_key_file.is_some()),
-                ("privateKey", private_key.is_some()),
-                ("signingAlgorithm", algorithm.is_some()),
-            ] {
-                if set {
-                    return Err(format!(
-                        "`oauth.{key}` is for `\"grant\": \"client_credentials\"` only"
-                    ));
-                }
-            }
-            Ok(OAuthConfig::AuthorizationCode {
-                client_id,
-                client_secret,
-                client_metadata_url,
-                scopes,
-            })
+    let assertion_file = opt("assertionFile", &raw.assertion_file, &ex)?;
+    let assertion_env = opt("assertionEnv", &raw.assertion_env, &ex)?;
+    let idp_token_endpoint = opt("idpTokenEndpoint", &raw.idp_token_endpoint, &ex)?;
+    let idp_client_id = opt("idpClientId", &raw.idp_client_id, &ex)?;
+    let idp_client_secret = opt("idpClientSecret", &raw.idp_client_secret, &secret)?;
+    let id_token_file = opt("idTokenFile", &raw.id_token_file, &ex)?;
+    let id_token_env = opt("idTokenEnv", &raw.id_token_env, &ex)?;
+    let grant = raw.grant.as_deref().unwrap_or("authorization_code");
+    // Keys that belong to one grant only.
+    let owned: [(&str, bool, &[&str]); 11] = [
+        (
+            "privateKeyFile",
+            private_key_file.is_some(),
+            &["client_credentials", "jwt_bearer", "enterprise_managed"],
+        ),
+        (
+            "privateKey",
+            private_key.is_some(),
+            &["client_credentials", "jwt_bearer", "enterprise_managed"],
+        ),
+        (
+            "signingAlgorithm",
+            algorithm.is_some(),
+            &["client_credentials", "jwt_bearer", "enterprise_managed"],
+        ),
+        (
+            "clientMetadataUrl",
+            client_metadata_url.is_some(),
+            &["authorization_code"],
+        ),
+        ("assertionFile", assertion_file.is_some(), &["jwt_bearer"]),
+        ("assertionEnv", assertion_env.is_some(), &["jwt_bearer"]),
+        (
+            "idpTokenEndpoint",
+            idp_token_endpoint.is_some(),
+            &["enterprise_managed"],
+        ),
+        (
+            "idpClientId",
+            idp_client_id.is_some(),
+            &["enterprise_managed"],
+        ),
+        (
+            "idpClientSecret",
+            idp_client_secret.is_some(),
+            &["enterprise_managed"],
+        ),
+        (
+            "idTokenFile",
+            id_token_file.is_some(),
+            &["enterprise_managed"],
+        ),
+        (
+            "idTokenEnv",
+            id_token_env.is_some(),
+            &["enterprise_managed"],
+        ),
+    ];
+    let known = [
+        "authorization_code",
+        "client_credentials",
+        "jwt_bearer",
+        "enterprise_managed",
+    ];
+    if !known.contains(&grant) {
+        return Err(format!(
+            "`oauth.grant` \"{grant}\" is unknown; use \"authorization_code\" (a user logs in), \
+             \"client_credentials\" (machine to machine), \"jwt_bearer\" (a workload's JWT, \
+             workload identity federation) or \"enterprise_managed\" (an ID token exchanged at \
+             the enterprise identity provider, SEP-990)"
+        ));
+    }
+    for (key, set, grants) in owned {
+        if set && !grants.contains(&grant) {
+            let with: Vec<String> = grants.iter().map(|g| format!("\"{g}\"")).collect();
+            return Err(format!(
+                "`oauth.{key}` is for `\"grant\"`: {} only, not \"{grant}\"",
+                with.join(", ")
+            ));
         }
-        "client_credentials" => {
-            let client_id = client_id
-                .ok_or("`oauth.clientId` is required with `\"grant\": \"client_credentials\"`")?;
-            if client_metadata_url.is_some() {
-                return Err(
-                    "`oauth.clientMetadataUrl` is for the authorization code grant; \
-                            client credentials need a registered `oauth.clientId`"
-                        .into(),
-                );
+    }
+    /// One of a file and an environment variable, for a JWT read at each use.
+    fn jwt_source(
+        base: &Path,
+        keys: &str,
+        file: Option<String>,
+        env: Option<String>,
+        grant: &str,
+    ) -> Result<JwtSource, String> {
+        match (file, env) {
+            (Some(file), None) => Ok(JwtSource::File(base.join(file))),
+            (None, Some(var)) => Ok(JwtSource::Env(var)),
+            (None, None) => Err(format!(
+                "`\"grant\": \"{grant}\"` needs `oauth.{keys}File` (a file holding the JWT, read \
+                 at each token request) or `oauth.{keys}Env` (the name of an environment \
+                 variable holding it)"
+            )),
+            (Some(_), Some(_)) => Err(format!(
+                "set only one of `oauth.{keys}File` and `oauth.{keys}Env`"
+            )),
+        }
+    }
+    if grant == "authorization_code" {
+        return Ok(OAuthConfig::AuthorizationCode {
+            client_id,
+            client_secret,
+            client_metadata_url,
+            scopes,
+        });
+    }
+    let grant = match grant {
+        "client_credentials" => Grant::ClientCredentials,
+        "jwt_bearer" => Grant::JwtBearer(jwt_source(
+            base,
+            "assertion",
+            assertion_file,
+            assertion_env,
+            grant,
+        )?),
+        _ => {
+            let token_endpoint = idp_token_endpoint.ok_or(
+                "`oauth.idpTokenEndpoint` (the enterprise identity provider's token endpoint) is \
+                 required with `\"grant\": \"enterprise_managed\"`",
+            )?;
+            if !(token_endpoint.starts_with("https://") || token_endpoint.starts_with("http://")) {
+                return Err("`oauth.idpTokenEndpoint` is not an https URL".into());
             }
-            let auth = match (client_secret, private_key_file, private_key) {
-                (Some(secret), None, None) => {
-                    if algorithm.is_some() {
-                        return Err("`oauth.signingAlgorithm` goes with a private key \
-                                    (`oauth.privateKeyFile` or `oauth.privateKey`), not a secret"
-                            .into());
-                    }
-                    ClientAuth::Secret(secret)
-                }
-                (None, Some(file), None) => ClientAuth::PrivateKey {
-                    key: PrivateKey::File(base.join(file)),
-                    algorithm,
-                },
-                (None, None, Some(pem)) => ClientAuth::PrivateKey {
-                    key: PrivateKey::Pem(pem),
-                    algorithm,
-                },
-                (None, None, None) => {
-                    return Err(
-                        "`\"grant\": \"client_credentials\"` needs `oauth.clientSecret` \
-                                (HTTP Basic) or a private key (`oauth.privateKeyFile` or \
-                                `oauth.privateKey`, signed JWT assertions)"
-                            .into(),
-                    );
-                }
-                _ => {
-                    return Err(
-                        "set only one of `oauth.clientSecret`, `oauth.privateKeyFile` and \
-                                `oauth.privateKey`"
-                            .into(),
-                    );
-                }
-            };
-            Ok(OAuthConfig::ClientCredentials(ClientCredentials {
-                client_id,
-                auth,
-                scopes,
+            if idp_client_secret.is_some() && idp_client_id.is_none() {
+                return Err("`oauth.idpClientSecret` needs `oauth.idpClientId`".into());
+            }
+            Grant::EnterpriseManaged(Box::new(IdentityProvider {
+                token_endpoint,
+                client_id: idp_client_id,
+                client_secret: idp_client_secret,
+                id_token: jwt_source(base, "idToken", id_token_file, id_token_env, grant)?,
             }))
         }
-        other => Err(format!(
-            "`oauth.grant` \"{other}\" is unknown; use \"authorization_code\" (a user logs in) or \
-             \"client_credentials\" (machine to machine)"
-        )),
+    };
+    let name = grant.name();
+    let client_id = match client_id {
+        Some(id) => id,
+        // A workload's JWT may be all the authorization server needs to know who asks.
+        None if matches!(grant, Grant::JwtBearer(_)) => String::new(),
+        None => {
+            return Err(format!(
+                "`oauth.clientId` is required with `\"grant\": \"{name}\"`"
+            ));
+        }
+    };
+    let auth = match (client_secret, private_key_file, private_key) {
+        (Some(secret), None, None) => {
+            if algorithm.is_some() {
+                return Err("`oauth.signingAlgorithm` goes with a private key \
+                            (`oauth.privateKeyFile` or `oauth.privateKey`), not a secret"
+                    .into());
+            }
+            ClientAuth::Secret(secret)
+        }
+        (None, Some(file), None) => ClientAuth::PrivateKey {
+            key: PrivateKey::File(base.join(file)),
+            algorithm,
+        },
+        (None, None, Some(pem)) => ClientAuth::PrivateKey {
+            key: PrivateKey::Pem(pem),
+            algorithm,
+        },
+        (None, None, None) if !matches!(grant, Grant::ClientCredentials) => {
+            if algorithm.is_some() {
+                return Err("`oauth.signingAlgorithm` goes with a private key \
+                            (`oauth.privateKeyFile` or `oauth.privateKey`)"
+                    .into());
+            }
+            ClientAuth::None
+        }
+        (None, None, None) => {
+            return Err(
+                "`\"grant\": \"client_credentials\"` needs `oauth.clientSecret` \
+                        (HTTP Basic) or a private key (`oauth.privateKeyFile` or \
+                        `oauth.privateKey`, signed JWT assertions)"
+                    .into(),
+            );
+        }
+        _ => {
+            return Err(
+                "set only one of `oauth.clientSecret`, `oauth.privateKeyFile` and \
+                        `oauth.privateKey`"
+                    .into(),
+            );
+        }
+    };
+    if client_id.is_empty() && !matches!(auth, ClientAuth::None) {
+        return Err(format!(
+            "`oauth.clientId` is required to authenticate the client with `\"grant\": \"{name}\"`"
+        ));
     }
+    Ok(OAuthConfig::ClientCredentials(ClientCredentials {
+        client_id,
+        auth,
+        scopes,
+        grant,
+    }))
 }
 
 fn server_config(

@@ -256,8 +256,10 @@ const REDIRECT_URI: &str = "http://127.0.0.1:33418/callback";
 
 /// What a user does about a needs-auth server, with the suite's credentials (from
 /// `MCP_CONFORMANCE_CONTEXT`) as the ones the user was given: when the authorization server
-/// offers only the client credentials grant (machine to machine), configure the server with
-/// them (`oauth.grant: "client_credentials"`, the secret or the private key in a 0600 file) and
+/// offers no authorization code grant, configure the server for the grant it offers that the
+/// credentials fit — the JWT bearer grant with an ID token and an identity provider
+/// (`oauth.grant: "enterprise_managed"`) or with a workload's JWT (`"jwt_bearer"`), or client
+/// credentials (`"client_credentials"`), JWTs and keys in 0600 files, secrets as `${VAR}` — and
 /// let the runtime get its token; else log in the way `mcp-harness login` does, the credentials
 /// standing in for `oauth.clientId`/`clientSecret`.
 async fn authorize(runtime: &Runtime, url: &str) -> Result<(), String> {
@@ -272,9 +274,55 @@ async fn authorize(runtime: &Runtime, url: &str) -> Result<(), String> {
             .and_then(|v| v.as_str())
             .map(str::to_string)
     };
-    let m2m = auth::client_credentials::machine_to_machine_server(url)
+    let grants = auth::client_credentials::authorization_server_grants(url)
         .await
-        .unwrap_or(false);
+        .unwrap_or_default();
+    let offers = |grant: &str| grants.iter().any(|g| g == grant);
+    let interactive = grants.is_empty() || offers("authorization_code");
+    let jwt_bearer = !interactive && offers(auth::jwt_bearer::JWT_BEARER);
+    let configure = |oauth: serde_json::Value, secrets: Vec<(String, String)>| async move {
+        runtime.set_config(config(url, Some((oauth, secrets)))?);
+        runtime
+            .refresh_if_dirty()
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    if jwt_bearer
+        && let (Some(endpoint), Some(id_token)) = (text("idp_token_endpoint"), text("idp_id_token"))
+    {
+        let file = store_dir().join("id-token.jwt");
+        write_private(&file, &id_token)?;
+        let mut oauth = serde_json::json!({
+            "grant": "enterprise_managed",
+            "idpTokenEndpoint": endpoint,
+            "idTokenFile": file.to_string_lossy(),
+        });
+        let mut secrets = Vec::new();
+        if let Some(id) = text("idp_client_id") {
+            oauth["idpClientId"] = id.into();
+        }
+        if let Some(id) = text("client_id") {
+            oauth["clientId"] = id.into();
+        }
+        if let Some(secret) = text("client_secret") {
+            oauth["clientSecret"] = "${CONFORMANCE_CLIENT_SECRET}".into();
+            secrets.push(("CONFORMANCE_CLIENT_SECRET".to_string(), secret));
+        }
+        return configure(oauth, secrets).await;
+    }
+    // The suite names the workload's own token `valid_jwt` (beside deliberately bad ones).
+    if jwt_bearer && let Some(jwt) = text("valid_jwt") {
+        let file = store_dir().join("workload.jwt");
+        write_private(&file, &jwt)?;
+        let mut oauth =
+            serde_json::json!({"grant": "jwt_bearer", "assertionFile": file.to_string_lossy()});
+        if let Some(id) = text("client_id") {
+            oauth["clientId"] = id.into();
+        }
+        return configure(oauth, Vec::new()).await;
+    }
+    let m2m = !interactive && offers("client_credentials");
     if m2m && let Some(client_id) = text("client_id") {
         let mut oauth = serde_json::json!({"grant": "client_credentials", "clientId": client_id});
         let mut secrets = Vec::new();
@@ -291,12 +339,7 @@ async fn authorize(runtime: &Runtime, url: &str) -> Result<(), String> {
         } else {
             return Err("the context has a client id but neither a secret nor a key".into());
         }
-        runtime.set_config(config(url, Some((oauth, secrets)))?);
-        runtime
-            .refresh_if_dirty()
-            .await
-            .map_err(|e| e.to_string())?;
-        return Ok(());
+        return configure(oauth, secrets).await;
     }
     let settings = auth::OAuthSettings {
         client_id: text("client_id"),

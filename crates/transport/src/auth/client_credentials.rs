@@ -1,7 +1,9 @@
 //! The client credentials grant (machine to machine, SEP-1046; OAuth 2.1 §4.2): a server
 //! configured with `oauth.grant: "client_credentials"` gets its access token from the token
 //! endpoint without a browser, authenticating the client with HTTP Basic (`client_secret_basic`)
-//! or a signed JWT assertion (RFC 7523 `private_key_jwt`, ES256 or RS256).
+//! or a signed JWT assertion (RFC 7523 `private_key_jwt`, ES256 or RS256). The JWT bearer grants
+//! (`"jwt_bearer"`, `"enterprise_managed"`, see [`super::jwt_bearer`]) run through the same
+//! source: only the grant's own form fields differ.
 //!
 //! Invariants:
 //! - the token lives in the server's [`FileCredentialStore`] like any other (0600, shared by the
@@ -36,6 +38,7 @@ use rmcp::transport::streamable_http_client::{
     StreamableHttpResponseLimits,
 };
 
+use super::jwt_bearer::{Grant, JWT_BEARER};
 use super::store::{ClientRecord, FileCredentialStore, StoreError};
 
 /// A token is replaced when less than this is left of its lifetime (or half its lifetime, for
@@ -59,6 +62,9 @@ pub enum ClientAuth {
         key: PrivateKey,
         algorithm: Option<JwtAlgorithm>,
     },
+    /// None (a public client, `none`): `client_id` goes in the form when there is one (the JWT
+    /// bearer grant, whose assertion says who is asking).
+    None,
 }
 
 /// Where the private key (PEM: PKCS#8 `PRIVATE KEY`, SEC1 `EC PRIVATE KEY` or PKCS#1
@@ -95,20 +101,24 @@ impl JwtAlgorithm {
     }
 }
 
-/// The client credentials of one server.
+/// The settings of a server whose tokens the harness gets without a user: the grant and the
+/// client.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ClientCredentials {
-    /// `oauth.clientId`.
+    /// `oauth.clientId` (empty: none, for a `jwt_bearer` grant without one).
     pub client_id: String,
     pub auth: ClientAuth,
     /// `oauth.scopes`; when empty, the scopes the server's challenge or metadata name.
     pub scopes: Vec<String>,
+    /// `oauth.grant`.
+    pub grant: Grant,
 }
 
 impl std::fmt::Debug for ClientCredentials {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let auth = match &self.auth {
             ClientAuth::Secret(_) => "client_secret_basic ([REDACTED])".to_string(),
+            ClientAuth::None => "none".to_string(),
             ClientAuth::PrivateKey { key, algorithm } => format!(
                 "private_key_jwt ({}, {})",
                 match key {
@@ -122,6 +132,7 @@ impl std::fmt::Debug for ClientCredentials {
             .field("client_id", &self.client_id)
             .field("auth", &auth)
             .field("scopes", &self.scopes)
+            .field("grant", &self.grant)
             .finish()
     }
 }
@@ -371,7 +382,8 @@ impl TokenSource {
         tracing::info!(
             server = %inner.server,
             scopes = %token.token.scopes.join(" "),
-            "got an access token with the client credentials grant"
+            grant = inner.settings.grant.name(),
+            "got an access token without a user"
         );
         let access = token.token.access.clone();
         cached.token = Some(token.token);
@@ -409,7 +421,7 @@ impl TokenSource {
             .map_err(|e| self.unavailable(e))
     }
 
-    /// One token request of the client credentials grant.
+    /// One token request of the configured grant.
     async fn fetch(
         &self,
         metadata: &AuthorizationMetadata,
@@ -428,7 +440,42 @@ impl TokenSource {
                 crate::http::shown(&endpoint)
             )));
         }
-        let mut form: Vec<(&str, String)> = vec![("grant_type", "client_credentials".into())];
+        let mut form: Vec<(&str, String)> = match &inner.settings.grant {
+            Grant::ClientCredentials => vec![("grant_type", "client_credentials".into())],
+            Grant::JwtBearer(source) => {
+                // Read at each request: workload tokens rotate.
+                let assertion = source
+                    .read("assertion")
+                    .await
+                    .map_err(|e| self.config_error(e))?;
+                vec![("grant_type", JWT_BEARER.into()), ("assertion", assertion)]
+            }
+            Grant::EnterpriseManaged(idp) => {
+                let id_token = idp
+                    .id_token
+                    .read("idToken")
+                    .await
+                    .map_err(|e| self.config_error(e))?;
+                let audience = metadata
+                    .issuer
+                    .clone()
+                    .unwrap_or_else(|| metadata.token_endpoint.clone());
+                let id_jag = idp
+                    .exchange(&inner.http, &id_token, &audience, &inner.url, scopes)
+                    .await
+                    .map_err(|e| {
+                        if e.refused {
+                            ClientCredentialsError::Refused {
+                                server: inner.server.clone(),
+                                message: e.message,
+                            }
+                        } else {
+                            self.unavailable(e.message)
+                        }
+                    })?;
+                vec![("grant_type", JWT_BEARER.into()), ("assertion", id_jag)]
+            }
+        };
         if !scopes.is_empty() {
             form.push(("scope", scopes.join(" ")));
         }
@@ -492,6 +539,11 @@ impl TokenSource {
                 ));
                 form.push(("client_assertion", assertion));
             }
+            ClientAuth::None => {
+                if !inner.settings.client_id.is_empty() {
+                    form.push(("client_id", inner.settings.client_id.clone()));
+                }
+            }
         }
         let pairs: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let response = request
@@ -519,29 +571,28 @@ impl TokenSource {
         })?;
         if !status.is_success() {
             let parsed: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
-            let code = parsed.get("error").and_then(|v| v.as_str()).unwrap_or("");
-            let description = parsed
-                .get("error_description")
-                .and_then(|v| v.as_str())
-                .map(|d| {
-                    let d = first_line(d);
-                    let cut: String = d.chars().take(MAX_DESCRIPTION).collect();
-                    format!(": {cut}")
-                })
-                .unwrap_or_default();
-            let what = if code.is_empty() {
-                format!("HTTP {status}")
-            } else {
-                format!("HTTP {status}, {code}{description}")
-            };
-            let keys = match &inner.settings.auth {
+            let what = oauth_error(status, &parsed);
+            let client = match &inner.settings.auth {
                 ClientAuth::Secret(_) => "`oauth.clientId` and `oauth.clientSecret`",
                 ClientAuth::PrivateKey { .. } => {
                     "`oauth.clientId` and the private key (`oauth.privateKeyFile`/`oauth.privateKey`)"
                 }
+                ClientAuth::None => "`oauth.clientId`",
+            };
+            let keys = match &inner.settings.grant {
+                Grant::ClientCredentials => client.to_string(),
+                Grant::JwtBearer(_) => format!(
+                    "the workload's JWT (`oauth.assertionFile`/`oauth.assertionEnv`: its \
+                     audience must be the authorization server, and it must not have expired), \
+                     {client}"
+                ),
+                Grant::EnterpriseManaged(_) => {
+                    format!("{client} (the ID-JAG from the identity provider was refused)")
+                }
             };
             let message = format!(
-                "the authorization server refused the client credentials grant ({what}); check {keys}{}",
+                "the authorization server refused the {} grant ({what}); check {keys}{}",
+                inner.settings.grant.name().replace('_', " "),
                 if scopes.is_empty() {
                     String::new()
                 } else {
@@ -634,6 +685,26 @@ pub async fn machine_to_machine_server(url: &str) -> Result<bool, String> {
     Ok(machine_to_machine(&discover(&http, url).await?.0))
 }
 
+/// The grants the authorization server of the server at `url` says it supports
+/// (`grant_types_supported`; empty when it says nothing).
+pub async fn authorization_server_grants(url: &str) -> Result<Vec<String>, String> {
+    let http = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .build()
+        .map_err(|e| e.to_string())?;
+    let metadata = discover(&http, url).await?.0;
+    Ok(metadata
+        .additional_fields
+        .get("grant_types_supported")
+        .and_then(|v| v.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|g| g.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
 /// Whether the authorization server offers only the client credentials grant (a
 /// machine-to-machine server: nobody can log in to it with a browser).
 pub fn machine_to_machine(metadata: &AuthorizationMetadata) -> bool {
@@ -651,8 +722,27 @@ struct Fetched {
     response: rmcp::transport::auth::OAuthTokenResponse,
 }
 
+/// `HTTP <status>, <error>: <description>` of an OAuth error answer (the description cut short).
+pub(super) fn oauth_error(status: reqwest::StatusCode, parsed: &serde_json::Value) -> String {
+    let code = parsed.get("error").and_then(|v| v.as_str()).unwrap_or("");
+    let description = parsed
+        .get("error_description")
+        .and_then(|v| v.as_str())
+        .map(|d| {
+            let d = first_line(d);
+            let cut: String = d.chars().take(MAX_DESCRIPTION).collect();
+            format!(": {cut}")
+        })
+        .unwrap_or_default();
+    if code.is_empty() {
+        format!("HTTP {status}")
+    } else {
+        format!("HTTP {status}, {code}{description}")
+    }
+}
+
 /// https, or http to a loopback address (local authorization servers, tests).
-fn secure_endpoint(url: &reqwest::Url) -> bool {
+pub(super) fn secure_endpoint(url: &reqwest::Url) -> bool {
     match url.scheme() {
         "https" => true,
         "http" => url.host_str().is_some_and(|host| {
@@ -668,14 +758,14 @@ fn secure_endpoint(url: &reqwest::Url) -> bool {
 }
 
 /// `application/x-www-form-urlencoded` of one value.
-fn form_encode(value: &str) -> String {
+pub(super) fn form_encode(value: &str) -> String {
     form_body(&[("", value)])
         .trim_start_matches('=')
         .to_string()
 }
 
 /// `application/x-www-form-urlencoded` (the URL query serializer is that encoding).
-fn form_body(pairs: &[(&str, &str)]) -> String {
+pub(super) fn form_body(pairs: &[(&str, &str)]) -> String {
     let mut url = reqwest::Url::parse("http://form.invalid/").expect("a valid base");
     url.query_pairs_mut().extend_pairs(pairs);
     url.query().unwrap_or_default().to_string()
@@ -1090,6 +1180,7 @@ mod tests {
             client_id: "c".into(),
             auth: ClientAuth::Secret("hunter2".into()),
             scopes: vec![],
+            grant: Grant::ClientCredentials,
         };
         assert!(!format!("{settings:?}").contains("hunter2"));
         let settings = ClientCredentials {

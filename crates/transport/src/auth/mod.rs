@@ -1,8 +1,9 @@
 //! OAuth for remote servers (R33) on rmcp's `auth` support: a token store ([`store`]: a file,
 //! or the OS keyring through the Secret Service API, [`os_keyring`]), the
 //! authorization-code flow ([`flow`]), the client credentials grant for machine-to-machine
-//! servers ([`client_credentials`]) and step-up authorization on 403 `insufficient_scope`
-//! ([`step_up`]).
+//! servers ([`client_credentials`]), the JWT bearer grants of workload identity federation and
+//! enterprise-managed authorization ([`jwt_bearer`]) and step-up authorization on 403
+//! `insufficient_scope` ([`step_up`]).
 //!
 //! Invariants: a server without stored tokens connects exactly as it did without this module
 //! (only the challenge of a 401 is kept in its store, for `login`);
@@ -14,6 +15,7 @@
 pub mod client_credentials;
 pub mod config;
 pub mod flow;
+pub mod jwt_bearer;
 pub mod loopback;
 pub mod os_keyring;
 pub mod revoke;
@@ -26,6 +28,7 @@ pub use client_credentials::{
 };
 pub use config::OAuthConfig;
 pub use flow::{AuthFlowError, Browser, NoFollowBrowser, OAuthSettings, login, stored_client};
+pub use jwt_bearer::{Grant, IdentityProvider, JwtSource};
 pub use loopback::{LoopbackBrowser, LoopbackStepUp};
 pub use step_up::{
     MAX_STEP_UPS, Refusal, StepUp, StepUpRefused, last_refusal, refusal_in, set_step_up_browser,
