@@ -74,9 +74,10 @@ pub async fn login(config_path: Option<&Path>, args: &LoginArgs) -> Result<(), S
             .await
             .map_err(|e| e.to_string())?;
         eprintln!(
-            "`{}` uses the client credentials grant: no login needed; a token was fetched and \
+            "`{}` uses the `{}` grant (`oauth.grant`): no login needed; a token was fetched and \
              stored {}.",
             args.server,
+            credentials.grant.name(),
             stored_where(&store)
         );
         return Ok(());
