@@ -258,7 +258,17 @@ async fn needs_auth_then_login_then_refresh_with_rotation() {
     let dir = temp_store();
     let (base, st, _task) = start_server().await;
     let url = format!("{base}/mcp");
-    let runtime = common::start(vec![common::server("secure", common::http(&url))]);
+    // Health pings far apart: only the failed call itself can notice a lost authorization.
+    let runtime = mcp_harness_runtime::RuntimeBuilder::new(common::config(vec![common::server(
+        "secure",
+        common::http(&url),
+    )]))
+    .reconnect(mcp_harness_runtime::supervision::ReconnectPolicy {
+        health_interval: Duration::from_secs(3600),
+        ..Default::default()
+    })
+    .start()
+    .expect("runtime starts");
 
     // 401 at initialize without a token: needs-auth, no catalog.
     let snap = runtime.wait_settled(common::SETTLE).await;
@@ -392,6 +402,38 @@ async fn needs_auth_then_login_then_refresh_with_rotation() {
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(text.contains(&newest_refresh), "rotated refresh token kept");
     assert!(!text.contains("rt-1-secret"), "spent refresh token dropped");
+
+    // The authorization server revokes the grant (all tokens): once the access token is due,
+    // the refresh is rejected and the server goes to needs-auth (its authenticate tool again),
+    // not to retries.
+    {
+        let mut st = st.lock().unwrap();
+        st.refresh.clear();
+        st.access.clear();
+    }
+    let refused = runtime
+        .call_tool(&name, json!({"message": "revoked"}).as_object().cloned())
+        .await;
+    assert!(
+        refused.is_err(),
+        "a call with a revoked grant fails: {refused:?}"
+    );
+    let snap = runtime
+        .wait_for(common::SETTLE, |s| {
+            s.servers["secure"].state.label() == "needs-auth"
+        })
+        .await;
+    assert_eq!(
+        snap.servers["secure"].state.label(),
+        "needs-auth",
+        "{:?}",
+        snap.servers["secure"]
+    );
+    let step = runtime.bind_step(&[]).await.expect("step");
+    assert!(
+        step.tools().iter().any(|t| t.name == authenticate),
+        "the authenticate tool is back"
+    );
 
     runtime.shutdown().await;
 }

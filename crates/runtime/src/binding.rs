@@ -548,7 +548,17 @@ impl PreparedCall {
         } else {
             ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params))
         };
-        let classify = |e| crate::runtime::classify(e, &entry.server, &entry.raw_name, timeout);
+        let classify = |e: rmcp::ServiceError| {
+            // A server that stopped accepting our authorization (a rejected refresh, a revoked
+            // grant) is connected again, which finds it needs-auth (R4) instead of leaving it
+            // "connected" with every call failing.
+            if crate::runtime::authorization_lost(&e)
+                && let Some(addr) = self.inner.registry.addr(&entry.server)
+            {
+                addr.do_send(crate::server::Restart);
+            }
+            crate::runtime::classify(e, &entry.server, &entry.raw_name, timeout)
+        };
 
         // The staleness check and the hand-off to the transport happen under the gate's read
         // side; the publisher swaps only under its write side.

@@ -644,6 +644,32 @@ async fn send(
         .map_err(|e| classify(e, server, what, client.tool_timeout))
 }
 
+/// Whether `e` says the server no longer accepts this client's authorization: a 401 challenge,
+/// or an OAuth failure of the token source (a rejected refresh, a revoked grant). A refusal
+/// for lack of scope is not this (step-up handles it).
+pub(crate) fn authorization_lost(e: &ServiceError) -> bool {
+    if mcp_harness_transport::auth::refusal_in(e).is_some() {
+        return false;
+    }
+    let ServiceError::TransportSend(error) = e else {
+        return false;
+    };
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error.error.as_ref());
+    while let Some(current) = source {
+        if current
+            .downcast_ref::<rmcp::transport::streamable_http_client::AuthRequiredError>()
+            .is_some()
+            || current
+                .downcast_ref::<rmcp::transport::auth::AuthError>()
+                .is_some()
+        {
+            return true;
+        }
+        source = current.source();
+    }
+    false
+}
+
 pub(crate) fn classify(e: ServiceError, server: &str, tool: &str, timeout: Duration) -> CallError {
     let (server, tool) = (server.to_string(), tool.to_string());
     // Refused for lack of scope with no (further) step-up (R33): the server did not run it, and
