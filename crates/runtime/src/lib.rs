@@ -24,10 +24,10 @@ pub mod refresh;
 pub mod registry;
 pub mod reload;
 mod runtime;
-mod task_augmented;
 pub mod server;
 pub mod sources;
 pub mod supervision;
+mod task_augmented;
 pub mod tasks;
 
 pub use binding::{BoundTool, CallOptions, PreparedCall, StepBinding, ToolResult};

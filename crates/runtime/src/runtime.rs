@@ -33,7 +33,7 @@ use crate::listing::describe;
 use crate::publisher::{Flush, Published, Publisher, RevisionGate, ServerClient};
 use crate::registry::{Reconciled, Registry};
 use crate::server::{
-    ProgressRoutes, ResourceUpdate, Restart, ReviveForCall, Revival, SHUTDOWN_GRACE, Shutdown,
+    ProgressRoutes, ResourceUpdate, Restart, Revival, ReviveForCall, SHUTDOWN_GRACE, Shutdown,
 };
 
 /// A running harness: servers connecting or connected, and the latest published snapshot.
