@@ -7,6 +7,8 @@
 
 mod common;
 
+use common::http_form::{Json, form};
+
 use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -48,44 +50,6 @@ struct AuthServer {
 }
 
 type Shared = Arc<Mutex<AuthServer>>;
-
-struct Json(serde_json::Value);
-
-impl IntoResponse for Json {
-    fn into_response(self) -> Response {
-        (
-            [(header::CONTENT_TYPE, "application/json")],
-            self.0.to_string(),
-        )
-            .into_response()
-    }
-}
-
-fn decode(s: &str) -> String {
-    let bytes = s.replace('+', " ").into_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("");
-            if let Ok(b) = u8::from_str_radix(hex, 16) {
-                out.push(b);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn form(s: &str) -> HashMap<String, String> {
-    s.split('&')
-        .filter_map(|kv| kv.split_once('='))
-        .map(|(k, v)| (decode(k), decode(v)))
-        .collect()
-}
 
 /// Base64 (standard or URL-safe, padding optional).
 fn b64(s: &str) -> Vec<u8> {

@@ -11,6 +11,8 @@
 
 mod common;
 
+use common::http_form::{Json, form};
+
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -51,44 +53,6 @@ struct Servers {
 }
 
 type Shared = Arc<Mutex<Servers>>;
-
-struct Json(serde_json::Value);
-
-impl IntoResponse for Json {
-    fn into_response(self) -> Response {
-        (
-            [(header::CONTENT_TYPE, "application/json")],
-            self.0.to_string(),
-        )
-            .into_response()
-    }
-}
-
-fn decode(s: &str) -> String {
-    let bytes = s.replace('+', " ").into_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("");
-            if let Ok(b) = u8::from_str_radix(hex, 16) {
-                out.push(b);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn form(s: &str) -> HashMap<String, String> {
-    s.split('&')
-        .filter_map(|kv| kv.split_once('='))
-        .map(|(k, v)| (decode(k), decode(v)))
-        .collect()
-}
 
 /// Standard base64 of `s` (for the expected Basic credentials).
 fn base64(s: &str) -> String {

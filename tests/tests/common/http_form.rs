@@ -1,0 +1,48 @@
+//! Small HTTP pieces the local OAuth test servers share: a JSON response body (this axum build
+//! has no `json` feature) and `application/x-www-form-urlencoded` parsing.
+
+use std::collections::HashMap;
+
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+
+/// A JSON response body.
+pub struct Json(pub serde_json::Value);
+
+impl IntoResponse for Json {
+    fn into_response(self) -> Response {
+        (
+            [(header::CONTENT_TYPE, "application/json")],
+            self.0.to_string(),
+        )
+            .into_response()
+    }
+}
+
+/// Percent-decoding of one form component (`+` is a space).
+pub fn decode(s: &str) -> String {
+    let bytes = s.replace('+', " ").into_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("");
+            if let Ok(b) = u8::from_str_radix(hex, 16) {
+                out.push(b);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A form body or query as a map (a repeated key keeps its last value).
+pub fn form(s: &str) -> HashMap<String, String> {
+    s.split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (decode(k), decode(v)))
+        .collect()
+}
