@@ -17,10 +17,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use common::*;
 use mcp_harness_catalog::{ServerState, qualify};
-use mcp_harness_fixture::{FixtureOptions, FixtureServer};
-use rmcp::transport::streamable_http_server::{
-    StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
-};
+use mcp_harness_fixture::FixtureOptions;
 use serde_json::json;
 
 #[derive(Clone, Copy, Debug)]
@@ -102,12 +99,7 @@ async fn serve() -> (String, Shared) {
         .expect("bind");
     let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
     let st: Shared = Arc::default();
-    let fixture = FixtureServer::new(FixtureOptions::default());
-    let mcp = StreamableHttpService::new(
-        move || Ok(fixture.for_new_connection()),
-        Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default(),
-    );
+    let mcp = fixture_mcp_service(FixtureOptions::default());
     let router = axum::Router::new()
         .nest_service("/mcp", mcp)
         .layer(axum::middleware::from_fn_with_state(st.clone(), gate));

@@ -17,11 +17,8 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use mcp_harness_fixture::{FixtureOptions, FixtureServer};
+use mcp_harness_fixture::FixtureOptions;
 use mcp_harness_runtime::transport::auth;
-use rmcp::transport::streamable_http_server::{
-    StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
-};
 use serde_json::json;
 
 /// Lifetime of issued access tokens: short, so the harness must refresh during the test.
@@ -130,12 +127,7 @@ async fn start_server() -> (String, Shared, tokio::task::JoinHandle<()>) {
         base: base.clone(),
         ..Default::default()
     }));
-    let fixture = FixtureServer::new(FixtureOptions::default());
-    let mcp = StreamableHttpService::new(
-        move || Ok(fixture.for_new_connection()),
-        Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default(),
-    );
+    let mcp = common::fixture_mcp_service(FixtureOptions::default());
     let b = base.clone();
     let router = axum::Router::new()
         .nest_service("/mcp", mcp)

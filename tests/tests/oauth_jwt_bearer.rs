@@ -23,12 +23,9 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use mcp_harness_fixture::{FixtureOptions, FixtureServer};
+use mcp_harness_fixture::FixtureOptions;
 use mcp_harness_runtime::Config;
 use mcp_harness_runtime::transport::auth;
-use rmcp::transport::streamable_http_server::{
-    StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
-};
 use serde_json::json;
 
 const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
@@ -177,12 +174,7 @@ async fn start_server() -> (String, Shared, tokio::task::JoinHandle<()>) {
         base: base.clone(),
         ..Default::default()
     }));
-    let fixture = FixtureServer::new(FixtureOptions::default());
-    let mcp = StreamableHttpService::new(
-        move || Ok(fixture.for_new_connection()),
-        Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default(),
-    );
+    let mcp = common::fixture_mcp_service(FixtureOptions::default());
     let b = base.clone();
     let router = axum::Router::new()
         .nest_service("/mcp", mcp)

@@ -18,12 +18,9 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use mcp_harness_fixture::{FixtureOptions, FixtureServer};
+use mcp_harness_fixture::FixtureOptions;
 use mcp_harness_runtime::transport::auth;
 use mcp_harness_runtime::{CallError, ErrorClass, Runtime};
-use rmcp::transport::streamable_http_server::{
-    StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
-};
 use serde_json::json;
 
 /// What the protected server requires of `tools/call` (everything else needs `mcp:tools`).
@@ -167,12 +164,7 @@ async fn start_server(mode: Mode) -> (String, Shared) {
         refusals: 0,
         calls_run: 0,
     }));
-    let fixture = FixtureServer::new(FixtureOptions::default());
-    let mcp = StreamableHttpService::new(
-        move || Ok(fixture.for_new_connection()),
-        Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default(),
-    );
+    let mcp = common::fixture_mcp_service(FixtureOptions::default());
     let b = base.clone();
     let router = axum::Router::new()
         .nest_service("/mcp", mcp)

@@ -17,10 +17,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use common::*;
 use mcp_harness_catalog::{ServerState, qualify};
-use mcp_harness_fixture::{FixtureOptions, FixtureServer};
-use rmcp::transport::streamable_http_server::{
-    StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
-};
+use mcp_harness_fixture::FixtureOptions;
 use serde_json::json;
 
 type Seen = Arc<Mutex<Vec<String>>>;
@@ -55,15 +52,10 @@ async fn serve(refuse_initialize: bool) -> (String, Seen) {
         .expect("bind");
     let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
     let seen: Seen = Arc::default();
-    let fixture = FixtureServer::new(FixtureOptions {
+    let mcp = fixture_mcp_service(FixtureOptions {
         tools: 2,
         ..Default::default()
     });
-    let mcp = StreamableHttpService::new(
-        move || Ok(fixture.for_new_connection()),
-        Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default(),
-    );
     let router =
         axum::Router::new()
             .nest_service("/mcp", mcp)

@@ -271,3 +271,19 @@ pub async fn spawn_server_everything(mode: &str) -> (tokio::process::Child, u16)
     wait_listening(port).await;
     (child, port)
 }
+
+/// The fixture as a Streamable HTTP service, to nest under `/mcp` in a test's own router
+/// (behind whatever gate, guard or authorization server the test puts around it).
+pub fn fixture_mcp_service(
+    opts: FixtureOptions,
+) -> rmcp::transport::streamable_http_server::StreamableHttpService<
+    mcp_harness_fixture::FixtureServer,
+    rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
+> {
+    let fixture = mcp_harness_fixture::FixtureServer::new(opts);
+    rmcp::transport::streamable_http_server::StreamableHttpService::new(
+        move || Ok(fixture.for_new_connection()),
+        Arc::new(Default::default()),
+        Default::default(),
+    )
+}
