@@ -92,6 +92,15 @@ impl WireNotes {
         if !(contains(message, b"\"inputSchema\"") || contains(message, b"\"capabilities\"")) {
             return;
         }
+        // A message without `"taskSupport"` or `"tasks"` teaches nothing, and has nothing to
+        // make us forget while no task tool or task capability is noted: the common listing is
+        // not parsed a second time.
+        if !contains(message, b"\"task") {
+            let notes = self.lock();
+            if notes.task_tools.is_empty() && !notes.task_tool_calls {
+                return;
+            }
+        }
         let Ok(value) = serde_json::from_slice::<Value>(message) else {
             return;
         };
@@ -182,6 +191,17 @@ impl<R> TapRead<R> {
                 Some(i) => (&bytes[..i], Some(i + 1)),
                 None => (bytes, None),
             };
+            // A whole line within one read (the common case) is observed where it is.
+            if let Some(next) = complete
+                && self.line.is_empty()
+                && !self.oversized
+            {
+                if part.len() <= MAX_OBSERVED_LINE {
+                    self.notes.observe(part);
+                }
+                bytes = &bytes[next..];
+                continue;
+            }
             if !self.oversized {
                 if self.line.len() + part.len() > MAX_OBSERVED_LINE {
                     self.oversized = true;
@@ -431,6 +451,28 @@ mod tests {
         assert_eq!(notes.task_support("plain"), TaskSupport::Forbidden);
         assert!(notes.requires_task("research"));
         assert!(!notes.requires_task("maybe"));
+    }
+
+    #[tokio::test]
+    async fn whole_lines_in_one_read_are_noted_like_split_ones() {
+        // A partial line first, then the rest with whole lines after it: both paths of the tap.
+        let stream = format!("{INIT}\n{LIST}\n{INIT}\n");
+        for split in [0, 7, INIT.len() + 1, stream.len()] {
+            let notes = WireNotes::default();
+            let mut tap = TapRead::new(tokio::io::empty(), notes.clone());
+            tap.seen(&stream.as_bytes()[..split]);
+            tap.seen(&stream.as_bytes()[split..]);
+            assert!(tap.line.is_empty(), "split at {split}");
+            assert!(notes.requires_task("research"), "split at {split}");
+            assert_eq!(notes.task_support("maybe"), TaskSupport::Optional);
+        }
+        // A listing without task fields, with nothing noted, leaves nothing noted.
+        let notes = WireNotes::default();
+        notes.observe(
+            br#"{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"a","inputSchema":{}}]}}"#,
+        );
+        assert_eq!(notes.task_support("a"), TaskSupport::Forbidden);
+        assert!(notes.lock().task_tools.is_empty());
     }
 
     #[test]
