@@ -94,6 +94,8 @@ impl Default for MetadataLimits {
 /// characters: callers that keep them handle them first.
 fn disallowed(c: char) -> Option<&'static str> {
     match c {
+        // Printable ASCII, nearly all of real metadata, without the Unicode table lookup.
+        ' '..='~' => None,
         '\u{202A}'..='\u{202E}'
         | '\u{2066}'..='\u{2069}'
         | '\u{200E}'
