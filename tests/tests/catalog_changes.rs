@@ -430,3 +430,53 @@ async fn prompts_are_commands_and_resources_can_be_subscribed() {
     );
     runtime.shutdown().await;
 }
+
+/// The update that leaves no server pending is published at once, not at the end of the
+/// batching window: with a 60 s window, a catalog with every server connected is visible long
+/// before the window ends, in a snapshot that holds all of them together, and a later burst is
+/// still held back by the window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_update_that_settles_the_last_server_is_published_at_once() {
+    let servers: Vec<_> = (0..4)
+        .map(|i| server(&format!("s{i}"), fixture_stdio(&[])))
+        .collect();
+    let runtime = RuntimeBuilder::new(config(servers))
+        .batch_window(Duration::from_secs(60))
+        .start()
+        .expect("start");
+    let connected = |s: &Snapshot| {
+        s.servers.len() == 4
+            && s.servers
+                .values()
+                .all(|st| st.state == ServerState::Connected)
+    };
+    let s = runtime.wait_for(SETTLE, connected).await;
+    assert!(
+        connected(&s),
+        "every server connected long before the 60 s window ends: {:?}",
+        s.servers
+            .values()
+            .map(|st| st.state.label())
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(s.catalogs.len(), 4, "all catalogs in the same snapshot");
+    // A list_changed burst while everything is settled still waits for the window.
+    let before = runtime.snapshot().revision;
+    runtime
+        .call_tool("mcp__s0__flood", args(json!({"kind": "tools", "count": 3})))
+        .await
+        .expect("flood");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        runtime.snapshot().revision,
+        before,
+        "a change on a settled catalog is batched by the window"
+    );
+    assert!(runtime.flush().await > before, "and flushing publishes it");
+    let flooded = runtime.snapshot().catalogs["s0"]
+        .tools
+        .iter()
+        .any(|t| t.raw_name == "flood_2");
+    assert!(flooded, "the held-back change was the flood's listing");
+    runtime.shutdown().await;
+}

@@ -2,7 +2,10 @@
 //!
 //! Invariants: every server's latest status and catalog arrive here as [`ServerUpdate`]s and
 //! replace only that server's entries; at most one publication happens per batching window
-//! (a lone update is published at once, a burst at the end of the window); each publication builds a whole new immutable [`Published`] with the next
+//! (a lone update is published at once, a burst at the end of the window), except that the
+//! update which leaves no server pending (startup or a reconnect has finished) is published at
+//! once, so nobody waits out a window for a catalog that is complete; each publication builds a
+//! whole new immutable [`Published`] with the next
 //! revision and swaps it in atomically, so readers see the whole old or the whole new; a server
 //! that is not connected contributes no entries and no client.
 
@@ -276,8 +279,21 @@ impl Handler<ServerUpdate> for Publisher {
     type Result = ();
 
     fn handle(&mut self, update: ServerUpdate, ctx: &mut Self::Context) {
+        let settles = update.status.state.is_settled()
+            && self
+                .servers
+                .get(&update.status.name)
+                .is_some_and(|e| !e.status.state.is_settled());
         self.apply(update);
-        self.schedule(ctx);
+        if settles && self.servers.values().all(|e| e.status.state.is_settled()) {
+            // The last pending server settled: the catalog is complete now; publish it now.
+            if let Some(handle) = self.flush.take() {
+                ctx.cancel_future(handle);
+            }
+            self.publish(ctx);
+        } else {
+            self.schedule(ctx);
+        }
     }
 }
 
