@@ -448,6 +448,17 @@ pub struct ToolResult {
     pub output_handle: Option<String>,
 }
 
+/// What [`PreparedCall::further_rounds`] needs of the call it continues.
+struct FurtherRounds<'a> {
+    entry: &'a ToolEntry,
+    client: &'a ServerClient,
+    timeout: Duration,
+    retry: CallToolRequestParams,
+    task_augmented: bool,
+    cancel: Option<CancellationToken>,
+    task_status: Option<tokio::sync::mpsc::UnboundedSender<crate::tasks::TaskUpdate>>,
+}
+
 impl ToolResult {
     /// Whether the tool reported an error (`isError`): the tool-error class of R32.
     pub fn is_error(&self) -> bool {
@@ -521,12 +532,20 @@ impl PreparedCall {
                 name: entry.qualified_name.clone(),
                 details: e.to_string(),
             })?;
-        self.authorize(entry, &args).await?;
+        // The common path (allowed, same connection) awaits nothing here; asking for approval
+        // and restarting a crashed server are boxed so the call's future stays small.
+        if let Some(ask) = self.permission(entry, &args)? {
+            Box::pin(self.ask_approval(ask)).await?;
+        }
         // R7: a stdio server whose process exited since the binding is restarted once.
-        let revived = self
+        let revived = if self
             .inner
-            .revive_for_call(entry, client, self.revision)
-            .await?;
+            .is_current_connection(&entry.server, client.epoch)
+        {
+            None
+        } else {
+            Box::pin(self.inner.revive_for_call(entry, client, self.revision)).await?
+        };
         let client = revived.as_ref().unwrap_or(client);
 
         let timeout = options.timeout.unwrap_or(client.tool_timeout);
@@ -587,23 +606,79 @@ impl PreparedCall {
         });
         let response = match options.cancel.clone() {
             None => handle.await_response().await,
-            Some(cancel) => {
+            Some(cancel) => Box::pin(async {
                 let (peer, id) = (handle.peer.clone(), handle.id.clone());
                 tokio::select! {
-                    r = handle.await_response() => r,
+                    r = handle.await_response() => Ok(r),
                     () = cancel.cancelled() => {
                         let note = CancelledNotificationParam::new(Some(id), Some("cancelled by the user".into()));
                         let _ = peer.send_notification(ClientNotification::CancelledNotification(rmcp::model::CancelledNotification::new(note))).await;
-                        return Err(CallError::Transport {
+                        Err(CallError::Transport {
                             server: entry.server.clone(),
                             tool: entry.raw_name.clone(),
                             message: "cancelled by the caller; the server was told (notifications/cancelled)".into(),
-                        });
+                        })
                     }
                 }
+            })
+            .await?,
+        };
+        let result = match response.map_err(classify)? {
+            ServerResult::CallToolResult(r) => r,
+            other => {
+                let rest = FurtherRounds {
+                    entry,
+                    client,
+                    timeout,
+                    retry,
+                    task_augmented,
+                    cancel: options.cancel,
+                    task_status: options.task_status,
+                };
+                Box::pin(self.further_rounds(other, rest, &classify)).await?
             }
         };
-        let mut response = response.map_err(classify)?;
+        let output_schema = self.search.frozen.output_schema(entry);
+        let normalized = normalize_with(
+            result.clone(),
+            output_schema.as_deref(),
+            self.inner.result_limits,
+        );
+        let spilled = self.inner.output.spill(
+            &entry.server,
+            &entry.raw_name,
+            normalized,
+            self.inner.output_budget_for(&entry.tool),
+        );
+        let output_handle = spilled.handle().map(|h| h.to_string());
+        Ok(ToolResult {
+            server: entry.server.clone(),
+            tool: entry.raw_name.clone(),
+            revision: self.revision,
+            result,
+            normalized: spilled.into_result(),
+            output_handle,
+        })
+    }
+
+    /// Everything after a first answer that is not the tool's result: SEP-2322 input rounds and
+    /// tasks (SEP-1686 / SEP-2663). Kept out of [`Self::call_server`] (and boxed there), so the
+    /// future of an ordinary call carries none of it.
+    async fn further_rounds(
+        &self,
+        first: ServerResult,
+        rest: FurtherRounds<'_>,
+        classify: &(impl Fn(rmcp::ServiceError) -> CallError + Sync),
+    ) -> Result<CallToolResult, CallError> {
+        let FurtherRounds {
+            entry,
+            client,
+            timeout,
+            ref retry,
+            task_augmented,
+            ..
+        } = rest;
+        let mut response = first;
         // SEP-2322: a server may ask for input and answer a later round; each round is a new
         // request carrying the answers and the server's opaque state.
         let mut state_only_rounds = 0;
@@ -643,13 +718,23 @@ impl PreparedCall {
                         .map_err(classify)?;
                 }
                 ServerResult::CreateTaskResult(created) => {
-                    let call =
-                        self.task_call(entry, client, timeout, options.cancel, options.task_status);
+                    let call = self.task_call(
+                        entry,
+                        client,
+                        timeout,
+                        rest.cancel.clone(),
+                        rest.task_status.clone(),
+                    );
                     break crate::tasks::follow(created, call).await?;
                 }
                 ServerResult::CustomResult(created) if task_augmented => {
-                    let call =
-                        self.task_call(entry, client, timeout, options.cancel, options.task_status);
+                    let call = self.task_call(
+                        entry,
+                        client,
+                        timeout,
+                        rest.cancel.clone(),
+                        rest.task_status.clone(),
+                    );
                     break crate::task_augmented::follow(created.0, call).await?;
                 }
                 ServerResult::InputRequiredResult(_) => {
@@ -668,27 +753,7 @@ impl PreparedCall {
                 }
             }
         };
-        let output_schema = self.search.frozen.output_schema(entry);
-        let normalized = normalize_with(
-            result.clone(),
-            output_schema.as_deref(),
-            self.inner.result_limits,
-        );
-        let spilled = self.inner.output.spill(
-            &entry.server,
-            &entry.raw_name,
-            normalized,
-            self.inner.output_budget_for(&entry.tool),
-        );
-        let output_handle = spilled.handle().map(|h| h.to_string());
-        Ok(ToolResult {
-            server: entry.server.clone(),
-            tool: entry.raw_name.clone(),
-            revision: self.revision,
-            result,
-            normalized: spilled.into_result(),
-            output_handle,
-        })
+        Ok(result)
     }
 
     /// What following a task of this call needs.
@@ -736,43 +801,54 @@ impl PreparedCall {
         }
     }
 
-    async fn authorize(&self, entry: &ToolEntry, args: &JsonObject) -> Result<(), CallError> {
+    /// The permission decision for this call: allowed (`None`), refused, or an approval to ask.
+    fn permission(
+        &self,
+        entry: &ToolEntry,
+        args: &JsonObject,
+    ) -> Result<Option<ApprovalRequest>, CallError> {
         let name = &entry.qualified_name;
-        let refuse = |reason: String| CallError::Permission {
-            name: name.clone(),
-            reason,
-        };
         match self
             .inner
             .policy
             .permissions
             .decide(name, args, entry.tool.annotations.as_ref())
         {
-            Decision::Allow => Ok(()),
-            Decision::Deny { reason } => Err(refuse(reason)),
-            Decision::Ask { reason } => {
-                let request = ApprovalRequest {
-                    qualified_name: name.clone(),
-                    server: entry.server.clone(),
-                    args: args.clone(),
-                    reason,
-                    annotations: entry.tool.annotations.clone(),
-                };
-                let asked = tokio::time::timeout(
-                    self.inner.policy.approval_timeout,
-                    self.inner.policy.approver.approve(request),
-                )
-                .await;
-                match asked {
-                    Ok(Approval::Approved) => Ok(()),
-                    Ok(Approval::Denied { reason }) => Err(refuse(reason)),
-                    Ok(Approval::Cancelled) => Err(refuse("the approval was cancelled".into())),
-                    Err(_) => Err(refuse(format!(
-                        "no approval within {}s (the call was not sent)",
-                        self.inner.policy.approval_timeout.as_secs()
-                    ))),
-                }
-            }
+            Decision::Allow => Ok(None),
+            Decision::Deny { reason } => Err(CallError::Permission {
+                name: name.clone(),
+                reason,
+            }),
+            Decision::Ask { reason } => Ok(Some(ApprovalRequest {
+                qualified_name: name.clone(),
+                server: entry.server.clone(),
+                args: args.clone(),
+                reason,
+                annotations: entry.tool.annotations.clone(),
+            })),
+        }
+    }
+
+    /// Asks the approver, at most `approval_timeout`; the call is not sent unless approved.
+    async fn ask_approval(&self, request: ApprovalRequest) -> Result<(), CallError> {
+        let name = request.qualified_name.clone();
+        let refuse = |reason: String| CallError::Permission {
+            name: name.clone(),
+            reason,
+        };
+        let asked = tokio::time::timeout(
+            self.inner.policy.approval_timeout,
+            self.inner.policy.approver.approve(request),
+        )
+        .await;
+        match asked {
+            Ok(Approval::Approved) => Ok(()),
+            Ok(Approval::Denied { reason }) => Err(refuse(reason)),
+            Ok(Approval::Cancelled) => Err(refuse("the approval was cancelled".into())),
+            Err(_) => Err(refuse(format!(
+                "no approval within {}s (the call was not sent)",
+                self.inner.policy.approval_timeout.as_secs()
+            ))),
         }
     }
 

@@ -114,6 +114,16 @@ impl Inner {
     /// Returns the new connection when the new catalog has the same tool with the same
     /// definition, `None` when there is nothing to restart (the call goes on as bound), or the
     /// error that ends the call.
+    /// Whether connection `epoch` is still `server`'s current one (the common case at call
+    /// time; otherwise [`Self::revive_for_call`] decides).
+    pub(crate) fn is_current_connection(&self, server: &str, epoch: u64) -> bool {
+        self.current
+            .load()
+            .clients
+            .get(server)
+            .is_some_and(|c| c.epoch == epoch)
+    }
+
     pub(crate) async fn revive_for_call(
         &self,
         entry: &ToolEntry,
@@ -121,12 +131,7 @@ impl Inner {
         bound_revision: u64,
     ) -> Result<Option<ServerClient>, CallError> {
         let server = &entry.server;
-        let current = self.current.load();
-        if current
-            .clients
-            .get(server)
-            .is_some_and(|c| c.epoch == client.epoch)
-        {
+        if self.is_current_connection(server, client.epoch) {
             return Ok(None);
         }
         let Some(addr) = self.registry.addr(server) else {
