@@ -79,6 +79,9 @@ pub struct ServerSettings {
     pub reconnect: ReconnectPolicy,
     /// The local and remote connection queues.
     pub queues: ConnectQueues,
+    /// The runtime connections run on (spawn, initialize, the session's message loop); the
+    /// harness's own I/O threads when `None`.
+    pub io: Option<tokio::runtime::Handle>,
 }
 
 /// Progress notifications of in-flight requests, routed by (server, progress token) straight
@@ -416,11 +419,15 @@ impl ServerActor {
             }
             Ok((session, listed))
         };
-        // The attempt runs on the I/O threads, not on the actor thread: spawning a process
-        // blocks its thread until the child execs, and every actor and the publisher share the
-        // actor thread. The actor holds the task and aborts it when it drops it (the actor
-        // stopped), which drops whatever the attempt started.
-        let task = AbortOnDrop(tokio::spawn(fut));
+        // The attempt runs on the I/O threads (the embedder's runtime if it gave one), not on
+        // the actor thread: spawning a process blocks its thread until the child execs, and
+        // every actor and the publisher share the actor thread. The actor holds the task and
+        // aborts it when it drops it (the actor stopped), which drops whatever the attempt
+        // started; the session it made is owned by the actor and closed with it.
+        let task = AbortOnDrop(match &self.settings.io {
+            Some(io) => io.spawn(fut),
+            None => tokio::spawn(fut),
+        });
         ctx.spawn(task.into_actor(self).map(move |joined, act, ctx| {
             let result = joined.unwrap_or_else(|e| {
                 Err(TransportError::Initialize {

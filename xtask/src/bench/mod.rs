@@ -22,7 +22,11 @@
 //! Metrics:
 //! - `echo_per_call`: time per sequential `echo` tools/call over stdio, through the governed
 //!   path (`bind_step` → `prepare_call` → `PreparedCall::call`) vs `Peer::call_tool` of a bare
-//!   `().serve(TokioChildProcess)` client, the sides alternating every 100 calls;
+//!   `().serve(TokioChildProcess)` client, the sides alternating every 100 calls; the bare
+//!   client's session runs on the bench's runtime, the harness's on its own I/O threads;
+//! - `echo_per_call_io_runtime`: the same, with the harness started with
+//!   `RuntimeBuilder::io_runtime` on the bench's runtime, so both sessions run where the calls
+//!   are made;
 //! - `cold_start_<N>`: `Runtime::start` of N stdio servers until a published snapshot has all N
 //!   connected (spawn + initialize + listing of every declared kind + publication) vs N bare
 //!   spawn + initialize, at the same parallelism P on both sides (`--parallel`, default the
@@ -404,7 +408,8 @@ impl Bench {
     async fn run(&self) -> Result<Vec<Metric>, String> {
         let mut metrics = Vec::new();
         if self.options.runs("echo") {
-            metrics.push(self.echo().await?);
+            metrics.push(self.echo(false).await?);
+            metrics.push(self.echo(true).await?);
         }
         if self.options.runs("cold_start") {
             metrics.extend(self.cold_start().await?);

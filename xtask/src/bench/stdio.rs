@@ -1,9 +1,9 @@
-//! The stdio metrics: `echo_per_call` and `cold_start_<N>`.
+//! The stdio metrics: `echo_per_call[_io_runtime]` and `cold_start_<N>[_listed]`.
 
 use std::time::Instant;
 
-use mcp_harness_runtime::Runtime;
 use mcp_harness_runtime::catalog::ServerState;
+use mcp_harness_runtime::{Runtime, RuntimeBuilder};
 use rmcp::model::{CallToolRequestParams, JsonObject};
 use serde_json::Value;
 
@@ -17,10 +17,16 @@ const ECHO_TOOL: &str = "mcp__fixture__echo";
 const ECHO_CHUNK: usize = 100;
 
 impl Bench {
-    pub(super) async fn echo(&self) -> Result<Metric, String> {
+    /// The echo bench with the harness's connections on its own I/O threads (`io_runtime`
+    /// false, the default) or on the caller's runtime (`RuntimeBuilder::io_runtime`), where the
+    /// bare client's session runs too.
+    pub(super) async fn echo(&self, io_runtime: bool) -> Result<Metric, String> {
         let (calls, warmup) = (self.options.calls, self.options.warmup);
-        let runtime =
-            Runtime::start(self.config([ECHO_SERVER.to_string()])).map_err(|e| e.to_string())?;
+        let mut builder = RuntimeBuilder::new(self.config([ECHO_SERVER.to_string()]));
+        if io_runtime {
+            builder = builder.io_runtime(tokio::runtime::Handle::current());
+        }
+        let runtime = builder.start().map_err(|e| e.to_string())?;
         let snapshot = runtime
             .wait_for(STARTUP_TIMEOUT, |s| all_connected(s, 1))
             .await;
@@ -69,12 +75,23 @@ impl Bench {
         let _ = bare.cancel().await;
         self.wait_reaped().await?;
         let (harness, baseline) = measured?;
+        let (name, where_) = if io_runtime {
+            (
+                "echo_per_call_io_runtime",
+                "the harness's connections on the caller's runtime (io_runtime)",
+            )
+        } else {
+            (
+                "echo_per_call",
+                "the harness's connections on its own I/O threads",
+            )
+        };
         Ok(Metric {
             per_call: true,
             ..Metric::new(
-                "echo_per_call",
+                name,
                 format!(
-                    "sequential echo tools/call over stdio, {calls} calls per round in chunks of {ECHO_CHUNK}, time per call"
+                    "sequential echo tools/call over stdio, {calls} calls per round in chunks of {ECHO_CHUNK}, time per call; {where_}"
                 ),
                 harness,
                 baseline,
@@ -124,7 +141,7 @@ impl Bench {
     async fn harness_cold(&self, n: usize, p: usize) -> Result<f64, String> {
         let config = self.config((0..n).map(|i| format!("fixture{i}")));
         let started = Instant::now();
-        let runtime = mcp_harness_runtime::RuntimeBuilder::new(config)
+        let runtime = RuntimeBuilder::new(config)
             .connection_slots(p, DEFAULT_REMOTE_SLOTS)
             .start()
             .map_err(|e| e.to_string())?;
