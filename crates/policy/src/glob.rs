@@ -61,6 +61,17 @@ impl Glob {
 
     /// Whether the whole of `value` matches.
     pub(crate) fn is_match(&self, value: &str) -> bool {
+        // The shapes most rules have (checked on every call) need no table.
+        match self.tokens.as_slice() {
+            [] => value.is_empty(),
+            [Token::AnyStar] => true,
+            [Token::Literal(literal)] => value == literal,
+            [Token::Literal(prefix), Token::AnyStar] => value.starts_with(prefix.as_str()),
+            _ => self.is_match_in_general(value),
+        }
+    }
+
+    fn is_match_in_general(&self, value: &str) -> bool {
         // Byte-wise matching is exact for UTF-8: a literal (itself valid UTF-8) can only match at
         // a character boundary, and the separators are ASCII.
         let v = value.as_bytes();
@@ -162,6 +173,43 @@ mod tests {
 
     fn path(p: &str, v: &str) -> bool {
         Glob::new(p, PATH_SEPARATOR).is_match(v)
+    }
+
+    #[test]
+    fn the_short_cuts_agree_with_the_general_matcher() {
+        let values = [
+            "",
+            "x",
+            "Write",
+            "mcp__fs__read",
+            "mcp__fs__a__b",
+            "mcp__fs",
+            "mcp__fsx__read",
+            "/tmp/a/b",
+            "/tmp",
+            "é/ü__ß",
+        ];
+        for pattern in [
+            "",
+            "**",
+            "***",
+            "Write",
+            "mcp__fs__read",
+            "mcp__fs__**",
+            "/tmp/**",
+            "é/**",
+        ] {
+            for separator in [NAME_SEPARATOR, PATH_SEPARATOR] {
+                let glob = Glob::new(pattern, separator);
+                for value in values {
+                    assert_eq!(
+                        glob.is_match(value),
+                        glob.is_match_in_general(value),
+                        "{pattern:?} on {value:?} (separator {separator:?})"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
