@@ -453,7 +453,8 @@ struct FurtherRounds<'a> {
     entry: &'a ToolEntry,
     client: &'a ServerClient,
     timeout: Duration,
-    retry: CallToolRequestParams,
+    /// The first request, when its protocol has further rounds.
+    retry: Option<CallToolRequestParams>,
     task_augmented: bool,
     cancel: Option<CancellationToken>,
     task_status: Option<tokio::sync::mpsc::UnboundedSender<crate::tasks::TaskUpdate>>,
@@ -559,11 +560,18 @@ impl PreparedCall {
         if !args.is_empty() || entry.tool.input_schema.get("properties").is_some() {
             params = params.with_arguments(args);
         }
-        let retry = params.clone();
         // SEP-1686: a tool that requires a task is called with one (never plainly).
         let task_augmented = client.wire.requires_task(&entry.raw_name);
+        // The request is kept for further rounds only where the protocol has them (SEP-2322,
+        // from the 2026-07-28 era on, or an era not known): elsewhere the copy would be made
+        // and dropped on every call for nothing.
+        let rounds_possible = client
+            .peer
+            .peer_info()
+            .is_none_or(|info| !info.protocol_version.has_initialize());
+        let retry = rounds_possible.then(|| params.clone());
         let request = if task_augmented {
-            crate::task_augmented::request(&retry, timeout)
+            crate::task_augmented::request(&params, timeout)
         } else {
             ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params))
         };
@@ -687,6 +695,21 @@ impl PreparedCall {
             match response {
                 ServerResult::CallToolResult(r) => break r,
                 ServerResult::InputRequiredResult(needed) if rounds < MAX_ROUNDS => {
+                    let Some(first) = retry else {
+                        let version = client
+                            .peer
+                            .peer_info()
+                            .map(|i| i.protocol_version.to_string())
+                            .unwrap_or_default();
+                        return Err(CallError::Protocol {
+                            server: entry.server.clone(),
+                            tool: entry.raw_name.clone(),
+                            message: format!(
+                                "the server asked for more input (`input_required`, SEP-2322), \
+                                 which the session's protocol version {version} does not have"
+                            ),
+                        });
+                    };
                     rounds += 1;
                     let (answers, state) = next_round(
                         &entry.server,
@@ -700,7 +723,7 @@ impl PreparedCall {
                         tool: entry.raw_name.clone(),
                         message,
                     })?;
-                    let mut again = retry.clone();
+                    let mut again = first.clone();
                     again.input_responses = answers;
                     again.request_state = state;
                     let request =
