@@ -40,6 +40,10 @@ pub(super) struct Metric {
     pub stat: Stat,
     /// Per-call metrics show a throughput column.
     pub per_call: bool,
+    /// Ratios of adjacent harness/baseline chunks measured back to back (echo). When present,
+    /// the metric's ratio is their median: each pair shares the machine's state of the moment,
+    /// so load that comes and goes cancels within a pair instead of between the two medians.
+    pub pairs: Option<Vec<f64>>,
 }
 
 impl Metric {
@@ -51,6 +55,7 @@ impl Metric {
             baseline: b,
             stat: Stat::Median,
             per_call: false,
+            pairs: None,
         }
     }
 
@@ -63,6 +68,7 @@ impl Metric {
             baseline: self.baseline.clone(),
             stat: Stat::P99,
             per_call: self.per_call,
+            pairs: None,
         }
     }
 
@@ -72,7 +78,16 @@ impl Metric {
     pub fn baseline_value(&self) -> f64 {
         self.stat.of(&self.baseline)
     }
+    /// The median of the paired ratios when there are pairs, else the ratio of the two sides'
+    /// summaries.
     pub fn ratio(&self) -> f64 {
+        match &self.pairs {
+            Some(pairs) if !pairs.is_empty() => median(pairs),
+            _ => self.ratio_of_summaries(),
+        }
+    }
+
+    pub fn ratio_of_summaries(&self) -> f64 {
         self.harness_value() / self.baseline_value()
     }
 }
@@ -167,6 +182,18 @@ impl Report {
                 format!("{:.2}x", m.ratio()),
                 m.what
             );
+            if let Some(pairs) = &m.pairs {
+                println!(
+                    "{:<34} {:<10} {:>6} {:>11}  ratio of the medians; the ratio above is the median of {} paired chunk ratios, p10 {:.2}x, p90 {:.2}x",
+                    m.name,
+                    "medians",
+                    "",
+                    format!("{:.2}x", m.ratio_of_summaries()),
+                    pairs.len(),
+                    percentile(pairs, 10.0),
+                    percentile(pairs, 90.0),
+                );
+            }
         }
         println!(
             "\nfixture processes of this run left (pgrep -f {tag}): {}; any mcp-fixture-server running: {}",
@@ -174,8 +201,15 @@ impl Report {
         );
         println!("measured in {:.1}s\n", self.elapsed.as_secs_f64());
         for m in &self.metrics {
+            let paired = match &m.pairs {
+                Some(_) => format!(
+                    " (median of paired ratios; ratio of medians {:.2}x)",
+                    m.ratio_of_summaries()
+                ),
+                None => String::new(),
+            };
             println!(
-                "bench {}: harness {} vs baseline {} = {:.2}x",
+                "bench {}: harness {} vs baseline {} = {:.2}x{paired}",
                 m.name,
                 human(m.harness_value()),
                 human(m.baseline_value()),
@@ -197,6 +231,8 @@ impl Report {
                     "harness": m.harness_value(),
                     "baseline": m.baseline_value(),
                     "ratio": m.ratio(),
+                    "ratio_of_medians": m.ratio_of_summaries(),
+                    "paired_ratios": m.pairs,
                     "harness_rounds": m.harness,
                     "baseline_rounds": m.baseline,
                 })

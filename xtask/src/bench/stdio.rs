@@ -49,32 +49,36 @@ impl Bench {
             // Each round alternates the sides every chunk of calls (the order flipping each
             // time), so both see the same machine: a load that comes and goes during a round
             // weighs on both sides alike instead of on whichever side ran then.
-            let (mut h, mut b) = (Vec::new(), Vec::new());
+            // Each pair of adjacent chunks (one per side) also gives a paired ratio.
+            let (mut h, mut b, mut pairs) = (Vec::new(), Vec::new(), Vec::new());
             let mut harness_first = true;
             for _ in 0..self.options.rounds {
                 let (mut h_secs, mut b_secs, mut done) = (0.0, 0.0, 0);
                 while done < calls {
                     let n = ECHO_CHUNK.min(calls - done);
-                    if harness_first {
-                        h_secs += harness_calls(&runtime, n).await?;
-                        b_secs += bare_calls(&bare, n).await?;
+                    let (hc, bc) = if harness_first {
+                        let hc = harness_calls(&runtime, n).await?;
+                        (hc, bare_calls(&bare, n).await?)
                     } else {
-                        b_secs += bare_calls(&bare, n).await?;
-                        h_secs += harness_calls(&runtime, n).await?;
-                    }
+                        let bc = bare_calls(&bare, n).await?;
+                        (harness_calls(&runtime, n).await?, bc)
+                    };
+                    h_secs += hc;
+                    b_secs += bc;
+                    pairs.push(hc / bc);
                     harness_first = !harness_first;
                     done += n;
                 }
                 h.push(h_secs / calls as f64);
                 b.push(b_secs / calls as f64);
             }
-            Ok::<_, String>((h, b))
+            Ok::<_, String>((h, b, pairs))
         }
         .await;
         runtime.shutdown().await;
         let _ = bare.cancel().await;
         self.wait_reaped().await?;
-        let (harness, baseline) = measured?;
+        let (harness, baseline, pairs) = measured?;
         let (name, where_) = if io_runtime {
             (
                 "echo_per_call_io_runtime",
@@ -88,6 +92,7 @@ impl Bench {
         };
         Ok(Metric {
             per_call: true,
+            pairs: Some(pairs),
             ..Metric::new(
                 name,
                 format!(
