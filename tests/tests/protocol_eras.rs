@@ -5,6 +5,8 @@
 //!
 //! The server is the fixture (an rmcp server, which speaks both eras) behind a gate that
 //! refuses `initialize` the way a discover-only server does: HTTP 400 with a JSON-RPC error.
+//! A raw stdio script of the 2025-06-18 era that answers with an SEP-2322 `input_required`
+//! result (a 2026-07-28 feature) gets a protocol error, not a further round.
 
 mod common;
 
@@ -115,6 +117,45 @@ async fn a_server_of_the_previous_era_keeps_initialize() {
     assert!(
         !methods.iter().any(|m| m == "server/discover"),
         "no probe when initialize works: {methods:?}"
+    );
+    runtime.shutdown().await;
+}
+
+/// A server of the 2025-06-18 era that answers a call with an SEP-2322 `input_required` result
+/// (which only the 2026-07-28 era has) gets a protocol error naming its version; no further
+/// round is sent (the script would answer a second call with a plain result).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn input_rounds_from_a_server_of_an_older_era_are_a_protocol_error() {
+    let python = peers_dir().join("py/bin/python");
+    assert!(
+        python.is_file(),
+        "no Python at {}: run `bash .ci/install-peers.sh target/peers`",
+        python.display()
+    );
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/python/input_required_old_era.py"
+    );
+    let runtime = start(vec![server(
+        "old",
+        stdio(&python.to_string_lossy(), &[script]),
+    )]);
+    let tool = qualify("old", "ask");
+    let s = runtime.wait_for(SETTLE, |s| s.tool(&tool).is_some()).await;
+    assert_eq!(
+        s.servers["old"].protocol_version.as_deref(),
+        Some("2025-06-18")
+    );
+    let err = runtime
+        .call_tool(&tool, None)
+        .await
+        .expect_err("input_required is not of this era");
+    let message = err.to_string();
+    assert!(
+        matches!(err, mcp_harness_runtime::CallError::Protocol { .. })
+            && message.contains("input_required")
+            && message.contains("2025-06-18"),
+        "{message}"
     );
     runtime.shutdown().await;
 }
