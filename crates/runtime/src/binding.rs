@@ -448,6 +448,9 @@ pub struct ToolResult {
     pub output_handle: Option<String>,
 }
 
+/// How long a call's progress route outlives its response (see `call_server`).
+const PROGRESS_GRACE: Duration = Duration::from_millis(100);
+
 /// What [`PreparedCall::further_rounds`] needs of the call it continues.
 struct FurtherRounds<'a> {
     entry: &'a ToolEntry,
@@ -598,7 +601,7 @@ impl PreparedCall {
                 .await
                 .map_err(classify)?
         };
-        let _route = options.progress.map(|tx| {
+        let route = options.progress.map(|tx| {
             let (route, mut rx) = self
                 .inner
                 .progress
@@ -646,6 +649,15 @@ impl PreparedCall {
                 Box::pin(self.further_rounds(other, rest, &classify)).await?
             }
         };
+        // rmcp hands each notification to a task of its own but the response straight to us, so
+        // progress the server sent just before its result may be handled just after it: the
+        // route stays open a little longer (the caller's progress stream ends then).
+        if let Some(route) = route {
+            tokio::spawn(async move {
+                tokio::time::sleep(PROGRESS_GRACE).await;
+                drop(route);
+            });
+        }
         let output_schema = self.search.frozen.output_schema(entry);
         let normalized = normalize_with(
             result.clone(),

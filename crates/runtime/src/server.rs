@@ -85,13 +85,18 @@ pub struct ServerSettings {
 }
 
 /// Progress notifications of in-flight requests, routed by (server, progress token) straight
-/// from the session to the caller (no actor hop). A route exists only while its request runs.
+/// from the session to the caller (no actor hop). A route exists only while its request runs
+/// (and a short grace after, see `PreparedCall::call_with`); each route delivers only increasing
+/// `progress` values, so a notification handled out of order (rmcp handles each on a task of
+/// its own) is dropped instead of moving the caller's progress backwards.
 #[derive(Default)]
 pub struct ProgressRoutes {
-    routes: dashmap::DashMap<
-        (String, String),
-        tokio::sync::mpsc::UnboundedSender<ProgressNotificationParam>,
-    >,
+    routes: dashmap::DashMap<(String, String), Route>,
+}
+
+struct Route {
+    tx: tokio::sync::mpsc::UnboundedSender<ProgressNotificationParam>,
+    last: Option<f64>,
 }
 
 impl ProgressRoutes {
@@ -106,7 +111,7 @@ impl ProgressRoutes {
     ) {
         let key = (server.to_string(), token_key(token));
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        self.routes.insert(key.clone(), tx);
+        self.routes.insert(key.clone(), Route { tx, last: None });
         (
             ProgressRoute {
                 routes: self.clone(),
@@ -117,13 +122,22 @@ impl ProgressRoutes {
     }
 
     /// Delivers `progress` to its request's caller; false when nobody waits for it (a late or
-    /// foreign token).
+    /// foreign token) or when it does not advance the progress already delivered.
     pub fn deliver(&self, server: &str, progress: ProgressNotificationParam) -> bool {
         let key = (server.to_string(), token_key(&progress.progress_token));
-        match self.routes.get(&key) {
-            Some(tx) => tx.send(progress).is_ok(),
-            None => false,
+        let Some(mut route) = self.routes.get_mut(&key) else {
+            return false;
+        };
+        if route.last.is_some_and(|last| progress.progress <= last) {
+            tracing::trace!(
+                server,
+                progress = progress.progress,
+                "progress out of order, dropped"
+            );
+            return false;
         }
+        route.last = Some(progress.progress);
+        route.tx.send(progress).is_ok()
     }
 }
 
