@@ -602,10 +602,10 @@ impl PreparedCall {
                 .map_err(classify)?
         };
         let route = options.progress.map(|tx| {
-            let (route, mut rx) = self
-                .inner
-                .progress
-                .register(&entry.server, &handle.progress_token);
+            let (route, mut rx) =
+                self.inner
+                    .progress
+                    .register(&entry.server, client.epoch, &handle.progress_token);
             tokio::spawn(async move {
                 while let Some(p) = rx.recv().await {
                     if tx.send(p).is_err() {

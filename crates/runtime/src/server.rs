@@ -21,7 +21,7 @@
 //!   process exited may restart it once: [`ReviveForCall`] — one restart per exit, shared by every
 //!   call that asks, none after a restart that failed).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -84,14 +84,33 @@ pub struct ServerSettings {
     pub io: Option<tokio::runtime::Handle>,
 }
 
-/// Progress notifications of in-flight requests, routed by (server, progress token) straight
-/// from the session to the caller (no actor hop). A route exists only while its request runs
-/// (and a short grace after, see `PreparedCall::call_with`); each route delivers only increasing
-/// `progress` values, so a notification handled out of order (rmcp handles each on a task of
-/// its own) is dropped instead of moving the caller's progress backwards.
+/// Progress notifications of in-flight requests, routed by (server, connection epoch, progress
+/// token) straight from the session to the caller (no actor hop).
+///
+/// Invariants: a route exists from just after its request is handed to the transport until a
+/// short grace after its result (see `PreparedCall::call_with`); progress that arrives before
+/// its route exists (a fast server can answer before the caller registered) is held, at most
+/// [`EARLY_KEEP`] notifications for at most [`EARLY_TTL`], and handed over when the route is
+/// registered; each route forwards only increasing `progress` values, so a notification
+/// handled out of order (rmcp handles each on a task of its own) is dropped instead of moving
+/// the caller's progress backwards. The epoch keeps a new connection's reused tokens apart from
+/// an old connection's late progress.
 #[derive(Default)]
 pub struct ProgressRoutes {
-    routes: dashmap::DashMap<(String, String), Route>,
+    state: std::sync::Mutex<RoutesState>,
+}
+
+/// Most progress notifications held for requests whose route does not exist yet.
+pub const EARLY_KEEP: usize = 64;
+/// How long such a notification is held.
+pub const EARLY_TTL: Duration = Duration::from_secs(5);
+
+type RouteKey = (String, u64, String);
+
+#[derive(Default)]
+struct RoutesState {
+    routes: HashMap<RouteKey, Route>,
+    early: VecDeque<(RouteKey, std::time::Instant, ProgressNotificationParam)>,
 }
 
 struct Route {
@@ -99,19 +118,56 @@ struct Route {
     last: Option<f64>,
 }
 
+impl Route {
+    fn forward(&mut self, server: &str, progress: ProgressNotificationParam) -> bool {
+        if self.last.is_some_and(|last| progress.progress <= last) {
+            tracing::trace!(
+                server,
+                progress = progress.progress,
+                "progress out of order, dropped"
+            );
+            return false;
+        }
+        self.last = Some(progress.progress);
+        self.tx.send(progress).is_ok()
+    }
+}
+
 impl ProgressRoutes {
-    /// Routes progress for `token` of `server` to the returned receiver until the guard drops.
+    fn lock(&self) -> std::sync::MutexGuard<'_, RoutesState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Routes progress for `token` of `server`'s connection `epoch` to the returned receiver
+    /// until the guard drops; progress that arrived for it already is delivered first.
     pub fn register(
         self: &Arc<Self>,
         server: &str,
+        epoch: u64,
         token: &ProgressToken,
     ) -> (
         ProgressRoute,
         tokio::sync::mpsc::UnboundedReceiver<ProgressNotificationParam>,
     ) {
-        let key = (server.to_string(), token_key(token));
+        let key = (server.to_string(), epoch, token_key(token));
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        self.routes.insert(key.clone(), Route { tx, last: None });
+        let mut route = Route { tx, last: None };
+        let mut state = self.lock();
+        let now = std::time::Instant::now();
+        state
+            .early
+            .retain(|(_, at, _)| now.duration_since(*at) < EARLY_TTL);
+        let mut kept = VecDeque::with_capacity(state.early.len());
+        for (k, at, progress) in state.early.drain(..) {
+            if k == key {
+                route.forward(server, progress);
+            } else {
+                kept.push_back((k, at, progress));
+            }
+        }
+        state.early = kept;
+        state.routes.insert(key.clone(), route);
+        drop(state);
         (
             ProgressRoute {
                 routes: self.clone(),
@@ -121,23 +177,26 @@ impl ProgressRoutes {
         )
     }
 
-    /// Delivers `progress` to its request's caller; false when nobody waits for it (a late or
-    /// foreign token) or when it does not advance the progress already delivered.
-    pub fn deliver(&self, server: &str, progress: ProgressNotificationParam) -> bool {
-        let key = (server.to_string(), token_key(&progress.progress_token));
-        let Some(mut route) = self.routes.get_mut(&key) else {
-            return false;
-        };
-        if route.last.is_some_and(|last| progress.progress <= last) {
-            tracing::trace!(
-                server,
-                progress = progress.progress,
-                "progress out of order, dropped"
-            );
-            return false;
+    /// Delivers `progress` of `server`'s connection `epoch` to its request's caller; false when
+    /// it does not advance the progress already delivered, or when no route exists (it is then
+    /// held for a route registered soon, see the type's invariants).
+    pub fn deliver(&self, server: &str, epoch: u64, progress: ProgressNotificationParam) -> bool {
+        let key = (
+            server.to_string(),
+            epoch,
+            token_key(&progress.progress_token),
+        );
+        let mut state = self.lock();
+        if let Some(route) = state.routes.get_mut(&key) {
+            return route.forward(server, progress);
         }
-        route.last = Some(progress.progress);
-        route.tx.send(progress).is_ok()
+        if state.early.len() >= EARLY_KEEP {
+            state.early.pop_front();
+        }
+        state
+            .early
+            .push_back((key, std::time::Instant::now(), progress));
+        false
     }
 }
 
@@ -148,12 +207,12 @@ fn token_key(token: &ProgressToken) -> String {
 /// Removes its route when dropped.
 pub struct ProgressRoute {
     routes: Arc<ProgressRoutes>,
-    key: (String, String),
+    key: RouteKey,
 }
 
 impl Drop for ProgressRoute {
     fn drop(&mut self) {
-        self.routes.routes.remove(&self.key);
+        self.routes.lock().routes.remove(&self.key);
     }
 }
 
@@ -368,8 +427,8 @@ impl ServerActor {
         let sink: EventSink = Arc::new(move |event| {
             if let ServerEvent::Progress(p) = event {
                 // Straight to the waiting caller, no actor hop.
-                if !progress.deliver(&server, p) {
-                    tracing::trace!(server = %server, "progress for a request nobody waits for");
+                if !progress.deliver(&server, epoch, p) {
+                    tracing::trace!(server = %server, "progress not (yet) forwarded to a caller");
                 }
                 return;
             }
@@ -991,6 +1050,55 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn progress(token: u32, value: f64) -> ProgressNotificationParam {
+        ProgressNotificationParam::new(
+            ProgressToken(rmcp::model::NumberOrString::Number(token.into())),
+            value,
+        )
+    }
+
+    #[test]
+    fn progress_before_its_route_is_held_and_handed_over_in_order() {
+        let routes = Arc::new(ProgressRoutes::default());
+        // Arrives before the caller registered (a fast server), for this connection and an
+        // old one that used the same token.
+        assert!(!routes.deliver("s", 2, progress(7, 1.0)));
+        assert!(!routes.deliver("s", 1, progress(7, 5.0)));
+        assert!(!routes.deliver("s", 2, progress(7, 2.0)));
+        let (route, mut rx) = routes.register("s", 2, &progress(7, 0.0).progress_token);
+        assert_eq!(rx.try_recv().map(|p| p.progress).ok(), Some(1.0));
+        assert_eq!(rx.try_recv().map(|p| p.progress).ok(), Some(2.0));
+        assert!(
+            rx.try_recv().is_err(),
+            "the old connection's progress is not ours"
+        );
+        // Routed now; a value that does not advance is dropped.
+        assert!(routes.deliver("s", 2, progress(7, 3.0)));
+        assert!(!routes.deliver("s", 2, progress(7, 2.5)));
+        assert_eq!(rx.try_recv().map(|p| p.progress).ok(), Some(3.0));
+        assert!(rx.try_recv().is_err());
+        drop(route);
+        assert!(
+            !routes.deliver("s", 2, progress(7, 4.0)),
+            "no route after the guard"
+        );
+    }
+
+    #[test]
+    fn progress_nobody_claims_is_bounded() {
+        let routes = Arc::new(ProgressRoutes::default());
+        for i in 0..(EARLY_KEEP as u32 * 3) {
+            routes.deliver("s", 1, progress(i, 1.0));
+        }
+        assert_eq!(routes.lock().early.len(), EARLY_KEEP);
+        // The newest are kept.
+        let newest = EARLY_KEEP as u32 * 3 - 1;
+        let (_route, mut rx) = routes.register("s", 1, &progress(newest, 0.0).progress_token);
+        assert!(rx.try_recv().is_ok());
+        let (_route, mut rx) = routes.register("s", 1, &progress(0, 0.0).progress_token);
+        assert!(rx.try_recv().is_err());
+    }
 
     fn init_failure(message: &str) -> TransportError {
         TransportError::Initialize {
