@@ -132,32 +132,10 @@ async fn start_server() -> (String, Shared, tokio::task::JoinHandle<()>) {
     let router = axum::Router::new()
         .nest_service("/mcp", mcp)
         .layer(axum::middleware::from_fn_with_state(st.clone(), guard))
-        .route(
-            "/.well-known/oauth-protected-resource/mcp",
-            get({
-                let b = b.clone();
-                move || async move {
-                    Json(json!({"resource": format!("{b}/mcp"),
-                        "authorization_servers": [b], "scopes_supported": ["mcp:tools"]}))
-                }
-            }),
-        )
-        .route(
-            "/.well-known/oauth-authorization-server",
-            get({
-                let b = b.clone();
-                move || async move {
-                    Json(json!({"issuer": b,
-                        "authorization_endpoint": format!("{b}/authorize"),
-                        "token_endpoint": format!("{b}/token"),
-                        "registration_endpoint": format!("{b}/register"),
-                        "response_types_supported": ["code"],
-                        "grant_types_supported": ["authorization_code", "refresh_token"],
-                        "code_challenge_methods_supported": ["S256"],
-                        "token_endpoint_auth_methods_supported": ["none"]}))
-                }
-            }),
-        )
+        .merge(common::http_form::discovery_routes(
+            &b,
+            json!({"registration_endpoint": format!("{b}/register"), "response_types_supported": ["code"], "grant_types_supported": ["authorization_code", "refresh_token"], "code_challenge_methods_supported": ["S256"], "token_endpoint_auth_methods_supported": ["none"]}),
+        ))
         .route(
             "/register",
             post(|State(st): State<Shared>, body: String| async move {

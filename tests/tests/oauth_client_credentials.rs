@@ -19,7 +19,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::post;
 use mcp_harness_fixture::FixtureOptions;
 use mcp_harness_runtime::Config;
 use mcp_harness_runtime::transport::auth;
@@ -165,32 +165,10 @@ async fn start_server() -> (String, Shared, tokio::task::JoinHandle<()>) {
     let router = axum::Router::new()
         .nest_service("/mcp", mcp)
         .layer(axum::middleware::from_fn_with_state(st.clone(), guard))
-        .route(
-            "/.well-known/oauth-protected-resource/mcp",
-            get({
-                let b = b.clone();
-                move || async move {
-                    Json(json!({"resource": format!("{b}/mcp"),
-                        "authorization_servers": [b], "scopes_supported": ["mcp:tools"]}))
-                }
-            }),
-        )
-        .route(
-            "/.well-known/oauth-authorization-server",
-            get({
-                let b = b.clone();
-                move || async move {
-                    Json(json!({"issuer": b,
-                        "authorization_endpoint": format!("{b}/authorize"),
-                        "token_endpoint": format!("{b}/token"),
-                        "response_types_supported": ["code"],
-                        "grant_types_supported": ["client_credentials"],
-                        "token_endpoint_auth_methods_supported":
-                            ["client_secret_basic", "private_key_jwt"],
-                        "token_endpoint_auth_signing_alg_values_supported": ["ES256"]}))
-                }
-            }),
-        )
+        .merge(common::http_form::discovery_routes(
+            &b,
+            json!({"response_types_supported": ["code"], "grant_types_supported": ["client_credentials"], "token_endpoint_auth_methods_supported": ["client_secret_basic", "private_key_jwt"], "token_endpoint_auth_signing_alg_values_supported": ["ES256"]}),
+        ))
         .route("/token", post(token))
         .with_state(st.clone());
     let task = tokio::spawn(async move {
@@ -212,23 +190,6 @@ fn configured(url: &str, oauth: serde_json::Value) -> mcp_harness_runtime::Serve
         "the secret is redacted in Debug"
     );
     config.servers["m2m"].clone()
-}
-
-async fn wait_state(runtime: &mcp_harness_runtime::Runtime, label: &str) {
-    let deadline = tokio::time::Instant::now() + common::SETTLE;
-    loop {
-        let s = runtime.snapshot();
-        // Right after the start the server may not be in a snapshot yet.
-        let status = s.servers.get("m2m");
-        if status.is_some_and(|st| st.state.label() == label) {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "m2m never became {label}: {status:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 fn temp_store() -> std::path::PathBuf {
@@ -258,7 +219,7 @@ async fn client_secret_basic_connects_without_login_and_renews_the_token() {
                "clientSecret": "${CC_SECRET}", "scopes": ["mcp:tools"]}),
     );
     let runtime = common::start(vec![server]);
-    wait_state(&runtime, "connected").await;
+    common::wait_state(&runtime, "m2m", "connected").await;
     {
         let st = st.lock().unwrap();
         let (params, authorization) = &st.requests[0];
@@ -310,7 +271,7 @@ async fn private_key_jwt_signs_an_assertion_for_the_authorization_server() {
     );
     assert!(!format!("{server:?}").contains("MIGHAgEA"));
     let runtime = common::start(vec![server]);
-    wait_state(&runtime, "connected").await;
+    common::wait_state(&runtime, "m2m", "connected").await;
     {
         let st = st.lock().unwrap();
         let (params, authorization) = &st.requests[0];
@@ -341,7 +302,7 @@ async fn a_refused_client_is_needs_auth_naming_the_keys_never_the_secret() {
         {"grant": "client_credentials", "clientId": CLIENT_ID, "clientSecret": "wrong-secret-xyz"}}}});
     let config = Config::parse(&text.to_string(), Path::new("/cfg/.mcp.json"), &|_| None).unwrap();
     let runtime = common::start(vec![config.servers["m2m"].clone()]);
-    wait_state(&runtime, "needs-auth").await;
+    common::wait_state(&runtime, "m2m", "needs-auth").await;
     let reason = runtime.snapshot().servers["m2m"]
         .last_error
         .clone()

@@ -22,7 +22,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::post;
 use mcp_harness_fixture::FixtureOptions;
 use mcp_harness_runtime::Config;
 use mcp_harness_runtime::transport::auth;
@@ -179,30 +179,10 @@ async fn start_server() -> (String, Shared, tokio::task::JoinHandle<()>) {
     let router = axum::Router::new()
         .nest_service("/mcp", mcp)
         .layer(axum::middleware::from_fn_with_state(st.clone(), guard))
-        .route(
-            "/.well-known/oauth-protected-resource/mcp",
-            get({
-                let b = b.clone();
-                move || async move {
-                    Json(json!({"resource": format!("{b}/mcp"),
-                        "authorization_servers": [b], "scopes_supported": ["mcp:tools"]}))
-                }
-            }),
-        )
-        .route(
-            "/.well-known/oauth-authorization-server",
-            get({
-                let b = b.clone();
-                move || async move {
-                    Json(json!({"issuer": b,
-                        "authorization_endpoint": format!("{b}/authorize"),
-                        "token_endpoint": format!("{b}/token"),
-                        "response_types_supported": ["code"],
-                        "grant_types_supported": [JWT_BEARER],
-                        "token_endpoint_auth_methods_supported": ["none", "client_secret_basic"]}))
-                }
-            }),
-        )
+        .merge(common::http_form::discovery_routes(
+            &b,
+            json!({"response_types_supported": ["code"], "grant_types_supported": [JWT_BEARER], "token_endpoint_auth_methods_supported": ["none", "client_secret_basic"]}),
+        ))
         .route("/token", post(token))
         .route("/idp/token", post(idp_token))
         .with_state(st.clone());
@@ -225,22 +205,6 @@ fn configured(url: &str, oauth: serde_json::Value) -> mcp_harness_runtime::Serve
         "the secret is redacted in Debug"
     );
     config.servers["jb"].clone()
-}
-
-async fn wait_state(runtime: &mcp_harness_runtime::Runtime, label: &str) {
-    let deadline = tokio::time::Instant::now() + common::SETTLE;
-    loop {
-        let s = runtime.snapshot();
-        let status = s.servers.get("jb");
-        if status.is_some_and(|st| st.state.label() == label) {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "jb never became {label}: {status:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// One token store directory for the process (each test has its own server URL, so its own
@@ -289,7 +253,7 @@ async fn jwt_bearer_sends_the_workload_token_and_reads_it_again_for_each_grant()
                "assertionFile": file.to_string_lossy()}),
     );
     let runtime = common::start(vec![server]);
-    wait_state(&runtime, "connected").await;
+    common::wait_state(&runtime, "jb", "connected").await;
     {
         let st = st.lock().unwrap();
         let (params, authorization) = &st.requests[0];
@@ -339,7 +303,7 @@ async fn a_refused_workload_token_is_needs_auth_naming_the_key_never_the_jwt() {
         json!({"grant": "jwt_bearer", "assertionFile": file.to_string_lossy()}),
     );
     let runtime = common::start(vec![server]);
-    wait_state(&runtime, "needs-auth").await;
+    common::wait_state(&runtime, "jb", "needs-auth").await;
     let reason = runtime.snapshot().servers["jb"]
         .last_error
         .clone()
@@ -380,7 +344,7 @@ async fn enterprise_managed_exchanges_the_id_token_for_an_id_jag_then_runs_the_j
                "idTokenFile": file.to_string_lossy()}),
     );
     let runtime = common::start(vec![server]);
-    wait_state(&runtime, "connected").await;
+    common::wait_state(&runtime, "jb", "connected").await;
     {
         let st = st.lock().unwrap();
         let (exchange, idp_auth) = &st.exchanges[0];
@@ -442,7 +406,7 @@ async fn a_refused_token_exchange_is_needs_auth_naming_the_id_token_keys() {
                "idTokenFile": file.to_string_lossy()}),
     );
     let runtime = common::start(vec![server]);
-    wait_state(&runtime, "needs-auth").await;
+    common::wait_state(&runtime, "jb", "needs-auth").await;
     let reason = runtime.snapshot().servers["jb"]
         .last_error
         .clone()

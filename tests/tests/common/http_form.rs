@@ -46,3 +46,35 @@ pub fn form(s: &str) -> HashMap<String, String> {
         .map(|(k, v)| (decode(k), decode(v)))
         .collect()
 }
+
+/// The two discovery documents of a local OAuth test server at `base` that guards `{base}/mcp`:
+/// protected-resource metadata naming `base` as the authorization server (scope `mcp:tools`),
+/// and authorization-server metadata with `issuer`, `authorization_endpoint` and
+/// `token_endpoint` under `base`, plus the fields of `extra`.
+pub fn discovery_routes<S: Clone + Send + Sync + 'static>(
+    base: &str,
+    extra: serde_json::Value,
+) -> axum::Router<S> {
+    let resource = serde_json::json!({
+        "resource": format!("{base}/mcp"),
+        "authorization_servers": [base],
+        "scopes_supported": ["mcp:tools"],
+    });
+    let mut server = serde_json::json!({
+        "issuer": base,
+        "authorization_endpoint": format!("{base}/authorize"),
+        "token_endpoint": format!("{base}/token"),
+    });
+    if let (Some(server), serde_json::Value::Object(extra)) = (server.as_object_mut(), extra) {
+        server.extend(extra);
+    }
+    axum::Router::new()
+        .route(
+            "/.well-known/oauth-protected-resource/mcp",
+            axum::routing::get(move || async move { Json(resource) }),
+        )
+        .route(
+            "/.well-known/oauth-authorization-server",
+            axum::routing::get(move || async move { Json(server) }),
+        )
+}

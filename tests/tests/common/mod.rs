@@ -225,6 +225,22 @@ pub async fn wait_listening(port: u16) {
     panic!("nothing listened on port {port} within 30 s");
 }
 
+/// Waits (bounded by [`SETTLE`]) until `server` is in the state labelled `label`; panics with
+/// its last status otherwise.
+pub async fn wait_state(runtime: &Runtime, server: &str, label: &str) {
+    let reached = |s: &mcp_harness_catalog::Snapshot| {
+        s.servers
+            .get(server)
+            .is_some_and(|st| st.state.label() == label)
+    };
+    let s = runtime.wait_for(SETTLE, reached).await;
+    assert!(
+        reached(&s),
+        "{server} never became {label}: {:?}",
+        s.servers.get(server)
+    );
+}
+
 /// server-everything's `gzip-file-as-resource` makes a resource named `file` at run time; it
 /// must arrive through `resources/list_changed` in a new revision.
 pub async fn resource_made_at_run_time_appears(runtime: &Runtime, server: &str, file: &str) {
