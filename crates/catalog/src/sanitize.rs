@@ -238,6 +238,25 @@ fn clean(s: &str, max_chars: usize, mode: Mode) -> Cleaned {
     }
 }
 
+/// Whether [`clean`] would return `s` unchanged, decided without building the cleaned text,
+/// for the common case: printable ASCII (and `\n`, `\t` in text), no more bytes than
+/// `max_chars`, and in one-line mode no leading, trailing or doubled space. `false` means
+/// "ask `clean`", not "changed".
+fn unchanged_by_clean(s: &str, max_chars: usize, mode: Mode) -> bool {
+    if s.len() > max_chars {
+        return false;
+    }
+    match mode {
+        Mode::Text => s.bytes().all(|b| matches!(b, b' '..=b'~' | b'\n' | b'\t')),
+        Mode::Line => {
+            s.bytes().all(|b| matches!(b, b' '..=b'~'))
+                && !s.starts_with(' ')
+                && !s.ends_with(' ')
+                && !s.contains("  ")
+        }
+    }
+}
+
 /// Cleans multi-line text (descriptions): removes control characters except `\n` and `\t`
 /// (`\r\n`, lone `\r`, U+0085, U+2028 and U+2029 become `\n`), bidi controls, zero-width and
 /// other invisible characters, tag characters, private-use, unassigned code points and
@@ -449,61 +468,124 @@ enum Ctx {
 struct SchemaWalk<'a> {
     what: &'a str,
     limits: &'a MetadataLimits,
+    /// Annotations cleaned ([`SchemaWalk::object`]) or that would be ([`SchemaWalk::check`]).
     cleaned: usize,
 }
 
+/// What the value under a key is, for both passes of a [`SchemaWalk`].
+enum Step {
+    /// A string annotation, cleaned to at most this many characters in this mode.
+    Annotation(usize, Mode),
+    /// Walked in this context.
+    Into(Ctx),
+}
+
 impl SchemaWalk<'_> {
+    fn step(&self, key: &str, value: &Value, ctx: Ctx) -> Step {
+        match ctx {
+            Ctx::Data => Step::Into(Ctx::Data),
+            Ctx::Names => Step::Into(Ctx::Schema),
+            Ctx::Schema => match (key, value) {
+                ("description" | "$comment", Value::String(_)) => {
+                    Step::Annotation(self.limits.max_description_chars, Mode::Text)
+                }
+                ("title", Value::String(_)) => {
+                    Step::Annotation(self.limits.max_title_chars, Mode::Line)
+                }
+                (
+                    "properties" | "patternProperties" | "$defs" | "definitions"
+                    | "dependentSchemas",
+                    _,
+                ) => Step::Into(Ctx::Names),
+                ("default" | "const" | "enum" | "examples" | "example", _) => {
+                    Step::Into(Ctx::Data)
+                }
+                _ => Step::Into(Ctx::Schema),
+            },
+        }
+    }
+
+    fn check_key(&self, key: &str) -> Result<(), String> {
+        match find_disallowed(key, false) {
+            Some((_, c, why)) => Err(format!(
+                "{}: a property name or keyword contains a {why} ({}); argument names go on the wire and cannot be rewritten",
+                self.what,
+                code_point(c)
+            )),
+            None => Ok(()),
+        }
+    }
+
+    fn check_string(&self, s: &str) -> Result<(), String> {
+        match find_disallowed(s, true) {
+            Some((_, c, why)) => Err(format!(
+                "{}: a string value contains a {why} ({}); schema values are not rewritten",
+                self.what,
+                code_point(c)
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// The read-only pass: the errors the rewriting pass would return, and in `cleaned` the
+    /// number of annotations it would change. Most schemas need no change, and this pass
+    /// lets them be kept as they are, shared, instead of copied to be rewritten.
+    fn check(&mut self, value: &Value, ctx: Ctx) -> Result<(), String> {
+        match value {
+            Value::Object(map) => self.check_object(map, ctx),
+            Value::Array(items) => items.iter().try_for_each(|v| self.check(v, ctx)),
+            Value::String(s) => self.check_string(s),
+            _ => Ok(()),
+        }
+    }
+
+    fn check_object(&mut self, map: &JsonObject, ctx: Ctx) -> Result<(), String> {
+        for (key, value) in map {
+            self.check_key(key)?;
+            match self.step(key, value, ctx) {
+                Step::Annotation(max, mode) => {
+                    if let Value::String(s) = value
+                        && !unchanged_by_clean(s, max, mode)
+                        && clean(s, max, mode).changed
+                    {
+                        self.cleaned += 1;
+                    }
+                }
+                Step::Into(ctx) => self.check(value, ctx)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// The rewriting pass: cleans annotations in place.
     fn value(&mut self, value: &mut Value, ctx: Ctx) -> Result<(), String> {
         match value {
             Value::Object(map) => self.object(map, ctx),
             Value::Array(items) => items.iter_mut().try_for_each(|v| self.value(v, ctx)),
-            Value::String(s) => match find_disallowed(s, true) {
-                Some((_, c, why)) => Err(format!(
-                    "{}: a string value contains a {why} ({}); schema values are not rewritten",
-                    self.what,
-                    code_point(c)
-                )),
-                None => Ok(()),
-            },
+            Value::String(s) => self.check_string(s),
             _ => Ok(()),
         }
     }
 
     fn object(&mut self, map: &mut JsonObject, ctx: Ctx) -> Result<(), String> {
         for (key, value) in map.iter_mut() {
-            if let Some((_, c, why)) = find_disallowed(key, false) {
-                return Err(format!(
-                    "{}: a property name or keyword contains a {why} ({}); argument names go on the wire and cannot be rewritten",
-                    self.what,
-                    code_point(c)
-                ));
-            }
-            match ctx {
-                Ctx::Data => self.value(value, Ctx::Data)?,
-                Ctx::Names => self.value(value, Ctx::Schema)?,
-                Ctx::Schema => match (key.as_str(), value) {
-                    ("description" | "$comment", Value::String(s)) => {
-                        self.annotation(s, self.limits.max_description_chars, Mode::Text)
+            self.check_key(key)?;
+            match self.step(key, value, ctx) {
+                Step::Annotation(max, mode) => {
+                    if let Value::String(s) = value {
+                        self.annotation(s, max, mode);
                     }
-                    ("title", Value::String(s)) => {
-                        self.annotation(s, self.limits.max_title_chars, Mode::Line)
-                    }
-                    (
-                        "properties" | "patternProperties" | "$defs" | "definitions"
-                        | "dependentSchemas",
-                        v,
-                    ) => self.value(v, Ctx::Names)?,
-                    ("default" | "const" | "enum" | "examples" | "example", v) => {
-                        self.value(v, Ctx::Data)?
-                    }
-                    (_, v) => self.value(v, Ctx::Schema)?,
-                },
+                }
+                Step::Into(ctx) => self.value(value, ctx)?,
             }
         }
         Ok(())
     }
 
     fn annotation(&mut self, s: &mut String, max_chars: usize, mode: Mode) {
+        if unchanged_by_clean(s, max_chars, mode) {
+            return;
+        }
         let c = clean(s, max_chars, mode);
         if c.changed {
             *s = c.text;
@@ -541,12 +623,17 @@ fn sanitize_schema(
         // for "no arguments", and hiding their tools would help nobody.
         None => {}
     }
-    let mut map = Arc::unwrap_or_clone(schema);
     let mut walk = SchemaWalk {
         what,
         limits,
         cleaned: 0,
     };
+    walk.check_object(&schema, Ctx::Schema)?;
+    if walk.cleaned == 0 {
+        return Ok(schema);
+    }
+    let mut map = Arc::unwrap_or_clone(schema);
+    walk.cleaned = 0;
     walk.object(&mut map, Ctx::Schema)?;
     if walk.cleaned > 0 {
         notes.push(format!(
@@ -1150,6 +1237,52 @@ mod tests {
             let err = sanitize_tool(t, &l).unwrap_err();
             assert!(err.starts_with("input schema:"), "{err}");
         }
+    }
+
+    #[test]
+    fn a_clean_schema_is_kept_shared_and_a_shared_one_is_not_changed_in_place() {
+        let l = limits();
+        let clean = schema(json!({
+            "type": "object",
+            "title": "Plain title",
+            "description": "Line one.\n\tLine two.",
+            "properties": {"p": {"type": "string", "description": "A path.", "enum": ["a  b"]}},
+        }));
+        let mut t = tool("x");
+        t.input_schema = clean.clone();
+        let (t, notes) = sanitize_tool(t, &l).expect("accepted");
+        assert!(Arc::ptr_eq(&t.input_schema, &clean), "a clean schema is not copied");
+        assert!(notes.is_empty());
+
+        let dirty = schema(json!({
+            "type": "object",
+            "properties": {"p": {"type": "string", "title": "  spaced  "}},
+        }));
+        let mut t = tool("x");
+        t.input_schema = dirty.clone();
+        let (t, notes) = sanitize_tool(t, &l).expect("accepted");
+        assert_eq!(t.input_schema["properties"]["p"]["title"], "spaced");
+        assert_eq!(dirty["properties"]["p"]["title"], "  spaced  ", "the listing's copy");
+        assert_eq!(notes.len(), 1);
+    }
+
+    #[test]
+    fn the_quick_unchanged_test_agrees_with_clean() {
+        let samples = [
+            "", " ", "a", "a b", "a  b", " a", "a ", "a\tb", "a\nb", "a\r\nb", "tab\t",
+            "x".repeat(40).leak(), "ünï", "a\u{7f}b", "a\u{0}", "~!@#$%^&*()_+{}|:\"<>?",
+        ];
+        for s in samples {
+            for max in [0, 1, 3, 39, 40, 41, 1000] {
+                for mode in [Mode::Text, Mode::Line] {
+                    if unchanged_by_clean(s, max, mode) {
+                        assert!(!clean(s, max, mode).changed, "{s:?} max {max}");
+                    }
+                }
+            }
+        }
+        assert!(unchanged_by_clean("Reads a file.\n\tArgs: path.", 100, Mode::Text));
+        assert!(unchanged_by_clean("Read file", 100, Mode::Line));
     }
 
     #[test]
