@@ -40,7 +40,8 @@ pub(super) struct Metric {
     pub stat: Stat,
     /// Per-call metrics show a throughput column.
     pub per_call: bool,
-    /// Ratios of adjacent harness/baseline chunks measured back to back (echo). When present,
+    /// Ratios of harness/baseline measurements taken back to back (echo chunks, cold-start
+    /// rounds). When present,
     /// the metric's ratio is their median: each pair shares the machine's state of the moment,
     /// so load that comes and goes cancels within a pair instead of between the two medians.
     pub pairs: Option<Vec<f64>>,
@@ -184,7 +185,7 @@ impl Report {
             );
             if let Some(pairs) = &m.pairs {
                 println!(
-                    "{:<34} {:<10} {:>6} {:>11}  ratio of the medians; the ratio above is the median of {} paired chunk ratios, p10 {:.2}x, p90 {:.2}x",
+                    "{:<34} {:<10} {:>6} {:>11}  ratio of the medians; the ratio above is the median of {} paired ratios, p10 {:.2}x, p90 {:.2}x",
                     m.name,
                     "medians",
                     "",
