@@ -15,9 +15,9 @@
 
 use std::{
     io::Write,
+    net::{Ipv4Addr, SocketAddr},
     os::fd::AsFd,
     pin::Pin,
-    net::{Ipv4Addr, SocketAddr},
     sync::Arc,
 };
 

@@ -497,9 +497,7 @@ impl SchemaWalk<'_> {
                     | "dependentSchemas",
                     _,
                 ) => Step::Into(Ctx::Names),
-                ("default" | "const" | "enum" | "examples" | "example", _) => {
-                    Step::Into(Ctx::Data)
-                }
+                ("default" | "const" | "enum" | "examples" | "example", _) => Step::Into(Ctx::Data),
                 _ => Step::Into(Ctx::Schema),
             },
         }
@@ -1251,7 +1249,10 @@ mod tests {
         let mut t = tool("x");
         t.input_schema = clean.clone();
         let (t, notes) = sanitize_tool(t, &l).expect("accepted");
-        assert!(Arc::ptr_eq(&t.input_schema, &clean), "a clean schema is not copied");
+        assert!(
+            Arc::ptr_eq(&t.input_schema, &clean),
+            "a clean schema is not copied"
+        );
         assert!(notes.is_empty());
 
         let dirty = schema(json!({
@@ -1262,15 +1263,32 @@ mod tests {
         t.input_schema = dirty.clone();
         let (t, notes) = sanitize_tool(t, &l).expect("accepted");
         assert_eq!(t.input_schema["properties"]["p"]["title"], "spaced");
-        assert_eq!(dirty["properties"]["p"]["title"], "  spaced  ", "the listing's copy");
+        assert_eq!(
+            dirty["properties"]["p"]["title"], "  spaced  ",
+            "the listing's copy"
+        );
         assert_eq!(notes.len(), 1);
     }
 
     #[test]
     fn the_quick_unchanged_test_agrees_with_clean() {
         let samples = [
-            "", " ", "a", "a b", "a  b", " a", "a ", "a\tb", "a\nb", "a\r\nb", "tab\t",
-            "x".repeat(40).leak(), "ünï", "a\u{7f}b", "a\u{0}", "~!@#$%^&*()_+{}|:\"<>?",
+            "",
+            " ",
+            "a",
+            "a b",
+            "a  b",
+            " a",
+            "a ",
+            "a\tb",
+            "a\nb",
+            "a\r\nb",
+            "tab\t",
+            "x".repeat(40).leak(),
+            "ünï",
+            "a\u{7f}b",
+            "a\u{0}",
+            "~!@#$%^&*()_+{}|:\"<>?",
         ];
         for s in samples {
             for max in [0, 1, 3, 39, 40, 41, 1000] {
@@ -1281,7 +1299,11 @@ mod tests {
                 }
             }
         }
-        assert!(unchanged_by_clean("Reads a file.\n\tArgs: path.", 100, Mode::Text));
+        assert!(unchanged_by_clean(
+            "Reads a file.\n\tArgs: path.",
+            100,
+            Mode::Text
+        ));
         assert!(unchanged_by_clean("Read file", 100, Mode::Line));
     }
 

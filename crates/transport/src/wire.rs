@@ -19,11 +19,12 @@
 
 use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::task::{Context, Poll};
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
+use memchr::memmem::Finder;
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_client::{
@@ -89,13 +90,13 @@ impl WireNotes {
     /// Observes one raw JSON-RPC message (or batch) from the server.
     pub fn observe(&self, message: &[u8]) {
         // Only initialize results and tool listings matter; skip the rest without parsing.
-        if !(contains(message, b"\"inputSchema\"") || contains(message, b"\"capabilities\"")) {
+        if !(INPUT_SCHEMA.find(message).is_some() || CAPABILITIES.find(message).is_some()) {
             return;
         }
         // A message without `"taskSupport"` or `"tasks"` teaches nothing, and has nothing to
         // make us forget while no task tool or task capability is noted: the common listing is
         // not parsed a second time.
-        if !contains(message, b"\"task") {
+        if TASK.find(message).is_none() {
             let notes = self.lock();
             if notes.task_tools.is_empty() && !notes.task_tool_calls {
                 return;
@@ -161,9 +162,11 @@ fn session_lost(text: &str) -> bool {
         .any(|m| text.contains(m))
 }
 
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    memchr::memmem::find(haystack, needle).is_some()
-}
+// What [`WireNotes::observe`] looks for in every message, each searcher built once: building
+// one costs more than searching a short message with it.
+static INPUT_SCHEMA: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"inputSchema\""));
+static CAPABILITIES: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"capabilities\""));
+static TASK: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"task"));
 
 /// An [`AsyncRead`] of newline-delimited JSON-RPC (stdio, in-process) that shows every line to
 /// [`WireNotes`] as it passes, unchanged.
