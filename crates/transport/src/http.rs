@@ -18,7 +18,8 @@ use crate::auth::StepUp;
 use crate::connector::{BoxFuture, ConnectOptions, Connector, Session, initialize};
 use crate::error::TransportError;
 use crate::handler::HarnessClient;
-use crate::wire::TapHttp;
+use crate::layer::Layered;
+use crate::wire::Tap;
 
 /// How many times a dropped SSE stream is re-opened before the request fails.
 const SSE_MAX_RECONNECTS: usize = 5;
@@ -142,9 +143,10 @@ impl Connector for StreamableHttpConnector {
                 // The first token before the handshake: a refused client is needs-auth (fix
                 // the config), an unreachable authorization server is retried.
                 source.token().await.map_err(client_credentials_error)?;
-                let client = crate::auth::ClientCredentialsClient::new(client, source);
-                let client = StepUp::unauthorized(client, &options.server, &this.url, store);
-                let client = TapHttp::new(client, options.wire.clone());
+                let client = Layered::new(crate::auth::ClientCredentialsAuth::new(source), client);
+                let step_up = StepUp::unauthorized(&options.server, &this.url, store);
+                let client = Layered::new(step_up, client);
+                let client = Layered::new(Tap::new(options.wire.clone()), client);
                 let transport = StreamableHttpClientTransport::with_client(client, config);
                 return initialize(handler, transport, &options, None, None).await;
             }
@@ -159,15 +161,17 @@ impl Connector for StreamableHttpConnector {
             match authorized {
                 Some(auth_client) => {
                     // A 403 insufficient_scope on any request: step-up, then that request again.
-                    let auth_client =
-                        StepUp::authorized(auth_client, &options.server, &this.url, store);
-                    let auth_client = TapHttp::new(auth_client, options.wire.clone());
+                    let step_up =
+                        StepUp::authorized(&auth_client, &options.server, &this.url, store);
+                    let auth_client = Layered::new(step_up, auth_client);
+                    let auth_client = Layered::new(Tap::new(options.wire.clone()), auth_client);
                     let transport = StreamableHttpClientTransport::with_client(auth_client, config);
                     initialize(handler, transport, &options, None, None).await
                 }
                 None => {
-                    let client = StepUp::unauthorized(client, &options.server, &this.url, store);
-                    let client = TapHttp::new(client, options.wire.clone());
+                    let step_up = StepUp::unauthorized(&options.server, &this.url, store);
+                    let client = Layered::new(step_up, client);
+                    let client = Layered::new(Tap::new(options.wire.clone()), client);
                     let transport = StreamableHttpClientTransport::with_client(client, config);
                     initialize(handler, transport, &options, None, None).await
                 }

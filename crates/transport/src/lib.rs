@@ -22,6 +22,7 @@ pub mod fetch;
 pub mod handler;
 pub mod http;
 pub mod in_process;
+pub mod layer;
 pub mod sse;
 pub mod stderr;
 pub mod stdio;

@@ -18,6 +18,7 @@
 //!   a server that requires tasks refuses with its own error.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, LazyLock, Mutex};
 use std::task::{Context, Poll};
@@ -25,14 +26,12 @@ use std::task::{Context, Poll};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use memchr::memmem::Finder;
-use reqwest::header::{HeaderName, HeaderValue};
-use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
-use rmcp::transport::streamable_http_client::{
-    SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
-    StreamableHttpResponseLimits,
-};
+use rmcp::model::ServerJsonRpcMessage;
+use rmcp::transport::streamable_http_client::{StreamableHttpError, StreamableHttpPostResponse};
 use serde_json::Value;
 use tokio::io::{AsyncRead, ReadBuf};
+
+use crate::layer::{HttpLayer, PostResult, StreamResult};
 
 /// The longest single message the tap parses (larger ones pass through unobserved).
 pub const MAX_OBSERVED_LINE: usize = 16 * 1024 * 1024;
@@ -244,32 +243,50 @@ impl<R: AsyncRead + Unpin> AsyncRead for TapRead<R> {
     }
 }
 
-/// A Streamable HTTP client that shows every SSE-framed server message (POST response streams
-/// and the GET stream) to [`WireNotes`] before rmcp decodes it (a response sent as one JSON
-/// body is decoded inside the wrapped client and is not seen), and that recognises a session
-/// the server lost even when it does not say so with a 404 (see `tap_post`).
+/// The [`HttpLayer`] that shows every SSE-framed server message (POST response streams and
+/// the GET stream) to [`WireNotes`] before rmcp decodes it (a response sent as one JSON body is
+/// decoded inside the wrapped client and is not seen), and that recognises a session the
+/// server lost even when it does not say so with a 404 (see [`Tap::post`]).
 #[derive(Clone)]
-pub struct TapHttp<C> {
-    inner: C,
+pub struct Tap {
     notes: WireNotes,
 }
 
-impl<C> TapHttp<C> {
-    /// Wraps `inner`, reporting to `notes`.
-    pub fn new(inner: C, notes: WireNotes) -> Self {
-        Self { inner, notes }
+impl Tap {
+    /// A tap reporting to `notes`.
+    pub fn new(notes: WireNotes) -> Self {
+        Self { notes }
     }
 
+    fn tap_stream<E: Send + 'static>(
+        &self,
+        stream: BoxStream<'static, Result<sse_stream::Sse, E>>,
+    ) -> BoxStream<'static, Result<sse_stream::Sse, E>> {
+        let notes = self.notes.clone();
+        stream
+            .inspect(move |event| {
+                if let Ok(event) = event
+                    && let Some(data) = &event.data
+                {
+                    notes.observe(data.as_bytes());
+                }
+            })
+            .boxed()
+    }
+}
+
+impl HttpLayer for Tap {
     /// Taps an SSE response, and recognises a lost session the way rmcp recognises a 404: some
     /// servers answer a request in a session they forgot with 400, or 200, and a JSON-RPC error
     /// "session not found" (often with a null id, which would leave the request waiting for
     /// ever). Only for a request sent in a session; rmcp then re-initialises once and resends.
-    fn tap_post<E: std::error::Error + Send + Sync + 'static>(
-        &self,
-        response: PostResult<E>,
-        attached: bool,
-    ) -> PostResult<E> {
-        match response {
+    async fn post<E, F, Fut>(&self, attached: bool, auth: Option<String>, send: F) -> PostResult<E>
+    where
+        E: std::error::Error + Send + Sync + 'static,
+        F: Fn(Option<String>) -> Fut + Send + Sync,
+        Fut: Future<Output = PostResult<E>> + Send,
+    {
+        match send(auth).await {
             Ok(StreamableHttpPostResponse::Sse(stream, session)) => Ok(
                 StreamableHttpPostResponse::Sse(self.tap_stream(stream), session),
             ),
@@ -291,142 +308,13 @@ impl<C> TapHttp<C> {
         }
     }
 
-    fn tap_stream<E: Send + 'static>(
-        &self,
-        stream: BoxStream<'static, Result<sse_stream::Sse, E>>,
-    ) -> BoxStream<'static, Result<sse_stream::Sse, E>> {
-        let notes = self.notes.clone();
-        stream
-            .inspect(move |event| {
-                if let Ok(event) = event
-                    && let Some(data) = &event.data
-                {
-                    notes.observe(data.as_bytes());
-                }
-            })
-            .boxed()
-    }
-}
-
-type PostResult<E> = Result<StreamableHttpPostResponse, StreamableHttpError<E>>;
-type StreamResult<E> =
-    Result<BoxStream<'static, Result<sse_stream::Sse, SseError>>, StreamableHttpError<E>>;
-
-impl<C: StreamableHttpClient + Sync> StreamableHttpClient for TapHttp<C> {
-    type Error = C::Error;
-
-    async fn post_message(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> PostResult<Self::Error> {
-        let attached = session_id.is_some();
-        let response = self
-            .inner
-            .post_message(uri, message, session_id, auth_header, custom_headers)
-            .await;
-        self.tap_post(response, attached)
-    }
-
-    async fn post_message_with_max_sse_event_size(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        max_sse_event_size: usize,
-    ) -> PostResult<Self::Error> {
-        let attached = session_id.is_some();
-        let response = self
-            .inner
-            .post_message_with_max_sse_event_size(
-                uri,
-                message,
-                session_id,
-                auth_header,
-                custom_headers,
-                max_sse_event_size,
-            )
-            .await;
-        self.tap_post(response, attached)
-    }
-
-    async fn post_message_with_response_limits(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        limits: StreamableHttpResponseLimits,
-    ) -> PostResult<Self::Error> {
-        let attached = session_id.is_some();
-        let response = self
-            .inner
-            .post_message_with_response_limits(
-                uri,
-                message,
-                session_id,
-                auth_header,
-                custom_headers,
-                limits,
-            )
-            .await;
-        self.tap_post(response, attached)
-    }
-
-    async fn delete_session(
-        &self,
-        uri: Arc<str>,
-        session_id: Arc<str>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> Result<(), StreamableHttpError<Self::Error>> {
-        self.inner
-            .delete_session(uri, session_id, auth_header, custom_headers)
-            .await
-    }
-
-    async fn get_stream(
-        &self,
-        uri: Arc<str>,
-        session_id: Option<Arc<str>>,
-        last_event_id: Option<String>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> StreamResult<Self::Error> {
-        let stream = self
-            .inner
-            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
-            .await?;
-        Ok(self.tap_stream(stream))
-    }
-
-    async fn get_stream_with_max_sse_event_size(
-        &self,
-        uri: Arc<str>,
-        session_id: Option<Arc<str>>,
-        last_event_id: Option<String>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        max_sse_event_size: usize,
-    ) -> StreamResult<Self::Error> {
-        let stream = self
-            .inner
-            .get_stream_with_max_sse_event_size(
-                uri,
-                session_id,
-                last_event_id,
-                auth_header,
-                custom_headers,
-                max_sse_event_size,
-            )
-            .await?;
-        Ok(self.tap_stream(stream))
+    async fn get<E, F, Fut>(&self, auth: Option<String>, send: F) -> StreamResult<E>
+    where
+        E: std::error::Error + Send + Sync + 'static,
+        F: Fn(Option<String>) -> Fut + Send + Sync,
+        Fut: Future<Output = StreamResult<E>> + Send,
+    {
+        Ok(self.tap_stream(send(auth).await?))
     }
 }
 

@@ -18,7 +18,6 @@
 //!   a rotated key is used at once) and are never logged, stored or shown: errors name the server
 //!   and the config key; `Debug` redacts them.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -26,20 +25,16 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
-use futures::stream::BoxStream;
-use reqwest::header::{HeaderName, HeaderValue};
-use rmcp::model::ClientJsonRpcMessage;
+use reqwest::header::HeaderValue;
 use rmcp::transport::auth::{
     AuthorizationManager, AuthorizationMetadata, CredentialStore, StoredCredentials,
     WWWAuthenticateParams,
 };
-use rmcp::transport::streamable_http_client::{
-    SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
-    StreamableHttpResponseLimits,
-};
+use rmcp::transport::streamable_http_client::StreamableHttpError;
 
 use super::jwt_bearer::{Grant, JWT_BEARER};
 use super::store::{ClientRecord, FileCredentialStore, StoreError};
+use crate::layer::{HttpLayer, PostResult, StreamResult};
 
 /// A token is replaced when less than this is left of its lifetime (or half its lifetime, for
 /// shorter ones).
@@ -898,23 +893,19 @@ pub fn sign_assertion(
     Ok(format!("{input}.{}", URL_SAFE_NO_PAD.encode(signature)))
 }
 
-/// The Streamable HTTP client layer that sends the source's token with every request, replaces
-/// it once when the server rejects it (401) and widens it once on 403 `insufficient_scope`.
+/// The Streamable HTTP client layer that sends the source's token with every request (in
+/// place of any authorization header it came with), replaces it once when the server rejects
+/// it (401) and widens it once on 403 `insufficient_scope`.
 #[derive(Clone)]
-pub struct ClientCredentialsClient<C> {
-    inner: C,
+pub struct ClientCredentialsAuth {
     source: TokenSource,
 }
 
-impl<C> ClientCredentialsClient<C> {
-    pub fn new(inner: C, source: TokenSource) -> Self {
-        Self { inner, source }
+impl ClientCredentialsAuth {
+    pub fn new(source: TokenSource) -> Self {
+        Self { source }
     }
 }
-
-type PostResult<E> = Result<StreamableHttpPostResponse, StreamableHttpError<E>>;
-type StreamResult<E> =
-    Result<BoxStream<'static, Result<sse_stream::Sse, SseError>>, StreamableHttpError<E>>;
 
 /// A token failure as the transport error rmcp passes on (a refused client goes to
 /// needs-auth through the `AuthRequired` classification).
@@ -924,11 +915,12 @@ fn token_error<E: std::error::Error + Send + Sync + 'static>(
     StreamableHttpError::Io(std::io::Error::other(e))
 }
 
-impl<C: StreamableHttpClient + Sync> ClientCredentialsClient<C> {
-    async fn authorized<T, F, Fut>(&self, call: F) -> Result<T, StreamableHttpError<C::Error>>
+impl ClientCredentialsAuth {
+    async fn authorized<T, E, F, Fut>(&self, call: F) -> Result<T, StreamableHttpError<E>>
     where
+        E: std::error::Error + Send + Sync + 'static,
         F: Fn(String) -> Fut,
-        Fut: Future<Output = Result<T, StreamableHttpError<C::Error>>>,
+        Fut: Future<Output = Result<T, StreamableHttpError<E>>>,
     {
         let token = self.source.token().await.map_err(token_error)?;
         match call(token.clone()).await {
@@ -971,135 +963,40 @@ impl<C: StreamableHttpClient + Sync> ClientCredentialsClient<C> {
     }
 }
 
-impl<C: StreamableHttpClient + Sync> StreamableHttpClient for ClientCredentialsClient<C> {
-    type Error = C::Error;
-
-    async fn post_message(
+impl HttpLayer for ClientCredentialsAuth {
+    async fn post<E, F, Fut>(
         &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        _auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> PostResult<Self::Error> {
-        self.authorized(|token| {
-            self.inner.post_message(
-                uri.clone(),
-                message.clone(),
-                session_id.clone(),
-                Some(token),
-                custom_headers.clone(),
-            )
-        })
-        .await
+        _attached: bool,
+        _auth: Option<String>,
+        send: F,
+    ) -> PostResult<E>
+    where
+        E: std::error::Error + Send + Sync + 'static,
+        F: Fn(Option<String>) -> Fut + Send + Sync,
+        Fut: Future<Output = PostResult<E>> + Send,
+    {
+        self.authorized(|token| send(Some(token))).await
     }
 
-    async fn post_message_with_max_sse_event_size(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        _auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        max_sse_event_size: usize,
-    ) -> PostResult<Self::Error> {
-        self.authorized(|token| {
-            self.inner.post_message_with_max_sse_event_size(
-                uri.clone(),
-                message.clone(),
-                session_id.clone(),
-                Some(token),
-                custom_headers.clone(),
-                max_sse_event_size,
-            )
-        })
-        .await
+    async fn get<E, F, Fut>(&self, _auth: Option<String>, send: F) -> StreamResult<E>
+    where
+        E: std::error::Error + Send + Sync + 'static,
+        F: Fn(Option<String>) -> Fut + Send + Sync,
+        Fut: Future<Output = StreamResult<E>> + Send,
+    {
+        self.authorized(|token| send(Some(token))).await
     }
 
-    async fn post_message_with_response_limits(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        _auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        limits: StreamableHttpResponseLimits,
-    ) -> PostResult<Self::Error> {
-        self.authorized(|token| {
-            self.inner.post_message_with_response_limits(
-                uri.clone(),
-                message.clone(),
-                session_id.clone(),
-                Some(token),
-                custom_headers.clone(),
-                limits,
-            )
-        })
-        .await
-    }
-
-    async fn delete_session(
-        &self,
-        uri: Arc<str>,
-        session_id: Arc<str>,
-        _auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> Result<(), StreamableHttpError<Self::Error>> {
-        // Closing never fetches a token: the cached one, or none.
-        let token = self
-            .source
+    /// Closing never fetches a token: the cached one, or none.
+    async fn delete_auth(&self, _auth: Option<String>) -> Option<String> {
+        self.source
             .inner
             .cached
             .lock()
             .await
             .token
             .as_ref()
-            .map(|t| t.access.clone());
-        self.inner
-            .delete_session(uri, session_id, token, custom_headers)
-            .await
-    }
-
-    async fn get_stream(
-        &self,
-        uri: Arc<str>,
-        session_id: Option<Arc<str>>,
-        last_event_id: Option<String>,
-        _auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> StreamResult<Self::Error> {
-        self.authorized(|token| {
-            self.inner.get_stream(
-                uri.clone(),
-                session_id.clone(),
-                last_event_id.clone(),
-                Some(token),
-                custom_headers.clone(),
-            )
-        })
-        .await
-    }
-
-    async fn get_stream_with_max_sse_event_size(
-        &self,
-        uri: Arc<str>,
-        session_id: Option<Arc<str>>,
-        last_event_id: Option<String>,
-        _auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        max_sse_event_size: usize,
-    ) -> StreamResult<Self::Error> {
-        self.authorized(|token| {
-            self.inner.get_stream_with_max_sse_event_size(
-                uri.clone(),
-                session_id.clone(),
-                last_event_id.clone(),
-                Some(token),
-                custom_headers.clone(),
-                max_sse_event_size,
-            )
-        })
-        .await
+            .map(|t| t.access.clone())
     }
 }
 

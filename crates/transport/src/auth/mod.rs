@@ -23,7 +23,7 @@ pub mod step_up;
 pub mod store;
 
 pub use client_credentials::{
-    ClientAuth, ClientCredentials, ClientCredentialsClient, ClientCredentialsError, JwtAlgorithm,
+    ClientAuth, ClientCredentials, ClientCredentialsAuth, ClientCredentialsError, JwtAlgorithm,
     PrivateKey, TokenSource,
 };
 pub use config::OAuthConfig;

@@ -25,17 +25,14 @@ use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, RwLock};
 
-use futures::stream::BoxStream;
-use reqwest::header::{HeaderName, HeaderValue};
-use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::auth::{AuthorizationCallback, AuthorizationManager, WWWAuthenticateParams};
 use rmcp::transport::streamable_http_client::{
-    AuthRequiredError, InsufficientScopeError, SseError, StreamableHttpClient, StreamableHttpError,
-    StreamableHttpPostResponse, StreamableHttpResponseLimits,
+    AuthRequiredError, InsufficientScopeError, StreamableHttpError,
 };
 
 use super::flow::Browser;
 use super::store::FileCredentialStore;
+use crate::layer::{HttpLayer, PostResult, StreamResult};
 
 /// Step-up authorizations one server gets per process, reconnections included.
 pub const MAX_STEP_UPS: u32 = 3;
@@ -311,8 +308,7 @@ pub fn refusal_in<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'
 /// The Streamable HTTP client layer that performs step-ups (with the authorizing client's
 /// manager) and keeps 401 challenges in the token store.
 #[derive(Clone)]
-pub struct StepUp<C> {
-    inner: C,
+pub struct StepUp {
     server: String,
     url: String,
     store: FileCredentialStore,
@@ -322,12 +318,11 @@ pub struct StepUp<C> {
     shared: Arc<Shared>,
 }
 
-impl<C> StepUp<C> {
-    /// A layer over a client without tokens: it only keeps challenges.
-    pub fn unauthorized(inner: C, server: &str, url: &str, store: FileCredentialStore) -> Self {
+impl StepUp {
+    /// The layer for a client without tokens: it only keeps challenges.
+    pub fn unauthorized(server: &str, url: &str, store: FileCredentialStore) -> Self {
         let shared = state_for(&store);
         Self {
-            inner,
             server: server.to_string(),
             url: url.to_string(),
             store,
@@ -335,20 +330,18 @@ impl<C> StepUp<C> {
             shared,
         }
     }
-}
 
-impl StepUp<rmcp::transport::auth::AuthClient<reqwest::Client>> {
-    /// A layer over rmcp's authorizing client: it steps up with that client's manager.
+    /// The layer for rmcp's authorizing client `client`: it steps up with that client's
+    /// manager.
     pub fn authorized(
-        inner: rmcp::transport::auth::AuthClient<reqwest::Client>,
+        client: &rmcp::transport::auth::AuthClient<reqwest::Client>,
         server: &str,
         url: &str,
         store: FileCredentialStore,
     ) -> Self {
-        let manager = Some(inner.auth_manager.clone());
+        let manager = Some(client.auth_manager.clone());
         let shared = state_for(&store);
         Self {
-            inner,
             server: server.to_string(),
             url: url.to_string(),
             store,
@@ -358,17 +351,14 @@ impl StepUp<rmcp::transport::auth::AuthClient<reqwest::Client>> {
     }
 }
 
-type PostResult<E> = Result<StreamableHttpPostResponse, StreamableHttpError<E>>;
-type StreamResult<E> =
-    Result<BoxStream<'static, Result<sse_stream::Sse, SseError>>, StreamableHttpError<E>>;
-
-impl<C: StreamableHttpClient + Sync> StepUp<C> {
+impl StepUp {
     /// Runs `call`; on a 403 `insufficient_scope`, steps up (or shares another request's step-up)
     /// and runs it once more.
-    async fn guarded<T, F, Fut>(&self, call: F) -> Result<T, StreamableHttpError<C::Error>>
+    async fn guarded<T, E, F, Fut>(&self, call: F) -> Result<T, StreamableHttpError<E>>
     where
+        E: std::error::Error + Send + Sync + 'static,
         F: Fn() -> Fut,
-        Fut: Future<Output = Result<T, StreamableHttpError<C::Error>>>,
+        Fut: Future<Output = Result<T, StreamableHttpError<E>>>,
     {
         if let Some(manager) = &self.manager {
             // A due token is refreshed once for every process sharing the store.
@@ -473,11 +463,11 @@ impl<C: StreamableHttpClient + Sync> StepUp<C> {
     }
 
     /// The refusal as the transport error rmcp passes on; its scopes are kept for `login`.
-    async fn refused(
+    async fn refused<E: std::error::Error + Send + Sync + 'static>(
         &self,
         refusal: Refusal,
         challenge: InsufficientScopeError,
-    ) -> StreamableHttpError<C::Error> {
+    ) -> StreamableHttpError<E> {
         *self.shared.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(refusal.clone());
         let scopes = refusal.scopes().to_vec();
         let store = self.store.clone();
@@ -549,126 +539,25 @@ fn first_line(message: &str) -> String {
     message.lines().next().unwrap_or_default().to_string()
 }
 
-impl<C: StreamableHttpClient + Sync> StreamableHttpClient for StepUp<C> {
-    type Error = C::Error;
-
-    async fn post_message(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> PostResult<Self::Error> {
-        self.guarded(|| {
-            self.inner.post_message(
-                uri.clone(),
-                message.clone(),
-                session_id.clone(),
-                auth_header.clone(),
-                custom_headers.clone(),
-            )
-        })
-        .await
+impl HttpLayer for StepUp {
+    /// On a 403 `insufficient_scope`: a step-up, then the request once more. A DELETE (closing
+    /// a session) never starts an authorization: it goes as it came.
+    async fn post<E, F, Fut>(&self, _attached: bool, auth: Option<String>, send: F) -> PostResult<E>
+    where
+        E: std::error::Error + Send + Sync + 'static,
+        F: Fn(Option<String>) -> Fut + Send + Sync,
+        Fut: Future<Output = PostResult<E>> + Send,
+    {
+        self.guarded(|| send(auth.clone())).await
     }
 
-    async fn post_message_with_max_sse_event_size(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        max_sse_event_size: usize,
-    ) -> PostResult<Self::Error> {
-        self.guarded(|| {
-            self.inner.post_message_with_max_sse_event_size(
-                uri.clone(),
-                message.clone(),
-                session_id.clone(),
-                auth_header.clone(),
-                custom_headers.clone(),
-                max_sse_event_size,
-            )
-        })
-        .await
-    }
-
-    async fn post_message_with_response_limits(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        limits: StreamableHttpResponseLimits,
-    ) -> PostResult<Self::Error> {
-        self.guarded(|| {
-            self.inner.post_message_with_response_limits(
-                uri.clone(),
-                message.clone(),
-                session_id.clone(),
-                auth_header.clone(),
-                custom_headers.clone(),
-                limits,
-            )
-        })
-        .await
-    }
-
-    /// Closing a session never starts an authorization.
-    async fn delete_session(
-        &self,
-        uri: Arc<str>,
-        session_id: Arc<str>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> Result<(), StreamableHttpError<Self::Error>> {
-        self.inner
-            .delete_session(uri, session_id, auth_header, custom_headers)
-            .await
-    }
-
-    async fn get_stream(
-        &self,
-        uri: Arc<str>,
-        session_id: Option<Arc<str>>,
-        last_event_id: Option<String>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> StreamResult<Self::Error> {
-        self.guarded(|| {
-            self.inner.get_stream(
-                uri.clone(),
-                session_id.clone(),
-                last_event_id.clone(),
-                auth_header.clone(),
-                custom_headers.clone(),
-            )
-        })
-        .await
-    }
-
-    async fn get_stream_with_max_sse_event_size(
-        &self,
-        uri: Arc<str>,
-        session_id: Option<Arc<str>>,
-        last_event_id: Option<String>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        max_sse_event_size: usize,
-    ) -> StreamResult<Self::Error> {
-        self.guarded(|| {
-            self.inner.get_stream_with_max_sse_event_size(
-                uri.clone(),
-                session_id.clone(),
-                last_event_id.clone(),
-                auth_header.clone(),
-                custom_headers.clone(),
-                max_sse_event_size,
-            )
-        })
-        .await
+    async fn get<E, F, Fut>(&self, auth: Option<String>, send: F) -> StreamResult<E>
+    where
+        E: std::error::Error + Send + Sync + 'static,
+        F: Fn(Option<String>) -> Fut + Send + Sync,
+        Fut: Future<Output = StreamResult<E>> + Send,
+    {
+        self.guarded(|| send(auth.clone())).await
     }
 }
 

@@ -1,0 +1,477 @@
+//! Wrappers around rmcp's Streamable HTTP client, written once.
+//!
+//! rmcp's `StreamableHttpClient` has one method per request shape (three POSTs, two GETs and
+//! the DELETE that closes a session). Each of our wrappers — the wire tap, step-up
+//! authorization, client credentials — only cares about what happens around a request: which
+//! authorization header it carries, whether it is sent again, what is done with the answer.
+//! Such a wrapper implements [`HttpLayer`], and [`Layered`] forwards every request shape to the
+//! inner client through it.
+//!
+//! Invariant: every request reaches the inner client through the method it came in by, with
+//! its arguments unchanged except the authorization header, which the layer chooses; a layer
+//! may send a request again (with a new token) but never turns one shape into another.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::stream::BoxStream;
+use reqwest::header::{HeaderName, HeaderValue};
+use rmcp::model::ClientJsonRpcMessage;
+use rmcp::transport::streamable_http_client::{
+    SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+    StreamableHttpResponseLimits,
+};
+
+/// What a POST (one message) gets back.
+pub type PostResult<E> = Result<StreamableHttpPostResponse, StreamableHttpError<E>>;
+/// What a GET (the server's event stream) gets back.
+pub type StreamResult<E> =
+    Result<BoxStream<'static, Result<sse_stream::Sse, SseError>>, StreamableHttpError<E>>;
+
+/// What one wrapper does around each request. `send` sends the request as it came, with the
+/// authorization header it is given; it may be called again (a retry with a new token).
+pub trait HttpLayer: Clone + Send + Sync + 'static {
+    /// A POST of one message; `attached` says whether it is sent in a session.
+    fn post<E, F, Fut>(
+        &self,
+        attached: bool,
+        auth: Option<String>,
+        send: F,
+    ) -> impl Future<Output = PostResult<E>> + Send
+    where
+        E: std::error::Error + Send + Sync + 'static,
+        F: Fn(Option<String>) -> Fut + Send + Sync,
+        Fut: Future<Output = PostResult<E>> + Send;
+
+    /// A GET of the server's event stream.
+    fn get<E, F, Fut>(
+        &self,
+        auth: Option<String>,
+        send: F,
+    ) -> impl Future<Output = StreamResult<E>> + Send
+    where
+        E: std::error::Error + Send + Sync + 'static,
+        F: Fn(Option<String>) -> Fut + Send + Sync,
+        Fut: Future<Output = StreamResult<E>> + Send;
+
+    /// The authorization header of the DELETE that closes the session (sent once, never
+    /// retried): by default the one it came with.
+    fn delete_auth(&self, auth: Option<String>) -> impl Future<Output = Option<String>> + Send {
+        std::future::ready(auth)
+    }
+}
+
+/// `inner` with `layer` around each of its requests.
+#[derive(Clone)]
+pub struct Layered<L, C> {
+    layer: L,
+    inner: C,
+}
+
+impl<L, C> Layered<L, C> {
+    pub fn new(layer: L, inner: C) -> Self {
+        Self { layer, inner }
+    }
+}
+
+impl<L: HttpLayer, C: StreamableHttpClient + Sync> StreamableHttpClient for Layered<L, C> {
+    type Error = C::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> PostResult<Self::Error> {
+        let attached = session_id.is_some();
+        self.layer
+            .post(attached, auth_header, |auth| {
+                self.inner.post_message(
+                    uri.clone(),
+                    message.clone(),
+                    session_id.clone(),
+                    auth,
+                    custom_headers.clone(),
+                )
+            })
+            .await
+    }
+
+    async fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> PostResult<Self::Error> {
+        let attached = session_id.is_some();
+        self.layer
+            .post(attached, auth_header, |auth| {
+                self.inner.post_message_with_max_sse_event_size(
+                    uri.clone(),
+                    message.clone(),
+                    session_id.clone(),
+                    auth,
+                    custom_headers.clone(),
+                    max_sse_event_size,
+                )
+            })
+            .await
+    }
+
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> PostResult<Self::Error> {
+        let attached = session_id.is_some();
+        self.layer
+            .post(attached, auth_header, |auth| {
+                self.inner.post_message_with_response_limits(
+                    uri.clone(),
+                    message.clone(),
+                    session_id.clone(),
+                    auth,
+                    custom_headers.clone(),
+                    limits,
+                )
+            })
+            .await
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), StreamableHttpError<Self::Error>> {
+        let auth = self.layer.delete_auth(auth_header).await;
+        self.inner
+            .delete_session(uri, session_id, auth, custom_headers)
+            .await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> StreamResult<Self::Error> {
+        self.layer
+            .get(auth_header, |auth| {
+                self.inner.get_stream(
+                    uri.clone(),
+                    session_id.clone(),
+                    last_event_id.clone(),
+                    auth,
+                    custom_headers.clone(),
+                )
+            })
+            .await
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> StreamResult<Self::Error> {
+        self.layer
+            .get(auth_header, |auth| {
+                self.inner.get_stream_with_max_sse_event_size(
+                    uri.clone(),
+                    session_id.clone(),
+                    last_event_id.clone(),
+                    auth,
+                    custom_headers.clone(),
+                    max_sse_event_size,
+                )
+            })
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use futures::StreamExt;
+    use rmcp::transport::streamable_http_client::AuthRequiredError;
+
+    use super::*;
+
+    type Seen = Arc<Mutex<Vec<(&'static str, Option<String>)>>>;
+
+    /// An inner client that records the method each request arrived by, with its authorization
+    /// header, and refuses (401) every request that does not carry "fresh" — except the DELETE.
+    #[derive(Clone, Default)]
+    struct Recorder {
+        seen: Seen,
+    }
+
+    impl Recorder {
+        fn answer<T>(
+            &self,
+            method: &'static str,
+            auth: Option<String>,
+            ok: T,
+        ) -> Result<T, StreamableHttpError<std::io::Error>> {
+            let fresh = auth.as_deref() == Some("fresh");
+            self.seen.lock().unwrap().push((method, auth));
+            if fresh || method == "delete_session" {
+                Ok(ok)
+            } else {
+                Err(StreamableHttpError::AuthRequired(AuthRequiredError::new(
+                    "Bearer".into(),
+                )))
+            }
+        }
+    }
+
+    impl StreamableHttpClient for Recorder {
+        type Error = std::io::Error;
+
+        async fn post_message(
+            &self,
+            _uri: Arc<str>,
+            _message: ClientJsonRpcMessage,
+            _session_id: Option<Arc<str>>,
+            auth_header: Option<String>,
+            _custom_headers: HashMap<HeaderName, HeaderValue>,
+        ) -> PostResult<Self::Error> {
+            self.answer(
+                "post_message",
+                auth_header,
+                StreamableHttpPostResponse::Accepted,
+            )
+        }
+
+        async fn post_message_with_max_sse_event_size(
+            &self,
+            _uri: Arc<str>,
+            _message: ClientJsonRpcMessage,
+            _session_id: Option<Arc<str>>,
+            auth_header: Option<String>,
+            _custom_headers: HashMap<HeaderName, HeaderValue>,
+            max_sse_event_size: usize,
+        ) -> PostResult<Self::Error> {
+            assert_eq!(max_sse_event_size, 7, "the limit passes unchanged");
+            self.answer(
+                "post_max_sse",
+                auth_header,
+                StreamableHttpPostResponse::Accepted,
+            )
+        }
+
+        async fn post_message_with_response_limits(
+            &self,
+            _uri: Arc<str>,
+            _message: ClientJsonRpcMessage,
+            _session_id: Option<Arc<str>>,
+            auth_header: Option<String>,
+            _custom_headers: HashMap<HeaderName, HeaderValue>,
+            limits: StreamableHttpResponseLimits,
+        ) -> PostResult<Self::Error> {
+            assert_eq!(limits.max_sse_event_size, 9, "the limits pass unchanged");
+            self.answer(
+                "post_limits",
+                auth_header,
+                StreamableHttpPostResponse::Accepted,
+            )
+        }
+
+        async fn delete_session(
+            &self,
+            _uri: Arc<str>,
+            session_id: Arc<str>,
+            auth_header: Option<String>,
+            _custom_headers: HashMap<HeaderName, HeaderValue>,
+        ) -> Result<(), StreamableHttpError<Self::Error>> {
+            assert_eq!(&*session_id, "s1");
+            self.answer("delete_session", auth_header, ())
+        }
+
+        async fn get_stream(
+            &self,
+            _uri: Arc<str>,
+            _session_id: Option<Arc<str>>,
+            last_event_id: Option<String>,
+            auth_header: Option<String>,
+            _custom_headers: HashMap<HeaderName, HeaderValue>,
+        ) -> StreamResult<Self::Error> {
+            assert_eq!(last_event_id.as_deref(), Some("e1"));
+            self.answer("get_stream", auth_header, futures::stream::empty().boxed())
+        }
+
+        async fn get_stream_with_max_sse_event_size(
+            &self,
+            _uri: Arc<str>,
+            _session_id: Option<Arc<str>>,
+            _last_event_id: Option<String>,
+            auth_header: Option<String>,
+            _custom_headers: HashMap<HeaderName, HeaderValue>,
+            max_sse_event_size: usize,
+        ) -> StreamResult<Self::Error> {
+            assert_eq!(max_sse_event_size, 7);
+            self.answer("get_max_sse", auth_header, futures::stream::empty().boxed())
+        }
+    }
+
+    /// Sends with "stale" and, when refused, once more with "fresh"; closes with "closing".
+    #[derive(Clone)]
+    struct Renew;
+
+    impl HttpLayer for Renew {
+        async fn post<E, F, Fut>(
+            &self,
+            _attached: bool,
+            _auth: Option<String>,
+            send: F,
+        ) -> PostResult<E>
+        where
+            E: std::error::Error + Send + Sync + 'static,
+            F: Fn(Option<String>) -> Fut + Send + Sync,
+            Fut: Future<Output = PostResult<E>> + Send,
+        {
+            match send(Some("stale".into())).await {
+                Err(StreamableHttpError::AuthRequired(_)) => send(Some("fresh".into())).await,
+                other => other,
+            }
+        }
+
+        async fn get<E, F, Fut>(&self, _auth: Option<String>, send: F) -> StreamResult<E>
+        where
+            E: std::error::Error + Send + Sync + 'static,
+            F: Fn(Option<String>) -> Fut + Send + Sync,
+            Fut: Future<Output = StreamResult<E>> + Send,
+        {
+            match send(Some("stale".into())).await {
+                Err(StreamableHttpError::AuthRequired(_)) => send(Some("fresh".into())).await,
+                other => other,
+            }
+        }
+
+        async fn delete_auth(&self, _auth: Option<String>) -> Option<String> {
+            Some("closing".into())
+        }
+    }
+
+    #[tokio::test]
+    async fn each_request_reaches_the_inner_client_by_its_own_method_with_the_layers_header() {
+        let recorder = Recorder::default();
+        let client = Layered::new(Renew, recorder.clone());
+        let uri: Arc<str> = "http://127.0.0.1:1/mcp".into();
+        let message = || {
+            ClientJsonRpcMessage::notification(
+                rmcp::model::ClientNotification::InitializedNotification(Default::default()),
+            )
+        };
+        let session = Some(Arc::<str>::from("s1"));
+        let mut limits = StreamableHttpResponseLimits::default();
+        limits.max_sse_event_size = 9;
+        assert!(
+            client
+                .post_message(
+                    uri.clone(),
+                    message(),
+                    session.clone(),
+                    None,
+                    HashMap::new()
+                )
+                .await
+                .is_ok()
+        );
+        assert!(
+            client
+                .post_message_with_max_sse_event_size(
+                    uri.clone(),
+                    message(),
+                    session.clone(),
+                    None,
+                    HashMap::new(),
+                    7
+                )
+                .await
+                .is_ok()
+        );
+        assert!(
+            client
+                .post_message_with_response_limits(
+                    uri.clone(),
+                    message(),
+                    session.clone(),
+                    None,
+                    HashMap::new(),
+                    limits
+                )
+                .await
+                .is_ok()
+        );
+        let last = Some("e1".to_string());
+        assert!(
+            client
+                .get_stream(
+                    uri.clone(),
+                    session.clone(),
+                    last.clone(),
+                    None,
+                    HashMap::new()
+                )
+                .await
+                .is_ok()
+        );
+        assert!(
+            client
+                .get_stream_with_max_sse_event_size(
+                    uri.clone(),
+                    session.clone(),
+                    last,
+                    None,
+                    HashMap::new(),
+                    7
+                )
+                .await
+                .is_ok()
+        );
+        assert!(
+            client
+                .delete_session(uri, "s1".into(), Some("given".into()), HashMap::new())
+                .await
+                .is_ok()
+        );
+
+        let seen = recorder.seen.lock().unwrap().clone();
+        let expected: Vec<(&str, Option<String>)> = [
+            "post_message",
+            "post_max_sse",
+            "post_limits",
+            "get_stream",
+            "get_max_sse",
+        ]
+        .into_iter()
+        .flat_map(|m| {
+            [
+                (m, Some("stale".to_string())),
+                (m, Some("fresh".to_string())),
+            ]
+        })
+        .chain([("delete_session", Some("closing".to_string()))])
+        .collect();
+        assert_eq!(seen, expected);
+    }
+}
