@@ -254,7 +254,7 @@ impl StepBinding {
                     server: server.clone(),
                     reason: reason.clone(),
                 },
-                revision: self.revision(),
+                published: self.published.clone(),
                 search: self.search.clone(),
             });
         }
@@ -308,7 +308,7 @@ impl StepBinding {
                     .validators
                     .get(&entry.qualified_name, &entry.tool),
             },
-            revision: self.revision(),
+            published: self.published.clone(),
             search: self.search.clone(),
         })
     }
@@ -317,7 +317,7 @@ impl StepBinding {
         PreparedCall {
             inner: self.inner.clone(),
             target: Target::Builtin(which),
-            revision: self.revision(),
+            published: self.published.clone(),
             search: self.search.clone(),
         }
     }
@@ -474,7 +474,8 @@ impl ToolResult {
 pub struct PreparedCall {
     inner: Arc<Inner>,
     target: Target,
-    revision: u64,
+    /// The published view the step was bound to (its snapshot, its connections).
+    published: Arc<Published>,
     search: Arc<SearchState>,
 }
 
@@ -491,7 +492,13 @@ impl PreparedCall {
 
     /// The catalog revision this call is bound to.
     pub fn revision(&self) -> u64 {
-        self.revision
+        self.published.snapshot.revision
+    }
+
+    /// Whether nothing was published since the binding: then the bound definitions and
+    /// connections are the current ones, and no lookup is needed to know it.
+    fn nothing_published_since(&self) -> bool {
+        Arc::ptr_eq(&self.inner.current.load(), &self.published)
     }
 
     /// Runs the call with default options.
@@ -542,13 +549,14 @@ impl PreparedCall {
             Box::pin(self.ask_approval(ask)).await?;
         }
         // R7: a stdio server whose process exited since the binding is restarted once.
-        let revived = if self
-            .inner
-            .is_current_connection(&entry.server, client.epoch)
+        let revived = if self.nothing_published_since()
+            || self
+                .inner
+                .is_current_connection(&entry.server, client.epoch)
         {
             None
         } else {
-            Box::pin(self.inner.revive_for_call(entry, client, self.revision)).await?
+            Box::pin(self.inner.revive_for_call(entry, client, self.revision())).await?
         };
         let client = revived.as_ref().unwrap_or(client);
 
@@ -674,7 +682,7 @@ impl PreparedCall {
         Ok(ToolResult {
             server: entry.server.clone(),
             tool: entry.raw_name.clone(),
-            revision: self.revision,
+            revision: self.revision(),
             result,
             normalized: spilled.into_result(),
             output_handle,
@@ -815,6 +823,11 @@ impl PreparedCall {
     /// on the same connection as the binding.
     fn check_current(&self, entry: &ToolEntry, client: &ServerClient) -> Result<(), CallError> {
         let now = self.inner.current.load();
+        // The view bound is still the current one (the common case). A call that runs on a
+        // revived connection is never here: reviving publishes a newer view first.
+        if Arc::ptr_eq(&now, &self.published) {
+            return Ok(());
+        }
         // The catalog shares one `Arc` per definition across revisions while it is unchanged;
         // a different `Arc` is still the same tool if the definition is equal.
         let same_tool = now
@@ -830,7 +843,7 @@ impl PreparedCall {
         } else {
             Err(CallError::Stale {
                 name: entry.qualified_name.clone(),
-                bound: self.revision,
+                bound: self.revision(),
                 current: now.snapshot.revision,
             })
         }
@@ -911,7 +924,7 @@ impl PreparedCall {
         ToolResult {
             server: server.to_string(),
             tool: AUTHENTICATE_TOOL.to_string(),
-            revision: self.revision,
+            revision: self.revision(),
             result,
             normalized,
             output_handle: None,
@@ -942,7 +955,7 @@ impl PreparedCall {
         Ok(ToolResult {
             server: "mcp-harness".into(),
             tool: self.name().to_string(),
-            revision: self.revision,
+            revision: self.revision(),
             result,
             normalized,
             output_handle: None,

@@ -108,12 +108,6 @@ impl Inner {
         frozen
     }
 
-    /// R7, one bounded restart at call time: when the connection `client` a call was bound to
-    /// is no longer current because its stdio process exited, the server is restarted once
-    /// (calls asking together share the restart) and waited for at most its startup deadline.
-    /// Returns the new connection when the new catalog has the same tool with the same
-    /// definition, `None` when there is nothing to restart (the call goes on as bound), or the
-    /// error that ends the call.
     /// Whether connection `epoch` is still `server`'s current one (the common case at call
     /// time; otherwise [`Self::revive_for_call`] decides).
     pub(crate) fn is_current_connection(&self, server: &str, epoch: u64) -> bool {
@@ -124,6 +118,12 @@ impl Inner {
             .is_some_and(|c| c.epoch == epoch)
     }
 
+    /// R7, one bounded restart at call time: when the connection `client` a call was bound to
+    /// is no longer current because its stdio process exited, the server is restarted once
+    /// (calls asking together share the restart) and waited for at most its startup deadline.
+    /// Returns the new connection when the new catalog has the same tool with the same
+    /// definition, `None` when there is nothing to restart (the call goes on as bound), or the
+    /// error that ends the call.
     pub(crate) async fn revive_for_call(
         &self,
         entry: &ToolEntry,
