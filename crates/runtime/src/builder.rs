@@ -73,8 +73,9 @@ impl RuntimeBuilder {
 
     /// Runs the servers' connections (process spawn, initialize, each session's message loop)
     /// on the embedder's tokio runtime instead of the harness's own I/O threads. A caller on
-    /// that runtime then gets each answer without a hand-off between two runtimes (about 2% of
-    /// an echo call over stdio; `cargo xtask bench`). The runtime must be multi-threaded
+    /// that runtime then gets each answer without a hand-off between two runtimes (a few
+    /// percent of a fast echo call over stdio: `cargo xtask bench`, `echo_per_call` vs.
+    /// `echo_per_call_io_runtime`). The runtime must be multi-threaded
     /// (checked by [`Self::start`]) and must outlive the harness: shut the [`Runtime`] down
     /// first, which closes every session and kills every stdio server it started. Without it,
     /// a runtime whose threads the embedder blocks also stalls the harness's connections.
