@@ -5,7 +5,9 @@
 //! - every figure is a ratio against a baseline measured in the same run, on the same machine,
 //!   against the same fixture binary (or the same in-memory data), interleaved with it (the
 //!   harness/baseline order alternates per chunk of calls, per round, per chunk of changes or
-//!   per build) and summarised the same way (median, or p99, over the same number of samples).
+//!   per build) and summarised the same way (median, or p99, over the same number of samples);
+//!   the echo and cold-start ratios are the median of paired ratios, each harness chunk or run
+//!   over the baseline measured next to it (the ratio of the two medians is reported beside);
 //!   Nothing is compared with a fixed number: the exit status says only whether the bench could
 //!   run and clean up, never whether something was "fast enough";
 //! - the measured code runs in release: in a debug xtask, `bench` builds the release fixture and
