@@ -9,7 +9,9 @@
 //! 3. no server process the tests started is still running (the suite checks its own process
 //!    tree: fixture servers, the CLI's built-in fixture, server-everything, the keyring test's
 //!    private D-Bus and keyring daemons);
-//! 4. `cargo xtask conformance --all` (the official client conformance scenarios).
+//! 4. `cargo doc --workspace --no-deps` with warnings as errors (broken or private links in
+//!    the doc comments that state the invariants);
+//! 5. `cargo xtask conformance --all` (the official client conformance scenarios).
 
 use std::process::{Command, ExitCode};
 
@@ -18,15 +20,23 @@ pub fn main(args: &[String]) -> ExitCode {
         eprintln!("usage: cargo xtask ci (no arguments; got `{a}`)");
         return ExitCode::from(2);
     }
-    let steps: [(&str, &[&str]); 3] = [
-        ("bash", &[".ci/install-peers.sh", "target/peers"]),
+    // (program, arguments, environment)
+    type Step<'a> = (&'a str, &'a [&'a str], &'a [(&'a str, &'a str)]);
+    let steps: [Step; 4] = [
+        ("bash", &[".ci/install-peers.sh", "target/peers"], &[]),
         (
             "cargo",
             &["nextest", "run", "--workspace", "--no-fail-fast"],
+            &[],
         ),
-        ("cargo", &["xtask", "conformance", "--all"]),
+        (
+            "cargo",
+            &["doc", "--workspace", "--no-deps"],
+            &[("RUSTDOCFLAGS", "-D warnings")],
+        ),
+        ("cargo", &["xtask", "conformance", "--all"], &[]),
     ];
-    for (i, (program, step_args)) in steps.into_iter().enumerate() {
+    for (i, (program, step_args, env)) in steps.into_iter().enumerate() {
         if i == 2 {
             // After the tests, before conformance: nothing the tests started may be left.
             if let Err(leftovers) = no_leftover_servers() {
@@ -36,7 +46,10 @@ pub fn main(args: &[String]) -> ExitCode {
             eprintln!("== xtask ci: no server process outlived the tests");
         }
         eprintln!("== xtask ci: {program} {}", step_args.join(" "));
-        let status = Command::new(program).args(step_args).status();
+        let status = Command::new(program)
+            .args(step_args)
+            .envs(env.iter().copied())
+            .status();
         match status {
             Ok(s) if s.success() => {}
             Ok(s) => {

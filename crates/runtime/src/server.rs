@@ -18,7 +18,7 @@
 //! - when the session ends, the server is reported failed (with the stderr tail for stdio), its
 //!   catalog leaves the next snapshot and its cache entries are dropped; stdio servers are not
 //!   restarted in a loop ([`Restart`] is explicit, and a call bound to a stdio connection whose
-//!   process exited may restart it once: [`ReviveForCall`] — one restart per exit, shared by every
+//!   process exited may restart it once: `ReviveForCall` — one restart per exit, shared by every
 //!   call that asks, none after a restart that failed).
 
 use std::collections::{BTreeSet, HashMap, VecDeque};

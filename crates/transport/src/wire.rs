@@ -246,7 +246,7 @@ impl<R: AsyncRead + Unpin> AsyncRead for TapRead<R> {
 /// The [`HttpLayer`] that shows every SSE-framed server message (POST response streams and
 /// the GET stream) to [`WireNotes`] before rmcp decodes it (a response sent as one JSON body is
 /// decoded inside the wrapped client and is not seen), and that recognises a session the
-/// server lost even when it does not say so with a 404 (see [`Tap::post`]).
+/// server lost even when it does not say so with a 404 (see its `post`).
 #[derive(Clone)]
 pub struct Tap {
     notes: WireNotes,

@@ -1,4 +1,4 @@
-//! The CLI's subcommands. Each takes a started [`Runtime`] and prints what a user asked for; none
+//! The CLI's subcommands. Each takes a started [`Runtime`](mcp_harness_runtime::Runtime) and prints what a user asked for; none
 //! owns the runtime's lifetime (main starts it and always shuts it down).
 
 pub mod auth;

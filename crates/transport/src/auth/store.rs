@@ -1,6 +1,6 @@
 //! The token store: one JSON file per server under the user's config dir,
 //! `$XDG_CONFIG_HOME/mcp-harness/tokens/<server-hash>.json` (else `~/.config/...`), and, where a
-//! Secret Service answers, the OS keyring ([`os_keyring`](super::os_keyring)): the server's JSON
+//! Secret Service answers, the OS keyring ([`os_keyring`]): the server's JSON
 //! document (which holds the secrets) is then the keyring item of service `mcp-harness` and
 //! account `<server-hash>`, and the file is a marker without secrets,
 //! `{"server", "url", "storage": "keyring", "revision"}`, still 0600 — the lock target and what
