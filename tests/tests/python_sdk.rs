@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use common::*;
-use mcp_harness_catalog::{ServerState, Snapshot, qualify};
+use mcp_harness_catalog::{Snapshot, qualify};
 use mcp_harness_runtime::{CallOptions, Runtime};
 use rmcp::model::{ContentBlock, ResourceContents, Role};
 use serde_json::json;
@@ -53,13 +53,7 @@ async fn start_stdio(marker: &str) -> Runtime {
         PY,
         stdio(&python(), &[&script(), "--marker", marker]),
     )]);
-    let s = runtime.wait_settled(SETTLE).await;
-    assert_eq!(
-        s.servers[PY].state,
-        ServerState::Connected,
-        "{:?}",
-        s.servers[PY]
-    );
+    settled_connected(&runtime, PY).await;
     runtime
 }
 
@@ -375,13 +369,7 @@ async fn over_streamable_http_lists_and_calls_tools() {
         PY,
         http(&format!("http://127.0.0.1:{port}/mcp")),
     )]);
-    let s = runtime.wait_settled(SETTLE).await;
-    assert_eq!(
-        s.servers[PY].state,
-        ServerState::Connected,
-        "{:?}",
-        s.servers[PY]
-    );
+    settled_connected(&runtime, PY).await;
     listing_add_and_fail(&runtime).await;
     progress_reaches_the_end(&runtime).await;
     runtime.shutdown().await;

@@ -7,19 +7,12 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use mcp_harness_catalog::ServerState;
 use mcp_harness_runtime::Runtime;
 use rmcp::model::ContentBlock;
 use serde_json::json;
 
 async fn exercise(runtime: &Runtime, name: &str) {
-    let s = runtime.wait_settled(SETTLE).await;
-    assert_eq!(
-        s.servers[name].state,
-        ServerState::Connected,
-        "{:?}",
-        s.servers[name]
-    );
+    let s = settled_connected(runtime, name).await;
     let q = |tool: &str| mcp_harness_catalog::qualify(name, tool);
     for tool in [
         "echo",

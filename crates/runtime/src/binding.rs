@@ -761,23 +761,11 @@ impl PreparedCall {
                         .map_err(classify)?;
                 }
                 ServerResult::CreateTaskResult(created) => {
-                    let call = self.task_call(
-                        entry,
-                        client,
-                        timeout,
-                        rest.cancel.clone(),
-                        rest.task_status.clone(),
-                    );
+                    let call = self.task_call(&rest);
                     break crate::tasks::follow(created, call).await?;
                 }
                 ServerResult::CustomResult(created) if task_augmented => {
-                    let call = self.task_call(
-                        entry,
-                        client,
-                        timeout,
-                        rest.cancel.clone(),
-                        rest.task_status.clone(),
-                    );
+                    let call = self.task_call(&rest);
                     break crate::task_augmented::follow(created.0, call).await?;
                 }
                 ServerResult::InputRequiredResult(_) => {
@@ -800,21 +788,14 @@ impl PreparedCall {
     }
 
     /// What following a task of this call needs.
-    fn task_call<'a>(
-        &'a self,
-        entry: &'a ToolEntry,
-        client: &'a ServerClient,
-        timeout: Duration,
-        cancel: Option<CancellationToken>,
-        status: Option<tokio::sync::mpsc::UnboundedSender<crate::tasks::TaskUpdate>>,
-    ) -> crate::tasks::TaskCall<'a> {
+    fn task_call<'a>(&'a self, rest: &FurtherRounds<'a>) -> crate::tasks::TaskCall<'a> {
         crate::tasks::TaskCall {
-            server: &entry.server,
-            tool: &entry.raw_name,
-            peer: &client.peer,
-            timeout,
-            cancel,
-            status,
+            server: &rest.entry.server,
+            tool: &rest.entry.raw_name,
+            peer: &rest.client.peer,
+            timeout: rest.timeout,
+            cancel: rest.cancel.clone(),
+            status: rest.task_status.clone(),
             callbacks: self.inner.callbacks.as_ref(),
         }
     }

@@ -225,6 +225,22 @@ pub async fn wait_listening(port: u16) {
     panic!("nothing listened on port {port} within 30 s");
 }
 
+/// Waits (bounded by [`SETTLE`]) until every server has settled and asserts that `server` is
+/// connected, showing its status otherwise; returns that settled snapshot.
+pub async fn settled_connected(
+    runtime: &Runtime,
+    server: &str,
+) -> std::sync::Arc<mcp_harness_catalog::Snapshot> {
+    let s = runtime.wait_settled(SETTLE).await;
+    assert_eq!(
+        s.servers[server].state,
+        mcp_harness_catalog::ServerState::Connected,
+        "{:?}",
+        s.servers[server]
+    );
+    s
+}
+
 /// Waits (bounded by [`SETTLE`]) until `server` is in the state labelled `label`; panics with
 /// its last status otherwise.
 pub async fn wait_state(runtime: &Runtime, server: &str, label: &str) {
