@@ -1,7 +1,10 @@
-//! `RuntimeBuilder::io_runtime`: the servers' connections run on the embedder's tokio runtime
-//! (spawn, initialize, each session's message loop), survive a restart there, and leave neither
-//! a task on that runtime nor a process behind once the harness is shut down. A current-thread
-//! runtime is refused with a clear error.
+//! Where the servers' connections run (spawn, initialize, each session's message loop).
+//! `RuntimeBuilder::io_runtime`: on the embedder's tokio runtime; they survive a restart there
+//! and leave neither a task on that runtime nor a process behind once the harness is shut down.
+//! A current-thread runtime is refused with a clear error. `RuntimeBuilder::io_threads`: on the
+//! harness's own pinned or work-stealing threads, as many as asked, which stop with the harness
+//! (shut down or dropped) and take every server process with them. Contradictory or empty
+//! choices are refused before anything starts.
 
 mod common;
 
@@ -9,7 +12,7 @@ use std::time::Duration;
 
 use common::*;
 use mcp_harness_catalog::{ServerState, Snapshot};
-use mcp_harness_runtime::RuntimeBuilder;
+use mcp_harness_runtime::{IoThreads, RuntimeBuilder};
 use serde_json::json;
 
 fn connected(s: &Snapshot, names: &[&str]) -> bool {
@@ -101,4 +104,154 @@ fn a_current_thread_runtime_is_refused() {
         err.contains("io_runtime") && err.contains("multi-threaded"),
         "{err}"
     );
+}
+
+/// The names (as the kernel keeps them: at most 15 bytes) of this process's threads that start
+/// with `prefix`.
+fn threads_named(prefix: &str) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir("/proc/self/task")
+        .expect("/proc/self/task")
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|n| n.trim_end().to_string())
+        .filter(|n| n.starts_with(prefix))
+        .collect();
+    names.sort();
+    names
+}
+
+/// Waits (bounded) until no thread of this process starts with `prefix`; returns those left.
+async fn threads_gone(prefix: &str) -> Vec<String> {
+    for _ in 0..100 {
+        if threads_named(prefix).is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    threads_named(prefix)
+}
+
+fn three_servers(marker: &str) -> mcp_harness_runtime::Config {
+    config(vec![
+        server("a", fixture_stdio(&["--name", marker])),
+        server("b", fixture_stdio(&["--name", marker])),
+        server("c", fixture_stdio(&["--name", marker])),
+    ])
+}
+
+async fn echo_on_each(runtime: &mcp_harness_runtime::Runtime, servers: &[&str]) {
+    for name in servers {
+        let message = format!("through {name}");
+        let result = runtime
+            .call_tool(
+                &format!("mcp__{name}__echo"),
+                args(json!({"message": message})),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("echo on {name}: {e}"));
+        assert_eq!(text(&result), message);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pinned_threads_carry_every_connection_and_stop_with_the_runtime() {
+    let marker = format!("io-pinned-{}", uuid::Uuid::new_v4());
+    let runtime = RuntimeBuilder::new(three_servers(&marker))
+        .io_threads(IoThreads::Pinned(2))
+        .start()
+        .expect("start");
+    let all = ["a", "b", "c"];
+    let s = runtime.wait_for(SETTLE, |s| connected(s, &all)).await;
+    assert!(connected(&s, &all), "{:?}", s.servers);
+    assert_eq!(
+        threads_named("mcp-harness-io"),
+        ["mcp-harness-io0", "mcp-harness-io1"]
+    );
+    assert_eq!(
+        threads_named("mcp-harness-tas").len(),
+        1,
+        "one worker for the actors' tasks"
+    );
+    echo_on_each(&runtime, &all).await;
+
+    // A restart is placed anew and works like the first connection.
+    let since = s.servers["b"].since;
+    runtime.restart("b").expect("restart");
+    let s = runtime
+        .wait_for(SETTLE, |s| {
+            connected(s, &["b"]) && s.servers["b"].since > since
+        })
+        .await;
+    assert!(s.servers["b"].since > since, "{:?}", s.servers["b"]);
+    echo_on_each(&runtime, &all).await;
+
+    runtime.shutdown().await;
+    assert_eq!(wait_gone(&marker).await, Vec::<u32>::new());
+    assert_eq!(threads_gone("mcp-harness").await, Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_runtime_takes_its_pinned_threads_and_servers_with_it() {
+    let marker = format!("io-pinned-drop-{}", uuid::Uuid::new_v4());
+    let runtime = RuntimeBuilder::new(three_servers(&marker))
+        .io_threads(IoThreads::Pinned(3))
+        .start()
+        .expect("start");
+    let all = ["a", "b", "c"];
+    let s = runtime.wait_for(SETTLE, |s| connected(s, &all)).await;
+    assert!(connected(&s, &all), "{:?}", s.servers);
+    assert_eq!(threads_named("mcp-harness-io").len(), 3);
+    echo_on_each(&runtime, &all).await;
+    tokio::task::block_in_place(|| drop(runtime));
+    // The drop joined the actor thread, which joined the pinned threads: nothing is left to
+    // wait for.
+    assert_eq!(threads_named("mcp-harness"), Vec::<String>::new());
+    assert_eq!(wait_gone(&marker).await, Vec::<u32>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_stealing_threads_are_as_many_as_asked() {
+    let marker = format!("io-stealing-{}", uuid::Uuid::new_v4());
+    let runtime = RuntimeBuilder::new(three_servers(&marker))
+        .io_threads(IoThreads::WorkStealing(1))
+        .start()
+        .expect("start");
+    let all = ["a", "b", "c"];
+    let s = runtime.wait_for(SETTLE, |s| connected(s, &all)).await;
+    assert!(connected(&s, &all), "{:?}", s.servers);
+    assert_eq!(threads_named("mcp-harness-io"), ["mcp-harness-io"]);
+    echo_on_each(&runtime, &all).await;
+    runtime.shutdown().await;
+    assert_eq!(wait_gone(&marker).await, Vec::<u32>::new());
+    assert_eq!(threads_gone("mcp-harness").await, Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contradictory_or_empty_io_choices_are_refused_before_anything_starts() {
+    let marker = format!("io-refused-{}", uuid::Uuid::new_v4());
+    let cfg = || config(vec![server("a", fixture_stdio(&["--name", &marker]))]);
+    let both = RuntimeBuilder::new(cfg())
+        .io_runtime(tokio::runtime::Handle::current())
+        .io_threads(IoThreads::Pinned(2))
+        .start()
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        both.contains("io_runtime") && both.contains("io_threads") && both.contains("keep one"),
+        "{both}"
+    );
+    for empty in [IoThreads::Pinned(0), IoThreads::WorkStealing(0)] {
+        let err = RuntimeBuilder::new(cfg())
+            .io_threads(empty)
+            .start()
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(
+            err.contains("io_threads") && err.contains("at least one"),
+            "{err}"
+        );
+    }
+    assert_eq!(threads_named("mcp-harness"), Vec::<String>::new());
+    assert_eq!(processes_with(&marker), Vec::<u32>::new());
 }

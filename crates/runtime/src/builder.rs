@@ -24,6 +24,7 @@ use crate::config::{
 };
 use crate::desired::{RefreshControl, prewarmer};
 use crate::error::StartError;
+use crate::io_threads::{IoPlace, IoThreads, PinnedThreads};
 use crate::publisher::{DEFAULT_BATCH_WINDOW, Published, Publisher, RevisionGate};
 use crate::registry::{Registry, connector_for};
 use crate::runtime::{Inner, Policy, RESOURCE_UPDATE_BUFFER, Runtime, ValidatorCache};
@@ -50,6 +51,7 @@ pub struct RuntimeBuilder {
     local_slots: usize,
     remote_slots: usize,
     io: Option<tokio::runtime::Handle>,
+    io_threads: Option<IoThreads>,
 }
 
 impl RuntimeBuilder {
@@ -68,6 +70,7 @@ impl RuntimeBuilder {
             local_slots: DEFAULT_LOCAL_SLOTS,
             remote_slots: DEFAULT_REMOTE_SLOTS,
             io: None,
+            io_threads: None,
         }
     }
 
@@ -81,6 +84,16 @@ impl RuntimeBuilder {
     /// a runtime whose threads the embedder blocks also stalls the harness's connections.
     pub fn io_runtime(mut self, handle: tokio::runtime::Handle) -> Self {
         self.io = Some(handle);
+        self
+    }
+
+    /// The threads the harness starts for its servers' connections (default
+    /// [`IoThreads::WorkStealing`]`(2)`): [`IoThreads::Pinned`] puts each connection on one
+    /// thread of its own runtime, so a call wakes one thread instead of a pool — faster calls,
+    /// slower start of many servers at once (both measured by `cargo xtask bench`). Not
+    /// together with [`Self::io_runtime`] (checked by [`Self::start`]).
+    pub fn io_threads(mut self, threads: IoThreads) -> Self {
+        self.io_threads = Some(threads);
         self
     }
 
@@ -180,6 +193,22 @@ impl RuntimeBuilder {
                     .into(),
             ));
         }
+        let threads = match (&self.io, self.io_threads) {
+            (Some(_), Some(_)) => {
+                return Err(StartError::System(
+                    "`RuntimeBuilder::io_runtime` and `RuntimeBuilder::io_threads` both set: \
+                     connections run either on your runtime or on the harness's threads; \
+                     keep one"
+                        .into(),
+                ));
+            }
+            (_, Some(t)) if t.count() == 0 => {
+                return Err(StartError::System(format!(
+                    "`RuntimeBuilder::io_threads({t:?})`: at least one thread is needed"
+                )));
+            }
+            (_, t) => t.unwrap_or_default(),
+        };
         let initial: Vec<ServerStatus> = self
             .config
             .servers
@@ -199,6 +228,20 @@ impl RuntimeBuilder {
         let (resource_updates, _) = broadcast::channel(RESOURCE_UPDATE_BUFFER);
         let gate = Arc::new(RevisionGate::default());
         let progress = Arc::new(ProgressRoutes::default());
+        // The pinned threads belong to the actor thread, which stops them after its actors.
+        // The actor system's runtime hosts the connections only in the default case; otherwise
+        // one worker serves the few tasks actors spawn.
+        let (pinned, io, actor_workers) = match (self.io, threads) {
+            (Some(handle), _) => (None, IoPlace::Embedder(handle), 1),
+            (None, IoThreads::WorkStealing(n)) => (None, IoPlace::Shared, n),
+            (None, IoThreads::Pinned(n)) => {
+                let (threads, handles) = PinnedThreads::start(n).map_err(|e| {
+                    StartError::System(format!("cannot start the harness's I/O threads: {e}"))
+                })?;
+                (Some(threads), IoPlace::Pinned(handles), 1)
+            }
+        };
+        let shared = matches!(io, IoPlace::Shared);
         let settings = ServerSettings {
             protocol_version: self.protocol_version,
             limits: self.limits,
@@ -209,7 +252,7 @@ impl RuntimeBuilder {
             progress: progress.clone(),
             reconnect: self.reconnect.clone(),
             queues: ConnectQueues::new(self.local_slots, self.remote_slots, DEFAULT_SLOT_HOLD),
-            io: self.io,
+            io,
         };
         let (control, prewarm_rx) = RefreshControl::new(self.config.clone());
         let window = self.window;
@@ -223,8 +266,12 @@ impl RuntimeBuilder {
             .spawn(move || {
                 let runner = actix::System::with_tokio_rt(|| {
                     tokio::runtime::Builder::new_multi_thread()
-                        .worker_threads(2)
-                        .thread_name("mcp-harness-io")
+                        .worker_threads(actor_workers)
+                        .thread_name(if shared {
+                            "mcp-harness-io"
+                        } else {
+                            "mcp-harness-tasks"
+                        })
                         .enable_all()
                         .build()
                         .unwrap_or_else(|e| panic!("cannot build the tokio runtime: {e}"))
@@ -244,6 +291,8 @@ impl RuntimeBuilder {
                 });
                 let _ = ready_tx.send(started);
                 let _ = runner.run();
+                // The actors are gone; now the sessions still on the pinned threads go too.
+                drop(pinned);
             })
             .map_err(|e| StartError::System(e.to_string()))?;
 

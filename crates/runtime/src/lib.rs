@@ -17,6 +17,7 @@ pub mod call;
 pub mod config;
 mod desired;
 pub mod error;
+pub mod io_threads;
 pub mod listing;
 mod mrtr;
 pub mod publisher;
@@ -34,6 +35,7 @@ pub use binding::{BoundTool, CallOptions, PreparedCall, StepBinding, ToolResult}
 pub use builder::RuntimeBuilder;
 pub use config::{Config, ConfigError, ServerConfig, TransportConfig};
 pub use error::{CallError, ErrorClass, StartError};
+pub use io_threads::IoThreads;
 pub use mcp_harness_catalog as catalog;
 pub use mcp_harness_transport as transport;
 pub use registry::Reconciled;

@@ -39,6 +39,7 @@ use tokio::sync::broadcast;
 
 use crate::cache::{ListingCache, opts_out};
 use crate::config::ServerConfig;
+use crate::io_threads::IoPlace;
 use crate::listing::{Listed, declared_kinds, list_kind};
 use crate::publisher::{Publisher, ServerClient, ServerUpdate};
 use crate::refresh::Refreshes;
@@ -79,9 +80,8 @@ pub struct ServerSettings {
     pub reconnect: ReconnectPolicy,
     /// The local and remote connection queues.
     pub queues: ConnectQueues,
-    /// The runtime connections run on (spawn, initialize, the session's message loop); the
-    /// harness's own I/O threads when `None`.
-    pub io: Option<tokio::runtime::Handle>,
+    /// Where connection attempts run (spawn, initialize, the session's message loop).
+    pub io: IoPlace,
 }
 
 /// Progress notifications of in-flight requests, routed by (server, connection epoch, progress
@@ -497,10 +497,7 @@ impl ServerActor {
         // every actor and the publisher share the actor thread. The actor holds the task and
         // aborts it when it drops it (the actor stopped), which drops whatever the attempt
         // started; the session it made is owned by the actor and closed with it.
-        let task = AbortOnDrop(match &self.settings.io {
-            Some(io) => io.spawn(fut),
-            None => tokio::spawn(fut),
-        });
+        let task = AbortOnDrop(self.settings.io.spawn(fut));
         ctx.spawn(task.into_actor(self).map(move |joined, act, ctx| {
             let result = joined.unwrap_or_else(|e| {
                 Err(TransportError::Initialize {

@@ -1,9 +1,10 @@
-//! The stdio metrics: `echo_per_call[_io_runtime]` and `cold_start_<N>[_listed]`.
+//! The stdio metrics: `echo_per_call[_pinned|_io_runtime]` and
+//! `cold_start_<N>[_listed|_pinned]`.
 
 use std::time::Instant;
 
 use mcp_harness_runtime::catalog::ServerState;
-use mcp_harness_runtime::{Runtime, RuntimeBuilder};
+use mcp_harness_runtime::{Config, IoThreads, Runtime, RuntimeBuilder};
 use rmcp::model::{CallToolRequestParams, JsonObject};
 use serde_json::Value;
 
@@ -16,17 +17,55 @@ const ECHO_TOOL: &str = "mcp__fixture__echo";
 /// Calls per side before the echo bench switches to the other side.
 const ECHO_CHUNK: usize = 100;
 
-impl Bench {
-    /// The echo bench with the harness's connections on its own I/O threads (`io_runtime`
-    /// false, the default) or on the caller's runtime (`RuntimeBuilder::io_runtime`), where the
-    /// bare client's session runs too.
-    pub(super) async fn echo(&self, io_runtime: bool) -> Result<Metric, String> {
-        let (calls, warmup) = (self.options.calls, self.options.warmup);
-        let mut builder = RuntimeBuilder::new(self.config([ECHO_SERVER.to_string()]));
-        if io_runtime {
-            builder = builder.io_runtime(tokio::runtime::Handle::current());
+/// Where the harness side of a stdio bench runs its servers' connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Placement {
+    /// The default: the harness's own work-stealing I/O threads.
+    Default,
+    /// `IoThreads::Pinned` with as many threads as the default has workers.
+    Pinned,
+    /// The caller's runtime (`RuntimeBuilder::io_runtime`), where the bare client runs too.
+    Caller,
+}
+
+impl Placement {
+    fn builder(self, config: Config) -> RuntimeBuilder {
+        let builder = RuntimeBuilder::new(config);
+        match self {
+            Self::Default => builder,
+            Self::Pinned => builder.io_threads(IoThreads::Pinned(IoThreads::default().count())),
+            Self::Caller => builder.io_runtime(tokio::runtime::Handle::current()),
         }
-        let runtime = builder.start().map_err(|e| e.to_string())?;
+    }
+
+    /// The metric name's suffix and the words that say where the connections ran.
+    fn naming(self) -> (&'static str, &'static str) {
+        match self {
+            Self::Default => (
+                "",
+                "the harness's connections on its own work-stealing I/O threads (the default)",
+            ),
+            Self::Pinned => (
+                "_pinned",
+                "the harness's connections on its own pinned I/O threads (io_threads Pinned)",
+            ),
+            Self::Caller => (
+                "_io_runtime",
+                "the harness's connections on the caller's runtime (io_runtime)",
+            ),
+        }
+    }
+}
+
+impl Bench {
+    /// The echo bench with the harness's connections where `placement` says; the bare
+    /// client's session runs on the bench's runtime.
+    pub(super) async fn echo(&self, placement: Placement) -> Result<Metric, String> {
+        let (calls, warmup) = (self.options.calls, self.options.warmup);
+        let runtime = placement
+            .builder(self.config([ECHO_SERVER.to_string()]))
+            .start()
+            .map_err(|e| e.to_string())?;
         let snapshot = runtime
             .wait_for(STARTUP_TIMEOUT, |s| all_connected(s, 1))
             .await;
@@ -79,22 +118,12 @@ impl Bench {
         let _ = bare.cancel().await;
         self.wait_reaped().await?;
         let (harness, baseline, pairs) = measured?;
-        let (name, where_) = if io_runtime {
-            (
-                "echo_per_call_io_runtime",
-                "the harness's connections on the caller's runtime (io_runtime)",
-            )
-        } else {
-            (
-                "echo_per_call",
-                "the harness's connections on its own I/O threads",
-            )
-        };
+        let (suffix, where_) = placement.naming();
         Ok(Metric {
             per_call: true,
             pairs: Some(pairs),
             ..Metric::new(
-                name,
+                format!("echo_per_call{suffix}"),
                 format!(
                     "sequential echo tools/call over stdio, {calls} calls per round in chunks of {ECHO_CHUNK}, time per call; {where_}"
                 ),
@@ -104,43 +133,44 @@ impl Bench {
         })
     }
 
-    /// Three sides per round — the harness, bare spawn + initialize, and bare spawn +
-    /// initialize + listings — in an order that rotates every round, so each side runs first,
-    /// second and third equally often.
+    /// Four sides per round — the harness (default threads), the harness on pinned threads,
+    /// bare spawn + initialize, and bare spawn + initialize + listings — in an order that
+    /// rotates every round, so each side runs in each position equally often.
     pub(super) async fn cold_start(&self) -> Result<Vec<Metric>, String> {
         let (n, p) = (self.options.servers, self.options.parallel);
-        let mut samples: [Vec<f64>; 3] = Default::default();
+        let mut samples: [Vec<f64>; 4] = Default::default();
         for round in 0..self.options.rounds {
-            for k in 0..3 {
-                let side = (round + k) % 3;
-
+            for k in 0..4 {
+                let side = (round + k) % 4;
                 let secs = match side {
-                    0 => self.harness_cold(n, p).await?,
-                    1 => self.bare_cold(n, p, false).await?,
+                    0 => self.harness_cold(n, p, Placement::Default).await?,
+                    1 => self.harness_cold(n, p, Placement::Pinned).await?,
+                    2 => self.bare_cold(n, p, false).await?,
                     _ => self.bare_cold(n, p, true).await?,
                 };
                 samples[side].push(secs);
             }
         }
-        let [harness, bare, listed] = samples;
+        let [harness, pinned, bare, listed] = samples;
         // Each round's three runs are back to back: pair the harness with the baseline of its
         // own round, so a slower or faster stretch of the machine cancels within the pair.
-        let paired =
-            |baseline: &[f64]| Some(harness.iter().zip(baseline).map(|(h, b)| h / b).collect());
+        let paired = |side: &[f64], baseline: &[f64]| {
+            Some(side.iter().zip(baseline).map(|(h, b)| h / b).collect())
+        };
         Ok(vec![
             Metric {
-                pairs: paired(&bare),
+                pairs: paired(&harness, &bare),
                 ..Metric::new(
                     format!("cold_start_{n}"),
                     format!(
                         "{n} stdio servers, {p} connecting at a time, until one snapshot has all connected and listed; baseline: bare spawn + initialize"
                     ),
                     harness.clone(),
-                    bare,
+                    bare.clone(),
                 )
             },
             Metric {
-                pairs: paired(&listed),
+                pairs: paired(&harness, &listed),
                 ..Metric::new(
                     format!("cold_start_{n}_listed"),
                     "the same; baseline: bare spawn + initialize + the same listings (declared kinds, all pages)",
@@ -148,15 +178,28 @@ impl Bench {
                     listed,
                 )
             },
+            Metric {
+                pairs: paired(&pinned, &bare),
+                ..Metric::new(
+                    format!("cold_start_{n}_pinned"),
+                    format!(
+                        "the same with {}; baseline: bare spawn + initialize",
+                        Placement::Pinned.naming().1
+                    ),
+                    pinned.clone(),
+                    bare,
+                )
+            },
         ])
     }
 
     /// `Runtime::start` with `p` local connection slots until one published snapshot has all
     /// `n` servers connected.
-    async fn harness_cold(&self, n: usize, p: usize) -> Result<f64, String> {
+    async fn harness_cold(&self, n: usize, p: usize, placement: Placement) -> Result<f64, String> {
         let config = self.config((0..n).map(|i| format!("fixture{i}")));
         let started = Instant::now();
-        let runtime = RuntimeBuilder::new(config)
+        let runtime = placement
+            .builder(config)
             .connection_slots(p, DEFAULT_REMOTE_SLOTS)
             .start()
             .map_err(|e| e.to_string())?;
@@ -277,8 +320,7 @@ fn echo_args() -> JsonObject {
     args
 }
 
-/// `count` sequential echo calls through the harness; seconds taken.
-/// `count` echo calls through the full governed path: one step binding (as an agent binds once
+/// `count` sequential echo calls through the full governed path: one step binding (as an agent binds once
 /// per model step), then per call argument validation, permission, the staleness check under
 /// the revision gate, the send, normalisation and the output budget.
 async fn harness_calls(runtime: &Runtime, count: usize) -> Result<f64, String> {

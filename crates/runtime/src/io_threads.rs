@@ -1,0 +1,211 @@
+//! Where the servers' connections run: process spawn, initialize, the first listings and each
+//! session's message loop.
+//!
+//! Three places, one per [`IoPlace`] variant:
+//! - the harness's own work-stealing runtime ([`IoThreads::WorkStealing`], the default): every
+//!   worker may pick up any connection's work, which keeps a burst of many servers starting at
+//!   once moving while some threads are preempted;
+//! - the harness's pinned threads ([`IoThreads::Pinned`]): each thread drives a single-threaded
+//!   runtime and every connection attempt is placed on one of them, round-robin; a call's
+//!   request and answer then wake exactly one I/O thread, never an idle sibling worker, which
+//!   is what a call-heavy host with few servers wants;
+//! - the embedder's own multi-threaded runtime (`RuntimeBuilder::io_runtime`).
+//!
+//! Invariants: a connection attempt and the session it makes stay on the runtime the attempt
+//! was placed on (tokio never moves a task), a reconnect is placed anew; the pinned threads
+//! are owned by the actor thread and stopped and joined when it ends, after the actors — so
+//! every task still on them (sessions, stderr drains, process reapers) is dropped, and with
+//! it every stdio process group, before `Runtime::shutdown` or the `Runtime`'s drop returns.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread::JoinHandle;
+
+use tokio::runtime::Handle;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle as TaskHandle;
+
+/// Threads the harness starts for its servers' connections when the embedder gives it no
+/// runtime of its own (`RuntimeBuilder::io_threads`). `cargo xtask bench` measures both: with
+/// two threads on a two-core machine, `WorkStealing` starts 100 servers faster
+/// (`cold_start_100` vs. `cold_start_100_pinned`) and `Pinned` answers a call faster
+/// (`echo_per_call` vs. `echo_per_call_pinned`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IoThreads {
+    /// One work-stealing runtime with this many workers (default: 2).
+    WorkStealing(usize),
+    /// This many threads, each with a single-threaded runtime; every connection attempt is
+    /// placed on one of them, round-robin.
+    Pinned(usize),
+}
+
+impl Default for IoThreads {
+    fn default() -> Self {
+        Self::WorkStealing(2)
+    }
+}
+
+impl IoThreads {
+    /// How many threads this asks for.
+    pub fn count(self) -> usize {
+        match self {
+            Self::WorkStealing(n) | Self::Pinned(n) => n,
+        }
+    }
+}
+
+/// Where connection attempts are spawned.
+#[derive(Clone)]
+pub enum IoPlace {
+    /// The actor system's own work-stealing runtime (`tokio::spawn` from an actor).
+    Shared,
+    /// One of the harness's pinned threads, chosen per attempt.
+    Pinned(PinnedHandles),
+    /// The embedder's multi-threaded runtime.
+    Embedder(Handle),
+}
+
+impl IoPlace {
+    /// Spawns a connection attempt where this place says. Called from an actor (the
+    /// [`IoPlace::Shared`] case relies on the actor thread's runtime context).
+    pub(crate) fn spawn<F>(&self, future: F) -> TaskHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        match self {
+            Self::Shared => tokio::spawn(future),
+            Self::Pinned(threads) => threads.next().spawn(future),
+            Self::Embedder(handle) => handle.spawn(future),
+        }
+    }
+}
+
+/// The handles of the pinned threads' runtimes and the round-robin cursor. Holding them does
+/// not keep the threads alive: a spawn after they stopped is dropped at once (its join handle
+/// reports it cancelled).
+#[derive(Clone)]
+pub struct PinnedHandles {
+    handles: Arc<[Handle]>,
+    next: Arc<AtomicUsize>,
+}
+
+impl PinnedHandles {
+    fn next(&self) -> &Handle {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.handles.len();
+        &self.handles[i]
+    }
+}
+
+/// The pinned threads themselves; dropping this stops every runtime and joins its thread.
+pub(crate) struct PinnedThreads {
+    threads: Vec<(oneshot::Sender<()>, JoinHandle<()>)>,
+}
+
+impl PinnedThreads {
+    /// Starts `count` threads (at least one), each driving a single-threaded runtime.
+    pub(crate) fn start(count: usize) -> std::io::Result<(Self, PinnedHandles)> {
+        let mut handles = Vec::new();
+        // Built up as we go, so a failure part-way stops the threads already started.
+        let mut started = Self {
+            threads: Vec::new(),
+        };
+        for i in 0..count.max(1) {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            handles.push(runtime.handle().clone());
+            let (stop, stopped) = oneshot::channel::<()>();
+            let thread = std::thread::Builder::new()
+                .name(format!("mcp-harness-io{i}"))
+                .spawn(move || {
+                    runtime.block_on(async {
+                        let _ = stopped.await;
+                    });
+                    // Dropping the runtime drops every task still on it.
+                    drop(runtime);
+                })?;
+            started.threads.push((stop, thread));
+        }
+        let handles = PinnedHandles {
+            handles: handles.into(),
+            next: Arc::new(AtomicUsize::new(0)),
+        };
+        Ok((started, handles))
+    }
+}
+
+impl Drop for PinnedThreads {
+    fn drop(&mut self) {
+        for (stop, _) in &mut self.threads {
+            // Ask every thread first, so they wind down together.
+            let (replacement, _) = oneshot::channel();
+            let _ = std::mem::replace(stop, replacement).send(());
+        }
+        for (_, thread) in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn thread_name_on(place: &IoPlace, rt: &tokio::runtime::Runtime) -> String {
+        let _entered = rt.enter();
+        let task = place.spawn(async { std::thread::current().name().unwrap_or("").to_string() });
+        rt.block_on(task).expect("the task ran")
+    }
+
+    #[test]
+    fn pinned_attempts_go_round_robin_and_stop_with_their_threads() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        let (threads, handles) = PinnedThreads::start(2).expect("threads");
+        let place = IoPlace::Pinned(handles);
+        let names: Vec<String> = (0..4).map(|_| thread_name_on(&place, &rt)).collect();
+        assert_eq!(
+            names,
+            [
+                "mcp-harness-io0",
+                "mcp-harness-io1",
+                "mcp-harness-io0",
+                "mcp-harness-io1"
+            ]
+        );
+
+        // A task still running when the threads stop is dropped with them.
+        struct Dropped(Option<std::sync::mpsc::Sender<()>>);
+        impl Drop for Dropped {
+            fn drop(&mut self) {
+                if let Some(tx) = self.0.take() {
+                    let _ = tx.send(());
+                }
+            }
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let guard = Dropped(Some(tx));
+        let _pending = place.spawn(async move {
+            let _guard = guard;
+            std::future::pending::<()>().await;
+        });
+        drop(threads);
+        assert!(
+            rx.try_recv().is_ok(),
+            "the pending task was dropped before the drop returned"
+        );
+
+        // Spawning after they stopped does not run the future and does not hang.
+        let late = place.spawn(async { 1 });
+        assert!(rt.block_on(late).is_err());
+    }
+
+    #[test]
+    fn the_default_is_two_work_stealing_threads() {
+        assert_eq!(IoThreads::default(), IoThreads::WorkStealing(2));
+        assert_eq!(IoThreads::Pinned(3).count(), 3);
+    }
+}
