@@ -88,10 +88,10 @@ impl RuntimeBuilder {
     }
 
     /// The threads the harness starts for its servers' connections (default
-    /// [`IoThreads::WorkStealing`]`(2)`): [`IoThreads::Pinned`] puts each connection on one
-    /// thread of its own runtime, so a call wakes one thread instead of a pool — faster calls,
-    /// slower start of many servers at once (both measured by `cargo xtask bench`). Not
-    /// together with [`Self::io_runtime`] (checked by [`Self::start`]).
+    /// [`IoThreads::Pinned`]`(2)`: each connection on one thread of its own single-threaded
+    /// runtime, so a call wakes one thread, not a pool). [`IoThreads::WorkStealing`] shares
+    /// one work-stealing pool among all connections instead (`cargo xtask bench` measures
+    /// both). Not together with [`Self::io_runtime`] (checked by [`Self::start`]).
     pub fn io_threads(mut self, threads: IoThreads) -> Self {
         self.io_threads = Some(threads);
         self

@@ -2,14 +2,18 @@
 //! session's message loop.
 //!
 //! Three places, one per [`IoPlace`] variant:
-//! - the harness's own work-stealing runtime ([`IoThreads::WorkStealing`], the default): every
-//!   worker may pick up any connection's work, which keeps a burst of many servers starting at
-//!   once moving while some threads are preempted;
-//! - the harness's pinned threads ([`IoThreads::Pinned`]): each thread drives a single-threaded
-//!   runtime and every connection attempt is placed on one of them, round-robin; a call's
-//!   request and answer then wake exactly one I/O thread, never an idle sibling worker, which
-//!   is what a call-heavy host with few servers wants;
+//! - the harness's pinned threads ([`IoThreads::Pinned`], the default, two threads): each
+//!   thread drives a single-threaded runtime and every connection attempt is placed on one of
+//!   them, round-robin; a call's request and answer then wake exactly one I/O thread, never an
+//!   idle sibling worker (which, on a small machine, costs more than the message);
+//! - the harness's own work-stealing runtime ([`IoThreads::WorkStealing`]): any worker may pick
+//!   up any connection's work;
 //! - the embedder's own multi-threaded runtime (`RuntimeBuilder::io_runtime`).
+//!
+//! A queued connection attempt starts on the thread that freed its slot
+//! (`supervision::ConnectQueues`), so starting many servers hands slots on without waking a
+//! thread per server; that is what lets the pinned threads start 100 servers as fast as the
+//! work-stealing runtime does (`cargo xtask bench`).
 //!
 //! Invariants: a connection attempt and the session it makes stay on the runtime the attempt
 //! was placed on (tokio never moves a task), a reconnect is placed anew; the pinned threads
@@ -27,22 +31,22 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle as TaskHandle;
 
 /// Threads the harness starts for its servers' connections when the embedder gives it no
-/// runtime of its own (`RuntimeBuilder::io_threads`). `cargo xtask bench` measures both: with
-/// two threads on a two-core machine, `WorkStealing` starts 100 servers faster
-/// (`cold_start_100` vs. `cold_start_100_pinned`) and `Pinned` answers a call faster
-/// (`echo_per_call` vs. `echo_per_call_pinned`).
+/// runtime of its own (`RuntimeBuilder::io_threads`; default `Pinned(2)`). `cargo xtask bench`
+/// measures both kinds with two threads: `echo_per_call` vs. `echo_per_call_work_stealing`,
+/// `cold_start_100` vs. `cold_start_100_work_stealing`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IoThreads {
-    /// One work-stealing runtime with this many workers (default: 2).
-    WorkStealing(usize),
     /// This many threads, each with a single-threaded runtime; every connection attempt is
-    /// placed on one of them, round-robin.
+    /// placed on one of them, round-robin. A callback (elicitation, sampling, roots) runs on
+    /// one of them too: it must not block, and `block_in_place` is not available there.
     Pinned(usize),
+    /// One work-stealing runtime with this many workers.
+    WorkStealing(usize),
 }
 
 impl Default for IoThreads {
     fn default() -> Self {
-        Self::WorkStealing(2)
+        Self::Pinned(2)
     }
 }
 
@@ -80,6 +84,31 @@ impl IoPlace {
             Self::Embedder(handle) => handle.spawn(future),
         }
     }
+
+    /// Spawns `future` on the current thread's runtime when that is this place (a task of
+    /// this place is running here: it lands in this thread's own queue and runs without
+    /// waking any other thread); elsewhere as [`Self::spawn`] would.
+    pub(crate) fn spawn_here<F>(&self, future: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let here = Handle::try_current().ok().filter(|_| match self {
+            Self::Pinned(_) => ON_PINNED_THREAD.get(),
+            Self::Shared => true,
+            // A handle schedules on its own worker's queue when called from one.
+            Self::Embedder(_) => false,
+        });
+        match here {
+            Some(handle) => drop(handle.spawn(future)),
+            None => drop(self.spawn(future)),
+        }
+    }
+}
+
+thread_local! {
+    /// Whether this thread is one of a harness's pinned I/O threads (its runtime is the
+    /// current one while it runs).
+    static ON_PINNED_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// The handles of the pinned threads' runtimes and the round-robin cursor. Holding them does
@@ -120,6 +149,7 @@ impl PinnedThreads {
             let thread = std::thread::Builder::new()
                 .name(format!("mcp-harness-io{i}"))
                 .spawn(move || {
+                    ON_PINNED_THREAD.set(true);
                     runtime.block_on(async {
                         let _ = stopped.await;
                     });
@@ -204,8 +234,8 @@ mod tests {
     }
 
     #[test]
-    fn the_default_is_two_work_stealing_threads() {
-        assert_eq!(IoThreads::default(), IoThreads::WorkStealing(2));
-        assert_eq!(IoThreads::Pinned(3).count(), 3);
+    fn the_default_is_two_pinned_threads() {
+        assert_eq!(IoThreads::default(), IoThreads::Pinned(2));
+        assert_eq!(IoThreads::WorkStealing(3).count(), 3);
     }
 }

@@ -43,7 +43,7 @@ use crate::io_threads::IoPlace;
 use crate::listing::{Listed, declared_kinds, list_kind};
 use crate::publisher::{Publisher, ServerClient, ServerUpdate};
 use crate::refresh::Refreshes;
-use crate::supervision::{ConnectQueues, ReconnectPolicy};
+use crate::supervision::{ConnectQueues, ReconnectPolicy, Slot};
 
 /// A stable per-server number, so reconnect jitter differs between servers.
 fn fnv(name: &str) -> u64 {
@@ -451,15 +451,15 @@ impl ServerActor {
         let connecting = self.connector.connect(handler, options);
         let limits = self.settings.limits;
         let page_timeout = self.config.startup_timeout;
-        let (queues, remote) = (self.settings.queues.clone(), self.connector.is_remote());
-        let fut = async move {
+        let slot_hold = self.settings.queues.slot_hold;
+        let attempt = async move |slot: Slot| {
             // One slot of the local or remote queue while connecting, for at most `slot_hold`:
             // a slow server keeps connecting but stops holding up the queue.
-            let mut slot = queues.slot(remote).await;
+            let mut slot = Some(slot);
             let mut connecting = connecting;
             let session = tokio::select! {
                 result = &mut connecting => result,
-                () = tokio::time::sleep(queues.slot_hold) => {
+                () = tokio::time::sleep(slot_hold) => {
                     slot = None;
                     connecting.await
                 }
@@ -494,14 +494,25 @@ impl ServerActor {
         };
         // The attempt runs on the I/O threads (the embedder's runtime if it gave one), not on
         // the actor thread: spawning a process blocks its thread until the child execs, and
-        // every actor and the publisher share the actor thread. The actor holds the task and
-        // aborts it when it drops it (the actor stopped), which drops whatever the attempt
+        // every actor and the publisher share the actor thread. The actor holds the attempt and
+        // cancels it when it drops it (the actor stopped), which drops whatever the attempt
         // started; the session it made is owned by the actor and closed with it.
-        let task = AbortOnDrop(self.settings.io.spawn(fut));
-        ctx.spawn(task.into_actor(self).map(move |joined, act, ctx| {
-            let result = joined.unwrap_or_else(|e| {
+        let (done, outcome) = tokio::sync::oneshot::channel();
+        let attempt = self.settings.queues.start(
+            self.connector.is_remote(),
+            &self.settings.io,
+            async move |slot| {
+                let _ = done.send(attempt(slot).await);
+            },
+        );
+        let outcome = async move {
+            let _attempt = attempt;
+            outcome.await
+        };
+        ctx.spawn(outcome.into_actor(self).map(move |outcome, act, ctx| {
+            let result = outcome.unwrap_or_else(|_| {
                 Err(TransportError::Initialize {
-                    message: format!("the connect task ended: {e}"),
+                    message: "the connect attempt ended without an outcome (it panicked)".into(),
                     auth_required: false,
                     stderr_tail: None,
                 })
@@ -1018,27 +1029,6 @@ fn unavailable(e: &TransportError) -> bool {
             && (code[0] == b'5' || &code[..3] == b"429")
             && code.get(3).is_none_or(|b| !b.is_ascii_digit())
     })
-}
-
-/// A spawned task that is aborted when its handle is dropped: a connect attempt running on the
-/// I/O threads ends (and whatever it started with it) when the actor drops it.
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-impl<T> std::future::Future for AbortOnDrop<T> {
-    type Output = Result<T, tokio::task::JoinError>;
-
-    fn poll(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Self::Output> {
-        std::pin::Pin::new(&mut self.0).poll(cx)
-    }
 }
 
 /// How long runtime shutdown waits for one server to close before moving on.

@@ -11,12 +11,20 @@
 //! - at most `local` stdio/in-process and `remote` HTTP servers connect at once (R5), and a slow
 //!   server holds its slot for at most `slot_hold` — it goes on connecting, but the queue moves.
 //!   A slot covers starting the server (spawn or connect, and initialize); it is given back as
-//!   soon as initialize completed, and the first listing runs after it.
+//!   soon as initialize completed, and the first listing runs after it;
+//! - waiting attempts start in the order they were queued, each on the thread that freed its
+//!   slot (a task spawned there, not a waiter woken elsewhere): on a machine busy starting
+//!   servers, waking another thread costs a scheduling delay per hand-off, which adds up along
+//!   a queue of a hundred servers; a cancelled attempt never starts and never holds a slot.
 
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use futures::future::{AbortHandle, Abortable};
+
+use crate::io_threads::IoPlace;
 
 /// Reconnect and health-check settings (runtime-wide).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,10 +77,10 @@ fn splitmix(mut x: u64) -> u64 {
 }
 
 /// The two connection queues.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ConnectQueues {
-    local: Arc<Semaphore>,
-    remote: Arc<Semaphore>,
+    local: Arc<SlotQueue>,
+    remote: Arc<SlotQueue>,
     /// Longest time one connecting server keeps its slot.
     pub slot_hold: Duration,
 }
@@ -87,16 +95,115 @@ pub const DEFAULT_SLOT_HOLD: Duration = Duration::from_secs(2);
 impl ConnectQueues {
     pub fn new(local: usize, remote: usize, slot_hold: Duration) -> Self {
         Self {
-            local: Arc::new(Semaphore::new(local.max(1))),
-            remote: Arc::new(Semaphore::new(remote.max(1))),
+            local: SlotQueue::new(local),
+            remote: SlotQueue::new(remote),
             slot_hold,
         }
     }
 
-    /// Waits for a slot in the local or remote queue.
-    pub async fn slot(&self, remote: bool) -> Option<OwnedSemaphorePermit> {
+    /// Starts `attempt` with a slot of the local or remote queue: at once, on `place`, when one
+    /// is free; otherwise after the attempts queued before it, on the thread that frees a slot.
+    /// Dropping the returned [`Attempt`] cancels it, whether it is still queued or running.
+    pub(crate) fn start<F, Fut>(&self, remote: bool, place: &IoPlace, attempt: F) -> Attempt
+    where
+        F: FnOnce(Slot) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
         let queue = if remote { &self.remote } else { &self.local };
-        queue.clone().acquire_owned().await.ok()
+        let (abort, registration) = AbortHandle::new_pair();
+        let place = place.clone();
+        let start: StartFn = Box::new(move |slot, on_releasing_thread| {
+            let run = Abortable::new(attempt(slot), registration);
+            let run = async move {
+                let _ = run.await;
+            };
+            if on_releasing_thread {
+                place.spawn_here(run);
+            } else {
+                drop(place.spawn(run));
+            }
+        });
+        SlotQueue::push(queue, abort.clone(), start);
+        Attempt(abort)
+    }
+}
+
+/// Starts an attempt with its slot; the flag says whether it runs where the slot was freed.
+type StartFn = Box<dyn FnOnce(Slot, bool) + Send>;
+
+/// One queue: how many slots are free, and the attempts waiting for one, in order.
+struct SlotQueue {
+    state: Mutex<QueueState>,
+}
+
+struct QueueState {
+    free: usize,
+    waiting: VecDeque<(AbortHandle, StartFn)>,
+}
+
+impl SlotQueue {
+    fn new(slots: usize) -> Arc<Self> {
+        Arc::new(Self {
+            state: Mutex::new(QueueState {
+                free: slots.max(1),
+                waiting: VecDeque::new(),
+            }),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, QueueState> {
+        // The state stays consistent even if a holder panicked: every change is one step.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn push(this: &Arc<Self>, abort: AbortHandle, start: StartFn) {
+        let mut state = this.lock();
+        if state.free > 0 {
+            state.free -= 1;
+            drop(state);
+            start(Slot(Some(this.clone())), false);
+        } else {
+            state.waiting.push_back((abort, start));
+        }
+    }
+
+    /// A slot came back: it goes to the first waiting attempt not cancelled, or is free again.
+    fn release(this: Arc<Self>) {
+        let next = {
+            let mut state = this.lock();
+            loop {
+                match state.waiting.pop_front() {
+                    Some((abort, _)) if abort.is_aborted() => continue,
+                    Some((_, start)) => break start,
+                    None => {
+                        state.free += 1;
+                        return;
+                    }
+                }
+            }
+        };
+        next(Slot(Some(this)), true);
+    }
+}
+
+/// A slot of a connection queue, held by one attempt; dropping it hands it on.
+pub struct Slot(Option<Arc<SlotQueue>>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if let Some(queue) = self.0.take() {
+            SlotQueue::release(queue);
+        }
+    }
+}
+
+/// A queued or running connection attempt; dropping it cancels the attempt (a running one is
+/// dropped at its next wake-up on its own thread, with everything it started).
+pub struct Attempt(AbortHandle);
+
+impl Drop for Attempt {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -132,20 +239,70 @@ mod tests {
         assert!(spread.len() > 40, "jitter spreads the storm");
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn queues_bound_concurrency() {
+    /// Which attempt started, on which thread.
+    type Started = std::sync::mpsc::Receiver<(&'static str, String)>;
+
+    /// Queues `n` attempts that each report (name, thread) once started and then hold their
+    /// slot until told to go.
+    fn queue_attempts(
+        q: &ConnectQueues,
+        remote: bool,
+        place: &IoPlace,
+        names: &[&'static str],
+    ) -> (Vec<Attempt>, Started, Vec<tokio::sync::oneshot::Sender<()>>) {
+        let (started_tx, started) = std::sync::mpsc::channel();
+        let mut go = Vec::new();
+        let attempts = names
+            .iter()
+            .map(|&name| {
+                let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
+                go.push(go_tx);
+                let started_tx = started_tx.clone();
+                q.start(remote, place, move |slot| async move {
+                    let thread = std::thread::current().name().unwrap_or("").to_string();
+                    let _ = started_tx.send((name, thread));
+                    let _ = go_rx.await;
+                    drop(slot);
+                })
+            })
+            .collect();
+        (attempts, started, go)
+    }
+
+    fn next_started(started: &Started) -> Option<(&'static str, String)> {
+        started.recv_timeout(Duration::from_secs(5)).ok()
+    }
+
+    #[test]
+    fn queues_bound_concurrency_keep_order_and_skip_cancelled_attempts() {
+        let (_threads, handles) = crate::io_threads::PinnedThreads::start(2).expect("threads");
+        let place = IoPlace::Pinned(handles);
         let q = ConnectQueues::new(2, 1, Duration::from_secs(2));
-        let a = q.slot(false).await;
-        let b = q.slot(false).await;
-        assert!(a.is_some() && b.is_some());
-        let third = tokio::time::timeout(Duration::from_millis(10), q.slot(false)).await;
-        assert!(third.is_err(), "the third local connect waits");
-        assert!(q.slot(true).await.is_some(), "the remote queue is separate");
-        drop(a);
+        let (mut attempts, started, mut go) =
+            queue_attempts(&q, false, &place, &["a", "b", "c", "d", "e"]);
+        let mut first: Vec<_> = (0..2).filter_map(|_| next_started(&started)).collect();
+        first.sort();
+        assert_eq!(first.iter().map(|s| s.0).collect::<Vec<_>>(), ["a", "b"]);
         assert!(
-            tokio::time::timeout(Duration::from_millis(10), q.slot(false))
-                .await
-                .is_ok()
+            started.recv_timeout(Duration::from_millis(50)).is_err(),
+            "the third local attempt waits"
         );
+        // The remote queue is separate.
+        let (_remote, remote_started, _remote_go) = queue_attempts(&q, true, &place, &["r"]);
+        assert_eq!(next_started(&remote_started).map(|s| s.0), Some("r"));
+
+        // "c" is cancelled while queued: it never starts, and its turn passes to "d".
+        drop(attempts.remove(2));
+        let a_thread = first[0].1.clone();
+        let _ = go.remove(0).send(());
+        let d = next_started(&started).expect("d starts when a frees its slot");
+        assert_eq!(d.0, "d");
+        assert_eq!(d.1, a_thread, "d starts on the thread that freed the slot");
+        assert!(started.recv_timeout(Duration::from_millis(50)).is_err());
+
+        // Cancelling a running attempt frees its slot for the next one.
+        drop(attempts.remove(0)); // a: already done
+        drop(attempts.remove(0)); // b: running, holds a slot
+        assert_eq!(next_started(&started).map(|s| s.0), Some("e"));
     }
 }

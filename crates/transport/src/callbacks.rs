@@ -24,7 +24,10 @@ use serde_json::Value;
 pub type CallbackFuture<T> = Pin<Box<dyn Future<Output = Result<T, ErrorData>> + Send>>;
 
 /// What the embedder can answer. Every method has a default that refuses (method not found),
-/// and [`ClientCallbacks::supports`] must say which are really implemented.
+/// and [`ClientCallbacks::supports`] must say which are really implemented. The returned
+/// futures are polled on the thread that runs the server's connection (by default one of the
+/// harness's single-threaded I/O threads): await, do not block — blocking work belongs in
+/// `spawn_blocking`, and `block_in_place` is not available there.
 pub trait ClientCallbacks: Send + Sync + 'static {
     /// Which requests this embedder answers (declared as client capabilities).
     fn supports(&self) -> Supported;

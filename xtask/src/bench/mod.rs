@@ -25,9 +25,10 @@
 //! - `echo_per_call`: time per sequential `echo` tools/call over stdio, through the governed
 //!   path (`bind_step` → `prepare_call` → `PreparedCall::call`) vs `Peer::call_tool` of a bare
 //!   `().serve(TokioChildProcess)` client, the sides alternating every 100 calls; the bare
-//!   client's session runs on the bench's runtime, the harness's on its own work-stealing I/O
-//!   threads (the default);
-//! - `echo_per_call_pinned`: the same with `RuntimeBuilder::io_threads(IoThreads::Pinned(2))`;
+//!   client's session runs on the bench's runtime, the harness's on its own pinned I/O threads
+//!   (the default);
+//! - `echo_per_call_work_stealing`: the same with
+//!   `RuntimeBuilder::io_threads(IoThreads::WorkStealing(2))`;
 //! - `echo_per_call_io_runtime`: the same, with the harness started with
 //!   `RuntimeBuilder::io_runtime` on the bench's runtime, so both sessions run where the calls
 //!   are made;
@@ -42,8 +43,8 @@
 //!   same P permits) followed by the listings the harness makes — every kind the server declared
 //!   (tools, prompts, resources, templates, skills), all pages, concurrently — so what is left
 //!   of the ratio is the harness's own overhead (actors, sanitising, the catalog, publication);
-//! - `cold_start_<N>_pinned`: `cold_start_<N>` with the harness on `IoThreads::Pinned(2)` (a
-//!   fourth side of each round, same baseline);
+//! - `cold_start_<N>_work_stealing`: `cold_start_<N>` with the harness on
+//!   `IoThreads::WorkStealing(2)` (a fourth side of each round, same baseline);
 //! - `list_changed_visible[_spaced][_window0][_p99]`: from just before an `add_tool` call until
 //!   the new tool is in a published snapshot (`Runtime::wait_for`), vs a bare rmcp client whose
 //!   `on_tool_list_changed` lists the tools and signals once they contain the new name; the
@@ -415,7 +416,11 @@ impl Bench {
     async fn run(&self) -> Result<Vec<Metric>, String> {
         let mut metrics = Vec::new();
         if self.options.runs("echo") {
-            for placement in [Placement::Default, Placement::Pinned, Placement::Caller] {
+            for placement in [
+                Placement::Default,
+                Placement::WorkStealing,
+                Placement::Caller,
+            ] {
                 metrics.push(self.echo(placement).await?);
             }
         }

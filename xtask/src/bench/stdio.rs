@@ -1,5 +1,5 @@
-//! The stdio metrics: `echo_per_call[_pinned|_io_runtime]` and
-//! `cold_start_<N>[_listed|_pinned]`.
+//! The stdio metrics: `echo_per_call[_work_stealing|_io_runtime]` and
+//! `cold_start_<N>[_listed|_work_stealing]`.
 
 use std::time::Instant;
 
@@ -20,10 +20,10 @@ const ECHO_CHUNK: usize = 100;
 /// Where the harness side of a stdio bench runs its servers' connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Placement {
-    /// The default: the harness's own work-stealing I/O threads.
+    /// The default: the harness's own pinned I/O threads.
     Default,
-    /// `IoThreads::Pinned` with as many threads as the default has workers.
-    Pinned,
+    /// `IoThreads::WorkStealing` with as many threads as the default has.
+    WorkStealing,
     /// The caller's runtime (`RuntimeBuilder::io_runtime`), where the bare client runs too.
     Caller,
 }
@@ -33,7 +33,9 @@ impl Placement {
         let builder = RuntimeBuilder::new(config);
         match self {
             Self::Default => builder,
-            Self::Pinned => builder.io_threads(IoThreads::Pinned(IoThreads::default().count())),
+            Self::WorkStealing => {
+                builder.io_threads(IoThreads::WorkStealing(IoThreads::default().count()))
+            }
             Self::Caller => builder.io_runtime(tokio::runtime::Handle::current()),
         }
     }
@@ -43,11 +45,11 @@ impl Placement {
         match self {
             Self::Default => (
                 "",
-                "the harness's connections on its own work-stealing I/O threads (the default)",
+                "the harness's connections on its own pinned I/O threads (the default)",
             ),
-            Self::Pinned => (
-                "_pinned",
-                "the harness's connections on its own pinned I/O threads (io_threads Pinned)",
+            Self::WorkStealing => (
+                "_work_stealing",
+                "the harness's connections on its own work-stealing I/O threads (io_threads WorkStealing)",
             ),
             Self::Caller => (
                 "_io_runtime",
@@ -133,8 +135,8 @@ impl Bench {
         })
     }
 
-    /// Four sides per round — the harness (default threads), the harness on pinned threads,
-    /// bare spawn + initialize, and bare spawn + initialize + listings — in an order that
+    /// Four sides per round — the harness (default threads), the harness on work-stealing
+    /// threads, bare spawn + initialize, and bare spawn + initialize + listings — in an order that
     /// rotates every round, so each side runs in each position equally often.
     pub(super) async fn cold_start(&self) -> Result<Vec<Metric>, String> {
         let (n, p) = (self.options.servers, self.options.parallel);
@@ -144,14 +146,14 @@ impl Bench {
                 let side = (round + k) % 4;
                 let secs = match side {
                     0 => self.harness_cold(n, p, Placement::Default).await?,
-                    1 => self.harness_cold(n, p, Placement::Pinned).await?,
+                    1 => self.harness_cold(n, p, Placement::WorkStealing).await?,
                     2 => self.bare_cold(n, p, false).await?,
                     _ => self.bare_cold(n, p, true).await?,
                 };
                 samples[side].push(secs);
             }
         }
-        let [harness, pinned, bare, listed] = samples;
+        let [harness, stealing, bare, listed] = samples;
         // Each round's three runs are back to back: pair the harness with the baseline of its
         // own round, so a slower or faster stretch of the machine cancels within the pair.
         let paired = |side: &[f64], baseline: &[f64]| {
@@ -179,14 +181,14 @@ impl Bench {
                 )
             },
             Metric {
-                pairs: paired(&pinned, &bare),
+                pairs: paired(&stealing, &bare),
                 ..Metric::new(
-                    format!("cold_start_{n}_pinned"),
+                    format!("cold_start_{n}_work_stealing"),
                     format!(
                         "the same with {}; baseline: bare spawn + initialize",
-                        Placement::Pinned.naming().1
+                        Placement::WorkStealing.naming().1
                     ),
-                    pinned.clone(),
+                    stealing.clone(),
                     bare,
                 )
             },
