@@ -512,7 +512,7 @@ impl ServerActor {
         ctx.spawn(outcome.into_actor(self).map(move |outcome, act, ctx| {
             let result = outcome.unwrap_or_else(|_| {
                 Err(TransportError::Initialize {
-                    message: "the connect attempt ended without an outcome (it panicked)".into(),
+                    message: "the connect attempt ended without an outcome (it panicked, or its I/O thread stopped)".into(),
                     auth_required: false,
                     stderr_tail: None,
                 })
