@@ -168,8 +168,8 @@ async fn pinned_threads_carry_every_connection_and_stop_with_the_runtime() {
     );
     assert_eq!(
         threads_named("mcp-harness-tas").len(),
-        1,
-        "one worker for the actors' tasks"
+        2,
+        "two workers for callbacks and the actors' tasks"
     );
     echo_on_each(&runtime, &all).await;
 

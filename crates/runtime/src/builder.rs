@@ -229,16 +229,16 @@ impl RuntimeBuilder {
         let gate = Arc::new(RevisionGate::default());
         let progress = Arc::new(ProgressRoutes::default());
         // The pinned threads belong to the actor thread, which stops them after its actors.
-        // The actor system's runtime hosts the connections only in the default case; otherwise
-        // one worker serves the few tasks actors spawn.
+        // The actor system's runtime hosts the connections only with `WorkStealing`; otherwise
+        // its two workers run the embedder's callbacks and the few tasks actors spawn.
         let (pinned, io, actor_workers) = match (self.io, threads) {
-            (Some(handle), _) => (None, IoPlace::Embedder(handle), 1),
+            (Some(handle), _) => (None, IoPlace::Embedder(handle), 2),
             (None, IoThreads::WorkStealing(n)) => (None, IoPlace::Shared, n),
             (None, IoThreads::Pinned(n)) => {
                 let (threads, handles) = PinnedThreads::start(n).map_err(|e| {
                     StartError::System(format!("cannot start the harness's I/O threads: {e}"))
                 })?;
-                (Some(threads), IoPlace::Pinned(handles), 1)
+                (Some(threads), IoPlace::Pinned(handles), 2)
             }
         };
         let shared = matches!(io, IoPlace::Shared);

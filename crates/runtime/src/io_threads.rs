@@ -37,8 +37,8 @@ use tokio::task::JoinHandle as TaskHandle;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IoThreads {
     /// This many threads, each with a single-threaded runtime; every connection attempt is
-    /// placed on one of them, round-robin. A callback (elicitation, sampling, roots) runs on
-    /// one of them too: it must not block, and `block_in_place` is not available there.
+    /// placed on one of them, round-robin. The embedder's callbacks run elsewhere (the actor
+    /// system's two workers), so one that blocks stalls no connection.
     Pinned(usize),
     /// One work-stealing runtime with this many workers.
     WorkStealing(usize),

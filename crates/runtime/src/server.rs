@@ -442,7 +442,10 @@ impl ServerActor {
                     .clone()
                     .or_else(|| self.settings.protocol_version.clone()),
             )
-            .with_callbacks(&self.config.name, self.settings.callbacks.clone());
+            .with_callbacks(&self.config.name, self.settings.callbacks.clone())
+            // The actor thread's runtime: its workers run nothing else, so an embedder's
+            // callback that blocks stalls no connection.
+            .with_callback_runtime(tokio::runtime::Handle::try_current().ok());
         let options = ConnectOptions {
             server: self.name().to_string(),
             startup_timeout: self.config.startup_timeout,

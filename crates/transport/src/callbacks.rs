@@ -24,10 +24,10 @@ use serde_json::Value;
 pub type CallbackFuture<T> = Pin<Box<dyn Future<Output = Result<T, ErrorData>> + Send>>;
 
 /// What the embedder can answer. Every method has a default that refuses (method not found),
-/// and [`ClientCallbacks::supports`] must say which are really implemented. The returned
-/// futures are polled on the thread that runs the server's connection (by default one of the
-/// harness's single-threaded I/O threads): await, do not block — blocking work belongs in
-/// `spawn_blocking`, and `block_in_place` is not available there.
+/// and [`ClientCallbacks::supports`] must say which are really implemented. The runtime
+/// calls them, and polls their futures, on its own workers (`HarnessClient::
+/// with_callback_runtime`), by default never on a server connection's thread: a callback that
+/// blocks stalls no server, but holds one of two workers while it does — prefer awaiting.
 pub trait ClientCallbacks: Send + Sync + 'static {
     /// Which requests this embedder answers (declared as client capabilities).
     fn supports(&self) -> Supported;

@@ -21,7 +21,7 @@ use rmcp::model::{
 };
 use rmcp::service::{ClientLifecycleMode, NotificationContext, RequestContext, RoleClient};
 
-use crate::callbacks::{Callbacks, apply_form_defaults};
+use crate::callbacks::{CallbackFuture, Callbacks, ClientCallbacks, apply_form_defaults};
 
 /// What a connected server told us, outside any request/response pair.
 #[derive(Debug, Clone)]
@@ -54,6 +54,7 @@ pub struct HarnessClient {
     protocol_version: Option<ProtocolVersion>,
     server: Arc<str>,
     callbacks: Option<Callbacks>,
+    callback_runtime: Option<tokio::runtime::Handle>,
 }
 
 impl HarnessClient {
@@ -64,6 +65,7 @@ impl HarnessClient {
             protocol_version: None,
             server: Arc::from(""),
             callbacks: None,
+            callback_runtime: None,
         }
     }
 
@@ -72,6 +74,16 @@ impl HarnessClient {
     pub fn with_callbacks(mut self, server: &str, callbacks: Option<Callbacks>) -> Self {
         self.server = Arc::from(server);
         self.callbacks = callbacks;
+        self
+    }
+
+    /// Runs the callbacks (the call and the future it returns) as tasks of `runtime` (a
+    /// multi-threaded one) instead of on the session's own thread: a callback that blocks — a
+    /// prompt read synchronously, a `block_in_place` — then stalls no connection. A callback still running when its request
+    /// goes away (the server cancelled it, the session closed) is aborted, as it would be if
+    /// polled in place.
+    pub fn with_callback_runtime(mut self, runtime: Option<tokio::runtime::Handle>) -> Self {
+        self.callback_runtime = runtime;
         self
     }
 
@@ -104,6 +116,40 @@ impl HarnessClient {
 
     fn emit(&self, event: ServerEvent) {
         (self.sink)(event);
+    }
+
+    /// The answer of one callback — the call and its future both — from the callback runtime
+    /// when there is one.
+    async fn answer<T, F>(&self, callbacks: &Callbacks, ask: F) -> Result<T, ErrorData>
+    where
+        T: Send + 'static,
+        F: FnOnce(&dyn ClientCallbacks, &str) -> CallbackFuture<T> + Send + 'static,
+    {
+        let Some(runtime) = &self.callback_runtime else {
+            return ask(callbacks.as_ref(), &self.server).await;
+        };
+        let (callbacks, server) = (callbacks.clone(), self.server.clone());
+        let mut task =
+            AbortOnDrop(runtime.spawn(async move { ask(callbacks.as_ref(), &server).await }));
+        match (&mut task.0).await {
+            Ok(answer) => answer,
+            Err(e) => Err(ErrorData::internal_error(
+                format!(
+                    "the embedder's callback for server `{}` did not answer: {e}",
+                    self.server
+                ),
+                None,
+            )),
+        }
+    }
+}
+
+/// Aborts its task when dropped (the request it answers went away).
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -161,7 +207,10 @@ impl ClientHandler for HarnessClient {
                 rmcp::model::ElicitationCreateRequestMethod,
             >());
         };
-        let result = callbacks.elicit(&self.server, request.clone()).await?;
+        let asked = request.clone();
+        let result = self
+            .answer(callbacks, move |c, server| c.elicit(server, asked))
+            .await?;
         Ok(apply_form_defaults(&request, result))
     }
 
@@ -171,7 +220,10 @@ impl ClientHandler for HarnessClient {
         _context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
         match &self.callbacks {
-            Some(callbacks) => callbacks.sample(&self.server, params).await,
+            Some(callbacks) => {
+                self.answer(callbacks, move |c, server| c.sample(server, params))
+                    .await
+            }
             None => Err(ErrorData::method_not_found::<
                 rmcp::model::CreateMessageRequestMethod,
             >()),
@@ -183,7 +235,7 @@ impl ClientHandler for HarnessClient {
         _context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, ErrorData> {
         match &self.callbacks {
-            Some(callbacks) => callbacks.roots(&self.server).await,
+            Some(callbacks) => self.answer(callbacks, |c, server| c.roots(server)).await,
             None => Ok(ListRootsResult::default()),
         }
     }
