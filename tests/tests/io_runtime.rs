@@ -23,6 +23,18 @@ fn connected(s: &Snapshot, names: &[&str]) -> bool {
     })
 }
 
+/// Restarts `name` and waits (bounded) until a new connection of it is connected.
+async fn restarted(runtime: &mcp_harness_runtime::Runtime, name: &str) {
+    let since = runtime.snapshot().servers[name].since;
+    runtime.restart(name).expect("restart");
+    let s = runtime
+        .wait_for(SETTLE, |s| {
+            connected(s, &[name]) && s.servers[name].since > since
+        })
+        .await;
+    assert!(s.servers[name].since > since, "{:?}", s.servers[name]);
+}
+
 /// Waits (bounded) until the runtime has at most `tasks` alive tasks; returns how many it has.
 async fn tasks_down_to(handle: &tokio::runtime::Handle, tasks: usize) -> usize {
     for _ in 0..100 {
@@ -67,14 +79,7 @@ async fn connections_run_on_the_embedders_runtime_and_leave_nothing_behind() {
     assert_eq!(text(&result), "over your runtime");
 
     // A restart connects again on the same runtime.
-    let since = s.servers["a"].since;
-    runtime.restart("a").expect("restart");
-    let s = runtime
-        .wait_for(SETTLE, |s| {
-            connected(s, &["a"]) && s.servers["a"].since > since
-        })
-        .await;
-    assert!(s.servers["a"].since > since, "{:?}", s.servers["a"]);
+    restarted(&runtime, "a").await;
     let result = runtime
         .call_tool("mcp__a__echo", args(json!({"message": "again"})))
         .await
@@ -130,12 +135,30 @@ async fn threads_gone(prefix: &str) -> Vec<String> {
     threads_named(prefix)
 }
 
-fn three_servers(marker: &str) -> mcp_harness_runtime::Config {
-    config(vec![
-        server("a", fixture_stdio(&["--name", marker])),
-        server("b", fixture_stdio(&["--name", marker])),
-        server("c", fixture_stdio(&["--name", marker])),
-    ])
+/// Starts three stdio fixture servers carrying a fresh marker on `threads` and waits until all
+/// three are connected; returns the runtime and the marker.
+async fn three_connected(threads: IoThreads) -> (mcp_harness_runtime::Runtime, String) {
+    let marker = format!("io-threads-{}", uuid::Uuid::new_v4());
+    let runtime = RuntimeBuilder::new(config(
+        ALL.iter()
+            .map(|name| server(name, fixture_stdio(&["--name", &marker])))
+            .collect(),
+    ))
+    .io_threads(threads)
+    .start()
+    .expect("start");
+    let s = runtime.wait_for(SETTLE, |s| connected(s, &ALL)).await;
+    assert!(connected(&s, &ALL), "{:?}", s.servers);
+    (runtime, marker)
+}
+
+const ALL: [&str; 3] = ["a", "b", "c"];
+
+/// Shuts `runtime` down; then no process carrying `marker` and no harness thread is left.
+async fn shut_down_and_gone(runtime: mcp_harness_runtime::Runtime, marker: &str) {
+    runtime.shutdown().await;
+    assert_eq!(wait_gone(marker).await, Vec::<u32>::new());
+    assert_eq!(threads_gone("mcp-harness").await, Vec::<String>::new());
 }
 
 async fn echo_on_each(runtime: &mcp_harness_runtime::Runtime, servers: &[&str]) {
@@ -154,14 +177,7 @@ async fn echo_on_each(runtime: &mcp_harness_runtime::Runtime, servers: &[&str]) 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pinned_threads_carry_every_connection_and_stop_with_the_runtime() {
-    let marker = format!("io-pinned-{}", uuid::Uuid::new_v4());
-    let runtime = RuntimeBuilder::new(three_servers(&marker))
-        .io_threads(IoThreads::Pinned(2))
-        .start()
-        .expect("start");
-    let all = ["a", "b", "c"];
-    let s = runtime.wait_for(SETTLE, |s| connected(s, &all)).await;
-    assert!(connected(&s, &all), "{:?}", s.servers);
+    let (runtime, marker) = three_connected(IoThreads::Pinned(2)).await;
     assert_eq!(
         threads_named("mcp-harness-io"),
         ["mcp-harness-io0", "mcp-harness-io1"]
@@ -171,36 +187,20 @@ async fn pinned_threads_carry_every_connection_and_stop_with_the_runtime() {
         2,
         "two workers for callbacks and the actors' tasks"
     );
-    echo_on_each(&runtime, &all).await;
+    echo_on_each(&runtime, &ALL).await;
 
     // A restart is placed anew and works like the first connection.
-    let since = s.servers["b"].since;
-    runtime.restart("b").expect("restart");
-    let s = runtime
-        .wait_for(SETTLE, |s| {
-            connected(s, &["b"]) && s.servers["b"].since > since
-        })
-        .await;
-    assert!(s.servers["b"].since > since, "{:?}", s.servers["b"]);
-    echo_on_each(&runtime, &all).await;
+    restarted(&runtime, "b").await;
+    echo_on_each(&runtime, &ALL).await;
 
-    runtime.shutdown().await;
-    assert_eq!(wait_gone(&marker).await, Vec::<u32>::new());
-    assert_eq!(threads_gone("mcp-harness").await, Vec::<String>::new());
+    shut_down_and_gone(runtime, &marker).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_runtime_takes_its_pinned_threads_and_servers_with_it() {
-    let marker = format!("io-pinned-drop-{}", uuid::Uuid::new_v4());
-    let runtime = RuntimeBuilder::new(three_servers(&marker))
-        .io_threads(IoThreads::Pinned(3))
-        .start()
-        .expect("start");
-    let all = ["a", "b", "c"];
-    let s = runtime.wait_for(SETTLE, |s| connected(s, &all)).await;
-    assert!(connected(&s, &all), "{:?}", s.servers);
+    let (runtime, marker) = three_connected(IoThreads::Pinned(3)).await;
     assert_eq!(threads_named("mcp-harness-io").len(), 3);
-    echo_on_each(&runtime, &all).await;
+    echo_on_each(&runtime, &ALL).await;
     tokio::task::block_in_place(|| drop(runtime));
     // The drop joined the actor thread, which joined the pinned threads: nothing is left to
     // wait for.
@@ -210,19 +210,10 @@ async fn a_dropped_runtime_takes_its_pinned_threads_and_servers_with_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn work_stealing_threads_are_as_many_as_asked() {
-    let marker = format!("io-stealing-{}", uuid::Uuid::new_v4());
-    let runtime = RuntimeBuilder::new(three_servers(&marker))
-        .io_threads(IoThreads::WorkStealing(1))
-        .start()
-        .expect("start");
-    let all = ["a", "b", "c"];
-    let s = runtime.wait_for(SETTLE, |s| connected(s, &all)).await;
-    assert!(connected(&s, &all), "{:?}", s.servers);
+    let (runtime, marker) = three_connected(IoThreads::WorkStealing(1)).await;
     assert_eq!(threads_named("mcp-harness-io"), ["mcp-harness-io"]);
-    echo_on_each(&runtime, &all).await;
-    runtime.shutdown().await;
-    assert_eq!(wait_gone(&marker).await, Vec::<u32>::new());
-    assert_eq!(threads_gone("mcp-harness").await, Vec::<String>::new());
+    echo_on_each(&runtime, &ALL).await;
+    shut_down_and_gone(runtime, &marker).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
