@@ -11,10 +11,22 @@
 //!    open-world ([`AppPolicy`]);
 //! 3. per-tool budget — the definition the model would see is over
 //!    [`ExposurePolicy::per_tool_schema_bytes`];
-//! 4. total budget and tool cap — without tool search, tools are admitted until the next one
-//!    would exceed [`ExposurePolicy::total_schema_bytes`] or [`ExposurePolicy::max_tools`]; it
-//!    and every tool after it are hidden (a prefix of the name order, so adding a tool never
-//!    reshuffles the ones before it).
+//! 4. total budget and tool cap, shared fairly across servers — without tool search, each
+//!    server shows a prefix of its admitted tools (in name order), and the sizes of those
+//!    prefixes are set by water-filling: in each round, every server that still has tools to
+//!    show may take up to an equal share of what is left of [`ExposurePolicy::max_tools`] and of
+//!    [`ExposurePolicy::total_schema_bytes`]; what a server does not need (it has fewer or
+//!    smaller tools) stays in the pool and is shared again in the next round. When no server can
+//!    take a whole tool within its share any more, what is left goes one tool per turn,
+//!    round-robin in server-name order, to each server whose next tool still fits. So a server
+//!    gets at least the longest prefix that fits in `1/n` of the cap and of the budget (`n`
+//!    servers with admitted tools) — one server with 200 tools cannot hide every tool of
+//!    another — and sharing ends only when no server's next tool fits in what is left. A
+//!    server's first tool left out, and every tool after it, is hidden with the limit that was
+//!    reached.
+//!
+//! The outcome is deterministic: it depends only on the policy and the set of tools (servers in
+//! name order, tools in qualified-name order), never on the order they arrive in.
 //!
 //! With tool search on, every admitted tool is deferred: the model sees only
 //! [`search_tool_definition`] and loads tools it found. The per-tool budget still applies to
@@ -23,7 +35,7 @@
 //! is never in the prompt.
 
 use std::borrow::Cow;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::sync::Arc;
 
@@ -100,6 +112,15 @@ pub struct AppPolicy {
     pub hide_open_world: bool,
 }
 
+/// What rule 4 gave one server: how many of its admitted tools it shows, their bytes, and how
+/// much of the tool cap was left for anyone at the end.
+#[derive(Debug, Clone, Copy, Default)]
+struct Share {
+    count: usize,
+    bytes: usize,
+    tools_left: usize,
+}
+
 /// A tool the model may see, with the size of its definition.
 #[derive(Debug, Clone)]
 pub struct ExposedTool {
@@ -135,32 +156,126 @@ impl ExposurePolicy {
                 .cmp(&(b.qualified_name.as_str(), b.server.as_str()))
         });
         let mut out = Exposure::default();
-        let mut used_bytes = 0usize;
-        let mut used_up: Option<String> = None;
+        // Admitted tools per server, servers in name order, each server's tools in name order.
+        let mut by_server: BTreeMap<&str, Vec<ExposedTool>> = BTreeMap::new();
         for entry in tools {
-            let tool = match self.admit(entry) {
-                Ok(tool) => tool,
-                Err(reason) => {
-                    out.hidden.push(hidden(entry, reason));
-                    continue;
-                }
-            };
-            if self.tool_search == ToolSearch::On {
-                out.deferred.push(tool);
+            match self.admit(entry) {
+                Ok(tool) if self.tool_search == ToolSearch::On => out.deferred.push(tool),
+                Ok(tool) => by_server.entry(&entry.server).or_default().push(tool),
+                Err(reason) => out.hidden.push(hidden(entry, reason)),
+            }
+        }
+        let queues: Vec<Vec<ExposedTool>> = by_server.into_values().collect();
+        let servers = queues.len();
+        let shown = self.share(&queues);
+        for (queue, keep) in queues.into_iter().zip(shown) {
+            let mut rest = queue.into_iter();
+            out.direct.extend(rest.by_ref().take(keep.count));
+            let Some(first_left_out) = rest.next() else {
                 continue;
+            };
+            let reason = self.share_reason(keep, servers, &first_left_out.entry.server);
+            out.hidden
+                .push(hidden(&first_left_out.entry, reason.clone()));
+            out.hidden
+                .extend(rest.map(|t| hidden(&t.entry, reason.clone())));
+        }
+        out.direct
+            .sort_by(|a, b| a.entry.qualified_name.cmp(&b.entry.qualified_name));
+        out.hidden.sort_by_cached_key(|h| {
+            (
+                mcp_harness_catalog::qualify(&h.server, &h.raw_name),
+                h.server.clone(),
+            )
+        });
+        out
+    }
+
+    /// Rule 4: how many tools of each server's queue are shown (each a prefix), sharing the tool
+    /// cap and the total schema budget fairly (water-filling): in each round every server still
+    /// wanting tools may take up to an equal share of what is left of both, in its name order;
+    /// what a server does not use is shared again in the next round. When no server can take a
+    /// whole tool within its share any more, what is left goes one tool at a time, round-robin
+    /// in server-name order, to servers whose next tool still fits.
+    fn share(&self, queues: &[Vec<ExposedTool>]) -> Vec<Share> {
+        let mut shares = vec![Share::default(); queues.len()];
+        let mut tools_left = self.max_tools;
+        let mut bytes_left = self.total_schema_bytes;
+        // Each round that takes nothing ends the loop, and each other round takes at least one
+        // tool, so this runs at most once per tool (plus one).
+        loop {
+            let wanting: Vec<usize> = (0..queues.len())
+                .filter(|&i| shares[i].count < queues[i].len())
+                .collect();
+            if wanting.is_empty() || tools_left == 0 {
+                break;
             }
-            if used_up.is_none() {
-                used_up = self.over_budget(used_bytes, out.direct.len(), tool.schema_bytes);
+            let tool_share = tools_left / wanting.len();
+            let byte_share = bytes_left / wanting.len();
+            let mut took = false;
+            for &i in &wanting {
+                let (mut n, mut bytes) = (0usize, 0usize);
+                for tool in &queues[i][shares[i].count..] {
+                    if n + 1 > tool_share || bytes + tool.schema_bytes > byte_share {
+                        break;
+                    }
+                    n += 1;
+                    bytes += tool.schema_bytes;
+                }
+                shares[i].count += n;
+                shares[i].bytes += bytes;
+                tools_left -= n;
+                bytes_left -= bytes;
+                took |= n > 0;
             }
-            match &used_up {
-                Some(reason) => out.hidden.push(hidden(entry, reason.clone())),
-                None => {
-                    used_bytes += tool.schema_bytes;
-                    out.direct.push(tool);
+            if !took {
+                break;
+            }
+        }
+        // The remainder: round-robin, one tool per server per turn, while any next tool fits.
+        let mut took = true;
+        while took && tools_left > 0 {
+            took = false;
+            for (i, queue) in queues.iter().enumerate() {
+                let Some(next) = queue.get(shares[i].count) else {
+                    continue;
+                };
+                if tools_left > 0 && next.schema_bytes <= bytes_left {
+                    shares[i].count += 1;
+                    shares[i].bytes += next.schema_bytes;
+                    tools_left -= 1;
+                    bytes_left -= next.schema_bytes;
+                    took = true;
                 }
             }
         }
-        out
+        for share in &mut shares {
+            share.tools_left = tools_left;
+        }
+        shares
+    }
+
+    /// Why a server's tools after the first `share.count` are hidden.
+    fn share_reason(&self, share: Share, servers: usize, server: &str) -> String {
+        let mut reason = if share.tools_left == 0 {
+            format!(
+                "tool cap of {} reached (`{CONFIG_KEY}.maxTools`)",
+                self.max_tools
+            )
+        } else {
+            format!(
+                "schema budget of {} for all tools is used up (`{CONFIG_KEY}.totalSchemaBytes`)",
+                size(self.total_schema_bytes)
+            )
+        };
+        if servers > 1 {
+            reason.push_str(&format!(
+                "; shared fairly among {servers} servers, server \"{server}\" shows {} tools ({})",
+                share.count,
+                size(share.bytes)
+            ));
+        }
+        reason
     }
 
     /// A budget for loading deferred tools in one step, with the search tool already counted.

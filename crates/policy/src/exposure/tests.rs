@@ -553,3 +553,121 @@ fn sizes_read_well() {
     assert_eq!(size(9731), "9.5 KiB");
     assert_eq!(size(300), "300 bytes");
 }
+
+fn count_of(list: &[ExposedTool], server: &str) -> usize {
+    list.iter().filter(|t| t.entry.server == server).count()
+}
+
+/// Issue 13 point 4: a server that sorts first with 200 tools used to take the whole tool cap
+/// and hide every tool of the next server.
+#[test]
+fn the_tool_cap_is_shared_fairly_across_servers() {
+    let mut tools: Vec<ToolEntry> = (0..200)
+        .map(|i| entry("aaa", tool(&format!("t{i:03}"), "")))
+        .collect();
+    tools.extend((0..10).map(|i| entry("zzz", tool(&format!("u{i}"), ""))));
+    let e = ExposurePolicy::default().expose(tools.iter());
+    assert_partition(&e, 210);
+    // zzz needs less than its half: it shows all 10, and aaa gets the rest of the cap.
+    assert_eq!(count_of(&e.direct, "zzz"), 10);
+    assert_eq!(count_of(&e.direct, "aaa"), 118);
+    // aaa shows a prefix of its tools in name order; the rest is hidden with the cap named.
+    let shown: Vec<_> = e
+        .direct
+        .iter()
+        .filter(|t| t.entry.server == "aaa")
+        .map(|t| t.entry.raw_name.clone())
+        .collect();
+    let expected: Vec<_> = (0..118).map(|i| format!("t{i:03}")).collect();
+    assert_eq!(shown, expected);
+    assert_eq!(e.hidden.len(), 82);
+    for h in &e.hidden {
+        assert_eq!(h.server, "aaa");
+        assert!(
+            h.reason
+                .starts_with("tool cap of 128 reached (`exposure.maxTools`)")
+                && h.reason.contains("shared fairly among 2 servers")
+                && h.reason.contains("server \"aaa\" shows 118 tools"),
+            "{}",
+            h.reason
+        );
+    }
+    // Three servers that all want more than their share get equal shares; the remainder of
+    // the division goes round-robin in server-name order.
+    let three: Vec<ToolEntry> = ["a", "b", "c"]
+        .iter()
+        .flat_map(|s| (0..100).map(move |i| entry(s, tool(&format!("t{i:03}"), ""))))
+        .collect();
+    let p = ExposurePolicy {
+        max_tools: 10,
+        ..Default::default()
+    };
+    let e = p.expose(three.iter());
+    assert_partition(&e, 300);
+    assert_eq!(
+        [
+            count_of(&e.direct, "a"),
+            count_of(&e.direct, "b"),
+            count_of(&e.direct, "c")
+        ],
+        [4, 3, 3]
+    );
+}
+
+#[test]
+fn the_schema_budget_is_shared_fairly_across_servers() {
+    // "big" sorts first and has large tools that alone would use the whole budget; "small" has
+    // small tools. Each is guaranteed what fits in half the budget, and "small" leaves part of
+    // its half unused, which "big" gets.
+    let big: Vec<ToolEntry> = (0..40)
+        .map(|i| entry("big", tool(&format!("b{i:02}"), &"x".repeat(1000))))
+        .collect();
+    let small: Vec<ToolEntry> = (0..20)
+        .map(|i| entry("small", tool(&format!("s{i:02}"), "d")))
+        .collect();
+    let big_bytes = definition_bytes(&big[0].qualified_name, &big[0].tool).unwrap_or(0);
+    let small_bytes = definition_bytes(&small[0].qualified_name, &small[0].tool).unwrap_or(0);
+    let total = big_bytes * 10;
+    let p = ExposurePolicy {
+        total_schema_bytes: total,
+        ..Default::default()
+    };
+    let all: Vec<ToolEntry> = big.iter().chain(small.iter()).cloned().collect();
+    let e = p.expose(all.iter());
+    assert_partition(&e, 60);
+    assert_eq!(count_of(&e.direct, "small"), 20, "small fits in its half");
+    let used: usize = e.direct.iter().map(|t| t.schema_bytes).sum();
+    assert!(used <= total);
+    assert_eq!(
+        count_of(&e.direct, "big"),
+        (total - 20 * small_bytes) / big_bytes,
+        "big gets what small left over"
+    );
+    let r = reason_of(&e, "b39");
+    assert!(
+        r.contains("`exposure.totalSchemaBytes`") && r.contains("shared fairly among 2 servers"),
+        "{r}"
+    );
+    // The outcome does not depend on the order the tools come in.
+    let mut reversed = all.clone();
+    reversed.reverse();
+    let again = p.expose(reversed.iter());
+    assert_eq!(names(&again.direct), names(&e.direct));
+    assert_eq!(again.hidden, e.hidden);
+}
+
+#[test]
+fn a_tool_larger_than_its_share_still_gets_what_others_leave() {
+    // "a"'s only tool is larger than half the budget; "b" needs little, so "a" gets the rest.
+    let a = entry("a", tool("huge", &"x".repeat(3000)));
+    let b = entry("b", tool("small", "d"));
+    let a_bytes = definition_bytes(&a.qualified_name, &a.tool).unwrap_or(0);
+    let b_bytes = definition_bytes(&b.qualified_name, &b.tool).unwrap_or(0);
+    let p = ExposurePolicy {
+        total_schema_bytes: a_bytes + b_bytes,
+        ..Default::default()
+    };
+    let e = p.expose([&a, &b].into_iter());
+    assert_eq!(names(&e.direct), ["mcp__a__huge", "mcp__b__small"]);
+    assert!(e.hidden.is_empty());
+}
