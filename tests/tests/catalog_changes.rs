@@ -480,3 +480,54 @@ async fn the_update_that_settles_the_last_server_is_published_at_once() {
     assert!(flooded, "the held-back change was the flood's listing");
     runtime.shutdown().await;
 }
+
+/// Issue 13 point 5: when two servers' tools end up with one qualified name, the later server
+/// used to overwrite the other silently (`--hidden` empty). With server names kept apart by the
+/// config, what is left is a crafted name equal to another's sanitised-and-hashed one: server
+/// `x.y` with tool `z` is `mcp__x_y__z_<hash>`, and so is server `x_y` with tool `z_<hash>`.
+/// Neither is shown; both are hidden with the reason, whichever arrives first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_two_servers_share_hides_both_with_the_reason() {
+    let shared = mcp_harness_catalog::qualify("x.y", "z");
+    let crafted = shared["mcp__x_y__".len()..].to_string();
+    assert_eq!(mcp_harness_catalog::qualify("x_y", &crafted), shared);
+    let runtime = start(vec![
+        server("x.y", fixture_stdio(&[])),
+        server("x_y", fixture_stdio(&[])),
+    ]);
+    runtime.wait_settled(SETTLE).await;
+    for (server, name) in [("x.y", "z"), ("x_y", crafted.as_str())] {
+        runtime
+            .call_tool(
+                &mcp_harness_catalog::qualify(server, "add_tool"),
+                args(json!({"name": name})),
+            )
+            .await
+            .expect("add_tool");
+    }
+    let both_listed = |s: &Snapshot| {
+        s.catalogs
+            .get("x.y")
+            .is_some_and(|c| c.tools.iter().any(|t| t.raw_name == "z"))
+            && s.catalogs
+                .get("x_y")
+                .is_some_and(|c| c.tools.iter().any(|t| t.raw_name == crafted))
+    };
+    let s = runtime.wait_for(SETTLE, both_listed).await;
+    assert!(both_listed(&s), "both tools were listed");
+    let binding = runtime.bind_step(&[]).await.expect("bind");
+    assert!(
+        binding.tools().iter().all(|t| t.name != shared),
+        "neither tool is shown under the shared name"
+    );
+    let hidden: Vec<_> = binding
+        .hidden()
+        .iter()
+        .filter(|h| h.reason.contains("name conflict across servers"))
+        .map(|h| (h.server.as_str(), h.raw_name.as_str()))
+        .collect();
+    assert_eq!(hidden, [("x.y", "z"), ("x_y", crafted.as_str())]);
+    let err = binding.prepare_call(&shared).err().expect("refused");
+    assert!(err.to_string().contains("hidden"), "{err}");
+    runtime.shutdown().await;
+}

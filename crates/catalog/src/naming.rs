@@ -3,6 +3,30 @@
 //! (server, name) pair is appended so that distinct raw names stay distinct. The raw name is what
 //! goes on the wire; a public name is never parsed back into a raw one.
 
+/// What joins the prefix, the server and the tool in a model-visible name.
+pub const SEPARATOR: &str = "__";
+
+/// Whether `server` can be part of plain names that no other server's can equal: it must not
+/// contain [`SEPARATOR`] nor end with `_`. Then the first `__` after `mcp__` in a plain name is
+/// the one after the server, so a plain name belongs to one (server, tool) pair only. (Server
+/// `x__y` with tool `z`, and server `x` with tool `y__z`, would both be `mcp__x__y__z`; server
+/// `x_` with tool `z`, and server `x` with tool `_z`, both `mcp__x___z`.) The config refuses
+/// other server names.
+pub fn is_unambiguous_server_name(server: &str) -> bool {
+    !server.contains(SEPARATOR) && !server.ends_with('_')
+}
+
+/// A name like `server` that [`is_unambiguous_server_name`] accepts (each `__` becomes `-`,
+/// trailing `_` become `-`), for messages that suggest a rename.
+pub fn suggest_server_name(server: &str) -> String {
+    let mut name = server.replace(SEPARATOR, "-");
+    if name.ends_with('_') {
+        name.pop();
+        name.push('-');
+    }
+    name
+}
+
 /// Longest model-visible name (the common provider limit).
 pub const MAX_NAME_LEN: usize = 64;
 const PREFIX: &str = "mcp";
@@ -52,6 +76,25 @@ fn identity_hash(server: &str, name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unambiguous_server_names() {
+        for good in ["x", "x_y", "_x", "x-y", "a_b_c"] {
+            assert!(is_unambiguous_server_name(good), "{good}");
+        }
+        for bad in ["x__y", "x_", "__", "a___b"] {
+            assert!(!is_unambiguous_server_name(bad), "{bad}");
+            assert!(
+                is_unambiguous_server_name(&suggest_server_name(bad)),
+                "{bad}"
+            );
+        }
+        assert_eq!(suggest_server_name("x__y"), "x-y");
+        assert_eq!(suggest_server_name("x_"), "x-");
+        // The collisions the rule prevents.
+        assert_eq!(qualify("x__y", "z"), qualify("x", "y__z"));
+        assert_eq!(qualify("x_", "z"), qualify("x", "_z"));
+    }
 
     #[test]
     fn plain_names_are_kept() {

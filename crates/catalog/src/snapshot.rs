@@ -3,13 +3,20 @@
 //! Invariant: a snapshot is built whole by [`SnapshotBuilder::build`] and never mutated; the tool
 //! index is derived from the same per-server catalogs it carries, so a reader can never see a tool
 //! whose server is absent, failed or disabled.
+//!
+//! Names are injective in the index: when tools of different servers have the same qualified
+//! name (server names are kept apart by the config, see
+//! [`crate::naming::is_unambiguous_server_name`]; what is left is a crafted name equal to
+//! another's sanitised-and-hashed one, or a hash collision), none of them is indexed and each
+//! is listed in [`Snapshot::name_conflicts`] with the others named — never a silent overwrite,
+//! never an order-dependent winner that could make a call reach the wrong server.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::entry::{Kind, ServerCatalog, ServerState, ServerStatus, ToolEntry};
+use crate::entry::{HiddenEntry, Kind, ServerCatalog, ServerState, ServerStatus, ToolEntry};
 
 /// One published picture of every server and its catalog.
 #[derive(Debug, Clone, Serialize)]
@@ -22,6 +29,10 @@ pub struct Snapshot {
     pub catalogs: BTreeMap<String, Arc<ServerCatalog>>,
     /// What changed since the previous revision, and why.
     pub changes: Vec<Change>,
+    /// Tools left out of [`Snapshot::tools`] because another server's tool has the same
+    /// qualified name; each names the others. In qualified-name order, then server order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub name_conflicts: Vec<HiddenEntry>,
     #[serde(skip)]
     tool_index: BTreeMap<String, (String, usize)>,
 }
@@ -46,6 +57,7 @@ impl Snapshot {
             servers: BTreeMap::new(),
             catalogs: BTreeMap::new(),
             changes: Vec::new(),
+            name_conflicts: Vec::new(),
             tool_index: BTreeMap::new(),
         }
     }
@@ -106,10 +118,45 @@ impl SnapshotBuilder {
 
     /// Freezes the snapshot with `revision`.
     pub fn build(self, revision: u64) -> Snapshot {
-        let mut tool_index = BTreeMap::new();
-        for (server, catalog) in &self.catalogs {
+        let mut holders: BTreeMap<&str, Vec<(usize, &ToolEntry)>> = BTreeMap::new();
+        for catalog in self.catalogs.values() {
             for (i, tool) in catalog.tools.iter().enumerate() {
-                tool_index.insert(tool.qualified_name.clone(), (server.clone(), i));
+                holders
+                    .entry(&tool.qualified_name)
+                    .or_default()
+                    .push((i, tool));
+            }
+        }
+        let mut tool_index = BTreeMap::new();
+        let mut name_conflicts = Vec::new();
+        for (name, tools) in holders {
+            if let [(i, only)] = tools.as_slice() {
+                tool_index.insert(name.to_string(), (only.server.clone(), *i));
+                continue;
+            }
+            for (_, tool) in &tools {
+                let others: Vec<String> = tools
+                    .iter()
+                    .filter(|(_, o)| o.server != tool.server)
+                    .map(|(_, o)| {
+                        format!(
+                            "tool `{}` of server \"{}\"",
+                            crate::escape_for_display(&o.raw_name, 100),
+                            o.server
+                        )
+                    })
+                    .collect();
+                name_conflicts.push(HiddenEntry {
+                    server: tool.server.clone(),
+                    kind: Kind::Tools,
+                    raw_name: tool.raw_name.clone(),
+                    reason: format!(
+                        "name conflict across servers: `{name}` is also the name of {}; none of \
+                         them is shown, so no call can reach the wrong server (rename the tool \
+                         on its server, or rename a server in the config)",
+                        others.join(" and ")
+                    ),
+                });
             }
         }
         Snapshot {
@@ -117,6 +164,7 @@ impl SnapshotBuilder {
             servers: self.servers,
             catalogs: self.catalogs,
             changes: self.changes,
+            name_conflicts,
             tool_index,
         }
     }
@@ -174,6 +222,60 @@ mod tests {
         assert_eq!(s.tool("mcp__b__y").map(|t| t.raw_name.as_str()), Some("y"));
         assert_eq!(s.tools().count(), 1);
         assert!(!s.catalogs.contains_key("a"));
+    }
+
+    fn connected(b: &mut SnapshotBuilder, server: &str, tools: &[&str]) {
+        b.server(
+            ServerStatus::new(server, "stdio", ServerState::Connected),
+            Some(Arc::new(ServerCatalog {
+                tools: tools
+                    .iter()
+                    .map(|t| ToolEntry::new(server, tool(t)))
+                    .collect(),
+                ..Default::default()
+            })),
+        );
+    }
+
+    /// Issue 13 point 5: the later server's tool used to overwrite the earlier one's in the
+    /// index, silently. What is left once the config refuses ambiguous server names: a tool
+    /// whose plain name equals another server's sanitised-and-hashed one.
+    #[test]
+    fn tools_of_two_servers_with_one_name_are_both_hidden_with_the_reason() {
+        let hashed = crate::qualify("x.y", "z");
+        assert!(hashed.starts_with("mcp__x_y__z_"), "{hashed}");
+        // Server "x_y" with tool "z_<hash>": its plain name is exactly `hashed`.
+        let crafted = hashed["mcp__x_y__".len()..].to_string();
+        assert_eq!(crate::qualify("x_y", &crafted), hashed);
+        for order in [["x.y", "x_y"], ["x_y", "x.y"]] {
+            let mut b = SnapshotBuilder::new();
+            for server in order {
+                let t = if server == "x.y" {
+                    "z"
+                } else {
+                    crafted.as_str()
+                };
+                connected(&mut b, server, &[t, "other"]);
+            }
+            let s = b.build(1);
+            assert!(s.tool(&hashed).is_none());
+            let names: Vec<_> = s.tools().map(|t| t.qualified_name.as_str()).collect();
+            assert_eq!(names.len(), 2, "{names:?}");
+            assert!(!names.contains(&hashed.as_str()));
+            let hidden: Vec<_> = s
+                .name_conflicts
+                .iter()
+                .map(|h| (h.server.as_str(), h.raw_name.as_str()))
+                .collect();
+            assert_eq!(hidden, [("x.y", "z"), ("x_y", crafted.as_str())]);
+            let reason = &s.name_conflicts[0].reason;
+            assert!(
+                reason.contains("name conflict across servers")
+                    && reason.contains(&format!("`{hashed}`"))
+                    && reason.contains(&format!("tool `{crafted}` of server \"x_y\"")),
+                "{reason}"
+            );
+        }
     }
 
     #[test]

@@ -158,10 +158,14 @@ impl Frozen {
                 (name.clone(), slot)
             })
             .collect();
+        // Tools whose name another server's tool also has are in no list of the policy's:
+        // they are hidden here, with the reason, like those the policy hides.
+        let mut hidden = exposure.hidden;
+        hidden.extend(snapshot.name_conflicts.iter().cloned());
         Self {
             direct,
             deferred: exposure.deferred,
-            hidden: exposure.hidden,
+            hidden,
             index,
             authenticate,
             outputs,
@@ -225,7 +229,23 @@ impl StepBinding {
         self.tools().iter().map(BoundTool::anthropic).collect()
     }
 
-    /// What the model does not see in this step, and why.
+    /// The tools the model can find through tool search in this step (tool search on) and
+    /// that it has not loaded yet, in name order.
+    pub fn deferred(&self) -> Vec<BoundTool> {
+        let loaded = self.search.loaded();
+        self.frozen
+            .deferred
+            .iter()
+            .filter(|t| !loaded.1.iter().any(|l| l.name == t.entry.qualified_name))
+            .map(|t| bound(&t.entry))
+            .collect()
+    }
+
+    /// What the model does not see in this step, and why: the tools the exposure policy hides
+    /// and those whose name another server's tool also has. (Entries the listing already
+    /// withheld are in each server's catalog, [`ServerCatalog::hidden`].)
+    ///
+    /// [`ServerCatalog::hidden`]: mcp_harness_catalog::ServerCatalog::hidden
     pub fn hidden(&self) -> &[HiddenEntry] {
         &self.frozen.hidden
     }

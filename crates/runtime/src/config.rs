@@ -3,7 +3,8 @@
 //!
 //! Invariants: a [`Config`] is fully validated — every server has exactly one usable transport,
 //! every `${VAR}` is expanded, no unknown key survives (the error names the file, the server and
-//! the key) — and secrets (env and header values) appear in no error message or log.
+//! the key), no server name contains `__` or ends with `_` (so `mcp__<server>__<tool>` names stay distinct
+//! across servers) — and secrets (env and header values) appear in no error message or log.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -219,6 +220,18 @@ impl Config {
                 return Err(ConfigError {
                     location,
                     message: "server names must not be empty".into(),
+                });
+            }
+            if !mcp_harness_catalog::naming::is_unambiguous_server_name(&name) {
+                return Err(ConfigError {
+                    location,
+                    message: format!(
+                        "server names must not contain `__` (two underscores) nor end with `_`: \
+                         the model sees tools as `mcp__<server>__<tool>`, so this server's tools \
+                         could take the names of another server's tools; rename the server key, \
+                         e.g. to \"{}\"",
+                        mcp_harness_catalog::naming::suggest_server_name(&name)
+                    ),
                 });
             }
             let server: RawServer = serde_json::from_value(value).map_err(|e| ConfigError {
@@ -697,6 +710,31 @@ mod tests {
 
     fn parse(text: &str) -> Result<Config, ConfigError> {
         Config::parse(text, Path::new("/p/.mcp.json"), &env)
+    }
+
+    /// Issue 13 point 5: server `x` tool `y__z` and server `x__y` tool `z` were both
+    /// `mcp__x__y__z`, and one of them vanished.
+    #[test]
+    fn server_names_with_double_underscores_are_refused_with_the_fix() {
+        let err = parse(r#"{"mcpServers": {"x__y": {"command": "srv"}}}"#).unwrap_err();
+        assert_eq!(err.location, "/p/.mcp.json: server \"x__y\"");
+        assert!(
+            err.message.contains("must not contain `__`")
+                && err
+                    .message
+                    .contains("rename the server key, e.g. to \"x-y\""),
+            "{}",
+            err.message
+        );
+        let err = parse(r#"{"mcpServers": {"a___b": {"command": "srv"}}}"#).unwrap_err();
+        assert!(err.message.contains("\"a-_b\""), "{}", err.message);
+        let err = parse(r#"{"mcpServers": {"x_": {"command": "srv"}}}"#).unwrap_err();
+        assert!(err.message.contains("nor end with `_`"), "{}", err.message);
+        // One underscore, or underscores apart, are fine.
+        assert!(
+            parse(r#"{"mcpServers": {"x_y_z": {"command": "srv"}, "_x": {"command": "srv"}}}"#)
+                .is_ok()
+        );
     }
 
     #[test]
