@@ -472,3 +472,31 @@ fn the_read_output_tool_is_read_only_and_strict() {
             .is_err()
     );
 }
+
+/// Issue 13 point 9: `mcp_harness__read_output` accepted properties its schema forbids.
+#[test]
+fn read_output_arguments_must_match_its_own_schema() {
+    let dir = scratch_dir();
+    let store = store_in(&dir.join("store"), OutputStoreConfig::default());
+    let handle = "out-0123456789abcdef0123456789abcdef";
+    for (args, expected) in [
+        (json!({"handle": handle, "extra": 1}), "extra"),
+        (json!({"handle": handle, "page": 0}), "/page"),
+        (json!({"handle": handle, "page": "2"}), "/page"),
+        (json!({"handle": "../secret"}), "/handle"),
+        (json!({"page": 1}), "handle"),
+    ] {
+        let err = store.read_output(&object(args.clone())).unwrap_err();
+        assert!(
+            matches!(&err, OutputError::BadArguments { reason } if reason.contains(expected)),
+            "{args}: {err}"
+        );
+    }
+    // Valid arguments reach the store (which has no such output).
+    assert!(matches!(
+        store.read_output(&object(json!({"handle": handle, "page": 1}))),
+        Err(OutputError::UnknownHandle { .. })
+    ));
+    drop(store);
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -18,7 +18,9 @@
 //!   char boundaries, never inside a UTF-8 sequence; pages are numbered from 1;
 //! - the summary is bounded: a header, the first [`OutputStoreConfig::preview_chars`] chars
 //!   (default 2,000, and at most twice the budget), the images that still fit the budget, and
-//!   at most [`MAX_SUMMARY_WARNINGS`] warnings.
+//!   at most [`MAX_SUMMARY_WARNINGS`] warnings;
+//! - [`READ_OUTPUT_TOOL`]'s arguments are checked against its own input schema before anything
+//!   else: what the model was told is refused (another property, a page of 0) is refused.
 
 #![warn(missing_docs)]
 
@@ -27,12 +29,13 @@ use std::fmt;
 use std::fs::{self, File};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use rmcp::model::{ContentBlock, JsonObject, ResourceContents, Tool, ToolAnnotations};
 use serde_json::{Value, json};
 
 use super::result::{MEDIA_TOKENS, NormalizedResult, estimate_tokens};
+use super::validate::{ArgumentError, ArgumentValidator};
 use crate::error::ErrorClass;
 
 /// The built-in tool the model reads stored outputs with.
@@ -669,8 +672,30 @@ impl OutputStore {
         })
     }
 
-    /// Runs [`READ_OUTPUT_TOOL`] with the arguments the model sent.
+    /// Runs [`READ_OUTPUT_TOOL`] with the arguments the model sent, once they match the tool's
+    /// own input schema (the one the model saw: no other property, `page` at least 1).
     pub fn read_output(&self, args: &JsonObject) -> Result<OutputPage, OutputError> {
+        read_output_validator().validate(args).map_err(|e| {
+            let reason = match e {
+                ArgumentError::Invalid {
+                    violations, total, ..
+                } => {
+                    let listed = violations
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("; ");
+                    let more = total.saturating_sub(violations.len());
+                    if more > 0 {
+                        format!("{listed} (and {more} more)")
+                    } else {
+                        listed
+                    }
+                }
+                other => other.to_string(),
+            };
+            OutputError::BadArguments { reason }
+        })?;
         let handle = match args.get("handle") {
             Some(Value::String(handle)) => handle,
             _ => {
@@ -690,6 +715,14 @@ impl OutputStore {
         };
         self.read_page(handle, page)
     }
+}
+
+/// The validator of [`READ_OUTPUT_TOOL`]'s arguments, compiled once from the schema of
+/// [`read_output_tool`] itself, so what is accepted is what the model was told.
+fn read_output_validator() -> &'static ArgumentValidator {
+    static VALIDATOR: OnceLock<ArgumentValidator> = OnceLock::new();
+    VALIDATOR
+        .get_or_init(|| ArgumentValidator::new(READ_OUTPUT_TOOL, read_output_tool().input_schema))
 }
 
 fn write_new_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
