@@ -105,6 +105,9 @@ impl FixtureServer {
         if self.opts.hostile {
             all.extend(crate::hostile::hostile_tools());
         }
+        if self.opts.bad_results {
+            all.extend(crate::bad_results::bad_result_tools());
+        }
         if let Some(dup) = &self.opts.duplicate_tool {
             let copy = all.iter().find(|t| t.name == dup.as_str()).cloned();
             all.extend(copy);
@@ -269,6 +272,11 @@ impl ServerHandler for FixtureServer {
         let executing = self.lock().versioned.executing(name);
         if let Some(version) = executing {
             return Ok(self.versioned_call(version).into());
+        }
+        if self.opts.bad_results
+            && let Some(result) = crate::bad_results::call(name)
+        {
+            return Ok(result.into());
         }
         let result = match name {
             "echo" => text_result(args.string("message")?),

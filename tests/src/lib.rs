@@ -10,6 +10,7 @@
 
 pub mod options;
 
+mod bad_results;
 mod faults;
 mod handler;
 mod hostile;

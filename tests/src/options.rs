@@ -76,6 +76,9 @@ pub struct FixtureOptions {
     pub duplicate_tool: Option<String>,
     /// Lists tools with hostile metadata (`--hostile`; see the `hostile` module).
     pub hostile: bool,
+    /// Lists tools whose results are broken or hostile (`--bad-results`; see the
+    /// `bad_results` module).
+    pub bad_results: bool,
     /// Declares the experimental capability that opts out of client catalog caches
     /// (`--no-catalog-cache`).
     pub no_catalog_cache: bool,
@@ -106,6 +109,7 @@ impl Default for FixtureOptions {
             port: 0,
             duplicate_tool: None,
             hostile: false,
+            bad_results: false,
             no_catalog_cache: false,
             skills: false,
             tamper_skill: None,
@@ -118,7 +122,7 @@ impl Default for FixtureOptions {
 /// One-line usage summary, appended to argument errors.
 pub const USAGE: &str = "usage: mcp-fixture-server [--transport stdio|http] [--port N] [--name NAME] \
 [--tools N] [--page-size N] [--instructions TEXT] [--hang-at-start] [--exit-at-start CODE] \
-[--stderr-banner TEXT] [--duplicate-tool NAME] [--no-catalog-cache] [--hostile] [--skills] \
+[--stderr-banner TEXT] [--duplicate-tool NAME] [--no-catalog-cache] [--hostile] [--bad-results] [--skills] \
 [--tamper-skill digest|size|frontmatter] [--crash-after-calls N] [--fail-http N]";
 
 impl FixtureOptions {
@@ -174,6 +178,7 @@ impl FixtureOptions {
                 "--stderr-banner" => opts.stderr_banner = Some(value("--stderr-banner")?),
                 "--duplicate-tool" => opts.duplicate_tool = Some(value("--duplicate-tool")?),
                 "--hostile" => opts.hostile = true,
+                "--bad-results" => opts.bad_results = true,
                 "--no-catalog-cache" => opts.no_catalog_cache = true,
                 "--skills" if inline.is_none() => opts.skills = true,
                 "--tamper-skill" => {

@@ -32,11 +32,20 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use mcp_harness_runtime::{Config, Runtime};
 
+/// Exit status of `call` when the result arrived but the result normaliser found it faulty
+/// (its `structuredContent` does not match the tool's `outputSchema`, an image is not base64,
+/// ...): the result is printed, each problem is a `warning:` line on stderr.
+const EXIT_RESULT_WARNINGS: u8 = 3;
+
 #[derive(Parser)]
 #[command(
     name = "mcp-harness",
     version,
-    about = "Inspect, call and watch MCP servers through mcp-harness"
+    about = "Inspect, call and watch MCP servers through mcp-harness",
+    after_help = "Exit status: 0 success; 1 an error, or a tool error (`call`); 2 a config or \
+                  usage error; 3 `call` got a result with problems (it does not match the \
+                  tool's outputSchema, an image is not base64, ...; printed as warnings); 130 \
+                  interrupted."
 )]
 struct Cli {
     /// Read only this config file, in any supported format (Claude Code, Claude Desktop,
@@ -62,11 +71,14 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// The tools the model sees (qualified names).
+    /// The tools the model sees (qualified names): exactly what a step bound now shows — server
+    /// tools within the exposure budgets (shared fairly across servers), the harness's built-in
+    /// tools, and with tool search on the tools found through it.
     Tools {
         #[arg(long)]
         json: bool,
-        /// List what was withheld from the model, and why.
+        /// List what was withheld from the model, and why (listing, filters, exposure budgets,
+        /// name conflicts).
         #[arg(long)]
         hidden: bool,
     },
@@ -304,7 +316,15 @@ async fn execute(
             print_settled(runtime, deadline, |s| inspect::servers(s, json, &sources)).await
         }
         Command::Tools { json, hidden } => {
-            print_settled(runtime, deadline, |s| inspect::tools(s, json, hidden)).await
+            // Exactly what a step bound now shows: the binding `call` uses.
+            progress::settle(runtime, deadline).await;
+            match runtime.bind_step(&[]).await {
+                Ok(binding) => {
+                    emit!("{}", inspect::tools(&binding, json, hidden));
+                    0
+                }
+                Err(e) => fail(&format!("{e} [{:?} error]", e.class()), 1),
+            }
         }
         Command::Prompts { json } => {
             print_settled(runtime, deadline, |s| inspect::prompts(s, json)).await
@@ -319,13 +339,28 @@ async fn execute(
             };
             progress::settle(runtime, deadline).await;
             match call::run(runtime, &name, args, json).await {
-                Ok((text, is_error)) => {
-                    if is_error {
-                        eprint!("tool error: {text}");
-                        1
+                Ok(outcome) => {
+                    use std::io::IsTerminal;
+                    // Server text reaches a terminal only without its control characters.
+                    let text = |to_terminal: bool| {
+                        if to_terminal && !json {
+                            call::for_terminal(&outcome.text)
+                        } else {
+                            outcome.text.clone()
+                        }
+                    };
+                    if outcome.is_error {
+                        eprint!("tool error: {}", text(std::io::stderr().is_terminal()));
                     } else {
-                        emit!("{text}");
-                        0
+                        emit!("{}", text(std::io::stdout().is_terminal()));
+                    }
+                    for warning in &outcome.warnings {
+                        eprintln!("warning: {warning}");
+                    }
+                    match (outcome.is_error, outcome.warnings.is_empty()) {
+                        (true, _) => 1,
+                        (false, false) => EXIT_RESULT_WARNINGS,
+                        (false, true) => 0,
                     }
                 }
                 Err(e) => fail(&format!("{e} [{:?} error]", e.class()), 1),

@@ -442,3 +442,260 @@ fn a_reader_that_stops_early_is_not_an_error() {
         "the server was shut down"
     );
 }
+
+/// `tools --json` / `tools --hidden --json` as parsed JSON, with the exit status checked.
+fn json_of(args: &[&str]) -> serde_json::Value {
+    let (code, out, err) = run(args);
+    assert_eq!(code, 0, "{args:?}: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"))
+}
+
+/// Issue 13 point 4: server `aaa` (sorts first, 216 tools) took the whole tool cap of 128 and
+/// hid every tool of `zzz`, while `tools` listed all of them as visible and `tools --hidden` was
+/// empty. Now `tools` is what a bound step shows, `--hidden` what it hides, and the cap is
+/// shared fairly.
+#[test]
+fn tools_shows_what_a_step_exposes_and_the_cap_is_shared_fairly() {
+    let dir = temp_dir();
+    let marker = format!("cli-fair-{}", uuid_like());
+    let config = dir.join("mcp.json");
+    let text = serde_json::json!({"mcpServers": {
+        "aaa": {"command": bin(), "args": ["fixture-server", "--name", &marker, "--tools", "200"]},
+        "zzz": {"command": bin(), "args": ["fixture-server", "--name", &marker]}
+    }});
+    std::fs::write(&config, text.to_string()).expect("write");
+    let c = config.to_str().unwrap_or_default();
+
+    let servers = json_of(&["servers", "--json", "--config", c]);
+    let listed: Vec<u64> = ["aaa", "zzz"]
+        .iter()
+        .map(|s| {
+            servers
+                .as_array()
+                .and_then(|a| a.iter().find(|v| v["name"] == *s))
+                .and_then(|v| v["tools"].as_u64())
+                .unwrap_or(0)
+        })
+        .collect();
+    assert_eq!(listed, [216, 16], "{servers}");
+
+    let shown = json_of(&["tools", "--json", "--config", c]);
+    let shown = shown.as_array().cloned().unwrap_or_default();
+    let of = |server: &str| {
+        shown
+            .iter()
+            .filter(|t| t["server"] == server && t["exposure"] == "direct")
+            .count()
+    };
+    // zzz needs less than half the cap and shows every tool; aaa gets the rest.
+    assert_eq!((of("aaa"), of("zzz")), (112, 16));
+    assert!(
+        shown
+            .iter()
+            .any(|t| t["name"] == "mcp_harness__read_output" && t["exposure"] == "built-in"),
+        "the built-in tools a step shows are listed"
+    );
+
+    let hidden = json_of(&["tools", "--hidden", "--json", "--config", c]);
+    let hidden: Vec<_> = hidden
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|h| h["kind"] == "tools")
+        .collect();
+    assert_eq!(hidden.len(), 216 - 112, "every tool left out is listed");
+    for h in &hidden {
+        let reason = h["reason"].as_str().unwrap_or_default();
+        assert_eq!(h["server"], "aaa");
+        assert!(
+            reason.contains("tool cap of 128 reached (`exposure.maxTools`)")
+                && reason.contains("shared fairly among 2 servers"),
+            "{reason}"
+        );
+    }
+    // Shown and hidden together are every listed tool, each once.
+    let mut all: Vec<String> = shown
+        .iter()
+        .filter(|t| t["exposure"] == "direct")
+        .map(|t| format!("{}/{}", t["server"], t["rawName"]))
+        .chain(
+            hidden
+                .iter()
+                .map(|h| format!("{}/{}", h["server"], h["name"])),
+        )
+        .collect();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), 216 + 16);
+
+    // What `tools` shows can be called; what `--hidden` lists is refused as hidden.
+    let (code, out, err) = run(&[
+        "call",
+        "mcp__zzz__echo",
+        r#"{"message": "zzz is reachable"}"#,
+        "--yes",
+        "--config",
+        c,
+    ]);
+    assert_eq!((code, out.trim()), (0, "zzz is reachable"), "{err}");
+    let gone = format!(
+        "mcp__aaa__{}",
+        hidden[0]["name"].as_str().unwrap_or_default()
+    );
+    let (code, _, err) = run(&["call", &gone, "--yes", "--config", c]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("hidden") && err.contains("tools --hidden"),
+        "{err}"
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || processes_with(&marker) == 0),
+        "the servers were shut down"
+    );
+}
+
+/// Issue 13 point 5: a server named `x__y` made tool names that another server's tools can
+/// have; the config refuses it, naming the file, the server and the fix.
+#[test]
+fn server_names_with_double_underscores_are_refused() {
+    let dir = temp_dir();
+    let config = dir.join("mcp.json");
+    let text = serde_json::json!({"mcpServers": {
+        "x": {"command": bin(), "args": ["fixture-server"]},
+        "x__y": {"command": bin(), "args": ["fixture-server"]}
+    }});
+    std::fs::write(&config, text.to_string()).expect("write");
+    let (code, _, err) = run(&["tools", "--config", config.to_str().unwrap_or_default()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("mcp.json") && err.contains("server \"x__y\"") && err.contains("\"x-y\""),
+        "{err}"
+    );
+}
+
+/// Runs the CLI with its stdout on a pseudo-terminal (raw mode: no newline translation);
+/// returns the exit status, the bytes written to the terminal and stderr.
+fn run_on_terminal(args: &[&str]) -> (i32, Vec<u8>, String) {
+    use std::io::Read;
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let (mut master, mut slave) = (-1, -1);
+    // SAFETY: openpty writes two descriptors we then own; the termios calls only touch the
+    // slave's settings.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    unsafe {
+        use std::os::fd::AsRawFd;
+        let mut t: libc::termios = std::mem::zeroed();
+        assert_eq!(libc::tcgetattr(slave.as_raw_fd(), &mut t), 0);
+        libc::cfmakeraw(&mut t);
+        assert_eq!(libc::tcsetattr(slave.as_raw_fd(), libc::TCSANOW, &t), 0);
+    }
+    let child = {
+        let mut command = Command::new(bin());
+        command
+            .args(args)
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(slave))
+            .stderr(Stdio::piped());
+        command.spawn().expect("run mcp-harness")
+        // The command, and with it our copy of the slave, is dropped here: the reader below
+        // sees the end once the CLI exits.
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut master = std::fs::File::from(master);
+        let mut bytes = Vec::new();
+        let mut buf = [0u8; 4096];
+        // Ends with EIO (Linux) or 0 once no process has the terminal open.
+        while let Ok(n) = master.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            bytes.extend_from_slice(&buf[..n]);
+        }
+        let _ = tx.send(bytes);
+    });
+    let out = child.wait_with_output().expect("wait");
+    let bytes = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the terminal was closed");
+    (
+        out.status.code().unwrap_or(-1),
+        bytes,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Issue 13 point 9: `call` wrote server text with raw escape sequences to the terminal, and a
+/// result that violates its `outputSchema` or carries an image that is not base64 exited 0
+/// without a word.
+#[test]
+fn call_cleans_terminal_output_and_flags_faulty_results() {
+    let dir = temp_dir();
+    let marker = format!("cli-bad-{}", uuid_like());
+    let config = dir.join("mcp.json");
+    let text = serde_json::json!({"mcpServers": {
+        "bad": {"command": bin(), "args": ["fixture-server", "--name", &marker, "--bad-results"]}
+    }});
+    std::fs::write(&config, text.to_string()).expect("write");
+    let c = config.to_str().unwrap_or_default();
+
+    let (code, out, err) =
+        run_on_terminal(&["call", "mcp__bad__ansi_text", "--yes", "--config", c]);
+    assert_eq!(code, 0, "{err}");
+    let out = String::from_utf8_lossy(&out).into_owned();
+    // ESC, BEL, the carriage return and the C1 CSI are gone; the newline and the tab stay.
+    assert_eq!(out, "before[2J[31mred[0mover\nline\ttabend\n");
+    // To a pipe the text is passed on as the server sent it.
+    let (code, out, _) = run(&["call", "mcp__bad__ansi_text", "--yes", "--config", c]);
+    assert_eq!(code, 0);
+    assert!(out.contains("\u{1b}[2J") && out.contains('\r'), "{out:?}");
+
+    let (code, out, err) = run(&["call", "mcp__bad__bad_structured", "--yes", "--config", c]);
+    assert_eq!(code, 3, "{out}{err}");
+    assert!(
+        out.contains("n is one"),
+        "the result is still printed: {out}"
+    );
+    assert!(
+        err.contains("warning: structuredContent does not match the tool's outputSchema")
+            && err.contains("/n"),
+        "{err}"
+    );
+    let (code, out, err) = run(&["call", "mcp__bad__bad_image", "--yes", "--config", c]);
+    assert_eq!(code, 3, "{out}{err}");
+    assert!(
+        err.contains("warning: image block 0") && err.contains("not valid base64"),
+        "{err}"
+    );
+    let (code, _, err) = run(&[
+        "call",
+        "mcp__bad__echo",
+        r#"{"message": "fine"}"#,
+        "--yes",
+        "--config",
+        c,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("warning"), "{err}");
+    let (_, help, _) = run(&["--help"]);
+    assert!(
+        help.contains("Exit status") && help.contains("3 `call` got a result with problems"),
+        "{help}"
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || processes_with(&marker) == 0),
+        "the server was shut down"
+    );
+}

@@ -14,6 +14,19 @@ pub fn parse_args(text: Option<&str>) -> Result<Option<JsonObject>, String> {
     }
 }
 
+/// A finished call, ready to print.
+pub struct Outcome {
+    /// The result rendered for a person (or as JSON). Server text: print it to a terminal only
+    /// through [`for_terminal`].
+    pub text: String,
+    /// The tool reported an error (`isError`).
+    pub is_error: bool,
+    /// What the result normaliser found wrong with the result (a `structuredContent` that does
+    /// not match the tool's `outputSchema`, image data that is not base64, ...), one line each,
+    /// control characters dropped.
+    pub warnings: Vec<String>,
+}
+
 /// Calls `name` and renders the result. While it runs, progress notifications and task status
 /// changes are written to stderr as plain lines (stdout keeps only the result).
 pub async fn run(
@@ -21,7 +34,7 @@ pub async fn run(
     name: &str,
     args: Option<JsonObject>,
     as_json: bool,
-) -> Result<(String, bool), CallError> {
+) -> Result<Outcome, CallError> {
     let (progress_tx, mut progress) = tokio::sync::mpsc::unbounded_channel();
     let (status_tx, mut status) = tokio::sync::mpsc::unbounded_channel();
     let options = CallOptions {
@@ -39,7 +52,25 @@ pub async fn run(
         }
     };
     let result = result?;
-    Ok((render(&result, as_json), result.is_error()))
+    Ok(Outcome {
+        text: render(&result, as_json),
+        is_error: result.is_error(),
+        warnings: result
+            .normalized
+            .warnings
+            .iter()
+            .map(|w| printable(&w.message))
+            .collect(),
+    })
+}
+
+/// `text` as it may be written to a terminal: control characters dropped (escape sequences
+/// lose their ESC and cannot clear the screen, move the cursor or retitle the window; a bare
+/// carriage return cannot overwrite what was printed), except newlines and tabs.
+pub fn for_terminal(text: &str) -> String {
+    text.chars()
+        .filter(|&c| c == '\n' || c == '\t' || !c.is_control())
+        .collect()
 }
 
 /// `progress 3/10: message` (server text is untrusted: control characters are dropped).
@@ -120,6 +151,14 @@ pub fn render(result: &ToolResult, as_json: bool) -> String {
 mod tests {
     use super::*;
     use rmcp::model::{NumberOrString, ProgressToken, TaskStatus};
+
+    #[test]
+    fn terminal_text_keeps_newlines_and_tabs_only() {
+        assert_eq!(
+            for_terminal("a\u{1b}[2J\u{1b}[31mb\u{7}\rc\nd\te\u{9b}f\u{0}g"),
+            "a[2J[31mbc\nd\tefg"
+        );
+    }
 
     #[test]
     fn progress_and_status_lines_are_plain_and_drop_control_characters() {

@@ -79,7 +79,8 @@ pub async fn run(runtime: &Runtime) -> Result<(), String> {
         "\n== 2. The catalog the model sees (revision {})\n",
         snapshot.revision
     );
-    emit!("{}", inspect::tools(&snapshot, false, false));
+    let binding = runtime.bind_step(&[]).await.map_err(|e| e.to_string())?;
+    emit!("{}", inspect::tools(&binding, false, false));
     emitln!();
     emit!("{}", inspect::prompts(&snapshot, false));
     emitln!();
@@ -87,9 +88,10 @@ pub async fn run(runtime: &Runtime) -> Result<(), String> {
 
     emitln!("\n== 3. Calling mcp__fixture__echo over stdio\n");
     let args = call::parse_args(Some(r#"{"message": "hello from mcp-harness"}"#))?;
-    let (text, _) = call::run(runtime, "mcp__fixture__echo", args, false)
+    let text = call::run(runtime, "mcp__fixture__echo", args, false)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.to_string())?
+        .text;
     emit!("{text}");
 
     emitln!("\n== 4. A live tools/list_changed: asking `builtin` to add a tool\n");
@@ -97,9 +99,10 @@ pub async fn run(runtime: &Runtime) -> Result<(), String> {
     let args = call::parse_args(Some(
         r#"{"name": "weather", "description": "Added at run time"}"#,
     ))?;
-    let (text, _) = call::run(runtime, "mcp__builtin__add_tool", args, false)
+    let text = call::run(runtime, "mcp__builtin__add_tool", args, false)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.to_string())?
+        .text;
     emit!("{text}");
     let changed = tokio::time::timeout(
         Duration::from_secs(10),
@@ -114,9 +117,10 @@ pub async fn run(runtime: &Runtime) -> Result<(), String> {
 
     emitln!("\n== 5. Calling the tool that did not exist a moment ago\n");
     let args = call::parse_args(Some(r#"{"city": "Lisbon"}"#))?;
-    let (text, _) = call::run(runtime, "mcp__builtin__weather", args, false)
+    let text = call::run(runtime, "mcp__builtin__weather", args, false)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.to_string())?
+        .text;
     emit!("{text}");
     emitln!("\n== Done: shutting down (the stdio child's process group is terminated)");
     Ok(())

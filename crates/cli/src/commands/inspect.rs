@@ -1,10 +1,14 @@
 //! `servers`, `tools`, `prompts`, `resources`: the settled catalog as a table or as JSON.
+//!
+//! Invariant: `tools` shows what a bound step shows the model, and `tools --hidden` what it
+//! does not, both read from one [`StepBinding`] — never recomputed here.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use mcp_harness_catalog::{ServerState, Snapshot};
+use mcp_harness_catalog::{HiddenEntry, ServerState, Snapshot};
 use mcp_harness_runtime::sources::Origin;
+use mcp_harness_runtime::{BoundTool, StepBinding};
 use serde_json::json;
 
 use crate::table::{cut, pretty, render};
@@ -132,11 +136,18 @@ pub fn servers(snapshot: &Snapshot, as_json: bool, sources: &ServerSources) -> S
     out
 }
 
-/// The model-visible tools; `hidden` lists what was withheld and why instead.
-pub fn tools(snapshot: &Snapshot, as_json: bool, hidden: bool) -> String {
+/// What a bound step shows the model — the same binding `call` and an embedder's
+/// `Runtime::bind_step` use, so this list is never a computation of its own: the tools in the
+/// prompt (server tools and the harness's built-in ones), then those found through tool search
+/// (tool search on). `hidden` lists instead what the model does not see and why: what each
+/// server's listing withheld or adjusted, then what the step hides (exposure budgets, name
+/// conflicts across servers).
+pub fn tools(binding: &StepBinding, as_json: bool, hidden: bool) -> String {
     if hidden {
-        // Withheld entries first, then entries shown after an adjustment.
-        let entries: Vec<(&str, &mcp_harness_catalog::HiddenEntry)> = snapshot
+        // Withheld entries first, then entries shown after an adjustment, then what the step
+        // hides.
+        let snapshot = binding.snapshot();
+        let entries: Vec<(&str, &HiddenEntry)> = snapshot
             .catalogs
             .values()
             .flat_map(|c| {
@@ -145,6 +156,7 @@ pub fn tools(snapshot: &Snapshot, as_json: bool, hidden: bool) -> String {
                     .map(|h| ("hidden", h))
                     .chain(c.adjusted.iter().map(|h| ("adjusted", h)))
             })
+            .chain(binding.hidden().iter().map(|h| ("hidden", h)))
             .collect();
         if as_json {
             return pretty(&json!(entries
@@ -166,14 +178,30 @@ pub fn tools(snapshot: &Snapshot, as_json: bool, hidden: bool) -> String {
             .collect();
         return render(&["STATUS", "SERVER", "KIND", "NAME", "REASON"], &rows);
     }
+    let shown: Vec<(&str, BoundTool)> = binding
+        .tools()
+        .into_iter()
+        .map(|t| {
+            (
+                if t.server.is_some() {
+                    "direct"
+                } else {
+                    "built-in"
+                },
+                t,
+            )
+        })
+        .chain(binding.deferred().into_iter().map(|t| ("deferred", t)))
+        .collect();
     if as_json {
         return pretty(&json!(
-            snapshot
-                .tools()
-                .map(|t| json!({
-                    "name": t.qualified_name,
+            shown
+                .iter()
+                .map(|(how, t)| json!({
+                    "name": t.name,
                     "server": t.server,
-                    "rawName": t.raw_name,
+                    "rawName": t.tool.name,
+                    "exposure": how,
                     "description": t.tool.description,
                     "inputSchema": t.tool.input_schema,
                     "annotations": t.tool.annotations,
@@ -181,17 +209,18 @@ pub fn tools(snapshot: &Snapshot, as_json: bool, hidden: bool) -> String {
                 .collect::<Vec<_>>()
         ));
     }
-    let rows: Vec<Vec<String>> = snapshot
-        .tools()
-        .map(|t| {
+    let rows: Vec<Vec<String>> = shown
+        .iter()
+        .map(|(how, t)| {
             vec![
-                t.qualified_name.clone(),
-                t.server.clone(),
+                t.name.clone(),
+                t.server.clone().unwrap_or_else(|| "(harness)".into()),
+                how.to_string(),
                 t.tool.description.as_deref().unwrap_or("").to_string(),
             ]
         })
         .collect();
-    render(&["TOOL", "SERVER", "DESCRIPTION"], &rows)
+    render(&["TOOL", "SERVER", "EXPOSURE", "DESCRIPTION"], &rows)
 }
 
 /// Prompts, each usable as a command.
