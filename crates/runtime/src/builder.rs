@@ -152,6 +152,7 @@ impl RuntimeBuilder {
                 tool_timeout: DEFAULT_TOOL_TIMEOUT,
                 include_tools: None,
                 exclude_tools: Vec::new(),
+                untrusted: None,
             },
         );
         self.in_process.insert(name, serve);
@@ -214,10 +215,12 @@ impl RuntimeBuilder {
             .servers
             .values()
             .map(|s| {
-                let state = if s.enabled {
-                    ServerState::Pending
-                } else {
-                    ServerState::Disabled
+                let state = match (&s.untrusted, s.enabled) {
+                    (Some(reason), _) => ServerState::Untrusted {
+                        reason: reason.clone(),
+                    },
+                    (None, true) => ServerState::Pending,
+                    (None, false) => ServerState::Disabled,
                 };
                 ServerStatus::new(&s.name, s.transport.kind(), state)
             })

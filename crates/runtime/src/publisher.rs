@@ -119,8 +119,9 @@ impl Publisher {
             .map(|status| Change {
                 server: status.name.clone(),
                 kind: None,
-                cause: match status.state {
+                cause: match &status.state {
                     ServerState::Disabled => "disabled (`enabled: false` in the config)".into(),
+                    ServerState::Untrusted { reason } => format!("untrusted: {reason}"),
                     _ => format!("configured ({})", status.state.label()),
                 },
                 added: Vec::new(),
