@@ -349,8 +349,17 @@ async fn execute(
             let loader: mcp_harness_runtime::reload::ConfigLoader =
                 std::sync::Arc::new(move || commands::config::load(config.as_deref(), false));
             let _reload = runtime.reload_on_change(files, Duration::from_secs(1), loader);
-            let mut rx = runtime.watch();
+            // Every revision with its changes; a reader that fell behind gets the ones it missed
+            // as one combined item, saying so.
+            let mut revisions = runtime.revisions();
             let mut seen = 0u64;
+            if revisions.revision() > 0 {
+                emit!("{}", watch::describe(revisions.current()));
+                seen += 1;
+                if count.is_some_and(|c| seen >= c) {
+                    return 0;
+                }
+            }
             // Commands typed while watching (`restart SERVER`), read on a plain thread.
             let (lines_tx, mut lines) = tokio::sync::mpsc::unbounded_channel();
             std::thread::spawn(move || {
@@ -364,12 +373,9 @@ async fn execute(
             });
             loop {
                 tokio::select! {
-                    changed = rx.changed() => {
-                        if changed.is_err() {
-                            return 0;
-                        }
-                        let snapshot = rx.borrow_and_update().clone();
-                        emit!("{}", watch::describe(&snapshot));
+                    item = revisions.recv() => {
+                        let Some(item) = item else { return 0 };
+                        emit!("{}", watch::describe_item(&item));
                         seen += 1;
                         if count.is_some_and(|c| seen >= c) {
                             return 0;
