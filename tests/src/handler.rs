@@ -127,8 +127,13 @@ impl FixtureServer {
         kind: ListKind,
         request: &Option<PaginatedRequestParams>,
     ) -> Result<(), McpError> {
-        let page = crate::faults::page_of(cursor_of(request), self.opts.page_size);
-        self.lock().faults.check_list(kind, page)
+        let cursor = cursor_of(request);
+        let page = crate::faults::page_of(cursor, self.opts.page_size);
+        let mut state = self.lock();
+        if cursor.is_none() {
+            state.versioned.count_listing(kind.method());
+        }
+        state.faults.check_list(kind, page)
     }
 
     fn resource_exists(&self, uri: &str) -> bool {

@@ -107,6 +107,16 @@ impl ListKind {
             Self::Skills => "skills",
         }
     }
+    /// The list method.
+    pub(crate) fn method(self) -> &'static str {
+        match self {
+            Self::Tools => "tools/list",
+            Self::Prompts => "prompts/list",
+            Self::Resources => "resources/list",
+            Self::ResourceTemplates => "resources/templates/list",
+            Self::Skills => "skills/list",
+        }
+    }
 }
 
 /// Cuts one page out of `items`.

@@ -5,7 +5,8 @@
 //! tools/list_changed, but the tool *executes* the new version only `apply_after_ms` later (a
 //! well-behaved server announces a change before making it); a versioned tool's result always
 //! names the version that executed; every tools/call is counted by name before it runs, so a
-//! test can prove a call was never sent.
+//! test can prove a call was never sent; every listing (a list request without a cursor) is
+//! counted by method (`tools/list`, ...), so a test can bound how often a client re-lists.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -38,6 +39,11 @@ pub(crate) struct Versioned {
 }
 
 impl Versioned {
+    /// Counts a listing (a first page) by its method.
+    pub(crate) fn count_listing(&mut self, method: &str) {
+        *self.calls.entry(method.to_string()).or_insert(0) += 1;
+    }
+
     /// Counts a call of `name`.
     pub(crate) fn count(&mut self, name: &str) {
         *self.calls.entry(name.to_string()).or_insert(0) += 1;
@@ -92,7 +98,7 @@ pub fn versioned_tools() -> Vec<Tool> {
         ),
         Tool::new(
             "calls",
-            "Returns how many tools/call requests each tool received, as JSON.",
+            "Returns how many tools/call requests each tool received, and how many listings each list method served (`tools/list`, ...), as JSON.",
             schema(json!({"type": "object", "properties": {}})),
         ),
     ]

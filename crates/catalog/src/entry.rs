@@ -228,6 +228,9 @@ pub enum ServerState {
     Failed { error: String },
     /// Disabled in the config (`enabled: false`); never connected.
     Disabled,
+    /// Defined by a project config file the user has not trusted (or that changed since it was
+    /// trusted); never connected until the user trusts the file. `reason` names the file.
+    Untrusted { reason: String },
 }
 
 impl ServerState {
@@ -239,6 +242,7 @@ impl ServerState {
             ServerState::NeedsAuth { .. } => "needs-auth",
             ServerState::Failed { .. } => "failed",
             ServerState::Disabled => "disabled",
+            ServerState::Untrusted { .. } => "untrusted",
         }
     }
 

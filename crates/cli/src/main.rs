@@ -146,6 +146,15 @@ enum Command {
         #[command(subcommand)]
         action: Option<commands::config::Action>,
     },
+    /// Project config files (./.mcp.json, ./.mcp-harness.json) start servers only once trusted:
+    /// `trust PATH` shows what the file would start and trusts its current content (a folder:
+    /// its project files); `trust --revoke PATH` forgets it; `trust` lists.
+    Trust {
+        path: Option<PathBuf>,
+        /// Forget the file instead: its servers no longer start.
+        #[arg(long)]
+        revoke: bool,
+    },
     /// A tour on built-in servers; needs no config and no install.
     Demo,
     /// Log in to an OAuth-protected HTTP server: opens the browser (or prints the URL) and
@@ -230,6 +239,9 @@ async fn run(cli: Cli) -> u8 {
         }
         _ => {}
     }
+    if let Command::Trust { path, revoke } = &cli.command {
+        return commands::trust::run(path.as_deref(), *revoke);
+    }
     if let Command::Config { json, action } = &cli.command {
         return commands::config::run(cli.config.as_deref(), *json, action.as_ref()).await;
     }
@@ -243,7 +255,7 @@ async fn run(cli: Cli) -> u8 {
             Err(e) => return fail(&e, 1),
         },
         _ => {
-            let config = match commands::config::load(cli.config.as_deref()) {
+            let config = match commands::config::load(cli.config.as_deref(), true) {
                 Ok(c) => c,
                 Err(e) => return fail(&e, 2),
             };
@@ -370,10 +382,19 @@ async fn execute(
             // Hot reload: an edit of the config files is applied while watching.
             let files = commands::config::files(config.as_deref());
             let loader: mcp_harness_runtime::reload::ConfigLoader =
-                std::sync::Arc::new(move || commands::config::load(config.as_deref()));
+                std::sync::Arc::new(move || commands::config::load(config.as_deref(), false));
             let _reload = runtime.reload_on_change(files, Duration::from_secs(1), loader);
-            let mut rx = runtime.watch();
+            // Every revision with its changes; a reader that fell behind gets the ones it missed
+            // as one combined item, saying so.
+            let mut revisions = runtime.revisions();
             let mut seen = 0u64;
+            if revisions.revision() > 0 {
+                emit!("{}", watch::describe(revisions.current()));
+                seen += 1;
+                if count.is_some_and(|c| seen >= c) {
+                    return 0;
+                }
+            }
             // Commands typed while watching (`restart SERVER`), read on a plain thread.
             let (lines_tx, mut lines) = tokio::sync::mpsc::unbounded_channel();
             std::thread::spawn(move || {
@@ -387,12 +408,9 @@ async fn execute(
             });
             loop {
                 tokio::select! {
-                    changed = rx.changed() => {
-                        if changed.is_err() {
-                            return 0;
-                        }
-                        let snapshot = rx.borrow_and_update().clone();
-                        emit!("{}", watch::describe(&snapshot));
+                    item = revisions.recv() => {
+                        let Some(item) = item else { return 0 };
+                        emit!("{}", watch::describe_item(&item));
                         seen += 1;
                         if count.is_some_and(|c| seen >= c) {
                             return 0;
@@ -472,6 +490,7 @@ async fn execute(
         Command::FixtureServer { .. }
         | Command::Config { .. }
         | Command::Login(_)
+        | Command::Trust { .. }
         | Command::Logout { .. } => 0,
     }
 }

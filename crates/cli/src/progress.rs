@@ -63,6 +63,7 @@ pub fn outcome(status: &ServerStatus, tools: usize) -> String {
         ),
         ServerState::Failed { error } => format!("✗ {} failed: {}", status.name, one_line(error)),
         ServerState::Disabled => format!("- {} disabled", status.name),
+        ServerState::Untrusted { .. } => format!("- {} untrusted", status.name),
         ServerState::Pending => format!("… {} connecting ({})", status.name, status.transport),
     }
 }

@@ -34,6 +34,22 @@ async fn ask(prompt: String) -> Option<String> {
     .flatten()
 }
 
+/// Asks a yes/no question on the terminal (blocking); only "y" or "yes" is a yes, and without a
+/// terminal the answer is no.
+pub fn ask_yes_no(question: &str) -> bool {
+    if !interactive() {
+        return false;
+    }
+    let mut err = std::io::stderr();
+    let _ = write!(err, "{question}");
+    let _ = err.flush();
+    let mut line = String::new();
+    match std::io::stdin().lock().read_line(&mut line) {
+        Ok(0) | Err(_) => false,
+        Ok(_) => matches!(line.trim(), "y" | "Y" | "yes"),
+    }
+}
+
 /// Asks for a VS Code input (`${input:ID}`) the environment has no value for; `None` without a
 /// terminal. A `password` input is read with echo off.
 pub fn ask_input(request: &mcp_harness_runtime::sources::InputRequest) -> Option<String> {

@@ -39,6 +39,9 @@ fn config_shows_the_merged_sources_and_what_was_dropped() {
         &dir.join(".mcp-harness.json"),
         r#"{"mcpServers": {"db": {"command": "db-mcp", "args": ["--rw"]}}}"#,
     );
+    // The project files are this test's own: trusted (project trust: `project_trust.rs`).
+    let (code, _, err) = run_in(&dir, &["trust", "."], &[]);
+    assert_eq!(code, 0, "{err}");
     let (code, out, err) = run_in(&dir, &["config"], &[("GITHUB_TOKEN", SECRET)]);
     assert_eq!(code, 0, "{err}");
     for needle in [

@@ -45,6 +45,9 @@ fn servers_shows_where_each_server_came_from() {
         &dir.join(".mcp-harness.json"),
         serde_json::json!({"local": fixture("servers-src-harness")}),
     );
+    // The project files are this test's own: trusted (project trust: `project_trust.rs`).
+    let (code, _, err) = run_in(&dir, &["trust", "."], &[]);
+    assert_eq!(code, 0, "{err}");
 
     let (code, out, err) = run_in(&dir, &["servers"], &[]);
     assert_eq!(code, 0, "{err}");

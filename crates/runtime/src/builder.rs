@@ -52,6 +52,8 @@ pub struct RuntimeBuilder {
     remote_slots: usize,
     io: Option<tokio::runtime::Handle>,
     io_threads: Option<IoThreads>,
+    revision_buffer: usize,
+    relist_window: Duration,
 }
 
 impl RuntimeBuilder {
@@ -71,7 +73,25 @@ impl RuntimeBuilder {
             remote_slots: DEFAULT_REMOTE_SLOTS,
             io: None,
             io_threads: None,
+            revision_buffer: crate::revisions::DEFAULT_REVISION_BUFFER,
+            relist_window: crate::refresh::DEFAULT_RELIST_WINDOW,
         }
+    }
+
+    /// How many revisions a [`Runtime::revisions`](crate::Runtime::revisions) reader may fall
+    /// behind before the ones it missed reach it as one combined item (default 256, at least 1).
+    pub fn revision_buffer(mut self, revisions: usize) -> Self {
+        self.revision_buffer = revisions.max(1);
+        self
+    }
+
+    /// The least time between two listings of one kind of one server that notifications
+    /// (`list_changed`) cause (default 250 ms; zero: no bound). A flood of notifications then
+    /// costs at most one listing per window per kind, and the last listing still starts after
+    /// the last notification.
+    pub fn relist_window(mut self, window: Duration) -> Self {
+        self.relist_window = window;
+        self
     }
 
     /// Runs the servers' connections (process spawn, initialize, each session's message loop)
@@ -152,6 +172,7 @@ impl RuntimeBuilder {
                 tool_timeout: DEFAULT_TOOL_TIMEOUT,
                 include_tools: None,
                 exclude_tools: Vec::new(),
+                untrusted: None,
             },
         );
         self.in_process.insert(name, serve);
@@ -214,16 +235,19 @@ impl RuntimeBuilder {
             .servers
             .values()
             .map(|s| {
-                let state = if s.enabled {
-                    ServerState::Pending
-                } else {
-                    ServerState::Disabled
+                let state = match (&s.untrusted, s.enabled) {
+                    (Some(reason), _) => ServerState::Untrusted {
+                        reason: reason.clone(),
+                    },
+                    (None, true) => ServerState::Pending,
+                    (None, false) => ServerState::Disabled,
                 };
                 ServerStatus::new(&s.name, s.transport.kind(), state)
             })
             .collect();
         let current = Arc::new(ArcSwap::from_pointee(Published::empty()));
         let (tx, rx) = watch::channel(Arc::new(Snapshot::empty()));
+        let (every, revisions) = broadcast::channel(self.revision_buffer);
         let cache = Arc::new(ListingCache::new(self.cache_entries));
         let (resource_updates, _) = broadcast::channel(RESOURCE_UPDATE_BUFFER);
         let gate = Arc::new(RevisionGate::default());
@@ -252,6 +276,7 @@ impl RuntimeBuilder {
             progress: progress.clone(),
             reconnect: self.reconnect.clone(),
             queues: ConnectQueues::new(self.local_slots, self.remote_slots, DEFAULT_SLOT_HOLD),
+            relist_window: self.relist_window,
             io,
         };
         let (control, prewarm_rx) = RefreshControl::new(self.config.clone());
@@ -277,7 +302,8 @@ impl RuntimeBuilder {
                         .unwrap_or_else(|e| panic!("cannot build the tokio runtime: {e}"))
                 });
                 let started = runner.block_on(async move {
-                    let publisher = Publisher::new(window, current_t, tx, gate_t, initial).start();
+                    let publisher =
+                        Publisher::new(window, current_t, (tx, every), gate_t, initial).start();
                     let registry = Registry::new(publisher.clone(), settings, in_process);
                     for server in servers {
                         registry.add(server)?;
@@ -309,6 +335,7 @@ impl RuntimeBuilder {
         let inner = Arc::new(Inner {
             current,
             rx,
+            revisions,
             publisher,
             registry,
             cache,

@@ -87,6 +87,10 @@ pub struct ServerConfig {
     pub include_tools: Option<Vec<String>>,
     /// `excludeTools`: raw tool names never shown to the model.
     pub exclude_tools: Vec<String>,
+    /// Set by the source merge (not a config key) for a server of a project file the user has
+    /// not trusted: why it is not started. Such a server also has `enabled: false`, so nothing
+    /// starts it; it is shown as `untrusted` with this reason.
+    pub untrusted: Option<String>,
 }
 
 /// How to reach a server.
@@ -645,6 +649,7 @@ fn server_config(
         tool_timeout: seconds("toolTimeoutSec", raw.tool_timeout_sec, DEFAULT_TOOL_TIMEOUT)?,
         include_tools: raw.include_tools,
         exclude_tools: raw.exclude_tools,
+        untrusted: None,
     })
 }
 

@@ -19,7 +19,7 @@ use mcp_harness_catalog::{
     Change, Kind, ServerCatalog, ServerState, ServerStatus, Snapshot, SnapshotBuilder, diff_names,
 };
 use mcp_harness_transport::ClientPeer;
-use tokio::sync::watch;
+use tokio::sync::{broadcast, watch};
 
 /// Default batching window (R16).
 pub const DEFAULT_BATCH_WINDOW: Duration = Duration::from_millis(16);
@@ -102,6 +102,8 @@ pub struct Publisher {
     gate: Arc<RevisionGate>,
     current: Arc<ArcSwap<Published>>,
     tx: watch::Sender<Arc<Snapshot>>,
+    /// Every snapshot, for [`crate::Revisions`] readers (bounded; a lagging reader catches up).
+    every: broadcast::Sender<Arc<Snapshot>>,
 }
 
 impl Publisher {
@@ -110,7 +112,10 @@ impl Publisher {
     pub fn new(
         window: Duration,
         current: Arc<ArcSwap<Published>>,
-        tx: watch::Sender<Arc<Snapshot>>,
+        (tx, every): (
+            watch::Sender<Arc<Snapshot>>,
+            broadcast::Sender<Arc<Snapshot>>,
+        ),
         gate: Arc<RevisionGate>,
         initial: Vec<ServerStatus>,
     ) -> Self {
@@ -119,8 +124,9 @@ impl Publisher {
             .map(|status| Change {
                 server: status.name.clone(),
                 kind: None,
-                cause: match status.state {
+                cause: match &status.state {
                     ServerState::Disabled => "disabled (`enabled: false` in the config)".into(),
+                    ServerState::Untrusted { reason } => format!("untrusted: {reason}"),
                     _ => format!("configured ({})", status.state.label()),
                 },
                 added: Vec::new(),
@@ -149,6 +155,7 @@ impl Publisher {
             gate,
             current,
             tx,
+            every,
         }
     }
 
@@ -253,11 +260,14 @@ impl Publisher {
             clients,
         });
         let (gate, current, tx) = (self.gate.clone(), self.current.clone(), self.tx.clone());
+        let every = self.every.clone();
         ctx.wait(
             async move {
                 let _swap = gate.lock.write().await;
                 current.store(published);
-                // No receivers is fine: watchers come and go.
+                // No receivers is fine: watchers come and go. Stored before it is broadcast, so
+                // a lagging revision reader that reads `current` is never behind the buffer.
+                let _ = every.send(snapshot.clone());
                 let _ = tx.send(snapshot);
             }
             .into_actor(self),

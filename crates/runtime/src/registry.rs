@@ -106,7 +106,7 @@ impl Registry {
 
     /// Starts the actor of `config` (or reports it disabled) and records it.
     pub(crate) fn add(&self, config: ServerConfig) -> Result<(), String> {
-        let addr = if config.enabled {
+        let addr = if config.enabled && config.untrusted.is_none() {
             let connector = connector_for(&config, &self.in_process)?;
             let (shared, publisher, settings) = (
                 Arc::new(config.clone()),
@@ -117,15 +117,23 @@ impl Registry {
                 ServerActor::new(shared, connector, publisher, settings)
             }))
         } else {
-            self.publisher.do_send(ServerUpdate {
-                status: ServerStatus::new(
-                    &config.name,
-                    config.transport.kind(),
-                    ServerState::Disabled,
+            let (state, cause) = match &config.untrusted {
+                Some(reason) => (
+                    ServerState::Untrusted {
+                        reason: reason.clone(),
+                    },
+                    reason.clone(),
                 ),
+                None => (
+                    ServerState::Disabled,
+                    "`enabled: false` in the config".into(),
+                ),
+            };
+            self.publisher.do_send(ServerUpdate {
+                status: ServerStatus::new(&config.name, config.transport.kind(), state),
                 catalog: None,
                 client: None,
-                cause: "`enabled: false` in the config".into(),
+                cause,
             });
             None
         };

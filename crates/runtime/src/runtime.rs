@@ -47,6 +47,9 @@ pub struct Runtime {
 pub(crate) struct Inner {
     pub(crate) current: Arc<ArcSwap<Published>>,
     pub(crate) rx: watch::Receiver<Arc<Snapshot>>,
+    /// Every published snapshot, in a bounded buffer (only resubscribed: the publisher holds
+    /// the one sender, so the stream ends when it stops).
+    pub(crate) revisions: broadcast::Receiver<Arc<Snapshot>>,
     pub(crate) publisher: Addr<Publisher>,
     pub(crate) registry: Arc<Registry>,
     pub(crate) cache: Arc<ListingCache>,
@@ -241,9 +244,19 @@ impl Runtime {
         self.inner.current.load().snapshot.clone()
     }
 
-    /// A receiver that sees every published snapshot from now on.
+    /// A receiver of the latest published snapshot: it holds only the newest value, so a reader
+    /// that is slower than the publisher skips revisions and the changes they carried. To see
+    /// every revision's changes, use [`Runtime::revisions`].
     pub fn watch(&self) -> watch::Receiver<Arc<Snapshot>> {
         self.inner.rx.clone()
+    }
+
+    /// Every revision published from now on, in order, each with its changes; a reader that
+    /// falls more than the buffer (`RuntimeBuilder::revision_buffer`, default 256) behind gets
+    /// one [`Revision::Skipped`](crate::Revision::Skipped) item saying how many revisions it
+    /// stands for, with their combined change. See [`crate::revisions`].
+    pub fn revisions(&self) -> crate::revisions::Revisions {
+        crate::revisions::Revisions::new(&self.inner.revisions, self.inner.current.clone())
     }
 
     /// Publishes pending updates now instead of at the end of the batching window; returns the

@@ -7,9 +7,10 @@
 //!   are ignored, so an old connection can never overwrite the state of a newer one;
 //! - what a notification refreshes is decided by the catalog's dependency graph
 //!   ([`mcp_harness_catalog::graph::plan`]), never by code here;
-//! - per kind, one listing is in flight at a time with one trailing listing, and only a listing
+//! - per kind, one listing is in flight at a time with one trailing listing, two listings start
+//!   at least the relist window apart (`RuntimeBuilder::relist_window`), and only a listing
 //!   newer than the last applied one is applied ([`Refreshes`]), so interleaved notifications
-//!   can never leave a stale last write;
+//!   can never leave a stale last write and a flood costs one listing per window;
 //! - a listing is complete or an error; a failed re-listing keeps the previous generation and
 //!   records the error (two-phase sync);
 //! - derived kinds (commands) are rebuilt from the listing cache after any of their inputs
@@ -82,6 +83,8 @@ pub struct ServerSettings {
     pub queues: ConnectQueues,
     /// Where connection attempts run (spawn, initialize, the session's message loop).
     pub io: IoPlace,
+    /// Least time between two listings of one kind caused by notifications.
+    pub relist_window: std::time::Duration,
 }
 
 /// Progress notifications of in-flight requests, routed by (server, connection epoch, progress
@@ -305,6 +308,7 @@ impl ServerActor {
             include: config.include_tools.clone(),
             exclude: config.exclude_tools.clone(),
         };
+        let relist_window = settings.relist_window;
         Self {
             config,
             connector,
@@ -315,7 +319,7 @@ impl ServerActor {
             session: None,
             catalog: ServerCatalog::default(),
             status,
-            refreshes: Refreshes::default(),
+            refreshes: Refreshes::new(relist_window),
             declared: Vec::new(),
             cacheable: false,
             stopped: false,
@@ -371,7 +375,7 @@ impl ServerActor {
         }
         self.settings.cache.drop_server(&self.config.name);
         self.catalog = ServerCatalog::default();
-        self.refreshes = Refreshes::default();
+        self.refreshes = Refreshes::new(self.settings.relist_window);
         self.declared.clear();
     }
 
@@ -846,10 +850,31 @@ impl ServerActor {
     }
 
     fn fetch(&mut self, kind: Kind, cause: &'static str, ctx: &mut Context<Self>) {
-        let Some(ticket) = self.refreshes.request(kind) else {
-            return; // in flight; one more listing follows it
+        let Some(start) = self.refreshes.request(kind, tokio::time::Instant::now()) else {
+            return; // in flight or waiting; it (or the one after it) covers this
         };
-        self.spawn_fetch(kind, ticket, cause, ctx);
+        self.start_fetch(kind, start, cause, ctx);
+    }
+
+    /// Starts the listing `start` now, or at the end of the relist window.
+    fn start_fetch(
+        &mut self,
+        kind: Kind,
+        start: crate::refresh::Start,
+        cause: &'static str,
+        ctx: &mut Context<Self>,
+    ) {
+        let now = tokio::time::Instant::now();
+        if start.at <= now {
+            self.spawn_fetch(kind, start.ticket, cause, ctx);
+            return;
+        }
+        let epoch = self.epoch;
+        ctx.run_later(start.at - now, move |act, ctx| {
+            if act.epoch == epoch && !act.stopped {
+                act.spawn_fetch(kind, start.ticket, cause, ctx);
+            }
+        });
     }
 
     fn spawn_fetch(
@@ -860,6 +885,12 @@ impl ServerActor {
         ctx: &mut Context<Self>,
     ) {
         let Some(session) = &self.session else { return };
+        if !self
+            .refreshes
+            .started(kind, ticket, tokio::time::Instant::now())
+        {
+            return; // no longer wanted (a newer connection reset the bookkeeping)
+        }
         let epoch = self.epoch;
         let fut = list_kind(
             session.peer().clone(),
@@ -891,9 +922,11 @@ impl ServerActor {
         if epoch != self.epoch || self.stopped || self.status.state != ServerState::Connected {
             return;
         }
-        let completion = self.refreshes.complete(kind, ticket);
+        let completion = self
+            .refreshes
+            .complete(kind, ticket, tokio::time::Instant::now());
         if let Some(next) = completion.next {
-            self.spawn_fetch(kind, next, cause, ctx);
+            self.start_fetch(kind, next, cause, ctx);
         }
         if !completion.apply {
             tracing::debug!(server = %self.name(), %kind, ticket, "dropping a listing older than the one applied");

@@ -597,10 +597,12 @@ fn secrets_from_the_environment_never_reach_errors_or_imports() {
     }
 }
 
-/// The samples' user (XDG) config and project folder.
+/// The samples' user (XDG) config and project folder, the project trusted like the user's own
+/// (project trust has its own tests, `project_trust.rs`).
 fn sample_sources() -> Sources {
     let xdg = sample("xdg").display().to_string();
     Sources::new()
+        .trust_project_files()
         .with_project_dir(Some(sample("project")))
         .with_env(move |name| {
             if name == "XDG_CONFIG_HOME" {
@@ -891,6 +893,7 @@ fn duplicates_need_the_same_content_and_disabled_ones_are_not_duplicates() {
     )
     .expect("write");
     let merged = Sources::new()
+        .trust_project_files()
         .with_user_file(None)
         .with_project_dir(Some(dir.clone()))
         .with_env(env)

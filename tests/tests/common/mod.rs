@@ -30,6 +30,7 @@ pub fn server(name: &str, transport: TransportConfig) -> ServerConfig {
         tool_timeout: Duration::from_secs(30),
         include_tools: None,
         exclude_tools: Vec::new(),
+        untrusted: None,
     }
 }
 

@@ -454,6 +454,7 @@ impl Bench {
                 tool_timeout: CALL_TIMEOUT,
                 include_tools: None,
                 exclude_tools: Vec::new(),
+                untrusted: None,
             };
             config.servers.insert(name, server);
         }

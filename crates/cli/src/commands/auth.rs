@@ -49,7 +49,7 @@ fn server_entry(
     config_path: Option<&Path>,
     server: &str,
 ) -> Result<(String, Option<auth::OAuthConfig>), String> {
-    let config = super::config::load(config_path)?;
+    let config = super::config::load(config_path, true)?;
     let entry = config
         .servers
         .get(server)

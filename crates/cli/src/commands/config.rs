@@ -48,8 +48,10 @@ fn input_prompt() -> sources::InputPrompt {
 }
 
 /// The config every other command runs with: only `explicit` when given, else the merged
-/// sources (remote ones as far as fetched). Dropped servers are logged (with why).
-pub fn load(explicit: Option<&Path>) -> Result<Config, String> {
+/// sources (remote ones as far as fetched). Dropped servers are logged (with why). With `ask`, an
+/// untrusted project file is shown and asked about on a terminal; otherwise (or without a
+/// terminal) its servers stay untrusted and a warning names the command that trusts it.
+pub fn load(explicit: Option<&Path>, ask: bool) -> Result<Config, String> {
     if let Some(path) = explicit {
         return sources::load_any_asking(path, &|name| std::env::var(name).ok(), &input_prompt())
             .map(|(c, _)| c)
@@ -57,6 +59,7 @@ pub fn load(explicit: Option<&Path>) -> Result<Config, String> {
     }
     let sources = shared_sources();
     let merged = sources.merge().map_err(|e| e.to_string())?;
+    let merged = super::trust::ask_or_hold(sources, merged, ask)?;
     if merged.files.is_empty() {
         return Err(format!(
             "no config found ({}): pass --config PATH, or try `mcp-harness demo`",
@@ -153,6 +156,7 @@ async fn show(explicit: Option<&Path>, json: bool) -> Result<String, String> {
                 files: vec![origin],
                 notes: converted.notes,
                 remote: Vec::new(),
+                untrusted: Vec::new(),
             }
         }
         None => {
@@ -167,6 +171,13 @@ async fn show(explicit: Option<&Path>, json: bool) -> Result<String, String> {
                     .collect();
                 merged = sources.merge().map_err(|e| e.to_string())?;
                 merged.notes.extend(failed);
+            }
+            for file in &merged.untrusted {
+                merged.notes.push(format!(
+                    "{}; to review and trust it, run: {}",
+                    file.reason(),
+                    super::trust::command(&file.path)
+                ));
             }
             if merged.files.is_empty() && merged.config.servers.is_empty() {
                 return Err(format!(
@@ -226,6 +237,7 @@ fn to_json(merged: &Merged) -> serde_json::Value {
                 "name": s.name,
                 "transport": s.transport.kind(),
                 "enabled": s.enabled,
+                "untrusted": s.untrusted,
                 "source": origin.and_then(|o| {
                     o.path.as_ref().map(|p| p.display().to_string()).or_else(|| o.url.clone())
                 }),
@@ -268,7 +280,12 @@ fn to_table(merged: &Merged) -> String {
             vec![
                 s.name.clone(),
                 s.transport.kind().to_string(),
-                if s.enabled { "yes" } else { "no" }.to_string(),
+                match (s.enabled, &s.untrusted) {
+                    (_, Some(_)) => "untrusted",
+                    (true, None) => "yes",
+                    (false, None) => "no",
+                }
+                .to_string(),
                 origin.map_or("", |o| o.scope.name()).to_string(),
                 origin.map_or("", |o| o.format.name()).to_string(),
                 match origin {

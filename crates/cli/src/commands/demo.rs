@@ -41,6 +41,7 @@ pub fn build() -> Result<Runtime, String> {
             tool_timeout: Duration::from_secs(60),
             include_tools: None,
             exclude_tools: Vec::new(),
+            untrusted: None,
         },
     );
     // Both demo servers are built in: the demo trusts them with every call.

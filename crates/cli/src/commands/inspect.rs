@@ -124,7 +124,10 @@ pub fn servers(snapshot: &Snapshot, as_json: bool, sources: &ServerSources) -> S
         &rows,
     );
     for s in snapshot.servers.values() {
-        if let ServerState::Failed { error } | ServerState::NeedsAuth { reason: error } = &s.state {
+        if let ServerState::Failed { error }
+        | ServerState::NeedsAuth { reason: error }
+        | ServerState::Untrusted { reason: error } = &s.state
+        {
             out.push_str(&format!(
                 "\n{} ({}):\n{}\n",
                 s.name,

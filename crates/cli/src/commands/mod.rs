@@ -8,4 +8,5 @@ pub mod conformance;
 pub mod demo;
 pub mod inspect;
 pub mod resources;
+pub mod trust;
 pub mod watch;

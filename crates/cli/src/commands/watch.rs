@@ -1,23 +1,57 @@
-//! `watch`: prints every new revision and, for each, which servers and kinds changed and why.
+//! `watch`: prints every new revision and, for each, which servers and kinds changed and why; when
+//! the terminal fell behind the runtime's buffer, the revisions it missed come as one item that
+//! says how many they were, with their combined change.
 
-use mcp_harness_catalog::Snapshot;
-use mcp_harness_runtime::Runtime;
+use mcp_harness_catalog::{Change, Snapshot};
+use mcp_harness_runtime::{Revision, Runtime};
+
+/// One item of the revision stream as text: a revision as [`describe`] shows it, or, when this
+/// reader fell behind, the revisions it missed as one, with their combined change.
+pub fn describe_item(item: &Revision) -> String {
+    match item {
+        Revision::Next(snapshot) => describe(snapshot),
+        Revision::Skipped {
+            from,
+            count,
+            changes,
+            snapshot,
+        } => {
+            let mut out = format!(
+                "revisions {}..={} ({count} revisions skipped while this reader was behind; \
+                 their combined change follows)\n",
+                from + 1,
+                snapshot.revision
+            );
+            out.push_str(&describe_changes(snapshot, changes));
+            out
+        }
+    }
+}
 
 /// One revision as text: a header line, then one line per change.
 pub fn describe(snapshot: &Snapshot) -> String {
+    describe_changes(snapshot, &snapshot.changes)
+}
+
+fn header(snapshot: &Snapshot) -> String {
     let connected = snapshot
         .servers
         .values()
         .filter(|s| s.state.label() == "connected")
         .count();
-    let mut out = format!(
+    format!(
         "revision {}: {} servers ({} connected), {} tools\n",
         snapshot.revision,
         snapshot.servers.len(),
         connected,
         snapshot.tools().count()
-    );
-    for change in &snapshot.changes {
+    )
+}
+
+/// `snapshot`'s header, then one line per change of `changes`.
+fn describe_changes(snapshot: &Snapshot, changes: &[Change]) -> String {
+    let mut out = header(snapshot);
+    for change in changes {
         match change.kind {
             None => out.push_str(&format!("  {}: {}\n", change.server, change.cause)),
             Some(kind) => {
@@ -40,6 +74,7 @@ pub fn describe(snapshot: &Snapshot) -> String {
     }
     out
 }
+
 /// Runs one command typed while watching and says what happened: `restart SERVER` (a stdio
 /// server is never restarted behind the user's back; this is how they ask for it), `help`.
 pub fn command(runtime: &Runtime, line: &str) -> String {

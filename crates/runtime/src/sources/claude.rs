@@ -34,6 +34,7 @@ pub(super) const HARNESS_SECTIONS: &[&str] = &[
     "allowedServers",
     "deniedServers",
     "remoteSources",
+    "trustProjectPermissions",
 ];
 
 /// Converts an `mcpServers` file. With `host_settings` (Claude Desktop's config, Claude Code's
@@ -55,6 +56,16 @@ pub(super) fn convert(
         }
         if let Some(remote) = root.remove("remoteSources") {
             out.remote = Some(super::remote::RemoteSource::list_from_json(file, remote)?);
+        }
+        match root.remove("trustProjectPermissions") {
+            None => {}
+            Some(Value::Bool(on)) => out.trust_project_permissions = Some(on),
+            Some(_) => {
+                return Err(ConfigError {
+                    location: format!("{file}: trustProjectPermissions"),
+                    message: "must be true or false".into(),
+                });
+            }
         }
     }
     if !host_settings {

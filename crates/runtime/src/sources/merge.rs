@@ -24,6 +24,13 @@
 //! Sections: `metadataLimits`, `exposure` and `output` come whole from the highest-precedence
 //! file that has them; `permissions` lists (`allow`, `ask`, `deny`) are concatenated over all
 //! files (a deny anywhere holds), and `trustReadOnlyHint` is on if any file turns it on.
+//!
+//! Project files (2, 3) come with the folder, not from the user (see [`super::trust`]): a project
+//! file the user has not trusted with its current content adds its servers only as `untrusted`
+//! (disabled, with the reason, listed in [`Merged::untrusted`]) and nothing else; a trusted one
+//! adds its sections, except the permission relaxations (`permissions.allow`,
+//! `trustReadOnlyHint`), which count only when the user config sets
+//! `trustProjectPermissions: true` (otherwise they are dropped with a note).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -32,6 +39,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Map, Value};
 
 use super::remote::{RemoteLayer, RemoteSource};
+use super::trust::{ProjectTrust, TrustState, TrustStore, UntrustedFile};
 use super::{Converted, Format, InputPrompt};
 use crate::config::{Config, ConfigError, ServerConfig, TransportConfig};
 
@@ -107,6 +115,8 @@ pub struct Merged {
     pub notes: Vec<String>,
     /// The user config's `remoteSources` (fetched or not).
     pub remote: Vec<RemoteSource>,
+    /// Project files whose servers are held back until the user trusts them.
+    pub untrusted: Vec<UntrustedFile>,
 }
 
 impl Merged {
@@ -243,6 +253,8 @@ pub struct Sources {
     fetched: Arc<Mutex<BTreeMap<String, RemoteLayer>>>,
     /// Asks for VS Code inputs the environment lacks; each answer is asked once per process.
     prompt: Option<InputPrompt>,
+    /// Which project files are trusted.
+    trust: ProjectTrust,
 }
 
 impl std::fmt::Debug for Sources {
@@ -273,6 +285,53 @@ impl Sources {
             lookup: Arc::new(|name| std::env::var(name).ok()),
             fetched: Arc::default(),
             prompt: None,
+            trust: ProjectTrust::Default,
+        }
+    }
+
+    /// Keeps trust decisions about project files in `store` (`None`: no store, so no project
+    /// file is trusted) instead of `trusted-projects.json` beside the user config.
+    pub fn with_trust_store(mut self, store: Option<TrustStore>) -> Self {
+        self.trust = ProjectTrust::Store(store);
+        self
+    }
+
+    /// Opts out of project trust: project files are trusted like the user's own — their servers
+    /// start and their permission sections count without asking. Only for an embedder that
+    /// vetted the project folder itself.
+    pub fn trust_project_files(mut self) -> Self {
+        self.trust = ProjectTrust::All;
+        self
+    }
+
+    /// The store trust decisions are kept in, if any.
+    pub fn trust_store(&self) -> Option<TrustStore> {
+        match &self.trust {
+            ProjectTrust::Default => self.user_file().as_deref().and_then(TrustStore::beside),
+            ProjectTrust::Store(store) => store.clone(),
+            ProjectTrust::All => None,
+        }
+    }
+
+    /// Whether `path` (a project file holding `bytes`) may add its servers and sections:
+    /// `None` when it may, else the file held back.
+    fn untrusted(&self, path: &Path, bytes: &[u8]) -> Option<UntrustedFile> {
+        if self.trust == ProjectTrust::All {
+            return None;
+        }
+        let held = |state, error| UntrustedFile {
+            path: path.to_path_buf(),
+            state,
+            servers: Vec::new(),
+            error,
+        };
+        let Some(store) = self.trust_store() else {
+            return Some(held(TrustState::Unknown, None));
+        };
+        match store.state(path, bytes) {
+            Ok(TrustState::Trusted) => None,
+            Ok(state) => Some(held(state, None)),
+            Err(e) => Some(held(TrustState::Unknown, Some(e.to_string()))),
         }
     }
 
@@ -366,6 +425,10 @@ impl Sources {
         let lookup = &*self.lookup;
         let mut layers: Vec<(Origin, Converted, Config)> = Vec::new();
         let user_path = self.user_file().filter(|p| p.is_file());
+        let mut untrusted_files: Vec<UntrustedFile> = Vec::new();
+        let mut early_notes: Vec<String> = Vec::new();
+        // From the user config, which `files()` lists before the project files.
+        let mut project_permissions = self.trust == ProjectTrust::All;
         for (scope, path) in self.files() {
             if !path.is_file() {
                 continue;
@@ -374,7 +437,17 @@ impl Sources {
                 location: path.display().to_string(),
                 message: format!("cannot read the config file: {e}"),
             })?;
-            let converted = super::convert(&text, &path)?;
+            let mut converted = super::convert(&text, &path)?;
+            if scope == Scope::User {
+                project_permissions |= converted.trust_project_permissions == Some(true);
+            } else if converted.trust_project_permissions.is_some() {
+                return Err(ConfigError {
+                    location: path.display().to_string(),
+                    message: "`trustProjectPermissions` is a user setting, read only from the \
+                              user config"
+                        .into(),
+                });
+            }
             if scope != Scope::User && converted.policy.is_some() {
                 return Err(ConfigError {
                     location: path.display().to_string(),
@@ -395,7 +468,23 @@ impl Sources {
                         .into(),
                 });
             }
-            let config = if scope == Scope::Plugin {
+            let project = matches!(scope, Scope::ProjectMcpJson | Scope::ProjectHarnessJson);
+            let held = if project {
+                self.untrusted(&path, text.as_bytes())
+            } else {
+                None
+            };
+            if held.is_some() {
+                // Only its servers, held back: none of its sections.
+                if let Value::Object(doc) = &mut converted.document {
+                    doc.retain(|k, _| k == "mcpServers");
+                }
+            } else if project && !project_permissions {
+                for note in drop_relaxations(&mut converted.document) {
+                    early_notes.push(format!("{}: {note}", path.display()));
+                }
+            }
+            let mut config = if scope == Scope::Plugin {
                 let root = path
                     .parent()
                     .map(|p| p.display().to_string())
@@ -408,6 +497,15 @@ impl Sources {
             } else {
                 converted.to_config_asking(&path, lookup, self.prompt.as_ref())?
             };
+            if let Some(mut file) = held {
+                let reason = file.reason();
+                for server in config.servers.values_mut() {
+                    server.enabled = false;
+                    server.untrusted = Some(reason.clone());
+                }
+                file.servers = config.servers.keys().cloned().collect();
+                untrusted_files.push(file);
+            }
             let origin = Origin {
                 url: None,
                 path: Some(path),
@@ -442,7 +540,7 @@ impl Sources {
             .find(|(o, _, _)| o.scope == Scope::User)
             .and_then(|(_, c, _)| c.remote.clone())
             .unwrap_or_default();
-        let mut notes: Vec<String> = Vec::new();
+        let mut notes: Vec<String> = early_notes;
         {
             let fetched = self.fetched.lock().unwrap_or_else(|e| e.into_inner());
             // Only sources the user config still lists, in its order.
@@ -508,6 +606,7 @@ impl Sources {
             files: layers.into_iter().map(|(o, _, _)| o).collect(),
             notes,
             remote,
+            untrusted: untrusted_files,
         })
     }
 
@@ -609,6 +708,35 @@ fn dedupe(
             }
         }
     }
+}
+
+/// Removes the permission relaxations (`permissions.allow`, `trustReadOnlyHint: true`) from a
+/// project file's canonical document; a note for each one removed.
+fn drop_relaxations(document: &mut Value) -> Vec<String> {
+    let mut notes = Vec::new();
+    let Some(permissions) = document
+        .get_mut("permissions")
+        .and_then(Value::as_object_mut)
+    else {
+        return notes;
+    };
+    let why = "permission relaxations from a project file count only with \
+               `trustProjectPermissions: true` in the user config";
+    if permissions
+        .remove("allow")
+        .is_some_and(|a| a.as_array().is_none_or(|a| !a.is_empty()))
+    {
+        notes.push(format!("`permissions.allow` ignored ({why})"));
+    }
+    if permissions
+        .get("trustReadOnlyHint")
+        .and_then(Value::as_bool)
+        == Some(true)
+    {
+        permissions.remove("trustReadOnlyHint");
+        notes.push(format!("`permissions.trustReadOnlyHint` ignored ({why})"));
+    }
+    notes
 }
 
 /// The non-server sections of all layers, merged as the module doc says, validated by

@@ -20,6 +20,7 @@ mod cursor;
 mod gemini;
 mod merge;
 pub mod remote;
+pub mod trust;
 mod vscode;
 
 use std::collections::BTreeMap;
@@ -31,6 +32,7 @@ use serde_json::{Map, Value};
 use crate::config::{Config, ConfigError};
 
 pub use merge::{Merged, Origin, Policy, Scope, Sources, user_config_path};
+pub use trust::{TrustState, TrustStore, UntrustedFile};
 
 /// Which host's config file a file is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -172,6 +174,8 @@ pub struct Converted {
     pub policy: Option<Policy>,
     /// `remoteSources`, when the file (our format only) has them.
     pub remote: Option<Vec<remote::RemoteSource>>,
+    /// `trustProjectPermissions`, when the file (our format only) has it.
+    pub trust_project_permissions: Option<bool>,
     /// VS Code inputs each server uses: (input id, its description, the variable it is read from).
     inputs: BTreeMap<String, Vec<InputRef>>,
     /// Per server: a hint appended to a validation error (e.g. which host key became `type`).
@@ -227,6 +231,7 @@ impl Converted {
             notes: Vec::new(),
             policy: None,
             remote: None,
+            trust_project_permissions: None,
             inputs: BTreeMap::new(),
             hints: BTreeMap::new(),
         }
@@ -398,6 +403,11 @@ pub fn import_text(text: &str, path: &Path) -> Result<Converted, ConfigError> {
     converted.to_config(path, &|_| Some("placeholder".to_string()))?;
     if let (Some(policy), Value::Object(doc)) = (&converted.policy, &mut converted.document) {
         doc.extend(policy.to_json());
+    }
+    if let (Some(on), Value::Object(doc)) =
+        (converted.trust_project_permissions, &mut converted.document)
+    {
+        doc.insert("trustProjectPermissions".into(), on.into());
     }
     Ok(converted)
 }

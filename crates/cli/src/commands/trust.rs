@@ -1,0 +1,333 @@
+//! `mcp-harness trust [PATH]`: project config files (`./.mcp.json`, `./.mcp-harness.json`) start
+//! their servers only once the user trusted the file's current content. `trust PATH` shows what
+//! the file would start and records it; `trust --revoke PATH` forgets it; `trust` lists the trusted
+//! files and the project files here that are not. Other commands ask on a terminal
+//! ([`ask_or_hold`]) and, without one, leave the servers untrusted and print the command to run.
+//!
+//! Invariants: what is recorded is the digest of exactly the bytes shown; nothing shown comes from
+//! the environment (commands and args as written, `${VAR}` unexpanded; env and header names only,
+//! URLs without query or credentials), and control characters from the file are never printed.
+
+use std::path::{Path, PathBuf};
+
+use mcp_harness_runtime::sources::{self, Merged, Sources, TrustState, TrustStore, UntrustedFile};
+use serde_json::Value;
+
+/// Runs `trust`; returns the exit code.
+pub fn run(path: Option<&Path>, revoke: bool) -> u8 {
+    let sources = super::config::shared_sources();
+    let Some(store) = sources.trust_store() else {
+        eprintln!(
+            "error: no trust store: the user config location is unknown (set HOME or \
+             XDG_CONFIG_HOME)"
+        );
+        return 2;
+    };
+    let result = match (path, revoke) {
+        (None, true) => Err("`--revoke` needs the PATH of the file to forget".to_string()),
+        (None, false) => list(&store, sources),
+        (Some(path), true) => files_at(path).and_then(|files| {
+            let mut out = String::new();
+            for file in files {
+                match store.revoke(&file) {
+                    Ok(true) => out.push_str(&format!(
+                        "{}: no longer trusted; its servers will not start\n",
+                        shown(&file)
+                    )),
+                    Ok(false) => out.push_str(&format!("{}: was not trusted\n", shown(&file))),
+                    Err(e) => return Err(e.to_string()),
+                }
+            }
+            Ok(out)
+        }),
+        (Some(path), false) => files_at(path).and_then(|files| {
+            let mut out = String::new();
+            for file in files {
+                let bytes = std::fs::read(&file)
+                    .map_err(|e| format!("{}: cannot read: {e}", shown(&file)))?;
+                out.push_str(&describe(&file, &bytes, sources)?);
+                store.trust(&file, &bytes).map_err(|e| e.to_string())?;
+                out.push_str(&format!(
+                    "trusted {} (this content; an edit ends the trust)\n",
+                    shown(&file)
+                ));
+            }
+            Ok(out)
+        }),
+    };
+    match result {
+        Ok(text) => {
+            emit!("{text}");
+            0
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            2
+        }
+    }
+}
+
+/// `path` itself, or for a folder its project files that exist.
+fn files_at(path: &Path) -> Result<Vec<PathBuf>, String> {
+    if path.is_dir() {
+        let files: Vec<PathBuf> = [".mcp.json", ".mcp-harness.json"]
+            .iter()
+            .map(|n| path.join(n))
+            .filter(|p| p.is_file())
+            .collect();
+        if files.is_empty() {
+            return Err(format!(
+                "{}: no .mcp.json or .mcp-harness.json in this folder",
+                shown(path)
+            ));
+        }
+        return Ok(files);
+    }
+    Ok(vec![path.to_path_buf()])
+}
+
+fn list(store: &TrustStore, sources: &Sources) -> Result<String, String> {
+    let records = store.list().map_err(|e| e.to_string())?;
+    let mut out = format!("trust store: {}\n", shown(store.path()));
+    if records.is_empty() {
+        out.push_str("no trusted project files\n");
+    }
+    for (path, record) in &records {
+        let state = match std::fs::read(path) {
+            Ok(bytes) if sources::trust::digest(&bytes) == record.digest => "trusted",
+            Ok(_) => "changed since trusted (not trusted)",
+            Err(_) => "missing",
+        };
+        out.push_str(&format!("  {}: {state}\n", clean(path)));
+    }
+    for (scope, file) in sources.files() {
+        if !matches!(
+            scope,
+            sources::Scope::ProjectMcpJson | sources::Scope::ProjectHarnessJson
+        ) || !file.is_file()
+        {
+            continue;
+        }
+        let Ok(bytes) = std::fs::read(&file) else {
+            continue;
+        };
+        match store.state(&file, &bytes) {
+            Ok(TrustState::Trusted) => {}
+            Ok(_) | Err(_) => out.push_str(&format!(
+                "here: {} is not trusted; review it with `{}`\n",
+                shown(&file),
+                command(&file)
+            )),
+        }
+    }
+    Ok(out)
+}
+
+/// What `file` would start and change, as written (nothing expanded).
+pub fn describe(file: &Path, bytes: &[u8], sources: &Sources) -> Result<String, String> {
+    let text =
+        std::str::from_utf8(bytes).map_err(|_| format!("{}: not valid UTF-8", shown(file)))?;
+    let converted = sources::import_text(text, file).map_err(|e| e.to_string())?;
+    let mut out = format!("{} would add:\n", shown(file));
+    let servers = converted.servers().cloned().unwrap_or_default();
+    if servers.is_empty() {
+        out.push_str("  no servers\n");
+    }
+    for (name, server) in &servers {
+        let get = |k: &str| server.get(k).and_then(Value::as_str);
+        let keys = |k: &str| {
+            server
+                .get(k)
+                .and_then(Value::as_object)
+                .map(|o| o.keys().map(|k| clean(k)).collect::<Vec<_>>().join(", "))
+                .filter(|s| !s.is_empty())
+        };
+        let what = match (get("command"), get("url")) {
+            (Some(command), _) => {
+                let args: Vec<String> = server
+                    .get("args")
+                    .and_then(Value::as_array)
+                    .map(|a| a.iter().filter_map(Value::as_str).map(quote).collect())
+                    .unwrap_or_default();
+                let mut line = format!("runs: {} {}", quote(command), args.join(" "));
+                if let Some(env) = keys("env") {
+                    line.push_str(&format!("; env: {env}"));
+                }
+                if let Some(cwd) = get("cwd") {
+                    line.push_str(&format!("; cwd: {}", clean(cwd)));
+                }
+                line
+            }
+            (None, Some(url)) => {
+                let mut line = format!(
+                    "connects to {} ({})",
+                    clean(&without_query(url)),
+                    get("type").unwrap_or("http")
+                );
+                if let Some(headers) = keys("headers") {
+                    line.push_str(&format!("; headers: {headers}"));
+                }
+                line
+            }
+            (None, None) => "no command or url".to_string(),
+        };
+        let off = if server.get("enabled") == Some(&Value::Bool(false)) {
+            " (disabled in the file)"
+        } else {
+            ""
+        };
+        out.push_str(&format!(
+            "  server \"{}\"{off}: {}\n",
+            clean(name),
+            what.trim_end()
+        ));
+    }
+    if let Some(p) = converted.document.get("permissions") {
+        let allow = p.get("allow").and_then(Value::as_array).map_or(0, Vec::len);
+        let hint = p.get("trustReadOnlyHint") == Some(&Value::Bool(true));
+        if allow > 0 || hint {
+            let counted = user_trusts_project_permissions(sources);
+            out.push_str(&format!(
+                "  permission relaxations: {allow} allow rule(s){}; {}\n",
+                if hint { ", trustReadOnlyHint" } else { "" },
+                if counted {
+                    "they count (`trustProjectPermissions: true` in the user config)"
+                } else {
+                    "ignored unless the user config sets `trustProjectPermissions: true`"
+                }
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// Whether the user config sets `trustProjectPermissions: true`.
+fn user_trusts_project_permissions(sources: &Sources) -> bool {
+    sources
+        .files()
+        .into_iter()
+        .find(|(scope, _)| *scope == sources::Scope::User)
+        .and_then(|(_, path)| sources::import(&path).ok())
+        .and_then(|c| c.trust_project_permissions)
+        .unwrap_or(false)
+}
+
+/// After a merge: on a terminal (and when `ask`), shows each untrusted project file and asks
+/// whether to trust it, merging again when any was trusted; the files still untrusted get the
+/// command to run in their servers' reasons and in a warning.
+pub fn ask_or_hold(sources: &Sources, mut merged: Merged, ask: bool) -> Result<Merged, String> {
+    if merged.untrusted.is_empty() {
+        return Ok(merged);
+    }
+    if ask
+        && crate::terminal::interactive()
+        && let Some(store) = sources.trust_store()
+    {
+        let mut any = false;
+        for file in &merged.untrusted {
+            if file.error.is_some() {
+                continue;
+            }
+            let Ok(bytes) = std::fs::read(&file.path) else {
+                continue;
+            };
+            let shown_text = match describe(&file.path, &bytes, sources) {
+                Ok(t) => t,
+                Err(_) => continue,
+            };
+            let changed = if file.state == TrustState::Changed {
+                " (it changed since you trusted it)"
+            } else {
+                ""
+            };
+            let question = format!(
+                "\nThis folder's config file {}{changed} is not trusted.\n{shown_text}Trust it \
+                 and start its servers? [y/N] ",
+                shown(&file.path)
+            );
+            if crate::terminal::ask_yes_no(&question) {
+                store.trust(&file.path, &bytes).map_err(|e| e.to_string())?;
+                any = true;
+            }
+        }
+        if any {
+            merged = sources.merge().map_err(|e| e.to_string())?;
+        }
+    }
+    for file in &merged.untrusted {
+        warn_untrusted(file);
+    }
+    let hints: Vec<(Vec<String>, String)> = merged
+        .untrusted
+        .iter()
+        .map(|f| (f.servers.clone(), command(&f.path)))
+        .collect();
+    for (servers, command) in hints {
+        for name in servers {
+            if let Some(server) = merged.config.servers.get_mut(&name)
+                && let Some(reason) = &mut server.untrusted
+            {
+                reason.push_str(&format!(" (run `{command}`)"));
+            }
+        }
+    }
+    Ok(merged)
+}
+
+fn warn_untrusted(file: &UntrustedFile) {
+    let servers: Vec<String> = file.servers.iter().map(|s| format!("\"{s}\"")).collect();
+    let what = if servers.is_empty() {
+        "its settings are".to_string()
+    } else {
+        format!("its servers {} are", servers.join(", "))
+    };
+    eprintln!(
+        "warning: {}; {what} not used. To review and trust it, run: {}",
+        file.reason(),
+        command(&file.path)
+    );
+}
+
+/// The exact command that trusts `file`.
+pub fn command(file: &Path) -> String {
+    let path = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
+    format!("mcp-harness trust {}", quote(&path.display().to_string()))
+}
+
+/// `s` quoted for a POSIX shell when it needs it, control characters removed.
+fn quote(s: &str) -> String {
+    let s = clean(s);
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+=:,@%".contains(c))
+    {
+        s
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// `s` without control characters (a hostile file could hold terminal escapes).
+fn clean(s: &str) -> String {
+    s.chars().filter(|c| !c.is_control()).collect()
+}
+
+fn shown(path: &Path) -> String {
+    clean(&path.display().to_string())
+}
+
+/// `url` without query, fragment or credentials.
+fn without_query(url: &str) -> String {
+    let mut shown = url.to_string();
+    if let Some(at) = shown.find(['?', '#']) {
+        shown.truncate(at);
+    }
+    if let Some(scheme_end) = shown.find("://") {
+        let rest = &shown[scheme_end + 3..];
+        let host_end = rest.find('/').unwrap_or(rest.len());
+        if let Some(at) = rest[..host_end].rfind('@') {
+            shown = format!("{}{}", &shown[..scheme_end + 3], &rest[at + 1..]);
+        }
+    }
+    shown
+}

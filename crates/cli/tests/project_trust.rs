@@ -1,0 +1,160 @@
+//! Project trust through the binary: a project's `.mcp.json` starts nothing until the user
+//! trusted its current content. Without a terminal the CLI refuses to start its servers, shows
+//! them as untrusted with the reason, and prints the exact command to run; `mcp-harness trust
+//! PATH` shows what the file would start and records it; an edit ends the trust; `--revoke`
+//! forgets it. Every run gets its own HOME and XDG_CONFIG_HOME.
+
+use std::path::{Path, PathBuf};
+
+mod common;
+
+use common::{bin, run_in};
+
+fn temp_dir(tag: &str) -> PathBuf {
+    common::temp_home("trust", tag)
+}
+
+/// A `mcpServers` entry running this binary's built-in fixture server.
+fn fixture(name: &str) -> serde_json::Value {
+    serde_json::json!({"command": bin(), "args": ["fixture-server", "--name", name]})
+}
+
+fn write_servers(path: &Path, servers: serde_json::Value) {
+    let text = serde_json::json!({ "mcpServers": servers }).to_string();
+    std::fs::write(path, text).expect("write config");
+}
+
+/// `servers --json` as (state, the whole entry) of `name`.
+fn server_state(dir: &Path, name: &str) -> (String, serde_json::Value, String) {
+    let (code, out, err) = run_in(dir, &["servers", "--json"], &[]);
+    assert_eq!(code, 0, "{err}");
+    let servers: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let entry = servers
+        .as_array()
+        .and_then(|a| a.iter().find(|s| s["name"] == name))
+        .cloned()
+        .unwrap_or_else(|| panic!("{name} is listed, not silently missing: {out}"));
+    (
+        entry["state"].as_str().unwrap_or_default().to_string(),
+        entry,
+        err,
+    )
+}
+
+#[test]
+fn a_project_file_starts_servers_only_once_its_content_is_trusted() {
+    let dir = temp_dir("flow");
+    write_servers(
+        &dir.join("xdg/mcp-harness/config.json"),
+        serde_json::json!({"mine": fixture("trust-user")}),
+    );
+    let file = dir.join(".mcp.json");
+    write_servers(&file, serde_json::json!({"proj": fixture("trust-project")}));
+    let canonical = std::fs::canonicalize(&file).expect("canonical");
+    let command = format!("mcp-harness trust {}", file.display());
+
+    // No terminal: refused, shown as untrusted with the reason, and the exact command.
+    let (state, entry, err) = server_state(&dir, "proj");
+    assert_eq!(state, "untrusted", "{entry}");
+    let reason = entry["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains(".mcp.json") && reason.contains(&command),
+        "the reason names the file and the command: {entry}"
+    );
+    assert!(
+        err.contains("warning:") && err.contains(&command),
+        "stderr says what to run: {err}"
+    );
+    let (state, _, _) = server_state(&dir, "mine");
+    assert_eq!(state, "connected", "the user's own server starts");
+
+    // `trust PATH` shows what the file would start, then records it.
+    let (code, out, err) = run_in(&dir, &["trust", ".mcp.json"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("server \"proj\"")
+            && out.contains("runs: ")
+            && out.contains("fixture-server --name trust-project")
+            && out.contains("trusted"),
+        "{out}"
+    );
+    let (state, entry, err) = server_state(&dir, "proj");
+    assert_eq!(state, "connected", "{entry}");
+    assert!(!err.contains("warning:"), "{err}");
+    // Listed as trusted.
+    let (code, out, _) = run_in(&dir, &["trust"], &[]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains(&format!("{}: trusted", canonical.display())),
+        "{out}"
+    );
+
+    // An edit (a changed argument) ends the trust.
+    write_servers(
+        &file,
+        serde_json::json!({"proj": fixture("trust-project-2")}),
+    );
+    let (state, entry, _) = server_state(&dir, "proj");
+    assert_eq!(state, "untrusted", "{entry}");
+    assert!(
+        entry["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("changed since it was trusted"),
+        "{entry}"
+    );
+    let (_, out, _) = run_in(&dir, &["trust"], &[]);
+    assert!(out.contains("changed since trusted"), "{out}");
+
+    // Trusted again, then revoked: untrusted again.
+    let (code, _, err) = run_in(&dir, &["trust", ".mcp.json"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(server_state(&dir, "proj").0, "connected");
+    let (code, out, err) = run_in(&dir, &["trust", "--revoke", ".mcp.json"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("no longer trusted"), "{out}");
+    assert_eq!(server_state(&dir, "proj").0, "untrusted");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_project_file_cannot_allow_calls_or_trust_hints_by_itself() {
+    let dir = temp_dir("perms");
+    std::fs::write(
+        dir.join(".mcp-harness.json"),
+        serde_json::json!({
+            "mcpServers": {"proj": fixture("trust-perms")},
+            "permissions": {"allow": ["mcp__proj__*"], "trustReadOnlyHint": true}
+        })
+        .to_string(),
+    )
+    .expect("write");
+    let (code, out, err) = run_in(&dir, &["trust", "."], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("permission relaxations: 1 allow rule(s), trustReadOnlyHint")
+            && out.contains("ignored unless the user config sets `trustProjectPermissions: true`"),
+        "{out}"
+    );
+    // Trusted, yet its allow rule does not count: the call is not approved (no terminal).
+    let (code, _, err) = run_in(
+        &dir,
+        &["call", "mcp__proj__echo", r#"{"message": "hi"}"#],
+        &[],
+    );
+    assert_ne!(code, 0, "a project allow rule approved a call: {err}");
+    // The user config allows project permissions: now it counts.
+    std::fs::write(
+        dir.join("xdg/mcp-harness/config.json"),
+        r#"{"mcpServers": {}, "trustProjectPermissions": true}"#,
+    )
+    .expect("write");
+    let (code, out, err) = run_in(
+        &dir,
+        &["call", "mcp__proj__echo", r#"{"message": "hi"}"#],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("hi"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
