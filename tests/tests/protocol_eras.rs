@@ -10,7 +10,9 @@
 
 mod common;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::body::{Body, to_bytes};
 use axum::extract::{Request, State};
@@ -20,6 +22,8 @@ use axum::response::{IntoResponse, Response};
 use common::*;
 use mcp_harness_catalog::{ServerState, qualify};
 use mcp_harness_fixture::FixtureOptions;
+use mcp_harness_runtime::RuntimeBuilder;
+use mcp_harness_runtime::supervision::ReconnectPolicy;
 use serde_json::json;
 
 type Seen = Arc<Mutex<Vec<String>>>;
@@ -156,6 +160,168 @@ async fn input_rounds_from_a_server_of_an_older_era_are_a_protocol_error() {
             && message.contains("input_required")
             && message.contains("2025-06-18"),
         "{message}"
+    );
+    runtime.shutdown().await;
+}
+
+/// A server of the 2025-11-25 era only: `server/discover` is an unknown method to it. Its first
+/// `failing.0` `initialize` and first `failing.1` `tools/list` requests are refused with HTTP 400
+/// (a proxy's hiccup, say).
+async fn classic_gate(
+    State((seen, failing)): State<(Seen, Arc<(AtomicUsize, AtomicUsize)>)>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let (parts, body) = req.into_parts();
+    let Ok(bytes) = to_bytes(body, 1 << 20).await else {
+        return StatusCode::PAYLOAD_TOO_LARGE.into_response();
+    };
+    let message: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+    if let Some(method) = message.get("method").and_then(|m| m.as_str()) {
+        seen.lock().unwrap().push(method.to_string());
+        if method == "server/discover" {
+            let error = json!({"jsonrpc": "2.0", "id": message["id"], "error": {
+                "code": -32601, "message": "Method not found"}});
+            return (
+                StatusCode::OK,
+                [(header::CONTENT_TYPE, "application/json")],
+                error.to_string(),
+            )
+                .into_response();
+        }
+        let counter = match method {
+            "initialize" => Some(&failing.0),
+            "tools/list" => Some(&failing.1),
+            _ => None,
+        };
+        if counter.is_some_and(|c| {
+            c.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+        }) {
+            return (StatusCode::BAD_REQUEST, "bad request").into_response();
+        }
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+async fn serve_classic(failing_initializes: usize, failing_listings: usize) -> (String, Seen) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
+    let seen: Seen = Arc::default();
+    let mcp = fixture_mcp_service(FixtureOptions {
+        tools: 2,
+        ..Default::default()
+    });
+    let failing = Arc::new((
+        AtomicUsize::new(failing_initializes),
+        AtomicUsize::new(failing_listings),
+    ));
+    let router =
+        axum::Router::new()
+            .nest_service("/mcp", mcp)
+            .layer(axum::middleware::from_fn_with_state(
+                (seen.clone(), failing),
+                classic_gate,
+            ));
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    (url, seen)
+}
+
+/// A failed first listing is not a refused handshake: the server is retried with
+/// `initialize`, never switched to `server/discover` (which it does not know), and connects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_first_listing_is_retried_with_initialize() {
+    let (url, seen) = serve_classic(0, 1).await;
+    let runtime = RuntimeBuilder::new(config(vec![server("classic", http(&url))]))
+        .reconnect(ReconnectPolicy {
+            max_attempts: 5,
+            initial_delay: Duration::from_millis(100),
+            max_delay: Duration::from_millis(400),
+            ..ReconnectPolicy::default()
+        })
+        .start()
+        .expect("start");
+    let s = runtime
+        .wait_for(SETTLE, |s| {
+            s.servers["classic"].state == ServerState::Connected
+        })
+        .await;
+    let status = &s.servers["classic"];
+    assert_eq!(status.state, ServerState::Connected, "{status:?}");
+    assert_eq!(status.protocol_version.as_deref(), Some("2025-11-25"));
+    assert!(s.tool(&qualify("classic", "tool_1")).is_some());
+    let methods = seen.lock().unwrap().clone();
+    assert!(
+        !methods.iter().any(|m| m == "server/discover"),
+        "initialize was never refused: {methods:?}"
+    );
+    runtime.shutdown().await;
+}
+
+/// `restart` after a failed first listing opens with `initialize` again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_after_a_failed_first_listing_opens_with_initialize() {
+    let (url, seen) = serve_classic(0, 1).await;
+    // No fast attempts, and the background probe far away: only `restart` can bring it back.
+    let runtime = RuntimeBuilder::new(config(vec![server("classic", http(&url))]))
+        .reconnect(ReconnectPolicy {
+            max_attempts: 0,
+            initial_delay: Duration::from_secs(3600),
+            max_delay: Duration::from_secs(3600),
+            ..ReconnectPolicy::default()
+        })
+        .start()
+        .expect("start");
+    wait_state(&runtime, "classic", "failed").await;
+    runtime.restart("classic").expect("restart");
+    let s = runtime
+        .wait_for(SETTLE, |s| {
+            s.servers["classic"].state == ServerState::Connected
+        })
+        .await;
+    let status = &s.servers["classic"];
+    assert_eq!(status.state, ServerState::Connected, "{status:?}");
+    assert_eq!(status.protocol_version.as_deref(), Some("2025-11-25"));
+    let methods = seen.lock().unwrap().clone();
+    assert!(
+        !methods.iter().any(|m| m == "server/discover"),
+        "{methods:?}"
+    );
+    runtime.shutdown().await;
+}
+
+/// A refused `initialize` makes the harness try `server/discover`; when that is refused too,
+/// the next attempt opens with `initialize` again (and connects), not with `server/discover`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_discover_is_undone_for_the_next_attempt() {
+    let (url, seen) = serve_classic(1, 0).await;
+    let runtime = RuntimeBuilder::new(config(vec![server("classic", http(&url))]))
+        .reconnect(ReconnectPolicy {
+            max_attempts: 5,
+            initial_delay: Duration::from_millis(100),
+            max_delay: Duration::from_millis(400),
+            ..ReconnectPolicy::default()
+        })
+        .start()
+        .expect("start");
+    let s = runtime
+        .wait_for(SETTLE, |s| {
+            s.servers["classic"].state == ServerState::Connected
+        })
+        .await;
+    let status = &s.servers["classic"];
+    assert_eq!(status.state, ServerState::Connected, "{status:?}");
+    assert_eq!(status.protocol_version.as_deref(), Some("2025-11-25"));
+    let methods = seen.lock().unwrap().clone();
+    assert_eq!(
+        methods.iter().filter(|m| *m == "server/discover").count(),
+        1,
+        "{methods:?}"
     );
     runtime.shutdown().await;
 }

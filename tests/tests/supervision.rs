@@ -116,7 +116,7 @@ async fn a_remote_server_that_stays_away_is_failed_after_the_attempts() {
         panic!("{:?}", s.servers["gone"])
     };
     assert!(
-        error.contains("gave up after 3 reconnect attempts"),
+        error.contains("3 reconnect attempts failed") && error.contains("probing again"),
         "{error}"
     );
     assert!(s.tools().all(|t| t.server != "gone"));
@@ -155,4 +155,167 @@ async fn hanging_servers_do_not_hold_up_the_queue() {
         );
     }
     runtime.shutdown().await;
+}
+
+/// The fixture as a program serving Streamable HTTP on loopback `port` (retried while the port
+/// is still held by the previous one); killed when dropped.
+async fn fixture_process(port: u16, extra: &[&str]) -> tokio::process::Child {
+    for _ in 0..50 {
+        let mut child = tokio::process::Command::new(fixture_bin())
+            .args(["--transport", "http", "--port", &port.to_string()])
+            .args(extra)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start the fixture");
+        for _ in 0..100 {
+            if let Ok(Some(_)) = child.try_wait() {
+                break; // could not bind yet
+            }
+            if tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok()
+            {
+                return child;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let _ = child.kill().await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the fixture could not serve on port {port}");
+}
+
+/// A killed HTTP server is noticed through its broken stream and refused requests, not the
+/// pings (an hour apart here); after the fast attempts it is failed, says when the next probe
+/// is, and comes back by itself when the server returns on the same port.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_http_server_is_noticed_at_once_and_comes_back_by_itself() {
+    let port = free_port();
+    let mut fixture = fixture_process(port, &[]).await;
+    let runtime = RuntimeBuilder::new(config(vec![server(
+        "web",
+        http(&format!("http://127.0.0.1:{port}/mcp")),
+    )]))
+    .reconnect(ReconnectPolicy {
+        max_attempts: 2,
+        initial_delay: Duration::from_millis(100),
+        max_delay: Duration::from_millis(400),
+        health_interval: Duration::from_secs(3600),
+        ping_timeout: Duration::from_secs(10),
+    })
+    .start()
+    .expect("start");
+    settled_connected(&runtime, "web").await;
+
+    fixture.kill().await.expect("kill the fixture");
+    let s = runtime
+        .wait_for(SETTLE, |s| s.servers["web"].state != ServerState::Connected)
+        .await;
+    let web = &s.servers["web"];
+    assert_ne!(web.state, ServerState::Connected, "never noticed: {web:?}");
+    assert!(!s.catalogs.contains_key("web"), "no tools once it is gone");
+
+    let failed = |s: &mcp_harness_catalog::Snapshot| {
+        matches!(s.servers["web"].state, ServerState::Failed { .. })
+    };
+    let s = runtime.wait_for(SETTLE, failed).await;
+    let web = &s.servers["web"];
+    let ServerState::Failed { error } = &web.state else {
+        panic!("not failed after the fast attempts: {web:?}")
+    };
+    assert!(error.contains("probing again"), "{error}");
+    assert!(web.next_retry.is_some(), "the next probe is shown: {web:?}");
+
+    let _fixture = fixture_process(port, &[]).await;
+    let s = runtime
+        .wait_for(SETTLE, |s| s.servers["web"].state == ServerState::Connected)
+        .await;
+    assert_eq!(
+        s.servers["web"].state,
+        ServerState::Connected,
+        "{:?}",
+        s.servers["web"]
+    );
+    let echo = runtime
+        .call_tool("mcp__web__echo", args(json!({"message": "back"})))
+        .await
+        .expect("echo");
+    assert_eq!(text(&echo), "back");
+    runtime.shutdown().await;
+}
+
+/// Nothing listens at the URL: the server is failed on the first attempt (not after the fast
+/// attempts), with a message that names the URL without its query, says what happened and
+/// what to check, and holds no Rust type name; probing goes on in the background.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_connection_at_startup_fails_at_once_and_says_why() {
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}/mcp?api_key=SECRET-IN-QUERY");
+    let runtime = start(vec![server("nothing", http(&url))]);
+    let s = runtime.wait_settled(SETTLE).await;
+    let status = &s.servers["nothing"];
+    let ServerState::Failed { error } = &status.state else {
+        panic!("{status:?}")
+    };
+    assert!(
+        error.contains(&format!("http://127.0.0.1:{port}/mcp"))
+            && error.contains("connection refused")
+            && error.contains("`url`"),
+        "{error}"
+    );
+    for leak in [
+        "SECRET-IN-QUERY",
+        "Transport [",
+        "rmcp::",
+        "reqwest",
+        "hyper",
+    ] {
+        assert!(!error.contains(leak), "{leak} in: {error}");
+    }
+    assert!(
+        !error.contains("reconnect attempts failed"),
+        "failed without the fast attempts: {error}"
+    );
+    assert!(status.next_retry.is_some(), "still probed: {status:?}");
+    runtime.shutdown().await;
+}
+
+/// `startupTimeoutSec` bounds all startup attempts together: a server that answers every
+/// request with 503 is failed when it runs out, however many fast attempts remain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn startup_timeout_is_the_budget_of_all_attempts() {
+    let (addr, task) = mcp_harness_fixture::serve_http(
+        FixtureOptions {
+            fail_http: u64::MAX,
+            ..Default::default()
+        },
+        "127.0.0.1:0".parse().expect("addr"),
+    )
+    .await
+    .expect("serve");
+    let mut busy = server("busy", http(&format!("http://{addr}/mcp")));
+    busy.startup_timeout = Duration::from_secs(2);
+    let runtime = RuntimeBuilder::new(config(vec![busy]))
+        .reconnect(ReconnectPolicy {
+            max_attempts: 10_000,
+            initial_delay: Duration::from_millis(50),
+            max_delay: Duration::from_millis(100),
+            ..ReconnectPolicy::default()
+        })
+        .start()
+        .expect("start");
+    let s = runtime.wait_settled(SETTLE).await;
+    let status = &s.servers["busy"];
+    let ServerState::Failed { error } = &status.state else {
+        panic!("still starting: {status:?}")
+    };
+    assert!(
+        error.contains("startupTimeoutSec") && error.contains("503"),
+        "{error}"
+    );
+    runtime.shutdown().await;
+    task.abort();
 }

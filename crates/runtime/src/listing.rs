@@ -157,6 +157,12 @@ pub fn describe(e: ServiceError) -> String {
             data.code.0, data.message
         ),
         ServiceError::TransportClosed => "the connection is closed".to_string(),
-        other => other.to_string(),
+        ServiceError::TransportSend(error) => {
+            match mcp_harness_transport::net::http_failure_in(&error) {
+                Some(failure) => format!("{failure}; {}", failure.hint()),
+                None => mcp_harness_transport::net::describe(&error),
+            }
+        }
+        other => mcp_harness_transport::net::describe(&other),
     }
 }

@@ -284,8 +284,16 @@ pub struct ServerActor {
     missed_pings: u32,
     /// While needs-auth: the watch of the stored credentials (a local file, not the server).
     auth_watch: Option<SpawnHandle>,
-    /// The protocol version to ask for after the default handshake was refused.
+    /// The protocol version to ask for after the server refused `initialize` itself (never
+    /// after a later failure, such as the first listing); dropped again when that handshake
+    /// is refused too, so the next attempt opens with `initialize` (R8).
     fallback: Option<ProtocolVersion>,
+    /// While starting (first connect, or after `Restart`): when `startupTimeoutSec` runs out for
+    /// all attempts together; `None` once connected.
+    startup_deadline: Option<tokio::time::Instant>,
+    /// After the fast reconnect attempts (or a refused connection at startup): the server is
+    /// failed and probed at the capped interval; a probe does not make it pending.
+    probing: bool,
     /// Whether the current connection ended because its stdio process exited.
     exited: bool,
     /// The epoch whose crash a restart for calls is in flight for.
@@ -328,6 +336,8 @@ impl ServerActor {
             missed_pings: 0,
             auth_watch: None,
             fallback: None,
+            startup_deadline: None,
+            probing: false,
             exited: false,
             reviving: None,
             revive_waiters: Vec::new(),
@@ -419,12 +429,21 @@ impl ServerActor {
         self.exited = false;
         self.epoch += 1;
         let epoch = self.epoch;
-        self.set_state(ServerState::Pending);
-        self.report(if self.status.attempts > 0 {
-            "reconnecting"
-        } else {
-            "connecting"
-        });
+        if !self.probing {
+            self.set_state(ServerState::Pending);
+            self.report(if self.status.attempts > 0 {
+                "reconnecting"
+            } else {
+                "connecting"
+            });
+        }
+        // At startup, `startupTimeoutSec` is the budget of all attempts together.
+        let budget = match self.startup_deadline {
+            Some(deadline) => deadline
+                .saturating_duration_since(tokio::time::Instant::now())
+                .max(Duration::from_millis(1)),
+            None => self.config.startup_timeout,
+        };
 
         let weak = ctx.address().downgrade();
         let (progress, server) = (self.settings.progress.clone(), self.config.name.clone());
@@ -452,12 +471,12 @@ impl ServerActor {
             .with_callback_runtime(tokio::runtime::Handle::try_current().ok());
         let options = ConnectOptions {
             server: self.name().to_string(),
-            startup_timeout: self.config.startup_timeout,
+            startup_timeout: budget,
             wire: Default::default(),
         };
         let connecting = self.connector.connect(handler, options);
         let limits = self.settings.limits;
-        let page_timeout = self.config.startup_timeout;
+        let page_timeout = budget;
         let slot_hold = self.settings.queues.slot_hold;
         let attempt = async move |slot: Slot| {
             // One slot of the local or remote queue while connecting, for at most `slot_hold`:
@@ -470,7 +489,8 @@ impl ServerActor {
                     slot = None;
                     connecting.await
                 }
-            }?;
+            }
+            .map_err(|e| (e, Stage::Handshake))?;
             // The slot is for starting the server (spawn + initialize); the listing that follows
             // is ordinary traffic on a running server, so the next server starts meanwhile.
             drop(slot);
@@ -489,11 +509,15 @@ impl ServerActor {
                     Err(failure) => {
                         session.shutdown().await;
                         // A 401 while listing (an expired or missing token) means needs-auth.
-                        return Err(TransportError::Initialize {
-                            message: failure.message,
+                        let error = TransportError::Initialize {
+                            message: format!(
+                                "the first {kind} listing failed: {}",
+                                failure.message
+                            ),
                             auth_required: failure.auth_required,
                             stderr_tail: None,
-                        });
+                        };
+                        return Err((error, Stage::Listing));
                     }
                 }
             }
@@ -518,11 +542,11 @@ impl ServerActor {
         };
         ctx.spawn(outcome.into_actor(self).map(move |outcome, act, ctx| {
             let result = outcome.unwrap_or_else(|_| {
-                Err(TransportError::Initialize {
+                Err((TransportError::Initialize {
                     message: "the connect attempt ended without an outcome (it panicked, or its I/O thread stopped)".into(),
                     auth_required: false,
                     stderr_tail: None,
-                })
+                }, Stage::Handshake))
             });
             act.on_connected(epoch, result, ctx)
         }));
@@ -531,7 +555,7 @@ impl ServerActor {
     fn on_connected(
         &mut self,
         epoch: u64,
-        result: Result<(Session, Vec<(Kind, Listed)>), TransportError>,
+        result: Result<(Session, Vec<(Kind, Listed)>), (TransportError, Stage)>,
         ctx: &mut Context<Self>,
     ) {
         if epoch != self.epoch || self.stopped {
@@ -565,6 +589,8 @@ impl ServerActor {
                     );
                 }
                 self.session = Some(session);
+                self.startup_deadline = None;
+                self.probing = false;
                 self.status.attempts = 0;
                 self.status.next_retry = None;
                 self.missed_pings = 0;
@@ -577,12 +603,12 @@ impl ServerActor {
                 self.report("initial listing");
                 self.finish_revival(Ok(epoch));
             }
-            Err(e) => {
+            Err((e, stage)) => {
                 tracing::warn!(server = %self.name(), error = %e, "connect failed");
-                // A server of the 2026-07-28 era may refuse the `initialize` handshake: try
-                // `server/discover` once before giving up (R8: fall back across eras).
-                if self.fallback.is_none()
-                    && self.settings.protocol_version.is_none()
+                // The server answered, but not to `initialize`/`server/discover` as such: a
+                // refusal of the handshake itself (not a 5xx/429, not a needs-auth, not a
+                // failure of the listing after it, not an unreachable server).
+                let refused_handshake = stage == Stage::Handshake
                     && self.connector.is_remote()
                     && !unavailable(&e)
                     && matches!(
@@ -591,20 +617,58 @@ impl ServerActor {
                             auth_required: false,
                             ..
                         }
-                    )
-                {
-                    tracing::info!(server = %self.name(), "initialize refused; trying server/discover (protocol 2026-07-28)");
-                    self.fallback = Some(ProtocolVersion::V_2026_07_28);
-                    self.connect(ctx);
-                    return;
+                    );
+                if refused_handshake && self.settings.protocol_version.is_none() {
+                    if self.fallback.is_none() {
+                        // A server of the 2026-07-28 era may refuse the `initialize` handshake:
+                        // try `server/discover` once before giving up (R8: fall back across eras).
+                        tracing::info!(server = %self.name(), "initialize refused; trying server/discover (protocol 2026-07-28)");
+                        self.fallback = Some(ProtocolVersion::V_2026_07_28);
+                        self.connect(ctx);
+                        return;
+                    }
+                    // `server/discover` was refused as well: not a server of that era after
+                    // all; the next attempt (or a restart) opens with `initialize` again.
+                    tracing::info!(server = %self.name(), "server/discover refused too; the next attempt uses initialize");
+                    self.fallback = None;
                 }
                 let mut message = e.to_string();
                 if self.connector.is_remote() && e.retryable() {
-                    match self.schedule_reconnect(&message, ctx) {
-                        Ok(()) => return,
-                        Err(last) => message = last,
+                    // The attempt after the next backoff would start past the startup budget.
+                    let next = self.settings.reconnect.delay(
+                        self.status.attempts + 1,
+                        self.epoch ^ fnv(&self.config.name),
+                    );
+                    let now = tokio::time::Instant::now();
+                    let out_of_time = self.startup_deadline.is_some_and(|d| now + next >= d);
+                    let budget = self.config.startup_timeout.as_secs_f64();
+                    match (&e, self.status.last_error.as_deref()) {
+                        // The last attempt had only what was left of the budget: say the
+                        // budget, and the error of the attempt before it.
+                        (TransportError::StartupTimeout { .. }, Some(last))
+                            if self.startup_deadline.is_some() && self.status.attempts > 0 =>
+                        {
+                            message = format!(
+                                "startup gave up after {budget}s of attempts (raise `startupTimeoutSec`); the last error: {last}"
+                            );
+                        }
+                        (TransportError::StartupTimeout { .. }, _) => {}
+                        _ if out_of_time => {
+                            message = format!(
+                                "{message} (startup gave up after {budget}s of attempts; raise `startupTimeoutSec`)"
+                            );
+                        }
+                        _ => {}
+                    }
+                    // A refused connection at startup fails at once: nothing listens there,
+                    // and waiting through the fast attempts only delays saying so.
+                    let fast = !out_of_time && !(self.startup_deadline.is_some() && e.refused());
+                    if self.schedule_reconnect(&message, fast, ctx) {
+                        return;
                     }
                 }
+                self.startup_deadline = None;
+                self.probing = false;
                 let state = if e.needs_auth() {
                     ServerState::NeedsAuth {
                         reason: message.clone(),
@@ -641,12 +705,9 @@ impl ServerActor {
         if let Some(handle) = self.health.take() {
             ctx.cancel_future(handle);
         }
-        let mut message = error.to_string();
-        if self.connector.is_remote() {
-            match self.schedule_reconnect(&message, ctx) {
-                Ok(()) => return,
-                Err(last) => message = last,
-            }
+        let message = error.to_string();
+        if self.connector.is_remote() && self.schedule_reconnect(&message, true, ctx) {
+            return;
         }
         // Only a stdio process that went away may be restarted by a call (R7).
         self.exited = self.connector.kind() == "stdio";
@@ -708,40 +769,61 @@ impl ServerActor {
         }
     }
 
-    /// Schedules the next reconnect attempt with backoff, unless the attempts are used up.
-    /// Meanwhile the server is pending with its error and the time of the next attempt, and
-    /// has no catalog (its tools cannot be called).
-    /// Returns `Err` with the final error text when no attempt is left (it then names how many
-    /// were made).
-    fn schedule_reconnect(&mut self, error: &str, ctx: &mut Context<Self>) -> Result<(), String> {
+    /// Schedules the next reconnect attempt with backoff and jitter; false (nothing scheduled)
+    /// once the server is stopped. While `fast` and fast attempts remain, the server is pending
+    /// with its error and the time of the next attempt; after them (or when not `fast`) it is
+    /// failed, its error saying so, and probed at the capped interval for as long as it is
+    /// configured, the time of the next probe in its status. Either way it has no catalog (its
+    /// tools cannot be called) until an attempt succeeds.
+    fn schedule_reconnect(&mut self, error: &str, fast: bool, ctx: &mut Context<Self>) -> bool {
         let policy = self.settings.reconnect.clone();
         if self.stopped {
-            return Err(error.to_string());
-        }
-        if self.status.attempts >= policy.max_attempts {
-            return Err(format!(
-                "{error} (gave up after {} reconnect attempts)",
-                self.status.attempts
-            ));
+            return false;
         }
         self.status.attempts += 1;
         let seed = self.epoch ^ fnv(&self.config.name);
         let delay = policy.delay(self.status.attempts, seed);
-        self.status.next_retry = Some(SystemTime::now() + delay);
-        self.status.last_error = Some(error.to_string());
-        self.set_state(ServerState::Pending);
-        tracing::info!(server = %self.name(), attempt = self.status.attempts, delay_ms = delay.as_millis() as u64, "reconnecting after backoff");
-        self.report(format!(
-            "reconnect {} of {} in {:.1}s",
-            self.status.attempts,
-            policy.max_attempts,
-            delay.as_secs_f64()
-        ));
+        let fast = fast && self.status.attempts <= policy.max_attempts;
         self.retry = Some(ctx.run_later(delay, |act, ctx| {
             act.retry = None;
             act.connect(ctx);
         }));
-        Ok(())
+        self.status.next_retry = Some(SystemTime::now() + delay);
+        self.status.last_error = Some(error.to_string());
+        if fast {
+            self.set_state(ServerState::Pending);
+            tracing::info!(server = %self.name(), attempt = self.status.attempts, delay_ms = delay.as_millis() as u64, "reconnecting after backoff");
+            self.report(format!(
+                "reconnect {} of {} in {:.1}s",
+                self.status.attempts,
+                policy.max_attempts,
+                delay.as_secs_f64()
+            ));
+            return true;
+        }
+        let first = !self.probing;
+        self.probing = true;
+        // A startup that ended here is over: calls waiting for it get the error now.
+        self.startup_deadline = None;
+        if first {
+            tracing::warn!(server = %self.name(), error, "unreachable; probing in the background");
+        }
+        let tried = match self.status.attempts - 1 {
+            0 => String::new(),
+            n => format!("{n} reconnect attempts failed; "),
+        };
+        let error = format!(
+            "{error} ({tried}probing again in the background, at most every {}s; `restart` tries now)",
+            policy.max_delay.as_secs_f64()
+        );
+        self.set_state(ServerState::Failed {
+            error: error.clone(),
+        });
+        self.report(format!("next probe in {:.1}s", delay.as_secs_f64()));
+        if first {
+            self.finish_revival(Err(error));
+        }
+        true
     }
 
     /// Pings a remote session; two unanswered pings in a row close it (rmcp does not notice a
@@ -957,6 +1039,7 @@ impl Actor for ServerActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
+        self.startup_deadline = Some(tokio::time::Instant::now() + self.config.startup_timeout);
         self.connect(ctx);
     }
 }
@@ -1009,6 +1092,8 @@ impl Handler<Restart> for ServerActor {
         }
         tracing::info!(server = %self.name(), "restart requested");
         self.status.attempts = 0;
+        self.probing = false;
+        self.startup_deadline = Some(tokio::time::Instant::now() + self.config.startup_timeout);
         self.connect(ctx);
     }
 }
@@ -1065,6 +1150,13 @@ fn unavailable(e: &TransportError) -> bool {
             && (code[0] == b'5' || &code[..3] == b"429")
             && code.get(3).is_none_or(|b| !b.is_ascii_digit())
     })
+}
+
+/// Where a connect attempt failed: the handshake, or the first listing after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Handshake,
+    Listing,
 }
 
 /// How long runtime shutdown waits for one server to close before moving on.

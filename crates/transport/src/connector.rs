@@ -104,9 +104,19 @@ pub struct Session {
     stderr: Option<StderrTail>,
     process: Option<Arc<ProcessGroup>>,
     wire: WireNotes,
+    /// For a remote session: fires when a request shows the server went away.
+    broken: Option<crate::net::Breakage>,
 }
 
 impl Session {
+    /// Ends this session's closed future (see [`Session::take_closed`]) as soon as `breakage`
+    /// fires, instead of when the transport library notices (rmcp keeps an HTTP session open
+    /// after its server died).
+    pub fn closed_on(mut self, breakage: crate::net::Breakage) -> Self {
+        self.broken = Some(breakage);
+        self
+    }
+
     /// The rmcp peer to send requests on. Cheap to clone; fails with a transport error once the
     /// session is closed.
     pub fn peer(&self) -> &ClientPeer {
@@ -136,8 +146,15 @@ impl Session {
         let service = self.service.take()?;
         let process = self.process.clone();
         let stderr = self.stderr.clone();
+        let broken = self.broken.clone();
         Some(Box::pin(async move {
-            let waited = service.waiting().await;
+            let waited = match broken {
+                Some(broken) => tokio::select! {
+                    waited = service.waiting() => waited,
+                    reason = broken.fired() => return format!("the connection broke ({reason})"),
+                },
+                None => service.waiting().await,
+            };
             // What a dying server wrote last is usually why: let its stderr drain first, so
             // `stderr_tail` read after this resolves has it.
             if let Some(s) = &stderr {
@@ -255,13 +272,33 @@ where
         stderr,
         process,
         wire: options.wire.clone(),
+        broken: None,
     })
 }
 
+/// A failed handshake as our error: a connection that could not be made is
+/// [`TransportError::Unreachable`]; otherwise the message says what failed without rmcp's Rust
+/// type names or a URL (the connector adds the URL, without its query).
 fn init_error(e: ClientInitializeError, stderr_tail: Option<String>) -> TransportError {
     let auth_required = e.is_authorization_required();
+    let message = match &e {
+        ClientInitializeError::TransportError { error, context } => {
+            if !auth_required && let Some(failure) = crate::net::http_failure_in(error) {
+                return TransportError::Unreachable {
+                    url: String::new(),
+                    failure,
+                };
+            }
+            let what = crate::net::describe(error.error.as_ref());
+            match context.strip_prefix("send ") {
+                Some(request) => format!("{what} (while sending the {request})"),
+                None => format!("{what} (while {context})"),
+            }
+        }
+        other => crate::net::describe(other),
+    };
     TransportError::Initialize {
-        message: e.to_string(),
+        message,
         auth_required,
         stderr_tail,
     }

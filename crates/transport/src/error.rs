@@ -31,6 +31,14 @@ pub enum TransportError {
     /// The connection parameters are unusable (bad URL, bad header).
     #[error("invalid connection parameters: {0}")]
     InvalidConfig(String),
+    /// The server could not be reached: nothing listens there, the connection was reset, the
+    /// host did not resolve. `url` is shown without its query (it may hold a key); it is empty
+    /// until the transport that knows it fills it in ([`TransportError::at_url`]).
+    #[error("cannot reach {}: {failure}; {}", if .url.is_empty() { "the server" } else { .url.as_str() }, .failure.hint())]
+    Unreachable {
+        url: String,
+        failure: crate::net::NetFailure,
+    },
     /// The session closed after it was established.
     #[error("connection closed: {reason}{}", tail_suffix(.stderr_tail))]
     Closed {
@@ -45,7 +53,9 @@ impl TransportError {
         match self {
             TransportError::Spawn { .. } | TransportError::InvalidConfig(_) => false,
             TransportError::Initialize { auth_required, .. } => !auth_required,
-            TransportError::StartupTimeout { .. } | TransportError::Closed { .. } => true,
+            TransportError::StartupTimeout { .. }
+            | TransportError::Closed { .. }
+            | TransportError::Unreachable { .. } => true,
         }
     }
 
@@ -67,7 +77,41 @@ impl TransportError {
             | TransportError::StartupTimeout { stderr_tail, .. }
             | TransportError::Initialize { stderr_tail, .. }
             | TransportError::Closed { stderr_tail, .. } => stderr_tail.as_deref(),
-            TransportError::InvalidConfig(_) => None,
+            TransportError::InvalidConfig(_) | TransportError::Unreachable { .. } => None,
+        }
+    }
+
+    /// Whether nothing listened at the server's address (connection refused).
+    pub fn refused(&self) -> bool {
+        matches!(
+            self,
+            TransportError::Unreachable {
+                failure: crate::net::NetFailure::Refused,
+                ..
+            }
+        )
+    }
+
+    /// This error with the server's `url` (as shown: no query) where it names none yet; a
+    /// failed handshake then says where it was sent.
+    pub fn at_url(self, url: &str) -> Self {
+        match self {
+            TransportError::Unreachable { url: u, failure } if u.is_empty() => {
+                TransportError::Unreachable {
+                    url: url.to_string(),
+                    failure,
+                }
+            }
+            TransportError::Initialize {
+                message,
+                auth_required,
+                stderr_tail,
+            } if !message.contains(url) => TransportError::Initialize {
+                message: format!("{message} (at {url})"),
+                auth_required,
+                stderr_tail,
+            },
+            other => other,
         }
     }
 }

@@ -122,61 +122,83 @@ impl Connector for StreamableHttpConnector {
     ) -> BoxFuture<'static, Result<Session, TransportError>> {
         let this = self.clone();
         Box::pin(async move {
-            http_url(&this.url)?;
-            let client = this.client()?;
-            let mut backoff = ExponentialBackoff::default();
-            backoff.max_times = Some(SSE_MAX_RECONNECTS);
-            backoff.base_duration = Duration::from_millis(500);
-            backoff.max_delay = Some(Duration::from_secs(8));
-            let mut config = StreamableHttpClientTransportConfig::with_uri(this.url.clone());
-            config.retry_config = std::sync::Arc::new(backoff);
-            let store = crate::auth::FileCredentialStore::for_server(&options.server, &this.url);
-            // Client credentials: the token comes from the token endpoint, no login.
-            if let Some(settings) = this.oauth.as_ref().and_then(|o| o.client_credentials()) {
-                let source = crate::auth::TokenSource::new(
-                    &options.server,
-                    &this.url,
-                    settings.clone(),
-                    store.clone(),
-                    client.clone(),
-                );
-                // The first token before the handshake: a refused client is needs-auth (fix
-                // the config), an unreachable authorization server is retried.
-                source.token().await.map_err(client_credentials_error)?;
-                let client = Layered::new(crate::auth::ClientCredentialsAuth::new(source), client);
+            let url = http_url(&this.url)?;
+            let shown = shown(&url);
+            // Fires when a request finds the server gone: the session then closes at once.
+            let breakage = crate::net::Breakage::default();
+            let watch = crate::net::Watch::new(breakage.clone(), shown.clone());
+            this.connect_watched(handler, options, watch)
+                .await
+                .map(|session| session.closed_on(breakage))
+                .map_err(|e| e.at_url(&shown))
+        })
+    }
+}
+
+impl StreamableHttpConnector {
+    /// Connects with `watch` around every request.
+    async fn connect_watched(
+        &self,
+        handler: HarnessClient,
+        options: ConnectOptions,
+        watch: crate::net::Watch,
+    ) -> Result<Session, TransportError> {
+        let this = self;
+        let client = this.client()?;
+        let mut backoff = ExponentialBackoff::default();
+        backoff.max_times = Some(SSE_MAX_RECONNECTS);
+        backoff.base_duration = Duration::from_millis(500);
+        backoff.max_delay = Some(Duration::from_secs(8));
+        let mut config = StreamableHttpClientTransportConfig::with_uri(this.url.clone());
+        config.retry_config = std::sync::Arc::new(backoff);
+        let store = crate::auth::FileCredentialStore::for_server(&options.server, &this.url);
+        // Client credentials: the token comes from the token endpoint, no login.
+        if let Some(settings) = this.oauth.as_ref().and_then(|o| o.client_credentials()) {
+            let source = crate::auth::TokenSource::new(
+                &options.server,
+                &this.url,
+                settings.clone(),
+                store.clone(),
+                client.clone(),
+            );
+            // The first token before the handshake: a refused client is needs-auth (fix
+            // the config), an unreachable authorization server is retried.
+            source.token().await.map_err(client_credentials_error)?;
+            let client = Layered::new(crate::auth::ClientCredentialsAuth::new(source), client);
+            let step_up = StepUp::unauthorized(&options.server, &this.url, store);
+            let client = Layered::new(step_up, client);
+            let client = Layered::new(Tap::new(options.wire.clone()), client);
+            let client = Layered::new(watch, client);
+            let transport = StreamableHttpClientTransport::with_client(client, config);
+            return initialize(handler, transport, &options, None, None).await;
+        }
+        // Tokens from `mcp-harness login`: requests carry them and refresh before expiry.
+        let authorized = crate::auth::stored_client(&store, client.clone(), &this.url)
+            .await
+            .map_err(|e| TransportError::Initialize {
+                message: e.to_string(),
+                auth_required: true,
+                stderr_tail: None,
+            })?;
+        match authorized {
+            Some(auth_client) => {
+                // A 403 insufficient_scope on any request: step-up, then that request again.
+                let step_up = StepUp::authorized(&auth_client, &options.server, &this.url, store);
+                let auth_client = Layered::new(step_up, auth_client);
+                let auth_client = Layered::new(Tap::new(options.wire.clone()), auth_client);
+                let auth_client = Layered::new(watch, auth_client);
+                let transport = StreamableHttpClientTransport::with_client(auth_client, config);
+                initialize(handler, transport, &options, None, None).await
+            }
+            None => {
                 let step_up = StepUp::unauthorized(&options.server, &this.url, store);
                 let client = Layered::new(step_up, client);
                 let client = Layered::new(Tap::new(options.wire.clone()), client);
+                let client = Layered::new(watch, client);
                 let transport = StreamableHttpClientTransport::with_client(client, config);
-                return initialize(handler, transport, &options, None, None).await;
+                initialize(handler, transport, &options, None, None).await
             }
-            // Tokens from `mcp-harness login`: requests carry them and refresh before expiry.
-            let authorized = crate::auth::stored_client(&store, client.clone(), &this.url)
-                .await
-                .map_err(|e| TransportError::Initialize {
-                    message: e.to_string(),
-                    auth_required: true,
-                    stderr_tail: None,
-                })?;
-            match authorized {
-                Some(auth_client) => {
-                    // A 403 insufficient_scope on any request: step-up, then that request again.
-                    let step_up =
-                        StepUp::authorized(&auth_client, &options.server, &this.url, store);
-                    let auth_client = Layered::new(step_up, auth_client);
-                    let auth_client = Layered::new(Tap::new(options.wire.clone()), auth_client);
-                    let transport = StreamableHttpClientTransport::with_client(auth_client, config);
-                    initialize(handler, transport, &options, None, None).await
-                }
-                None => {
-                    let step_up = StepUp::unauthorized(&options.server, &this.url, store);
-                    let client = Layered::new(step_up, client);
-                    let client = Layered::new(Tap::new(options.wire.clone()), client);
-                    let transport = StreamableHttpClientTransport::with_client(client, config);
-                    initialize(handler, transport, &options, None, None).await
-                }
-            }
-        })
+        }
     }
 }
 

@@ -134,6 +134,9 @@ pub fn servers(snapshot: &Snapshot, as_json: bool, sources: &ServerSources) -> S
                 s.state.label(),
                 indent(error)
             ));
+            if let Some(next) = s.next_retry {
+                out.push_str(&format!("  next try: {}\n", until(next)));
+            }
         }
     }
     out

@@ -1,0 +1,328 @@
+//! Network failures in words a user can act on, and the watch that notices a remote server went
+//! away.
+//!
+//! Invariants:
+//! - a message made here never holds a Rust type name (rmcp names its transport by type) nor a
+//!   URL's user info, query or fragment: URLs inside library messages are cut out, and the
+//!   caller adds the server's URL through [`crate::http::shown`];
+//! - a [`Breakage`] fires at most once, with the first reason, and only for a failure of the
+//!   connection itself (refused, reset, cut short, timed out connecting): an HTTP status, a
+//!   refused authorization or an unreadable message never fires it.
+
+use std::error::Error;
+use std::sync::{Arc, OnceLock};
+
+use futures::StreamExt;
+use rmcp::transport::streamable_http_client::{
+    SseError, StreamableHttpError, StreamableHttpPostResponse,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::layer::{HttpLayer, PostResult, StreamResult};
+
+/// What went wrong with the connection to a server, as the user can act on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetFailure {
+    /// Nothing listens at the address (the server is not running, or another port).
+    Refused,
+    /// The connection was reset or cut short (the server stopped or crashed meanwhile).
+    Reset,
+    /// Connecting took too long (a firewall, a wrong host, a network down).
+    TimedOut,
+    /// The host name did not resolve.
+    Dns,
+    /// The TLS handshake failed (http vs https, or a certificate).
+    Tls,
+}
+
+impl NetFailure {
+    /// What to check, naming the config key.
+    pub fn hint(self) -> &'static str {
+        match self {
+            NetFailure::Refused => {
+                "is the server running and listening at that address? Check `url`"
+            }
+            NetFailure::Reset => {
+                "the server closed the connection; check that it is running and that `url` is its MCP endpoint"
+            }
+            NetFailure::TimedOut => {
+                "check the host and port in `url`, the network and any firewall"
+            }
+            NetFailure::Dns => "check the host name in `url`",
+            NetFailure::Tls => {
+                "check the scheme of `url` (http or https) and the server's certificate"
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for NetFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            NetFailure::Refused => "connection refused",
+            NetFailure::Reset => "the connection was reset or cut short",
+            NetFailure::TimedOut => "connecting timed out",
+            NetFailure::Dns => "the host name did not resolve",
+            NetFailure::Tls => "the TLS handshake failed",
+        })
+    }
+}
+
+/// rmcp's error of the Streamable HTTP transport over reqwest.
+type HttpError = StreamableHttpError<reqwest::Error>;
+
+/// The errors of `err`'s source chain, outermost first; it goes on into the reqwest error of an
+/// rmcp client error (which rmcp does not give as its source).
+fn chain<'a>(err: &'a (dyn Error + 'static)) -> impl Iterator<Item = &'a (dyn Error + 'static)> {
+    std::iter::successors(Some(err), |e: &&'a (dyn Error + 'static)| {
+        let e: &'a (dyn Error + 'static) = *e;
+        match e.downcast_ref::<HttpError>() {
+            Some(StreamableHttpError::Client(inner)) => Some(inner as &(dyn Error + 'static)),
+            _ => e.source(),
+        }
+    })
+}
+
+/// The connection failure in an error of the Streamable HTTP transport, if it is one.
+pub fn http_failure<E: Error + Send + Sync + 'static>(
+    err: &StreamableHttpError<E>,
+) -> Option<NetFailure> {
+    match err {
+        StreamableHttpError::Client(inner) => net_failure(inner),
+        StreamableHttpError::Io(io) => net_failure(io),
+        StreamableHttpError::Sse(sse) => net_failure(sse),
+        _ => None,
+    }
+}
+
+/// The connection failure in `err` when it comes from the Streamable HTTP transport (never for
+/// another transport's I/O error: a stdio pipe is not a network).
+pub fn http_failure_in(err: &(dyn Error + 'static)) -> Option<NetFailure> {
+    chain(err)
+        .find_map(|e| e.downcast_ref::<HttpError>())
+        .and_then(http_failure)
+}
+
+/// The connection failure somewhere in `err`'s sources, if it is one.
+pub fn net_failure(err: &(dyn Error + 'static)) -> Option<NetFailure> {
+    use std::io::ErrorKind as K;
+    for e in chain(err) {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            match io.kind() {
+                K::ConnectionRefused => return Some(NetFailure::Refused),
+                K::ConnectionReset
+                | K::ConnectionAborted
+                | K::BrokenPipe
+                | K::UnexpectedEof
+                | K::NotConnected => return Some(NetFailure::Reset),
+                K::TimedOut => return Some(NetFailure::TimedOut),
+                _ => {}
+            }
+        }
+        if let Some(SseError::Body(inner)) = e.downcast_ref::<SseError>()
+            && let Some(failure) = net_failure(inner.as_ref())
+        {
+            return Some(failure);
+        }
+        if let Some(r) = e.downcast_ref::<reqwest::Error>()
+            && r.is_connect()
+            && r.is_timeout()
+        {
+            return Some(NetFailure::TimedOut);
+        }
+        let text = e.to_string().to_ascii_lowercase();
+        if text.contains("dns error") || text.contains("failed to lookup address") {
+            return Some(NetFailure::Dns);
+        }
+        if text.contains("invalid peer certificate")
+            || text.contains("tls handshake")
+            || text.contains("invalidcontenttype")
+        {
+            return Some(NetFailure::Tls);
+        }
+        if text.contains("connection closed before message completed")
+            || text.contains("incomplete message")
+            || text.contains("end of file before message length reached")
+        {
+            return Some(NetFailure::Reset);
+        }
+    }
+    None
+}
+
+/// `err` and its sources as one line without Rust type names or URLs: rmcp's wrapper that
+/// names the transport by type is skipped, `for url (...)` is cut, and a source whose text the
+/// outer message already holds is not repeated.
+pub fn describe(err: &(dyn Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for e in chain(err) {
+        if e.downcast_ref::<rmcp::transport::DynamicTransportError>()
+            .is_some()
+        {
+            continue;
+        }
+        let text = without_urls(&e.to_string());
+        let text = strip_type_wrapper(&text);
+        if text.is_empty()
+            || parts
+                .last()
+                .is_some_and(|last| last.contains(text.as_str()))
+        {
+            continue;
+        }
+        parts.push(text);
+    }
+    parts.join(": ")
+}
+
+/// `text` without rmcp's `Transport [type::Name<...>] error: ` prefix.
+fn strip_type_wrapper(text: &str) -> String {
+    let mut out = text.to_string();
+    while let Some(start) = out.find("Transport [") {
+        let Some(end) = out[start..].find("] error: ") else {
+            break;
+        };
+        out.replace_range(start..start + end + "] error: ".len(), "");
+    }
+    out.trim().to_string()
+}
+
+/// `text` with every ` for url (...)` (reqwest's way of naming the URL) cut out.
+pub fn without_urls(text: &str) -> String {
+    let mut out = text.to_string();
+    while let Some(start) = out.find(" for url (") {
+        let Some(end) = out[start..].find(')') else {
+            out.truncate(start);
+            break;
+        };
+        out.replace_range(start..start + end + 1, "");
+    }
+    out
+}
+
+/// Fires once when a request to the server shows the connection is gone (see the invariants),
+/// so the session is closed at once instead of at the next missed ping.
+#[derive(Clone, Default)]
+pub struct Breakage {
+    fired: CancellationToken,
+    reason: Arc<OnceLock<String>>,
+}
+
+impl Breakage {
+    /// Records `reason` (the first one wins) and fires.
+    pub fn fire(&self, reason: String) {
+        if self.reason.set(reason).is_ok() {
+            tracing::debug!(reason = %self.reason.get().map_or("", String::as_str), "the connection to the server broke");
+        }
+        self.fired.cancel();
+    }
+
+    /// Resolves with the reason once fired.
+    pub async fn fired(&self) -> String {
+        self.fired.cancelled().await;
+        self.reason.get().cloned().unwrap_or_default()
+    }
+}
+
+/// The [`HttpLayer`] that fires a [`Breakage`] when a request cannot reach the server or an
+/// event stream is cut short.
+#[derive(Clone)]
+pub struct Watch {
+    breakage: Breakage,
+    /// The server's URL as shown (no query).
+    url: String,
+}
+
+impl Watch {
+    pub fn new(breakage: Breakage, url: String) -> Self {
+        Self { breakage, url }
+    }
+
+    fn check<E: Error + Send + Sync + 'static>(&self, what: &str, err: &StreamableHttpError<E>) {
+        if let Some(failure) = http_failure(err) {
+            self.breakage
+                .fire(format!("{what} to {}: {failure}", self.url));
+        }
+    }
+
+    fn watch_stream(
+        &self,
+        stream: futures::stream::BoxStream<'static, Result<sse_stream::Sse, SseError>>,
+    ) -> futures::stream::BoxStream<'static, Result<sse_stream::Sse, SseError>> {
+        let this = self.clone();
+        stream
+            .inspect(move |item| {
+                if let Err(e) = item
+                    && let Some(failure) = net_failure(e)
+                {
+                    this.breakage
+                        .fire(format!("the event stream from {}: {failure}", this.url));
+                }
+            })
+            .boxed()
+    }
+}
+
+impl HttpLayer for Watch {
+    async fn post<E, F, Fut>(&self, _attached: bool, auth: Option<String>, send: F) -> PostResult<E>
+    where
+        E: Error + Send + Sync + 'static,
+        F: Fn(Option<String>) -> Fut + Send + Sync,
+        Fut: std::future::Future<Output = PostResult<E>> + Send,
+    {
+        match send(auth).await {
+            Ok(StreamableHttpPostResponse::Sse(stream, session)) => Ok(
+                StreamableHttpPostResponse::Sse(self.watch_stream(stream), session),
+            ),
+            Err(e) => {
+                self.check("a request", &e);
+                Err(e)
+            }
+            other => other,
+        }
+    }
+
+    async fn get<E, F, Fut>(&self, auth: Option<String>, send: F) -> StreamResult<E>
+    where
+        E: Error + Send + Sync + 'static,
+        F: Fn(Option<String>) -> Fut + Send + Sync,
+        Fut: std::future::Future<Output = StreamResult<E>> + Send,
+    {
+        match send(auth).await {
+            Ok(stream) => Ok(self.watch_stream(stream)),
+            Err(e) => {
+                self.check("the event stream's request", &e);
+                Err(e)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_and_type_names_are_cut() {
+        assert_eq!(
+            without_urls("error sending request for url (http://h/mcp?key=secret)"),
+            "error sending request"
+        );
+        assert_eq!(
+            strip_type_wrapper(
+                "Transport [rmcp::transport::worker::WorkerTransport<rmcp::X<reqwest::Client>>] error: Client error: refused"
+            ),
+            "Client error: refused"
+        );
+    }
+
+    #[test]
+    fn io_kinds_are_classified() {
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        assert_eq!(net_failure(&refused), Some(NetFailure::Refused));
+        let eof = std::io::Error::from(std::io::ErrorKind::UnexpectedEof);
+        assert_eq!(net_failure(&eof), Some(NetFailure::Reset));
+        let other = std::io::Error::other("something else");
+        assert_eq!(net_failure(&other), None);
+    }
+}
