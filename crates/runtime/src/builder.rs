@@ -52,6 +52,7 @@ pub struct RuntimeBuilder {
     remote_slots: usize,
     io: Option<tokio::runtime::Handle>,
     io_threads: Option<IoThreads>,
+    child_subreaper: bool,
 }
 
 impl RuntimeBuilder {
@@ -71,7 +72,20 @@ impl RuntimeBuilder {
             remote_slots: DEFAULT_REMOTE_SLOTS,
             io: None,
             io_threads: None,
+            child_subreaper: false,
         }
+    }
+
+    /// Makes the embedding process a child subreaper (Linux; default off): a server's
+    /// descendant that leaves its process group (`setsid`) and outlives its parent is then
+    /// reparented to this process instead of init, and [`Runtime::shutdown`] (and the
+    /// runtime's drop) kills and reaps every such descendant that carries this process's
+    /// [`OWNER_ENV`](mcp_harness_transport::reaper::OWNER_ENV) tag. Process-wide and
+    /// permanent: orphans of every child this process starts come back to it, and ones
+    /// without the tag stay zombies until the embedder reaps them. The CLI turns it on.
+    pub fn child_subreaper(mut self, on: bool) -> Self {
+        self.child_subreaper = on;
+        self
     }
 
     /// Runs the servers' connections (process spawn, initialize, each session's message loop)
@@ -209,6 +223,13 @@ impl RuntimeBuilder {
             }
             (_, t) => t.unwrap_or_default(),
         };
+        if self.child_subreaper {
+            mcp_harness_transport::reaper::become_subreaper().map_err(|e| {
+                StartError::System(format!(
+                    "`RuntimeBuilder::child_subreaper`: cannot become a child subreaper: {e}"
+                ))
+            })?;
+        }
         let initial: Vec<ServerStatus> = self
             .config
             .servers

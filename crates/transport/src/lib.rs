@@ -23,6 +23,7 @@ pub mod handler;
 pub mod http;
 pub mod in_process;
 pub mod layer;
+pub mod reaper;
 pub mod sse;
 pub mod stderr;
 pub mod stdio;
