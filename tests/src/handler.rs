@@ -260,6 +260,13 @@ impl ServerHandler for FixtureServer {
         let arguments = request.arguments.unwrap_or_default();
         let args = Args(&arguments);
         let name = request.name.as_ref();
+        if let Some(code) = self.opts.die_on_call {
+            use std::io::Write as _;
+            let mut stderr = std::io::stderr().lock();
+            let _ = writeln!(stderr, "fixture: dying in the middle of tools/call {name}");
+            let _ = stderr.flush();
+            std::process::exit(code);
+        }
         self.lock()
             .crash
             .count(&context.id, self.opts.crash_after_calls);

@@ -93,6 +93,19 @@ pub struct FixtureOptions {
     pub crash_after_calls: Option<u64>,
     /// Answers the first N HTTP requests with 503 (`--fail-http N`; Streamable HTTP only).
     pub fail_http: u64,
+    /// Keeps running after the client closed stdin, as servers that ignore EOF do
+    /// (`--ignore-stdin-eof`; stdio program only).
+    pub ignore_stdin_eof: bool,
+    /// Starts two `sleep` children before serving: one in the server's process group and one
+    /// in a session of its own (`setsid`), both inheriting the server's environment
+    /// (`--spawn-grandchildren`; program only).
+    pub spawn_grandchildren: bool,
+    /// Exits with this code in the middle of the first `tools/call`, before answering it,
+    /// after a line on stderr (`--die-on-call CODE`; stdio program only — it ends the process).
+    pub die_on_call: Option<i32>,
+    /// Writes `fixture: NAME=<value>` on stderr at start (`--echo-env NAME`), as servers that
+    /// log their settings do.
+    pub echo_env: Option<String>,
 }
 
 impl Default for FixtureOptions {
@@ -115,6 +128,10 @@ impl Default for FixtureOptions {
             tamper_skill: None,
             crash_after_calls: None,
             fail_http: 0,
+            ignore_stdin_eof: false,
+            spawn_grandchildren: false,
+            die_on_call: None,
+            echo_env: None,
         }
     }
 }
@@ -123,7 +140,8 @@ impl Default for FixtureOptions {
 pub const USAGE: &str = "usage: mcp-fixture-server [--transport stdio|http] [--port N] [--name NAME] \
 [--tools N] [--page-size N] [--instructions TEXT] [--hang-at-start] [--exit-at-start CODE] \
 [--stderr-banner TEXT] [--duplicate-tool NAME] [--no-catalog-cache] [--hostile] [--bad-results] [--skills] \
-[--tamper-skill digest|size|frontmatter] [--crash-after-calls N] [--fail-http N]";
+[--tamper-skill digest|size|frontmatter] [--crash-after-calls N] [--fail-http N] \
+[--ignore-stdin-eof] [--spawn-grandchildren] [--die-on-call CODE] [--echo-env NAME]";
 
 impl FixtureOptions {
     /// Parses the fixture's flags. `args` must not include the program name.
@@ -200,6 +218,12 @@ impl FixtureOptions {
                     opts.crash_after_calls = Some(calls);
                 }
                 "--fail-http" => opts.fail_http = parse_num("--fail-http", &value("--fail-http")?)?,
+                "--ignore-stdin-eof" if inline.is_none() => opts.ignore_stdin_eof = true,
+                "--spawn-grandchildren" if inline.is_none() => opts.spawn_grandchildren = true,
+                "--die-on-call" => {
+                    opts.die_on_call = Some(parse_num("--die-on-call", &value("--die-on-call")?)?)
+                }
+                "--echo-env" => opts.echo_env = Some(value("--echo-env")?),
                 _ => return Err(format!("unknown argument {arg:?}\n{USAGE}")),
             }
         }

@@ -42,6 +42,12 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Applies `exit_at_start` / `hang_at_start` for the library entry points.
 async fn start_gate(opts: &FixtureOptions) -> Result<(), BoxError> {
+    if let Some(name) = &opts.echo_env {
+        let value = std::env::var(name).unwrap_or_default();
+        say(&format!("fixture: {name}={value}"));
+    }
+    // Never waited for: they are the processes a harness must clean up after this one.
+    let _grandchildren = opts.spawn_grandchildren.then(spawn_grandchildren);
     if let Some(code) = opts.exit_at_start {
         return Err(format!("fixture: exiting at start with code {code}").into());
     }
@@ -190,6 +196,40 @@ fn init_logging() {
         .try_init();
 }
 
+/// `--spawn-grandchildren`: a `sleep` in this process group and one in a new session.
+fn spawn_grandchildren() -> Vec<std::process::Child> {
+    use std::os::unix::process::CommandExt as _;
+    let sleep = || {
+        let mut cmd = std::process::Command::new("sleep");
+        cmd.arg("3600")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        cmd
+    };
+    let mut setsid = sleep();
+    // SAFETY: setsid is async-signal-safe and touches only the forked child.
+    unsafe {
+        setsid.pre_exec(|| {
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut children = Vec::new();
+    for mut cmd in [sleep(), setsid] {
+        match cmd.spawn() {
+            Ok(child) => {
+                say(&format!("fixture: started grandchild {}", child.id()));
+                children.push(child);
+            }
+            Err(error) => say(&format!("fixture: cannot start a grandchild: {error}")),
+        }
+    }
+    children
+}
+
 /// Writes one line to stderr, ignoring failures (stderr may be closed).
 fn say(line: &str) {
     let mut stderr = std::io::stderr().lock();
@@ -218,7 +258,12 @@ pub async fn run_main(args: Vec<String>) -> i32 {
         return code;
     }
     match opts.transport {
-        TransportKind::Stdio => match serve_stdio(opts).await {
+        TransportKind::Stdio => match serve_stdio(opts.clone()).await {
+            Ok(()) if opts.ignore_stdin_eof => {
+                say("fixture: stdin closed; staying up (--ignore-stdin-eof)");
+                std::future::pending::<()>().await;
+                0
+            }
             Ok(()) => 0,
             Err(error) if error.is::<Crashed>() => {
                 say(&error.to_string());

@@ -6,9 +6,11 @@
 //!    conformance suites, the Python SDK, D-Bus and GNOME Keyring for the keyring test),
 //!    idempotently;
 //! 2. `cargo nextest run --workspace` (unit, integration and CLI tests);
-//! 3. no server process the tests started is still running (the suite checks its own process
-//!    tree: fixture servers, the CLI's built-in fixture, server-everything, the keyring test's
-//!    private D-Bus and keyring daemons);
+//! 3. no process the tests started is still running: the nextest step runs with
+//!    [`TEST_RUN_VAR`] set to an id unique to this run, every process the tests start inherits
+//!    it, and only processes whose `/proc/PID/environ` carries this run's id are counted — an
+//!    MCP server running elsewhere on the machine is not the tests' (a server a test starts
+//!    with `inheritEnv: false` drops the tag and is not seen);
 //! 4. `cargo doc --workspace --no-deps` with warnings as errors (broken or private links in
 //!    the doc comments that state the invariants);
 //! 5. `cargo xtask conformance --all` (the official client conformance scenarios).
@@ -22,12 +24,13 @@ pub fn main(args: &[String]) -> ExitCode {
     }
     // (program, arguments, environment)
     type Step<'a> = (&'a str, &'a [&'a str], &'a [(&'a str, &'a str)]);
+    let run_id = test_run_id();
     let steps: [Step; 4] = [
         ("bash", &[".ci/install-peers.sh", "target/peers"], &[]),
         (
             "cargo",
             &["nextest", "run", "--workspace", "--no-fail-fast"],
-            &[],
+            &[(TEST_RUN_VAR, run_id.as_str())],
         ),
         (
             "cargo",
@@ -39,7 +42,7 @@ pub fn main(args: &[String]) -> ExitCode {
     for (i, (program, step_args, env)) in steps.into_iter().enumerate() {
         if i == 2 {
             // After the tests, before conformance: nothing the tests started may be left.
-            if let Err(leftovers) = no_leftover_servers() {
+            if let Err(leftovers) = no_leftover_servers(&run_id) {
                 eprintln!("xtask ci: server processes outlived the tests:\n{leftovers}");
                 return ExitCode::from(1);
             }
@@ -65,21 +68,25 @@ pub fn main(args: &[String]) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Command lines that mark a server process started by the tests.
-const SERVER_MARKERS: [&str; 4] = [
-    "mcp-fixture-server",
-    "mcp-harness fixture-server",
-    "server-everything/dist/index.js",
-    // `dbus-daemon` and `gnome-keyring-daemon` of `transport/tests/oauth_keyring.rs`.
-    "mcp-harness-keyring-test",
-];
+/// The variable that tags every process the test step starts (inherited by each child).
+pub const TEST_RUN_VAR: &str = "MCP_HARNESS_TEST_RUN";
 
-/// Fails with the offending command lines if any test server process is still alive (zombies
-/// excepted: they are already dead). Waits up to 5 s for processes that are just exiting.
-fn no_leftover_servers() -> Result<(), String> {
+/// An id no other run on this machine has: this process's id and the time.
+fn test_run_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("ci-{}-{nanos}", std::process::id())
+}
+
+/// Fails with the offending command lines if any process tagged with `run_id` is still alive
+/// (zombies excepted: they are already dead). Waits up to 5 s for processes that are just
+/// exiting.
+fn no_leftover_servers(run_id: &str) -> Result<(), String> {
     let mut left = Vec::new();
     for _ in 0..50 {
-        left = leftover_servers();
+        left = leftover_servers(run_id);
         if left.is_empty() {
             return Ok(());
         }
@@ -88,7 +95,9 @@ fn no_leftover_servers() -> Result<(), String> {
     Err(left.join("\n"))
 }
 
-fn leftover_servers() -> Vec<String> {
+/// Live processes whose environment carries `TEST_RUN_VAR=run_id`, as `pid N: cmdline`.
+fn leftover_servers(run_id: &str) -> Vec<String> {
+    let tag = format!("{TEST_RUN_VAR}={run_id}");
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -101,17 +110,81 @@ fn leftover_servers() -> Vec<String> {
         else {
             continue;
         };
+        if pid == std::process::id() {
+            continue;
+        }
         let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
         let state = stat
             .rsplit(')')
             .next()
             .and_then(|s| s.split_whitespace().next())
             .unwrap_or("Z");
+        if state == "Z" {
+            continue;
+        }
+        // Another user's process cannot be read, and cannot be ours either.
+        let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
+        if !environ.split(|&b| b == 0).any(|v| v == tag.as_bytes()) {
+            continue;
+        }
         let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
         let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if state != "Z" && SERVER_MARKERS.iter().any(|m| cmdline.contains(m)) {
-            found.push(format!("  pid {pid}: {}", cmdline.trim()));
-        }
+        found.push(format!("  pid {pid}: {}", cmdline.trim()));
     }
     found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::{Child, Stdio};
+
+    /// A `sleep` whose command line looks like a fixture server, optionally tagged.
+    fn server_lookalike(tag: Option<&str>) -> Child {
+        let mut cmd = Command::new("bash");
+        cmd.args(["-c", "exec -a mcp-fixture-server sleep 30"])
+            .stdin(Stdio::null())
+            .env_remove(TEST_RUN_VAR);
+        if let Some(t) = tag {
+            cmd.env(TEST_RUN_VAR, t);
+        }
+        cmd.spawn().expect("spawn sleep")
+    }
+
+    fn stop(mut child: Child) {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    #[test]
+    fn counts_only_processes_tagged_with_this_run() {
+        let run = test_run_id();
+        let elsewhere = server_lookalike(None);
+        let other_run = server_lookalike(Some("ci-another-run"));
+        let ours = server_lookalike(Some(&run));
+        // Bounded wait until the tagged child has exec'd (its environ is readable).
+        let mut left = Vec::new();
+        for _ in 0..100 {
+            left = leftover_servers(&run);
+            if !left.is_empty() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let ours_pid = ours.id();
+        stop(ours);
+        let (elsewhere_pid, other_pid) = (elsewhere.id(), other_run.id());
+        stop(elsewhere);
+        stop(other_run);
+        assert_eq!(left.len(), 1, "exactly this run's process: {left:?}");
+        assert!(left[0].contains(&format!("pid {ours_pid}:")), "{left:?}");
+        assert!(
+            !left
+                .iter()
+                .any(|l| l.contains(&format!("pid {elsewhere_pid}:"))
+                    || l.contains(&format!("pid {other_pid}:"))),
+            "{left:?}"
+        );
+        assert!(no_leftover_servers(&run).is_ok());
+    }
 }

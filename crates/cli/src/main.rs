@@ -1,7 +1,10 @@
 //! `mcp-harness`: inspect, call and watch MCP servers through the harness runtime.
 //!
 //! Invariant: every command that starts a runtime shuts it down before exiting — on success, on
-//! error, on Ctrl-C and on SIGTERM — so no server process outlives the CLI.
+//! error, on Ctrl-C, SIGTERM and SIGHUP (a closed terminal or SSH session) — so no server
+//! process outlives the CLI. The CLI is a child subreaper from its start, so a server's
+//! descendant that left the server's process group comes back to it and is killed at shutdown;
+//! if the CLI is SIGKILLed, its servers die with it (`PR_SET_PDEATHSIG`).
 
 /// `print!` that treats a closed stdout (`mcp-harness tools | head`) as the reader being done:
 /// the rest is dropped instead of panicking, so the command still shuts its servers down.
@@ -192,6 +195,11 @@ fn init_logs(verbose: u8) {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logs(cli.verbose);
+    if !matches!(cli.command, Command::FixtureServer { .. })
+        && let Err(e) = mcp_harness_runtime::transport::reaper::become_subreaper()
+    {
+        tracing::debug!(error = %e, "not a child subreaper; setsid'd server descendants may outlive us");
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -307,7 +315,11 @@ async fn run(cli: Cli) -> u8 {
     let code = tokio::select! {
         code = execute(&runtime, cli.command, deadline, cli.config.clone()) => code,
         signal = interrupted() => {
-            eprintln!("\ninterrupted by {signal}; closing servers");
+            // After SIGHUP the terminal may be gone: a failed write must not stop the shutdown.
+            {
+                use std::io::Write as _;
+                let _ = writeln!(std::io::stderr(), "\ninterrupted by {signal}; closing servers");
+            }
             130
         }
     };
@@ -505,17 +517,23 @@ async fn print_settled(
     0
 }
 
+/// The first of Ctrl-C, SIGTERM and SIGHUP. A signal whose handler cannot be installed is
+/// left to its default action (the process ends, its servers with it through their death
+/// signal).
 async fn interrupted() -> &'static str {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-            return "Ctrl-C";
+    use tokio::signal::unix::{SignalKind, signal};
+    async fn next(kind: SignalKind) {
+        match signal(kind) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
         }
-    };
+    }
     tokio::select! {
         _ = tokio::signal::ctrl_c() => "Ctrl-C",
-        _ = term.recv() => "SIGTERM",
+        () = next(SignalKind::terminate()) => "SIGTERM",
+        () = next(SignalKind::hangup()) => "SIGHUP",
     }
 }
 

@@ -54,6 +54,7 @@ pub struct RuntimeBuilder {
     io_threads: Option<IoThreads>,
     revision_buffer: usize,
     relist_window: Duration,
+    child_subreaper: bool,
 }
 
 impl RuntimeBuilder {
@@ -75,6 +76,7 @@ impl RuntimeBuilder {
             io_threads: None,
             revision_buffer: crate::revisions::DEFAULT_REVISION_BUFFER,
             relist_window: crate::refresh::DEFAULT_RELIST_WINDOW,
+            child_subreaper: false,
         }
     }
 
@@ -91,6 +93,18 @@ impl RuntimeBuilder {
     /// the last notification.
     pub fn relist_window(mut self, window: Duration) -> Self {
         self.relist_window = window;
+        self
+    }
+
+    /// Makes the embedding process a child subreaper (Linux; default off): a server's
+    /// descendant that leaves its process group (`setsid`) and outlives its parent is then
+    /// reparented to this process instead of init, and [`Runtime::shutdown`] (and the
+    /// runtime's drop) kills and reaps every such descendant that carries this process's
+    /// [`OWNER_ENV`](mcp_harness_transport::reaper::OWNER_ENV) tag. Process-wide and
+    /// permanent: orphans of every child this process starts come back to it, and ones
+    /// without the tag stay zombies until the embedder reaps them. The CLI turns it on.
+    pub fn child_subreaper(mut self, on: bool) -> Self {
+        self.child_subreaper = on;
         self
     }
 
@@ -230,6 +244,13 @@ impl RuntimeBuilder {
             }
             (_, t) => t.unwrap_or_default(),
         };
+        if self.child_subreaper {
+            mcp_harness_transport::reaper::become_subreaper().map_err(|e| {
+                StartError::System(format!(
+                    "`RuntimeBuilder::child_subreaper`: cannot become a child subreaper: {e}"
+                ))
+            })?;
+        }
         let initial: Vec<ServerStatus> = self
             .config
             .servers

@@ -600,6 +600,7 @@ impl Runtime {
     pub async fn shutdown(mut self) {
         self.close_servers().await;
         self.stop_thread_blocking_in_place().await;
+        let _ = tokio::task::spawn_blocking(sweep_orphans).await;
     }
 
     async fn close_servers(&self) {
@@ -626,8 +627,24 @@ impl Drop for Runtime {
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
+        sweep_orphans();
     }
 }
+
+/// Kills what the servers left behind outside their process groups, once every group is gone
+/// (only when this process is a child subreaper; see `RuntimeBuilder::child_subreaper`).
+fn sweep_orphans() {
+    let killed = mcp_harness_transport::reaper::sweep_orphans(ORPHAN_SWEEP_ROUNDS);
+    if killed > 0 {
+        tracing::info!(
+            killed,
+            "killed server descendants that had left their process group"
+        );
+    }
+}
+
+/// Passes of the orphan sweep: each pass kills one generation of reparented descendants.
+const ORPHAN_SWEEP_ROUNDS: usize = 8;
 
 fn bound_client(published: &Published, server: &str) -> Result<ServerClient, CallError> {
     match published.clients.get(server) {

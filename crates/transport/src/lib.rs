@@ -24,6 +24,7 @@ pub mod http;
 pub mod in_process;
 pub mod layer;
 pub mod net;
+pub mod reaper;
 pub mod sse;
 pub mod stderr;
 pub mod stdio;

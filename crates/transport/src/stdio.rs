@@ -3,7 +3,9 @@
 //!
 //! Invariant: from spawn on, the child's process group is owned by a [`ProcessGroup`], whose drop
 //! kills the whole group, so a failed connect, a dropped session or a dropped runtime leaves no
-//! process behind (grandchildren such as `npx` → `node` included).
+//! process behind (grandchildren such as `npx` → `node` included). The leader also dies with the
+//! harness process, even when that is SIGKILLed (`PR_SET_PDEATHSIG`, see [`crate::reaper`]), and
+//! carries [`crate::reaper::OWNER_ENV`] so that descendants which left the group are found.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -73,12 +75,22 @@ impl Connector for StdioConnector {
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
+                .env(crate::reaper::OWNER_ENV, std::process::id().to_string())
                 .process_group(0)
                 .kill_on_drop(true);
             if let Some(cwd) = &spec.cwd {
                 cmd.current_dir(cwd);
             }
-            let mut child = cmd.spawn().map_err(|source| TransportError::Spawn {
+            crate::reaper::die_with_parent(&mut cmd);
+            // Forked by the process-lifetime spawner thread: the death signal follows the
+            // forking thread, and this task's thread may end before the harness does.
+            let io = tokio::runtime::Handle::current();
+            let spawned = crate::reaper::spawn_lasting(move || {
+                let _io = io.enter();
+                cmd.spawn()
+            })
+            .await;
+            let mut child = spawned.map_err(|source| TransportError::Spawn {
                 command: spec.command.clone(),
                 source,
                 stderr_tail: None,
@@ -113,9 +125,12 @@ impl ProcessGroup {
     /// Takes ownership of `child` (spawned as a group leader) and reaps it in the background.
     fn watch(mut child: tokio::process::Child) -> Self {
         let pgid = child.id().map(|id| id as i32).unwrap_or(0);
+        crate::reaper::register_group(pgid);
         let (tx, status) = watch::channel(None);
         tokio::spawn(async move {
-            if let Ok(s) = child.wait().await {
+            let waited = child.wait().await;
+            crate::reaper::unregister_group(pgid);
+            if let Ok(s) = waited {
                 let _ = tx.send(Some(s));
             }
         });
@@ -153,6 +168,7 @@ impl Drop for ProcessGroup {
     fn drop(&mut self) {
         if self.pgid > 0 {
             signal_group(self.pgid, libc::SIGKILL);
+            crate::reaper::unregister_group(self.pgid);
         }
     }
 }

@@ -1,0 +1,180 @@
+//! Signals to the `mcp-harness` process leave nothing behind: a server that ignores stdin EOF,
+//! its grandchild in the server's process group and its grandchild in a session of its own
+//! (`setsid`) are all gone after SIGHUP (a closed terminal) and SIGTERM, and so is the output
+//! store's temp directory; after SIGKILL the server itself still dies with the harness.
+//!
+//! Every process a test starts carries a marker unique to the test in its environment (set as
+//! the server's configured `env`, inherited by its children), which is how they are found.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const MARKER_VAR: &str = "MCP_HARNESS_SIGNAL_TEST";
+
+/// Live processes (zombies excluded) whose environment holds `MARKER_VAR=marker`.
+fn marked(marker: &str) -> Vec<(u32, String)> {
+    let tag = format!("{MARKER_VAR}={marker}");
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let state = stat
+            .rsplit(')')
+            .next()
+            .and_then(|s| s.split_whitespace().next())
+            .unwrap_or("Z");
+        let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
+        if state != "Z" && environ.split(|&b| b == 0).any(|v| v == tag.as_bytes()) {
+            let cmd = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            found.push((pid, String::from_utf8_lossy(&cmd).replace('\0', " ")));
+        }
+    }
+    found
+}
+
+fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    f()
+}
+
+/// Kills whatever a failed test left, so a failure does not leak processes into the run.
+struct Sweep(String);
+
+impl Drop for Sweep {
+    fn drop(&mut self) {
+        for (pid, _) in marked(&self.0) {
+            // SAFETY: kill only sends a signal.
+            unsafe {
+                libc::kill(pid as i32, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+fn output_dirs(tmp: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(tmp)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("mcp-harness-output-"))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `mcp-harness watch` on one stubborn server, in a private home and TMPDIR; returns once the
+/// server and both its grandchildren run.
+fn start(tag: &str) -> (Child, String, PathBuf, Sweep) {
+    let dir = common::temp_home("signals", tag);
+    let tmp = dir.join("tmp");
+    std::fs::create_dir_all(&tmp).expect("tmp");
+    let marker = format!("{tag}-{}", dir.display());
+    let config = dir.join("mcp.json");
+    let text = serde_json::json!({"mcpServers": {"stubborn": {
+        "command": common::bin(),
+        "args": ["fixture-server", "--ignore-stdin-eof", "--spawn-grandchildren"],
+        "env": {MARKER_VAR: &marker}
+    }}});
+    std::fs::write(&config, text.to_string()).expect("write config");
+    let stderr = std::fs::File::create(dir.join("stderr.log")).expect("stderr log");
+    let child = Command::new(common::bin())
+        .args(["--config", config.to_str().unwrap_or_default(), "watch"])
+        .current_dir(&dir)
+        .env("NO_COLOR", "1")
+        .env("HOME", dir.join("home"))
+        .env("XDG_CONFIG_HOME", dir.join("xdg"))
+        .env("TMPDIR", &tmp)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .expect("start mcp-harness watch");
+    let sweep = Sweep(marker.clone());
+    let running = wait_until(Duration::from_secs(30), || marked(&marker).len() >= 3);
+    assert!(
+        running,
+        "server and two grandchildren: {:?}\n{}",
+        marked(&marker),
+        std::fs::read_to_string(dir.join("stderr.log")).unwrap_or_default()
+    );
+    assert_eq!(output_dirs(&tmp).len(), 1, "the output store's temp dir");
+    (child, marker, tmp, sweep)
+}
+
+fn signal_and_wait(child: &mut Child, signal: i32) {
+    // SAFETY: kill only sends a signal to our own child.
+    unsafe {
+        libc::kill(child.id() as i32, signal);
+    }
+    let exited = wait_until(Duration::from_secs(30), || {
+        matches!(child.try_wait(), Ok(Some(_)))
+    });
+    assert!(exited, "the harness did not exit after signal {signal}");
+}
+
+fn leaves_nothing_after(signal: i32, tag: &str) {
+    let (mut child, marker, tmp, _sweep) = start(tag);
+    signal_and_wait(&mut child, signal);
+    let gone = wait_until(Duration::from_secs(10), || marked(&marker).is_empty());
+    assert!(gone, "left after signal {signal}: {:?}", marked(&marker));
+    assert!(
+        output_dirs(&tmp).is_empty(),
+        "output store left: {:?}",
+        output_dirs(&tmp)
+    );
+}
+
+#[test]
+fn sighup_leaves_no_process_and_no_temp_dir() {
+    leaves_nothing_after(libc::SIGHUP, "hup");
+}
+
+#[test]
+fn sigterm_leaves_no_process_and_no_temp_dir() {
+    leaves_nothing_after(libc::SIGTERM, "term");
+}
+
+/// On SIGKILL nothing in the harness runs: the server dies through its death signal
+/// (`PR_SET_PDEATHSIG`). Its grandchildren are out of reach then (they are reparented past the
+/// dead harness), and so is the temp dir; the sweep kills them.
+#[test]
+fn sigkill_takes_the_server_down_with_the_harness() {
+    let (mut child, marker, _tmp, _sweep) = start("kill");
+    let server = |m: &str| {
+        marked(m)
+            .into_iter()
+            .filter(|(_, cmd)| cmd.contains("fixture-server"))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(server(&marker).len(), 1, "{:?}", marked(&marker));
+    signal_and_wait(&mut child, libc::SIGKILL);
+    let gone = wait_until(Duration::from_secs(10), || server(&marker).is_empty());
+    assert!(
+        gone,
+        "the server outlived a SIGKILLed harness: {:?}",
+        server(&marker)
+    );
+}
