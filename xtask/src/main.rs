@@ -6,8 +6,11 @@
 //!   ci            the whole test run, as CI does it (`.ci/run` calls this)
 //!   bench         harness overhead as ratios against a bare rmcp client measured in the same
 //!                 run (`cargo xtask bench --help`)
+//!   chaos         the fault matrix: broken, hanging and hostile servers and signals, each run
+//!                 N times beside a healthy server (`cargo xtask chaos --help`)
 
 mod bench;
+mod chaos;
 mod ci;
 mod conformance;
 
@@ -21,9 +24,13 @@ fn main() -> ExitCode {
         Some("conformance") => conformance::main(&rest),
         Some("bench") => bench::main(&rest),
         Some("ci") => ci::main(&rest),
+        Some("chaos") => chaos::main(&rest),
+        // The two halves of a chaos run, started by `chaos` itself.
+        Some("chaos-probe") => chaos::probe::main(&rest),
+        Some("chaos-server") => chaos::raw::serve_stdio(&rest),
         Some("-h" | "--help" | "help") | None => {
             eprintln!(
-                "usage: cargo xtask <task> [args]\n\ntasks:\n  conformance   run the MCP conformance suite against our client (see `cargo xtask conformance --help`)\n  ci            install the peers, run every test and the conformance matrix (what .ci/run does)\n  bench         harness overhead vs a bare rmcp client, as same-run ratios (see `cargo xtask bench --help`)"
+                "usage: cargo xtask <task> [args]\n\ntasks:\n  conformance   run the MCP conformance suite against our client (see `cargo xtask conformance --help`)\n  ci            install the peers, run every test and the conformance matrix (what .ci/run does)\n  bench         harness overhead vs a bare rmcp client, as same-run ratios (see `cargo xtask bench --help`)\n  chaos         the fault matrix: broken servers and signals, N runs each beside a healthy server (see `cargo xtask chaos --help`)"
             );
             if task.is_none() {
                 ExitCode::from(2)
