@@ -208,7 +208,7 @@ async fn an_http_server_that_stays_at_503_is_failed_after_the_attempts() {
     let s = runtime.wait_for(SETTLE, |s| is_failed(s, "down")).await;
     let error = failed_error(&s.servers["down"].state);
     assert!(
-        error.contains("gave up after 3 reconnect attempts"),
+        error.contains("3 reconnect attempts failed") && error.contains("probing again"),
         "{error}"
     );
     assert!(error.contains("503"), "{error}");

@@ -555,7 +555,7 @@ impl ServerActor {
     fn on_connected(
         &mut self,
         epoch: u64,
-        result: Result<(Session, Vec<(Kind, Listed)>), (TransportError, Stage)>,
+        result: Result<Attempted, (TransportError, Stage)>,
         ctx: &mut Context<Self>,
     ) {
         if epoch != self.epoch || self.stopped {
@@ -662,7 +662,8 @@ impl ServerActor {
                     }
                     // A refused connection at startup fails at once: nothing listens there,
                     // and waiting through the fast attempts only delays saying so.
-                    let fast = !out_of_time && !(self.startup_deadline.is_some() && e.refused());
+                    let refused_at_startup = self.startup_deadline.is_some() && e.refused();
+                    let fast = !out_of_time && !refused_at_startup;
                     if self.schedule_reconnect(&message, fast, ctx) {
                         return;
                     }
@@ -1151,6 +1152,9 @@ fn unavailable(e: &TransportError) -> bool {
             && code.get(3).is_none_or(|b| !b.is_ascii_digit())
     })
 }
+
+/// A connected session with its first listing of each declared kind.
+type Attempted = (Session, Vec<(Kind, Listed)>);
 
 /// Where a connect attempt failed: the handshake, or the first listing after it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
