@@ -42,12 +42,6 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Applies `exit_at_start` / `hang_at_start` for the library entry points.
 async fn start_gate(opts: &FixtureOptions) -> Result<(), BoxError> {
-    if let Some(name) = &opts.echo_env {
-        let value = std::env::var(name).unwrap_or_default();
-        say(&format!("fixture: {name}={value}"));
-    }
-    // Never waited for: they are the processes a harness must clean up after this one.
-    let _grandchildren = opts.spawn_grandchildren.then(spawn_grandchildren);
     if let Some(code) = opts.exit_at_start {
         return Err(format!("fixture: exiting at start with code {code}").into());
     }
@@ -253,6 +247,12 @@ pub async fn run_main(args: Vec<String>) -> i32 {
     if let Some(banner) = &opts.stderr_banner {
         say(banner);
     }
+    if let Some(name) = &opts.echo_env {
+        let value = std::env::var(name).unwrap_or_default();
+        say(&format!("fixture: {name}={value}"));
+    }
+    // Never waited for: they are the processes a harness must clean up after this one.
+    let _grandchildren = opts.spawn_grandchildren.then(spawn_grandchildren);
     if let Some(code) = opts.exit_at_start {
         say(&format!("fixture: exiting at start with code {code}"));
         return code;

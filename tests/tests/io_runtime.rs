@@ -111,14 +111,19 @@ fn a_current_thread_runtime_is_refused() {
     );
 }
 
+/// The process-wide thread that forks every stdio server (`transport::reaper`): it lives as
+/// long as the process by design (a server's death signal follows its forking thread), so it
+/// is no runtime's thread. As the kernel names it (15 bytes).
+const SPAWNER_THREAD: &str = "mcp-harness-spa";
+
 /// The names (as the kernel keeps them: at most 15 bytes) of this process's threads that start
-/// with `prefix`.
+/// with `prefix`, the process-wide spawner thread excepted.
 fn threads_named(prefix: &str) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir("/proc/self/task")
         .expect("/proc/self/task")
         .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
         .map(|n| n.trim_end().to_string())
-        .filter(|n| n.starts_with(prefix))
+        .filter(|n| n.starts_with(prefix) && n != SPAWNER_THREAD)
         .collect();
     names.sort();
     names

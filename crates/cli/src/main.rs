@@ -188,8 +188,24 @@ fn init_logs(verbose: u8) {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
+        .with_writer(|| RedactedStderr)
         .init();
+}
+
+/// The log's stderr: each formatted event (written whole) passes through the one redaction
+/// (`transport::redact`), so neither our logs nor rmcp's show a configured secret.
+struct RedactedStderr;
+
+impl std::io::Write for RedactedStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let shown = mcp_harness_runtime::transport::redact::text(&String::from_utf8_lossy(buf));
+        std::io::stderr().write_all(shown.as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
 }
 
 fn main() -> ExitCode {
@@ -538,6 +554,8 @@ async fn interrupted() -> &'static str {
 }
 
 fn fail(message: &str, code: u8) -> u8 {
-    eprintln!("error: {message}");
+    use std::io::Write as _;
+    let message = mcp_harness_runtime::transport::redact::text(message);
+    let _ = writeln!(std::io::stderr(), "error: {message}");
     code
 }

@@ -662,6 +662,23 @@ impl PreparedCall {
             })
             .await?,
         };
+        // A stdio server that died during the call: say how, as at start (exit status, tail).
+        let response = match response {
+            Err(rmcp::ServiceError::TransportClosed) => match &client.exit {
+                Some(exit) => match exit.describe().await {
+                    Some(why) => {
+                        return Err(CallError::Transport {
+                            server: entry.server.clone(),
+                            tool: entry.raw_name.clone(),
+                            message: format!("the connection closed during the call: {why}"),
+                        });
+                    }
+                    None => Err(rmcp::ServiceError::TransportClosed),
+                },
+                None => Err(rmcp::ServiceError::TransportClosed),
+            },
+            other => other,
+        };
         let result = match response.map_err(classify)? {
             ServerResult::CallToolResult(r) => r,
             other => {

@@ -672,7 +672,12 @@ pub fn expand(input: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<St
         out.push_str(&rest[..start]);
         let after = &rest[start + 2..];
         let Some(end) = after.find('}') else {
-            return Err(format!("unterminated `${{` in \"{input}\""));
+            // The value is never quoted: it may hold a secret next to the typo.
+            let at = input.len() - rest.len() + start;
+            return Err(format!(
+                "unterminated `${{` at character {} of the value (close it with `}}`)",
+                input[..at].chars().count() + 1
+            ));
         };
         let body = &after[..end];
         let (var, default) = match body.split_once(":-") {

@@ -33,6 +33,8 @@ pub struct ServerClient {
     pub tool_timeout: Duration,
     /// What the connection's raw messages said that rmcp's model drops (SEP-1686 task tools).
     pub wire: mcp_harness_transport::WireNotes,
+    /// How the stdio server's process ended, for a call that failed because it did.
+    pub exit: Option<mcp_harness_transport::ExitReport>,
 }
 
 /// A published runtime view: the snapshot plus the client of each connected server.

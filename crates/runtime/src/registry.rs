@@ -27,6 +27,21 @@ pub(crate) fn connector_for(
     config: &ServerConfig,
     in_process: &BTreeMap<String, InProcessServe>,
 ) -> Result<Arc<dyn Connector>, String> {
+    // Before anything can print an error of this server (redact's invariant).
+    match &config.transport {
+        TransportConfig::Stdio(spec) => {
+            mcp_harness_transport::redact::register_server(spec.env.values(), [], None);
+        }
+        TransportConfig::StreamableHttp { url, headers, .. }
+        | TransportConfig::LegacySse { url, headers } => {
+            mcp_harness_transport::redact::register_server(
+                [],
+                headers.values(),
+                Some(url.as_str()),
+            );
+        }
+        TransportConfig::InProcess => {}
+    }
     Ok(match &config.transport {
         TransportConfig::Stdio(spec) => Arc::new(StdioConnector { spec: spec.clone() }),
         TransportConfig::StreamableHttp {

@@ -358,11 +358,22 @@ impl ServerActor {
                 epoch: self.epoch,
                 tool_timeout: self.config.tool_timeout,
                 wire: s.wire().clone(),
+                exit: s.exit_report(),
             }),
             _ => None,
         };
+        // Every printer of a status (tables, JSON, watch) reads this copy: redacted once here.
+        let mut status = self.status.clone();
+        status.last_error = status
+            .last_error
+            .map(|e| mcp_harness_transport::redact::text(&e));
+        if let ServerState::Failed { error: text } | ServerState::NeedsAuth { reason: text } =
+            &mut status.state
+        {
+            *text = mcp_harness_transport::redact::text(text);
+        }
         self.publisher.do_send(ServerUpdate {
-            status: self.status.clone(),
+            status,
             catalog: connected.then(|| Arc::new(self.catalog.clone())),
             client,
             cause: cause.into(),

@@ -108,6 +108,47 @@ pub struct Session {
     broken: Option<crate::net::Breakage>,
 }
 
+/// How a stdio server's process ended, for a request that failed because it did: its exit
+/// status (or signal) and its stderr tail (redacted). Cheap to clone; holds neither the process
+/// group nor the session, so keeping one never delays a kill.
+#[derive(Clone)]
+pub struct ExitReport {
+    stderr: Option<StderrTail>,
+    status: Option<tokio::sync::watch::Receiver<Option<std::process::ExitStatus>>>,
+}
+
+impl ExitReport {
+    /// Waits (at most 500 ms each) for the process to be reaped and its stderr drained, then
+    /// says how it ended: `the server process exited (exit status: 3)` plus the stderr tail, or
+    /// `None` when the process is still running and wrote nothing.
+    pub async fn describe(&self) -> Option<String> {
+        let limit = Duration::from_millis(500);
+        let status = match &self.status {
+            Some(rx) => {
+                let mut rx = rx.clone();
+                match tokio::time::timeout(limit, rx.wait_for(Option::is_some)).await {
+                    Ok(Ok(s)) => *s,
+                    _ => None,
+                }
+            }
+            None => None,
+        };
+        if let Some(s) = &self.stderr {
+            s.wait_finished(limit).await;
+        }
+        let tail = self.stderr.as_ref().and_then(StderrTail::text);
+        let head = match status {
+            Some(status) => format!("the server process ended ({status})"),
+            None if tail.is_some() => "the connection closed".to_string(),
+            None => return None,
+        };
+        Some(match tail.as_deref().map(str::trim_end) {
+            Some(t) if !t.is_empty() => format!("{head}\n--- server stderr (tail) ---\n{t}"),
+            _ => head,
+        })
+    }
+}
+
 impl Session {
     /// Ends this session's closed future (see [`Session::take_closed`]) as soon as `breakage`
     /// fires, instead of when the transport library notices (rmcp keeps an HTTP session open
@@ -115,6 +156,15 @@ impl Session {
     pub fn closed_on(mut self, breakage: crate::net::Breakage) -> Self {
         self.broken = Some(breakage);
         self
+    }
+
+    /// How the stdio server's process ended, once it has (`None` for other transports).
+    pub fn exit_report(&self) -> Option<ExitReport> {
+        let process = self.process.as_ref()?;
+        Some(ExitReport {
+            stderr: self.stderr.clone(),
+            status: Some(process.status_watch()),
+        })
     }
 
     /// The rmcp peer to send requests on. Cheap to clone; fails with a transport error once the

@@ -25,13 +25,14 @@ pub mod in_process;
 pub mod layer;
 pub mod net;
 pub mod reaper;
+pub mod redact;
 pub mod sse;
 pub mod stderr;
 pub mod stdio;
 pub mod wire;
 
 pub use callbacks::{CallbackFuture, Callbacks, ClientCallbacks, Supported};
-pub use connector::{ConnectOptions, Connector, Session, SessionInfo};
+pub use connector::{ConnectOptions, Connector, ExitReport, Session, SessionInfo};
 pub use error::TransportError;
 pub use handler::{EventSink, HarnessClient, ServerEvent};
 pub use http::StreamableHttpConnector;

@@ -1,5 +1,7 @@
 //! A bounded tail of a child's stderr: never more than [`STDERR_TAIL_BYTES`] are kept, whatever
-//! the server writes, and every line is also logged (capped) at debug level.
+//! the server writes, and every line is also logged (capped) at debug level. Both the tail and
+//! the logged lines pass through [`crate::redact::text`]: a server that echoes its configured
+//! environment does not get the values shown.
 
 use std::sync::{Arc, Mutex};
 
@@ -41,7 +43,7 @@ impl StderrTail {
         if buf.is_empty() {
             return None;
         }
-        Some(String::from_utf8_lossy(&buf).into_owned())
+        Some(crate::redact::text(&String::from_utf8_lossy(&buf)))
     }
 
     /// Waits until the stream reached end of file, at most `limit`.
@@ -88,7 +90,8 @@ impl StderrTail {
 }
 
 fn log_line(server: &str, line: &[u8]) {
-    tracing::debug!(target: "mcp_harness::server_stderr", server, "{}", String::from_utf8_lossy(line));
+    let line = crate::redact::text(&String::from_utf8_lossy(line));
+    tracing::debug!(target: "mcp_harness::server_stderr", server, "{line}");
 }
 
 #[cfg(test)]

@@ -137,6 +137,11 @@ impl ProcessGroup {
         Self { pgid, status }
     }
 
+    /// The leader's exit status as it becomes known (`None` while it runs).
+    pub fn status_watch(&self) -> watch::Receiver<Option<ExitStatus>> {
+        self.status.clone()
+    }
+
     /// The leader's exit status if it exits within `within`.
     pub fn exit_status_within(
         &self,

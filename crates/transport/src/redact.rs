@@ -1,0 +1,199 @@
+//! Redaction: the one place that decides how secrets are kept out of what the harness prints,
+//! logs or serialises.
+//!
+//! Invariants:
+//! - every configured secret — each stdio `env` value, each HTTP header value, each URL query
+//!   value and a URL's password — is registered ([`register_server`]) before the server's
+//!   connector exists, and from then on [`text`] replaces each occurrence of it with
+//!   [`MARKER`] in any text: errors, server states, stderr tails (a server that echoes its
+//!   environment), log lines;
+//! - a value shorter than [`MIN_SECRET_CHARS`] is not looked for in free text: replacing `1`,
+//!   `true` or `dev` everywhere would wreck every message while protecting nothing a guess would
+//!   not find. Where the position of a value is known (a URL's query, [`url`]) it is always
+//!   replaced, whatever its length;
+//! - the registry is process-wide and only grows (a secret once configured stays redacted after
+//!   a reload removed it), bounded by [`MAX_SECRETS`]; longer secrets are replaced first, so a
+//!   secret containing another is replaced whole.
+
+use std::collections::BTreeSet;
+use std::sync::RwLock;
+
+/// What a redacted value is replaced with.
+pub const MARKER: &str = "[redacted]";
+/// Shortest value looked for in free text (see the module invariants).
+pub const MIN_SECRET_CHARS: usize = 6;
+/// Most secrets kept; later ones are still redacted where their position is known.
+pub const MAX_SECRETS: usize = 4096;
+
+static SECRETS: RwLock<Vec<String>> = RwLock::new(Vec::new());
+
+/// Registers values to redact from now on (values under [`MIN_SECRET_CHARS`] are ignored).
+pub fn register<I, S>(values: I)
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<str>,
+{
+    let Ok(mut secrets) = SECRETS.write() else {
+        return;
+    };
+    let mut set: BTreeSet<String> = secrets.drain(..).collect();
+    for value in values {
+        let value = value.as_ref().trim();
+        if value.chars().count() >= MIN_SECRET_CHARS && set.len() < MAX_SECRETS {
+            set.insert(value.to_string());
+        }
+    }
+    let mut sorted: Vec<String> = set.into_iter().collect();
+    sorted.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    *secrets = sorted;
+}
+
+/// Registers the secrets of one server's connection parameters: environment values, header
+/// values (and the part after `Bearer `/`Basic `), and a URL's query values and password.
+pub fn register_server<'a>(
+    env: impl IntoIterator<Item = &'a String>,
+    headers: impl IntoIterator<Item = &'a String>,
+    url: Option<&str>,
+) {
+    let mut values: Vec<String> = env.into_iter().cloned().collect();
+    for header in headers {
+        values.push(header.clone());
+        if let Some((_, token)) = header.split_once(' ') {
+            values.push(token.to_string());
+        }
+    }
+    if let Some(url) = url {
+        values.extend(url_secrets(url));
+    }
+    register(values);
+}
+
+/// `text` with every registered secret replaced by [`MARKER`], and every URL in it passed
+/// through [`url`].
+pub fn text(text: &str) -> String {
+    let mut out = text.to_string();
+    if let Ok(secrets) = SECRETS.read() {
+        for secret in secrets.iter() {
+            if out.contains(secret.as_str()) {
+                out = out.replace(secret.as_str(), MARKER);
+            }
+        }
+    }
+    if out.contains("://") && out.contains('?') {
+        out = urls_in(&out);
+    }
+    out
+}
+
+/// `url` with each query value (`?key=value&flag`: `value` and `flag`) and the password of its
+/// user info replaced by [`MARKER`]; the scheme, host, path and keys stay readable.
+pub fn url(url: &str) -> String {
+    let (before_fragment, fragment) = match url.split_once('#') {
+        Some((b, f)) => (b, Some(f)),
+        None => (url, None),
+    };
+    let (base, query) = match before_fragment.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (before_fragment, None),
+    };
+    let mut out = redact_password(base);
+    if let Some(query) = query {
+        out.push('?');
+        let pairs: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((key, _)) => format!("{key}={MARKER}"),
+                None if pair.is_empty() => String::new(),
+                None => MARKER.to_string(),
+            })
+            .collect();
+        out.push_str(&pairs.join("&"));
+    }
+    if let Some(fragment) = fragment {
+        out.push('#');
+        out.push_str(fragment);
+    }
+    out
+}
+
+/// `scheme://user:password@host` → `scheme://user:[redacted]@host`.
+fn redact_password(base: &str) -> String {
+    let Some((scheme, rest)) = base.split_once("://") else {
+        return base.to_string();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{scheme}://{user}:{MARKER}@{host}{path}"),
+            None => base.to_string(),
+        },
+        None => base.to_string(),
+    }
+}
+
+/// The query values and password of `url` (what [`url`] hides).
+fn url_secrets(url: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let before_fragment = url.split('#').next().unwrap_or(url);
+    if let Some((base, query)) = before_fragment.split_once('?') {
+        for pair in query.split('&') {
+            let value = pair.split_once('=').map_or(pair, |(_, v)| v);
+            if !value.is_empty() {
+                found.push(value.to_string());
+            }
+        }
+        if let Some((_, rest)) = base.split_once("://") {
+            let authority = rest.split('/').next().unwrap_or("");
+            if let Some((userinfo, _)) = authority.rsplit_once('@')
+                && let Some((_, password)) = userinfo.split_once(':')
+            {
+                found.push(password.to_string());
+            }
+        }
+    }
+    found
+}
+
+/// Every `scheme://…` run in `text` (up to whitespace or a quote) passed through [`url`].
+fn urls_in(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let start = rest[..at]
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '+' || c == '-' || c == '.'))
+            .map_or(0, |i| i + 1);
+        let end = rest[at..]
+            .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '<' | '>' | ')' | ','))
+            .map_or(rest.len(), |i| at + i);
+        out.push_str(&rest[..start]);
+        out.push_str(&url(&rest[start..end]));
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_query_values_and_passwords_are_hidden() {
+        assert_eq!(
+            url("https://u:pw@example.test/mcp?api_key=abc&x=1&flag#top"),
+            "https://u:[redacted]@example.test/mcp?api_key=[redacted]&x=[redacted]&[redacted]#top"
+        );
+        assert_eq!(url("http://h/mcp"), "http://h/mcp");
+    }
+
+    #[test]
+    fn registered_values_are_replaced_in_any_text_short_ones_are_not() {
+        register(["s3cr3t-value-1234", "dev"]);
+        let shown = text("token s3cr3t-value-1234 for dev at (http://h/x?k=v)");
+        assert_eq!(
+            shown,
+            "token [redacted] for dev at (http://h/x?k=[redacted])"
+        );
+    }
+}
