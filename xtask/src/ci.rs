@@ -40,7 +40,11 @@ pub fn main(args: &[String]) -> ExitCode {
             &[("RUSTDOCFLAGS", "-D warnings")],
         ),
         ("cargo", &["xtask", "conformance", "--all"], &[]),
-        ("cargo", &["xtask", "chaos", "--runs", "2", "--skip-known"], &[]),
+        (
+            "cargo",
+            &["xtask", "chaos", "--runs", "2", "--skip-known"],
+            &[],
+        ),
     ];
     for (i, (program, step_args, env)) in steps.into_iter().enumerate() {
         if i == 2 {

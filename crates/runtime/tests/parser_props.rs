@@ -29,21 +29,68 @@ fn text() -> impl Strategy<Value = String> {
 
 /// Keys of every host's server entries and top-level sections.
 const KEYS: &[&str] = &[
-    "command", "args", "env", "cwd", "type", "url", "headers", "enabled", "startupTimeoutSec",
-    "toolTimeoutSec", "includeTools", "excludeTools", "inheritEnv", "oauth", "headersHelper",
-    "envFile", "dev", "httpUrl", "timeout", "trust", "bearer_token_env_var", "startup_timeout_sec",
-    "startup_timeout_ms", "tool_timeout_sec", "enabled_tools", "disabled_tools", "http_headers",
-    "env_http_headers", "env_vars", "scopes", "clientId", "grant", "permissions", "exposure",
-    "output", "metadataLimits", "allowedServers", "deniedServers", "remoteSources", "inputs",
-    "servers", "mcpServers", "mcp", "mcp_servers", "id", "password", "allow", "deny", "ask",
-    "maxTools", "toolSearch", "budgetTokens", "maxDescriptionChars", "trustReadOnlyHint",
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "type",
+    "url",
+    "headers",
+    "enabled",
+    "startupTimeoutSec",
+    "toolTimeoutSec",
+    "includeTools",
+    "excludeTools",
+    "inheritEnv",
+    "oauth",
+    "headersHelper",
+    "envFile",
+    "dev",
+    "httpUrl",
+    "timeout",
+    "trust",
+    "bearer_token_env_var",
+    "startup_timeout_sec",
+    "startup_timeout_ms",
+    "tool_timeout_sec",
+    "enabled_tools",
+    "disabled_tools",
+    "http_headers",
+    "env_http_headers",
+    "env_vars",
+    "scopes",
+    "clientId",
+    "grant",
+    "permissions",
+    "exposure",
+    "output",
+    "metadataLimits",
+    "allowedServers",
+    "deniedServers",
+    "remoteSources",
+    "inputs",
+    "servers",
+    "mcpServers",
+    "mcp",
+    "mcp_servers",
+    "id",
+    "password",
+    "allow",
+    "deny",
+    "ask",
+    "maxTools",
+    "toolSearch",
+    "budgetTokens",
+    "maxDescriptionChars",
+    "trustReadOnlyHint",
 ];
 
 fn value() -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![
         Just(Value::Null),
         any::<bool>().prop_map(Value::Bool),
-        prop_oneof![Just(0i64), Just(-1), Just(30), Just(i64::MAX), any::<i64>()].prop_map(|n| json!(n)),
+        prop_oneof![Just(0i64), Just(-1), Just(30), Just(i64::MAX), any::<i64>()]
+            .prop_map(|n| json!(n)),
         prop_oneof![Just(0.5f64), Just(1e300), Just(-0.0)].prop_map(|f| json!(f)),
         text().prop_map(Value::String),
     ];
@@ -144,7 +191,9 @@ fn lookup(name: &str) -> Option<String> {
     }
 }
 
-fn check_config(result: Result<Config, mcp_harness_runtime::ConfigError>) -> Result<(), TestCaseError> {
+fn check_config(
+    result: Result<Config, mcp_harness_runtime::ConfigError>,
+) -> Result<(), TestCaseError> {
     if let Err(e) = result {
         prop_assert!(!e.to_string().is_empty());
     }
@@ -201,7 +250,14 @@ proptest! {
 /// A content block, well-formed or not.
 fn block() -> impl Strategy<Value = Value> {
     (
-        prop::sample::select(vec!["text", "image", "audio", "resource_link", "resource", "other"]),
+        prop::sample::select(vec![
+            "text",
+            "image",
+            "audio",
+            "resource_link",
+            "resource",
+            "other",
+        ]),
         text(),
         text(),
         value(),
