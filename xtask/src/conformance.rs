@@ -159,15 +159,15 @@ const AUTH_2025_03_26: &[&str] = &[
     "auth/2025-03-26-oauth-endpoint-fallback",
 ];
 
-/// The stable suite's extension scenarios (known failures in [`BASELINE_FILE`]).
+/// The stable suite's extension scenarios (a known failure would be in [`BASELINE_FILE`]).
 const EXTENSIONS_STABLE: &[&str] = &[
     "auth/client-credentials-jwt",
     "auth/client-credentials-basic",
     "auth/cross-app-access-complete-flow",
 ];
 
-/// The next suite's extension scenarios: SEP-2640 skills, the authorization extensions (known
-/// failures in [`BASELINE_FILE`]).
+/// The next suite's extension scenarios: SEP-2640 skills, the authorization extensions (a known
+/// failure would be in [`BASELINE_FILE`]).
 const EXTENSIONS_NEXT: &[&str] = &[
     "sep-2640-client-no-prefetch",
     "sep-2640-client-verify-digest",

@@ -468,9 +468,6 @@ pub struct ToolResult {
     pub output_handle: Option<String>,
 }
 
-/// How long a call's progress route outlives its response (see `call_server`).
-const PROGRESS_GRACE: Duration = Duration::from_millis(100);
-
 /// What [`PreparedCall::further_rounds`] needs of the call it continues.
 struct FurtherRounds<'a> {
     entry: &'a ToolEntry,
@@ -629,19 +626,11 @@ impl PreparedCall {
                 .await
                 .map_err(classify)?
         };
+        let progress_token = handle.progress_token.clone();
         let route = options.progress.map(|tx| {
-            let (route, mut rx) =
-                self.inner
-                    .progress
-                    .register(&entry.server, client.epoch, &handle.progress_token);
-            tokio::spawn(async move {
-                while let Some(p) = rx.recv().await {
-                    if tx.send(p).is_err() {
-                        return;
-                    }
-                }
-            });
-            route
+            self.inner
+                .progress
+                .register_sender(&entry.server, client.epoch, &progress_token, tx)
         });
         let response = match options.cancel.clone() {
             None => handle.await_response().await,
@@ -696,12 +685,12 @@ impl PreparedCall {
         };
         // rmcp hands each notification to a task of its own but the response straight to us, so
         // progress the server sent just before its result may be handled just after it: the
-        // route stays open a little longer (the caller's progress stream ends then).
-        if let Some(route) = route {
-            tokio::spawn(async move {
-                tokio::time::sleep(PROGRESS_GRACE).await;
-                drop(route);
-            });
+        // route stays until every notification the wire showed for this request by now has
+        // been handed over (the caller's progress stream ends then).
+        if let Some(mut route) = route {
+            route
+                .settle(client.wire.take_progress_seen(&progress_token))
+                .await;
         }
         let output_schema = self.search.frozen.output_schema(entry);
         let normalized = normalize_with(

@@ -90,8 +90,9 @@ pub struct ServerSettings {
 /// Progress notifications of in-flight requests, routed by (server, connection epoch, progress
 /// token) straight from the session to the caller (no actor hop).
 ///
-/// Invariants: a route exists from just after its request is handed to the transport until a
-/// short grace after its result (see `PreparedCall::call_with`); progress that arrives before
+/// Invariants: a route exists from just after its request is handed to the transport until
+/// every progress notification the wire tap saw for it has been handled (see
+/// `PreparedCall::call_with` and [`ProgressRoute::settle`]); progress that arrives before
 /// its route exists (a fast server can answer before the caller registered) is held, at most
 /// [`EARLY_KEEP`] notifications for at most [`EARLY_TTL`], and handed over when the route is
 /// registered; each route forwards only increasing `progress` values, so a notification
@@ -119,10 +120,14 @@ struct RoutesState {
 struct Route {
     tx: tokio::sync::mpsc::UnboundedSender<ProgressNotificationParam>,
     last: Option<f64>,
+    /// How many notifications for this route were handled (forwarded or dropped as out of
+    /// order), held ones included.
+    handled: tokio::sync::watch::Sender<u64>,
 }
 
 impl Route {
     fn forward(&mut self, server: &str, progress: ProgressNotificationParam) -> bool {
+        self.handled.send_modify(|n| *n += 1);
         if self.last.is_some_and(|last| progress.progress <= last) {
             tracing::trace!(
                 server,
@@ -152,9 +157,26 @@ impl ProgressRoutes {
         ProgressRoute,
         tokio::sync::mpsc::UnboundedReceiver<ProgressNotificationParam>,
     ) {
-        let key = (server.to_string(), epoch, token_key(token));
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let mut route = Route { tx, last: None };
+        (self.register_sender(server, epoch, token, tx), rx)
+    }
+
+    /// Routes progress for `token` of `server`'s connection `epoch` to `tx` until the guard
+    /// drops; progress that arrived for it already is sent first.
+    pub fn register_sender(
+        self: &Arc<Self>,
+        server: &str,
+        epoch: u64,
+        token: &ProgressToken,
+        tx: tokio::sync::mpsc::UnboundedSender<ProgressNotificationParam>,
+    ) -> ProgressRoute {
+        let key = (server.to_string(), epoch, token_key(token));
+        let (handled, handled_rx) = tokio::sync::watch::channel(0);
+        let mut route = Route {
+            tx,
+            last: None,
+            handled,
+        };
         let mut state = self.lock();
         let now = std::time::Instant::now();
         state
@@ -171,13 +193,11 @@ impl ProgressRoutes {
         state.early = kept;
         state.routes.insert(key.clone(), route);
         drop(state);
-        (
-            ProgressRoute {
-                routes: self.clone(),
-                key,
-            },
-            rx,
-        )
+        ProgressRoute {
+            routes: self.clone(),
+            key,
+            handled: handled_rx,
+        }
     }
 
     /// Delivers `progress` of `server`'s connection `epoch` to its request's caller; false when
@@ -211,6 +231,29 @@ fn token_key(token: &ProgressToken) -> String {
 pub struct ProgressRoute {
     routes: Arc<ProgressRoutes>,
     key: RouteKey,
+    handled: tokio::sync::watch::Receiver<u64>,
+}
+
+/// How long [`ProgressRoute::settle`] waits at most for notifications the wire showed: only a
+/// notification rmcp could not decode (and so never hands over) makes it wait that long.
+pub const SETTLE_LIMIT: Duration = Duration::from_secs(2);
+
+impl ProgressRoute {
+    /// Waits until `seen` notifications (what the wire tap counted for this request by the time
+    /// its response arrived) have been handled by this route: rmcp hands each notification to a
+    /// task of its own and the response straight to the caller, so the last progress before a
+    /// result may be handled just after it. Bounded by [`SETTLE_LIMIT`].
+    pub async fn settle(&mut self, seen: u64) {
+        let waited = tokio::time::timeout(SETTLE_LIMIT, self.handled.wait_for(|n| *n >= seen));
+        if waited.await.is_err() {
+            tracing::debug!(
+                server = %self.key.0,
+                seen,
+                handled = *self.handled.borrow(),
+                "progress the wire showed was not handed over"
+            );
+        }
+    }
 }
 
 impl Drop for ProgressRoute {
@@ -1213,6 +1256,37 @@ mod tests {
             !routes.deliver("s", 2, progress(7, 4.0)),
             "no route after the guard"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn settling_waits_for_the_progress_the_wire_showed_and_no_longer() {
+        let routes = Arc::new(ProgressRoutes::default());
+        let token = progress(9, 0.0).progress_token;
+        // One held before the route, counted once handed over.
+        routes.deliver("s", 1, progress(9, 1.0));
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut route = routes.register_sender("s", 1, &token, tx);
+        // The wire showed three: the last two are handled after the response reached us.
+        let late = {
+            let routes = routes.clone();
+            tokio::spawn(async move {
+                tokio::task::yield_now().await;
+                routes.deliver("s", 1, progress(9, 2.0));
+                tokio::task::yield_now().await;
+                routes.deliver("s", 1, progress(9, 3.0));
+            })
+        };
+        route.settle(3).await;
+        let mut got = Vec::new();
+        while let Ok(p) = rx.try_recv() {
+            got.push(p.progress);
+        }
+        assert_eq!(got, [1.0, 2.0, 3.0], "all three before settle returns");
+        late.await.unwrap();
+        // A notification the wire showed but rmcp never handed over costs at most the limit.
+        let before = tokio::time::Instant::now();
+        route.settle(4).await;
+        assert_eq!(before.elapsed(), SETTLE_LIMIT);
     }
 
     #[test]

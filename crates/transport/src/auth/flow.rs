@@ -103,7 +103,10 @@ pub async fn challenge(http: &reqwest::Client, url: &str) -> Result<Option<Strin
         .get_all(reqwest::header::WWW_AUTHENTICATE)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .find(|v| v.trim_start().to_ascii_lowercase().starts_with("bearer"))
+        .find(|v| {
+            let v = v.trim_start().to_ascii_lowercase();
+            v.starts_with("bearer") || v.starts_with("dpop")
+        })
         .map(str::to_string))
 }
 
@@ -213,6 +216,22 @@ pub async fn login(
         ));
     };
 
+    // An authorization server that binds tokens to a key (DPoP): a new key for this login, and
+    // the code exchange (and every later refresh) through a client that proves possession of
+    // it. Discovery and registration above ran through rmcp's address-filtering client; this
+    // one talks only to the token endpoint that discovery found.
+    let dpop_key = if super::dpop::advertised(&metadata) {
+        let key = std::sync::Arc::new(
+            super::dpop::DpopKey::generate().map_err(|e| registration("DPoP", e.to_string()))?,
+        );
+        manager = dpop_manager(url, &metadata, key.clone(), &store)
+            .await
+            .map_err(&discovery)?;
+        Some(key)
+    } else {
+        None
+    };
+
     let mut request = AuthorizationRequest::new(settings.redirect_uri.clone())
         .with_preregistered_client(&client.client_id);
     if let Some(secret) = &client.client_secret {
@@ -224,9 +243,11 @@ pub async fn login(
         .map_err(|(_, e)| registration("`oauth.clientId`", e.to_string()))?;
     let record = client.clone();
     let metadata_for_store = metadata.clone();
+    let stored_key = dpop_key.as_ref().map(|k| k.to_stored());
     store.update(|f| {
         f.client = Some(record);
         f.metadata = Some(metadata_for_store);
+        f.dpop_key = stored_key;
     })?;
 
     let redirect = browser
@@ -252,6 +273,23 @@ pub async fn login(
     })?;
     super::step_up::reset(&store);
     Ok(())
+}
+
+/// An authorization manager for `url` whose token requests carry DPoP proofs made with `key`.
+async fn dpop_manager(
+    url: &str,
+    metadata: &rmcp::transport::auth::AuthorizationMetadata,
+    key: std::sync::Arc<super::dpop::DpopKey>,
+    store: &FileCredentialStore,
+) -> Result<AuthorizationManager, String> {
+    let client = super::dpop::DpopTokenClient::new(key, &metadata.token_endpoint)?;
+    let mut manager =
+        AuthorizationManager::new_with_oauth_http_client(url, std::sync::Arc::new(client))
+            .await
+            .map_err(|e| e.to_string())?;
+    manager.set_metadata(metadata.clone());
+    manager.set_credential_store(store.clone());
+    Ok(manager)
 }
 
 /// A new random id for one login.
@@ -346,24 +384,49 @@ pub async fn stored_client(
     store: &FileCredentialStore,
     http: reqwest::Client,
     url: &str,
-) -> Result<Option<AuthClient<reqwest::Client>>, AuthFlowError> {
+) -> Result<Option<AuthClient<super::dpop::DpopHttpClient>>, AuthFlowError> {
     let Some(file) = store.read()? else {
         return Ok(None);
     };
-    let (Some(client), Some(metadata), Some(_)) = (file.client, file.metadata, file.credentials)
+    let (Some(client), Some(metadata), Some(credentials)) =
+        (file.client, file.metadata, file.credentials)
     else {
         return Ok(None);
     };
-    let mut manager =
-        AuthorizationManager::new(url)
-            .await
-            .map_err(|e| AuthFlowError::Discovery {
+    let discovery = |message: String| AuthFlowError::Discovery {
+        server: store.server().to_string(),
+        url: url.to_string(),
+        message,
+    };
+    // A token bound to the stored DPoP key is refreshed and sent with proofs of that key.
+    let dpop_bound = credentials
+        .token_response
+        .as_ref()
+        .and_then(|t| serde_json::to_value(t).ok())
+        .is_some_and(|t| t["token_type"].as_str().is_some_and(super::dpop::bound));
+    let key = match (&file.dpop_key, dpop_bound) {
+        (Some(stored), true) => Some(std::sync::Arc::new(
+            super::dpop::DpopKey::from_stored(stored).map_err(|e| AuthFlowError::Registration {
                 server: store.server().to_string(),
-                url: url.to_string(),
+                hint: "run `mcp-harness login` again",
                 message: e.to_string(),
-            })?;
-    manager.set_metadata(metadata);
-    manager.set_credential_store(store.clone());
+            })?,
+        )),
+        _ => None,
+    };
+    let mut manager = match &key {
+        Some(key) => dpop_manager(url, &metadata, key.clone(), store)
+            .await
+            .map_err(discovery)?,
+        None => {
+            let mut manager = AuthorizationManager::new(url)
+                .await
+                .map_err(|e| discovery(e.to_string()))?;
+            manager.set_metadata(metadata);
+            manager.set_credential_store(store.clone());
+            manager
+        }
+    };
     let mut config = OAuthClientConfig::new(client.client_id, client.redirect_uri);
     if let Some(secret) = client.client_secret {
         config = config.with_client_secret(secret);
@@ -375,7 +438,10 @@ pub async fn stored_client(
             hint: "run `mcp-harness login` again",
             message: e.to_string(),
         })?;
-    Ok(Some(AuthClient::new(http, manager)))
+    Ok(Some(AuthClient::new(
+        super::dpop::DpopHttpClient::new(http, key),
+        manager,
+    )))
 }
 
 /// A [`Browser`] for authorization servers that redirect at once (no login page): it requests

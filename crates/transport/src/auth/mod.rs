@@ -2,8 +2,8 @@
 //! or the OS keyring through the Secret Service API, [`os_keyring`]), the
 //! authorization-code flow ([`flow`]), the client credentials grant for machine-to-machine
 //! servers ([`client_credentials`]), the JWT bearer grants of workload identity federation and
-//! enterprise-managed authorization ([`jwt_bearer`]) and step-up authorization on 403
-//! `insufficient_scope` ([`step_up`]).
+//! enterprise-managed authorization ([`jwt_bearer`]), step-up authorization on 403
+//! `insufficient_scope` ([`step_up`]) and DPoP-bound tokens ([`dpop`]).
 //!
 //! Invariants: a server without stored tokens connects exactly as it did without this module
 //! (only the challenge of a 401 is kept in its store, for `login`);
@@ -14,6 +14,7 @@
 
 pub mod client_credentials;
 pub mod config;
+pub mod dpop;
 pub mod flow;
 pub mod jwt_bearer;
 pub mod loopback;

@@ -333,8 +333,8 @@ impl StepUp {
 
     /// The layer for rmcp's authorizing client `client`: it steps up with that client's
     /// manager.
-    pub fn authorized(
-        client: &rmcp::transport::auth::AuthClient<reqwest::Client>,
+    pub fn authorized<C>(
+        client: &rmcp::transport::auth::AuthClient<C>,
         server: &str,
         url: &str,
         store: FileCredentialStore,

@@ -118,6 +118,11 @@ pub struct TokenFile {
     /// knows the grant is new and renews the server's step-up budget.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub login: Option<String>,
+    /// The server's DPoP key (base64url PKCS#8, [`DpopKey`](super::dpop::DpopKey)) when its
+    /// authorization server binds tokens to one: made at `login`, used by every refresh and
+    /// request until the next login. As secret as the tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dpop_key: Option<String>,
 }
 
 impl std::fmt::Debug for TokenFile {
