@@ -248,7 +248,9 @@ async fn a_failed_first_listing_is_retried_with_initialize() {
         .expect("start");
     let s = runtime
         .wait_for(SETTLE, |s| {
-            s.servers["classic"].state == ServerState::Connected
+            s.servers
+                .get("classic")
+                .is_some_and(|st| st.state == ServerState::Connected)
         })
         .await;
     let status = &s.servers["classic"];
@@ -281,7 +283,9 @@ async fn restart_after_a_failed_first_listing_opens_with_initialize() {
     runtime.restart("classic").expect("restart");
     let s = runtime
         .wait_for(SETTLE, |s| {
-            s.servers["classic"].state == ServerState::Connected
+            s.servers
+                .get("classic")
+                .is_some_and(|st| st.state == ServerState::Connected)
         })
         .await;
     let status = &s.servers["classic"];
@@ -311,7 +315,9 @@ async fn a_refused_discover_is_undone_for_the_next_attempt() {
         .expect("start");
     let s = runtime
         .wait_for(SETTLE, |s| {
-            s.servers["classic"].state == ServerState::Connected
+            s.servers
+                .get("classic")
+                .is_some_and(|st| st.state == ServerState::Connected)
         })
         .await;
     let status = &s.servers["classic"];
