@@ -90,6 +90,12 @@ pub struct FixtureOptions {
     pub crash_after_calls: Option<u64>,
     /// Answers the first N HTTP requests with 503 (`--fail-http N`; Streamable HTTP only).
     pub fail_http: u64,
+    /// Lists `wire_fault`, whose answer is broken on the wire: invalid UTF-8, nested too deep,
+    /// or with the id of no request (`--wire-faults`; see the `wire_faults` module).
+    pub wire_faults: bool,
+    /// Lists `deep_schema`, a tool whose input schema nests past the client decoder's depth
+    /// limit (`--deep-schema-tool`).
+    pub deep_schema_tool: bool,
 }
 
 impl Default for FixtureOptions {
@@ -111,6 +117,8 @@ impl Default for FixtureOptions {
             tamper_skill: None,
             crash_after_calls: None,
             fail_http: 0,
+            wire_faults: false,
+            deep_schema_tool: false,
         }
     }
 }
@@ -119,7 +127,8 @@ impl Default for FixtureOptions {
 pub const USAGE: &str = "usage: mcp-fixture-server [--transport stdio|http] [--port N] [--name NAME] \
 [--tools N] [--page-size N] [--instructions TEXT] [--hang-at-start] [--exit-at-start CODE] \
 [--stderr-banner TEXT] [--duplicate-tool NAME] [--no-catalog-cache] [--hostile] [--skills] \
-[--tamper-skill digest|size|frontmatter] [--crash-after-calls N] [--fail-http N]";
+[--tamper-skill digest|size|frontmatter] [--crash-after-calls N] [--fail-http N] [--wire-faults] \
+[--deep-schema-tool]";
 
 impl FixtureOptions {
     /// Parses the fixture's flags. `args` must not include the program name.
@@ -195,6 +204,8 @@ impl FixtureOptions {
                     opts.crash_after_calls = Some(calls);
                 }
                 "--fail-http" => opts.fail_http = parse_num("--fail-http", &value("--fail-http")?)?,
+                "--wire-faults" if inline.is_none() => opts.wire_faults = true,
+                "--deep-schema-tool" if inline.is_none() => opts.deep_schema_tool = true,
                 _ => return Err(format!("unknown argument {arg:?}\n{USAGE}")),
             }
         }
