@@ -108,6 +108,12 @@ impl FixtureServer {
         if self.opts.bad_results {
             all.extend(crate::bad_results::bad_result_tools());
         }
+        if self.opts.wire_faults {
+            all.push(crate::wire_faults::wire_fault_tool());
+        }
+        if self.opts.deep_schema_tool {
+            all.push(crate::wire_faults::deep_schema_tool());
+        }
         if let Some(dup) = &self.opts.duplicate_tool {
             let copy = all.iter().find(|t| t.name == dup.as_str()).cloned();
             all.extend(copy);
@@ -316,6 +322,11 @@ impl ServerHandler for FixtureServer {
                 text_result(tools::large_text(bytes))
             }
             "fail" => error_result("fixture tool failed on purpose"),
+            "wire_fault" if self.opts.wire_faults => text_result(format!(
+                "{}{}",
+                crate::wire_faults::MARKER,
+                args.string("kind")?
+            )),
             "add_tool" => {
                 self.add_tool(
                     args.string("name")?,

@@ -21,6 +21,7 @@ mod skills;
 mod state;
 mod tools;
 mod versioned;
+mod wire_faults;
 
 pub use faults::{FAULT_TOOL_NAMES, MAX_FLOOD};
 pub use handler::FixtureServer;

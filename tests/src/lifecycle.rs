@@ -267,8 +267,18 @@ pub(crate) async fn fault_layer(
             tracing::warn!(%error, "could not close the session");
         }
     }
-    next.run(Request::from_parts(parts, Body::from(bytes)))
-        .await
+    let response = next
+        .run(Request::from_parts(parts, Body::from(bytes)))
+        .await;
+    if !layer.server.options().wire_faults {
+        return response;
+    }
+    // `--wire-faults`: the marked answer is broken on its way out.
+    let (parts, body) = response.into_parts();
+    let frames = futures::StreamExt::map(body.into_data_stream(), |frame| {
+        frame.map(crate::wire_faults::rewrite_sse)
+    });
+    Response::from_parts(parts, Body::from_stream(frames))
 }
 
 /// The error a serving function returns after `--crash-after-calls` fired.

@@ -106,6 +106,12 @@ pub struct FixtureOptions {
     /// Writes `fixture: NAME=<value>` on stderr at start (`--echo-env NAME`), as servers that
     /// log their settings do.
     pub echo_env: Option<String>,
+    /// Lists `wire_fault`, whose answer is broken on the wire: invalid UTF-8, nested too deep,
+    /// or with the id of no request (`--wire-faults`; see the `wire_faults` module).
+    pub wire_faults: bool,
+    /// Lists `deep_schema`, a tool whose input schema nests past the client decoder's depth
+    /// limit (`--deep-schema-tool`).
+    pub deep_schema_tool: bool,
 }
 
 impl Default for FixtureOptions {
@@ -132,6 +138,8 @@ impl Default for FixtureOptions {
             spawn_grandchildren: false,
             die_on_call: None,
             echo_env: None,
+            wire_faults: false,
+            deep_schema_tool: false,
         }
     }
 }
@@ -141,7 +149,8 @@ pub const USAGE: &str = "usage: mcp-fixture-server [--transport stdio|http] [--p
 [--tools N] [--page-size N] [--instructions TEXT] [--hang-at-start] [--exit-at-start CODE] \
 [--stderr-banner TEXT] [--duplicate-tool NAME] [--no-catalog-cache] [--hostile] [--bad-results] [--skills] \
 [--tamper-skill digest|size|frontmatter] [--crash-after-calls N] [--fail-http N] \
-[--ignore-stdin-eof] [--spawn-grandchildren] [--die-on-call CODE] [--echo-env NAME]";
+[--ignore-stdin-eof] [--spawn-grandchildren] [--die-on-call CODE] [--echo-env NAME] [--wire-faults] \
+[--deep-schema-tool]";
 
 impl FixtureOptions {
     /// Parses the fixture's flags. `args` must not include the program name.
@@ -224,6 +233,8 @@ impl FixtureOptions {
                     opts.die_on_call = Some(parse_num("--die-on-call", &value("--die-on-call")?)?)
                 }
                 "--echo-env" => opts.echo_env = Some(value("--echo-env")?),
+                "--wire-faults" if inline.is_none() => opts.wire_faults = true,
+                "--deep-schema-tool" if inline.is_none() => opts.deep_schema_tool = true,
                 _ => return Err(format!("unknown argument {arg:?}\n{USAGE}")),
             }
         }

@@ -58,6 +58,7 @@ where
     R: tokio::io::AsyncRead + Send + Unpin + 'static,
     W: tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
+    let write = crate::wire_faults::FaultWrite::new(write, opts.wire_faults);
     let server = FixtureServer::new(opts);
     let crashed = CancellationToken::new();
     let transport = CrashAfter {

@@ -645,6 +645,23 @@ fn sanitize_schema(
 // ---------------------------------------------------------------------------------------------
 // _meta and annotations
 
+/// The `_meta` key the transport sets on a placeholder for a listed entry it could not decode
+/// (nested past the decoder's depth limit, invalid UTF-8, a shape rmcp refuses); the value is
+/// the reason. Same string as `mcp_harness_transport::inbound::UNDECODABLE_META_KEY`.
+pub const UNDECODABLE_META_KEY: &str = "io.mcp-harness/undecodable";
+
+/// `Err(reason)` for a placeholder of an entry that could not be decoded: it is hidden, with
+/// the reason, and only it (the rest of the listing stands).
+fn decodable(meta: &Option<MetaObject>) -> Result<(), String> {
+    match meta.as_ref().and_then(|m| m.0.get(UNDECODABLE_META_KEY)) {
+        Some(reason) => Err(reason
+            .as_str()
+            .map(|r| clean_line(r, 500).0)
+            .unwrap_or_else(|| "the entry could not be decoded".to_string())),
+        None => Ok(()),
+    }
+}
+
 fn is_search_hint_key(key: &str) -> bool {
     key == "searchHint" || key.ends_with("/searchHint")
 }
@@ -737,6 +754,7 @@ pub fn sanitize_tool(
     mut tool: Tool,
     limits: &MetadataLimits,
 ) -> Result<(Tool, Vec<String>), String> {
+    decodable(&tool.meta)?;
     check_name("name", &tool.name, limits.max_name_chars)?;
     let mut notes = Vec::new();
     tool.input_schema = sanitize_schema("input schema", tool.input_schema, limits, &mut notes)?;
@@ -787,6 +805,7 @@ pub fn sanitize_prompt(
     mut prompt: Prompt,
     limits: &MetadataLimits,
 ) -> Result<(Prompt, Vec<String>), String> {
+    decodable(&prompt.meta)?;
     check_name("name", &prompt.name, limits.max_name_chars)?;
     if let Some(args) = &prompt.arguments {
         if args.len() > limits.max_prompt_arguments {
@@ -889,6 +908,7 @@ pub fn sanitize_resource(
     mut resource: Resource,
     limits: &MetadataLimits,
 ) -> Result<(Resource, Vec<String>), String> {
+    decodable(&resource.meta)?;
     check_uri("uri", &resource.uri, limits.max_uri_chars)?;
     let notes = clean_resource_like!(resource, limits);
     Ok((resource, notes))
@@ -900,6 +920,7 @@ pub fn sanitize_template(
     mut template: ResourceTemplate,
     limits: &MetadataLimits,
 ) -> Result<(ResourceTemplate, Vec<String>), String> {
+    decodable(&template.meta)?;
     check_uri("uri template", &template.uri_template, limits.max_uri_chars)?;
     let notes = clean_resource_like!(template, limits);
     Ok((template, notes))

@@ -603,6 +603,8 @@ impl PreparedCall {
         } else {
             ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params))
         };
+        // What the server sends from here on that answers nothing is named if the call times out.
+        let mark = client.wire.anomaly_mark();
         let classify = |e: rmcp::ServiceError| {
             // A server that stopped accepting our authorization (a rejected refresh, a revoked
             // grant) is connected again, which finds it needs-auth (R4) instead of leaving it
@@ -612,7 +614,10 @@ impl PreparedCall {
             {
                 addr.do_send(crate::server::Restart);
             }
-            crate::runtime::classify(e, &entry.server, &entry.raw_name, timeout)
+            crate::runtime::explain_timeout(
+                crate::runtime::classify(e, &entry.server, &entry.raw_name, timeout),
+                || client.wire.anomalies_since(mark),
+            )
         };
 
         // The staleness check and the hand-off to the transport happen under the gate's read

@@ -184,6 +184,7 @@ impl RuntimeBuilder {
                 enabled: true,
                 startup_timeout: DEFAULT_STARTUP_TIMEOUT,
                 tool_timeout: DEFAULT_TOOL_TIMEOUT,
+                max_message_bytes: crate::config::DEFAULT_MAX_MESSAGE_BYTES,
                 include_tools: None,
                 exclude_tools: Vec::new(),
                 untrusted: None,

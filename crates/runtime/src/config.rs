@@ -23,6 +23,8 @@ use serde::Deserialize;
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default deadline for one tool call (`toolTimeoutSec`).
 pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(300);
+/// Default cap on one message from a server (`maxMessageBytes`): 64 MiB.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = mcp_harness_transport::DEFAULT_MAX_MESSAGE_BYTES;
 
 /// The validated configuration of every server.
 #[derive(Debug, Clone, Default)]
@@ -83,6 +85,9 @@ pub struct ServerConfig {
     pub startup_timeout: Duration,
     /// `toolTimeoutSec`; default 300 s.
     pub tool_timeout: Duration,
+    /// `maxMessageBytes`: the largest message accepted from the server; default 64 MiB. A
+    /// larger one fails the request it answers at once, saying so.
+    pub max_message_bytes: usize,
     /// `includeTools`: when set, only these raw tool names are shown to the model.
     pub include_tools: Option<Vec<String>>,
     /// `excludeTools`: raw tool names never shown to the model.
@@ -168,6 +173,7 @@ struct RawServer {
     enabled: Option<bool>,
     startup_timeout_sec: Option<f64>,
     tool_timeout_sec: Option<f64>,
+    max_message_bytes: Option<u64>,
     include_tools: Option<Vec<String>>,
     #[serde(default)]
     exclude_tools: Vec<String>,
@@ -647,10 +653,23 @@ fn server_config(
             DEFAULT_STARTUP_TIMEOUT,
         )?,
         tool_timeout: seconds("toolTimeoutSec", raw.tool_timeout_sec, DEFAULT_TOOL_TIMEOUT)?,
+        max_message_bytes: message_bytes(raw.max_message_bytes)?,
         include_tools: raw.include_tools,
         exclude_tools: raw.exclude_tools,
         untrusted: None,
     })
+}
+
+/// `maxMessageBytes`: from 1 KiB to 1 GiB; the memory one message may take while read.
+fn message_bytes(value: Option<u64>) -> Result<usize, String> {
+    const RANGE: std::ops::RangeInclusive<u64> = 1024..=(1 << 30);
+    match value {
+        None => Ok(mcp_harness_transport::DEFAULT_MAX_MESSAGE_BYTES),
+        Some(v) if RANGE.contains(&v) => Ok(v as usize),
+        Some(v) => Err(format!(
+            "`maxMessageBytes` must be a number of bytes between 1024 and 1073741824, not {v}"
+        )),
+    }
 }
 
 fn seconds(key: &str, value: Option<f64>, default: Duration) -> Result<Duration, String> {
@@ -708,6 +727,19 @@ pub fn expand(input: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<St
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn max_message_bytes_defaults_to_64_mib_is_bounded_and_the_undecodable_marker_is_shared() {
+        assert_eq!(message_bytes(None), Ok(64 << 20));
+        assert_eq!(message_bytes(Some(2048)), Ok(2048));
+        let e = message_bytes(Some(10)).unwrap_err();
+        assert!(e.contains("`maxMessageBytes`"), "{e}");
+        // The transport marks undecodable listing entries with the key the catalog hides.
+        assert_eq!(
+            mcp_harness_transport::inbound::UNDECODABLE_META_KEY,
+            mcp_harness_catalog::sanitize::UNDECODABLE_META_KEY
+        );
+    }
 
     fn env(name: &str) -> Option<String> {
         match name {

@@ -61,6 +61,15 @@ pub enum CallError {
         tool: String,
         message: String,
     },
+    /// The server's answer could not be used: over `maxMessageBytes`, undecodable, or — when the
+    /// deadline passed — something else arrived instead (a response with an unknown id, an
+    /// undecodable message). The message says what arrived.
+    #[error("server \"{server}\": `{tool}` failed: {message}")]
+    BadAnswer {
+        server: String,
+        tool: String,
+        message: String,
+    },
     #[error(
         "no skill named `{name}` on server \"{server}\" in catalog revision {revision}; `mcp-harness skills` lists them"
     )]
@@ -122,7 +131,7 @@ impl CallError {
             | CallError::Timeout { .. }
             | CallError::Transport { .. }
             | CallError::ShutDown => ErrorClass::Transport,
-            CallError::Protocol { .. } => ErrorClass::Protocol,
+            CallError::Protocol { .. } | CallError::BadAnswer { .. } => ErrorClass::Protocol,
         }
     }
 

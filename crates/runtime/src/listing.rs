@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use mcp_harness_catalog::{Kind, ListError, PageLimits, collect_pages};
-use mcp_harness_transport::{ClientPeer, SessionInfo};
+use mcp_harness_transport::{ClientPeer, SessionInfo, WireFault, WireNotes};
 use rmcp::model::{PaginatedRequestParams, Prompt, Resource, ResourceTemplate, Skill, Tool};
 use rmcp::service::ServiceError;
 
@@ -42,6 +42,7 @@ pub fn declared_kinds(info: &SessionInfo) -> Vec<Kind> {
 /// Lists every page of `kind`, each page within `page_timeout`.
 pub async fn list_kind(
     peer: ClientPeer,
+    wire: WireNotes,
     kind: Kind,
     limits: PageLimits,
     page_timeout: Duration,
@@ -57,7 +58,7 @@ pub async fn list_kind(
         }
         Kind::Skills => collect_pages(limits, |c| {
             let peer = peer.clone();
-            timed_page(page_timeout, async move {
+            timed_page(page_timeout, &wire, async move {
                 peer.list_skills(params(c))
                     .await
                     .map(|r| (r.skills, r.next_cursor))
@@ -67,7 +68,7 @@ pub async fn list_kind(
         .map(Listed::Skills),
         Kind::Tools => collect_pages(limits, |c| {
             let peer = peer.clone();
-            timed_page(page_timeout, async move {
+            timed_page(page_timeout, &wire, async move {
                 peer.list_tools(params(c))
                     .await
                     .map(|r| (r.tools, r.next_cursor))
@@ -77,7 +78,7 @@ pub async fn list_kind(
         .map(Listed::Tools),
         Kind::Prompts => collect_pages(limits, |c| {
             let peer = peer.clone();
-            timed_page(page_timeout, async move {
+            timed_page(page_timeout, &wire, async move {
                 peer.list_prompts(params(c))
                     .await
                     .map(|r| (r.prompts, r.next_cursor))
@@ -87,7 +88,7 @@ pub async fn list_kind(
         .map(Listed::Prompts),
         Kind::Resources => collect_pages(limits, |c| {
             let peer = peer.clone();
-            timed_page(page_timeout, async move {
+            timed_page(page_timeout, &wire, async move {
                 peer.list_resources(params(c))
                     .await
                     .map(|r| (r.resources, r.next_cursor))
@@ -97,7 +98,7 @@ pub async fn list_kind(
         .map(Listed::Resources),
         Kind::ResourceTemplates => collect_pages(limits, |c| {
             let peer = peer.clone();
-            timed_page(page_timeout, async move {
+            timed_page(page_timeout, &wire, async move {
                 peer.list_resource_templates(params(c))
                     .await
                     .map(|r| (r.resource_templates, r.next_cursor))
@@ -131,8 +132,10 @@ impl std::fmt::Display for ListFailure {
 
 async fn timed_page<T>(
     limit: Duration,
+    wire: &WireNotes,
     fut: impl std::future::Future<Output = Result<T, ServiceError>>,
 ) -> Result<T, ListFailure> {
+    let mark = wire.anomaly_mark();
     match tokio::time::timeout(limit, fut).await {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => {
@@ -143,7 +146,13 @@ async fn timed_page<T>(
             })
         }
         Err(_) => Err(ListFailure {
-            message: format!("no answer within {}s", limit.as_secs_f64()),
+            message: match wire.anomalies_since(mark) {
+                Some(arrived) => format!(
+                    "no usable answer within {}s; the server sent {arrived}",
+                    limit.as_secs_f64()
+                ),
+                None => format!("no answer within {}s", limit.as_secs_f64()),
+            },
             auth_required: false,
         }),
     }
@@ -152,6 +161,10 @@ async fn timed_page<T>(
 /// A short, user-facing description of an rmcp service error.
 pub fn describe(e: ServiceError) -> String {
     match e {
+        // Made by the harness from what the server sent (too large, undecodable): says so.
+        ServiceError::McpError(data) if WireFault::is_wire_fault(&data) => {
+            data.message.into_owned()
+        }
         ServiceError::McpError(data) => format!(
             "the server answered with error {}: {}",
             data.code.0, data.message

@@ -12,7 +12,7 @@ use mcp_harness_catalog::CommandSource;
 use mcp_harness_catalog::skills::{ListedFiles, SkillEntry, SkillIndex};
 use mcp_harness_catalog::{ServerState, Snapshot, ToolEntry};
 use mcp_harness_policy::{Approver, ExposurePolicy, PermissionRules};
-use mcp_harness_transport::Callbacks;
+use mcp_harness_transport::{Callbacks, WireFault};
 use rmcp::model::{
     ClientRequest, GetPromptRequestParams, GetPromptResult, JsonObject, ReadResourceRequestParams,
     ReadResourceResult, ResourceContents, ServerResult,
@@ -668,15 +668,18 @@ async fn send(
     what: &str,
 ) -> Result<ServerResult, CallError> {
     let options = PeerRequestOptions::with_timeout(client.tool_timeout);
+    let mark = client.wire.anomaly_mark();
+    let classify = |e| {
+        explain_timeout(classify(e, server, what, client.tool_timeout), || {
+            client.wire.anomalies_since(mark)
+        })
+    };
     let handle = client
         .peer
         .send_request_with_option(request, options)
         .await
-        .map_err(|e| classify(e, server, what, client.tool_timeout))?;
-    handle
-        .await_response()
-        .await
-        .map_err(|e| classify(e, server, what, client.tool_timeout))
+        .map_err(classify)?;
+    handle.await_response().await.map_err(classify)
 }
 
 /// Whether `e` says the server no longer accepts this client's authorization: a 401 challenge,
@@ -716,6 +719,12 @@ pub(crate) fn classify(e: ServiceError, server: &str, tool: &str, timeout: Durat
         };
     }
     match e {
+        // What the harness made of the server's answer (too large, undecodable): it says so.
+        ServiceError::McpError(data) if WireFault::is_wire_fault(&data) => CallError::BadAnswer {
+            server,
+            tool,
+            message: data.message.into_owned(),
+        },
         ServiceError::Timeout { .. } => CallError::Timeout {
             server,
             tool,
@@ -731,6 +740,33 @@ pub(crate) fn classify(e: ServiceError, server: &str, tool: &str, timeout: Durat
             tool,
             message: describe(other),
         },
+    }
+}
+
+/// A deadline that passed after the server sent something unusable (`arrived`, from
+/// [`mcp_harness_transport::WireNotes::anomalies_since`]) says what arrived, not "timed out".
+pub(crate) fn explain_timeout(e: CallError, arrived: impl FnOnce() -> Option<String>) -> CallError {
+    match e {
+        CallError::Timeout {
+            server,
+            tool,
+            timeout,
+        } => match arrived() {
+            Some(arrived) => CallError::BadAnswer {
+                server,
+                tool,
+                message: format!(
+                    "no usable answer within {}s; the server sent {arrived}",
+                    timeout.as_secs_f64()
+                ),
+            },
+            None => CallError::Timeout {
+                server,
+                tool,
+                timeout,
+            },
+        },
+        other => other,
     }
 }
 

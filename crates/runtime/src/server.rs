@@ -527,6 +527,7 @@ impl ServerActor {
             server: self.name().to_string(),
             startup_timeout: budget,
             wire: Default::default(),
+            max_message_bytes: self.config.max_message_bytes,
         };
         let connecting = self.connector.connect(handler, options);
         let limits = self.settings.limits;
@@ -550,11 +551,15 @@ impl ServerActor {
             drop(slot);
             // The first listing belongs to startup: a server is connected only once listed.
             let kinds = declared_kinds(session.info());
-            let listings = futures::future::join_all(
-                kinds
-                    .iter()
-                    .map(|&k| list_kind(session.peer().clone(), k, limits, page_timeout)),
-            )
+            let listings = futures::future::join_all(kinds.iter().map(|&k| {
+                list_kind(
+                    session.peer().clone(),
+                    session.wire().clone(),
+                    k,
+                    limits,
+                    page_timeout,
+                )
+            }))
             .await;
             let mut listed = Vec::new();
             for (kind, result) in kinds.into_iter().zip(listings) {
@@ -1031,6 +1036,7 @@ impl ServerActor {
         let epoch = self.epoch;
         let fut = list_kind(
             session.peer().clone(),
+            session.wire().clone(),
             kind,
             self.settings.limits,
             self.config.startup_timeout,

@@ -37,15 +37,30 @@ pub struct ConnectOptions {
     /// [`crate::wire`]). Fresh per connect attempt; connectors that cannot see raw messages
     /// leave it empty.
     pub wire: WireNotes,
+    /// The largest message accepted from the server (`maxMessageBytes`); a larger one fails
+    /// the request it answers at once (see [`crate::inbound`]).
+    pub max_message_bytes: usize,
 }
 
 impl ConnectOptions {
+    /// The decoding of raw messages for this connection attempt; `track` for transports that
+    /// see both directions (requests sent, answers received).
+    pub fn inbound(&self, track: bool) -> crate::inbound::Inbound {
+        crate::inbound::Inbound::new(
+            &self.server,
+            self.max_message_bytes,
+            self.wire.clone(),
+            track,
+        )
+    }
+
     /// Options for `server` with the default 30 s startup deadline.
     pub fn new(server: impl Into<String>) -> Self {
         Self {
             server: server.into(),
             startup_timeout: Duration::from_secs(30),
             wire: WireNotes::default(),
+            max_message_bytes: crate::inbound::DEFAULT_MAX_MESSAGE_BYTES,
         }
     }
 }

@@ -151,6 +151,10 @@ impl StreamableHttpConnector {
         backoff.max_delay = Some(Duration::from_secs(8));
         let mut config = StreamableHttpClientTransportConfig::with_uri(this.url.clone());
         config.retry_config = std::sync::Arc::new(backoff);
+        // One message may be as large as `maxMessageBytes`; a larger one fails its request
+        // at once (the tap turns rmcp's refusal into the request's error).
+        config.max_sse_event_size = options.max_message_bytes;
+        config.max_json_response_size = options.max_message_bytes;
         let store = crate::auth::FileCredentialStore::for_server(&options.server, &this.url);
         // Client credentials: the token comes from the token endpoint, no login.
         if let Some(settings) = this.oauth.as_ref().and_then(|o| o.client_credentials()) {
@@ -167,7 +171,7 @@ impl StreamableHttpConnector {
             let client = Layered::new(crate::auth::ClientCredentialsAuth::new(source), client);
             let step_up = StepUp::unauthorized(&options.server, &this.url, store);
             let client = Layered::new(step_up, client);
-            let client = Layered::new(Tap::new(options.wire.clone()), client);
+            let client = Layered::new(Tap::new(options.inbound(false)), client);
             let client = Layered::new(watch, client);
             let transport = StreamableHttpClientTransport::with_client(client, config);
             return initialize(handler, transport, &options, None, None).await;
@@ -185,7 +189,7 @@ impl StreamableHttpConnector {
                 // A 403 insufficient_scope on any request: step-up, then that request again.
                 let step_up = StepUp::authorized(&auth_client, &options.server, &this.url, store);
                 let auth_client = Layered::new(step_up, auth_client);
-                let auth_client = Layered::new(Tap::new(options.wire.clone()), auth_client);
+                let auth_client = Layered::new(Tap::new(options.inbound(false)), auth_client);
                 let auth_client = Layered::new(watch, auth_client);
                 let transport = StreamableHttpClientTransport::with_client(auth_client, config);
                 initialize(handler, transport, &options, None, None).await
@@ -193,7 +197,7 @@ impl StreamableHttpConnector {
             None => {
                 let step_up = StepUp::unauthorized(&options.server, &this.url, store);
                 let client = Layered::new(step_up, client);
-                let client = Layered::new(Tap::new(options.wire.clone()), client);
+                let client = Layered::new(Tap::new(options.inbound(false)), client);
                 let client = Layered::new(watch, client);
                 let transport = StreamableHttpClientTransport::with_client(client, config);
                 initialize(handler, transport, &options, None, None).await

@@ -43,8 +43,8 @@ impl Connector for InProcessConnector {
             let (client_end, server_end) = tokio::io::duplex(PIPE_BYTES);
             serve(server_end);
             let (read, write) = tokio::io::split(client_end);
-            let read = crate::wire::TapRead::new(read, options.wire.clone());
-            initialize(handler, (read, write), &options, None, None).await
+            let transport = crate::lines::LineTransport::new(read, write, options.inbound(true));
+            initialize(handler, transport, &options, None, None).await
         })
     }
 }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use futures::stream::BoxStream;
 use reqwest::header::{HeaderName, HeaderValue};
-use rmcp::model::ClientJsonRpcMessage;
+use rmcp::model::{ClientJsonRpcMessage, RequestId};
 use rmcp::transport::streamable_http_client::{
     SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
     StreamableHttpResponseLimits,
@@ -43,6 +43,23 @@ pub trait HttpLayer: Clone + Send + Sync + 'static {
         E: std::error::Error + Send + Sync + 'static,
         F: Fn(Option<String>) -> Fut + Send + Sync,
         Fut: Future<Output = PostResult<E>> + Send;
+
+    /// [`HttpLayer::post`] knowing the id of the request the POST carries (`None` for a
+    /// notification or a response); by default the same as `post`.
+    fn post_for<E, F, Fut>(
+        &self,
+        _request: Option<RequestId>,
+        attached: bool,
+        auth: Option<String>,
+        send: F,
+    ) -> impl Future<Output = PostResult<E>> + Send
+    where
+        E: std::error::Error + Send + Sync + 'static,
+        F: Fn(Option<String>) -> Fut + Send + Sync,
+        Fut: Future<Output = PostResult<E>> + Send,
+    {
+        self.post(attached, auth, send)
+    }
 
     /// A GET of the server's event stream.
     fn get<E, F, Fut>(
@@ -88,7 +105,7 @@ impl<L: HttpLayer, C: StreamableHttpClient + Sync> StreamableHttpClient for Laye
     ) -> PostResult<Self::Error> {
         let attached = session_id.is_some();
         self.layer
-            .post(attached, auth_header, |auth| {
+            .post_for(request_id(&message), attached, auth_header, |auth| {
                 self.inner.post_message(
                     uri.clone(),
                     message.clone(),
@@ -111,7 +128,7 @@ impl<L: HttpLayer, C: StreamableHttpClient + Sync> StreamableHttpClient for Laye
     ) -> PostResult<Self::Error> {
         let attached = session_id.is_some();
         self.layer
-            .post(attached, auth_header, |auth| {
+            .post_for(request_id(&message), attached, auth_header, |auth| {
                 self.inner.post_message_with_max_sse_event_size(
                     uri.clone(),
                     message.clone(),
@@ -135,7 +152,7 @@ impl<L: HttpLayer, C: StreamableHttpClient + Sync> StreamableHttpClient for Laye
     ) -> PostResult<Self::Error> {
         let attached = session_id.is_some();
         self.layer
-            .post(attached, auth_header, |auth| {
+            .post_for(request_id(&message), attached, auth_header, |auth| {
                 self.inner.post_message_with_response_limits(
                     uri.clone(),
                     message.clone(),
@@ -203,6 +220,14 @@ impl<L: HttpLayer, C: StreamableHttpClient + Sync> StreamableHttpClient for Laye
                 )
             })
             .await
+    }
+}
+
+/// The id of the request `message` carries, if it is one.
+fn request_id(message: &ClientJsonRpcMessage) -> Option<RequestId> {
+    match message {
+        ClientJsonRpcMessage::Request(r) => Some(r.id.clone()),
+        _ => None,
     }
 }
 

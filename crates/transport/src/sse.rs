@@ -11,9 +11,12 @@
 //! - messages are POSTed only to an endpoint on the SSE URL's origin (scheme, host, port); an
 //!   endpoint elsewhere is refused before anything is sent, so the configured headers never
 //!   leave that origin (redirects are followed only within it, at most 5);
+//! - every `message` event is decoded through [`Inbound`]: an undecodable answer fails its
+//!   request at once, an answer to no request is logged and counted;
 //! - configured header values are marked sensitive and appear in no log or error; URLs in
 //!   errors and logs lose their query and user info;
-//! - one SSE event is at most [`MAX_EVENT_BYTES`] (16 MiB); a larger one ends the stream with an
+//! - one SSE event is at most the server's `maxMessageBytes` (default 64 MiB; a parser made
+//!   without one, [`MAX_EVENT_BYTES`]); a larger one ends the stream with an
 //!   error saying so;
 //! - a dropped stream is re-opened at most [`MAX_RECONNECTS`] times in a row (the count restarts
 //!   when a `message` arrives), after exponential backoff starting at the server's `retry:` (or
@@ -46,6 +49,7 @@ use crate::connector::{BoxFuture, ConnectOptions, Connector, Session, initialize
 use crate::error::TransportError;
 use crate::handler::HarnessClient;
 use crate::http::shown;
+use crate::inbound::Inbound;
 use crate::wire::WireNotes;
 
 /// The most bytes one SSE event (its lines, before dispatch) may take.
@@ -136,12 +140,7 @@ impl Connector for LegacySseConnector {
             };
             let transport = tokio::time::timeout(
                 options.startup_timeout,
-                LegacySseTransport::open_observed(
-                    client,
-                    url,
-                    options.server.clone(),
-                    options.wire.clone(),
-                ),
+                LegacySseTransport::open_observed(client, url, options.inbound(true)),
             )
             .await
             .map_err(|_| timed_out())??;
@@ -505,6 +504,8 @@ struct Post {
 /// rmcp's `Transport<RoleClient>` over a legacy HTTP+SSE session.
 pub struct LegacySseTransport {
     inbound: mpsc::Receiver<ServerJsonRpcMessage>,
+    /// Notes each request sent, so answers to no request are recognised.
+    decoder: Inbound,
     posts: mpsc::UnboundedSender<Post>,
     cancel: CancellationToken,
     _stop_tasks: DropGuard,
@@ -518,20 +519,28 @@ impl LegacySseTransport {
         sse_url: Url,
         server: String,
     ) -> Result<Self, TransportError> {
-        Self::open_observed(client, sse_url, server, WireNotes::default()).await
+        let inbound = Inbound::new(
+            &server,
+            crate::inbound::DEFAULT_MAX_MESSAGE_BYTES,
+            WireNotes::default(),
+            true,
+        );
+        Self::open_observed(client, sse_url, inbound).await
     }
 
-    /// [`Self::open`], showing every message to `wire` before it is decoded.
+    /// [`Self::open`], decoding every message through `inbound` (which shows it to its wire
+    /// notes, holds it to its size cap and fails the request an undecodable one answers).
     pub async fn open_observed(
         client: reqwest::Client,
         sse_url: Url,
-        server: String,
-        wire: WireNotes,
+        inbound: Inbound,
     ) -> Result<Self, TransportError> {
+        let server = inbound.server().to_string();
         let (mut stream, base) = get_stream(&client, &sse_url, None)
             .await
             .map_err(|e| e.into_transport_error(&sse_url))?;
-        let mut parser = SseParser::default();
+        // The cap plus room for the event's framing (`data:` prefixes).
+        let mut parser = SseParser::with_limit(inbound.limit().saturating_add(1024));
         let mut early = Vec::new();
         let mut events = Vec::new();
         let mut endpoint = None;
@@ -577,7 +586,7 @@ impl LegacySseTransport {
                             .map_err(TransportError::InvalidConfig)?;
                         endpoint = Some(url);
                     }
-                    "message" => early.extend(decode(&server, &wire, &event.data)),
+                    "message" => early.extend(inbound.decode(event.data.as_bytes(), None)),
                     _ => {}
                 }
             }
@@ -585,7 +594,8 @@ impl LegacySseTransport {
         let endpoint = endpoint.expect("loop ends with an endpoint");
         tracing::debug!(server = %server, endpoint = %shown(&endpoint), "legacy SSE endpoint");
         let cancel = CancellationToken::new();
-        let (inbound_tx, inbound) = mpsc::channel(INBOUND_BUFFER);
+        let inbound_decoder = inbound.clone();
+        let (inbound_tx, inbound_rx) = mpsc::channel(INBOUND_BUFFER);
         let (posts, post_rx) = mpsc::unbounded_channel();
         let reader = Reader {
             client: client.clone(),
@@ -594,14 +604,15 @@ impl LegacySseTransport {
             endpoint: endpoint.clone(),
             parser,
             inbound: inbound_tx,
-            wire,
+            decoder: inbound.clone(),
             cancel: cancel.clone(),
             server: server.clone(),
         };
         tokio::spawn(reader.run(stream, early));
         tokio::spawn(post_loop(client, endpoint, post_rx, cancel.clone(), server));
         Ok(Self {
-            inbound,
+            inbound: inbound_rx,
+            decoder: inbound_decoder,
             posts,
             _stop_tasks: cancel.clone().drop_guard(),
             cancel,
@@ -616,6 +627,7 @@ impl Transport<RoleClient> for LegacySseTransport {
         &mut self,
         item: ClientJsonRpcMessage,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.decoder.sent(&item);
         // Queued now, so POSTs keep the order of these calls.
         let (done, result) = oneshot::channel();
         let queued = self
@@ -644,19 +656,6 @@ impl Transport<RoleClient> for LegacySseTransport {
     }
 }
 
-/// Decodes a `message` event (shown to `wire` first); a malformed one is logged (without its
-/// content) and skipped.
-fn decode(server: &str, wire: &WireNotes, data: &str) -> Option<ServerJsonRpcMessage> {
-    wire.observe(data.as_bytes());
-    match serde_json::from_str(data) {
-        Ok(message) => Some(message),
-        Err(e) => {
-            tracing::warn!(server = %server, error = %e, "skipping a malformed SSE message");
-            None
-        }
-    }
-}
-
 /// How one stream ended.
 enum StreamEnd {
     /// The transport was closed or dropped.
@@ -675,7 +674,7 @@ struct Reader {
     endpoint: Url,
     parser: SseParser,
     inbound: mpsc::Sender<ServerJsonRpcMessage>,
-    wire: WireNotes,
+    decoder: Inbound,
     cancel: CancellationToken,
     server: String,
 }
@@ -762,7 +761,7 @@ impl Reader {
                 match event.event.as_str() {
                     "message" => {
                         *failures = 0;
-                        if let Some(message) = decode(&self.server, &self.wire, &event.data)
+                        if let Some(message) = self.decoder.decode(event.data.as_bytes(), None)
                             && !self.deliver(message).await
                         {
                             return StreamEnd::Stopped;

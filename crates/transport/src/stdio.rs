@@ -19,6 +19,7 @@ use tokio::sync::watch;
 use crate::connector::{BoxFuture, ConnectOptions, Connector, Session, initialize};
 use crate::error::TransportError;
 use crate::handler::HarnessClient;
+use crate::lines::LineTransport;
 use crate::stderr::StderrTail;
 
 /// How to start a stdio server.
@@ -108,8 +109,8 @@ impl Connector for StdioConnector {
             let tail = StderrTail::default();
             tail.drain(options.server.clone(), stderr);
             tracing::debug!(server = %options.server, command = %spec.command, pgid = group.pgid, "spawned stdio server");
-            let stdout = crate::wire::TapRead::new(stdout, options.wire.clone());
-            initialize(handler, (stdout, stdin), &options, Some(tail), Some(group)).await
+            let transport = LineTransport::new(stdout, stdin, options.inbound(true));
+            initialize(handler, transport, &options, Some(tail), Some(group)).await
         })
     }
 }

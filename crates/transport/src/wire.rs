@@ -29,11 +29,14 @@ use std::task::{Context, Poll};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use memchr::memmem::Finder;
-use rmcp::model::ServerJsonRpcMessage;
-use rmcp::transport::streamable_http_client::{StreamableHttpError, StreamableHttpPostResponse};
+use rmcp::model::{RequestId, ServerJsonRpcMessage};
+use rmcp::transport::streamable_http_client::{
+    SseError, StreamableHttpError, StreamableHttpPostResponse,
+};
 use serde_json::Value;
 use tokio::io::{AsyncRead, ReadBuf};
 
+use crate::inbound::{Decoded, Inbound};
 use crate::layer::{HttpLayer, PostResult, StreamResult};
 
 /// The longest single message the tap parses (larger ones pass through unobserved).
@@ -76,6 +79,7 @@ struct Notes {
 #[derive(Debug, Clone, Default)]
 pub struct WireNotes {
     notes: Arc<Mutex<Notes>>,
+    anomalies: Arc<Mutex<crate::inbound::Anomalies>>,
 }
 
 impl WireNotes {
@@ -98,6 +102,35 @@ impl WireNotes {
     pub fn requires_task(&self, tool: &str) -> bool {
         let notes = self.lock();
         notes.task_tool_calls && notes.task_tools.get(tool) == Some(&TaskSupport::Required)
+    }
+
+    /// Where the connection's record of undeliverable messages stands now; pass it to
+    /// [`WireNotes::anomalies_since`] when a request sent after this times out.
+    pub fn anomaly_mark(&self) -> u64 {
+        self.anomalies().mark()
+    }
+
+    /// What the server sent since `mark` that answered no request or could not be decoded (a
+    /// response with an unknown id, an undecodable or oversized message), most recent last.
+    pub fn anomalies_since(&self, mark: u64) -> Option<String> {
+        self.anomalies().since(mark)
+    }
+
+    /// How many responses matched no request, and how many messages could not be delivered
+    /// (undecodable or over the cap) and answered nothing, on this connection.
+    pub fn counts(&self) -> (u64, u64) {
+        let a = self.anomalies();
+        (a.unknown_ids, a.undeliverable)
+    }
+
+    pub(crate) fn anomaly(&self, what: &str, count: impl FnOnce(&mut crate::inbound::Anomalies)) {
+        let mut a = self.anomalies();
+        count(&mut a);
+        a.record(what.to_string());
+    }
+
+    fn anomalies(&self) -> std::sync::MutexGuard<'_, crate::inbound::Anomalies> {
+        self.anomalies.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Notes> {
@@ -231,8 +264,9 @@ static TASK: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"task")
 static PROGRESS: LazyLock<Finder<'static>> =
     LazyLock::new(|| Finder::new(b"\"notifications/progress\""));
 
-/// An [`AsyncRead`] of newline-delimited JSON-RPC (stdio, in-process) that shows every line to
-/// [`WireNotes`] as it passes, unchanged.
+/// An [`AsyncRead`] of newline-delimited JSON-RPC that shows every line to [`WireNotes`] as it
+/// passes, unchanged. The built-in connectors no longer use it: their
+/// [`crate::lines::LineTransport`] shows each line to the notes as it decodes it.
 pub struct TapRead<R> {
     inner: R,
     notes: WireNotes,
@@ -307,32 +341,72 @@ impl<R: AsyncRead + Unpin> AsyncRead for TapRead<R> {
     }
 }
 
-/// The [`HttpLayer`] that shows every SSE-framed server message (POST response streams and
-/// the GET stream) to [`WireNotes`] before rmcp decodes it (a response sent as one JSON body is
-/// decoded inside the wrapped client and is not seen), and that recognises a session the
-/// server lost even when it does not say so with a 404 (see its `post`).
+/// The [`HttpLayer`] that passes every SSE-framed server message (POST response streams and
+/// the GET stream) through [`Inbound`] before rmcp decodes it — the wire notes see it, a
+/// listing loses only its undecodable entries, and an undecodable, oversized or non-UTF-8
+/// answer fails its request at once with the reason (a response sent as one JSON body is
+/// decoded inside the wrapped client: only its failures are seen, and turned into the
+/// request's error) — and that recognises a session the server lost even when it does not say
+/// so with a 404 (see its `post_for`).
 #[derive(Clone)]
 pub struct Tap {
-    notes: WireNotes,
+    inbound: Inbound,
 }
 
+/// The start of rmcp's error for a JSON body that is no JSON-RPC message.
+const JSON_PARSE_ERROR: &str = "could not parse JSON response as ServerJsonRpcMessage: ";
+
 impl Tap {
-    /// A tap reporting to `notes`.
-    pub fn new(notes: WireNotes) -> Self {
-        Self { notes }
+    /// A tap decoding through `inbound` (which reports to its wire notes).
+    pub fn new(inbound: Inbound) -> Self {
+        Self { inbound }
     }
 
-    fn tap_stream<E: Send + 'static>(
+    fn tap_stream(
         &self,
-        stream: BoxStream<'static, Result<sse_stream::Sse, E>>,
-    ) -> BoxStream<'static, Result<sse_stream::Sse, E>> {
-        let notes = self.notes.clone();
+        stream: BoxStream<'static, Result<sse_stream::Sse, SseError>>,
+        origin: Option<RequestId>,
+    ) -> BoxStream<'static, Result<sse_stream::Sse, SseError>> {
+        let inbound = self.inbound.clone();
         stream
-            .inspect(move |event| {
-                if let Ok(event) = event
-                    && let Some(data) = &event.data
-                {
-                    notes.observe(data.as_bytes());
+            .map(move |item| match item {
+                Ok(mut event) => {
+                    let message = matches!(event.event.as_deref(), None | Some("" | "message"));
+                    if let (true, Some(data)) = (message, &event.data) {
+                        match inbound.decode_raw(data.as_bytes(), origin.as_ref()) {
+                            Decoded::AsSent(_) => {}
+                            Decoded::Replaced(m) => {
+                                event.data = serde_json::to_string(&m).ok().or(event.data);
+                            }
+                            // Keep the event for its id and retry fields; rmcp skips no data.
+                            Decoded::Dropped => event.data = None,
+                        }
+                    }
+                    Ok(event)
+                }
+                Err(e) => {
+                    let replaced = match &e {
+                        SseError::Body(b)
+                            if b.to_string().contains("exceeded the maximum size") =>
+                        {
+                            let limit = inbound.limit();
+                            inbound.too_large(limit, false, Default::default(), origin.as_ref())
+                        }
+                        SseError::Utf8Parse(u) => inbound.undecodable_because(
+                            format!("it is not valid UTF-8 ({u})"),
+                            origin.as_ref(),
+                        ),
+                        _ => None,
+                    };
+                    match replaced.and_then(|m| serde_json::to_string(&m).ok()) {
+                        Some(data) => Ok(sse_stream::Sse {
+                            event: None,
+                            data: Some(data),
+                            id: None,
+                            retry: None,
+                        }),
+                        None => Err(e),
+                    }
                 }
             })
             .boxed()
@@ -340,11 +414,27 @@ impl Tap {
 }
 
 impl HttpLayer for Tap {
-    /// Taps an SSE response, and recognises a lost session the way rmcp recognises a 404: some
-    /// servers answer a request in a session they forgot with 400, or 200, and a JSON-RPC error
-    /// "session not found" (often with a null id, which would leave the request waiting for
-    /// ever). Only for a request sent in a session; rmcp then re-initialises once and resends.
     async fn post<E, F, Fut>(&self, attached: bool, auth: Option<String>, send: F) -> PostResult<E>
+    where
+        E: std::error::Error + Send + Sync + 'static,
+        F: Fn(Option<String>) -> Fut + Send + Sync,
+        Fut: Future<Output = PostResult<E>> + Send,
+    {
+        self.post_for(None, attached, auth, send).await
+    }
+
+    /// Taps an SSE response; turns a JSON body over the cap or undecodable into the request's
+    /// error; and recognises a lost session the way rmcp recognises a 404: some servers answer
+    /// a request in a session they forgot with 400, or 200, and a JSON-RPC error "session not
+    /// found" (often with a null id, which would leave the request waiting for ever). Only for
+    /// a request sent in a session; rmcp then re-initialises once and resends.
+    async fn post_for<E, F, Fut>(
+        &self,
+        request: Option<RequestId>,
+        attached: bool,
+        auth: Option<String>,
+        send: F,
+    ) -> PostResult<E>
     where
         E: std::error::Error + Send + Sync + 'static,
         F: Fn(Option<String>) -> Fut + Send + Sync,
@@ -352,13 +442,38 @@ impl HttpLayer for Tap {
     {
         match send(auth).await {
             Ok(StreamableHttpPostResponse::Sse(stream, session)) => Ok(
-                StreamableHttpPostResponse::Sse(self.tap_stream(stream), session),
+                StreamableHttpPostResponse::Sse(self.tap_stream(stream, request), session),
             ),
+            Err(StreamableHttpError::ResponseBodyTooLarge { max_size }) if request.is_some() => {
+                match self
+                    .inbound
+                    .too_large(max_size, false, Default::default(), request.as_ref())
+                {
+                    Some(m) => Ok(StreamableHttpPostResponse::Json(m, None)),
+                    None => Err(StreamableHttpError::ResponseBodyTooLarge { max_size }),
+                }
+            }
+            Err(StreamableHttpError::UnexpectedServerResponse(text))
+                if request.is_some() && text.starts_with(JSON_PARSE_ERROR) =>
+            {
+                let reason: String = text[JSON_PARSE_ERROR.len()..].chars().take(300).collect();
+                match self.inbound.undecodable_because(reason, request.as_ref()) {
+                    Some(m) => Ok(StreamableHttpPostResponse::Json(m, None)),
+                    None => Err(StreamableHttpError::UnexpectedServerResponse(text)),
+                }
+            }
             Ok(StreamableHttpPostResponse::Json(ServerJsonRpcMessage::Error(error), _))
                 if attached && session_lost(&error.error.message) =>
             {
                 tracing::debug!("the server lost the session (JSON-RPC error)");
                 Err(StreamableHttpError::SessionExpired)
+            }
+            // A JSON body answers this request only: another id would leave it waiting.
+            Ok(StreamableHttpPostResponse::Json(message, session)) if request.is_some() => {
+                match self.inbound.wrong_id(&message, request.as_ref()) {
+                    Some(error) => Ok(StreamableHttpPostResponse::Json(error, session)),
+                    None => Ok(StreamableHttpPostResponse::Json(message, session)),
+                }
             }
             Err(e)
                 if attached
@@ -378,7 +493,7 @@ impl HttpLayer for Tap {
         F: Fn(Option<String>) -> Fut + Send + Sync,
         Fut: Future<Output = StreamResult<E>> + Send,
     {
-        Ok(self.tap_stream(send(auth).await?))
+        Ok(self.tap_stream(send(auth).await?, None))
     }
 }
 

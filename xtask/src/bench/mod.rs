@@ -452,6 +452,7 @@ impl Bench {
                 enabled: true,
                 startup_timeout: STARTUP_TIMEOUT,
                 tool_timeout: CALL_TIMEOUT,
+                max_message_bytes: mcp_harness_transport::DEFAULT_MAX_MESSAGE_BYTES,
                 include_tools: None,
                 exclude_tools: Vec::new(),
                 untrusted: None,
