@@ -346,6 +346,10 @@ impl Inbound {
 
     /// [`Inbound::decode`], saying whether the message is the one the server sent.
     pub fn decode_raw(&self, bytes: &[u8], origin: Option<&RequestId>) -> Decoded {
+        // An empty event (an SSE priming event, a blank line) carries no message.
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Decoded::Dropped;
+        }
         self.wire.observe(bytes);
         let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
         if bytes.len() > self.limit {
