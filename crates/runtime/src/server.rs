@@ -492,11 +492,12 @@ impl ServerActor {
             });
         }
         // At startup, `startupTimeoutSec` is the budget of all attempts together.
+        // (The first attempt has all of it: it starts with the budget.)
         let budget = match self.startup_deadline {
-            Some(deadline) => deadline
+            Some(deadline) if self.status.attempts > 0 => deadline
                 .saturating_duration_since(tokio::time::Instant::now())
                 .max(Duration::from_millis(1)),
-            None => self.config.startup_timeout,
+            _ => self.config.startup_timeout,
         };
 
         let weak = ctx.address().downgrade();
