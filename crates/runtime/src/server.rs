@@ -331,6 +331,10 @@ pub struct ServerActor {
     /// after a later failure, such as the first listing); dropped again when that handshake
     /// is refused too, so the next attempt opens with `initialize` (R8).
     fallback: Option<ProtocolVersion>,
+    /// Why `initialize` was refused, while `server/discover` is being tried in its place: if
+    /// that is refused too, this is the error the server is failed with (the server is not of
+    /// the newer era, so the discover refusal says nothing useful).
+    refused_initialize: Option<String>,
     /// While starting (first connect, or after `Restart`): when `startupTimeoutSec` runs out for
     /// all attempts together; `None` once connected.
     startup_deadline: Option<tokio::time::Instant>,
@@ -379,6 +383,7 @@ impl ServerActor {
             missed_pings: 0,
             auth_watch: None,
             fallback: None,
+            refused_initialize: None,
             startup_deadline: None,
             probing: false,
             exited: false,
@@ -654,6 +659,7 @@ impl ServerActor {
                 self.status.attempts = 0;
                 self.status.next_retry = None;
                 self.missed_pings = 0;
+                self.refused_initialize = None;
                 if self.connector.is_remote() {
                     let every = self.settings.reconnect.health_interval;
                     self.health = Some(ctx.run_interval(every, |act, ctx| act.health_check(ctx)));
@@ -684,6 +690,7 @@ impl ServerActor {
                         // try `server/discover` once before giving up (R8: fall back across eras).
                         tracing::info!(server = %self.name(), "initialize refused; trying server/discover (protocol 2026-07-28)");
                         self.fallback = Some(ProtocolVersion::V_2026_07_28);
+                        self.refused_initialize = Some(e.to_string());
                         self.connect(ctx);
                         return;
                     }
@@ -692,7 +699,11 @@ impl ServerActor {
                     tracing::info!(server = %self.name(), "server/discover refused too; the next attempt uses initialize");
                     self.fallback = None;
                 }
-                let mut message = e.to_string();
+                let refused_initialize = self.refused_initialize.take();
+                let mut message = match refused_initialize {
+                    Some(first) if refused_handshake => first,
+                    _ => e.to_string(),
+                };
                 if self.connector.is_remote() && e.retryable() {
                     // The attempt after the next backoff would start past the startup budget.
                     let next = self.settings.reconnect.delay(

@@ -57,26 +57,7 @@ pub struct Case {
 
 /// Cases that fail on main today, with the issue-13 point whose fix makes them pass.
 /// `--skip-known` leaves them out (CI); remove a line when its fix lands.
-pub const KNOWN_FAILING: &[(&str, u8)] = &[
-    ("oversize-message", 2),
-    ("endless-line", 2),
-    ("invalid-utf8", 3),
-    ("nested-schema", 3),
-    ("setsid-grandchild", 6),
-    ("signal-hup", 6),
-    ("signal-kill", 6),
-    ("http-404-initialized", 1),
-    ("http-drop-initialized", 1),
-    ("http-endless-sse-initialized", 1),
-    ("http-404-list", 1),
-    ("http-drop-list", 1),
-    ("http-endless-sse-list", 1),
-    ("http-500-initialize", 9),
-    ("http-500-list", 9),
-    ("http-500-call", 9),
-    ("http-404-call", 9),
-    ("http-drop-call", 9),
-];
+pub const KNOWN_FAILING: &[(&str, u8)] = &[];
 
 /// The issue point a known-failing case waits for.
 pub fn known_point(name: &str) -> Option<u8> {

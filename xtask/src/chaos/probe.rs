@@ -58,7 +58,12 @@ pub fn main(args: &[String]) -> ExitCode {
     };
     rt.block_on(async move {
         let start = Instant::now();
-        let runtime = match Runtime::start(config) {
+        // The probe is the harness of the run, as the CLI is: a child subreaper, so a server's
+        // `setsid` descendants come back to it and die with it.
+        let runtime = match mcp_harness_runtime::RuntimeBuilder::new(config)
+            .child_subreaper(true)
+            .start()
+        {
             Ok(r) => r,
             Err(e) => {
                 eprintln!("chaos-probe: {e}");
