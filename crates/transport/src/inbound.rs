@@ -101,7 +101,7 @@ impl std::fmt::Display for WireFault {
 }
 
 impl WireFault {
-    /// The JSON-RPC error that fails the request, recognisable by [`WireFault::from_error`].
+    /// The JSON-RPC error that fails the request, recognisable by [`WireFault::is_wire_fault`].
     pub fn to_error(&self) -> ErrorData {
         let data = match self {
             WireFault::TooLarge {

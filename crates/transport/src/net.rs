@@ -4,7 +4,7 @@
 //! Invariants:
 //! - a message made here never holds a Rust type name (rmcp names its transport by type) nor a
 //!   URL's user info, query or fragment: URLs inside library messages are cut out, and the
-//!   caller adds the server's URL through [`crate::http::shown`];
+//!   caller adds the server's URL (as `http::shown` prints it: no query);
 //! - a [`Breakage`] fires at most once, with the first reason, and only for a failure of the
 //!   connection itself (refused, reset, cut short, timed out connecting): an HTTP status, a
 //!   refused authorization or an unreadable message never fires it.
