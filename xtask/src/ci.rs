@@ -104,41 +104,10 @@ fn no_leftover_servers(run_id: &str) -> Result<(), String> {
 
 /// Live processes whose environment carries `TEST_RUN_VAR=run_id`, as `pid N: cmdline`.
 fn leftover_servers(run_id: &str) -> Vec<String> {
-    let tag = format!("{TEST_RUN_VAR}={run_id}");
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut found = Vec::new();
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid == std::process::id() {
-            continue;
-        }
-        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-        let state = stat
-            .rsplit(')')
-            .next()
-            .and_then(|s| s.split_whitespace().next())
-            .unwrap_or("Z");
-        if state == "Z" {
-            continue;
-        }
-        // Another user's process cannot be read, and cannot be ours either.
-        let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
-        if !environ.split(|&b| b == 0).any(|v| v == tag.as_bytes()) {
-            continue;
-        }
-        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        found.push(format!("  pid {pid}: {}", cmdline.trim()));
-    }
-    found
+    crate::chaos::procs::carrying(TEST_RUN_VAR, run_id)
+        .into_iter()
+        .map(|pid| format!("  pid {pid}: {}", crate::chaos::procs::cmdline(pid)))
+        .collect()
 }
 
 #[cfg(test)]

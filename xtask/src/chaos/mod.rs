@@ -15,7 +15,7 @@
 
 mod cases;
 pub mod probe;
-mod procs;
+pub(crate) mod procs;
 pub mod raw;
 
 use std::collections::{BTreeMap, VecDeque};

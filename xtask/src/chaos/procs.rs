@@ -12,7 +12,13 @@ pub const TAG_VAR: &str = "MCP_CHAOS_RUN";
 
 /// Pids of the live (non-zombie) processes tagged with `tag`.
 pub fn tagged(tag: &str) -> Vec<u32> {
-    let needle = format!("{TAG_VAR}={tag}");
+    carrying(TAG_VAR, tag)
+}
+
+/// Pids of the live (non-zombie) processes, other than this one, whose environment holds
+/// `var=value`. A process that cannot be read (another user's) cannot be ours either.
+pub fn carrying(var: &str, value: &str) -> Vec<u32> {
+    let needle = format!("{var}={value}");
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -25,6 +31,9 @@ pub fn tagged(tag: &str) -> Vec<u32> {
         else {
             continue;
         };
+        if pid == std::process::id() {
+            continue;
+        }
         let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
             continue;
         };
