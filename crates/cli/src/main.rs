@@ -15,6 +15,24 @@ macro_rules! emit {
     }};
 }
 
+/// `eprintln!` that never panics: when stderr is gone (a closed pipe, a hung-up terminal) the line
+/// is dropped. A panic there would take down whichever thread was speaking (an approval prompt,
+/// a progress line) and, on the main thread, turn any exit into 101.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// `eprint!` with the same behaviour as [`say!`].
+macro_rules! say_part {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 /// `println!` with the same behaviour as [`emit!`].
 macro_rules! emitln {
     ($($arg:tt)*) => {{
@@ -189,22 +207,27 @@ fn init_logs(verbose: u8) {
         .with_env_filter(filter)
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(|| RedactedStderr)
+        // tracing-subscriber reports a failed write with `eprintln!`, which panics when stderr
+        // is gone; `RedactedStderr` never fails, and this keeps it that way.
+        .log_internal_errors(false)
         .init();
 }
 
 /// The log's stderr: each formatted event (written whole) passes through the one redaction
-/// (`transport::redact`), so neither our logs nor rmcp's show a configured secret.
+/// (`transport::redact`), so neither our logs nor rmcp's show a configured secret. A write that
+/// fails (stderr closed) is dropped, never reported: the log must not break what it describes.
 struct RedactedStderr;
 
 impl std::io::Write for RedactedStderr {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let shown = mcp_harness_runtime::transport::redact::text(&String::from_utf8_lossy(buf));
-        std::io::stderr().write_all(shown.as_bytes())?;
+        let _ = std::io::stderr().write_all(shown.as_bytes());
         Ok(buf.len())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        std::io::stderr().flush()
+        let _ = std::io::stderr().flush();
+        Ok(())
     }
 }
 
@@ -223,7 +246,7 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            say!("error: cannot start the async runtime: {e}");
             return ExitCode::from(1);
         }
     };
@@ -390,12 +413,12 @@ async fn execute(
                         }
                     };
                     if outcome.is_error {
-                        eprint!("tool error: {}", text(std::io::stderr().is_terminal()));
+                        say_part!("tool error: {}", text(std::io::stderr().is_terminal()));
                     } else {
                         emit!("{}", text(std::io::stdout().is_terminal()));
                     }
                     for warning in &outcome.warnings {
-                        eprintln!("warning: {warning}");
+                        say!("warning: {warning}");
                     }
                     match (outcome.is_error, outcome.warnings.is_empty()) {
                         (true, _) => 1,
@@ -444,7 +467,7 @@ async fn execute(
                             return 0;
                         }
                     }
-                    Some(line) = lines.recv() => eprintln!("{}", watch::command(runtime, &line)),
+                    Some(line) = lines.recv() => say!("{}", watch::command(runtime, &line)),
                 }
             }
         }

@@ -156,7 +156,7 @@ impl Display {
                             .get(name)
                             .is_none_or(|s| s.state.is_settled());
                     }
-                    eprintln!(
+                    say!(
                         "waiting for {} server(s): {}",
                         waiting.len(),
                         waiting.join(", ")
@@ -168,7 +168,7 @@ impl Display {
                     };
                     if !*printed && *announced && status.state.is_settled() {
                         *printed = true;
-                        eprintln!(
+                        say!(
                             "{} after {:.1}s",
                             outcome(status, tools(name)),
                             started.elapsed().as_secs_f32()

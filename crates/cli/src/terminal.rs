@@ -171,7 +171,7 @@ impl ClientCallbacks for TerminalElicitation {
                     requested_schema,
                     ..
                 } => {
-                    eprintln!("\n{server} asks: {message}");
+                    say!("\n{server} asks: {message}");
                     let schema = serde_json::to_value(&requested_schema).unwrap_or_default();
                     let mut content = Map::new();
                     let properties = schema
@@ -207,7 +207,7 @@ impl ClientCallbacks for TerminalElicitation {
                     json!({"action": "accept", "content": content})
                 }
                 ElicitRequestParams::UrlElicitationParams { message, url, .. } => {
-                    eprintln!("\n{server} asks: {message}\n  open: {url}");
+                    say!("\n{server} asks: {message}\n  open: {url}");
                     match ask("Press Enter when done, or type `no` to decline: ".into())
                         .await
                         .as_deref()

@@ -699,3 +699,38 @@ fn call_cleans_terminal_output_and_flags_faulty_results() {
         "the server was shut down"
     );
 }
+
+/// A closed stderr (the reading end of a `2>&1 | ...` pipeline gone, a hung-up terminal) costs
+/// the log lines and nothing else: with every log level on, a call still runs and prints its
+/// result, and the exit status is the call's. Before, tracing reported the failed log write
+/// with `eprintln!`, which panicked the thread that logged: the call failed with status 1 and
+/// no output.
+#[test]
+fn a_closed_stderr_costs_only_the_log() {
+    let dir = temp_dir();
+    let config = fixture_config(&dir, &format!("closed-stderr-{}", uuid_like()));
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    let out = Command::new(bin())
+        .args([
+            "call",
+            "mcp__fx__echo",
+            r#"{"message": "still here"}"#,
+            "--config",
+        ])
+        .arg(&config)
+        .env("NO_COLOR", "1")
+        .env("RUST_LOG", "trace")
+        .stdin(Stdio::null())
+        .stderr(Stdio::from(writer))
+        .output()
+        .expect("run mcp-harness");
+    assert_eq!(
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).trim()
+        ),
+        (Some(0), "still here")
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

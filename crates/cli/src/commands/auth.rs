@@ -73,7 +73,7 @@ pub async fn login(config_path: Option<&Path>, args: &LoginArgs) -> Result<(), S
             .token()
             .await
             .map_err(|e| e.to_string())?;
-        eprintln!(
+        say!(
             "`{}` uses the `{}` grant (`oauth.grant`): no login needed; a token was fetched and \
              stored {}.",
             args.server,
@@ -117,7 +117,7 @@ pub async fn login(config_path: Option<&Path>, args: &LoginArgs) -> Result<(), S
     auth::login(&args.server, &url, &settings, &browser, store.clone())
         .await
         .map_err(|e| e.to_string())?;
-    eprintln!(
+    say!(
         "Logged in to `{}`; tokens stored {}.",
         args.server,
         stored_where(&store)
@@ -149,13 +149,13 @@ pub async fn logout(config_path: Option<&Path>, server: &str) -> Result<(), Stri
     };
     match &revoked {
         auth::revoke::Revocation::Revoked { tokens } => {
-            eprintln!("Revoked {tokens} token(s) of `{server}` at its authorization server.");
+            say!("Revoked {tokens} token(s) of `{server}` at its authorization server.");
         }
-        auth::revoke::Revocation::NotSupported => eprintln!(
+        auth::revoke::Revocation::NotSupported => say!(
             "`{server}`'s authorization server offers no revocation endpoint; its tokens stay \
              valid there until they expire."
         ),
-        auth::revoke::Revocation::Failed(why) => eprintln!(
+        auth::revoke::Revocation::Failed(why) => say!(
             "warning: could not revoke `{server}`'s tokens ({why}); they stay valid there until \
              they expire."
         ),
@@ -171,9 +171,9 @@ pub async fn logout(config_path: Option<&Path>, server: &str) -> Result<(), Stri
         } else {
             ""
         };
-        eprintln!("Logged out of `{server}`: its tokens were deleted{from}.");
+        say!("Logged out of `{server}`: its tokens were deleted{from}.");
     } else {
-        eprintln!("No tokens were stored for `{server}`.");
+        say!("No tokens were stored for `{server}`.");
     }
     Ok(())
 }

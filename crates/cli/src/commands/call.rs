@@ -47,8 +47,8 @@ pub async fn run(
     let result = loop {
         tokio::select! {
             result = &mut call => break result,
-            Some(p) = progress.recv() => eprintln!("{}", progress_line(&p)),
-            Some(u) = status.recv() => eprintln!("{}", status_line(&u)),
+            Some(p) = progress.recv() => say!("{}", progress_line(&p)),
+            Some(u) = status.recv() => say!("{}", status_line(&u)),
         }
     };
     let result = result?;

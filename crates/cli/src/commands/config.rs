@@ -105,7 +105,7 @@ pub async fn run(explicit: Option<&Path>, json: bool, action: Option<&Action>) -
             0
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            say!("error: {e}");
             2
         }
     }
@@ -330,7 +330,7 @@ fn to_table(merged: &Merged) -> String {
 fn import(file: &Path, out: Option<&Path>) -> Result<String, String> {
     let converted = sources::import(file).map_err(|e| e.to_string())?;
     for note in &converted.notes {
-        eprintln!("note: {note}");
+        say!("note: {note}");
     }
     let text = table::pretty(&converted.document);
     let count = converted.servers().map_or(0, |s| s.len());

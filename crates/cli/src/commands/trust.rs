@@ -17,7 +17,7 @@ use serde_json::Value;
 pub fn run(path: Option<&Path>, revoke: bool) -> u8 {
     let sources = super::config::shared_sources();
     let Some(store) = sources.trust_store() else {
-        eprintln!(
+        say!(
             "error: no trust store: the user config location is unknown (set HOME or \
              XDG_CONFIG_HOME)"
         );
@@ -61,7 +61,7 @@ pub fn run(path: Option<&Path>, revoke: bool) -> u8 {
             0
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            say!("error: {e}");
             2
         }
     }
@@ -281,7 +281,7 @@ fn warn_untrusted(file: &UntrustedFile) {
     } else {
         format!("its servers {} are", servers.join(", "))
     };
-    eprintln!(
+    say!(
         "warning: {}; {what} not used. To review and trust it, run: {}",
         file.reason(),
         command(&file.path)
