@@ -31,7 +31,8 @@ use crate::runtime::{Inner, Policy, RESOURCE_UPDATE_BUFFER, Runtime, ValidatorCa
 
 /// Default time a person has to answer an approval.
 pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(300);
-use crate::server::{ProgressRoutes, ServerSettings};
+use crate::progress::ProgressRoutes;
+use crate::server::ServerSettings;
 use crate::supervision::{
     ConnectQueues, DEFAULT_LOCAL_SLOTS, DEFAULT_REMOTE_SLOTS, DEFAULT_SLOT_HOLD, ReconnectPolicy,
 };

@@ -20,6 +20,7 @@ pub mod error;
 pub mod io_threads;
 pub mod listing;
 mod mrtr;
+mod progress;
 pub mod publisher;
 pub mod refresh;
 pub mod registry;

@@ -30,11 +30,10 @@ use crate::config::OutputConfig;
 use crate::desired::{RefreshControl, refresh_if_dirty};
 use crate::error::{CallError, StartError};
 use crate::listing::describe;
+use crate::progress::ProgressRoutes;
 use crate::publisher::{Flush, Published, Publisher, RevisionGate, ServerClient};
 use crate::registry::{Reconciled, Registry};
-use crate::server::{
-    ProgressRoutes, ResourceUpdate, Restart, Revival, ReviveForCall, SHUTDOWN_GRACE, Shutdown,
-};
+use crate::server::{ResourceUpdate, Restart, Revival, ReviveForCall, SHUTDOWN_GRACE, Shutdown};
 
 /// A running harness: servers connecting or connected, and the latest published snapshot.
 pub struct Runtime {
