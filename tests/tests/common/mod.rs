@@ -184,6 +184,43 @@ pub fn processes_with(marker: &str) -> Vec<u32> {
     pids
 }
 
+/// The environment variable a test sets on a stdio server to find it and every descendant
+/// (they inherit it) with [`processes_with_env`].
+pub const MARKER_ENV: &str = "MCP_HARNESS_TEST_MARKER";
+
+/// Pids of live processes (zombies excluded) whose environment has `var=value`.
+pub fn processes_with_env(var: &str, value: &str) -> Vec<u32> {
+    let tag = format!("{var}={value}");
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut pids = Vec::new();
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let (Ok(environ), Ok(stat)) = (
+            std::fs::read(entry.path().join("environ")),
+            std::fs::read_to_string(entry.path().join("stat")),
+        ) else {
+            continue;
+        };
+        let zombie = stat
+            .rsplit(')')
+            .next()
+            .and_then(|s| s.split_whitespace().next())
+            == Some("Z");
+        if !zombie && environ.split(|b| *b == 0).any(|kv| kv == tag.as_bytes()) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
 /// Waits (bounded) until no live process mentions `marker`; returns those still alive.
 pub async fn wait_gone(marker: &str) -> Vec<u32> {
     for _ in 0..50 {
