@@ -2,6 +2,7 @@
 //! transport, and the location of the real peers installed by `.ci/install-peers.sh`.
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod auth_server;
 pub mod http_form;
 
 use std::collections::BTreeMap;
