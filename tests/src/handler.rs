@@ -20,13 +20,14 @@ use std::{
 use rmcp::{
     ErrorData as McpError, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
-        GetPromptRequestParams, GetPromptResponse, GetPromptResult, GetSkillRequestParams,
-        GetSkillResult, Implementation, ListPromptsResult, ListResourceTemplatesResult,
-        ListResourcesResult, ListSkillsResult, ListToolsResult, PaginatedRequestParams,
-        ProgressNotificationParam, PromptMessage, ReadResourceRequestParams, ReadResourceResponse,
-        ReadResourceResult, ResourceContents, Role, ServerCapabilities, ServerConfig,
-        SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+        CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
+        ContentBlock, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
+        GetSkillRequestParams, GetSkillResult, Implementation, ListPromptsResult,
+        ListResourceTemplatesResult, ListResourcesResult, ListSkillsResult, ListToolsResult,
+        PaginatedRequestParams, ProgressNotificationParam, PromptMessage,
+        ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceContents,
+        Role, ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter,
+        UnsubscribeRequestParams,
     },
     service::{NotificationContext, RequestContext, SubscriptionContext},
 };
@@ -234,6 +235,16 @@ impl ServerHandler for FixtureServer {
         info
     }
 
+    async fn on_cancelled(
+        &self,
+        notification: CancelledNotificationParam,
+        _context: NotificationContext<RoleServer>,
+    ) {
+        let id = notification.request_id.map(|id| id.to_string());
+        tracing::debug!(conn = self.conn, ?id, "cancel received");
+        self.lock().versioned.cancelled(id, notification.reason);
+    }
+
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         tracing::debug!(conn = self.conn, "client initialized");
         let mut state = self.lock();
@@ -304,7 +315,10 @@ impl ServerHandler for FixtureServer {
                 result.structured_content = Some(json!({ "sum": sum }));
                 result
             }
-            "slow" => self.slow(args.unsigned("ms")?, &context).await?,
+            "slow" => {
+                self.lock().versioned.slow_started(context.id.to_string());
+                self.slow(args.unsigned("ms")?, &context).await?
+            }
             "large" => {
                 let bytes = args.unsigned("bytes")?;
                 let bytes = usize::try_from(bytes)
@@ -351,6 +365,7 @@ impl ServerHandler for FixtureServer {
                 .await
             }
             "calls" => self.call_counts(),
+            "cancellations" => self.cancellations(),
             "flood" => {
                 self.flood(&args.string("kind")?, args.unsigned("count")?, &context)
                     .await

@@ -5,8 +5,8 @@
 //! [`options`] (flag parsing), `state` (shared mutable catalogue), `tools`
 //! (static definitions), `handler`/`ops` (the MCP server), `lifecycle` (crashes,
 //! HTTP 503s and forgotten sessions), `skills` (the
-//! SEP-2640 skills behind `--skills`) and `serve` (transports and the program
-//! entry point).
+//! SEP-2640 skills behind `--skills`), `serve` (transports and the program
+//! entry point) and `tasks` (the separate task server of the SEP-2663 tests).
 
 pub mod options;
 
@@ -19,6 +19,7 @@ mod ops;
 mod serve;
 mod skills;
 mod state;
+mod tasks;
 mod tools;
 mod versioned;
 mod wire_faults;
@@ -29,3 +30,4 @@ pub use lifecycle::{CRASH_EXIT_CODE, Crashed, HTTP_FAULT_TOOL_NAMES};
 pub use options::{FixtureOptions, SkillTamper, TransportKind};
 pub use serve::{BoxError, run_main, serve_http, serve_in_process, serve_stdio};
 pub use skills::{PDF_FORMS_URI, PDF_SKILL_URI, RELEASE_NOTES_SKILL_URI, SKILL_TOOL_NAMES};
+pub use tasks::{EXPLODE_MESSAGE, QUEUED, RESEARCH_STAGES, TASK_TOOL_NAMES, TaskServer};

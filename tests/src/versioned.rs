@@ -6,7 +6,10 @@
 //! well-behaved server announces a change before making it); a versioned tool's result always
 //! names the version that executed; every tools/call is counted by name before it runs, so a
 //! test can prove a call was never sent; every listing (a list request without a cursor) is
-//! counted by method (`tools/list`, ...), so a test can bound how often a client re-lists.
+//! counted by method (`tools/list`, ...), so a test can bound how often a client re-lists;
+//! every `slow` request's id and every `notifications/cancelled` received are recorded in
+//! order (`cancellations`), so a test can prove a cancel reached the server for the right
+//! request.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -25,7 +28,7 @@ use crate::{
 };
 
 /// Names of the tools this module adds.
-pub const VERSIONED_TOOL_NAMES: [&str; 2] = ["mutate_tool", "calls"];
+pub const VERSIONED_TOOL_NAMES: [&str; 3] = ["mutate_tool", "calls", "cancellations"];
 /// Longest delay `mutate_tool` accepts before the new version executes.
 const MAX_APPLY_AFTER_MS: u64 = 60_000;
 
@@ -36,6 +39,10 @@ pub(crate) struct Versioned {
     tools: BTreeMap<String, (u64, u64)>,
     /// tools/call requests received, by tool name.
     calls: BTreeMap<String, u64>,
+    /// Request ids of the `slow` calls received, in order.
+    slow: Vec<String>,
+    /// `notifications/cancelled` received: (request id, reason), in order.
+    cancelled: Vec<(Option<String>, Option<String>)>,
 }
 
 impl Versioned {
@@ -47,6 +54,16 @@ impl Versioned {
     /// Counts a call of `name`.
     pub(crate) fn count(&mut self, name: &str) {
         *self.calls.entry(name.to_string()).or_insert(0) += 1;
+    }
+
+    /// Records the request id of a `slow` call.
+    pub(crate) fn slow_started(&mut self, request: String) {
+        self.slow.push(request);
+    }
+
+    /// Records a `notifications/cancelled`.
+    pub(crate) fn cancelled(&mut self, request: Option<String>, reason: Option<String>) {
+        self.cancelled.push((request, reason));
     }
 
     /// The listed definitions of the versioned tools: the description and the schema both
@@ -79,7 +96,7 @@ fn definition(name: &str, version: u64) -> Tool {
     )
 }
 
-/// Definitions of `mutate_tool` and `calls`.
+/// Definitions of `mutate_tool`, `calls` and `cancellations`.
 pub fn versioned_tools() -> Vec<Tool> {
     let schema = |v: serde_json::Value| Arc::new(v.as_object().cloned().unwrap_or_default());
     vec![
@@ -99,6 +116,11 @@ pub fn versioned_tools() -> Vec<Tool> {
         Tool::new(
             "calls",
             "Returns how many tools/call requests each tool received, and how many listings each list method served (`tools/list`, ...), as JSON.",
+            schema(json!({"type": "object", "properties": {}})),
+        ),
+        Tool::new(
+            "cancellations",
+            "Returns the request ids of the `slow` calls received (`slow`) and every notifications/cancelled received (`cancelled`: `requestId`, `reason`), in order, as JSON.",
             schema(json!({"type": "object", "properties": {}})),
         ),
     ]
@@ -149,6 +171,18 @@ impl FixtureServer {
     /// A versioned tool's result: the version that executed.
     pub(crate) fn versioned_call(&self, version: u64) -> CallToolResult {
         text_result(json!({"executed_version": version}).to_string())
+    }
+
+    /// `cancellations`.
+    pub(crate) fn cancellations(&self) -> CallToolResult {
+        let state = self.lock();
+        let cancelled: Vec<_> = state
+            .versioned
+            .cancelled
+            .iter()
+            .map(|(id, reason)| json!({"requestId": id, "reason": reason}))
+            .collect();
+        text_result(json!({"slow": state.versioned.slow, "cancelled": cancelled}).to_string())
     }
 
     /// `calls`.

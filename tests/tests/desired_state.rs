@@ -145,31 +145,70 @@ async fn concurrent_refreshes_publish_once() {
     runtime.shutdown().await;
 }
 
+/// R20: pre-warm requests coalesce. While a pre-warm refresh is busy (a server that hangs at
+/// start holds it until its startup timeout), many more changes each followed by a pre-warm
+/// request end in one more refresh that applies the newest: of the servers the intermediate
+/// configurations named, at most the one the first refresh claimed was ever started (seen
+/// through every revision), the last is connected, and nothing is left dirty — with no
+/// `refresh_if_dirty` or `bind_step` from the test.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn prewarm_applies_a_change_ahead_of_need() {
-    let runtime = start(vec![server("a", fixture_stdio(&[]))]);
+async fn prewarm_requests_coalesce_into_few_refreshes() {
+    const CHANGES: usize = 20;
+    let runtime =
+        mcp_harness_runtime::RuntimeBuilder::new(config(vec![server("a", fixture_stdio(&[]))]))
+            .revision_buffer(4096)
+            .start()
+            .expect("start");
     runtime.wait_settled(SETTLE).await;
-    runtime.set_config(config(vec![
-        server("a", fixture_stdio(&[])),
-        server("b", fixture_stdio(&[])),
-    ]));
-    for _ in 0..5 {
-        runtime.prewarm(); // coalesced
+    let mut stream = runtime.revisions();
+    let mut hang = server("hang", fixture_stdio(&["--hang-at-start"]));
+    hang.startup_timeout = Duration::from_secs(2);
+    let generation = |i: usize| {
+        config(vec![
+            server("a", fixture_stdio(&[])),
+            hang.clone(),
+            server(&format!("n{i}"), fixture_stdio(&[])),
+        ])
+    };
+    for i in 0..CHANGES {
+        runtime.set_config(generation(i));
+        runtime.prewarm();
     }
+    let last = format!("n{}", CHANGES - 1);
     let s = runtime
         .wait_for(SETTLE, |s| {
             s.servers
-                .get("b")
+                .get(&last)
                 .is_some_and(|b| b.state == ServerState::Connected)
         })
         .await;
-    assert_eq!(s.servers["b"].state, ServerState::Connected);
+    assert_eq!(s.servers[&last].state, ServerState::Connected, "applied");
+    // The refresh publishes once everything settled; then nothing is dirty (bounded wait).
     let mut tries = 0;
-    while runtime.is_dirty() && tries < 100 {
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    while runtime.is_dirty() && tries < 200 {
+        tokio::time::sleep(Duration::from_millis(25)).await;
         tries += 1;
     }
     assert!(!runtime.is_dirty());
+    let mut started = std::collections::BTreeSet::new();
+    while let Some(item) = stream.try_recv() {
+        let mcp_harness_runtime::Revision::Next(snapshot) = &item else {
+            panic!("a reader within the buffer skipped revisions: {item:?}");
+        };
+        started.extend(
+            snapshot
+                .servers
+                .keys()
+                .filter(|n| n.starts_with('n'))
+                .cloned(),
+        );
+    }
+    assert!(started.contains(&last), "{started:?}");
+    assert!(
+        started.len() <= 2,
+        "{CHANGES} pre-warm requests applied {} configurations: {started:?}",
+        started.len()
+    );
     runtime.shutdown().await;
 }
 

@@ -414,6 +414,28 @@ async fn progress_reaches_the_caller_and_cancel_reaches_the_server() {
     .expect("cancel ends the call promptly");
     let err = result.expect_err("cancelled");
     assert!(err.to_string().contains("notifications/cancelled"), "{err}");
+    // The server got the cancel, for the request of the cancelled call and no other (the
+    // notification may land just after the call returned: bounded wait).
+    let mut seen = json!(null);
+    for _ in 0..100 {
+        let r = runtime
+            .call_tool("mcp__fx__cancellations", None)
+            .await
+            .expect("cancellations");
+        seen = serde_json::from_str(&text(&r)).expect("cancellations is JSON");
+        if seen["cancelled"].as_array().is_some_and(|c| !c.is_empty()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let slow = seen["slow"].as_array().cloned().unwrap_or_default();
+    assert_eq!(slow.len(), 2, "two slow calls reached the server: {seen}");
+    let cancelled = seen["cancelled"].as_array().cloned().unwrap_or_default();
+    assert_eq!(cancelled.len(), 1, "one cancel reached the server: {seen}");
+    assert_eq!(
+        cancelled[0]["requestId"], slow[1],
+        "the cancel names the second (cancelled) slow call, not the finished one: {seen}"
+    );
     let echo = runtime
         .call_tool("mcp__fx__echo", args(json!({"message": "after"})))
         .await

@@ -1,6 +1,8 @@
-//! Shutdown and publication guarantees: no child process survives shutdown or drop; revisions
-//! only grow; every published snapshot is internally consistent; a burst of list_changed ends on
-//! the server's true final state.
+//! Shutdown and publication guarantees: no child process survives shutdown or drop (a server's
+//! grandchildren included, in its process group or in a session of their own); revisions only
+//! grow; every published snapshot is internally consistent; a burst of list_changed ends on the
+//! server's true final state; a burst of changes across servers is published in fewer revisions
+//! than it has changes (R16, counted through `Runtime::revisions`).
 
 mod common;
 
@@ -8,7 +10,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use common::*;
-use mcp_harness_catalog::ServerState;
+use mcp_harness_catalog::{Kind, ServerState};
+use mcp_harness_runtime::{Revision, RuntimeBuilder};
 use serde_json::json;
 
 fn three_servers(marker: &str) -> Vec<mcp_harness_runtime::ServerConfig> {
@@ -32,6 +35,54 @@ async fn shutdown_leaves_no_child_process() {
     assert_eq!(wait_gone(&marker).await, Vec::<u32>::new());
 }
 
+/// A stdio server's grandchildren — one in its process group, one in a session of its own
+/// (`setsid`, out of reach of the group kill) — are gone after shutdown, with the runtime a
+/// child subreaper (as the CLI makes it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_leaves_no_grandchild_of_a_stdio_server() {
+    let marker = format!("grandchildren-{}", uuid::Uuid::new_v4());
+    let mut transport = fixture_stdio(&["--spawn-grandchildren"]);
+    if let mcp_harness_runtime::TransportConfig::Stdio(spec) = &mut transport {
+        spec.env.insert(MARKER_ENV.into(), marker.clone());
+    }
+    let runtime = RuntimeBuilder::new(config(vec![server("parent", transport)]))
+        .child_subreaper(true)
+        .start()
+        .expect("runtime starts");
+    settled_connected(&runtime, "parent").await;
+    // The server and its two grandchildren (`sleep`), all carrying the marker in their
+    // environment. Bounded: the grandchildren start right after the server process.
+    let mut found = processes_with_env(MARKER_ENV, &marker);
+    for _ in 0..100 {
+        if found.len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        found = processes_with_env(MARKER_ENV, &marker);
+    }
+    assert_eq!(found.len(), 3, "server and two grandchildren: {found:?}");
+    let sessions: BTreeSet<i32> = found
+        .iter()
+        // SAFETY: getsid only reads the session id of a process.
+        .map(|pid| unsafe { libc::getsid(*pid as i32) })
+        .collect();
+    assert_eq!(
+        sessions.len(),
+        2,
+        "one grandchild left the session: {found:?}"
+    );
+    runtime.shutdown().await;
+    let mut left = processes_with_env(MARKER_ENV, &marker);
+    for _ in 0..50 {
+        if left.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        left = processes_with_env(MARKER_ENV, &marker);
+    }
+    assert_eq!(left, Vec::<u32>::new(), "left after shutdown");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_the_runtime_leaves_no_child_process() {
     let marker = format!("drop-{}", uuid::Uuid::new_v4());
@@ -53,7 +104,37 @@ async fn dropping_while_servers_are_still_starting_leaves_no_child_process() {
         fixture_stdio(&["--name", &marker, "--hang-at-start"]),
     ));
     let runtime = start(servers);
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Dropped only once the hanging server's process runs and it is still starting (bounded:
+    // it hangs until killed).
+    let slowstart = |pids: &[u32]| {
+        pids.iter()
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains("--hang-at-start"))
+            })
+            .count()
+    };
+    for _ in 0..200 {
+        if slowstart(&processes_with(&marker)) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let before = processes_with(&marker);
+    assert_eq!(
+        slowstart(&before),
+        1,
+        "the hanging server's process started: {before:?}"
+    );
+    let state = runtime
+        .snapshot()
+        .servers
+        .get("slowstart")
+        .map(|s| s.state.clone());
+    assert!(
+        state.as_ref().is_some_and(|s| !s.is_settled()),
+        "still starting at the drop: {state:?}"
+    );
     drop(runtime);
     assert_eq!(wait_gone(&marker).await, Vec::<u32>::new());
 }
@@ -121,6 +202,70 @@ async fn revisions_grow_and_a_burst_ends_on_the_true_state() {
         seen.windows(2).all(|w| w[0] < w[1]),
         "revisions must strictly increase: {seen:?}"
     );
-    // Batching: 60 list_changed notifications never need 60 revisions' worth of work each.
-    assert!(seen.len() <= 61, "{} revisions for 60 changes", seen.len());
+}
+
+/// R16 batching: a burst of tool changes on several servers at once reaches the publisher as
+/// one update per server, and those updates go out in fewer publications than there are
+/// changes (counted through `Runtime::revisions`, which delivers every revision with its own
+/// changes). The window is long enough that the burst's updates land in at most two windows
+/// (the first update may go out at once, the rest wait for the window); unbatched, every
+/// update would be a revision of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_across_servers_is_published_in_fewer_revisions_than_changes() {
+    const SERVERS: usize = 6;
+    let servers = (0..SERVERS)
+        .map(|i| server(&format!("b{i}"), fixture_stdio(&[])))
+        .collect();
+    let runtime = RuntimeBuilder::new(config(servers))
+        .batch_window(Duration::from_secs(2))
+        .revision_buffer(1024)
+        .start()
+        .expect("start");
+    runtime.wait_settled(SETTLE).await;
+    let mut stream = runtime.revisions();
+    let start = stream.revision();
+    let names: Vec<String> = (0..SERVERS)
+        .map(|i| format!("mcp__b{i}__add_tool"))
+        .collect();
+    let adds = names
+        .iter()
+        .map(|name| runtime.call_tool(name, args(json!({"name": "burst"}))));
+    for r in futures::future::join_all(adds).await {
+        r.expect("add_tool");
+    }
+    let all_added = |s: &mcp_harness_catalog::Snapshot| {
+        (0..SERVERS).all(|i| s.tool(&format!("mcp__b{i}__burst")).is_some())
+    };
+    let last = runtime.wait_for(SETTLE, all_added).await;
+    assert!(all_added(&last), "every server's change was published");
+    let (mut publications, mut changes) = (0u64, 0u64);
+    while let Some(item) = stream.try_recv() {
+        let Revision::Next(snapshot) = &item else {
+            panic!("a reader within the buffer skipped revisions: {item:?}");
+        };
+        if snapshot.revision > last.revision {
+            break;
+        }
+        let burst = snapshot
+            .changes
+            .iter()
+            .filter(|c| {
+                c.kind == Some(Kind::Tools) && c.added.iter().any(|n| n.ends_with("__burst"))
+            })
+            .count() as u64;
+        if burst > 0 {
+            publications += 1;
+            changes += burst;
+        }
+    }
+    assert!(last.revision > start);
+    assert_eq!(
+        changes, SERVERS as u64,
+        "each server's change published once"
+    );
+    assert!(
+        publications < changes,
+        "{changes} changes in {publications} publications: batched"
+    );
+    runtime.shutdown().await;
 }

@@ -7,20 +7,12 @@
 
 mod common;
 
-use common::http_form::{Json, form};
+use common::auth_server::{AuthOptions, AuthServer};
 
-use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::extract::{Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
-use axum::routing::post;
-use mcp_harness_fixture::FixtureOptions;
 use mcp_harness_runtime::Config;
 use mcp_harness_runtime::transport::auth;
 use serde_json::json;
@@ -37,144 +29,13 @@ Q0VP5hjwGeUKEisa1RThQkI5Bf2hRANCAAQnuVWriSesmYpKeTFSU2muNbodXZFy
 -----END PRIVATE KEY-----
 ";
 
-#[derive(Default)]
-struct AuthServer {
-    base: String,
-    access: HashMap<String, std::time::Instant>,
-    counter: u64,
-    /// Every token request's form and `Authorization` header.
-    requests: Vec<(HashMap<String, String>, Option<String>)>,
-}
-
-type Shared = Arc<Mutex<AuthServer>>;
-
-/// Base64 (standard or URL-safe, padding optional).
-fn b64(s: &str) -> Vec<u8> {
-    let value = |c: u8| match c {
-        b'A'..=b'Z' => Some(c - b'A'),
-        b'a'..=b'z' => Some(c - b'a' + 26),
-        b'0'..=b'9' => Some(c - b'0' + 52),
-        b'+' | b'-' => Some(62),
-        b'/' | b'_' => Some(63),
-        _ => None,
-    };
-    let (mut out, mut acc, mut bits) = (Vec::new(), 0u32, 0);
-    for v in s.bytes().filter_map(value) {
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-        }
-    }
-    out
-}
-
-async fn guard(State(st): State<Shared>, req: Request, next: Next) -> Response {
-    let token = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::to_string);
-    let (ok, base) = {
-        let st = st.lock().unwrap();
-        let ok = token
-            .as_ref()
-            .and_then(|t| st.access.get(t))
-            .is_some_and(|expires| *expires > std::time::Instant::now());
-        (ok, st.base.clone())
-    };
-    if !ok {
-        return (
-            StatusCode::UNAUTHORIZED,
-            [(
-                header::WWW_AUTHENTICATE,
-                format!(
-                    "Bearer resource_metadata=\"{base}/.well-known/oauth-protected-resource/mcp\""
-                ),
-            )],
-        )
-            .into_response();
-    }
-    next.run(req).await
-}
-
-/// The token endpoint: only `client_credentials`, the client authenticated by Basic (id +
-/// secret) or by a JWT assertion whose claims name the client and this server.
-async fn token(State(st): State<Shared>, headers: HeaderMap, body: String) -> Response {
-    let params = form(&body);
-    let authorization = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
-    let mut st = st.lock().unwrap();
-    st.requests.push((params.clone(), authorization.clone()));
-    let refuse = |status, e: &str| (status, Json(json!({"error": e}))).into_response();
-    if params.get("grant_type").map(String::as_str) != Some("client_credentials") {
-        return refuse(StatusCode::BAD_REQUEST, "unsupported_grant_type");
-    }
-    let authenticated = match (&authorization, params.get("client_assertion")) {
-        (Some(basic), None) => basic
-            .strip_prefix("Basic ")
-            .map(|b| String::from_utf8_lossy(&b64(b)).into_owned())
-            .is_some_and(|pair| pair == format!("{CLIENT_ID}:{SECRET}")),
-        (None, Some(jwt)) => {
-            let parts: Vec<&str> = jwt.split('.').collect();
-            let claims: serde_json::Value = parts
-                .get(1)
-                .and_then(|p| serde_json::from_slice(&b64(p)).ok())
-                .unwrap_or_default();
-            parts.len() == 3
-                && params.get("client_assertion_type").map(String::as_str)
-                    == Some("urn:ietf:params:oauth:client-assertion-type:jwt-bearer")
-                && claims["iss"] == CLIENT_ID
-                && claims["sub"] == CLIENT_ID
-                && claims["aud"] == st.base.as_str()
-                && claims["exp"].as_u64().is_some()
-                // An ES256 signature is 64 bytes (r || s).
-                && b64(parts[2]).len() == 64
-        }
-        _ => false,
-    };
-    if !authenticated {
-        return refuse(StatusCode::UNAUTHORIZED, "invalid_client");
-    }
-    st.counter += 1;
-    let access = format!("cc-{}-token", st.counter);
-    st.access.insert(
-        access.clone(),
-        std::time::Instant::now() + Duration::from_secs(TOKEN_SECS),
-    );
-    Json(
-        json!({"access_token": access, "token_type": "Bearer", "expires_in": TOKEN_SECS,
-                "scope": params.get("scope").cloned().unwrap_or_default()}),
-    )
-    .into_response()
-}
-
-async fn start_server() -> (String, Shared, tokio::task::JoinHandle<()>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let st: Shared = Arc::new(Mutex::new(AuthServer {
-        base: base.clone(),
-        ..Default::default()
-    }));
-    let mcp = common::fixture_mcp_service(FixtureOptions::default());
-    let b = base.clone();
-    let router = axum::Router::new()
-        .nest_service("/mcp", mcp)
-        .layer(axum::middleware::from_fn_with_state(st.clone(), guard))
-        .merge(common::http_form::discovery_routes(
-            &b,
-            json!({"response_types_supported": ["code"], "grant_types_supported": ["client_credentials"], "token_endpoint_auth_methods_supported": ["client_secret_basic", "private_key_jwt"], "token_endpoint_auth_signing_alg_values_supported": ["ES256"]}),
-        ))
-        .route("/token", post(token))
-        .with_state(st.clone());
-    let task = tokio::spawn(async move {
-        axum::serve(listener, router).await.unwrap();
-    });
-    (base, st, task)
+/// The authorization server running the client credentials grant for [`CLIENT_ID`].
+async fn start_server() -> AuthServer {
+    AuthServer::start(AuthOptions::client_credentials(
+        (CLIENT_ID, SECRET),
+        TOKEN_SECS,
+    ))
+    .await
 }
 
 /// The server `m2m` at `url` with `oauth`, read through the config parser (`${CC_SECRET}` is the
@@ -211,8 +72,8 @@ fn store() -> &'static std::path::PathBuf {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn client_secret_basic_connects_without_login_and_renews_the_token() {
     let dir = store();
-    let (base, st, _task) = start_server().await;
-    let url = format!("{base}/mcp");
+    let st = start_server().await;
+    let url = st.url();
     let server = configured(
         &url,
         json!({"grant": "client_credentials", "clientId": CLIENT_ID,
@@ -221,7 +82,7 @@ async fn client_secret_basic_connects_without_login_and_renews_the_token() {
     let runtime = common::start(vec![server]);
     common::wait_state(&runtime, "m2m", "connected").await;
     {
-        let st = st.lock().unwrap();
+        let st = st.state();
         let (params, authorization) = &st.requests[0];
         assert_eq!(params["grant_type"], "client_credentials");
         assert_eq!(params["resource"], url, "RFC 8707 resource");
@@ -248,7 +109,7 @@ async fn client_secret_basic_connects_without_login_and_renews_the_token() {
     for result in futures::future::join_all(calls).await {
         assert!(!result.expect("call after renewal").is_error());
     }
-    let grants = st.lock().unwrap().requests.len();
+    let grants = st.state().requests.len();
     assert_eq!(grants, 2, "one new token for ten concurrent calls");
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(text.contains("cc-2-token"), "the new token is stored");
@@ -258,8 +119,8 @@ async fn client_secret_basic_connects_without_login_and_renews_the_token() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn private_key_jwt_signs_an_assertion_for_the_authorization_server() {
     store();
-    let (base, st, _task) = start_server().await;
-    let url = format!("{base}/mcp");
+    let st = start_server().await;
+    let url = st.url();
     let key_dir = std::env::temp_dir().join(format!("mcp-harness-cc-key-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&key_dir).unwrap();
     let key_file = key_dir.join("client.pem");
@@ -273,7 +134,7 @@ async fn private_key_jwt_signs_an_assertion_for_the_authorization_server() {
     let runtime = common::start(vec![server]);
     common::wait_state(&runtime, "m2m", "connected").await;
     {
-        let st = st.lock().unwrap();
+        let st = st.state();
         let (params, authorization) = &st.requests[0];
         assert!(
             authorization.is_none(),
@@ -296,8 +157,8 @@ async fn private_key_jwt_signs_an_assertion_for_the_authorization_server() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_refused_client_is_needs_auth_naming_the_keys_never_the_secret() {
     store();
-    let (base, st, _task) = start_server().await;
-    let url = format!("{base}/mcp");
+    let st = start_server().await;
+    let url = st.url();
     let text = json!({"mcpServers": {"m2m": {"url": url, "oauth":
         {"grant": "client_credentials", "clientId": CLIENT_ID, "clientSecret": "wrong-secret-xyz"}}}});
     let config = Config::parse(&text.to_string(), Path::new("/cfg/.mcp.json"), &|_| None).unwrap();
@@ -312,9 +173,9 @@ async fn a_refused_client_is_needs_auth_naming_the_keys_never_the_secret() {
     assert!(reason.contains("`oauth.clientSecret`"), "{reason}");
     assert!(!reason.contains("wrong-secret-xyz"), "{reason}");
     // Needs-auth is not retried: no further token requests.
-    let asked = st.lock().unwrap().requests.len();
+    let asked = st.state().requests.len();
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(st.lock().unwrap().requests.len(), asked);
+    assert_eq!(st.state().requests.len(), asked);
     runtime.shutdown().await;
 }
 

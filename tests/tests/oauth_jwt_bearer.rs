@@ -11,24 +11,15 @@
 
 mod common;
 
-use common::http_form::{Json, form};
+use common::auth_server::{AuthOptions, AuthServer, JWT_BEARER, b64_encode as base64};
 
-use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::extract::{Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
-use axum::routing::post;
-use mcp_harness_fixture::FixtureOptions;
 use mcp_harness_runtime::Config;
 use mcp_harness_runtime::transport::auth;
 use serde_json::json;
 
-const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 /// Lifetime of issued access tokens: short, so the harness must get a new one during the test.
 const TOKEN_SECS: u64 = 3;
 const CLIENT_ID: &str = "app-client";
@@ -36,160 +27,15 @@ const SECRET: &str = "app-secret-value";
 const IDP_CLIENT_ID: &str = "idp-client";
 const ID_TOKEN: &str = "eyJhbGciOiJFUzI1NiJ9.aWQtdG9rZW4tb2YtYWxpY2U.c2lnLWlk";
 
-#[derive(Default)]
-struct Servers {
-    base: String,
-    /// Assertions the authorization server accepts (workload JWTs and issued ID-JAGs).
-    accepted: HashSet<String>,
-    access: HashMap<String, std::time::Instant>,
-    counter: u64,
-    /// Every token request to the authorization server: form and `Authorization` header.
-    requests: Vec<(HashMap<String, String>, Option<String>)>,
-    /// Every token exchange request to the identity provider.
-    exchanges: Vec<(HashMap<String, String>, Option<String>)>,
-}
-
-type Shared = Arc<Mutex<Servers>>;
-
-/// Standard base64 of `s` (for the expected Basic credentials).
-fn base64(s: &str) -> String {
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in s.as_bytes().chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-async fn guard(State(st): State<Shared>, req: Request, next: Next) -> Response {
-    let token = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::to_string);
-    let (ok, base) = {
-        let st = st.lock().unwrap();
-        let ok = token
-            .as_ref()
-            .and_then(|t| st.access.get(t))
-            .is_some_and(|expires| *expires > std::time::Instant::now());
-        (ok, st.base.clone())
-    };
-    if !ok {
-        return (
-            StatusCode::UNAUTHORIZED,
-            [(
-                header::WWW_AUTHENTICATE,
-                format!(
-                    "Bearer resource_metadata=\"{base}/.well-known/oauth-protected-resource/mcp\""
-                ),
-            )],
-        )
-            .into_response();
-    }
-    next.run(req).await
-}
-
-fn refuse(status: StatusCode, error: &str) -> Response {
-    (status, Json(json!({"error": error}))).into_response()
-}
-
-/// The authorization server's token endpoint: only the JWT bearer grant, with an assertion it
-/// accepts; a client that sends Basic credentials must send the right ones.
-async fn token(State(st): State<Shared>, headers: HeaderMap, body: String) -> Response {
-    let params = form(&body);
-    let authorization = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
-    let mut st = st.lock().unwrap();
-    st.requests.push((params.clone(), authorization.clone()));
-    if params.get("grant_type").map(String::as_str) != Some(JWT_BEARER) {
-        return refuse(StatusCode::BAD_REQUEST, "unsupported_grant_type");
-    }
-    if authorization
-        .as_ref()
-        .is_some_and(|a| *a != format!("Basic {}", base64(&format!("{CLIENT_ID}:{SECRET}"))))
-    {
-        return refuse(StatusCode::UNAUTHORIZED, "invalid_client");
-    }
-    if !params
-        .get("assertion")
-        .is_some_and(|a| st.accepted.contains(a))
-    {
-        return refuse(StatusCode::BAD_REQUEST, "invalid_grant");
-    }
-    st.counter += 1;
-    let access = format!("jb-{}-token", st.counter);
-    st.access.insert(
-        access.clone(),
-        std::time::Instant::now() + Duration::from_secs(TOKEN_SECS),
-    );
-    Json(json!({"access_token": access, "token_type": "Bearer", "expires_in": TOKEN_SECS}))
-        .into_response()
-}
-
-/// The identity provider's token endpoint: RFC 8693 token exchange of [`ID_TOKEN`] for an
-/// ID-JAG, which the authorization server then accepts.
-async fn idp_token(State(st): State<Shared>, headers: HeaderMap, body: String) -> Response {
-    let params = form(&body);
-    let authorization = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
-    let mut st = st.lock().unwrap();
-    st.exchanges.push((params.clone(), authorization));
-    let get = |k: &str| params.get(k).map(String::as_str);
-    if get("grant_type") != Some("urn:ietf:params:oauth:grant-type:token-exchange") {
-        return refuse(StatusCode::BAD_REQUEST, "unsupported_grant_type");
-    }
-    if get("subject_token") != Some(ID_TOKEN) {
-        return refuse(StatusCode::BAD_REQUEST, "invalid_grant");
-    }
-    st.counter += 1;
-    let jag = format!("eyJ0eXAiOiJvYXV0aC1pZC1qYWcrand0In0.amFnLQ.{}", st.counter);
-    st.accepted.insert(jag.clone());
-    Json(json!({"access_token": jag, "token_type": "N_A",
-                "issued_token_type": "urn:ietf:params:oauth:token-type:id-jag"}))
-    .into_response()
-}
-
-async fn start_server() -> (String, Shared, tokio::task::JoinHandle<()>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let st: Shared = Arc::new(Mutex::new(Servers {
-        base: base.clone(),
-        ..Default::default()
-    }));
-    let mcp = common::fixture_mcp_service(FixtureOptions::default());
-    let b = base.clone();
-    let router = axum::Router::new()
-        .nest_service("/mcp", mcp)
-        .layer(axum::middleware::from_fn_with_state(st.clone(), guard))
-        .merge(common::http_form::discovery_routes(
-            &b,
-            json!({"response_types_supported": ["code"], "grant_types_supported": [JWT_BEARER], "token_endpoint_auth_methods_supported": ["none", "client_secret_basic"]}),
-        ))
-        .route("/token", post(token))
-        .route("/idp/token", post(idp_token))
-        .with_state(st.clone());
-    let task = tokio::spawn(async move {
-        axum::serve(listener, router).await.unwrap();
-    });
-    (base, st, task)
+/// The authorization server running the JWT bearer grant (client [`CLIENT_ID`] with HTTP
+/// Basic, or a public client) and the identity provider exchanging [`ID_TOKEN`].
+async fn start_server() -> AuthServer {
+    AuthServer::start(AuthOptions::jwt_bearer(
+        (CLIENT_ID, SECRET),
+        ID_TOKEN,
+        TOKEN_SECS,
+    ))
+    .await
 }
 
 /// The server `jb` at `url` with `oauth`, read through the config parser (`${APP_SECRET}` is
@@ -239,14 +85,14 @@ async fn call_echo(runtime: &mcp_harness_runtime::Runtime) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn jwt_bearer_sends_the_workload_token_and_reads_it_again_for_each_grant() {
     store();
-    let (base, st, _task) = start_server().await;
-    let url = format!("{base}/mcp");
+    let st = start_server().await;
+    let url = st.url();
     let dir = jwt_dir();
     let file = dir.join("token");
     let first = "eyJhbGciOiJFUzI1NiJ9.d29ya2xvYWQtMQ.c2lnLTE";
     let second = "eyJhbGciOiJFUzI1NiJ9.d29ya2xvYWQtMg.c2lnLTI";
     std::fs::write(&file, format!("{first}\n")).unwrap();
-    st.lock().unwrap().accepted.insert(first.into());
+    st.state().accepted.insert(first.into());
     let server = configured(
         &url,
         json!({"grant": "jwt_bearer", "clientId": "workload-1",
@@ -255,7 +101,7 @@ async fn jwt_bearer_sends_the_workload_token_and_reads_it_again_for_each_grant()
     let runtime = common::start(vec![server]);
     common::wait_state(&runtime, "jb", "connected").await;
     {
-        let st = st.lock().unwrap();
+        let st = st.state();
         let (params, authorization) = &st.requests[0];
         assert_eq!(params["grant_type"], JWT_BEARER);
         assert_eq!(params["assertion"], first, "the file's JWT, trimmed");
@@ -274,14 +120,14 @@ async fn jwt_bearer_sends_the_workload_token_and_reads_it_again_for_each_grant()
     // The workload token rotates: the old one is no longer accepted, the file has the new one.
     std::fs::write(&file, second).unwrap();
     {
-        let mut st = st.lock().unwrap();
+        let mut st = st.state();
         st.accepted.remove(first);
         st.accepted.insert(second.into());
     }
     tokio::time::sleep(Duration::from_secs(TOKEN_SECS + 1)).await;
     call_echo(&runtime).await;
     {
-        let st = st.lock().unwrap();
+        let st = st.state();
         assert_eq!(st.requests.len(), 2, "one new grant after expiry");
         assert_eq!(st.requests[1].0["assertion"], second, "the rotated JWT");
     }
@@ -292,8 +138,8 @@ async fn jwt_bearer_sends_the_workload_token_and_reads_it_again_for_each_grant()
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_refused_workload_token_is_needs_auth_naming_the_key_never_the_jwt() {
     store();
-    let (base, st, _task) = start_server().await;
-    let url = format!("{base}/mcp");
+    let st = start_server().await;
+    let url = st.url();
     let dir = jwt_dir();
     let file = dir.join("token");
     // Not in the accepted set: an expired or wrong-audience token, say.
@@ -313,17 +159,17 @@ async fn a_refused_workload_token_is_needs_auth_naming_the_key_never_the_jwt() {
     assert!(reason.contains("`oauth.assertionFile`"), "{reason}");
     assert!(!reason.contains("c2VjcmV0LXNpZw"), "{reason}");
     {
-        let st = st.lock().unwrap();
+        let st = st.state();
         assert!(
             !st.requests[0].0.contains_key("client_id"),
             "no `oauth.clientId`: none sent"
         );
     }
     // No retry and no other grant after the refusal.
-    let asked = st.lock().unwrap().requests.len();
+    let asked = st.state().requests.len();
     assert_eq!(asked, 1);
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(st.lock().unwrap().requests.len(), asked);
+    assert_eq!(st.state().requests.len(), asked);
     runtime.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -331,8 +177,8 @@ async fn a_refused_workload_token_is_needs_auth_naming_the_key_never_the_jwt() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn enterprise_managed_exchanges_the_id_token_for_an_id_jag_then_runs_the_jwt_bearer_grant() {
     store();
-    let (base, st, _task) = start_server().await;
-    let url = format!("{base}/mcp");
+    let st = start_server().await;
+    let (base, url) = (st.base.clone(), st.url());
     let dir = jwt_dir();
     let file = dir.join("id_token");
     std::fs::write(&file, ID_TOKEN).unwrap();
@@ -346,7 +192,7 @@ async fn enterprise_managed_exchanges_the_id_token_for_an_id_jag_then_runs_the_j
     let runtime = common::start(vec![server]);
     common::wait_state(&runtime, "jb", "connected").await;
     {
-        let st = st.lock().unwrap();
+        let st = st.state();
         let (exchange, idp_auth) = &st.exchanges[0];
         assert_eq!(
             exchange["grant_type"],
@@ -393,8 +239,8 @@ async fn enterprise_managed_exchanges_the_id_token_for_an_id_jag_then_runs_the_j
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_refused_token_exchange_is_needs_auth_naming_the_id_token_keys() {
     store();
-    let (base, st, _task) = start_server().await;
-    let url = format!("{base}/mcp");
+    let st = start_server().await;
+    let (base, url) = (st.base.clone(), st.url());
     let dir = jwt_dir();
     let file = dir.join("id_token");
     std::fs::write(&file, "eyJhbGciOiJFUzI1NiJ9.c3RhbGU.c3RhbGUtc2ln").unwrap();
@@ -418,7 +264,7 @@ async fn a_refused_token_exchange_is_needs_auth_naming_the_id_token_keys() {
     assert!(!reason.contains("c3RhbGUtc2ln"), "{reason}");
     assert!(!reason.contains(SECRET), "{reason}");
     {
-        let st = st.lock().unwrap();
+        let st = st.state();
         assert_eq!(st.exchanges.len(), 1);
         assert!(
             st.requests.is_empty(),

@@ -7,208 +7,22 @@
 
 mod common;
 
-use common::http_form::{Json, form};
+use common::auth_server::{AuthOptions, AuthServer, Scopes};
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{RawQuery, Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use mcp_harness_fixture::FixtureOptions;
 use mcp_harness_runtime::transport::auth;
 use mcp_harness_runtime::{CallError, ErrorClass, Runtime};
 use serde_json::json;
 
-/// What the protected server requires of `tools/call` (everything else needs `mcp:tools`).
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    /// `mcp:tools` and `mcp:write`; the challenge names only `mcp:write`.
-    NeedsWrite,
-    /// A new scope after every refusal (`mcp:level1`, `mcp:level2`, ...): no grant ever suffices.
-    RaisingBar,
-    /// Every request (`initialize` too) needs `mcp:tools` and `mcp:admin`; the challenge names
-    /// only `mcp:admin`.
-    AdminEverywhere,
-}
-
-struct AuthServer {
-    base: String,
-    mode: Mode,
-    /// code → the scopes asked for
-    codes: HashMap<String, String>,
-    /// access token → its scopes
-    access: HashMap<String, Vec<String>>,
-    counter: u64,
-    /// The `scope` of every authorization request, in order.
-    authorized: Vec<String>,
-    /// 403s sent for lack of scope.
-    refusals: u64,
-    /// `tools/call` requests the guard let through to the MCP server.
-    calls_run: u64,
-}
-
-type Shared = Arc<Mutex<AuthServer>>;
-
-async fn guard(State(st): State<Shared>, req: Request, next: Next) -> Response {
-    let token = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::to_string);
-    let (parts, body) = req.into_parts();
-    let bytes = axum::body::to_bytes(body, 1 << 20)
-        .await
-        .unwrap_or_default();
-    let method = serde_json::from_slice::<serde_json::Value>(&bytes)
-        .ok()
-        .and_then(|v| v.get("method")?.as_str().map(str::to_string));
-    let is_call = method.as_deref() == Some("tools/call");
-    let refusal = {
-        let mut st = st.lock().unwrap();
-        let metadata = format!("{}/.well-known/oauth-protected-resource/mcp", st.base);
-        let Some(scopes) = token.as_ref().and_then(|t| st.access.get(t)).cloned() else {
-            return (
-                StatusCode::UNAUTHORIZED,
-                [(
-                    header::WWW_AUTHENTICATE,
-                    format!("Bearer scope=\"mcp:tools\", resource_metadata=\"{metadata}\""),
-                )],
-            )
-                .into_response();
-        };
-        let (required, challenged): (Vec<String>, String) = match (is_call, st.mode) {
-            (_, Mode::AdminEverywhere) => (
-                vec!["mcp:tools".into(), "mcp:admin".into()],
-                "mcp:admin".into(),
-            ),
-            (false, _) => (vec!["mcp:tools".into()], "mcp:tools".into()),
-            (true, Mode::NeedsWrite) => (
-                vec!["mcp:tools".into(), "mcp:write".into()],
-                "mcp:write".into(),
-            ),
-            (true, Mode::RaisingBar) => {
-                let level = format!("mcp:level{}", st.refusals + 1);
-                (vec![level.clone()], level)
-            }
-        };
-        if required.iter().all(|r| scopes.contains(r)) {
-            if is_call {
-                st.calls_run += 1;
-            }
-            None
-        } else {
-            st.refusals += 1;
-            Some(format!(
-                "Bearer error=\"insufficient_scope\", scope=\"{challenged}\", \
-                 resource_metadata=\"{metadata}\""
-            ))
-        }
-    };
-    if let Some(challenge) = refusal {
-        return (
-            StatusCode::FORBIDDEN,
-            [(header::WWW_AUTHENTICATE, challenge)],
-            Json(json!({"error": "insufficient_scope"})),
-        )
-            .into_response();
-    }
-    next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
-        .await
-}
-
-async fn token(State(st): State<Shared>, body: String) -> Response {
-    let params = form(&body);
-    let mut st = st.lock().unwrap();
-    if params.get("grant_type").map(String::as_str) != Some("authorization_code") {
-        return (
-            StatusCode::BAD_REQUEST,
-            Json(json!({"error": "unsupported_grant_type"})),
-        )
-            .into_response();
-    }
-    let Some(scope) = params.get("code").and_then(|c| st.codes.remove(c)) else {
-        return (
-            StatusCode::BAD_REQUEST,
-            Json(json!({"error": "invalid_grant"})),
-        )
-            .into_response();
-    };
-    st.counter += 1;
-    let access = format!("at-{}-secret", st.counter);
-    st.access.insert(
-        access.clone(),
-        scope.split_whitespace().map(str::to_string).collect(),
-    );
-    Json(
-        json!({"access_token": access, "token_type": "Bearer", "expires_in": 3600,
-                "scope": scope}),
-    )
-    .into_response()
-}
-
-async fn start_server(mode: Mode) -> (String, Shared) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let st: Shared = Arc::new(Mutex::new(AuthServer {
-        base: base.clone(),
-        mode,
-        codes: HashMap::new(),
-        access: HashMap::new(),
-        counter: 0,
-        authorized: Vec::new(),
-        refusals: 0,
-        calls_run: 0,
-    }));
-    let mcp = common::fixture_mcp_service(FixtureOptions::default());
-    let b = base.clone();
-    let router = axum::Router::new()
-        .nest_service("/mcp", mcp)
-        .layer(axum::middleware::from_fn_with_state(st.clone(), guard))
-        .merge(common::http_form::discovery_routes(
-            &b,
-            json!({"registration_endpoint": format!("{b}/register"), "response_types_supported": ["code"], "grant_types_supported": ["authorization_code"], "code_challenge_methods_supported": ["S256"], "token_endpoint_auth_methods_supported": ["none"]}),
-        ))
-        .route(
-            "/register",
-            post(|body: String| async move {
-                let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
-                (
-                    StatusCode::CREATED,
-                    Json(json!({"client_id": "client-1",
-                        "redirect_uris": v["redirect_uris"], "token_endpoint_auth_method": "none"})),
-                )
-            }),
-        )
-        .route(
-            "/authorize",
-            get(|State(st): State<Shared>, RawQuery(q): RawQuery| async move {
-                let q = form(&q.unwrap_or_default());
-                let mut st = st.lock().unwrap();
-                let scope = q.get("scope").cloned().unwrap_or_default();
-                st.authorized.push(scope.clone());
-                let code = format!("code-{}", st.authorized.len());
-                st.codes.insert(code.clone(), scope);
-                let mut headers = HeaderMap::new();
-                let location = format!(
-                    "{}?code={code}&state={}",
-                    q["redirect_uri"],
-                    q.get("state").cloned().unwrap_or_default()
-                );
-                headers.insert(header::LOCATION, location.parse().unwrap());
-                (StatusCode::FOUND, headers)
-            }),
-        )
-        .route("/token", post(token))
-        .with_state(st.clone());
-    tokio::spawn(async move {
-        axum::serve(listener, router).await.unwrap();
-    });
-    (base, st)
+/// The authorization server (code grant, no refresh) with the MCP server requiring `scopes`.
+async fn start_server(scopes: Scopes) -> AuthServer {
+    AuthServer::start(AuthOptions {
+        scopes,
+        ..AuthOptions::authorization_code(false, 3600)
+    })
+    .await
 }
 
 fn temp_store() {
@@ -275,19 +89,19 @@ async fn echo(runtime: &Runtime, server: &str, message: &str) -> Result<String, 
 async fn a_403_insufficient_scope_authorizes_the_union_and_runs_the_call_once() {
     temp_store();
     auth::set_step_up_browser(Some(Arc::new(auth::NoFollowBrowser)));
-    let (base, st) = start_server(Mode::NeedsWrite).await;
-    let url = format!("{base}/mcp");
+    let st = start_server(Scopes::NeedsWrite).await;
+    let url = st.url();
     let runtime = connected("files", &url).await;
-    assert_eq!(st.lock().unwrap().authorized, ["mcp:tools"]);
+    assert_eq!(st.state().authorized(), ["mcp:tools"]);
 
     let text = echo(&runtime, "files", "hello")
         .await
         .expect("call succeeds");
     assert!(text.contains("hello"), "{text}");
     {
-        let st = st.lock().unwrap();
+        let st = st.state();
         assert_eq!(
-            st.authorized,
+            st.authorized(),
             ["mcp:tools", "mcp:tools mcp:write"],
             "the step-up asks for the granted scope plus the challenged one"
         );
@@ -303,8 +117,8 @@ async fn a_403_insufficient_scope_authorizes_the_union_and_runs_the_call_once() 
         .await
         .expect("call succeeds");
     {
-        let st = st.lock().unwrap();
-        assert_eq!(st.authorized.len(), 2);
+        let st = st.state();
+        assert_eq!(st.authorized().len(), 2);
         assert_eq!(st.refusals, 1);
         assert_eq!(st.calls_run, 2);
     }
@@ -315,8 +129,8 @@ async fn a_403_insufficient_scope_authorizes_the_union_and_runs_the_call_once() 
 async fn at_most_three_step_ups_per_server_then_a_permission_error_saying_what_to_do() {
     temp_store();
     auth::set_step_up_browser(Some(Arc::new(auth::NoFollowBrowser)));
-    let (base, st) = start_server(Mode::RaisingBar).await;
-    let url = format!("{base}/mcp");
+    let st = start_server(Scopes::RaisingBar).await;
+    let url = st.url();
     let runtime = connected("raising", &url).await;
 
     // Each call: refused, one step-up, the retry refused again (the bar went up).
@@ -328,8 +142,8 @@ async fn at_most_three_step_ups_per_server_then_a_permission_error_saying_what_t
         assert!(text.contains("server `raising`"), "{text}");
         assert!(text.contains("mcp-harness login raising"), "{text}");
         assert!(!text.contains("secret"), "no token in errors: {text}");
-        let st = st.lock().unwrap();
-        assert_eq!(st.authorized.len(), 1 + i, "one step-up per call");
+        let st = st.state();
+        assert_eq!(st.authorized().len(), 1 + i, "one step-up per call");
         assert_eq!(st.refusals, 2 * i as u64, "each call sent twice, no more");
     }
     // The budget is spent: refused at once, with no authorization and no retry.
@@ -338,13 +152,13 @@ async fn at_most_three_step_ups_per_server_then_a_permission_error_saying_what_t
     assert_eq!(e.class(), ErrorClass::Permission, "{text}");
     assert!(text.contains("after 3 step-up authorizations"), "{text}");
     {
-        let st = st.lock().unwrap();
-        assert_eq!(st.authorized.len(), 4, "login + 3 step-ups");
+        let st = st.state();
+        assert_eq!(st.authorized().len(), 4, "login + 3 step-ups");
         assert_eq!(st.refusals, 7);
         assert_eq!(st.calls_run, 0);
         // Each step-up asked for everything granted so far plus the new scope.
         assert_eq!(
-            st.authorized[3],
+            st.authorized()[3],
             "mcp:tools mcp:level1 mcp:level3 mcp:level5"
         );
     }
@@ -355,8 +169,8 @@ async fn at_most_three_step_ups_per_server_then_a_permission_error_saying_what_t
 async fn without_anyone_to_authorize_the_call_asks_for_a_login_which_asks_for_the_union() {
     temp_store();
     auth::set_step_up_browser(None);
-    let (base, st) = start_server(Mode::NeedsWrite).await;
-    let url = format!("{base}/mcp");
+    let st = start_server(Scopes::NeedsWrite).await;
+    let url = st.url();
     let runtime = connected("files", &url).await;
 
     let e = echo(&runtime, "files", "x").await.expect_err("refused");
@@ -370,12 +184,12 @@ async fn without_anyone_to_authorize_the_call_asks_for_a_login_which_asks_for_th
         text.contains("mcp:tools mcp:write"),
         "names the scopes: {text}"
     );
-    assert_eq!(st.lock().unwrap().authorized.len(), 1);
+    assert_eq!(st.state().authorized().len(), 1);
 
     // The login asks for the scopes the refused call needed; then the call runs.
     login("files", &url).await;
     assert_eq!(
-        st.lock().unwrap().authorized,
+        st.state().authorized(),
         ["mcp:tools", "mcp:tools mcp:write"]
     );
     let before = runtime.snapshot().revision;
@@ -384,7 +198,7 @@ async fn without_anyone_to_authorize_the_call_asks_for_a_login_which_asks_for_th
     echo(&runtime, "files", "after login")
         .await
         .expect("call succeeds");
-    assert_eq!(st.lock().unwrap().calls_run, 1);
+    assert_eq!(st.state().calls_run, 1);
     runtime.shutdown().await;
 }
 
@@ -392,8 +206,8 @@ async fn without_anyone_to_authorize_the_call_asks_for_a_login_which_asks_for_th
 async fn a_step_up_refused_while_connecting_is_needs_auth_not_a_reconnect_loop() {
     temp_store();
     auth::set_step_up_browser(None);
-    let (base, st) = start_server(Mode::AdminEverywhere).await;
-    let url = format!("{base}/mcp");
+    let st = start_server(Scopes::AdminEverywhere).await;
+    let url = st.url();
     let runtime = common::start(vec![common::server("admin", common::http(&url))]);
     let snap = runtime.wait_settled(common::SETTLE).await;
     assert_eq!(snap.servers["admin"].state.label(), "needs-auth");
@@ -404,7 +218,7 @@ async fn a_step_up_refused_while_connecting_is_needs_auth_not_a_reconnect_loop()
     let deadline = tokio::time::Instant::now() + common::SETTLE;
     let status = loop {
         let s = runtime.snapshot().servers["admin"].clone();
-        if st.lock().unwrap().refusals > 0 && s.state.label() != "pending" {
+        if st.state().refusals > 0 && s.state.label() != "pending" {
             break s;
         }
         assert!(tokio::time::Instant::now() < deadline, "{s:?}");
@@ -415,19 +229,15 @@ async fn a_step_up_refused_while_connecting_is_needs_auth_not_a_reconnect_loop()
     assert!(reason.contains("mcp:tools mcp:admin"), "{reason}");
     assert!(reason.contains("mcp-harness login admin"), "{reason}");
     // Not probed while it waits.
-    let refused = st.lock().unwrap().refusals;
+    let refused = st.state().refusals;
     tokio::time::sleep(Duration::from_millis(2500)).await;
-    assert_eq!(
-        st.lock().unwrap().refusals,
-        refused,
-        "retried while needs-auth"
-    );
+    assert_eq!(st.state().refusals, refused, "retried while needs-auth");
 
     // The next login asks for the union, and the server connects by itself.
     let before = runtime.snapshot().revision;
     login("admin", &url).await;
     assert_eq!(
-        st.lock().unwrap().authorized.last().map(String::as_str),
+        st.state().authorized().last().map(String::as_str),
         Some("mcp:tools mcp:admin")
     );
     wait_for_tools(&runtime, "admin", before).await;
@@ -438,23 +248,19 @@ async fn a_step_up_refused_while_connecting_is_needs_auth_not_a_reconnect_loop()
 async fn a_login_in_another_process_renews_the_step_up_budget() {
     temp_store();
     auth::set_step_up_browser(Some(Arc::new(auth::NoFollowBrowser)));
-    let (base, st) = start_server(Mode::RaisingBar).await;
-    let url = format!("{base}/mcp");
+    let st = start_server(Scopes::RaisingBar).await;
+    let url = st.url();
     let runtime = connected("raising", &url).await;
     for _ in 0..4 {
         let _ = echo(&runtime, "raising", "x").await.expect_err("refused");
     }
-    assert_eq!(st.lock().unwrap().authorized.len(), 4, "login + 3 step-ups");
+    assert_eq!(st.state().authorized().len(), 4, "login + 3 step-ups");
     let e = echo(&runtime, "raising", "x").await.expect_err("refused");
     assert!(
         e.to_string().contains("after 3 step-up authorizations"),
         "{e}"
     );
-    assert_eq!(
-        st.lock().unwrap().authorized.len(),
-        4,
-        "the budget is spent"
-    );
+    assert_eq!(st.state().authorized().len(), 4, "the budget is spent");
 
     // Another process logs in: it writes a new grant, with a new login id, to the shared file
     // (written here the way that process's `login` writes it; this process's own `login` would
@@ -465,7 +271,7 @@ async fn a_login_in_another_process_renews_the_step_up_budget() {
         .unwrap();
     let _ = echo(&runtime, "raising", "x").await.expect_err("refused");
     assert_eq!(
-        st.lock().unwrap().authorized.len(),
+        st.state().authorized().len(),
         5,
         "a step-up again after the other login"
     );

@@ -20,7 +20,7 @@
 
 mod common;
 
-use common::http_form::{Json, form};
+use common::auth_server::{AuthOptions, AuthServer};
 
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
@@ -29,12 +29,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::extract::{Path as UrlPath, RawQuery, Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use mcp_harness_fixture::FixtureOptions;
+use axum::extract::{Path as UrlPath, State};
+use axum::http::StatusCode;
+use axum::routing::post;
 use mcp_harness_runtime::Runtime;
 use mcp_harness_runtime::transport::auth;
 use serde_json::json;
@@ -55,27 +52,13 @@ const CALLS: usize = 4;
 /// Bound of every wait of this test (barriers, connecting, the child's exit).
 const WAIT: Duration = Duration::from_secs(60);
 
+/// What this test keeps beside the authorization server's own record.
 #[derive(Default)]
-struct AuthServer {
-    base: String,
+struct Meeting {
     /// The token store directory (its `*.lock` files are looked up in `/proc/locks`).
     store_dir: PathBuf,
-    codes: HashMap<String, String>,
-    access: HashSet<String>,
-    /// Refresh tokens not spent yet.
-    refresh: Vec<String>,
-    /// Every refresh token issued, newest last.
-    issued_refresh: Vec<String>,
-    counter: u64,
-    /// Refresh requests that arrived (good or not).
-    refresh_requests: u64,
-    /// Successful refreshes.
-    refreshes: u64,
-    /// Refresh requests refused with `invalid_grant`.
-    invalid_grants: u64,
-    /// The first refresh's answer is held until contention was seen; at most once.
-    held_first: bool,
-    /// What ended the hold: ("lock", holder pid, waiter pid) or ("second refresh", 0, 0).
+    /// What ended the hold of the first refresh: ("lock", holder pid, waiter pid) or
+    /// ("second refresh", 0, 0).
     contention: Option<(&'static str, u32, u32)>,
     /// Barrier name → who arrived.
     barriers: HashMap<String, HashSet<String>>,
@@ -83,54 +66,11 @@ struct AuthServer {
     reports: Vec<String>,
 }
 
-type Shared = Arc<Mutex<AuthServer>>;
-
-/// Something changed in [`AuthServer`] (an arrival, a refresh request).
-type Changed = Arc<tokio::sync::watch::Sender<u64>>;
-
+/// The test's side of the meeting: its record, and a signal for every arrival.
 #[derive(Clone)]
 struct AppState {
-    st: Shared,
-    changed: Changed,
-}
-
-/// The bearer check in front of the MCP server.
-async fn guard(State(app): State<AppState>, req: Request, next: Next) -> Response {
-    let token = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::to_string);
-    let (ok, base) = {
-        let st = app.st.lock().unwrap();
-        let ok = token.as_ref().is_some_and(|t| st.access.contains(t));
-        (ok, st.base.clone())
-    };
-    if !ok {
-        return (
-            StatusCode::UNAUTHORIZED,
-            [(
-                header::WWW_AUTHENTICATE,
-                format!(
-                    "Bearer resource_metadata=\"{base}/.well-known/oauth-protected-resource/mcp\""
-                ),
-            )],
-        )
-            .into_response();
-    }
-    next.run(req).await
-}
-
-fn issue(st: &mut AuthServer) -> serde_json::Value {
-    st.counter += 1;
-    let access = format!("at-{}-secret", st.counter);
-    let refresh = format!("rt-{}-secret", st.counter);
-    st.access.insert(access.clone());
-    st.refresh.push(refresh.clone());
-    st.issued_refresh.push(refresh.clone());
-    json!({"access_token": access, "token_type": "Bearer", "expires_in": TOKEN_SECS,
-           "refresh_token": refresh, "scope": "mcp:tools"})
+    meeting: Arc<Mutex<Meeting>>,
+    changed: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 /// Inodes of the store's lock files.
@@ -190,76 +130,40 @@ fn lock_contention(dir: &Path) -> Option<(u32, u32)> {
         .find_map(|(inode, waiter)| holders.get(&inode).map(|holder| (*holder, waiter)))
 }
 
-async fn token(State(app): State<AppState>, body: String) -> Response {
-    let params = form(&body);
-    let bad = |e: &str| (StatusCode::BAD_REQUEST, Json(json!({"error": e}))).into_response();
-    let (answer, hold) = {
-        let mut st = app.st.lock().unwrap();
-        match params.get("grant_type").map(String::as_str) {
-            Some("authorization_code") => {
-                let Some(challenge) = params.get("code").and_then(|c| st.codes.remove(c)) else {
-                    return bad("invalid_grant");
-                };
-                let verifier = params.get("code_verifier").cloned().unwrap_or_default();
-                if verifier.len() < 43 || verifier == challenge {
-                    return bad("invalid_grant");
-                }
-                return Json(issue(&mut st)).into_response();
+/// Holds the first refresh's answer until the other process is seen contending: blocked on
+/// the store's lock, or (without the lock) refreshing too. Bounded: without either, the test
+/// fails on `contention`.
+async fn hold_until_contention(server: AuthServer, meeting: Arc<Mutex<Meeting>>) {
+    let mut changed = server.changed.subscribe();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let dir = {
+            let mut m = meeting.lock().unwrap();
+            if m.contention.is_none() && server.state().refresh_requests >= 2 {
+                m.contention = Some(("second refresh", 0, 0));
             }
-            Some("refresh_token") => {
-                st.refresh_requests += 1;
-                app.changed.send_modify(|n| *n += 1);
-                if st.refresh_requests == 2 && st.contention.is_none() {
-                    st.contention = Some(("second refresh", 0, 0));
-                }
-                let presented = params.get("refresh_token").cloned().unwrap_or_default();
-                // Rotation: a refresh token is good once.
-                let Some(pos) = st.refresh.iter().position(|r| *r == presented) else {
-                    st.invalid_grants += 1;
-                    return bad("invalid_grant");
-                };
-                st.refresh.remove(pos);
-                st.refreshes += 1;
-                let hold = !st.held_first;
-                st.held_first = true;
-                (issue(&mut st), hold)
-            }
-            _ => return bad("unsupported_grant_type"),
-        }
-    };
-    if hold {
-        // The first refresh is answered only once the other process is seen contending: blocked
-        // on the store's lock, or (without the lock) refreshing too. Bounded: without either,
-        // the test fails on `contention`.
-        let mut changed = app.changed.subscribe();
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
-            let dir = {
-                let st = app.st.lock().unwrap();
-                if st.contention.is_some() {
-                    break;
-                }
-                st.store_dir.clone()
-            };
-            if let Some((holder, waiter)) = lock_contention(&dir) {
-                app.st.lock().unwrap().contention = Some(("lock", holder, waiter));
+            if m.contention.is_some() {
                 break;
             }
-            if tokio::time::Instant::now() >= deadline {
-                break;
-            }
-            // A second refresh request wakes this at once; the lock table is polled.
-            let _ = tokio::time::timeout(Duration::from_millis(20), changed.changed()).await;
+            m.store_dir.clone()
+        };
+        if let Some((holder, waiter)) = lock_contention(&dir) {
+            meeting.lock().unwrap().contention = Some(("lock", holder, waiter));
+            break;
         }
+        if tokio::time::Instant::now() >= deadline {
+            break;
+        }
+        // A second refresh request wakes this at once; the lock table is polled.
+        let _ = tokio::time::timeout(Duration::from_millis(20), changed.changed()).await;
     }
-    Json(answer).into_response()
 }
 
 /// Records `who` at barrier `name` and waits (bounded) until both processes are there.
 async fn arrive(app: &AppState, name: &str, who: &str) -> bool {
     let mut changed = app.changed.subscribe();
     {
-        let mut st = app.st.lock().unwrap();
+        let mut st = app.meeting.lock().unwrap();
         st.barriers
             .entry(name.to_string())
             .or_default()
@@ -268,7 +172,7 @@ async fn arrive(app: &AppState, name: &str, who: &str) -> bool {
     app.changed.send_modify(|n| *n += 1);
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
-        if app.st.lock().unwrap().barriers[name].len() >= 2 {
+        if app.meeting.lock().unwrap().barriers[name].len() >= 2 {
             return true;
         }
         match tokio::time::timeout_at(deadline, changed.changed()).await {
@@ -278,57 +182,24 @@ async fn arrive(app: &AppState, name: &str, who: &str) -> bool {
     }
 }
 
-async fn start_server(store_dir: PathBuf) -> (String, AppState) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
+/// The authorization server (code grant, refresh with rotation, long-lived tokens) holding
+/// its first refresh until contention, with the test's barrier and report routes beside it.
+async fn start_server(store_dir: PathBuf) -> (AuthServer, AppState) {
     let app = AppState {
-        st: Arc::new(Mutex::new(AuthServer {
-            base: base.clone(),
+        meeting: Arc::new(Mutex::new(Meeting {
             store_dir,
             ..Default::default()
         })),
         changed: Arc::new(tokio::sync::watch::channel(0).0),
     };
-    let mcp = common::fixture_mcp_service(FixtureOptions::default());
-    let b = base.clone();
-    let router = axum::Router::new()
-        .nest_service("/mcp", mcp)
-        .layer(axum::middleware::from_fn_with_state(app.clone(), guard))
-        .merge(common::http_form::discovery_routes(
-            &b,
-            json!({"registration_endpoint": format!("{b}/register"), "response_types_supported": ["code"], "grant_types_supported": ["authorization_code", "refresh_token"], "code_challenge_methods_supported": ["S256"], "token_endpoint_auth_methods_supported": ["none"]}),
-        ))
-        .route(
-            "/register",
-            post(|body: String| async move {
-                let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
-                (
-                    StatusCode::CREATED,
-                    Json(json!({"client_id": "client-1",
-                        "redirect_uris": v["redirect_uris"], "token_endpoint_auth_method": "none"})),
-                )
-            }),
-        )
-        .route(
-            "/authorize",
-            get(
-                |State(app): State<AppState>, RawQuery(q): RawQuery| async move {
-                    let q = form(&q.unwrap_or_default());
-                    let mut st = app.st.lock().unwrap();
-                    let code = format!("code-{}", st.codes.len() + 1);
-                    st.codes.insert(code.clone(), q["code_challenge"].clone());
-                    let mut headers = HeaderMap::new();
-                    let location = format!(
-                        "{}?code={code}&state={}",
-                        q["redirect_uri"],
-                        q.get("state").cloned().unwrap_or_default()
-                    );
-                    headers.insert(header::LOCATION, location.parse().unwrap());
-                    (StatusCode::FOUND, headers)
-                },
-            ),
-        )
-        .route("/token", post(token))
+    let meeting = app.meeting.clone();
+    let options = AuthOptions {
+        hold_first_refresh: Some(Arc::new(move |server| {
+            Box::pin(hold_until_contention(server, meeting.clone()))
+        })),
+        ..AuthOptions::authorization_code(true, TOKEN_SECS)
+    };
+    let extra = axum::Router::new()
         .route(
             "/barrier/{name}",
             post(
@@ -344,15 +215,12 @@ async fn start_server(store_dir: PathBuf) -> (String, AppState) {
         .route(
             "/report",
             post(|State(app): State<AppState>, body: String| async move {
-                app.st.lock().unwrap().reports.push(body);
+                app.meeting.lock().unwrap().reports.push(body);
                 StatusCode::OK
             }),
         )
         .with_state(app.clone());
-    tokio::spawn(async move {
-        axum::serve(listener, router).await.unwrap();
-    });
-    (base, app)
+    (AuthServer::start_with(options, extra).await, app)
 }
 
 /// A POST on the test's server with a plain HTTP/1.1 client (loopback, bounded); the status.
@@ -468,8 +336,8 @@ async fn two_processes_sharing_the_store_refresh_once() {
         uuid::Uuid::new_v4()
     ));
     assert!(auth::set_store_dir(dir.clone()), "store dir set once");
-    let (base, app) = start_server(dir.clone()).await;
-    let url = format!("{base}/mcp");
+    let (server, app) = start_server(dir.clone()).await;
+    let (base, url) = (server.base.clone(), server.url());
 
     // One login: the tokens both processes share.
     let settings = auth::OAuthSettings {
@@ -500,7 +368,7 @@ async fn two_processes_sharing_the_store_refresh_once() {
     // authorization server no longer accepts it, and for the clients its lifetime is over (they
     // read `token_received_at` from the store on every request).
     {
-        let mut st = app.st.lock().unwrap();
+        let mut st = server.state();
         assert_eq!(st.refresh_requests, 0, "no refresh before expiry");
         st.access.clear();
     }
@@ -534,9 +402,10 @@ async fn two_processes_sharing_the_store_refresh_once() {
     runtime.shutdown().await;
 
     assert!(failures.is_empty(), "this process's calls: {failures:?}");
-    let st = app.st.lock().unwrap();
+    let st = server.state();
+    let meeting = app.meeting.lock().unwrap();
     assert_eq!(
-        st.reports,
+        meeting.reports,
         vec!["ok".to_string()],
         "the child's calls (child exit: {status})"
     );
@@ -545,11 +414,11 @@ async fn two_processes_sharing_the_store_refresh_once() {
     assert_eq!(
         st.refresh_requests, 1,
         "exactly one refresh reaches the authorization server (contention seen: {:?})",
-        st.contention
+        meeting.contention
     );
     // The overlap really happened: the other process was blocked on the store's lock while the
     // refresh was in flight.
-    let Some((what, holder, waiter)) = st.contention else {
+    let Some((what, holder, waiter)) = meeting.contention else {
         panic!("the processes never contended for the refresh");
     };
     assert_eq!(what, "lock", "contention seen as {what}");
@@ -565,7 +434,7 @@ async fn two_processes_sharing_the_store_refresh_once() {
     let text = std::fs::read_to_string(store.path()).expect("token file");
     assert!(text.contains(&newest), "rotated refresh token kept");
     assert!(!text.contains("rt-1-secret"), "spent refresh token dropped");
-    drop(st);
+    drop((st, meeting));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -197,8 +197,8 @@ async fn an_added_skill_arrives_through_resources_list_changed() {
     runtime.wait_settled(SETTLE).await;
     let uri = "skill://changelog-digest/SKILL.md";
 
-    let mut rx = runtime.watch();
-    rx.borrow_and_update();
+    // Every revision from here on, each with its own changes (R16's revision stream).
+    let mut stream = runtime.revisions();
     runtime
         .call_tool(
             &format!("mcp__{FX}__add_skill"),
@@ -206,10 +206,14 @@ async fn an_added_skill_arrives_through_resources_list_changed() {
         )
         .await
         .expect("add_skill");
+    let mut changes = Vec::new();
     let s: Arc<Snapshot> = tokio::time::timeout(SETTLE, async {
         loop {
-            rx.changed().await.expect("runtime alive");
-            let s = rx.borrow_and_update().clone();
+            let item = stream.recv().await.expect("runtime alive");
+            let mcp_harness_runtime::Revision::Next(s) = item else {
+                panic!("a reader within the buffer skipped revisions: {item:?}");
+            };
+            changes.extend(s.changes.iter().filter(|c| c.server == FX).cloned());
             if adds_skill(&s, uri) {
                 return s;
             }
@@ -218,19 +222,35 @@ async fn an_added_skill_arrives_through_resources_list_changed() {
     .await
     .expect("a revision adds the skill");
 
-    let skills: Vec<&Kind> = s
-        .changes
-        .iter()
-        .filter(|c| c.server == FX)
-        .filter_map(|c| c.kind.as_ref())
-        .collect();
-    assert!(skills.contains(&&Kind::Skills), "{:?}", s.changes);
-    for change in s.changes.iter().filter(|c| c.server == FX) {
+    // The edges resources → skills → commands, all from the one notification: the resources
+    // listing (the skill's files are resources), the skills read from it, and the commands
+    // rebuilt from the skills — the last two in the same revision.
+    let command = "mcp__fx__changelog-digest";
+    let kinds: std::collections::BTreeSet<Kind> = changes.iter().filter_map(|c| c.kind).collect();
+    assert_eq!(
+        kinds,
+        std::collections::BTreeSet::from([Kind::Resources, Kind::Skills, Kind::Commands]),
+        "{changes:?}"
+    );
+    for change in &changes {
         assert_eq!(
             change.cause, "notifications/resources/list_changed",
             "{change:?}"
         );
     }
+    assert!(
+        changes
+            .iter()
+            .any(|c| c.kind == Some(Kind::Resources) && c.added.iter().any(|a| a == uri)),
+        "the resources listing has the skill's file: {changes:?}"
+    );
+    assert!(
+        s.changes.iter().any(|c| c.server == FX
+            && c.kind == Some(Kind::Commands)
+            && c.added.iter().any(|a| a == command)),
+        "the skills change rebuilt the commands in the same revision: {:?}",
+        s.changes
+    );
     let added = s.catalogs[FX]
         .skills
         .iter()

@@ -4,9 +4,11 @@
 //! `CallOptions::progress`, and the caller's cancel token or the call's timeout sends
 //! `tasks/cancel`.
 //!
-//! The task server is an rmcp server using rmcp's own `TaskManager`, run in-process. It honours
-//! SEP-2663: it runs a call as a task only for a client that declared the
-//! `io.modelcontextprotocol/tasks` extension, and answers plainly otherwise.
+//! The task server is the fixture's [`TaskServer`] (rmcp's own `TaskManager`), run in-process.
+//! It honours SEP-2663: it runs a call as a task only for a client that declared the
+//! `io.modelcontextprotocol/tasks` extension, and refuses otherwise. In-task input is answered
+//! only through the embedder's callbacks with `tasks/update`; without callbacks the task is
+//! cancelled.
 //!
 //! `@modelcontextprotocol/server-everything`'s `simulate-research-query` speaks the older
 //! SEP-1686 task protocol of MCP 2025-11-25 (a `task` parameter on `tools/call`,
@@ -19,178 +21,35 @@ use std::time::Duration;
 
 use common::*;
 use mcp_harness_catalog::qualify;
+use mcp_harness_fixture::{EXPLODE_MESSAGE, QUEUED, RESEARCH_STAGES, TaskServer};
 use mcp_harness_runtime::tasks::TaskUpdate;
 use mcp_harness_runtime::transport::{CallbackFuture, ClientCallbacks, Supported};
 use mcp_harness_runtime::{CallError, CallOptions, Runtime, RuntimeBuilder, TransportConfig};
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
-    CreateTaskResult, ElicitRequestParams, ElicitResult, GetTaskParams, GetTaskResult,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
-    ServerConfig, TaskStatus, Tool, UpdateTaskParams,
-};
-use rmcp::service::{RequestContext, RoleServer};
-use rmcp::task_manager::{TaskExit, TaskManager, TaskOptions};
-use rmcp::{ErrorData, ServerHandler, ServiceExt};
+use rmcp::ErrorData;
+use rmcp::model::{ElicitRequestParams, ElicitResult, TaskStatus};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-/// Tools: `research` (stages with status messages and progress, then a report), `stuck` (runs
-/// until cancelled) and `explode` (fails).
-#[derive(Clone, Default)]
-struct TaskServer {
-    tasks: TaskManager,
-    /// Ids of the tasks `tasks/cancel` was received for.
-    cancelled: Arc<Mutex<Vec<String>>>,
-}
-
-impl TaskServer {
-    fn cancelled(&self) -> Vec<String> {
-        self.cancelled
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
-
-    async fn research(
-        progress: impl Fn(f64, &str) + Send,
-        ctx: &rmcp::task_manager::TaskContext,
-    ) -> CallToolResult {
-        for (i, stage) in ["Gathering sources", "Synthesizing findings"]
-            .iter()
-            .enumerate()
-        {
-            ctx.set_status_message(*stage);
-            progress(i as f64 + 1.0, stage);
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
-        CallToolResult::success(vec![ContentBlock::text("# Research Report: tasks")])
-    }
-}
-
-impl ServerHandler for TaskServer {
-    async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, ErrorData> {
-        let schema = Arc::new(
-            json!({"type": "object", "properties": {}})
-                .as_object()
-                .cloned()
-                .unwrap_or_default(),
-        );
-        Ok(ListToolsResult::with_all_items(
-            ["research", "stuck", "explode"]
-                .into_iter()
-                .map(|name| Tool::new(name, "runs as a task", schema.clone()))
-                .collect(),
-        ))
-    }
-
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let name = request.name.to_string();
-        let (peer, token) = (context.peer.clone(), context.meta.get_progress_token());
-        let progress = move |done: f64, message: &str| {
-            if let Some(token) = token.clone() {
-                let mut note = ProgressNotificationParam::new(token, done);
-                note.message = Some(message.to_string());
-                let peer = peer.clone();
-                tokio::spawn(async move { peer.notify_progress(note).await });
-            }
-        };
-        let declared = context
-            .client_capabilities()
-            .is_some_and(|c| c.supports_tasks());
-        if !declared {
-            // SEP-2663: no task for a client that did not declare the extension.
-            return Err(ErrorData::invalid_request(
-                "this test server runs tools only as tasks, and the client did not declare io.modelcontextprotocol/tasks",
-                None,
-            ));
-        }
-        let options = TaskOptions::new().with_poll_interval_ms(100);
-        let task = self.tasks.spawn(options, move |ctx| {
-            Box::pin(async move {
-                match name.as_str() {
-                    "research" => Ok(Self::research(progress, &ctx).await),
-                    "explode" => Err(TaskExit::Error(ErrorData::internal_error(
-                        "the research database is down",
-                        None,
-                    ))),
-                    _ => {
-                        ctx.cancelled().await;
-                        Err(TaskExit::Cancelled)
-                    }
-                }
-            })
-        });
-        Ok(CallToolResponse::Task(CreateTaskResult::new(task)))
-    }
-
-    async fn get_task(
-        &self,
-        request: GetTaskParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<GetTaskResult, ErrorData> {
-        Ok(GetTaskResult::new(self.tasks.get_task(&request.task_id)?))
-    }
-
-    async fn update_task(
-        &self,
-        request: UpdateTaskParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
-        self.tasks
-            .update_task(&request.task_id, request.input_responses)
-    }
-
-    async fn cancel_task(
-        &self,
-        request: CancelTaskParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
-        self.cancelled
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(request.task_id.clone());
-        self.tasks.cancel_task(&request.task_id)
-    }
-
-    fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tasks()
-                .build(),
-        )
-    }
-}
-
-/// A runtime with the task server in-process as `tasks`.
-async fn start_tasks() -> (Runtime, TaskServer) {
+/// A runtime with the fixture's task server in-process as `tasks`, and `callbacks` if any.
+async fn start_tasks_with(callbacks: Option<Arc<dyn ClientCallbacks>>) -> (Runtime, TaskServer) {
     let server = TaskServer::default();
     let serving = server.clone();
-    let runtime = RuntimeBuilder::new(config(Vec::new()))
-        .in_process(
-            "tasks",
-            Arc::new(move |stream| {
-                let server = serving.clone();
-                tokio::spawn(async move {
-                    if let Ok(running) = server.serve(stream).await {
-                        let _ = running.waiting().await;
-                    }
-                });
-            }),
-        )
-        .start()
-        .expect("runtime starts");
+    let mut builder = RuntimeBuilder::new(config(Vec::new())).in_process(
+        "tasks",
+        Arc::new(move |stream| serving.serve_in_process(stream)),
+    );
+    if let Some(callbacks) = callbacks {
+        builder = builder.callbacks(callbacks);
+    }
+    let runtime = builder.start().expect("runtime starts");
     let s = runtime.wait_settled(SETTLE).await;
     assert!(s.tool(&qualify("tasks", "research")).is_some(), "listed");
     (runtime, server)
+}
+
+/// A runtime with the fixture's task server in-process as `tasks`.
+async fn start_tasks() -> (Runtime, TaskServer) {
+    start_tasks_with(None).await
 }
 
 fn drain<T>(rx: &mut tokio::sync::mpsc::UnboundedReceiver<T>) -> Vec<T> {
@@ -230,18 +89,21 @@ async fn a_task_call_completes_with_status_changes_and_progress() {
         "{updates:?}"
     );
     assert_eq!(updates[0].status, TaskStatus::Working, "{updates:?}");
+    assert_eq!(updates[0].message.as_deref(), Some(QUEUED), "{updates:?}");
     let messages: Vec<_> = updates
         .iter()
         .filter_map(|u| u.message.as_deref())
         .collect();
-    assert!(
-        messages.contains(&"Synthesizing findings"),
-        "status messages: {updates:?}"
-    );
+    for stage in RESEARCH_STAGES {
+        assert!(messages.contains(&stage), "status messages: {updates:?}");
+    }
     assert_eq!(
         updates.last().map(|u| u.status),
         Some(TaskStatus::Completed)
     );
+    for pair in updates.windows(2) {
+        assert_ne!(pair[0], pair[1], "only changes are reported: {updates:?}");
+    }
     let progress = drain(&mut progress_rx);
     assert!(
         progress
@@ -282,10 +144,12 @@ async fn cancel_and_timeout_send_tasks_cancel_and_failures_are_classified() {
         .first()
         .map(|u| u.task_id.clone())
         .expect("the task was reported");
-    assert_eq!(server.cancelled(), vec![id], "the server was told");
+    assert_eq!(server.cancelled(), vec![id.clone()], "the server was told");
 
+    let (status_tx, mut status_rx) = tokio::sync::mpsc::unbounded_channel();
     let options = CallOptions {
         timeout: Some(Duration::from_millis(500)),
+        task_status: Some(status_tx),
         ..Default::default()
     };
     let e = runtime
@@ -293,22 +157,119 @@ async fn cancel_and_timeout_send_tasks_cancel_and_failures_are_classified() {
         .await
         .expect_err("timed out");
     assert!(matches!(e, CallError::Timeout { .. }), "{e}");
-    assert_eq!(server.cancelled().len(), 2, "the timeout cancels the task");
+    let updates = drain(&mut status_rx);
+    let timed_out = updates
+        .first()
+        .map(|u| u.task_id.clone())
+        .expect("the task was reported");
+    assert!(
+        updates.iter().all(|u| u.status == TaskStatus::Working),
+        "never terminal on the client's side: {updates:?}"
+    );
+    assert_eq!(
+        server.cancelled(),
+        vec![id, timed_out],
+        "the timeout cancels the task"
+    );
 
     let e = runtime
         .call_tool_with(&qualify("tasks", "explode"), None, CallOptions::default())
         .await
         .expect_err("failed");
     assert!(
-        matches!(&e, CallError::Protocol { message, .. } if message.contains("the research database is down")),
+        matches!(&e, CallError::Protocol { message, .. } if message.contains(EXPLODE_MESSAGE)),
         "{e}"
     );
     assert!(!e.retryable());
+
+    // A task the server cancelled itself is a protocol error too.
+    let (status_tx, mut status_rx) = tokio::sync::mpsc::unbounded_channel();
+    let options = CallOptions {
+        task_status: Some(status_tx),
+        ..Default::default()
+    };
+    let e = runtime
+        .call_tool_with(&qualify("tasks", "give-up"), None, options)
+        .await
+        .expect_err("cancelled by the server");
+    assert!(
+        matches!(&e, CallError::Protocol { message, .. } if message.contains("cancelled")),
+        "{e}"
+    );
+    assert_eq!(
+        drain(&mut status_rx).last().map(|u| u.status),
+        Some(TaskStatus::Cancelled)
+    );
     assert_eq!(
         server.cancelled().len(),
         2,
-        "a failed task is not cancelled"
+        "terminal tasks (failed, cancelled by the server) are not cancelled"
     );
+    runtime.shutdown().await;
+}
+
+/// Answers the task's question (`pick`) with "blue".
+struct Picker;
+
+impl ClientCallbacks for Picker {
+    fn supports(&self) -> Supported {
+        Supported {
+            elicitation_form: true,
+            ..Supported::default()
+        }
+    }
+
+    fn elicit(&self, _: &str, _: ElicitRequestParams) -> CallbackFuture<ElicitResult> {
+        Box::pin(async {
+            serde_json::from_value(json!({"action": "accept", "content": {"pick": "blue"}}))
+                .map_err(|e| ErrorData::internal_error(e.to_string(), None))
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_task_input_is_answered_through_the_callbacks_and_never_without_them() {
+    let (runtime, server) = start_tasks_with(Some(Arc::new(Picker))).await;
+    let (status_tx, mut status_rx) = tokio::sync::mpsc::unbounded_channel();
+    let options = CallOptions {
+        task_status: Some(status_tx),
+        ..Default::default()
+    };
+    let done = runtime
+        .call_tool_with(&qualify("tasks", "ask"), None, options)
+        .await
+        .expect("the task's result");
+    assert_eq!(text(&done), "picked blue");
+    let updates = drain(&mut status_rx);
+    assert!(
+        updates
+            .iter()
+            .any(|u| u.status == TaskStatus::InputRequired),
+        "{updates:?}"
+    );
+    assert!(server.cancelled().is_empty());
+    runtime.shutdown().await;
+
+    // Without callbacks nothing is answered on the user's behalf: the task is cancelled.
+    let (runtime, server) = start_tasks().await;
+    let (status_tx, mut status_rx) = tokio::sync::mpsc::unbounded_channel();
+    let options = CallOptions {
+        task_status: Some(status_tx),
+        ..Default::default()
+    };
+    let e = runtime
+        .call_tool_with(&qualify("tasks", "ask"), None, options)
+        .await
+        .expect_err("no one to ask");
+    assert!(
+        matches!(&e, CallError::Protocol { message, .. } if message.contains("pick")),
+        "{e}"
+    );
+    let id = drain(&mut status_rx)
+        .first()
+        .map(|u| u.task_id.clone())
+        .expect("the task was reported");
+    assert_eq!(server.cancelled(), vec![id]);
     runtime.shutdown().await;
 }
 

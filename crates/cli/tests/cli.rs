@@ -154,8 +154,8 @@ fn inspect_and_call_against_a_stdio_server() {
     let servers: serde_json::Value = serde_json::from_str(&out).expect("servers --json is JSON");
     assert_eq!(servers[0]["state"], "connected");
     assert_eq!(
-        servers[0]["tools"], 18,
-        "12 static + 2 fault-injection + 2 versioning + 2 generated"
+        servers[0]["tools"], 19,
+        "12 static + 2 fault-injection + 3 versioning and counters + 2 generated"
     );
 
     let (_, out, _) = run(&["tools", "--config", c]);
@@ -450,7 +450,7 @@ fn json_of(args: &[&str]) -> serde_json::Value {
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"))
 }
 
-/// Issue 13 point 4: server `aaa` (sorts first, 216 tools) took the whole tool cap of 128 and
+/// Issue 13 point 4: server `aaa` (sorts first, 217 tools) took the whole tool cap of 128 and
 /// hid every tool of `zzz`, while `tools` listed all of them as visible and `tools --hidden` was
 /// empty. Now `tools` is what a bound step shows, `--hidden` what it hides, and the cap is
 /// shared fairly.
@@ -477,7 +477,7 @@ fn tools_shows_what_a_step_exposes_and_the_cap_is_shared_fairly() {
                 .unwrap_or(0)
         })
         .collect();
-    assert_eq!(listed, [216, 16], "{servers}");
+    assert_eq!(listed, [217, 17], "{servers}");
 
     let shown = json_of(&["tools", "--json", "--config", c]);
     let shown = shown.as_array().cloned().unwrap_or_default();
@@ -488,7 +488,7 @@ fn tools_shows_what_a_step_exposes_and_the_cap_is_shared_fairly() {
             .count()
     };
     // zzz needs less than half the cap and shows every tool; aaa gets the rest.
-    assert_eq!((of("aaa"), of("zzz")), (112, 16));
+    assert_eq!((of("aaa"), of("zzz")), (111, 17));
     assert!(
         shown
             .iter()
@@ -504,7 +504,7 @@ fn tools_shows_what_a_step_exposes_and_the_cap_is_shared_fairly() {
         .into_iter()
         .filter(|h| h["kind"] == "tools")
         .collect();
-    assert_eq!(hidden.len(), 216 - 112, "every tool left out is listed");
+    assert_eq!(hidden.len(), 217 - 111, "every tool left out is listed");
     for h in &hidden {
         let reason = h["reason"].as_str().unwrap_or_default();
         assert_eq!(h["server"], "aaa");
@@ -527,7 +527,7 @@ fn tools_shows_what_a_step_exposes_and_the_cap_is_shared_fairly() {
         .collect();
     all.sort();
     all.dedup();
-    assert_eq!(all.len(), 216 + 16);
+    assert_eq!(all.len(), 217 + 17);
 
     // What `tools` shows can be called; what `--hidden` lists is refused as hidden.
     let (code, out, err) = run(&[

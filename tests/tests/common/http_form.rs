@@ -1,4 +1,4 @@
-//! Small HTTP pieces the local OAuth test servers share: a JSON response body (this axum build
+//! Small HTTP pieces of the local OAuth test server (`auth_server.rs`): a JSON response body (this axum build
 //! has no `json` feature) and `application/x-www-form-urlencoded` parsing.
 
 use std::collections::HashMap;

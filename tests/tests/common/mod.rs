@@ -2,6 +2,7 @@
 //! transport, and the location of the real peers installed by `.ci/install-peers.sh`.
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod auth_server;
 pub mod http_form;
 
 use std::collections::BTreeMap;
@@ -178,6 +179,43 @@ pub fn processes_with(marker: &str) -> Vec<u32> {
                 .replace('\0', " ")
                 .contains(marker)
         {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// The environment variable a test sets on a stdio server to find it and every descendant
+/// (they inherit it) with [`processes_with_env`].
+pub const MARKER_ENV: &str = "MCP_HARNESS_TEST_MARKER";
+
+/// Pids of live processes (zombies excluded) whose environment has `var=value`.
+pub fn processes_with_env(var: &str, value: &str) -> Vec<u32> {
+    let tag = format!("{var}={value}");
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut pids = Vec::new();
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let (Ok(environ), Ok(stat)) = (
+            std::fs::read(entry.path().join("environ")),
+            std::fs::read_to_string(entry.path().join("stat")),
+        ) else {
+            continue;
+        };
+        let zombie = stat
+            .rsplit(')')
+            .next()
+            .and_then(|s| s.split_whitespace().next())
+            == Some("Z");
+        if !zombie && environ.split(|b| *b == 0).any(|kv| kv == tag.as_bytes()) {
             pids.push(pid);
         }
     }
