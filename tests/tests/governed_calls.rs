@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::*;
 use mcp_harness_policy::{AllowAll, Approval, ApprovalRequest, Approver};
-use mcp_harness_runtime::binding::{READ_OUTPUT_TOOL, SEARCH_TOOL};
+use mcp_harness_runtime::{READ_OUTPUT_TOOL, SEARCH_TOOL};
 use mcp_harness_runtime::{CallError, CallOptions, ErrorClass, Runtime, RuntimeBuilder};
 use serde_json::{Value, json};
 

@@ -11,7 +11,7 @@ use common::*;
 use mcp_harness_catalog::ServerState;
 use mcp_harness_fixture::FixtureOptions;
 use mcp_harness_runtime::RuntimeBuilder;
-use mcp_harness_runtime::supervision::ReconnectPolicy;
+use mcp_harness_runtime::ReconnectPolicy;
 use serde_json::json;
 
 fn quick_policy(max_attempts: u32) -> ReconnectPolicy {

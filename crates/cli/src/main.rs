@@ -409,7 +409,7 @@ async fn execute(
         Command::Watch { count } => {
             // Hot reload: an edit of the config files is applied while watching.
             let files = commands::config::files(config.as_deref());
-            let loader: mcp_harness_runtime::reload::ConfigLoader =
+            let loader: mcp_harness_runtime::ConfigLoader =
                 std::sync::Arc::new(move || commands::config::load(config.as_deref(), false));
             let _reload = runtime.reload_on_change(files, Duration::from_secs(1), loader);
             // Every revision with its changes; a reader that fell behind gets the ones it missed

@@ -16,23 +16,23 @@ use mcp_harness_transport::{Callbacks, InProcessServe};
 use rmcp::model::ProtocolVersion;
 use tokio::sync::{broadcast, watch};
 
-use crate::cache::{DEFAULT_MAX_ENTRIES, ListingCache};
 use crate::call::output::{OutputStore, OutputStoreConfig};
 use crate::call::result::ResultLimits;
 use crate::config::{
     Config, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, ServerConfig, TransportConfig,
 };
+use crate::connection::cache::{DEFAULT_MAX_ENTRIES, ListingCache};
+use crate::connection::io_threads::{IoPlace, IoThreads, PinnedThreads};
+use crate::connection::registry::{Registry, connector_for};
 use crate::desired::{RefreshControl, prewarmer};
 use crate::error::StartError;
-use crate::io_threads::{IoPlace, IoThreads, PinnedThreads};
-use crate::publisher::{DEFAULT_BATCH_WINDOW, Published, Publisher, RevisionGate};
-use crate::registry::{Registry, connector_for};
 use crate::runtime::{Inner, Policy, RESOURCE_UPDATE_BUFFER, Runtime, ValidatorCache};
+use crate::snapshot::publisher::{DEFAULT_BATCH_WINDOW, Published, Publisher, RevisionGate};
 
 /// Default time a person has to answer an approval.
 pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(300);
-use crate::server::{ProgressRoutes, ServerSettings};
-use crate::supervision::{
+use crate::connection::server::{ProgressRoutes, ServerSettings};
+use crate::connection::supervision::{
     ConnectQueues, DEFAULT_LOCAL_SLOTS, DEFAULT_REMOTE_SLOTS, DEFAULT_SLOT_HOLD, ReconnectPolicy,
 };
 
@@ -74,8 +74,8 @@ impl RuntimeBuilder {
             remote_slots: DEFAULT_REMOTE_SLOTS,
             io: None,
             io_threads: None,
-            revision_buffer: crate::revisions::DEFAULT_REVISION_BUFFER,
-            relist_window: crate::refresh::DEFAULT_RELIST_WINDOW,
+            revision_buffer: crate::snapshot::revisions::DEFAULT_REVISION_BUFFER,
+            relist_window: crate::connection::refresh::DEFAULT_RELIST_WINDOW,
             child_subreaper: false,
         }
     }

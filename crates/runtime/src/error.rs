@@ -4,6 +4,10 @@
 
 use std::time::Duration;
 
+use mcp_harness_transport::WireFault;
+use rmcp::model::ServerResult;
+use rmcp::service::ServiceError;
+
 /// The failure classes of R32, each with its retry semantics:
 ///
 /// | class | meaning | retry |
@@ -164,4 +168,129 @@ pub enum StartError {
     Config(#[from] crate::config::ConfigError),
     #[error("could not start the actor system: {0}")]
     System(String),
+}
+
+/// A short, user-facing description of an rmcp service error.
+pub(crate) fn describe(e: ServiceError) -> String {
+    match e {
+        // Made by the harness from what the server sent (too large, undecodable): says so.
+        ServiceError::McpError(data) if WireFault::is_wire_fault(&data) => {
+            data.message.into_owned()
+        }
+        ServiceError::McpError(data) => format!(
+            "the server answered with error {}: {}",
+            data.code.0, data.message
+        ),
+        ServiceError::TransportClosed => "the connection is closed".to_string(),
+        ServiceError::TransportSend(error) => {
+            match mcp_harness_transport::net::http_failure_in(&error) {
+                Some(failure) => format!("{failure}; {}", failure.hint()),
+                None => mcp_harness_transport::net::describe(&error),
+            }
+        }
+        other => mcp_harness_transport::net::describe(&other),
+    }
+}
+
+/// Whether `e` says the server no longer accepts this client's authorization: a 401 challenge,
+/// or an OAuth failure of the token source (a rejected refresh, a revoked grant). A refusal
+/// for lack of scope is not this (step-up handles it).
+pub(crate) fn authorization_lost(e: &ServiceError) -> bool {
+    if mcp_harness_transport::auth::refusal_in(e).is_some() {
+        return false;
+    }
+    let ServiceError::TransportSend(error) = e else {
+        return false;
+    };
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error.error.as_ref());
+    while let Some(current) = source {
+        if current
+            .downcast_ref::<rmcp::transport::streamable_http_client::AuthRequiredError>()
+            .is_some()
+            || current
+                .downcast_ref::<rmcp::transport::auth::AuthError>()
+                .is_some()
+        {
+            return true;
+        }
+        source = current.source();
+    }
+    false
+}
+
+pub(crate) fn classify(e: ServiceError, server: &str, tool: &str, timeout: Duration) -> CallError {
+    let (server, tool) = (server.to_string(), tool.to_string());
+    // Refused for lack of scope with no (further) step-up (R33): the server did not run it, and
+    // sending it again as is cannot help; the reason names the server and what to do.
+    if let Some(refused) = mcp_harness_transport::auth::refusal_in(&e) {
+        return CallError::Permission {
+            name: tool,
+            reason: refused.to_string(),
+        };
+    }
+    match e {
+        // What the harness made of the server's answer (too large, undecodable): it says so.
+        ServiceError::McpError(data) if WireFault::is_wire_fault(&data) => CallError::BadAnswer {
+            server,
+            tool,
+            message: data.message.into_owned(),
+        },
+        ServiceError::Timeout { .. } => CallError::Timeout {
+            server,
+            tool,
+            timeout,
+        },
+        ServiceError::McpError(_) | ServiceError::UnexpectedResponse => CallError::Protocol {
+            server,
+            tool,
+            message: describe(e),
+        },
+        other => CallError::Transport {
+            server,
+            tool,
+            message: describe(other),
+        },
+    }
+}
+
+/// A deadline that passed after the server sent something unusable (`arrived`, from
+/// [`mcp_harness_transport::WireNotes::anomalies_since`]) says what arrived, not "timed out".
+pub(crate) fn explain_timeout(e: CallError, arrived: impl FnOnce() -> Option<String>) -> CallError {
+    match e {
+        CallError::Timeout {
+            server,
+            tool,
+            timeout,
+        } => match arrived() {
+            Some(arrived) => CallError::BadAnswer {
+                server,
+                tool,
+                message: format!(
+                    "no usable answer within {}s; the server sent {arrived}",
+                    timeout.as_secs_f64()
+                ),
+            },
+            None => CallError::Timeout {
+                server,
+                tool,
+                timeout,
+            },
+        },
+        other => other,
+    }
+}
+
+pub(crate) fn unexpected(server: &str, what: &str, got: &ServerResult) -> CallError {
+    let kind = serde_json::to_value(got)
+        .ok()
+        .and_then(|v| {
+            v.as_object()
+                .map(|o| o.keys().cloned().collect::<Vec<_>>().join(","))
+        })
+        .unwrap_or_default();
+    CallError::Protocol {
+        server: server.to_string(),
+        tool: what.to_string(),
+        message: format!("the server answered with an unexpected result (fields: {kind})"),
+    }
 }

@@ -6,9 +6,9 @@
 
 use std::path::Path;
 
-use mcp_harness_runtime::call::result::{ResultLimits, normalize};
-use mcp_harness_runtime::config::{Config, expand};
-use mcp_harness_runtime::sources;
+use crate::call::result::{ResultLimits, normalize};
+use crate::config::sources;
+use crate::config::{Config, expand};
 use proptest::prelude::*;
 use rmcp::model::CallToolResult;
 use serde_json::{Map, Value, json};
@@ -191,9 +191,7 @@ fn lookup(name: &str) -> Option<String> {
     }
 }
 
-fn check_config(
-    result: Result<Config, mcp_harness_runtime::ConfigError>,
-) -> Result<(), TestCaseError> {
+fn check_config(result: Result<Config, crate::config::ConfigError>) -> Result<(), TestCaseError> {
     if let Err(e) = result {
         prop_assert!(!e.to_string().is_empty());
     }

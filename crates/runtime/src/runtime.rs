@@ -12,29 +12,28 @@ use mcp_harness_catalog::CommandSource;
 use mcp_harness_catalog::skills::{ListedFiles, SkillEntry, SkillIndex};
 use mcp_harness_catalog::{ServerState, Snapshot, ToolEntry};
 use mcp_harness_policy::{Approver, ExposurePolicy, PermissionRules};
-use mcp_harness_transport::{Callbacks, WireFault};
+use mcp_harness_transport::Callbacks;
 use rmcp::model::{
     ClientRequest, GetPromptRequestParams, GetPromptResult, JsonObject, ReadResourceRequestParams,
     ReadResourceResult, ResourceContents, ServerResult,
 };
-use rmcp::service::{PeerRequestOptions, ServiceError};
+use rmcp::service::PeerRequestOptions;
 use tokio::sync::{broadcast, watch};
 
-use crate::binding::{CallOptions, StepBinding, ToolResult};
-use crate::cache::ListingCache;
+use crate::call::binding::{CallOptions, StepBinding, ToolResult};
 use crate::call::output::{OutputStore, budget_for};
 use crate::call::result::ResultLimits;
 use crate::call::validate::ArgumentValidator;
 use crate::config::Config;
 use crate::config::OutputConfig;
-use crate::desired::{RefreshControl, refresh_if_dirty};
-use crate::error::{CallError, StartError};
-use crate::listing::describe;
-use crate::publisher::{Flush, Published, Publisher, RevisionGate, ServerClient};
-use crate::registry::{Reconciled, Registry};
-use crate::server::{
+use crate::connection::cache::ListingCache;
+use crate::connection::registry::{Reconciled, Registry};
+use crate::connection::server::{
     ProgressRoutes, ResourceUpdate, Restart, Revival, ReviveForCall, SHUTDOWN_GRACE, Shutdown,
 };
+use crate::desired::{RefreshControl, refresh_if_dirty};
+use crate::error::{CallError, StartError, classify, explain_timeout, unexpected};
+use crate::snapshot::publisher::{Flush, Published, Publisher, RevisionGate, ServerClient};
 
 /// A running harness: servers connecting or connected, and the latest published snapshot.
 pub struct Runtime {
@@ -65,7 +64,7 @@ pub(crate) struct Inner {
     pub(crate) result_limits: ResultLimits,
     /// The exposure of the latest snapshot a step was bound to (bindings of one snapshot share
     /// it; a new snapshot replaces it).
-    pub(crate) frozen: std::sync::Mutex<Option<(Arc<Snapshot>, Arc<crate::binding::Frozen>)>>,
+    pub(crate) frozen: std::sync::Mutex<Option<(Arc<Snapshot>, Arc<crate::call::binding::Frozen>)>>,
 }
 
 /// What decides exposure and permission, frozen at start.
@@ -99,14 +98,17 @@ impl ValidatorCache {
 
 impl Inner {
     /// The model's view of `snapshot` under the exposure policy, computed once per snapshot.
-    pub(crate) fn frozen_for(&self, snapshot: &Arc<Snapshot>) -> Arc<crate::binding::Frozen> {
+    pub(crate) fn frozen_for(&self, snapshot: &Arc<Snapshot>) -> Arc<crate::call::binding::Frozen> {
         let mut cached = self.frozen.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((s, f)) = cached.as_ref()
             && Arc::ptr_eq(s, snapshot)
         {
             return f.clone();
         }
-        let frozen = Arc::new(crate::binding::Frozen::new(&self.policy.exposure, snapshot));
+        let frozen = Arc::new(crate::call::binding::Frozen::new(
+            &self.policy.exposure,
+            snapshot,
+        ));
         *cached = Some((snapshot.clone(), frozen.clone()));
         frozen
     }
@@ -254,9 +256,12 @@ impl Runtime {
     /// Every revision published from now on, in order, each with its changes; a reader that
     /// falls more than the buffer (`RuntimeBuilder::revision_buffer`, default 256) behind gets
     /// one [`Revision::Skipped`](crate::Revision::Skipped) item saying how many revisions it
-    /// stands for, with their combined change. See [`crate::revisions`].
-    pub fn revisions(&self) -> crate::revisions::Revisions {
-        crate::revisions::Revisions::new(&self.inner.revisions, self.inner.current.clone())
+    /// stands for, with their combined change. See [`crate::snapshot::revisions`].
+    pub fn revisions(&self) -> crate::snapshot::revisions::Revisions {
+        crate::snapshot::revisions::Revisions::new(
+            &self.inner.revisions,
+            self.inner.current.clone(),
+        )
     }
 
     /// Publishes pending updates now instead of at the end of the batching window; returns the
@@ -680,107 +685,4 @@ async fn send(
         .await
         .map_err(classify)?;
     handle.await_response().await.map_err(classify)
-}
-
-/// Whether `e` says the server no longer accepts this client's authorization: a 401 challenge,
-/// or an OAuth failure of the token source (a rejected refresh, a revoked grant). A refusal
-/// for lack of scope is not this (step-up handles it).
-pub(crate) fn authorization_lost(e: &ServiceError) -> bool {
-    if mcp_harness_transport::auth::refusal_in(e).is_some() {
-        return false;
-    }
-    let ServiceError::TransportSend(error) = e else {
-        return false;
-    };
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error.error.as_ref());
-    while let Some(current) = source {
-        if current
-            .downcast_ref::<rmcp::transport::streamable_http_client::AuthRequiredError>()
-            .is_some()
-            || current
-                .downcast_ref::<rmcp::transport::auth::AuthError>()
-                .is_some()
-        {
-            return true;
-        }
-        source = current.source();
-    }
-    false
-}
-
-pub(crate) fn classify(e: ServiceError, server: &str, tool: &str, timeout: Duration) -> CallError {
-    let (server, tool) = (server.to_string(), tool.to_string());
-    // Refused for lack of scope with no (further) step-up (R33): the server did not run it, and
-    // sending it again as is cannot help; the reason names the server and what to do.
-    if let Some(refused) = mcp_harness_transport::auth::refusal_in(&e) {
-        return CallError::Permission {
-            name: tool,
-            reason: refused.to_string(),
-        };
-    }
-    match e {
-        // What the harness made of the server's answer (too large, undecodable): it says so.
-        ServiceError::McpError(data) if WireFault::is_wire_fault(&data) => CallError::BadAnswer {
-            server,
-            tool,
-            message: data.message.into_owned(),
-        },
-        ServiceError::Timeout { .. } => CallError::Timeout {
-            server,
-            tool,
-            timeout,
-        },
-        ServiceError::McpError(_) | ServiceError::UnexpectedResponse => CallError::Protocol {
-            server,
-            tool,
-            message: describe(e),
-        },
-        other => CallError::Transport {
-            server,
-            tool,
-            message: describe(other),
-        },
-    }
-}
-
-/// A deadline that passed after the server sent something unusable (`arrived`, from
-/// [`mcp_harness_transport::WireNotes::anomalies_since`]) says what arrived, not "timed out".
-pub(crate) fn explain_timeout(e: CallError, arrived: impl FnOnce() -> Option<String>) -> CallError {
-    match e {
-        CallError::Timeout {
-            server,
-            tool,
-            timeout,
-        } => match arrived() {
-            Some(arrived) => CallError::BadAnswer {
-                server,
-                tool,
-                message: format!(
-                    "no usable answer within {}s; the server sent {arrived}",
-                    timeout.as_secs_f64()
-                ),
-            },
-            None => CallError::Timeout {
-                server,
-                tool,
-                timeout,
-            },
-        },
-        other => other,
-    }
-}
-
-pub(crate) fn unexpected(server: &str, what: &str, got: &ServerResult) -> CallError {
-    let kind = serde_json::to_value(got)
-        .ok()
-        .and_then(|v| {
-            v.as_object()
-                .map(|o| o.keys().cloned().collect::<Vec<_>>().join(","))
-        })
-        .unwrap_or_default();
-    CallError::Protocol {
-        server: server.to_string(),
-        tool: what.to_string(),
-        message: format!("the server answered with an unexpected result (fields: {kind})"),
-    }
 }

@@ -1,6 +1,6 @@
 //! `call`: one tool call through the runtime, printed for a person (or as JSON).
 
-use mcp_harness_runtime::tasks::TaskUpdate;
+use mcp_harness_runtime::TaskUpdate;
 use mcp_harness_runtime::{CallError, CallOptions, Runtime, ToolResult};
 use rmcp::model::{ContentBlock, JsonObject, ProgressNotificationParam};
 

@@ -39,7 +39,7 @@ pub fn build() -> Result<Runtime, String> {
             enabled: true,
             startup_timeout: Duration::from_secs(30),
             tool_timeout: Duration::from_secs(60),
-            max_message_bytes: mcp_harness_runtime::config::DEFAULT_MAX_MESSAGE_BYTES,
+            max_message_bytes: mcp_harness_runtime::DEFAULT_MAX_MESSAGE_BYTES,
             include_tools: None,
             exclude_tools: Vec::new(),
             untrusted: None,

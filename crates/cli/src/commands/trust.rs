@@ -94,7 +94,7 @@ fn list(store: &TrustStore, sources: &Sources) -> Result<String, String> {
     }
     for (path, record) in &records {
         let state = match std::fs::read(path) {
-            Ok(bytes) if sources::trust::digest(&bytes) == record.digest => "trusted",
+            Ok(bytes) if record.matches(&bytes) => "trusted",
             Ok(_) => "changed since trusted (not trusted)",
             Err(_) => "missing",
         };

@@ -30,13 +30,13 @@ use rmcp::service::PeerRequestOptions;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::call::mrtr::{MAX_ROUNDS, next_round};
 use crate::call::output::read_output_tool;
 use crate::call::result::{NormalizedResult, OutputSchema, normalize, normalize_with};
 use crate::call::validate::{ArgumentValidator, drop_null_optionals};
 use crate::error::CallError;
-use crate::mrtr::{MAX_ROUNDS, next_round};
-use crate::publisher::{Published, ServerClient};
 use crate::runtime::Inner;
+use crate::snapshot::publisher::{Published, ServerClient};
 
 /// Name of the built-in tool that searches deferred tools (tool search on).
 pub const SEARCH_TOOL: &str = "mcp_harness__search_tools";
@@ -297,7 +297,7 @@ impl StepBinding {
                     .frozen
                     .hidden
                     .iter()
-                    .any(|h| crate::binding::hidden_name(h) == name)
+                    .any(|h| crate::call::binding::hidden_name(h) == name)
                 {
                     "; it is hidden (`mcp-harness tools --hidden` says why)".to_string()
                 } else {
@@ -447,8 +447,8 @@ pub struct CallOptions {
     /// Replaces the server's `toolTimeoutSec` for this call.
     pub timeout: Option<Duration>,
     /// Receives the status changes of a call the server runs as a task (SEP-2663); see
-    /// [`crate::tasks`].
-    pub task_status: Option<tokio::sync::mpsc::UnboundedSender<crate::tasks::TaskUpdate>>,
+    /// [`crate::call::tasks`].
+    pub task_status: Option<tokio::sync::mpsc::UnboundedSender<crate::call::tasks::TaskUpdate>>,
 }
 
 /// The outcome of a call that was sent and answered.
@@ -477,7 +477,7 @@ struct FurtherRounds<'a> {
     retry: Option<CallToolRequestParams>,
     task_augmented: bool,
     cancel: Option<CancellationToken>,
-    task_status: Option<tokio::sync::mpsc::UnboundedSender<crate::tasks::TaskUpdate>>,
+    task_status: Option<tokio::sync::mpsc::UnboundedSender<crate::call::tasks::TaskUpdate>>,
 }
 
 impl ToolResult {
@@ -599,7 +599,7 @@ impl PreparedCall {
             .is_none_or(|info| !info.protocol_version.has_initialize());
         let retry = rounds_possible.then(|| params.clone());
         let request = if task_augmented {
-            crate::task_augmented::request(&params, timeout)
+            crate::call::task_augmented::request(&params, timeout)
         } else {
             ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params))
         };
@@ -609,13 +609,13 @@ impl PreparedCall {
             // A server that stopped accepting our authorization (a rejected refresh, a revoked
             // grant) is connected again, which finds it needs-auth (R4) instead of leaving it
             // "connected" with every call failing.
-            if crate::runtime::authorization_lost(&e)
+            if crate::error::authorization_lost(&e)
                 && let Some(addr) = self.inner.registry.addr(&entry.server)
             {
-                addr.do_send(crate::server::Restart);
+                addr.do_send(crate::connection::server::Restart);
             }
-            crate::runtime::explain_timeout(
-                crate::runtime::classify(e, &entry.server, &entry.raw_name, timeout),
+            crate::error::explain_timeout(
+                crate::error::classify(e, &entry.server, &entry.raw_name, timeout),
                 || client.wire.anomalies_since(mark),
             )
         };
@@ -793,11 +793,11 @@ impl PreparedCall {
                 }
                 ServerResult::CreateTaskResult(created) => {
                     let call = self.task_call(&rest);
-                    break crate::tasks::follow(created, call).await?;
+                    break crate::call::tasks::follow(created, call).await?;
                 }
                 ServerResult::CustomResult(created) if task_augmented => {
                     let call = self.task_call(&rest);
-                    break crate::task_augmented::follow(created.0, call).await?;
+                    break crate::call::task_augmented::follow(created.0, call).await?;
                 }
                 ServerResult::InputRequiredResult(_) => {
                     return Err(CallError::Protocol {
@@ -807,7 +807,7 @@ impl PreparedCall {
                     });
                 }
                 other => {
-                    return Err(crate::runtime::unexpected(
+                    return Err(crate::error::unexpected(
                         &entry.server,
                         &entry.raw_name,
                         &other,
@@ -819,8 +819,8 @@ impl PreparedCall {
     }
 
     /// What following a task of this call needs.
-    fn task_call<'a>(&'a self, rest: &FurtherRounds<'a>) -> crate::tasks::TaskCall<'a> {
-        crate::tasks::TaskCall {
+    fn task_call<'a>(&'a self, rest: &FurtherRounds<'a>) -> crate::call::tasks::TaskCall<'a> {
+        crate::call::tasks::TaskCall {
             server: &rest.entry.server,
             tool: &rest.entry.raw_name,
             peer: &rest.client.peer,

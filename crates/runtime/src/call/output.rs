@@ -36,6 +36,7 @@ use serde_json::{Value, json};
 
 use super::result::{MEDIA_TOKENS, NormalizedResult, estimate_tokens};
 use super::validate::{ArgumentError, ArgumentValidator};
+#[cfg(test)]
 use crate::error::ErrorClass;
 
 /// The built-in tool the model reads stored outputs with.
@@ -166,11 +167,13 @@ pub enum OutputError {
 }
 
 impl OutputError {
+    #[cfg(test)]
     /// Always [`ErrorClass::Output`].
     pub fn class(&self) -> ErrorClass {
         ErrorClass::Output
     }
 
+    #[cfg(test)]
     /// Never: asking again gives the same answer.
     pub fn retryable(&self) -> bool {
         false
@@ -207,6 +210,7 @@ impl OutputHandle {
         }
     }
 
+    #[cfg(test)]
     /// The handle as the model sees it.
     pub fn as_str(&self) -> &str {
         &self.0
@@ -277,6 +281,7 @@ pub enum Spilled {
 }
 
 impl Spilled {
+    #[cfg(test)]
     /// What the model gets.
     pub fn result(&self) -> &NormalizedResult {
         match self {
@@ -391,6 +396,7 @@ fn create_private_dir(path: &Path, recursive: bool) -> std::io::Result<()> {
 }
 
 impl OutputStore {
+    #[cfg(test)]
     /// A store with the default settings in a fresh per-store temp directory.
     pub fn temp() -> Result<Self, OutputError> {
         Self::open(OutputStoreConfig::default())
@@ -480,16 +486,19 @@ impl OutputStore {
         }
     }
 
+    #[cfg(test)]
     /// The directory outputs are stored in.
     pub fn root(&self) -> &Path {
         &self.root
     }
 
+    #[cfg(test)]
     /// Chars per page.
     pub fn page_chars(&self) -> usize {
         self.page_chars
     }
 
+    #[cfg(test)]
     /// Bytes currently stored.
     pub fn stored_bytes(&self) -> u64 {
         self.lock().total

@@ -4,15 +4,15 @@
 use std::net::TcpListener;
 use std::sync::Arc;
 
-use mcp_harness_runtime::ErrorClass;
-use mcp_harness_runtime::call::output::{
+use crate::call::output::{
     OutputError, OutputStore, OutputStoreConfig, READ_OUTPUT_TOOL, Spilled, read_output_tool,
     render_text,
 };
-use mcp_harness_runtime::call::result::{
+use crate::call::result::{
     MEDIA_TOKENS, NormalizedResult, ResultLimits, WarningKind, estimate_tokens, normalize,
 };
-use mcp_harness_runtime::call::validate::{ArgumentError, ArgumentValidator, Dialect};
+use crate::call::validate::{ArgumentError, ArgumentValidator, Dialect};
+use crate::error::ErrorClass;
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
 use serde_json::{Value, json};
 

@@ -3,7 +3,7 @@
 //! `capabilities.tasks.requests.tools.call`, the call carries a `task` parameter, the server
 //! answers with a task handle, and the result is fetched with `tasks/result`.
 //!
-//! rmcp 3.11 models only the newer tasks extension (SEP-2663, [`crate::tasks`]); the two facts
+//! rmcp 3.11 models only the newer tasks extension (SEP-2663, [`crate::call::tasks`]); the two facts
 //! that select this path come from the raw messages ([`mcp_harness_transport::wire`]) and the
 //! requests are sent as custom requests with the wire shapes of the 2025-11-25 schema.
 //!
@@ -14,12 +14,12 @@
 //!   delivers the task's own requests — elicitation, sampling — while it waits; they reach the
 //!   embedder's callbacks like any server request); `tasks/get` is polled beside it only to
 //!   report status changes, at the server's `pollInterval` clamped to
-//!   [`crate::tasks::MIN_POLL_INTERVAL`]..[`crate::tasks::MAX_POLL_INTERVAL`];
+//!   [`crate::call::tasks::MIN_POLL_INTERVAL`]..[`crate::call::tasks::MAX_POLL_INTERVAL`];
 //! - the whole task, from its creation, is bounded by the call's timeout; on the timeout or the
 //!   caller's cancel token `tasks/cancel` is sent (awaited at most
-//!   [`crate::tasks::CANCEL_GRACE`]) before the call returns;
+//!   [`crate::call::tasks::CANCEL_GRACE`]) before the call returns;
 //! - every status change reaches `CallOptions::task_status` in order, as a
-//!   [`crate::tasks::TaskUpdate`];
+//!   [`crate::call::tasks::TaskUpdate`];
 //! - nothing the server sends is trusted: an answer without a task id, a `tasks/result` that is
 //!   not a tool result, or a broken `tasks/get` end the call with a classified [`CallError`].
 
@@ -32,10 +32,10 @@ use rmcp::service::PeerRequestOptions;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::error::CallError;
-use crate::tasks::{
+use crate::call::tasks::{
     CANCEL_GRACE, DEFAULT_POLL_INTERVAL, MAX_POLL_INTERVAL, MIN_POLL_INTERVAL, TaskCall, TaskUpdate,
 };
+use crate::error::CallError;
 
 /// The `tools/call` request for `params`, augmented with a task whose time to live is the
 /// call's timeout (the result is of no use to this call after that).
@@ -133,7 +133,7 @@ pub(crate) async fn follow(
     }?;
     match result {
         ServerResult::CallToolResult(result) => Ok(result),
-        other => Err(crate::runtime::unexpected(call.server, call.tool, &other)),
+        other => Err(crate::error::unexpected(call.server, call.tool, &other)),
     }
 }
 

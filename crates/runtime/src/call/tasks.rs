@@ -32,8 +32,8 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::call::mrtr::next_round;
 use crate::error::CallError;
-use crate::mrtr::next_round;
 
 /// Poll interval when the server suggests none.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(500);
@@ -79,7 +79,7 @@ impl TaskCall<'_> {
 
     /// A failed request of this call, classified.
     pub(crate) fn classify(&self, e: rmcp::ServiceError) -> CallError {
-        crate::runtime::classify(e, self.server, self.tool, self.timeout)
+        crate::error::classify(e, self.server, self.tool, self.timeout)
     }
 
     /// The task outlived the call's timeout (and was cancelled).

@@ -35,6 +35,7 @@ use jsonschema::{Draft, Retrieve, Uri};
 use rmcp::model::JsonObject;
 use serde_json::Value;
 
+#[cfg(test)]
 use crate::error::ErrorClass;
 
 /// At most this many violations are listed in an [`ArgumentError::Invalid`].
@@ -60,10 +61,12 @@ pub enum Dialect {
 /// A tool's input schema, compiled once, checking the arguments of each call.
 pub struct ArgumentValidator {
     tool: String,
+    #[cfg_attr(not(test), allow(dead_code))] // read by tests: the exact `Arc` the model saw
     schema: Arc<JsonObject>,
     dialect: Dialect,
     compiled: Result<jsonschema::Validator, String>,
     unresolved: Vec<String>,
+    #[cfg_attr(not(test), allow(dead_code))] // read by tests
     notes: Vec<String>,
 }
 
@@ -142,6 +145,7 @@ fn invalid_message(tool: &str, violations: &[Violation], total: usize) -> String
 }
 
 impl ArgumentError {
+    #[cfg(test)]
     /// The R32 class: wrong arguments are a tool error (the model may retry with other
     /// arguments); an unusable schema is the server's protocol fault.
     pub fn class(&self) -> ErrorClass {
@@ -151,6 +155,7 @@ impl ArgumentError {
         }
     }
 
+    #[cfg(test)]
     /// Never: the same arguments fail the same way.
     pub fn retryable(&self) -> bool {
         false
@@ -296,32 +301,38 @@ impl ArgumentValidator {
         }
     }
 
+    #[cfg(test)]
     /// The tool this validator belongs to.
     pub fn tool(&self) -> &str {
         &self.tool
     }
 
+    #[cfg(test)]
     /// The schema as the server listed it and the model saw it: the very `Arc` given to
     /// [`new`](Self::new), unchanged.
     pub fn schema(&self) -> &Arc<JsonObject> {
         &self.schema
     }
 
+    #[cfg(test)]
     /// The dialect the schema is validated with.
     pub fn dialect(&self) -> Dialect {
         self.dialect
     }
 
+    #[cfg(test)]
     /// Whether the schema compiled; if not, every call is refused.
     pub fn is_usable(&self) -> bool {
         self.compiled.is_ok()
     }
 
+    #[cfg(test)]
     /// Remote `$ref` targets that were not fetched (and so constrain nothing here).
     pub fn unresolved_refs(&self) -> &[String] {
         &self.unresolved
     }
 
+    #[cfg(test)]
     /// What an operator may want to know about this schema: unfetched references, an unknown
     /// `$schema`.
     pub fn notes(&self) -> &[String] {

@@ -6,6 +6,8 @@
 //! the key), no server name contains `__` or ends with `_` (so `mcp__<server>__<tool>` names stay distinct
 //! across servers) — and secrets (env and header values) appear in no error message or log.
 
+pub mod sources;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -17,7 +17,7 @@ use dashmap::DashMap;
 use mcp_harness_catalog::Kind;
 use mcp_harness_transport::SessionInfo;
 
-use crate::listing::Listed;
+use crate::connection::listing::Listed;
 
 /// Default bound on cached listings (1,024 servers × 4 kinds, or more servers with fewer kinds).
 pub const DEFAULT_MAX_ENTRIES: usize = 4096;
@@ -125,11 +125,13 @@ impl ListingCache {
         self.entries.retain(|(s, _), _| s != server);
     }
 
+    #[cfg(test)]
     /// Number of cached listings.
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
+    #[cfg(test)]
     /// Whether nothing is cached.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()

@@ -5,9 +5,11 @@
 use std::time::Duration;
 
 use mcp_harness_catalog::{Kind, ListError, PageLimits, collect_pages};
-use mcp_harness_transport::{ClientPeer, SessionInfo, WireFault, WireNotes};
+use mcp_harness_transport::{ClientPeer, SessionInfo, WireNotes};
 use rmcp::model::{PaginatedRequestParams, Prompt, Resource, ResourceTemplate, Skill, Tool};
 use rmcp::service::ServiceError;
+
+use crate::error::describe;
 
 /// One complete listing of one kind.
 #[derive(Debug)]
@@ -155,27 +157,5 @@ async fn timed_page<T>(
             },
             auth_required: false,
         }),
-    }
-}
-
-/// A short, user-facing description of an rmcp service error.
-pub fn describe(e: ServiceError) -> String {
-    match e {
-        // Made by the harness from what the server sent (too large, undecodable): says so.
-        ServiceError::McpError(data) if WireFault::is_wire_fault(&data) => {
-            data.message.into_owned()
-        }
-        ServiceError::McpError(data) => format!(
-            "the server answered with error {}: {}",
-            data.code.0, data.message
-        ),
-        ServiceError::TransportClosed => "the connection is closed".to_string(),
-        ServiceError::TransportSend(error) => {
-            match mcp_harness_transport::net::http_failure_in(&error) {
-                Some(failure) => format!("{failure}; {}", failure.hint()),
-                None => mcp_harness_transport::net::describe(&error),
-            }
-        }
-        other => mcp_harness_transport::net::describe(&other),
     }
 }

@@ -140,6 +140,7 @@ impl Refreshes {
         Completion { apply, next }
     }
 
+    #[cfg(test)]
     /// Whether a listing of `kind` is in flight or waiting to start.
     pub fn in_flight(&self, kind: Kind) -> bool {
         self.kinds

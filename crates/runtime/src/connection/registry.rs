@@ -19,8 +19,8 @@ use mcp_harness_transport::{
 };
 
 use crate::config::{Config, ServerConfig, TransportConfig};
-use crate::publisher::{Publisher, RemoveServer, ServerUpdate};
-use crate::server::{SHUTDOWN_GRACE, ServerActor, ServerSettings, Shutdown};
+use crate::connection::server::{SHUTDOWN_GRACE, ServerActor, ServerSettings, Shutdown};
+use crate::snapshot::publisher::{Publisher, RemoveServer, ServerUpdate};
 
 /// The connector for `config`.
 pub(crate) fn connector_for(

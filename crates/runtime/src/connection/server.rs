@@ -38,13 +38,13 @@ use mcp_harness_transport::{
 use rmcp::model::{ProgressNotificationParam, ProgressToken, ProtocolVersion};
 use tokio::sync::broadcast;
 
-use crate::cache::{ListingCache, opts_out};
 use crate::config::ServerConfig;
-use crate::io_threads::IoPlace;
-use crate::listing::{Listed, declared_kinds, list_kind};
-use crate::publisher::{Publisher, ServerClient, ServerUpdate};
-use crate::refresh::Refreshes;
-use crate::supervision::{ConnectQueues, ReconnectPolicy, Slot};
+use crate::connection::cache::{ListingCache, opts_out};
+use crate::connection::io_threads::IoPlace;
+use crate::connection::listing::{Listed, declared_kinds, list_kind};
+use crate::connection::refresh::Refreshes;
+use crate::connection::supervision::{ConnectQueues, ReconnectPolicy, Slot};
+use crate::snapshot::publisher::{Publisher, ServerClient, ServerUpdate};
 
 /// A stable per-server number, so reconnect jitter differs between servers.
 fn fnv(name: &str) -> u64 {
@@ -1014,7 +1014,7 @@ impl ServerActor {
     fn start_fetch(
         &mut self,
         kind: Kind,
-        start: crate::refresh::Start,
+        start: crate::connection::refresh::Start,
         cause: &'static str,
         ctx: &mut Context<Self>,
     ) {

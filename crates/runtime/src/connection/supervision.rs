@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use futures::future::{AbortHandle, Abortable};
 
-use crate::io_threads::IoPlace;
+use crate::connection::io_threads::IoPlace;
 
 /// Reconnect and health-check settings (runtime-wide).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -275,7 +275,8 @@ mod tests {
 
     #[test]
     fn queues_bound_concurrency_keep_order_and_skip_cancelled_attempts() {
-        let (_threads, handles) = crate::io_threads::PinnedThreads::start(2).expect("threads");
+        let (_threads, handles) =
+            crate::connection::io_threads::PinnedThreads::start(2).expect("threads");
         let place = IoPlace::Pinned(handles);
         let q = ConnectQueues::new(2, 1, Duration::from_secs(2));
         let (mut attempts, started, mut go) =

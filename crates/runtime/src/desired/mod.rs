@@ -7,14 +7,16 @@
 //! - pre-warming is a hint through a one-slot channel (requests coalesce); the refresh at the
 //!   start of a step is what guarantees the step sees the desired state.
 
+pub(crate) mod reload;
+
 use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
 
 use crate::config::Config;
+use crate::connection::registry::Reconciled;
 use crate::error::StartError;
-use crate::registry::Reconciled;
 use crate::runtime::Inner;
 
 struct Desired {
@@ -155,7 +157,10 @@ pub(crate) async fn refresh_if_dirty(inner: &Inner) -> Result<Option<Reconciled>
         }),
     )
     .await;
-    let _ = inner.publisher.send(crate::publisher::Flush).await;
+    let _ = inner
+        .publisher
+        .send(crate::snapshot::publisher::Flush)
+        .await;
     guard.published = true;
     Ok(Some(outcome))
 }

@@ -108,7 +108,7 @@ impl Runtime {
     /// source's outcome (awaiting it is optional).
     pub fn join_remote_sources(
         &self,
-        sources: crate::sources::Sources,
+        sources: crate::config::sources::Sources,
     ) -> tokio::task::JoinHandle<Vec<(String, Result<usize, String>)>> {
         let inner = Arc::downgrade(&self.inner);
         tokio::spawn(async move {

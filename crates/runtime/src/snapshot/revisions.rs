@@ -18,7 +18,7 @@ use arc_swap::ArcSwap;
 use mcp_harness_catalog::{Change, Kind, Snapshot, diff_names};
 use tokio::sync::broadcast;
 
-use crate::publisher::Published;
+use crate::snapshot::publisher::Published;
 
 /// Default number of revisions a reader may fall behind before they are combined.
 pub const DEFAULT_REVISION_BUFFER: usize = 256;

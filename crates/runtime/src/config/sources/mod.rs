@@ -19,8 +19,8 @@ mod codex;
 mod cursor;
 mod gemini;
 mod merge;
-pub mod remote;
-pub mod trust;
+pub(crate) mod remote;
+pub(crate) mod trust;
 mod vscode;
 
 use std::collections::BTreeMap;
@@ -32,7 +32,8 @@ use serde_json::{Map, Value};
 use crate::config::{Config, ConfigError};
 
 pub use merge::{Merged, Origin, Policy, Scope, Sources, user_config_path};
-pub use trust::{TrustState, TrustStore, UntrustedFile};
+pub use remote::RemoteSource;
+pub use trust::{TrustError, TrustRecord, TrustState, TrustStore, UntrustedFile};
 
 /// Which host's config file a file is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -35,6 +35,13 @@ pub struct TrustRecord {
     pub trusted_at: u64,
 }
 
+impl TrustRecord {
+    /// Whether `bytes` are exactly what the user approved.
+    pub fn matches(&self, bytes: &[u8]) -> bool {
+        digest(bytes) == self.digest
+    }
+}
+
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct StoreFile {
@@ -77,7 +84,7 @@ pub enum TrustError {
 }
 
 /// `sha256:` and the lowercase hex digest of `bytes`.
-pub fn digest(bytes: &[u8]) -> String {
+pub(crate) fn digest(bytes: &[u8]) -> String {
     rmcp::model::sha256_digest(bytes)
 }
 
