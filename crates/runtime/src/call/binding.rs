@@ -30,12 +30,12 @@ use rmcp::service::PeerRequestOptions;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::context::CallContext;
 use crate::call::mrtr::{MAX_ROUNDS, next_round};
 use crate::call::output::read_output_tool;
 use crate::call::result::{NormalizedResult, OutputSchema, normalize, normalize_with};
 use crate::call::validate::{ArgumentValidator, drop_null_optionals};
 use crate::error::CallError;
-use crate::runtime::Inner;
 use crate::snapshot::publisher::{Published, ServerClient};
 
 /// Name of the built-in tool that searches deferred tools (tool search on).
@@ -88,7 +88,7 @@ impl BoundTool {
 /// What a step may call: a frozen list of tools, each pinned to its server connection and to
 /// the catalog revision it came from.
 pub struct StepBinding {
-    inner: Arc<Inner>,
+    ctx: Arc<CallContext>,
     published: Arc<Published>,
     frozen: Arc<Frozen>,
     search: Arc<SearchState>,
@@ -188,14 +188,14 @@ impl Frozen {
 }
 
 impl StepBinding {
-    pub(crate) fn new(inner: Arc<Inner>, published: Arc<Published>) -> Self {
-        let frozen = inner.frozen_for(&published.snapshot);
+    pub(crate) fn new(ctx: Arc<CallContext>, published: Arc<Published>) -> Self {
+        let frozen = ctx.frozen_for(&published.snapshot);
         Self {
             search: Arc::new(SearchState {
                 frozen: frozen.clone(),
-                loaded: Mutex::new((inner.policy.exposure.load_budget(), Vec::new())),
+                loaded: Mutex::new((ctx.policy.exposure.load_budget(), Vec::new())),
             }),
-            inner,
+            ctx,
             published,
             frozen,
         }
@@ -268,7 +268,7 @@ impl StepBinding {
         }
         if let Some((server, reason)) = self.frozen.authenticate.get(name) {
             return Ok(PreparedCall {
-                inner: self.inner.clone(),
+                ctx: self.ctx.clone(),
                 target: Target::Authenticate {
                     name: name.to_string(),
                     server: server.clone(),
@@ -319,14 +319,11 @@ impl StepBinding {
                 state: "not connected".into(),
             })?;
         Ok(PreparedCall {
-            inner: self.inner.clone(),
+            ctx: self.ctx.clone(),
             target: Target::Server {
                 entry: entry.clone(),
                 client,
-                validator: self
-                    .inner
-                    .validators
-                    .get(&entry.qualified_name, &entry.tool),
+                validator: self.ctx.validator(&entry.qualified_name, &entry.tool),
             },
             published: self.published.clone(),
             search: self.search.clone(),
@@ -335,7 +332,7 @@ impl StepBinding {
 
     fn builtin_call(&self, which: Builtin) -> PreparedCall {
         PreparedCall {
-            inner: self.inner.clone(),
+            ctx: self.ctx.clone(),
             target: Target::Builtin(which),
             published: self.published.clone(),
             search: self.search.clone(),
@@ -489,7 +486,7 @@ impl ToolResult {
 
 /// A call pinned to what a step showed: connection, schema, permission inputs and revision.
 pub struct PreparedCall {
-    inner: Arc<Inner>,
+    ctx: Arc<CallContext>,
     target: Target,
     /// The published view the step was bound to (its snapshot, its connections).
     published: Arc<Published>,
@@ -515,7 +512,7 @@ impl PreparedCall {
     /// Whether nothing was published since the binding: then the bound definitions and
     /// connections are the current ones, and no lookup is needed to know it.
     fn nothing_published_since(&self) -> bool {
-        Arc::ptr_eq(&self.inner.current.load(), &self.published)
+        self.ctx.live.is_latest(&self.published)
     }
 
     /// Runs the call with default options.
@@ -567,13 +564,11 @@ impl PreparedCall {
         }
         // R7: a stdio server whose process exited since the binding is restarted once.
         let revived = if self.nothing_published_since()
-            || self
-                .inner
-                .is_current_connection(&entry.server, client.epoch)
+            || self.ctx.is_current_connection(&entry.server, client.epoch)
         {
             None
         } else {
-            Box::pin(self.inner.revive_for_call(entry, client, self.revision())).await?
+            Box::pin(self.ctx.revive_for_call(entry, client, self.revision())).await?
         };
         let client = revived.as_ref().unwrap_or(client);
 
@@ -609,10 +604,8 @@ impl PreparedCall {
             // A server that stopped accepting our authorization (a rejected refresh, a revoked
             // grant) is connected again, which finds it needs-auth (R4) instead of leaving it
             // "connected" with every call failing.
-            if crate::error::authorization_lost(&e)
-                && let Some(addr) = self.inner.registry.addr(&entry.server)
-            {
-                addr.do_send(crate::connection::server::Restart);
+            if crate::error::authorization_lost(&e) {
+                self.ctx.reconnect(&entry.server);
             }
             crate::error::explain_timeout(
                 crate::error::classify(e, &entry.server, &entry.raw_name, timeout),
@@ -623,7 +616,7 @@ impl PreparedCall {
         // The staleness check and the hand-off to the transport happen under the gate's read
         // side; the publisher swaps only under its write side.
         let handle = {
-            let _gate = self.inner.gate.lock.read().await;
+            let _gate = self.ctx.live.gate_read().await;
             self.check_current(entry, client)?;
             client
                 .peer
@@ -633,7 +626,7 @@ impl PreparedCall {
         };
         let progress_token = handle.progress_token.clone();
         let route = options.progress.map(|tx| {
-            self.inner
+            self.ctx
                 .progress
                 .register_sender(&entry.server, client.epoch, &progress_token, tx)
         });
@@ -701,13 +694,13 @@ impl PreparedCall {
         let normalized = normalize_with(
             result.clone(),
             output_schema.as_deref(),
-            self.inner.result_limits,
+            self.ctx.result_limits,
         );
-        let spilled = self.inner.output.spill(
+        let spilled = self.ctx.output.spill(
             &entry.server,
             &entry.raw_name,
             normalized,
-            self.inner.output_budget_for(&entry.tool),
+            self.ctx.output_budget_for(&entry.tool),
         );
         let output_handle = spilled.handle().map(|h| h.to_string());
         Ok(ToolResult {
@@ -764,7 +757,7 @@ impl PreparedCall {
                     rounds += 1;
                     let (answers, state) = next_round(
                         &entry.server,
-                        self.inner.callbacks.as_ref(),
+                        self.ctx.callbacks.as_ref(),
                         needed,
                         &mut state_only_rounds,
                     )
@@ -827,14 +820,14 @@ impl PreparedCall {
             timeout: rest.timeout,
             cancel: rest.cancel.clone(),
             status: rest.task_status.clone(),
-            callbacks: self.inner.callbacks.as_ref(),
+            callbacks: self.ctx.callbacks.as_ref(),
         }
     }
 
     /// Refuses the call unless the current catalog has the same tool, with the same definition,
     /// on the same connection as the binding.
     fn check_current(&self, entry: &ToolEntry, client: &ServerClient) -> Result<(), CallError> {
-        let now = self.inner.current.load();
+        let now = self.ctx.live.published();
         // The view bound is still the current one (the common case). A call that runs on a
         // revived connection is never here: reviving publishes a newer view first.
         if Arc::ptr_eq(&now, &self.published) {
@@ -869,7 +862,7 @@ impl PreparedCall {
     ) -> Result<Option<ApprovalRequest>, CallError> {
         let name = &entry.qualified_name;
         match self
-            .inner
+            .ctx
             .policy
             .permissions
             .decide(name, args, entry.tool.annotations.as_ref())
@@ -897,8 +890,8 @@ impl PreparedCall {
             reason,
         };
         let asked = tokio::time::timeout(
-            self.inner.policy.approval_timeout,
-            self.inner.policy.approver.approve(request),
+            self.ctx.policy.approval_timeout,
+            self.ctx.policy.approver.approve(request),
         )
         .await;
         match asked {
@@ -907,7 +900,7 @@ impl PreparedCall {
             Ok(Approval::Cancelled) => Err(refuse("the approval was cancelled".into())),
             Err(_) => Err(refuse(format!(
                 "no approval within {}s (the call was not sent)",
-                self.inner.policy.approval_timeout.as_secs()
+                self.ctx.policy.approval_timeout.as_secs()
             ))),
         }
     }
@@ -932,7 +925,7 @@ impl PreparedCall {
              nothing else to call."
         );
         let result = CallToolResult::success(vec![rmcp::model::ContentBlock::text(text)]);
-        let normalized = normalize(result.clone(), None, self.inner.result_limits);
+        let normalized = normalize(result.clone(), None, self.ctx.result_limits);
         ToolResult {
             server: server.to_string(),
             tool: AUTHENTICATE_TOOL.to_string(),
@@ -956,14 +949,14 @@ impl PreparedCall {
                     .unwrap_or_default()
             }
             Builtin::ReadOutput => self
-                .inner
+                .ctx
                 .output
                 .read_output(args)
                 .map_err(|e| CallError::Output(e.to_string()))?
                 .render(),
         };
         let result = CallToolResult::success(vec![rmcp::model::ContentBlock::text(text)]);
-        let normalized = normalize(result.clone(), None, self.inner.result_limits);
+        let normalized = normalize(result.clone(), None, self.ctx.result_limits);
         Ok(ToolResult {
             server: "mcp-harness".into(),
             tool: self.name().to_string(),

@@ -18,6 +18,7 @@
 //! nothing under `connection` or `snapshot` imports it.
 
 pub(crate) mod binding;
+pub(crate) mod context;
 pub(crate) mod mrtr;
 pub(crate) mod output;
 pub(crate) mod result;

@@ -137,6 +137,7 @@ impl ListingCache {
         self.entries.is_empty()
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// The kinds cached for `server`.
     pub fn kinds_of(&self, server: &str) -> Vec<Kind> {
         let mut kinds: Vec<Kind> = self

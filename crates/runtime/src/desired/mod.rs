@@ -9,15 +9,15 @@
 
 pub(crate) mod reload;
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use tokio::sync::mpsc;
 
 use crate::config::Config;
-use crate::connection::registry::Reconciled;
+use crate::connection::registry::{Reconciled, Registry};
 use crate::error::StartError;
-use crate::runtime::Inner;
+use crate::snapshot::Live;
 
 struct Desired {
     config: Config,
@@ -35,7 +35,7 @@ struct Claim {
 }
 
 /// Dirty flag, single-publisher lock and pre-warm channel.
-pub(crate) struct RefreshControl {
+struct RefreshControl {
     desired: Mutex<Desired>,
     single: tokio::sync::Mutex<()>,
     prewarm: mpsc::Sender<()>,
@@ -44,7 +44,7 @@ pub(crate) struct RefreshControl {
 impl RefreshControl {
     /// Control for a runtime started with `config` (already applied), and the receiving end of
     /// the pre-warm channel.
-    pub(crate) fn new(config: Config) -> (Self, mpsc::Receiver<()>) {
+    fn new(config: Config) -> (Self, mpsc::Receiver<()>) {
         let (tx, rx) = mpsc::channel(1);
         let control = Self {
             desired: Mutex::new(Desired {
@@ -62,18 +62,18 @@ impl RefreshControl {
         self.desired.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub(crate) fn mark(&self, config: Config) {
+    fn mark(&self, config: Config) {
         let mut d = self.desired();
         d.config = config;
         d.generation += 1;
     }
 
-    pub(crate) fn is_dirty(&self) -> bool {
+    fn is_dirty(&self) -> bool {
         let d = self.desired();
         d.generation > d.applied
     }
 
-    pub(crate) fn prewarm(&self) {
+    fn prewarm(&self) {
         // Full means a refresh is already requested: coalesced.
         let _ = self.prewarm.try_send(());
     }
@@ -116,60 +116,100 @@ impl Drop for DirtyGuard<'_> {
     }
 }
 
-/// See [`crate::Runtime::refresh_if_dirty`].
-pub(crate) async fn refresh_if_dirty(inner: &Inner) -> Result<Option<Reconciled>, StartError> {
-    if !inner.control.is_dirty() {
-        return Ok(None);
+/// The desired state of one runtime: the change control plus what applying a change uses (the
+/// registry reconciles, the live view tells when the new servers have settled).
+pub(crate) struct DesiredState {
+    control: RefreshControl,
+    registry: Arc<Registry>,
+    live: Arc<Live>,
+}
+
+impl DesiredState {
+    /// Desired state for a runtime started with `config` (already applied), and the receiving
+    /// end of its pre-warm channel (for [`prewarmer`]).
+    pub(crate) fn new(
+        config: Config,
+        registry: Arc<Registry>,
+        live: Arc<Live>,
+    ) -> (Self, mpsc::Receiver<()>) {
+        let (control, rx) = RefreshControl::new(config);
+        (
+            Self {
+                control,
+                registry,
+                live,
+            },
+            rx,
+        )
     }
-    let _single = inner.control.single.lock().await;
-    let Some(claim) = inner.control.claim() else {
-        return Ok(None); // another refresh published it while we waited
-    };
-    let mut guard = DirtyGuard {
-        control: &inner.control,
-        claim,
-        published: false,
-    };
-    let outcome = inner
-        .registry
-        .reconcile(&guard.claim.config)
-        .await
-        .map_err(StartError::System)?;
-    // The new runtime is complete when every desired server has settled — the ones started
-    // now, and any a cancelled refresh started before us.
-    let desired: Vec<String> = guard.claim.config.servers.keys().cloned().collect();
-    let deadline = guard
-        .claim
-        .config
-        .servers
-        .values()
-        .map(|s| s.startup_timeout)
-        .max()
-        .unwrap_or(Duration::ZERO)
-        + Duration::from_secs(1);
-    let mut rx = inner.rx.clone();
-    let _ = tokio::time::timeout(
-        deadline,
-        rx.wait_for(|s| {
-            desired
-                .iter()
-                .all(|n| s.servers.get(n).is_some_and(|st| st.state.is_settled()))
-        }),
-    )
-    .await;
-    let _ = inner
-        .publisher
-        .send(crate::snapshot::publisher::Flush)
-        .await;
-    guard.published = true;
-    Ok(Some(outcome))
+
+    /// Makes `config` the desired configuration (marks the runtime dirty; applies nothing).
+    pub(crate) fn mark(&self, config: Config) {
+        self.control.mark(config);
+    }
+
+    /// Whether a change is waiting to be applied.
+    pub(crate) fn is_dirty(&self) -> bool {
+        self.control.is_dirty()
+    }
+
+    /// Asks for a refresh ahead of need (coalesced).
+    pub(crate) fn prewarm(&self) {
+        self.control.prewarm();
+    }
+
+    /// See [`crate::Runtime::refresh_if_dirty`].
+    pub(crate) async fn refresh_if_dirty(&self) -> Result<Option<Reconciled>, StartError> {
+        let control = &self.control;
+        if !control.is_dirty() {
+            return Ok(None);
+        }
+        let _single = control.single.lock().await;
+        let Some(claim) = control.claim() else {
+            return Ok(None); // another refresh published it while we waited
+        };
+        let mut guard = DirtyGuard {
+            control,
+            claim,
+            published: false,
+        };
+        let outcome = self
+            .registry
+            .reconcile(&guard.claim.config)
+            .await
+            .map_err(StartError::System)?;
+        // The new runtime is complete when every desired server has settled — the ones started
+        // now, and any a cancelled refresh started before us.
+        let desired: Vec<String> = guard.claim.config.servers.keys().cloned().collect();
+        let deadline = guard
+            .claim
+            .config
+            .servers
+            .values()
+            .map(|s| s.startup_timeout)
+            .max()
+            .unwrap_or(Duration::ZERO)
+            + Duration::from_secs(1);
+        self.live
+            .wait_for(deadline, |s| {
+                desired
+                    .iter()
+                    .all(|n| s.servers.get(n).is_some_and(|st| st.state.is_settled()))
+            })
+            .await;
+        self.live.flush().await;
+        guard.published = true;
+        Ok(Some(outcome))
+    }
 }
 
 /// Serves pre-warm requests until the runtime goes away.
-pub(crate) async fn prewarmer(inner: std::sync::Weak<Inner>, mut rx: mpsc::Receiver<()>) {
+pub(crate) async fn prewarmer(desired: Weak<DesiredState>, mut rx: mpsc::Receiver<()>) {
     while rx.recv().await.is_some() {
-        let Some(inner) = inner.upgrade() else { return };
-        if let Err(e) = refresh_if_dirty(&inner).await {
+        let Some(desired) = desired.upgrade() else {
+            return;
+        };
+        if let Err(e) = desired.refresh_if_dirty().await {
             tracing::warn!(error = %e, "pre-warm refresh failed; the next step will retry");
         }
     }

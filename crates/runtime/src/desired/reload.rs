@@ -7,13 +7,15 @@
 //! watching ends when the [`ConfigWatch`] is dropped.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime};
 
 use tokio_util::sync::CancellationToken;
 
+use super::DesiredState;
 use crate::config::Config;
-use crate::runtime::Runtime;
+use crate::config::sources::Sources;
+use crate::connection::registry::Registry;
 
 /// Loads the configuration again (for example from the merged sources).
 pub type ConfigLoader = Arc<dyn Fn() -> Result<Config, String> + Send + Sync>;
@@ -49,23 +51,21 @@ fn fingerprint(files: &[PathBuf]) -> Vec<Option<(SystemTime, u64)>> {
         .collect()
 }
 
-impl Runtime {
-    /// Watches `files` (checked every `interval`); when any of them changes, `load` runs and its
-    /// configuration becomes the desired state, applied by the next refresh (requested at once
-    /// through pre-warming, and in any case by the next [`Runtime::bind_step`]).
-    pub fn reload_on_change(
-        &self,
-        files: Vec<PathBuf>,
-        interval: Duration,
-        load: ConfigLoader,
-    ) -> ConfigWatch {
-        let stop = CancellationToken::new();
-        let last_error = Arc::new(Mutex::new(None));
-        let (token, errors) = (stop.clone(), last_error.clone());
-        let inner = Arc::downgrade(&self.inner);
-        // Taken now, not when the task first runs: an edit made right after this call counts.
-        let mut seen = fingerprint(&files);
-        self.inner.registry.spawn(async move {
+/// See [`crate::Runtime::reload_on_change`]: the watch runs on `registry`'s arbiter and
+/// marks `desired`.
+pub(crate) fn watch_files(
+    registry: &Registry,
+    desired: Weak<DesiredState>,
+    files: Vec<PathBuf>,
+    interval: Duration,
+    load: ConfigLoader,
+) -> ConfigWatch {
+    let stop = CancellationToken::new();
+    let last_error = Arc::new(Mutex::new(None));
+    let (token, errors) = (stop.clone(), last_error.clone());
+    // Taken now, not when the task first runs: an edit made right after this call counts.
+    let mut seen = fingerprint(&files);
+    registry.spawn(async move {
             loop {
                 tokio::select! {
                     () = token.cancelled() => return,
@@ -76,15 +76,15 @@ impl Runtime {
                     continue;
                 }
                 seen = now;
-                let Some(inner) = inner.upgrade() else { return };
+                let Some(desired) = desired.upgrade() else { return };
                 match load() {
                     Ok(config) => {
                         tracing::info!(files = files.len(), "configuration changed; applying it");
                         if let Ok(mut e) = errors.lock() {
                             *e = None;
                         }
-                        inner.control.mark(config);
-                        inner.control.prewarm();
+                        desired.mark(config);
+                        desired.prewarm();
                     }
                     Err(error) => {
                         tracing::warn!(%error, "configuration changed but cannot be loaded; keeping the running one");
@@ -95,60 +95,51 @@ impl Runtime {
                 }
             }
         });
-        ConfigWatch { stop, last_error }
-    }
+    ConfigWatch { stop, last_error }
+}
 
-    /// Two-phase loading (R2), second phase: fetches the remote sources `sources` lists
-    /// (concurrently, each bounded by its timeout) in the background and, when any answered,
-    /// makes the merged config — local files plus remote servers — the desired state, applied
-    /// by the next refresh (requested at once). The runtime must have been started with the
-    /// local config of the same `sources`: local servers are connecting while this runs, and
-    /// unchanged ones keep their connections when the remote servers join. A source that fails
-    /// is logged with its config key and changes nothing. The returned handle resolves to each
-    /// source's outcome (awaiting it is optional).
-    pub fn join_remote_sources(
-        &self,
-        sources: crate::config::sources::Sources,
-    ) -> tokio::task::JoinHandle<Vec<(String, Result<usize, String>)>> {
-        let inner = Arc::downgrade(&self.inner);
-        tokio::spawn(async move {
-            let outcomes = match sources.fetch_remote().await {
-                Ok(o) => o,
+/// See [`crate::Runtime::join_remote_sources`].
+pub(crate) fn join_remote(
+    desired: Weak<DesiredState>,
+    sources: Sources,
+) -> tokio::task::JoinHandle<Vec<(String, Result<usize, String>)>> {
+    tokio::spawn(async move {
+        let outcomes = match sources.fetch_remote().await {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::warn!(error = %e, "remote sources not fetched");
+                return Vec::new();
+            }
+        };
+        let mut report = Vec::new();
+        let mut joined = false;
+        for (source, outcome) in outcomes {
+            let name = format!("{} ({})", source.key(), source.shown_url());
+            match &outcome {
+                Ok(n) => {
+                    joined = true;
+                    tracing::info!(source = %name, servers = n, "remote source fetched");
+                }
                 Err(e) => {
-                    tracing::warn!(error = %e, "remote sources not fetched");
-                    return Vec::new();
-                }
-            };
-            let mut report = Vec::new();
-            let mut joined = false;
-            for (source, outcome) in outcomes {
-                let name = format!("{} ({})", source.key(), source.shown_url());
-                match &outcome {
-                    Ok(n) => {
-                        joined = true;
-                        tracing::info!(source = %name, servers = n, "remote source fetched");
-                    }
-                    Err(e) => {
-                        tracing::warn!(source = %name, error = %e, "remote source failed; its servers are not loaded")
-                    }
-                }
-                report.push((name, outcome.map_err(|e| e.to_string())));
-            }
-            if joined && let Some(inner) = inner.upgrade() {
-                match sources.merge() {
-                    Ok(merged) => {
-                        for (server, reason) in &merged.dropped {
-                            tracing::warn!(%server, "not loaded: {reason}");
-                        }
-                        inner.control.mark(merged.config);
-                        inner.control.prewarm();
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "the config cannot be merged with the remote sources")
-                    }
+                    tracing::warn!(source = %name, error = %e, "remote source failed; its servers are not loaded")
                 }
             }
-            report
-        })
-    }
+            report.push((name, outcome.map_err(|e| e.to_string())));
+        }
+        if joined && let Some(desired) = desired.upgrade() {
+            match sources.merge() {
+                Ok(merged) => {
+                    for (server, reason) in &merged.dropped {
+                        tracing::warn!(%server, "not loaded: {reason}");
+                    }
+                    desired.mark(merged.config);
+                    desired.prewarm();
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "the config cannot be merged with the remote sources")
+                }
+            }
+        }
+        report
+    })
 }
