@@ -198,7 +198,7 @@ struct RedactedStderr;
 
 impl std::io::Write for RedactedStderr {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let shown = mcp_harness_runtime::transport::redact::text(&String::from_utf8_lossy(buf));
+        let shown = mcp_harness_transport::redact::text(&String::from_utf8_lossy(buf));
         std::io::stderr().write_all(shown.as_bytes())?;
         Ok(buf.len())
     }
@@ -212,7 +212,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logs(cli.verbose);
     if !matches!(cli.command, Command::FixtureServer { .. })
-        && let Err(e) = mcp_harness_runtime::transport::reaper::become_subreaper()
+        && let Err(e) = mcp_harness_transport::reaper::become_subreaper()
     {
         tracing::debug!(error = %e, "not a child subreaper; setsid'd server descendants may outlive us");
     }
@@ -294,9 +294,9 @@ async fn run(cli: Cli) -> u8 {
             {
                 use std::io::IsTerminal;
                 if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
-                    mcp_harness_runtime::transport::auth::set_step_up_browser(Some(
-                        std::sync::Arc::new(mcp_harness_runtime::transport::auth::LoopbackStepUp),
-                    ));
+                    mcp_harness_transport::auth::set_step_up_browser(Some(std::sync::Arc::new(
+                        mcp_harness_transport::auth::LoopbackStepUp,
+                    )));
                 }
             }
             let started = mcp_harness_runtime::RuntimeBuilder::new(config.clone())
@@ -555,7 +555,7 @@ async fn interrupted() -> &'static str {
 
 fn fail(message: &str, code: u8) -> u8 {
     use std::io::Write as _;
-    let message = mcp_harness_runtime::transport::redact::text(message);
+    let message = mcp_harness_transport::redact::text(message);
     let _ = writeln!(std::io::stderr(), "error: {message}");
     code
 }

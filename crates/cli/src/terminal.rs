@@ -8,7 +8,7 @@ use std::io::{BufRead, IsTerminal, Write};
 
 use futures::future::BoxFuture;
 use mcp_harness_policy::{Approval, ApprovalRequest, Approver, DenyAll};
-use mcp_harness_runtime::transport::{CallbackFuture, ClientCallbacks, Supported};
+use mcp_harness_transport::{CallbackFuture, ClientCallbacks, Supported};
 use rmcp::model::{ElicitRequestParams, ElicitResult};
 use serde_json::{Map, Value, json};
 

@@ -23,7 +23,7 @@ use crate::config::{
 };
 use crate::connection::cache::{DEFAULT_MAX_ENTRIES, ListingCache};
 use crate::connection::io_threads::{IoPlace, IoThreads, PinnedThreads};
-use crate::connection::registry::{Registry, connector_for};
+use crate::connection::registry::Registry;
 use crate::connection::server::{ProgressRoutes, ServerSettings};
 use crate::connection::supervision::{
     ConnectQueues, DEFAULT_LOCAL_SLOTS, DEFAULT_REMOTE_SLOTS, DEFAULT_SLOT_HOLD, ReconnectPolicy,
@@ -227,7 +227,10 @@ impl RuntimeBuilder {
     pub fn start(self) -> Result<Runtime, StartError> {
         // Check every server can be built before anything starts.
         for server in self.config.servers.values().filter(|s| s.enabled) {
-            connector_for(server, &self.in_process).map_err(StartError::System)?;
+            server
+                .transport
+                .connector(&server.name, &self.in_process)
+                .map_err(StartError::System)?;
         }
         if let Some(io) = &self.io
             && io.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread

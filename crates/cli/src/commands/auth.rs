@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use mcp_harness_runtime::TransportConfig;
-use mcp_harness_runtime::transport::auth;
+use mcp_harness_transport::auth;
 
 /// The options of `login`.
 #[derive(clap::Args)]

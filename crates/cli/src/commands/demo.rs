@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mcp_harness_fixture::FixtureOptions;
-use mcp_harness_runtime::transport::StdioSpec;
 use mcp_harness_runtime::{Config, Runtime, RuntimeBuilder, ServerConfig, TransportConfig};
+use mcp_harness_transport::StdioSpec;
 
 use super::{call, inspect, watch};
 

@@ -7,6 +7,10 @@
 //! across servers) — and secrets (env and header values) appear in no error message or log.
 
 pub mod sources;
+mod transport;
+
+pub(crate) use transport::DedupKey;
+pub use transport::TransportConfig;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -98,40 +102,6 @@ pub struct ServerConfig {
     /// not trusted: why it is not started. Such a server also has `enabled: false`, so nothing
     /// starts it; it is shown as `untrusted` with this reason.
     pub untrusted: Option<String>,
-}
-
-/// How to reach a server.
-#[derive(Debug, Clone, PartialEq)]
-pub enum TransportConfig {
-    /// `command` (+ `args`, `env`, `cwd`); `type` absent or `"stdio"`.
-    Stdio(StdioSpec),
-    /// `url` (+ `headers`, `oauth`); `type` `"http"` or `"streamable-http"`, or absent with a
-    /// `url`.
-    StreamableHttp {
-        url: String,
-        headers: BTreeMap<String, String>,
-        /// `oauth`: the login defaults, or the client credentials the harness uses itself.
-        oauth: Option<OAuthConfig>,
-    },
-    /// `url` (+ `headers`); `type` `"sse"`: the legacy HTTP+SSE transport (protocol 2024-11-05).
-    LegacySse {
-        url: String,
-        headers: BTreeMap<String, String>,
-    },
-    /// Registered in code through [`crate::RuntimeBuilder::in_process`], not in files.
-    InProcess,
-}
-
-impl TransportConfig {
-    /// Short name shown to users.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            TransportConfig::Stdio(_) => "stdio",
-            TransportConfig::StreamableHttp { .. } => "http",
-            TransportConfig::LegacySse { .. } => "sse",
-            TransportConfig::InProcess => "in-process",
-        }
-    }
 }
 
 /// A configuration problem, naming where it is and what to change.

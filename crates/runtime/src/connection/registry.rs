@@ -14,64 +14,11 @@ use std::sync::{Arc, Mutex};
 
 use actix::prelude::*;
 use mcp_harness_catalog::{ServerState, ServerStatus};
-use mcp_harness_transport::{
-    Connector, InProcessConnector, InProcessServe, StdioConnector, StreamableHttpConnector,
-};
+use mcp_harness_transport::InProcessServe;
 
-use crate::config::{Config, ServerConfig, TransportConfig};
+use crate::config::{Config, ServerConfig};
 use crate::connection::server::{SHUTDOWN_GRACE, ServerActor, ServerSettings, Shutdown};
 use crate::snapshot::publisher::{Publisher, RemoveServer, ServerUpdate};
-
-/// The connector for `config`.
-pub(crate) fn connector_for(
-    config: &ServerConfig,
-    in_process: &BTreeMap<String, InProcessServe>,
-) -> Result<Arc<dyn Connector>, String> {
-    // Before anything can print an error of this server (redact's invariant).
-    match &config.transport {
-        TransportConfig::Stdio(spec) => {
-            mcp_harness_transport::redact::register_server(spec.env.values(), [], None);
-        }
-        TransportConfig::StreamableHttp { url, headers, .. }
-        | TransportConfig::LegacySse { url, headers } => {
-            mcp_harness_transport::redact::register_server(
-                [],
-                headers.values(),
-                Some(url.as_str()),
-            );
-        }
-        TransportConfig::InProcess => {}
-    }
-    Ok(match &config.transport {
-        TransportConfig::Stdio(spec) => Arc::new(StdioConnector { spec: spec.clone() }),
-        TransportConfig::StreamableHttp {
-            url,
-            headers,
-            oauth,
-        } => Arc::new(StreamableHttpConnector {
-            url: url.clone(),
-            headers: headers.clone(),
-            oauth: oauth.clone(),
-        }),
-        TransportConfig::LegacySse { url, headers } => {
-            Arc::new(mcp_harness_transport::LegacySseConnector {
-                url: url.clone(),
-                headers: headers.clone(),
-            })
-        }
-        TransportConfig::InProcess => match in_process.get(&config.name) {
-            Some(serve) => Arc::new(InProcessConnector {
-                serve: serve.clone(),
-            }),
-            None => {
-                return Err(format!(
-                    "server \"{}\" is in-process but no server was registered for it",
-                    config.name
-                ));
-            }
-        },
-    })
-}
 
 struct Member {
     config: ServerConfig,
@@ -122,7 +69,7 @@ impl Registry {
     /// Starts the actor of `config` (or reports it disabled) and records it.
     pub(crate) fn add(&self, config: ServerConfig) -> Result<(), String> {
         let addr = if config.enabled && config.untrusted.is_none() {
-            let connector = connector_for(&config, &self.in_process)?;
+            let connector = config.transport.connector(&config.name, &self.in_process)?;
             let (shared, publisher, settings) = (
                 Arc::new(config.clone()),
                 self.publisher.clone(),

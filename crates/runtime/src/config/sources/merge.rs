@@ -41,7 +41,7 @@ use serde_json::{Map, Value};
 use super::remote::{RemoteLayer, RemoteSource};
 use super::trust::{ProjectTrust, TrustState, TrustStore, UntrustedFile};
 use super::{Converted, Format, InputPrompt};
-use crate::config::{Config, ConfigError, ServerConfig, TransportConfig};
+use crate::config::{Config, ConfigError, DedupKey, ServerConfig};
 
 /// Where a server's definition came from, lowest precedence first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -643,33 +643,6 @@ impl Sources {
     }
 }
 
-/// What makes two servers the same server.
-#[derive(PartialEq, Eq, Hash)]
-enum ContentKey {
-    Stdio(
-        String,
-        Vec<String>,
-        BTreeMap<String, String>,
-        Option<PathBuf>,
-    ),
-    Url(String),
-}
-
-fn content_key(server: &ServerConfig) -> Option<ContentKey> {
-    match &server.transport {
-        TransportConfig::Stdio(spec) => Some(ContentKey::Stdio(
-            spec.command.clone(),
-            spec.args.clone(),
-            spec.env.clone(),
-            spec.cwd.clone(),
-        )),
-        TransportConfig::StreamableHttp { url, .. } | TransportConfig::LegacySse { url, .. } => {
-            Some(ContentKey::Url(url.trim_end_matches('/').to_string()))
-        }
-        TransportConfig::InProcess => None,
-    }
-}
-
 /// Drops enabled servers whose content equals a higher-precedence enabled one (by name order
 /// within one source).
 fn dedupe(
@@ -682,15 +655,12 @@ fn dedupe(
         .map(|(n, (_, o))| (o.scope, n.clone()))
         .collect();
     order.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
-    let mut seen: HashMap<ContentKey, String> = HashMap::new();
+    let mut seen: HashMap<DedupKey, String> = HashMap::new();
     for (_, name) in order {
-        let Some(key) = chosen.get(&name).and_then(|(s, _)| content_key(s)) else {
+        let Some(key) = chosen.get(&name).and_then(|(s, _)| s.transport.dedup_key()) else {
             continue;
         };
-        let what = match key {
-            ContentKey::Stdio(..) => "the same command, args, env and cwd",
-            ContentKey::Url(_) => "the same URL",
-        };
+        let what = key.shared();
         match seen.get(&key) {
             Some(keeper) => {
                 let keeper_origin = chosen

@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::config::{Config, ConfigError, TransportConfig, expand};
+use crate::config::{Config, ConfigError, expand};
 
 /// How long a remote source is waited for when its entry gives no `timeoutSec`.
 pub const DEFAULT_REMOTE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -217,10 +217,7 @@ impl RemoteSource {
         config.source = None;
         if !self.allow_stdio {
             config.servers.retain(|name, server| {
-                let local = matches!(
-                    server.transport,
-                    TransportConfig::Stdio(_) | TransportConfig::InProcess
-                );
+                let local = !server.transport.is_remote();
                 if local {
                     notes.push(format!(
                         "server \"{name}\": not loaded: a remote source may define only http and \
