@@ -42,27 +42,51 @@ pub enum CallError {
     #[error(
         "no tool named `{name}` in catalog revision {revision}; `mcp-harness tools` lists the available ones"
     )]
-    UnknownTool { name: String, revision: u64 },
+    /// No tool of that name in the snapshot used.
+    UnknownTool {
+        /// The qualified name asked for.
+        name: String,
+        /// The catalog revision looked in.
+        revision: u64,
+    },
     #[error(
         "server \"{server}\" is not connected (it is {state}); `mcp-harness servers` shows why"
     )]
-    ServerUnavailable { server: String, state: String },
-    #[error("server \"{server}\": `{tool}` did not answer within {}s (raise `toolTimeoutSec` of server \"{server}\")", .timeout.as_secs_f64())]
-    Timeout {
+    /// The server has no live connection.
+    ServerUnavailable {
+        /// The server.
         server: String,
+        /// Its state (`failed: …`, `needs-auth`, `not configured` …).
+        state: String,
+    },
+    #[error("server \"{server}\": `{tool}` did not answer within {}s (raise `toolTimeoutSec` of server \"{server}\")", .timeout.as_secs_f64())]
+    /// No answer within the call's timeout.
+    Timeout {
+        /// The server.
+        server: String,
+        /// The tool (or, for resources and prompts, what was asked for).
         tool: String,
+        /// The timeout that passed.
         timeout: Duration,
     },
     #[error("server \"{server}\": the connection failed during `{tool}`: {message}")]
+    /// The connection failed during the call.
     Transport {
+        /// The server.
         server: String,
+        /// The tool (or, for resources and prompts, what was asked for).
         tool: String,
+        /// What happened.
         message: String,
     },
     #[error("server \"{server}\": `{tool}` was rejected: {message}")]
+    /// The server answered with an error or broke the protocol.
     Protocol {
+        /// The server.
         server: String,
+        /// The tool (or, for resources and prompts, what was asked for).
         tool: String,
+        /// What happened.
         message: String,
     },
     /// The server's answer could not be used: over `maxMessageBytes`, undecodable, or — when the
@@ -70,16 +94,23 @@ pub enum CallError {
     /// undecodable message). The message says what arrived.
     #[error("server \"{server}\": `{tool}` failed: {message}")]
     BadAnswer {
+        /// The server.
         server: String,
+        /// The tool (or, for resources and prompts, what was asked for).
         tool: String,
+        /// What happened.
         message: String,
     },
     #[error(
         "no skill named `{name}` on server \"{server}\" in catalog revision {revision}; `mcp-harness skills` lists them"
     )]
+    /// No skill of that name on that server.
     UnknownSkill {
+        /// The server.
         server: String,
+        /// The skill asked for.
         name: String,
+        /// The catalog revision looked in.
         revision: u64,
     },
     /// A skill's files do not match what the server listed (digest, size, frontmatter).
@@ -91,29 +122,49 @@ pub enum CallError {
         "`{name}` changed since this step was bound (revision {bound}, now {current}): the call was not sent; bind a new step"
     )]
     Stale {
+        /// The qualified tool name.
         name: String,
+        /// The revision the step was bound to.
         bound: u64,
+        /// The revision current at the call.
         current: u64,
     },
     /// The tool exists but this step's binding does not show it to the model.
     #[error("`{name}` is not in this step's tools (revision {revision}){hint}")]
     NotInStep {
+        /// The name asked for.
         name: String,
+        /// The step's revision.
         revision: u64,
+        /// How to reach it (search first; why it is hidden), or empty.
         hint: String,
     },
     /// The arguments do not satisfy the input schema the model saw (R27). Not sent.
     #[error("arguments of `{name}` do not match its input schema: {details}")]
-    InvalidArguments { name: String, details: String },
+    InvalidArguments {
+        /// The qualified tool name.
+        name: String,
+        /// Every violation found.
+        details: String,
+    },
     /// Policy refused the call, or approval was denied, cancelled or timed out (R26). Not sent.
     #[error("`{name}` was not run: {reason}")]
-    Permission { name: String, reason: String },
+    Permission {
+        /// The qualified tool name.
+        name: String,
+        /// Why, with the rule or setting that would allow it.
+        reason: String,
+    },
     /// Required servers of a step failed to come up (R22); every failure is listed.
     #[error("required servers are not available: {}", .failures.iter().map(|(s, why)| format!("\"{s}\": {why}")).collect::<Vec<_>>().join("; "))]
-    RequiredServers { failures: Vec<(String, String)> },
+    RequiredServers {
+        /// Each failed server with its state and error.
+        failures: Vec<(String, String)>,
+    },
     /// A result could not be stored or read back under the output rules (R31).
     #[error("output: {0}")]
     Output(String),
+    /// The runtime was shut down.
     #[error("the runtime has shut down")]
     ShutDown,
 }
@@ -164,8 +215,10 @@ impl CallError {
 /// Why the runtime could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
+    /// The configuration is invalid.
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
+    /// A server could not be built or a thread could not start.
     #[error("could not start the actor system: {0}")]
     System(String),
 }

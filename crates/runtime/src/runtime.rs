@@ -61,6 +61,7 @@ pub(crate) struct Parts {
 /// A loaded, verified skill.
 #[derive(Debug, Clone)]
 pub struct LoadedSkill {
+    /// The listing entry it was verified against.
     pub entry: Arc<SkillEntry>,
     /// The frontmatter of the fetched `SKILL.md` (equal to the listed one).
     pub frontmatter: serde_json::Map<String, serde_json::Value>,
@@ -73,7 +74,9 @@ pub(crate) const RESOURCE_UPDATE_BUFFER: usize = 1024;
 
 /// Updates of one subscribed resource.
 pub struct ResourceSubscription {
+    /// The server of the resource.
     pub server: String,
+    /// The resource.
     pub uri: String,
     rx: broadcast::Receiver<ResourceUpdate>,
 }

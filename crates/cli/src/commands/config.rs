@@ -20,7 +20,7 @@ use crate::table;
 
 /// `config` subcommands.
 #[derive(clap::Subcommand)]
-pub enum Action {
+pub(crate) enum Action {
     /// Convert a Claude Code, Claude Desktop, Cursor, VS Code, Codex or Gemini CLI config to the
     /// mcp-harness format. `${VAR}` references are kept, never replaced by their values.
     Import {
@@ -34,7 +34,7 @@ pub enum Action {
 
 /// The sources of this process (one instance, so that remote sources fetched once are part of
 /// every later merge, hot reloads included).
-pub fn shared_sources() -> &'static Sources {
+pub(crate) fn shared_sources() -> &'static Sources {
     static SOURCES: std::sync::OnceLock<Sources> = std::sync::OnceLock::new();
     SOURCES.get_or_init(|| Sources::new().with_input_prompt(input_prompt()))
 }
@@ -51,7 +51,7 @@ fn input_prompt() -> sources::InputPrompt {
 /// sources (remote ones as far as fetched). Dropped servers are logged (with why). With `ask`, an
 /// untrusted project file is shown and asked about on a terminal; otherwise (or without a
 /// terminal) its servers stay untrusted and a warning names the command that trusts it.
-pub fn load(explicit: Option<&Path>, ask: bool) -> Result<Config, String> {
+pub(crate) fn load(explicit: Option<&Path>, ask: bool) -> Result<Config, String> {
     if let Some(path) = explicit {
         return sources::load_any_asking(path, &|name| std::env::var(name).ok(), &input_prompt())
             .map(|(c, _)| c)
@@ -77,7 +77,7 @@ pub fn load(explicit: Option<&Path>, ask: bool) -> Result<Config, String> {
 
 /// The files the config of [`load`] comes from (watched for hot reload): `explicit`, or every
 /// source file that may exist (so creating one is noticed too).
-pub fn files(explicit: Option<&Path>) -> Vec<PathBuf> {
+pub(crate) fn files(explicit: Option<&Path>) -> Vec<PathBuf> {
     match explicit {
         Some(path) => vec![path.to_path_buf()],
         None => {
@@ -94,7 +94,7 @@ pub fn files(explicit: Option<&Path>) -> Vec<PathBuf> {
 }
 
 /// Runs `config` (with `action`, or showing the merged config); returns the exit code.
-pub async fn run(explicit: Option<&Path>, json: bool, action: Option<&Action>) -> u8 {
+pub(crate) async fn run(explicit: Option<&Path>, json: bool, action: Option<&Action>) -> u8 {
     let result = match action {
         Some(Action::Import { file, out }) => import(file, out.as_deref()),
         None => show(explicit, json).await,

@@ -17,7 +17,7 @@ const SKILL_SCENARIOS: [&str; 4] = [
     "sep-2640-client-verify-frontmatter",
 ];
 
-pub fn build(url: &str) -> Result<Runtime, String> {
+pub(crate) fn build(url: &str) -> Result<Runtime, String> {
     // Tokens of a test run never touch the user's store.
     mcp_harness_transport::auth::set_store_dir(store_dir());
     // The suite's authorization server redirects at once: the same stand-in for the user that
@@ -64,7 +64,7 @@ fn config(
     .map_err(|e| e.to_string())
 }
 
-pub async fn run(runtime: &Runtime, url: &str) -> Result<(), String> {
+pub(crate) async fn run(runtime: &Runtime, url: &str) -> Result<(), String> {
     let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
     let mut snapshot = runtime.wait_settled(Duration::from_secs(25)).await;
     // What a user does on needs-auth: log in, then the server connects with the tokens. A server

@@ -11,7 +11,7 @@ use mcp_harness_transport::StdioSpec;
 use super::{call, inspect, watch};
 
 /// The demo's runtime: `builtin` in-process, `fixture` over stdio.
-pub fn build() -> Result<Runtime, String> {
+pub(crate) fn build() -> Result<Runtime, String> {
     let exe = std::env::current_exe()
         .map_err(|e| format!("cannot find this executable to start the stdio fixture: {e}"))?;
     let mut config = Config::default();
@@ -66,7 +66,7 @@ pub fn build() -> Result<Runtime, String> {
 }
 
 /// Runs the tour, printing as it goes.
-pub async fn run(runtime: &Runtime) -> Result<(), String> {
+pub(crate) async fn run(runtime: &Runtime) -> Result<(), String> {
     let mut revisions = runtime.watch();
     emitln!(
         "== 1. Starting two servers: `builtin` (in-process) and `fixture` (stdio child process)\n"

@@ -44,7 +44,7 @@ pub const SEARCH_TOOL: &str = "mcp_harness__search_tools";
 pub const READ_OUTPUT_TOOL: &str = "mcp_harness__read_output";
 /// Raw name of the tool a server waiting for authorization shows instead of its own (R4):
 /// `mcp__<server>__authenticate`.
-pub const AUTHENTICATE_TOOL: &str = "authenticate";
+pub(crate) const AUTHENTICATE_TOOL: &str = "authenticate";
 
 /// One tool of a step, as the model sees it.
 #[derive(Debug, Clone)]
@@ -451,6 +451,7 @@ pub struct CallOptions {
 /// The outcome of a call that was sent and answered.
 #[derive(Debug, Clone)]
 pub struct ToolResult {
+    /// The server that ran the call (`mcp-harness` for built-in tools).
     pub server: String,
     /// The raw tool name (for built-in tools, their name).
     pub tool: String,

@@ -17,7 +17,7 @@ use mcp_harness_transport::callbacks::apply_form_defaults;
 use rmcp::model::{InputRequest, InputRequiredResult, InputResponses};
 
 /// Most `input_required` rounds one call may take.
-pub const MAX_ROUNDS: usize = 10;
+pub(crate) const MAX_ROUNDS: usize = 10;
 
 /// The answers and state for the next round of a call that got `input_required`.
 pub(crate) async fn next_round(

@@ -40,17 +40,17 @@ use super::validate::{ArgumentError, ArgumentValidator};
 use crate::error::ErrorClass;
 
 /// The built-in tool the model reads stored outputs with.
-pub const READ_OUTPUT_TOOL: &str = "mcp_harness__read_output";
+pub(crate) const READ_OUTPUT_TOOL: &str = "mcp_harness__read_output";
 /// `_meta` key through which a tool may raise its own output budget (see [`budget_for`]).
-pub const MAX_OUTPUT_TOKENS_META: &str = "mcp-harness/maxOutputTokens";
+pub(crate) const MAX_OUTPUT_TOKENS_META: &str = "mcp-harness/maxOutputTokens";
 /// Default page size, in chars.
-pub const DEFAULT_PAGE_CHARS: usize = 8_000;
+pub(crate) const DEFAULT_PAGE_CHARS: usize = 8_000;
 /// Default preview size in a summary, in chars.
-pub const DEFAULT_PREVIEW_CHARS: usize = 2_000;
+pub(crate) const DEFAULT_PREVIEW_CHARS: usize = 2_000;
 /// Default bound on the bytes of all stored outputs.
-pub const DEFAULT_MAX_TOTAL_BYTES: u64 = 256 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_TOTAL_BYTES: u64 = 256 * 1024 * 1024;
 /// At most this many warnings of the full result are carried into its summary.
-pub const MAX_SUMMARY_WARNINGS: usize = 10;
+pub(crate) const MAX_SUMMARY_WARNINGS: usize = 10;
 
 const HANDLE_PREFIX: &str = "out-";
 const HANDLE_HEX: usize = 32;
@@ -58,7 +58,7 @@ const FILE_SUFFIX: &str = ".txt";
 
 /// The budget of one tool's results: `default`, raised (never lowered) by a positive integer in
 /// the tool's `_meta["mcp-harness/maxOutputTokens"]`, and never above `cap`.
-pub fn budget_for(tool: &Tool, default: usize, cap: usize) -> usize {
+pub(crate) fn budget_for(tool: &Tool, default: usize, cap: usize) -> usize {
     let requested = tool
         .meta
         .as_ref()
@@ -69,7 +69,7 @@ pub fn budget_for(tool: &Tool, default: usize, cap: usize) -> usize {
 }
 
 /// The definition of [`READ_OUTPUT_TOOL`]: `handle` (required) and `page` (from 1, default 1).
-pub fn read_output_tool() -> Tool {
+pub(crate) fn read_output_tool() -> Tool {
     let schema = json!({
         "type": "object",
         "properties": {
@@ -109,7 +109,7 @@ pub fn read_output_tool() -> Tool {
 
 /// Why stored output could not be written or read. All of the output class (R32).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum OutputError {
+pub(crate) enum OutputError {
     #[error("`{handle}` is not an output handle (they look like out- and 32 hex digits)")]
     /// Not of the handle form: refused before touching the filesystem.
     BadHandle {
@@ -169,14 +169,8 @@ pub enum OutputError {
 impl OutputError {
     #[cfg(test)]
     /// Always [`ErrorClass::Output`].
-    pub fn class(&self) -> ErrorClass {
+    pub(crate) fn class(&self) -> ErrorClass {
         ErrorClass::Output
-    }
-
-    #[cfg(test)]
-    /// Never: asking again gives the same answer.
-    pub fn retryable(&self) -> bool {
-        false
     }
 
     fn io(path: &Path, error: std::io::Error) -> Self {
@@ -189,7 +183,7 @@ impl OutputError {
 
 /// An opaque, validated name of one stored output.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct OutputHandle(String);
+pub(crate) struct OutputHandle(String);
 
 impl OutputHandle {
     fn new() -> Self {
@@ -197,7 +191,7 @@ impl OutputHandle {
     }
 
     /// Accepts exactly `out-` followed by 32 lowercase hex digits.
-    pub fn parse(handle: &str) -> Result<Self, OutputError> {
+    pub(crate) fn parse(handle: &str) -> Result<Self, OutputError> {
         let valid = handle.strip_prefix(HANDLE_PREFIX).is_some_and(|hex| {
             hex.len() == HANDLE_HEX && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
         });
@@ -212,7 +206,7 @@ impl OutputHandle {
 
     #[cfg(test)]
     /// The handle as the model sees it.
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
 
@@ -229,7 +223,7 @@ impl fmt::Display for OutputHandle {
 
 /// One page of a stored output.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OutputPage {
+pub(crate) struct OutputPage {
     /// The output this page belongs to.
     pub handle: String,
     /// From 1.
@@ -242,7 +236,7 @@ pub struct OutputPage {
 
 impl OutputPage {
     /// The page as the model is shown it: a one-line header, then the text.
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let next = if self.page < self.pages {
             format!("; next: page {}", self.page + 1)
         } else {
@@ -257,7 +251,7 @@ impl OutputPage {
 
 /// What [`OutputStore::spill`] made of a result.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Spilled {
+pub(crate) enum Spilled {
     /// Within budget: the result unchanged.
     Inline(NormalizedResult),
     /// Over budget and stored: `summary` is what the model gets.
@@ -281,22 +275,8 @@ pub enum Spilled {
 }
 
 impl Spilled {
-    #[cfg(test)]
-    /// What the model gets.
-    pub fn result(&self) -> &NormalizedResult {
-        match self {
-            Spilled::Inline(result)
-            | Spilled::Stored {
-                summary: result, ..
-            }
-            | Spilled::Truncated {
-                summary: result, ..
-            } => result,
-        }
-    }
-
     /// What the model gets, by value.
-    pub fn into_result(self) -> NormalizedResult {
+    pub(crate) fn into_result(self) -> NormalizedResult {
         match self {
             Spilled::Inline(result)
             | Spilled::Stored {
@@ -309,7 +289,7 @@ impl Spilled {
     }
 
     /// The handle, when the output was stored.
-    pub fn handle(&self) -> Option<&OutputHandle> {
+    pub(crate) fn handle(&self) -> Option<&OutputHandle> {
         match self {
             Spilled::Stored { handle, .. } => Some(handle),
             _ => None,
@@ -319,7 +299,7 @@ impl Spilled {
 
 /// How an [`OutputStore`] is set up.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OutputStoreConfig {
+pub(crate) struct OutputStoreConfig {
     /// Where outputs are stored; `None`: a fresh 0700 directory under the system temp dir,
     /// removed on drop.
     pub root: Option<PathBuf>,
@@ -357,7 +337,7 @@ struct Index {
 }
 
 /// Stored outputs of one runtime; see the module docs for its bounds.
-pub struct OutputStore {
+pub(crate) struct OutputStore {
     root: PathBuf,
     owned: bool,
     page_chars: usize,
@@ -398,13 +378,13 @@ fn create_private_dir(path: &Path, recursive: bool) -> std::io::Result<()> {
 impl OutputStore {
     #[cfg(test)]
     /// A store with the default settings in a fresh per-store temp directory.
-    pub fn temp() -> Result<Self, OutputError> {
+    pub(crate) fn temp() -> Result<Self, OutputError> {
         Self::open(OutputStoreConfig::default())
     }
 
     /// Opens a store. A configured root that exists is scanned: the outputs in it count
     /// against the bound (oldest evicted first) and stay readable.
-    pub fn open(config: OutputStoreConfig) -> Result<Self, OutputError> {
+    pub(crate) fn open(config: OutputStoreConfig) -> Result<Self, OutputError> {
         let (root, owned) = match config.root {
             Some(root) => {
                 if !root.is_dir() {
@@ -488,19 +468,13 @@ impl OutputStore {
 
     #[cfg(test)]
     /// The directory outputs are stored in.
-    pub fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         &self.root
     }
 
     #[cfg(test)]
-    /// Chars per page.
-    pub fn page_chars(&self) -> usize {
-        self.page_chars
-    }
-
-    #[cfg(test)]
     /// Bytes currently stored.
-    pub fn stored_bytes(&self) -> u64 {
+    pub(crate) fn stored_bytes(&self) -> u64 {
         self.lock().total
     }
 
@@ -508,7 +482,7 @@ impl OutputStore {
     /// stores its text rendering (all blocks, `structuredContent`, warnings) and returns a
     /// bounded summary naming the handle, the size, the number of blocks and pages, and how to
     /// read the rest. `server` and `tool` only label the summary.
-    pub fn spill(
+    pub(crate) fn spill(
         &self,
         server: &str,
         tool: &str,
@@ -605,7 +579,7 @@ impl OutputStore {
     }
 
     /// Page `page` (from 1) of the stored output `handle`.
-    pub fn read_page(&self, handle: &str, page: usize) -> Result<OutputPage, OutputError> {
+    pub(crate) fn read_page(&self, handle: &str, page: usize) -> Result<OutputPage, OutputError> {
         let handle = OutputHandle::parse(handle)?;
         let path = self.root.join(handle.file_name());
         let starts = {
@@ -683,7 +657,7 @@ impl OutputStore {
 
     /// Runs [`READ_OUTPUT_TOOL`] with the arguments the model sent, once they match the tool's
     /// own input schema (the one the model saw: no other property, `page` at least 1).
-    pub fn read_output(&self, args: &JsonObject) -> Result<OutputPage, OutputError> {
+    pub(crate) fn read_output(&self, args: &JsonObject) -> Result<OutputPage, OutputError> {
         read_output_validator().validate(args).map_err(|e| {
             let reason = match e {
                 ArgumentError::Invalid {
@@ -762,7 +736,7 @@ fn page_starts(text: &str, page_chars: usize) -> Vec<u64> {
 
 /// The whole result as text: every block in order (media described, not inlined), then the
 /// structured content (pretty JSON), then the warnings.
-pub fn render_text(result: &NormalizedResult) -> String {
+pub(crate) fn render_text(result: &NormalizedResult) -> String {
     let mut parts: Vec<String> = Vec::with_capacity(result.content.len() + 2);
     for (i, block) in result.content.iter().enumerate() {
         parts.push(match block {

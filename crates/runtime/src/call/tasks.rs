@@ -36,13 +36,13 @@ use crate::call::mrtr::next_round;
 use crate::error::CallError;
 
 /// Poll interval when the server suggests none.
-pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(500);
+pub(crate) const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(500);
 /// The shortest poll interval honoured (a server asking for less gets this).
-pub const MIN_POLL_INTERVAL: Duration = Duration::from_millis(50);
+pub(crate) const MIN_POLL_INTERVAL: Duration = Duration::from_millis(50);
 /// The longest poll interval honoured (a server asking for more is polled this often).
-pub const MAX_POLL_INTERVAL: Duration = Duration::from_secs(30);
+pub(crate) const MAX_POLL_INTERVAL: Duration = Duration::from_secs(30);
 /// How long `tasks/cancel` is awaited when the client gives up on a task.
-pub const CANCEL_GRACE: Duration = Duration::from_secs(2);
+pub(crate) const CANCEL_GRACE: Duration = Duration::from_secs(2);
 
 /// A status change of a task-backed call, delivered through `CallOptions::task_status`.
 #[derive(Debug, Clone, PartialEq, Eq)]

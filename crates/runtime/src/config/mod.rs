@@ -83,7 +83,9 @@ impl Default for OutputConfig {
 /// One server's validated configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerConfig {
+    /// The server's name (the key under `mcpServers`).
     pub name: String,
+    /// How to reach it.
     pub transport: TransportConfig,
     /// `enabled`; default true. A disabled server is never connected.
     pub enabled: bool,
@@ -108,7 +110,9 @@ pub struct ServerConfig {
 #[derive(Debug, thiserror::Error)]
 #[error("{location}: {message}")]
 pub struct ConfigError {
+    /// Where: the file, and the server and key when there is one.
     pub location: String,
+    /// What is wrong and what to change.
     pub message: String,
 }
 
@@ -656,7 +660,10 @@ fn seconds(key: &str, value: Option<f64>, default: Duration) -> Result<Duration,
 
 /// Expands `${VAR}` and `${VAR:-default}`; `$$` is not special. An unset variable without a
 /// default is an error naming the variable (never its value).
-pub fn expand(input: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+pub(crate) fn expand(
+    input: &str,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<String, String> {
     let mut out = String::with_capacity(input.len());
     let mut rest = input;
     while let Some(start) = rest.find("${") {

@@ -23,14 +23,18 @@ pub enum TransportConfig {
     /// `url` (+ `headers`, `oauth`); `type` `"http"` or `"streamable-http"`, or absent with a
     /// `url`.
     StreamableHttp {
+        /// The MCP endpoint.
         url: String,
+        /// Extra request headers (values are secrets: never shown).
         headers: BTreeMap<String, String>,
         /// `oauth`: the login defaults, or the client credentials the harness uses itself.
         oauth: Option<OAuthConfig>,
     },
     /// `url` (+ `headers`); `type` `"sse"`: the legacy HTTP+SSE transport (protocol 2024-11-05).
     LegacySse {
+        /// The SSE endpoint.
         url: String,
+        /// Extra request headers (values are secrets: never shown).
         headers: BTreeMap<String, String>,
     },
     /// Registered in code through [`crate::RuntimeBuilder::in_process`], not in files.

@@ -20,14 +20,15 @@ use mcp_harness_transport::SessionInfo;
 use crate::connection::listing::Listed;
 
 /// Default bound on cached listings (1,024 servers × 4 kinds, or more servers with fewer kinds).
-pub const DEFAULT_MAX_ENTRIES: usize = 4096;
+pub(crate) const DEFAULT_MAX_ENTRIES: usize = 4096;
 
 /// Experimental capability keys by which a server opts out of listing caches: our own, and the
 /// one Codex reads; `{"enabled": false}` opts out.
-pub const OPT_OUT_KEYS: [&str; 2] = ["mcp-harness/catalog-cache", "codex/tool-catalog-cache"];
+pub(crate) const OPT_OUT_KEYS: [&str; 2] =
+    ["mcp-harness/catalog-cache", "codex/tool-catalog-cache"];
 
 /// Whether the server declared that its listings must not be cached.
-pub fn opts_out(info: &SessionInfo) -> bool {
+pub(crate) fn opts_out(info: &SessionInfo) -> bool {
     let Some(experimental) = &info.capabilities.experimental else {
         return false;
     };
@@ -46,14 +47,14 @@ struct Entry {
 }
 
 /// A process-wide, bounded cache of the latest complete listing per (server, kind).
-pub struct ListingCache {
+pub(crate) struct ListingCache {
     entries: DashMap<(String, Kind), Entry>,
     max_entries: usize,
     clock: AtomicU64,
 }
 
 impl ListingCache {
-    pub fn new(max_entries: usize) -> Self {
+    pub(crate) fn new(max_entries: usize) -> Self {
         Self {
             entries: DashMap::new(),
             max_entries: max_entries.max(1),
@@ -67,7 +68,7 @@ impl ListingCache {
 
     /// Stores `listed` for (server, kind) unless a newer listing is stored. Returns whether it
     /// was stored.
-    pub fn store(
+    pub(crate) fn store(
         &self,
         server: &str,
         kind: Kind,
@@ -111,7 +112,7 @@ impl ListingCache {
     }
 
     /// The cached listing of (server, kind) from connection `epoch`, if any.
-    pub fn get(&self, server: &str, kind: Kind, epoch: u64) -> Option<Arc<Listed>> {
+    pub(crate) fn get(&self, server: &str, kind: Kind, epoch: u64) -> Option<Arc<Listed>> {
         let e = self.entries.get(&(server.to_string(), kind))?;
         if e.epoch != epoch {
             return None;
@@ -121,25 +122,19 @@ impl ListingCache {
     }
 
     /// Drops every kind cached for `server`.
-    pub fn drop_server(&self, server: &str) {
+    pub(crate) fn drop_server(&self, server: &str) {
         self.entries.retain(|(s, _), _| s != server);
     }
 
     #[cfg(test)]
     /// Number of cached listings.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.entries.len()
-    }
-
-    #[cfg(test)]
-    /// Whether nothing is cached.
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
     }
 
     #[cfg(any(test, feature = "testing"))]
     /// The kinds cached for `server`.
-    pub fn kinds_of(&self, server: &str) -> Vec<Kind> {
+    pub(crate) fn kinds_of(&self, server: &str) -> Vec<Kind> {
         let mut kinds: Vec<Kind> = self
             .entries
             .iter()

@@ -61,7 +61,7 @@ impl IoThreads {
 
 /// Where connection attempts are spawned.
 #[derive(Clone)]
-pub enum IoPlace {
+pub(crate) enum IoPlace {
     /// The actor system's own work-stealing runtime (`tokio::spawn` from an actor).
     Shared,
     /// One of the harness's pinned threads, chosen per attempt.
@@ -115,7 +115,7 @@ thread_local! {
 /// not keep the threads alive: a spawn after they stopped is dropped at once (its join handle
 /// reports it cancelled).
 #[derive(Clone)]
-pub struct PinnedHandles {
+pub(crate) struct PinnedHandles {
     handles: Arc<[Handle]>,
     next: Arc<AtomicUsize>,
 }

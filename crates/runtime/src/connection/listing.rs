@@ -13,7 +13,7 @@ use crate::error::describe;
 
 /// One complete listing of one kind.
 #[derive(Debug)]
-pub enum Listed {
+pub(crate) enum Listed {
     Tools(Vec<Tool>),
     Prompts(Vec<Prompt>),
     Resources(Vec<Resource>),
@@ -22,7 +22,7 @@ pub enum Listed {
 }
 
 /// The kinds `info`'s capabilities declare.
-pub fn declared_kinds(info: &SessionInfo) -> Vec<Kind> {
+pub(crate) fn declared_kinds(info: &SessionInfo) -> Vec<Kind> {
     let caps = &info.capabilities;
     let mut kinds = Vec::new();
     if caps.tools.is_some() {
@@ -42,7 +42,7 @@ pub fn declared_kinds(info: &SessionInfo) -> Vec<Kind> {
 }
 
 /// Lists every page of `kind`, each page within `page_timeout`.
-pub async fn list_kind(
+pub(crate) async fn list_kind(
     peer: ClientPeer,
     wire: WireNotes,
     kind: Kind,
@@ -121,7 +121,7 @@ pub async fn list_kind(
 /// Why a listing failed, and whether the server asked for authorization (then the server
 /// needs a login rather than a retry).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ListFailure {
+pub(crate) struct ListFailure {
     pub message: String,
     pub auth_required: bool,
 }

@@ -19,7 +19,7 @@ use mcp_harness_catalog::Kind;
 use tokio::time::Instant;
 
 /// Default least time between two listings of one kind caused by notifications.
-pub const DEFAULT_RELIST_WINDOW: Duration = Duration::from_millis(250);
+pub(crate) const DEFAULT_RELIST_WINDOW: Duration = Duration::from_millis(250);
 
 /// Where a kind's listing is.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -45,21 +45,21 @@ struct KindState {
 
 /// Refresh state of every kind of one connection.
 #[derive(Debug, Default)]
-pub struct Refreshes {
+pub(crate) struct Refreshes {
     kinds: HashMap<Kind, KindState>,
     window: Duration,
 }
 
 /// A listing to start: its ticket, and when (`at` is now or later, the end of the window).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Start {
+pub(crate) struct Start {
     pub ticket: u64,
     pub at: Instant,
 }
 
 /// What to do when a listing completes.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Completion {
+pub(crate) struct Completion {
     /// Apply this listing (it is the newest).
     pub apply: bool,
     /// Start another listing (a notification came in meanwhile).
@@ -68,7 +68,7 @@ pub struct Completion {
 
 impl Refreshes {
     /// Bookkeeping whose listings of one kind start at least `window` apart.
-    pub fn new(window: Duration) -> Self {
+    pub(crate) fn new(window: Duration) -> Self {
         Self {
             kinds: HashMap::new(),
             window,
@@ -83,7 +83,7 @@ impl Refreshes {
 
     /// A listing of `kind` is wanted at `now`: the listing to start (call [`Refreshes::started`]
     /// when it does), or `None` when one in flight or waiting already takes care of it.
-    pub fn request(&mut self, kind: Kind, now: Instant) -> Option<Start> {
+    pub(crate) fn request(&mut self, kind: Kind, now: Instant) -> Option<Start> {
         let mut state = self.kinds.get(&kind).copied().unwrap_or_default();
         let start = match state.phase {
             Phase::Running => {
@@ -105,7 +105,7 @@ impl Refreshes {
     }
 
     /// The listing with `ticket` starts now; `false` when it is no longer wanted (stale).
-    pub fn started(&mut self, kind: Kind, ticket: u64, now: Instant) -> bool {
+    pub(crate) fn started(&mut self, kind: Kind, ticket: u64, now: Instant) -> bool {
         let Some(state) = self.kinds.get_mut(&kind) else {
             return false;
         };
@@ -118,7 +118,7 @@ impl Refreshes {
     }
 
     /// The listing with `ticket` completed (successfully or not) at `now`.
-    pub fn complete(&mut self, kind: Kind, ticket: u64, now: Instant) -> Completion {
+    pub(crate) fn complete(&mut self, kind: Kind, ticket: u64, now: Instant) -> Completion {
         let mut state = self.kinds.get(&kind).copied().unwrap_or_default();
         let apply = ticket > state.applied;
         if apply {
@@ -142,7 +142,7 @@ impl Refreshes {
 
     #[cfg(test)]
     /// Whether a listing of `kind` is in flight or waiting to start.
-    pub fn in_flight(&self, kind: Kind) -> bool {
+    pub(crate) fn in_flight(&self, kind: Kind) -> bool {
         self.kinds
             .get(&kind)
             .is_some_and(|s| s.phase != Phase::Idle)

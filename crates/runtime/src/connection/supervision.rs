@@ -78,7 +78,7 @@ fn splitmix(mut x: u64) -> u64 {
 
 /// The two connection queues.
 #[derive(Clone)]
-pub struct ConnectQueues {
+pub(crate) struct ConnectQueues {
     local: Arc<SlotQueue>,
     remote: Arc<SlotQueue>,
     /// Longest time one connecting server keeps its slot.
@@ -90,10 +90,10 @@ pub const DEFAULT_LOCAL_SLOTS: usize = 3;
 /// Default concurrency of the remote (HTTP) queue.
 pub const DEFAULT_REMOTE_SLOTS: usize = 20;
 /// Default longest hold of a slot by one server.
-pub const DEFAULT_SLOT_HOLD: Duration = Duration::from_secs(2);
+pub(crate) const DEFAULT_SLOT_HOLD: Duration = Duration::from_secs(2);
 
 impl ConnectQueues {
-    pub fn new(local: usize, remote: usize, slot_hold: Duration) -> Self {
+    pub(crate) fn new(local: usize, remote: usize, slot_hold: Duration) -> Self {
         Self {
             local: SlotQueue::new(local),
             remote: SlotQueue::new(remote),
@@ -187,7 +187,7 @@ impl SlotQueue {
 }
 
 /// A slot of a connection queue, held by one attempt; dropping it hands it on.
-pub struct Slot(Option<Arc<SlotQueue>>);
+pub(crate) struct Slot(Option<Arc<SlotQueue>>);
 
 impl Drop for Slot {
     fn drop(&mut self) {
@@ -199,7 +199,7 @@ impl Drop for Slot {
 
 /// A queued or running connection attempt; dropping it cancels the attempt (a running one is
 /// dropped at its next wake-up on its own thread, with everything it started).
-pub struct Attempt(AbortHandle);
+pub(crate) struct Attempt(AbortHandle);
 
 impl Drop for Attempt {
     fn drop(&mut self) {

@@ -26,7 +26,7 @@ pub const DEFAULT_BATCH_WINDOW: Duration = Duration::from_millis(16);
 
 /// The exact connection a published catalog came from; calls made from that catalog use it.
 #[derive(Clone)]
-pub struct ServerClient {
+pub(crate) struct ServerClient {
     pub peer: ClientPeer,
     /// Which connection of the server this is (increases on every reconnect).
     pub epoch: u64,
@@ -39,7 +39,7 @@ pub struct ServerClient {
 
 /// A published runtime view: the snapshot plus the client of each connected server.
 #[derive(Clone)]
-pub struct Published {
+pub(crate) struct Published {
     pub snapshot: Arc<Snapshot>,
     pub(crate) clients: BTreeMap<String, ServerClient>,
 }
@@ -56,7 +56,7 @@ impl Published {
 /// A server's new status and, when connected, its complete current catalog and client.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct ServerUpdate {
+pub(crate) struct ServerUpdate {
     pub status: ServerStatus,
     pub catalog: Option<Arc<ServerCatalog>>,
     pub client: Option<ServerClient>,
@@ -67,7 +67,7 @@ pub struct ServerUpdate {
 /// A server left the configuration: its status and entries leave the next snapshot.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct RemoveServer {
+pub(crate) struct RemoveServer {
     pub name: String,
     pub cause: String,
 }
@@ -77,14 +77,14 @@ pub struct RemoveServer {
 /// write side while it swaps. A refresh therefore never lands between a call's check and its
 /// send (R24).
 #[derive(Debug, Default)]
-pub struct RevisionGate {
+pub(crate) struct RevisionGate {
     pub(crate) lock: tokio::sync::RwLock<()>,
 }
 
 /// Publish whatever is pending now instead of at the end of the window.
 #[derive(Message)]
 #[rtype(result = "u64")]
-pub struct Flush;
+pub(crate) struct Flush;
 
 struct Entry {
     status: ServerStatus,
@@ -93,7 +93,7 @@ struct Entry {
 }
 
 /// The publisher actor.
-pub struct Publisher {
+pub(crate) struct Publisher {
     servers: BTreeMap<String, Entry>,
     pending: Vec<Change>,
     dirty: bool,
@@ -111,7 +111,7 @@ pub struct Publisher {
 impl Publisher {
     /// A publisher that knows every configured server from the start (`initial`: pending or
     /// disabled), so no snapshot ever omits a configured server.
-    pub fn new(
+    pub(crate) fn new(
         window: Duration,
         current: Arc<ArcSwap<Published>>,
         (tx, every): (

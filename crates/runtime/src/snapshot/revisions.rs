@@ -21,7 +21,7 @@ use tokio::sync::broadcast;
 use crate::snapshot::publisher::Published;
 
 /// Default number of revisions a reader may fall behind before they are combined.
-pub const DEFAULT_REVISION_BUFFER: usize = 256;
+pub(crate) const DEFAULT_REVISION_BUFFER: usize = 256;
 
 /// One item of the revision stream.
 #[derive(Debug, Clone)]
@@ -168,7 +168,7 @@ impl Revisions {
 
 /// The net change from `old` to `new`, in the publisher's terms: per server, a state change
 /// (`kind: None`) when its state differs, and per kind the names added and removed.
-pub fn combined_changes(old: &Snapshot, new: &Snapshot) -> Vec<Change> {
+pub(crate) fn combined_changes(old: &Snapshot, new: &Snapshot) -> Vec<Change> {
     let cause = format!(
         "combined change of revisions {}..={} (the reader fell behind)",
         old.revision + 1,

@@ -85,6 +85,7 @@ pub struct Origin {
     pub url: Option<String>,
     /// The file's format (a dynamic server counts as ours).
     pub format: Format,
+    /// Which source it came from (precedence).
     pub scope: Scope,
 }
 
@@ -136,7 +137,9 @@ impl Merged {
 /// with `allowedServers` set, a name matching none of it is refused too.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Policy {
+    /// `allowedServers`: when set, only names matching one of these globs are loaded.
     pub allowed: Option<Vec<String>>,
+    /// `deniedServers`: names matching one of these globs are refused.
     pub denied: Vec<String>,
 }
 

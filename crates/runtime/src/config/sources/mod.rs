@@ -165,6 +165,7 @@ impl fmt::Display for Format {
 /// One file in the canonical form: our own `mcpServers` JSON, `${VAR}` references unexpanded.
 #[derive(Debug, Clone)]
 pub struct Converted {
+    /// The host format the file was read as.
     pub format: Format,
     /// `{"mcpServers": {...}, ...}` — what `config import` prints (which also carries the
     /// `policy` keys; this document does not until then).

@@ -33,9 +33,9 @@ use serde_json::{Map, Value};
 use crate::config::{Config, ConfigError, expand};
 
 /// How long a remote source is waited for when its entry gives no `timeoutSec`.
-pub const DEFAULT_REMOTE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_REMOTE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The largest answer read from a remote source.
-pub const REMOTE_MAX_BYTES: usize = 1 << 20;
+pub(crate) const REMOTE_MAX_BYTES: usize = 1 << 20;
 /// The longest `timeoutSec` accepted.
 const MAX_TIMEOUT_SECS: u64 = 120;
 
@@ -44,9 +44,13 @@ const MAX_TIMEOUT_SECS: u64 = 120;
 pub struct RemoteSource {
     /// Its position in `remoteSources`, for messages.
     pub index: usize,
+    /// `url`: where the `mcpServers` document is fetched (https, or http to loopback).
     pub url: String,
+    /// `timeoutSec`: the bound of the whole fetch.
     pub timeout: Duration,
+    /// `headers`, values unexpanded until the fetch.
     pub headers: BTreeMap<String, String>,
+    /// `allowStdio`: whether the source may define stdio servers.
     pub allow_stdio: bool,
 }
 

@@ -17,7 +17,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 /// The store's file name, beside the user config.
-pub const STORE_FILE: &str = "trusted-projects.json";
+pub(crate) const STORE_FILE: &str = "trusted-projects.json";
 
 /// Where trust decisions are kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,20 +65,35 @@ pub enum TrustState {
 #[derive(Debug, thiserror::Error)]
 pub enum TrustError {
     #[error("{}: cannot read the trust store: {source}", .path.display())]
+    /// The store file could not be read.
     Read {
+        /// The store file.
         path: PathBuf,
+        /// The I/O error.
         source: std::io::Error,
     },
     #[error("{}: the trust store is not valid ({message}); delete it to start over", .path.display())]
-    Corrupt { path: PathBuf, message: String },
-    #[error("{}: cannot write the trust store: {source}", .path.display())]
-    Write {
+    /// The store file is not a valid store.
+    Corrupt {
+        /// The store file.
         path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+    #[error("{}: cannot write the trust store: {source}", .path.display())]
+    /// The store file could not be written.
+    Write {
+        /// The store file.
+        path: PathBuf,
+        /// The I/O error.
         source: std::io::Error,
     },
     #[error("{}: cannot resolve the file's path: {source}", .path.display())]
+    /// The trusted file's path could not be made canonical.
     Resolve {
+        /// The file.
         path: PathBuf,
+        /// The I/O error.
         source: std::io::Error,
     },
 }
