@@ -15,7 +15,7 @@ use mcp_harness_policy::{Approver, ExposurePolicy, PermissionRules};
 use mcp_harness_transport::Callbacks;
 use rmcp::model::Tool;
 
-use super::binding::Frozen;
+use super::frozen::Frozen;
 use super::output::{OutputStore, budget_for};
 use super::result::ResultLimits;
 use super::validate::ArgumentValidator;

@@ -19,6 +19,7 @@
 
 pub(crate) mod binding;
 pub(crate) mod context;
+pub(crate) mod frozen;
 pub(crate) mod mrtr;
 pub(crate) mod output;
 pub(crate) mod result;

@@ -40,7 +40,7 @@ use super::validate::{ArgumentError, ArgumentValidator};
 use crate::error::ErrorClass;
 
 /// The built-in tool the model reads stored outputs with.
-pub(crate) const READ_OUTPUT_TOOL: &str = "mcp_harness__read_output";
+pub const READ_OUTPUT_TOOL: &str = "mcp_harness__read_output";
 /// `_meta` key through which a tool may raise its own output budget (see [`budget_for`]).
 pub(crate) const MAX_OUTPUT_TOKENS_META: &str = "mcp-harness/maxOutputTokens";
 /// Default page size, in chars.
