@@ -23,6 +23,7 @@ pub(crate) mod frozen;
 pub(crate) mod mrtr;
 pub(crate) mod output;
 pub(crate) mod result;
+pub(crate) mod summary;
 pub(crate) mod task_augmented;
 pub(crate) mod tasks;
 pub(crate) mod validate;

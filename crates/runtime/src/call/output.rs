@@ -18,7 +18,7 @@
 //!   char boundaries, never inside a UTF-8 sequence; pages are numbered from 1;
 //! - the summary is bounded: a header, the first [`OutputStoreConfig::preview_chars`] chars
 //!   (default 2,000, and at most twice the budget), the images that still fit the budget, and
-//!   at most [`MAX_SUMMARY_WARNINGS`] warnings;
+//!   at most [`MAX_SUMMARY_WARNINGS`](super::summary::MAX_SUMMARY_WARNINGS) warnings;
 //! - [`READ_OUTPUT_TOOL`]'s arguments are checked against its own input schema before anything
 //!   else: what the model was told is refused (another property, a page of 0) is refused.
 
@@ -31,10 +31,11 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use rmcp::model::{ContentBlock, JsonObject, ResourceContents, Tool, ToolAnnotations};
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde_json::{Value, json};
 
-use super::result::{MEDIA_TOKENS, NormalizedResult, estimate_tokens};
+use super::result::{NormalizedResult, estimate_tokens};
+use super::summary::{render_text, summarize};
 use super::validate::{ArgumentError, ArgumentValidator};
 #[cfg(test)]
 use crate::error::ErrorClass;
@@ -49,8 +50,6 @@ pub(crate) const DEFAULT_PAGE_CHARS: usize = 8_000;
 pub(crate) const DEFAULT_PREVIEW_CHARS: usize = 2_000;
 /// Default bound on the bytes of all stored outputs.
 pub(crate) const DEFAULT_MAX_TOTAL_BYTES: u64 = 256 * 1024 * 1024;
-/// At most this many warnings of the full result are carried into its summary.
-pub(crate) const MAX_SUMMARY_WARNINGS: usize = 10;
 
 const HANDLE_PREFIX: &str = "out-";
 const HANDLE_HEX: usize = 32;
@@ -732,111 +731,6 @@ fn page_starts(text: &str, page_chars: usize) -> Vec<u64> {
         }
     }
     starts
-}
-
-/// The whole result as text: every block in order (media described, not inlined), then the
-/// structured content (pretty JSON), then the warnings.
-pub(crate) fn render_text(result: &NormalizedResult) -> String {
-    let mut parts: Vec<String> = Vec::with_capacity(result.content.len() + 2);
-    for (i, block) in result.content.iter().enumerate() {
-        parts.push(match block {
-            ContentBlock::Text(text) => text.text.clone(),
-            ContentBlock::Image(image) => format!(
-                "[image block {i}: {}, about {} bytes]",
-                image.mime_type,
-                image.data.len() / 4 * 3
-            ),
-            ContentBlock::Audio(audio) => format!(
-                "[audio block {i}: {}, about {} bytes]",
-                audio.mime_type,
-                audio.data.len() / 4 * 3
-            ),
-            ContentBlock::ResourceLink(link) => {
-                let mut line = format!("[resource link block {i}: {} ({})", link.uri, link.name);
-                if let Some(description) = &link.description {
-                    line.push_str(" - ");
-                    line.push_str(description);
-                }
-                line.push(']');
-                line
-            }
-            ContentBlock::Resource(embedded) => match &embedded.resource {
-                ResourceContents::TextResourceContents {
-                    uri,
-                    mime_type,
-                    text,
-                    ..
-                } => format!(
-                    "[resource block {i}: {uri}{}]\n{text}",
-                    mime_type
-                        .as_deref()
-                        .map(|m| format!(" ({m})"))
-                        .unwrap_or_default()
-                ),
-                ResourceContents::BlobResourceContents {
-                    uri,
-                    mime_type,
-                    blob,
-                    ..
-                } => format!(
-                    "[resource block {i}: {uri}, {} binary data, about {} bytes]",
-                    mime_type.as_deref().unwrap_or("unknown type"),
-                    blob.len() / 4 * 3
-                ),
-                #[allow(unreachable_patterns)]
-                _ => format!("[resource block {i}]"),
-            },
-            other => serde_json::to_string(other).unwrap_or_default(),
-        });
-    }
-    if let Some(structured) = &result.structured_content {
-        let json = serde_json::to_string_pretty(structured).unwrap_or_default();
-        parts.push(format!("[structuredContent]\n{json}"));
-    }
-    if !result.warnings.is_empty() {
-        let lines = result
-            .warnings
-            .iter()
-            .map(|w| format!("- {}", w.message))
-            .collect::<Vec<_>>()
-            .join("\n");
-        parts.push(format!("[warnings]\n{lines}"));
-    }
-    parts.join("\n\n")
-}
-
-/// The summary: header + preview + footer as one text block, then the media blocks that still
-/// fit the budget, `is_error` and `_meta` kept, warnings bounded.
-fn summarize(
-    result: &NormalizedResult,
-    header: String,
-    preview: &str,
-    footer: String,
-    budget_tokens: usize,
-) -> NormalizedResult {
-    let text = format!("{header}\n\n{preview}\n{footer}");
-    let mut summary = NormalizedResult {
-        content: vec![ContentBlock::text(text)],
-        structured_content: None,
-        is_error: result.is_error,
-        meta: result.meta.clone(),
-        warnings: result
-            .warnings
-            .iter()
-            .take(MAX_SUMMARY_WARNINGS)
-            .cloned()
-            .collect(),
-    };
-    let mut estimate = estimate_tokens(&summary);
-    for block in &result.content {
-        if matches!(block, ContentBlock::Image(_) | ContentBlock::Audio(_))
-            && estimate + MEDIA_TOKENS <= budget_tokens
-        {
-            summary.content.push(block.clone());
-            estimate += MEDIA_TOKENS;
-        }
-    }
-    summary
 }
 
 #[cfg(test)]

@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use crate::call::output::{
     OutputError, OutputStore, OutputStoreConfig, READ_OUTPUT_TOOL, Spilled, read_output_tool,
-    render_text,
 };
 use crate::call::result::{
     MEDIA_TOKENS, NormalizedResult, ResultLimits, WarningKind, estimate_tokens, normalize,
 };
+use crate::call::summary::render_text;
 use crate::call::validate::{ArgumentError, ArgumentValidator, Dialect};
 use crate::error::ErrorClass;
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
