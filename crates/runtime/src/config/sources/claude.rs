@@ -7,7 +7,8 @@
 
 use serde_json::{Map, Value};
 
-use super::{Converted, Format, Policy, server_objects};
+use super::converted::{Converted, Format, server_objects};
+use super::policy::Policy;
 use crate::config::ConfigError;
 
 /// Server keys Claude Code documents that the harness does not use, with why.

@@ -8,7 +8,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{Converted, Format, check_keys, is_var_name, server_error, server_objects};
+use super::converted::{Converted, Format, check_keys, is_var_name, server_error, server_objects};
 use crate::config::ConfigError;
 
 const KNOWN: &[&str] = &[

@@ -7,7 +7,8 @@
 
 use serde_json::{Map, Value};
 
-use super::{Converted, Format, check_keys, map_strings, server_error, server_objects, vscode};
+use super::converted::{Converted, Format, check_keys, map_strings, server_error, server_objects};
+use super::vscode;
 use crate::config::ConfigError;
 
 const KNOWN: &[&str] = &["type", "command", "args", "env", "url", "headers"];

@@ -8,7 +8,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{
+use super::converted::{
     Converted, Format, check_keys, is_var_name, map_strings, server_error, server_objects,
 };
 use crate::config::ConfigError;

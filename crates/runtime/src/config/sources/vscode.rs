@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::{
+use super::converted::{
     Converted, Format, InputRef, check_keys, is_var_name, map_strings, server_error, server_objects,
 };
 use crate::config::ConfigError;
