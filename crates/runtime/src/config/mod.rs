@@ -300,7 +300,13 @@ fn oauth_config(
     let ex = |key: &str, v: &str| expand(v, lookup).map_err(|e| format!("`oauth.{key}`: {e}"));
     let secret = |key: &str, v: &str| {
         expand(v, lookup).map_err(|e| {
-            if e.contains(v) {
+            // Only a malformed reference is quoted in a message (never an unset variable's
+            // name with the value around it): in a secret, not when the quote is the value.
+            if matches!(
+                e,
+                ExpandError::Invalid { .. } | ExpandError::Unterminated { .. }
+            ) && e.to_string().contains(v)
+            {
                 format!("`oauth.{key}`: a `${{` reference in it is malformed")
             } else {
                 format!("`oauth.{key}`: {e}")
@@ -658,12 +664,28 @@ fn seconds(key: &str, value: Option<f64>, default: Duration) -> Result<Duration,
     }
 }
 
+/// Why a `${VAR}` reference could not be expanded. No variant holds a variable's value; only
+/// [`ExpandError::Invalid`] quotes text of the value (the malformed reference itself), so a
+/// caller expanding a secret says less.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ExpandError {
+    /// A `${` without its `}`; `at` is the 1-based character position of the `$`.
+    #[error("unterminated `${{` at character {at} of the value (close it with `}}`)")]
+    Unterminated { at: usize },
+    /// `${body}` is not a variable name (with an optional `:-default`).
+    #[error("`${{{body}}}` is not a valid variable reference")]
+    Invalid { body: String },
+    /// The variable is not set and the reference has no default.
+    #[error("environment variable {var} is not set (set it, or write ${{{var}:-default}})")]
+    Unset { var: String },
+}
+
 /// Expands `${VAR}` and `${VAR:-default}`; `$$` is not special. An unset variable without a
 /// default is an error naming the variable (never its value).
 pub(crate) fn expand(
     input: &str,
     lookup: &dyn Fn(&str) -> Option<String>,
-) -> Result<String, String> {
+) -> Result<String, ExpandError> {
     let mut out = String::with_capacity(input.len());
     let mut rest = input;
     while let Some(start) = rest.find("${") {
@@ -672,10 +694,9 @@ pub(crate) fn expand(
         let Some(end) = after.find('}') else {
             // The value is never quoted: it may hold a secret next to the typo.
             let at = input.len() - rest.len() + start;
-            return Err(format!(
-                "unterminated `${{` at character {} of the value (close it with `}}`)",
-                input[..at].chars().count() + 1
-            ));
+            return Err(ExpandError::Unterminated {
+                at: input[..at].chars().count() + 1,
+            });
         };
         let body = &after[..end];
         let (var, default) = match body.split_once(":-") {
@@ -683,7 +704,9 @@ pub(crate) fn expand(
             None => (body, None),
         };
         if var.is_empty() || !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            return Err(format!("`${{{body}}}` is not a valid variable reference"));
+            return Err(ExpandError::Invalid {
+                body: body.to_string(),
+            });
         }
         match (
             lookup(var).filter(|v| !v.is_empty() || default.is_none()),
@@ -692,9 +715,9 @@ pub(crate) fn expand(
             (Some(value), _) => out.push_str(&value),
             (None, Some(d)) => out.push_str(d),
             (None, None) => {
-                return Err(format!(
-                    "environment variable {var} is not set (set it, or write ${{{var}:-default}})"
-                ));
+                return Err(ExpandError::Unset {
+                    var: var.to_string(),
+                });
             }
         }
         rest = &after[end + 1..];
@@ -767,7 +790,7 @@ mod tests {
             expand("a${TOKEN}b${HOME}", &env).as_deref(),
             Ok("as3cretb/home/u")
         );
-        let err = expand("${NOPE}", &env).unwrap_err();
+        let err = expand("${NOPE}", &env).unwrap_err().to_string();
         assert!(err.contains("NOPE") && err.contains(":-default"), "{err}");
         assert!(expand("${oops", &env).is_err());
     }
