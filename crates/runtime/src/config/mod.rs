@@ -820,6 +820,32 @@ mod tests {
     }
 
     #[test]
+    fn a_malformed_reference_that_is_the_whole_secret_is_not_quoted() {
+        let config = |secret: &str| {
+            format!(
+                r#"{{"mcpServers": {{"web": {{"type": "http", "url": "https://example.test/mcp",
+                "oauth": {{"clientId": "c", "clientSecret": "{secret}"}}}}}}}}"#
+            )
+        };
+        let err = parse(&config("${not a var}")).expect_err("malformed");
+        assert!(
+            err.message
+                .contains("`oauth.clientSecret`: a `${` reference in it is malformed"),
+            "{}",
+            err.message
+        );
+        assert!(!err.message.contains("not a var"), "{}", err.message);
+        // An unset variable is named, with no value around it.
+        let err = parse(&config("${NOT_SET_ANYWHERE}")).expect_err("unset");
+        assert!(
+            err.message
+                .contains("environment variable NOT_SET_ANYWHERE is not set"),
+            "{}",
+            err.message
+        );
+    }
+
+    #[test]
     fn reads_legacy_sse_servers() {
         let c = parse(
             r#"{"mcpServers": {"old": {"type": "sse", "url": "${SSE_URL:-http://127.0.0.1:3001/sse}", "headers": {"Authorization": "Bearer ${TOKEN}"}}}}"#,
