@@ -130,7 +130,7 @@ impl Runtime {
     /// Every revision published from now on, in order, each with its changes; a reader that
     /// falls more than the buffer (`RuntimeBuilder::revision_buffer`, default 256) behind gets
     /// one [`Revision::Skipped`](crate::Revision::Skipped) item saying how many revisions it
-    /// stands for, with their combined change. See [`crate::snapshot::revisions`].
+    /// stands for, with their combined change. See [`Revisions`](crate::Revisions).
     pub fn revisions(&self) -> crate::snapshot::revisions::Revisions {
         self.live.revisions()
     }

@@ -232,7 +232,7 @@ pub struct CallOptions {
     /// Replaces the server's `toolTimeoutSec` for this call.
     pub timeout: Option<Duration>,
     /// Receives the status changes of a call the server runs as a task (SEP-2663); see
-    /// [`crate::call::tasks`].
+    /// [`TaskUpdate`](crate::TaskUpdate).
     pub task_status: Option<tokio::sync::mpsc::UnboundedSender<crate::call::tasks::TaskUpdate>>,
 }
 

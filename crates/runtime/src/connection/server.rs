@@ -61,7 +61,9 @@ pub const CREDENTIALS_POLL: Duration = Duration::from_secs(1);
 /// A `notifications/resources/updated` from a server, as the runtime broadcasts it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResourceUpdate {
+    /// The server that sent it.
     pub server: String,
+    /// The resource that changed.
     pub uri: String,
 }
 
