@@ -25,6 +25,7 @@ macro_rules! emitln {
 
 mod commands;
 mod progress;
+mod sources;
 mod table;
 mod terminal;
 
@@ -320,7 +321,7 @@ async fn run(cli: Cli) -> u8 {
             Command::Demo | Command::ConformanceClient { .. }
         )
     {
-        let joining = runtime.join_remote_sources(commands::config::shared_sources().clone());
+        let joining = runtime.join_remote_sources(sources::shared().clone());
         if !matches!(cli.command, Command::Watch { .. }) {
             let _ = joining.await;
             if let Err(e) = runtime.refresh_if_dirty().await {

@@ -31,7 +31,7 @@ impl ServerSources {
                 scope: "--config".into(),
                 location: super::config::short(path),
             },
-            None => match super::config::shared_sources().merge() {
+            None => match crate::sources::shared().merge() {
                 Ok(merged) => Self::Each(merged.origins),
                 Err(e) => {
                     tracing::warn!(error = %e, "the config sources could not be read again");

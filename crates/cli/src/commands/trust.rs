@@ -15,7 +15,7 @@ use serde_json::Value;
 
 /// Runs `trust`; returns the exit code.
 pub(crate) fn run(path: Option<&Path>, revoke: bool) -> u8 {
-    let sources = super::config::shared_sources();
+    let sources = crate::sources::shared();
     let Some(store) = sources.trust_store() else {
         eprintln!(
             "error: no trust store: the user config location is unknown (set HOME or \
