@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::*;
 use mcp_harness_catalog::{ServerState, Snapshot};
 use mcp_harness_fixture::{CRASH_EXIT_CODE, FixtureOptions};
-use mcp_harness_runtime::supervision::ReconnectPolicy;
+use mcp_harness_runtime::ReconnectPolicy;
 use mcp_harness_runtime::{CallError, ErrorClass, Runtime, RuntimeBuilder};
 use serde_json::{Value, json};
 

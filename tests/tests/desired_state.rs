@@ -259,7 +259,7 @@ async fn an_edited_config_file_is_applied_and_a_broken_one_is_not() {
     .expect("start");
     runtime.wait_settled(SETTLE).await;
     let load_path = path.clone();
-    let loader: mcp_harness_runtime::reload::ConfigLoader = std::sync::Arc::new(move || {
+    let loader: mcp_harness_runtime::ConfigLoader = std::sync::Arc::new(move || {
         mcp_harness_runtime::Config::load(&load_path).map_err(|e| e.to_string())
     });
     let watch = runtime.reload_on_change(vec![path.clone()], Duration::from_millis(100), loader);

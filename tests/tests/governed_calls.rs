@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use common::*;
 use mcp_harness_policy::{AllowAll, Approval, ApprovalRequest, Approver};
-use mcp_harness_runtime::binding::{READ_OUTPUT_TOOL, SEARCH_TOOL};
 use mcp_harness_runtime::{CallError, CallOptions, ErrorClass, Runtime, RuntimeBuilder};
+use mcp_harness_runtime::{READ_OUTPUT_TOOL, SEARCH_TOOL};
 use serde_json::{Value, json};
 
 /// How many tools/call requests the fixture `server` received for each tool.

@@ -35,7 +35,7 @@ async fn needs_auth_then_login_then_refresh_with_rotation() {
         "secure",
         common::http(&url),
     )]))
-    .reconnect(mcp_harness_runtime::supervision::ReconnectPolicy {
+    .reconnect(mcp_harness_runtime::ReconnectPolicy {
         health_interval: Duration::from_secs(3600),
         ..Default::default()
     })

@@ -22,8 +22,8 @@ use axum::response::{IntoResponse, Response};
 use common::*;
 use mcp_harness_catalog::{ServerState, qualify};
 use mcp_harness_fixture::FixtureOptions;
+use mcp_harness_runtime::ReconnectPolicy;
 use mcp_harness_runtime::RuntimeBuilder;
-use mcp_harness_runtime::supervision::ReconnectPolicy;
 use serde_json::json;
 
 type Seen = Arc<Mutex<Vec<String>>>;

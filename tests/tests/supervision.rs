@@ -10,8 +10,8 @@ use std::time::Duration;
 use common::*;
 use mcp_harness_catalog::ServerState;
 use mcp_harness_fixture::FixtureOptions;
+use mcp_harness_runtime::ReconnectPolicy;
 use mcp_harness_runtime::RuntimeBuilder;
-use mcp_harness_runtime::supervision::ReconnectPolicy;
 use serde_json::json;
 
 fn quick_policy(max_attempts: u32) -> ReconnectPolicy {

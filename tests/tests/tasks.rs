@@ -22,7 +22,7 @@ use std::time::Duration;
 use common::*;
 use mcp_harness_catalog::qualify;
 use mcp_harness_fixture::{EXPLODE_MESSAGE, QUEUED, RESEARCH_STAGES, TaskServer};
-use mcp_harness_runtime::tasks::TaskUpdate;
+use mcp_harness_runtime::TaskUpdate;
 use mcp_harness_runtime::transport::{CallbackFuture, ClientCallbacks, Supported};
 use mcp_harness_runtime::{CallError, CallOptions, Runtime, RuntimeBuilder, TransportConfig};
 use rmcp::ErrorData;

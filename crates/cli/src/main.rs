@@ -43,6 +43,7 @@ macro_rules! emitln {
 
 mod commands;
 mod progress;
+mod sources;
 mod table;
 mod terminal;
 
@@ -220,7 +221,7 @@ struct RedactedStderr;
 
 impl std::io::Write for RedactedStderr {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let shown = mcp_harness_runtime::transport::redact::text(&String::from_utf8_lossy(buf));
+        let shown = mcp_harness_transport::redact::text(&String::from_utf8_lossy(buf));
         let _ = std::io::stderr().write_all(shown.as_bytes());
         Ok(buf.len())
     }
@@ -235,7 +236,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logs(cli.verbose);
     if !matches!(cli.command, Command::FixtureServer { .. })
-        && let Err(e) = mcp_harness_runtime::transport::reaper::become_subreaper()
+        && let Err(e) = mcp_harness_transport::reaper::become_subreaper()
     {
         tracing::debug!(error = %e, "not a child subreaper; setsid'd server descendants may outlive us");
     }
@@ -317,9 +318,9 @@ async fn run(cli: Cli) -> u8 {
             {
                 use std::io::IsTerminal;
                 if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
-                    mcp_harness_runtime::transport::auth::set_step_up_browser(Some(
-                        std::sync::Arc::new(mcp_harness_runtime::transport::auth::LoopbackStepUp),
-                    ));
+                    mcp_harness_transport::auth::set_step_up_browser(Some(std::sync::Arc::new(
+                        mcp_harness_transport::auth::LoopbackStepUp,
+                    )));
                 }
             }
             let started = mcp_harness_runtime::RuntimeBuilder::new(config.clone())
@@ -343,7 +344,7 @@ async fn run(cli: Cli) -> u8 {
             Command::Demo | Command::ConformanceClient { .. }
         )
     {
-        let joining = runtime.join_remote_sources(commands::config::shared_sources().clone());
+        let joining = runtime.join_remote_sources(sources::shared().clone());
         if !matches!(cli.command, Command::Watch { .. }) {
             let _ = joining.await;
             if let Err(e) = runtime.refresh_if_dirty().await {
@@ -432,7 +433,7 @@ async fn execute(
         Command::Watch { count } => {
             // Hot reload: an edit of the config files is applied while watching.
             let files = commands::config::files(config.as_deref());
-            let loader: mcp_harness_runtime::reload::ConfigLoader =
+            let loader: mcp_harness_runtime::ConfigLoader =
                 std::sync::Arc::new(move || commands::config::load(config.as_deref(), false));
             let _reload = runtime.reload_on_change(files, Duration::from_secs(1), loader);
             // Every revision with its changes; a reader that fell behind gets the ones it missed
@@ -578,7 +579,7 @@ async fn interrupted() -> &'static str {
 
 fn fail(message: &str, code: u8) -> u8 {
     use std::io::Write as _;
-    let message = mcp_harness_runtime::transport::redact::text(message);
+    let message = mcp_harness_transport::redact::text(message);
     let _ = writeln!(std::io::stderr(), "error: {message}");
     code
 }

@@ -17,10 +17,10 @@ use mcp_harness_catalog::{ServerState, ServerStatus, Snapshot};
 use mcp_harness_runtime::Runtime;
 
 /// Plain mode says nothing for this long (most starts are quicker).
-pub const QUIET_FOR: Duration = Duration::from_secs(1);
+pub(crate) const QUIET_FOR: Duration = Duration::from_secs(1);
 
 /// Waits (at most `deadline`) until every server has settled, showing progress meanwhile.
-pub async fn settle(runtime: &Runtime, deadline: Duration) -> Arc<Snapshot> {
+pub(crate) async fn settle(runtime: &Runtime, deadline: Duration) -> Arc<Snapshot> {
     let mut display = Display::new(std::io::stderr().is_terminal());
     let mut changes = runtime.watch();
     let settled = runtime.wait_settled(deadline);
@@ -50,7 +50,7 @@ pub async fn settle(runtime: &Runtime, deadline: Duration) -> Arc<Snapshot> {
 }
 
 /// A server's settled state as one line.
-pub fn outcome(status: &ServerStatus, tools: usize) -> String {
+pub(crate) fn outcome(status: &ServerStatus, tools: usize) -> String {
     let one_line = |text: &str| -> String {
         let line = text.lines().next().unwrap_or_default();
         line.chars().filter(|c| !c.is_control()).collect()

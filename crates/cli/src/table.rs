@@ -5,7 +5,7 @@
 const MAX_CELL: usize = 60;
 
 /// Renders `rows` under `header`.
-pub fn render(header: &[&str], rows: &[Vec<String>]) -> String {
+pub(crate) fn render(header: &[&str], rows: &[Vec<String>]) -> String {
     let cells: Vec<Vec<String>> = std::iter::once(header.iter().map(|h| h.to_string()).collect())
         .chain(rows.iter().map(|r| r.iter().map(|c| cut(c)).collect()))
         .collect();
@@ -35,7 +35,7 @@ pub fn render(header: &[&str], rows: &[Vec<String>]) -> String {
 }
 
 /// First line of `s`, cut to [`MAX_CELL`] characters.
-pub fn cut(s: &str) -> String {
+pub(crate) fn cut(s: &str) -> String {
     let line = s.lines().next().unwrap_or("").trim();
     if line.chars().count() <= MAX_CELL {
         line.to_string()
@@ -46,7 +46,7 @@ pub fn cut(s: &str) -> String {
 }
 
 /// `v` as pretty JSON with a final newline.
-pub fn pretty(v: &serde_json::Value) -> String {
+pub(crate) fn pretty(v: &serde_json::Value) -> String {
     let mut s = serde_json::to_string_pretty(v).unwrap_or_default();
     s.push('\n');
     s

@@ -8,12 +8,12 @@ use std::io::{BufRead, IsTerminal, Write};
 
 use futures::future::BoxFuture;
 use mcp_harness_policy::{Approval, ApprovalRequest, Approver, DenyAll};
-use mcp_harness_runtime::transport::{CallbackFuture, ClientCallbacks, Supported};
+use mcp_harness_transport::{CallbackFuture, ClientCallbacks, Supported};
 use rmcp::model::{ElicitRequestParams, ElicitResult};
 use serde_json::{Map, Value, json};
 
 /// Whether a person can answer questions on this terminal.
-pub fn interactive() -> bool {
+pub(crate) fn interactive() -> bool {
     std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
 }
 
@@ -36,7 +36,7 @@ async fn ask(prompt: String) -> Option<String> {
 
 /// Asks a yes/no question on the terminal (blocking); only "y" or "yes" is a yes, and without a
 /// terminal the answer is no.
-pub fn ask_yes_no(question: &str) -> bool {
+pub(crate) fn ask_yes_no(question: &str) -> bool {
     if !interactive() {
         return false;
     }
@@ -52,7 +52,7 @@ pub fn ask_yes_no(question: &str) -> bool {
 
 /// Asks for a VS Code input (`${input:ID}`) the environment has no value for; `None` without a
 /// terminal. A `password` input is read with echo off.
-pub fn ask_input(request: &mcp_harness_runtime::sources::InputRequest) -> Option<String> {
+pub(crate) fn ask_input(request: &mcp_harness_runtime::sources::InputRequest) -> Option<String> {
     if !interactive() {
         return None;
     }
@@ -118,7 +118,7 @@ impl Drop for EchoOff {
 }
 
 /// Asks on the terminal before each call that needs approval.
-pub struct TerminalApprover;
+pub(crate) struct TerminalApprover;
 
 impl Approver for TerminalApprover {
     fn approve(&self, request: ApprovalRequest) -> BoxFuture<'static, Approval> {
@@ -144,7 +144,7 @@ impl Approver for TerminalApprover {
 
 /// Answers elicitations on the terminal: a form field by field (Enter keeps the default), a URL
 /// by showing it and waiting until the user says they went there.
-pub struct TerminalElicitation;
+pub(crate) struct TerminalElicitation;
 
 impl ClientCallbacks for TerminalElicitation {
     fn supports(&self) -> Supported {

@@ -16,26 +16,27 @@ use mcp_harness_transport::{Callbacks, InProcessServe};
 use rmcp::model::ProtocolVersion;
 use tokio::sync::{broadcast, watch};
 
-use crate::cache::{DEFAULT_MAX_ENTRIES, ListingCache};
+use crate::call::context::{CallContext, Policy};
 use crate::call::output::{OutputStore, OutputStoreConfig};
-use crate::call::result::ResultLimits;
 use crate::config::{
     Config, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, ServerConfig, TransportConfig,
 };
-use crate::desired::{RefreshControl, prewarmer};
+use crate::connection::cache::{DEFAULT_MAX_ENTRIES, ListingCache};
+use crate::connection::io_threads::{IoPlace, IoThreads, PinnedThreads};
+use crate::connection::progress::ProgressRoutes;
+use crate::connection::registry::Registry;
+use crate::connection::server::ServerSettings;
+use crate::connection::supervision::{
+    ConnectQueues, DEFAULT_LOCAL_SLOTS, DEFAULT_REMOTE_SLOTS, DEFAULT_SLOT_HOLD, ReconnectPolicy,
+};
+use crate::desired::{DesiredState, prewarmer};
 use crate::error::StartError;
-use crate::io_threads::{IoPlace, IoThreads, PinnedThreads};
-use crate::publisher::{DEFAULT_BATCH_WINDOW, Published, Publisher, RevisionGate};
-use crate::registry::{Registry, connector_for};
-use crate::runtime::{Inner, Policy, RESOURCE_UPDATE_BUFFER, Runtime, ValidatorCache};
+use crate::runtime::{Parts, RESOURCE_UPDATE_BUFFER, Runtime};
+use crate::snapshot::Live;
+use crate::snapshot::publisher::{DEFAULT_BATCH_WINDOW, Published, Publisher, RevisionGate};
 
 /// Default time a person has to answer an approval.
 pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(300);
-use crate::progress::ProgressRoutes;
-use crate::server::ServerSettings;
-use crate::supervision::{
-    ConnectQueues, DEFAULT_LOCAL_SLOTS, DEFAULT_REMOTE_SLOTS, DEFAULT_SLOT_HOLD, ReconnectPolicy,
-};
 
 /// Builds a [`Runtime`]: a config plus what only code can provide.
 pub struct RuntimeBuilder {
@@ -58,7 +59,15 @@ pub struct RuntimeBuilder {
     child_subreaper: bool,
 }
 
+impl Runtime {
+    /// Starts a runtime for `config` with default settings.
+    pub fn start(config: Config) -> Result<Runtime, StartError> {
+        RuntimeBuilder::new(config).start()
+    }
+}
+
 impl RuntimeBuilder {
+    /// A builder for `config`, every setting at its default.
     pub fn new(config: Config) -> Self {
         Self {
             config,
@@ -75,8 +84,8 @@ impl RuntimeBuilder {
             remote_slots: DEFAULT_REMOTE_SLOTS,
             io: None,
             io_threads: None,
-            revision_buffer: crate::revisions::DEFAULT_REVISION_BUFFER,
-            relist_window: crate::refresh::DEFAULT_RELIST_WINDOW,
+            revision_buffer: crate::snapshot::revisions::DEFAULT_REVISION_BUFFER,
+            relist_window: crate::connection::refresh::DEFAULT_RELIST_WINDOW,
             child_subreaper: false,
         }
     }
@@ -219,7 +228,10 @@ impl RuntimeBuilder {
     pub fn start(self) -> Result<Runtime, StartError> {
         // Check every server can be built before anything starts.
         for server in self.config.servers.values().filter(|s| s.enabled) {
-            connector_for(server, &self.in_process).map_err(StartError::System)?;
+            server
+                .transport
+                .connector(&server.name, &self.in_process)
+                .map_err(StartError::System)?;
         }
         if let Some(io) = &self.io
             && io.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread
@@ -302,7 +314,6 @@ impl RuntimeBuilder {
             relist_window: self.relist_window,
             io,
         };
-        let (control, prewarm_rx) = RefreshControl::new(self.config.clone());
         let window = self.window;
         let servers: Vec<ServerConfig> = self.config.servers.values().cloned().collect();
         let in_process = self.in_process;
@@ -355,35 +366,35 @@ impl RuntimeBuilder {
             ..OutputStoreConfig::default()
         })
         .map_err(|e| StartError::System(format!("`output.dir`: {e}")))?;
-        let inner = Arc::new(Inner {
-            current,
-            rx,
-            revisions,
-            publisher,
-            registry,
-            cache,
-            resource_updates,
-            gate,
-            control,
+        let live = Arc::new(Live::new(current, rx, revisions, publisher, gate));
+        let calls = Arc::new(CallContext::new(
+            live.clone(),
+            registry.clone(),
             progress,
-            callbacks: self.callbacks,
-            policy: Policy {
+            self.callbacks,
+            Policy {
                 exposure: self.config.exposure.clone(),
                 permissions: self.config.permissions.clone(),
                 approver: self.approver,
                 approval_timeout: self.approval_timeout,
             },
-            validators: ValidatorCache::default(),
             output,
-            output_config: self.config.output.clone(),
-            result_limits: ResultLimits::default(),
-            frozen: std::sync::Mutex::new(None),
-        });
-        arbiter.spawn(prewarmer(Arc::downgrade(&inner), prewarm_rx));
-        Ok(Runtime {
-            inner,
+            self.config.output.clone(),
+        ));
+        let (desired, prewarm_rx) =
+            DesiredState::new(self.config.clone(), registry.clone(), live.clone());
+        let desired = Arc::new(desired);
+        arbiter.spawn(prewarmer(Arc::downgrade(&desired), prewarm_rx));
+        Ok(Runtime::assemble(Parts {
+            live,
+            registry,
+            #[cfg(feature = "testing")]
+            cache,
+            resource_updates,
+            calls,
+            desired,
             system,
-            thread: Some(thread),
-        })
+            thread,
+        }))
     }
 }

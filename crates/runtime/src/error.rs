@@ -4,6 +4,10 @@
 
 use std::time::Duration;
 
+use mcp_harness_transport::WireFault;
+use rmcp::model::ServerResult;
+use rmcp::service::ServiceError;
+
 /// The failure classes of R32, each with its retry semantics:
 ///
 /// | class | meaning | retry |
@@ -38,27 +42,51 @@ pub enum CallError {
     #[error(
         "no tool named `{name}` in catalog revision {revision}; `mcp-harness tools` lists the available ones"
     )]
-    UnknownTool { name: String, revision: u64 },
+    /// No tool of that name in the snapshot used.
+    UnknownTool {
+        /// The qualified name asked for.
+        name: String,
+        /// The catalog revision looked in.
+        revision: u64,
+    },
     #[error(
         "server \"{server}\" is not connected (it is {state}); `mcp-harness servers` shows why"
     )]
-    ServerUnavailable { server: String, state: String },
-    #[error("server \"{server}\": `{tool}` did not answer within {}s (raise `toolTimeoutSec` of server \"{server}\")", .timeout.as_secs_f64())]
-    Timeout {
+    /// The server has no live connection.
+    ServerUnavailable {
+        /// The server.
         server: String,
+        /// Its state (`failed: …`, `needs-auth`, `not configured` …).
+        state: String,
+    },
+    #[error("server \"{server}\": `{tool}` did not answer within {}s (raise `toolTimeoutSec` of server \"{server}\")", .timeout.as_secs_f64())]
+    /// No answer within the call's timeout.
+    Timeout {
+        /// The server.
+        server: String,
+        /// The tool (or, for resources and prompts, what was asked for).
         tool: String,
+        /// The timeout that passed.
         timeout: Duration,
     },
     #[error("server \"{server}\": the connection failed during `{tool}`: {message}")]
+    /// The connection failed during the call.
     Transport {
+        /// The server.
         server: String,
+        /// The tool (or, for resources and prompts, what was asked for).
         tool: String,
+        /// What happened.
         message: String,
     },
     #[error("server \"{server}\": `{tool}` was rejected: {message}")]
+    /// The server answered with an error or broke the protocol.
     Protocol {
+        /// The server.
         server: String,
+        /// The tool (or, for resources and prompts, what was asked for).
         tool: String,
+        /// What happened.
         message: String,
     },
     /// The server's answer could not be used: over `maxMessageBytes`, undecodable, or — when the
@@ -66,16 +94,23 @@ pub enum CallError {
     /// undecodable message). The message says what arrived.
     #[error("server \"{server}\": `{tool}` failed: {message}")]
     BadAnswer {
+        /// The server.
         server: String,
+        /// The tool (or, for resources and prompts, what was asked for).
         tool: String,
+        /// What happened.
         message: String,
     },
     #[error(
         "no skill named `{name}` on server \"{server}\" in catalog revision {revision}; `mcp-harness skills` lists them"
     )]
+    /// No skill of that name on that server.
     UnknownSkill {
+        /// The server.
         server: String,
+        /// The skill asked for.
         name: String,
+        /// The catalog revision looked in.
         revision: u64,
     },
     /// A skill's files do not match what the server listed (digest, size, frontmatter).
@@ -87,29 +122,49 @@ pub enum CallError {
         "`{name}` changed since this step was bound (revision {bound}, now {current}): the call was not sent; bind a new step"
     )]
     Stale {
+        /// The qualified tool name.
         name: String,
+        /// The revision the step was bound to.
         bound: u64,
+        /// The revision current at the call.
         current: u64,
     },
     /// The tool exists but this step's binding does not show it to the model.
     #[error("`{name}` is not in this step's tools (revision {revision}){hint}")]
     NotInStep {
+        /// The name asked for.
         name: String,
+        /// The step's revision.
         revision: u64,
+        /// How to reach it (search first; why it is hidden), or empty.
         hint: String,
     },
     /// The arguments do not satisfy the input schema the model saw (R27). Not sent.
     #[error("arguments of `{name}` do not match its input schema: {details}")]
-    InvalidArguments { name: String, details: String },
+    InvalidArguments {
+        /// The qualified tool name.
+        name: String,
+        /// Every violation found.
+        details: String,
+    },
     /// Policy refused the call, or approval was denied, cancelled or timed out (R26). Not sent.
     #[error("`{name}` was not run: {reason}")]
-    Permission { name: String, reason: String },
+    Permission {
+        /// The qualified tool name.
+        name: String,
+        /// Why, with the rule or setting that would allow it.
+        reason: String,
+    },
     /// Required servers of a step failed to come up (R22); every failure is listed.
     #[error("required servers are not available: {}", .failures.iter().map(|(s, why)| format!("\"{s}\": {why}")).collect::<Vec<_>>().join("; "))]
-    RequiredServers { failures: Vec<(String, String)> },
+    RequiredServers {
+        /// Each failed server with its state and error.
+        failures: Vec<(String, String)>,
+    },
     /// A result could not be stored or read back under the output rules (R31).
     #[error("output: {0}")]
     Output(String),
+    /// The runtime was shut down.
     #[error("the runtime has shut down")]
     ShutDown,
 }
@@ -160,8 +215,135 @@ impl CallError {
 /// Why the runtime could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
+    /// The configuration is invalid.
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
+    /// A server could not be built or a thread could not start.
     #[error("could not start the actor system: {0}")]
     System(String),
+}
+
+/// A short, user-facing description of an rmcp service error.
+pub(crate) fn describe(e: ServiceError) -> String {
+    match e {
+        // Made by the harness from what the server sent (too large, undecodable): says so.
+        ServiceError::McpError(data) if WireFault::is_wire_fault(&data) => {
+            data.message.into_owned()
+        }
+        ServiceError::McpError(data) => format!(
+            "the server answered with error {}: {}",
+            data.code.0, data.message
+        ),
+        ServiceError::TransportClosed => "the connection is closed".to_string(),
+        ServiceError::TransportSend(error) => {
+            match mcp_harness_transport::net::http_failure_in(&error) {
+                Some(failure) => format!("{failure}; {}", failure.hint()),
+                None => mcp_harness_transport::net::describe(&error),
+            }
+        }
+        other => mcp_harness_transport::net::describe(&other),
+    }
+}
+
+/// Whether `e` says the server no longer accepts this client's authorization: a 401 challenge,
+/// or an OAuth failure of the token source (a rejected refresh, a revoked grant). A refusal
+/// for lack of scope is not this (step-up handles it).
+pub(crate) fn authorization_lost(e: &ServiceError) -> bool {
+    if mcp_harness_transport::auth::refusal_in(e).is_some() {
+        return false;
+    }
+    let ServiceError::TransportSend(error) = e else {
+        return false;
+    };
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error.error.as_ref());
+    while let Some(current) = source {
+        if current
+            .downcast_ref::<rmcp::transport::streamable_http_client::AuthRequiredError>()
+            .is_some()
+            || current
+                .downcast_ref::<rmcp::transport::auth::AuthError>()
+                .is_some()
+        {
+            return true;
+        }
+        source = current.source();
+    }
+    false
+}
+
+pub(crate) fn classify(e: ServiceError, server: &str, tool: &str, timeout: Duration) -> CallError {
+    let (server, tool) = (server.to_string(), tool.to_string());
+    // Refused for lack of scope with no (further) step-up (R33): the server did not run it, and
+    // sending it again as is cannot help; the reason names the server and what to do.
+    if let Some(refused) = mcp_harness_transport::auth::refusal_in(&e) {
+        return CallError::Permission {
+            name: tool,
+            reason: refused.to_string(),
+        };
+    }
+    match e {
+        // What the harness made of the server's answer (too large, undecodable): it says so.
+        ServiceError::McpError(data) if WireFault::is_wire_fault(&data) => CallError::BadAnswer {
+            server,
+            tool,
+            message: data.message.into_owned(),
+        },
+        ServiceError::Timeout { .. } => CallError::Timeout {
+            server,
+            tool,
+            timeout,
+        },
+        ServiceError::McpError(_) | ServiceError::UnexpectedResponse => CallError::Protocol {
+            server,
+            tool,
+            message: describe(e),
+        },
+        other => CallError::Transport {
+            server,
+            tool,
+            message: describe(other),
+        },
+    }
+}
+
+/// A deadline that passed after the server sent something unusable (`arrived`, from
+/// [`mcp_harness_transport::WireNotes::anomalies_since`]) says what arrived, not "timed out".
+pub(crate) fn explain_timeout(e: CallError, arrived: impl FnOnce() -> Option<String>) -> CallError {
+    match e {
+        CallError::Timeout {
+            server,
+            tool,
+            timeout,
+        } => match arrived() {
+            Some(arrived) => CallError::BadAnswer {
+                server,
+                tool,
+                message: format!(
+                    "no usable answer within {}s; the server sent {arrived}",
+                    timeout.as_secs_f64()
+                ),
+            },
+            None => CallError::Timeout {
+                server,
+                tool,
+                timeout,
+            },
+        },
+        other => other,
+    }
+}
+
+pub(crate) fn unexpected(server: &str, what: &str, got: &ServerResult) -> CallError {
+    let kind = serde_json::to_value(got)
+        .ok()
+        .and_then(|v| {
+            v.as_object()
+                .map(|o| o.keys().cloned().collect::<Vec<_>>().join(","))
+        })
+        .unwrap_or_default();
+    CallError::Protocol {
+        server: server.to_string(),
+        tool: what.to_string(),
+        message: format!("the server answered with an unexpected result (fields: {kind})"),
+    }
 }

@@ -9,38 +9,44 @@
 //! - a tool call runs on the exact connection whose listing produced the snapshot entry the
 //!   caller resolved, never on a fresh lookup of a name;
 //! - dropping or shutting down the runtime leaves no server process behind.
+//!
+//! Layers (a module imports only the ones below it): `error` and `config` at the bottom;
+//! `snapshot` (publisher, revisions); `connection` (server actors and what they use);
+//! `call` (bindings and the call path) and `desired` (desired state, hot reload); `runtime` and
+//! `builder` on top, imported by nobody inside. Every module is private: the public API is the
+//! re-exports below.
 
-pub mod binding;
 mod builder;
-pub mod cache;
-pub mod call;
-pub mod config;
+mod call;
+mod config;
+mod connection;
 mod desired;
-pub mod error;
-pub mod io_threads;
-pub mod listing;
-mod mrtr;
-mod progress;
-pub mod publisher;
-pub mod refresh;
-pub mod registry;
-pub mod reload;
-pub mod revisions;
+mod error;
 mod runtime;
-pub mod server;
-pub mod sources;
-pub mod supervision;
-mod task_augmented;
-pub mod tasks;
+mod snapshot;
 
-pub use binding::{BoundTool, CallOptions, PreparedCall, StepBinding, ToolResult};
-pub use builder::RuntimeBuilder;
-pub use config::{Config, ConfigError, ServerConfig, TransportConfig};
+#[cfg(test)]
+mod parser_props;
+
+pub use builder::{DEFAULT_APPROVAL_TIMEOUT, RuntimeBuilder};
+pub use call::binding::{CallOptions, PreparedCall, StepBinding, ToolResult};
+pub use call::frozen::{BoundTool, SEARCH_TOOL};
+pub use call::output::READ_OUTPUT_TOOL;
+pub use call::result::{NormalizedResult, ResultWarning, WarningKind};
+pub use call::tasks::TaskUpdate;
+pub use config::sources;
+pub use config::{
+    Config, ConfigError, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT,
+    OutputConfig, ServerConfig, TransportConfig,
+};
+pub use connection::io_threads::IoThreads;
+pub use connection::registry::Reconciled;
+pub use connection::server::ResourceUpdate;
+pub use connection::supervision::{DEFAULT_LOCAL_SLOTS, DEFAULT_REMOTE_SLOTS, ReconnectPolicy};
+pub use desired::reload::{ConfigLoader, ConfigWatch};
 pub use error::{CallError, ErrorClass, StartError};
-pub use io_threads::IoThreads;
 pub use mcp_harness_catalog as catalog;
 pub use mcp_harness_transport as transport;
-pub use registry::Reconciled;
-pub use revisions::{Revision, Revisions};
 pub use runtime::{LoadedSkill, ResourceSubscription, Runtime};
-pub use server::ResourceUpdate;
+pub use snapshot::publisher::DEFAULT_BATCH_WINDOW;
+pub use snapshot::revisions::{Revision, Revisions};

@@ -2,201 +2,66 @@
 //! [`Runtime`] works from any tokio runtime (or none, for reading snapshots); snapshots are read
 //! lock-free and calls go straight to the bound client.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use actix::prelude::*;
-use arc_swap::ArcSwap;
 use mcp_harness_catalog::CommandSource;
 use mcp_harness_catalog::skills::{ListedFiles, SkillEntry, SkillIndex};
-use mcp_harness_catalog::{ServerState, Snapshot, ToolEntry};
-use mcp_harness_policy::{Approver, ExposurePolicy, PermissionRules};
-use mcp_harness_transport::{Callbacks, WireFault};
+use mcp_harness_catalog::{ServerState, Snapshot};
 use rmcp::model::{
     ClientRequest, GetPromptRequestParams, GetPromptResult, JsonObject, ReadResourceRequestParams,
     ReadResourceResult, ResourceContents, ServerResult,
 };
-use rmcp::service::{PeerRequestOptions, ServiceError};
+use rmcp::service::PeerRequestOptions;
 use tokio::sync::{broadcast, watch};
 
-use crate::binding::{CallOptions, StepBinding, ToolResult};
-use crate::cache::ListingCache;
-use crate::call::output::{OutputStore, budget_for};
-use crate::call::result::ResultLimits;
-use crate::call::validate::ArgumentValidator;
+use crate::call::binding::{CallOptions, StepBinding, ToolResult};
+use crate::call::context::CallContext;
 use crate::config::Config;
-use crate::config::OutputConfig;
-use crate::desired::{RefreshControl, refresh_if_dirty};
-use crate::error::{CallError, StartError};
-use crate::listing::describe;
-use crate::progress::ProgressRoutes;
-use crate::publisher::{Flush, Published, Publisher, RevisionGate, ServerClient};
-use crate::registry::{Reconciled, Registry};
-use crate::server::{ResourceUpdate, Restart, Revival, ReviveForCall, SHUTDOWN_GRACE, Shutdown};
+use crate::config::sources::Sources;
+#[cfg(feature = "testing")]
+use crate::connection::cache::ListingCache;
+use crate::connection::registry::{Reconciled, Registry};
+use crate::connection::server::{ResourceUpdate, Restart, SHUTDOWN_GRACE, Shutdown};
+use crate::desired::DesiredState;
+use crate::desired::reload::{self, ConfigLoader, ConfigWatch};
+use crate::error::{CallError, StartError, classify, explain_timeout, unexpected};
+use crate::snapshot::Live;
+use crate::snapshot::publisher::{Published, ServerClient};
 
 /// A running harness: servers connecting or connected, and the latest published snapshot.
 pub struct Runtime {
-    pub(crate) inner: Arc<Inner>,
-    pub(crate) system: System,
-    pub(crate) thread: Option<JoinHandle<()>>,
+    live: Arc<Live>,
+    registry: Arc<Registry>,
+    #[cfg(feature = "testing")]
+    cache: Arc<ListingCache>,
+    resource_updates: broadcast::Sender<ResourceUpdate>,
+    calls: Arc<CallContext>,
+    desired: Arc<DesiredState>,
+    system: System,
+    thread: Option<JoinHandle<()>>,
 }
 
-/// What the facade, prepared calls and the pre-warmer share.
-pub(crate) struct Inner {
-    pub(crate) current: Arc<ArcSwap<Published>>,
-    pub(crate) rx: watch::Receiver<Arc<Snapshot>>,
-    /// Every published snapshot, in a bounded buffer (only resubscribed: the publisher holds
-    /// the one sender, so the stream ends when it stops).
-    pub(crate) revisions: broadcast::Receiver<Arc<Snapshot>>,
-    pub(crate) publisher: Addr<Publisher>,
+/// The pieces a started runtime is made of (the builder makes them; see [`Runtime::assemble`]).
+pub(crate) struct Parts {
+    pub(crate) live: Arc<Live>,
     pub(crate) registry: Arc<Registry>,
+    #[cfg(feature = "testing")]
     pub(crate) cache: Arc<ListingCache>,
     pub(crate) resource_updates: broadcast::Sender<ResourceUpdate>,
-    pub(crate) gate: Arc<RevisionGate>,
-    pub(crate) control: RefreshControl,
-    pub(crate) progress: Arc<ProgressRoutes>,
-    pub(crate) callbacks: Option<Callbacks>,
-    pub(crate) policy: Policy,
-    pub(crate) validators: ValidatorCache,
-    pub(crate) output: OutputStore,
-    pub(crate) output_config: OutputConfig,
-    pub(crate) result_limits: ResultLimits,
-    /// The exposure of the latest snapshot a step was bound to (bindings of one snapshot share
-    /// it; a new snapshot replaces it).
-    pub(crate) frozen: std::sync::Mutex<Option<(Arc<Snapshot>, Arc<crate::binding::Frozen>)>>,
+    pub(crate) calls: Arc<CallContext>,
+    pub(crate) desired: Arc<DesiredState>,
+    pub(crate) system: System,
+    pub(crate) thread: JoinHandle<()>,
 }
-
-/// What decides exposure and permission, frozen at start.
-pub(crate) struct Policy {
-    pub(crate) exposure: ExposurePolicy,
-    pub(crate) permissions: PermissionRules,
-    pub(crate) approver: Arc<dyn Approver>,
-    pub(crate) approval_timeout: Duration,
-}
-
-/// Compiled argument validators, one per tool definition: reused while the definition stays
-/// the same object, recompiled when a listing replaced it.
-#[derive(Default)]
-pub(crate) struct ValidatorCache {
-    map: dashmap::DashMap<String, (Arc<rmcp::model::Tool>, Arc<ArgumentValidator>)>,
-}
-
-impl ValidatorCache {
-    pub(crate) fn get(&self, name: &str, tool: &Arc<rmcp::model::Tool>) -> Arc<ArgumentValidator> {
-        if let Some(hit) = self.map.get(name)
-            && Arc::ptr_eq(&hit.0, tool)
-        {
-            return hit.1.clone();
-        }
-        let validator = Arc::new(ArgumentValidator::new(name, tool.input_schema.clone()));
-        self.map
-            .insert(name.to_string(), (tool.clone(), validator.clone()));
-        validator
-    }
-}
-
-impl Inner {
-    /// The model's view of `snapshot` under the exposure policy, computed once per snapshot.
-    pub(crate) fn frozen_for(&self, snapshot: &Arc<Snapshot>) -> Arc<crate::binding::Frozen> {
-        let mut cached = self.frozen.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((s, f)) = cached.as_ref()
-            && Arc::ptr_eq(s, snapshot)
-        {
-            return f.clone();
-        }
-        let frozen = Arc::new(crate::binding::Frozen::new(&self.policy.exposure, snapshot));
-        *cached = Some((snapshot.clone(), frozen.clone()));
-        frozen
-    }
-
-    /// Whether connection `epoch` is still `server`'s current one (the common case at call
-    /// time; otherwise [`Self::revive_for_call`] decides).
-    pub(crate) fn is_current_connection(&self, server: &str, epoch: u64) -> bool {
-        self.current
-            .load()
-            .clients
-            .get(server)
-            .is_some_and(|c| c.epoch == epoch)
-    }
-
-    /// R7, one bounded restart at call time: when the connection `client` a call was bound to
-    /// is no longer current because its stdio process exited, the server is restarted once
-    /// (calls asking together share the restart) and waited for at most its startup deadline.
-    /// Returns the new connection when the new catalog has the same tool with the same
-    /// definition, `None` when there is nothing to restart (the call goes on as bound), or the
-    /// error that ends the call.
-    pub(crate) async fn revive_for_call(
-        &self,
-        entry: &ToolEntry,
-        client: &ServerClient,
-        bound_revision: u64,
-    ) -> Result<Option<ServerClient>, CallError> {
-        let server = &entry.server;
-        if self.is_current_connection(server, client.epoch) {
-            return Ok(None);
-        }
-        let Some(addr) = self.registry.addr(server) else {
-            return Ok(None);
-        };
-        let deadline = self.registry.startup_deadline(&[server]) + REVIVE_GRACE;
-        let asked = addr.send(ReviveForCall {
-            bound_epoch: client.epoch,
-        });
-        let unavailable = |state: String| CallError::ServerUnavailable {
-            server: server.clone(),
-            state,
-        };
-        match tokio::time::timeout(deadline, asked).await {
-            Err(_) => Err(unavailable(format!(
-                "restarting after its process exited; the one restart for this call did not finish within {}s (`startupTimeoutSec`)",
-                deadline.as_secs_f64()
-            ))),
-            Ok(Err(_)) | Ok(Ok(Revival::NotApplicable)) => Ok(None),
-            Ok(Ok(Revival::Failed { error })) => Err(unavailable(format!(
-                "failed: {error}; it was restarted once for this call after its process exited and did not come back: fix it, restart it (`Runtime::restart`) and bind a new step"
-            ))),
-            Ok(Ok(Revival::Connected { epoch })) => {
-                // The actor reported the new connection before answering: publish it now.
-                let _ = self.publisher.send(Flush).await;
-                let now = self.current.load();
-                let same_tool = now
-                    .snapshot
-                    .tool(&entry.qualified_name)
-                    .is_some_and(|t| *t.tool == *entry.tool);
-                match now.clients.get(server).filter(|c| c.epoch == epoch) {
-                    Some(client) if same_tool => {
-                        tracing::info!(server = %server, tool = %entry.raw_name, "restarted after its process exited; the call goes ahead");
-                        Ok(Some(client.clone()))
-                    }
-                    _ => Err(CallError::Stale {
-                        name: entry.qualified_name.clone(),
-                        bound: bound_revision,
-                        current: now.snapshot.revision,
-                    }),
-                }
-            }
-        }
-    }
-
-    /// The output budget of `tool`: the configured one, or what the tool asks for through
-    /// `_meta`, up to the configured maximum.
-    pub(crate) fn output_budget_for(&self, tool: &rmcp::model::Tool) -> usize {
-        budget_for(
-            tool,
-            self.output_config.budget_tokens,
-            self.output_config.max_budget_tokens,
-        )
-    }
-}
-
-/// Added to a server's startup deadline when a call waits for the server's restart (the queue
-/// slot and the first listing come on top of the handshake).
-const REVIVE_GRACE: Duration = Duration::from_secs(2);
 
 /// A loaded, verified skill.
 #[derive(Debug, Clone)]
 pub struct LoadedSkill {
+    /// The listing entry it was verified against.
     pub entry: Arc<SkillEntry>,
     /// The frontmatter of the fetched `SKILL.md` (equal to the listed one).
     pub frontmatter: serde_json::Map<String, serde_json::Value>,
@@ -209,7 +74,9 @@ pub(crate) const RESOURCE_UPDATE_BUFFER: usize = 1024;
 
 /// Updates of one subscribed resource.
 pub struct ResourceSubscription {
+    /// The server of the resource.
     pub server: String,
+    /// The resource.
     pub uri: String,
     rx: broadcast::Receiver<ResourceUpdate>,
 }
@@ -233,35 +100,45 @@ impl ResourceSubscription {
 }
 
 impl Runtime {
-    /// Starts a runtime for `config` with default settings.
-    pub fn start(config: Config) -> Result<Runtime, StartError> {
-        crate::builder::RuntimeBuilder::new(config).start()
+    /// A runtime of started `parts`: dropping it stops them.
+    pub(crate) fn assemble(parts: Parts) -> Self {
+        Self {
+            live: parts.live,
+            registry: parts.registry,
+            #[cfg(feature = "testing")]
+            cache: parts.cache,
+            resource_updates: parts.resource_updates,
+            calls: parts.calls,
+            desired: parts.desired,
+            system: parts.system,
+            thread: Some(parts.thread),
+        }
     }
 
     /// The latest published snapshot (revision 0 before the first publication).
     pub fn snapshot(&self) -> Arc<Snapshot> {
-        self.inner.current.load().snapshot.clone()
+        self.live.snapshot()
     }
 
     /// A receiver of the latest published snapshot: it holds only the newest value, so a reader
     /// that is slower than the publisher skips revisions and the changes they carried. To see
     /// every revision's changes, use [`Runtime::revisions`].
     pub fn watch(&self) -> watch::Receiver<Arc<Snapshot>> {
-        self.inner.rx.clone()
+        self.live.watch()
     }
 
     /// Every revision published from now on, in order, each with its changes; a reader that
     /// falls more than the buffer (`RuntimeBuilder::revision_buffer`, default 256) behind gets
     /// one [`Revision::Skipped`](crate::Revision::Skipped) item saying how many revisions it
-    /// stands for, with their combined change. See [`crate::revisions`].
-    pub fn revisions(&self) -> crate::revisions::Revisions {
-        crate::revisions::Revisions::new(&self.inner.revisions, self.inner.current.clone())
+    /// stands for, with their combined change. See [`Revisions`](crate::Revisions).
+    pub fn revisions(&self) -> crate::snapshot::revisions::Revisions {
+        self.live.revisions()
     }
 
     /// Publishes pending updates now instead of at the end of the batching window; returns the
     /// revision then current.
     pub async fn flush(&self) -> u64 {
-        self.inner.publisher.send(Flush).await.unwrap_or(0)
+        self.live.flush().await
     }
 
     /// Waits until every server has settled (none pending), at most `timeout`; returns the
@@ -277,9 +154,7 @@ impl Runtime {
         timeout: Duration,
         pred: impl Fn(&Snapshot) -> bool,
     ) -> Arc<Snapshot> {
-        let mut rx = self.inner.rx.clone();
-        let _ = tokio::time::timeout(timeout, rx.wait_for(|s| pred(s))).await;
-        self.snapshot()
+        self.live.wait_for(timeout, pred).await
     }
 
     /// Binds a model step (R22, R23): applies a pending configuration change first, waits for
@@ -291,7 +166,7 @@ impl Runtime {
             tracing::warn!(error = %e, "applying the configuration change failed; binding the current runtime");
         }
         if !required.is_empty() {
-            let deadline = self.inner.registry.startup_deadline(required) + Duration::from_secs(1);
+            let deadline = self.registry.startup_deadline(required) + Duration::from_secs(1);
             let snapshot = self
                 .wait_for(deadline, |s| {
                     // A server that is not configured never settles; it is reported below. Revision 0
@@ -324,10 +199,7 @@ impl Runtime {
                 return Err(CallError::RequiredServers { failures });
             }
         }
-        Ok(StepBinding::new(
-            self.inner.clone(),
-            self.inner.current.load_full(),
-        ))
+        Ok(StepBinding::new(self.calls.clone(), self.live.published()))
     }
 
     /// Calls the tool the model knows as `qualified_name` through a binding of the current
@@ -370,7 +242,7 @@ impl Runtime {
         name: &str,
         arguments: Option<JsonObject>,
     ) -> Result<GetPromptResult, CallError> {
-        let published = self.inner.current.load_full();
+        let published = self.live.published();
         let client = bound_client(&published, server)?;
         let mut params = GetPromptRequestParams::new(name.to_string());
         if let Some(args) = arguments {
@@ -389,7 +261,7 @@ impl Runtime {
         server: &str,
         uri: &str,
     ) -> Result<ReadResourceResult, CallError> {
-        let published = self.inner.current.load_full();
+        let published = self.live.published();
         let client = bound_client(&published, server)?;
         let request = ClientRequest::ReadResourceRequest(rmcp::model::ReadResourceRequest::new(
             ReadResourceRequestParams::new(uri.to_string()),
@@ -406,8 +278,8 @@ impl Runtime {
         server: &str,
         uri: &str,
     ) -> Result<ResourceSubscription, CallError> {
-        let rx = self.inner.resource_updates.subscribe();
-        let published = self.inner.current.load_full();
+        let rx = self.resource_updates.subscribe();
+        let published = self.live.published();
         let client = bound_client(&published, server)?;
         #[allow(deprecated)] // resources/subscribe is how every protocol before 2026-07-28 does it
         let request = ClientRequest::SubscribeRequest(rmcp::model::SubscribeRequest::new(
@@ -549,34 +421,34 @@ impl Runtime {
 
     /// Closes `server`'s connection (if any) and connects it again.
     pub fn restart(&self, server: &str) -> Result<(), CallError> {
-        let addr =
-            self.inner
-                .registry
-                .addr(server)
-                .ok_or_else(|| CallError::ServerUnavailable {
-                    server: server.to_string(),
-                    state: "not configured or disabled".into(),
-                })?;
+        let addr = self
+            .registry
+            .addr(server)
+            .ok_or_else(|| CallError::ServerUnavailable {
+                server: server.to_string(),
+                state: "not configured or disabled".into(),
+            })?;
         addr.do_send(Restart);
         Ok(())
     }
 
-    /// The kinds currently cached for `server` (diagnostics; empty after its connection closed
-    /// or when it opted out of caching).
+    /// The kinds currently cached for `server` (diagnostics for tests; empty after its
+    /// connection closed or when it opted out of caching). Only with the `testing` feature.
+    #[cfg(feature = "testing")]
     pub fn cached_kinds(&self, server: &str) -> Vec<mcp_harness_catalog::Kind> {
-        self.inner.cache.kinds_of(server)
+        self.cache.kinds_of(server)
     }
 
     /// Replaces the desired configuration. Nothing is reconnected yet: the runtime is only
     /// marked dirty; the next [`Runtime::refresh_if_dirty`] (which [`Runtime::bind_step`]
     /// runs) applies it, and [`Runtime::prewarm`] may apply it earlier.
     pub fn set_config(&self, config: Config) {
-        self.inner.control.mark(config);
+        self.desired.mark(config);
     }
 
     /// Whether a configuration change is waiting to be applied.
     pub fn is_dirty(&self) -> bool {
-        self.inner.control.is_dirty()
+        self.desired.is_dirty()
     }
 
     /// Applies the latest desired configuration if it changed (R19): one refresh at a time
@@ -585,14 +457,47 @@ impl Runtime {
     /// runtime stays dirty and the next refresh redoes the work. Returns what changed, or
     /// `None` when nothing was pending.
     pub async fn refresh_if_dirty(&self) -> Result<Option<Reconciled>, StartError> {
-        refresh_if_dirty(&self.inner).await
+        self.desired.refresh_if_dirty().await
     }
 
     /// Asks for a refresh ahead of need. Requests are coalesced through a bounded channel and
     /// served in the background; this only lowers latency — [`Runtime::bind_step`] refreshes
     /// itself, so correctness never depends on it (R20).
     pub fn prewarm(&self) {
-        self.inner.control.prewarm();
+        self.desired.prewarm();
+    }
+
+    /// Watches `files` (checked every `interval`); when any of them changes, `load` runs and its
+    /// configuration becomes the desired state, applied by the next refresh (requested at once
+    /// through pre-warming, and in any case by the next [`Runtime::bind_step`]).
+    pub fn reload_on_change(
+        &self,
+        files: Vec<PathBuf>,
+        interval: Duration,
+        load: ConfigLoader,
+    ) -> ConfigWatch {
+        reload::watch_files(
+            &self.registry,
+            Arc::downgrade(&self.desired),
+            files,
+            interval,
+            load,
+        )
+    }
+
+    /// Two-phase loading (R2), second phase: fetches the remote sources `sources` lists
+    /// (concurrently, each bounded by its timeout) in the background and, when any answered,
+    /// makes the merged config — local files plus remote servers — the desired state, applied
+    /// by the next refresh (requested at once). The runtime must have been started with the
+    /// local config of the same `sources`: local servers are connecting while this runs, and
+    /// unchanged ones keep their connections when the remote servers join. A source that fails
+    /// is logged with its config key and changes nothing. The returned handle resolves to each
+    /// source's outcome (awaiting it is optional).
+    pub fn join_remote_sources(
+        &self,
+        sources: Sources,
+    ) -> tokio::task::JoinHandle<Vec<(String, Result<usize, String>)>> {
+        reload::join_remote(Arc::downgrade(&self.desired), sources)
     }
 
     /// Closes every server (stdio process groups are terminated) and stops the actor thread.
@@ -603,7 +508,7 @@ impl Runtime {
     }
 
     async fn close_servers(&self) {
-        let addrs = self.inner.registry.addrs();
+        let addrs = self.registry.addrs();
         let closing = addrs
             .iter()
             .map(|addr| tokio::time::timeout(SHUTDOWN_GRACE, addr.send(Shutdown)));
@@ -679,107 +584,4 @@ async fn send(
         .await
         .map_err(classify)?;
     handle.await_response().await.map_err(classify)
-}
-
-/// Whether `e` says the server no longer accepts this client's authorization: a 401 challenge,
-/// or an OAuth failure of the token source (a rejected refresh, a revoked grant). A refusal
-/// for lack of scope is not this (step-up handles it).
-pub(crate) fn authorization_lost(e: &ServiceError) -> bool {
-    if mcp_harness_transport::auth::refusal_in(e).is_some() {
-        return false;
-    }
-    let ServiceError::TransportSend(error) = e else {
-        return false;
-    };
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error.error.as_ref());
-    while let Some(current) = source {
-        if current
-            .downcast_ref::<rmcp::transport::streamable_http_client::AuthRequiredError>()
-            .is_some()
-            || current
-                .downcast_ref::<rmcp::transport::auth::AuthError>()
-                .is_some()
-        {
-            return true;
-        }
-        source = current.source();
-    }
-    false
-}
-
-pub(crate) fn classify(e: ServiceError, server: &str, tool: &str, timeout: Duration) -> CallError {
-    let (server, tool) = (server.to_string(), tool.to_string());
-    // Refused for lack of scope with no (further) step-up (R33): the server did not run it, and
-    // sending it again as is cannot help; the reason names the server and what to do.
-    if let Some(refused) = mcp_harness_transport::auth::refusal_in(&e) {
-        return CallError::Permission {
-            name: tool,
-            reason: refused.to_string(),
-        };
-    }
-    match e {
-        // What the harness made of the server's answer (too large, undecodable): it says so.
-        ServiceError::McpError(data) if WireFault::is_wire_fault(&data) => CallError::BadAnswer {
-            server,
-            tool,
-            message: data.message.into_owned(),
-        },
-        ServiceError::Timeout { .. } => CallError::Timeout {
-            server,
-            tool,
-            timeout,
-        },
-        ServiceError::McpError(_) | ServiceError::UnexpectedResponse => CallError::Protocol {
-            server,
-            tool,
-            message: describe(e),
-        },
-        other => CallError::Transport {
-            server,
-            tool,
-            message: describe(other),
-        },
-    }
-}
-
-/// A deadline that passed after the server sent something unusable (`arrived`, from
-/// [`mcp_harness_transport::WireNotes::anomalies_since`]) says what arrived, not "timed out".
-pub(crate) fn explain_timeout(e: CallError, arrived: impl FnOnce() -> Option<String>) -> CallError {
-    match e {
-        CallError::Timeout {
-            server,
-            tool,
-            timeout,
-        } => match arrived() {
-            Some(arrived) => CallError::BadAnswer {
-                server,
-                tool,
-                message: format!(
-                    "no usable answer within {}s; the server sent {arrived}",
-                    timeout.as_secs_f64()
-                ),
-            },
-            None => CallError::Timeout {
-                server,
-                tool,
-                timeout,
-            },
-        },
-        other => other,
-    }
-}
-
-pub(crate) fn unexpected(server: &str, what: &str, got: &ServerResult) -> CallError {
-    let kind = serde_json::to_value(got)
-        .ok()
-        .and_then(|v| {
-            v.as_object()
-                .map(|o| o.keys().cloned().collect::<Vec<_>>().join(","))
-        })
-        .unwrap_or_default();
-    CallError::Protocol {
-        server: server.to_string(),
-        tool: what.to_string(),
-        message: format!("the server answered with an unexpected result (fields: {kind})"),
-    }
 }

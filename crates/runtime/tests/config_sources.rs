@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use mcp_harness_runtime::config::{Config, ServerConfig, TransportConfig};
 use mcp_harness_runtime::sources::{self, Format, Scope, Sources};
+use mcp_harness_runtime::{Config, ServerConfig, TransportConfig};
 
 fn sample(relative: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -29,7 +29,7 @@ pub fn server(name: &str, transport: TransportConfig) -> ServerConfig {
         enabled: true,
         startup_timeout: Duration::from_secs(30),
         tool_timeout: Duration::from_secs(30),
-        max_message_bytes: mcp_harness_runtime::config::DEFAULT_MAX_MESSAGE_BYTES,
+        max_message_bytes: mcp_harness_runtime::DEFAULT_MAX_MESSAGE_BYTES,
         include_tools: None,
         exclude_tools: Vec::new(),
         untrusted: None,

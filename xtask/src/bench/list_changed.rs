@@ -22,8 +22,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use mcp_harness_runtime::DEFAULT_BATCH_WINDOW;
 use mcp_harness_runtime::catalog::qualify;
-use mcp_harness_runtime::publisher::DEFAULT_BATCH_WINDOW;
 use mcp_harness_runtime::transport::handler::DEFAULT_PROTOCOL_VERSION;
 use mcp_harness_runtime::{Runtime, RuntimeBuilder};
 use rmcp::ClientHandler;

@@ -95,7 +95,7 @@ same run (lower is better; 1.00x = no overhead). Results also go to target/bench
 const DEFAULT_CALLS: usize = 2000;
 const DEFAULT_SERVERS: usize = 100;
 /// The harness's own default: the cold start measures the configuration users get.
-const DEFAULT_PARALLEL: usize = mcp_harness_runtime::supervision::DEFAULT_LOCAL_SLOTS;
+const DEFAULT_PARALLEL: usize = mcp_harness_runtime::DEFAULT_LOCAL_SLOTS;
 const DEFAULT_ROUNDS: usize = 3;
 const DEFAULT_WARMUP: usize = 200;
 const DEFAULT_CHANGES: usize = 200;

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::report::Metric;
 use super::{BATCH_LIMIT, BareClient, Bench, CALL_TIMEOUT, STARTUP_TIMEOUT, all_connected};
-use mcp_harness_runtime::supervision::DEFAULT_REMOTE_SLOTS;
+use mcp_harness_runtime::DEFAULT_REMOTE_SLOTS;
 
 const ECHO_SERVER: &str = "fixture";
 const ECHO_TOOL: &str = "mcp__fixture__echo";

@@ -8,11 +8,11 @@
 use std::path::Path;
 
 use mcp_harness_runtime::TransportConfig;
-use mcp_harness_runtime::transport::auth;
+use mcp_harness_transport::auth;
 
 /// The options of `login`.
 #[derive(clap::Args)]
-pub struct LoginArgs {
+pub(crate) struct LoginArgs {
     /// The server's name in the config.
     pub server: String,
     /// Loopback port of the callback (`http://127.0.0.1:PORT/callback`); 0 picks a free one.
@@ -64,7 +64,7 @@ fn server_entry(
     }
 }
 
-pub async fn login(config_path: Option<&Path>, args: &LoginArgs) -> Result<(), String> {
+pub(crate) async fn login(config_path: Option<&Path>, args: &LoginArgs) -> Result<(), String> {
     let (url, oauth) = server_entry(config_path, &args.server)?;
     let store = auth::FileCredentialStore::for_server(&args.server, &url);
     // A machine-to-machine server needs no user: get its token now (which checks the config).
@@ -139,7 +139,7 @@ fn stored_where(store: &auth::FileCredentialStore) -> String {
     }
 }
 
-pub async fn logout(config_path: Option<&Path>, server: &str) -> Result<(), String> {
+pub(crate) async fn logout(config_path: Option<&Path>, server: &str) -> Result<(), String> {
     let url = server_url(config_path, server)?;
     let store = auth::FileCredentialStore::for_server(server, &url);
     // Revoke at the authorization server first (best effort); the local tokens go regardless.

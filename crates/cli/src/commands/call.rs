@@ -1,11 +1,11 @@
 //! `call`: one tool call through the runtime, printed for a person (or as JSON).
 
-use mcp_harness_runtime::tasks::TaskUpdate;
+use mcp_harness_runtime::TaskUpdate;
 use mcp_harness_runtime::{CallError, CallOptions, Runtime, ToolResult};
 use rmcp::model::{ContentBlock, JsonObject, ProgressNotificationParam};
 
 /// Parses the arguments given on the command line: a JSON object, or nothing.
-pub fn parse_args(text: Option<&str>) -> Result<Option<JsonObject>, String> {
+pub(crate) fn parse_args(text: Option<&str>) -> Result<Option<JsonObject>, String> {
     let Some(text) = text else { return Ok(None) };
     match serde_json::from_str::<serde_json::Value>(text) {
         Ok(serde_json::Value::Object(map)) => Ok(Some(map)),
@@ -15,7 +15,7 @@ pub fn parse_args(text: Option<&str>) -> Result<Option<JsonObject>, String> {
 }
 
 /// A finished call, ready to print.
-pub struct Outcome {
+pub(crate) struct Outcome {
     /// The result rendered for a person (or as JSON). Server text: print it to a terminal only
     /// through [`for_terminal`].
     pub text: String,
@@ -29,7 +29,7 @@ pub struct Outcome {
 
 /// Calls `name` and renders the result. While it runs, progress notifications and task status
 /// changes are written to stderr as plain lines (stdout keeps only the result).
-pub async fn run(
+pub(crate) async fn run(
     runtime: &Runtime,
     name: &str,
     args: Option<JsonObject>,
@@ -67,7 +67,7 @@ pub async fn run(
 /// `text` as it may be written to a terminal: control characters dropped (escape sequences
 /// lose their ESC and cannot clear the screen, move the cursor or retitle the window; a bare
 /// carriage return cannot overwrite what was printed), except newlines and tabs.
-pub fn for_terminal(text: &str) -> String {
+pub(crate) fn for_terminal(text: &str) -> String {
     text.chars()
         .filter(|&c| c == '\n' || c == '\t' || !c.is_control())
         .collect()
@@ -107,7 +107,7 @@ fn printable(text: &str) -> String {
 }
 
 /// A result as text: text blocks verbatim, other blocks summarised, structured content as JSON.
-pub fn render(result: &ToolResult, as_json: bool) -> String {
+pub(crate) fn render(result: &ToolResult, as_json: bool) -> String {
     if as_json {
         let mut s = serde_json::to_string_pretty(&result.result).unwrap_or_default();
         s.push('\n');

@@ -20,7 +20,7 @@ use crate::table;
 
 /// `config` subcommands.
 #[derive(clap::Subcommand)]
-pub enum Action {
+pub(crate) enum Action {
     /// Convert a Claude Code, Claude Desktop, Cursor, VS Code, Codex or Gemini CLI config to the
     /// mcp-harness format. `${VAR}` references are kept, never replaced by their values.
     Import {
@@ -32,32 +32,21 @@ pub enum Action {
     },
 }
 
-/// The sources of this process (one instance, so that remote sources fetched once are part of
-/// every later merge, hot reloads included).
-pub fn shared_sources() -> &'static Sources {
-    static SOURCES: std::sync::OnceLock<Sources> = std::sync::OnceLock::new();
-    SOURCES.get_or_init(|| Sources::new().with_input_prompt(input_prompt()))
-}
-
-/// VS Code inputs the environment lacks are asked on the terminal (once per process).
-fn input_prompt() -> sources::InputPrompt {
-    static PROMPT: std::sync::OnceLock<sources::InputPrompt> = std::sync::OnceLock::new();
-    PROMPT
-        .get_or_init(|| sources::remembering(Arc::new(crate::terminal::ask_input)))
-        .clone()
-}
-
 /// The config every other command runs with: only `explicit` when given, else the merged
 /// sources (remote ones as far as fetched). Dropped servers are logged (with why). With `ask`, an
 /// untrusted project file is shown and asked about on a terminal; otherwise (or without a
 /// terminal) its servers stay untrusted and a warning names the command that trusts it.
-pub fn load(explicit: Option<&Path>, ask: bool) -> Result<Config, String> {
+pub(crate) fn load(explicit: Option<&Path>, ask: bool) -> Result<Config, String> {
     if let Some(path) = explicit {
-        return sources::load_any_asking(path, &|name| std::env::var(name).ok(), &input_prompt())
-            .map(|(c, _)| c)
-            .map_err(|e| e.to_string());
+        return sources::load_any_asking(
+            path,
+            &|name| std::env::var(name).ok(),
+            &crate::sources::input_prompt(),
+        )
+        .map(|(c, _)| c)
+        .map_err(|e| e.to_string());
     }
-    let sources = shared_sources();
+    let sources = crate::sources::shared();
     let merged = sources.merge().map_err(|e| e.to_string())?;
     let merged = super::trust::ask_or_hold(sources, merged, ask)?;
     if merged.files.is_empty() {
@@ -77,11 +66,11 @@ pub fn load(explicit: Option<&Path>, ask: bool) -> Result<Config, String> {
 
 /// The files the config of [`load`] comes from (watched for hot reload): `explicit`, or every
 /// source file that may exist (so creating one is noticed too).
-pub fn files(explicit: Option<&Path>) -> Vec<PathBuf> {
+pub(crate) fn files(explicit: Option<&Path>) -> Vec<PathBuf> {
     match explicit {
         Some(path) => vec![path.to_path_buf()],
         None => {
-            let sources = shared_sources();
+            let sources = crate::sources::shared();
             // The plugins folder too: adding or removing a plugin changes its time.
             sources
                 .files()
@@ -94,7 +83,7 @@ pub fn files(explicit: Option<&Path>) -> Vec<PathBuf> {
 }
 
 /// Runs `config` (with `action`, or showing the merged config); returns the exit code.
-pub async fn run(explicit: Option<&Path>, json: bool, action: Option<&Action>) -> u8 {
+pub(crate) async fn run(explicit: Option<&Path>, json: bool, action: Option<&Action>) -> u8 {
     let result = match action {
         Some(Action::Import { file, out }) => import(file, out.as_deref()),
         None => show(explicit, json).await,

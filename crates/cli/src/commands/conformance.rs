@@ -17,13 +17,13 @@ const SKILL_SCENARIOS: [&str; 4] = [
     "sep-2640-client-verify-frontmatter",
 ];
 
-pub fn build(url: &str) -> Result<Runtime, String> {
+pub(crate) fn build(url: &str) -> Result<Runtime, String> {
     // Tokens of a test run never touch the user's store.
-    mcp_harness_runtime::transport::auth::set_store_dir(store_dir());
+    mcp_harness_transport::auth::set_store_dir(store_dir());
     // The suite's authorization server redirects at once: the same stand-in for the user that
     // logs in (see `authorize`) also approves a step-up when a request needs more scope.
-    mcp_harness_runtime::transport::auth::set_step_up_browser(Some(std::sync::Arc::new(
-        mcp_harness_runtime::transport::auth::NoFollowBrowser,
+    mcp_harness_transport::auth::set_step_up_browser(Some(std::sync::Arc::new(
+        mcp_harness_transport::auth::NoFollowBrowser,
     )));
     let config = config(url, None)?;
     // The suite's server is the only one and the test run trusts it with every call.
@@ -64,21 +64,21 @@ fn config(
     .map_err(|e| e.to_string())
 }
 
-pub async fn run(runtime: &Runtime, url: &str) -> Result<(), String> {
+pub(crate) async fn run(runtime: &Runtime, url: &str) -> Result<(), String> {
     let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
     let mut snapshot = runtime.wait_settled(Duration::from_secs(25)).await;
     // What a user does on needs-auth: log in, then the server connects with the tokens. A server
     // that rejects them (its authorization server changed, say) is needs-auth again: log in
     // again, at most three times in all — unless the server refused a token authorized for the
     // scopes it asked for, which the message says no login can fix.
-    let store = mcp_harness_runtime::transport::auth::FileCredentialStore::for_server(SERVER, url);
+    let store = mcp_harness_transport::auth::FileCredentialStore::for_server(SERVER, url);
     for _ in 0..3 {
         let needs_auth = snapshot
             .servers
             .get(SERVER)
             .is_some_and(|s| s.state.label() == "needs-auth");
-        let futile = mcp_harness_runtime::transport::auth::last_refusal(&store)
-            .is_some_and(|r| !r.needs_login());
+        let futile =
+            mcp_harness_transport::auth::last_refusal(&store).is_some_and(|r| !r.needs_login());
         if !needs_auth || futile {
             break;
         }
@@ -190,9 +190,9 @@ fn calls_for(
 /// changing nothing (the runtime then fills in every schema default, SEP-1034).
 struct AcceptDefaults;
 
-impl mcp_harness_runtime::transport::ClientCallbacks for AcceptDefaults {
-    fn supports(&self) -> mcp_harness_runtime::transport::Supported {
-        mcp_harness_runtime::transport::Supported {
+impl mcp_harness_transport::ClientCallbacks for AcceptDefaults {
+    fn supports(&self) -> mcp_harness_transport::Supported {
+        mcp_harness_transport::Supported {
             elicitation_form: true,
             ..Default::default()
         }
@@ -202,7 +202,7 @@ impl mcp_harness_runtime::transport::ClientCallbacks for AcceptDefaults {
         &self,
         _server: &str,
         _request: rmcp::model::ElicitRequestParams,
-    ) -> mcp_harness_runtime::transport::CallbackFuture<rmcp::model::ElicitResult> {
+    ) -> mcp_harness_transport::CallbackFuture<rmcp::model::ElicitResult> {
         Box::pin(async {
             serde_json::from_value(serde_json::json!({"action": "accept", "content": {}}))
                 .map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))
@@ -250,7 +250,7 @@ async fn skills(runtime: &Runtime, scenario: &str) -> Result<(), String> {
 const CLIENT_METADATA_URL: &str = "https://conformance-test.local/client-metadata.json";
 
 /// The redirect URI the harness registers; the suite never connects to it: its authorization
-/// endpoint redirects at once, and [`NoFollowBrowser`](mcp_harness_runtime::transport::auth::NoFollowBrowser)
+/// endpoint redirects at once, and [`NoFollowBrowser`](mcp_harness_transport::auth::NoFollowBrowser)
 /// reads the redirect instead of following it (the only stand-in for a user here).
 const REDIRECT_URI: &str = "http://127.0.0.1:33418/callback";
 
@@ -263,7 +263,7 @@ const REDIRECT_URI: &str = "http://127.0.0.1:33418/callback";
 /// let the runtime get its token; else log in the way `mcp-harness login` does, the credentials
 /// standing in for `oauth.clientId`/`clientSecret`.
 async fn authorize(runtime: &Runtime, url: &str) -> Result<(), String> {
-    use mcp_harness_runtime::transport::auth;
+    use mcp_harness_transport::auth;
     let context: serde_json::Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
         .ok()
         .and_then(|c| serde_json::from_str(&c).ok())

@@ -5,13 +5,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mcp_harness_fixture::FixtureOptions;
-use mcp_harness_runtime::transport::StdioSpec;
 use mcp_harness_runtime::{Config, Runtime, RuntimeBuilder, ServerConfig, TransportConfig};
+use mcp_harness_transport::StdioSpec;
 
 use super::{call, inspect, watch};
 
 /// The demo's runtime: `builtin` in-process, `fixture` over stdio.
-pub fn build() -> Result<Runtime, String> {
+pub(crate) fn build() -> Result<Runtime, String> {
     let exe = std::env::current_exe()
         .map_err(|e| format!("cannot find this executable to start the stdio fixture: {e}"))?;
     let mut config = Config::default();
@@ -39,7 +39,7 @@ pub fn build() -> Result<Runtime, String> {
             enabled: true,
             startup_timeout: Duration::from_secs(30),
             tool_timeout: Duration::from_secs(60),
-            max_message_bytes: mcp_harness_runtime::config::DEFAULT_MAX_MESSAGE_BYTES,
+            max_message_bytes: mcp_harness_runtime::DEFAULT_MAX_MESSAGE_BYTES,
             include_tools: None,
             exclude_tools: Vec::new(),
             untrusted: None,
@@ -66,7 +66,7 @@ pub fn build() -> Result<Runtime, String> {
 }
 
 /// Runs the tour, printing as it goes.
-pub async fn run(runtime: &Runtime) -> Result<(), String> {
+pub(crate) async fn run(runtime: &Runtime) -> Result<(), String> {
     let mut revisions = runtime.watch();
     emitln!(
         "== 1. Starting two servers: `builtin` (in-process) and `fixture` (stdio child process)\n"

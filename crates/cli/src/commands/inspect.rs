@@ -14,7 +14,7 @@ use serde_json::json;
 use crate::table::{cut, pretty, render};
 
 /// Where the servers of a run came from (the SOURCE column of `servers`).
-pub enum ServerSources {
+pub(crate) enum ServerSources {
     /// Every server from this one source (`--config PATH`, or the demo's built-in servers).
     All { scope: String, location: String },
     /// Each server from its own source in the merged config.
@@ -25,13 +25,13 @@ impl ServerSources {
     /// The sources of the config [`super::config::load`] gives for `explicit`: that file for every
     /// server, or each server's origin in the merged sources. A merge that fails now (it worked
     /// when the config was loaded) leaves the sources unknown rather than failing the command.
-    pub fn of(explicit: Option<&Path>) -> Self {
+    pub(crate) fn of(explicit: Option<&Path>) -> Self {
         match explicit {
             Some(path) => Self::All {
                 scope: "--config".into(),
                 location: super::config::short(path),
             },
-            None => match super::config::shared_sources().merge() {
+            None => match crate::sources::shared().merge() {
                 Ok(merged) => Self::Each(merged.origins),
                 Err(e) => {
                     tracing::warn!(error = %e, "the config sources could not be read again");
@@ -58,7 +58,7 @@ impl ServerSources {
 }
 
 /// The servers table, then the full error (with stderr tail) of every server that is not well.
-pub fn servers(snapshot: &Snapshot, as_json: bool, sources: &ServerSources) -> String {
+pub(crate) fn servers(snapshot: &Snapshot, as_json: bool, sources: &ServerSources) -> String {
     if as_json {
         return pretty(&json!(
             snapshot
@@ -148,7 +148,7 @@ pub fn servers(snapshot: &Snapshot, as_json: bool, sources: &ServerSources) -> S
 /// (tool search on). `hidden` lists instead what the model does not see and why: what each
 /// server's listing withheld or adjusted, then what the step hides (exposure budgets, name
 /// conflicts across servers).
-pub fn tools(binding: &StepBinding, as_json: bool, hidden: bool) -> String {
+pub(crate) fn tools(binding: &StepBinding, as_json: bool, hidden: bool) -> String {
     if hidden {
         // Withheld entries first, then entries shown after an adjustment, then what the step
         // hides.
@@ -230,7 +230,7 @@ pub fn tools(binding: &StepBinding, as_json: bool, hidden: bool) -> String {
 }
 
 /// Prompts, each usable as a command.
-pub fn prompts(snapshot: &Snapshot, as_json: bool) -> String {
+pub(crate) fn prompts(snapshot: &Snapshot, as_json: bool) -> String {
     let all: Vec<_> = snapshot
         .catalogs
         .values()
@@ -272,7 +272,7 @@ pub fn prompts(snapshot: &Snapshot, as_json: bool) -> String {
 }
 
 /// Resources and resource templates, each with its server.
-pub fn resources(snapshot: &Snapshot, as_json: bool) -> String {
+pub(crate) fn resources(snapshot: &Snapshot, as_json: bool) -> String {
     if as_json {
         return pretty(&json!({
             "resources": snapshot.catalogs.values().flat_map(|c| c.resources.iter()).collect::<Vec<_>>(),

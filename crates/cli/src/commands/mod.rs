@@ -1,12 +1,12 @@
 //! The CLI's subcommands. Each takes a started [`Runtime`](mcp_harness_runtime::Runtime) and prints what a user asked for; none
 //! owns the runtime's lifetime (main starts it and always shuts it down).
 
-pub mod auth;
-pub mod call;
-pub mod config;
-pub mod conformance;
-pub mod demo;
-pub mod inspect;
-pub mod resources;
-pub mod trust;
-pub mod watch;
+pub(crate) mod auth;
+pub(crate) mod call;
+pub(crate) mod config;
+pub(crate) mod conformance;
+pub(crate) mod demo;
+pub(crate) mod inspect;
+pub(crate) mod resources;
+pub(crate) mod trust;
+pub(crate) mod watch;

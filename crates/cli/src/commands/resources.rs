@@ -11,7 +11,7 @@ use serde_json::json;
 use crate::table::{pretty, render};
 
 /// Skills as a table (server, name, description), or JSON.
-pub fn skills(skills: &[Arc<SkillEntry>], as_json: bool) -> String {
+pub(crate) fn skills(skills: &[Arc<SkillEntry>], as_json: bool) -> String {
     if as_json {
         return pretty(&json!(skills.iter().map(|s| &**s).collect::<Vec<_>>()));
     }
@@ -23,7 +23,7 @@ pub fn skills(skills: &[Arc<SkillEntry>], as_json: bool) -> String {
 }
 
 /// A loaded skill: where it came from, then its instructions.
-pub fn loaded_skill(skill: &LoadedSkill) -> String {
+pub(crate) fn loaded_skill(skill: &LoadedSkill) -> String {
     format!(
         "skill {} from server {} (verified against the listing)\n\n{}\n",
         skill.entry.name,
@@ -33,7 +33,7 @@ pub fn loaded_skill(skill: &LoadedSkill) -> String {
 }
 
 /// A prompt's messages, one block per message with its role.
-pub fn prompt(result: &GetPromptResult, as_json: bool) -> String {
+pub(crate) fn prompt(result: &GetPromptResult, as_json: bool) -> String {
     if as_json {
         return pretty(&serde_json::to_value(result).unwrap_or_default());
     }
@@ -55,7 +55,7 @@ pub fn prompt(result: &GetPromptResult, as_json: bool) -> String {
 }
 
 /// Resource contents: text verbatim, blobs summarised.
-pub fn contents(result: &ReadResourceResult, as_json: bool) -> String {
+pub(crate) fn contents(result: &ReadResourceResult, as_json: bool) -> String {
     if as_json {
         return pretty(&serde_json::to_value(result).unwrap_or_default());
     }

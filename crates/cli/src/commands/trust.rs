@@ -14,8 +14,8 @@ use mcp_harness_runtime::sources::{self, Merged, Sources, TrustState, TrustStore
 use serde_json::Value;
 
 /// Runs `trust`; returns the exit code.
-pub fn run(path: Option<&Path>, revoke: bool) -> u8 {
-    let sources = super::config::shared_sources();
+pub(crate) fn run(path: Option<&Path>, revoke: bool) -> u8 {
+    let sources = crate::sources::shared();
     let Some(store) = sources.trust_store() else {
         say!(
             "error: no trust store: the user config location is unknown (set HOME or \
@@ -94,7 +94,7 @@ fn list(store: &TrustStore, sources: &Sources) -> Result<String, String> {
     }
     for (path, record) in &records {
         let state = match std::fs::read(path) {
-            Ok(bytes) if sources::trust::digest(&bytes) == record.digest => "trusted",
+            Ok(bytes) if record.matches(&bytes) => "trusted",
             Ok(_) => "changed since trusted (not trusted)",
             Err(_) => "missing",
         };
@@ -124,7 +124,7 @@ fn list(store: &TrustStore, sources: &Sources) -> Result<String, String> {
 }
 
 /// What `file` would start and change, as written (nothing expanded).
-pub fn describe(file: &Path, bytes: &[u8], sources: &Sources) -> Result<String, String> {
+pub(crate) fn describe(file: &Path, bytes: &[u8], sources: &Sources) -> Result<String, String> {
     let text =
         std::str::from_utf8(bytes).map_err(|_| format!("{}: not valid UTF-8", shown(file)))?;
     let converted = sources::import_text(text, file).map_err(|e| e.to_string())?;
@@ -215,7 +215,11 @@ fn user_trusts_project_permissions(sources: &Sources) -> bool {
 /// After a merge: on a terminal (and when `ask`), shows each untrusted project file and asks
 /// whether to trust it, merging again when any was trusted; the files still untrusted get the
 /// command to run in their servers' reasons and in a warning.
-pub fn ask_or_hold(sources: &Sources, mut merged: Merged, ask: bool) -> Result<Merged, String> {
+pub(crate) fn ask_or_hold(
+    sources: &Sources,
+    mut merged: Merged,
+    ask: bool,
+) -> Result<Merged, String> {
     if merged.untrusted.is_empty() {
         return Ok(merged);
     }
@@ -289,7 +293,7 @@ fn warn_untrusted(file: &UntrustedFile) {
 }
 
 /// The exact command that trusts `file`.
-pub fn command(file: &Path) -> String {
+pub(crate) fn command(file: &Path) -> String {
     let path = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
     format!("mcp-harness trust {}", quote(&path.display().to_string()))
 }

@@ -7,7 +7,7 @@ use mcp_harness_runtime::{Revision, Runtime};
 
 /// One item of the revision stream as text: a revision as [`describe`] shows it, or, when this
 /// reader fell behind, the revisions it missed as one, with their combined change.
-pub fn describe_item(item: &Revision) -> String {
+pub(crate) fn describe_item(item: &Revision) -> String {
     match item {
         Revision::Next(snapshot) => describe(snapshot),
         Revision::Skipped {
@@ -29,7 +29,7 @@ pub fn describe_item(item: &Revision) -> String {
 }
 
 /// One revision as text: a header line, then one line per change.
-pub fn describe(snapshot: &Snapshot) -> String {
+pub(crate) fn describe(snapshot: &Snapshot) -> String {
     describe_changes(snapshot, &snapshot.changes)
 }
 
@@ -77,7 +77,7 @@ fn describe_changes(snapshot: &Snapshot, changes: &[Change]) -> String {
 
 /// Runs one command typed while watching and says what happened: `restart SERVER` (a stdio
 /// server is never restarted behind the user's back; this is how they ask for it), `help`.
-pub fn command(runtime: &Runtime, line: &str) -> String {
+pub(crate) fn command(runtime: &Runtime, line: &str) -> String {
     let words: Vec<&str> = line.split_whitespace().collect();
     match words.as_slice() {
         [] => String::new(),

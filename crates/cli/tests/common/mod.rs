@@ -5,12 +5,12 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-pub fn bin() -> &'static str {
+pub(crate) fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_mcp-harness")
 }
 
 /// A fresh folder `mcp-harness-<prefix>-<tag>-…` with `home/` and `xdg/mcp-harness/` inside.
-pub fn temp_home(prefix: &str, tag: &str) -> PathBuf {
+pub(crate) fn temp_home(prefix: &str, tag: &str) -> PathBuf {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
@@ -26,7 +26,7 @@ pub fn temp_home(prefix: &str, tag: &str) -> PathBuf {
 
 /// Runs the binary in `dir` with a private HOME / XDG_CONFIG_HOME and `env`:
 /// (exit code, stdout, stderr).
-pub fn run_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+pub(crate) fn run_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     let mut cmd = Command::new(bin());
     cmd.args(args)
         .current_dir(dir)

@@ -1,5 +1,8 @@
-//! The pure pieces of the tool-call path (R27, R30, R31): nothing here talks to a server.
+//! The tool-call path (R23–R31): step bindings and prepared calls, and the pieces they use.
 //!
+//! - [`binding`]: a [`binding::StepBinding`] freezes the tools the model sees; a
+//!   [`binding::PreparedCall`] validates, asks permission and checks under the revision gate
+//!   that its tool is unchanged on the same connection just before sending;
 //! - [`validate`]: arguments are checked against the exact input schema the model saw, compiled
 //!   once per tool, with no network access ever (remote `$ref`s are never fetched);
 //! - [`result`]: a `CallToolResult` becomes a [`result::NormalizedResult`] whose content blocks,
@@ -7,8 +10,23 @@
 //!   side, with `isError` turned into one tool-error shape;
 //! - [`output`]: a result over its token budget is written to a bounded, private store and the
 //!   model gets a bounded summary plus a handle it can page through with the built-in
-//!   `mcp_harness__read_output` tool.
+//!   `mcp_harness__read_output` tool;
+//! - [`tasks`], [`task_augmented`], [`mrtr`]: the call's further rounds (SEP-2663 and SEP-1686
+//!   tasks, multi-round input).
+//!
+//! Architecture invariant: `call` sits above `connection` and `snapshot` and below the facade;
+//! nothing under `connection` or `snapshot` imports it.
 
-pub mod output;
-pub mod result;
-pub mod validate;
+pub(crate) mod binding;
+pub(crate) mod context;
+pub(crate) mod frozen;
+pub(crate) mod mrtr;
+pub(crate) mod output;
+pub(crate) mod result;
+pub(crate) mod summary;
+pub(crate) mod task_augmented;
+pub(crate) mod tasks;
+pub(crate) mod validate;
+
+#[cfg(test)]
+mod pieces_tests;

@@ -18,7 +18,7 @@
 //!   char boundaries, never inside a UTF-8 sequence; pages are numbered from 1;
 //! - the summary is bounded: a header, the first [`OutputStoreConfig::preview_chars`] chars
 //!   (default 2,000, and at most twice the budget), the images that still fit the budget, and
-//!   at most [`MAX_SUMMARY_WARNINGS`] warnings;
+//!   at most [`MAX_SUMMARY_WARNINGS`](super::summary::MAX_SUMMARY_WARNINGS) warnings;
 //! - [`READ_OUTPUT_TOOL`]'s arguments are checked against its own input schema before anything
 //!   else: what the model was told is refused (another property, a page of 0) is refused.
 
@@ -31,25 +31,25 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use rmcp::model::{ContentBlock, JsonObject, ResourceContents, Tool, ToolAnnotations};
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde_json::{Value, json};
 
-use super::result::{MEDIA_TOKENS, NormalizedResult, estimate_tokens};
+use super::result::{NormalizedResult, estimate_tokens};
+use super::summary::{render_text, summarize};
 use super::validate::{ArgumentError, ArgumentValidator};
+#[cfg(test)]
 use crate::error::ErrorClass;
 
 /// The built-in tool the model reads stored outputs with.
 pub const READ_OUTPUT_TOOL: &str = "mcp_harness__read_output";
 /// `_meta` key through which a tool may raise its own output budget (see [`budget_for`]).
-pub const MAX_OUTPUT_TOKENS_META: &str = "mcp-harness/maxOutputTokens";
+pub(crate) const MAX_OUTPUT_TOKENS_META: &str = "mcp-harness/maxOutputTokens";
 /// Default page size, in chars.
-pub const DEFAULT_PAGE_CHARS: usize = 8_000;
+pub(crate) const DEFAULT_PAGE_CHARS: usize = 8_000;
 /// Default preview size in a summary, in chars.
-pub const DEFAULT_PREVIEW_CHARS: usize = 2_000;
+pub(crate) const DEFAULT_PREVIEW_CHARS: usize = 2_000;
 /// Default bound on the bytes of all stored outputs.
-pub const DEFAULT_MAX_TOTAL_BYTES: u64 = 256 * 1024 * 1024;
-/// At most this many warnings of the full result are carried into its summary.
-pub const MAX_SUMMARY_WARNINGS: usize = 10;
+pub(crate) const DEFAULT_MAX_TOTAL_BYTES: u64 = 256 * 1024 * 1024;
 
 const HANDLE_PREFIX: &str = "out-";
 const HANDLE_HEX: usize = 32;
@@ -57,7 +57,7 @@ const FILE_SUFFIX: &str = ".txt";
 
 /// The budget of one tool's results: `default`, raised (never lowered) by a positive integer in
 /// the tool's `_meta["mcp-harness/maxOutputTokens"]`, and never above `cap`.
-pub fn budget_for(tool: &Tool, default: usize, cap: usize) -> usize {
+pub(crate) fn budget_for(tool: &Tool, default: usize, cap: usize) -> usize {
     let requested = tool
         .meta
         .as_ref()
@@ -68,7 +68,7 @@ pub fn budget_for(tool: &Tool, default: usize, cap: usize) -> usize {
 }
 
 /// The definition of [`READ_OUTPUT_TOOL`]: `handle` (required) and `page` (from 1, default 1).
-pub fn read_output_tool() -> Tool {
+pub(crate) fn read_output_tool() -> Tool {
     let schema = json!({
         "type": "object",
         "properties": {
@@ -108,7 +108,7 @@ pub fn read_output_tool() -> Tool {
 
 /// Why stored output could not be written or read. All of the output class (R32).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum OutputError {
+pub(crate) enum OutputError {
     #[error("`{handle}` is not an output handle (they look like out- and 32 hex digits)")]
     /// Not of the handle form: refused before touching the filesystem.
     BadHandle {
@@ -166,14 +166,10 @@ pub enum OutputError {
 }
 
 impl OutputError {
+    #[cfg(test)]
     /// Always [`ErrorClass::Output`].
-    pub fn class(&self) -> ErrorClass {
+    pub(crate) fn class(&self) -> ErrorClass {
         ErrorClass::Output
-    }
-
-    /// Never: asking again gives the same answer.
-    pub fn retryable(&self) -> bool {
-        false
     }
 
     fn io(path: &Path, error: std::io::Error) -> Self {
@@ -186,7 +182,7 @@ impl OutputError {
 
 /// An opaque, validated name of one stored output.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct OutputHandle(String);
+pub(crate) struct OutputHandle(String);
 
 impl OutputHandle {
     fn new() -> Self {
@@ -194,7 +190,7 @@ impl OutputHandle {
     }
 
     /// Accepts exactly `out-` followed by 32 lowercase hex digits.
-    pub fn parse(handle: &str) -> Result<Self, OutputError> {
+    pub(crate) fn parse(handle: &str) -> Result<Self, OutputError> {
         let valid = handle.strip_prefix(HANDLE_PREFIX).is_some_and(|hex| {
             hex.len() == HANDLE_HEX && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
         });
@@ -207,8 +203,9 @@ impl OutputHandle {
         }
     }
 
+    #[cfg(test)]
     /// The handle as the model sees it.
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
 
@@ -225,7 +222,7 @@ impl fmt::Display for OutputHandle {
 
 /// One page of a stored output.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OutputPage {
+pub(crate) struct OutputPage {
     /// The output this page belongs to.
     pub handle: String,
     /// From 1.
@@ -238,7 +235,7 @@ pub struct OutputPage {
 
 impl OutputPage {
     /// The page as the model is shown it: a one-line header, then the text.
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let next = if self.page < self.pages {
             format!("; next: page {}", self.page + 1)
         } else {
@@ -253,7 +250,7 @@ impl OutputPage {
 
 /// What [`OutputStore::spill`] made of a result.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Spilled {
+pub(crate) enum Spilled {
     /// Within budget: the result unchanged.
     Inline(NormalizedResult),
     /// Over budget and stored: `summary` is what the model gets.
@@ -277,21 +274,8 @@ pub enum Spilled {
 }
 
 impl Spilled {
-    /// What the model gets.
-    pub fn result(&self) -> &NormalizedResult {
-        match self {
-            Spilled::Inline(result)
-            | Spilled::Stored {
-                summary: result, ..
-            }
-            | Spilled::Truncated {
-                summary: result, ..
-            } => result,
-        }
-    }
-
     /// What the model gets, by value.
-    pub fn into_result(self) -> NormalizedResult {
+    pub(crate) fn into_result(self) -> NormalizedResult {
         match self {
             Spilled::Inline(result)
             | Spilled::Stored {
@@ -304,7 +288,7 @@ impl Spilled {
     }
 
     /// The handle, when the output was stored.
-    pub fn handle(&self) -> Option<&OutputHandle> {
+    pub(crate) fn handle(&self) -> Option<&OutputHandle> {
         match self {
             Spilled::Stored { handle, .. } => Some(handle),
             _ => None,
@@ -314,7 +298,7 @@ impl Spilled {
 
 /// How an [`OutputStore`] is set up.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OutputStoreConfig {
+pub(crate) struct OutputStoreConfig {
     /// Where outputs are stored; `None`: a fresh 0700 directory under the system temp dir,
     /// removed on drop.
     pub root: Option<PathBuf>,
@@ -352,7 +336,7 @@ struct Index {
 }
 
 /// Stored outputs of one runtime; see the module docs for its bounds.
-pub struct OutputStore {
+pub(crate) struct OutputStore {
     root: PathBuf,
     owned: bool,
     page_chars: usize,
@@ -391,14 +375,15 @@ fn create_private_dir(path: &Path, recursive: bool) -> std::io::Result<()> {
 }
 
 impl OutputStore {
+    #[cfg(test)]
     /// A store with the default settings in a fresh per-store temp directory.
-    pub fn temp() -> Result<Self, OutputError> {
+    pub(crate) fn temp() -> Result<Self, OutputError> {
         Self::open(OutputStoreConfig::default())
     }
 
     /// Opens a store. A configured root that exists is scanned: the outputs in it count
     /// against the bound (oldest evicted first) and stay readable.
-    pub fn open(config: OutputStoreConfig) -> Result<Self, OutputError> {
+    pub(crate) fn open(config: OutputStoreConfig) -> Result<Self, OutputError> {
         let (root, owned) = match config.root {
             Some(root) => {
                 if !root.is_dir() {
@@ -480,18 +465,15 @@ impl OutputStore {
         }
     }
 
+    #[cfg(test)]
     /// The directory outputs are stored in.
-    pub fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         &self.root
     }
 
-    /// Chars per page.
-    pub fn page_chars(&self) -> usize {
-        self.page_chars
-    }
-
+    #[cfg(test)]
     /// Bytes currently stored.
-    pub fn stored_bytes(&self) -> u64 {
+    pub(crate) fn stored_bytes(&self) -> u64 {
         self.lock().total
     }
 
@@ -499,7 +481,7 @@ impl OutputStore {
     /// stores its text rendering (all blocks, `structuredContent`, warnings) and returns a
     /// bounded summary naming the handle, the size, the number of blocks and pages, and how to
     /// read the rest. `server` and `tool` only label the summary.
-    pub fn spill(
+    pub(crate) fn spill(
         &self,
         server: &str,
         tool: &str,
@@ -596,7 +578,7 @@ impl OutputStore {
     }
 
     /// Page `page` (from 1) of the stored output `handle`.
-    pub fn read_page(&self, handle: &str, page: usize) -> Result<OutputPage, OutputError> {
+    pub(crate) fn read_page(&self, handle: &str, page: usize) -> Result<OutputPage, OutputError> {
         let handle = OutputHandle::parse(handle)?;
         let path = self.root.join(handle.file_name());
         let starts = {
@@ -674,7 +656,7 @@ impl OutputStore {
 
     /// Runs [`READ_OUTPUT_TOOL`] with the arguments the model sent, once they match the tool's
     /// own input schema (the one the model saw: no other property, `page` at least 1).
-    pub fn read_output(&self, args: &JsonObject) -> Result<OutputPage, OutputError> {
+    pub(crate) fn read_output(&self, args: &JsonObject) -> Result<OutputPage, OutputError> {
         read_output_validator().validate(args).map_err(|e| {
             let reason = match e {
                 ArgumentError::Invalid {
@@ -749,111 +731,6 @@ fn page_starts(text: &str, page_chars: usize) -> Vec<u64> {
         }
     }
     starts
-}
-
-/// The whole result as text: every block in order (media described, not inlined), then the
-/// structured content (pretty JSON), then the warnings.
-pub fn render_text(result: &NormalizedResult) -> String {
-    let mut parts: Vec<String> = Vec::with_capacity(result.content.len() + 2);
-    for (i, block) in result.content.iter().enumerate() {
-        parts.push(match block {
-            ContentBlock::Text(text) => text.text.clone(),
-            ContentBlock::Image(image) => format!(
-                "[image block {i}: {}, about {} bytes]",
-                image.mime_type,
-                image.data.len() / 4 * 3
-            ),
-            ContentBlock::Audio(audio) => format!(
-                "[audio block {i}: {}, about {} bytes]",
-                audio.mime_type,
-                audio.data.len() / 4 * 3
-            ),
-            ContentBlock::ResourceLink(link) => {
-                let mut line = format!("[resource link block {i}: {} ({})", link.uri, link.name);
-                if let Some(description) = &link.description {
-                    line.push_str(" - ");
-                    line.push_str(description);
-                }
-                line.push(']');
-                line
-            }
-            ContentBlock::Resource(embedded) => match &embedded.resource {
-                ResourceContents::TextResourceContents {
-                    uri,
-                    mime_type,
-                    text,
-                    ..
-                } => format!(
-                    "[resource block {i}: {uri}{}]\n{text}",
-                    mime_type
-                        .as_deref()
-                        .map(|m| format!(" ({m})"))
-                        .unwrap_or_default()
-                ),
-                ResourceContents::BlobResourceContents {
-                    uri,
-                    mime_type,
-                    blob,
-                    ..
-                } => format!(
-                    "[resource block {i}: {uri}, {} binary data, about {} bytes]",
-                    mime_type.as_deref().unwrap_or("unknown type"),
-                    blob.len() / 4 * 3
-                ),
-                #[allow(unreachable_patterns)]
-                _ => format!("[resource block {i}]"),
-            },
-            other => serde_json::to_string(other).unwrap_or_default(),
-        });
-    }
-    if let Some(structured) = &result.structured_content {
-        let json = serde_json::to_string_pretty(structured).unwrap_or_default();
-        parts.push(format!("[structuredContent]\n{json}"));
-    }
-    if !result.warnings.is_empty() {
-        let lines = result
-            .warnings
-            .iter()
-            .map(|w| format!("- {}", w.message))
-            .collect::<Vec<_>>()
-            .join("\n");
-        parts.push(format!("[warnings]\n{lines}"));
-    }
-    parts.join("\n\n")
-}
-
-/// The summary: header + preview + footer as one text block, then the media blocks that still
-/// fit the budget, `is_error` and `_meta` kept, warnings bounded.
-fn summarize(
-    result: &NormalizedResult,
-    header: String,
-    preview: &str,
-    footer: String,
-    budget_tokens: usize,
-) -> NormalizedResult {
-    let text = format!("{header}\n\n{preview}\n{footer}");
-    let mut summary = NormalizedResult {
-        content: vec![ContentBlock::text(text)],
-        structured_content: None,
-        is_error: result.is_error,
-        meta: result.meta.clone(),
-        warnings: result
-            .warnings
-            .iter()
-            .take(MAX_SUMMARY_WARNINGS)
-            .cloned()
-            .collect(),
-    };
-    let mut estimate = estimate_tokens(&summary);
-    for block in &result.content {
-        if matches!(block, ContentBlock::Image(_) | ContentBlock::Audio(_))
-            && estimate + MEDIA_TOKENS <= budget_tokens
-        {
-            summary.content.push(block.clone());
-            estimate += MEDIA_TOKENS;
-        }
-    }
-    summary
 }
 
 #[cfg(test)]

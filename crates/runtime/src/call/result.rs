@@ -31,11 +31,11 @@ use super::validate::{self, MAX_MESSAGE_CHARS, truncate};
 
 /// Tokens counted for each image, audio clip or embedded blob by [`estimate_tokens`]: about what
 /// a model charges for a ~1 megapixel image.
-pub const MEDIA_TOKENS: usize = 1_600;
+pub(crate) const MEDIA_TOKENS: usize = 1_600;
 
 /// Bounds applied while normalising.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ResultLimits {
+pub(crate) struct ResultLimits {
     /// Image, audio or blob data longer than this (base64 chars) is replaced by a note
     /// (default 20 MiB of base64, about 15 MiB of data).
     pub max_media_base64_chars: usize,
@@ -128,7 +128,7 @@ impl NormalizedResult {
 /// delivered becomes a note and a warning. `output_schema` is the tool's `outputSchema`, if any.
 /// The output schema is compiled on each call (no fetching); `resultType` is not carried over:
 /// normalise only a complete result (an `incomplete` one is the multi-round-trip path's).
-pub fn normalize(
+pub(crate) fn normalize(
     result: CallToolResult,
     output_schema: Option<&JsonObject>,
     limits: ResultLimits,
@@ -138,7 +138,7 @@ pub fn normalize(
 
 /// [`normalize`] with the tool's `outputSchema` compiled beforehand (once per tool, not once
 /// per result): the same checks and the same outcome.
-pub fn normalize_with(
+pub(crate) fn normalize_with(
     result: CallToolResult,
     output_schema: Option<&OutputSchema>,
     limits: ResultLimits,
@@ -149,7 +149,7 @@ pub fn normalize_with(
 /// A tool's `outputSchema`, compiled the way every schema in the call path is (no fetching,
 /// formats as annotations; see [`super::validate`]) to check the `structuredContent` of its
 /// results with [`normalize_with`].
-pub struct OutputSchema {
+pub(crate) struct OutputSchema {
     compiled: Result<jsonschema::Validator, String>,
 }
 
@@ -157,14 +157,14 @@ impl OutputSchema {
     /// Compiles `schema` (a private copy; the caller's object is untouched). Never fails: a
     /// schema that cannot be compiled gives the [`WarningKind::OutputSchemaUnusable`] warning
     /// on every result that has `structuredContent`.
-    pub fn new(schema: &JsonObject) -> Self {
+    pub(crate) fn new(schema: &JsonObject) -> Self {
         OutputSchema {
             compiled: validate::compile(schema).validator,
         }
     }
 
     /// Whether the schema compiled.
-    pub fn is_usable(&self) -> bool {
+    pub(crate) fn is_usable(&self) -> bool {
         self.compiled.is_ok()
     }
 }
@@ -440,7 +440,7 @@ fn check_uri(uri: &str) -> Result<(), String> {
 /// A rough token count of what the model would be shown: text (content text, embedded text
 /// resources, resource-link fields, serialized `structuredContent`, warnings) at 4 chars per
 /// token, rounded up, plus [`MEDIA_TOKENS`] for each image, audio clip or embedded blob.
-pub fn estimate_tokens(result: &NormalizedResult) -> usize {
+pub(crate) fn estimate_tokens(result: &NormalizedResult) -> usize {
     let mut chars = 0usize;
     let mut media = 0usize;
     for block in &result.content {

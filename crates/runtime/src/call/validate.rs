@@ -35,16 +35,17 @@ use jsonschema::{Draft, Retrieve, Uri};
 use rmcp::model::JsonObject;
 use serde_json::Value;
 
+#[cfg(test)]
 use crate::error::ErrorClass;
 
 /// At most this many violations are listed in an [`ArgumentError::Invalid`].
-pub const MAX_VIOLATIONS: usize = 10;
+pub(crate) const MAX_VIOLATIONS: usize = 10;
 /// A violation message longer than this (in chars) is cut, with `…` appended.
-pub const MAX_MESSAGE_CHARS: usize = 300;
+pub(crate) const MAX_MESSAGE_CHARS: usize = 300;
 
 /// The JSON Schema dialect a tool's input schema is validated with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dialect {
+pub(crate) enum Dialect {
     /// JSON Schema draft 4.
     Draft4,
     /// JSON Schema draft 6.
@@ -58,12 +59,14 @@ pub enum Dialect {
 }
 
 /// A tool's input schema, compiled once, checking the arguments of each call.
-pub struct ArgumentValidator {
+pub(crate) struct ArgumentValidator {
     tool: String,
+    #[cfg_attr(not(test), allow(dead_code))] // read by tests: the exact `Arc` the model saw
     schema: Arc<JsonObject>,
     dialect: Dialect,
     compiled: Result<jsonschema::Validator, String>,
     unresolved: Vec<String>,
+    #[cfg_attr(not(test), allow(dead_code))] // read by tests
     notes: Vec<String>,
 }
 
@@ -80,7 +83,7 @@ impl fmt::Debug for ArgumentValidator {
 
 /// One way the arguments break the schema.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Violation {
+pub(crate) struct Violation {
     /// JSON pointer into the arguments (`""` is the arguments object itself).
     pub path: String,
     /// What is wrong, bounded to [`MAX_MESSAGE_CHARS`].
@@ -100,7 +103,7 @@ impl fmt::Display for Violation {
 
 /// Why a call's arguments were refused before anything was sent.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ArgumentError {
+pub(crate) enum ArgumentError {
     /// The arguments do not match the input schema.
     #[error("{}", invalid_message(tool, violations, *total))]
     Invalid {
@@ -142,18 +145,14 @@ fn invalid_message(tool: &str, violations: &[Violation], total: usize) -> String
 }
 
 impl ArgumentError {
+    #[cfg(test)]
     /// The R32 class: wrong arguments are a tool error (the model may retry with other
     /// arguments); an unusable schema is the server's protocol fault.
-    pub fn class(&self) -> ErrorClass {
+    pub(crate) fn class(&self) -> ErrorClass {
         match self {
             ArgumentError::Invalid { .. } => ErrorClass::Tool,
             ArgumentError::SchemaUnusable { .. } => ErrorClass::Protocol,
         }
-    }
-
-    /// Never: the same arguments fail the same way.
-    pub fn retryable(&self) -> bool {
-        false
     }
 }
 
@@ -279,7 +278,7 @@ impl ArgumentValidator {
     /// Compiles `schema` (the input schema the model saw) for `tool`. Never fails: a schema
     /// that cannot be compiled yields a validator whose [`validate`](Self::validate) reports
     /// [`ArgumentError::SchemaUnusable`].
-    pub fn new(tool: impl Into<String>, schema: Arc<JsonObject>) -> Self {
+    pub(crate) fn new(tool: impl Into<String>, schema: Arc<JsonObject>) -> Self {
         let Compiled {
             dialect,
             validator,
@@ -296,47 +295,47 @@ impl ArgumentValidator {
         }
     }
 
-    /// The tool this validator belongs to.
-    pub fn tool(&self) -> &str {
-        &self.tool
-    }
-
+    #[cfg(test)]
     /// The schema as the server listed it and the model saw it: the very `Arc` given to
     /// [`new`](Self::new), unchanged.
-    pub fn schema(&self) -> &Arc<JsonObject> {
+    pub(crate) fn schema(&self) -> &Arc<JsonObject> {
         &self.schema
     }
 
+    #[cfg(test)]
     /// The dialect the schema is validated with.
-    pub fn dialect(&self) -> Dialect {
+    pub(crate) fn dialect(&self) -> Dialect {
         self.dialect
     }
 
+    #[cfg(test)]
     /// Whether the schema compiled; if not, every call is refused.
-    pub fn is_usable(&self) -> bool {
+    pub(crate) fn is_usable(&self) -> bool {
         self.compiled.is_ok()
     }
 
+    #[cfg(test)]
     /// Remote `$ref` targets that were not fetched (and so constrain nothing here).
-    pub fn unresolved_refs(&self) -> &[String] {
+    pub(crate) fn unresolved_refs(&self) -> &[String] {
         &self.unresolved
     }
 
+    #[cfg(test)]
     /// What an operator may want to know about this schema: unfetched references, an unknown
     /// `$schema`.
-    pub fn notes(&self) -> &[String] {
+    pub(crate) fn notes(&self) -> &[String] {
         &self.notes
     }
 
     /// Checks `args` against the schema: every violation (the first [`MAX_VIOLATIONS`] listed)
     /// or, for an unusable schema, [`ArgumentError::SchemaUnusable`].
-    pub fn validate(&self, args: &JsonObject) -> Result<(), ArgumentError> {
+    pub(crate) fn validate(&self, args: &JsonObject) -> Result<(), ArgumentError> {
         self.check(&Value::Object(args.clone()))
     }
 
     /// [`validate`](Self::validate) for arguments the caller owns and sends next: the same
     /// check, without copying them. Returns the arguments, unchanged, when they are valid.
-    pub fn validated(&self, args: JsonObject) -> Result<JsonObject, ArgumentError> {
+    pub(crate) fn validated(&self, args: JsonObject) -> Result<JsonObject, ArgumentError> {
         let instance = Value::Object(args);
         self.check(&instance)?;
         match instance {
@@ -483,7 +482,7 @@ mod tests {
 /// allows `null` for it: models often write `null` for "not given", and such an argument is
 /// then treated as absent (never sent) instead of failing validation. A `null` the schema
 /// allows, or for a required property, is kept (and validated as is).
-pub fn drop_null_optionals(schema: &JsonObject, mut args: JsonObject) -> JsonObject {
+pub(crate) fn drop_null_optionals(schema: &JsonObject, mut args: JsonObject) -> JsonObject {
     // Nearly every call has no `null` argument: nothing to look up then.
     if !args.values().any(Value::is_null) {
         return args;

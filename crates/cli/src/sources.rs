@@ -1,0 +1,22 @@
+//! The config sources of this process: one [`Sources`] for every command, so that remote
+//! sources fetched once are part of every later merge (hot reloads included), with VS Code
+//! inputs asked on the terminal at most once.
+
+use std::sync::Arc;
+
+use mcp_harness_runtime::sources::{self, Sources};
+
+/// The sources of this process (one instance, so that remote sources fetched once are part of
+/// every later merge, hot reloads included).
+pub(crate) fn shared() -> &'static Sources {
+    static SOURCES: std::sync::OnceLock<Sources> = std::sync::OnceLock::new();
+    SOURCES.get_or_init(|| Sources::new().with_input_prompt(input_prompt()))
+}
+
+/// VS Code inputs the environment lacks are asked on the terminal (once per process).
+pub(crate) fn input_prompt() -> sources::InputPrompt {
+    static PROMPT: std::sync::OnceLock<sources::InputPrompt> = std::sync::OnceLock::new();
+    PROMPT
+        .get_or_init(|| sources::remembering(Arc::new(crate::terminal::ask_input)))
+        .clone()
+}

@@ -1,0 +1,762 @@
+//! Step binding and prepared calls: what the model saw is exactly what executes (R22–R24).
+//!
+//! Invariants:
+//! - a [`StepBinding`] freezes one published runtime (snapshot + clients) and the exposure
+//!   decided on it; its tool list never changes (tools loaded through tool search are added to
+//!   it, but only ones the frozen catalog had);
+//! - [`StepBinding::prepare_call`] answers from the binding only — never by a fresh lookup of
+//!   a name in the current catalog — and refuses tools the binding does not show;
+//! - a [`PreparedCall`] checks, under the read side of the revision gate and immediately before
+//!   handing the request to the transport, that the current catalog still has the same tool
+//!   (same definition) on the same connection; a catalog swap cannot land between that check
+//!   and the send; a stale call is refused, never sent;
+//! - the arguments are validated against the input schema the binding showed, and permission
+//!   is decided before the check: deny, cancel or an approval timeout never send `tools/call`.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mcp_harness_catalog::{HiddenEntry, Snapshot, ToolEntry};
+use mcp_harness_policy::{Approval, ApprovalRequest, Decision, SearchRequest};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, CancelledNotificationParam, ClientNotification,
+    ClientRequest, JsonObject, ProgressNotificationParam, ServerResult,
+};
+use rmcp::service::PeerRequestOptions;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::context::CallContext;
+use super::frozen::{
+    AUTHENTICATE_TOOL, BoundTool, Frozen, READ_OUTPUT_TOOL, SEARCH_TOOL, SearchState, bound,
+    hidden_name,
+};
+use crate::call::mrtr::{MAX_ROUNDS, next_round};
+use crate::call::result::{NormalizedResult, normalize, normalize_with};
+use crate::call::validate::{ArgumentValidator, drop_null_optionals};
+use crate::error::CallError;
+use crate::snapshot::publisher::{Published, ServerClient};
+
+/// What a step may call: a frozen list of tools, each pinned to its server connection and to
+/// the catalog revision it came from.
+pub struct StepBinding {
+    ctx: Arc<CallContext>,
+    published: Arc<Published>,
+    frozen: Arc<Frozen>,
+    search: Arc<SearchState>,
+}
+
+impl StepBinding {
+    pub(crate) fn new(ctx: Arc<CallContext>, published: Arc<Published>) -> Self {
+        let frozen = ctx.frozen_for(&published.snapshot);
+        Self {
+            search: Arc::new(SearchState {
+                frozen: frozen.clone(),
+                loaded: Mutex::new((ctx.policy.exposure.load_budget(), Vec::new())),
+            }),
+            ctx,
+            published,
+            frozen,
+        }
+    }
+
+    /// The catalog revision this step is bound to.
+    pub fn revision(&self) -> u64 {
+        self.published.snapshot.revision
+    }
+
+    /// The snapshot this step is bound to.
+    pub fn snapshot(&self) -> &Arc<Snapshot> {
+        &self.published.snapshot
+    }
+
+    /// The tools the model sees in this step: the directly exposed ones, the built-in ones, and
+    /// any loaded through tool search so far.
+    pub fn tools(&self) -> Vec<BoundTool> {
+        let mut all = self.frozen.direct.clone();
+        all.extend(self.search.loaded().1.iter().cloned());
+        all
+    }
+
+    /// The tools in the OpenAI function-calling format.
+    pub fn openai_tools(&self) -> Vec<Value> {
+        self.tools().iter().map(BoundTool::openai).collect()
+    }
+
+    /// The tools in the Anthropic tool format.
+    pub fn anthropic_tools(&self) -> Vec<Value> {
+        self.tools().iter().map(BoundTool::anthropic).collect()
+    }
+
+    /// The tools the model can find through tool search in this step (tool search on) and
+    /// that it has not loaded yet, in name order.
+    pub fn deferred(&self) -> Vec<BoundTool> {
+        let loaded = self.search.loaded();
+        self.frozen
+            .deferred
+            .iter()
+            .filter(|t| !loaded.1.iter().any(|l| l.name == t.entry.qualified_name))
+            .map(|t| bound(&t.entry))
+            .collect()
+    }
+
+    /// What the model does not see in this step, and why: the tools the exposure policy hides
+    /// and those whose name another server's tool also has. (Entries the listing already
+    /// withheld are in each server's catalog, [`ServerCatalog::hidden`].)
+    ///
+    /// [`ServerCatalog::hidden`]: mcp_harness_catalog::ServerCatalog::hidden
+    pub fn hidden(&self) -> &[HiddenEntry] {
+        &self.frozen.hidden
+    }
+
+    /// Searches the deferred tools (tool search on) and loads the matches into this step, as
+    /// far as the load budget allows; returns the definitions loaded, for the model. This is
+    /// what the model's call of the built-in search tool does.
+    pub fn search_tools(&self, request: &SearchRequest) -> Vec<Value> {
+        self.search.search_and_load(request)
+    }
+
+    /// The call of `name` as this step shows it: pinned to the bound connection, schema and
+    /// revision. Refused if the step does not show `name`.
+    pub fn prepare_call(&self, name: &str) -> Result<PreparedCall, CallError> {
+        if name == SEARCH_TOOL && self.frozen.direct.iter().any(|t| t.name == SEARCH_TOOL) {
+            return Ok(self.builtin_call(Builtin::Search));
+        }
+        if name == READ_OUTPUT_TOOL {
+            return Ok(self.builtin_call(Builtin::ReadOutput));
+        }
+        if let Some((server, reason)) = self.frozen.authenticate.get(name) {
+            return Ok(PreparedCall {
+                ctx: self.ctx.clone(),
+                target: Target::Authenticate {
+                    name: name.to_string(),
+                    server: server.clone(),
+                    reason: reason.clone(),
+                },
+                published: self.published.clone(),
+                search: self.search.clone(),
+            });
+        }
+        let visible = self.frozen.direct.iter().any(|t| t.name == name)
+            || self.search.loaded().1.iter().any(|t| t.name == name);
+        let entry = self
+            .frozen
+            .index
+            .get(name)
+            .filter(|_| visible)
+            .ok_or_else(|| {
+                let hint = if self
+                    .frozen
+                    .deferred
+                    .iter()
+                    .any(|t| t.entry.qualified_name == name)
+                {
+                    format!("; find it with `{SEARCH_TOOL}` first")
+                } else if self
+                    .frozen
+                    .hidden
+                    .iter()
+                    .any(|h| crate::call::binding::hidden_name(h) == name)
+                {
+                    "; it is hidden (`mcp-harness tools --hidden` says why)".to_string()
+                } else {
+                    String::new()
+                };
+                CallError::NotInStep {
+                    name: name.to_string(),
+                    revision: self.revision(),
+                    hint,
+                }
+            })?;
+        let client = self
+            .published
+            .clients
+            .get(&entry.server)
+            .cloned()
+            .ok_or_else(|| CallError::ServerUnavailable {
+                server: entry.server.clone(),
+                state: "not connected".into(),
+            })?;
+        Ok(PreparedCall {
+            ctx: self.ctx.clone(),
+            target: Target::Server {
+                entry: entry.clone(),
+                client,
+                validator: self.ctx.validator(&entry.qualified_name, &entry.tool),
+            },
+            published: self.published.clone(),
+            search: self.search.clone(),
+        })
+    }
+
+    fn builtin_call(&self, which: Builtin) -> PreparedCall {
+        PreparedCall {
+            ctx: self.ctx.clone(),
+            target: Target::Builtin(which),
+            published: self.published.clone(),
+            search: self.search.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Builtin {
+    Search,
+    ReadOutput,
+}
+
+// One per prepared call, nearly always `Server`: boxing it would cost an allocation per call.
+#[allow(clippy::large_enum_variant)]
+enum Target {
+    Server {
+        entry: ToolEntry,
+        client: ServerClient,
+        validator: Arc<ArgumentValidator>,
+    },
+    Builtin(Builtin),
+    /// The authenticate tool of a server waiting for authorization.
+    Authenticate {
+        name: String,
+        server: String,
+        reason: String,
+    },
+}
+
+/// Options of one call.
+#[derive(Default)]
+pub struct CallOptions {
+    /// Receives `notifications/progress` of this call.
+    pub progress: Option<tokio::sync::mpsc::UnboundedSender<ProgressNotificationParam>>,
+    /// Cancels the call: the server is sent `notifications/cancelled`.
+    pub cancel: Option<CancellationToken>,
+    /// Replaces the server's `toolTimeoutSec` for this call.
+    pub timeout: Option<Duration>,
+    /// Receives the status changes of a call the server runs as a task (SEP-2663); see
+    /// [`TaskUpdate`](crate::TaskUpdate).
+    pub task_status: Option<tokio::sync::mpsc::UnboundedSender<crate::call::tasks::TaskUpdate>>,
+}
+
+/// The outcome of a call that was sent and answered.
+#[derive(Debug, Clone)]
+pub struct ToolResult {
+    /// The server that ran the call (`mcp-harness` for built-in tools).
+    pub server: String,
+    /// The raw tool name (for built-in tools, their name).
+    pub tool: String,
+    /// The catalog revision the call was bound to.
+    pub revision: u64,
+    /// The result as the server sent it, with blocks validated (R30).
+    pub result: CallToolResult,
+    /// The normalised result, as the model should get it (possibly a bounded summary of a
+    /// stored large result, with its handle).
+    pub normalized: NormalizedResult,
+    /// Set when the result was over the output budget and stored (R31).
+    pub output_handle: Option<String>,
+}
+
+/// What [`PreparedCall::further_rounds`] needs of the call it continues.
+struct FurtherRounds<'a> {
+    entry: &'a ToolEntry,
+    client: &'a ServerClient,
+    timeout: Duration,
+    /// The first request, when its protocol has further rounds.
+    retry: Option<CallToolRequestParams>,
+    task_augmented: bool,
+    cancel: Option<CancellationToken>,
+    task_status: Option<tokio::sync::mpsc::UnboundedSender<crate::call::tasks::TaskUpdate>>,
+}
+
+impl ToolResult {
+    /// Whether the tool reported an error (`isError`): the tool-error class of R32.
+    pub fn is_error(&self) -> bool {
+        self.normalized.is_error
+    }
+}
+
+/// A call pinned to what a step showed: connection, schema, permission inputs and revision.
+pub struct PreparedCall {
+    ctx: Arc<CallContext>,
+    target: Target,
+    /// The published view the step was bound to (its snapshot, its connections).
+    published: Arc<Published>,
+    search: Arc<SearchState>,
+}
+
+impl PreparedCall {
+    /// The model-visible name.
+    pub fn name(&self) -> &str {
+        match &self.target {
+            Target::Server { entry, .. } => &entry.qualified_name,
+            Target::Builtin(Builtin::Search) => SEARCH_TOOL,
+            Target::Builtin(Builtin::ReadOutput) => READ_OUTPUT_TOOL,
+            Target::Authenticate { name, .. } => name,
+        }
+    }
+
+    /// The catalog revision this call is bound to.
+    pub fn revision(&self) -> u64 {
+        self.published.snapshot.revision
+    }
+
+    /// Whether nothing was published since the binding: then the bound definitions and
+    /// connections are the current ones, and no lookup is needed to know it.
+    fn nothing_published_since(&self) -> bool {
+        self.ctx.live.is_latest(&self.published)
+    }
+
+    /// Runs the call with default options.
+    pub async fn call(&self, arguments: Option<JsonObject>) -> Result<ToolResult, CallError> {
+        self.call_with(arguments, CallOptions::default()).await
+    }
+
+    /// Validates, asks permission, checks staleness under the gate, sends, awaits the answer
+    /// (with progress, cancellation and timeout), normalises and applies the output budget.
+    pub async fn call_with(
+        &self,
+        arguments: Option<JsonObject>,
+        options: CallOptions,
+    ) -> Result<ToolResult, CallError> {
+        let args = arguments.unwrap_or_default();
+        match &self.target {
+            Target::Builtin(which) => self.call_builtin(*which, &args),
+            Target::Authenticate { server, reason, .. } => Ok(self.authenticate(server, reason)),
+            Target::Server {
+                entry,
+                client,
+                validator,
+            } => {
+                self.call_server(entry, client, validator, args, options)
+                    .await
+            }
+        }
+    }
+
+    async fn call_server(
+        &self,
+        entry: &ToolEntry,
+        client: &ServerClient,
+        validator: &ArgumentValidator,
+        args: JsonObject,
+        options: CallOptions,
+    ) -> Result<ToolResult, CallError> {
+        let args = drop_null_optionals(&entry.tool.input_schema, args);
+        let args = validator
+            .validated(args)
+            .map_err(|e| CallError::InvalidArguments {
+                name: entry.qualified_name.clone(),
+                details: e.to_string(),
+            })?;
+        // The common path (allowed, same connection) awaits nothing here; asking for approval
+        // and restarting a crashed server are boxed so the call's future stays small.
+        if let Some(ask) = self.permission(entry, &args)? {
+            Box::pin(self.ask_approval(ask)).await?;
+        }
+        // R7: a stdio server whose process exited since the binding is restarted once.
+        let revived = if self.nothing_published_since()
+            || self.ctx.is_current_connection(&entry.server, client.epoch)
+        {
+            None
+        } else {
+            Box::pin(self.ctx.revive_for_call(entry, client, self.revision())).await?
+        };
+        let client = revived.as_ref().unwrap_or(client);
+
+        let timeout = options.timeout.unwrap_or(client.tool_timeout);
+        let mut request_options = PeerRequestOptions::with_timeout(timeout);
+        if options.progress.is_some() {
+            request_options = request_options
+                .reset_timeout_on_progress()
+                .with_max_total_timeout(timeout.saturating_mul(MAX_TOTAL_FACTOR));
+        }
+        let mut params = CallToolRequestParams::new(entry.raw_name.clone());
+        if !args.is_empty() || entry.tool.input_schema.get("properties").is_some() {
+            params = params.with_arguments(args);
+        }
+        // SEP-1686: a tool that requires a task is called with one (never plainly).
+        let task_augmented = client.wire.requires_task(&entry.raw_name);
+        // The request is kept for further rounds only where the protocol has them (SEP-2322,
+        // from the 2026-07-28 era on, or an era not known): elsewhere the copy would be made
+        // and dropped on every call for nothing.
+        let rounds_possible = client
+            .peer
+            .peer_info()
+            .is_none_or(|info| !info.protocol_version.has_initialize());
+        let retry = rounds_possible.then(|| params.clone());
+        let request = if task_augmented {
+            crate::call::task_augmented::request(&params, timeout)
+        } else {
+            ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params))
+        };
+        // What the server sends from here on that answers nothing is named if the call times out.
+        let mark = client.wire.anomaly_mark();
+        let classify = |e: rmcp::ServiceError| {
+            // A server that stopped accepting our authorization (a rejected refresh, a revoked
+            // grant) is connected again, which finds it needs-auth (R4) instead of leaving it
+            // "connected" with every call failing.
+            if crate::error::authorization_lost(&e) {
+                self.ctx.reconnect(&entry.server);
+            }
+            crate::error::explain_timeout(
+                crate::error::classify(e, &entry.server, &entry.raw_name, timeout),
+                || client.wire.anomalies_since(mark),
+            )
+        };
+
+        // The staleness check and the hand-off to the transport happen under the gate's read
+        // side; the publisher swaps only under its write side.
+        let handle = {
+            let _gate = self.ctx.live.gate_read().await;
+            self.check_current(entry, client)?;
+            client
+                .peer
+                .send_request_with_option(request, request_options)
+                .await
+                .map_err(classify)?
+        };
+        let progress_token = handle.progress_token.clone();
+        let route = options.progress.map(|tx| {
+            self.ctx
+                .progress
+                .register_sender(&entry.server, client.epoch, &progress_token, tx)
+        });
+        let response = match options.cancel.clone() {
+            None => handle.await_response().await,
+            Some(cancel) => Box::pin(async {
+                let (peer, id) = (handle.peer.clone(), handle.id.clone());
+                tokio::select! {
+                    r = handle.await_response() => Ok(r),
+                    () = cancel.cancelled() => {
+                        let note = CancelledNotificationParam::new(Some(id), Some("cancelled by the user".into()));
+                        let _ = peer.send_notification(ClientNotification::CancelledNotification(rmcp::model::CancelledNotification::new(note))).await;
+                        Err(CallError::Transport {
+                            server: entry.server.clone(),
+                            tool: entry.raw_name.clone(),
+                            message: "cancelled by the caller; the server was told (notifications/cancelled)".into(),
+                        })
+                    }
+                }
+            })
+            .await?,
+        };
+        // A stdio server that died during the call: say how, as at start (exit status, tail).
+        let response = match response {
+            Err(rmcp::ServiceError::TransportClosed) => match &client.exit {
+                Some(exit) => match exit.describe().await {
+                    Some(why) => {
+                        return Err(CallError::Transport {
+                            server: entry.server.clone(),
+                            tool: entry.raw_name.clone(),
+                            message: format!("the connection closed during the call: {why}"),
+                        });
+                    }
+                    None => Err(rmcp::ServiceError::TransportClosed),
+                },
+                None => Err(rmcp::ServiceError::TransportClosed),
+            },
+            other => other,
+        };
+        let result = match response.map_err(classify)? {
+            ServerResult::CallToolResult(r) => r,
+            other => {
+                let rest = FurtherRounds {
+                    entry,
+                    client,
+                    timeout,
+                    retry,
+                    task_augmented,
+                    cancel: options.cancel,
+                    task_status: options.task_status,
+                };
+                Box::pin(self.further_rounds(other, rest, &classify)).await?
+            }
+        };
+        // rmcp hands each notification to a task of its own but the response straight to us, so
+        // progress the server sent just before its result may be handled just after it: the
+        // route stays until every notification the wire showed for this request by now has
+        // been handed over (the caller's progress stream ends then).
+        if let Some(mut route) = route {
+            route
+                .settle(client.wire.take_progress_seen(&progress_token))
+                .await;
+        }
+        let output_schema = self.search.frozen.output_schema(entry);
+        let normalized = normalize_with(
+            result.clone(),
+            output_schema.as_deref(),
+            self.ctx.result_limits,
+        );
+        let spilled = self.ctx.output.spill(
+            &entry.server,
+            &entry.raw_name,
+            normalized,
+            self.ctx.output_budget_for(&entry.tool),
+        );
+        let output_handle = spilled.handle().map(|h| h.to_string());
+        Ok(ToolResult {
+            server: entry.server.clone(),
+            tool: entry.raw_name.clone(),
+            revision: self.revision(),
+            result,
+            normalized: spilled.into_result(),
+            output_handle,
+        })
+    }
+
+    /// Everything after a first answer that is not the tool's result: SEP-2322 input rounds and
+    /// tasks (SEP-1686 / SEP-2663). Kept out of [`Self::call_server`] (and boxed there), so the
+    /// future of an ordinary call carries none of it.
+    async fn further_rounds(
+        &self,
+        first: ServerResult,
+        rest: FurtherRounds<'_>,
+        classify: &(impl Fn(rmcp::ServiceError) -> CallError + Sync),
+    ) -> Result<CallToolResult, CallError> {
+        let FurtherRounds {
+            entry,
+            client,
+            timeout,
+            ref retry,
+            task_augmented,
+            ..
+        } = rest;
+        let mut response = first;
+        // SEP-2322: a server may ask for input and answer a later round; each round is a new
+        // request carrying the answers and the server's opaque state.
+        let mut state_only_rounds = 0;
+        let mut rounds = 0;
+        let result = loop {
+            match response {
+                ServerResult::CallToolResult(r) => break r,
+                ServerResult::InputRequiredResult(needed) if rounds < MAX_ROUNDS => {
+                    let Some(first) = retry else {
+                        let version = client
+                            .peer
+                            .peer_info()
+                            .map(|i| i.protocol_version.to_string())
+                            .unwrap_or_default();
+                        return Err(CallError::Protocol {
+                            server: entry.server.clone(),
+                            tool: entry.raw_name.clone(),
+                            message: format!(
+                                "the server asked for more input (`input_required`, SEP-2322), \
+                                 which the session's protocol version {version} does not have"
+                            ),
+                        });
+                    };
+                    rounds += 1;
+                    let (answers, state) = next_round(
+                        &entry.server,
+                        self.ctx.callbacks.as_ref(),
+                        needed,
+                        &mut state_only_rounds,
+                    )
+                    .await
+                    .map_err(|message| CallError::Protocol {
+                        server: entry.server.clone(),
+                        tool: entry.raw_name.clone(),
+                        message,
+                    })?;
+                    let mut again = first.clone();
+                    again.input_responses = answers;
+                    again.request_state = state;
+                    let request =
+                        ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(again));
+                    response = client
+                        .peer
+                        .send_request_with_option(
+                            request,
+                            PeerRequestOptions::with_timeout(timeout),
+                        )
+                        .await
+                        .map_err(classify)?
+                        .await_response()
+                        .await
+                        .map_err(classify)?;
+                }
+                ServerResult::CreateTaskResult(created) => {
+                    let call = self.task_call(&rest);
+                    break crate::call::tasks::follow(created, call).await?;
+                }
+                ServerResult::CustomResult(created) if task_augmented => {
+                    let call = self.task_call(&rest);
+                    break crate::call::task_augmented::follow(created.0, call).await?;
+                }
+                ServerResult::InputRequiredResult(_) => {
+                    return Err(CallError::Protocol {
+                        server: entry.server.clone(),
+                        tool: entry.raw_name.clone(),
+                        message: format!("the server still needed input after {MAX_ROUNDS} rounds"),
+                    });
+                }
+                other => {
+                    return Err(crate::error::unexpected(
+                        &entry.server,
+                        &entry.raw_name,
+                        &other,
+                    ));
+                }
+            }
+        };
+        Ok(result)
+    }
+
+    /// What following a task of this call needs.
+    fn task_call<'a>(&'a self, rest: &FurtherRounds<'a>) -> crate::call::tasks::TaskCall<'a> {
+        crate::call::tasks::TaskCall {
+            server: &rest.entry.server,
+            tool: &rest.entry.raw_name,
+            peer: &rest.client.peer,
+            timeout: rest.timeout,
+            cancel: rest.cancel.clone(),
+            status: rest.task_status.clone(),
+            callbacks: self.ctx.callbacks.as_ref(),
+        }
+    }
+
+    /// Refuses the call unless the current catalog has the same tool, with the same definition,
+    /// on the same connection as the binding.
+    fn check_current(&self, entry: &ToolEntry, client: &ServerClient) -> Result<(), CallError> {
+        let now = self.ctx.live.published();
+        // The view bound is still the current one (the common case). A call that runs on a
+        // revived connection is never here: reviving publishes a newer view first.
+        if Arc::ptr_eq(&now, &self.published) {
+            return Ok(());
+        }
+        // The catalog shares one `Arc` per definition across revisions while it is unchanged;
+        // a different `Arc` is still the same tool if the definition is equal.
+        let same_tool = now
+            .snapshot
+            .tool(&entry.qualified_name)
+            .is_some_and(|t| Arc::ptr_eq(&t.tool, &entry.tool) || *t.tool == *entry.tool);
+        let same_connection = now
+            .clients
+            .get(&entry.server)
+            .is_some_and(|c| c.epoch == client.epoch);
+        if same_tool && same_connection {
+            Ok(())
+        } else {
+            Err(CallError::Stale {
+                name: entry.qualified_name.clone(),
+                bound: self.revision(),
+                current: now.snapshot.revision,
+            })
+        }
+    }
+
+    /// The permission decision for this call: allowed (`None`), refused, or an approval to ask.
+    fn permission(
+        &self,
+        entry: &ToolEntry,
+        args: &JsonObject,
+    ) -> Result<Option<ApprovalRequest>, CallError> {
+        let name = &entry.qualified_name;
+        match self
+            .ctx
+            .policy
+            .permissions
+            .decide(name, args, entry.tool.annotations.as_ref())
+        {
+            Decision::Allow => Ok(None),
+            Decision::Deny { reason } => Err(CallError::Permission {
+                name: name.clone(),
+                reason,
+            }),
+            Decision::Ask { reason } => Ok(Some(ApprovalRequest {
+                qualified_name: name.clone(),
+                server: entry.server.clone(),
+                args: args.clone(),
+                reason,
+                annotations: entry.tool.annotations.clone(),
+            })),
+        }
+    }
+
+    /// Asks the approver, at most `approval_timeout`; the call is not sent unless approved.
+    async fn ask_approval(&self, request: ApprovalRequest) -> Result<(), CallError> {
+        let name = request.qualified_name.clone();
+        let refuse = |reason: String| CallError::Permission {
+            name: name.clone(),
+            reason,
+        };
+        let asked = tokio::time::timeout(
+            self.ctx.policy.approval_timeout,
+            self.ctx.policy.approver.approve(request),
+        )
+        .await;
+        match asked {
+            Ok(Approval::Approved) => Ok(()),
+            Ok(Approval::Denied { reason }) => Err(refuse(reason)),
+            Ok(Approval::Cancelled) => Err(refuse("the approval was cancelled".into())),
+            Err(_) => Err(refuse(format!(
+                "no approval within {}s (the call was not sent)",
+                self.ctx.policy.approval_timeout.as_secs()
+            ))),
+        }
+    }
+
+    /// What the authenticate tool answers: who must do what. Nothing is sent anywhere; the
+    /// server connects by itself once its credentials are stored.
+    fn authenticate(&self, server: &str, reason: &str) -> ToolResult {
+        let reason: String = reason
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .chars()
+            .filter(|c| !c.is_control())
+            .take(300)
+            .collect();
+        let text = format!(
+            "The MCP server \"{server}\" needs the user's authorization before its tools can be \
+             used ({reason}). Ask the user to run `mcp-harness login {server}` in a terminal \
+             (with `--no-browser` on a machine without a browser: it prints the URL to open \
+             elsewhere and takes the redirect URL pasted back). Once they have, the server \
+             connects by itself and its tools replace this one in the next step; there is \
+             nothing else to call."
+        );
+        let result = CallToolResult::success(vec![rmcp::model::ContentBlock::text(text)]);
+        let normalized = normalize(result.clone(), None, self.ctx.result_limits);
+        ToolResult {
+            server: server.to_string(),
+            tool: AUTHENTICATE_TOOL.to_string(),
+            revision: self.revision(),
+            result,
+            normalized,
+            output_handle: None,
+        }
+    }
+
+    fn call_builtin(&self, which: Builtin, args: &JsonObject) -> Result<ToolResult, CallError> {
+        let text = match which {
+            Builtin::Search => {
+                let request = SearchRequest::from_args(args).map_err(|details| {
+                    CallError::InvalidArguments {
+                        name: SEARCH_TOOL.into(),
+                        details,
+                    }
+                })?;
+                serde_json::to_string(&json!({"tools": self.search.search_and_load(&request)}))
+                    .unwrap_or_default()
+            }
+            Builtin::ReadOutput => self
+                .ctx
+                .output
+                .read_output(args)
+                .map_err(|e| CallError::Output(e.to_string()))?
+                .render(),
+        };
+        let result = CallToolResult::success(vec![rmcp::model::ContentBlock::text(text)]);
+        let normalized = normalize(result.clone(), None, self.ctx.result_limits);
+        Ok(ToolResult {
+            server: "mcp-harness".into(),
+            tool: self.name().to_string(),
+            revision: self.revision(),
+            result,
+            normalized,
+            output_handle: None,
+        })
+    }
+}
+
+/// With progress, the timeout restarts on each progress notification, up to this many times
+/// the configured timeout in total (a server reporting progress forever still ends).
+const MAX_TOTAL_FACTOR: u32 = 10;

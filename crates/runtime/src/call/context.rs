@@ -1,0 +1,206 @@
+//! What every call of one runtime shares: the live view it checks against, the registry it
+//! revives or reconnects servers through, progress routes, the embedder's callbacks, the
+//! policy frozen at start, compiled validators, the output store and the exposure computed
+//! once per snapshot.
+//!
+//! Invariant: the context is built once, at start, and never changes except for its caches
+//! (validators per definition, the exposure of the latest snapshot bound), which only a new
+//! definition or a new snapshot replaces.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mcp_harness_catalog::{Snapshot, ToolEntry};
+use mcp_harness_policy::{Approver, ExposurePolicy, PermissionRules};
+use mcp_harness_transport::Callbacks;
+use rmcp::model::Tool;
+
+use super::frozen::Frozen;
+use super::output::{OutputStore, budget_for};
+use super::result::ResultLimits;
+use super::validate::ArgumentValidator;
+use crate::config::OutputConfig;
+use crate::connection::progress::ProgressRoutes;
+use crate::connection::registry::Registry;
+use crate::connection::server::{Restart, Revival, ReviveForCall};
+use crate::error::CallError;
+use crate::snapshot::Live;
+use crate::snapshot::publisher::ServerClient;
+
+/// What the calls of one runtime share (see the module doc).
+pub(crate) struct CallContext {
+    pub(super) live: Arc<Live>,
+    registry: Arc<Registry>,
+    pub(super) progress: Arc<ProgressRoutes>,
+    pub(super) callbacks: Option<Callbacks>,
+    pub(super) policy: Policy,
+    validators: ValidatorCache,
+    pub(super) output: OutputStore,
+    output_config: OutputConfig,
+    pub(super) result_limits: ResultLimits,
+    /// The exposure of the latest snapshot a step was bound to (bindings of one snapshot share
+    /// it; a new snapshot replaces it).
+    frozen: Mutex<Option<(Arc<Snapshot>, Arc<Frozen>)>>,
+}
+
+impl CallContext {
+    /// The context of a runtime whose view is `live` and whose actors `registry` holds.
+    pub(crate) fn new(
+        live: Arc<Live>,
+        registry: Arc<Registry>,
+        progress: Arc<ProgressRoutes>,
+        callbacks: Option<Callbacks>,
+        policy: Policy,
+        output: OutputStore,
+        output_config: OutputConfig,
+    ) -> Self {
+        Self {
+            live,
+            registry,
+            progress,
+            callbacks,
+            policy,
+            validators: ValidatorCache::default(),
+            output,
+            output_config,
+            result_limits: ResultLimits::default(),
+            frozen: Mutex::new(None),
+        }
+    }
+}
+
+/// What decides exposure and permission, frozen at start.
+pub(crate) struct Policy {
+    pub(crate) exposure: ExposurePolicy,
+    pub(crate) permissions: PermissionRules,
+    pub(crate) approver: Arc<dyn Approver>,
+    pub(crate) approval_timeout: Duration,
+}
+
+/// Compiled argument validators, one per tool definition: reused while the definition stays
+/// the same object, recompiled when a listing replaced it.
+#[derive(Default)]
+struct ValidatorCache {
+    map: dashmap::DashMap<String, (Arc<Tool>, Arc<ArgumentValidator>)>,
+}
+
+impl ValidatorCache {
+    fn get(&self, name: &str, tool: &Arc<Tool>) -> Arc<ArgumentValidator> {
+        if let Some(hit) = self.map.get(name)
+            && Arc::ptr_eq(&hit.0, tool)
+        {
+            return hit.1.clone();
+        }
+        let validator = Arc::new(ArgumentValidator::new(name, tool.input_schema.clone()));
+        self.map
+            .insert(name.to_string(), (tool.clone(), validator.clone()));
+        validator
+    }
+}
+
+impl CallContext {
+    /// The model's view of `snapshot` under the exposure policy, computed once per snapshot.
+    pub(super) fn frozen_for(&self, snapshot: &Arc<Snapshot>) -> Arc<Frozen> {
+        let mut cached = self.frozen.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((s, f)) = cached.as_ref()
+            && Arc::ptr_eq(s, snapshot)
+        {
+            return f.clone();
+        }
+        let frozen = Arc::new(Frozen::new(&self.policy.exposure, snapshot));
+        *cached = Some((snapshot.clone(), frozen.clone()));
+        frozen
+    }
+
+    /// Whether connection `epoch` is still `server`'s current one (the common case at call
+    /// time; otherwise [`Self::revive_for_call`] decides).
+    pub(super) fn is_current_connection(&self, server: &str, epoch: u64) -> bool {
+        self.live.is_current_connection(server, epoch)
+    }
+
+    /// Connects `server` again (its authorization was lost: the new connection finds it
+    /// needs-auth, R4).
+    pub(super) fn reconnect(&self, server: &str) {
+        if let Some(addr) = self.registry.addr(server) {
+            addr.do_send(Restart);
+        }
+    }
+
+    /// The compiled argument validator of tool `name` with definition `tool`.
+    pub(super) fn validator(&self, name: &str, tool: &Arc<Tool>) -> Arc<ArgumentValidator> {
+        self.validators.get(name, tool)
+    }
+
+    /// R7, one bounded restart at call time: when the connection `client` a call was bound to
+    /// is no longer current because its stdio process exited, the server is restarted once
+    /// (calls asking together share the restart) and waited for at most its startup deadline.
+    /// Returns the new connection when the new catalog has the same tool with the same
+    /// definition, `None` when there is nothing to restart (the call goes on as bound), or the
+    /// error that ends the call.
+    pub(super) async fn revive_for_call(
+        &self,
+        entry: &ToolEntry,
+        client: &ServerClient,
+        bound_revision: u64,
+    ) -> Result<Option<ServerClient>, CallError> {
+        let server = &entry.server;
+        if self.is_current_connection(server, client.epoch) {
+            return Ok(None);
+        }
+        let Some(addr) = self.registry.addr(server) else {
+            return Ok(None);
+        };
+        let deadline = self.registry.startup_deadline(&[server]) + REVIVE_GRACE;
+        let asked = addr.send(ReviveForCall {
+            bound_epoch: client.epoch,
+        });
+        let unavailable = |state: String| CallError::ServerUnavailable {
+            server: server.clone(),
+            state,
+        };
+        match tokio::time::timeout(deadline, asked).await {
+            Err(_) => Err(unavailable(format!(
+                "restarting after its process exited; the one restart for this call did not finish within {}s (`startupTimeoutSec`)",
+                deadline.as_secs_f64()
+            ))),
+            Ok(Err(_)) | Ok(Ok(Revival::NotApplicable)) => Ok(None),
+            Ok(Ok(Revival::Failed { error })) => Err(unavailable(format!(
+                "failed: {error}; it was restarted once for this call after its process exited and did not come back: fix it, restart it (`Runtime::restart`) and bind a new step"
+            ))),
+            Ok(Ok(Revival::Connected { epoch })) => {
+                // The actor reported the new connection before answering: publish it now.
+                self.live.flush().await;
+                let now = self.live.published();
+                let same_tool = now
+                    .snapshot
+                    .tool(&entry.qualified_name)
+                    .is_some_and(|t| *t.tool == *entry.tool);
+                match now.clients.get(server).filter(|c| c.epoch == epoch) {
+                    Some(client) if same_tool => {
+                        tracing::info!(server = %server, tool = %entry.raw_name, "restarted after its process exited; the call goes ahead");
+                        Ok(Some(client.clone()))
+                    }
+                    _ => Err(CallError::Stale {
+                        name: entry.qualified_name.clone(),
+                        bound: bound_revision,
+                        current: now.snapshot.revision,
+                    }),
+                }
+            }
+        }
+    }
+
+    /// The output budget of `tool`: the configured one, or what the tool asks for through
+    /// `_meta`, up to the configured maximum.
+    pub(super) fn output_budget_for(&self, tool: &rmcp::model::Tool) -> usize {
+        budget_for(
+            tool,
+            self.output_config.budget_tokens,
+            self.output_config.max_budget_tokens,
+        )
+    }
+}
+
+/// Added to a server's startup deadline when a call waits for the server's restart (the queue
+/// slot and the first listing come on top of the handshake).
+const REVIVE_GRACE: Duration = Duration::from_secs(2);

@@ -1,0 +1,976 @@
+//! Configuration in the `mcpServers` JSON format users already write for Claude Code, plus the
+//! harness's own keys.
+//!
+//! Invariants: a [`Config`] is fully validated — every server has exactly one usable transport,
+//! every `${VAR}` is expanded, no unknown key survives (the error names the file, the server and
+//! the key), no server name contains `__` or ends with `_` (so `mcp__<server>__<tool>` names stay distinct
+//! across servers) — and secrets (env and header values) appear in no error message or log.
+
+pub mod sources;
+mod transport;
+
+pub(crate) use transport::DedupKey;
+pub use transport::TransportConfig;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use mcp_harness_catalog::sanitize::MetadataLimits;
+use mcp_harness_policy::{ExposurePolicy, PermissionRules};
+use mcp_harness_transport::StdioSpec;
+use mcp_harness_transport::auth::{
+    ClientAuth, ClientCredentials, Grant, IdentityProvider, JwtAlgorithm, JwtSource, OAuthConfig,
+    PrivateKey,
+};
+use serde::Deserialize;
+
+/// Default deadline for spawn + initialize (`startupTimeoutSec`).
+pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default deadline for one tool call (`toolTimeoutSec`).
+pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(300);
+/// Default cap on one message from a server (`maxMessageBytes`): 64 MiB.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = mcp_harness_transport::DEFAULT_MAX_MESSAGE_BYTES;
+
+/// The validated configuration of every server.
+#[derive(Debug, Clone, Default)]
+pub struct Config {
+    /// Servers by name, in name order.
+    pub servers: BTreeMap<String, ServerConfig>,
+    /// The file this came from, for messages.
+    pub source: Option<PathBuf>,
+    /// `metadataLimits`: caps on what servers list (each key documented in
+    /// [`MetadataLimits`]; missing keys keep their defaults).
+    pub metadata_limits: MetadataLimits,
+    /// `exposure`: budgets, tool cap and tool search (see [`ExposurePolicy`]).
+    pub exposure: ExposurePolicy,
+    /// `permissions`: allow / ask / deny rules on qualified names and arguments (see
+    /// [`PermissionRules`]). Default: no rules, so every call asks.
+    pub permissions: PermissionRules,
+    /// `output`: the output budget and where large results are stored.
+    pub output: OutputConfig,
+}
+
+/// `output` in the config: how large a tool result may be before it is stored and the model
+/// gets a bounded summary with a handle to read the rest (R31).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct OutputConfig {
+    /// `budgetTokens`: estimated tokens of a result shown whole. Default 25,000 (Claude Code's
+    /// cap on MCP output).
+    pub budget_tokens: usize,
+    /// `maxBudgetTokens`: the most a tool may raise its own budget to through
+    /// `_meta["mcp-harness/maxOutputTokens"]`. Default 100,000.
+    pub max_budget_tokens: usize,
+    /// `pageChars`: characters per page of a stored result. Default 8,000.
+    pub page_chars: usize,
+    /// `dir`: where results are stored; default a fresh private (0700) directory under the
+    /// system temp dir, removed when the runtime ends.
+    pub dir: Option<PathBuf>,
+}
+
+impl Default for OutputConfig {
+    fn default() -> Self {
+        Self {
+            budget_tokens: 25_000,
+            max_budget_tokens: 100_000,
+            page_chars: 8_000,
+            dir: None,
+        }
+    }
+}
+
+/// One server's validated configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerConfig {
+    /// The server's name (the key under `mcpServers`).
+    pub name: String,
+    /// How to reach it.
+    pub transport: TransportConfig,
+    /// `enabled`; default true. A disabled server is never connected.
+    pub enabled: bool,
+    /// `startupTimeoutSec`; default 30 s.
+    pub startup_timeout: Duration,
+    /// `toolTimeoutSec`; default 300 s.
+    pub tool_timeout: Duration,
+    /// `maxMessageBytes`: the largest message accepted from the server; default 64 MiB. A
+    /// larger one fails the request it answers at once, saying so.
+    pub max_message_bytes: usize,
+    /// `includeTools`: when set, only these raw tool names are shown to the model.
+    pub include_tools: Option<Vec<String>>,
+    /// `excludeTools`: raw tool names never shown to the model.
+    pub exclude_tools: Vec<String>,
+    /// Set by the source merge (not a config key) for a server of a project file the user has
+    /// not trusted: why it is not started. Such a server also has `enabled: false`, so nothing
+    /// starts it; it is shown as `untrusted` with this reason.
+    pub untrusted: Option<String>,
+}
+
+/// A configuration problem, naming where it is and what to change.
+#[derive(Debug, thiserror::Error)]
+#[error("{location}: {message}")]
+pub struct ConfigError {
+    /// Where: the file, and the server and key when there is one.
+    pub location: String,
+    /// What is wrong and what to change.
+    pub message: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    #[serde(rename = "mcpServers", default)]
+    mcp_servers: BTreeMap<String, serde_json::Value>,
+    #[serde(rename = "metadataLimits", default)]
+    metadata_limits: Option<serde_json::Value>,
+    #[serde(default)]
+    exposure: Option<serde_json::Value>,
+    #[serde(default)]
+    permissions: Option<serde_json::Value>,
+    #[serde(default)]
+    output: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawServer {
+    command: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    cwd: Option<String>,
+    inherit_env: Option<bool>,
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    url: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    enabled: Option<bool>,
+    startup_timeout_sec: Option<f64>,
+    tool_timeout_sec: Option<f64>,
+    max_message_bytes: Option<u64>,
+    include_tools: Option<Vec<String>>,
+    #[serde(default)]
+    exclude_tools: Vec<String>,
+    oauth: Option<serde_json::Value>,
+}
+
+/// A server's `oauth` object as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawOAuth {
+    grant: Option<String>,
+    client_id: Option<String>,
+    client_secret: Option<String>,
+    client_metadata_url: Option<String>,
+    private_key_file: Option<String>,
+    private_key: Option<String>,
+    signing_algorithm: Option<String>,
+    #[serde(default)]
+    scopes: Vec<String>,
+    assertion_file: Option<String>,
+    assertion_env: Option<String>,
+    idp_token_endpoint: Option<String>,
+    idp_client_id: Option<String>,
+    idp_client_secret: Option<String>,
+    id_token_file: Option<String>,
+    id_token_env: Option<String>,
+}
+
+impl Config {
+    /// Reads and validates a config file, expanding `${VAR}` from the process environment.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            location: path.display().to_string(),
+            message: format!("cannot read the config file: {e}"),
+        })?;
+        Self::parse(&text, path, &|name| std::env::var(name).ok())
+    }
+
+    /// Parses config text; `lookup` resolves `${VAR}` references.
+    pub fn parse(
+        text: &str,
+        path: &Path,
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        let file = path.display().to_string();
+        let raw: RawFile = serde_json::from_str(text).map_err(|e| ConfigError {
+            location: file.clone(),
+            message: format!("{e} (expected {{\"mcpServers\": {{\"NAME\": {{...}}}}}})"),
+        })?;
+        let mut servers = BTreeMap::new();
+        for (name, value) in raw.mcp_servers {
+            let location = format!("{file}: server \"{name}\"");
+            if name.trim().is_empty() {
+                return Err(ConfigError {
+                    location,
+                    message: "server names must not be empty".into(),
+                });
+            }
+            if !mcp_harness_catalog::naming::is_unambiguous_server_name(&name) {
+                return Err(ConfigError {
+                    location,
+                    message: format!(
+                        "server names must not contain `__` (two underscores) nor end with `_`: \
+                         the model sees tools as `mcp__<server>__<tool>`, so this server's tools \
+                         could take the names of another server's tools; rename the server key, \
+                         e.g. to \"{}\"",
+                        mcp_harness_catalog::naming::suggest_server_name(&name)
+                    ),
+                });
+            }
+            let server: RawServer = serde_json::from_value(value).map_err(|e| ConfigError {
+                location: location.clone(),
+                message: e.to_string(),
+            })?;
+            let base = path.parent().unwrap_or(Path::new("."));
+            let config =
+                server_config(&name, server, lookup, base).map_err(|message| ConfigError {
+                    location: location.clone(),
+                    message,
+                })?;
+            servers.insert(name, config);
+        }
+        let metadata_limits = match raw.metadata_limits {
+            None => MetadataLimits::default(),
+            Some(v) => serde_json::from_value(v).map_err(|e| ConfigError {
+                location: format!("{file}: metadataLimits"),
+                message: e.to_string(),
+            })?,
+        };
+        let exposure = section(&file, "exposure", raw.exposure)?;
+        let permissions = section(&file, "permissions", raw.permissions)?;
+        let output = section(&file, "output", raw.output)?;
+        Ok(Config {
+            servers,
+            source: Some(path.to_path_buf()),
+            metadata_limits,
+            exposure,
+            permissions,
+            output,
+        })
+    }
+}
+
+/// Parses an optional top-level section, naming it in errors.
+fn section<T: serde::de::DeserializeOwned + Default>(
+    file: &str,
+    key: &str,
+    value: Option<serde_json::Value>,
+) -> Result<T, ConfigError> {
+    match value {
+        None => Ok(T::default()),
+        Some(v) => serde_json::from_value(v).map_err(|e| ConfigError {
+            location: format!("{file}: {key}"),
+            message: e.to_string(),
+        }),
+    }
+}
+
+/// The expanded `url` and `headers` of a remote (HTTP or SSE) server, refusing stdio keys.
+fn remote(
+    raw: &RawServer,
+    url: &str,
+    ex: &dyn Fn(&str, &str) -> Result<String, String>,
+) -> Result<(String, BTreeMap<String, String>), String> {
+    if !raw.args.is_empty() || !raw.env.is_empty() || raw.cwd.is_some() || raw.inherit_env.is_some()
+    {
+        return Err(
+            "`args`, `env`, `cwd` and `inheritEnv` apply to stdio servers only; this one has a `url`"
+                .into(),
+        );
+    }
+    let mut headers = BTreeMap::new();
+    for (k, v) in &raw.headers {
+        headers.insert(k.clone(), ex(&format!("headers.{k}"), v)?);
+    }
+    Ok((ex("url", url)?, headers))
+}
+
+/// The `oauth` object of an http server. Secrets (`clientSecret`, `privateKey`) are expanded
+/// but never quoted in an error.
+fn oauth_config(
+    value: serde_json::Value,
+    lookup: &dyn Fn(&str) -> Option<String>,
+    base: &Path,
+) -> Result<OAuthConfig, String> {
+    // serde_json's messages quote keys and types, never string values.
+    let raw: RawOAuth = serde_json::from_value(value).map_err(|e| format!("`oauth`: {e}"))?;
+    let ex = |key: &str, v: &str| expand(v, lookup).map_err(|e| format!("`oauth.{key}`: {e}"));
+    let secret = |key: &str, v: &str| {
+        expand(v, lookup).map_err(|e| {
+            // Only a malformed reference is quoted in a message (never an unset variable's
+            // name with the value around it): in a secret, not when the quote is the value.
+            if matches!(
+                e,
+                ExpandError::Invalid { .. } | ExpandError::Unterminated { .. }
+            ) && e.to_string().contains(v)
+            {
+                format!("`oauth.{key}`: a `${{` reference in it is malformed")
+            } else {
+                format!("`oauth.{key}`: {e}")
+            }
+        })
+    };
+    let opt = |key: &str, v: &Option<String>, f: &dyn Fn(&str, &str) -> Result<String, String>| {
+        v.as_deref()
+            .map(|v| f(key, v))
+            .transpose()
+            .map(|v| v.filter(|v| !v.is_empty()))
+    };
+    let client_id = opt("clientId", &raw.client_id, &ex)?;
+    let client_secret = opt("clientSecret", &raw.client_secret, &secret)?;
+    let client_metadata_url = opt("clientMetadataUrl", &raw.client_metadata_url, &ex)?;
+    let private_key_file = opt("privateKeyFile", &raw.private_key_file, &ex)?;
+    let private_key = opt("privateKey", &raw.private_key, &secret)?;
+    let scopes = raw
+        .scopes
+        .iter()
+        .enumerate()
+        .map(|(i, s)| ex(&format!("scopes[{i}]"), s))
+        .collect::<Result<Vec<_>, _>>()?;
+    let algorithm = match raw.signing_algorithm.as_deref() {
+        None => None,
+        Some(a) => Some(JwtAlgorithm::parse(a).ok_or_else(|| {
+            format!("`oauth.signingAlgorithm` \"{a}\" is not supported; use \"ES256\" or \"RS256\"")
+        })?),
+    };
+    let assertion_file = opt("assertionFile", &raw.assertion_file, &ex)?;
+    let assertion_env = opt("assertionEnv", &raw.assertion_env, &ex)?;
+    let idp_token_endpoint = opt("idpTokenEndpoint", &raw.idp_token_endpoint, &ex)?;
+    let idp_client_id = opt("idpClientId", &raw.idp_client_id, &ex)?;
+    let idp_client_secret = opt("idpClientSecret", &raw.idp_client_secret, &secret)?;
+    let id_token_file = opt("idTokenFile", &raw.id_token_file, &ex)?;
+    let id_token_env = opt("idTokenEnv", &raw.id_token_env, &ex)?;
+    let grant = raw.grant.as_deref().unwrap_or("authorization_code");
+    // Keys that belong to one grant only.
+    let owned: [(&str, bool, &[&str]); 11] = [
+        (
+            "privateKeyFile",
+            private_key_file.is_some(),
+            &["client_credentials", "jwt_bearer", "enterprise_managed"],
+        ),
+        (
+            "privateKey",
+            private_key.is_some(),
+            &["client_credentials", "jwt_bearer", "enterprise_managed"],
+        ),
+        (
+            "signingAlgorithm",
+            algorithm.is_some(),
+            &["client_credentials", "jwt_bearer", "enterprise_managed"],
+        ),
+        (
+            "clientMetadataUrl",
+            client_metadata_url.is_some(),
+            &["authorization_code"],
+        ),
+        ("assertionFile", assertion_file.is_some(), &["jwt_bearer"]),
+        ("assertionEnv", assertion_env.is_some(), &["jwt_bearer"]),
+        (
+            "idpTokenEndpoint",
+            idp_token_endpoint.is_some(),
+            &["enterprise_managed"],
+        ),
+        (
+            "idpClientId",
+            idp_client_id.is_some(),
+            &["enterprise_managed"],
+        ),
+        (
+            "idpClientSecret",
+            idp_client_secret.is_some(),
+            &["enterprise_managed"],
+        ),
+        (
+            "idTokenFile",
+            id_token_file.is_some(),
+            &["enterprise_managed"],
+        ),
+        (
+            "idTokenEnv",
+            id_token_env.is_some(),
+            &["enterprise_managed"],
+        ),
+    ];
+    let known = [
+        "authorization_code",
+        "client_credentials",
+        "jwt_bearer",
+        "enterprise_managed",
+    ];
+    if !known.contains(&grant) {
+        return Err(format!(
+            "`oauth.grant` \"{grant}\" is unknown; use \"authorization_code\" (a user logs in), \
+             \"client_credentials\" (machine to machine), \"jwt_bearer\" (a workload's JWT, \
+             workload identity federation) or \"enterprise_managed\" (an ID token exchanged at \
+             the enterprise identity provider, SEP-990)"
+        ));
+    }
+    for (key, set, grants) in owned {
+        if set && !grants.contains(&grant) {
+            let with: Vec<String> = grants.iter().map(|g| format!("\"{g}\"")).collect();
+            return Err(format!(
+                "`oauth.{key}` is for `\"grant\"`: {} only, not \"{grant}\"",
+                with.join(", ")
+            ));
+        }
+    }
+    /// One of a file and an environment variable, for a JWT read at each use.
+    fn jwt_source(
+        base: &Path,
+        keys: &str,
+        file: Option<String>,
+        env: Option<String>,
+        grant: &str,
+    ) -> Result<JwtSource, String> {
+        match (file, env) {
+            (Some(file), None) => Ok(JwtSource::File(base.join(file))),
+            (None, Some(var)) => Ok(JwtSource::Env(var)),
+            (None, None) => Err(format!(
+                "`\"grant\": \"{grant}\"` needs `oauth.{keys}File` (a file holding the JWT, read \
+                 at each token request) or `oauth.{keys}Env` (the name of an environment \
+                 variable holding it)"
+            )),
+            (Some(_), Some(_)) => Err(format!(
+                "set only one of `oauth.{keys}File` and `oauth.{keys}Env`"
+            )),
+        }
+    }
+    if grant == "authorization_code" {
+        return Ok(OAuthConfig::AuthorizationCode {
+            client_id,
+            client_secret,
+            client_metadata_url,
+            scopes,
+        });
+    }
+    let grant = match grant {
+        "client_credentials" => Grant::ClientCredentials,
+        "jwt_bearer" => Grant::JwtBearer(jwt_source(
+            base,
+            "assertion",
+            assertion_file,
+            assertion_env,
+            grant,
+        )?),
+        _ => {
+            let token_endpoint = idp_token_endpoint.ok_or(
+                "`oauth.idpTokenEndpoint` (the enterprise identity provider's token endpoint) is \
+                 required with `\"grant\": \"enterprise_managed\"`",
+            )?;
+            if !(token_endpoint.starts_with("https://") || token_endpoint.starts_with("http://")) {
+                return Err("`oauth.idpTokenEndpoint` is not an https URL".into());
+            }
+            if idp_client_secret.is_some() && idp_client_id.is_none() {
+                return Err("`oauth.idpClientSecret` needs `oauth.idpClientId`".into());
+            }
+            Grant::EnterpriseManaged(Box::new(IdentityProvider {
+                token_endpoint,
+                client_id: idp_client_id,
+                client_secret: idp_client_secret,
+                id_token: jwt_source(base, "idToken", id_token_file, id_token_env, grant)?,
+            }))
+        }
+    };
+    let name = grant.name();
+    let client_id = match client_id {
+        Some(id) => id,
+        // A workload's JWT may be all the authorization server needs to know who asks.
+        None if matches!(grant, Grant::JwtBearer(_)) => String::new(),
+        None => {
+            return Err(format!(
+                "`oauth.clientId` is required with `\"grant\": \"{name}\"`"
+            ));
+        }
+    };
+    let auth = match (client_secret, private_key_file, private_key) {
+        (Some(secret), None, None) => {
+            if algorithm.is_some() {
+                return Err("`oauth.signingAlgorithm` goes with a private key \
+                            (`oauth.privateKeyFile` or `oauth.privateKey`), not a secret"
+                    .into());
+            }
+            ClientAuth::Secret(secret)
+        }
+        (None, Some(file), None) => ClientAuth::PrivateKey {
+            key: PrivateKey::File(base.join(file)),
+            algorithm,
+        },
+        (None, None, Some(pem)) => ClientAuth::PrivateKey {
+            key: PrivateKey::Pem(pem),
+            algorithm,
+        },
+        (None, None, None) if !matches!(grant, Grant::ClientCredentials) => {
+            if algorithm.is_some() {
+                return Err("`oauth.signingAlgorithm` goes with a private key \
+                            (`oauth.privateKeyFile` or `oauth.privateKey`)"
+                    .into());
+            }
+            ClientAuth::None
+        }
+        (None, None, None) => {
+            return Err(
+                "`\"grant\": \"client_credentials\"` needs `oauth.clientSecret` \
+                        (HTTP Basic) or a private key (`oauth.privateKeyFile` or \
+                        `oauth.privateKey`, signed JWT assertions)"
+                    .into(),
+            );
+        }
+        _ => {
+            return Err(
+                "set only one of `oauth.clientSecret`, `oauth.privateKeyFile` and \
+                        `oauth.privateKey`"
+                    .into(),
+            );
+        }
+    };
+    if client_id.is_empty() && !matches!(auth, ClientAuth::None) {
+        return Err(format!(
+            "`oauth.clientId` is required to authenticate the client with `\"grant\": \"{name}\"`"
+        ));
+    }
+    Ok(OAuthConfig::ClientCredentials(ClientCredentials {
+        client_id,
+        auth,
+        scopes,
+        grant,
+    }))
+}
+
+fn server_config(
+    name: &str,
+    raw: RawServer,
+    lookup: &dyn Fn(&str) -> Option<String>,
+    base: &Path,
+) -> Result<ServerConfig, String> {
+    let ex = |key: &str, v: &str| expand(v, lookup).map_err(|e| format!("`{key}`: {e}"));
+    let transport = match (raw.kind.as_deref(), &raw.command, &raw.url) {
+        (Some("sse"), command, url) => {
+            let (None, Some(url)) = (command, url) else {
+                return Err("`type: \"sse\"` (legacy HTTP+SSE) takes a `url` (and `headers`), not a `command`".into());
+            };
+            let (url, headers) = remote(&raw, url, &ex)?;
+            TransportConfig::LegacySse { url, headers }
+        }
+        (Some(kind), _, _)
+            if !matches!(
+                kind,
+                "stdio" | "http" | "streamable-http" | "streamableHttp"
+            ) =>
+        {
+            return Err(format!(
+                "`type` \"{kind}\" is unknown; use \"stdio\", \"http\" or \"sse\""
+            ));
+        }
+        (_, Some(_), Some(_)) => {
+            return Err("set either `command` (stdio) or `url` (http), not both".into());
+        }
+        (Some("stdio") | None, Some(command), None) => {
+            let mut env = BTreeMap::new();
+            for (k, v) in &raw.env {
+                env.insert(k.clone(), ex(&format!("env.{k}"), v)?);
+            }
+            TransportConfig::Stdio(StdioSpec {
+                command: ex("command", command)?,
+                args: raw
+                    .args
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| ex(&format!("args[{i}]"), a))
+                    .collect::<Result<_, _>>()?,
+                env,
+                cwd: raw
+                    .cwd
+                    .as_deref()
+                    .map(|c| ex("cwd", c))
+                    .transpose()?
+                    .map(PathBuf::from),
+                inherit_env: raw.inherit_env.unwrap_or(true),
+            })
+        }
+        (Some("stdio"), None, _) => return Err("`type: \"stdio\"` needs a `command`".into()),
+        (_, None, Some(url)) => {
+            if raw.kind.as_deref() == Some("stdio") {
+                return Err("`type: \"stdio\"` takes a `command`, not a `url`".into());
+            }
+            let (url, headers) = remote(&raw, url, &ex)?;
+            let oauth = raw
+                .oauth
+                .clone()
+                .map(|v| oauth_config(v, lookup, base))
+                .transpose()?;
+            TransportConfig::StreamableHttp {
+                url,
+                headers,
+                oauth,
+            }
+        }
+        (_, Some(_), None) => {
+            return Err(
+                "a server with a `command` is a stdio server; remove `type` or set it to \"stdio\""
+                    .into(),
+            );
+        }
+        (_, None, None) => {
+            return Err(
+                "set `command` (a stdio server) or `url` (a Streamable HTTP server)".into(),
+            );
+        }
+    };
+    if raw.oauth.is_some() && !matches!(transport, TransportConfig::StreamableHttp { .. }) {
+        return Err("`oauth` applies to Streamable HTTP servers only (`type: \"http\"`)".into());
+    }
+    if matches!(transport, TransportConfig::Stdio(_)) && !raw.headers.is_empty() {
+        return Err("`headers` apply to http servers only; this one has a `command`".into());
+    }
+    Ok(ServerConfig {
+        name: name.to_string(),
+        transport,
+        enabled: raw.enabled.unwrap_or(true),
+        startup_timeout: seconds(
+            "startupTimeoutSec",
+            raw.startup_timeout_sec,
+            DEFAULT_STARTUP_TIMEOUT,
+        )?,
+        tool_timeout: seconds("toolTimeoutSec", raw.tool_timeout_sec, DEFAULT_TOOL_TIMEOUT)?,
+        max_message_bytes: message_bytes(raw.max_message_bytes)?,
+        include_tools: raw.include_tools,
+        exclude_tools: raw.exclude_tools,
+        untrusted: None,
+    })
+}
+
+/// `maxMessageBytes`: from 1 KiB to 1 GiB; the memory one message may take while read.
+fn message_bytes(value: Option<u64>) -> Result<usize, String> {
+    const RANGE: std::ops::RangeInclusive<u64> = 1024..=(1 << 30);
+    match value {
+        None => Ok(mcp_harness_transport::DEFAULT_MAX_MESSAGE_BYTES),
+        Some(v) if RANGE.contains(&v) => Ok(v as usize),
+        Some(v) => Err(format!(
+            "`maxMessageBytes` must be a number of bytes between 1024 and 1073741824, not {v}"
+        )),
+    }
+}
+
+fn seconds(key: &str, value: Option<f64>, default: Duration) -> Result<Duration, String> {
+    match value {
+        None => Ok(default),
+        Some(v) if v.is_finite() && v > 0.0 && v <= 86_400.0 => Ok(Duration::from_secs_f64(v)),
+        Some(v) => Err(format!(
+            "`{key}` must be a number of seconds between 0 and 86400, not {v}"
+        )),
+    }
+}
+
+/// Why a `${VAR}` reference could not be expanded. No variant holds a variable's value; only
+/// [`ExpandError::Invalid`] quotes text of the value (the malformed reference itself), so a
+/// caller expanding a secret says less.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ExpandError {
+    /// A `${` without its `}`; `at` is the 1-based character position of the `$`.
+    #[error("unterminated `${{` at character {at} of the value (close it with `}}`)")]
+    Unterminated { at: usize },
+    /// `${body}` is not a variable name (with an optional `:-default`).
+    #[error("`${{{body}}}` is not a valid variable reference")]
+    Invalid { body: String },
+    /// The variable is not set and the reference has no default.
+    #[error("environment variable {var} is not set (set it, or write ${{{var}:-default}})")]
+    Unset { var: String },
+}
+
+/// Expands `${VAR}` and `${VAR:-default}`; `$$` is not special. An unset variable without a
+/// default is an error naming the variable (never its value).
+pub(crate) fn expand(
+    input: &str,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<String, ExpandError> {
+    let mut out = String::with_capacity(input.len());
+    let mut rest = input;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else {
+            // The value is never quoted: it may hold a secret next to the typo.
+            let at = input.len() - rest.len() + start;
+            return Err(ExpandError::Unterminated {
+                at: input[..at].chars().count() + 1,
+            });
+        };
+        let body = &after[..end];
+        let (var, default) = match body.split_once(":-") {
+            Some((v, d)) => (v, Some(d)),
+            None => (body, None),
+        };
+        if var.is_empty() || !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(ExpandError::Invalid {
+                body: body.to_string(),
+            });
+        }
+        match (
+            lookup(var).filter(|v| !v.is_empty() || default.is_none()),
+            default,
+        ) {
+            (Some(value), _) => out.push_str(&value),
+            (None, Some(d)) => out.push_str(d),
+            (None, None) => {
+                return Err(ExpandError::Unset {
+                    var: var.to_string(),
+                });
+            }
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_message_bytes_defaults_to_64_mib_is_bounded_and_the_undecodable_marker_is_shared() {
+        assert_eq!(message_bytes(None), Ok(64 << 20));
+        assert_eq!(message_bytes(Some(2048)), Ok(2048));
+        let e = message_bytes(Some(10)).unwrap_err();
+        assert!(e.contains("`maxMessageBytes`"), "{e}");
+        // The transport marks undecodable listing entries with the key the catalog hides.
+        assert_eq!(
+            mcp_harness_transport::inbound::UNDECODABLE_META_KEY,
+            mcp_harness_catalog::sanitize::UNDECODABLE_META_KEY
+        );
+    }
+
+    fn env(name: &str) -> Option<String> {
+        match name {
+            "HOME" => Some("/home/u".into()),
+            "TOKEN" => Some("s3cret".into()),
+            "EMPTY" => Some(String::new()),
+            _ => None,
+        }
+    }
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, Path::new("/p/.mcp.json"), &env)
+    }
+
+    /// Issue 13 point 5: server `x` tool `y__z` and server `x__y` tool `z` were both
+    /// `mcp__x__y__z`, and one of them vanished.
+    #[test]
+    fn server_names_with_double_underscores_are_refused_with_the_fix() {
+        let err = parse(r#"{"mcpServers": {"x__y": {"command": "srv"}}}"#).unwrap_err();
+        assert_eq!(err.location, "/p/.mcp.json: server \"x__y\"");
+        assert!(
+            err.message.contains("must not contain `__`")
+                && err
+                    .message
+                    .contains("rename the server key, e.g. to \"x-y\""),
+            "{}",
+            err.message
+        );
+        let err = parse(r#"{"mcpServers": {"a___b": {"command": "srv"}}}"#).unwrap_err();
+        assert!(err.message.contains("\"a-_b\""), "{}", err.message);
+        let err = parse(r#"{"mcpServers": {"x_": {"command": "srv"}}}"#).unwrap_err();
+        assert!(err.message.contains("nor end with `_`"), "{}", err.message);
+        // One underscore, or underscores apart, are fine.
+        assert!(
+            parse(r#"{"mcpServers": {"x_y_z": {"command": "srv"}, "_x": {"command": "srv"}}}"#)
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn expands_variables_and_defaults() {
+        assert_eq!(expand("${HOME}/x", &env).as_deref(), Ok("/home/u/x"));
+        assert_eq!(expand("${NOPE:-dflt}", &env).as_deref(), Ok("dflt"));
+        assert_eq!(expand("${EMPTY:-dflt}", &env).as_deref(), Ok("dflt"));
+        assert_eq!(
+            expand("a${TOKEN}b${HOME}", &env).as_deref(),
+            Ok("as3cretb/home/u")
+        );
+        let err = expand("${NOPE}", &env).unwrap_err().to_string();
+        assert!(err.contains("NOPE") && err.contains(":-default"), "{err}");
+        assert!(expand("${oops", &env).is_err());
+    }
+
+    #[test]
+    fn reads_the_claude_code_format() {
+        let c = parse(r#"{"mcpServers": {
+            "fs": {"command": "npx", "args": ["-y", "srv", "${HOME}"], "env": {"T": "${TOKEN}"}},
+            "web": {"type": "http", "url": "https://example.test/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}, "toolTimeoutSec": 5},
+            "off": {"command": "x", "enabled": false, "startupTimeoutSec": 2.5}
+        }}"#).expect("valid");
+        let TransportConfig::Stdio(fs) = &c.servers["fs"].transport else {
+            panic!("stdio")
+        };
+        assert_eq!(fs.args, vec!["-y", "srv", "/home/u"]);
+        assert_eq!(fs.env["T"], "s3cret");
+        let TransportConfig::StreamableHttp { headers, .. } = &c.servers["web"].transport else {
+            panic!("http")
+        };
+        assert_eq!(headers["Authorization"], "Bearer s3cret");
+        assert_eq!(c.servers["web"].tool_timeout, Duration::from_secs(5));
+        assert!(!c.servers["off"].enabled);
+        assert_eq!(
+            c.servers["off"].startup_timeout,
+            Duration::from_millis(2500)
+        );
+    }
+
+    #[test]
+    fn a_malformed_reference_that_is_the_whole_secret_is_not_quoted() {
+        let config = |secret: &str| {
+            format!(
+                r#"{{"mcpServers": {{"web": {{"type": "http", "url": "https://example.test/mcp",
+                "oauth": {{"clientId": "c", "clientSecret": "{secret}"}}}}}}}}"#
+            )
+        };
+        let err = parse(&config("${not a var}")).expect_err("malformed");
+        assert!(
+            err.message
+                .contains("`oauth.clientSecret`: a `${` reference in it is malformed"),
+            "{}",
+            err.message
+        );
+        assert!(!err.message.contains("not a var"), "{}", err.message);
+        // An unset variable is named, with no value around it.
+        let err = parse(&config("${NOT_SET_ANYWHERE}")).expect_err("unset");
+        assert!(
+            err.message
+                .contains("environment variable NOT_SET_ANYWHERE is not set"),
+            "{}",
+            err.message
+        );
+    }
+
+    #[test]
+    fn reads_legacy_sse_servers() {
+        let c = parse(
+            r#"{"mcpServers": {"old": {"type": "sse", "url": "${SSE_URL:-http://127.0.0.1:3001/sse}", "headers": {"Authorization": "Bearer ${TOKEN}"}}}}"#,
+        )
+        .expect("valid");
+        let old = &c.servers["old"].transport;
+        assert_eq!(
+            old,
+            &TransportConfig::LegacySse {
+                url: "http://127.0.0.1:3001/sse".into(),
+                headers: BTreeMap::from([("Authorization".into(), "Bearer s3cret".into())]),
+            }
+        );
+        assert_eq!(old.kind(), "sse");
+        let err = parse(r#"{"mcpServers": {"a": {"type": "sse", "url": "http://h", "headers": {"X": "${NOPE}"}}}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("headers.X") && err.contains("NOPE"), "{err}");
+    }
+
+    #[test]
+    fn unknown_keys_name_file_server_and_key() {
+        let err = parse(r#"{"mcpServers": {"fs": {"comand": "npx"}}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("/p/.mcp.json") && err.contains("\"fs\"") && err.contains("comand"),
+            "{err}"
+        );
+        let err = parse(r#"{"mcpServer": {}}"#).unwrap_err().to_string();
+        assert!(err.contains("mcpServer"), "{err}");
+    }
+
+    #[test]
+    fn transport_mistakes_are_explained() {
+        for (text, needle) in [
+            (r#"{"mcpServers": {"a": {}}}"#, "set `command`"),
+            (
+                r#"{"mcpServers": {"a": {"command": "x", "url": "http://h"}}}"#,
+                "not both",
+            ),
+            (
+                r#"{"mcpServers": {"a": {"type": "sse", "command": "x"}}}"#,
+                "legacy",
+            ),
+            (r#"{"mcpServers": {"a": {"type": "sse"}}}"#, "takes a `url`"),
+            (
+                r#"{"mcpServers": {"a": {"type": "sse", "url": "http://h", "args": ["x"]}}}"#,
+                "stdio servers only",
+            ),
+            (
+                r#"{"mcpServers": {"a": {"type": "carrier-pigeon", "url": "http://h"}}}"#,
+                "unknown",
+            ),
+            (
+                r#"{"mcpServers": {"a": {"url": "http://h", "env": {"A": "1"}}}}"#,
+                "stdio servers only",
+            ),
+            (
+                r#"{"mcpServers": {"a": {"command": "x", "toolTimeoutSec": -1}}}"#,
+                "toolTimeoutSec",
+            ),
+            (
+                r#"{"mcpServers": {"a": {"command": "${MISSING}"}}}"#,
+                "MISSING",
+            ),
+        ] {
+            let err = parse(text).unwrap_err().to_string();
+            assert!(err.contains(needle), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn metadata_limits_are_configurable_and_checked() {
+        let c = parse(r#"{"mcpServers": {}, "metadataLimits": {"maxDescriptionChars": 100}}"#)
+            .expect("valid");
+        assert_eq!(c.metadata_limits.max_description_chars, 100);
+        assert_eq!(
+            c.metadata_limits.max_name_chars,
+            MetadataLimits::default().max_name_chars
+        );
+        let err = parse(r#"{"metadataLimits": {"maxDescriptionChar": 1}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("metadataLimits") && err.contains("maxDescriptionChar"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn exposure_and_permissions_sections() {
+        let c = parse(
+            r#"{"mcpServers": {}, "exposure": {"maxTools": 5, "toolSearch": "on"},
+            "permissions": {"allow": ["mcp__a__*"], "deny": ["mcp__a__rm"]}}"#,
+        )
+        .expect("valid");
+        assert_eq!(c.exposure.max_tools, 5);
+        assert_eq!(c.permissions.rules().len(), 2);
+        let err = parse(r#"{"permissions": {"alow": []}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("permissions") && err.contains("alow"), "{err}");
+    }
+
+    #[test]
+    fn inherit_env_is_a_stdio_key_defaulting_to_true() {
+        let c = parse(r#"{"mcpServers": {"a": {"command": "x"}, "b": {"command": "x", "inheritEnv": false}}}"#)
+            .expect("valid");
+        let inherit = |n: &str| match &c.servers[n].transport {
+            TransportConfig::Stdio(spec) => spec.inherit_env,
+            _ => panic!("stdio"),
+        };
+        assert!(inherit("a") && !inherit("b"));
+        let err = parse(r#"{"mcpServers": {"a": {"url": "http://h", "inheritEnv": false}}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("inheritEnv"), "{err}");
+    }
+
+    #[test]
+    fn secrets_do_not_leak_into_errors() {
+        let err = parse(r#"{"mcpServers": {"a": {"url": "http://h", "headers": {"X": "${TOKEN}"}, "bogus": 1}}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains("s3cret"), "{err}");
+    }
+}

@@ -1,0 +1,91 @@
+//! `mcpServers` files: our own format, Claude Code (`.mcp.json`, `~/.claude.json`) and Claude
+//! Desktop (`claude_desktop_config.json`).
+//!
+//! Invariant: these share our own server keys, so a server is copied as written (references
+//! unexpanded) and [`Config::parse`](crate::Config::parse) rejects any key that is neither ours
+//! nor one of [`IGNORED_KEYS`], which Claude Code documents and the harness does not use.
+
+use serde_json::{Map, Value};
+
+use super::converted::{Converted, Format, server_objects};
+use super::policy::Policy;
+use crate::config::ConfigError;
+
+/// Server keys Claude Code documents that the harness does not use, with why.
+pub(super) const IGNORED_KEYS: &[&str] = &["headersHelper", "oauth"];
+
+const IGNORED: &[(&str, &str)] = &[
+    (
+        "headersHelper",
+        "a Claude Code command that prints headers; set `headers` with ${VAR} instead",
+    ),
+    (
+        "oauth",
+        "Claude Code's OAuth client settings; mcp-harness does not run OAuth from the config yet",
+    ),
+];
+
+/// Top-level keys of our own format besides `mcpServers` (validated by `Config::parse`).
+pub(super) const HARNESS_SECTIONS: &[&str] = &[
+    "mcpServers",
+    "metadataLimits",
+    "exposure",
+    "permissions",
+    "output",
+    "allowedServers",
+    "deniedServers",
+    "remoteSources",
+    "trustProjectPermissions",
+];
+
+/// Converts an `mcpServers` file. With `host_settings` (Claude Desktop's config, Claude Code's
+/// `~/.claude.json`) the file is the host's whole settings: only `mcpServers` is read.
+pub(super) fn convert(
+    format: Format,
+    file: &str,
+    mut root: Map<String, Value>,
+    host_settings: bool,
+) -> Result<Converted, ConfigError> {
+    let mut out = Converted::new(format);
+    let servers = server_objects(file, "mcpServers", root.remove("mcpServers"))?;
+    let mut document = Map::new();
+    if format == Format::Harness {
+        let allowed = root.remove("allowedServers");
+        let denied = root.remove("deniedServers");
+        if allowed.is_some() || denied.is_some() {
+            out.policy = Some(Policy::from_json(file, allowed, denied)?);
+        }
+        if let Some(remote) = root.remove("remoteSources") {
+            out.remote = Some(super::remote::RemoteSource::list_from_json(file, remote)?);
+        }
+        match root.remove("trustProjectPermissions") {
+            None => {}
+            Some(Value::Bool(on)) => out.trust_project_permissions = Some(on),
+            Some(_) => {
+                return Err(ConfigError {
+                    location: format!("{file}: trustProjectPermissions"),
+                    message: "must be true or false".into(),
+                });
+            }
+        }
+    }
+    if !host_settings {
+        // Everything else is a section of ours; `Config::parse` rejects unknown keys by name.
+        document.extend(root);
+    }
+    let mut canonical = Map::new();
+    for (name, mut server) in servers {
+        if format != Format::Harness {
+            for (key, why) in IGNORED {
+                if server.remove(*key).is_some() {
+                    out.notes
+                        .push(format!("server \"{name}\": `{key}` ignored ({why})"));
+                }
+            }
+        }
+        canonical.insert(name, Value::Object(server));
+    }
+    document.insert("mcpServers".into(), Value::Object(canonical));
+    out.document = Value::Object(document);
+    Ok(out)
+}

@@ -1,0 +1,363 @@
+//! Remote config sources (R2): HTTPS endpoints, listed in the user config under
+//! `remoteSources`, that answer with more servers (`{"mcpServers": {...}}` in our format).
+//!
+//! ```json
+//! "remoteSources": [
+//!   { "url": "https://mcp.example.com/servers.json", "timeoutSec": 10,
+//!     "headers": { "Authorization": "Bearer ${TEAM_TOKEN}" }, "allowStdio": false }
+//! ]
+//! ```
+//!
+//! Invariants:
+//! - remote sources are a managed setting: read only from the user config, never from a
+//!   project file (a cloned repository must not make the harness fetch and run servers);
+//! - they are fetched concurrently with, and never ahead of, the local servers' connections:
+//!   local sources are merged and connected first, remote servers join as a second batch
+//!   ([`crate::Runtime::join_remote_sources`]) through the same desired-state path as a config
+//!   edit, so an unchanged local server keeps its connection;
+//! - every fetch is bounded ([`DEFAULT_REMOTE_TIMEOUT`] unless `timeoutSec` says otherwise,
+//!   [`REMOTE_MAX_BYTES`]), https (or http to loopback), redirects not followed;
+//! - a remote source ranks lowest: a local server of the same name replaces it; the user's
+//!   `allowedServers` / `deniedServers` and de-duplication apply to its servers as to any;
+//! - a remote source may define only remote (http, sse) servers unless its entry says
+//!   `"allowStdio": true` — running a command is the user's decision, not the endpoint's;
+//! - a source that fails (unreachable, slow, invalid) adds nothing and changes nothing else; its
+//!   error names `remoteSources[i]` and the URL without its query, never a header value.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use crate::config::{Config, ConfigError, expand};
+
+/// How long a remote source is waited for when its entry gives no `timeoutSec`.
+pub(crate) const DEFAULT_REMOTE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The largest answer read from a remote source.
+pub(crate) const REMOTE_MAX_BYTES: usize = 1 << 20;
+/// The longest `timeoutSec` accepted.
+const MAX_TIMEOUT_SECS: u64 = 120;
+
+/// One entry of `remoteSources`. Header values stay unexpanded (`${VAR}`) until fetched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteSource {
+    /// Its position in `remoteSources`, for messages.
+    pub index: usize,
+    /// `url`: where the `mcpServers` document is fetched (https, or http to loopback).
+    pub url: String,
+    /// `timeoutSec`: the bound of the whole fetch.
+    pub timeout: Duration,
+    /// `headers`, values unexpanded until the fetch.
+    pub headers: BTreeMap<String, String>,
+    /// `allowStdio`: whether the source may define stdio servers.
+    pub allow_stdio: bool,
+}
+
+impl RemoteSource {
+    /// The config key of this entry, e.g. `remoteSources[0]`.
+    pub fn key(&self) -> String {
+        format!("remoteSources[{}]", self.index)
+    }
+
+    /// The URL without user info, query or fragment, for people.
+    pub fn shown_url(&self) -> String {
+        let mut shown = self.url.clone();
+        if let Some(at) = shown.find(['?', '#']) {
+            shown.truncate(at);
+        }
+        if let Some(scheme_end) = shown.find("://") {
+            let rest = &shown[scheme_end + 3..];
+            let host_end = rest.find('/').unwrap_or(rest.len());
+            if let Some(at) = rest[..host_end].rfind('@') {
+                shown = format!("{}{}", &shown[..scheme_end + 3], &rest[at + 1..]);
+            }
+        }
+        shown
+    }
+
+    /// Parses the `remoteSources` value of the user config `file`.
+    pub(super) fn list_from_json(file: &str, value: Value) -> Result<Vec<Self>, ConfigError> {
+        let err = |key: String, message: String| ConfigError {
+            location: format!("{file}: `{key}`"),
+            message,
+        };
+        let Value::Array(items) = value else {
+            return Err(err(
+                "remoteSources".into(),
+                "must be a list of {\"url\": ...} objects".into(),
+            ));
+        };
+        let mut out = Vec::new();
+        for (index, item) in items.into_iter().enumerate() {
+            let key = format!("remoteSources[{index}]");
+            let Value::Object(mut entry) = item else {
+                return Err(err(key, "must be an object with a `url`".into()));
+            };
+            let url = match entry.remove("url") {
+                Some(Value::String(u)) if !u.trim().is_empty() => u,
+                _ => return Err(err(key, "needs a `url` (a non-empty string)".into())),
+            };
+            let timeout = match entry.remove("timeoutSec") {
+                None => DEFAULT_REMOTE_TIMEOUT,
+                Some(v) => match v.as_u64() {
+                    Some(s) if (1..=MAX_TIMEOUT_SECS).contains(&s) => Duration::from_secs(s),
+                    _ => {
+                        return Err(err(
+                            format!("{key}.timeoutSec"),
+                            format!("must be a whole number of seconds, 1 to {MAX_TIMEOUT_SECS}"),
+                        ));
+                    }
+                },
+            };
+            let headers = match entry.remove("headers") {
+                None => BTreeMap::new(),
+                Some(Value::Object(h)) => {
+                    let mut headers = BTreeMap::new();
+                    for (name, value) in h {
+                        let Value::String(value) = value else {
+                            return Err(err(
+                                format!("{key}.headers.{name}"),
+                                "must be a string".into(),
+                            ));
+                        };
+                        headers.insert(name, value);
+                    }
+                    headers
+                }
+                Some(_) => {
+                    return Err(err(
+                        format!("{key}.headers"),
+                        "must be an object of strings".into(),
+                    ));
+                }
+            };
+            let allow_stdio = match entry.remove("allowStdio") {
+                None => false,
+                Some(Value::Bool(b)) => b,
+                Some(_) => {
+                    return Err(err(
+                        format!("{key}.allowStdio"),
+                        "must be true or false".into(),
+                    ));
+                }
+            };
+            if let Some(unknown) = entry.keys().next() {
+                return Err(err(
+                    format!("{key}.{unknown}"),
+                    "unknown key (known: url, timeoutSec, headers, allowStdio)".into(),
+                ));
+            }
+            out.push(Self {
+                index,
+                url,
+                timeout,
+                headers,
+                allow_stdio,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Fetches the source and validates its servers (`${VAR}` expanded through `lookup`).
+    pub async fn fetch(
+        &self,
+        lookup: &(dyn Fn(&str) -> Option<String> + Sync),
+    ) -> Result<RemoteLayer, ConfigError> {
+        let fail = |message: String| ConfigError {
+            location: format!("{} ({})", self.key(), self.shown_url()),
+            message,
+        };
+        let mut headers = BTreeMap::new();
+        for (name, value) in &self.headers {
+            let value =
+                expand(value, lookup).map_err(|e| fail(format!("`headers.{name}`: {e}")))?;
+            headers.insert(name.clone(), value);
+        }
+        let text = mcp_harness_transport::fetch::fetch_text(
+            &self.url,
+            &headers,
+            self.timeout,
+            REMOTE_MAX_BYTES,
+        )
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+        self.parse(&text, lookup)
+    }
+
+    /// Validates a fetched answer: the servers it defines, and notes on what was left out.
+    pub fn parse(
+        &self,
+        text: &str,
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<RemoteLayer, ConfigError> {
+        let location = format!("{} ({})", self.key(), self.shown_url());
+        let fail = |message: String| ConfigError {
+            location: location.clone(),
+            message,
+        };
+        let document: Value =
+            serde_json::from_str(text).map_err(|e| fail(format!("the answer is not JSON: {e}")))?;
+        let Value::Object(mut root) = document else {
+            return Err(fail(
+                "the answer must be an object with `mcpServers`".into(),
+            ));
+        };
+        let servers = match root.remove("mcpServers") {
+            Some(Value::Object(s)) => s,
+            _ => return Err(fail("the answer has no `mcpServers` object".into())),
+        };
+        let mut notes: Vec<String> = root
+            .keys()
+            .map(|k| format!("`{k}` ignored (a remote source provides only servers)"))
+            .collect();
+        let mut canonical = Map::new();
+        canonical.insert("mcpServers".into(), Value::Object(servers));
+        let mut config = Config::parse(
+            &Value::Object(canonical).to_string(),
+            &PathBuf::from(&location),
+            lookup,
+        )?;
+        config.source = None;
+        if !self.allow_stdio {
+            config.servers.retain(|name, server| {
+                let local = !server.transport.is_remote();
+                if local {
+                    notes.push(format!(
+                        "server \"{name}\": not loaded: a remote source may define only http and \
+                         sse servers (set `{}.allowStdio` to true in the user config to allow \
+                         commands)",
+                        self.key()
+                    ));
+                }
+                !local
+            });
+        }
+        Ok(RemoteLayer {
+            source: self.clone(),
+            config,
+            notes,
+        })
+    }
+}
+
+/// What one remote source answered, validated.
+#[derive(Debug, Clone)]
+pub struct RemoteLayer {
+    pub source: RemoteSource,
+    /// Its servers (only `servers` is used).
+    pub config: Config,
+    /// What was left out, and why.
+    pub notes: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn source(allow_stdio: bool) -> RemoteSource {
+        RemoteSource {
+            index: 0,
+            url: "https://user:pw@mcp.example.com/servers.json?key=s3cret".into(),
+            timeout: DEFAULT_REMOTE_TIMEOUT,
+            headers: BTreeMap::new(),
+            allow_stdio,
+        }
+    }
+
+    #[test]
+    fn entries_are_parsed_and_every_bad_key_is_named() {
+        let list = RemoteSource::list_from_json(
+            "u.json",
+            serde_json::json!([
+                {"url": "https://a.example/s.json"},
+                {"url": "https://b.example/s.json", "timeoutSec": 3, "headers": {"X-Team": "${T}"}, "allowStdio": true}
+            ]),
+        )
+        .unwrap();
+        assert_eq!(list[0].timeout, DEFAULT_REMOTE_TIMEOUT);
+        assert!(!list[0].allow_stdio);
+        assert_eq!(list[1].timeout, Duration::from_secs(3));
+        assert_eq!(list[1].headers["X-Team"], "${T}");
+        assert_eq!(list[1].key(), "remoteSources[1]");
+        for (bad, key) in [
+            (serde_json::json!({"url": "x"}), "`remoteSources`"),
+            (serde_json::json!([{}]), "`remoteSources[0]`"),
+            (
+                serde_json::json!([{"url": "x", "timeoutSec": 0}]),
+                "remoteSources[0].timeoutSec",
+            ),
+            (
+                serde_json::json!([{"url": "x", "headers": {"A": 1}}]),
+                "remoteSources[0].headers.A",
+            ),
+            (
+                serde_json::json!([{"url": "x", "allowStdio": "yes"}]),
+                "remoteSources[0].allowStdio",
+            ),
+            (
+                serde_json::json!([{"url": "x", "retries": 3}]),
+                "remoteSources[0].retries",
+            ),
+        ] {
+            let e = RemoteSource::list_from_json("u.json", bad).unwrap_err();
+            assert!(e.to_string().contains(key), "{e} should name {key}");
+        }
+    }
+
+    #[test]
+    fn the_shown_url_drops_credentials_and_query() {
+        assert_eq!(
+            source(false).shown_url(),
+            "https://mcp.example.com/servers.json"
+        );
+    }
+
+    #[test]
+    fn a_remote_source_may_define_commands_only_when_allowed() {
+        let answer = r#"{"mcpServers": {
+            "docs": {"type": "http", "url": "https://docs.example/mcp"},
+            "tool": {"command": "run-me", "args": ["--now"]}
+        }, "permissions": {"allow": ["*"]}}"#;
+        let layer = source(false).parse(answer, &|_| None).unwrap();
+        assert_eq!(layer.config.servers.keys().collect::<Vec<_>>(), ["docs"]);
+        assert!(
+            layer
+                .notes
+                .iter()
+                .any(|n| n.contains("\"tool\"") && n.contains("remoteSources[0].allowStdio")),
+            "{:?}",
+            layer.notes
+        );
+        assert!(
+            layer
+                .notes
+                .iter()
+                .any(|n| n.contains("`permissions` ignored")),
+            "a remote source cannot grant permissions: {:?}",
+            layer.notes
+        );
+        let layer = source(true).parse(answer, &|_| None).unwrap();
+        assert_eq!(layer.config.servers.len(), 2);
+    }
+
+    #[test]
+    fn a_bad_answer_is_an_error_naming_the_source_not_its_secrets() {
+        for answer in [
+            "not json",
+            "[]",
+            r#"{"servers": {}}"#,
+            r#"{"mcpServers": {"x": {"type": "http"}}}"#,
+        ] {
+            let e = source(false)
+                .parse(answer, &|_| None)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("remoteSources[0] (https://mcp.example.com/servers.json)"),
+                "{e}"
+            );
+            assert!(!e.contains("s3cret") && !e.contains("pw@"), "{e}");
+        }
+    }
+}

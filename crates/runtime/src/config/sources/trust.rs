@@ -1,0 +1,280 @@
+//! Trust in project config files. A project's `.mcp.json` / `.mcp-harness.json` comes with the
+//! folder (a cloned repository), not from the user: its servers would run commands of the
+//! repository's choosing. So a project file's servers start only once the user approved that
+//! file's current content, recorded in a [`TrustStore`] (a JSON file beside the user config,
+//! `trusted-projects.json`), and its permission relaxations count only when the user config says
+//! `trustProjectPermissions: true` (see [`super::Sources::merge`]).
+//!
+//! Invariants: a file is trusted exactly when the store holds its canonical path with the
+//! SHA-256 of the bytes read now — any change to the bytes ends the trust, and a store that
+//! cannot be read trusts nothing; the store is written whole to a temporary file (0600) and
+//! renamed, so a crash never leaves half a store; it holds paths and digests, never content.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+/// The store's file name, beside the user config.
+pub(crate) const STORE_FILE: &str = "trusted-projects.json";
+
+/// Where trust decisions are kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrustStore {
+    path: PathBuf,
+}
+
+/// One trusted file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TrustRecord {
+    /// `sha256:` and the lowercase hex digest of the bytes the user approved.
+    pub digest: String,
+    /// When it was trusted (seconds since the Unix epoch).
+    pub trusted_at: u64,
+}
+
+impl TrustRecord {
+    /// Whether `bytes` are exactly what the user approved.
+    pub fn matches(&self, bytes: &[u8]) -> bool {
+        digest(bytes) == self.digest
+    }
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StoreFile {
+    version: u32,
+    /// Trusted files by canonical path.
+    files: BTreeMap<String, TrustRecord>,
+}
+
+/// What the store says about a file's current content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TrustState {
+    /// Trusted with exactly these bytes.
+    Trusted,
+    /// Never trusted (or revoked).
+    Unknown,
+    /// Trusted once, but its content changed since.
+    Changed,
+}
+
+/// Why the store could not be read or written. Names the store file; never file content.
+#[derive(Debug, thiserror::Error)]
+pub enum TrustError {
+    #[error("{}: cannot read the trust store: {source}", .path.display())]
+    /// The store file could not be read.
+    Read {
+        /// The store file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    #[error("{}: the trust store is not valid ({message}); delete it to start over", .path.display())]
+    /// The store file is not a valid store.
+    Corrupt {
+        /// The store file.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+    #[error("{}: cannot write the trust store: {source}", .path.display())]
+    /// The store file could not be written.
+    Write {
+        /// The store file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    #[error("{}: cannot resolve the file's path: {source}", .path.display())]
+    /// The trusted file's path could not be made canonical.
+    Resolve {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+/// `sha256:` and the lowercase hex digest of `bytes`.
+pub(crate) fn digest(bytes: &[u8]) -> String {
+    rmcp::model::sha256_digest(bytes)
+}
+
+impl TrustStore {
+    /// A store kept in `path`.
+    pub fn at(path: impl Into<PathBuf>) -> Self {
+        Self { path: path.into() }
+    }
+
+    /// The store beside `user_config` (`<its folder>/trusted-projects.json`).
+    pub fn beside(user_config: &Path) -> Option<Self> {
+        user_config
+            .parent()
+            .map(|dir| Self::at(dir.join(STORE_FILE)))
+    }
+
+    /// The store's file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn read(&self) -> Result<StoreFile, TrustError> {
+        let text = match std::fs::read_to_string(&self.path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(StoreFile {
+                    version: 1,
+                    files: BTreeMap::new(),
+                });
+            }
+            Err(source) => {
+                return Err(TrustError::Read {
+                    path: self.path.clone(),
+                    source,
+                });
+            }
+        };
+        serde_json::from_str(&text).map_err(|e| TrustError::Corrupt {
+            path: self.path.clone(),
+            message: e.to_string(),
+        })
+    }
+
+    fn write(&self, store: &StoreFile) -> Result<(), TrustError> {
+        let err = |source| TrustError::Write {
+            path: self.path.clone(),
+            source,
+        };
+        if let Some(dir) = self.path.parent() {
+            std::fs::create_dir_all(dir).map_err(err)?;
+        }
+        let text = serde_json::to_string_pretty(store)
+            .map_err(|e| err(std::io::Error::other(e.to_string())))?;
+        let tmp = self
+            .path
+            .with_extension(format!("json.{}.tmp", std::process::id()));
+        {
+            use std::io::Write;
+            let mut options = std::fs::OpenOptions::new();
+            options.write(true).create(true).truncate(true);
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::OpenOptionsExt;
+                options.mode(0o600);
+            }
+            let mut file = options.open(&tmp).map_err(err)?;
+            file.write_all(text.as_bytes()).map_err(err)?;
+            file.sync_all().map_err(err)?;
+        }
+        std::fs::rename(&tmp, &self.path).map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            err(e)
+        })
+    }
+
+    /// What the store says about `file` holding `bytes` now.
+    pub fn state(&self, file: &Path, bytes: &[u8]) -> Result<TrustState, TrustError> {
+        let key = canonical(file)?;
+        Ok(match self.read()?.files.get(&key) {
+            None => TrustState::Unknown,
+            Some(record) if record.digest == digest(bytes) => TrustState::Trusted,
+            Some(_) => TrustState::Changed,
+        })
+    }
+
+    /// Records that the user trusts `file` with exactly `bytes` (what they were shown).
+    pub fn trust(&self, file: &Path, bytes: &[u8]) -> Result<(), TrustError> {
+        let key = canonical(file)?;
+        let mut store = self.read()?;
+        let trusted_at = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        store.files.insert(
+            key,
+            TrustRecord {
+                digest: digest(bytes),
+                trusted_at,
+            },
+        );
+        store.version = 1;
+        self.write(&store)
+    }
+
+    /// Forgets `file`; whether it was trusted. A file that no longer exists is forgotten by the
+    /// path it was trusted under.
+    pub fn revoke(&self, file: &Path) -> Result<bool, TrustError> {
+        let key = canonical(file).or_else(|e| {
+            std::path::absolute(file)
+                .map(|p| p.display().to_string())
+                .map_err(|_| e)
+        })?;
+        let mut store = self.read()?;
+        let removed = store.files.remove(&key).is_some();
+        if removed {
+            self.write(&store)?;
+        }
+        Ok(removed)
+    }
+
+    /// Every trusted file, by canonical path.
+    pub fn list(&self) -> Result<BTreeMap<String, TrustRecord>, TrustError> {
+        Ok(self.read()?.files)
+    }
+}
+
+/// The key of `file`: its canonical path (links resolved), so one file has one key.
+fn canonical(file: &Path) -> Result<String, TrustError> {
+    std::fs::canonicalize(file)
+        .map(|p| p.display().to_string())
+        .map_err(|source| TrustError::Resolve {
+            path: file.to_path_buf(),
+            source,
+        })
+}
+
+/// How a [`super::Sources`] decides about project files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ProjectTrust {
+    /// The store beside the user config (none when there is no user config location: then no
+    /// project file is trusted).
+    Default,
+    /// This store (`None`: no store; no project file is trusted).
+    Store(Option<TrustStore>),
+    /// Every project file is trusted like the user's own (the embedder vetted the folder).
+    All,
+}
+
+/// A project file whose servers are held back, for the caller to ask about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UntrustedFile {
+    /// The file as the sources name it.
+    pub path: PathBuf,
+    /// [`TrustState::Unknown`] or [`TrustState::Changed`].
+    pub state: TrustState,
+    /// The servers it defines (all held back).
+    pub servers: Vec<String>,
+    /// Why the store could not be read, when that is why.
+    pub error: Option<String>,
+}
+
+impl UntrustedFile {
+    /// Why its servers are not started (names the file, never its content).
+    pub fn reason(&self) -> String {
+        let file = self.path.display();
+        match (&self.error, self.state) {
+            (Some(e), _) => {
+                format!("{file} is a project config file and the trust store cannot be read ({e})")
+            }
+            (None, TrustState::Changed) => format!(
+                "{file} is a project config file that changed since it was trusted; review it and trust it again"
+            ),
+            (None, _) => format!(
+                "{file} is a project config file not trusted yet; review it and trust it to start its servers"
+            ),
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! How to reach a server: [`TransportConfig`], and everything that differs per transport in
+//! one `impl` — the name shown, local or remote, the de-duplication key and the connector.
+//!
+//! Invariant: adding a transport is one variant here, its arms in this `impl`, its parsing in
+//! `config/mod.rs`, and its `Connector` in the transport crate; nothing else matches on the
+//! variants except parsing and the remote-source filter (which asks [`TransportConfig::is_remote`]).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use mcp_harness_transport::auth::OAuthConfig;
+use mcp_harness_transport::{
+    Connector, InProcessConnector, InProcessServe, LegacySseConnector, StdioConnector, StdioSpec,
+    StreamableHttpConnector,
+};
+
+/// How to reach a server.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TransportConfig {
+    /// `command` (+ `args`, `env`, `cwd`); `type` absent or `"stdio"`.
+    Stdio(StdioSpec),
+    /// `url` (+ `headers`, `oauth`); `type` `"http"` or `"streamable-http"`, or absent with a
+    /// `url`.
+    StreamableHttp {
+        /// The MCP endpoint.
+        url: String,
+        /// Extra request headers (values are secrets: never shown).
+        headers: BTreeMap<String, String>,
+        /// `oauth`: the login defaults, or the client credentials the harness uses itself.
+        oauth: Option<OAuthConfig>,
+    },
+    /// `url` (+ `headers`); `type` `"sse"`: the legacy HTTP+SSE transport (protocol 2024-11-05).
+    LegacySse {
+        /// The SSE endpoint.
+        url: String,
+        /// Extra request headers (values are secrets: never shown).
+        headers: BTreeMap<String, String>,
+    },
+    /// Registered in code through [`crate::RuntimeBuilder::in_process`], not in files.
+    InProcess,
+}
+
+impl TransportConfig {
+    /// Short name shown to users.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            TransportConfig::Stdio(_) => "stdio",
+            TransportConfig::StreamableHttp { .. } => "http",
+            TransportConfig::LegacySse { .. } => "sse",
+            TransportConfig::InProcess => "in-process",
+        }
+    }
+
+    /// Whether the server is reached over the network (a remote connection slot, reconnects
+    /// with backoff, only these from a remote config source unless `allowStdio`).
+    pub fn is_remote(&self) -> bool {
+        match self {
+            TransportConfig::Stdio(_) | TransportConfig::InProcess => false,
+            TransportConfig::StreamableHttp { .. } | TransportConfig::LegacySse { .. } => true,
+        }
+    }
+
+    /// What makes two configured servers the same server (de-duplication across sources);
+    /// `None`: never a duplicate.
+    pub(crate) fn dedup_key(&self) -> Option<DedupKey> {
+        match self {
+            TransportConfig::Stdio(spec) => Some(DedupKey::Stdio(
+                spec.command.clone(),
+                spec.args.clone(),
+                spec.env.clone(),
+                spec.cwd.clone(),
+            )),
+            TransportConfig::StreamableHttp { url, .. }
+            | TransportConfig::LegacySse { url, .. } => {
+                Some(DedupKey::Url(url.trim_end_matches('/').to_string()))
+            }
+            TransportConfig::InProcess => None,
+        }
+    }
+
+    /// The connector of server `name`, after registering its secrets with the redaction
+    /// (before anything can print an error of this server: redact's invariant). An in-process
+    /// server needs its entry in `in_process`.
+    pub(crate) fn connector(
+        &self,
+        name: &str,
+        in_process: &BTreeMap<String, InProcessServe>,
+    ) -> Result<Arc<dyn Connector>, String> {
+        match self {
+            TransportConfig::Stdio(spec) => {
+                mcp_harness_transport::redact::register_server(spec.env.values(), [], None);
+            }
+            TransportConfig::StreamableHttp { url, headers, .. }
+            | TransportConfig::LegacySse { url, headers } => {
+                mcp_harness_transport::redact::register_server(
+                    [],
+                    headers.values(),
+                    Some(url.as_str()),
+                );
+            }
+            TransportConfig::InProcess => {}
+        }
+        Ok(match self {
+            TransportConfig::Stdio(spec) => Arc::new(StdioConnector { spec: spec.clone() }),
+            TransportConfig::StreamableHttp {
+                url,
+                headers,
+                oauth,
+            } => Arc::new(StreamableHttpConnector {
+                url: url.clone(),
+                headers: headers.clone(),
+                oauth: oauth.clone(),
+            }),
+            TransportConfig::LegacySse { url, headers } => Arc::new(LegacySseConnector {
+                url: url.clone(),
+                headers: headers.clone(),
+            }),
+            TransportConfig::InProcess => match in_process.get(name) {
+                Some(serve) => Arc::new(InProcessConnector {
+                    serve: serve.clone(),
+                }),
+                None => {
+                    return Err(format!(
+                        "server \"{name}\" is in-process but no server was registered for it"
+                    ));
+                }
+            },
+        })
+    }
+}
+
+/// What makes two servers the same server (see [`TransportConfig::dedup_key`]).
+#[derive(PartialEq, Eq, Hash)]
+pub(crate) enum DedupKey {
+    /// The same command, args, env and cwd.
+    Stdio(
+        String,
+        Vec<String>,
+        BTreeMap<String, String>,
+        Option<PathBuf>,
+    ),
+    /// The same URL (without a trailing `/`).
+    Url(String),
+}
+
+impl DedupKey {
+    /// What two servers with this key share, for the note that drops one.
+    pub(crate) fn shared(&self) -> &'static str {
+        match self {
+            DedupKey::Stdio(..) => "the same command, args, env and cwd",
+            DedupKey::Url(_) => "the same URL",
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! The set of server actors, and reconciling it with a desired configuration.
+//!
+//! Invariants:
+//! - one actor per enabled configured server; a disabled server has no actor and is reported
+//!   disabled;
+//! - reconciling stops the actors of removed or changed servers *before* starting their
+//!   replacements: a stopped actor is marked stopped first (it can no longer reconnect or
+//!   report), then its session is closed, then the new actor starts with a new connection — an
+//!   old connection can never overwrite the new state (R6);
+//! - servers whose configuration did not change keep their actor and their connection.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use actix::prelude::*;
+use mcp_harness_catalog::{ServerState, ServerStatus};
+use mcp_harness_transport::InProcessServe;
+
+use crate::config::{Config, ServerConfig};
+use crate::connection::server::{SHUTDOWN_GRACE, ServerActor, ServerSettings, Shutdown};
+use crate::snapshot::publisher::{Publisher, RemoveServer, ServerUpdate};
+
+struct Member {
+    config: ServerConfig,
+    /// `None` for a disabled server.
+    addr: Option<Addr<ServerActor>>,
+}
+
+/// What a reconciliation did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Reconciled {
+    /// Servers started (new, or replaced because their configuration changed).
+    pub started: Vec<String>,
+    /// Servers stopped and gone (removed from the configuration).
+    pub removed: Vec<String>,
+    /// Servers whose connection was kept.
+    pub kept: Vec<String>,
+}
+
+/// The live server actors.
+pub(crate) struct Registry {
+    arbiter: ArbiterHandle,
+    publisher: Addr<Publisher>,
+    settings: ServerSettings,
+    in_process: BTreeMap<String, InProcessServe>,
+    members: Mutex<BTreeMap<String, Member>>,
+}
+
+impl Registry {
+    /// Must be created on the actor thread (it captures that thread's arbiter).
+    pub(crate) fn new(
+        publisher: Addr<Publisher>,
+        settings: ServerSettings,
+        in_process: BTreeMap<String, InProcessServe>,
+    ) -> Self {
+        Self {
+            arbiter: Arbiter::current(),
+            publisher,
+            settings,
+            in_process,
+            members: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    fn members(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Member>> {
+        self.members.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts the actor of `config` (or reports it disabled) and records it.
+    pub(crate) fn add(&self, config: ServerConfig) -> Result<(), String> {
+        let addr = if config.enabled && config.untrusted.is_none() {
+            let connector = config.transport.connector(&config.name, &self.in_process)?;
+            let (shared, publisher, settings) = (
+                Arc::new(config.clone()),
+                self.publisher.clone(),
+                self.settings.clone(),
+            );
+            Some(Supervisor::start_in_arbiter(&self.arbiter, move |_| {
+                ServerActor::new(shared, connector, publisher, settings)
+            }))
+        } else {
+            let (state, cause) = match &config.untrusted {
+                Some(reason) => (
+                    ServerState::Untrusted {
+                        reason: reason.clone(),
+                    },
+                    reason.clone(),
+                ),
+                None => (
+                    ServerState::Disabled,
+                    "`enabled: false` in the config".into(),
+                ),
+            };
+            self.publisher.do_send(ServerUpdate {
+                status: ServerStatus::new(&config.name, config.transport.kind(), state),
+                catalog: None,
+                client: None,
+                cause,
+            });
+            None
+        };
+        self.members()
+            .insert(config.name.clone(), Member { config, addr });
+        Ok(())
+    }
+
+    /// Runs `fut` on the actor thread (for background work of the runtime).
+    pub(crate) fn spawn(&self, fut: impl std::future::Future<Output = ()> + Send + 'static) {
+        self.arbiter.spawn(fut);
+    }
+
+    /// The actor of `server`, if it is configured and enabled.
+    pub(crate) fn addr(&self, server: &str) -> Option<Addr<ServerActor>> {
+        self.members().get(server).and_then(|m| m.addr.clone())
+    }
+
+    /// The longest startup deadline among `servers` (zero for unknown ones).
+    pub(crate) fn startup_deadline(&self, servers: &[&str]) -> std::time::Duration {
+        let members = self.members();
+        servers
+            .iter()
+            .filter_map(|s| members.get(*s))
+            .map(|m| m.config.startup_timeout)
+            .max()
+            .unwrap_or_default()
+    }
+
+    /// Every live actor.
+    pub(crate) fn addrs(&self) -> Vec<Addr<ServerActor>> {
+        self.members()
+            .values()
+            .filter_map(|m| m.addr.clone())
+            .collect()
+    }
+
+    /// Makes the running set match `desired`: removed and changed servers are stopped first,
+    /// then new and changed ones started; unchanged ones are left alone.
+    pub(crate) async fn reconcile(&self, desired: &Config) -> Result<Reconciled, String> {
+        let mut outcome = Reconciled::default();
+        let mut stopping = Vec::new();
+        {
+            let mut members = self.members();
+            let names: Vec<String> = members.keys().cloned().collect();
+            for name in names {
+                match desired.servers.get(&name) {
+                    Some(cfg) if *cfg == members[&name].config => outcome.kept.push(name),
+                    other => {
+                        if let Some(member) = members.remove(&name) {
+                            stopping.push((name.clone(), member, other.is_none()));
+                        }
+                    }
+                }
+            }
+        }
+        for (name, member, removed) in stopping {
+            if let Some(addr) = member.addr {
+                // Marks the actor stopped (no reconnect, no report) and closes its session;
+                // dropping the last address then ends the actor.
+                let _ = tokio::time::timeout(SHUTDOWN_GRACE, addr.send(Shutdown)).await;
+            }
+            if removed {
+                self.publisher.do_send(RemoveServer {
+                    name: name.clone(),
+                    cause: "no longer in the configuration".into(),
+                });
+                outcome.removed.push(name);
+            }
+        }
+        for (name, cfg) in &desired.servers {
+            if outcome.kept.contains(name) {
+                continue;
+            }
+            self.add(cfg.clone())?;
+            outcome.started.push(name.clone());
+        }
+        Ok(outcome)
+    }
+}

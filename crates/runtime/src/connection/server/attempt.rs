@@ -1,0 +1,272 @@
+//! The connect stage: one attempt per epoch (a connection-queue slot, spawn and handshake, the
+//! first listing of every declared kind), run on the I/O threads, and what its outcome makes of
+//! the server.
+//!
+//! Invariants:
+//! - the outcome of an attempt is applied only while the server is still `Connecting` with the
+//!   attempt's epoch; a session from an older attempt is closed unused;
+//! - a server is connected only once it is listed: a failed first listing fails the attempt;
+//! - a queue slot is held for the spawn and handshake only, and for at most the slot hold;
+//! - the era fallback (R8) is tried once, only when a remote server refused the handshake itself
+//!   (not a 5xx/429, not a needs-auth, not a failure of the listing after it), and undone when
+//!   `server/discover` is refused too;
+//! - at startup, `startupTimeoutSec` bounds all attempts together.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use mcp_harness_transport::{
+    ConnectOptions, EventSink, HarnessClient, ServerEvent, Session, TransportError,
+};
+use rmcp::model::ProtocolVersion;
+
+use super::phase::{Connecting, Pace, Phase};
+use super::timers::fnv;
+use super::{Notified, ServerActor, unavailable};
+use crate::connection::listing::{Listed, declared_kinds, list_kind};
+use crate::connection::supervision::Slot;
+
+/// A connected session with its first listing of each declared kind.
+type Attempted = (Session, Vec<(mcp_harness_catalog::Kind, Listed)>);
+
+/// Where a connect attempt failed: the handshake, or the first listing after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Handshake,
+    Listing,
+}
+
+impl ServerActor {
+    /// Enters `Connecting` with a new epoch and starts its attempt. The state left before
+    /// must already have been left (`leave`).
+    pub(super) fn begin_attempt(&mut self, connecting: Connecting, ctx: &mut Context<Self>) {
+        self.settings.cache.drop_server(&self.config.name);
+        self.epoch += 1;
+        let epoch = self.epoch;
+        // At startup, `startupTimeoutSec` is the budget of all attempts together.
+        // (The first attempt has all of it: it starts with the budget.)
+        let budget = match connecting.run.pace {
+            Pace::Startup { deadline } if self.record.attempts > 0 => deadline
+                .saturating_duration_since(tokio::time::Instant::now())
+                .max(Duration::from_millis(1)),
+            _ => self.config.startup_timeout,
+        };
+        let probing = matches!(connecting.run.pace, Pace::Probing);
+        self.phase = Phase::Connecting(connecting);
+        if !probing {
+            self.mark_state();
+            self.report(if self.record.attempts > 0 {
+                "reconnecting"
+            } else {
+                "connecting"
+            });
+        }
+
+        let weak = ctx.address().downgrade();
+        let (progress, server) = (self.settings.progress.clone(), self.config.name.clone());
+        let sink: EventSink = Arc::new(move |event| {
+            if let ServerEvent::Progress(p) = event {
+                // Straight to the waiting caller, no actor hop.
+                if !progress.deliver(&server, epoch, p) {
+                    tracing::trace!(server = %server, "progress not (yet) forwarded to a caller");
+                }
+                return;
+            }
+            if let Some(addr) = weak.upgrade() {
+                addr.do_send(Notified { epoch, event });
+            }
+        });
+        let handler = HarnessClient::new(sink)
+            .with_protocol_version(
+                self.fallback
+                    .clone()
+                    .or_else(|| self.settings.protocol_version.clone()),
+            )
+            .with_callbacks(&self.config.name, self.settings.callbacks.clone())
+            // The actor thread's runtime: its workers run nothing else, so an embedder's
+            // callback that blocks stalls no connection.
+            .with_callback_runtime(tokio::runtime::Handle::try_current().ok());
+        let options = ConnectOptions {
+            server: self.name().to_string(),
+            startup_timeout: budget,
+            wire: Default::default(),
+            max_message_bytes: self.config.max_message_bytes,
+        };
+        let connecting = self.connector.connect(handler, options);
+        let limits = self.settings.limits;
+        let page_timeout = budget;
+        let slot_hold = self.settings.queues.slot_hold;
+        let attempt = async move |slot: Slot| {
+            // One slot of the local or remote queue while connecting, for at most `slot_hold`:
+            // a slow server keeps connecting but stops holding up the queue.
+            let mut slot = Some(slot);
+            let mut connecting = connecting;
+            let session = tokio::select! {
+                result = &mut connecting => result,
+                () = tokio::time::sleep(slot_hold) => {
+                    slot = None;
+                    connecting.await
+                }
+            }
+            .map_err(|e| (e, Stage::Handshake))?;
+            // The slot is for starting the server (spawn + initialize); the listing that follows
+            // is ordinary traffic on a running server, so the next server starts meanwhile.
+            drop(slot);
+            // The first listing belongs to startup: a server is connected only once listed.
+            let kinds = declared_kinds(session.info());
+            let listings = futures::future::join_all(kinds.iter().map(|&k| {
+                list_kind(
+                    session.peer().clone(),
+                    session.wire().clone(),
+                    k,
+                    limits,
+                    page_timeout,
+                )
+            }))
+            .await;
+            let mut listed = Vec::new();
+            for (kind, result) in kinds.into_iter().zip(listings) {
+                match result {
+                    Ok(l) => listed.push((kind, l)),
+                    Err(failure) => {
+                        session.shutdown().await;
+                        // A 401 while listing (an expired or missing token) means needs-auth.
+                        let error = TransportError::Initialize {
+                            message: format!(
+                                "the first {kind} listing failed: {}",
+                                failure.message
+                            ),
+                            auth_required: failure.auth_required,
+                            stderr_tail: None,
+                        };
+                        return Err((error, Stage::Listing));
+                    }
+                }
+            }
+            Ok((session, listed))
+        };
+        // The attempt runs on the I/O threads (the embedder's runtime if it gave one), not on
+        // the actor thread: spawning a process blocks its thread until the child execs, and
+        // every actor and the publisher share the actor thread. The actor holds the attempt and
+        // cancels it when it drops it (the actor stopped), which drops whatever the attempt
+        // started; the session it made is owned by the actor and closed with it.
+        let (done, outcome) = tokio::sync::oneshot::channel();
+        let attempt = self.settings.queues.start(
+            self.connector.is_remote(),
+            &self.settings.io,
+            async move |slot| {
+                let _ = done.send(attempt(slot).await);
+            },
+        );
+        let outcome = async move {
+            let _attempt = attempt;
+            outcome.await
+        };
+        ctx.spawn(outcome.into_actor(self).map(move |outcome, act, ctx| {
+            let result = outcome.unwrap_or_else(|_| {
+                Err((TransportError::Initialize {
+                    message: "the connect attempt ended without an outcome (it panicked, or its I/O thread stopped)".into(),
+                    auth_required: false,
+                    stderr_tail: None,
+                }, Stage::Handshake))
+            });
+            act.on_attempted(epoch, result, ctx)
+        }));
+    }
+
+    fn on_attempted(
+        &mut self,
+        epoch: u64,
+        result: Result<Attempted, (TransportError, Stage)>,
+        ctx: &mut Context<Self>,
+    ) {
+        if epoch != self.epoch || !matches!(self.phase, Phase::Connecting(_)) {
+            if let Ok((session, _)) = result {
+                actix::spawn(session.shutdown());
+            }
+            return;
+        }
+        match result {
+            Ok((session, listed)) => self.go_live(session, listed, ctx),
+            Err((e, stage)) => self.attempt_failed(e, stage, ctx),
+        }
+    }
+
+    /// Decides what a failed attempt makes of the server: the era fallback, a backoff, or
+    /// giving up.
+    fn attempt_failed(&mut self, e: TransportError, stage: Stage, ctx: &mut Context<Self>) {
+        tracing::warn!(server = %self.name(), error = %e, "connect failed");
+        // The server answered, but not to `initialize`/`server/discover` as such: a
+        // refusal of the handshake itself (not a 5xx/429, not a needs-auth, not a
+        // failure of the listing after it, not an unreachable server).
+        let refused_handshake = stage == Stage::Handshake
+            && self.connector.is_remote()
+            && !unavailable(&e)
+            && matches!(
+                e,
+                TransportError::Initialize {
+                    auth_required: false,
+                    ..
+                }
+            );
+        if refused_handshake && self.settings.protocol_version.is_none() {
+            if self.fallback.is_none() {
+                // A server of the 2026-07-28 era may refuse the `initialize` handshake:
+                // try `server/discover` once before giving up (R8: fall back across eras).
+                tracing::info!(server = %self.name(), "initialize refused; trying server/discover (protocol 2026-07-28)");
+                self.fallback = Some(ProtocolVersion::V_2026_07_28);
+                self.retry_with_discover(e.to_string(), ctx);
+                return;
+            }
+            // `server/discover` was refused as well: not a server of that era after
+            // all; the next attempt (or a restart) opens with `initialize` again.
+            tracing::info!(server = %self.name(), "server/discover refused too; the next attempt uses initialize");
+            self.fallback = None;
+        }
+        let Some(mut connecting) = self.leave(ctx) else {
+            return;
+        };
+        let mut message = match connecting.refused_initialize.take() {
+            Some(first) if refused_handshake => first,
+            _ => e.to_string(),
+        };
+        let run = connecting.run;
+        if self.connector.is_remote() && e.retryable() {
+            let deadline = run.pace.deadline();
+            // The attempt after the next backoff would start past the startup budget.
+            let next = self.settings.reconnect.delay(
+                self.record.attempts + 1,
+                self.epoch ^ fnv(&self.config.name),
+            );
+            let now = tokio::time::Instant::now();
+            let out_of_time = deadline.is_some_and(|d| now + next >= d);
+            let budget = self.config.startup_timeout.as_secs_f64();
+            match (&e, self.record.last_error.as_deref()) {
+                // The last attempt had only what was left of the budget: say the
+                // budget, and the error of the attempt before it.
+                (TransportError::StartupTimeout { .. }, Some(last))
+                    if deadline.is_some() && self.record.attempts > 0 =>
+                {
+                    message = format!(
+                        "startup gave up after {budget}s of attempts (raise `startupTimeoutSec`); the last error: {last}"
+                    );
+                }
+                (TransportError::StartupTimeout { .. }, _) => {}
+                _ if out_of_time => {
+                    message = format!(
+                        "{message} (startup gave up after {budget}s of attempts; raise `startupTimeoutSec`)"
+                    );
+                }
+                _ => {}
+            }
+            // A refused connection at startup fails at once: nothing listens there,
+            // and waiting through the fast attempts only delays saying so.
+            let refused_at_startup = deadline.is_some() && e.refused();
+            let fast = !out_of_time && !refused_at_startup;
+            self.back_off(run, &message, fast, ctx);
+            return;
+        }
+        self.give_up(run, message, e.needs_auth(), ctx);
+    }
+}

@@ -1,0 +1,216 @@
+//! Desired state and the single publisher of configuration changes (R19, R20).
+//!
+//! Invariants:
+//! - changing the desired configuration only marks the runtime dirty (a new generation);
+//! - at most one refresh runs at a time; it claims the newest generation, and if it is dropped
+//!   before it published, a guard restores the claim so the runtime is dirty again;
+//! - pre-warming is a hint through a one-slot channel (requests coalesce); the refresh at the
+//!   start of a step is what guarantees the step sees the desired state.
+
+pub(crate) mod reload;
+
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use crate::config::Config;
+use crate::connection::registry::{Reconciled, Registry};
+use crate::error::StartError;
+use crate::snapshot::Live;
+
+struct Desired {
+    config: Config,
+    /// Bumped by every change.
+    generation: u64,
+    /// The generation last claimed by a refresh (restored if that refresh did not publish).
+    applied: u64,
+}
+
+/// A claimed generation.
+struct Claim {
+    generation: u64,
+    previous: u64,
+    config: Config,
+}
+
+/// Dirty flag, single-publisher lock and pre-warm channel.
+struct RefreshControl {
+    desired: Mutex<Desired>,
+    single: tokio::sync::Mutex<()>,
+    prewarm: mpsc::Sender<()>,
+}
+
+impl RefreshControl {
+    /// Control for a runtime started with `config` (already applied), and the receiving end of
+    /// the pre-warm channel.
+    fn new(config: Config) -> (Self, mpsc::Receiver<()>) {
+        let (tx, rx) = mpsc::channel(1);
+        let control = Self {
+            desired: Mutex::new(Desired {
+                config,
+                generation: 0,
+                applied: 0,
+            }),
+            single: tokio::sync::Mutex::new(()),
+            prewarm: tx,
+        };
+        (control, rx)
+    }
+
+    fn desired(&self) -> std::sync::MutexGuard<'_, Desired> {
+        self.desired.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn mark(&self, config: Config) {
+        let mut d = self.desired();
+        d.config = config;
+        d.generation += 1;
+    }
+
+    fn is_dirty(&self) -> bool {
+        let d = self.desired();
+        d.generation > d.applied
+    }
+
+    fn prewarm(&self) {
+        // Full means a refresh is already requested: coalesced.
+        let _ = self.prewarm.try_send(());
+    }
+
+    fn claim(&self) -> Option<Claim> {
+        let mut d = self.desired();
+        if d.generation == d.applied {
+            return None;
+        }
+        let claim = Claim {
+            generation: d.generation,
+            previous: d.applied,
+            config: d.config.clone(),
+        };
+        d.applied = d.generation;
+        Some(claim)
+    }
+
+    fn restore(&self, claim: &Claim) {
+        let mut d = self.desired();
+        if d.applied == claim.generation {
+            d.applied = claim.previous;
+        }
+    }
+}
+
+/// Restores the claim unless the refresh published (a refresh dropped half way leaves the
+/// runtime dirty).
+struct DirtyGuard<'a> {
+    control: &'a RefreshControl,
+    claim: Claim,
+    published: bool,
+}
+
+impl Drop for DirtyGuard<'_> {
+    fn drop(&mut self) {
+        if !self.published {
+            self.control.restore(&self.claim);
+        }
+    }
+}
+
+/// The desired state of one runtime: the change control plus what applying a change uses (the
+/// registry reconciles, the live view tells when the new servers have settled).
+pub(crate) struct DesiredState {
+    control: RefreshControl,
+    registry: Arc<Registry>,
+    live: Arc<Live>,
+}
+
+impl DesiredState {
+    /// Desired state for a runtime started with `config` (already applied), and the receiving
+    /// end of its pre-warm channel (for [`prewarmer`]).
+    pub(crate) fn new(
+        config: Config,
+        registry: Arc<Registry>,
+        live: Arc<Live>,
+    ) -> (Self, mpsc::Receiver<()>) {
+        let (control, rx) = RefreshControl::new(config);
+        (
+            Self {
+                control,
+                registry,
+                live,
+            },
+            rx,
+        )
+    }
+
+    /// Makes `config` the desired configuration (marks the runtime dirty; applies nothing).
+    pub(crate) fn mark(&self, config: Config) {
+        self.control.mark(config);
+    }
+
+    /// Whether a change is waiting to be applied.
+    pub(crate) fn is_dirty(&self) -> bool {
+        self.control.is_dirty()
+    }
+
+    /// Asks for a refresh ahead of need (coalesced).
+    pub(crate) fn prewarm(&self) {
+        self.control.prewarm();
+    }
+
+    /// See [`crate::Runtime::refresh_if_dirty`].
+    pub(crate) async fn refresh_if_dirty(&self) -> Result<Option<Reconciled>, StartError> {
+        let control = &self.control;
+        if !control.is_dirty() {
+            return Ok(None);
+        }
+        let _single = control.single.lock().await;
+        let Some(claim) = control.claim() else {
+            return Ok(None); // another refresh published it while we waited
+        };
+        let mut guard = DirtyGuard {
+            control,
+            claim,
+            published: false,
+        };
+        let outcome = self
+            .registry
+            .reconcile(&guard.claim.config)
+            .await
+            .map_err(StartError::System)?;
+        // The new runtime is complete when every desired server has settled — the ones started
+        // now, and any a cancelled refresh started before us.
+        let desired: Vec<String> = guard.claim.config.servers.keys().cloned().collect();
+        let deadline = guard
+            .claim
+            .config
+            .servers
+            .values()
+            .map(|s| s.startup_timeout)
+            .max()
+            .unwrap_or(Duration::ZERO)
+            + Duration::from_secs(1);
+        self.live
+            .wait_for(deadline, |s| {
+                desired
+                    .iter()
+                    .all(|n| s.servers.get(n).is_some_and(|st| st.state.is_settled()))
+            })
+            .await;
+        self.live.flush().await;
+        guard.published = true;
+        Ok(Some(outcome))
+    }
+}
+
+/// Serves pre-warm requests until the runtime goes away.
+pub(crate) async fn prewarmer(desired: Weak<DesiredState>, mut rx: mpsc::Receiver<()>) {
+    while rx.recv().await.is_some() {
+        let Some(desired) = desired.upgrade() else {
+            return;
+        };
+        if let Err(e) = desired.refresh_if_dirty().await {
+            tracing::warn!(error = %e, "pre-warm refresh failed; the next step will retry");
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! Hot reload (R6): the configuration files are watched, and a change becomes a new desired
+//! state — the runtime is marked dirty and a refresh is requested ahead of need.
+//!
+//! Invariants: a file that fails to load leaves the running configuration as it is (the error
+//! is logged and kept for [`ConfigWatch::last_error`]); a reload never stops or starts servers
+//! itself — the single refresh path does, stopping old connections before new ones start;
+//! watching ends when the [`ConfigWatch`] is dropped.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, SystemTime};
+
+use tokio_util::sync::CancellationToken;
+
+use super::DesiredState;
+use crate::config::Config;
+use crate::config::sources::Sources;
+use crate::connection::registry::Registry;
+
+/// Loads the configuration again (for example from the merged sources).
+pub type ConfigLoader = Arc<dyn Fn() -> Result<Config, String> + Send + Sync>;
+
+/// A running watch of configuration files; dropping it stops the watch.
+pub struct ConfigWatch {
+    stop: CancellationToken,
+    last_error: Arc<Mutex<Option<String>>>,
+}
+
+impl ConfigWatch {
+    /// Why the last change could not be applied, if it could not (cleared by a good reload).
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error.lock().ok().and_then(|e| e.clone())
+    }
+}
+
+impl Drop for ConfigWatch {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// What a file looks like now: (modified time, length), or nothing when it does not exist.
+fn fingerprint(files: &[PathBuf]) -> Vec<Option<(SystemTime, u64)>> {
+    files
+        .iter()
+        .map(|f| {
+            std::fs::metadata(f)
+                .ok()
+                .and_then(|m| Some((m.modified().ok()?, m.len())))
+        })
+        .collect()
+}
+
+/// See [`crate::Runtime::reload_on_change`]: the watch runs on `registry`'s arbiter and
+/// marks `desired`.
+pub(crate) fn watch_files(
+    registry: &Registry,
+    desired: Weak<DesiredState>,
+    files: Vec<PathBuf>,
+    interval: Duration,
+    load: ConfigLoader,
+) -> ConfigWatch {
+    let stop = CancellationToken::new();
+    let last_error = Arc::new(Mutex::new(None));
+    let (token, errors) = (stop.clone(), last_error.clone());
+    // Taken now, not when the task first runs: an edit made right after this call counts.
+    let mut seen = fingerprint(&files);
+    registry.spawn(async move {
+            loop {
+                tokio::select! {
+                    () = token.cancelled() => return,
+                    () = tokio::time::sleep(interval) => {}
+                }
+                let now = fingerprint(&files);
+                if now == seen {
+                    continue;
+                }
+                seen = now;
+                let Some(desired) = desired.upgrade() else { return };
+                match load() {
+                    Ok(config) => {
+                        tracing::info!(files = files.len(), "configuration changed; applying it");
+                        if let Ok(mut e) = errors.lock() {
+                            *e = None;
+                        }
+                        desired.mark(config);
+                        desired.prewarm();
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "configuration changed but cannot be loaded; keeping the running one");
+                        if let Ok(mut e) = errors.lock() {
+                            *e = Some(error);
+                        }
+                    }
+                }
+            }
+        });
+    ConfigWatch { stop, last_error }
+}
+
+/// See [`crate::Runtime::join_remote_sources`].
+pub(crate) fn join_remote(
+    desired: Weak<DesiredState>,
+    sources: Sources,
+) -> tokio::task::JoinHandle<Vec<(String, Result<usize, String>)>> {
+    tokio::spawn(async move {
+        let outcomes = match sources.fetch_remote().await {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::warn!(error = %e, "remote sources not fetched");
+                return Vec::new();
+            }
+        };
+        let mut report = Vec::new();
+        let mut joined = false;
+        for (source, outcome) in outcomes {
+            let name = format!("{} ({})", source.key(), source.shown_url());
+            match &outcome {
+                Ok(n) => {
+                    joined = true;
+                    tracing::info!(source = %name, servers = n, "remote source fetched");
+                }
+                Err(e) => {
+                    tracing::warn!(source = %name, error = %e, "remote source failed; its servers are not loaded")
+                }
+            }
+            report.push((name, outcome.map_err(|e| e.to_string())));
+        }
+        if joined && let Some(desired) = desired.upgrade() {
+            match sources.merge() {
+                Ok(merged) => {
+                    for (server, reason) in &merged.dropped {
+                        tracing::warn!(%server, "not loaded: {reason}");
+                    }
+                    desired.mark(merged.config);
+                    desired.prewarm();
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "the config cannot be merged with the remote sources")
+                }
+            }
+        }
+        report
+    })
+}
