@@ -3,8 +3,6 @@
 //! A session owns everything its transport started (the rmcp service loop, a child process
 //! group, a stderr drain) and releases all of it when shut down or dropped.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,12 +17,12 @@ use tokio_util::sync::CancellationToken;
 use crate::ClientPeer;
 use crate::error::TransportError;
 use crate::handler::HarnessClient;
+use crate::process::ProcessGroup;
 use crate::stderr::StderrTail;
-use crate::stdio::ProcessGroup;
 use crate::wire::WireNotes;
 
-/// A boxed, sendable future, as connectors return them.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+/// A boxed, sendable future, as connectors return them (the `futures` crate's own).
+pub use futures::future::BoxFuture;
 
 /// What every connect attempt is given besides the handler.
 #[derive(Debug, Clone)]
@@ -266,7 +264,7 @@ impl Drop for Session {
 
 /// Runs initialize over `transport` within `options.startup_timeout` and builds the session.
 /// Every connector funnels through here so that deadlines and error classes are uniform.
-pub async fn initialize<T, E, A>(
+pub(crate) async fn initialize<T, E, A>(
     handler: HarnessClient,
     transport: T,
     options: &ConnectOptions,

@@ -17,6 +17,7 @@
 pub mod auth;
 pub mod callbacks;
 pub mod connector;
+mod endpoint;
 pub mod error;
 pub mod fetch;
 pub mod handler;
@@ -26,6 +27,7 @@ pub mod inbound;
 pub mod layer;
 pub mod lines;
 pub mod net;
+mod process;
 pub mod reaper;
 pub mod redact;
 pub mod sse;

@@ -200,6 +200,29 @@ pub fn without_urls(text: &str) -> String {
     out
 }
 
+/// A reqwest error as text without its URL (which may carry a query or credentials).
+pub(crate) fn describe_request(e: &reqwest::Error) -> String {
+    let head = if e.is_connect() {
+        "could not connect"
+    } else if e.is_timeout() {
+        "timed out"
+    } else if e.is_body() || e.is_decode() {
+        "reading the response failed"
+    } else {
+        "request failed"
+    };
+    let mut parts = vec![head.to_string()];
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        let text = s.to_string();
+        if parts.last() != Some(&text) {
+            parts.push(text);
+        }
+        source = s.source();
+    }
+    parts.join(": ")
+}
+
 /// Fires once when a request to the server shows the connection is gone (see the invariants),
 /// so the session is closed at once instead of at the next missed ping.
 #[derive(Clone, Default)]

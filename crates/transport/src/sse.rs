@@ -46,10 +46,11 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::connector::{BoxFuture, ConnectOptions, Connector, Session, initialize};
+use crate::endpoint::shown;
 use crate::error::TransportError;
 use crate::handler::HarnessClient;
-use crate::http::shown;
 use crate::inbound::Inbound;
+use crate::net::describe_request as describe;
 use crate::wire::WireNotes;
 
 /// The most bytes one SSE event (its lines, before dispatch) may take.
@@ -91,7 +92,7 @@ pub struct LegacySseConnector {
 
 impl LegacySseConnector {
     fn client(&self) -> Result<reqwest::Client, TransportError> {
-        let headers = crate::http::header_map(&self.headers)?;
+        let headers = crate::endpoint::header_map(&self.headers)?;
         // Follow redirects only within the origin: the headers must not travel elsewhere.
         let redirects = reqwest::redirect::Policy::custom(|attempt| {
             let same_origin = attempt
@@ -131,7 +132,7 @@ impl Connector for LegacySseConnector {
     ) -> BoxFuture<'static, Result<Session, TransportError>> {
         let this = self.clone();
         Box::pin(async move {
-            let url = crate::http::http_url(&this.url)?;
+            let url = crate::endpoint::http_url(&this.url)?;
             let client = this.client()?;
             let started = tokio::time::Instant::now();
             let timed_out = || TransportError::StartupTimeout {
@@ -353,31 +354,6 @@ pub fn resolve_endpoint(sse_url: &Url, data: &str) -> Result<Url, String> {
         ));
     }
     Ok(endpoint)
-}
-
-/// A URL as shown in errors and logs: no user info, no query, no fragment.
-/// A reqwest error without its URL (which may carry a query), with its causes.
-/// A reqwest error as text without its URL (which may carry a query or credentials).
-pub(crate) fn describe(e: &reqwest::Error) -> String {
-    let head = if e.is_connect() {
-        "could not connect"
-    } else if e.is_timeout() {
-        "timed out"
-    } else if e.is_body() || e.is_decode() {
-        "reading the response failed"
-    } else {
-        "request failed"
-    };
-    let mut parts = vec![head.to_string()];
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        let text = s.to_string();
-        if parts.last() != Some(&text) {
-            parts.push(text);
-        }
-        source = s.source();
-    }
-    parts.join(": ")
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -12,8 +12,8 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-use super::flow::Browser;
-use crate::connector::BoxFuture;
+use super::browser::Browser;
+use futures::future::BoxFuture;
 
 /// How long a login waits for the user.
 pub const LOGIN_WAIT: Duration = Duration::from_secs(300);

@@ -30,8 +30,9 @@ use rmcp::transport::streamable_http_client::{
     AuthRequiredError, InsufficientScopeError, StreamableHttpError,
 };
 
-use super::flow::Browser;
+use super::browser::Browser;
 use super::store::FileCredentialStore;
+use super::token_endpoint::first_line;
 use crate::layer::{HttpLayer, PostResult, StreamResult};
 
 /// Step-up authorizations one server gets per process, reconnections included.
@@ -532,11 +533,6 @@ impl StepUp {
         .await
         .unwrap_or(false)
     }
-}
-
-/// The first line of an error from the OAuth stack (a provider's body could echo more).
-fn first_line(message: &str) -> String {
-    message.lines().next().unwrap_or_default().to_string()
 }
 
 impl HttpLayer for StepUp {
