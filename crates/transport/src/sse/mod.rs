@@ -1,0 +1,2 @@
+pub mod transport;
+pub use transport::*;
