@@ -18,8 +18,8 @@ use crate::connector::{BoxFuture, ConnectOptions, Connector, Session, initialize
 use crate::endpoint::{header_map, http_url, shown};
 use crate::error::TransportError;
 use crate::handler::HarnessClient;
+use crate::inbound::Tap;
 use crate::layer::Layered;
-use crate::wire::Tap;
 
 /// How many times a dropped SSE stream is re-opened before the request fails.
 const SSE_MAX_RECONNECTS: usize = 5;
