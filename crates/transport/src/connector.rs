@@ -339,6 +339,17 @@ where
     })
 }
 
+/// The HTTP status of a server (or a token source's authorization server) that answered 5xx or
+/// 429 somewhere in `err`'s chain.
+fn unavailable_status_in(err: &(dyn std::error::Error + 'static)) -> Option<u16> {
+    crate::net::http_status_in(err).or_else(|| {
+        // A token source's failure travels as an I/O error (see `ClientCredentialsAuth`).
+        crate::net::carried_in(err)
+            .find_map(|e| e.downcast_ref::<crate::auth::ClientCredentialsError>())
+            .and_then(crate::auth::ClientCredentialsError::unavailable_status)
+    })
+}
+
 /// A failed handshake as our error: a connection that could not be made is
 /// [`TransportError::Unreachable`]; otherwise the message says what failed without rmcp's Rust
 /// type names or a URL (the connector adds the URL, without its query).
@@ -353,10 +364,14 @@ fn init_error(e: ClientInitializeError, stderr_tail: Option<String>) -> Transpor
                 };
             }
             let what = crate::net::describe(error.error.as_ref());
-            match context.strip_prefix("send ") {
+            let message = match context.strip_prefix("send ") {
                 Some(request) => format!("{what} (while sending the {request})"),
                 None => format!("{what} (while {context})"),
+            };
+            if !auth_required && let Some(status) = unavailable_status_in(error.error.as_ref()) {
+                return TransportError::Unavailable { status, message };
             }
+            message
         }
         other => crate::net::describe(other),
     };

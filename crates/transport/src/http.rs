@@ -171,10 +171,16 @@ fn client_credentials_error(e: crate::auth::ClientCredentialsError) -> Transport
             auth_required: true,
             stderr_tail: None,
         },
-        E::Unavailable { .. } => TransportError::Initialize {
-            message: e.to_string(),
-            auth_required: false,
-            stderr_tail: None,
+        E::Unavailable { .. } => match e.unavailable_status() {
+            Some(status) => TransportError::Unavailable {
+                status,
+                message: e.to_string(),
+            },
+            None => TransportError::Initialize {
+                message: e.to_string(),
+                auth_required: false,
+                stderr_tail: None,
+            },
         },
     }
 }

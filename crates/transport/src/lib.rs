@@ -37,7 +37,7 @@ pub mod wire;
 
 pub use callbacks::{CallbackFuture, Callbacks, ClientCallbacks, Supported};
 pub use connector::{ConnectOptions, Connector, ExitReport, Session, SessionInfo};
-pub use error::TransportError;
+pub use error::{ErrorKind, TransportError};
 pub use handler::{EventSink, HarnessClient, ServerEvent};
 pub use http::StreamableHttpConnector;
 pub use in_process::{InProcessConnector, InProcessServe};

@@ -103,6 +103,29 @@ pub fn http_failure_in(err: &(dyn Error + 'static)) -> Option<NetFailure> {
         .and_then(http_failure)
 }
 
+/// The HTTP status of an answer that says the server is unavailable for now (5xx or 429, which
+/// rmcp reports as its `HttpStatusError`) in a Streamable HTTP error somewhere in `err`'s
+/// chain.
+pub(crate) fn http_status_in(err: &(dyn Error + 'static)) -> Option<u16> {
+    chain(err).find_map(|e| match e.downcast_ref::<HttpError>() {
+        Some(StreamableHttpError::HttpStatus(status)) => Some(status.status),
+        _ => None,
+    })
+}
+
+/// The I/O errors in `err`'s chain with the error they carry (an I/O error's `source` skips
+/// it): a layer's own failure travels as one inside rmcp's error.
+pub(crate) fn carried_in<'a>(
+    err: &'a (dyn Error + 'static),
+) -> impl Iterator<Item = &'a (dyn Error + Send + Sync + 'static)> {
+    chain(err).filter_map(|e| match e.downcast_ref::<HttpError>() {
+        Some(StreamableHttpError::Io(io)) => io.get_ref(),
+        _ => e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref()),
+    })
+}
+
 /// The connection failure somewhere in `err`'s sources, if it is one.
 pub fn net_failure(err: &(dyn Error + 'static)) -> Option<NetFailure> {
     use std::io::ErrorKind as K;

@@ -117,7 +117,23 @@ pub enum ClientCredentialsError {
     Refused { server: String, message: String },
     /// Discovery or the token request failed for a reason that may pass (network, 5xx).
     #[error("server `{server}`: {message}")]
-    Unavailable { server: String, message: String },
+    Unavailable {
+        server: String,
+        message: String,
+        /// The token endpoint's (or identity provider's) HTTP status, when it answered 5xx or
+        /// 429.
+        status: Option<u16>,
+    },
+}
+
+impl ClientCredentialsError {
+    /// The HTTP status of an authorization server that is unavailable for now (5xx or 429).
+    pub fn unavailable_status(&self) -> Option<u16> {
+        match self {
+            ClientCredentialsError::Unavailable { status, .. } => *status,
+            _ => None,
+        }
+    }
 }
 
 impl From<StoreError> for ClientCredentialsError {
@@ -373,9 +389,15 @@ impl TokenSource {
     }
 
     fn unavailable(&self, message: String) -> ClientCredentialsError {
+        self.unavailable_at(message, None)
+    }
+
+    /// Unavailable with the HTTP `status` that said so (kept only when it is 5xx or 429).
+    fn unavailable_at(&self, message: String, status: Option<u16>) -> ClientCredentialsError {
         ClientCredentialsError::Unavailable {
             server: self.inner.server.clone(),
             message,
+            status: status.filter(|s| crate::error::unavailable_status(*s)),
         }
     }
 
@@ -438,7 +460,7 @@ impl TokenSource {
                                 message: e.message,
                             }
                         } else {
-                            self.unavailable(e.message)
+                            self.unavailable_at(e.message, e.status)
                         }
                     })?;
                 vec![("grant_type", JWT_BEARER.into()), ("assertion", id_jag)]
@@ -565,7 +587,7 @@ impl TokenSource {
                         message,
                     }
                 } else {
-                    self.unavailable(message)
+                    self.unavailable_at(message, Some(status.as_u16()))
                 },
             );
         }

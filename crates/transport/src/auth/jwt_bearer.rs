@@ -140,6 +140,8 @@ impl std::fmt::Debug for IdentityProvider {
 pub struct ExchangeError {
     pub refused: bool,
     pub message: String,
+    /// The identity provider's HTTP status, when it answered.
+    pub status: Option<u16>,
 }
 
 impl IdentityProvider {
@@ -156,10 +158,12 @@ impl IdentityProvider {
         let config = |message: String| ExchangeError {
             refused: true,
             message,
+            status: None,
         };
         let unavailable = |message: String| ExchangeError {
             refused: false,
             message,
+            status: None,
         };
         let endpoint = reqwest::Url::parse(&self.token_endpoint)
             .map_err(|e| config(format!("`oauth.idpTokenEndpoint` is not a URL: {e}")))?;
@@ -230,7 +234,10 @@ impl IdentityProvider {
                 if status.is_client_error() && status != reqwest::StatusCode::TOO_MANY_REQUESTS {
                     config(message)
                 } else {
-                    unavailable(message)
+                    ExchangeError {
+                        status: Some(status.as_u16()),
+                        ..unavailable(message)
+                    }
                 },
             );
         }

@@ -37,7 +37,8 @@ pub use flow::{AuthFlowError, OAuthSettings, login, stored_client};
 pub use jwt_bearer::{Grant, IdentityProvider, JwtSource};
 pub use loopback::{LoopbackBrowser, LoopbackStepUp};
 pub use step_up::{
-    MAX_STEP_UPS, Refusal, StepUp, StepUpRefused, last_refusal, refusal_in, set_step_up_browser,
+    MAX_STEP_UPS, Refusal, StepUp, StepUpRefused, authorization_lost, last_refusal, refusal_in,
+    set_step_up_browser,
 };
 pub use store::{
     FileCredentialStore, StoreError, StoreMode, TokenLocation, server_key, set_store_dir, store_dir,

@@ -306,6 +306,32 @@ pub fn refusal_in<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'
     None
 }
 
+/// Whether a failed request's `error` says the server no longer accepts this client's
+/// authorization: a 401 challenge, or an OAuth failure of the token source (a rejected refresh,
+/// a revoked grant). A refusal for lack of scope is not this (step-up handles it).
+pub fn authorization_lost(error: &rmcp::service::ServiceError) -> bool {
+    if refusal_in(error).is_some() {
+        return false;
+    }
+    let rmcp::service::ServiceError::TransportSend(error) = error else {
+        return false;
+    };
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error.error.as_ref());
+    while let Some(current) = source {
+        if current
+            .downcast_ref::<rmcp::transport::streamable_http_client::AuthRequiredError>()
+            .is_some()
+            || current
+                .downcast_ref::<rmcp::transport::auth::AuthError>()
+                .is_some()
+        {
+            return true;
+        }
+        source = current.source();
+    }
+    false
+}
+
 /// The Streamable HTTP client layer that performs step-ups (with the authorizing client's
 /// manager) and keeps 401 challenges in the token store.
 #[derive(Clone)]
