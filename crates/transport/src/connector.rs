@@ -22,7 +22,7 @@ use crate::stderr::StderrTail;
 use crate::wire::WireNotes;
 
 /// A boxed, sendable future, as connectors return them (the `futures` crate's own).
-pub use futures::future::BoxFuture;
+pub(crate) use futures::future::BoxFuture;
 
 /// What every connect attempt is given besides the handler.
 #[derive(Debug, Clone)]
@@ -66,7 +66,7 @@ impl ConnectOptions {
 /// Opens one kind of transport and initialises an MCP session over it.
 ///
 /// Implementors' obligations:
-/// - `connect` must complete or fail within `options.startup_timeout` (use [`initialize`]);
+/// - `connect` must complete or fail within `options.startup_timeout` (use `initialize`);
 /// - anything it started (processes, tasks, sockets) must be owned by the returned [`Session`] or
 ///   released when the future fails or is dropped;
 /// - errors are [`TransportError`]s, with the stderr tail attached where there is one;
@@ -101,10 +101,15 @@ pub trait Connector: Send + Sync + 'static {
 /// What initialize negotiated.
 #[derive(Debug, Clone)]
 pub struct SessionInfo {
+    /// The protocol version agreed.
     pub protocol_version: ProtocolVersion,
+    /// `serverInfo.name`.
     pub server_name: Option<String>,
+    /// `serverInfo.version`.
     pub server_version: Option<String>,
+    /// The server's capabilities.
     pub capabilities: ServerCapabilities,
+    /// The server's instructions, as sent.
     pub instructions: Option<String>,
 }
 

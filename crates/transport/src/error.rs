@@ -9,23 +9,30 @@ pub enum TransportError {
     /// The server process could not be started (missing binary, bad cwd, permissions).
     #[error("could not start `{command}`: {source}{}", tail_suffix(.stderr_tail))]
     Spawn {
+        /// The program that was run.
         command: String,
         #[source]
+        /// The underlying error.
         source: std::io::Error,
+        /// The stdio server's stderr tail, when there is one.
         stderr_tail: Option<String>,
     },
     /// initialize did not complete within the startup deadline.
     #[error("no answer to initialize within {}s (raise `startupTimeoutSec`){}", .timeout.as_secs_f64(), tail_suffix(.stderr_tail))]
     StartupTimeout {
+        /// The deadline that passed.
         timeout: Duration,
+        /// The stdio server's stderr tail, when there is one.
         stderr_tail: Option<String>,
     },
     /// The transport opened but the initialize handshake failed.
     #[error("initialize failed: {message}{}", tail_suffix(.stderr_tail))]
     Initialize {
+        /// What failed, in words (never a secret).
         message: String,
         /// The server answered 401/403 or demanded authorization.
         auth_required: bool,
+        /// The stdio server's stderr tail, when there is one.
         stderr_tail: Option<String>,
     },
     /// The server, or its authorization server, answered the handshake with HTTP 5xx or 429: it
@@ -34,6 +41,7 @@ pub enum TransportError {
     Unavailable {
         /// The HTTP status (500–599 or 429).
         status: u16,
+        /// What failed, in words (never a secret).
         message: String,
     },
     /// The connection parameters are unusable (bad URL, bad header).
@@ -44,13 +52,17 @@ pub enum TransportError {
     /// until the transport that knows it fills it in ([`TransportError::at_url`]).
     #[error("cannot reach {}: {failure}; {}", if .url.is_empty() { "the server" } else { .url.as_str() }, .failure.hint())]
     Unreachable {
+        /// The server's URL.
         url: String,
+        /// What went wrong with the connection.
         failure: crate::net::NetFailure,
     },
     /// The session closed after it was established.
     #[error("connection closed: {reason}{}", tail_suffix(.stderr_tail))]
     Closed {
+        /// Why it failed.
         reason: String,
+        /// The stdio server's stderr tail, when there is one.
         stderr_tail: Option<String>,
     },
 }
@@ -78,7 +90,7 @@ pub enum ErrorKind {
 
 /// Whether an HTTP status says the server is unavailable for now (5xx, or 429 Too Many
 /// Requests) rather than that it refused the request.
-pub fn unavailable_status(status: u16) -> bool {
+pub(crate) fn unavailable_status(status: u16) -> bool {
     (500..=599).contains(&status) || status == 429
 }
 

@@ -27,6 +27,7 @@ const SSE_MAX_RECONNECTS: usize = 5;
 /// Connects to a Streamable HTTP endpoint.
 #[derive(Debug, Clone)]
 pub struct StreamableHttpConnector {
+    /// The server's URL.
     pub url: String,
     /// Sent with every request (e.g. `Authorization`). Values are never logged.
     pub headers: BTreeMap<String, String>,

@@ -270,7 +270,7 @@ impl Breakage {
     }
 }
 
-/// The [`HttpLayer`] that fires a [`Breakage`] when a request cannot reach the server or an
+/// The `HttpLayer` that fires a [`Breakage`] when a request cannot reach the server or an
 /// event stream is cut short.
 #[derive(Clone)]
 pub struct Watch {
@@ -280,6 +280,7 @@ pub struct Watch {
 }
 
 impl Watch {
+    /// Made from its parts.
     pub fn new(breakage: Breakage, url: String) -> Self {
         Self { breakage, url }
     }

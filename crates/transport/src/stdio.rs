@@ -26,19 +26,20 @@ use crate::stderr::StderrTail;
 pub struct StdioSpec {
     /// Program to run, looked up on `PATH` when it has no slash.
     pub command: String,
+    /// Arguments passed to the program.
     pub args: Vec<String>,
     /// Set on top of the base environment. Values are never logged.
     pub env: BTreeMap<String, String>,
     /// Working directory; the harness's own when `None`.
     pub cwd: Option<PathBuf>,
     /// The base environment: the harness's whole environment (`true`, the default), or only
-    /// [`MINIMAL_ENV`] (`false`), so secrets in the harness's environment do not reach servers
+    /// `MINIMAL_ENV` (`false`), so secrets in the harness's environment do not reach servers
     /// that were not given them.
     pub inherit_env: bool,
 }
 
 /// What a stdio server gets from the harness's environment when `inherit_env` is off.
-pub const MINIMAL_ENV: [&str; 11] = [
+pub(crate) const MINIMAL_ENV: [&str; 11] = [
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TMPDIR",
     "TZ",
 ];
@@ -46,6 +47,7 @@ pub const MINIMAL_ENV: [&str; 11] = [
 /// Starts a child process and speaks MCP over its stdio.
 #[derive(Debug, Clone)]
 pub struct StdioConnector {
+    /// How to start the server.
     pub spec: StdioSpec,
 }
 

@@ -287,7 +287,7 @@ static PROGRESS: LazyLock<Finder<'static>> =
 
 /// An [`AsyncRead`] of newline-delimited JSON-RPC that shows every line to [`WireNotes`] as it
 /// passes, unchanged. The built-in connectors no longer use it: their
-/// [`crate::lines::LineTransport`] shows each line to the notes as it decodes it.
+/// `LineTransport` (`lines.rs`) shows each line to the notes as it decodes it.
 pub struct TapRead<R> {
     inner: R,
     notes: WireNotes,

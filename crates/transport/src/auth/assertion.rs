@@ -14,11 +14,14 @@ const ASSERTION_LIFETIME_S: u64 = 120;
 /// The JWS algorithms of a client assertion.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum JwtAlgorithm {
+    /// ECDSA P-256 with SHA-256.
     ES256,
+    /// RSASSA-PKCS1-v1_5 with SHA-256.
     RS256,
 }
 
 impl JwtAlgorithm {
+    /// The algorithm named `name` (`ES256`, `RS256`).
     pub fn parse(name: &str) -> Option<Self> {
         match name {
             "ES256" => Some(Self::ES256),
@@ -27,6 +30,7 @@ impl JwtAlgorithm {
         }
     }
 
+    /// The algorithm's JWS name.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::ES256 => "ES256",
@@ -95,7 +99,7 @@ fn signer(pem: &str) -> Result<Signer, String> {
 
 /// An RFC 7523 client assertion: `iss` = `sub` = the client id, `aud` = the authorization
 /// server (its issuer), short-lived, with a unique `jti`. The error never quotes the key.
-pub fn sign_assertion(
+pub(super) fn sign_assertion(
     pem: &str,
     algorithm: Option<JwtAlgorithm>,
     client_id: &str,

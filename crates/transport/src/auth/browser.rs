@@ -10,6 +10,7 @@ use futures::future::BoxFuture;
 /// Where the user authorizes: opens `url` and yields the full redirect URL (with `code` and
 /// `state`) the authorization server sent the browser to.
 pub trait Browser: Send + Sync {
+    /// Opens `url` and yields the redirect URL the authorization server sent back.
     fn authorize(&self, url: &str) -> BoxFuture<'_, Result<String, String>>;
 }
 

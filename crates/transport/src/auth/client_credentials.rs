@@ -51,7 +51,9 @@ pub enum ClientAuth {
     /// `oauth.privateKeyFile` / `oauth.privateKey`: a JWT assertion signed with this key
     /// (`private_key_jwt`); the algorithm is `oauth.signingAlgorithm`, else the key's own.
     PrivateKey {
+        /// The private key.
         key: PrivateKey,
+        /// `oauth.signingAlgorithm`; `None`: the key's own.
         algorithm: Option<JwtAlgorithm>,
     },
     /// None (a public client, `none`): `client_id` goes in the form when there is one (the JWT
@@ -75,6 +77,7 @@ pub enum PrivateKey {
 pub struct ClientCredentials {
     /// `oauth.clientId` (empty: none, for a `jwt_bearer` grant without one).
     pub client_id: String,
+    /// How the client authenticates at the token endpoint.
     pub auth: ClientAuth,
     /// `oauth.scopes`; when empty, the scopes the server's challenge or metadata name.
     pub scopes: Vec<String>,
@@ -111,14 +114,28 @@ pub enum ClientCredentialsError {
     /// The settings cannot work (unreadable or unusable key, insecure token endpoint): fix the
     /// config.
     #[error("server `{server}`: {message}")]
-    Config { server: String, message: String },
+    /// The settings cannot work: fix the config.
+    Config {
+        /// The server's name.
+        server: String,
+        /// What failed, in words (never a secret).
+        message: String,
+    },
     /// The authorization server refused the client (wrong id, secret or key; scope not allowed).
     #[error("server `{server}`: {message}")]
-    Refused { server: String, message: String },
+    /// The authorization server refused the client.
+    Refused {
+        /// The server's name.
+        server: String,
+        /// What failed, in words (never a secret).
+        message: String,
+    },
     /// Discovery or the token request failed for a reason that may pass (network, 5xx).
     #[error("server `{server}`: {message}")]
     Unavailable {
+        /// The server's name.
         server: String,
+        /// What failed, in words (never a secret).
         message: String,
         /// The token endpoint's (or identity provider's) HTTP status, when it answered 5xx or
         /// 429.
@@ -264,6 +281,7 @@ impl TokenSource {
         Ok(Self::new(server, url, settings, store, http))
     }
 
+    /// The server's name.
     pub fn server(&self) -> &str {
         &self.inner.server
     }
@@ -712,6 +730,7 @@ pub struct ClientCredentialsAuth {
 }
 
 impl ClientCredentialsAuth {
+    /// Made from its parts.
     pub fn new(source: TokenSource) -> Self {
         Self { source }
     }

@@ -53,10 +53,13 @@ const MAX_TOKEN_BODY: usize = 1024 * 1024;
 #[derive(Debug, thiserror::Error)]
 pub enum DpopError {
     #[error("the stored DPoP key is unreadable; run `mcp-harness login` again")]
+    /// The key cannot be used for ES256.
     BadKey,
     #[error("no randomness for a DPoP key or proof")]
+    /// The system gave no randomness.
     NoRandomness,
     #[error("signing a DPoP proof failed")]
+    /// Signing the proof failed.
     Signing,
 }
 
@@ -247,6 +250,7 @@ pub struct DpopTokenClient {
 }
 
 impl DpopTokenClient {
+    /// Made from its parts.
     pub fn new(key: Arc<DpopKey>, token_endpoint: &str) -> Result<Self, String> {
         let build = |policy| {
             reqwest::Client::builder()

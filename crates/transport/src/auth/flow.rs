@@ -55,23 +55,44 @@ impl std::fmt::Debug for OAuthSettings {
 #[derive(Debug, thiserror::Error)]
 pub enum AuthFlowError {
     #[error(transparent)]
+    /// The token store failed.
     Store(#[from] super::store::StoreError),
     #[error("server `{server}`: `url` {url}: {message}")]
+    /// OAuth discovery failed.
     Discovery {
+        /// The server's name.
         server: String,
+        /// The server's URL.
         url: String,
+        /// What failed, in words (never a secret).
         message: String,
     },
     #[error("server `{server}`: client registration failed ({hint}): {message}")]
+    /// No client: registration failed or is not possible.
     Registration {
+        /// The server's name.
         server: String,
+        /// The config key that would fix it.
         hint: &'static str,
+        /// What failed, in words (never a secret).
         message: String,
     },
     #[error("server `{server}`: authorization was not completed: {message}")]
-    Authorization { server: String, message: String },
+    /// The user did not authorize, or the redirect was unusable.
+    Authorization {
+        /// The server's name.
+        server: String,
+        /// What failed, in words (never a secret).
+        message: String,
+    },
     #[error("server `{server}`: the authorization server refused the code: {message}")]
-    Token { server: String, message: String },
+    /// The code exchange failed.
+    Token {
+        /// The server's name.
+        server: String,
+        /// What failed, in words (never a secret).
+        message: String,
+    },
 }
 
 /// The `WWW-Authenticate` challenge the server sends an unauthenticated `initialize`; `None` when

@@ -138,7 +138,9 @@ impl std::fmt::Debug for IdentityProvider {
 /// than 429: fix the config or the ID token), else it may pass.
 #[derive(Debug)]
 pub struct ExchangeError {
+    /// The identity provider said no (fix the config or the ID token).
     pub refused: bool,
+    /// What failed, in words (never a secret).
     pub message: String,
     /// The identity provider's HTTP status, when it answered.
     pub status: Option<u16>,

@@ -63,7 +63,9 @@ impl StoreMode {
 /// Where one store keeps its secrets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
+    /// A 0600 file in the token directory.
     File,
+    /// The OS keyring (Secret Service); the file only marks it.
     Keyring,
 }
 
@@ -168,7 +170,7 @@ mod imp {
     }
 
     /// A Secret Service answers on the session bus and has a default collection.
-    pub fn probe() -> Result<(), String> {
+    pub(super) fn probe() -> Result<(), String> {
         super::on_own_thread(super::PROBE_TIMEOUT, "probe", || {
             connect()?.get_default_collection().map_err(describe)?;
             Ok(())
@@ -180,7 +182,7 @@ mod imp {
         Ok(found.unlocked.into_iter().chain(found.locked).collect())
     }
 
-    pub fn get(account: &str) -> Result<Option<Vec<u8>>, String> {
+    pub(super) fn get(account: &str) -> Result<Option<Vec<u8>>, String> {
         let ss = connect()?;
         let Some(item) = items(&ss, account)?.into_iter().next() else {
             return Ok(None);
@@ -189,7 +191,7 @@ mod imp {
         item.get_secret().map(Some).map_err(describe)
     }
 
-    pub fn set(account: &str, label: &str, secret: &[u8]) -> Result<(), String> {
+    pub(super) fn set(account: &str, label: &str, secret: &[u8]) -> Result<(), String> {
         let ss = connect()?;
         let collection = ss.get_default_collection().map_err(describe)?;
         collection.ensure_unlocked().map_err(describe)?;
@@ -199,7 +201,7 @@ mod imp {
         Ok(())
     }
 
-    pub fn delete(account: &str) -> Result<bool, String> {
+    pub(super) fn delete(account: &str) -> Result<bool, String> {
         let ss = connect()?;
         let found = items(&ss, account)?;
         let any = !found.is_empty();

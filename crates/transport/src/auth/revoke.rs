@@ -25,7 +25,10 @@ pub enum Revocation {
     /// The authorization server advertises no `revocation_endpoint`.
     NotSupported,
     /// Every stored token was revoked (the server answered 200 to each).
-    Revoked { tokens: usize },
+    Revoked {
+        /// How many tokens were revoked.
+        tokens: usize,
+    },
     /// At least one request failed; why (no token values).
     Failed(String),
 }

@@ -137,16 +137,30 @@ pub enum Decision {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
     /// Nobody in this process can authorize (no browser set).
-    NoAuthorizer { scopes: Vec<String> },
+    NoAuthorizer {
+        /// The scopes the server asked for.
+        scopes: Vec<String>,
+    },
     /// The server already had its [`MAX_STEP_UPS`] step-ups.
-    Exhausted { scopes: Vec<String> },
+    Exhausted {
+        /// The scopes the server asked for.
+        scopes: Vec<String>,
+    },
     /// The last step-up asked for exactly these scopes, and the server still refused the token.
-    NoProgress { scopes: Vec<String> },
+    NoProgress {
+        /// The scopes the server asked for.
+        scopes: Vec<String>,
+    },
     /// The request was refused again right after its step-up.
-    StillRefused { scopes: Vec<String> },
+    StillRefused {
+        /// The scopes the server asked for.
+        scopes: Vec<String>,
+    },
     /// The step-up authorization itself failed.
     Failed {
+        /// The scopes the server asked for.
         scopes: Vec<String>,
+        /// What failed, in words (never a secret).
         message: String,
     },
 }
@@ -222,10 +236,12 @@ impl StepUpState {
         self.generation += 1;
     }
 
+    /// The login generation this refusal belongs to.
     pub fn generation(&self) -> u64 {
         self.generation
     }
 
+    /// Step-ups made in this login.
     pub fn attempts(&self) -> u32 {
         self.attempts
     }
@@ -243,7 +259,9 @@ fn same_set(a: &[String], b: &[String]) -> bool {
 /// [`refusal_in`]).
 #[derive(Debug)]
 pub struct StepUpRefused {
+    /// The server's name.
     pub server: String,
+    /// Why the step-up stopped.
     pub refusal: Refusal,
     challenge: AuthRequiredError,
 }

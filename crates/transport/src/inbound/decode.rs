@@ -5,7 +5,7 @@
 //! Invariants:
 //! - a message that answers a pending request never leaves that request waiting for its
 //!   deadline: it is delivered (a listing with undecodable entries is delivered without them —
-//!   each replaced by a placeholder marked [`UNDECODABLE_META_KEY`] with the reason, which the
+//!   each replaced by a placeholder marked [`UNDECODABLE_META_KEY`](super::UNDECODABLE_META_KEY) with the reason, which the
 //!   catalog hides) or the request fails at once with a [`WireFault`] error saying what arrived
 //!   (too large: how large and which config key raises the cap; undecodable: why);
 //! - the id of an undecodable or oversized message is recovered from the raw bytes by a lenient

@@ -27,18 +27,30 @@ pub enum WireFault {
     /// The message was larger than the cap (`seen` bytes, or at least that many when it was
     /// cut off before its end).
     TooLarge {
+        /// The server's name.
         server: String,
+        /// Bytes seen (at least, when cut off).
         seen: usize,
+        /// Whether the whole message was seen.
         complete: bool,
+        /// The cap, in bytes.
         limit: usize,
     },
     /// The message could not be decoded.
-    Undecodable { server: String, reason: String },
+    Undecodable {
+        /// The server's name.
+        server: String,
+        /// Why it failed.
+        reason: String,
+    },
     /// On a channel that carries the answer to one request (a Streamable HTTP POST), the
     /// answer came with another id.
     WrongId {
+        /// The server's name.
         server: String,
+        /// The id of the request the channel answers.
         expected: String,
+        /// The id the answer carried.
         got: String,
     },
 }

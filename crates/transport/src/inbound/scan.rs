@@ -2,7 +2,7 @@
 //! `"id"` and `"method"` in bounded memory, and the salvage of a listing whose entries do not
 //! all decode.
 //!
-//! Invariants: the scan holds at most [`MAX_ID_BYTES`] of an id and any depth of nesting without
+//! Invariants: the scan holds at most `MAX_ID_BYTES` of an id and any depth of nesting without
 //! recursion; only the top-level `"id"` counts, wherever in the object it stands; a salvaged
 //! listing differs from the message only in its undecodable entries, each replaced by a
 //! placeholder with the reason under [`UNDECODABLE_META_KEY`].
@@ -22,7 +22,9 @@ const MAX_ID_BYTES: usize = 256;
 /// What the lenient top-level scan found in a message.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Scanned {
+    /// The top-level `id`, when it was recovered.
     pub id: Option<RequestId>,
+    /// Whether the message has a top-level `method`.
     pub has_method: bool,
 }
 
@@ -39,7 +41,7 @@ pub(crate) fn error_reason(e: &serde_json::Error) -> String {
 /// A streaming scan of one message's top level for `"id"` and `"method"`, in bounded memory:
 /// bytes may be fed in pieces (an oversized line is scanned while it is discarded).
 #[derive(Debug, Default)]
-pub struct IdScan {
+pub(crate) struct IdScan {
     depth: u32,
     in_string: bool,
     escaped: bool,
@@ -57,7 +59,7 @@ pub struct IdScan {
 
 impl IdScan {
     /// Scans the next bytes of the message.
-    pub fn feed(&mut self, bytes: &[u8]) {
+    pub(crate) fn feed(&mut self, bytes: &[u8]) {
         for &b in bytes {
             self.byte(b);
         }
@@ -143,7 +145,7 @@ impl IdScan {
     }
 
     /// What was found so far.
-    pub fn scanned(&self) -> Scanned {
+    pub(crate) fn scanned(&self) -> Scanned {
         Scanned {
             id: self.found.clone(),
             has_method: self.has_method,
@@ -158,7 +160,7 @@ fn push_bounded(buf: &mut Vec<u8>, b: u8) {
 }
 
 /// [`IdScan`] over a whole message.
-pub fn scan(bytes: &[u8]) -> Scanned {
+pub(super) fn scan(bytes: &[u8]) -> Scanned {
     let mut s = IdScan::default();
     s.feed(bytes);
     s.scanned()

@@ -26,7 +26,7 @@ use crate::layer::{HttpLayer, PostResult, StreamResult};
 /// request's error) — and that recognises a session the server lost even when it does not say
 /// so with a 404 (see its `post_for`).
 #[derive(Clone)]
-pub struct Tap {
+pub(crate) struct Tap {
     inbound: Inbound,
 }
 
@@ -35,7 +35,7 @@ const JSON_PARSE_ERROR: &str = "could not parse JSON response as ServerJsonRpcMe
 
 impl Tap {
     /// A tap decoding through `inbound` (which reports to its wire notes).
-    pub fn new(inbound: Inbound) -> Self {
+    pub(crate) fn new(inbound: Inbound) -> Self {
         Self { inbound }
     }
 

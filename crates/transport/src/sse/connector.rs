@@ -17,7 +17,7 @@ use crate::handler::HarnessClient;
 ///
 /// How it meets the [`Connector`] obligations:
 /// - deadline: opening the stream and waiting for the `endpoint` event run under
-///   `startup_timeout`; [`initialize`] gets what is left of it (a timeout in either reports the
+///   `startup_timeout`; `initialize` gets what is left of it (a timeout in either reports the
 ///   whole configured deadline);
 /// - ownership: until initialize starts, the response stream lives in the connect future and
 ///   is dropped with it; afterwards the reader and POST tasks are tied to the transport by a
@@ -25,7 +25,7 @@ use crate::handler::HarnessClient;
 ///   (or dropped by rmcp when initialize fails);
 /// - errors: every failure is a [`TransportError`]; a 401/403 on the GET is
 ///   `Initialize { auth_required: true }` (on a POST during initialize, rmcp classifies it the
-///   same way through [`AuthRequiredError`]); an endpoint on another origin is `InvalidConfig`
+///   same way through `AuthRequiredError`); an endpoint on another origin is `InvalidConfig`
 ///   (retrying cannot help);
 /// - secrets: header values are sensitive `HeaderValue`s, never formatted; URLs are shown
 ///   without query or user info.

@@ -30,7 +30,11 @@ pub enum SseError {
         "an SSE event is larger than {} MiB, the most one event may be; the stream was abandoned",
         .limit >> 20
     )]
-    EventTooLarge { limit: usize },
+    /// An event was larger than the limit.
+    EventTooLarge {
+        /// The cap, in bytes.
+        limit: usize,
+    },
 }
 
 /// An incremental SSE parser: feed it chunks as they arrive, in any split.

@@ -21,22 +21,21 @@ use crate::endpoint::shown;
 use crate::error::TransportError;
 use crate::inbound::Inbound;
 use crate::net::describe_request as describe;
-use crate::wire::WireNotes;
 
 /// How many times in a row a dropped event stream is re-opened before the session ends.
-pub const MAX_RECONNECTS: u32 = 5;
+pub(super) const MAX_RECONNECTS: u32 = 5;
 /// The first reconnect delay when the server sent no `retry:`.
 const DEFAULT_RETRY: Duration = Duration::from_millis(500);
 /// Backoff never grows beyond this (unless the server's own `retry:` is longer).
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// A POST must be answered within this.
-pub const POST_TIMEOUT: Duration = Duration::from_secs(30);
+pub(super) const POST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Server messages buffered between the stream reader and rmcp.
 const INBOUND_BUFFER: usize = 256;
 
 /// Resolves the data of an `endpoint` event against the SSE URL; refuses an endpoint on
 /// another origin (scheme, host or port).
-pub fn resolve_endpoint(sse_url: &Url, data: &str) -> Result<Url, String> {
+pub(super) fn resolve_endpoint(sse_url: &Url, data: &str) -> Result<Url, String> {
     let data = data.trim();
     if data.is_empty() {
         return Err("the server's `endpoint` event names no URL".into());
@@ -149,22 +148,36 @@ async fn get_stream(
 
 /// A POST that failed.
 #[derive(Debug, thiserror::Error)]
-pub enum LegacySseError {
+pub(super) enum LegacySseError {
     #[error("could not encode the message: {0}")]
+    /// The message could not be encoded.
     Encode(#[from] serde_json::Error),
     #[error("POST to the message endpoint failed: {0}")]
+    /// The POST could not be sent or answered.
     Post(String),
     #[error("the message endpoint answered {status}: the server requires authorization")]
+    /// The endpoint asked for authorization (401/403).
     Unauthorized {
+        /// The HTTP status.
         status: StatusCode,
         #[source]
+        /// The underlying error.
         source: AuthRequiredError,
     },
     #[error("the message endpoint answered {status}: the server no longer knows this session")]
-    SessionGone { status: StatusCode },
+    /// The server forgot the session (404/410).
+    SessionGone {
+        /// The HTTP status.
+        status: StatusCode,
+    },
     #[error("the message endpoint answered {status}")]
-    Rejected { status: StatusCode },
+    /// The endpoint answered another error status.
+    Rejected {
+        /// The HTTP status.
+        status: StatusCode,
+    },
     #[error("the SSE session is closed")]
+    /// The transport was closed.
     Closed,
 }
 
@@ -174,7 +187,7 @@ struct Post {
 }
 
 /// rmcp's `Transport<RoleClient>` over a legacy HTTP+SSE session.
-pub struct LegacySseTransport {
+pub(super) struct LegacySseTransport {
     inbound: mpsc::Receiver<ServerJsonRpcMessage>,
     /// Notes each request sent, so answers to no request are recognised.
     decoder: Inbound,
@@ -185,8 +198,10 @@ pub struct LegacySseTransport {
 
 impl LegacySseTransport {
     /// Opens the event stream, waits for the `endpoint` event and starts the reader and POST
-    /// tasks. Not bounded in time: the caller puts a deadline around it.
-    pub async fn open(
+    /// tasks. Not bounded in time: the caller puts a deadline around it. (Tests; connectors
+    /// use `open_observed`.)
+    #[cfg(test)]
+    pub(crate) async fn open(
         client: reqwest::Client,
         sse_url: Url,
         server: String,
@@ -194,7 +209,7 @@ impl LegacySseTransport {
         let inbound = Inbound::new(
             &server,
             crate::inbound::DEFAULT_MAX_MESSAGE_BYTES,
-            WireNotes::default(),
+            crate::wire::WireNotes::default(),
             true,
         );
         Self::open_observed(client, sse_url, inbound).await
@@ -202,7 +217,7 @@ impl LegacySseTransport {
 
     /// [`Self::open`], decoding every message through `inbound` (which shows it to its wire
     /// notes, holds it to its size cap and fails the request an undecodable one answers).
-    pub async fn open_observed(
+    pub(super) async fn open_observed(
         client: reqwest::Client,
         sse_url: Url,
         inbound: Inbound,
