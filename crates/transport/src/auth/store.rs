@@ -321,7 +321,10 @@ impl FileCredentialStore {
             _ => format!(
                 "its tokens are in the OS keyring, which does not answer here ({}); log in \
                  again where it does, or with {}=file",
-                os_keyring::available().err().unwrap_or_default(),
+                os_keyring::available()
+                    .err()
+                    .map(|e| e.to_string())
+                    .unwrap_or_default(),
                 os_keyring::MODE_VAR
             ),
         }
