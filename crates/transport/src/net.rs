@@ -84,7 +84,7 @@ fn chain<'a>(err: &'a (dyn Error + 'static)) -> impl Iterator<Item = &'a (dyn Er
 }
 
 /// The connection failure in an error of the Streamable HTTP transport, if it is one.
-pub fn http_failure<E: Error + Send + Sync + 'static>(
+pub(crate) fn http_failure<E: Error + Send + Sync + 'static>(
     err: &StreamableHttpError<E>,
 ) -> Option<NetFailure> {
     match err {
@@ -127,7 +127,7 @@ pub(crate) fn carried_in<'a>(
 }
 
 /// The connection failure somewhere in `err`'s sources, if it is one.
-pub fn net_failure(err: &(dyn Error + 'static)) -> Option<NetFailure> {
+pub(crate) fn net_failure(err: &(dyn Error + 'static)) -> Option<NetFailure> {
     use std::io::ErrorKind as K;
     for e in chain(err) {
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
@@ -211,7 +211,7 @@ fn strip_type_wrapper(text: &str) -> String {
 }
 
 /// `text` with every ` for url (...)` (reqwest's way of naming the URL) cut out.
-pub fn without_urls(text: &str) -> String {
+pub(crate) fn without_urls(text: &str) -> String {
     let mut out = text.to_string();
     while let Some(start) = out.find(" for url (") {
         let Some(end) = out[start..].find(')') else {

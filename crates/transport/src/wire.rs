@@ -35,11 +35,11 @@ pub const MAX_OBSERVED_LINE: usize = 16 * 1024 * 1024;
 /// The most progress tokens whose notifications are counted at once (the oldest is forgotten
 /// first): a caller takes its count when its response arrives, so only requests whose caller
 /// did not ask for progress leave counts behind.
-pub const MAX_PROGRESS_TOKENS: usize = 1024;
+pub(crate) const MAX_PROGRESS_TOKENS: usize = 1024;
 
 /// How a progress token is keyed: its JSON text (`3`, `"abc"`), the same for a token read from
 /// the wire and one rmcp made.
-pub fn progress_token_key(token: &impl serde::Serialize) -> String {
+pub(crate) fn progress_token_key(token: &impl serde::Serialize) -> String {
     serde_json::to_string(token).unwrap_or_default()
 }
 

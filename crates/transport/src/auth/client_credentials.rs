@@ -9,7 +9,7 @@
 //! - the token lives in the server's [`FileCredentialStore`] like any other (0600, shared by the
 //!   harness processes: one process's token serves the others until it expires, and a fetch
 //!   holds the store's file lock, so two processes never fetch at once);
-//! - a token is replaced before it expires ([`RENEW_BEFORE`]) and once when the server rejects
+//! - a token is replaced before it expires (`RENEW_BEFORE`) and once when the server rejects
 //!   it (401); client credentials have no refresh token, the grant is simply run again;
 //! - a 403 `insufficient_scope` gets one new token for the union of the granted and the
 //!   challenged scopes, and the refused request is sent once more (it was refused, so it never
@@ -39,7 +39,7 @@ use crate::layer::{HttpLayer, PostResult, StreamResult};
 
 /// A token is replaced when less than this is left of its lifetime (or half its lifetime, for
 /// shorter ones).
-pub const RENEW_BEFORE: Duration = Duration::from_secs(60);
+pub(crate) const RENEW_BEFORE: Duration = Duration::from_secs(60);
 /// How long one token request may take.
 const TOKEN_TIMEOUT: Duration = Duration::from_secs(20);
 

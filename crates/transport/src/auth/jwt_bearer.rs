@@ -23,11 +23,11 @@ use super::token_endpoint::{basic_credentials, form_body, oauth_error, secure_en
 /// `grant_type` of the JWT bearer grant (RFC 7523 §2.1).
 pub const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 /// `grant_type` of token exchange (RFC 8693 §2.1).
-pub const TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
+pub(crate) const TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
 /// The subject token type of an OpenID Connect ID token (RFC 8693 §3).
-pub const ID_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:id_token";
+pub(crate) const ID_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:id_token";
 /// The token type of an identity assertion JWT authorization grant (SEP-990).
-pub const ID_JAG_TYPE: &str = "urn:ietf:params:oauth:token-type:id-jag";
+pub(crate) const ID_JAG_TYPE: &str = "urn:ietf:params:oauth:token-type:id-jag";
 /// How long the token exchange may take.
 const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(20);
 

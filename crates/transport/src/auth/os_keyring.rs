@@ -3,7 +3,7 @@
 //!
 //! Invariants: every call runs on a thread of its own, never on a tokio worker (zbus's blocking
 //! calls start a runtime of their own, which panics inside another), one call at a time, and
-//! each wait for it is bounded ([`PROBE_TIMEOUT`], [`CALL_TIMEOUT`]: a keyring that asks its
+//! each wait for it is bounded (`PROBE_TIMEOUT`, [`CALL_TIMEOUT`]: a keyring that asks its
 //! user to unlock it gets that long); `MCP_HARNESS_TOKEN_STORE=file` never reaches this
 //! module's D-Bus code; the secrets are sent encrypted (the session's DH key exchange, AES) and
 //! no error message here quotes one (D-Bus errors name methods and objects, never values).
@@ -17,7 +17,7 @@ pub const MODE_VAR: &str = "MCP_HARNESS_TOKEN_STORE";
 pub const SERVICE: &str = "mcp-harness";
 
 /// How long `auto` waits for a Secret Service to answer before it keeps tokens in files.
-pub const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+pub(crate) const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// How long one read, write or delete may take (including the keyring's own unlock prompt).
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -48,7 +48,7 @@ pub enum KeyringError {
 /// Where tokens go, as `MCP_HARNESS_TOKEN_STORE` says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoreMode {
-    /// The OS keyring when a Secret Service answers within [`PROBE_TIMEOUT`], else the file;
+    /// The OS keyring when a Secret Service answers within `PROBE_TIMEOUT`, else the file;
     /// only for the user's own store (a store put elsewhere, by `set_store_dir` or `in_dir`,
     /// keeps its tokens in its files).
     Auto,

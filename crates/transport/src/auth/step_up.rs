@@ -96,7 +96,7 @@ pub fn reset(store: &FileCredentialStore) {
 
 /// `current` followed by the scopes of `challenged` (space separated) it lacks, each once, in
 /// first-seen order.
-pub fn scope_union(current: &[String], challenged: &str) -> Vec<String> {
+pub(crate) fn scope_union(current: &[String], challenged: &str) -> Vec<String> {
     let mut union: Vec<String> = Vec::new();
     for scope in current
         .iter()
@@ -112,7 +112,7 @@ pub fn scope_union(current: &[String], challenged: &str) -> Vec<String> {
 
 /// One server's step-up history.
 #[derive(Debug, Default)]
-pub struct StepUpState {
+pub(crate) struct StepUpState {
     /// Step-up authorizations started (successful or not).
     attempts: u32,
     /// Completed step-ups; a request that saw an older value was refused for a token that has
@@ -188,7 +188,7 @@ impl StepUpState {
     /// The decision for a 403 whose request was sent when the state was at `seen_generation`,
     /// with `granted` the scopes of the current grant and `challenged` the challenge's `scope`.
     /// An authorization decided here counts against the budget whether or not it succeeds.
-    pub fn decide(
+    pub(crate) fn decide(
         &mut self,
         seen_generation: u64,
         granted: &[String],
@@ -221,7 +221,7 @@ impl StepUpState {
     /// The token file says which login its grant came from: a login other than the one the
     /// budget counted for (another process's `mcp-harness login`) renews the budget.
     /// `true` when the budget was renewed.
-    pub fn observe_login(&mut self, login: Option<&str>) -> bool {
+    pub(crate) fn observe_login(&mut self, login: Option<&str>) -> bool {
         if self.login.as_deref() == login {
             return false;
         }
@@ -232,17 +232,17 @@ impl StepUpState {
     }
 
     /// A step-up authorization completed: requests refused before it are retried as they are.
-    pub fn completed(&mut self) {
+    pub(crate) fn completed(&mut self) {
         self.generation += 1;
     }
 
     /// The login generation this refusal belongs to.
-    pub fn generation(&self) -> u64 {
+    pub(crate) fn generation(&self) -> u64 {
         self.generation
     }
 
     /// Step-ups made in this login.
-    pub fn attempts(&self) -> u32 {
+    pub(crate) fn attempts(&self) -> u32 {
         self.attempts
     }
 }

@@ -11,13 +11,13 @@ use serde_json::json;
 /// The default cap on one message from a server (64 MiB); `maxMessageBytes` changes it.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 << 20;
 /// The config key that sets the cap.
-pub const MAX_MESSAGE_KEY: &str = "maxMessageBytes";
+pub(crate) const MAX_MESSAGE_KEY: &str = "maxMessageBytes";
 /// The `_meta` key of a placeholder that stands for a listed entry that could not be decoded;
 /// its value is the reason. The catalog hides such entries (`catalog::sanitize`, same key).
 pub const UNDECODABLE_META_KEY: &str = "io.mcp-harness/undecodable";
 /// The JSON-RPC error code of an error the harness made up for a request because of what the
 /// server sent (in the implementation-defined server error range).
-pub const WIRE_FAULT_CODE: i32 = -32090;
+pub(crate) const WIRE_FAULT_CODE: i32 = -32090;
 /// The key in such an error's `data` that says it came from the harness, not the server.
 const WIRE_FAULT_DATA_KEY: &str = "mcpHarnessWireFault";
 

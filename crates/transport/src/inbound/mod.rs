@@ -12,8 +12,6 @@ mod scan;
 mod tap;
 
 pub(crate) use decode::Inbound;
-pub use fault::{
-    DEFAULT_MAX_MESSAGE_BYTES, MAX_MESSAGE_KEY, UNDECODABLE_META_KEY, WIRE_FAULT_CODE, WireFault,
-};
+pub use fault::{DEFAULT_MAX_MESSAGE_BYTES, UNDECODABLE_META_KEY, WireFault};
 pub(crate) use scan::IdScan;
 pub(crate) use tap::Tap;
