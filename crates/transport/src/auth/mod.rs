@@ -16,6 +16,7 @@ mod assertion;
 mod browser;
 pub mod client_credentials;
 pub mod config;
+mod discovery;
 pub mod dpop;
 pub mod flow;
 pub mod jwt_bearer;
