@@ -249,26 +249,7 @@ pub(crate) fn describe(e: ServiceError) -> String {
 /// or an OAuth failure of the token source (a rejected refresh, a revoked grant). A refusal
 /// for lack of scope is not this (step-up handles it).
 pub(crate) fn authorization_lost(e: &ServiceError) -> bool {
-    if mcp_harness_transport::auth::refusal_in(e).is_some() {
-        return false;
-    }
-    let ServiceError::TransportSend(error) = e else {
-        return false;
-    };
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error.error.as_ref());
-    while let Some(current) = source {
-        if current
-            .downcast_ref::<rmcp::transport::streamable_http_client::AuthRequiredError>()
-            .is_some()
-            || current
-                .downcast_ref::<rmcp::transport::auth::AuthError>()
-                .is_some()
-        {
-            return true;
-        }
-        source = current.source();
-    }
-    false
+    mcp_harness_transport::auth::authorization_lost(e)
 }
 
 pub(crate) fn classify(e: ServiceError, server: &str, tool: &str, timeout: Duration) -> CallError {

@@ -68,9 +68,13 @@ pub trait ClientCallbacks: Send + Sync + 'static {
 /// The requests an embedder answers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Supported {
+    /// Form elicitation (`elicitation.form`).
     pub elicitation_form: bool,
+    /// URL elicitation (`elicitation.url`).
     pub elicitation_url: bool,
+    /// Sampling (`sampling/createMessage`).
     pub sampling: bool,
+    /// Roots (`roots/list`).
     pub roots: bool,
 }
 

@@ -3,8 +3,6 @@
 //! A session owns everything its transport started (the rmcp service loop, a child process
 //! group, a stderr drain) and releases all of it when shut down or dropped.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,12 +17,12 @@ use tokio_util::sync::CancellationToken;
 use crate::ClientPeer;
 use crate::error::TransportError;
 use crate::handler::HarnessClient;
+use crate::process::ProcessGroup;
 use crate::stderr::StderrTail;
-use crate::stdio::ProcessGroup;
 use crate::wire::WireNotes;
 
-/// A boxed, sendable future, as connectors return them.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+/// A boxed, sendable future, as connectors return them (the `futures` crate's own).
+pub(crate) use futures::future::BoxFuture;
 
 /// What every connect attempt is given besides the handler.
 #[derive(Debug, Clone)]
@@ -68,7 +66,7 @@ impl ConnectOptions {
 /// Opens one kind of transport and initialises an MCP session over it.
 ///
 /// Implementors' obligations:
-/// - `connect` must complete or fail within `options.startup_timeout` (use [`initialize`]);
+/// - `connect` must complete or fail within `options.startup_timeout` (use `initialize`);
 /// - anything it started (processes, tasks, sockets) must be owned by the returned [`Session`] or
 ///   released when the future fails or is dropped;
 /// - errors are [`TransportError`]s, with the stderr tail attached where there is one;
@@ -103,10 +101,15 @@ pub trait Connector: Send + Sync + 'static {
 /// What initialize negotiated.
 #[derive(Debug, Clone)]
 pub struct SessionInfo {
+    /// The protocol version agreed.
     pub protocol_version: ProtocolVersion,
+    /// `serverInfo.name`.
     pub server_name: Option<String>,
+    /// `serverInfo.version`.
     pub server_version: Option<String>,
+    /// The server's capabilities.
     pub capabilities: ServerCapabilities,
+    /// The server's instructions, as sent.
     pub instructions: Option<String>,
 }
 
@@ -266,7 +269,7 @@ impl Drop for Session {
 
 /// Runs initialize over `transport` within `options.startup_timeout` and builds the session.
 /// Every connector funnels through here so that deadlines and error classes are uniform.
-pub async fn initialize<T, E, A>(
+pub(crate) async fn initialize<T, E, A>(
     handler: HarnessClient,
     transport: T,
     options: &ConnectOptions,
@@ -341,6 +344,17 @@ where
     })
 }
 
+/// The HTTP status of a server (or a token source's authorization server) that answered 5xx or
+/// 429 somewhere in `err`'s chain.
+fn unavailable_status_in(err: &(dyn std::error::Error + 'static)) -> Option<u16> {
+    crate::net::http_status_in(err).or_else(|| {
+        // A token source's failure travels as an I/O error (see `ClientCredentialsAuth`).
+        crate::net::carried_in(err)
+            .find_map(|e| e.downcast_ref::<crate::auth::ClientCredentialsError>())
+            .and_then(crate::auth::ClientCredentialsError::unavailable_status)
+    })
+}
+
 /// A failed handshake as our error: a connection that could not be made is
 /// [`TransportError::Unreachable`]; otherwise the message says what failed without rmcp's Rust
 /// type names or a URL (the connector adds the URL, without its query).
@@ -355,10 +369,14 @@ fn init_error(e: ClientInitializeError, stderr_tail: Option<String>) -> Transpor
                 };
             }
             let what = crate::net::describe(error.error.as_ref());
-            match context.strip_prefix("send ") {
+            let message = match context.strip_prefix("send ") {
                 Some(request) => format!("{what} (while sending the {request})"),
                 None => format!("{what} (while {context})"),
+            };
+            if !auth_required && let Some(status) = unavailable_status_in(error.error.as_ref()) {
+                return TransportError::Unavailable { status, message };
             }
+            message
         }
         other => crate::net::describe(other),
     };

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 
-use crate::http::{header_map, http_url, shown};
-use crate::sse::describe;
+use crate::endpoint::{header_map, http_url, shown};
+use crate::net::describe_request as describe;
 
 /// Why a fetch failed, for a message that already names the config key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

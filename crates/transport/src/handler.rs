@@ -33,7 +33,10 @@ pub enum ServerEvent {
     /// `notifications/resources/list_changed`.
     ResourcesListChanged,
     /// `notifications/resources/updated` for a subscribed resource.
-    ResourceUpdated { uri: String },
+    ResourceUpdated {
+        /// The resource's URI.
+        uri: String,
+    },
     /// `notifications/progress` for some request of ours.
     Progress(ProgressNotificationParam),
     /// `notifications/message` (server log output).

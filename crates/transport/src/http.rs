@@ -9,17 +9,17 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::common::client_side_sse::ExponentialBackoff;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 
 use crate::auth::StepUp;
 use crate::connector::{BoxFuture, ConnectOptions, Connector, Session, initialize};
+use crate::endpoint::{header_map, http_url, shown};
 use crate::error::TransportError;
 use crate::handler::HarnessClient;
+use crate::inbound::Tap;
 use crate::layer::Layered;
-use crate::wire::Tap;
 
 /// How many times a dropped SSE stream is re-opened before the request fails.
 const SSE_MAX_RECONNECTS: usize = 5;
@@ -27,56 +27,12 @@ const SSE_MAX_RECONNECTS: usize = 5;
 /// Connects to a Streamable HTTP endpoint.
 #[derive(Debug, Clone)]
 pub struct StreamableHttpConnector {
+    /// The server's URL.
     pub url: String,
     /// Sent with every request (e.g. `Authorization`). Values are never logged.
     pub headers: BTreeMap<String, String>,
     /// `oauth`: with the client credentials grant, the connector gets its own tokens.
     pub oauth: Option<crate::auth::OAuthConfig>,
-}
-
-/// The configured headers as a header map, every value marked sensitive (never printed, never
-/// logged); an invalid name or value is an error naming the config key, not the value.
-pub fn header_map(headers: &BTreeMap<String, String>) -> Result<HeaderMap, TransportError> {
-    let mut map = HeaderMap::new();
-    for (name, value) in headers {
-        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
-            TransportError::InvalidConfig(format!(
-                "`headers`: `{name}` is not a valid HTTP header name"
-            ))
-        })?;
-        let mut value = HeaderValue::from_str(value).map_err(|_| {
-            TransportError::InvalidConfig(format!(
-                "`headers.{name}`: the value is not a valid HTTP header value"
-            ))
-        })?;
-        value.set_sensitive(true);
-        map.insert(name, value);
-    }
-    Ok(map)
-}
-
-/// `url` without user info, query or fragment (which may carry secrets), for messages and logs.
-pub(crate) fn shown(url: &reqwest::Url) -> String {
-    let mut url = url.clone();
-    let _ = url.set_username("");
-    let _ = url.set_password(None);
-    url.set_query(None);
-    url.set_fragment(None);
-    url.to_string()
-}
-
-/// Parses a server `url` and requires http or https. The error names the config key; it never
-/// echoes a query or credentials the URL may hold.
-pub(crate) fn http_url(raw: &str) -> Result<reqwest::Url, TransportError> {
-    let url = reqwest::Url::parse(raw)
-        .map_err(|e| TransportError::InvalidConfig(format!("`url` is not a valid URL: {e}")))?;
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(TransportError::InvalidConfig(format!(
-            "`url` `{}` must be http:// or https://",
-            shown(&url)
-        )));
-    }
-    Ok(url)
 }
 
 impl StreamableHttpConnector {
@@ -216,10 +172,16 @@ fn client_credentials_error(e: crate::auth::ClientCredentialsError) -> Transport
             auth_required: true,
             stderr_tail: None,
         },
-        E::Unavailable { .. } => TransportError::Initialize {
-            message: e.to_string(),
-            auth_required: false,
-            stderr_tail: None,
+        E::Unavailable { .. } => match e.unavailable_status() {
+            Some(status) => TransportError::Unavailable {
+                status,
+                message: e.to_string(),
+            },
+            None => TransportError::Initialize {
+                message: e.to_string(),
+                auth_required: false,
+                stderr_tail: None,
+            },
         },
     }
 }

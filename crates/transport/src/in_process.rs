@@ -19,6 +19,7 @@ const PIPE_BYTES: usize = 256 * 1024;
 /// Connects to a server running in the same process.
 #[derive(Clone)]
 pub struct InProcessConnector {
+    /// Serves the in-process server on its end of the pipe.
     pub serve: InProcessServe,
 }
 

@@ -24,14 +24,14 @@ use rmcp::transport::streamable_http_client::{
 };
 
 /// What a POST (one message) gets back.
-pub type PostResult<E> = Result<StreamableHttpPostResponse, StreamableHttpError<E>>;
+pub(crate) type PostResult<E> = Result<StreamableHttpPostResponse, StreamableHttpError<E>>;
 /// What a GET (the server's event stream) gets back.
-pub type StreamResult<E> =
+pub(crate) type StreamResult<E> =
     Result<BoxStream<'static, Result<sse_stream::Sse, SseError>>, StreamableHttpError<E>>;
 
 /// What one wrapper does around each request. `send` sends the request as it came, with the
 /// authorization header it is given; it may be called again (a retry with a new token).
-pub trait HttpLayer: Clone + Send + Sync + 'static {
+pub(crate) trait HttpLayer: Clone + Send + Sync + 'static {
     /// A POST of one message; `attached` says whether it is sent in a session.
     fn post<E, F, Fut>(
         &self,
@@ -81,13 +81,13 @@ pub trait HttpLayer: Clone + Send + Sync + 'static {
 
 /// `inner` with `layer` around each of its requests.
 #[derive(Clone)]
-pub struct Layered<L, C> {
+pub(crate) struct Layered<L, C> {
     layer: L,
     inner: C,
 }
 
 impl<L, C> Layered<L, C> {
-    pub fn new(layer: L, inner: C) -> Self {
+    pub(crate) fn new(layer: L, inner: C) -> Self {
         Self { layer, inner }
     }
 }

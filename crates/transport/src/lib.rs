@@ -7,7 +7,7 @@
 //!   its pipes closed);
 //! - a stdio server lives in its own process group, which is killed as a group when the session is
 //!   shut down or dropped, so no child outlives the harness;
-//! - the last [`stderr::STDERR_TAIL_BYTES`] of a stdio server's stderr are kept for diagnostics,
+//! - the last `STDERR_TAIL_BYTES` (64 KiB) of a stdio server's stderr are kept for diagnostics,
 //!   never more;
 //! - server notifications reach the owner only through the [`EventSink`] given at connect time.
 //!
@@ -16,26 +16,28 @@
 
 pub mod auth;
 pub mod callbacks;
-pub mod connector;
-pub mod error;
+mod connector;
+mod endpoint;
+mod error;
 pub mod fetch;
 pub mod handler;
-pub mod http;
-pub mod in_process;
+mod http;
+mod in_process;
 pub mod inbound;
-pub mod layer;
-pub mod lines;
+mod layer;
+mod lines;
 pub mod net;
+mod process;
 pub mod reaper;
 pub mod redact;
 pub mod sse;
-pub mod stderr;
-pub mod stdio;
+mod stderr;
+mod stdio;
 pub mod wire;
 
 pub use callbacks::{CallbackFuture, Callbacks, ClientCallbacks, Supported};
 pub use connector::{ConnectOptions, Connector, ExitReport, Session, SessionInfo};
-pub use error::TransportError;
+pub use error::{ErrorKind, TransportError};
 pub use handler::{EventSink, HarnessClient, ServerEvent};
 pub use http::StreamableHttpConnector;
 pub use in_process::{InProcessConnector, InProcessServe};

@@ -41,7 +41,7 @@ struct Oversized {
 
 /// rmcp's `Transport<RoleClient>` over newline-delimited JSON-RPC, with a size cap that fails
 /// the waiting request instead of dropping its answer.
-pub struct LineTransport<R, W> {
+pub(crate) struct LineTransport<R, W> {
     read: BufReader<R>,
     line: Vec<u8>,
     oversized: Option<Oversized>,
@@ -51,7 +51,7 @@ pub struct LineTransport<R, W> {
 
 impl<R: AsyncRead, W: AsyncWrite> LineTransport<R, W> {
     /// Reads server messages from `read` and writes client messages to `write`.
-    pub fn new(read: R, write: W, inbound: Inbound) -> Self {
+    pub(crate) fn new(read: R, write: W, inbound: Inbound) -> Self {
         Self {
             read: BufReader::new(read),
             line: Vec::new(),

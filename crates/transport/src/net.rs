@@ -84,7 +84,7 @@ fn chain<'a>(err: &'a (dyn Error + 'static)) -> impl Iterator<Item = &'a (dyn Er
 }
 
 /// The connection failure in an error of the Streamable HTTP transport, if it is one.
-pub fn http_failure<E: Error + Send + Sync + 'static>(
+pub(crate) fn http_failure<E: Error + Send + Sync + 'static>(
     err: &StreamableHttpError<E>,
 ) -> Option<NetFailure> {
     match err {
@@ -103,8 +103,31 @@ pub fn http_failure_in(err: &(dyn Error + 'static)) -> Option<NetFailure> {
         .and_then(http_failure)
 }
 
+/// The HTTP status of an answer that says the server is unavailable for now (5xx or 429, which
+/// rmcp reports as its `HttpStatusError`) in a Streamable HTTP error somewhere in `err`'s
+/// chain.
+pub(crate) fn http_status_in(err: &(dyn Error + 'static)) -> Option<u16> {
+    chain(err).find_map(|e| match e.downcast_ref::<HttpError>() {
+        Some(StreamableHttpError::HttpStatus(status)) => Some(status.status),
+        _ => None,
+    })
+}
+
+/// The I/O errors in `err`'s chain with the error they carry (an I/O error's `source` skips
+/// it): a layer's own failure travels as one inside rmcp's error.
+pub(crate) fn carried_in<'a>(
+    err: &'a (dyn Error + 'static),
+) -> impl Iterator<Item = &'a (dyn Error + Send + Sync + 'static)> {
+    chain(err).filter_map(|e| match e.downcast_ref::<HttpError>() {
+        Some(StreamableHttpError::Io(io)) => io.get_ref(),
+        _ => e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref()),
+    })
+}
+
 /// The connection failure somewhere in `err`'s sources, if it is one.
-pub fn net_failure(err: &(dyn Error + 'static)) -> Option<NetFailure> {
+pub(crate) fn net_failure(err: &(dyn Error + 'static)) -> Option<NetFailure> {
     use std::io::ErrorKind as K;
     for e in chain(err) {
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
@@ -188,7 +211,7 @@ fn strip_type_wrapper(text: &str) -> String {
 }
 
 /// `text` with every ` for url (...)` (reqwest's way of naming the URL) cut out.
-pub fn without_urls(text: &str) -> String {
+pub(crate) fn without_urls(text: &str) -> String {
     let mut out = text.to_string();
     while let Some(start) = out.find(" for url (") {
         let Some(end) = out[start..].find(')') else {
@@ -198,6 +221,29 @@ pub fn without_urls(text: &str) -> String {
         out.replace_range(start..start + end + 1, "");
     }
     out
+}
+
+/// A reqwest error as text without its URL (which may carry a query or credentials).
+pub(crate) fn describe_request(e: &reqwest::Error) -> String {
+    let head = if e.is_connect() {
+        "could not connect"
+    } else if e.is_timeout() {
+        "timed out"
+    } else if e.is_body() || e.is_decode() {
+        "reading the response failed"
+    } else {
+        "request failed"
+    };
+    let mut parts = vec![head.to_string()];
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        let text = s.to_string();
+        if parts.last() != Some(&text) {
+            parts.push(text);
+        }
+        source = s.source();
+    }
+    parts.join(": ")
 }
 
 /// Fires once when a request to the server shows the connection is gone (see the invariants),
@@ -224,7 +270,7 @@ impl Breakage {
     }
 }
 
-/// The [`HttpLayer`] that fires a [`Breakage`] when a request cannot reach the server or an
+/// The `HttpLayer` that fires a [`Breakage`] when a request cannot reach the server or an
 /// event stream is cut short.
 #[derive(Clone)]
 pub struct Watch {
@@ -234,6 +280,7 @@ pub struct Watch {
 }
 
 impl Watch {
+    /// Made from its parts.
     pub fn new(breakage: Breakage, url: String) -> Self {
         Self { breakage, url }
     }

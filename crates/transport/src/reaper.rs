@@ -3,7 +3,7 @@
 //!
 //! Invariants:
 //! - every stdio server is forked by one thread that lives as long as the process
-//!   ([`spawn_lasting`]), and gets `PR_SET_PDEATHSIG = SIGKILL` before exec (Linux): the kernel
+//!   (`spawn_lasting`), and gets `PR_SET_PDEATHSIG = SIGKILL` before exec (Linux): the kernel
 //!   sends that signal when the *forking thread* ends, so forking on a pool thread that may
 //!   retire (tokio's blocking pool, a worker left by `block_in_place`) would kill a healthy
 //!   server; with one lasting thread the server dies exactly when the harness process does,
@@ -50,7 +50,7 @@ type Job = Box<dyn FnOnce() + Send>;
 ///
 /// The spawner thread is started on first use and never ends; it only forks (each job is a
 /// `Command::spawn`), so it is never busy for long.
-pub async fn spawn_lasting<T, F>(spawn: F) -> std::io::Result<T>
+pub(crate) async fn spawn_lasting<T, F>(spawn: F) -> std::io::Result<T>
 where
     T: Send + 'static,
     F: FnOnce() -> std::io::Result<T> + Send + 'static,
@@ -88,7 +88,7 @@ where
 /// Asks the kernel to SIGKILL the child when the thread that forked it ends, and closes the race
 /// where the harness died between fork and this call. Installed as a `pre_exec` hook: it runs in
 /// the forked child and only makes async-signal-safe calls.
-pub fn die_with_parent(cmd: &mut tokio::process::Command) {
+pub(crate) fn die_with_parent(cmd: &mut tokio::process::Command) {
     #[cfg(target_os = "linux")]
     {
         let parent = std::process::id() as libc::pid_t;
@@ -138,7 +138,7 @@ pub fn become_subreaper() -> std::io::Result<()> {
 }
 
 /// Whether this process is a child subreaper.
-pub fn is_subreaper() -> bool {
+pub(crate) fn is_subreaper() -> bool {
     #[cfg(target_os = "linux")]
     {
         let mut flag: libc::c_int = 0;

@@ -7,12 +7,12 @@
 //!   connector exists, and from then on [`text`] replaces each occurrence of it with
 //!   [`MARKER`] in any text: errors, server states, stderr tails (a server that echoes its
 //!   environment), log lines;
-//! - a value shorter than [`MIN_SECRET_CHARS`] is not looked for in free text: replacing `1`,
+//! - a value shorter than `MIN_SECRET_CHARS` is not looked for in free text: replacing `1`,
 //!   `true` or `dev` everywhere would wreck every message while protecting nothing a guess would
 //!   not find. Where the position of a value is known (a URL's query, [`url`]) it is always
 //!   replaced, whatever its length;
 //! - the registry is process-wide and only grows (a secret once configured stays redacted after
-//!   a reload removed it), bounded by [`MAX_SECRETS`]; longer secrets are replaced first, so a
+//!   a reload removed it), bounded by `MAX_SECRETS`; longer secrets are replaced first, so a
 //!   secret containing another is replaced whole.
 
 use std::collections::BTreeSet;
@@ -21,13 +21,13 @@ use std::sync::RwLock;
 /// What a redacted value is replaced with.
 pub const MARKER: &str = "[redacted]";
 /// Shortest value looked for in free text (see the module invariants).
-pub const MIN_SECRET_CHARS: usize = 6;
+pub(crate) const MIN_SECRET_CHARS: usize = 6;
 /// Most secrets kept; later ones are still redacted where their position is known.
-pub const MAX_SECRETS: usize = 4096;
+pub(crate) const MAX_SECRETS: usize = 4096;
 
 static SECRETS: RwLock<Vec<String>> = RwLock::new(Vec::new());
 
-/// Registers values to redact from now on (values under [`MIN_SECRET_CHARS`] are ignored).
+/// Registers values to redact from now on (values under `MIN_SECRET_CHARS` are ignored).
 pub fn register<I, S>(values: I)
 where
     I: IntoIterator<Item = S>,

@@ -9,13 +9,13 @@ use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// How much of a server's stderr is kept for diagnostics.
-pub const STDERR_TAIL_BYTES: usize = 64 * 1024;
+pub(crate) const STDERR_TAIL_BYTES: usize = 64 * 1024;
 /// Longest stderr line forwarded to the log.
 const LOG_LINE_CAP: usize = 1024;
 
 /// A shared, bounded buffer holding the most recent stderr output of one server.
 #[derive(Clone, Default)]
-pub struct StderrTail {
+pub(crate) struct StderrTail {
     buf: Arc<Mutex<BytesMut>>,
     done: Arc<tokio::sync::Notify>,
     finished: Arc<std::sync::atomic::AtomicBool>,
@@ -23,7 +23,7 @@ pub struct StderrTail {
 
 impl StderrTail {
     /// Appends `data`, dropping the oldest bytes beyond the cap.
-    pub fn push(&self, data: &[u8]) {
+    pub(crate) fn push(&self, data: &[u8]) {
         let Ok(mut buf) = self.buf.lock() else { return };
         if data.len() >= STDERR_TAIL_BYTES {
             buf.clear();
@@ -38,7 +38,7 @@ impl StderrTail {
     }
 
     /// The kept tail as text (lossy UTF-8), or `None` when the server wrote nothing.
-    pub fn text(&self) -> Option<String> {
+    pub(crate) fn text(&self) -> Option<String> {
         let buf = self.buf.lock().ok()?;
         if buf.is_empty() {
             return None;
@@ -47,7 +47,7 @@ impl StderrTail {
     }
 
     /// Waits until the stream reached end of file, at most `limit`.
-    pub async fn wait_finished(&self, limit: std::time::Duration) {
+    pub(crate) async fn wait_finished(&self, limit: std::time::Duration) {
         if self.finished.load(std::sync::atomic::Ordering::Acquire) {
             return;
         }
@@ -55,7 +55,7 @@ impl StderrTail {
     }
 
     /// Spawns a task that drains `stream` into this tail until end of file.
-    pub fn drain<R>(&self, server: String, mut stream: R)
+    pub(crate) fn drain<R>(&self, server: String, mut stream: R)
     where
         R: AsyncRead + Unpin + Send + 'static,
     {

@@ -9,17 +9,16 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::{ExitStatus, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::process::Command;
-use tokio::sync::watch;
 
 use crate::connector::{BoxFuture, ConnectOptions, Connector, Session, initialize};
 use crate::error::TransportError;
 use crate::handler::HarnessClient;
 use crate::lines::LineTransport;
+use crate::process::ProcessGroup;
 use crate::stderr::StderrTail;
 
 /// How to start a stdio server.
@@ -27,19 +26,20 @@ use crate::stderr::StderrTail;
 pub struct StdioSpec {
     /// Program to run, looked up on `PATH` when it has no slash.
     pub command: String,
+    /// Arguments passed to the program.
     pub args: Vec<String>,
     /// Set on top of the base environment. Values are never logged.
     pub env: BTreeMap<String, String>,
     /// Working directory; the harness's own when `None`.
     pub cwd: Option<PathBuf>,
     /// The base environment: the harness's whole environment (`true`, the default), or only
-    /// [`MINIMAL_ENV`] (`false`), so secrets in the harness's environment do not reach servers
+    /// `MINIMAL_ENV` (`false`), so secrets in the harness's environment do not reach servers
     /// that were not given them.
     pub inherit_env: bool,
 }
 
 /// What a stdio server gets from the harness's environment when `inherit_env` is off.
-pub const MINIMAL_ENV: [&str; 11] = [
+pub(crate) const MINIMAL_ENV: [&str; 11] = [
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TMPDIR",
     "TZ",
 ];
@@ -47,6 +47,7 @@ pub const MINIMAL_ENV: [&str; 11] = [
 /// Starts a child process and speaks MCP over its stdio.
 #[derive(Debug, Clone)]
 pub struct StdioConnector {
+    /// How to start the server.
     pub spec: StdioSpec,
 }
 
@@ -108,80 +109,9 @@ impl Connector for StdioConnector {
             let group = Arc::new(ProcessGroup::watch(child));
             let tail = StderrTail::default();
             tail.drain(options.server.clone(), stderr);
-            tracing::debug!(server = %options.server, command = %spec.command, pgid = group.pgid, "spawned stdio server");
+            tracing::debug!(server = %options.server, command = %spec.command, pgid = group.pgid(), "spawned stdio server");
             let transport = LineTransport::new(stdout, stdin, options.inbound(true));
             initialize(handler, transport, &options, Some(tail), Some(group)).await
         })
-    }
-}
-
-/// A child process group owned by the harness. Dropping it kills the whole group.
-#[derive(Debug)]
-pub struct ProcessGroup {
-    pgid: i32,
-    status: watch::Receiver<Option<ExitStatus>>,
-}
-
-impl ProcessGroup {
-    /// Takes ownership of `child` (spawned as a group leader) and reaps it in the background.
-    fn watch(mut child: tokio::process::Child) -> Self {
-        let pgid = child.id().map(|id| id as i32).unwrap_or(0);
-        crate::reaper::register_group(pgid);
-        let (tx, status) = watch::channel(None);
-        tokio::spawn(async move {
-            let waited = child.wait().await;
-            crate::reaper::unregister_group(pgid);
-            if let Ok(s) = waited {
-                let _ = tx.send(Some(s));
-            }
-        });
-        Self { pgid, status }
-    }
-
-    /// The leader's exit status as it becomes known (`None` while it runs).
-    pub fn status_watch(&self) -> watch::Receiver<Option<ExitStatus>> {
-        self.status.clone()
-    }
-
-    /// The leader's exit status if it exits within `within`.
-    pub fn exit_status_within(
-        &self,
-        within: Duration,
-    ) -> Option<BoxFuture<'static, Option<ExitStatus>>> {
-        let mut rx = self.status.clone();
-        Some(Box::pin(async move {
-            let waited = tokio::time::timeout(within, rx.wait_for(Option::is_some)).await;
-            match waited {
-                Ok(Ok(s)) => *s,
-                _ => None,
-            }
-        }))
-    }
-
-    /// SIGTERM to the group, then SIGKILL to whatever is left after `grace`.
-    pub async fn terminate(&self, grace: Duration) {
-        if self.pgid <= 0 {
-            return;
-        }
-        signal_group(self.pgid, libc::SIGTERM);
-        let mut rx = self.status.clone();
-        let _ = tokio::time::timeout(grace, rx.wait_for(Option::is_some)).await;
-        signal_group(self.pgid, libc::SIGKILL);
-    }
-}
-
-impl Drop for ProcessGroup {
-    fn drop(&mut self) {
-        if self.pgid > 0 {
-            signal_group(self.pgid, libc::SIGKILL);
-            crate::reaper::unregister_group(self.pgid);
-        }
-    }
-}
-
-fn signal_group(pgid: i32, signal: i32) {
-    // SAFETY: killpg only sends a signal; a group that no longer exists yields ESRCH.
-    unsafe {
-        libc::killpg(pgid, signal);
     }
 }

@@ -20,24 +20,14 @@
 //!   body is decoded inside rmcp) leave the notes empty: such tools are called plainly, which
 //!   a server that requires tasks refuses with its own error.
 
-use std::collections::HashMap;
-use std::future::Future;
+use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
 use std::sync::{Arc, LazyLock, Mutex};
 use std::task::{Context, Poll};
 
-use futures::StreamExt;
-use futures::stream::BoxStream;
 use memchr::memmem::Finder;
-use rmcp::model::{RequestId, ServerJsonRpcMessage};
-use rmcp::transport::streamable_http_client::{
-    SseError, StreamableHttpError, StreamableHttpPostResponse,
-};
 use serde_json::Value;
 use tokio::io::{AsyncRead, ReadBuf};
-
-use crate::inbound::{Decoded, Inbound};
-use crate::layer::{HttpLayer, PostResult, StreamResult};
 
 /// The longest single message the tap parses (larger ones pass through unobserved).
 pub const MAX_OBSERVED_LINE: usize = 16 * 1024 * 1024;
@@ -45,11 +35,11 @@ pub const MAX_OBSERVED_LINE: usize = 16 * 1024 * 1024;
 /// The most progress tokens whose notifications are counted at once (the oldest is forgotten
 /// first): a caller takes its count when its response arrives, so only requests whose caller
 /// did not ask for progress leave counts behind.
-pub const MAX_PROGRESS_TOKENS: usize = 1024;
+pub(crate) const MAX_PROGRESS_TOKENS: usize = 1024;
 
 /// How a progress token is keyed: its JSON text (`3`, `"abc"`), the same for a token read from
 /// the wire and one rmcp made.
-pub fn progress_token_key(token: &impl serde::Serialize) -> String {
+pub(crate) fn progress_token_key(token: &impl serde::Serialize) -> String {
     serde_json::to_string(token).unwrap_or_default()
 }
 
@@ -63,6 +53,54 @@ pub enum TaskSupport {
     Optional,
     /// The client must call it as a task.
     Required,
+}
+
+/// How many recent anomalies a connection remembers.
+const RECENT_ANOMALIES: usize = 8;
+
+/// Something a connection received that it could not deliver, kept for the error of a request
+/// that then times out.
+#[derive(Debug, Default)]
+pub(crate) struct Anomalies {
+    seq: u64,
+    recent: VecDeque<(u64, String)>,
+    /// Responses whose id matched no request.
+    pub(crate) unknown_ids: u64,
+    /// Messages that could not be decoded, or were over the cap, and answered nothing.
+    pub(crate) undeliverable: u64,
+}
+
+impl Anomalies {
+    pub(crate) fn mark(&self) -> u64 {
+        self.seq
+    }
+
+    pub(crate) fn record(&mut self, what: String) {
+        self.seq += 1;
+        if self.recent.len() == RECENT_ANOMALIES {
+            self.recent.pop_front();
+        }
+        self.recent.push_back((self.seq, what));
+    }
+
+    pub(crate) fn since(&self, mark: u64) -> Option<String> {
+        let seen: Vec<&str> = self
+            .recent
+            .iter()
+            .filter(|(seq, _)| *seq > mark)
+            .map(|(_, what)| what.as_str())
+            .collect();
+        let count = self.seq.saturating_sub(mark) as usize;
+        if count == 0 {
+            return None;
+        }
+        let more = count.saturating_sub(seen.len());
+        let mut text = seen.join("; ");
+        if more > 0 {
+            text.push_str(&format!(" (and {more} more)"));
+        }
+        Some(text)
+    }
 }
 
 #[derive(Debug, Default)]
@@ -79,7 +117,7 @@ struct Notes {
 #[derive(Debug, Clone, Default)]
 pub struct WireNotes {
     notes: Arc<Mutex<Notes>>,
-    anomalies: Arc<Mutex<crate::inbound::Anomalies>>,
+    anomalies: Arc<Mutex<Anomalies>>,
 }
 
 impl WireNotes {
@@ -123,13 +161,13 @@ impl WireNotes {
         (a.unknown_ids, a.undeliverable)
     }
 
-    pub(crate) fn anomaly(&self, what: &str, count: impl FnOnce(&mut crate::inbound::Anomalies)) {
+    pub(crate) fn anomaly(&self, what: &str, count: impl FnOnce(&mut Anomalies)) {
         let mut a = self.anomalies();
         count(&mut a);
         a.record(what.to_string());
     }
 
-    fn anomalies(&self) -> std::sync::MutexGuard<'_, crate::inbound::Anomalies> {
+    fn anomalies(&self) -> std::sync::MutexGuard<'_, Anomalies> {
         self.anomalies.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -239,23 +277,6 @@ impl WireNotes {
     }
 }
 
-/// Whether a server's error text says the session it was sent in is gone.
-fn session_lost(text: &str) -> bool {
-    let text = text.to_ascii_lowercase();
-    text.contains("session")
-        && [
-            "not found",
-            "expired",
-            "invalid",
-            "unknown",
-            "no valid",
-            "does not exist",
-            "terminated",
-        ]
-        .iter()
-        .any(|m| text.contains(m))
-}
-
 // What [`WireNotes::observe`] looks for in every message, each searcher built once: building
 // one costs more than searching a short message with it.
 static INPUT_SCHEMA: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"inputSchema\""));
@@ -266,7 +287,7 @@ static PROGRESS: LazyLock<Finder<'static>> =
 
 /// An [`AsyncRead`] of newline-delimited JSON-RPC that shows every line to [`WireNotes`] as it
 /// passes, unchanged. The built-in connectors no longer use it: their
-/// [`crate::lines::LineTransport`] shows each line to the notes as it decodes it.
+/// `LineTransport` (`lines.rs`) shows each line to the notes as it decodes it.
 pub struct TapRead<R> {
     inner: R,
     notes: WireNotes,
@@ -338,162 +359,6 @@ impl<R: AsyncRead + Unpin> AsyncRead for TapRead<R> {
             this.seen(&buf.filled()[before..]);
         }
         polled
-    }
-}
-
-/// The [`HttpLayer`] that passes every SSE-framed server message (POST response streams and
-/// the GET stream) through [`Inbound`] before rmcp decodes it — the wire notes see it, a
-/// listing loses only its undecodable entries, and an undecodable, oversized or non-UTF-8
-/// answer fails its request at once with the reason (a response sent as one JSON body is
-/// decoded inside the wrapped client: only its failures are seen, and turned into the
-/// request's error) — and that recognises a session the server lost even when it does not say
-/// so with a 404 (see its `post_for`).
-#[derive(Clone)]
-pub struct Tap {
-    inbound: Inbound,
-}
-
-/// The start of rmcp's error for a JSON body that is no JSON-RPC message.
-const JSON_PARSE_ERROR: &str = "could not parse JSON response as ServerJsonRpcMessage: ";
-
-impl Tap {
-    /// A tap decoding through `inbound` (which reports to its wire notes).
-    pub fn new(inbound: Inbound) -> Self {
-        Self { inbound }
-    }
-
-    fn tap_stream(
-        &self,
-        stream: BoxStream<'static, Result<sse_stream::Sse, SseError>>,
-        origin: Option<RequestId>,
-    ) -> BoxStream<'static, Result<sse_stream::Sse, SseError>> {
-        let inbound = self.inbound.clone();
-        stream
-            .map(move |item| match item {
-                Ok(mut event) => {
-                    let message = matches!(event.event.as_deref(), None | Some("" | "message"));
-                    if let (true, Some(data)) = (message, &event.data) {
-                        match inbound.decode_raw(data.as_bytes(), origin.as_ref()) {
-                            Decoded::AsSent(_) => {}
-                            Decoded::Replaced(m) => {
-                                event.data = serde_json::to_string(&m).ok().or(event.data);
-                            }
-                            // Keep the event for its id and retry fields; rmcp skips no data.
-                            Decoded::Dropped => event.data = None,
-                        }
-                    }
-                    Ok(event)
-                }
-                Err(e) => {
-                    let replaced = match &e {
-                        SseError::Body(b)
-                            if b.to_string().contains("exceeded the maximum size") =>
-                        {
-                            let limit = inbound.limit();
-                            inbound.too_large(limit, false, Default::default(), origin.as_ref())
-                        }
-                        SseError::Utf8Parse(u) => inbound.undecodable_because(
-                            format!("it is not valid UTF-8 ({u})"),
-                            origin.as_ref(),
-                        ),
-                        _ => None,
-                    };
-                    match replaced.and_then(|m| serde_json::to_string(&m).ok()) {
-                        Some(data) => Ok(sse_stream::Sse {
-                            event: None,
-                            data: Some(data),
-                            id: None,
-                            retry: None,
-                        }),
-                        None => Err(e),
-                    }
-                }
-            })
-            .boxed()
-    }
-}
-
-impl HttpLayer for Tap {
-    async fn post<E, F, Fut>(&self, attached: bool, auth: Option<String>, send: F) -> PostResult<E>
-    where
-        E: std::error::Error + Send + Sync + 'static,
-        F: Fn(Option<String>) -> Fut + Send + Sync,
-        Fut: Future<Output = PostResult<E>> + Send,
-    {
-        self.post_for(None, attached, auth, send).await
-    }
-
-    /// Taps an SSE response; turns a JSON body over the cap or undecodable into the request's
-    /// error; and recognises a lost session the way rmcp recognises a 404: some servers answer
-    /// a request in a session they forgot with 400, or 200, and a JSON-RPC error "session not
-    /// found" (often with a null id, which would leave the request waiting for ever). Only for
-    /// a request sent in a session; rmcp then re-initialises once and resends.
-    async fn post_for<E, F, Fut>(
-        &self,
-        request: Option<RequestId>,
-        attached: bool,
-        auth: Option<String>,
-        send: F,
-    ) -> PostResult<E>
-    where
-        E: std::error::Error + Send + Sync + 'static,
-        F: Fn(Option<String>) -> Fut + Send + Sync,
-        Fut: Future<Output = PostResult<E>> + Send,
-    {
-        match send(auth).await {
-            Ok(StreamableHttpPostResponse::Sse(stream, session)) => Ok(
-                StreamableHttpPostResponse::Sse(self.tap_stream(stream, request), session),
-            ),
-            Err(StreamableHttpError::ResponseBodyTooLarge { max_size }) if request.is_some() => {
-                match self
-                    .inbound
-                    .too_large(max_size, false, Default::default(), request.as_ref())
-                {
-                    Some(m) => Ok(StreamableHttpPostResponse::Json(m, None)),
-                    None => Err(StreamableHttpError::ResponseBodyTooLarge { max_size }),
-                }
-            }
-            Err(StreamableHttpError::UnexpectedServerResponse(text))
-                if request.is_some() && text.starts_with(JSON_PARSE_ERROR) =>
-            {
-                let reason: String = text[JSON_PARSE_ERROR.len()..].chars().take(300).collect();
-                match self.inbound.undecodable_because(reason, request.as_ref()) {
-                    Some(m) => Ok(StreamableHttpPostResponse::Json(m, None)),
-                    None => Err(StreamableHttpError::UnexpectedServerResponse(text)),
-                }
-            }
-            Ok(StreamableHttpPostResponse::Json(ServerJsonRpcMessage::Error(error), _))
-                if attached && session_lost(&error.error.message) =>
-            {
-                tracing::debug!("the server lost the session (JSON-RPC error)");
-                Err(StreamableHttpError::SessionExpired)
-            }
-            // A JSON body answers this request only: another id would leave it waiting.
-            Ok(StreamableHttpPostResponse::Json(message, session)) if request.is_some() => {
-                match self.inbound.wrong_id(&message, request.as_ref()) {
-                    Some(error) => Ok(StreamableHttpPostResponse::Json(error, session)),
-                    None => Ok(StreamableHttpPostResponse::Json(message, session)),
-                }
-            }
-            Err(e)
-                if attached
-                    && !matches!(e, StreamableHttpError::SessionExpired)
-                    && session_lost(&e.to_string()) =>
-            {
-                tracing::debug!("the server lost the session (HTTP error)");
-                Err(StreamableHttpError::SessionExpired)
-            }
-            other => other,
-        }
-    }
-
-    async fn get<E, F, Fut>(&self, auth: Option<String>, send: F) -> StreamResult<E>
-    where
-        E: std::error::Error + Send + Sync + 'static,
-        F: Fn(Option<String>) -> Fut + Send + Sync,
-        Fut: Future<Output = StreamResult<E>> + Send,
-    {
-        Ok(self.tap_stream(send(auth).await?, None))
     }
 }
 

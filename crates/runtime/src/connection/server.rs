@@ -545,16 +545,9 @@ impl Handler<Shutdown> for ServerActor {
 
 /// Whether a failed handshake means the server is unavailable for now (it answered HTTP 5xx or
 /// 429) rather than that it refused the handshake: such a server is retried as it is, never
-/// switched to another protocol era. The transport reports the status only in its message.
+/// switched to another protocol era. The transport reports the status as a typed error.
 fn unavailable(e: &TransportError) -> bool {
-    let text = e.to_string();
-    text.match_indices("HTTP ").any(|(at, _)| {
-        let code = &text.as_bytes()[at + 5..];
-        code.len() >= 3
-            && code[..3].iter().all(u8::is_ascii_digit)
-            && (code[0] == b'5' || &code[..3] == b"429")
-            && code.get(3).is_none_or(|b| !b.is_ascii_digit())
-    })
+    e.unavailable()
 }
 
 #[cfg(test)]
@@ -571,16 +564,16 @@ mod tests {
 
     #[test]
     fn only_5xx_and_429_count_as_unavailable() {
-        assert!(unavailable(&init_failure(
+        let answered = |status: u16| TransportError::Unavailable {
+            status,
+            message: format!("HTTP {status}"),
+        };
+        assert!(unavailable(&answered(503)));
+        assert!(unavailable(&answered(429)));
+        // The status is typed: a refusal's text is never read for one.
+        assert!(!unavailable(&init_failure(
             "error: HTTP 503, when send initialize request"
         )));
-        assert!(unavailable(&init_failure("HTTP 500")));
-        assert!(unavailable(&init_failure("HTTP 429 too many requests")));
-        assert!(!unavailable(&init_failure(
-            "HTTP 404, when send initialize request"
-        )));
-        assert!(!unavailable(&init_failure("HTTP 400")));
-        assert!(!unavailable(&init_failure("HTTP 5000 bytes")));
         assert!(!unavailable(&init_failure("unsupported protocol version")));
     }
 }

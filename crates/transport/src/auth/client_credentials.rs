@@ -9,7 +9,7 @@
 //! - the token lives in the server's [`FileCredentialStore`] like any other (0600, shared by the
 //!   harness processes: one process's token serves the others until it expires, and a fetch
 //!   holds the store's file lock, so two processes never fetch at once);
-//! - a token is replaced before it expires ([`RENEW_BEFORE`]) and once when the server rejects
+//! - a token is replaced before it expires (`RENEW_BEFORE`) and once when the server rejects
 //!   it (401); client credentials have no refresh token, the grant is simply run again;
 //! - a 403 `insufficient_scope` gets one new token for the union of the granted and the
 //!   challenged scopes, and the refused request is sent once more (it was refused, so it never
@@ -23,28 +23,25 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use base64::Engine;
-use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
-use reqwest::header::HeaderValue;
 use rmcp::transport::auth::{
-    AuthorizationManager, AuthorizationMetadata, CredentialStore, StoredCredentials,
-    WWWAuthenticateParams,
+    AuthorizationMetadata, CredentialStore, StoredCredentials, WWWAuthenticateParams,
 };
 use rmcp::transport::streamable_http_client::StreamableHttpError;
 
+use super::assertion::{JwtAlgorithm, sign_assertion};
+pub use super::discovery::{
+    authorization_server_grants, discover, machine_to_machine, machine_to_machine_server,
+};
 use super::jwt_bearer::{Grant, JWT_BEARER};
 use super::store::{ClientRecord, FileCredentialStore, StoreError};
+use super::token_endpoint::{basic_credentials, form_body, oauth_error, secure_endpoint};
 use crate::layer::{HttpLayer, PostResult, StreamResult};
 
 /// A token is replaced when less than this is left of its lifetime (or half its lifetime, for
 /// shorter ones).
-pub const RENEW_BEFORE: Duration = Duration::from_secs(60);
-/// Lifetime of a signed client assertion.
-const ASSERTION_LIFETIME_S: u64 = 120;
+pub(crate) const RENEW_BEFORE: Duration = Duration::from_secs(60);
 /// How long one token request may take.
 const TOKEN_TIMEOUT: Duration = Duration::from_secs(20);
-/// The longest `error_description` of a token endpoint kept in a message.
-const MAX_DESCRIPTION: usize = 200;
 
 /// How the client proves who it is at the token endpoint.
 #[derive(Clone, PartialEq, Eq)]
@@ -54,7 +51,9 @@ pub enum ClientAuth {
     /// `oauth.privateKeyFile` / `oauth.privateKey`: a JWT assertion signed with this key
     /// (`private_key_jwt`); the algorithm is `oauth.signingAlgorithm`, else the key's own.
     PrivateKey {
+        /// The private key.
         key: PrivateKey,
+        /// `oauth.signingAlgorithm`; `None`: the key's own.
         algorithm: Option<JwtAlgorithm>,
     },
     /// None (a public client, `none`): `client_id` goes in the form when there is one (the JWT
@@ -72,36 +71,13 @@ pub enum PrivateKey {
     Pem(String),
 }
 
-/// The JWS algorithms of a client assertion.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum JwtAlgorithm {
-    ES256,
-    RS256,
-}
-
-impl JwtAlgorithm {
-    pub fn parse(name: &str) -> Option<Self> {
-        match name {
-            "ES256" => Some(Self::ES256),
-            "RS256" => Some(Self::RS256),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::ES256 => "ES256",
-            Self::RS256 => "RS256",
-        }
-    }
-}
-
 /// The settings of a server whose tokens the harness gets without a user: the grant and the
 /// client.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ClientCredentials {
     /// `oauth.clientId` (empty: none, for a `jwt_bearer` grant without one).
     pub client_id: String,
+    /// How the client authenticates at the token endpoint.
     pub auth: ClientAuth,
     /// `oauth.scopes`; when empty, the scopes the server's challenge or metadata name.
     pub scopes: Vec<String>,
@@ -138,13 +114,43 @@ pub enum ClientCredentialsError {
     /// The settings cannot work (unreadable or unusable key, insecure token endpoint): fix the
     /// config.
     #[error("server `{server}`: {message}")]
-    Config { server: String, message: String },
+    /// The settings cannot work: fix the config.
+    Config {
+        /// The server's name.
+        server: String,
+        /// What failed, in words (never a secret).
+        message: String,
+    },
     /// The authorization server refused the client (wrong id, secret or key; scope not allowed).
     #[error("server `{server}`: {message}")]
-    Refused { server: String, message: String },
+    /// The authorization server refused the client.
+    Refused {
+        /// The server's name.
+        server: String,
+        /// What failed, in words (never a secret).
+        message: String,
+    },
     /// Discovery or the token request failed for a reason that may pass (network, 5xx).
     #[error("server `{server}`: {message}")]
-    Unavailable { server: String, message: String },
+    Unavailable {
+        /// The server's name.
+        server: String,
+        /// What failed, in words (never a secret).
+        message: String,
+        /// The token endpoint's (or identity provider's) HTTP status, when it answered 5xx or
+        /// 429.
+        status: Option<u16>,
+    },
+}
+
+impl ClientCredentialsError {
+    /// The HTTP status of an authorization server that is unavailable for now (5xx or 429).
+    pub fn unavailable_status(&self) -> Option<u16> {
+        match self {
+            ClientCredentialsError::Unavailable { status, .. } => *status,
+            _ => None,
+        }
+    }
 }
 
 impl From<StoreError> for ClientCredentialsError {
@@ -275,6 +281,7 @@ impl TokenSource {
         Ok(Self::new(server, url, settings, store, http))
     }
 
+    /// The server's name.
     pub fn server(&self) -> &str {
         &self.inner.server
     }
@@ -400,9 +407,15 @@ impl TokenSource {
     }
 
     fn unavailable(&self, message: String) -> ClientCredentialsError {
+        self.unavailable_at(message, None)
+    }
+
+    /// Unavailable with the HTTP `status` that said so (kept only when it is 5xx or 429).
+    fn unavailable_at(&self, message: String, status: Option<u16>) -> ClientCredentialsError {
         ClientCredentialsError::Unavailable {
             server: self.inner.server.clone(),
             message,
+            status: status.filter(|s| crate::error::unavailable_status(*s)),
         }
     }
 
@@ -432,7 +445,7 @@ impl TokenSource {
             return Err(self.config_error(format!(
                 "the token endpoint {} is not https: client credentials are sent only over https \
                  (or to a loopback address)",
-                crate::http::shown(&endpoint)
+                crate::endpoint::shown(&endpoint)
             )));
         }
         let mut form: Vec<(&str, String)> = match &inner.settings.grant {
@@ -465,7 +478,7 @@ impl TokenSource {
                                 message: e.message,
                             }
                         } else {
-                            self.unavailable(e.message)
+                            self.unavailable_at(e.message, e.status)
                         }
                     })?;
                 vec![("grant_type", JWT_BEARER.into()), ("assertion", id_jag)]
@@ -483,22 +496,13 @@ impl TokenSource {
             .header(reqwest::header::ACCEPT, "application/json");
         match &inner.settings.auth {
             ClientAuth::Secret(secret) => {
-                // RFC 6749 §2.3.1: both are form-urlencoded before the Basic encoding.
-                let credentials = format!(
-                    "{}:{}",
-                    form_encode(&inner.settings.client_id),
-                    form_encode(secret)
-                );
-                let mut value =
-                    HeaderValue::from_str(&format!("Basic {}", STANDARD.encode(credentials)))
-                        .map_err(|_| {
-                            self.config_error(
-                                "`oauth.clientId`/`oauth.clientSecret` cannot be sent in an \
-                                 HTTP header"
-                                    .into(),
-                            )
-                        })?;
-                value.set_sensitive(true);
+                let value =
+                    basic_credentials(&inner.settings.client_id, secret).ok_or_else(|| {
+                        self.config_error(
+                        "`oauth.clientId`/`oauth.clientSecret` cannot be sent in an HTTP header"
+                            .into(),
+                    )
+                    })?;
                 request = request.header(reqwest::header::AUTHORIZATION, value);
             }
             ClientAuth::PrivateKey { key, algorithm } => {
@@ -552,8 +556,8 @@ impl TokenSource {
             .map_err(|e| {
                 self.unavailable(format!(
                     "the token endpoint {} could not be reached: {}",
-                    crate::http::shown(&endpoint),
-                    crate::sse::describe(&e)
+                    crate::endpoint::shown(&endpoint),
+                    crate::net::describe_request(&e)
                 ))
             })?;
         let status = response.status();
@@ -561,7 +565,7 @@ impl TokenSource {
         let body = response.bytes().await.map_err(|e| {
             self.unavailable(format!(
                 "reading the token response failed: {}",
-                crate::sse::describe(&e)
+                crate::net::describe_request(&e)
             ))
         })?;
         if !status.is_success() {
@@ -601,7 +605,7 @@ impl TokenSource {
                         message,
                     }
                 } else {
-                    self.unavailable(message)
+                    self.unavailable_at(message, Some(status.as_u16()))
                 },
             );
         }
@@ -645,252 +649,9 @@ impl TokenSource {
     }
 }
 
-/// The authorization server metadata of the server at `url` (from its 401 challenge and its
-/// protected-resource metadata, as for a login) and the scopes they name for a first token.
-pub async fn discover(
-    http: &reqwest::Client,
-    url: &str,
-) -> Result<(AuthorizationMetadata, Vec<String>), String> {
-    let challenge = super::flow::challenge(http, url)
-        .await
-        .map_err(|e| format!("the server could not be reached: {e}"))?;
-    let manager = AuthorizationManager::new(url)
-        .await
-        .map_err(|e| format!("`url`: {e}"))?;
-    let resolution = manager
-        .resolve_metadata_from_challenge(challenge.as_deref())
-        .await
-        .map_err(|e| format!("OAuth discovery failed: {}", first_line(&e.to_string())))?;
-    let scopes = manager
-        .select_initial_scopes(&[])
-        .await
-        .into_iter()
-        .filter(|s| s != "offline_access")
-        .collect();
-    Ok((resolution.metadata, scopes))
-}
-
-/// Whether the server at `url` is machine to machine: its authorization server offers only the
-/// client credentials grant.
-pub async fn machine_to_machine_server(url: &str) -> Result<bool, String> {
-    let http = reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(10))
-        .build()
-        .map_err(|e| e.to_string())?;
-    Ok(machine_to_machine(&discover(&http, url).await?.0))
-}
-
-/// The grants the authorization server of the server at `url` says it supports
-/// (`grant_types_supported`; empty when it says nothing).
-pub async fn authorization_server_grants(url: &str) -> Result<Vec<String>, String> {
-    let http = reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(10))
-        .build()
-        .map_err(|e| e.to_string())?;
-    let metadata = discover(&http, url).await?.0;
-    Ok(metadata
-        .additional_fields
-        .get("grant_types_supported")
-        .and_then(|v| v.as_array())
-        .map(|a| {
-            a.iter()
-                .filter_map(|g| g.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default())
-}
-
-/// Whether the authorization server offers only the client credentials grant (a
-/// machine-to-machine server: nobody can log in to it with a browser).
-pub fn machine_to_machine(metadata: &AuthorizationMetadata) -> bool {
-    let grants: Vec<&str> = metadata
-        .additional_fields
-        .get("grant_types_supported")
-        .and_then(|v| v.as_array())
-        .map(|a| a.iter().filter_map(|g| g.as_str()).collect())
-        .unwrap_or_default();
-    grants.contains(&"client_credentials") && !grants.contains(&"authorization_code")
-}
-
 struct Fetched {
     token: Token,
     response: rmcp::transport::auth::OAuthTokenResponse,
-}
-
-/// `HTTP <status>, <error>: <description>` of an OAuth error answer (the description cut short).
-pub(super) fn oauth_error(status: reqwest::StatusCode, parsed: &serde_json::Value) -> String {
-    let code = parsed.get("error").and_then(|v| v.as_str()).unwrap_or("");
-    let description = parsed
-        .get("error_description")
-        .and_then(|v| v.as_str())
-        .map(|d| {
-            let d = first_line(d);
-            let cut: String = d.chars().take(MAX_DESCRIPTION).collect();
-            format!(": {cut}")
-        })
-        .unwrap_or_default();
-    if code.is_empty() {
-        format!("HTTP {status}")
-    } else {
-        format!("HTTP {status}, {code}{description}")
-    }
-}
-
-/// https, or http to a loopback address (local authorization servers, tests).
-pub(super) fn secure_endpoint(url: &reqwest::Url) -> bool {
-    match url.scheme() {
-        "https" => true,
-        "http" => url.host_str().is_some_and(|host| {
-            host.eq_ignore_ascii_case("localhost")
-                || host
-                    .trim_start_matches('[')
-                    .trim_end_matches(']')
-                    .parse::<std::net::IpAddr>()
-                    .is_ok_and(|ip| ip.is_loopback())
-        }),
-        _ => false,
-    }
-}
-
-/// `application/x-www-form-urlencoded` of one value.
-pub(super) fn form_encode(value: &str) -> String {
-    form_body(&[("", value)])
-        .trim_start_matches('=')
-        .to_string()
-}
-
-/// `application/x-www-form-urlencoded` (the URL query serializer is that encoding).
-pub(super) fn form_body(pairs: &[(&str, &str)]) -> String {
-    let mut url = reqwest::Url::parse("http://form.invalid/").expect("a valid base");
-    url.query_pairs_mut().extend_pairs(pairs);
-    url.query().unwrap_or_default().to_string()
-}
-
-fn first_line(message: &str) -> String {
-    message.lines().next().unwrap_or_default().to_string()
-}
-
-/// The DER of the first PEM block of `pem`, with its label.
-fn pem_der(pem: &str) -> Result<(String, Vec<u8>), String> {
-    let begin = pem
-        .find("-----BEGIN ")
-        .ok_or("the private key is not PEM (no `-----BEGIN` line)")?;
-    let rest = &pem[begin + "-----BEGIN ".len()..];
-    let label_end = rest
-        .find("-----")
-        .ok_or("the private key's PEM header is malformed")?;
-    let label = rest[..label_end].to_string();
-    let body_start = label_end + 5;
-    let end = rest
-        .find("-----END ")
-        .ok_or("the private key's PEM has no `-----END` line")?;
-    if end < body_start {
-        return Err("the private key's PEM is malformed".into());
-    }
-    let body: String = rest[body_start..end]
-        .chars()
-        .filter(|c| !c.is_whitespace())
-        .collect();
-    let der = STANDARD
-        .decode(body)
-        .map_err(|_| "the private key's PEM body is not base64".to_string())?;
-    Ok((label, der))
-}
-
-/// A key pair ready to sign.
-enum Signer {
-    Ec(aws_lc_rs::signature::EcdsaKeyPair),
-    Rsa(aws_lc_rs::signature::RsaKeyPair),
-}
-
-fn signer(pem: &str) -> Result<Signer, String> {
-    use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, RsaKeyPair};
-    let (label, der) = pem_der(pem)?;
-    match label.as_str() {
-        "PRIVATE KEY" => EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &der)
-            .map(Signer::Ec)
-            .or_else(|_| RsaKeyPair::from_pkcs8(&der).map(Signer::Rsa))
-            .map_err(|_| {
-                "the private key is neither a P-256 EC key nor an RSA key (PKCS#8)".to_string()
-            }),
-        "EC PRIVATE KEY" => {
-            EcdsaKeyPair::from_private_key_der(&ECDSA_P256_SHA256_FIXED_SIGNING, &der)
-                .map(Signer::Ec)
-                .map_err(|_| "the EC private key is not a P-256 key".to_string())
-        }
-        "RSA PRIVATE KEY" => RsaKeyPair::from_der(&der)
-            .map(Signer::Rsa)
-            .map_err(|_| "the RSA private key cannot be used".to_string()),
-        other => Err(format!(
-            "a PEM `{other}` block is not a private key (expected `PRIVATE KEY`, `EC PRIVATE KEY` \
-             or `RSA PRIVATE KEY`)"
-        )),
-    }
-}
-
-/// An RFC 7523 client assertion: `iss` = `sub` = the client id, `aud` = the authorization
-/// server (its issuer), short-lived, with a unique `jti`. The error never quotes the key.
-pub fn sign_assertion(
-    pem: &str,
-    algorithm: Option<JwtAlgorithm>,
-    client_id: &str,
-    audience: &str,
-    now: u64,
-) -> Result<String, String> {
-    use aws_lc_rs::rand::{SecureRandom, SystemRandom};
-    let key = |m: String| format!("`oauth.privateKey`/`oauth.privateKeyFile`: {m}");
-    let signer = signer(pem).map_err(key)?;
-    let algorithm = match (&signer, algorithm) {
-        (Signer::Ec(_), None | Some(JwtAlgorithm::ES256)) => JwtAlgorithm::ES256,
-        (Signer::Rsa(_), None | Some(JwtAlgorithm::RS256)) => JwtAlgorithm::RS256,
-        (_, Some(other)) => {
-            return Err(format!(
-                "`oauth.signingAlgorithm` {} does not fit the private key (an {} key)",
-                other.as_str(),
-                if matches!(signer, Signer::Ec(_)) {
-                    "EC"
-                } else {
-                    "RSA"
-                }
-            ));
-        }
-    };
-    let rng = SystemRandom::new();
-    let mut jti = [0u8; 16];
-    rng.fill(&mut jti)
-        .map_err(|_| "no randomness for the assertion id".to_string())?;
-    let header = serde_json::json!({"alg": algorithm.as_str(), "typ": "JWT"});
-    let claims = serde_json::json!({
-        "iss": client_id,
-        "sub": client_id,
-        "aud": audience,
-        "iat": now,
-        "exp": now + ASSERTION_LIFETIME_S,
-        "jti": jti.iter().map(|b| format!("{b:02x}")).collect::<String>(),
-    });
-    let input = format!(
-        "{}.{}",
-        URL_SAFE_NO_PAD.encode(header.to_string()),
-        URL_SAFE_NO_PAD.encode(claims.to_string())
-    );
-    let signature = match &signer {
-        Signer::Ec(pair) => pair
-            .sign(&rng, input.as_bytes())
-            .map(|s| s.as_ref().to_vec())
-            .map_err(|_| key("signing failed".into()))?,
-        Signer::Rsa(pair) => {
-            let mut sig = vec![0u8; pair.public_modulus_len()];
-            pair.sign(
-                &aws_lc_rs::signature::RSA_PKCS1_SHA256,
-                &rng,
-                input.as_bytes(),
-                &mut sig,
-            )
-            .map_err(|_| key("signing failed".into()))?;
-            sig
-        }
-    };
-    Ok(format!("{input}.{}", URL_SAFE_NO_PAD.encode(signature)))
 }
 
 /// The Streamable HTTP client layer that sends the source's token with every request (in
@@ -902,6 +663,7 @@ pub struct ClientCredentialsAuth {
 }
 
 impl ClientCredentialsAuth {
+    /// Made from its parts.
     pub fn new(source: TokenSource) -> Self {
         Self { source }
     }
@@ -1004,73 +766,6 @@ impl HttpLayer for ClientCredentialsAuth {
 mod tests {
     use super::*;
 
-    /// A P-256 key (PKCS#8) made for these tests only.
-    fn ec_pem() -> String {
-        use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
-        let doc = EcdsaKeyPair::generate_pkcs8(
-            &ECDSA_P256_SHA256_FIXED_SIGNING,
-            &aws_lc_rs::rand::SystemRandom::new(),
-        )
-        .expect("a key");
-        let b64 = STANDARD.encode(doc.as_ref());
-        let lines: Vec<&str> = b64
-            .as_bytes()
-            .chunks(64)
-            .map(|c| std::str::from_utf8(c).expect("ascii"))
-            .collect();
-        format!(
-            "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
-            lines.join("\n")
-        )
-    }
-
-    #[test]
-    fn an_es256_assertion_verifies_with_the_public_key_and_carries_the_claims() {
-        use aws_lc_rs::signature::{
-            ECDSA_P256_SHA256_FIXED, ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair,
-            UnparsedPublicKey,
-        };
-        let pem = ec_pem();
-        let jwt = sign_assertion(&pem, None, "client-1", "https://as.example", 1_000).unwrap();
-        let parts: Vec<&str> = jwt.split('.').collect();
-        assert_eq!(parts.len(), 3);
-        let header: serde_json::Value =
-            serde_json::from_slice(&URL_SAFE_NO_PAD.decode(parts[0]).unwrap()).unwrap();
-        assert_eq!(header["alg"], "ES256");
-        let claims: serde_json::Value =
-            serde_json::from_slice(&URL_SAFE_NO_PAD.decode(parts[1]).unwrap()).unwrap();
-        assert_eq!(claims["iss"], "client-1");
-        assert_eq!(claims["sub"], "client-1");
-        assert_eq!(claims["aud"], "https://as.example");
-        assert_eq!(claims["exp"], 1_000 + ASSERTION_LIFETIME_S);
-        let (_, der) = pem_der(&pem).unwrap();
-        let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &der).unwrap();
-        let public = UnparsedPublicKey::new(&ECDSA_P256_SHA256_FIXED, pair.public_key().as_ref());
-        let signature = URL_SAFE_NO_PAD.decode(parts[2]).unwrap();
-        public
-            .verify(format!("{}.{}", parts[0], parts[1]).as_bytes(), &signature)
-            .expect("the signature verifies");
-        // Tampered claims do not.
-        assert!(
-            public
-                .verify(format!("{}.{}x", parts[0], parts[1]).as_bytes(), &signature)
-                .is_err()
-        );
-    }
-
-    #[test]
-    fn key_errors_name_the_config_key_and_never_the_key() {
-        let pem = ec_pem();
-        let err = sign_assertion(&pem, Some(JwtAlgorithm::RS256), "c", "a", 0).unwrap_err();
-        assert!(err.contains("`oauth.signingAlgorithm` RS256"), "{err}");
-        let bad = "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n";
-        let err = sign_assertion(bad, None, "c", "a", 0).unwrap_err();
-        assert!(err.contains("`oauth.privateKey"), "{err}");
-        assert!(!err.contains("AAAA"), "{err}");
-        let err = sign_assertion("not a key", None, "c", "a", 0).unwrap_err();
-        assert!(err.contains("not PEM"), "{err}");
-    }
-
     #[test]
     fn debug_redacts_the_secret_and_an_inline_key() {
         let settings = ClientCredentials {
@@ -1104,24 +799,5 @@ mod tests {
         assert!(token(0, Some(10)).fresh(4));
         assert!(!token(0, Some(10)).fresh(5));
         assert!(token(0, None).fresh(u64::MAX / 2));
-    }
-
-    #[test]
-    fn only_https_or_loopback_token_endpoints() {
-        let ok = |u: &str| secure_endpoint(&reqwest::Url::parse(u).unwrap());
-        assert!(ok("https://as.example/token"));
-        assert!(ok("http://localhost:8080/token"));
-        assert!(ok("http://127.0.0.1/token"));
-        assert!(ok("http://[::1]/token"));
-        assert!(!ok("http://as.example/token"));
-    }
-
-    #[test]
-    fn basic_credentials_are_form_encoded_first() {
-        assert_eq!(form_encode("a b:c/é"), "a+b%3Ac%2F%C3%A9");
-        assert_eq!(
-            form_encode("conformance-test-client"),
-            "conformance-test-client"
-        );
     }
 }

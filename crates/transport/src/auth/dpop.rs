@@ -38,7 +38,7 @@ use serde_json::{Value, json};
 use sha2::Digest;
 
 /// The only proof algorithm this client signs with.
-pub const ALGORITHM: &str = "ES256";
+pub(crate) const ALGORITHM: &str = "ES256";
 /// The request header that carries a proof, and the response header that carries a nonce.
 const DPOP: &str = "dpop";
 const DPOP_NONCE: &str = "dpop-nonce";
@@ -53,10 +53,13 @@ const MAX_TOKEN_BODY: usize = 1024 * 1024;
 #[derive(Debug, thiserror::Error)]
 pub enum DpopError {
     #[error("the stored DPoP key is unreadable; run `mcp-harness login` again")]
+    /// The key cannot be used for ES256.
     BadKey,
     #[error("no randomness for a DPoP key or proof")]
+    /// The system gave no randomness.
     NoRandomness,
     #[error("signing a DPoP proof failed")]
+    /// Signing the proof failed.
     Signing,
 }
 
@@ -75,7 +78,7 @@ pub fn bound(token_type: &str) -> bool {
 }
 
 /// `url` as a proof's `htu`: without query and fragment.
-pub fn htu(url: &str) -> String {
+pub(crate) fn htu(url: &str) -> String {
     match reqwest::Url::parse(url) {
         Ok(mut u) => {
             u.set_query(None);
@@ -87,7 +90,7 @@ pub fn htu(url: &str) -> String {
 }
 
 /// A proof's `ath`: base64url(SHA-256(access token)).
-pub fn ath(access_token: &str) -> String {
+pub(crate) fn ath(access_token: &str) -> String {
     URL_SAFE_NO_PAD.encode(sha2::Sha256::digest(access_token.as_bytes()))
 }
 
@@ -238,7 +241,7 @@ fn nonce_in(headers: &reqwest::header::HeaderMap) -> Option<String> {
 ///
 /// It is used only once the server's metadata was discovered (by rmcp's address-filtering
 /// client), and its token endpoint is the one that discovery found.
-pub struct DpopTokenClient {
+pub(crate) struct DpopTokenClient {
     key: Arc<DpopKey>,
     token_endpoint: String,
     nonce: Nonce,
@@ -247,7 +250,8 @@ pub struct DpopTokenClient {
 }
 
 impl DpopTokenClient {
-    pub fn new(key: Arc<DpopKey>, token_endpoint: &str) -> Result<Self, String> {
+    /// Made from its parts.
+    pub(crate) fn new(key: Arc<DpopKey>, token_endpoint: &str) -> Result<Self, String> {
         let build = |policy| {
             reqwest::Client::builder()
                 .timeout(TOKEN_TIMEOUT)

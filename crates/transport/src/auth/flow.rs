@@ -15,14 +15,8 @@ use rmcp::transport::auth::{
     OAuthClientConfig,
 };
 
+use super::browser::Browser;
 use super::store::{ClientRecord, FileCredentialStore};
-use crate::connector::BoxFuture;
-
-/// Where the user authorizes: opens `url` and yields the full redirect URL (with `code` and
-/// `state`) the authorization server sent the browser to.
-pub trait Browser: Send + Sync {
-    fn authorize(&self, url: &str) -> BoxFuture<'_, Result<String, String>>;
-}
 
 /// The `oauth` settings of one server.
 #[derive(Clone, Default)]
@@ -61,23 +55,44 @@ impl std::fmt::Debug for OAuthSettings {
 #[derive(Debug, thiserror::Error)]
 pub enum AuthFlowError {
     #[error(transparent)]
+    /// The token store failed.
     Store(#[from] super::store::StoreError),
     #[error("server `{server}`: `url` {url}: {message}")]
+    /// OAuth discovery failed.
     Discovery {
+        /// The server's name.
         server: String,
+        /// The server's URL.
         url: String,
+        /// What failed, in words (never a secret).
         message: String,
     },
     #[error("server `{server}`: client registration failed ({hint}): {message}")]
+    /// No client: registration failed or is not possible.
     Registration {
+        /// The server's name.
         server: String,
+        /// The config key that would fix it.
         hint: &'static str,
+        /// What failed, in words (never a secret).
         message: String,
     },
     #[error("server `{server}`: authorization was not completed: {message}")]
-    Authorization { server: String, message: String },
+    /// The user did not authorize, or the redirect was unusable.
+    Authorization {
+        /// The server's name.
+        server: String,
+        /// What failed, in words (never a secret).
+        message: String,
+    },
     #[error("server `{server}`: the authorization server refused the code: {message}")]
-    Token { server: String, message: String },
+    /// The code exchange failed.
+    Token {
+        /// The server's name.
+        server: String,
+        /// What failed, in words (never a secret).
+        message: String,
+    },
 }
 
 /// The `WWW-Authenticate` challenge the server sends an unauthenticated `initialize`; `None` when
@@ -442,37 +457,4 @@ pub async fn stored_client(
         super::dpop::DpopHttpClient::new(http, key),
         manager,
     )))
-}
-
-/// A [`Browser`] for authorization servers that redirect at once (no login page): it requests
-/// the authorization URL without following redirects and returns the `Location`. It stands in for
-/// a user's browser against test servers (the conformance suite, the tests of this crate).
-pub struct NoFollowBrowser;
-
-impl Browser for NoFollowBrowser {
-    fn authorize(&self, url: &str) -> BoxFuture<'_, Result<String, String>> {
-        let url = url.to_string();
-        Box::pin(async move {
-            let client = reqwest::Client::builder()
-                .redirect(reqwest::redirect::Policy::none())
-                .build()
-                .map_err(|e| e.to_string())?;
-            let response = client
-                .get(&url)
-                .send()
-                .await
-                .map_err(|e| e.without_url().to_string())?;
-            response
-                .headers()
-                .get(reqwest::header::LOCATION)
-                .and_then(|l| l.to_str().ok())
-                .map(str::to_string)
-                .ok_or_else(|| {
-                    format!(
-                        "the authorization endpoint answered {} without a redirect",
-                        response.status()
-                    )
-                })
-        })
-    }
 }

@@ -18,18 +18,16 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
-use reqwest::header::HeaderValue;
+use super::token_endpoint::{basic_credentials, form_body, oauth_error, secure_endpoint};
 
 /// `grant_type` of the JWT bearer grant (RFC 7523 §2.1).
 pub const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 /// `grant_type` of token exchange (RFC 8693 §2.1).
-pub const TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
+pub(crate) const TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
 /// The subject token type of an OpenID Connect ID token (RFC 8693 §3).
-pub const ID_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:id_token";
+pub(crate) const ID_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:id_token";
 /// The token type of an identity assertion JWT authorization grant (SEP-990).
-pub const ID_JAG_TYPE: &str = "urn:ietf:params:oauth:token-type:id-jag";
+pub(crate) const ID_JAG_TYPE: &str = "urn:ietf:params:oauth:token-type:id-jag";
 /// How long the token exchange may take.
 const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -140,8 +138,12 @@ impl std::fmt::Debug for IdentityProvider {
 /// than 429: fix the config or the ID token), else it may pass.
 #[derive(Debug)]
 pub struct ExchangeError {
+    /// The identity provider said no (fix the config or the ID token).
     pub refused: bool,
+    /// What failed, in words (never a secret).
     pub message: String,
+    /// The identity provider's HTTP status, when it answered.
+    pub status: Option<u16>,
 }
 
 impl IdentityProvider {
@@ -158,18 +160,20 @@ impl IdentityProvider {
         let config = |message: String| ExchangeError {
             refused: true,
             message,
+            status: None,
         };
         let unavailable = |message: String| ExchangeError {
             refused: false,
             message,
+            status: None,
         };
         let endpoint = reqwest::Url::parse(&self.token_endpoint)
             .map_err(|e| config(format!("`oauth.idpTokenEndpoint` is not a URL: {e}")))?;
-        if !super::client_credentials::secure_endpoint(&endpoint) {
+        if !secure_endpoint(&endpoint) {
             return Err(config(format!(
                 "`oauth.idpTokenEndpoint` {} is not https: the ID token is sent only over https \
                  (or to a loopback address)",
-                crate::http::shown(&endpoint)
+                crate::endpoint::shown(&endpoint)
             )));
         }
         let mut form: Vec<(&str, &str)> = vec![
@@ -194,47 +198,35 @@ impl IdentityProvider {
             );
         match (&self.client_id, &self.client_secret) {
             (Some(id), Some(secret)) => {
-                let credentials = format!(
-                    "{}:{}",
-                    super::client_credentials::form_encode(id),
-                    super::client_credentials::form_encode(secret)
-                );
-                let mut value =
-                    HeaderValue::from_str(&format!("Basic {}", STANDARD.encode(credentials)))
-                        .map_err(|_| {
-                            config(
-                                "`oauth.idpClientId`/`oauth.idpClientSecret` cannot be sent in \
-                                 an HTTP header"
-                                    .into(),
-                            )
-                        })?;
-                value.set_sensitive(true);
+                let value = basic_credentials(id, secret).ok_or_else(|| {
+                    config(
+                        "`oauth.idpClientId`/`oauth.idpClientSecret` cannot be sent in an HTTP \
+                         header"
+                            .into(),
+                    )
+                })?;
                 request = request.header(reqwest::header::AUTHORIZATION, value);
             }
             (Some(id), None) => form.push(("client_id", id)),
             (None, _) => {}
         }
-        let response = request
-            .body(super::client_credentials::form_body(&form))
-            .send()
-            .await
-            .map_err(|e| {
-                unavailable(format!(
-                    "the identity provider's token endpoint {} could not be reached: {}",
-                    crate::http::shown(&endpoint),
-                    crate::sse::describe(&e)
-                ))
-            })?;
+        let response = request.body(form_body(&form)).send().await.map_err(|e| {
+            unavailable(format!(
+                "the identity provider's token endpoint {} could not be reached: {}",
+                crate::endpoint::shown(&endpoint),
+                crate::net::describe_request(&e)
+            ))
+        })?;
         let status = response.status();
         let body = response.bytes().await.map_err(|e| {
             unavailable(format!(
                 "reading the identity provider's answer failed: {}",
-                crate::sse::describe(&e)
+                crate::net::describe_request(&e)
             ))
         })?;
         let parsed: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
         if !status.is_success() {
-            let what = super::client_credentials::oauth_error(status, &parsed);
+            let what = oauth_error(status, &parsed);
             let message = format!(
                 "the identity provider refused the token exchange ({what}); check the ID token \
                  (`oauth.idTokenFile`/`oauth.idTokenEnv`: expired, or for another client?), \
@@ -244,7 +236,10 @@ impl IdentityProvider {
                 if status.is_client_error() && status != reqwest::StatusCode::TOO_MANY_REQUESTS {
                     config(message)
                 } else {
-                    unavailable(message)
+                    ExchangeError {
+                        status: Some(status.as_u16()),
+                        ..unavailable(message)
+                    }
                 },
             );
         }

@@ -12,11 +12,11 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-use super::flow::Browser;
-use crate::connector::BoxFuture;
+use super::browser::Browser;
+use futures::future::BoxFuture;
 
 /// How long a login waits for the user.
-pub const LOGIN_WAIT: Duration = Duration::from_secs(300);
+pub(crate) const LOGIN_WAIT: Duration = Duration::from_secs(300);
 
 /// The system browser + loopback callback + paste fallback.
 pub struct LoopbackBrowser {
@@ -219,7 +219,7 @@ impl Browser for LoopbackBrowser {
 pub struct LoopbackStepUp;
 
 /// The port of `auth_url`'s `redirect_uri` when that is a loopback `http://…/callback`.
-pub fn loopback_callback_port(auth_url: &str) -> Option<u16> {
+pub(crate) fn loopback_callback_port(auth_url: &str) -> Option<u16> {
     let redirect = reqwest::Url::parse(auth_url)
         .ok()?
         .query_pairs()

@@ -12,8 +12,11 @@
 //! processes through the store's file lock) and keeps a rotated refresh token; no token, code or
 //! client secret appears in a log line, an error message or a `Debug` output of this crate.
 
+mod assertion;
+mod browser;
 pub mod client_credentials;
 pub mod config;
+mod discovery;
 pub mod dpop;
 pub mod flow;
 pub mod jwt_bearer;
@@ -22,17 +25,21 @@ pub mod os_keyring;
 pub mod revoke;
 pub mod step_up;
 pub mod store;
+mod token_endpoint;
 
+pub use assertion::JwtAlgorithm;
+pub use browser::{Browser, NoFollowBrowser};
 pub use client_credentials::{
-    ClientAuth, ClientCredentials, ClientCredentialsAuth, ClientCredentialsError, JwtAlgorithm,
-    PrivateKey, TokenSource,
+    ClientAuth, ClientCredentials, ClientCredentialsAuth, ClientCredentialsError, PrivateKey,
+    TokenSource,
 };
 pub use config::OAuthConfig;
-pub use flow::{AuthFlowError, Browser, NoFollowBrowser, OAuthSettings, login, stored_client};
+pub use flow::{AuthFlowError, OAuthSettings, login, stored_client};
 pub use jwt_bearer::{Grant, IdentityProvider, JwtSource};
 pub use loopback::{LoopbackBrowser, LoopbackStepUp};
 pub use step_up::{
-    MAX_STEP_UPS, Refusal, StepUp, StepUpRefused, last_refusal, refusal_in, set_step_up_browser,
+    MAX_STEP_UPS, Refusal, StepUp, StepUpRefused, authorization_lost, last_refusal, refusal_in,
+    set_step_up_browser,
 };
 pub use store::{
     FileCredentialStore, StoreError, StoreMode, TokenLocation, server_key, set_store_dir, store_dir,

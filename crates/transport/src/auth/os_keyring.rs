@@ -3,7 +3,7 @@
 //!
 //! Invariants: every call runs on a thread of its own, never on a tokio worker (zbus's blocking
 //! calls start a runtime of their own, which panics inside another), one call at a time, and
-//! each wait for it is bounded ([`PROBE_TIMEOUT`], [`CALL_TIMEOUT`]: a keyring that asks its
+//! each wait for it is bounded (`PROBE_TIMEOUT`, [`CALL_TIMEOUT`]: a keyring that asks its
 //! user to unlock it gets that long); `MCP_HARNESS_TOKEN_STORE=file` never reaches this
 //! module's D-Bus code; the secrets are sent encrypted (the session's DH key exchange, AES) and
 //! no error message here quotes one (D-Bus errors name methods and objects, never values).
@@ -17,15 +17,38 @@ pub const MODE_VAR: &str = "MCP_HARNESS_TOKEN_STORE";
 pub const SERVICE: &str = "mcp-harness";
 
 /// How long `auto` waits for a Secret Service to answer before it keeps tokens in files.
-pub const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+pub(crate) const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// How long one read, write or delete may take (including the keyring's own unlock prompt).
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Why the OS keyring could not be used. Never carries a secret (D-Bus errors name methods and
+/// objects, never values).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyringError {
+    /// A call did not return within its wait (an unlock prompt no one answers, say).
+    #[error("the OS keyring did not answer within {} s ({what}; is it locked?)", .timeout.as_secs())]
+    NoAnswer {
+        /// What was being done (`probe`, `read`, `write`, `delete`).
+        what: &'static str,
+        /// How long it was waited for.
+        timeout: Duration,
+    },
+    /// No thread could be started for the call.
+    #[error("could not start a thread for the OS keyring: {0}")]
+    Thread(String),
+    /// The Secret Service (or its absence) said no, in words.
+    #[error("{0}")]
+    Service(String),
+    /// `MCP_HARNESS_TOKEN_STORE=keyring`, and the keyring cannot be used.
+    #[error("{MODE_VAR}=keyring, but the OS keyring cannot be used: {0}")]
+    Required(Box<KeyringError>),
+}
+
 /// Where tokens go, as `MCP_HARNESS_TOKEN_STORE` says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoreMode {
-    /// The OS keyring when a Secret Service answers within [`PROBE_TIMEOUT`], else the file;
+    /// The OS keyring when a Secret Service answers within `PROBE_TIMEOUT`, else the file;
     /// only for the user's own store (a store put elsewhere, by `set_store_dir` or `in_dir`,
     /// keeps its tokens in its files).
     Auto,
@@ -63,7 +86,9 @@ impl StoreMode {
 /// Where one store keeps its secrets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
+    /// A 0600 file in the token directory.
     File,
+    /// The OS keyring (Secret Service); the file only marks it.
     Keyring,
 }
 
@@ -72,42 +97,44 @@ pub enum Backend {
 pub fn select(
     mode: StoreMode,
     user_dir: bool,
-    probe: impl FnOnce() -> Result<(), String>,
-) -> Result<Backend, String> {
+    probe: impl FnOnce() -> Result<(), KeyringError>,
+) -> Result<Backend, KeyringError> {
     match mode {
         StoreMode::File => Ok(Backend::File),
         StoreMode::Auto if !user_dir => Ok(Backend::File),
         StoreMode::Auto => Ok(probe().map_or(Backend::File, |()| Backend::Keyring)),
         StoreMode::Keyring => probe()
             .map(|()| Backend::Keyring)
-            .map_err(|why| format!("{MODE_VAR}=keyring, but the OS keyring cannot be used: {why}")),
+            .map_err(|why| KeyringError::Required(Box::new(why))),
     }
 }
 
 /// Whether a Secret Service answers (asked once per process; the answer is kept).
-pub fn available() -> Result<(), String> {
-    static ANSWER: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+pub fn available() -> Result<(), KeyringError> {
+    static ANSWER: std::sync::OnceLock<Result<(), KeyringError>> = std::sync::OnceLock::new();
     ANSWER.get_or_init(imp::probe).clone()
 }
 
 /// The secret of `account`; `None` when there is no item.
-pub fn get(account: &str) -> Result<Option<Vec<u8>>, String> {
+pub fn get(account: &str) -> Result<Option<Vec<u8>>, KeyringError> {
     let account = account.to_string();
-    on_own_thread(CALL_TIMEOUT, "read", move || imp::get(&account))?
+    on_own_thread(CALL_TIMEOUT, "read", move || imp::get(&account))?.map_err(KeyringError::Service)
 }
 
 /// Stores `secret` as the item of `account` (replacing it), labelled `label`.
-pub fn set(account: &str, label: &str, secret: Vec<u8>) -> Result<(), String> {
+pub fn set(account: &str, label: &str, secret: Vec<u8>) -> Result<(), KeyringError> {
     let (account, label) = (account.to_string(), label.to_string());
     on_own_thread(CALL_TIMEOUT, "write", move || {
         imp::set(&account, &label, &secret)
     })?
+    .map_err(KeyringError::Service)
 }
 
 /// Deletes the item of `account`; `true` when there was one.
-pub fn delete(account: &str) -> Result<bool, String> {
+pub fn delete(account: &str) -> Result<bool, KeyringError> {
     let account = account.to_string();
     on_own_thread(CALL_TIMEOUT, "delete", move || imp::delete(&account))?
+        .map_err(KeyringError::Service)
 }
 
 /// Runs `f` on a new thread, after the calls before it, and waits at most `timeout` for it. A
@@ -115,9 +142,9 @@ pub fn delete(account: &str) -> Result<bool, String> {
 /// after it wait for it and time out too.
 fn on_own_thread<T: Send + 'static>(
     timeout: Duration,
-    what: &str,
+    what: &'static str,
     f: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, String> {
+) -> Result<T, KeyringError> {
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
     std::thread::Builder::new()
@@ -128,13 +155,9 @@ fn on_own_thread<T: Send + 'static>(
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             let _ = tx.send(f());
         })
-        .map_err(|e| format!("could not start a thread for the OS keyring: {e}"))?;
-    rx.recv_timeout(timeout).map_err(|_| {
-        format!(
-            "the OS keyring did not answer within {} s ({what}; is it locked?)",
-            timeout.as_secs()
-        )
-    })
+        .map_err(|e| KeyringError::Thread(e.to_string()))?;
+    rx.recv_timeout(timeout)
+        .map_err(|_| KeyringError::NoAnswer { what, timeout })
 }
 
 #[cfg(target_os = "linux")]
@@ -168,11 +191,12 @@ mod imp {
     }
 
     /// A Secret Service answers on the session bus and has a default collection.
-    pub fn probe() -> Result<(), String> {
+    pub(super) fn probe() -> Result<(), super::KeyringError> {
         super::on_own_thread(super::PROBE_TIMEOUT, "probe", || {
             connect()?.get_default_collection().map_err(describe)?;
             Ok(())
         })?
+        .map_err(super::KeyringError::Service)
     }
 
     fn items<'a>(ss: &'a SecretService<'a>, account: &str) -> Result<Vec<Item<'a>>, String> {
@@ -180,7 +204,7 @@ mod imp {
         Ok(found.unlocked.into_iter().chain(found.locked).collect())
     }
 
-    pub fn get(account: &str) -> Result<Option<Vec<u8>>, String> {
+    pub(super) fn get(account: &str) -> Result<Option<Vec<u8>>, String> {
         let ss = connect()?;
         let Some(item) = items(&ss, account)?.into_iter().next() else {
             return Ok(None);
@@ -189,7 +213,7 @@ mod imp {
         item.get_secret().map(Some).map_err(describe)
     }
 
-    pub fn set(account: &str, label: &str, secret: &[u8]) -> Result<(), String> {
+    pub(super) fn set(account: &str, label: &str, secret: &[u8]) -> Result<(), String> {
         let ss = connect()?;
         let collection = ss.get_default_collection().map_err(describe)?;
         collection.ensure_unlocked().map_err(describe)?;
@@ -199,7 +223,7 @@ mod imp {
         Ok(())
     }
 
-    pub fn delete(account: &str) -> Result<bool, String> {
+    pub(super) fn delete(account: &str) -> Result<bool, String> {
         let ss = connect()?;
         let found = items(&ss, account)?;
         let any = !found.is_empty();
@@ -214,8 +238,8 @@ mod imp {
 mod imp {
     const NONE: &str = "the OS keyring is supported on Linux (Secret Service) only";
 
-    pub fn probe() -> Result<(), String> {
-        Err(NONE.into())
+    pub fn probe() -> Result<(), super::KeyringError> {
+        Err(super::KeyringError::Service(NONE.into()))
     }
 
     pub fn get(_: &str) -> Result<Option<Vec<u8>>, String> {
@@ -251,7 +275,7 @@ mod tests {
         );
     }
 
-    fn no_probe() -> Result<(), String> {
+    fn no_probe() -> Result<(), KeyringError> {
         panic!("the Secret Service was asked")
     }
 
@@ -269,7 +293,9 @@ mod tests {
             Ok(Backend::Keyring)
         );
         assert_eq!(
-            select(StoreMode::Auto, true, || Err("no bus".into())),
+            select(StoreMode::Auto, true, || Err(KeyringError::Service(
+                "no bus".into()
+            ))),
             Ok(Backend::File)
         );
     }
@@ -284,7 +310,11 @@ mod tests {
             select(StoreMode::Keyring, false, || Ok(())),
             Ok(Backend::Keyring)
         );
-        let err = select(StoreMode::Keyring, true, || Err("no bus".into())).unwrap_err();
+        let err = select(StoreMode::Keyring, true, || {
+            Err(KeyringError::Service("no bus".into()))
+        })
+        .unwrap_err()
+        .to_string();
         assert!(
             err.contains("MCP_HARNESS_TOKEN_STORE=keyring") && err.contains("no bus"),
             "{err}"
@@ -298,6 +328,8 @@ mod tests {
             let _ = wait.recv();
         })
         .unwrap_err();
+        assert!(matches!(err, KeyringError::NoAnswer { what: "write", .. }));
+        let err = err.to_string();
         assert!(
             err.contains("did not answer") && err.contains("write"),
             "{err}"

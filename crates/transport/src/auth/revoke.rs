@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::store::TokenFile;
+use super::token_endpoint::form_body;
 
 /// How long one revocation request may take.
 pub const REVOKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -24,7 +25,10 @@ pub enum Revocation {
     /// The authorization server advertises no `revocation_endpoint`.
     NotSupported,
     /// Every stored token was revoked (the server answered 200 to each).
-    Revoked { tokens: usize },
+    Revoked {
+        /// How many tokens were revoked.
+        tokens: usize,
+    },
     /// At least one request failed; why (no token values).
     Failed(String),
 }
@@ -71,7 +75,7 @@ pub async fn revoke_with(http: &reqwest::Client, file: &TokenFile) -> Revocation
             (Some(id), None) => form.push(("client_id", id)),
             (None, _) => {}
         }
-        let shown = crate::http::shown(&endpoint);
+        let shown = crate::endpoint::shown(&endpoint);
         match request
             .header(
                 reqwest::header::CONTENT_TYPE,
@@ -91,19 +95,12 @@ pub async fn revoke_with(http: &reqwest::Client, file: &TokenFile) -> Revocation
             Err(e) => {
                 return Revocation::Failed(format!(
                     "{shown}: {} (revoking the {hint})",
-                    crate::sse::describe(&e)
+                    crate::net::describe_request(&e)
                 ));
             }
         }
     }
     Revocation::Revoked { tokens: revoked }
-}
-
-/// `application/x-www-form-urlencoded` (the URL query serializer is that encoding).
-fn form_body(pairs: &[(&str, &str)]) -> String {
-    let mut url = reqwest::Url::parse("http://form.invalid/").expect("a valid base");
-    url.query_pairs_mut().extend_pairs(pairs);
-    url.query().unwrap_or_default().to_string()
 }
 
 /// (token_type_hint, token), refresh token first.

@@ -30,8 +30,9 @@ use rmcp::transport::streamable_http_client::{
     AuthRequiredError, InsufficientScopeError, StreamableHttpError,
 };
 
-use super::flow::Browser;
+use super::browser::Browser;
 use super::store::FileCredentialStore;
+use super::token_endpoint::first_line;
 use crate::layer::{HttpLayer, PostResult, StreamResult};
 
 /// Step-up authorizations one server gets per process, reconnections included.
@@ -95,7 +96,7 @@ pub fn reset(store: &FileCredentialStore) {
 
 /// `current` followed by the scopes of `challenged` (space separated) it lacks, each once, in
 /// first-seen order.
-pub fn scope_union(current: &[String], challenged: &str) -> Vec<String> {
+pub(crate) fn scope_union(current: &[String], challenged: &str) -> Vec<String> {
     let mut union: Vec<String> = Vec::new();
     for scope in current
         .iter()
@@ -111,7 +112,7 @@ pub fn scope_union(current: &[String], challenged: &str) -> Vec<String> {
 
 /// One server's step-up history.
 #[derive(Debug, Default)]
-pub struct StepUpState {
+pub(crate) struct StepUpState {
     /// Step-up authorizations started (successful or not).
     attempts: u32,
     /// Completed step-ups; a request that saw an older value was refused for a token that has
@@ -136,16 +137,30 @@ pub enum Decision {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
     /// Nobody in this process can authorize (no browser set).
-    NoAuthorizer { scopes: Vec<String> },
+    NoAuthorizer {
+        /// The scopes the server asked for.
+        scopes: Vec<String>,
+    },
     /// The server already had its [`MAX_STEP_UPS`] step-ups.
-    Exhausted { scopes: Vec<String> },
+    Exhausted {
+        /// The scopes the server asked for.
+        scopes: Vec<String>,
+    },
     /// The last step-up asked for exactly these scopes, and the server still refused the token.
-    NoProgress { scopes: Vec<String> },
+    NoProgress {
+        /// The scopes the server asked for.
+        scopes: Vec<String>,
+    },
     /// The request was refused again right after its step-up.
-    StillRefused { scopes: Vec<String> },
+    StillRefused {
+        /// The scopes the server asked for.
+        scopes: Vec<String>,
+    },
     /// The step-up authorization itself failed.
     Failed {
+        /// The scopes the server asked for.
         scopes: Vec<String>,
+        /// What failed, in words (never a secret).
         message: String,
     },
 }
@@ -173,7 +188,7 @@ impl StepUpState {
     /// The decision for a 403 whose request was sent when the state was at `seen_generation`,
     /// with `granted` the scopes of the current grant and `challenged` the challenge's `scope`.
     /// An authorization decided here counts against the budget whether or not it succeeds.
-    pub fn decide(
+    pub(crate) fn decide(
         &mut self,
         seen_generation: u64,
         granted: &[String],
@@ -206,7 +221,7 @@ impl StepUpState {
     /// The token file says which login its grant came from: a login other than the one the
     /// budget counted for (another process's `mcp-harness login`) renews the budget.
     /// `true` when the budget was renewed.
-    pub fn observe_login(&mut self, login: Option<&str>) -> bool {
+    pub(crate) fn observe_login(&mut self, login: Option<&str>) -> bool {
         if self.login.as_deref() == login {
             return false;
         }
@@ -217,15 +232,17 @@ impl StepUpState {
     }
 
     /// A step-up authorization completed: requests refused before it are retried as they are.
-    pub fn completed(&mut self) {
+    pub(crate) fn completed(&mut self) {
         self.generation += 1;
     }
 
-    pub fn generation(&self) -> u64 {
+    /// The login generation this refusal belongs to.
+    pub(crate) fn generation(&self) -> u64 {
         self.generation
     }
 
-    pub fn attempts(&self) -> u32 {
+    /// Step-ups made in this login.
+    pub(crate) fn attempts(&self) -> u32 {
         self.attempts
     }
 }
@@ -242,7 +259,9 @@ fn same_set(a: &[String], b: &[String]) -> bool {
 /// [`refusal_in`]).
 #[derive(Debug)]
 pub struct StepUpRefused {
+    /// The server's name.
     pub server: String,
+    /// Why the step-up stopped.
     pub refusal: Refusal,
     challenge: AuthRequiredError,
 }
@@ -303,6 +322,32 @@ pub fn refusal_in<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'
         current = e.source();
     }
     None
+}
+
+/// Whether a failed request's `error` says the server no longer accepts this client's
+/// authorization: a 401 challenge, or an OAuth failure of the token source (a rejected refresh,
+/// a revoked grant). A refusal for lack of scope is not this (step-up handles it).
+pub fn authorization_lost(error: &rmcp::service::ServiceError) -> bool {
+    if refusal_in(error).is_some() {
+        return false;
+    }
+    let rmcp::service::ServiceError::TransportSend(error) = error else {
+        return false;
+    };
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error.error.as_ref());
+    while let Some(current) = source {
+        if current
+            .downcast_ref::<rmcp::transport::streamable_http_client::AuthRequiredError>()
+            .is_some()
+            || current
+                .downcast_ref::<rmcp::transport::auth::AuthError>()
+                .is_some()
+        {
+            return true;
+        }
+        source = current.source();
+    }
+    false
 }
 
 /// The Streamable HTTP client layer that performs step-ups (with the authorizing client's
@@ -532,11 +577,6 @@ impl StepUp {
         .await
         .unwrap_or(false)
     }
-}
-
-/// The first line of an error from the OAuth stack (a provider's body could echo more).
-fn first_line(message: &str) -> String {
-    message.lines().next().unwrap_or_default().to_string()
 }
 
 impl HttpLayer for StepUp {

@@ -77,9 +77,12 @@ pub fn server_key(server: &str, url: &str) -> String {
 /// The OAuth client this harness is for one server: what a refresh needs besides the tokens.
 #[derive(Clone, Serialize, Deserialize)]
 pub struct ClientRecord {
+    /// The client id.
     pub client_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The client secret, for a confidential client.
     pub client_secret: Option<String>,
+    /// The redirect URI the client registered.
     pub redirect_uri: String,
 }
 
@@ -99,13 +102,18 @@ impl std::fmt::Debug for ClientRecord {
 /// One server's file.
 #[derive(Clone, Default, Serialize, Deserialize)]
 pub struct TokenFile {
+    /// The server's name.
     pub server: String,
+    /// The server's URL.
     pub url: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The registered client.
     pub client: Option<ClientRecord>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The authorization server's metadata.
     pub metadata: Option<AuthorizationMetadata>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The tokens.
     pub credentials: Option<StoredCredentials>,
     /// The last 401 `WWW-Authenticate` challenge the server sent (a public header): `login`
     /// takes its scopes and metadata URL when its own probe is let through.
@@ -144,9 +152,13 @@ impl std::fmt::Debug for TokenFile {
 #[derive(Debug, thiserror::Error)]
 #[error("server `{server}`: token store {}: could not {action}: {reason}", .path.display())]
 pub struct StoreError {
+    /// The server's name.
     pub server: String,
+    /// The file involved.
     pub path: PathBuf,
+    /// What was being done (`read`, `write`, ...).
     pub action: &'static str,
+    /// Why it failed.
     pub reason: String,
 }
 
@@ -187,7 +199,10 @@ pub enum TokenLocation {
     File,
     /// In the OS keyring: the item of service `mcp-harness` and this account; the token file
     /// only points at it.
-    Keyring { account: String },
+    Keyring {
+        /// The keyring item's account name.
+        account: String,
+    },
 }
 
 /// The revision of a keyring item's content.
@@ -256,6 +271,7 @@ impl FileCredentialStore {
         }
     }
 
+    /// The server's name.
     pub fn server(&self) -> &str {
         &self.server
     }
@@ -305,7 +321,10 @@ impl FileCredentialStore {
             _ => format!(
                 "its tokens are in the OS keyring, which does not answer here ({}); log in \
                  again where it does, or with {}=file",
-                os_keyring::available().err().unwrap_or_default(),
+                os_keyring::available()
+                    .err()
+                    .map(|e| e.to_string())
+                    .unwrap_or_default(),
                 os_keyring::MODE_VAR
             ),
         }

@@ -1,36 +1,7 @@
-//! The legacy HTTP+SSE transport (protocol 2024-11-05), which rmcp 3.11 no longer ships.
-//!
-//! The client GETs an event stream (`Accept: text/event-stream`). The server's first `endpoint`
-//! event names a URL (often relative, e.g. `/message?sessionId=…`) to which the client POSTs
-//! each JSON-RPC message (`Content-Type: application/json`); the server's messages arrive as
-//! `message` events on the stream. [`LegacySseTransport`] implements rmcp's
-//! `Transport<RoleClient>` over that pair and is handed to [`initialize`] like every other
-//! transport.
-//!
-//! Invariants:
-//! - messages are POSTed only to an endpoint on the SSE URL's origin (scheme, host, port); an
-//!   endpoint elsewhere is refused before anything is sent, so the configured headers never
-//!   leave that origin (redirects are followed only within it, at most 5);
-//! - every `message` event is decoded through [`Inbound`]: an undecodable answer fails its
-//!   request at once, an answer to no request is logged and counted;
-//! - configured header values are marked sensitive and appear in no log or error; URLs in
-//!   errors and logs lose their query and user info;
-//! - one SSE event is at most the server's `maxMessageBytes` (default 64 MiB; a parser made
-//!   without one, [`MAX_EVENT_BYTES`]); a larger one ends the stream with an
-//!   error saying so;
-//! - a dropped stream is re-opened at most [`MAX_RECONNECTS`] times in a row (the count restarts
-//!   when a `message` arrives), after exponential backoff starting at the server's `retry:` (or
-//!   500 ms), with `Last-Event-ID`. A re-opened stream that announces a *different* endpoint
-//!   means the server started a new session: the old one is gone, so the session ends. When the
-//!   stream cannot be kept, `receive` returns `None`, rmcp closes the service and the session's
-//!   owner sees the closure;
-//! - POSTs go out one at a time in the order rmcp sends them (legacy servers answer 202 at
-//!   once; the answer comes on the stream), each within [`POST_TIMEOUT`]; a 404/410 means the
-//!   server forgot the session, which ends it;
-//! - everything the transport starts (a stream reader task and a POST task) stops when the
-//!   transport is closed or dropped.
+//! The legacy HTTP+SSE transport itself: rmcp's `Transport<RoleClient>` over an event stream
+//! (read by a reader task, re-opened with backoff) and the POSTs to the announced endpoint (one
+//! at a time, by a POST task). See the [module docs](super) for its invariants.
 
-use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::time::Duration;
 
@@ -45,298 +16,26 @@ use rmcp::transport::streamable_http_client::AuthRequiredError;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use crate::connector::{BoxFuture, ConnectOptions, Connector, Session, initialize};
+use super::parser::SseParser;
+use crate::endpoint::shown;
 use crate::error::TransportError;
-use crate::handler::HarnessClient;
-use crate::http::shown;
 use crate::inbound::Inbound;
-use crate::wire::WireNotes;
+use crate::net::describe_request as describe;
 
-/// The most bytes one SSE event (its lines, before dispatch) may take.
-pub const MAX_EVENT_BYTES: usize = 16 << 20;
 /// How many times in a row a dropped event stream is re-opened before the session ends.
-pub const MAX_RECONNECTS: u32 = 5;
+pub(super) const MAX_RECONNECTS: u32 = 5;
 /// The first reconnect delay when the server sent no `retry:`.
 const DEFAULT_RETRY: Duration = Duration::from_millis(500);
 /// Backoff never grows beyond this (unless the server's own `retry:` is longer).
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// A POST must be answered within this.
-pub const POST_TIMEOUT: Duration = Duration::from_secs(30);
+pub(super) const POST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Server messages buffered between the stream reader and rmcp.
 const INBOUND_BUFFER: usize = 256;
 
-/// Connects to a legacy HTTP+SSE server (`type: "sse"`).
-///
-/// How it meets the [`Connector`] obligations:
-/// - deadline: opening the stream and waiting for the `endpoint` event run under
-///   `startup_timeout`; [`initialize`] gets what is left of it (a timeout in either reports the
-///   whole configured deadline);
-/// - ownership: until initialize starts, the response stream lives in the connect future and
-///   is dropped with it; afterwards the reader and POST tasks are tied to the transport by a
-///   cancellation guard, and the transport is owned by the rmcp service inside the [`Session`]
-///   (or dropped by rmcp when initialize fails);
-/// - errors: every failure is a [`TransportError`]; a 401/403 on the GET is
-///   `Initialize { auth_required: true }` (on a POST during initialize, rmcp classifies it the
-///   same way through [`AuthRequiredError`]); an endpoint on another origin is `InvalidConfig`
-///   (retrying cannot help);
-/// - secrets: header values are sensitive `HeaderValue`s, never formatted; URLs are shown
-///   without query or user info.
-#[derive(Debug, Clone)]
-pub struct LegacySseConnector {
-    /// The SSE stream URL (e.g. `http://host:3001/sse`).
-    pub url: String,
-    /// Sent with every request, GET and POST (e.g. `Authorization`). Values are never logged.
-    pub headers: BTreeMap<String, String>,
-}
-
-impl LegacySseConnector {
-    fn client(&self) -> Result<reqwest::Client, TransportError> {
-        let headers = crate::http::header_map(&self.headers)?;
-        // Follow redirects only within the origin: the headers must not travel elsewhere.
-        let redirects = reqwest::redirect::Policy::custom(|attempt| {
-            let same_origin = attempt
-                .previous()
-                .first()
-                .is_some_and(|first| first.origin() == attempt.url().origin());
-            if same_origin && attempt.previous().len() <= 5 {
-                attempt.follow()
-            } else {
-                attempt.stop()
-            }
-        });
-        reqwest::Client::builder()
-            .default_headers(headers)
-            .redirect(redirects)
-            .connect_timeout(Duration::from_secs(10))
-            .build()
-            .map_err(|e| {
-                TransportError::InvalidConfig(format!("could not build the HTTP client: {e}"))
-            })
-    }
-}
-
-impl Connector for LegacySseConnector {
-    fn kind(&self) -> &'static str {
-        "sse"
-    }
-
-    fn is_remote(&self) -> bool {
-        true
-    }
-
-    fn connect(
-        &self,
-        handler: HarnessClient,
-        options: ConnectOptions,
-    ) -> BoxFuture<'static, Result<Session, TransportError>> {
-        let this = self.clone();
-        Box::pin(async move {
-            let url = crate::http::http_url(&this.url)?;
-            let client = this.client()?;
-            let started = tokio::time::Instant::now();
-            let timed_out = || TransportError::StartupTimeout {
-                timeout: options.startup_timeout,
-                stderr_tail: None,
-            };
-            let transport = tokio::time::timeout(
-                options.startup_timeout,
-                LegacySseTransport::open_observed(client, url, options.inbound(true)),
-            )
-            .await
-            .map_err(|_| timed_out())??;
-            let mut rest = options.clone();
-            rest.startup_timeout = options.startup_timeout.saturating_sub(started.elapsed());
-            match initialize(handler, transport, &rest, None, None).await {
-                Err(TransportError::StartupTimeout { .. }) => Err(timed_out()),
-                other => other,
-            }
-        })
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// The SSE parser (https://html.spec.whatwg.org/multipage/server-sent-events.html#parsing-an-event-stream)
-
-/// One dispatched server-sent event.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SseEvent {
-    /// The `event:` type; `message` when the event named none.
-    pub event: String,
-    /// The `data:` lines joined with `\n`.
-    pub data: String,
-    /// The last event ID in force when this event was dispatched, if any.
-    pub id: Option<String>,
-}
-
-/// Why a stream could not be parsed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SseError {
-    #[error(
-        "an SSE event is larger than {} MiB, the most one event may be; the stream was abandoned",
-        .limit >> 20
-    )]
-    EventTooLarge { limit: usize },
-}
-
-/// An incremental SSE parser: feed it chunks as they arrive, in any split.
-#[derive(Debug)]
-pub struct SseParser {
-    limit: usize,
-    /// The current, not yet terminated line.
-    line: Vec<u8>,
-    /// The previous chunk ended in CR: a leading LF of the next chunk belongs to it.
-    after_cr: bool,
-    /// Whether the first line of this stream was seen (a BOM may precede it).
-    seen_first_line: bool,
-    event: String,
-    data: String,
-    last_event_id: String,
-    retry: Option<Duration>,
-}
-
-impl Default for SseParser {
-    fn default() -> Self {
-        Self::with_limit(MAX_EVENT_BYTES)
-    }
-}
-
-impl SseParser {
-    /// A parser that refuses events larger than `limit` bytes.
-    pub fn with_limit(limit: usize) -> Self {
-        Self {
-            limit,
-            line: Vec::new(),
-            after_cr: false,
-            seen_first_line: false,
-            event: String::new(),
-            data: String::new(),
-            last_event_id: String::new(),
-            retry: None,
-        }
-    }
-
-    /// The last event ID seen (what a reconnect sends as `Last-Event-ID`), if any.
-    pub fn last_event_id(&self) -> Option<&str> {
-        (!self.last_event_id.is_empty()).then_some(self.last_event_id.as_str())
-    }
-
-    /// The reconnection time the server asked for with `retry:`, if any.
-    pub fn retry(&self) -> Option<Duration> {
-        self.retry
-    }
-
-    /// Starts a new stream (after a reconnect): a partial event is discarded, the last event ID
-    /// and the reconnection time are kept.
-    pub fn restart(&mut self) {
-        self.line.clear();
-        self.after_cr = false;
-        self.seen_first_line = false;
-        self.event.clear();
-        self.data.clear();
-    }
-
-    /// Parses `chunk`, appending every event it completes to `out`.
-    pub fn feed(&mut self, mut chunk: &[u8], out: &mut Vec<SseEvent>) -> Result<(), SseError> {
-        while !chunk.is_empty() {
-            if std::mem::take(&mut self.after_cr) && chunk[0] == b'\n' {
-                chunk = &chunk[1..];
-                continue;
-            }
-            match chunk.iter().position(|&b| b == b'\n' || b == b'\r') {
-                Some(end) => {
-                    self.push_line_bytes(&chunk[..end])?;
-                    self.after_cr = chunk[end] == b'\r';
-                    chunk = &chunk[end + 1..];
-                    let line = std::mem::take(&mut self.line);
-                    if let Some(event) = self.process_line(&line)? {
-                        out.push(event);
-                    }
-                    self.line = line;
-                    self.line.clear();
-                }
-                None => {
-                    self.push_line_bytes(chunk)?;
-                    break;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn too_large(&self) -> SseError {
-        SseError::EventTooLarge { limit: self.limit }
-    }
-
-    fn push_line_bytes(&mut self, bytes: &[u8]) -> Result<(), SseError> {
-        if self.line.len() + bytes.len() + self.data.len() + self.event.len() > self.limit {
-            return Err(self.too_large());
-        }
-        self.line.extend_from_slice(bytes);
-        Ok(())
-    }
-
-    fn process_line(&mut self, mut line: &[u8]) -> Result<Option<SseEvent>, SseError> {
-        if !std::mem::replace(&mut self.seen_first_line, true) {
-            line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
-        }
-        if line.is_empty() {
-            return Ok(self.dispatch());
-        }
-        if line[0] == b':' {
-            return Ok(None); // a comment (keep-alive)
-        }
-        let (name, value) = match line.iter().position(|&b| b == b':') {
-            Some(colon) => {
-                let value = &line[colon + 1..];
-                (&line[..colon], value.strip_prefix(b" ").unwrap_or(value))
-            }
-            None => (line, &b""[..]),
-        };
-        let value = String::from_utf8_lossy(value);
-        match name {
-            b"event" => self.event = value.into_owned(),
-            b"data" => {
-                if self.data.len() + value.len() + 1 + self.event.len() > self.limit {
-                    return Err(self.too_large());
-                }
-                self.data.push_str(&value);
-                self.data.push('\n');
-            }
-            b"id" if !value.contains('\0') => self.last_event_id = value.into_owned(),
-            b"retry" if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => {
-                if let Ok(ms) = value.parse::<u64>() {
-                    self.retry = Some(Duration::from_millis(ms));
-                }
-            }
-            _ => {} // unknown fields are ignored
-        }
-        Ok(None)
-    }
-
-    fn dispatch(&mut self) -> Option<SseEvent> {
-        let event = std::mem::take(&mut self.event);
-        if self.data.is_empty() {
-            return None;
-        }
-        let mut data = std::mem::take(&mut self.data);
-        if data.ends_with('\n') {
-            data.pop();
-        }
-        Some(SseEvent {
-            event: if event.is_empty() {
-                "message".into()
-            } else {
-                event
-            },
-            data,
-            id: self.last_event_id().map(str::to_string),
-        })
-    }
-}
-
 /// Resolves the data of an `endpoint` event against the SSE URL; refuses an endpoint on
 /// another origin (scheme, host or port).
-pub fn resolve_endpoint(sse_url: &Url, data: &str) -> Result<Url, String> {
+pub(super) fn resolve_endpoint(sse_url: &Url, data: &str) -> Result<Url, String> {
     let data = data.trim();
     if data.is_empty() {
         return Err("the server's `endpoint` event names no URL".into());
@@ -354,34 +53,6 @@ pub fn resolve_endpoint(sse_url: &Url, data: &str) -> Result<Url, String> {
     }
     Ok(endpoint)
 }
-
-/// A URL as shown in errors and logs: no user info, no query, no fragment.
-/// A reqwest error without its URL (which may carry a query), with its causes.
-/// A reqwest error as text without its URL (which may carry a query or credentials).
-pub(crate) fn describe(e: &reqwest::Error) -> String {
-    let head = if e.is_connect() {
-        "could not connect"
-    } else if e.is_timeout() {
-        "timed out"
-    } else if e.is_body() || e.is_decode() {
-        "reading the response failed"
-    } else {
-        "request failed"
-    };
-    let mut parts = vec![head.to_string()];
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        let text = s.to_string();
-        if parts.last() != Some(&text) {
-            parts.push(text);
-        }
-        source = s.source();
-    }
-    parts.join(": ")
-}
-
-// ---------------------------------------------------------------------------------------------
-// The transport
 
 type ByteStream = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
 
@@ -477,22 +148,36 @@ async fn get_stream(
 
 /// A POST that failed.
 #[derive(Debug, thiserror::Error)]
-pub enum LegacySseError {
+pub(super) enum LegacySseError {
     #[error("could not encode the message: {0}")]
+    /// The message could not be encoded.
     Encode(#[from] serde_json::Error),
     #[error("POST to the message endpoint failed: {0}")]
+    /// The POST could not be sent or answered.
     Post(String),
     #[error("the message endpoint answered {status}: the server requires authorization")]
+    /// The endpoint asked for authorization (401/403).
     Unauthorized {
+        /// The HTTP status.
         status: StatusCode,
         #[source]
+        /// The underlying error.
         source: AuthRequiredError,
     },
     #[error("the message endpoint answered {status}: the server no longer knows this session")]
-    SessionGone { status: StatusCode },
+    /// The server forgot the session (404/410).
+    SessionGone {
+        /// The HTTP status.
+        status: StatusCode,
+    },
     #[error("the message endpoint answered {status}")]
-    Rejected { status: StatusCode },
+    /// The endpoint answered another error status.
+    Rejected {
+        /// The HTTP status.
+        status: StatusCode,
+    },
     #[error("the SSE session is closed")]
+    /// The transport was closed.
     Closed,
 }
 
@@ -502,7 +187,7 @@ struct Post {
 }
 
 /// rmcp's `Transport<RoleClient>` over a legacy HTTP+SSE session.
-pub struct LegacySseTransport {
+pub(super) struct LegacySseTransport {
     inbound: mpsc::Receiver<ServerJsonRpcMessage>,
     /// Notes each request sent, so answers to no request are recognised.
     decoder: Inbound,
@@ -513,8 +198,10 @@ pub struct LegacySseTransport {
 
 impl LegacySseTransport {
     /// Opens the event stream, waits for the `endpoint` event and starts the reader and POST
-    /// tasks. Not bounded in time: the caller puts a deadline around it.
-    pub async fn open(
+    /// tasks. Not bounded in time: the caller puts a deadline around it. (Tests; connectors
+    /// use `open_observed`.)
+    #[cfg(test)]
+    pub(crate) async fn open(
         client: reqwest::Client,
         sse_url: Url,
         server: String,
@@ -522,7 +209,7 @@ impl LegacySseTransport {
         let inbound = Inbound::new(
             &server,
             crate::inbound::DEFAULT_MAX_MESSAGE_BYTES,
-            WireNotes::default(),
+            crate::wire::WireNotes::default(),
             true,
         );
         Self::open_observed(client, sse_url, inbound).await
@@ -530,7 +217,7 @@ impl LegacySseTransport {
 
     /// [`Self::open`], decoding every message through `inbound` (which shows it to its wire
     /// notes, holds it to its size cap and fails the request an undecodable one answers).
-    pub async fn open_observed(
+    pub(super) async fn open_observed(
         client: reqwest::Client,
         sse_url: Url,
         inbound: Inbound,
@@ -858,126 +545,8 @@ async fn post_one(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn parse_all(chunks: &[&[u8]]) -> (Vec<SseEvent>, SseParser) {
-        let mut parser = SseParser::default();
-        let mut out = Vec::new();
-        for chunk in chunks {
-            parser.feed(chunk, &mut out).expect("parses");
-        }
-        (out, parser)
-    }
-
-    fn ev(event: &str, data: &str, id: Option<&str>) -> SseEvent {
-        SseEvent {
-            event: event.into(),
-            data: data.into(),
-            id: id.map(str::to_string),
-        }
-    }
-
-    #[test]
-    fn parses_fields_multiline_data_and_comments() {
-        let (events, parser) = parse_all(&[b": keep-alive\n\
-              event: endpoint\ndata: /message?sessionId=1\n\n\
-              data: {\"a\":\ndata:1}\nid: 7\nretry: 2500\n\n\
-              data\n\n\
-              data:  two spaces\nfoo: ignored\n\n\
-              event: only-type\n\n\
-              data: tail without end"]);
-        assert_eq!(
-            events,
-            vec![
-                ev("endpoint", "/message?sessionId=1", None),
-                ev("message", "{\"a\":\n1}", Some("7")),
-                ev("message", "", Some("7")),
-                ev("message", " two spaces", Some("7")),
-            ]
-        );
-        assert_eq!(parser.last_event_id(), Some("7"));
-        assert_eq!(parser.retry(), Some(Duration::from_millis(2500)));
-    }
-
-    #[test]
-    fn any_line_ending_and_any_split() {
-        let text = b"\xEF\xBB\xBFdata: a\r\ndata: b\rid: x\n\r\nevent: e\rdata: c\r\r";
-        let whole = parse_all(&[text]).0;
-        assert_eq!(
-            whole,
-            vec![ev("message", "a\nb", Some("x")), ev("e", "c", Some("x"))]
-        );
-        // Byte by byte (a CR at the end of one chunk and an LF at the start of the next).
-        let bytes: Vec<&[u8]> = text.chunks(1).collect();
-        assert_eq!(parse_all(&bytes).0, whole);
-        for split in 1..text.len() {
-            let (a, b) = text.split_at(split);
-            assert_eq!(parse_all(&[a, b]).0, whole, "split at {split}");
-        }
-    }
-
-    #[test]
-    fn id_and_retry_rules() {
-        let (events, parser) =
-            parse_all(&[b"id: 1\ndata: a\n\nid: bad\0id\nretry: 1.5\nretry: x\ndata: b\n\n"]);
-        assert_eq!(
-            events[1].id.as_deref(),
-            Some("1"),
-            "an id with NUL is ignored"
-        );
-        assert_eq!(parser.retry(), None, "a non-integer retry is ignored");
-        let (events, parser) = parse_all(&[b"id: 1\ndata: a\n\nid\ndata: b\n\n"]);
-        assert_eq!(events[1].id, None, "an empty id resets it");
-        assert_eq!(parser.last_event_id(), None);
-    }
-
-    #[test]
-    fn restart_keeps_id_and_retry_but_drops_a_partial_event() {
-        let mut parser = SseParser::default();
-        let mut out = Vec::new();
-        parser
-            .feed(b"id: 9\nretry: 10\ndata: done\n\ndata: half", &mut out)
-            .expect("parses");
-        parser.restart();
-        parser
-            .feed(b"\n\ndata: next\n\n", &mut out)
-            .expect("parses");
-        assert_eq!(
-            out,
-            vec![
-                ev("message", "done", Some("9")),
-                ev("message", "next", Some("9"))
-            ]
-        );
-        assert_eq!(parser.retry(), Some(Duration::from_millis(10)));
-    }
-
-    #[test]
-    fn an_event_over_the_limit_is_an_error_naming_it() {
-        let mut parser = SseParser::default();
-        let mut out = Vec::new();
-        let line = vec![b'x'; 1 << 20];
-        parser.feed(b"data: ", &mut out).expect("parses");
-        let mut result = Ok(());
-        for _ in 0..17 {
-            result = parser.feed(&line, &mut out);
-            if result.is_err() {
-                break;
-            }
-        }
-        let err = result.expect_err("too large");
-        assert!(err.to_string().contains("16 MiB"), "{err}");
-        // Many data lines add up too.
-        let mut parser = SseParser::with_limit(100);
-        let err = parser
-            .feed(&b"data: 0123456789\n".repeat(10), &mut out)
-            .expect_err("too large");
-        assert_eq!(err, SseError::EventTooLarge { limit: 100 });
-        // Events below the limit pass however many there are.
-        let mut parser = SseParser::with_limit(100);
-        parser
-            .feed(&b"data: 0123456789\n\n".repeat(100), &mut out)
-            .expect("each event is small");
-    }
+    // Test-only: the connector builds the HTTP client these tests send through.
+    use crate::sse::connector::LegacySseConnector;
 
     #[test]
     fn resolves_endpoints_against_the_stream_url() {

@@ -1,0 +1,446 @@
+//! What becomes of a raw server message that rmcp cannot route: one over the size cap, one that
+//! does not decode (invalid UTF-8, nesting past the decoder's depth limit, a shape rmcp does not
+//! accept), or a response to no request.
+//!
+//! Invariants:
+//! - a message that answers a pending request never leaves that request waiting for its
+//!   deadline: it is delivered (a listing with undecodable entries is delivered without them —
+//!   each replaced by a placeholder marked [`UNDECODABLE_META_KEY`](super::UNDECODABLE_META_KEY) with the reason, which the
+//!   catalog hides) or the request fails at once with a [`WireFault`] error saying what arrived
+//!   (too large: how large and which config key raises the cap; undecodable: why);
+//! - the id of an undecodable or oversized message is recovered from the raw bytes by a lenient
+//!   scan of the top-level `"id"` in bounded memory, wherever in the object it stands; a
+//!   message with a `"method"` is the server's own request or notification and never fails one
+//!   of ours;
+//! - everything else that cannot be delivered (an unknown id, id-less garbage) is logged at warn
+//!   with the server's name, counted, and remembered ([`WireNotes::anomalies_since`]) so a
+//!   request that then times out can say what arrived instead;
+//! - the decoded common case costs one `serde_json` decode, as before; the lenient paths run
+//!   only for messages that failed it.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::{
+    ClientJsonRpcMessage, ClientNotification, RequestId, ServerJsonRpcMessage, ServerResult,
+};
+
+use super::fault::{MAX_MESSAGE_KEY, WireFault};
+use super::scan::{Scanned, error_reason, salvage_listing, scan};
+use crate::wire::WireNotes;
+
+/// How many ids of cancelled requests are remembered (a late answer to one is not an anomaly).
+const RECENT_CANCELLED: usize = 64;
+/// Per-connection decoding of raw server messages (see the module docs). Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Inbound {
+    server: Arc<str>,
+    limit: usize,
+    wire: WireNotes,
+    /// Requests sent and not yet answered (only for transports that see both directions).
+    pending: Option<Arc<Mutex<Pending>>>,
+}
+
+#[derive(Debug, Default)]
+struct Pending {
+    open: HashSet<RequestId>,
+    cancelled: VecDeque<RequestId>,
+}
+
+/// What became of one raw message.
+#[derive(Debug)]
+pub enum Decoded {
+    /// It decoded as sent.
+    AsSent(ServerJsonRpcMessage),
+    /// Deliver this instead: the listing without its undecodable entries, or the error of the
+    /// request it answered.
+    Replaced(ServerJsonRpcMessage),
+    /// Nothing to deliver (logged, counted, remembered).
+    Dropped,
+}
+
+impl From<Option<ServerJsonRpcMessage>> for Decoded {
+    fn from(m: Option<ServerJsonRpcMessage>) -> Self {
+        m.map_or(Decoded::Dropped, Decoded::Replaced)
+    }
+}
+
+impl Inbound {
+    /// Decoding for `server`'s connection with messages of at most `limit` bytes, reporting to
+    /// `wire`. `track` keeps the ids of requests sent ([`Inbound::sent`]) to tell answers to no
+    /// request apart (transports that see both directions: stdio, legacy SSE).
+    pub fn new(server: &str, limit: usize, wire: WireNotes, track: bool) -> Self {
+        Self {
+            server: server.into(),
+            limit: limit.max(1),
+            wire,
+            pending: track.then(Default::default),
+        }
+    }
+
+    /// The cap on one message, in bytes.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// The server's name.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// Notes a message sent to the server (a request's id is pending until answered).
+    pub fn sent(&self, message: &ClientJsonRpcMessage) {
+        let Some(pending) = &self.pending else {
+            return;
+        };
+        let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
+        match message {
+            ClientJsonRpcMessage::Request(r) => {
+                p.open.insert(r.id.clone());
+            }
+            ClientJsonRpcMessage::Notification(n) => {
+                if let ClientNotification::CancelledNotification(c) = &n.notification
+                    && let Some(id) = &c.params.request_id
+                    && p.open.remove(id)
+                {
+                    if p.cancelled.len() == RECENT_CANCELLED {
+                        p.cancelled.pop_front();
+                    }
+                    p.cancelled.push_back(id.clone());
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn is_pending(&self, id: &RequestId) -> bool {
+        self.pending.as_ref().is_some_and(|p| {
+            p.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .open
+                .contains(id)
+        })
+    }
+
+    /// On a channel that answers `origin` only, a response with another id fails `origin`.
+    pub(crate) fn wrong_id(
+        &self,
+        message: &ServerJsonRpcMessage,
+        origin: Option<&RequestId>,
+    ) -> Option<ServerJsonRpcMessage> {
+        let origin = origin?;
+        let got = match message {
+            ServerJsonRpcMessage::Response(r) => Some(&r.id),
+            ServerJsonRpcMessage::Error(e) => e.id.as_ref(),
+            _ => return None,
+        };
+        // An error without an id is the server's answer to a request it could not read: ours.
+        let got = got?;
+        if got == origin {
+            return None;
+        }
+        let fault = WireFault::WrongId {
+            server: self.server.to_string(),
+            expected: origin.to_string(),
+            got: got.to_string(),
+        };
+        tracing::warn!(server = %self.server, "{fault}; the request fails");
+        self.wire.anomaly(
+            &format!("a response with id {got}, which matches no request"),
+            |a| a.unknown_ids += 1,
+        );
+        Some(ServerJsonRpcMessage::error(
+            fault.to_error(),
+            Some(origin.clone()),
+        ))
+    }
+
+    /// Notes a decoded message; an answer to no request is logged, counted and remembered.
+    fn received(&self, message: &ServerJsonRpcMessage) {
+        let Some(pending) = &self.pending else {
+            return;
+        };
+        let id = match message {
+            ServerJsonRpcMessage::Response(r) => Some(&r.id),
+            ServerJsonRpcMessage::Error(e) => e.id.as_ref(),
+            _ => return,
+        };
+        let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
+        let known = match id {
+            Some(id) => p.open.remove(id) || p.cancelled.contains(id),
+            None => false,
+        };
+        drop(p);
+        if !known {
+            let what = match id {
+                Some(id) => format!("a response with id {id}, which matches no request"),
+                None => "an error response without an id".to_string(),
+            };
+            tracing::warn!(server = %self.server, "the server sent {what}; ignored");
+            self.wire.anomaly(&what, |a| a.unknown_ids += 1);
+        }
+    }
+
+    /// Decodes one complete message (a line, an SSE event's data). `origin` is the request a
+    /// transport knows the message answers (a Streamable HTTP POST's response stream), if any.
+    /// `None` when nothing is to be delivered (it was logged and counted).
+    pub fn decode(&self, bytes: &[u8], origin: Option<&RequestId>) -> Option<ServerJsonRpcMessage> {
+        match self.decode_raw(bytes, origin) {
+            Decoded::AsSent(m) | Decoded::Replaced(m) => Some(m),
+            Decoded::Dropped => None,
+        }
+    }
+
+    /// [`Inbound::decode`], saying whether the message is the one the server sent.
+    pub fn decode_raw(&self, bytes: &[u8], origin: Option<&RequestId>) -> Decoded {
+        // An empty event (an SSE priming event, a blank line) carries no message.
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Decoded::Dropped;
+        }
+        self.wire.observe(bytes);
+        let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+        if bytes.len() > self.limit {
+            return self
+                .too_large(bytes.len(), true, scan(bytes), origin)
+                .into();
+        }
+        match serde_json::from_slice::<ServerJsonRpcMessage>(bytes) {
+            Ok(message) => {
+                // A listing with an entry rmcp's types refuse decodes as a catch-all result;
+                // keep the entries that decode.
+                let salvaged = match &message {
+                    ServerJsonRpcMessage::Response(r)
+                        if matches!(
+                            r.result,
+                            ServerResult::CustomResult(_) | ServerResult::EmptyResult(_)
+                        ) =>
+                    {
+                        salvage_listing(bytes)
+                    }
+                    _ => None,
+                };
+                if let Some(wrong) = self.wrong_id(&message, origin) {
+                    return Decoded::Replaced(wrong);
+                }
+                match salvaged {
+                    Some(m) => {
+                        self.received(&m);
+                        Decoded::Replaced(m)
+                    }
+                    None => {
+                        self.received(&message);
+                        Decoded::AsSent(message)
+                    }
+                }
+            }
+            Err(e) => self.undecodable(bytes, &e, origin).into(),
+        }
+    }
+
+    fn undecodable(
+        &self,
+        bytes: &[u8],
+        error: &serde_json::Error,
+        origin: Option<&RequestId>,
+    ) -> Option<ServerJsonRpcMessage> {
+        let reason = match std::str::from_utf8(bytes) {
+            Err(e) => format!("it is not valid UTF-8 (at byte {})", e.valid_up_to()),
+            Ok(_) => error_reason(error),
+        };
+        let scanned = scan(bytes);
+        if !scanned.has_method
+            && scanned.id.is_some()
+            && let Some(message) = salvage_listing(bytes)
+        {
+            self.received(&message);
+            return Some(message);
+        }
+        let fault = WireFault::Undecodable {
+            server: self.server.to_string(),
+            reason: reason.clone(),
+        };
+        self.fail_or_note(fault, scanned, origin, || {
+            format!("an undecodable message ({reason})")
+        })
+    }
+
+    /// A message that could not be decoded for `reason`, seen where its bytes are gone (an SSE
+    /// event the stream parser refused): it fails `origin`, or is logged and counted.
+    pub fn undecodable_because(
+        &self,
+        reason: String,
+        origin: Option<&RequestId>,
+    ) -> Option<ServerJsonRpcMessage> {
+        let fault = WireFault::Undecodable {
+            server: self.server.to_string(),
+            reason: reason.clone(),
+        };
+        self.fail_or_note(fault, Scanned::default(), origin, || {
+            format!("an undecodable message ({reason})")
+        })
+    }
+
+    /// A message of `seen` bytes (`complete`: its whole length; else at least that many) over
+    /// the cap, with what the scan found in it.
+    pub fn too_large(
+        &self,
+        seen: usize,
+        complete: bool,
+        scanned: Scanned,
+        origin: Option<&RequestId>,
+    ) -> Option<ServerJsonRpcMessage> {
+        let fault = WireFault::TooLarge {
+            server: self.server.to_string(),
+            seen,
+            complete,
+            limit: self.limit,
+        };
+        let what = format!(
+            "a message of {}{seen} bytes, over the limit of {} bytes (`{MAX_MESSAGE_KEY}`)",
+            if complete { "" } else { "more than " },
+            self.limit
+        );
+        self.fail_or_note(fault, scanned, origin, || what)
+    }
+
+    /// Fails the request the message answers, or logs, counts and remembers it.
+    fn fail_or_note(
+        &self,
+        fault: WireFault,
+        scanned: Scanned,
+        origin: Option<&RequestId>,
+        what: impl FnOnce() -> String,
+    ) -> Option<ServerJsonRpcMessage> {
+        let target = if scanned.has_method {
+            None
+        } else {
+            match (&scanned.id, origin) {
+                (Some(id), _) if self.is_pending(id) => Some(id.clone()),
+                (Some(id), Some(o)) if id == o => Some(id.clone()),
+                (None, Some(o)) => Some(o.clone()),
+                _ => None,
+            }
+        };
+        match target {
+            Some(id) => {
+                tracing::warn!(server = %self.server, id = %id, "{fault}; the request fails");
+                if let Some(p) = &self.pending {
+                    p.lock().unwrap_or_else(|e| e.into_inner()).open.remove(&id);
+                }
+                Some(ServerJsonRpcMessage::error(fault.to_error(), Some(id)))
+            }
+            None => {
+                let what = what();
+                let id = scanned
+                    .id
+                    .map(|id| format!(" (id {id})"))
+                    .unwrap_or_default();
+                tracing::warn!(server = %self.server, "the server sent {what}{id}; ignored");
+                self.wire
+                    .anomaly(&format!("{what}{id}"), |a| a.undeliverable += 1);
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inbound::UNDECODABLE_META_KEY;
+    use crate::inbound::scan::tests::deep;
+    use serde_json::json;
+
+    #[test]
+    fn an_undecodable_answer_to_a_pending_request_fails_it_with_the_reason() {
+        let inbound = Inbound::new("s", 1 << 20, WireNotes::default(), true);
+        let request: ClientJsonRpcMessage = serde_json::from_value(
+            json!({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"x"}}),
+        )
+        .unwrap();
+        inbound.sent(&request);
+        let line = format!(
+            r#"{{"jsonrpc":"2.0","result":{{"content":{}}},"id":4}}"#,
+            deep(300)
+        );
+        let Some(ServerJsonRpcMessage::Error(e)) = inbound.decode(line.as_bytes(), None) else {
+            panic!("expected an error for the request");
+        };
+        assert_eq!(e.id, Some(RequestId::Number(4)));
+        assert!(WireFault::is_wire_fault(&e.error));
+        assert!(
+            e.error.message.contains("deeper than"),
+            "{}",
+            e.error.message
+        );
+        // Invalid UTF-8, and a message over the cap.
+        inbound.sent(&request);
+        let mut bad =
+            br#"{"jsonrpc":"2.0","id":4,"result":{"content":[{"type":"text","text":"x"#.to_vec();
+        bad.extend_from_slice(b"\xff\"}]}}");
+        let Some(ServerJsonRpcMessage::Error(e)) = inbound.decode(&bad, None) else {
+            panic!("expected an error for the request");
+        };
+        assert!(
+            e.error.message.contains("not valid UTF-8"),
+            "{}",
+            e.error.message
+        );
+        // The same again: the request was answered, so this one matches nothing.
+        let mark = inbound.wire.anomaly_mark();
+        assert!(inbound.decode(&bad, None).is_none());
+        assert!(
+            inbound
+                .wire
+                .anomalies_since(mark)
+                .unwrap()
+                .contains("undecodable")
+        );
+        assert_eq!(inbound.wire.counts(), (0, 1));
+    }
+
+    #[test]
+    fn an_answer_with_an_unknown_id_is_counted_and_remembered() {
+        let inbound = Inbound::new("s", 1 << 20, WireNotes::default(), true);
+        let mark = inbound.wire.anomaly_mark();
+        let m = inbound.decode(br#"{"jsonrpc":"2.0","id":99,"result":{}}"#, None);
+        assert!(m.is_some(), "delivered (rmcp ignores it)");
+        let said = inbound.wire.anomalies_since(mark).unwrap();
+        assert!(said.contains("id 99"), "{said}");
+        assert_eq!(inbound.wire.counts(), (1, 0));
+        assert!(
+            inbound
+                .wire
+                .anomalies_since(inbound.wire.anomaly_mark())
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_listing_loses_only_the_entries_that_cannot_be_decoded() {
+        let inbound = Inbound::new("s", 1 << 20, WireNotes::default(), false);
+        let schema = |inner: &str| format!(r#"{{"type":"object","properties":{{"a":{inner}}}}}"#);
+        let line = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"result":{{"tools":[{{"name":"good","inputSchema":{}}},{{"name":"deep","inputSchema":{}}},{{"inputSchema":{{}}}}]}}}}"#,
+            schema("{}"),
+            schema(&deep(200)),
+        );
+        let Some(ServerJsonRpcMessage::Response(r)) = inbound.decode(line.as_bytes(), None) else {
+            panic!("expected the listing");
+        };
+        let ServerResult::ListToolsResult(list) = r.result else {
+            panic!("expected tools");
+        };
+        let names: Vec<_> = list.tools.iter().map(|t| t.name.to_string()).collect();
+        assert_eq!(names, ["good", "deep", "undecodable-entry-2"]);
+        let why = |i: usize| {
+            list.tools[i]
+                .meta
+                .as_ref()
+                .and_then(|m| m.0.get(UNDECODABLE_META_KEY).cloned())
+        };
+        assert!(why(0).is_none());
+        assert!(why(1).unwrap().as_str().unwrap().contains("deeper than"));
+        assert!(why(2).unwrap().as_str().unwrap().contains("name"));
+    }
+}

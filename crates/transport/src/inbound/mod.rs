@@ -1,0 +1,17 @@
+//! What becomes of a raw server message before rmcp routes it: decoding with a size cap and a
+//! lenient fallback (`decode`), the errors made up for the request it answered (`fault`),
+//! the scan and salvage of messages that did not decode (`scan`), and the Streamable HTTP
+//! layer that runs it on SSE events and JSON bodies (`tap`).
+//!
+//! Architecture invariant: the dependencies point one way — `tap` → `decode` → `scan` →
+//! `fault`, and `decode` reports to [`crate::wire`], which imports nothing from here.
+
+mod decode;
+mod fault;
+mod scan;
+mod tap;
+
+pub(crate) use decode::Inbound;
+pub use fault::{DEFAULT_MAX_MESSAGE_BYTES, UNDECODABLE_META_KEY, WireFault};
+pub(crate) use scan::IdScan;
+pub(crate) use tap::Tap;
