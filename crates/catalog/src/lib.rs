@@ -30,8 +30,8 @@ pub use sanitize::{
     sanitize_prompt, sanitize_resource, sanitize_template, sanitize_tool,
 };
 pub use skills::{
-    FieldDifference, Frontmatter, InvalidSkill, ListedFile, ListedFiles, SKILLS_EXTENSION_ID,
-    SkillEntry, SkillFile, SkillIndex, SkillMismatch, compare_frontmatter, entries_from_listing,
-    parse_frontmatter, verify_file,
+    FieldDifference, Frontmatter, FrontmatterError, InvalidSkill, ListedFile, ListedFiles,
+    SKILLS_EXTENSION_ID, SkillEntry, SkillFile, SkillIndex, SkillMismatch, compare_frontmatter,
+    entries_from_listing, parse_frontmatter, verify_file,
 };
 pub use snapshot::{Change, Snapshot, SnapshotBuilder, diff_names};

@@ -14,6 +14,52 @@ use serde_json::{Map, Number, Value};
 /// Deepest nesting the frontmatter parser accepts.
 const MAX_DEPTH: usize = 16;
 
+/// Why the frontmatter of a `SKILL.md` could not be read exactly. The text is what the user
+/// sees (it names the line of the file, the opening `---` being line 1).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FrontmatterError {
+    /// The file does not open with a `---` line.
+    #[error("SKILL.md does not begin with a `---` line")]
+    NoOpening,
+    /// No `---` line closes the frontmatter.
+    #[error("the frontmatter has no closing `---` line")]
+    NoClosing,
+    /// The frontmatter holds no field.
+    #[error("the frontmatter is empty")]
+    Empty,
+    /// Nested deeper than the parser accepts (at this line, when one is left).
+    #[error("{}nesting is too deep", at_line(*.line))]
+    TooDeep {
+        /// The line the nesting went too deep at.
+        line: Option<usize>,
+    },
+    /// YAML outside the accepted subset, or not YAML, at this line.
+    #[error("line {line}: {message}")]
+    Line {
+        /// The line of the `SKILL.md` file.
+        line: usize,
+        /// What is wrong there.
+        message: String,
+    },
+}
+
+impl FrontmatterError {
+    /// The line of the `SKILL.md` file the error is at, if it is at one.
+    pub fn line(&self) -> Option<usize> {
+        match self {
+            Self::TooDeep { line } => *line,
+            Self::Line { line, .. } => Some(*line),
+            Self::NoOpening | Self::NoClosing | Self::Empty => None,
+        }
+    }
+}
+
+fn at_line(line: Option<usize>) -> String {
+    line.map(|line| format!("line {line}: "))
+        .unwrap_or_default()
+}
+
 /// The frontmatter of a `SKILL.md`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Frontmatter {
@@ -40,7 +86,7 @@ impl Frontmatter {
 /// Parse the YAML frontmatter of a `SKILL.md`: the text must open with a `---` line (after an
 /// optional byte-order mark) and the block ends at the next line that is `---` (trailing spaces
 /// allowed). The block must be a mapping. See the module doc for the YAML accepted.
-pub fn parse_frontmatter(skill_md: &str) -> Result<Frontmatter, String> {
+pub fn parse_frontmatter(skill_md: &str) -> Result<Frontmatter, FrontmatterError> {
     let (bom, text) = match skill_md.strip_prefix('\u{feff}') {
         Some(rest) => ('\u{feff}'.len_utf8(), rest),
         None => (0, skill_md),
@@ -48,7 +94,7 @@ pub fn parse_frontmatter(skill_md: &str) -> Result<Frontmatter, String> {
     let after_open = text
         .strip_prefix("---\n")
         .or_else(|| text.strip_prefix("---\r\n"))
-        .ok_or("SKILL.md does not begin with a `---` line")?;
+        .ok_or(FrontmatterError::NoOpening)?;
     let open_len = text.len() - after_open.len();
     let mut offset = 0;
     let mut closing = None;
@@ -61,7 +107,7 @@ pub fn parse_frontmatter(skill_md: &str) -> Result<Frontmatter, String> {
         }
         offset += line.len();
     }
-    let (yaml_end, body_start) = closing.ok_or("the frontmatter has no closing `---` line")?;
+    let (yaml_end, body_start) = closing.ok_or(FrontmatterError::NoClosing)?;
     let fields = Parser::new(&after_open[..yaml_end]).document()?;
     Ok(Frontmatter {
         fields,
@@ -88,8 +134,11 @@ impl Line<'_> {
         self.is_blank() || self.text.starts_with('#')
     }
 
-    fn error(&self, message: impl fmt::Display) -> String {
-        format!("line {}: {message}", self.no)
+    fn error(&self, message: impl fmt::Display) -> FrontmatterError {
+        FrontmatterError::Line {
+            line: self.no,
+            message: message.to_string(),
+        }
     }
 }
 
@@ -137,8 +186,8 @@ impl<'a> Parser<'a> {
         None
     }
 
-    fn document(&mut self) -> Result<Map<String, Value>, String> {
-        let first = self.peek_content().ok_or("the frontmatter is empty")?;
+    fn document(&mut self) -> Result<Map<String, Value>, FrontmatterError> {
+        let first = self.peek_content().ok_or(FrontmatterError::Empty)?;
         if first.indent != 0 {
             return Err(first.error("unexpected indentation"));
         }
@@ -152,13 +201,12 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn block_node(&mut self, indent: usize, depth: usize) -> Result<Value, String> {
+    fn block_node(&mut self, indent: usize, depth: usize) -> Result<Value, FrontmatterError> {
         if depth > MAX_DEPTH {
             let line = self.peek_content();
-            return Err(line.map_or_else(
-                || "nesting is too deep".to_string(),
-                |line| line.error("nesting is too deep"),
-            ));
+            return Err(FrontmatterError::TooDeep {
+                line: line.map(|line| line.no),
+            });
         }
         match self.peek_content() {
             Some(line) if is_seq_item(line.text) => self.sequence(indent, depth),
@@ -166,7 +214,11 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn mapping(&mut self, indent: usize, depth: usize) -> Result<Map<String, Value>, String> {
+    fn mapping(
+        &mut self,
+        indent: usize,
+        depth: usize,
+    ) -> Result<Map<String, Value>, FrontmatterError> {
         let mut map = Map::new();
         while let Some(line) = self.peek_content() {
             if line.indent < indent {
@@ -192,7 +244,7 @@ impl<'a> Parser<'a> {
         Ok(map)
     }
 
-    fn sequence(&mut self, indent: usize, depth: usize) -> Result<Value, String> {
+    fn sequence(&mut self, indent: usize, depth: usize) -> Result<Value, FrontmatterError> {
         let mut items = Vec::new();
         while let Some(line) = self.peek_content() {
             if line.indent < indent || !is_seq_item(line.text) {
@@ -217,7 +269,7 @@ impl<'a> Parser<'a> {
         indent: usize,
         depth: usize,
         in_mapping: bool,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, FrontmatterError> {
         if !rest.is_empty() && !rest.starts_with('#') {
             return self.inline(line, rest, indent);
         }
@@ -225,7 +277,9 @@ impl<'a> Parser<'a> {
             Some(next) if next.indent > indent => self.block_node(next.indent, depth + 1),
             Some(next) if in_mapping && next.indent == indent && is_seq_item(next.text) => {
                 if depth + 1 > MAX_DEPTH {
-                    return Err(next.error("nesting is too deep"));
+                    return Err(FrontmatterError::TooDeep {
+                        line: Some(next.no),
+                    });
                 }
                 self.sequence(indent, depth + 1)
             }
@@ -233,7 +287,12 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn inline(&mut self, line: Line<'a>, rest: &'a str, indent: usize) -> Result<Value, String> {
+    fn inline(
+        &mut self,
+        line: Line<'a>,
+        rest: &'a str,
+        indent: usize,
+    ) -> Result<Value, FrontmatterError> {
         let mut chars = rest.chars();
         let first = chars.next().unwrap_or(' ');
         let second = chars.next();
@@ -269,7 +328,12 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn plain(&mut self, line: Line<'a>, rest: &'a str, indent: usize) -> Result<Value, String> {
+    fn plain(
+        &mut self,
+        line: Line<'a>,
+        rest: &'a str,
+        indent: usize,
+    ) -> Result<Value, FrontmatterError> {
         let (first, mut commented) = cut_comment(rest);
         let first = first.trim_end();
         check_plain(line, first)?;
@@ -308,7 +372,7 @@ impl<'a> Parser<'a> {
         line: Line<'a>,
         rest: &'a str,
         indent: usize,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, FrontmatterError> {
         let literal = rest.starts_with('|');
         let header = &rest[1..];
         let (chomp, header) = match header.chars().next() {
@@ -362,7 +426,7 @@ impl<'a> Parser<'a> {
 
 /// Folded block scalar content: single line breaks become spaces, `n` blank lines become `n`
 /// line breaks.
-fn fold(line: Line<'_>, content: &[String]) -> Result<String, String> {
+fn fold(line: Line<'_>, content: &[String]) -> Result<String, FrontmatterError> {
     let mut text = String::new();
     let mut blanks = 0;
     let mut started = false;
@@ -386,7 +450,7 @@ fn fold(line: Line<'_>, content: &[String]) -> Result<String, String> {
 }
 
 /// Split `key: rest` (rest trimmed at the start, possibly empty or a comment).
-fn split_key(line: Line<'_>) -> Result<(String, &str), String> {
+fn split_key(line: Line<'_>) -> Result<(String, &str), FrontmatterError> {
     let text = line.text;
     if text.starts_with(['"', '\'']) {
         let (key, after) = if text.starts_with('"') {
@@ -434,7 +498,7 @@ fn cut_comment(text: &str) -> (&str, bool) {
     }
 }
 
-fn check_plain(line: Line<'_>, text: &str) -> Result<(), String> {
+fn check_plain(line: Line<'_>, text: &str) -> Result<(), FrontmatterError> {
     if text.contains(": ") || text.contains(":\t") || text.ends_with(':') {
         return Err(line.error("`: ` inside an unquoted value; quote the value"));
     }
@@ -442,7 +506,7 @@ fn check_plain(line: Line<'_>, text: &str) -> Result<(), String> {
 }
 
 /// After a closing quote or bracket, only whitespace and a comment may follow.
-fn trailing(line: Line<'_>, after: &str) -> Result<(), String> {
+fn trailing(line: Line<'_>, after: &str) -> Result<(), FrontmatterError> {
     let rest = after.trim_start_matches([' ', '\t']);
     if rest.is_empty() || (rest.starts_with('#') && rest.len() < after.len()) {
         Ok(())
@@ -451,7 +515,7 @@ fn trailing(line: Line<'_>, after: &str) -> Result<(), String> {
     }
 }
 
-fn double_quoted<'t>(line: Line<'_>, text: &'t str) -> Result<(String, &'t str), String> {
+fn double_quoted<'t>(line: Line<'_>, text: &'t str) -> Result<(String, &'t str), FrontmatterError> {
     let mut value = String::new();
     let mut chars = text.char_indices().skip(1);
     while let Some((index, c)) = chars.next() {
@@ -506,7 +570,7 @@ fn double_quoted<'t>(line: Line<'_>, text: &'t str) -> Result<(String, &'t str),
     Err(line.error("multi-line quoted values are not supported"))
 }
 
-fn single_quoted<'t>(line: Line<'_>, text: &'t str) -> Result<(String, &'t str), String> {
+fn single_quoted<'t>(line: Line<'_>, text: &'t str) -> Result<(String, &'t str), FrontmatterError> {
     let mut value = String::new();
     let mut chars = text.char_indices().skip(1).peekable();
     while let Some((index, c)) = chars.next() {
@@ -525,7 +589,7 @@ fn single_quoted<'t>(line: Line<'_>, text: &'t str) -> Result<(String, &'t str),
 }
 
 /// A single-line flow list of scalars: `[a, "b", 3]`.
-fn flow_sequence(line: Line<'_>, text: &str) -> Result<Value, String> {
+fn flow_sequence(line: Line<'_>, text: &str) -> Result<Value, FrontmatterError> {
     let mut items = Vec::new();
     let mut rest = &text[1..];
     loop {
@@ -647,7 +711,9 @@ mod tests {
     }
 
     fn parse_error(yaml: &str) -> String {
-        parse_frontmatter(&format!("---\n{yaml}---\n")).expect_err("must not parse")
+        parse_frontmatter(&format!("---\n{yaml}---\n"))
+            .expect_err("must not parse")
+            .to_string()
     }
 
     mod parser {
@@ -714,15 +780,15 @@ mod tests {
 
         #[test]
         fn rejects_missing_delimiters() {
-            for md in [
-                "name: x\n",
-                " ---\nname: x\n---\n",
-                "---\nname: x\n",
-                "--- \nname: x\n---\n",
+            for (md, expected) in [
+                ("name: x\n", FrontmatterError::NoOpening),
+                (" ---\nname: x\n---\n", FrontmatterError::NoOpening),
+                ("---\nname: x\n", FrontmatterError::NoClosing),
+                ("--- \nname: x\n---\n", FrontmatterError::NoOpening),
+                ("---\n---\n", FrontmatterError::Empty),
             ] {
-                assert!(parse_frontmatter(md).is_err(), "{md:?}");
+                assert_eq!(parse_frontmatter(md), Err(expected), "{md:?}");
             }
-            assert!(parse_frontmatter("---\n---\n").is_err(), "empty");
         }
 
         #[test]
@@ -763,12 +829,19 @@ mod tests {
             let yaml: String = (0..40)
                 .map(|depth| format!("{}k:\n", " ".repeat(depth)))
                 .collect();
-            assert!(parse_error(&yaml).contains("too deep"));
+            let error = parse_frontmatter(&format!("---\n{yaml}---\n")).expect_err("too deep");
+            assert!(
+                matches!(error, FrontmatterError::TooDeep { line: Some(_) }),
+                "{error}"
+            );
+            assert!(error.to_string().contains("too deep"), "{error}");
         }
 
         #[test]
         fn error_names_the_file_line() {
-            assert!(parse_error("ok: 1\nbad: &x\n").starts_with("line 3:"));
+            let error = parse_frontmatter("---\nok: 1\nbad: &x\n---\n").expect_err("anchor");
+            assert_eq!(error.line(), Some(3));
+            assert!(error.to_string().starts_with("line 3:"), "{error}");
         }
     }
 }

@@ -26,7 +26,7 @@ mod index;
 mod verify;
 
 pub use entry::{InvalidSkill, ListedFile, ListedFiles, SkillEntry, entries_from_listing};
-pub use frontmatter::{Frontmatter, parse_frontmatter};
+pub use frontmatter::{Frontmatter, FrontmatterError, parse_frontmatter};
 pub use index::{SkillIndex, tokenize};
 pub use rmcp::model::SKILLS_EXTENSION_ID;
 pub use verify::{FieldDifference, SkillFile, SkillMismatch, compare_frontmatter, verify_file};

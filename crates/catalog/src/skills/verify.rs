@@ -12,7 +12,7 @@ use rmcp::model::{is_sha256_digest, sha256_digest};
 use serde_json::{Number, Value};
 
 use super::entry::{ListedFile, ListedFiles, SkillEntry};
-use super::frontmatter::{Frontmatter, parse_frontmatter};
+use super::frontmatter::{Frontmatter, FrontmatterError, parse_frontmatter};
 use super::{shown, shown_str};
 
 impl ListedFile {
@@ -135,7 +135,10 @@ pub enum SkillMismatch {
     #[error("{at} is not valid UTF-8")]
     NotUtf8 { at: SkillFile },
     #[error("{at} has unreadable frontmatter: {reason}")]
-    MalformedFrontmatter { at: SkillFile, reason: String },
+    MalformedFrontmatter {
+        at: SkillFile,
+        reason: FrontmatterError,
+    },
     #[error("{at} has frontmatter that differs from the listing: {}", join(.differences))]
     Frontmatter {
         at: SkillFile,
@@ -467,7 +470,10 @@ mod tests {
                 .verify_skill_md(md.as_bytes())
                 .expect_err("malformed");
             assert!(
-                matches!(error, SkillMismatch::MalformedFrontmatter { .. }),
+                matches!(
+                    &error,
+                    SkillMismatch::MalformedFrontmatter { reason, .. } if reason.line() == Some(3)
+                ),
                 "{error}"
             );
             assert!(error.to_string().contains("line 3"), "{error}");
