@@ -14,9 +14,9 @@
 //!   lost the healthy server, went over its memory bound or ended in an unexpected outcome.
 
 mod cases;
-pub mod probe;
+pub(crate) mod probe;
 pub(crate) mod procs;
-pub mod raw;
+pub(crate) mod raw;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{BufRead, BufReader};
@@ -108,7 +108,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
     Ok(opts)
 }
 
-pub fn main(args: &[String]) -> ExitCode {
+pub(crate) fn main(args: &[String]) -> ExitCode {
     if args.iter().any(|a| a == "-h" || a == "--help") {
         eprintln!("{USAGE}");
         return ExitCode::SUCCESS;

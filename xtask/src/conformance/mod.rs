@@ -392,7 +392,7 @@ fn peers_dir(root: &Path) -> PathBuf {
     }
 }
 
-pub fn main(args: &[String]) -> ExitCode {
+pub(crate) fn main(args: &[String]) -> ExitCode {
     let opts = match parse_args(args) {
         Ok(o) => o,
         Err(e) => {

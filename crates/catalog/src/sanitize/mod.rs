@@ -97,10 +97,6 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn limits() -> MetadataLimits {
-        MetadataLimits::default()
-    }
-
     #[test]
     fn limits_deserialize_with_defaults_and_reject_unknown_keys() {
         let l: MetadataLimits =

@@ -16,9 +16,11 @@ use super::shown_str;
 /// One file of a skill as the listing describes it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ListedFile {
+    /// The configured name of the server that listed it.
     pub server: String,
     /// The skill's name (from the listed frontmatter).
     pub skill: String,
+    /// The file's URI, exact as listed.
     pub uri: String,
     /// `sha256:` and 64 lowercase hex digits, as listed (checked at verification).
     pub digest: String,
@@ -30,20 +32,26 @@ pub struct ListedFile {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ListedFiles {
+    /// A manifest of files with digests and sizes.
     Files(Vec<ListedFile>),
+    /// `"dynamic"`: files without stable digests.
     Dynamic,
 }
 
 /// A skill as one server listed it.
 #[derive(Debug, Clone, Serialize)]
 pub struct SkillEntry {
+    /// The configured name of the server that listed it.
     pub server: String,
+    /// The skill's name (from the listed frontmatter).
     pub name: String,
+    /// The skill's description (from the listed frontmatter).
     pub description: String,
     /// URI of the skill's `SKILL.md`.
     pub uri: String,
     /// Every listed frontmatter field, `name` and `description` included.
     pub frontmatter: Map<String, Value>,
+    /// The listed files.
     pub files: ListedFiles,
 }
 
@@ -51,8 +59,11 @@ pub struct SkillEntry {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("server {server:?} listed an invalid skill {}: {reason}", shown_str(.uri))]
 pub struct InvalidSkill {
+    /// The configured name of the server that listed it.
     pub server: String,
+    /// The URI listed for the skill.
     pub uri: String,
+    /// Why it is invalid.
     pub reason: String,
 }
 

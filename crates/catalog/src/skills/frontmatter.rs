@@ -63,16 +63,19 @@ fn at_line(line: Option<usize>) -> String {
 /// The frontmatter of a `SKILL.md`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Frontmatter {
+    /// Every field of the frontmatter, as JSON.
     pub fields: Map<String, Value>,
     #[serde(skip)]
     body_offset: usize,
 }
 
 impl Frontmatter {
+    /// The `name` field, if it is a string.
     pub fn name(&self) -> Option<&str> {
         self.fields.get("name").and_then(Value::as_str)
     }
 
+    /// The `description` field, if it is a string.
     pub fn description(&self) -> Option<&str> {
         self.fields.get("description").and_then(Value::as_str)
     }

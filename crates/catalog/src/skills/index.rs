@@ -60,10 +60,12 @@ impl SkillIndex {
         Self { skills }
     }
 
+    /// How many skills are indexed.
     pub fn len(&self) -> usize {
         self.skills.len()
     }
 
+    /// Whether no skill is indexed.
     pub fn is_empty(&self) -> bool {
         self.skills.is_empty()
     }

@@ -71,8 +71,11 @@ impl SkillEntry {
 /// Where a mismatch was found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SkillFile {
+    /// The server that listed the skill.
     pub server: String,
+    /// The skill's name.
     pub skill: String,
+    /// The file's URI.
     pub uri: String,
 }
 
@@ -91,8 +94,11 @@ impl fmt::Display for SkillFile {
 /// One frontmatter field that differs; `None` means the field is absent (or null).
 #[derive(Debug, Clone, PartialEq)]
 pub struct FieldDifference {
+    /// The field's name.
     pub field: String,
+    /// The value the listing has.
     pub listed: Option<Value>,
+    /// The value the `SKILL.md` file has.
     pub file: Option<Value>,
 }
 
@@ -117,31 +123,59 @@ impl fmt::Display for FieldDifference {
 #[non_exhaustive]
 pub enum SkillMismatch {
     #[error("{at} is not in the skill's listed files")]
-    NotListed { at: SkillFile },
-    #[error("{at} has a malformed listed digest {} (expected sha256: and 64 lowercase hex digits)", shown_str(.digest))]
-    MalformedDigest { at: SkillFile, digest: String },
-    #[error("{at} is {actual} bytes, the listing says {listed}")]
-    Size {
+    /// The file is not in the manifest.
+    NotListed {
+        /// The file.
         at: SkillFile,
+    },
+    #[error("{at} has a malformed listed digest {} (expected sha256: and 64 lowercase hex digits)", shown_str(.digest))]
+    /// The manifest's digest for the file is not `sha256:` and 64 lowercase hex digits.
+    MalformedDigest {
+        /// The file.
+        at: SkillFile,
+        /// The digest as listed.
+        digest: String,
+    },
+    #[error("{at} is {actual} bytes, the listing says {listed}")]
+    /// The file's size differs from the listed size.
+    Size {
+        /// The file.
+        at: SkillFile,
+        /// The listed size in bytes.
         listed: u64,
+        /// The size read.
         actual: u64,
     },
     #[error("{at} has digest {actual}, the listing says {}", shown_str(.listed))]
+    /// The file's digest differs from the listed digest.
     Digest {
+        /// The file.
         at: SkillFile,
+        /// The listed digest.
         listed: String,
+        /// The digest of the bytes read.
         actual: String,
     },
     #[error("{at} is not valid UTF-8")]
-    NotUtf8 { at: SkillFile },
-    #[error("{at} has unreadable frontmatter: {reason}")]
-    MalformedFrontmatter {
+    /// `SKILL.md` is not UTF-8.
+    NotUtf8 {
+        /// The file.
         at: SkillFile,
+    },
+    #[error("{at} has unreadable frontmatter: {reason}")]
+    /// The frontmatter of `SKILL.md` could not be read exactly.
+    MalformedFrontmatter {
+        /// The `SKILL.md` file.
+        at: SkillFile,
+        /// Why it could not be read.
         reason: FrontmatterError,
     },
     #[error("{at} has frontmatter that differs from the listing: {}", join(.differences))]
+    /// Frontmatter fields differ from the listing.
     Frontmatter {
+        /// The `SKILL.md` file.
         at: SkillFile,
+        /// Every differing field.
         differences: Vec<FieldDifference>,
     },
 }
