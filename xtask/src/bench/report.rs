@@ -48,7 +48,12 @@ pub(super) struct Metric {
 }
 
 impl Metric {
-    pub(super) fn new(name: impl Into<String>, what: impl Into<String>, h: Vec<f64>, b: Vec<f64>) -> Self {
+    pub(super) fn new(
+        name: impl Into<String>,
+        what: impl Into<String>,
+        h: Vec<f64>,
+        b: Vec<f64>,
+    ) -> Self {
         Metric {
             name: name.into(),
             what: what.into(),
