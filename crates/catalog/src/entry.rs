@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::naming::qualify;
 use crate::sanitize::{
-    MetadataLimits, clean_text, escape_for_display, sanitize_prompt, sanitize_resource,
+    MetadataLimits, Rejected, clean_text, escape_for_display, sanitize_prompt, sanitize_resource,
     sanitize_template, sanitize_tool,
 };
 use crate::skills::{SkillEntry, entries_from_listing};
@@ -552,7 +552,7 @@ fn admit<T>(
     kind: Kind,
     items: Vec<T>,
     name: impl Fn(&T) -> String,
-    sanitize: impl Fn(T) -> Result<(T, Vec<String>), String>,
+    sanitize: impl Fn(T) -> Result<(T, Vec<String>), Rejected>,
     hidden: &mut Vec<HiddenEntry>,
     adjusted: &mut Vec<HiddenEntry>,
 ) -> Vec<T> {
@@ -573,7 +573,7 @@ fn admit<T>(
                 server: server.to_string(),
                 kind,
                 raw_name: escape_for_display(&raw, DISPLAY_NAME_CHARS),
-                reason,
+                reason: reason.to_string(),
             }),
         }
     }

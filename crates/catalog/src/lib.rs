@@ -26,7 +26,7 @@ pub use graph::{Plan, Trigger};
 pub use naming::{MAX_NAME_LEN, qualify};
 pub use pages::{ListError, PageLimits, collect_pages};
 pub use sanitize::{
-    MetadataLimits, clean_instructions, clean_line, clean_text, escape_for_display,
+    MetadataLimits, Rejected, clean_instructions, clean_line, clean_text, escape_for_display,
     sanitize_prompt, sanitize_resource, sanitize_template, sanitize_tool,
 };
 pub use skills::{

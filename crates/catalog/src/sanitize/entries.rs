@@ -9,11 +9,11 @@ use std::borrow::Cow;
 use rmcp::model::{Annotations, MetaObject, Prompt, Resource, ResourceTemplate, Tool};
 use serde_json::Value;
 
-use super::MetadataLimits;
 use super::schema::{fits, sanitize_schema};
 use super::text::{
     Mode, check_name, check_uri, clean_field, clean_line, clean_opt, escape_for_display,
 };
+use super::{MetadataLimits, Rejected};
 
 /// (nested past the decoder's depth limit, invalid UTF-8, a shape rmcp refuses); the value is
 /// the reason. Same string as `mcp_harness_transport::inbound::UNDECODABLE_META_KEY`.
@@ -21,12 +21,14 @@ pub const UNDECODABLE_META_KEY: &str = "io.mcp-harness/undecodable";
 
 /// `Err(reason)` for a placeholder of an entry that could not be decoded: it is hidden, with
 /// the reason, and only it (the rest of the listing stands).
-fn decodable(meta: &Option<MetaObject>) -> Result<(), String> {
+fn decodable(meta: &Option<MetaObject>) -> Result<(), Rejected> {
     match meta.as_ref().and_then(|m| m.0.get(UNDECODABLE_META_KEY)) {
-        Some(reason) => Err(reason
-            .as_str()
-            .map(|r| clean_line(r, 500).0)
-            .unwrap_or_else(|| "the entry could not be decoded".to_string())),
+        Some(reason) => Err(Rejected::Undecodable(
+            reason
+                .as_str()
+                .map(|r| clean_line(r, 500).0)
+                .unwrap_or_else(|| "the entry could not be decoded".to_string()),
+        )),
         None => Ok(()),
     }
 }
@@ -122,7 +124,7 @@ fn sanitize_annotations(annotations: &mut Option<Annotations>, notes: &mut Vec<S
 pub fn sanitize_tool(
     mut tool: Tool,
     limits: &MetadataLimits,
-) -> Result<(Tool, Vec<String>), String> {
+) -> Result<(Tool, Vec<String>), Rejected> {
     decodable(&tool.meta)?;
     check_name("name", &tool.name, limits.max_name_chars)?;
     let mut notes = Vec::new();
@@ -173,16 +175,15 @@ pub fn sanitize_tool(
 pub fn sanitize_prompt(
     mut prompt: Prompt,
     limits: &MetadataLimits,
-) -> Result<(Prompt, Vec<String>), String> {
+) -> Result<(Prompt, Vec<String>), Rejected> {
     decodable(&prompt.meta)?;
     check_name("name", &prompt.name, limits.max_name_chars)?;
     if let Some(args) = &prompt.arguments {
         if args.len() > limits.max_prompt_arguments {
-            return Err(format!(
-                "declares {} arguments, over the limit of {}",
-                args.len(),
-                limits.max_prompt_arguments
-            ));
+            return Err(Rejected::TooManyArguments {
+                declared: args.len(),
+                limit: limits.max_prompt_arguments,
+            });
         }
         for (i, arg) in args.iter().enumerate() {
             check_name(
@@ -276,7 +277,7 @@ macro_rules! clean_resource_like {
 pub fn sanitize_resource(
     mut resource: Resource,
     limits: &MetadataLimits,
-) -> Result<(Resource, Vec<String>), String> {
+) -> Result<(Resource, Vec<String>), Rejected> {
     decodable(&resource.meta)?;
     check_uri("uri", &resource.uri, limits.max_uri_chars)?;
     let notes = clean_resource_like!(resource, limits);
@@ -288,7 +289,7 @@ pub fn sanitize_resource(
 pub fn sanitize_template(
     mut template: ResourceTemplate,
     limits: &MetadataLimits,
-) -> Result<(ResourceTemplate, Vec<String>), String> {
+) -> Result<(ResourceTemplate, Vec<String>), Rejected> {
     decodable(&template.meta)?;
     check_uri("uri template", &template.uri_template, limits.max_uri_chars)?;
     let notes = clean_resource_like!(template, limits);
@@ -298,6 +299,7 @@ pub fn sanitize_template(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sanitize::Rejected;
     use crate::sanitize::text::find_disallowed;
     use rmcp::model::{JsonObject, PromptArgument, ToolAnnotations};
     use serde_json::json;
@@ -332,21 +334,38 @@ mod tests {
     #[test]
     fn bad_names_reject_the_tool() {
         let l = limits();
-        assert!(sanitize_tool(tool(""), &l).unwrap_err().contains("empty"));
+        for name in ["", "ec\u{0}ho", &"a".repeat(129)] {
+            assert!(
+                matches!(sanitize_tool(tool(name), &l), Err(Rejected::Identifier(_))),
+                "{name:?}"
+            );
+        }
+        assert!(
+            sanitize_tool(tool(""), &l)
+                .unwrap_err()
+                .to_string()
+                .contains("empty")
+        );
         assert!(
             sanitize_tool(tool("   "), &l)
                 .unwrap_err()
+                .to_string()
                 .contains("empty")
         );
         assert!(
             sanitize_tool(tool(&"a".repeat(129)), &l)
                 .unwrap_err()
+                .to_string()
                 .contains("129 characters")
         );
         assert!(sanitize_tool(tool(&"a".repeat(128)), &l).is_ok());
-        let err = sanitize_tool(tool("ec\u{0}ho"), &l).unwrap_err();
+        let err = sanitize_tool(tool("ec\u{0}ho"), &l)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("control character (U+0000)"), "{err}");
-        let err = sanitize_tool(tool("echo\u{200D}"), &l).unwrap_err();
+        let err = sanitize_tool(tool("echo\u{200D}"), &l)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("U+200D"), "{err}");
         assert!(sanitize_tool(tool("a\nb"), &l).is_err());
         // Spaces, dots, slashes and look-alikes are the naming layer's job, not rejections.
@@ -388,7 +407,7 @@ mod tests {
         }
         let mut t = tool("deep");
         t.input_schema = schema(v);
-        let err = sanitize_tool(t, &limits()).unwrap_err();
+        let err = sanitize_tool(t, &limits()).unwrap_err().to_string();
         assert!(err.contains("deeper than 32"), "{err}");
     }
 
@@ -405,6 +424,7 @@ mod tests {
         assert!(
             sanitize_tool(t, &l)
                 .unwrap_err()
+                .to_string()
                 .contains("larger than 100")
         );
         let mut t = tool("big_out");
@@ -414,6 +434,7 @@ mod tests {
         assert!(
             sanitize_tool(t, &l)
                 .unwrap_err()
+                .to_string()
                 .starts_with("output schema")
         );
     }
@@ -430,7 +451,16 @@ mod tests {
         for bad in [json!({"type": "string"}), json!({"type": ["object"]})] {
             let mut t = tool("x");
             t.input_schema = schema(bad);
-            assert!(sanitize_tool(t, &l).unwrap_err().contains("object"));
+            assert!(matches!(
+                sanitize_tool(t.clone(), &l),
+                Err(Rejected::Schema(_))
+            ));
+            assert!(
+                sanitize_tool(t, &l)
+                    .unwrap_err()
+                    .to_string()
+                    .contains("object")
+            );
         }
         let mut t = tool("x");
         t.output_schema = Some(schema(json!({"type": "array"})));
@@ -474,7 +504,11 @@ mod tests {
         ] {
             let mut t = tool("x");
             t.input_schema = schema(bad);
-            let err = sanitize_tool(t, &l).unwrap_err();
+            assert!(matches!(
+                sanitize_tool(t.clone(), &l),
+                Err(Rejected::Schema(_))
+            ));
+            let err = sanitize_tool(t, &l).unwrap_err().to_string();
             assert!(err.starts_with("input schema:"), "{err}");
         }
     }
@@ -574,6 +608,7 @@ mod tests {
         assert!(
             sanitize_prompt(bad_arg, &l)
                 .unwrap_err()
+                .to_string()
                 .starts_with("argument 0 name")
         );
         let many = Prompt::new(
@@ -585,9 +620,17 @@ mod tests {
                     .collect(),
             ),
         );
+        assert_eq!(
+            sanitize_prompt(many.clone(), &l).unwrap_err(),
+            Rejected::TooManyArguments {
+                declared: 65,
+                limit: 64
+            }
+        );
         assert!(
             sanitize_prompt(many, &l)
                 .unwrap_err()
+                .to_string()
                 .contains("65 arguments")
         );
     }
@@ -641,6 +684,7 @@ mod tests {
         assert!(
             sanitize_template(bad, &l)
                 .unwrap_err()
+                .to_string()
                 .starts_with("uri template")
         );
     }

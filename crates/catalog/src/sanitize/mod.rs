@@ -38,6 +38,32 @@ pub use entries::{
 };
 pub use text::{clean_instructions, clean_line, clean_text, escape_for_display};
 
+/// Why a listed entry is hidden instead of shown. The text is the reason users see; it never
+/// quotes server text raw.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Rejected {
+    /// The transport could not decode the entry ([`UNDECODABLE_META_KEY`]); its reason, cleaned.
+    #[error("{0}")]
+    Undecodable(String),
+    /// A wire identifier (a name, an argument name, a URI or URI template) is empty, too long or
+    /// holds a character cleaning would remove: it cannot be rewritten, so it cannot be shown.
+    #[error("{0}")]
+    Identifier(String),
+    /// A schema is over its size or depth cap, not an object schema, or holds a property name or
+    /// value cleaning would change.
+    #[error("{0}")]
+    Schema(String),
+    /// A prompt declares more arguments than [`MetadataLimits::max_prompt_arguments`].
+    #[error("declares {declared} arguments, over the limit of {limit}")]
+    TooManyArguments {
+        /// How many the prompt declares.
+        declared: usize,
+        /// The cap.
+        limit: usize,
+    },
+}
+
 /// Caps on server-provided metadata. Every cap has a documented default and can be configured
 /// (camelCase keys; unknown keys are rejected; missing keys take the default).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -11,8 +11,8 @@ use rmcp::model::JsonObject;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::MetadataLimits;
 use super::text::{Mode, clean, code_point, find_disallowed, unchanged_by_clean};
+use super::{MetadataLimits, Rejected};
 
 // Sizes and depth
 
@@ -208,25 +208,25 @@ pub(super) fn sanitize_schema(
     schema: Arc<JsonObject>,
     limits: &MetadataLimits,
     notes: &mut Vec<String>,
-) -> Result<Arc<JsonObject>, String> {
+) -> Result<Arc<JsonObject>, Rejected> {
     if deeper_than(&schema, limits.max_schema_depth) {
-        return Err(format!(
+        return Err(Rejected::Schema(format!(
             "{what} is nested deeper than {} levels",
             limits.max_schema_depth
-        ));
+        )));
     }
     if !fits(&*schema, limits.max_schema_bytes) {
-        return Err(format!(
+        return Err(Rejected::Schema(format!(
             "{what} is larger than {} bytes",
             limits.max_schema_bytes
-        ));
+        )));
     }
     match schema.get("type") {
         Some(Value::String(t)) if t == "object" => {}
         Some(_) => {
-            return Err(format!(
+            return Err(Rejected::Schema(format!(
                 "{what} is not of type \"object\" (MCP requires an object schema)"
-            ));
+            )));
         }
         // A schema without `type` accepts any object the server takes; many servers send `{}`
         // for "no arguments", and hiding their tools would help nobody.
@@ -237,13 +237,15 @@ pub(super) fn sanitize_schema(
         limits,
         cleaned: 0,
     };
-    walk.check_object(&schema, Ctx::Schema)?;
+    walk.check_object(&schema, Ctx::Schema)
+        .map_err(Rejected::Schema)?;
     if walk.cleaned == 0 {
         return Ok(schema);
     }
     let mut map = Arc::unwrap_or_clone(schema);
     walk.cleaned = 0;
-    walk.object(&mut map, Ctx::Schema)?;
+    walk.object(&mut map, Ctx::Schema)
+        .map_err(Rejected::Schema)?;
     if walk.cleaned > 0 {
         notes.push(format!(
             "{what}: cleaned {} description/title annotation(s)",

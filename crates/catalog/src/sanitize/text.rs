@@ -6,7 +6,7 @@
 
 use unicode_general_category::{GeneralCategory, get_general_category};
 
-use super::MetadataLimits;
+use super::{MetadataLimits, Rejected};
 
 /// Why `c` may not reach the model, or `None` if it may. `\n` and `\t` are reported as control
 /// characters: callers that keep them handle them first.
@@ -282,40 +282,40 @@ pub(super) fn clean_opt(
 }
 
 /// A wire identifier (name) is accepted as is or rejected; it is never rewritten.
-pub(super) fn check_name(what: &str, name: &str, max_chars: usize) -> Result<(), String> {
+pub(super) fn check_name(what: &str, name: &str, max_chars: usize) -> Result<(), Rejected> {
     if name.trim().is_empty() {
-        return Err(format!("{what} is empty"));
+        return Err(Rejected::Identifier(format!("{what} is empty")));
     }
     let n = name.chars().count();
     if n > max_chars {
-        return Err(format!(
+        return Err(Rejected::Identifier(format!(
             "{what} is {n} characters long, over the limit of {max_chars}; the raw name goes on the wire and cannot be shortened"
-        ));
+        )));
     }
     if let Some((i, c, why)) = find_disallowed(name, false) {
-        return Err(format!(
+        return Err(Rejected::Identifier(format!(
             "{what} contains a {why} ({}) at character {i}; the raw name goes on the wire and cannot be rewritten",
             code_point(c)
-        ));
+        )));
     }
     Ok(())
 }
 
-pub(super) fn check_uri(what: &str, uri: &str, max_chars: usize) -> Result<(), String> {
+pub(super) fn check_uri(what: &str, uri: &str, max_chars: usize) -> Result<(), Rejected> {
     if uri.trim().is_empty() {
-        return Err(format!("{what} is empty"));
+        return Err(Rejected::Identifier(format!("{what} is empty")));
     }
     let n = uri.chars().count();
     if n > max_chars {
-        return Err(format!(
+        return Err(Rejected::Identifier(format!(
             "{what} is {n} characters long, over the limit of {max_chars}"
-        ));
+        )));
     }
     if let Some((i, c, why)) = find_disallowed(uri, false) {
-        return Err(format!(
+        return Err(Rejected::Identifier(format!(
             "{what} contains a {why} ({}) at character {i}; a URI is an identifier and cannot be rewritten",
             code_point(c)
-        ));
+        )));
     }
     Ok(())
 }
