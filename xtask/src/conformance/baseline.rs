@@ -157,3 +157,55 @@ pub(super) fn not_in_matrix(
     }
     missing
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listing() -> Vec<(Suite, Vec<Listed>)> {
+        let text = "Client scenarios (test against a client):\n  - initialize [2025-06-18,2025-11-25]\n  - auth/dpop [extension]\n  - auth/client-credentials-basic [extension]\n";
+        vec![(Suite::Next, parse_listing(text))]
+    }
+
+    #[test]
+    fn the_listing_is_parsed_with_its_tags() {
+        let l = &listing()[0].1;
+        assert_eq!(l.len(), 3);
+        assert_eq!(l[0].name, "initialize");
+        assert_eq!(l[0].tags, ["2025-06-18", "2025-11-25"]);
+        assert!(!l[0].is_extension());
+        assert!(l[1].is_extension());
+    }
+
+    #[test]
+    fn the_baseline_holds_only_extension_scenarios_with_reasons() {
+        let ok = parse_baseline(
+            "# known\n\nnext auth/dpop — DPoP (RFC 9449) is not implemented\nstable auth/anything — not checked: stable was not listed\n",
+            &listing(),
+        )
+        .expect("valid");
+        assert_eq!(ok.len(), 2);
+        assert_eq!(ok[0].suite, Suite::Next);
+        assert_eq!(ok[0].reason, "DPoP (RFC 9449) is not implemented");
+        let err = |t: &str| parse_baseline(t, &listing()).unwrap_err();
+        assert!(err("next initialize — flaky").contains("not an extension scenario"));
+        assert!(err("next auth/dpop").contains("SUITE SCENARIO — REASON"));
+        assert!(err("next auth/dpop —  ").contains("needs its reason"));
+        assert!(err("next auth/nope — x").contains("lists no client scenario"));
+        assert!(err("beta auth/dpop — x").contains("unknown suite"));
+        assert!(err("next auth/dpop — a\nnext auth/dpop — b").contains("twice"));
+    }
+
+    #[test]
+    fn every_listed_scenario_must_be_in_the_matrix() {
+        let runs = vec![RunSpec {
+            suite: Suite::Next,
+            spec: None,
+            scenarios: vec!["initialize".into(), "auth/dpop".into()],
+        }];
+        assert_eq!(
+            not_in_matrix(&listing(), &runs),
+            [(Suite::Next, "auth/client-credentials-basic".to_string())]
+        );
+    }
+}

@@ -30,9 +30,9 @@ mod baseline;
 mod matrix;
 mod run;
 
-use baseline::*;
-use matrix::*;
-use run::*;
+use baseline::{Listed, list_client_scenarios, not_in_matrix, parse_baseline};
+use matrix::{MATRIX, REQUIRED_SCENARIOS, RunSpec, Suite};
+use run::{Verdict, build_client, run_scenario, shell_quote};
 
 const USAGE: &str = "\
 usage: cargo xtask conformance [--suite stable|next] [--spec-version V] [--timeout S] [-v] [SCENARIO...]
@@ -442,6 +442,7 @@ fn list_scenarios(node: &Path, runs: &[RunSpec]) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conformance::matrix::EXTENSIONS_NEXT;
 
     fn args(s: &str) -> Vec<String> {
         s.split_whitespace().map(str::to_owned).collect()
@@ -479,57 +480,5 @@ mod tests {
         assert!(parse_args(&args("--suite beta")).is_err());
         assert!(parse_args(&args("../x")).is_err());
         assert!(parse_args(&args("--bogus")).is_err());
-    }
-
-    fn listing() -> Vec<(Suite, Vec<Listed>)> {
-        let text = "Client scenarios (test against a client):\n  - initialize [2025-06-18,2025-11-25]\n  - auth/dpop [extension]\n  - auth/client-credentials-basic [extension]\n";
-        vec![(Suite::Next, parse_listing(text))]
-    }
-
-    #[test]
-    fn the_listing_is_parsed_with_its_tags() {
-        let l = &listing()[0].1;
-        assert_eq!(l.len(), 3);
-        assert_eq!(l[0].name, "initialize");
-        assert_eq!(l[0].tags, ["2025-06-18", "2025-11-25"]);
-        assert!(!l[0].is_extension());
-        assert!(l[1].is_extension());
-    }
-
-    #[test]
-    fn the_baseline_holds_only_extension_scenarios_with_reasons() {
-        let ok = parse_baseline(
-            "# known\n\nnext auth/dpop — DPoP (RFC 9449) is not implemented\nstable auth/anything — not checked: stable was not listed\n",
-            &listing(),
-        )
-        .expect("valid");
-        assert_eq!(ok.len(), 2);
-        assert_eq!(ok[0].suite, Suite::Next);
-        assert_eq!(ok[0].reason, "DPoP (RFC 9449) is not implemented");
-        let err = |t: &str| parse_baseline(t, &listing()).unwrap_err();
-        assert!(err("next initialize — flaky").contains("not an extension scenario"));
-        assert!(err("next auth/dpop").contains("SUITE SCENARIO — REASON"));
-        assert!(err("next auth/dpop —  ").contains("needs its reason"));
-        assert!(err("next auth/nope — x").contains("lists no client scenario"));
-        assert!(err("beta auth/dpop — x").contains("unknown suite"));
-        assert!(err("next auth/dpop — a\nnext auth/dpop — b").contains("twice"));
-    }
-
-    #[test]
-    fn every_listed_scenario_must_be_in_the_matrix() {
-        let runs = vec![RunSpec {
-            suite: Suite::Next,
-            spec: None,
-            scenarios: vec!["initialize".into(), "auth/dpop".into()],
-        }];
-        assert_eq!(
-            not_in_matrix(&listing(), &runs),
-            [(Suite::Next, "auth/client-credentials-basic".to_string())]
-        );
-    }
-
-    #[test]
-    fn quoting_survives_sh() {
-        assert_eq!(shell_quote("a'b"), r"'a'\''b'");
     }
 }

@@ -312,3 +312,13 @@ pub(super) fn find_file(dir: &Path, name: &str) -> Option<PathBuf> {
 pub(super) fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting_survives_sh() {
+        assert_eq!(shell_quote("a'b"), r"'a'\''b'");
+    }
+}
