@@ -2,24 +2,27 @@
 //!
 //! Invariant: the steps run in order and the first failing step fails the run; nothing is
 //! skipped silently — missing peers are installed, not ignored.
-//! 1. install the real peers (`.ci/install-peers.sh`: Node 22, server-everything, the
+//! 1. `cargo fmt --all --check`, `cargo xtask cycles` (no module cycle inside a crate) and
+//!    `cargo clippy --workspace --all-targets -- -D warnings` (with the workspace lints): the
+//!    cheap gates first, so a formatting slip or a lint fails in a minute, not after the tests;
+//! 2. install the real peers (`.ci/install-peers.sh`: Node 22, server-everything, the
 //!    conformance suites, the Python SDK, D-Bus and GNOME Keyring for the keyring test),
 //!    idempotently;
-//! 2. `cargo nextest run --workspace` (unit, integration and CLI tests);
-//! 3. no process the tests started is still running: the nextest step runs with
+//! 3. `cargo nextest run --workspace` (unit, integration and CLI tests);
+//! 4. no process the tests started is still running: the nextest step runs with
 //!    [`TEST_RUN_VAR`] set to an id unique to this run, every process the tests start inherits
 //!    it, and only processes whose `/proc/PID/environ` carries this run's id are counted — an
 //!    MCP server running elsewhere on the machine is not the tests' (a server a test starts
 //!    with `inheritEnv: false` drops the tag and is not seen);
-//! 4. `cargo doc --workspace --no-deps` with warnings as errors (broken or private links in
+//! 5. `cargo doc --workspace --no-deps` with warnings as errors (broken or private links in
 //!    the doc comments that state the invariants);
-//! 5. `cargo xtask conformance --all` (the official client conformance scenarios);
-//! 6. `cargo xtask chaos --runs 2 --skip-known` (the fault matrix, small N, without the cases
+//! 6. `cargo xtask conformance --all` (the official client conformance scenarios);
+//! 7. `cargo xtask chaos --runs 2 --skip-known` (the fault matrix, small N, without the cases
 //!    that fail on main until their issue-13 fixes land).
 
 use std::process::{Command, ExitCode};
 
-pub fn main(args: &[String]) -> ExitCode {
+pub(crate) fn main(args: &[String]) -> ExitCode {
     if let Some(a) = args.first() {
         eprintln!("usage: cargo xtask ci (no arguments; got `{a}`)");
         return ExitCode::from(2);
@@ -27,7 +30,21 @@ pub fn main(args: &[String]) -> ExitCode {
     // (program, arguments, environment)
     type Step<'a> = (&'a str, &'a [&'a str], &'a [(&'a str, &'a str)]);
     let run_id = test_run_id();
-    let steps: [Step; 5] = [
+    let steps: [Step; 8] = [
+        ("cargo", &["fmt", "--all", "--check"], &[]),
+        ("cargo", &["xtask", "cycles"], &[]),
+        (
+            "cargo",
+            &[
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ],
+            &[],
+        ),
         ("bash", &[".ci/install-peers.sh", "target/peers"], &[]),
         (
             "cargo",
@@ -47,7 +64,7 @@ pub fn main(args: &[String]) -> ExitCode {
         ),
     ];
     for (i, (program, step_args, env)) in steps.into_iter().enumerate() {
-        if i == 2 {
+        if i == TESTS_STEP + 1 {
             // After the tests, before conformance: nothing the tests started may be left.
             if let Err(leftovers) = no_leftover_servers(&run_id) {
                 eprintln!("xtask ci: server processes outlived the tests:\n{leftovers}");
@@ -75,8 +92,11 @@ pub fn main(args: &[String]) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// The index of the nextest step in `main`'s steps; the leftover check runs right after it.
+const TESTS_STEP: usize = 4;
+
 /// The variable that tags every process the test step starts (inherited by each child).
-pub const TEST_RUN_VAR: &str = "MCP_HARNESS_TEST_RUN";
+pub(crate) const TEST_RUN_VAR: &str = "MCP_HARNESS_TEST_RUN";
 
 /// An id no other run on this machine has: this process's id and the time.
 fn test_run_id() -> String {

@@ -8,11 +8,14 @@
 //!                 run (`cargo xtask bench --help`)
 //!   chaos         the fault matrix: broken, hanging and hostile servers and signals, each run
 //!                 N times beside a healthy server (`cargo xtask chaos --help`)
+//!   cycles        fails naming any module cycle inside a workspace crate (read from the
+//!                 `mod` declarations and `crate::`/`super::`/`self::` paths)
 
 mod bench;
 mod chaos;
 mod ci;
 mod conformance;
+mod cycles;
 
 use std::process::ExitCode;
 
@@ -25,12 +28,13 @@ fn main() -> ExitCode {
         Some("bench") => bench::main(&rest),
         Some("ci") => ci::main(&rest),
         Some("chaos") => chaos::main(&rest),
+        Some("cycles") => cycles::main(&rest),
         // The two halves of a chaos run, started by `chaos` itself.
         Some("chaos-probe") => chaos::probe::main(&rest),
         Some("chaos-server") => chaos::raw::serve_stdio(&rest),
         Some("-h" | "--help" | "help") | None => {
             eprintln!(
-                "usage: cargo xtask <task> [args]\n\ntasks:\n  conformance   run the MCP conformance suite against our client (see `cargo xtask conformance --help`)\n  ci            install the peers, run every test and the conformance matrix (what .ci/run does)\n  bench         harness overhead vs a bare rmcp client, as same-run ratios (see `cargo xtask bench --help`)\n  chaos         the fault matrix: broken servers and signals, N runs each beside a healthy server (see `cargo xtask chaos --help`)"
+                "usage: cargo xtask <task> [args]\n\ntasks:\n  conformance   run the MCP conformance suite against our client (see `cargo xtask conformance --help`)\n  ci            install the peers, run every test and the conformance matrix (what .ci/run does)\n  bench         harness overhead vs a bare rmcp client, as same-run ratios (see `cargo xtask bench --help`)\n  chaos         the fault matrix: broken servers and signals, N runs each beside a healthy server (see `cargo xtask chaos --help`)\n  cycles        fail naming any module cycle inside a workspace crate"
             );
             if task.is_none() {
                 ExitCode::from(2)

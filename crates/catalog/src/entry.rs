@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::naming::qualify;
 use crate::sanitize::{
-    MetadataLimits, clean_text, escape_for_display, sanitize_prompt, sanitize_resource,
+    MetadataLimits, Rejected, clean_text, escape_for_display, sanitize_prompt, sanitize_resource,
     sanitize_template, sanitize_tool,
 };
 use crate::skills::{SkillEntry, entries_from_listing};
@@ -18,9 +18,13 @@ use crate::skills::{SkillEntry, entries_from_listing};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
+    /// Tools (`tools/list`).
     Tools,
+    /// Prompts (`prompts/list`).
     Prompts,
+    /// Resources (`resources/list`).
     Resources,
+    /// Resource templates (`resources/templates/list`).
     ResourceTemplates,
     /// Skills (SEP-2640), served by the server as `skill://` resources.
     Skills,
@@ -61,6 +65,7 @@ impl std::fmt::Display for Kind {
 /// A tool as the model sees it, tied to the server and raw name that execute it.
 #[derive(Debug, Clone, Serialize)]
 pub struct ToolEntry {
+    /// The configured name of the server that listed it.
     pub server: String,
     /// The model-visible name, `mcp__<server>__<tool>` (sanitised, ≤ 64 chars).
     pub qualified_name: String,
@@ -71,6 +76,7 @@ pub struct ToolEntry {
 }
 
 impl ToolEntry {
+    /// The entry for `tool` as `server` listed it, its qualified name derived with [`qualify`].
     pub fn new(server: &str, tool: Tool) -> Self {
         Self {
             server: server.to_string(),
@@ -84,13 +90,18 @@ impl ToolEntry {
 /// A prompt, offered to users as a command named like a tool.
 #[derive(Debug, Clone, Serialize)]
 pub struct PromptEntry {
+    /// The configured name of the server that listed it.
     pub server: String,
+    /// The command name, `mcp__<server>__<prompt>`.
     pub qualified_name: String,
+    /// The name sent on the wire in `prompts/get`.
     pub raw_name: String,
+    /// The definition as the server listed it.
     pub prompt: Arc<Prompt>,
 }
 
 impl PromptEntry {
+    /// The entry for `prompt` as `server` listed it.
     pub fn new(server: &str, prompt: Prompt) -> Self {
         Self {
             server: server.to_string(),
@@ -104,14 +115,18 @@ impl PromptEntry {
 /// A resource, with the server that serves it.
 #[derive(Debug, Clone, Serialize)]
 pub struct ResourceEntry {
+    /// The configured name of the server that serves it.
     pub server: String,
+    /// The resource as the server listed it (sanitised).
     pub resource: Arc<Resource>,
 }
 
 /// A resource template, with the server that serves it.
 #[derive(Debug, Clone, Serialize)]
 pub struct TemplateEntry {
+    /// The configured name of the server that serves it.
     pub server: String,
+    /// The template as the server listed it (sanitised).
     pub template: Arc<ResourceTemplate>,
 }
 
@@ -120,39 +135,56 @@ pub struct TemplateEntry {
 #[serde(tag = "source", rename_all = "snake_case")]
 pub enum CommandSource {
     /// Invoking the command calls `prompts/get` for this raw prompt name.
-    Prompt { raw_name: String },
+    Prompt {
+        /// The prompt's raw name.
+        raw_name: String,
+    },
     /// Invoking the command loads this skill (fetched and verified on demand).
-    Skill { name: String },
+    Skill {
+        /// The skill's name.
+        name: String,
+    },
 }
 
 /// A command a user can invoke, built from a server's prompts and skills.
 #[derive(Debug, Clone, Serialize)]
 pub struct CommandEntry {
+    /// The configured name of the server the command runs on.
     pub server: String,
     /// `mcp__<server>__<name>`, like tools.
     pub qualified_name: String,
+    /// What the command does, cleaned for display.
     pub description: Option<String>,
     /// Argument names, for prompts.
     pub arguments: Vec<String>,
     #[serde(flatten)]
+    /// What invoking the command does.
     pub source: CommandSource,
 }
 
 /// An entry the model does not see, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct HiddenEntry {
+    /// The configured name of the server that listed it.
     pub server: String,
+    /// What kind of entry it is.
     pub kind: Kind,
+    /// The name as listed, escaped for display.
     pub raw_name: String,
+    /// Why it is hidden.
     pub reason: String,
 }
 
 /// One server's complete catalog, from one listing generation.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ServerCatalog {
+    /// Tools, sanitised and qualified.
     pub tools: Vec<ToolEntry>,
+    /// Prompts, sanitised and qualified.
     pub prompts: Vec<PromptEntry>,
+    /// Resources, sanitised.
     pub resources: Vec<ResourceEntry>,
+    /// Resource templates, sanitised.
     pub templates: Vec<TemplateEntry>,
     /// Skills (SEP-2640) as listed; their files are fetched only when a skill is loaded.
     pub skills: Vec<Arc<SkillEntry>>,
@@ -223,14 +255,23 @@ pub enum ServerState {
     /// Initialised and listed; its catalog is in the snapshot.
     Connected,
     /// The server requires authorization the harness does not have.
-    NeedsAuth { reason: String },
+    NeedsAuth {
+        /// How the authorization was found missing.
+        reason: String,
+    },
     /// Connecting failed or the connection was lost; `error` says why.
-    Failed { error: String },
+    Failed {
+        /// The error, naming the server.
+        error: String,
+    },
     /// Disabled in the config (`enabled: false`); never connected.
     Disabled,
     /// Defined by a project config file the user has not trusted (or that changed since it was
     /// trusted); never connected until the user trusts the file. `reason` names the file.
-    Untrusted { reason: String },
+    Untrusted {
+        /// The file to trust, and why it is not trusted.
+        reason: String,
+    },
 }
 
 impl ServerState {
@@ -255,18 +296,24 @@ impl ServerState {
 /// What the harness knows about one server's connection.
 #[derive(Debug, Clone, Serialize)]
 pub struct ServerStatus {
+    /// The configured server name.
     pub name: String,
     /// `stdio`, `http`, `in-process`, ...
     pub transport: String,
     #[serde(flatten)]
+    /// Where the connection stands.
     pub state: ServerState,
     /// When the state last changed.
     pub since: SystemTime,
     /// The most recent error, kept after recovery for diagnostics.
     pub last_error: Option<String>,
+    /// The protocol version negotiated at initialize.
     pub protocol_version: Option<String>,
+    /// The server's name from its `serverInfo`.
     pub server_name: Option<String>,
+    /// The server's version from its `serverInfo`.
     pub server_version: Option<String>,
+    /// The server's instructions, cleaned and capped.
     pub instructions: Option<String>,
     /// When the next reconnect attempt is due (remote servers after a failure).
     pub next_retry: Option<SystemTime>,
@@ -275,6 +322,7 @@ pub struct ServerStatus {
 }
 
 impl ServerStatus {
+    /// A status in `state` since now, with no error, retry or attempt yet.
     pub fn new(name: &str, transport: &str, state: ServerState) -> Self {
         Self {
             name: name.to_string(),
@@ -504,7 +552,7 @@ fn admit<T>(
     kind: Kind,
     items: Vec<T>,
     name: impl Fn(&T) -> String,
-    sanitize: impl Fn(T) -> Result<(T, Vec<String>), String>,
+    sanitize: impl Fn(T) -> Result<(T, Vec<String>), Rejected>,
     hidden: &mut Vec<HiddenEntry>,
     adjusted: &mut Vec<HiddenEntry>,
 ) -> Vec<T> {
@@ -525,7 +573,7 @@ fn admit<T>(
                 server: server.to_string(),
                 kind,
                 raw_name: escape_for_display(&raw, DISPLAY_NAME_CHARS),
-                reason,
+                reason: reason.to_string(),
             }),
         }
     }

@@ -26,12 +26,12 @@ pub use graph::{Plan, Trigger};
 pub use naming::{MAX_NAME_LEN, qualify};
 pub use pages::{ListError, PageLimits, collect_pages};
 pub use sanitize::{
-    MetadataLimits, clean_instructions, clean_line, clean_text, escape_for_display,
+    MetadataLimits, Rejected, clean_instructions, clean_line, clean_text, escape_for_display,
     sanitize_prompt, sanitize_resource, sanitize_template, sanitize_tool,
 };
 pub use skills::{
-    FieldDifference, Frontmatter, InvalidSkill, ListedFile, ListedFiles, SKILLS_EXTENSION_ID,
-    SkillEntry, SkillFile, SkillIndex, SkillMismatch, compare_frontmatter, entries_from_listing,
-    parse_frontmatter, verify_file,
+    FieldDifference, Frontmatter, FrontmatterError, InvalidSkill, ListedFile, ListedFiles,
+    SKILLS_EXTENSION_ID, SkillEntry, SkillFile, SkillIndex, SkillMismatch, compare_frontmatter,
+    entries_from_listing, parse_frontmatter, verify_file,
 };
 pub use snapshot::{Change, Snapshot, SnapshotBuilder, diff_names};

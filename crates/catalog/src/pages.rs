@@ -30,14 +30,19 @@ impl Default for PageLimits {
 #[derive(Debug, thiserror::Error)]
 pub enum ListError<E> {
     #[error("the server returned cursor {0:?} twice (pagination does not advance)")]
+    /// The server sent the same cursor twice.
     CursorRepeated(String),
     #[error("more than {0} pages")]
+    /// More pages than the page cap.
     TooManyPages(usize),
     #[error("more than {0} items")]
+    /// More items than the item cap.
     TooManyItems(usize),
     #[error("a cursor longer than {0} bytes")]
+    /// A cursor over the length cap.
     CursorTooLong(usize),
     #[error("{0}")]
+    /// Fetching a page failed.
     Fetch(E),
 }
 

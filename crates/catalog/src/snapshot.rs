@@ -40,12 +40,15 @@ pub struct Snapshot {
 /// One change between two revisions.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Change {
+    /// The configured name of the server that changed.
     pub server: String,
     /// `None` for a state change.
     pub kind: Option<Kind>,
     /// What caused it: a notification, a state change, the initial listing.
     pub cause: String,
+    /// Qualified names that appeared.
     pub added: Vec<String>,
+    /// Qualified names that disappeared.
     pub removed: Vec<String>,
 }
 
@@ -90,6 +93,7 @@ pub struct SnapshotBuilder {
 }
 
 impl SnapshotBuilder {
+    /// An empty builder: no server, no catalog, no change.
     pub fn new() -> Self {
         Self::default()
     }

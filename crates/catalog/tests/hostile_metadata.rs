@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use mcp_harness_catalog::naming::{MAX_NAME_LEN, is_valid, qualify};
 use mcp_harness_catalog::sanitize::{
-    MetadataLimits, clean_instructions, clean_line, clean_text, sanitize_prompt, sanitize_resource,
-    sanitize_template, sanitize_tool,
+    MetadataLimits, Rejected, clean_instructions, clean_line, clean_text, sanitize_prompt,
+    sanitize_resource, sanitize_template, sanitize_tool,
 };
 use rmcp::model::{
     JsonObject, MetaObject, Prompt, PromptArgument, Resource, ResourceTemplate, Tool,
@@ -247,7 +247,7 @@ fn tools_come_out_clean_or_rejected_with_a_reason() {
             }
             Err(reason) => {
                 assert!(!expect_ok, "{label}: rejected: {reason}");
-                assert_reason(&reason);
+                assert_reason(&reason.to_string());
             }
         }
     }
@@ -268,7 +268,7 @@ fn look_alike_qualifies_apart_from_its_ascii_twin() {
 #[test]
 fn specific_outcomes() {
     let l = MetadataLimits::default();
-    let by_label: HashMap<&str, Result<(Tool, Vec<String>), String>> = tool_corpus()
+    let by_label: HashMap<&str, Result<(Tool, Vec<String>), Rejected>> = tool_corpus()
         .into_iter()
         .map(|(label, t, _)| (label, sanitize_tool(t, &l)))
         .collect();
@@ -278,7 +278,7 @@ fn specific_outcomes() {
     };
     let err = |label: &str| match &by_label[label] {
         Ok(_) => panic!("{label}: accepted"),
-        Err(e) => e.clone(),
+        Err(e) => e.to_string(),
     };
 
     let (t, _) = ok("1 MB description");
@@ -393,7 +393,7 @@ fn prompts_come_out_clean_or_rejected() {
             }
             Err(reason) => {
                 assert!(!expect_ok, "{label}: rejected: {reason}");
-                assert_reason(&reason);
+                assert_reason(&reason.to_string());
             }
         }
     }
@@ -446,7 +446,7 @@ fn resources_and_templates_come_out_clean_or_rejected() {
             }
             Err(reason) => {
                 assert!(!expect_ok, "{label}: rejected: {reason}");
-                assert_reason(&reason);
+                assert_reason(&reason.to_string());
             }
         }
     }
@@ -465,7 +465,8 @@ fn resources_and_templates_come_out_clean_or_rejected() {
         &l,
     )
     .unwrap_err();
-    assert_reason(&reason);
+    assert!(matches!(reason, Rejected::Identifier(_)), "{reason}");
+    assert_reason(&reason.to_string());
 }
 
 #[test]

@@ -161,7 +161,7 @@ proptest! {
             tool.meta = serde_json::from_value(Value::Object(m)).ok();
         }
         match sanitize_tool(tool, &limits) {
-            Err(reason) => prop_assert!(!reason.is_empty()),
+            Err(reason) => prop_assert!(!reason.to_string().is_empty()),
             Ok((clean, _notes)) => {
                 prop_assert_eq!(clean.name.as_ref(), name.as_str(), "wire name rewritten");
                 prop_assert!(name.chars().count() <= limits.max_name_chars);

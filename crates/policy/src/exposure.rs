@@ -124,6 +124,7 @@ struct Share {
 /// A tool the model may see, with the size of its definition.
 #[derive(Debug, Clone)]
 pub struct ExposedTool {
+    /// The catalog entry exposed.
     pub entry: ToolEntry,
     /// Bytes of the definition the model sees (qualified name, description, input schema as
     /// compact JSON).
@@ -556,6 +557,7 @@ pub fn search_tool_definition() -> Tool {
 /// The arguments of a call of the search tool.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SearchRequest {
+    /// The words to look for in tool names and descriptions.
     pub query: String,
     /// Clamped to `1..=MAX_SEARCH_LIMIT`.
     pub limit: usize,

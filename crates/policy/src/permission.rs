@@ -34,16 +34,25 @@ pub enum Decision {
     /// Run it without asking.
     Allow,
     /// Never run it; `call_tool` is not sent.
-    Deny { reason: String },
+    Deny {
+        /// The rule or default that denies it.
+        reason: String,
+    },
     /// Run it only if an [`Approver`] approves.
-    Ask { reason: String },
+    Ask {
+        /// Why the user is asked.
+        reason: String,
+    },
 }
 
 /// What a rule does when it matches, ordered from least to most restrictive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Effect {
+    /// The call may run without asking.
     Allow,
+    /// The call runs only if the user approves.
     Ask,
+    /// The call never runs.
     Deny,
 }
 
@@ -393,7 +402,10 @@ pub enum Approval {
     /// Run the call.
     Approved,
     /// Do not run it; `reason` is shown to the model and the user.
-    Denied { reason: String },
+    Denied {
+        /// What the user said, or why.
+        reason: String,
+    },
     /// The question was dismissed or abandoned; do not run it.
     Cancelled,
 }

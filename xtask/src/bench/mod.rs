@@ -237,7 +237,7 @@ fn number(flag: &str, text: &str, min: usize, max: usize) -> Result<usize, Strin
     }
 }
 
-pub fn main(args: &[String]) -> ExitCode {
+pub(crate) fn main(args: &[String]) -> ExitCode {
     if args.iter().any(|a| a == "-h" || a == "--help") {
         println!("{USAGE}");
         return ExitCode::SUCCESS;

@@ -48,7 +48,12 @@ pub(super) struct Metric {
 }
 
 impl Metric {
-    pub fn new(name: impl Into<String>, what: impl Into<String>, h: Vec<f64>, b: Vec<f64>) -> Self {
+    pub(super) fn new(
+        name: impl Into<String>,
+        what: impl Into<String>,
+        h: Vec<f64>,
+        b: Vec<f64>,
+    ) -> Self {
         Metric {
             name: name.into(),
             what: what.into(),
@@ -61,7 +66,7 @@ impl Metric {
     }
 
     /// The same samples summarised as p99, under `<name>_p99`.
-    pub fn p99(&self) -> Metric {
+    pub(super) fn p99(&self) -> Metric {
         Metric {
             name: format!("{}_p99", self.name),
             what: format!("{} (p99)", self.what),
@@ -73,22 +78,22 @@ impl Metric {
         }
     }
 
-    pub fn harness_value(&self) -> f64 {
+    pub(super) fn harness_value(&self) -> f64 {
         self.stat.of(&self.harness)
     }
-    pub fn baseline_value(&self) -> f64 {
+    pub(super) fn baseline_value(&self) -> f64 {
         self.stat.of(&self.baseline)
     }
     /// The median of the paired ratios when there are pairs, else the ratio of the two sides'
     /// summaries.
-    pub fn ratio(&self) -> f64 {
+    pub(super) fn ratio(&self) -> f64 {
         match &self.pairs {
             Some(pairs) if !pairs.is_empty() => median(pairs),
             _ => self.ratio_of_summaries(),
         }
     }
 
-    pub fn ratio_of_summaries(&self) -> f64 {
+    pub(super) fn ratio_of_summaries(&self) -> f64 {
         self.harness_value() / self.baseline_value()
     }
 }
@@ -146,7 +151,7 @@ pub(super) struct Report {
 }
 
 impl Report {
-    pub fn print(&self, options: &Options, tag: &str) {
+    pub(super) fn print(&self, options: &Options, tag: &str) {
         println!(
             "\nharness vs baseline in the same run ({} rounds for echo/cold start, cold start {} servers {} at a time, {} changes, {} builds; sides interleaved, order alternating)\n",
             options.rounds, options.servers, options.parallel, options.changes, options.builds
@@ -219,7 +224,7 @@ impl Report {
         }
     }
 
-    pub fn write_json(&self, path: &Path, options: &Options) -> std::io::Result<()> {
+    pub(super) fn write_json(&self, path: &Path, options: &Options) -> std::io::Result<()> {
         let metrics: Vec<Value> = self
             .metrics
             .iter()

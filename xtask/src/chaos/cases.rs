@@ -10,7 +10,7 @@ use super::raw::{HttpFault, RequestKind};
 
 /// The server a stdio case puts beside the healthy one.
 #[derive(Debug, Clone, Copy)]
-pub enum Server {
+pub(super) enum Server {
     /// The fixture server with these arguments.
     Fixture(&'static [&'static str]),
     /// The raw server (`cargo xtask chaos-server MODE`).
@@ -21,7 +21,7 @@ pub enum Server {
 
 /// What a case does.
 #[derive(Debug, Clone, Copy)]
-pub enum Kind {
+pub(super) enum Kind {
     /// A stdio server beside the healthy one; `call` is its tool and JSON arguments.
     Stdio {
         server: Server,
@@ -40,7 +40,7 @@ pub enum Kind {
 
 /// One row of the matrix.
 #[derive(Debug, Clone)]
-pub struct Case {
+pub(super) struct Case {
     pub name: String,
     pub kind: Kind,
     /// Longest acceptable time from the harness's start to the outcome (for signals: from the
@@ -57,10 +57,10 @@ pub struct Case {
 
 /// Cases that fail on main today, with the issue-13 point whose fix makes them pass.
 /// `--skip-known` leaves them out (CI); remove a line when its fix lands.
-pub const KNOWN_FAILING: &[(&str, u8)] = &[];
+pub(super) const KNOWN_FAILING: &[(&str, u8)] = &[];
 
 /// The issue point a known-failing case waits for.
-pub fn known_point(name: &str) -> Option<u8> {
+pub(super) fn known_point(name: &str) -> Option<u8> {
     KNOWN_FAILING
         .iter()
         .find(|(case, _)| *case == name)
@@ -93,7 +93,7 @@ fn stdio(
 }
 
 /// Every case, in table order.
-pub fn all() -> Vec<Case> {
+pub(super) fn all() -> Vec<Case> {
     use Server::*;
     let mut cases = vec![
         stdio(
@@ -303,7 +303,7 @@ const HTTP_REJECT: &[(&str, u8)] = &[("rmcp::", 9)];
 const HTTP_REJECT_LOCKOUT: &[(&str, u8)] = &[("server/discover", 1), ("rmcp::", 9)];
 
 /// Startup and tool timeouts of the faulty HTTP server (s).
-pub const HTTP_TIMEOUTS: (u64, u64) = (3, 3);
+pub(super) const HTTP_TIMEOUTS: (u64, u64) = (3, 3);
 
 #[cfg(test)]
 mod tests {

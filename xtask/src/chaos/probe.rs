@@ -15,11 +15,11 @@ use mcp_harness_runtime::{CallError, CallOptions, Config, ErrorClass, Runtime};
 use serde_json::{Value, json};
 
 /// Name of the faulty server in a run's config.
-pub const FAULTY: &str = "faulty";
+pub(crate) const FAULTY: &str = "faulty";
 /// Name of the healthy server in a run's config.
-pub const HEALTHY: &str = "healthy";
+pub(crate) const HEALTHY: &str = "healthy";
 
-pub fn main(args: &[String]) -> ExitCode {
+pub(crate) fn main(args: &[String]) -> ExitCode {
     let Some(spec) = args
         .first()
         .and_then(|s| serde_json::from_str::<Value>(s).ok())

@@ -8,16 +8,16 @@ use std::time::{Duration, Instant};
 
 /// The environment variable every process of a run inherits (set on the harness process and
 /// in each configured server's `env`).
-pub const TAG_VAR: &str = "MCP_CHAOS_RUN";
+pub(crate) const TAG_VAR: &str = "MCP_CHAOS_RUN";
 
 /// Pids of the live (non-zombie) processes tagged with `tag`.
-pub fn tagged(tag: &str) -> Vec<u32> {
+pub(crate) fn tagged(tag: &str) -> Vec<u32> {
     carrying(TAG_VAR, tag)
 }
 
 /// Pids of the live (non-zombie) processes, other than this one, whose environment holds
 /// `var=value`. A process that cannot be read (another user's) cannot be ours either.
-pub fn carrying(var: &str, value: &str) -> Vec<u32> {
+pub(crate) fn carrying(var: &str, value: &str) -> Vec<u32> {
     let needle = format!("{var}={value}");
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
@@ -58,7 +58,7 @@ fn is_zombie(pid: u32) -> bool {
 }
 
 /// The command line of `pid`, for reports.
-pub fn cmdline(pid: u32) -> String {
+pub(crate) fn cmdline(pid: u32) -> String {
     let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
     String::from_utf8_lossy(&raw)
         .replace('\0', " ")
@@ -68,7 +68,7 @@ pub fn cmdline(pid: u32) -> String {
 
 /// Waits up to `grace` for the tagged processes to go (they may be just exiting), then kills
 /// whatever is left (SIGKILL, by pid) and returns what was left, as `pid: cmdline`.
-pub fn reap_leftovers(tag: &str, grace: Duration) -> Vec<String> {
+pub(crate) fn reap_leftovers(tag: &str, grace: Duration) -> Vec<String> {
     let start = Instant::now();
     let mut left = tagged(tag);
     while !left.is_empty() && start.elapsed() < grace {
@@ -85,7 +85,7 @@ pub fn reap_leftovers(tag: &str, grace: Duration) -> Vec<String> {
 
 /// SIGKILLs every process tagged `tag`, a bounded number of rounds (a killed process may have
 /// forked meanwhile).
-pub fn kill_all(tag: &str) {
+pub(crate) fn kill_all(tag: &str) {
     for _ in 0..5 {
         let left = tagged(tag);
         if left.is_empty() {
@@ -99,7 +99,7 @@ pub fn kill_all(tag: &str) {
 }
 
 /// Sends `sig` to `pid`.
-pub fn signal(pid: u32, sig: libc::c_int) {
+pub(crate) fn signal(pid: u32, sig: libc::c_int) {
     if let Ok(pid) = libc::pid_t::try_from(pid) {
         // SAFETY: kill(2) with a pid we started (or found tagged with our run's tag).
         unsafe {
@@ -109,7 +109,7 @@ pub fn signal(pid: u32, sig: libc::c_int) {
 }
 
 /// Peak resident set size of `pid` in KiB (`VmHWM`), if it is still readable.
-pub fn peak_rss_kib(pid: u32) -> Option<u64> {
+pub(crate) fn peak_rss_kib(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status.lines().find_map(|line| {
         line.strip_prefix("VmHWM:")

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 
 /// How the stdio server misbehaves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// Behaves: one `echo` tool.
     Ok,
     /// Answers `initialize`, then nothing.
@@ -56,7 +56,7 @@ pub enum Mode {
 const IGNORE_EOF_FOR: Duration = Duration::from_secs(300);
 
 impl Mode {
-    pub fn parse(name: &str) -> Option<Self> {
+    pub(crate) fn parse(name: &str) -> Option<Self> {
         Some(match name {
             "ok" => Self::Ok,
             "hang-after-init" => Self::HangAfterInit,
@@ -181,7 +181,7 @@ fn write_line(out: &mut impl Write, value: &Value) -> std::io::Result<()> {
 }
 
 /// `cargo xtask chaos-server MODE`: the raw stdio server. Returns at stdin EOF.
-pub fn serve_stdio(args: &[String]) -> std::process::ExitCode {
+pub(crate) fn serve_stdio(args: &[String]) -> std::process::ExitCode {
     let Some(mode) = args.first().and_then(|m| Mode::parse(m)) else {
         eprintln!("usage: cargo xtask chaos-server MODE (got {args:?})");
         return std::process::ExitCode::from(2);
@@ -308,7 +308,7 @@ fn normal(mode: Mode, request: &Value, out: &mut impl Write) -> std::io::Result<
 
 /// Which HTTP request an [`HttpFault`] hits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RequestKind {
+pub(crate) enum RequestKind {
     Initialize,
     /// `notifications/initialized`.
     Initialized,
@@ -320,7 +320,7 @@ pub enum RequestKind {
 
 /// What the HTTP server does to the requests of one kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HttpFault {
+pub(crate) enum HttpFault {
     Status500,
     Status404,
     /// Closes the connection without an answer.
@@ -331,7 +331,7 @@ pub enum HttpFault {
 
 /// A Streamable HTTP server (stateless, JSON answers) on 127.0.0.1 that applies `fault` to
 /// every request of `kind`. Stops accepting when dropped.
-pub struct HttpServer {
+pub(crate) struct HttpServer {
     pub url: String,
     stop: Arc<AtomicBool>,
 }
@@ -340,7 +340,7 @@ pub struct HttpServer {
 const MAX_CONNECTIONS: usize = 2_000;
 
 impl HttpServer {
-    pub fn start(fault: Option<(RequestKind, HttpFault)>) -> std::io::Result<Self> {
+    pub(crate) fn start(fault: Option<(RequestKind, HttpFault)>) -> std::io::Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         listener.set_nonblocking(true)?;
         let url = format!("http://{}/mcp", listener.local_addr()?);

@@ -1,0 +1,231 @@
+//! The skills a server lists (`skills/list`), as entries: one [`SkillEntry`] per skill, with its
+//! listed files and frontmatter.
+//!
+//! Invariant: an entry exists only for a skill that passed rmcp's structural checks and whose
+//! URI the listing names once; every other listed skill becomes an [`InvalidSkill`] with its
+//! reason, and never enters the catalog.
+
+use std::collections::HashSet;
+
+use rmcp::model::{Skill, SkillResources};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use super::shown_str;
+
+/// One file of a skill as the listing describes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ListedFile {
+    /// The configured name of the server that listed it.
+    pub server: String,
+    /// The skill's name (from the listed frontmatter).
+    pub skill: String,
+    /// The file's URI, exact as listed.
+    pub uri: String,
+    /// `sha256:` and 64 lowercase hex digits, as listed (checked at verification).
+    pub digest: String,
+    /// Length in bytes, as listed.
+    pub size: u64,
+}
+
+/// The files of a listed skill: a manifest, or `"dynamic"` (no stable digests to check).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ListedFiles {
+    /// A manifest of files with digests and sizes.
+    Files(Vec<ListedFile>),
+    /// `"dynamic"`: files without stable digests.
+    Dynamic,
+}
+
+/// A skill as one server listed it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SkillEntry {
+    /// The configured name of the server that listed it.
+    pub server: String,
+    /// The skill's name (from the listed frontmatter).
+    pub name: String,
+    /// The skill's description (from the listed frontmatter).
+    pub description: String,
+    /// URI of the skill's `SKILL.md`.
+    pub uri: String,
+    /// Every listed frontmatter field, `name` and `description` included.
+    pub frontmatter: Map<String, Value>,
+    /// The listed files.
+    pub files: ListedFiles,
+}
+
+/// A listed skill that breaks a structural rule of SEP-2640; it never enters the catalog.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("server {server:?} listed an invalid skill {}: {reason}", shown_str(.uri))]
+pub struct InvalidSkill {
+    /// The configured name of the server that listed it.
+    pub server: String,
+    /// The URI listed for the skill.
+    pub uri: String,
+    /// Why it is invalid.
+    pub reason: String,
+}
+
+impl SkillEntry {
+    /// Build the entry for `skill` as listed by `server`, after rmcp's structural checks (URI ends
+    /// in `/SKILL.md` and names the skill, valid name, manifest lists `SKILL.md` once, digests
+    /// well formed, no file outside the skill).
+    pub fn new(server: &str, skill: Skill) -> Result<Self, InvalidSkill> {
+        let invalid = |reason: String| InvalidSkill {
+            server: server.to_string(),
+            uri: skill.uri.clone(),
+            reason,
+        };
+        skill
+            .validate()
+            .map_err(|error| invalid(error.to_string()))?;
+        let name = skill.frontmatter.name.clone();
+        let files = match &skill.resources {
+            SkillResources::Files(files) => ListedFiles::Files(
+                files
+                    .iter()
+                    .map(|file| ListedFile {
+                        server: server.to_string(),
+                        skill: name.clone(),
+                        uri: file.uri.clone(),
+                        digest: file.digest.clone(),
+                        size: file.size,
+                    })
+                    .collect(),
+            ),
+            SkillResources::Dynamic => ListedFiles::Dynamic,
+            _ => return Err(invalid("unknown kind of resource manifest".into())),
+        };
+        let mut frontmatter = skill.frontmatter.extra.clone();
+        frontmatter.insert("name".into(), Value::String(name.clone()));
+        frontmatter.insert(
+            "description".into(),
+            Value::String(skill.frontmatter.description.clone()),
+        );
+        Ok(Self {
+            server: server.to_string(),
+            name,
+            description: skill.frontmatter.description.clone(),
+            uri: skill.uri.clone(),
+            frontmatter,
+            files,
+        })
+    }
+
+    /// The listed file at `uri` (exact string), if the manifest has one.
+    pub fn listed_file(&self, uri: &str) -> Option<&ListedFile> {
+        match &self.files {
+            ListedFiles::Files(files) => files.iter().find(|file| file.uri == uri),
+            ListedFiles::Dynamic => None,
+        }
+    }
+
+    /// The listed files other than `SKILL.md`, to be read only after it verified.
+    pub fn supporting_files(&self) -> impl Iterator<Item = &ListedFile> {
+        let files = match &self.files {
+            ListedFiles::Files(files) => files.as_slice(),
+            ListedFiles::Dynamic => &[],
+        };
+        files.iter().filter(|file| file.uri != self.uri)
+    }
+}
+
+/// Entries for one server's complete `skills/list`: valid skills in listing order, and the
+/// skills left out with their reasons (structurally invalid, or a URI listed twice).
+pub fn entries_from_listing(
+    server: &str,
+    skills: Vec<Skill>,
+) -> (Vec<SkillEntry>, Vec<InvalidSkill>) {
+    let mut entries: Vec<SkillEntry> = Vec::with_capacity(skills.len());
+    let mut invalid = Vec::new();
+    let mut seen = HashSet::with_capacity(skills.len());
+    for skill in skills {
+        if !seen.insert(skill.uri.clone()) {
+            invalid.push(InvalidSkill {
+                server: server.to_string(),
+                uri: skill.uri.clone(),
+                reason: "the URI is listed twice".into(),
+            });
+            continue;
+        }
+        match SkillEntry::new(server, skill) {
+            Ok(entry) => entries.push(entry),
+            Err(error) => invalid.push(error),
+        }
+    }
+    (entries, invalid)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use rmcp::model::{SkillFrontmatter, SkillResource};
+    use serde_json::json;
+
+    use super::*;
+
+    pub(crate) const SKILL_URI: &str = "skill://pdf-processing/SKILL.md";
+    pub(crate) const FORMS_URI: &str = "skill://pdf-processing/references/FORMS.md";
+    pub(crate) const SKILL_MD: &str = "---\nname: pdf-processing\ndescription: Extract, fill, and assemble PDF documents\n---\n\nSkill body.\n";
+    pub(crate) const FORMS_MD: &str = "Supporting content.\n";
+
+    pub(crate) fn listed(skill_md: &str, frontmatter: SkillFrontmatter) -> SkillEntry {
+        let skill = Skill::new(
+            SKILL_URI,
+            frontmatter,
+            SkillResources::Files(vec![
+                SkillResource::from_bytes(SKILL_URI, skill_md.as_bytes()),
+                SkillResource::from_bytes(FORMS_URI, FORMS_MD.as_bytes()),
+            ]),
+        );
+        SkillEntry::new("conf", skill).expect("valid skill")
+    }
+
+    pub(crate) fn pdf() -> SkillFrontmatter {
+        SkillFrontmatter::new(
+            "pdf-processing",
+            "Extract, fill, and assemble PDF documents",
+        )
+    }
+
+    mod entries {
+        use super::*;
+
+        #[test]
+        fn keeps_the_listing() {
+            let entry = listed(SKILL_MD, pdf().with_field("license", "MIT"));
+            assert_eq!(entry.server, "conf");
+            assert_eq!(entry.name, "pdf-processing");
+            assert_eq!(entry.uri, SKILL_URI);
+            assert_eq!(entry.frontmatter["license"], json!("MIT"));
+            assert_eq!(entry.frontmatter["name"], json!("pdf-processing"));
+            let supporting: Vec<_> = entry.supporting_files().map(|f| f.uri.as_str()).collect();
+            assert_eq!(supporting, [FORMS_URI]);
+            let skill_md = entry.listed_file(SKILL_URI).expect("listed");
+            assert_eq!(skill_md.size, SKILL_MD.len() as u64);
+            assert_eq!(skill_md.skill, "pdf-processing");
+        }
+
+        #[test]
+        fn refuses_a_structurally_invalid_skill() {
+            let skill = Skill::new(
+                "skill://other/SKILL.md",
+                pdf(),
+                SkillResources::Files(vec![]),
+            );
+            let error = SkillEntry::new("conf", skill).expect_err("name differs from the uri");
+            assert_eq!(error.server, "conf");
+            assert!(error.to_string().contains("skill://other/SKILL.md"));
+        }
+
+        #[test]
+        fn a_listing_keeps_valid_skills_and_reports_the_rest() {
+            let good = Skill::new(SKILL_URI, pdf(), SkillResources::Dynamic);
+            let bad = Skill::new("skill://x/README.md", pdf(), SkillResources::Dynamic);
+            let (entries, invalid) = entries_from_listing("conf", vec![good.clone(), bad, good]);
+            assert_eq!(entries.len(), 1);
+            assert_eq!(invalid.len(), 2);
+            assert!(invalid[1].reason.contains("twice"));
+        }
+    }
+}
