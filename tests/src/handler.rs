@@ -9,6 +9,16 @@
 //! - Clones of a [`FixtureServer`] share one state; only
 //!   [`FixtureServer::for_new_connection`] hands out a new connection id.
 
+pub(crate) mod bad_results;
+pub(crate) mod faults;
+pub(crate) mod hostile;
+pub(crate) mod lifecycle;
+pub(crate) mod lists;
+pub(crate) mod ops;
+pub(crate) mod skills;
+pub(crate) mod state;
+pub(crate) mod versioned;
+
 use std::{
     sync::{
         Arc, Mutex, MutexGuard,
@@ -35,8 +45,9 @@ use serde_json::{Value, json};
 use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::{
+    handler::lists::{ListKind, paginate},
+    handler::state::{ConnId, FixtureState},
     options::FixtureOptions,
-    state::{ConnId, FixtureState, ListKind, paginate},
     tools::{self, Args},
 };
 
@@ -90,13 +101,13 @@ impl FixtureServer {
 
     fn all_tools(&self) -> Vec<rmcp::model::Tool> {
         let mut all = tools::static_tools();
-        all.extend(crate::faults::fault_tools());
-        all.extend(crate::versioned::versioned_tools());
+        all.extend(crate::handler::faults::fault_tools());
+        all.extend(crate::handler::versioned::versioned_tools());
         if self.lock().http.serving {
-            all.extend(crate::lifecycle::http_fault_tools());
+            all.extend(crate::handler::lifecycle::http_fault_tools());
         }
         if self.opts.skills {
-            all.extend(crate::skills::skill_tools());
+            all.extend(crate::handler::skills::skill_tools());
         }
         all.extend((0..self.opts.tools).map(tools::generated_tool));
         let state = self.lock();
@@ -104,10 +115,10 @@ impl FixtureServer {
         all.extend(state.faults.flood_tool());
         all.extend(state.versioned.listed());
         if self.opts.hostile {
-            all.extend(crate::hostile::hostile_tools());
+            all.extend(crate::handler::hostile::hostile_tools());
         }
         if self.opts.bad_results {
-            all.extend(crate::bad_results::bad_result_tools());
+            all.extend(crate::handler::bad_results::bad_result_tools());
         }
         if self.opts.wire_faults {
             all.push(crate::wire_faults::wire_fault_tool());
@@ -135,7 +146,7 @@ impl FixtureServer {
         request: &Option<PaginatedRequestParams>,
     ) -> Result<(), McpError> {
         let cursor = cursor_of(request);
-        let page = crate::faults::page_of(cursor, self.opts.page_size);
+        let page = crate::handler::faults::page_of(cursor, self.opts.page_size);
         let mut state = self.lock();
         if cursor.is_none() {
             state.versioned.count_listing(kind.method());
@@ -287,7 +298,7 @@ impl ServerHandler for FixtureServer {
         self.lock()
             .crash
             .count(&context.id, self.opts.crash_after_calls);
-        if crate::lifecycle::HTTP_FAULT_TOOL_NAMES.contains(&name) {
+        if crate::handler::lifecycle::HTTP_FAULT_TOOL_NAMES.contains(&name) {
             let times = if arguments.contains_key("times") {
                 Some(args.unsigned("times")?)
             } else {
@@ -303,7 +314,7 @@ impl ServerHandler for FixtureServer {
             return Ok(self.versioned_call(version).into());
         }
         if self.opts.bad_results
-            && let Some(result) = crate::bad_results::call(name)
+            && let Some(result) = crate::handler::bad_results::call(name)
         {
             return Ok(result.into());
         }

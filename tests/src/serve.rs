@@ -33,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     handler::FixtureServer,
-    lifecycle::{CRASH_EXIT_CODE, CrashAfter, Crashed, FaultLayer, fault_layer},
+    handler::lifecycle::{CRASH_EXIT_CODE, CrashAfter, Crashed, FaultLayer, fault_layer},
     options::{FixtureOptions, TransportKind},
 };
 

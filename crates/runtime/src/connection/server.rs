@@ -46,8 +46,9 @@ use crate::connection::progress::ProgressRoutes;
 use crate::connection::refresh::Refreshes;
 use crate::connection::supervision::{ConnectQueues, ReconnectPolicy};
 use crate::snapshot::publisher::{Publisher, ServerClient, ServerUpdate};
+pub(crate) use phase::Revival;
 use phase::{Connecting, Live, Pace, Phase, Run};
-pub(crate) use revival::{Revival, ReviveForCall};
+pub(crate) use revival::ReviveForCall;
 
 /// How often a needs-auth server's stored credentials are checked (a file stat, no network).
 pub(crate) const CREDENTIALS_POLL: Duration = Duration::from_secs(1);

@@ -6,7 +6,6 @@
 //! only within it, at most 5.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use super::transport::LegacySseTransport;
 use crate::connector::{BoxFuture, ConnectOptions, Connector, Session, initialize};
@@ -41,27 +40,7 @@ impl LegacySseConnector {
     /// The HTTP client: the configured headers (sensitive) on every request, redirects only
     /// within the origin.
     pub(crate) fn client(&self) -> Result<reqwest::Client, TransportError> {
-        let headers = crate::endpoint::header_map(&self.headers)?;
-        // Follow redirects only within the origin: the headers must not travel elsewhere.
-        let redirects = reqwest::redirect::Policy::custom(|attempt| {
-            let same_origin = attempt
-                .previous()
-                .first()
-                .is_some_and(|first| first.origin() == attempt.url().origin());
-            if same_origin && attempt.previous().len() <= 5 {
-                attempt.follow()
-            } else {
-                attempt.stop()
-            }
-        });
-        reqwest::Client::builder()
-            .default_headers(headers)
-            .redirect(redirects)
-            .connect_timeout(Duration::from_secs(10))
-            .build()
-            .map_err(|e| {
-                TransportError::InvalidConfig(format!("could not build the HTTP client: {e}"))
-            })
+        super::transport::http_client(&self.headers)
     }
 }
 

@@ -542,11 +542,35 @@ async fn post_one(
     })
 }
 
+/// The HTTP client of a legacy SSE session: `headers` (sensitive) on every request, redirects
+/// only within the origin.
+pub(crate) fn http_client(
+    headers: &std::collections::BTreeMap<String, String>,
+) -> Result<reqwest::Client, TransportError> {
+    let headers = crate::endpoint::header_map(headers)?;
+    // Follow redirects only within the origin: the headers must not travel elsewhere.
+    let redirects = reqwest::redirect::Policy::custom(|attempt| {
+        let same_origin = attempt
+            .previous()
+            .first()
+            .is_some_and(|first| first.origin() == attempt.url().origin());
+        if same_origin && attempt.previous().len() <= 5 {
+            attempt.follow()
+        } else {
+            attempt.stop()
+        }
+    });
+    reqwest::Client::builder()
+        .default_headers(headers)
+        .redirect(redirects)
+        .connect_timeout(Duration::from_secs(10))
+        .build()
+        .map_err(|e| TransportError::InvalidConfig(format!("could not build the HTTP client: {e}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    // Test-only: the connector builds the HTTP client these tests send through.
-    use crate::sse::connector::LegacySseConnector;
 
     #[test]
     fn resolves_endpoints_against_the_stream_url() {
@@ -712,15 +736,11 @@ mod tests {
     }
 
     fn client(headers: &[(&str, &str)]) -> reqwest::Client {
-        LegacySseConnector {
-            url: String::new(),
-            headers: headers
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        }
-        .client()
-        .unwrap()
+        let headers = headers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        http_client(&headers).unwrap()
     }
 
     const PING: &str = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;

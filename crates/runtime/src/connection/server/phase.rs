@@ -16,8 +16,27 @@ use mcp_harness_catalog::{Kind, ServerCatalog, ServerState};
 use mcp_harness_transport::Session;
 use tokio::time::Instant;
 
-use super::revival::Revive;
 use crate::connection::refresh::Refreshes;
+
+/// The answer to `ReviveForCall`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Revival {
+    /// The server runs again on connection `epoch`, restarted after the crash of the bound
+    /// connection (for this call or a concurrent one).
+    Connected { epoch: u64 },
+    /// The one restart after the crash did not bring the server back.
+    Failed { error: String },
+    /// Nothing to restart: the server did not fail by its process exiting (or is being
+    /// stopped); the call goes on as bound and its staleness check decides.
+    NotApplicable,
+}
+
+/// A restart for calls in flight: the epoch whose crash it restarts after, and the calls
+/// waiting for it (owned by the [`Run`] it belongs to; made and finished in `revival.rs`).
+pub(super) struct Revive {
+    pub(super) origin: u64,
+    pub(super) waiters: Vec<tokio::sync::oneshot::Sender<Revival>>,
+}
 
 /// Where a server's connection is. The transitions, each a `ServerActor` method:
 /// - every state but `Stopped` → `Connecting`: `restart` (the actor started, or `Restart`);

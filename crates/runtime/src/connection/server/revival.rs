@@ -10,7 +10,7 @@ use actix::prelude::*;
 use mcp_harness_catalog::ServerState;
 
 use super::ServerActor;
-use super::phase::{Connecting, Pace, Phase};
+use super::phase::{Connecting, Pace, Phase, Revival, Revive};
 
 /// Asked by a call bound to connection `bound_epoch` that is no longer current (R7): restart the
 /// server once if its stdio process exited, and say which connection the call may use.
@@ -18,26 +18,6 @@ use super::phase::{Connecting, Pace, Phase};
 #[rtype(result = "Revival")]
 pub(crate) struct ReviveForCall {
     pub(crate) bound_epoch: u64,
-}
-
-/// The answer to [`ReviveForCall`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Revival {
-    /// The server runs again on connection `epoch`, restarted after the crash of the bound
-    /// connection (for this call or a concurrent one).
-    Connected { epoch: u64 },
-    /// The one restart after the crash did not bring the server back.
-    Failed { error: String },
-    /// Nothing to restart: the server did not fail by its process exiting (or is being
-    /// stopped); the call goes on as bound and its staleness check decides.
-    NotApplicable,
-}
-
-/// A restart for calls in flight: the epoch whose crash it restarts after, and the calls
-/// waiting for it.
-pub(super) struct Revive {
-    origin: u64,
-    waiters: Vec<tokio::sync::oneshot::Sender<Revival>>,
 }
 
 /// The last restart for calls: the epoch that crashed, and the new epoch or the error.

@@ -23,8 +23,8 @@ use rmcp::{
 use serde_json::json;
 
 use crate::{
+    handler::lists::Change,
     handler::{FixtureServer, error_result, text_result},
-    ops::Change,
 };
 
 /// Names of the tools this module adds.

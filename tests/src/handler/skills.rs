@@ -31,10 +31,10 @@ use rmcp::{
 use serde_json::{Value, json};
 
 use crate::{
+    handler::lists::Change,
+    handler::lists::{ListKind, paginate},
     handler::{FixtureServer, cursor_of, error_result, text_result},
-    ops::Change,
     options::{FixtureOptions, SkillTamper},
-    state::{ListKind, paginate},
 };
 
 /// Names of the skill tools, listed after the fault tools when the fixture serves skills.

@@ -15,9 +15,9 @@ use rmcp::{
 use serde_json::json;
 
 use crate::{
+    handler::lists::Change,
+    handler::lists::ListKind,
     handler::{FixtureServer, error_result, text_result},
-    ops::Change,
-    state::ListKind,
     tools,
 };
 

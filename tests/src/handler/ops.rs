@@ -18,18 +18,11 @@ use rmcp::{
 };
 
 use crate::{
+    handler::lists::Change,
+    handler::state::{ConnId, TextResource},
     handler::{FixtureServer, error_result, text_result},
-    state::{ConnId, TextResource},
     tools,
 };
-
-/// Which list changed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Change {
-    Tools,
-    Prompts,
-    Resources,
-}
 
 /// A notification to deliver to one client.
 #[derive(Debug, Clone)]
@@ -185,10 +178,11 @@ impl FixtureServer {
         {
             let mut state = self.lock();
             let taken = tools::STATIC_TOOL_NAMES.contains(&name.as_str())
-                || crate::faults::FAULT_TOOL_NAMES.contains(&name.as_str())
-                || crate::lifecycle::HTTP_FAULT_TOOL_NAMES.contains(&name.as_str())
-                || crate::versioned::VERSIONED_TOOL_NAMES.contains(&name.as_str())
-                || (self.opts.skills && crate::skills::SKILL_TOOL_NAMES.contains(&name.as_str()))
+                || crate::handler::faults::FAULT_TOOL_NAMES.contains(&name.as_str())
+                || crate::handler::lifecycle::HTTP_FAULT_TOOL_NAMES.contains(&name.as_str())
+                || crate::handler::versioned::VERSIONED_TOOL_NAMES.contains(&name.as_str())
+                || (self.opts.skills
+                    && crate::handler::skills::SKILL_TOOL_NAMES.contains(&name.as_str()))
                 || tools::generated_index(&name, self.opts.tools).is_some()
                 || state.dynamic_tools.iter().any(|t| t.name == name);
             if taken {
