@@ -101,7 +101,7 @@ pub(super) const AUTH_2025_03_26: &[&str] = &[
     "auth/2025-03-26-oauth-endpoint-fallback",
 ];
 
-/// The stable suite's extension scenarios (a known failure would be in [`BASELINE_FILE`]).
+/// The stable suite's extension scenarios (a known failure would be in `BASELINE_FILE` (`xtask/conformance-baseline.txt`)).
 pub(super) const EXTENSIONS_STABLE: &[&str] = &[
     "auth/client-credentials-jwt",
     "auth/client-credentials-basic",
@@ -109,7 +109,7 @@ pub(super) const EXTENSIONS_STABLE: &[&str] = &[
 ];
 
 /// The next suite's extension scenarios: SEP-2640 skills, the authorization extensions (a known
-/// failure would be in [`BASELINE_FILE`]).
+/// failure would be in `BASELINE_FILE` (`xtask/conformance-baseline.txt`)).
 pub(super) const EXTENSIONS_NEXT: &[&str] = &[
     "sep-2640-client-no-prefetch",
     "sep-2640-client-verify-digest",
