@@ -85,6 +85,23 @@ pub fn text(text: &str) -> String {
     out
 }
 
+/// `url` without its user info, query and fragment: the scheme, host and path, for people
+/// (where [`url`] keeps the query's keys, this keeps nothing after the path).
+pub fn bare_url(url: &str) -> String {
+    let mut shown = url.to_string();
+    if let Some(at) = shown.find(['?', '#']) {
+        shown.truncate(at);
+    }
+    if let Some(scheme_end) = shown.find("://") {
+        let rest = &shown[scheme_end + 3..];
+        let host_end = rest.find('/').unwrap_or(rest.len());
+        if let Some(at) = rest[..host_end].rfind('@') {
+            shown = format!("{}{}", &shown[..scheme_end + 3], &rest[at + 1..]);
+        }
+    }
+    shown
+}
+
 /// `url` with each query value (`?key=value&flag`: `value` and `flag`) and the password of its
 /// user info replaced by [`MARKER`]; the scheme, host, path and keys stay readable.
 pub fn url(url: &str) -> String {

@@ -161,7 +161,7 @@ pub(crate) fn describe(file: &Path, bytes: &[u8], sources: &Sources) -> Result<S
             (None, Some(url)) => {
                 let mut line = format!(
                     "connects to {} ({})",
-                    clean(&without_query(url)),
+                    clean(&mcp_harness_transport::redact::bare_url(url)),
                     get("type").unwrap_or("http")
                 );
                 if let Some(headers) = keys("headers") {
@@ -318,20 +318,4 @@ fn clean(s: &str) -> String {
 
 fn shown(path: &Path) -> String {
     clean(&path.display().to_string())
-}
-
-/// `url` without query, fragment or credentials.
-fn without_query(url: &str) -> String {
-    let mut shown = url.to_string();
-    if let Some(at) = shown.find(['?', '#']) {
-        shown.truncate(at);
-    }
-    if let Some(scheme_end) = shown.find("://") {
-        let rest = &shown[scheme_end + 3..];
-        let host_end = rest.find('/').unwrap_or(rest.len());
-        if let Some(at) = rest[..host_end].rfind('@') {
-            shown = format!("{}{}", &shown[..scheme_end + 3], &rest[at + 1..]);
-        }
-    }
-    shown
 }

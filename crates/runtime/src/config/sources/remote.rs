@@ -62,18 +62,7 @@ impl RemoteSource {
 
     /// The URL without user info, query or fragment, for people.
     pub fn shown_url(&self) -> String {
-        let mut shown = self.url.clone();
-        if let Some(at) = shown.find(['?', '#']) {
-            shown.truncate(at);
-        }
-        if let Some(scheme_end) = shown.find("://") {
-            let rest = &shown[scheme_end + 3..];
-            let host_end = rest.find('/').unwrap_or(rest.len());
-            if let Some(at) = rest[..host_end].rfind('@') {
-                shown = format!("{}{}", &shown[..scheme_end + 3], &rest[at + 1..]);
-            }
-        }
-        shown
+        mcp_harness_transport::redact::bare_url(&self.url)
     }
 
     /// Parses the `remoteSources` value of the user config `file`.
