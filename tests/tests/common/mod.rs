@@ -148,50 +148,9 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// Pids of live processes whose command line contains `marker`.
-pub fn processes_with(marker: &str) -> Vec<u32> {
-    let mut pids = Vec::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return pids;
-    };
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // Zombies (state Z) are dead already; only their parent has not reaped them yet.
-        let state = stat
-            .rsplit(')')
-            .next()
-            .and_then(|s| s.split_whitespace().next())
-            .unwrap_or("");
-        if state != "Z"
-            && String::from_utf8_lossy(&cmdline)
-                .replace('\0', " ")
-                .contains(marker)
-        {
-            pids.push(pid);
-        }
-    }
-    pids
-}
-
-/// The environment variable a test sets on a stdio server to find it and every descendant
-/// (they inherit it) with [`processes_with_env`].
-pub const MARKER_ENV: &str = "MCP_HARNESS_TEST_MARKER";
-
-/// Pids of live processes (zombies excluded) whose environment has `var=value`.
-pub fn processes_with_env(var: &str, value: &str) -> Vec<u32> {
-    let tag = format!("{var}={value}");
+/// Pids of live processes (zombies excluded) for which `read(file)` of their `/proc` entry
+/// gives bytes that `matches`.
+fn live_processes(file: &str, matches: impl Fn(&[u8]) -> bool) -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -204,22 +163,44 @@ pub fn processes_with_env(var: &str, value: &str) -> Vec<u32> {
         else {
             continue;
         };
-        let (Ok(environ), Ok(stat)) = (
-            std::fs::read(entry.path().join("environ")),
+        let (Ok(bytes), Ok(stat)) = (
+            std::fs::read(entry.path().join(file)),
             std::fs::read_to_string(entry.path().join("stat")),
         ) else {
             continue;
         };
+        // Zombies (state Z) are dead already; only their parent has not reaped them yet.
         let zombie = stat
             .rsplit(')')
             .next()
             .and_then(|s| s.split_whitespace().next())
             == Some("Z");
-        if !zombie && environ.split(|b| *b == 0).any(|kv| kv == tag.as_bytes()) {
+        if !zombie && matches(&bytes) {
             pids.push(pid);
         }
     }
     pids
+}
+
+/// Pids of live processes whose command line contains `marker`.
+pub fn processes_with(marker: &str) -> Vec<u32> {
+    live_processes("cmdline", |cmdline| {
+        String::from_utf8_lossy(cmdline)
+            .replace('\0', " ")
+            .contains(marker)
+    })
+}
+
+/// The environment variable a test sets on a stdio server to find it and every descendant
+/// (they inherit it) with [`processes_with_env`].
+pub const MARKER_ENV: &str = "MCP_HARNESS_TEST_MARKER";
+
+/// Pids of live processes (zombies excluded) whose environment has `var=value`.
+pub fn processes_with_env(var: &str, value: &str) -> Vec<u32> {
+    let tag = format!("{var}={value}");
+    live_processes("environ", |environ| {
+        environ.split(|b| *b == 0).any(|kv| kv == tag.as_bytes())
+    })
 }
 
 /// Waits (bounded) until no live process mentions `marker`; returns those still alive.
