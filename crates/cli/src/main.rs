@@ -177,6 +177,9 @@ enum Command {
         #[arg(long)]
         revoke: bool,
     },
+    /// Serve every configured server's governed catalog as one MCP server: over stdio (use
+    /// `mcp-harness serve` as the `command` in a host's config) or Streamable HTTP (`--http`).
+    Serve(commands::serve::ServeArgs),
     /// A tour on built-in servers; needs no config and no install.
     Demo,
     /// Log in to an OAuth-protected HTTP server: opens the browser (or prints the URL) and
@@ -307,8 +310,12 @@ async fn run(cli: Cli) -> u8 {
                 Ok(c) => c,
                 Err(e) => return fail(&e, 2),
             };
+            // Serving, stdin belongs to the protocol (or to nobody): no terminal questions.
+            let serving = matches!(cli.command, Command::Serve(_));
             let approver: std::sync::Arc<dyn mcp_harness_policy::Approver> = if cli.yes {
                 std::sync::Arc::new(mcp_harness_policy::AllowAll)
+            } else if serving {
+                std::sync::Arc::new(mcp_harness_policy::DenyAll)
             } else {
                 std::sync::Arc::new(terminal::TerminalApprover)
             };
@@ -317,16 +324,18 @@ async fn run(cli: Cli) -> u8 {
             // naming the scopes for `mcp-harness login`.
             {
                 use std::io::IsTerminal;
-                if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+                if !serving && std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
                     mcp_harness_transport::auth::set_step_up_browser(Some(std::sync::Arc::new(
                         mcp_harness_transport::auth::LoopbackStepUp,
                     )));
                 }
             }
-            let started = mcp_harness_runtime::RuntimeBuilder::new(config.clone())
-                .approver(approver)
-                .callbacks(std::sync::Arc::new(terminal::TerminalElicitation))
-                .start();
+            let mut builder =
+                mcp_harness_runtime::RuntimeBuilder::new(config.clone()).approver(approver);
+            if !serving {
+                builder = builder.callbacks(std::sync::Arc::new(terminal::TerminalElicitation));
+            }
+            let started = builder.start();
             match started {
                 Ok(rt) => {
                     let d = settle_deadline(&rt, &config);
@@ -351,6 +360,9 @@ async fn run(cli: Cli) -> u8 {
                 tracing::warn!(error = %e, "the remote sources' servers could not be applied");
             }
         }
+    }
+    if let Command::Serve(args) = cli.command {
+        return commands::serve::run(runtime, args).await;
     }
     let code = tokio::select! {
         code = execute(&runtime, cli.command, deadline, cli.config.clone()) => code,
@@ -540,6 +552,7 @@ async fn execute(
             Err(e) => fail(&e, 1),
         },
         Command::FixtureServer { .. }
+        | Command::Serve(_)
         | Command::Config { .. }
         | Command::Login(_)
         | Command::Trust { .. }

@@ -8,5 +8,6 @@ pub(crate) mod conformance;
 pub(crate) mod demo;
 pub(crate) mod inspect;
 pub(crate) mod resources;
+pub(crate) mod serve;
 pub(crate) mod trust;
 pub(crate) mod watch;

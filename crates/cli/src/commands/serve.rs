@@ -1,0 +1,115 @@
+//! `mcp-harness serve`: the gateway in front of every configured server, over stdio (one host
+//! starts it as its MCP server) or Streamable HTTP (`--http ADDR`, many clients).
+//!
+//! Invariant: when serving ends (the stdio client leaves, or SIGTERM/SIGINT/SIGHUP) the HTTP
+//! listener stops first, in-flight requests get at most `--drain-secs`, and then the runtime is
+//! shut down, so no upstream process outlives the command.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcp_harness_gateway::{Gateway, GatewayOptions, HttpOptions, Prefix};
+use mcp_harness_runtime::Runtime;
+
+/// How upstream names appear to clients.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub(crate) enum PrefixArg {
+    /// `mcp__SERVER__tool` for every tool and prompt, whether or not other servers exist.
+    Server,
+    /// The upstream's own names (exactly one configured server).
+    None,
+}
+
+/// Arguments of `serve`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ServeArgs {
+    /// Serve Streamable HTTP at http://ADDR/mcp instead of stdio (e.g. 127.0.0.1:8080).
+    #[arg(long, value_name = "ADDR")]
+    http: Option<SocketAddr>,
+    /// How upstream names appear to clients.
+    #[arg(long, value_enum, default_value = "server")]
+    prefix: PrefixArg,
+    /// Also accept this `Host` header (a public hostname; loopback names are always accepted).
+    #[arg(long = "allow-host", value_name = "HOST")]
+    allow_hosts: Vec<String>,
+    /// Accept browser requests from this origin (`https://app.example:443`); default: loopback
+    /// origins only.
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    allow_origins: Vec<String>,
+    /// On SIGTERM, how long in-flight requests may take before the servers are shut down.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    drain_secs: u64,
+}
+
+/// Serves until the client leaves or a signal arrives; shuts the runtime down.
+pub(crate) async fn run(runtime: Runtime, args: ServeArgs) -> u8 {
+    let runtime = Arc::new(runtime);
+    let options = GatewayOptions {
+        prefix: match args.prefix {
+            PrefixArg::Server => Prefix::Server,
+            PrefixArg::None => Prefix::None,
+        },
+        ..GatewayOptions::default()
+    };
+    let code = match Gateway::new(runtime.clone(), options).await {
+        Ok(gateway) => serve(&gateway, &args).await,
+        Err(e) => crate::fail(&e.to_string(), 2),
+    };
+    shut_down(runtime).await;
+    code
+}
+
+async fn serve(gateway: &Gateway, args: &ServeArgs) -> u8 {
+    let Some(addr) = args.http else {
+        return tokio::select! {
+            served = gateway.serve_stdio() => match served {
+                Ok(()) => 0,
+                Err(e) => crate::fail(&e.to_string(), 1),
+            },
+            signal = crate::interrupted() => {
+                tracing::info!(signal, "stopping the stdio gateway");
+                130
+            }
+        };
+    };
+    let mut http = HttpOptions::new(addr);
+    http.allowed_hosts = args.allow_hosts.clone();
+    http.allowed_origins = args.allow_origins.clone();
+    let mut server = match gateway.serve_http(http).await {
+        Ok(server) => server,
+        Err(e) => return crate::fail(&e.to_string(), 2),
+    };
+    say!("mcp-harness: serving {}", server.url());
+    let signal = tokio::select! {
+        () = server.wait() => return crate::fail("the HTTP server stopped", 1),
+        signal = crate::interrupted() => signal,
+    };
+    say!(
+        "mcp-harness: {signal}: draining (at most {} s), then closing servers",
+        args.drain_secs
+    );
+    if tokio::time::timeout(Duration::from_secs(args.drain_secs), server.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("in-flight requests did not finish within the drain deadline");
+    }
+    0
+}
+
+/// Shuts the runtime down once the gateway's sessions let go of it (bounded); dropping it
+/// instead also stops every server, so the bound never leaves a process behind.
+async fn shut_down(mut runtime: Arc<Runtime>) {
+    for _ in 0..50 {
+        match Arc::try_unwrap(runtime) {
+            Ok(owned) => {
+                owned.shutdown().await;
+                return;
+            }
+            Err(shared) => runtime = shared,
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tracing::debug!("sessions still hold the runtime; dropping it stops its servers");
+}

@@ -1,0 +1,121 @@
+//! mcp-harness as an MCP **server**: one endpoint (stdio or Streamable HTTP) that serves the
+//! merged, governed catalog of every server a [`Runtime`] runs.
+//!
+//! Invariants:
+//! - the gateway uses the runtime only through its public API, and holds one runtime (one
+//!   connection per upstream server) however many clients connect;
+//! - a client's `tools/call` runs on the [`StepBinding`](mcp_harness_runtime::StepBinding) of
+//!   that client's last `tools/list`: a tool that changed since is refused as stale, never run
+//!   against a schema the client did not see; a client that never listed binds to the current
+//!   revision;
+//! - a client is sent the `list_changed` notifications of exactly the kinds whose visible
+//!   listing changed since it was last told, and nothing when nothing visible changed;
+//! - names are stable: with [`Prefix::Server`] every tool and prompt carries its server's
+//!   prefix whether or not another server exists.
+
+mod http;
+mod names;
+mod notify;
+mod session;
+mod stdio;
+
+use std::sync::Arc;
+
+use mcp_harness_runtime::Runtime;
+
+pub use http::{HttpOptions, HttpServer, ServeError};
+
+/// How upstream names appear downstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Prefix {
+    /// `mcp__SERVER__name` for every tool and prompt, always (stable when servers come and go).
+    #[default]
+    Server,
+    /// The upstream's own names: only with exactly one configured server, so the gateway can
+    /// stand in front of one server unchanged.
+    None,
+}
+
+/// What the gateway serves and how it introduces itself.
+#[derive(Debug, Clone)]
+pub struct GatewayOptions {
+    /// How upstream names appear downstream.
+    pub prefix: Prefix,
+    /// The name in `serverInfo`.
+    pub name: String,
+}
+
+impl Default for GatewayOptions {
+    fn default() -> Self {
+        Self {
+            prefix: Prefix::Server,
+            name: "mcp-harness".into(),
+        }
+    }
+}
+
+/// Why the gateway refused to start.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    /// `--prefix none` with other than one configured server.
+    #[error(
+        "`--prefix none` serves exactly one upstream under its own names, but {count} servers are configured; drop `--prefix none` or keep one server in the config"
+    )]
+    PrefixNoneNeedsOneServer {
+        /// How many servers are configured.
+        count: usize,
+    },
+}
+
+/// The gateway: a shared runtime, the options, the connected clients and the task that tells
+/// them about catalog changes. Cheap to clone; every transport serves the same one.
+#[derive(Clone)]
+pub struct Gateway {
+    shared: Arc<session::Shared>,
+}
+
+impl Gateway {
+    /// A gateway in front of `runtime`; starts the task that sends `list_changed` to clients
+    /// (it ends when the last clone of the gateway is dropped). Waits (at most 5 s) for the
+    /// runtime's first publication, which names every configured server. Must run inside a
+    /// tokio runtime.
+    pub async fn new(runtime: Arc<Runtime>, options: GatewayOptions) -> Result<Self, GatewayError> {
+        let first = runtime
+            .wait_for(std::time::Duration::from_secs(5), |s| s.revision > 0)
+            .await;
+        if options.prefix == Prefix::None {
+            let count = first.servers.len();
+            if count != 1 {
+                return Err(GatewayError::PrefixNoneNeedsOneServer { count });
+            }
+        }
+        let shared = Arc::new(session::Shared::new(runtime, options));
+        notify::spawn(&shared);
+        Ok(Self { shared })
+    }
+
+    /// Serves one client over stdin/stdout until it disconnects.
+    pub async fn serve_stdio(&self) -> Result<(), ServeError> {
+        stdio::serve(self.shared.clone()).await
+    }
+
+    /// Serves one client over any byte stream pair (in-process clients, tests) until it
+    /// disconnects.
+    pub async fn serve_io<R, W>(&self, read: R, write: W) -> Result<(), ServeError>
+    where
+        R: tokio::io::AsyncRead + Send + Unpin + 'static,
+        W: tokio::io::AsyncWrite + Send + Unpin + 'static,
+    {
+        stdio::serve_io(self.shared.clone(), read, write).await
+    }
+
+    /// Serves Streamable HTTP at `http://ADDR/mcp` (many clients); see [`HttpServer`].
+    pub async fn serve_http(&self, options: HttpOptions) -> Result<HttpServer, ServeError> {
+        http::serve(self.shared.clone(), options).await
+    }
+
+    /// How many client sessions are open now.
+    pub fn sessions(&self) -> usize {
+        self.shared.sessions.len()
+    }
+}

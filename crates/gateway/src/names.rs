@@ -1,0 +1,201 @@
+//! What a client sees: the downstream listings built from one binding or snapshot, the map
+//! from each downstream name back to the catalog entry it came from, and a digest per kind.
+//!
+//! Invariant: a view's list and its name map are built from the same entries of the same
+//! frozen binding or snapshot, so a listed name always maps back to the entry that was listed;
+//! the digest changes exactly when the list a client would get changes.
+
+use std::collections::HashMap;
+use std::hash::{Hash as _, Hasher as _};
+
+use mcp_harness_runtime::StepBinding;
+use mcp_harness_runtime::catalog::Snapshot;
+use rmcp::model::{Prompt, Resource, ResourceTemplate, Tool};
+use serde::Serialize;
+
+use crate::Prefix;
+
+/// A digest of what a list shows (stable across processes of the same build).
+pub(crate) fn digest<T: Serialize>(items: &[T]) -> u64 {
+    let mut hasher = std::hash::DefaultHasher::new();
+    for item in items {
+        serde_json::to_string(item)
+            .unwrap_or_default()
+            .hash(&mut hasher);
+    }
+    hasher.finish()
+}
+
+/// The tools of one binding, under their downstream names.
+pub(crate) struct ToolView {
+    pub(crate) tools: Vec<Tool>,
+    /// Downstream name → the name the binding knows the tool by.
+    names: HashMap<String, String>,
+    pub(crate) digest: u64,
+}
+
+impl ToolView {
+    pub(crate) fn new(binding: &StepBinding, prefix: Prefix) -> Self {
+        let snapshot = binding.snapshot();
+        let mut tools = Vec::new();
+        let mut names = HashMap::new();
+        for bound in binding.tools() {
+            let downstream = match (prefix, &bound.server) {
+                (Prefix::None, Some(_)) => snapshot
+                    .tool(&bound.name)
+                    .map(|entry| entry.raw_name.clone())
+                    .unwrap_or_else(|| bound.name.clone()),
+                _ => bound.name.clone(),
+            };
+            let mut tool = (*bound.tool).clone();
+            tool.name = downstream.clone().into();
+            names.insert(downstream, bound.name.clone());
+            tools.push(tool);
+        }
+        let digest = digest(&tools);
+        Self {
+            tools,
+            names,
+            digest,
+        }
+    }
+
+    /// The binding's name of the tool listed as `downstream`.
+    pub(crate) fn resolve(&self, downstream: &str) -> Option<&str> {
+        self.names.get(downstream).map(String::as_str)
+    }
+}
+
+/// Where a listed prompt comes from.
+pub(crate) struct PromptTarget {
+    pub(crate) server: String,
+    pub(crate) raw_name: String,
+}
+
+/// The prompts of one snapshot, under their downstream names.
+pub(crate) struct PromptView {
+    pub(crate) prompts: Vec<Prompt>,
+    targets: HashMap<String, PromptTarget>,
+    pub(crate) digest: u64,
+}
+
+impl PromptView {
+    pub(crate) fn new(snapshot: &Snapshot, prefix: Prefix) -> Self {
+        let mut prompts = Vec::new();
+        let mut targets = HashMap::new();
+        for catalog in snapshot.catalogs.values() {
+            for entry in &catalog.prompts {
+                let downstream = match prefix {
+                    Prefix::Server => entry.qualified_name.clone(),
+                    Prefix::None => entry.raw_name.clone(),
+                };
+                if targets.contains_key(&downstream) {
+                    // Qualified names are unique per server; this is a truncation clash.
+                    tracing::debug!(name = %downstream, server = %entry.server, "prompt name taken; withheld");
+                    continue;
+                }
+                let mut prompt = (*entry.prompt).clone();
+                prompt.name = downstream.clone();
+                targets.insert(
+                    downstream,
+                    PromptTarget {
+                        server: entry.server.clone(),
+                        raw_name: entry.raw_name.clone(),
+                    },
+                );
+                prompts.push(prompt);
+            }
+        }
+        let digest = digest(&prompts);
+        Self {
+            prompts,
+            targets,
+            digest,
+        }
+    }
+
+    /// The server and raw name of the prompt listed as `downstream`.
+    pub(crate) fn resolve(&self, downstream: &str) -> Option<&PromptTarget> {
+        self.targets.get(downstream)
+    }
+}
+
+/// The resources and resource templates of one snapshot, and which server owns each URI.
+///
+/// Resource URIs are served unchanged (tool results link to them by URI). When two servers
+/// list the same URI, the server whose name sorts first serves it and the other's entry is
+/// withheld; the choice depends on nothing but the two names.
+pub(crate) struct ResourceView {
+    pub(crate) resources: Vec<Resource>,
+    pub(crate) templates: Vec<ResourceTemplate>,
+    owners: HashMap<String, String>,
+    /// (literal prefix of a template, its server), longest prefix first.
+    template_owners: Vec<(String, String)>,
+    /// Servers that list resources or templates.
+    servers: Vec<String>,
+    pub(crate) digest: u64,
+}
+
+impl ResourceView {
+    pub(crate) fn new(snapshot: &Snapshot) -> Self {
+        let mut resources = Vec::new();
+        let mut templates = Vec::new();
+        let mut owners = HashMap::new();
+        let mut template_owners = Vec::new();
+        let mut servers = Vec::new();
+        let mut seen_templates = std::collections::HashSet::new();
+        // `catalogs` is ordered by server name: the first lister of a URI keeps it.
+        for (server, catalog) in &snapshot.catalogs {
+            if !catalog.resources.is_empty() || !catalog.templates.is_empty() {
+                servers.push(server.clone());
+            }
+            for entry in &catalog.resources {
+                let uri = entry.resource.uri.clone();
+                if owners.contains_key(&uri) {
+                    tracing::debug!(%uri, %server, "resource URI listed by an earlier server; withheld");
+                    continue;
+                }
+                owners.insert(uri, server.clone());
+                resources.push((*entry.resource).clone());
+            }
+            for entry in &catalog.templates {
+                let pattern = entry.template.uri_template.clone();
+                if !seen_templates.insert(pattern.clone()) {
+                    continue;
+                }
+                let literal = pattern.split('{').next().unwrap_or_default().to_string();
+                template_owners.push((literal, server.clone()));
+                templates.push((*entry.template).clone());
+            }
+        }
+        template_owners.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        let digest = digest(&resources) ^ digest(&templates).rotate_left(1);
+        Self {
+            resources,
+            templates,
+            owners,
+            template_owners,
+            servers,
+            digest,
+        }
+    }
+
+    /// The server that serves `uri`: the one listing it, else the one whose template's literal
+    /// prefix matches it (longest first), else the only server with resources.
+    pub(crate) fn owner(&self, uri: &str) -> Option<&str> {
+        if let Some(server) = self.owners.get(uri) {
+            return Some(server);
+        }
+        if let Some((_, server)) = self
+            .template_owners
+            .iter()
+            .find(|(literal, _)| !literal.is_empty() && uri.starts_with(literal.as_str()))
+        {
+            return Some(server);
+        }
+        match self.servers.as_slice() {
+            [only] => Some(only),
+            _ => None,
+        }
+    }
+}

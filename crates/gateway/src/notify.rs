@@ -1,0 +1,115 @@
+//! The notifier: one task per gateway that watches the runtime's published snapshots and tells
+//! each client about the kinds whose listing changed for it.
+//!
+//! Invariants:
+//! - a client is sent a kind's `list_changed` only when the digest of what it would now be
+//!   listed differs from what it was last shown or told; a revision that changes nothing
+//!   visible (a failed server's retry, a reconnect with the same listing) sends nothing;
+//! - sends run in their own tasks with a deadline: a slow or stuck client delays nobody else,
+//!   and a closed one is dropped from the registry.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use crate::names::{PromptView, ResourceView, ToolView};
+use crate::session::{Digests, ListKind, Listener, Shared, lock};
+
+/// How long one notification may take to queue before the client is skipped.
+const SEND_DEADLINE: Duration = Duration::from_secs(5);
+
+/// Starts the notifier of `shared`; it ends with the gateway (checked at each publication).
+pub(crate) fn spawn(shared: &Arc<Shared>) {
+    let weak: Weak<Shared> = Arc::downgrade(shared);
+    let mut watch = shared.runtime.watch();
+    tokio::spawn(async move {
+        loop {
+            let Some(shared) = weak.upgrade() else { break };
+            let current = digests_now(&shared).await;
+            *lock(&shared.current) = current;
+            tell(&shared, current);
+            drop(shared);
+            if watch.changed().await.is_err() {
+                break;
+            }
+        }
+    });
+}
+
+/// The digests of what a client would be listed now.
+async fn digests_now(shared: &Shared) -> Digests {
+    let snapshot = shared.runtime.snapshot();
+    let tools = match shared.runtime.bind_step(&[]).await {
+        Ok(binding) => ToolView::new(&binding, shared.options.prefix).digest,
+        Err(error) => {
+            tracing::warn!(%error, "binding the catalog for change notifications failed");
+            lock(&shared.current).tools
+        }
+    };
+    Digests {
+        tools,
+        prompts: PromptView::new(&snapshot, shared.options.prefix).digest,
+        resources: ResourceView::new(&snapshot).digest,
+    }
+}
+
+fn tell(shared: &Arc<Shared>, current: Digests) {
+    let mut closed = Vec::new();
+    for entry in shared.sessions.iter() {
+        let registered = entry.value();
+        if let Listener::Peer(peer) = &registered.listener
+            && peer.is_transport_closed()
+        {
+            closed.push(*entry.key());
+            continue;
+        }
+        let kinds: Vec<ListKind> = {
+            let mut told = lock(&registered.told);
+            let changed = [ListKind::Tools, ListKind::Prompts, ListKind::Resources]
+                .into_iter()
+                .filter(|kind| told.get(*kind) != current.get(*kind))
+                .collect();
+            *told = current;
+            changed
+        };
+        if kinds.is_empty() {
+            continue;
+        }
+        let listener = registered.listener.clone();
+        let id = *entry.key();
+        tokio::spawn(async move {
+            for kind in kinds {
+                match tokio::time::timeout(SEND_DEADLINE, send(&listener, kind)).await {
+                    Ok(Ok(())) => tracing::debug!(session = id, ?kind, "list_changed sent"),
+                    // Not accepted by this subscription's filter, or the client is gone.
+                    Ok(Err(error)) => {
+                        tracing::debug!(session = id, ?kind, %error, "list_changed not sent");
+                    }
+                    Err(_) => {
+                        tracing::warn!(session = id, ?kind, "client did not take list_changed within 5 s; skipped");
+                        break;
+                    }
+                }
+            }
+        });
+    }
+    for id in closed {
+        shared.sessions.remove(&id);
+    }
+}
+
+async fn send(listener: &Listener, kind: ListKind) -> Result<(), String> {
+    match listener {
+        Listener::Peer(peer) => match kind {
+            ListKind::Tools => peer.notify_tool_list_changed().await,
+            ListKind::Prompts => peer.notify_prompt_list_changed().await,
+            ListKind::Resources => peer.notify_resource_list_changed().await,
+        }
+        .map_err(|e| e.to_string()),
+        Listener::Subscription(sink) => match kind {
+            ListKind::Tools => sink.notify_tool_list_changed().await,
+            ListKind::Prompts => sink.notify_prompt_list_changed().await,
+            ListKind::Resources => sink.notify_resource_list_changed().await,
+        }
+        .map_err(|e| e.to_string()),
+    }
+}

@@ -1,0 +1,410 @@
+//! One client session: the MCP server handler a downstream client talks to, and the state the
+//! gateway keeps for all of them.
+//!
+//! Invariants:
+//! - a session's calls bind to the [`StepBinding`] of its last `tools/list` (or, before its
+//!   first, to the current revision); a name it did not list is unknown, a tool that changed
+//!   since is refused as stale with a result telling the client to list again;
+//! - a registered listener (an initialised session's peer, or a 2026-07-28 subscription) is
+//!   removed when its session or subscription ends, so the registry holds only live clients;
+//! - a client's token or identity never reaches an upstream: calls go out on the runtime's own
+//!   connections.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use dashmap::DashMap;
+use mcp_harness_runtime::{CallError, CallOptions, Runtime, StepBinding, ToolResult};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
+    GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
+    SubscriptionFilter,
+};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext, SubscriptionSink};
+use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
+
+use crate::GatewayOptions;
+use crate::names::{PromptView, ResourceView, ToolView};
+
+/// The list kinds a client is told about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ListKind {
+    Tools,
+    Prompts,
+    Resources,
+}
+
+/// What a client was last shown (or told about), one digest per kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Digests {
+    pub(crate) tools: u64,
+    pub(crate) prompts: u64,
+    pub(crate) resources: u64,
+}
+
+impl Digests {
+    pub(crate) fn get(&self, kind: ListKind) -> u64 {
+        match kind {
+            ListKind::Tools => self.tools,
+            ListKind::Prompts => self.prompts,
+            ListKind::Resources => self.resources,
+        }
+    }
+
+    pub(crate) fn set(&mut self, kind: ListKind, digest: u64) {
+        match kind {
+            ListKind::Tools => self.tools = digest,
+            ListKind::Prompts => self.prompts = digest,
+            ListKind::Resources => self.resources = digest,
+        }
+    }
+}
+
+/// Where a client's notifications go.
+#[derive(Clone)]
+pub(crate) enum Listener {
+    /// A session of a protocol before 2026-07-28 (its GET stream or stdio).
+    Peer(Peer<RoleServer>),
+    /// A 2026-07-28 `subscriptions/listen` stream.
+    Subscription(SubscriptionSink),
+}
+
+/// A client the notifier tells about changes.
+pub(crate) struct Registered {
+    pub(crate) listener: Listener,
+    /// What this client was last shown or told, per kind.
+    pub(crate) told: Mutex<Digests>,
+}
+
+/// What every session shares: the runtime, the options and the registry of listeners.
+pub(crate) struct Shared {
+    pub(crate) runtime: Arc<Runtime>,
+    pub(crate) options: GatewayOptions,
+    pub(crate) sessions: DashMap<u64, Registered>,
+    next_id: AtomicU64,
+    /// The digests of the latest views the notifier computed (what a new listener starts from).
+    pub(crate) current: Mutex<Digests>,
+}
+
+impl Shared {
+    pub(crate) fn new(runtime: Arc<Runtime>, options: GatewayOptions) -> Self {
+        Self {
+            runtime,
+            options,
+            sessions: DashMap::new(),
+            next_id: AtomicU64::new(1),
+            current: Mutex::new(Digests::default()),
+        }
+    }
+
+    fn register(&self, id: u64, listener: Listener) {
+        let told = *lock(&self.current);
+        self.sessions.insert(
+            id,
+            Registered {
+                listener,
+                told: Mutex::new(told),
+            },
+        );
+    }
+
+    /// Records that session `id` was just shown `digest` of `kind`.
+    fn shown(&self, id: u64, kind: ListKind, digest: u64) {
+        if let Some(registered) = self.sessions.get(&id) {
+            lock(&registered.told).set(kind, digest);
+        }
+    }
+
+    fn fresh_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A session's last tool listing: the binding calls run on, and the names it showed.
+struct Listed {
+    binding: StepBinding,
+    view: ToolView,
+}
+
+/// Per-session state; dropping it (the session ended) unregisters the session.
+struct SessionState {
+    id: u64,
+    shared: Arc<Shared>,
+    listed: Mutex<Option<Arc<Listed>>>,
+}
+
+impl Drop for SessionState {
+    fn drop(&mut self) {
+        self.shared.sessions.remove(&self.id);
+    }
+}
+
+/// Removes a registration when dropped.
+struct Unregister<'a>(&'a Shared, u64);
+
+impl Drop for Unregister<'_> {
+    fn drop(&mut self) {
+        self.0.sessions.remove(&self.1);
+    }
+}
+
+/// The handler of one client session (rmcp builds one per session, and one per stateless
+/// request).
+#[derive(Clone)]
+pub(crate) struct Session {
+    state: Arc<SessionState>,
+}
+
+impl Session {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        Self {
+            state: Arc::new(SessionState {
+                id: shared.fresh_id(),
+                shared,
+                listed: Mutex::new(None),
+            }),
+        }
+    }
+
+    fn shared(&self) -> &Shared {
+        &self.state.shared
+    }
+
+    fn runtime(&self) -> &Runtime {
+        &self.state.shared.runtime
+    }
+
+    async fn bind_now(&self) -> Result<Listed, McpError> {
+        let binding = self
+            .runtime()
+            .bind_step(&[])
+            .await
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        let view = ToolView::new(&binding, self.shared().options.prefix);
+        Ok(Listed { binding, view })
+    }
+}
+
+/// A refusal the calling model should read (a tool error result), or a JSON-RPC error for a
+/// request that names nothing this session listed.
+fn refusal(requested: &str, error: CallError) -> Result<CallToolResponse, McpError> {
+    match error {
+        CallError::UnknownTool { revision, .. } | CallError::NotInStep { revision, .. } => {
+            Err(McpError::invalid_params(
+                format!(
+                    "unknown tool `{requested}`: not among the tools this session listed (catalog revision {revision}); list tools again (tools/list)"
+                ),
+                None,
+            ))
+        }
+        CallError::Stale { .. } => Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+            "{error}. The tool changed since this session listed tools: list tools again (tools/list) and retry with the new definition."
+        ))])
+        .into()),
+        other => Ok(CallToolResult::error(vec![ContentBlock::text(other.to_string())]).into()),
+    }
+}
+
+/// The result a client gets: the normalised one (output budget applied), `isError` kept.
+fn downstream_result(result: ToolResult) -> CallToolResult {
+    let normalized = result.normalized;
+    let mut out = if normalized.is_error {
+        CallToolResult::error(normalized.content)
+    } else {
+        CallToolResult::success(normalized.content)
+    };
+    out.structured_content = normalized.structured_content;
+    out.meta = normalized.meta;
+    out
+}
+
+impl ServerHandler for Session {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_prompts()
+            .enable_prompts_list_changed()
+            .enable_resources()
+            .enable_resources_list_changed()
+            .build();
+        ServerConfig::new(capabilities).with_server_info(Implementation::new(
+            &self.shared().options.name,
+            env!("CARGO_PKG_VERSION"),
+        ))
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        tracing::debug!(session = self.state.id, "client initialized");
+        self.shared()
+            .register(self.state.id, Listener::Peer(context.peer));
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let listed = Arc::new(self.bind_now().await?);
+        let tools = listed.view.tools.clone();
+        self.shared()
+            .shown(self.state.id, ListKind::Tools, listed.view.digest);
+        *lock(&self.state.listed) = Some(listed);
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let listed = lock(&self.state.listed).clone();
+        let listed = match listed {
+            Some(listed) => listed,
+            None => Arc::new(self.bind_now().await?),
+        };
+        let requested = request.name.as_ref();
+        let Some(name) = listed.view.resolve(requested) else {
+            return refusal(
+                requested,
+                CallError::NotInStep {
+                    name: requested.to_string(),
+                    revision: listed.binding.revision(),
+                    hint: String::new(),
+                },
+            );
+        };
+        let call = match listed.binding.prepare_call(name) {
+            Ok(call) => call,
+            Err(error) => return refusal(requested, error),
+        };
+        let mut options = CallOptions {
+            cancel: Some(context.ct.clone()),
+            ..CallOptions::default()
+        };
+        let forward = context.meta.get_progress_token().map(|token| {
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ProgressNotificationParam>();
+            options.progress = Some(tx);
+            let peer = context.peer.clone();
+            tokio::spawn(async move {
+                while let Some(mut progress) = rx.recv().await {
+                    progress.progress_token = token.clone();
+                    if peer.notify_progress(progress).await.is_err() {
+                        break;
+                    }
+                }
+            })
+        });
+        let outcome = call.call_with(request.arguments, options).await;
+        if let Some(forward) = forward {
+            // The sender went with the options: the forwarder ends after the last progress.
+            let _ = forward.await;
+        }
+        match outcome {
+            Ok(result) => Ok(downstream_result(result).into()),
+            Err(error) => refusal(requested, error),
+        }
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        let view = PromptView::new(&self.runtime().snapshot(), self.shared().options.prefix);
+        self.shared()
+            .shown(self.state.id, ListKind::Prompts, view.digest);
+        Ok(ListPromptsResult::with_all_items(view.prompts))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        let view = PromptView::new(&self.runtime().snapshot(), self.shared().options.prefix);
+        let Some(target) = view.resolve(&request.name) else {
+            return Err(McpError::invalid_params(
+                format!(
+                    "unknown prompt `{}`; list prompts again (prompts/list)",
+                    request.name
+                ),
+                None,
+            ));
+        };
+        self.runtime()
+            .get_prompt(&target.server, &target.raw_name, request.arguments)
+            .await
+            .map(Into::into)
+            .map_err(|e| McpError::internal_error(e.to_string(), None))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let view = ResourceView::new(&self.runtime().snapshot());
+        self.shared()
+            .shown(self.state.id, ListKind::Resources, view.digest);
+        Ok(ListResourcesResult::with_all_items(view.resources))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        let view = ResourceView::new(&self.runtime().snapshot());
+        Ok(ListResourceTemplatesResult::with_all_items(view.templates))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let view = ResourceView::new(&self.runtime().snapshot());
+        let Some(server) = view.owner(&request.uri) else {
+            return Err(McpError::resource_not_found(
+                format!(
+                    "no connected server lists resource `{}`; list resources again (resources/list)",
+                    request.uri
+                ),
+                None,
+            ));
+        };
+        self.runtime()
+            .read_resource(server, &request.uri)
+            .await
+            .map(Into::into)
+            .map_err(|e| McpError::internal_error(e.to_string(), None))
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let mut accepted = SubscriptionFilter::new();
+        accepted.tools_list_changed = requested.tools_list_changed;
+        accepted.prompts_list_changed = requested.prompts_list_changed;
+        accepted.resources_list_changed = requested.resources_list_changed;
+        Some(accepted)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let id = self.shared().fresh_id();
+        self.shared()
+            .register(id, Listener::Subscription(context.sink().clone()));
+        // Unregisters however the subscription ends (cancelled, or this future dropped).
+        let _unregister = Unregister(self.shared(), id);
+        context.cancelled().await;
+        Ok(())
+    }
+}
