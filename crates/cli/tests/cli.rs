@@ -5,6 +5,10 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::pids_with;
+
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_mcp-harness")
 }
@@ -58,31 +62,6 @@ fn run(args: &[&str]) -> (i32, String, String) {
 /// Live processes whose command line contains `marker` (zombies excluded).
 fn processes_with(marker: &str) -> usize {
     pids_with(marker).len()
-}
-
-/// The ids of live processes whose command line contains `marker` (zombies excluded).
-fn pids_with(marker: &str) -> Vec<u32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.flatten()
-        .filter(|e| {
-            e.file_name()
-                .to_str()
-                .is_some_and(|s| s.parse::<u32>().is_ok())
-        })
-        .filter(|e| {
-            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-            let state = stat
-                .rsplit(')')
-                .next()
-                .and_then(|s| s.split_whitespace().next())
-                .unwrap_or("Z");
-            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-            state != "Z" && String::from_utf8_lossy(&cmd).contains(marker)
-        })
-        .filter_map(|e| e.file_name().to_str()?.parse().ok())
-        .collect()
 }
 
 fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {

@@ -93,7 +93,10 @@ impl HttpServer {
     }
 }
 
-pub(crate) async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<HttpServer, ServeError> {
+pub(crate) async fn serve(
+    shared: Arc<Shared>,
+    options: HttpOptions,
+) -> Result<HttpServer, ServeError> {
     let listener = TcpListener::bind(options.addr)
         .await
         .map_err(|source| ServeError::Bind {
@@ -105,11 +108,14 @@ pub(crate) async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<H
         source,
     })?;
     let stop = CancellationToken::new();
-    let mut config = StreamableHttpServerConfig::default().with_cancellation_token(stop.child_token());
+    let mut config =
+        StreamableHttpServerConfig::default().with_cancellation_token(stop.child_token());
     if !addr.ip().is_loopback() && !addr.ip().is_unspecified() {
         config.allowed_hosts.push(addr.ip().to_string());
     }
-    config.allowed_hosts.extend(options.allowed_hosts.iter().cloned());
+    config
+        .allowed_hosts
+        .extend(options.allowed_hosts.iter().cloned());
     let mut origins = options.allowed_origins.clone();
     if origins.is_empty() {
         origins = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"]
@@ -118,11 +124,8 @@ pub(crate) async fn serve(shared: Arc<Shared>, options: HttpOptions) -> Result<H
     }
     config.allowed_origins = origins;
     let sessions = Arc::new(LocalSessionManager::default());
-    let service = StreamableHttpService::new(
-        move || Ok(Session::new(shared.clone())),
-        sessions,
-        config,
-    );
+    let service =
+        StreamableHttpService::new(move || Ok(Session::new(shared.clone())), sessions, config);
     let router = axum::Router::new().nest_service("/mcp", service);
     let listener = listener.tap_io(|socket| {
         if let Err(error) = socket.set_nodelay(true) {

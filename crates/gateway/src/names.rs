@@ -168,7 +168,7 @@ impl ResourceView {
                 templates.push((*entry.template).clone());
             }
         }
-        template_owners.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        template_owners.sort_by_key(|(literal, _)| std::cmp::Reverse(literal.len()));
         let digest = digest(&resources) ^ digest(&templates).rotate_left(1);
         Self {
             resources,

@@ -85,7 +85,11 @@ fn tell(shared: &Arc<Shared>, current: Digests) {
                         tracing::debug!(session = id, ?kind, %error, "list_changed not sent");
                     }
                     Err(_) => {
-                        tracing::warn!(session = id, ?kind, "client did not take list_changed within 5 s; skipped");
+                        tracing::warn!(
+                            session = id,
+                            ?kind,
+                            "client did not take list_changed within 5 s; skipped"
+                        );
                         break;
                     }
                 }

@@ -44,3 +44,28 @@ pub(crate) fn run_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (i32, S
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// Live processes whose command line contains `marker` (zombies excluded).
+pub(crate) fn pids_with(marker: &str) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|s| s.parse::<u32>().is_ok())
+        })
+        .filter(|e| {
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            let state = stat
+                .rsplit(')')
+                .next()
+                .and_then(|s| s.split_whitespace().next())
+                .unwrap_or("Z");
+            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            state != "Z" && String::from_utf8_lossy(&cmd).contains(marker)
+        })
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect()
+}
