@@ -296,6 +296,8 @@ async fn run(cli: Cli) -> u8 {
     if let Command::Config { json, action } = &cli.command {
         return commands::config::run(cli.config.as_deref(), *json, action.as_ref()).await;
     }
+    // Serving, upstream requests and approvals go to the calling client through this bridge.
+    let bridge = mcp_harness_gateway::ClientBridge::new();
     let (runtime, deadline) = match &cli.command {
         Command::Demo => match commands::demo::build() {
             Ok(rt) => (rt, Duration::from_secs(35)),
@@ -312,10 +314,12 @@ async fn run(cli: Cli) -> u8 {
             };
             // Serving, stdin belongs to the protocol (or to nobody): no terminal questions.
             let serving = matches!(cli.command, Command::Serve(_));
+            let bridge = &bridge;
             let approver: std::sync::Arc<dyn mcp_harness_policy::Approver> = if cli.yes {
                 std::sync::Arc::new(mcp_harness_policy::AllowAll)
             } else if serving {
-                std::sync::Arc::new(mcp_harness_policy::DenyAll)
+                // An `ask` becomes an elicitation to the calling client (or a refusal).
+                bridge.approver()
             } else {
                 std::sync::Arc::new(terminal::TerminalApprover)
             };
@@ -332,9 +336,11 @@ async fn run(cli: Cli) -> u8 {
             }
             let mut builder =
                 mcp_harness_runtime::RuntimeBuilder::new(config.clone()).approver(approver);
-            if !serving {
-                builder = builder.callbacks(std::sync::Arc::new(terminal::TerminalElicitation));
-            }
+            builder = if serving {
+                builder.callbacks(bridge.callbacks())
+            } else {
+                builder.callbacks(std::sync::Arc::new(terminal::TerminalElicitation))
+            };
             let started = builder.start();
             match started {
                 Ok(rt) => {
@@ -362,7 +368,7 @@ async fn run(cli: Cli) -> u8 {
         }
     }
     if let Command::Serve(args) = cli.command {
-        return commands::serve::run(runtime, args).await;
+        return commands::serve::run(runtime, bridge, args).await;
     }
     let code = tokio::select! {
         code = execute(&runtime, cli.command, deadline, cli.config.clone()) => code,

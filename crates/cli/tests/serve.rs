@@ -5,7 +5,8 @@
 //! listed and a templated resource, receives `tools/list_changed` after an upstream adds a
 //! tool, sees progress, cancels a call (the upstream records the cancel), has a call for a tool
 //! that changed since it listed refused as stale (never sent), and gets a JSON-RPC error for an
-//! unknown tool. When the client leaves (stdio) or on SIGTERM (HTTP) the gateway exits 0 and
+//! unknown tool; an upstream's elicitation reaches the calling client and is answered, and a
+//! tool under an `ask` rule runs after the calling client accepts an elicitation. When the client leaves (stdio) or on SIGTERM (HTTP) the gateway exits 0 and
 //! leaves no upstream process.
 //!
 //! The client scripts are `tests/clients/gateway_client.{py,mjs}`; they print one JSON object
@@ -67,7 +68,7 @@ fn config(dir: &Path, marker: &str) -> String {
                 path(manifest().join("../../tests/python/sdk_server.py")), "--marker", marker
             ]}
         },
-        "permissions": {"allow": ["mcp__fx__*", "mcp__ev__*", "mcp__py__*"]}
+        "permissions": {"allow": ["mcp__fx__*", "mcp__ev__*", "mcp__py__*"], "ask": ["mcp__fx__add"]}
     });
     std::fs::write(&file, config.to_string()).expect("write config");
     path(file)
@@ -172,6 +173,23 @@ fn check(steps: &HashMap<String, Value>, stderr: &str) {
         "{stale}"
     );
     assert_eq!(stale["fresh"], r#"{"executed_version":2}"#, "{stale}");
+    let elicit = step("elicit");
+    assert!(
+        elicit["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("Ada Gateway")),
+        "the upstream's elicitation did not reach the client: {elicit}"
+    );
+    let approval = step("approval");
+    assert_eq!(approval["text"], "5", "{approval}");
+    assert!(
+        approval["asked"]
+            .as_array()
+            .is_some_and(|asked| asked.iter().any(|m| m
+                .as_str()
+                .is_some_and(|m| m.starts_with("Allow `mcp__fx__add`")))),
+        "the ask rule did not become an elicitation to the caller: {approval}"
+    );
     assert!(
         step("unknown")["error"]
             .as_str()

@@ -13,6 +13,7 @@
 //! - names are stable: with [`Prefix::Server`] every tool and prompt carries its server's
 //!   prefix whether or not another server exists.
 
+mod bridge;
 mod http;
 mod names;
 mod notify;
@@ -23,6 +24,7 @@ use std::sync::Arc;
 
 use mcp_harness_runtime::Runtime;
 
+pub use bridge::ClientBridge;
 pub use http::{HttpOptions, HttpServer, ServeError};
 
 /// How upstream names appear downstream.
@@ -79,7 +81,14 @@ impl Gateway {
     /// (it ends when the last clone of the gateway is dropped). Waits (at most 5 s) for the
     /// runtime's first publication, which names every configured server. Must run inside a
     /// tokio runtime.
-    pub async fn new(runtime: Arc<Runtime>, options: GatewayOptions) -> Result<Self, GatewayError> {
+    ///
+    /// `bridge` must be the one whose callbacks and approver the runtime was built with (else
+    /// upstream requests and approvals cannot reach the calling client).
+    pub async fn new(
+        runtime: Arc<Runtime>,
+        options: GatewayOptions,
+        bridge: ClientBridge,
+    ) -> Result<Self, GatewayError> {
         let first = runtime
             .wait_for(std::time::Duration::from_secs(5), |s| s.revision > 0)
             .await;
@@ -89,7 +98,7 @@ impl Gateway {
                 return Err(GatewayError::PrefixNoneNeedsOneServer { count });
             }
         }
-        let shared = Arc::new(session::Shared::new(runtime, options));
+        let shared = Arc::new(session::Shared::new(runtime, options, bridge));
         notify::spawn(&shared);
         Ok(Self { shared })
     }

@@ -26,6 +26,7 @@ use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext, Su
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
 
 use crate::GatewayOptions;
+use crate::bridge::{ClientBridge, as_caller};
 use crate::names::{PromptView, ResourceView, ToolView};
 
 /// The list kinds a client is told about.
@@ -81,6 +82,7 @@ pub(crate) struct Registered {
 /// What every session shares: the runtime, the options and the registry of listeners.
 pub(crate) struct Shared {
     pub(crate) runtime: Arc<Runtime>,
+    pub(crate) bridge: ClientBridge,
     pub(crate) options: GatewayOptions,
     pub(crate) sessions: DashMap<u64, Registered>,
     next_id: AtomicU64,
@@ -89,9 +91,14 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn new(runtime: Arc<Runtime>, options: GatewayOptions) -> Self {
+    pub(crate) fn new(
+        runtime: Arc<Runtime>,
+        options: GatewayOptions,
+        bridge: ClientBridge,
+    ) -> Self {
         Self {
             runtime,
+            bridge,
             options,
             sessions: DashMap::new(),
             next_id: AtomicU64::new(1),
@@ -303,7 +310,19 @@ impl ServerHandler for Session {
                 }
             })
         });
-        let outcome = call.call_with(request.arguments, options).await;
+        let server = listed
+            .binding
+            .snapshot()
+            .tool(name)
+            .map(|entry| entry.server.clone());
+        let _in_flight = server
+            .as_deref()
+            .map(|server| self.shared().bridge.enter(server, context.peer.clone()));
+        let outcome = as_caller(
+            context.peer.clone(),
+            call.call_with(request.arguments, options),
+        )
+        .await;
         if let Some(forward) = forward {
             // The sender went with the options: the forwarder ends after the last progress.
             let _ = forward.await;

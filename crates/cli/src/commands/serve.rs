@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcp_harness_gateway::{Gateway, GatewayOptions, HttpOptions, Prefix};
+use mcp_harness_gateway::{ClientBridge, Gateway, GatewayOptions, HttpOptions, Prefix};
 use mcp_harness_runtime::Runtime;
 
 /// How upstream names appear to clients.
@@ -43,7 +43,7 @@ pub(crate) struct ServeArgs {
 }
 
 /// Serves until the client leaves or a signal arrives; shuts the runtime down.
-pub(crate) async fn run(runtime: Runtime, args: ServeArgs) -> u8 {
+pub(crate) async fn run(runtime: Runtime, bridge: ClientBridge, args: ServeArgs) -> u8 {
     let runtime = Arc::new(runtime);
     let options = GatewayOptions {
         prefix: match args.prefix {
@@ -52,7 +52,7 @@ pub(crate) async fn run(runtime: Runtime, args: ServeArgs) -> u8 {
         },
         ..GatewayOptions::default()
     };
-    let code = match Gateway::new(runtime.clone(), options).await {
+    let code = match Gateway::new(runtime.clone(), options, bridge).await {
         Ok(gateway) => serve(&gateway, &args).await,
         Err(e) => crate::fail(&e.to_string(), 2),
     };
