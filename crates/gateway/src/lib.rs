@@ -17,6 +17,7 @@ mod bridge;
 mod http;
 mod names;
 mod notify;
+mod ops;
 mod session;
 mod stdio;
 
@@ -25,7 +26,7 @@ use std::sync::Arc;
 use mcp_harness_runtime::Runtime;
 
 pub use bridge::ClientBridge;
-pub use http::{HttpOptions, HttpServer, ServeError};
+pub use http::{DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, HttpOptions, HttpServer, ServeError};
 
 /// How upstream names appear downstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -45,13 +46,27 @@ pub struct GatewayOptions {
     pub prefix: Prefix,
     /// The name in `serverInfo`.
     pub name: String,
+    /// Append one JSON line per call here (time, client, server, tool, decision, outcome,
+    /// duration).
+    pub audit: Option<std::path::PathBuf>,
+    /// Put each call's arguments in the audit log too (they may hold personal data).
+    pub audit_arguments: bool,
+    /// At most this many calls in flight per client session; more are refused with a retry
+    /// hint.
+    pub max_calls_per_session: usize,
 }
+
+/// The default bound of calls in flight per session.
+pub const DEFAULT_MAX_CALLS_PER_SESSION: usize = 32;
 
 impl Default for GatewayOptions {
     fn default() -> Self {
         Self {
             prefix: Prefix::Server,
             name: "mcp-harness".into(),
+            audit: None,
+            audit_arguments: false,
+            max_calls_per_session: DEFAULT_MAX_CALLS_PER_SESSION,
         }
     }
 }
@@ -66,6 +81,14 @@ pub enum GatewayError {
     PrefixNoneNeedsOneServer {
         /// How many servers are configured.
         count: usize,
+    },
+    /// The audit log could not be opened.
+    #[error("cannot open the audit log {path}: {source} (check `--audit`)")]
+    Audit {
+        /// The path asked for.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
     },
 }
 
@@ -98,7 +121,16 @@ impl Gateway {
                 return Err(GatewayError::PrefixNoneNeedsOneServer { count });
             }
         }
-        let shared = Arc::new(session::Shared::new(runtime, options, bridge));
+        let audit = match &options.audit {
+            Some(path) => Some(ops::Audit::open(path, options.audit_arguments).map_err(
+                |source| GatewayError::Audit {
+                    path: path.clone(),
+                    source,
+                },
+            )?),
+            None => None,
+        };
+        let shared = Arc::new(session::Shared::new(runtime, options, bridge, audit));
         notify::spawn(&shared);
         Ok(Self { shared })
     }

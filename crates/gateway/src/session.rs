@@ -28,6 +28,7 @@ use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
 use crate::GatewayOptions;
 use crate::bridge::{ClientBridge, as_caller};
 use crate::names::{PromptView, ResourceView, ToolView};
+use crate::ops::{Audit, CallRecord, Metrics, Outcome};
 
 /// The list kinds a client is told about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,6 +84,8 @@ pub(crate) struct Registered {
 pub(crate) struct Shared {
     pub(crate) runtime: Arc<Runtime>,
     pub(crate) bridge: ClientBridge,
+    pub(crate) metrics: Metrics,
+    audit: Option<Audit>,
     pub(crate) options: GatewayOptions,
     pub(crate) sessions: DashMap<u64, Registered>,
     next_id: AtomicU64,
@@ -95,10 +98,13 @@ impl Shared {
         runtime: Arc<Runtime>,
         options: GatewayOptions,
         bridge: ClientBridge,
+        audit: Option<Audit>,
     ) -> Self {
         Self {
             runtime,
             bridge,
+            metrics: Metrics::default(),
+            audit,
             options,
             sessions: DashMap::new(),
             next_id: AtomicU64::new(1),
@@ -146,6 +152,8 @@ struct SessionState {
     id: u64,
     shared: Arc<Shared>,
     listed: Mutex<Option<Arc<Listed>>>,
+    /// Bounds the calls in flight in this session.
+    calls: Arc<tokio::sync::Semaphore>,
 }
 
 impl Drop for SessionState {
@@ -175,6 +183,9 @@ impl Session {
         Self {
             state: Arc::new(SessionState {
                 id: shared.fresh_id(),
+                calls: Arc::new(tokio::sync::Semaphore::new(
+                    shared.options.max_calls_per_session.max(1),
+                )),
                 shared,
                 listed: Mutex::new(None),
             }),
@@ -197,6 +208,80 @@ impl Session {
             .map_err(|e| McpError::internal_error(e.to_string(), None))?;
         let view = ToolView::new(&binding, self.shared().options.prefix);
         Ok(Listed { binding, view })
+    }
+}
+
+/// Why a call produced no result.
+enum Failure {
+    /// The runtime refused or failed the call.
+    Call(CallError),
+    /// The gateway could not bind the catalog.
+    Rpc(McpError),
+}
+
+impl Session {
+    /// Binds, resolves and runs one call: (the server it went to, what came back).
+    async fn run_call(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> (Option<String>, Result<ToolResult, Failure>) {
+        let listed = lock(&self.state.listed).clone();
+        let listed = match listed {
+            Some(listed) => listed,
+            None => match self.bind_now().await {
+                Ok(listed) => Arc::new(listed),
+                Err(error) => return (None, Err(Failure::Rpc(error))),
+            },
+        };
+        let requested = request.name.as_ref();
+        let Some(name) = listed.view.resolve(requested) else {
+            let error = CallError::NotInStep {
+                name: requested.to_string(),
+                revision: listed.binding.revision(),
+                hint: String::new(),
+            };
+            return (None, Err(Failure::Call(error)));
+        };
+        let server = listed
+            .binding
+            .snapshot()
+            .tool(name)
+            .map(|entry| entry.server.clone());
+        let call = match listed.binding.prepare_call(name) {
+            Ok(call) => call,
+            Err(error) => return (server, Err(Failure::Call(error))),
+        };
+        let mut options = CallOptions {
+            cancel: Some(context.ct.clone()),
+            ..CallOptions::default()
+        };
+        let forward = context.meta.get_progress_token().map(|token| {
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ProgressNotificationParam>();
+            options.progress = Some(tx);
+            let peer = context.peer.clone();
+            tokio::spawn(async move {
+                while let Some(mut progress) = rx.recv().await {
+                    progress.progress_token = token.clone();
+                    if peer.notify_progress(progress).await.is_err() {
+                        break;
+                    }
+                }
+            })
+        });
+        let _in_flight = server
+            .as_deref()
+            .map(|server| self.shared().bridge.enter(server, context.peer.clone()));
+        let outcome = as_caller(
+            context.peer.clone(),
+            call.call_with(request.arguments, options),
+        )
+        .await;
+        if let Some(forward) = forward {
+            // The sender went with the options: the forwarder ends after the last progress.
+            let _ = forward.await;
+        }
+        (server, outcome.map_err(Failure::Call))
     }
 }
 
@@ -273,63 +358,51 @@ impl ServerHandler for Session {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let listed = lock(&self.state.listed).clone();
-        let listed = match listed {
-            Some(listed) => listed,
-            None => Arc::new(self.bind_now().await?),
+        let Ok(_permit) = self.state.calls.clone().try_acquire_owned() else {
+            let limit = self.shared().options.max_calls_per_session;
+            return Err(McpError::new(
+                rmcp::model::ErrorCode(-32000),
+                format!(
+                    "too many calls in flight in this session (at most {limit}); retry when one has finished"
+                ),
+                Some(serde_json::json!({"retryAfterMs": 1000})),
+            ));
         };
-        let requested = request.name.as_ref();
-        let Some(name) = listed.view.resolve(requested) else {
-            return refusal(
-                requested,
-                CallError::NotInStep {
-                    name: requested.to_string(),
-                    revision: listed.binding.revision(),
-                    hint: String::new(),
-                },
-            );
+        let started = std::time::Instant::now();
+        let client = context
+            .peer
+            .peer_info()
+            .map(|info| info.client_info.name.clone())
+            .unwrap_or_else(|| "unknown".into());
+        let tool = request.name.to_string();
+        let arguments = request.arguments.clone();
+        let (server, attempt) = self.run_call(request, context).await;
+        let outcome = match &attempt {
+            Ok(result) if result.is_error() => Outcome::ToolError,
+            Ok(_) => Outcome::Ok,
+            Err(Failure::Call(error)) => match error {
+                CallError::UnknownTool { .. } | CallError::NotInStep { .. } => Outcome::Unknown,
+                CallError::Stale { .. } => Outcome::Stale,
+                CallError::Permission { .. } => Outcome::Refused,
+                _ => Outcome::Failed,
+            },
+            Err(Failure::Rpc(_)) => Outcome::Failed,
         };
-        let call = match listed.binding.prepare_call(name) {
-            Ok(call) => call,
-            Err(error) => return refusal(requested, error),
-        };
-        let mut options = CallOptions {
-            cancel: Some(context.ct.clone()),
-            ..CallOptions::default()
-        };
-        let forward = context.meta.get_progress_token().map(|token| {
-            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ProgressNotificationParam>();
-            options.progress = Some(tx);
-            let peer = context.peer.clone();
-            tokio::spawn(async move {
-                while let Some(mut progress) = rx.recv().await {
-                    progress.progress_token = token.clone();
-                    if peer.notify_progress(progress).await.is_err() {
-                        break;
-                    }
-                }
-            })
-        });
-        let server = listed
-            .binding
-            .snapshot()
-            .tool(name)
-            .map(|entry| entry.server.clone());
-        let _in_flight = server
-            .as_deref()
-            .map(|server| self.shared().bridge.enter(server, context.peer.clone()));
-        let outcome = as_caller(
-            context.peer.clone(),
-            call.call_with(request.arguments, options),
-        )
-        .await;
-        if let Some(forward) = forward {
-            // The sender went with the options: the forwarder ends after the last progress.
-            let _ = forward.await;
-        }
-        match outcome {
+        self.shared().metrics.record(
+            &CallRecord {
+                client: &client,
+                server: server.as_deref().unwrap_or("-"),
+                tool: &tool,
+                outcome,
+                duration: started.elapsed(),
+                arguments: arguments.as_ref(),
+            },
+            self.shared().audit.as_ref(),
+        );
+        match attempt {
             Ok(result) => Ok(downstream_result(result).into()),
-            Err(error) => refusal(requested, error),
+            Err(Failure::Call(error)) => refusal(&tool, error),
+            Err(Failure::Rpc(error)) => Err(error),
         }
     }
 

@@ -37,6 +37,22 @@ pub(crate) struct ServeArgs {
     /// origins only.
     #[arg(long = "allow-origin", value_name = "ORIGIN")]
     allow_origins: Vec<String>,
+    /// Append one JSON line per tool call to this file (time, client, server, tool, decision,
+    /// outcome, duration; created with mode 0600).
+    #[arg(long, value_name = "FILE")]
+    audit: Option<std::path::PathBuf>,
+    /// Put each call's arguments in the audit log too (they may hold personal data).
+    #[arg(long, requires = "audit")]
+    audit_arguments: bool,
+    /// At most this many open HTTP sessions; more initializes get 429 with Retry-After.
+    #[arg(long, value_name = "N", default_value_t = mcp_harness_gateway::DEFAULT_MAX_SESSIONS)]
+    max_sessions: usize,
+    /// Close an HTTP session after this many seconds without a request.
+    #[arg(long, value_name = "SECONDS", default_value_t = mcp_harness_gateway::DEFAULT_IDLE_TIMEOUT.as_secs())]
+    idle_secs: u64,
+    /// At most this many calls in flight per client session; more are refused with a retry hint.
+    #[arg(long, value_name = "N", default_value_t = mcp_harness_gateway::DEFAULT_MAX_CALLS_PER_SESSION)]
+    max_calls_per_session: usize,
     /// On SIGTERM, how long in-flight requests may take before the servers are shut down.
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
     drain_secs: u64,
@@ -50,6 +66,9 @@ pub(crate) async fn run(runtime: Runtime, bridge: ClientBridge, args: ServeArgs)
             PrefixArg::Server => Prefix::Server,
             PrefixArg::None => Prefix::None,
         },
+        audit: args.audit.clone(),
+        audit_arguments: args.audit_arguments,
+        max_calls_per_session: args.max_calls_per_session,
         ..GatewayOptions::default()
     };
     let code = match Gateway::new(runtime.clone(), options, bridge).await {
@@ -76,6 +95,8 @@ async fn serve(gateway: &Gateway, args: &ServeArgs) -> u8 {
     let mut http = HttpOptions::new(addr);
     http.allowed_hosts = args.allow_hosts.clone();
     http.allowed_origins = args.allow_origins.clone();
+    http.max_sessions = args.max_sessions;
+    http.idle_timeout = Duration::from_secs(args.idle_secs.max(1));
     let mut server = match gateway.serve_http(http).await {
         Ok(server) => server,
         Err(e) => return crate::fail(&e.to_string(), 2),
