@@ -177,6 +177,8 @@ enum Command {
         #[arg(long)]
         revoke: bool,
     },
+    #[command(flatten)]
+    Edit(commands::edit::Edit),
     /// A tour on built-in servers; needs no config and no install.
     Demo,
     /// Log in to an OAuth-protected HTTP server: opens the browser (or prints the URL) and
@@ -287,11 +289,14 @@ async fn run(cli: Cli) -> u8 {
         }
         _ => {}
     }
+    if let Command::Edit(edit) = &cli.command {
+        return commands::edit::run(cli.config.as_deref(), edit);
+    }
     if let Command::Trust { path, revoke } = &cli.command {
         return commands::trust::run(path.as_deref(), *revoke);
     }
     if let Command::Config { json, action } = &cli.command {
-        return commands::config::run(cli.config.as_deref(), *json, action.as_ref()).await;
+        return commands::config::run(cli.config.as_deref(), *json, action.as_ref(), cli.yes).await;
     }
     let (runtime, deadline) = match &cli.command {
         Command::Demo => match commands::demo::build() {
@@ -543,6 +548,7 @@ async fn execute(
         | Command::Config { .. }
         | Command::Login(_)
         | Command::Trust { .. }
+        | Command::Edit(_)
         | Command::Logout { .. } => 0,
     }
 }
