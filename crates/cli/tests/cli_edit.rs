@@ -57,16 +57,17 @@ fn add_get_list_remove_round_trip_without_showing_secrets() {
     assert!(out.contains("added stdio server \"local\""), "{out}");
     let header = format!("Authorization: Bearer {SECRET}");
     let url = format!("https://mcp.example.test/mcp?key={QUERY_SECRET}");
+    // Options may follow the URL, as with `claude mcp add`.
     let (code, _, err) = run_in(
         &dir,
         &[
             "add",
             "--transport",
             "http",
-            "--header",
-            &header,
             "web",
             &url,
+            "--header",
+            &header,
         ],
         &[],
     );
@@ -90,6 +91,10 @@ fn add_get_list_remove_round_trip_without_showing_secrets() {
     );
     assert_eq!(written["mcpServers"]["local"]["env"]["API_KEY"], SECRET);
     assert_eq!(written["mcpServers"]["web"]["type"], "http");
+    assert_eq!(
+        written["mcpServers"]["web"]["headers"]["Authorization"],
+        format!("Bearer {SECRET}")
+    );
     let (code, out, err) = run_in(&dir, &["config", "--json"], &[]);
     assert_eq!(code, 0, "{err}");
     let names: Vec<String> = json(&out)["servers"]
@@ -99,6 +104,24 @@ fn add_get_list_remove_round_trip_without_showing_secrets() {
         .filter_map(|s| s["name"].as_str().map(str::to_string))
         .collect();
     assert_eq!(names, ["local", "viajson", "web"]);
+
+    for name in ["local", "web"] {
+        for args in [vec!["get", name], vec!["get", name, "--json"]] {
+            let (code, out, err) = run_in(&dir, &args, &[]);
+            assert_eq!(code, 0, "{err}");
+            assert!(out.contains(name), "{out}");
+            assert!(
+                !out.contains(SECRET) && !out.contains(QUERY_SECRET) && !err.contains(SECRET),
+                "`get` printed a secret: {out}{err}"
+            );
+            assert!(out.contains("[redacted]"), "{out}");
+        }
+    }
+    let (_, out, _) = run_in(&dir, &["get", "web"], &[]);
+    assert!(
+        out.contains("Authorization") && out.contains("key="),
+        "names stay: {out}"
+    );
 
     let (code, out, err) = run_in(&dir, &["list"], &[]);
     assert_eq!(code, 0, "{err}");
@@ -122,24 +145,6 @@ fn add_get_list_remove_round_trip_without_showing_secrets() {
     assert!(
         !out.contains(SECRET) && !out.contains(QUERY_SECRET),
         "{out}"
-    );
-
-    for name in ["local", "web"] {
-        for args in [vec!["get", name], vec!["get", name, "--json"]] {
-            let (code, out, err) = run_in(&dir, &args, &[]);
-            assert_eq!(code, 0, "{err}");
-            assert!(out.contains(name), "{out}");
-            assert!(
-                !out.contains(SECRET) && !out.contains(QUERY_SECRET) && !err.contains(SECRET),
-                "`get` printed a secret: {out}{err}"
-            );
-            assert!(out.contains("[redacted]"), "{out}");
-        }
-    }
-    let (_, out, _) = run_in(&dir, &["get", "web"], &[]);
-    assert!(
-        out.contains("Authorization") && out.contains("key="),
-        "names stay: {out}"
     );
 
     let (code, out, err) = run_in(&dir, &["remove", "local"], &[]);

@@ -225,10 +225,7 @@ fn import(host: Host, args: &FromHost, yes: bool) -> Result<u8, EditError> {
         .iter()
         .filter(|p| matches!(p.step, Step::Add | Step::Replace))
     {
-        servers.insert(
-            &p.name,
-            Json::from(&serde_json::Value::Object(p.server.clone())),
-        );
+        servers.insert(&p.name, Json::Object(readable(&p.server)));
     }
     let note = edit::save(&target, scope)?;
     let skipped = plan.len() - writes;
@@ -246,6 +243,24 @@ fn import(host: Host, args: &FromHost, yes: bool) -> Result<u8, EditError> {
     Ok(0)
 }
 
+/// Keys of a server written first, in this order (the canonical form sorts them); the rest
+/// follow in name order.
+const FIRST_KEYS: &[&str] = &["type", "command", "args", "env", "cwd", "url", "headers"];
+
+/// `server` with the keys people read first at the top.
+fn readable(server: &serde_json::Map<String, serde_json::Value>) -> edit::ordered::Object {
+    FIRST_KEYS
+        .iter()
+        .filter_map(|k| server.get(*k).map(|v| (k.to_string(), Json::from(v))))
+        .chain(
+            server
+                .iter()
+                .filter(|(k, _)| !FIRST_KEYS.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), Json::from(v))),
+        )
+        .collect()
+}
+
 fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
@@ -259,10 +274,7 @@ fn render(host: Host, plan: &[Planned], target: &ConfigFile) -> String {
     let rows: Vec<Vec<String>> = plan
         .iter()
         .map(|p| {
-            let server = match Json::from(&serde_json::Value::Object(p.server.clone())) {
-                Json::Object(o) => o,
-                _ => Default::default(),
-            };
+            let server = readable(&p.server);
             vec![
                 p.name.clone(),
                 edit::transport_of(&server).to_string(),

@@ -206,15 +206,23 @@ pub(crate) fn scope_name(scope: ScopeArg) -> &'static str {
 
 fn add(args: &AddArgs) -> Result<String, EditError> {
     let mut server = Object::default();
+    let mut header = args.header.clone();
+    let mut scope = args.scope;
+    let mut force = args.force;
+    let mut target = args.target.clone();
+    if args.transport != TransportArg::Stdio {
+        // `add --transport http NAME URL --header K:V`: options after the URL are options (a
+        // stdio command's own flags, after `--`, are the command's).
+        target = remote_options(&args.target, &mut header, &mut scope, &mut force)?;
+    }
     match args.transport {
         TransportArg::Stdio => {
-            if !args.header.is_empty() {
+            if !header.is_empty() {
                 return Err(EditError::Usage(
                     "--header is for --transport http or sse; a stdio server takes --env".into(),
                 ));
             }
-            let (command, rest) = args
-                .target
+            let (command, rest) = target
                 .split_first()
                 .ok_or_else(|| EditError::Usage("give the command: add NAME -- COMMAND".into()))?;
             server.insert("command", Json::from(command.as_str()));
@@ -234,7 +242,7 @@ fn add(args: &AddArgs) -> Result<String, EditError> {
                     "--env is for stdio servers; a remote server takes --header".into(),
                 ));
             }
-            let [url] = args.target.as_slice() else {
+            let [url] = target.as_slice() else {
                 return Err(EditError::Usage(format!(
                     "--transport {} takes one URL: add --transport {0} NAME URL",
                     if args.transport == TransportArg::Http {
@@ -251,15 +259,49 @@ fn add(args: &AddArgs) -> Result<String, EditError> {
             };
             server.insert("type", Json::from(kind));
             server.insert("url", Json::from(url.as_str()));
-            if !args.header.is_empty() {
-                server.insert(
-                    "headers",
-                    pairs(&args.header, ':', "--header", "KEY: VALUE")?,
-                );
+            if !header.is_empty() {
+                server.insert("headers", pairs(&header, ':', "--header", "KEY: VALUE")?);
             }
         }
     }
-    insert_server(&args.name, server, args.scope, args.force)
+    insert_server(&args.name, server, scope, force)
+}
+
+/// Splits `--header`/`-H`, `--scope`/`-s` and `--force` written after a remote server's URL
+/// off the positional words.
+fn remote_options(
+    words: &[String],
+    header: &mut Vec<String>,
+    scope: &mut Option<ScopeArg>,
+    force: &mut bool,
+) -> Result<Vec<String>, EditError> {
+    let mut out = Vec::new();
+    let mut it = words.iter();
+    while let Some(word) = it.next() {
+        let (flag, inline) = match word.split_once('=') {
+            Some((f, v)) if f.starts_with('-') => (f, Some(v.to_string())),
+            _ => (word.as_str(), None),
+        };
+        let mut value = |name: &str| {
+            inline
+                .clone()
+                .or_else(|| it.next().cloned())
+                .ok_or_else(|| EditError::Usage(format!("{name} needs a value")))
+        };
+        match flag {
+            "--header" | "-H" => header.push(value("--header")?),
+            "--scope" | "-s" => {
+                *scope = Some(match value("--scope")?.as_str() {
+                    "user" => ScopeArg::User,
+                    "project" => ScopeArg::Project,
+                    _ => return Err(EditError::Usage("--scope is `user` or `project`".into())),
+                });
+            }
+            "--force" => *force = true,
+            _ => out.push(word.clone()),
+        }
+    }
+    Ok(out)
 }
 
 fn add_json(args: &AddJsonArgs) -> Result<String, EditError> {
