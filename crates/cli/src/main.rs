@@ -161,7 +161,8 @@ enum Command {
         count: Option<u64>,
     },
     /// The merged config: each server's transport, source file and whether it is enabled, and
-    /// the servers dropped, with why. `config import FILE` converts another host's config.
+    /// the servers dropped, with why. `config import FILE` converts another host's config;
+    /// `config import --from HOST` adds that host's servers to ours.
     Config {
         #[arg(long)]
         json: bool,

@@ -491,3 +491,144 @@ fn import_from_codex_and_gemini_reads_their_home_files() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains(".cursor/mcp.json"), "{err}");
 }
+
+#[test]
+fn import_from_claude_code_cursor_and_vscode_reads_their_home_files() {
+    let dir = temp_dir("import-editors");
+    let put = |rel: &str, text: &str| {
+        let path = dir.join(rel);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&path, text).expect("write");
+    };
+    // Claude Code's whole settings file: only `mcpServers` is ours.
+    put(
+        "home/.claude.json",
+        r#"{"numStartups": 3, "mcpServers": {"cc": {"type": "stdio", "command": "cc-mcp"}}}"#,
+    );
+    put(
+        "home/.cursor/mcp.json",
+        r#"{"mcpServers": {"cur": {"url": "https://cursor.example.test/mcp"}}}"#,
+    );
+    // VS Code on Linux: $XDG_CONFIG_HOME/Code/User/mcp.json, `servers`.
+    put(
+        "xdg/Code/User/mcp.json",
+        r#"{"servers": {"vs": {"type": "stdio", "command": "vs-mcp", "args": ["--x"]}}}"#,
+    );
+    for (host, server) in [("claude-code", "cc"), ("cursor", "cur"), ("vscode", "vs")] {
+        let (code, out, err) = run_in(&dir, &["config", "import", "--from", host, "--yes"], &[]);
+        assert_eq!(code, 0, "{host}: {err}");
+        assert!(
+            out.contains(server) && out.contains("imported 1 server "),
+            "{host}: {out}"
+        );
+    }
+    let v = json(&read(&user_config(&dir)));
+    assert_eq!(v["mcpServers"]["cc"]["command"], "cc-mcp");
+    assert_eq!(
+        v["mcpServers"]["cur"]["url"],
+        "https://cursor.example.test/mcp"
+    );
+    assert_eq!(v["mcpServers"]["vs"]["args"], json(r#"["--x"]"#));
+    assert!(v.get("numStartups").is_none());
+    // And what was written is a config every command loads.
+    let (code, out, err) = run_in(&dir, &["config", "--json"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        json(&out)["servers"].as_array().map(Vec::len),
+        Some(3),
+        "{out}"
+    );
+}
+
+/// Runs the CLI in `dir` (private HOME/XDG as `run_in`) on a pseudo-terminal (stdin, stdout and
+/// stderr), typing `answer` and a newline once `[y/N]` appears; returns the exit status and
+/// everything the terminal showed.
+fn run_answering(dir: &Path, args: &[&str], answer: &str) -> (i32, String) {
+    use std::io::{Read, Write};
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let (mut master, mut slave) = (-1, -1);
+    // SAFETY: openpty writes two descriptors we then own.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    let mut child = {
+        let mut cmd = Command::new(bin());
+        cmd.args(args)
+            .current_dir(dir)
+            .env("NO_COLOR", "1")
+            .env("HOME", dir.join("home"))
+            .env("XDG_CONFIG_HOME", dir.join("xdg"))
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::from(slave.try_clone().expect("dup")))
+            .stdout(Stdio::from(slave.try_clone().expect("dup")))
+            .stderr(Stdio::from(slave));
+        cmd.spawn().expect("run mcp-harness")
+        // Our copies of the slave go with `cmd`: the reader sees the end once the CLI exits.
+    };
+    let mut writer = std::fs::File::from(master.try_clone().expect("dup"));
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    std::thread::spawn(move || {
+        let mut master = std::fs::File::from(master);
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = master.read(&mut buf) {
+            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut shown = Vec::new();
+    let mut answered = false;
+    let until = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < until {
+        match rx.recv_timeout(Duration::from_millis(200)) {
+            Ok(bytes) => shown.extend(bytes),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        if !answered && String::from_utf8_lossy(&shown).contains("[y/N]") {
+            writer
+                .write_all(format!("{answer}\n").as_bytes())
+                .expect("type the answer");
+            answered = true;
+        }
+    }
+    let status = child.wait().expect("wait");
+    (
+        status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&shown).into_owned(),
+    )
+}
+
+#[test]
+fn import_on_a_terminal_asks_before_writing() {
+    let dir = temp_dir("import-ask");
+    let gemini = dir.join("home/.gemini/settings.json");
+    std::fs::create_dir_all(gemini.parent().expect("parent")).expect("mkdir");
+    std::fs::write(&gemini, r#"{"mcpServers": {"g": {"command": "g-mcp"}}}"#).expect("write");
+
+    let (code, shown) = run_answering(&dir, &["config", "import", "--from", "gemini"], "n");
+    assert_eq!(code, 0, "{shown}");
+    assert!(
+        shown.contains("Write 1 server to") && shown.contains("nothing written"),
+        "{shown}"
+    );
+    assert!(!user_config(&dir).exists(), "a no writes nothing");
+
+    let (code, shown) = run_answering(&dir, &["config", "import", "--from", "gemini"], "y");
+    assert_eq!(code, 0, "{shown}");
+    assert!(shown.contains("imported 1 server"), "{shown}");
+    assert_eq!(
+        json(&read(&user_config(&dir)))["mcpServers"]["g"]["command"],
+        "g-mcp"
+    );
+}
