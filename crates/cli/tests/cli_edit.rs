@@ -632,3 +632,41 @@ fn import_on_a_terminal_asks_before_writing() {
         "g-mcp"
     );
 }
+
+/// Edits at once (two terminals, a script) take turns on the folder's lock: none is lost.
+#[test]
+fn concurrent_adds_lose_nothing() {
+    const RUNS: usize = 3;
+    const AT_ONCE: usize = 12;
+    for run in 0..RUNS {
+        let dir = temp_dir(&format!("race-{run}"));
+        // Without the lock, most of these adds were lost (each read the file before another's rename).
+        let (code, _, err) = run_in(&dir, &["add", "base", "--", "x"], &[]);
+        assert_eq!(code, 0, "{err}");
+        let children: Vec<std::process::Child> = (0..AT_ONCE)
+            .map(|i| {
+                std::process::Command::new(bin())
+                    .args(["add", &format!("s{i}"), "--", "cmd"])
+                    .current_dir(&dir)
+                    .env("HOME", dir.join("home"))
+                    .env("XDG_CONFIG_HOME", dir.join("xdg"))
+                    .env_remove("RUST_LOG")
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .spawn()
+                    .expect("spawn")
+            })
+            .collect();
+        for mut child in children {
+            assert!(child.wait().expect("wait").success());
+        }
+        let v = json(&read(&user_config(&dir)));
+        let servers = v["mcpServers"].as_object().cloned().unwrap_or_default();
+        assert_eq!(
+            servers.len(),
+            AT_ONCE + 1,
+            "run {run}: {:?}",
+            servers.keys()
+        );
+    }
+}

@@ -160,6 +160,8 @@ fn import(host: Host, args: &FromHost, yes: bool) -> Result<u8, EditError> {
         )));
     }
     let target_path = edit::scope_files(scope)?.remove(0);
+    // Held through the question too: the plan shown is the plan written.
+    let _lock = edit::lock_scope(scope)?;
     let mut target = ConfigFile::open(&target_path)?;
     let mut plan: Vec<Planned> = Vec::new();
     for path in &found {

@@ -6,7 +6,9 @@
 //! config the next command refuses; the replacement is a temp file in the same folder renamed over
 //! the original (a reader sees the old file or the new one, never half of one), with the
 //! original's permission bits (new files: 0600, they may hold secrets), written through a symlink
-//! to its target; a file with comments or trailing commas is read but never written (JSON cannot
+//! to its target; one edit at a time per folder (an exclusive `flock` on the folder, held from
+//! the read to the rename: [`lock`]), so two edits at once never lose one another's change; a
+//! file with comments or trailing commas is read but never written (JSON cannot
 //! keep them, and dropping a user's comments silently is worse than refusing).
 
 use std::io::Write as _;
@@ -186,6 +188,38 @@ impl ConfigFile {
             source,
         })?;
         Ok(text.into_bytes())
+    }
+}
+
+/// An exclusive lock on a config folder, released when dropped (the descriptor closes).
+#[derive(Debug)]
+pub(crate) struct EditLock(#[allow(dead_code)] std::fs::File);
+
+/// Waits for, then holds, the edit lock of the folder of `path` (created if missing). Every
+/// read-change-write of a config file happens under it.
+pub(crate) fn lock(path: &Path) -> Result<EditLock, EditError> {
+    use std::os::fd::AsRawFd;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let fail = |source| EditError::Io {
+        file: shown(&dir),
+        action: "lock the folder for editing",
+        source,
+    };
+    std::fs::create_dir_all(&dir).map_err(fail)?;
+    let folder = std::fs::File::open(&dir).map_err(fail)?;
+    loop {
+        // SAFETY: flock on a descriptor we own; it is released when `folder` closes.
+        let rc = unsafe { libc::flock(folder.as_raw_fd(), libc::LOCK_EX) };
+        if rc == 0 {
+            return Ok(EditLock(folder));
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(fail(e));
+        }
     }
 }
 

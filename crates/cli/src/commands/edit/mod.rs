@@ -12,6 +12,7 @@
 mod file;
 pub(crate) mod ordered;
 mod show;
+mod toggle;
 
 use std::path::{Path, PathBuf};
 
@@ -128,12 +129,12 @@ pub(crate) struct AddJsonArgs {
 #[derive(clap::Args)]
 pub(crate) struct ToggleArgs {
     /// A server name, or a tool's qualified name `mcp__SERVER__TOOL`.
-    target: String,
+    pub(super) target: String,
     /// A tool of that server (its raw name, as the server lists it).
-    tool: Option<String>,
+    pub(super) tool: Option<String>,
     /// Which config to write (default: user).
     #[arg(long, short = 's', value_enum)]
-    scope: Option<ScopeArg>,
+    pub(super) scope: Option<ScopeArg>,
 }
 
 /// Runs an edit command; returns the exit code.
@@ -151,8 +152,8 @@ pub(crate) fn run(explicit: Option<&Path>, edit: &Edit) -> u8 {
         Edit::Remove { name, scope } => remove(name, *scope),
         Edit::Get { name, scope, json } => show::get(name, *scope, *json),
         Edit::List { scope, json } => show::list(*scope, *json),
-        Edit::Enable(args) => toggle(args, true),
-        Edit::Disable(args) => toggle(args, false),
+        Edit::Enable(args) => toggle::run(args, true),
+        Edit::Disable(args) => toggle::run(args, false),
     };
     match result {
         Ok(text) => {
@@ -194,6 +195,11 @@ pub(crate) fn scope_files(scope: ScopeArg) -> Result<Vec<PathBuf>, EditError> {
         }));
     }
     Ok(out)
+}
+
+/// The edit lock of the folder of `scope`'s files (see [`file::lock`]).
+pub(crate) fn lock_scope(scope: ScopeArg) -> Result<file::EditLock, EditError> {
+    file::lock(&scope_files(scope)?[0])
 }
 
 /// The name of a scope for messages.
@@ -350,6 +356,7 @@ fn insert_server(
 ) -> Result<String, EditError> {
     let scope = scope.unwrap_or(ScopeArg::User);
     let files = scope_files(scope)?;
+    let _lock = file::lock(&files[0])?;
     // In the project, a server of `.mcp.json` is replaced where it is; a new one goes to ours.
     let mut target = &files[0];
     for path in &files {
@@ -379,6 +386,7 @@ fn insert_server(
 
 fn remove(name: &str, scope: Option<ScopeArg>) -> Result<String, EditError> {
     let scope = scope.unwrap_or(ScopeArg::User);
+    let _lock = lock_scope(scope)?;
     let mut file = find(name, scope)?;
     if let Ok(servers) = file.servers_mut() {
         servers.remove(name);
@@ -390,124 +398,9 @@ fn remove(name: &str, scope: Option<ScopeArg>) -> Result<String, EditError> {
     ))
 }
 
-/// `enable`/`disable` of a server or of one tool.
-fn toggle(args: &ToggleArgs, on: bool) -> Result<String, EditError> {
-    let scope = args.scope.unwrap_or(ScopeArg::User);
-    let (server, tool) = match (&args.tool, split_qualified(&args.target)) {
-        (Some(tool), _) => (args.target.clone(), Some(tool.clone())),
-        (None, Some((server, tool))) => (server, Some(tool)),
-        (None, None) => (args.target.clone(), None),
-    };
-    let mut file = find(&server, scope)?;
-    let shown = file.shown();
-    let entry = file.server_mut(&server).ok_or_else(|| {
-        EditError::Invalid(format!("{shown}: `mcpServers.{server}` must be an object"))
-    })?;
-    let verb = if on { "enabled" } else { "disabled" };
-    let what = match &tool {
-        None => {
-            let was = !matches!(entry.get("enabled"), Some(Json::Bool(false)));
-            if on {
-                // `enabled` defaults to true: the key goes, rather than saying so.
-                entry.remove("enabled");
-            } else {
-                entry.insert("enabled", Json::Bool(false));
-            }
-            if was == on {
-                return Ok(format!(
-                    "server \"{server}\" is already {verb} in {shown}\n"
-                ));
-            }
-            format!("server \"{server}\" in {shown} (`mcpServers.{server}.enabled`)")
-        }
-        Some(tool) => {
-            let changed = if on {
-                enable_tool(entry, tool)
-            } else {
-                disable_tool(entry, tool)
-            };
-            if !changed {
-                return Ok(format!(
-                    "tool \"{tool}\" of server \"{server}\" is already {verb} in {shown}\n"
-                ));
-            }
-            format!(
-                "tool \"{tool}\" of server \"{server}\" in {shown} \
-                 (`mcpServers.{server}.{}`)",
-                if on && entry.contains("includeTools") {
-                    "excludeTools`, `includeTools"
-                } else {
-                    "excludeTools"
-                }
-            )
-        }
-    };
-    let note = save(&file, scope)?;
-    Ok(format!("{verb} {what}{note}\n"))
-}
-
-/// Adds `tool` to `excludeTools` (which wins over `includeTools`); whether anything changed.
-fn disable_tool(server: &mut Object, tool: &str) -> bool {
-    let mut list = names(server.get("excludeTools"));
-    if list.iter().any(|t| t == tool) {
-        return false;
-    }
-    list.push(tool.to_string());
-    server.insert("excludeTools", names_json(&list));
-    true
-}
-
-/// Removes `tool` from `excludeTools` (the key goes when empty) and, when `includeTools` is set
-/// without it, adds it there; whether anything changed.
-fn enable_tool(server: &mut Object, tool: &str) -> bool {
-    let mut changed = false;
-    let mut excluded = names(server.get("excludeTools"));
-    if excluded.iter().any(|t| t == tool) {
-        excluded.retain(|t| t != tool);
-        if excluded.is_empty() {
-            server.remove("excludeTools");
-        } else {
-            server.insert("excludeTools", names_json(&excluded));
-        }
-        changed = true;
-    }
-    if server.contains("includeTools") {
-        let mut included = names(server.get("includeTools"));
-        if !included.iter().any(|t| t == tool) {
-            included.push(tool.to_string());
-            server.insert("includeTools", names_json(&included));
-            changed = true;
-        }
-    }
-    changed
-}
-
-fn names(list: Option<&Json>) -> Vec<String> {
-    match list {
-        Some(Json::Array(items)) => items
-            .iter()
-            .filter_map(Json::as_str)
-            .map(str::to_string)
-            .collect(),
-        _ => Vec::new(),
-    }
-}
-
-fn names_json(list: &[String]) -> Json {
-    Json::Array(list.iter().map(|t| Json::from(t.as_str())).collect())
-}
-
-/// `mcp__SERVER__TOOL` → (SERVER, TOOL). Server names never contain `__`, so the first `__`
-/// after the prefix ends the server.
-pub(crate) fn split_qualified(name: &str) -> Option<(String, String)> {
-    let rest = name.strip_prefix("mcp__")?;
-    let (server, tool) = rest.split_once("__")?;
-    (!server.is_empty() && !tool.is_empty()).then(|| (server.to_string(), tool.to_string()))
-}
-
 /// The file of `scope` that defines `name`, read for editing; else why not, naming the files
 /// looked in and, when another scope has the server, the flag that reaches it.
-fn find(name: &str, scope: ScopeArg) -> Result<ConfigFile, EditError> {
+pub(crate) fn find(name: &str, scope: ScopeArg) -> Result<ConfigFile, EditError> {
     let files = scope_files(scope)?;
     for path in &files {
         let file = ConfigFile::open(path)?;

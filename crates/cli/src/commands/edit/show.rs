@@ -26,7 +26,8 @@ struct Found {
     server: Object,
 }
 
-/// Every server of the files of `scope` (or of all), highest precedence first within a scope.
+/// Every server of the files of `scope` (or of all), lowest precedence first: user, `.mcp.json`,
+/// `.mcp-harness.json` (the merge's order: a later definition replaces an earlier one).
 fn servers(scope: Option<ScopeArg>) -> Result<Vec<Found>, EditError> {
     let scopes = match scope {
         Some(s) => vec![s],
@@ -42,7 +43,7 @@ fn servers(scope: Option<ScopeArg>) -> Result<Vec<Found>, EditError> {
             }
             Err(e) => return Err(e),
         };
-        for path in files {
+        for path in files.into_iter().rev() {
             let file = ConfigFile::open(&path)?;
             for (name, server) in file.servers().into_iter().flat_map(Object::iter) {
                 if let Json::Object(server) = server {
@@ -93,7 +94,8 @@ pub(super) fn get(name: &str, scope: Option<ScopeArg>, json: bool) -> Result<Str
     }
     if found.len() > 1 {
         out.push_str(
-            "\nnote: defined in more than one file; the last one listed is the one loaded\n",
+            "\nnote: defined in more than one file; the last one listed replaces the others (a \
+             project file only once trusted)\n",
         );
     }
     Ok(out)
