@@ -256,6 +256,10 @@ fn adding_an_existing_name_needs_force_and_invalid_servers_are_refused() {
     assert!(err.contains("colour") && err.contains("bad"), "{err}");
     let (code, _, err) = run_in(&dir, &["add", "a__b", "--", "x"], &[]);
     assert_eq!(code, 2, "{err}");
+    // `--config` means "read only this file"; edits write the scopes' files, and say so.
+    let (code, _, err) = run_in(&dir, &["add", "--config", "x.json", "n", "--", "x"], &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--scope"), "{err}");
     assert!(json(&read(&path))["mcpServers"].get("bad").is_none());
 }
 
