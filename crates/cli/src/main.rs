@@ -161,7 +161,8 @@ enum Command {
         count: Option<u64>,
     },
     /// The merged config: each server's transport, source file and whether it is enabled, and
-    /// the servers dropped, with why. `config import FILE` converts another host's config.
+    /// the servers dropped, with why. `config import FILE` converts another host's config;
+    /// `config import --from HOST` adds that host's servers to ours.
     Config {
         #[arg(long)]
         json: bool,
@@ -180,6 +181,8 @@ enum Command {
     /// Serve every configured server's governed catalog as one MCP server: over stdio (use
     /// `mcp-harness serve` as the `command` in a host's config) or Streamable HTTP (`--http`).
     Serve(commands::serve::ServeArgs),
+    #[command(flatten)]
+    Edit(commands::edit::Edit),
     /// A tour on built-in servers; needs no config and no install.
     Demo,
     /// Log in to an OAuth-protected HTTP server: opens the browser (or prints the URL) and
@@ -290,11 +293,14 @@ async fn run(cli: Cli) -> u8 {
         }
         _ => {}
     }
+    if let Command::Edit(edit) = &cli.command {
+        return commands::edit::run(cli.config.as_deref(), edit);
+    }
     if let Command::Trust { path, revoke } = &cli.command {
         return commands::trust::run(path.as_deref(), *revoke);
     }
     if let Command::Config { json, action } = &cli.command {
-        return commands::config::run(cli.config.as_deref(), *json, action.as_ref()).await;
+        return commands::config::run(cli.config.as_deref(), *json, action.as_ref(), cli.yes).await;
     }
     // Serving, upstream requests and approvals go to the calling client through this bridge.
     let bridge = mcp_harness_gateway::ClientBridge::new();
@@ -562,6 +568,7 @@ async fn execute(
         | Command::Config { .. }
         | Command::Login(_)
         | Command::Trust { .. }
+        | Command::Edit(_)
         | Command::Logout { .. } => 0,
     }
 }
