@@ -5,7 +5,8 @@
 //! listed and a templated resource, receives `tools/list_changed` after an upstream adds a
 //! tool, sees progress, cancels a call (the upstream records the cancel), has a call for a tool
 //! that changed since it listed refused as stale (never sent), and gets a JSON-RPC error for an
-//! unknown tool; an upstream's elicitation reaches the calling client and is answered, and a
+//! unknown tool; completion/complete is routed to the prompt's server; a resource subscription
+//! gets the upstream's resources/updated; an upstream's elicitation reaches the calling client and is answered, and a
 //! tool under an `ask` rule runs after the calling client accepts an elicitation. When the client leaves (stdio) or on SIGTERM (HTTP) the gateway exits 0 and
 //! leaves no upstream process.
 //!
@@ -173,6 +174,18 @@ fn check(steps: &HashMap<String, Value>, stderr: &str) {
         "{stale}"
     );
     assert_eq!(stale["fresh"], r#"{"executed_version":2}"#, "{stale}");
+    let complete = step("complete");
+    assert!(
+        complete["values"]
+            .as_array()
+            .is_some_and(|v| v.contains(&json!("Engineering"))),
+        "completion/complete not routed to the prompt's server: {complete}"
+    );
+    assert_eq!(
+        step("subscribe")["updated"],
+        true,
+        "resources/updated not forwarded"
+    );
     let elicit = step("elicit");
     assert!(
         elicit["text"]

@@ -10,17 +10,19 @@
 //! - a client's token or identity never reaches an upstream: calls go out on the runtime's own
 //!   connections.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use dashmap::DashMap;
 use mcp_harness_runtime::{CallError, CallOptions, Runtime, StepBinding, ToolResult};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
-    GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
-    SubscriptionFilter,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    ContentBlock, GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, Reference,
+    ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig, SubscribeRequestParams,
+    SubscriptionFilter, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext, SubscriptionSink};
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
@@ -91,6 +93,8 @@ pub(crate) struct Shared {
     next_id: AtomicU64,
     /// The digests of the latest views the notifier computed (what a new listener starts from).
     pub(crate) current: Mutex<Digests>,
+    /// How many sessions subscribe to each (server, URI): upstream holds one subscription.
+    subscribed: Mutex<HashMap<(String, String), usize>>,
 }
 
 impl Shared {
@@ -109,6 +113,7 @@ impl Shared {
             sessions: DashMap::new(),
             next_id: AtomicU64::new(1),
             current: Mutex::new(Digests::default()),
+            subscribed: Mutex::new(HashMap::new()),
         }
     }
 
@@ -127,6 +132,44 @@ impl Shared {
     fn shown(&self, id: u64, kind: ListKind, digest: u64) {
         if let Some(registered) = self.sessions.get(&id) {
             lock(&registered.told).set(kind, digest);
+        }
+    }
+
+    /// Counts one more session subscribed to `uri` on `server`; true for the first.
+    fn hold(&self, server: &str, uri: &str) -> bool {
+        let mut held = lock(&self.subscribed);
+        let count = held
+            .entry((server.to_string(), uri.to_string()))
+            .or_default();
+        *count += 1;
+        *count == 1
+    }
+
+    /// Counts one session fewer subscribed to `uri` on `server`; the last one unsubscribes
+    /// upstream.
+    fn release(self: &Arc<Self>, server: String, uri: String) {
+        let last = {
+            let mut held = lock(&self.subscribed);
+            let key = (server.clone(), uri.clone());
+            match held.get_mut(&key) {
+                Some(count) if *count > 1 => {
+                    *count -= 1;
+                    false
+                }
+                Some(_) => {
+                    held.remove(&key);
+                    true
+                }
+                None => false,
+            }
+        };
+        if last && let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let shared = self.clone();
+            handle.spawn(async move {
+                if let Err(error) = shared.runtime.unsubscribe_resource(&server, &uri).await {
+                    tracing::debug!(%server, %uri, %error, "resources/unsubscribe failed");
+                }
+            });
         }
     }
 
@@ -154,11 +197,18 @@ struct SessionState {
     listed: Mutex<Option<Arc<Listed>>>,
     /// Bounds the calls in flight in this session.
     calls: Arc<tokio::sync::Semaphore>,
+    /// This session's resource subscriptions: (server, URI) → the task forwarding updates.
+    subscriptions: Mutex<HashMap<(String, String), tokio::task::JoinHandle<()>>>,
 }
 
 impl Drop for SessionState {
     fn drop(&mut self) {
         self.shared.sessions.remove(&self.id);
+        let subscriptions = std::mem::take(&mut *lock(&self.subscriptions));
+        for ((server, uri), task) in subscriptions {
+            task.abort();
+            self.shared.release(server, uri);
+        }
     }
 }
 
@@ -188,6 +238,7 @@ impl Session {
                 )),
                 shared,
                 listed: Mutex::new(None),
+                subscriptions: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -327,6 +378,8 @@ impl ServerHandler for Session {
             .enable_prompts_list_changed()
             .enable_resources()
             .enable_resources_list_changed()
+            .enable_resources_subscribe()
+            .enable_completions()
             .build();
         ServerConfig::new(capabilities).with_server_info(Implementation::new(
             &self.shared().options.name,
@@ -479,6 +532,120 @@ impl ServerHandler for Session {
             .await
             .map(Into::into)
             .map_err(|e| McpError::internal_error(e.to_string(), None))
+    }
+
+    async fn complete(
+        &self,
+        mut request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        let snapshot = self.runtime().snapshot();
+        let server = match &mut request.r#ref {
+            Reference::Prompt(prompt) => {
+                let view = PromptView::new(&snapshot, self.shared().options.prefix);
+                let target = view.resolve(&prompt.name).ok_or_else(|| {
+                    McpError::invalid_params(
+                        format!(
+                            "unknown prompt `{}`; list prompts again (prompts/list)",
+                            prompt.name
+                        ),
+                        None,
+                    )
+                })?;
+                prompt.name = target.raw_name.clone();
+                target.server.clone()
+            }
+            Reference::Resource(resource) => ResourceView::new(&snapshot)
+                .owner(&resource.uri)
+                .map(str::to_string)
+                .ok_or_else(|| {
+                    McpError::invalid_params(
+                        format!(
+                            "no connected server lists resource template `{}`",
+                            resource.uri
+                        ),
+                        None,
+                    )
+                })?,
+            _ => {
+                return Err(McpError::invalid_params(
+                    "completion/complete: unknown reference type",
+                    None,
+                ));
+            }
+        };
+        self.runtime()
+            .complete(&server, request)
+            .await
+            .map_err(|e| McpError::internal_error(e.to_string(), None))
+    }
+
+    #[allow(deprecated)] // resources/subscribe: every protocol before 2026-07-28
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let uri = request.uri;
+        let server = ResourceView::new(&self.runtime().snapshot())
+            .owner(&uri)
+            .map(str::to_string)
+            .ok_or_else(|| {
+                McpError::resource_not_found(
+                    format!("no connected server lists resource `{uri}`; list resources again"),
+                    None,
+                )
+            })?;
+        let key = (server.clone(), uri.clone());
+        if lock(&self.state.subscriptions).contains_key(&key) {
+            return Ok(());
+        }
+        let first = self.state.shared.hold(&server, &uri);
+        let subscription = if first {
+            self.runtime().subscribe_resource(&server, &uri).await
+        } else {
+            Ok(self.runtime().resource_updates(&server, &uri))
+        };
+        let mut subscription = match subscription {
+            Ok(subscription) => subscription,
+            Err(error) => {
+                self.state.shared.release(server, uri);
+                return Err(McpError::internal_error(error.to_string(), None));
+            }
+        };
+        let peer = context.peer.clone();
+        let forwarded = uri.clone();
+        let task = tokio::spawn(async move {
+            while subscription.next().await.is_some() {
+                let update = ResourceUpdatedNotificationParam::new(forwarded.clone());
+                if peer.notify_resource_updated(update).await.is_err() {
+                    break;
+                }
+            }
+        });
+        lock(&self.state.subscriptions).insert(key, task);
+        Ok(())
+    }
+
+    #[allow(deprecated)] // resources/unsubscribe: every protocol before 2026-07-28
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let found = {
+            let mut subscriptions = lock(&self.state.subscriptions);
+            let key = subscriptions
+                .keys()
+                .find(|(_, uri)| *uri == request.uri)
+                .cloned();
+            key.and_then(|key| subscriptions.remove(&key).map(|task| (key, task)))
+        };
+        if let Some(((server, uri), task)) = found {
+            task.abort();
+            self.state.shared.release(server, uri);
+        }
+        Ok(())
     }
 
     fn accepted_subscription_filter(

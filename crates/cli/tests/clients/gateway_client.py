@@ -23,11 +23,14 @@ def text(result):
 
 async def scenario(read, write):
     changed = anyio.Event()
+    updated = anyio.Event()
 
     async def on_message(message):
         method = getattr(getattr(message, "root", message), "method", None)
         if method == "notifications/tools/list_changed":
             changed.set()
+        if method == "notifications/resources/updated":
+            updated.set()
 
     asked = []
 
@@ -111,6 +114,17 @@ async def scenario(read, write):
         fresh = await s.call_tool("mcp__fx__versioned", {})
         out("stale", stale=text(stale), stale_error=bool(stale.is_error),
             fresh=text(fresh), fresh_error=bool(fresh.is_error))
+
+        completion = await s.complete(
+            types.PromptReference(type="ref/prompt", name="mcp__ev__completable-prompt"),
+            {"name": "department", "value": "Eng"})
+        out("complete", values=completion.completion.values)
+
+        await s.subscribe_resource("fixture://static/readme")
+        await s.call_tool("mcp__fx__update_resource", {"uri": "fixture://static/readme", "text": "v2"})
+        with anyio.move_on_after(15):
+            await updated.wait()
+        out("subscribe", updated=updated.is_set())
 
         elicited = await s.call_tool("mcp__ev__trigger-elicitation-request", {})
         out("elicit", text=text(elicited), is_error=bool(elicited.is_error))
