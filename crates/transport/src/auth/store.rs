@@ -471,7 +471,7 @@ impl FileCredentialStore {
             "mcp-harness tokens: server `{}` ({})",
             self.server, self.url
         );
-        // Whatever happens next, this process's copy is stale.
+        // Whatever happens next, this context's copy is stale.
         self.keyring.put(&account, None);
         os_keyring::set(&account, &label, json)
             .map_err(|e| self.error(path, "write the tokens to the OS keyring", e))?;
