@@ -278,15 +278,18 @@ async fn run(cli: Cli) -> u8 {
     if let Command::FixtureServer { args } = cli.command {
         return mcp_harness_fixture::run_main(args).await.clamp(0, 255) as u8;
     }
+    // The user's own token store: `login`, `logout` and the runtime below (which adds a step-up
+    // browser on a terminal).
+    let auth = mcp_harness_transport::auth::AuthContext::new();
     match &cli.command {
         Command::Login(args) => {
-            return match commands::auth::login(cli.config.as_deref(), args).await {
+            return match commands::auth::login(cli.config.as_deref(), &auth, args).await {
                 Ok(()) => 0,
                 Err(e) => fail(&e, 1),
             };
         }
         Command::Logout { server } => {
-            return match commands::auth::logout(cli.config.as_deref(), server).await {
+            return match commands::auth::logout(cli.config.as_deref(), &auth, server).await {
                 Ok(()) => 0,
                 Err(e) => fail(&e, 1),
             };
@@ -332,16 +335,19 @@ async fn run(cli: Cli) -> u8 {
             // R33 step-up: on a terminal, a 403 insufficient_scope opens the browser for the
             // wider scopes (the loopback callback `login` uses); elsewhere the request fails,
             // naming the scopes for `mcp-harness login`.
-            {
+            let auth = {
                 use std::io::IsTerminal;
                 if !serving && std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
-                    mcp_harness_transport::auth::set_step_up_browser(Some(std::sync::Arc::new(
+                    auth.with_step_up_browser(std::sync::Arc::new(
                         mcp_harness_transport::auth::LoopbackStepUp,
-                    )));
+                    ))
+                } else {
+                    auth
                 }
-            }
-            let mut builder =
-                mcp_harness_runtime::RuntimeBuilder::new(config.clone()).approver(approver);
+            };
+            let mut builder = mcp_harness_runtime::RuntimeBuilder::new(config.clone())
+                .auth_context(auth)
+                .approver(approver);
             builder = if serving {
                 builder.callbacks(bridge.callbacks())
             } else {

@@ -458,6 +458,13 @@ impl Runtime {
         }
     }
 
+    /// The auth context this runtime's remote servers use (the one given to
+    /// [`RuntimeBuilder::auth_context`](crate::RuntimeBuilder::auth_context), else the default):
+    /// a `login` through it is the one this runtime's step-up budgets count.
+    pub fn auth_context(&self) -> &mcp_harness_transport::auth::AuthContext {
+        self.registry.auth()
+    }
+
     /// Closes `server`'s connection (if any) and connects it again.
     pub fn restart(&self, server: &str) -> Result<(), CallError> {
         let addr = self
