@@ -45,6 +45,7 @@ mod commands;
 mod progress;
 mod sources;
 mod table;
+mod targets;
 mod terminal;
 
 use std::path::PathBuf;
@@ -82,6 +83,11 @@ struct Cli {
     /// only where every configured server is trusted with every call.
     #[arg(long, global = true)]
     yes: bool,
+    /// Start only this server (repeat for more); any command then sees only these servers.
+    /// Without it, `call`, `prompt`, `read`, `subscribe` and `skill` start only the server
+    /// their name or argument belongs to.
+    #[arg(long = "server", global = true, value_name = "NAME")]
+    servers: Vec<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -194,6 +200,21 @@ enum Command {
     },
 }
 
+impl Command {
+    /// What the command names, which decides the servers it starts ([`targets::plan`]).
+    fn wants(&self) -> targets::Wants<'_> {
+        match self {
+            Command::Call { name, .. } | Command::Prompt { name, .. } => {
+                targets::Wants::Qualified(name)
+            }
+            Command::Read { server, .. }
+            | Command::Subscribe { server, .. }
+            | Command::Skill { server, .. } => targets::Wants::Server(server),
+            _ => targets::Wants::Every,
+        }
+    }
+}
+
 fn init_logs(verbose: u8) {
     let default = match verbose {
         0 => "warn",
@@ -293,6 +314,7 @@ async fn run(cli: Cli) -> u8 {
     if let Command::Config { json, action } = &cli.command {
         return commands::config::run(cli.config.as_deref(), *json, action.as_ref()).await;
     }
+    let mut widen_to = None;
     let (runtime, deadline) = match &cli.command {
         Command::Demo => match commands::demo::build() {
             Ok(rt) => (rt, Duration::from_secs(35)),
@@ -303,8 +325,24 @@ async fn run(cli: Cli) -> u8 {
             Err(e) => return fail(&e, 1),
         },
         _ => {
+            let wants = cli.command.wants();
+            let targeted = !matches!(wants, targets::Wants::Every) || !cli.servers.is_empty();
+            if targeted && cli.config.is_none() {
+                // The remote sources are fetched first: a targeted command joins no second
+                // batch, which would start every server.
+                if let Err(e) = sources::shared().fetch_remote().await {
+                    tracing::warn!(error = %e, "remote sources not fetched");
+                }
+            }
             let config = match commands::config::load(cli.config.as_deref(), true) {
                 Ok(c) => c,
+                Err(e) => return fail(&e, 2),
+            };
+            let config = match targets::plan(config, &wants, &cli.servers) {
+                Ok(plan) => {
+                    widen_to = plan.full;
+                    plan.config
+                }
                 Err(e) => return fail(&e, 2),
             };
             let approver: std::sync::Arc<dyn mcp_harness_policy::Approver> = if cli.yes {
@@ -339,6 +377,8 @@ async fn run(cli: Cli) -> u8 {
     // Two-phase loading: remote sources are fetched while the local servers connect. `watch`
     // shows them join live; a one-shot command waits for them (each bounded by its timeout).
     if cli.config.is_none()
+        && cli.servers.is_empty()
+        && matches!(cli.command.wants(), targets::Wants::Every)
         && !matches!(
             cli.command,
             Command::Demo | Command::ConformanceClient { .. }
@@ -353,7 +393,7 @@ async fn run(cli: Cli) -> u8 {
         }
     }
     let code = tokio::select! {
-        code = execute(&runtime, cli.command, deadline, cli.config.clone()) => code,
+        code = execute(&runtime, cli.command, deadline, cli.config.clone(), widen_to) => code,
         signal = interrupted() => {
             // After SIGHUP the terminal may be gone: a failed write must not stop the shutdown.
             {
@@ -372,6 +412,7 @@ async fn execute(
     command: Command,
     deadline: Duration,
     config: Option<PathBuf>,
+    widen_to: Option<Config>,
 ) -> u8 {
     use commands::*;
     match command {
@@ -402,6 +443,10 @@ async fn execute(
                 Err(e) => return fail(&e, 2),
             };
             progress::settle(runtime, deadline).await;
+            if let Some(full) = &widen_to {
+                let deadline = settle_deadline(runtime, full);
+                targets::widen_for_call(runtime, full, &name, deadline).await;
+            }
             match call::run(runtime, &name, args, json).await {
                 Ok(outcome) => {
                     use std::io::IsTerminal;
