@@ -42,6 +42,8 @@ macro_rules! emitln {
 }
 
 mod commands;
+mod exit;
+mod output;
 mod progress;
 mod sources;
 mod table;
@@ -55,20 +57,12 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use mcp_harness_runtime::{Config, Runtime};
 
-/// Exit status of `call` when the result arrived but the result normaliser found it faulty
-/// (its `structuredContent` does not match the tool's `outputSchema`, an image is not base64,
-/// ...): the result is printed, each problem is a `warning:` line on stderr.
-const EXIT_RESULT_WARNINGS: u8 = 3;
-
 #[derive(Parser)]
 #[command(
     name = "mcp-harness",
     version,
     about = "Inspect, call and watch MCP servers through mcp-harness",
-    after_help = "Exit status: 0 success; 1 an error, or a tool error (`call`); 2 a config or \
-                  usage error; 3 `call` got a result with problems (it does not match the \
-                  tool's outputSchema, an image is not base64, ...; printed as warnings); 130 \
-                  interrupted."
+    after_help = exit::TABLE
 )]
 struct Cli {
     /// Read only this config file, in any supported format (Claude Code, Claude Desktop,
@@ -88,6 +82,10 @@ struct Cli {
     /// their name or argument belongs to.
     #[arg(long = "server", global = true, value_name = "NAME")]
     servers: Vec<String>,
+    /// Output for scripts: JSON on stdout (one object per line for `watch` and `subscribe`);
+    /// `call --json` prints the result object even when the tool failed.
+    #[arg(long, global = true)]
+    json: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -95,37 +93,24 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Each server's state, transport, tool count and last error.
-    Servers {
-        #[arg(long)]
-        json: bool,
-    },
+    Servers,
     /// The tools the model sees (qualified names): exactly what a step bound now shows — server
     /// tools within the exposure budgets (shared fairly across servers), the harness's built-in
     /// tools, and with tool search on the tools found through it.
     Tools {
-        #[arg(long)]
-        json: bool,
         /// List what was withheld from the model, and why (listing, filters, exposure budgets,
         /// name conflicts).
         #[arg(long)]
         hidden: bool,
     },
     /// Prompts, usable as commands.
-    Prompts {
-        #[arg(long)]
-        json: bool,
-    },
+    Prompts,
     /// Resources and resource templates.
-    Resources {
-        #[arg(long)]
-        json: bool,
-    },
+    Resources,
     /// Skills (SEP-2640) of every server; with a query, the best matches first.
     Skills {
         /// Search names and descriptions.
         query: Option<String>,
-        #[arg(long)]
-        json: bool,
     },
     /// Load a skill: fetch its SKILL.md now and verify it against the listing.
     Skill { server: String, name: String },
@@ -134,15 +119,14 @@ enum Command {
         name: String,
         /// Arguments as a JSON object.
         args: Option<String>,
-        #[arg(long)]
-        json: bool,
     },
     /// Read a resource: `read SERVER URI`.
     Read {
         server: String,
         uri: String,
-        #[arg(long)]
-        json: bool,
+        /// Write the contents to this file instead (a blob decoded from base64, text as is).
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
     },
     /// Subscribe to a resource and print each update, until interrupted.
     Subscribe {
@@ -157,8 +141,6 @@ enum Command {
         name: String,
         /// Arguments as a JSON object.
         args: Option<String>,
-        #[arg(long)]
-        json: bool,
     },
     /// Print every new catalog revision and what changed, until interrupted.
     Watch {
@@ -169,8 +151,6 @@ enum Command {
     /// The merged config: each server's transport, source file and whether it is enabled, and
     /// the servers dropped, with why. `config import FILE` converts another host's config.
     Config {
-        #[arg(long)]
-        json: bool,
         #[command(subcommand)]
         action: Option<commands::config::Action>,
     },
@@ -293,17 +273,32 @@ async fn run(cli: Cli) -> u8 {
     if let Command::FixtureServer { args } = cli.command {
         return mcp_harness_fixture::run_main(args).await.clamp(0, 255) as u8;
     }
+    if cli.json
+        && let Some(name) = match &cli.command {
+            Command::Login(_) => Some("login"),
+            Command::Logout { .. } => Some("logout"),
+            Command::Trust { .. } => Some("trust"),
+            Command::Demo => Some("demo"),
+            Command::ConformanceClient { .. } => Some("conformance-client"),
+            _ => None,
+        }
+    {
+        return fail(
+            &format!("`{name}` talks to a person and has no JSON output; run it without --json"),
+            exit::Exit::Usage,
+        );
+    }
     match &cli.command {
         Command::Login(args) => {
             return match commands::auth::login(cli.config.as_deref(), args).await {
                 Ok(()) => 0,
-                Err(e) => fail(&e, 1),
+                Err(e) => fail(&e, exit::Exit::Failed),
             };
         }
         Command::Logout { server } => {
             return match commands::auth::logout(cli.config.as_deref(), server).await {
                 Ok(()) => 0,
-                Err(e) => fail(&e, 1),
+                Err(e) => fail(&e, exit::Exit::Failed),
             };
         }
         _ => {}
@@ -311,18 +306,18 @@ async fn run(cli: Cli) -> u8 {
     if let Command::Trust { path, revoke } = &cli.command {
         return commands::trust::run(path.as_deref(), *revoke);
     }
-    if let Command::Config { json, action } = &cli.command {
-        return commands::config::run(cli.config.as_deref(), *json, action.as_ref()).await;
+    if let Command::Config { action } = &cli.command {
+        return commands::config::run(cli.config.as_deref(), cli.json, action.as_ref()).await;
     }
     let mut widen_to = None;
     let (runtime, deadline) = match &cli.command {
         Command::Demo => match commands::demo::build() {
             Ok(rt) => (rt, Duration::from_secs(35)),
-            Err(e) => return fail(&e, 1),
+            Err(e) => return fail(&e, exit::Exit::Failed),
         },
         Command::ConformanceClient { url } => match commands::conformance::build(url) {
             Ok(rt) => (rt, Duration::from_secs(30)),
-            Err(e) => return fail(&e, 1),
+            Err(e) => return fail(&e, exit::Exit::Failed),
         },
         _ => {
             let wants = cli.command.wants();
@@ -336,14 +331,14 @@ async fn run(cli: Cli) -> u8 {
             }
             let config = match commands::config::load(cli.config.as_deref(), true) {
                 Ok(c) => c,
-                Err(e) => return fail(&e, 2),
+                Err(e) => return fail(&e, exit::Exit::Usage),
             };
             let config = match targets::plan(config, &wants, &cli.servers) {
                 Ok(plan) => {
                     widen_to = plan.full;
                     plan.config
                 }
-                Err(e) => return fail(&e, 2),
+                Err(e) => return fail(&e, exit::Exit::Usage),
             };
             let approver: std::sync::Arc<dyn mcp_harness_policy::Approver> = if cli.yes {
                 std::sync::Arc::new(mcp_harness_policy::AllowAll)
@@ -370,7 +365,7 @@ async fn run(cli: Cli) -> u8 {
                     let d = settle_deadline(&rt, &config);
                     (rt, d)
                 }
-                Err(e) => return fail(&e.to_string(), 2),
+                Err(e) => return fail(&e.to_string(), exit::Exit::Usage),
             }
         }
     };
@@ -393,14 +388,14 @@ async fn run(cli: Cli) -> u8 {
         }
     }
     let code = tokio::select! {
-        code = execute(&runtime, cli.command, deadline, cli.config.clone(), widen_to) => code,
+        code = execute(&runtime, cli.command, deadline, cli.config.clone(), widen_to, cli.json) => code,
         signal = interrupted() => {
             // After SIGHUP the terminal may be gone: a failed write must not stop the shutdown.
             {
                 use std::io::Write as _;
                 let _ = writeln!(std::io::stderr(), "\ninterrupted by {signal}; closing servers");
             }
-            130
+            exit::Exit::Interrupted.code()
         }
     };
     runtime.shutdown().await;
@@ -413,34 +408,39 @@ async fn execute(
     deadline: Duration,
     config: Option<PathBuf>,
     widen_to: Option<Config>,
+    json: bool,
 ) -> u8 {
     use commands::*;
+    use exit::Exit;
     match command {
-        Command::Servers { json } => {
+        Command::Servers => {
             let sources = inspect::ServerSources::of(config.as_deref());
-            print_settled(runtime, deadline, |s| inspect::servers(s, json, &sources)).await
+            print_settled(runtime, deadline, json, |s| {
+                inspect::servers(s, json, &sources)
+            })
+            .await
         }
-        Command::Tools { json, hidden } => {
+        Command::Tools { hidden } => {
             // Exactly what a step bound now shows: the binding `call` uses.
             progress::settle(runtime, deadline).await;
             match runtime.bind_step(&[]).await {
                 Ok(binding) => {
-                    emit!("{}", inspect::tools(&binding, json, hidden));
-                    0
+                    show(&inspect::tools(&binding, json, hidden), json);
+                    inspect::listing_exit(binding.snapshot()).code()
                 }
-                Err(e) => fail(&format!("{e} [{:?} error]", e.class()), 1),
+                Err(e) => fail_call(&e),
             }
         }
-        Command::Prompts { json } => {
-            print_settled(runtime, deadline, |s| inspect::prompts(s, json)).await
+        Command::Prompts => {
+            print_settled(runtime, deadline, json, |s| inspect::prompts(s, json)).await
         }
-        Command::Resources { json } => {
-            print_settled(runtime, deadline, |s| inspect::resources(s, json)).await
+        Command::Resources => {
+            print_settled(runtime, deadline, json, |s| inspect::resources(s, json)).await
         }
-        Command::Call { name, args, json } => {
+        Command::Call { name, args } => {
             let args = match call::parse_args(args.as_deref()) {
                 Ok(a) => a,
-                Err(e) => return fail(&e, 2),
+                Err(e) => return fail(&e, Exit::Usage),
             };
             progress::settle(runtime, deadline).await;
             if let Some(full) = &widen_to {
@@ -450,29 +450,31 @@ async fn execute(
             match call::run(runtime, &name, args, json).await {
                 Ok(outcome) => {
                     use std::io::IsTerminal;
-                    // Server text reaches a terminal only without its control characters.
-                    let text = |to_terminal: bool| {
-                        if to_terminal && !json {
+                    if json {
+                        // The result object on stdout even when the tool failed; the exit
+                        // status says it failed.
+                        emit!("{}", outcome.text);
+                    } else if outcome.is_error {
+                        // Server text reaches a terminal only without its control characters.
+                        let text = if std::io::stderr().is_terminal() {
                             call::for_terminal(&outcome.text)
                         } else {
                             outcome.text.clone()
-                        }
-                    };
-                    if outcome.is_error {
-                        say_part!("tool error: {}", text(std::io::stderr().is_terminal()));
+                        };
+                        say_part!("tool error: {text}");
                     } else {
-                        emit!("{}", text(std::io::stdout().is_terminal()));
+                        emit!("{}", output::for_stdout(&outcome.text));
                     }
                     for warning in &outcome.warnings {
                         say!("warning: {warning}");
                     }
-                    match (outcome.is_error, outcome.warnings.is_empty()) {
-                        (true, _) => 1,
-                        (false, false) => EXIT_RESULT_WARNINGS,
-                        (false, true) => 0,
+                    if outcome.is_error || !outcome.warnings.is_empty() {
+                        Exit::Failed.code()
+                    } else {
+                        Exit::Ok.code()
                     }
                 }
-                Err(e) => fail(&format!("{e} [{:?} error]", e.class()), 1),
+                Err(e) => fail_call(&e),
             }
         }
         Command::Watch { count } => {
@@ -486,10 +488,15 @@ async fn execute(
             let mut revisions = runtime.revisions();
             let mut seen = 0u64;
             if revisions.revision() > 0 {
-                emit!("{}", watch::describe(revisions.current()));
+                let current = revisions.current();
+                if json {
+                    emitln!("{}", watch::json_line(current, &current.changes, None));
+                } else {
+                    emit!("{}", output::for_stdout(&watch::describe(current)));
+                }
                 seen += 1;
                 if count.is_some_and(|c| seen >= c) {
-                    return 0;
+                    return Exit::Ok.code();
                 }
             }
             // Commands typed while watching (`restart SERVER`), read on a plain thread.
@@ -506,100 +513,156 @@ async fn execute(
             loop {
                 tokio::select! {
                     item = revisions.recv() => {
-                        let Some(item) = item else { return 0 };
-                        emit!("{}", watch::describe_item(&item));
+                        let Some(item) = item else { return Exit::Ok.code() };
+                        if json {
+                            emitln!("{}", watch::item_json_line(&item));
+                        } else {
+                            emit!("{}", output::for_stdout(&watch::describe_item(&item)));
+                        }
                         seen += 1;
                         if count.is_some_and(|c| seen >= c) {
-                            return 0;
+                            return Exit::Ok.code();
                         }
                     }
                     Some(line) = lines.recv() => say!("{}", watch::command(runtime, &line)),
                 }
             }
         }
-        Command::Skills { query, json } => {
-            progress::settle(runtime, deadline).await;
-            emit!(
-                "{}",
-                resources::skills(&runtime.search_skills(query.as_deref().unwrap_or("")), json)
+        Command::Skills { query } => {
+            let snapshot = progress::settle(runtime, deadline).await;
+            show(
+                &resources::skills(&runtime.search_skills(query.as_deref().unwrap_or("")), json),
+                json,
             );
-            0
+            inspect::listing_exit(&snapshot).code()
         }
         Command::Skill { server, name } => {
             progress::settle(runtime, deadline).await;
             match runtime.load_skill(&server, &name).await {
                 Ok(skill) => {
-                    emit!("{}", resources::loaded_skill(&skill));
-                    0
+                    show(&resources::loaded_skill(&skill, json), json);
+                    Exit::Ok.code()
                 }
-                Err(e) => fail(&format!("{e} [{:?} error]", e.class()), 1),
+                Err(e) => fail_call(&e),
             }
         }
-        Command::Prompt { name, args, json } => {
+        Command::Prompt { name, args } => {
             let args = match call::parse_args(args.as_deref()) {
                 Ok(a) => a,
-                Err(e) => return fail(&e, 2),
+                Err(e) => return fail(&e, Exit::Usage),
             };
             progress::settle(runtime, deadline).await;
             match runtime.run_command(&name, args).await {
                 Ok(result) => {
-                    emit!("{}", resources::prompt(&result, json));
-                    0
+                    show(&resources::prompt(&result, json), json);
+                    Exit::Ok.code()
                 }
-                Err(e) => fail(&format!("{e} [{:?} error]", e.class()), 1),
+                Err(e) => fail_call(&e),
             }
         }
-        Command::Read { server, uri, json } => {
+        Command::Read { server, uri, out } => {
             progress::settle(runtime, deadline).await;
             match runtime.read_resource(&server, &uri).await {
-                Ok(result) => {
-                    emit!("{}", resources::contents(&result, json));
-                    0
-                }
-                Err(e) => fail(&format!("{e} [{:?} error]", e.class()), 1),
+                Ok(result) => match out {
+                    Some(path) => match resources::write_contents(&result, &path) {
+                        Ok(written) => {
+                            if json {
+                                emitln!(
+                                    "{}",
+                                    serde_json::json!({"uri": uri, "server": server, "out": path, "bytes": written})
+                                );
+                            } else {
+                                say!(
+                                    "wrote {} to {}",
+                                    output::count(written, "byte"),
+                                    path.display()
+                                );
+                            }
+                            Exit::Ok.code()
+                        }
+                        Err(e) => fail(&e, Exit::Failed),
+                    },
+                    None => {
+                        show(&resources::contents(&result, json), json);
+                        Exit::Ok.code()
+                    }
+                },
+                Err(e) => fail_call(&e),
             }
         }
         Command::Subscribe { server, uri, count } => {
             progress::settle(runtime, deadline).await;
             let mut sub = match runtime.subscribe_resource(&server, &uri).await {
                 Ok(s) => s,
-                Err(e) => return fail(&format!("{e} [{:?} error]", e.class()), 1),
+                Err(e) => return fail_call(&e),
             };
-            emitln!("subscribed to {uri} on {server}");
+            let line = |event: &str, uri: &str, server: &str| {
+                serde_json::json!({
+                    "event": event, "server": server, "uri": uri,
+                    "time": output::rfc3339(std::time::SystemTime::now()),
+                })
+            };
+            if json {
+                emitln!("{}", line("subscribed", &uri, &server));
+            } else {
+                emitln!(
+                    "{}",
+                    output::for_stdout(&format!("subscribed to {uri} on {server}"))
+                );
+            }
             let mut seen = 0u64;
             while let Some(update) = sub.next().await {
-                emitln!("updated: {} ({})", update.uri, update.server);
+                if json {
+                    emitln!("{}", line("updated", &update.uri, &update.server));
+                } else {
+                    emitln!(
+                        "{}",
+                        output::for_stdout(&format!("updated: {} ({})", update.uri, update.server))
+                    );
+                }
                 seen += 1;
                 if count.is_some_and(|c| seen >= c) {
                     break;
                 }
             }
-            0
+            Exit::Ok.code()
         }
         Command::Demo => match demo::run(runtime).await {
-            Ok(()) => 0,
-            Err(e) => fail(&e, 1),
+            Ok(()) => Exit::Ok.code(),
+            Err(e) => fail(&e, Exit::Failed),
         },
         Command::ConformanceClient { url } => match conformance::run(runtime, &url).await {
-            Ok(()) => 0,
-            Err(e) => fail(&e, 1),
+            Ok(()) => Exit::Ok.code(),
+            Err(e) => fail(&e, Exit::Failed),
         },
         Command::FixtureServer { .. }
         | Command::Config { .. }
         | Command::Login(_)
         | Command::Trust { .. }
-        | Command::Logout { .. } => 0,
+        | Command::Logout { .. } => Exit::Ok.code(),
     }
 }
 
+/// Writes a command's output: JSON as is, text for a person through [`output::for_stdout`].
+fn show(text: &str, json: bool) {
+    if json {
+        emit!("{text}");
+    } else {
+        emit!("{}", output::for_stdout(text));
+    }
+}
+
+/// Waits for every server, prints `render` of the settled snapshot; exit 3 when a server
+/// failed or needs authorization (the listing is incomplete).
 async fn print_settled(
     runtime: &Runtime,
     deadline: Duration,
+    json: bool,
     render: impl Fn(&mcp_harness_catalog::Snapshot) -> String,
 ) -> u8 {
     let snapshot = progress::settle(runtime, deadline).await;
-    emit!("{}", render(&snapshot));
-    0
+    show(&render(&snapshot), json);
+    commands::inspect::listing_exit(&snapshot).code()
 }
 
 /// The first of Ctrl-C, SIGTERM and SIGHUP. A signal whose handler cannot be installed is
@@ -622,9 +685,17 @@ async fn interrupted() -> &'static str {
     }
 }
 
-fn fail(message: &str, code: u8) -> u8 {
+fn fail(message: &str, code: exit::Exit) -> u8 {
     use std::io::Write as _;
     let message = mcp_harness_transport::redact::text(message);
     let _ = writeln!(std::io::stderr(), "error: {message}");
-    code
+    code.code()
+}
+
+/// A request's error on stderr, with the exit status of its class.
+fn fail_call(error: &mcp_harness_runtime::CallError) -> u8 {
+    fail(
+        &format!("{error} [{:?} error]", error.class()),
+        exit::Exit::of(error),
+    )
 }

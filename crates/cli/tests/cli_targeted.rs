@@ -140,7 +140,7 @@ fn servers_waits_for_every_server_and_spawns_the_hung_one() {
     let (code, out, err, over) = run_bounded(&["servers", "--config", c], LIMIT);
     assert!(!over, "{err}");
     assert!(out.contains("fx") && out.contains("hung"), "{out}");
-    let _ = code;
+    assert_eq!(code, 3, "a server failed: {out}{err}");
     assert!(marker.exists(), "`servers` started every server");
     let _ = std::fs::remove_dir_all(dir);
 }
