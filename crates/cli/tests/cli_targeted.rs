@@ -166,3 +166,30 @@ fn unknown_server_names_are_usage_errors_that_list_the_configured_ones() {
     assert!(!marker.exists(), "a usage error started a server");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A name no configured server can make (a harness built-in here) starts every server, and
+/// `-v` says why.
+#[test]
+fn a_name_of_no_server_starts_every_server_and_says_so() {
+    let dir = temp_dir("unresolved");
+    let (config, marker) = config_with_hung_sibling(&dir, 1);
+    let c = config.to_str().unwrap_or_default();
+    let (_, out, err, over) = run_bounded(
+        &[
+            "-v",
+            "call",
+            "mcp_harness__read_output",
+            "{}",
+            "--config",
+            c,
+        ],
+        LIMIT,
+    );
+    assert!(!over, "{err}");
+    assert!(
+        err.contains("no configured server makes this name; starting every server"),
+        "{out}{err}"
+    );
+    assert!(marker.exists(), "every server was started");
+    let _ = std::fs::remove_dir_all(dir);
+}
