@@ -298,3 +298,52 @@ fn watch_json_is_one_object_per_line_with_rfc3339_times() {
     assert!(since.ends_with('Z') && since.contains('T'), "{servers}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// `subscribe --json` writes one JSON object per line (the first says it subscribed); SIGTERM
+/// ends it with status 130.
+#[test]
+fn subscribe_json_lines_and_interrupted_status() {
+    use std::io::BufRead;
+    let dir = temp_dir("subscribe");
+    let c = fixture(&dir);
+    let mut child = Command::new(bin())
+        .args([
+            "subscribe",
+            "fx",
+            "fixture://static/readme",
+            "--json",
+            "--config",
+            &c,
+        ])
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start subscribe");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut first = String::new();
+    // Bounded: the CLI exits (closing stdout) if the subscription fails.
+    let _ = std::io::BufReader::new(stdout).read_line(&mut first);
+    // SAFETY: signals only the CLI process this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().expect("wait");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let line: serde_json::Value =
+        serde_json::from_str(&first).unwrap_or_else(|e| panic!("{e}: {first:?} {err}"));
+    assert_eq!(
+        (&line["event"], &line["server"], &line["uri"]),
+        (
+            &serde_json::json!("subscribed"),
+            &serde_json::json!("fx"),
+            &serde_json::json!("fixture://static/readme")
+        ),
+        "{line}"
+    );
+    assert!(
+        line["time"].as_str().is_some_and(|t| t.ends_with('Z')),
+        "{line}"
+    );
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    let _ = std::fs::remove_dir_all(dir);
+}
