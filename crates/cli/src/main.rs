@@ -388,7 +388,7 @@ async fn run(cli: Cli) -> u8 {
         }
     }
     let code = tokio::select! {
-        code = execute(&runtime, cli.command, deadline, cli.config.clone(), widen_to, cli.json) => code,
+        code = execute(&runtime, cli.command, deadline, cli.config.clone(), widen_to, cli.json, cli.servers.clone()) => code,
         signal = interrupted() => {
             // After SIGHUP the terminal may be gone: a failed write must not stop the shutdown.
             {
@@ -409,6 +409,7 @@ async fn execute(
     config: Option<PathBuf>,
     widen_to: Option<Config>,
     json: bool,
+    only: Vec<String>,
 ) -> u8 {
     use commands::*;
     use exit::Exit;
@@ -480,8 +481,11 @@ async fn execute(
         Command::Watch { count } => {
             // Hot reload: an edit of the config files is applied while watching.
             let files = commands::config::files(config.as_deref());
-            let loader: mcp_harness_runtime::ConfigLoader =
-                std::sync::Arc::new(move || commands::config::load(config.as_deref(), false));
+            // An edited config keeps the `--server` limit.
+            let loader: mcp_harness_runtime::ConfigLoader = std::sync::Arc::new(move || {
+                let loaded = commands::config::load(config.as_deref(), false)?;
+                targets::plan(loaded, &targets::Wants::Every, &only).map(|plan| plan.config)
+            });
             let _reload = runtime.reload_on_change(files, Duration::from_secs(1), loader);
             // Every revision with its changes; a reader that fell behind gets the ones it missed
             // as one combined item, saying so.
