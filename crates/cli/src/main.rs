@@ -249,7 +249,7 @@ fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => {
             say!("error: cannot start the async runtime: {e}");
-            return ExitCode::from(1);
+            return ExitCode::from(exit::Exit::Failed.code());
         }
     };
     let code = rt.block_on(run(cli));
@@ -291,13 +291,13 @@ async fn run(cli: Cli) -> u8 {
     match &cli.command {
         Command::Login(args) => {
             return match commands::auth::login(cli.config.as_deref(), args).await {
-                Ok(()) => 0,
+                Ok(()) => exit::Exit::Ok.code(),
                 Err(e) => fail(&e, exit::Exit::Failed),
             };
         }
         Command::Logout { server } => {
             return match commands::auth::logout(cli.config.as_deref(), server).await {
-                Ok(()) => 0,
+                Ok(()) => exit::Exit::Ok.code(),
                 Err(e) => fail(&e, exit::Exit::Failed),
             };
         }
