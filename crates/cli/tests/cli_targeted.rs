@@ -193,3 +193,59 @@ fn a_name_of_no_server_starts_every_server_and_says_so() {
     assert!(marker.exists(), "every server was started");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// `--server fx watch`: an edit of the config is applied to `fx` only; the other server of the
+/// edited file is never started.
+#[test]
+fn watch_with_server_keeps_the_limit_across_a_reload() {
+    use std::io::BufRead;
+    let dir = temp_dir("reload");
+    let (config, marker) = config_with_hung_sibling(&dir, 1);
+    let c = config.to_str().unwrap_or_default().to_string();
+    let mut child = Command::new(bin())
+        .args(["--server", "fx", "watch", "--config", &c])
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start watch");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().expect("stdout");
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let wait_for = |needle: &str| {
+        let until = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < until {
+            match rx.recv_timeout(Duration::from_millis(100)) {
+                Ok(line) if line.contains(needle) => return true,
+                Ok(_) | Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(_) => return false,
+            }
+        }
+        false
+    };
+    let connected = wait_for("1 server (1 connected), 17 tools");
+    // The edit: fx gets one generated tool more; hung is still in the file.
+    let mut edited: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&config).expect("read")).expect("json");
+    edited["mcpServers"]["fx"]["args"] = serde_json::json!(["fixture-server", "--tools", "1"]);
+    std::fs::write(&config, edited.to_string()).expect("edit config");
+    let reloaded = connected && wait_for("1 server (1 connected), 18 tools");
+    // SAFETY: signals only the CLI process this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let _ = child.wait();
+    assert!(connected, "fx never connected");
+    assert!(reloaded, "the edit was not applied to fx");
+    assert!(
+        !marker.exists(),
+        "the reload started a server --server leaves out"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
