@@ -63,7 +63,9 @@ async fn connect(url: &str) -> Result<(Client, mpsc::UnboundedReceiver<Instant>)
     match tokio::time::timeout(STARTUP_TIMEOUT, Listener { tx }.serve(transport)).await {
         Ok(Ok(client)) => Ok((client, rx)),
         Ok(Err(e)) => Err(format!("initialize with {url} failed: {e}")),
-        Err(_) => Err(format!("initialize with {url} took over {STARTUP_TIMEOUT:?}")),
+        Err(_) => Err(format!(
+            "initialize with {url} took over {STARTUP_TIMEOUT:?}"
+        )),
     }
 }
 
@@ -111,7 +113,14 @@ async fn saturate(url: &str, tool: &str) -> Result<f64, String> {
 /// The fixture serving Streamable HTTP on `port`, tagged as this run's.
 fn upstream(bench: &Bench, port: u16) -> Result<tokio::process::Child, String> {
     tokio::process::Command::new(&bench.fixture)
-        .args(["--transport", "http", "--port", &port.to_string(), "--name", &bench.tag])
+        .args([
+            "--transport",
+            "http",
+            "--port",
+            &port.to_string(),
+            "--name",
+            &bench.tag,
+        ])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -123,12 +132,17 @@ fn upstream(bench: &Bench, port: u16) -> Result<tokio::process::Child, String> {
 async fn wait_listening(port: u16) -> Result<(), String> {
     let deadline = Instant::now() + STARTUP_TIMEOUT;
     while Instant::now() < deadline {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
             return Ok(());
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    Err(format!("the fixture did not listen on port {port} within {STARTUP_TIMEOUT:?}"))
+    Err(format!(
+        "the fixture did not listen on port {port} within {STARTUP_TIMEOUT:?}"
+    ))
 }
 
 /// The next `tools/list_changed` a client saw, waiting at most one call timeout.
@@ -172,7 +186,9 @@ impl Bench {
             .start()
             .map_err(|e| e.to_string())?;
         let runtime = Arc::new(runtime);
-        let snapshot = runtime.wait_for(STARTUP_TIMEOUT, |s| all_connected(s, 1)).await;
+        let snapshot = runtime
+            .wait_for(STARTUP_TIMEOUT, |s| all_connected(s, 1))
+            .await;
         if !all_connected(&snapshot, 1) {
             return Err("the gateway's runtime did not connect the fixture".into());
         }
@@ -193,7 +209,11 @@ impl Bench {
         outcome
     }
 
-    async fn gateway_measure(&self, direct_url: &str, through_url: &str) -> Result<Vec<Metric>, String> {
+    async fn gateway_measure(
+        &self,
+        direct_url: &str,
+        through_url: &str,
+    ) -> Result<Vec<Metric>, String> {
         const THROUGH_TOOL: &str = "mcp__fx__echo";
         let (direct, mut direct_changed) = connect(direct_url).await?;
         let (through, mut through_changed) = connect(through_url).await?;

@@ -107,11 +107,11 @@ pub(crate) async fn run(
     match result {
         Ok(text) => {
             emit!("{text}");
-            0
+            crate::exit::Exit::Ok.code()
         }
         Err(e) => {
             say!("error: {e}");
-            2
+            crate::exit::Exit::Usage.code()
         }
     }
 }

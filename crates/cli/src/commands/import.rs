@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use mcp_harness_runtime::sources;
 
 use super::edit::{self, ConfigFile, EditError, ScopeArg, ordered::Json};
+use crate::exit::Exit;
 use crate::table;
 
 /// A host whose config `--from` reads.
@@ -123,10 +124,10 @@ struct Planned {
 pub(crate) fn run(args: &FromHost, yes: bool) -> u8 {
     let Some(host) = args.from else {
         say!("error: `config import` needs a FILE or --from HOST");
-        return 2;
+        return crate::exit::Exit::Usage.code();
     };
     match import(host, args, yes) {
-        Ok(code) => code,
+        Ok(exit) => exit.code(),
         Err(e) => {
             say!(
                 "error: {}",
@@ -137,7 +138,7 @@ pub(crate) fn run(args: &FromHost, yes: bool) -> u8 {
     }
 }
 
-fn import(host: Host, args: &FromHost, yes: bool) -> Result<u8, EditError> {
+fn import(host: Host, args: &FromHost, yes: bool) -> Result<Exit, EditError> {
     let scope = args.scope.unwrap_or(ScopeArg::User);
     let candidates = host.candidates(&|k| std::env::var(k).ok());
     let found: Vec<PathBuf> = candidates.iter().filter(|p| p.is_file()).cloned().collect();
@@ -202,7 +203,7 @@ fn import(host: Host, args: &FromHost, yes: bool) -> Result<u8, EditError> {
         .count();
     if writes == 0 {
         emitln!("nothing to import");
-        return Ok(0);
+        return Ok(Exit::Ok);
     }
     if !yes {
         if !crate::terminal::interactive() {
@@ -210,7 +211,7 @@ fn import(host: Host, args: &FromHost, yes: bool) -> Result<u8, EditError> {
                 "error: nothing written: confirming needs a terminal; rerun with --yes to import \
                  the servers above"
             );
-            return Ok(2);
+            return Ok(Exit::Usage);
         }
         let question = format!(
             "Write {writes} server{} to {}? [y/N] ",
@@ -219,7 +220,7 @@ fn import(host: Host, args: &FromHost, yes: bool) -> Result<u8, EditError> {
         );
         if !crate::terminal::ask_yes_no(&question) {
             emitln!("nothing written");
-            return Ok(0);
+            return Ok(Exit::Ok);
         }
     }
     let servers = target.servers_mut()?;
@@ -242,7 +243,7 @@ fn import(host: Host, args: &FromHost, yes: bool) -> Result<u8, EditError> {
             String::new()
         }
     );
-    Ok(0)
+    Ok(Exit::Ok)
 }
 
 /// Keys of a server written first, in this order (the canonical form sorts them); the rest

@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::exit::Exit;
 use mcp_harness_gateway::{ClientBridge, Gateway, GatewayOptions, HttpOptions, Prefix};
 use mcp_harness_runtime::Runtime;
 
@@ -73,7 +74,7 @@ pub(crate) async fn run(runtime: Runtime, bridge: ClientBridge, args: ServeArgs)
     };
     let code = match Gateway::new(runtime.clone(), options, bridge).await {
         Ok(gateway) => serve(&gateway, &args).await,
-        Err(e) => crate::fail(&e.to_string(), 2),
+        Err(e) => crate::fail(&e.to_string(), Exit::Usage),
     };
     shut_down(runtime).await;
     code
@@ -83,12 +84,12 @@ async fn serve(gateway: &Gateway, args: &ServeArgs) -> u8 {
     let Some(addr) = args.http else {
         return tokio::select! {
             served = gateway.serve_stdio() => match served {
-                Ok(()) => 0,
-                Err(e) => crate::fail(&e.to_string(), 1),
+                Ok(()) => Exit::Ok.code(),
+                Err(e) => crate::fail(&e.to_string(), Exit::Failed),
             },
             signal = crate::interrupted() => {
                 tracing::info!(signal, "stopping the stdio gateway");
-                130
+                Exit::Interrupted.code()
             }
         };
     };
@@ -99,11 +100,11 @@ async fn serve(gateway: &Gateway, args: &ServeArgs) -> u8 {
     http.idle_timeout = Duration::from_secs(args.idle_secs.max(1));
     let mut server = match gateway.serve_http(http).await {
         Ok(server) => server,
-        Err(e) => return crate::fail(&e.to_string(), 2),
+        Err(e) => return crate::fail(&e.to_string(), Exit::Usage),
     };
     say!("mcp-harness: serving {}", server.url());
     let signal = tokio::select! {
-        () = server.wait() => return crate::fail("the HTTP server stopped", 1),
+        () = server.wait() => return crate::fail("the HTTP server stopped", Exit::Failed),
         signal = crate::interrupted() => signal,
     };
     say!(
@@ -116,7 +117,7 @@ async fn serve(gateway: &Gateway, args: &ServeArgs) -> u8 {
     {
         tracing::warn!("in-flight requests did not finish within the drain deadline");
     }
-    0
+    Exit::Ok.code()
 }
 
 /// Shuts the runtime down once the gateway's sessions let go of it (bounded); dropping it

@@ -61,9 +61,10 @@ impl EditError {
     /// The exit status: 2 for usage and config problems, 1 when the file system failed.
     pub(crate) fn exit_code(&self) -> u8 {
         match self {
-            EditError::Io { .. } => 1,
-            _ => 2,
+            EditError::Io { .. } => crate::exit::Exit::Failed,
+            _ => crate::exit::Exit::Usage,
         }
+        .code()
     }
 }
 

@@ -62,15 +62,11 @@ pub(crate) enum Edit {
         name: String,
         #[arg(long, short = 's', value_enum)]
         scope: Option<ScopeArg>,
-        #[arg(long)]
-        json: bool,
     },
     /// The servers of the config files (all of them, or one `--scope`), as written.
     List {
         #[arg(long, short = 's', value_enum)]
         scope: Option<ScopeArg>,
-        #[arg(long)]
-        json: bool,
     },
     /// Enable a server (`enable NAME`) or one of its tools (`enable NAME TOOL`,
     /// `enable mcp__NAME__TOOL`).
@@ -138,27 +134,28 @@ pub(crate) struct ToggleArgs {
 }
 
 /// Runs an edit command; returns the exit code.
-pub(crate) fn run(explicit: Option<&Path>, edit: &Edit) -> u8 {
+/// `json` (the global `--json`) makes `get` and `list` print JSON.
+pub(crate) fn run(explicit: Option<&Path>, edit: &Edit, json: bool) -> u8 {
     if explicit.is_some() {
         say!(
             "error: the config-editing commands write the user or the project config \
              (`--scope user|project`), not a `--config` file; drop --config"
         );
-        return 2;
+        return crate::exit::Exit::Usage.code();
     }
     let result = match edit {
         Edit::Add(args) => add(args),
         Edit::AddJson(args) => add_json(args),
         Edit::Remove { name, scope } => remove(name, *scope),
-        Edit::Get { name, scope, json } => show::get(name, *scope, *json),
-        Edit::List { scope, json } => show::list(*scope, *json),
+        Edit::Get { name, scope } => show::get(name, *scope, json),
+        Edit::List { scope } => show::list(*scope, json),
         Edit::Enable(args) => toggle::run(args, true),
         Edit::Disable(args) => toggle::run(args, false),
     };
     match result {
         Ok(text) => {
             emit!("{text}");
-            0
+            crate::exit::Exit::Ok.code()
         }
         Err(e) => {
             say!(
