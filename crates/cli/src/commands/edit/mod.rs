@@ -111,8 +111,10 @@ pub(crate) struct AddArgs {
 pub(crate) struct AddJsonArgs {
     /// The server's name.
     name: String,
-    /// The server's definition, a JSON object in the `mcpServers` format.
-    json: String,
+    /// The server's definition, a JSON object in the `mcpServers` format. (Not named `json`:
+    /// that id is the global `--json` flag's.)
+    #[arg(value_name = "JSON")]
+    definition: String,
     /// Which config to write (default: user).
     #[arg(long, short = 's', value_enum)]
     scope: Option<ScopeArg>,
@@ -308,7 +310,7 @@ fn remote_options(
 }
 
 fn add_json(args: &AddJsonArgs) -> Result<String, EditError> {
-    let server = match Json::parse(&args.json) {
+    let server = match Json::parse(&args.definition) {
         Ok(Json::Object(o)) => o,
         Ok(_) => {
             return Err(EditError::Usage(
