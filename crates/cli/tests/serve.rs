@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::gateway::{MCP_POST, http, open_session};
 use common::{bin, pids_with, temp_home};
 use serde_json::{Value, json};
 
@@ -387,74 +388,6 @@ fn typescript_sdk_client_over_http() {
     over_http("typescript");
 }
 
-/// One HTTP/1.1 request on a fresh connection (`Connection: close`), read to its end (bounded):
-/// (status, headers lowercased, body).
-fn http(
-    addr: &str,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &str,
-) -> (u16, String, String) {
-    use std::io::{Read as _, Write as _};
-    let mut stream = std::net::TcpStream::connect(addr).expect("connect to the gateway");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .expect("timeout");
-    let mut request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        request.push_str(&format!("{k}: {v}\r\n"));
-    }
-    request.push_str("\r\n");
-    request.push_str(body);
-    stream.write_all(request.as_bytes()).expect("send");
-    let mut response = Vec::new();
-    let _ = stream.read_to_end(&mut response);
-    let response = String::from_utf8_lossy(&response).into_owned();
-    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    (status, head.to_lowercase(), body.to_string())
-}
-
-const MCP_POST: [(&str, &str); 2] = [
-    ("Content-Type", "application/json"),
-    ("Accept", "application/json, text/event-stream"),
-];
-
-/// Opens an MCP session over raw HTTP: its id, or the refusal (status, head, body).
-fn open_session(addr: &str) -> Result<String, (u16, String, String)> {
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "ops-test", "version": "1"}}});
-    let (status, head, body) = http(addr, "POST", "/mcp", &MCP_POST, &init.to_string());
-    let id = head
-        .lines()
-        .find_map(|l| l.strip_prefix("mcp-session-id:"))
-        .map(|v| v.trim().to_string());
-    match (status, id) {
-        (200, Some(id)) => {
-            let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-            let headers = [
-                MCP_POST[0],
-                MCP_POST[1],
-                ("Mcp-Session-Id", &id),
-                ("Mcp-Protocol-Version", "2025-11-25"),
-            ];
-            let (status, _, _) = http(addr, "POST", "/mcp", &headers, &initialized.to_string());
-            assert_eq!(status, 202, "notifications/initialized");
-            Ok(id)
-        }
-        _ => Err((status, head, body)),
-    }
-}
-
 /// Operable: `/healthz`, `/readyz`, `/metrics` with the call counted under its client and
 /// outcome, the audit log line without arguments, and the session limit answering 429 with
 /// `Retry-After` instead of growing.
@@ -509,7 +442,7 @@ fn health_metrics_audit_and_session_limit() {
         assert_eq!(ready.0, 200, "not ready: {}", ready.2);
         assert_eq!(http(&addr, "GET", "/healthz", &[], "").0, 200);
 
-        let first = open_session(&addr).expect("first session");
+        let first = open_session(&addr, false).expect("first session");
         let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
             "name": "mcp__fx__echo", "arguments": {"message": "secret-argument-value"}}});
         let headers = [
@@ -525,9 +458,9 @@ fn health_metrics_audit_and_session_limit() {
             "echo result: {body}"
         );
 
-        open_session(&addr).expect("second session");
+        open_session(&addr, false).expect("second session");
         let (status, head, body) =
-            open_session(&addr).expect_err("a third session over the limit of 2");
+            open_session(&addr, false).expect_err("a third session over the limit of 2");
         assert_eq!(status, 429, "{head}\n{body}");
         assert!(head.contains("retry-after: 5"), "{head}");
         assert!(body.contains("retryAfterMs"), "{body}");

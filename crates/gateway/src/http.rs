@@ -5,7 +5,8 @@
 //!   Nagle's algorithm against the client's delayed ACK);
 //! - `Host` must be one the server was told to accept (loopback by default) and, when origins
 //!   are configured, a browser `Origin` must be one of them: DNS rebinding gets 403;
-//! - shutting the server down closes every session and stops accepting.
+//! - shutting the server down refuses new requests at once, answers the admitted ones within
+//!   the drain deadline ([`crate::drain`]), then closes every session and stream.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -24,6 +25,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::drain::{self, Drain};
 use crate::session::{Session, Shared};
 
 /// Why serving failed.
@@ -82,7 +84,11 @@ impl HttpOptions {
 /// A running HTTP server.
 pub struct HttpServer {
     addr: SocketAddr,
+    /// Stops accepting connections (axum's graceful shutdown).
+    accept: CancellationToken,
+    /// Closes every session and stream (rmcp's cancellation token), after the drain.
     stop: CancellationToken,
+    drain: Arc<Drain>,
     task: JoinHandle<()>,
 }
 
@@ -103,10 +109,29 @@ impl HttpServer {
         let _ = (&mut self.task).await;
     }
 
-    /// Stops accepting, closes every session and waits for the server task.
-    pub async fn shutdown(self) {
+    /// Drains, then stops: new requests are refused at once (503 with `Retry-After`, and no
+    /// new connection is accepted), requests already admitted are answered for at most
+    /// `drain` (a call's result still reaches its client), then every session and stream is
+    /// closed and the server task ends (it is aborted if it does not within a second).
+    /// Returns whether every admitted request was answered within `drain`.
+    pub async fn shutdown(mut self, drain: Duration) -> bool {
+        self.drain.close();
+        self.accept.cancel();
+        let drained = self.drain.wait_idle(drain).await;
+        if !drained {
+            tracing::warn!(
+                ?drain,
+                "requests still in flight at the drain deadline are cut"
+            );
+        }
         self.stop.cancel();
-        let _ = self.task.await;
+        if tokio::time::timeout(Duration::from_secs(1), &mut self.task)
+            .await
+            .is_err()
+        {
+            self.task.abort();
+        }
+        drained
     }
 }
 
@@ -143,11 +168,18 @@ pub(crate) async fn serve(
     let mut manager = LocalSessionManager::default();
     manager.session_config.keep_alive = Some(options.idle_timeout);
     let sessions = Arc::new(manager);
+    let drain = Arc::new(Drain::default());
     let ops = Ops {
         shared: shared.clone(),
         sessions: sessions.clone(),
         max_sessions: options.max_sessions.max(1),
+        drain: drain.clone(),
     };
+    tokio::spawn(drain::trim_after_sessions_close(
+        shared.clone(),
+        TRIM_TICK,
+        stop.clone(),
+    ));
     let service =
         StreamableHttpService::new(move || Ok(Session::new(shared.clone())), sessions, config);
     let router = axum::Router::new()
@@ -159,13 +191,18 @@ pub(crate) async fn serve(
             ops.clone(),
             session_limit,
         ))
+        .layer(axum::middleware::from_fn_with_state(
+            drain.clone(),
+            drain::gate,
+        ))
         .with_state(ops);
     let listener = listener.tap_io(|socket| {
         if let Err(error) = socket.set_nodelay(true) {
             tracing::debug!(%error, "TCP_NODELAY not set on an accepted socket");
         }
     });
-    let shutdown = stop.clone();
+    let accept = CancellationToken::new();
+    let shutdown = accept.clone();
     let task = tokio::spawn(async move {
         let served = axum::serve(listener, router)
             .with_graceful_shutdown(async move { shutdown.cancelled().await })
@@ -175,7 +212,13 @@ pub(crate) async fn serve(
         }
     });
     tracing::info!(url = %format!("http://{addr}/mcp"), "serving Streamable HTTP");
-    Ok(HttpServer { addr, stop, task })
+    Ok(HttpServer {
+        addr,
+        accept,
+        stop,
+        drain,
+        task,
+    })
 }
 
 /// What the operational routes and the session limit read.
@@ -184,7 +227,11 @@ struct Ops {
     shared: Arc<Shared>,
     sessions: Arc<LocalSessionManager>,
     max_sessions: usize,
+    drain: Arc<Drain>,
 }
+
+/// How often the open-session count is looked at for [`drain::trim_after_sessions_close`].
+const TRIM_TICK: Duration = Duration::from_secs(5);
 
 /// 200 once the first catalog was published and every upstream settled (connected, failed or
 /// waiting for a login: a dead upstream costs only its own entries), else 503 naming the
@@ -197,7 +244,9 @@ async fn readyz(State(ops): State<Ops>) -> Response {
         .filter(|(_, status)| !status.state.is_settled())
         .map(|(name, _)| name.as_str())
         .collect();
-    if snapshot.revision > 0 && starting.is_empty() {
+    if ops.drain.closing() {
+        (StatusCode::SERVICE_UNAVAILABLE, "draining\n").into_response()
+    } else if snapshot.revision > 0 && starting.is_empty() {
         (StatusCode::OK, "ready\n").into_response()
     } else {
         let body = format!("starting: {}\n", starting.join(", "));

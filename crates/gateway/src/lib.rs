@@ -14,6 +14,7 @@
 //!   prefix whether or not another server exists.
 
 mod bridge;
+mod drain;
 mod http;
 mod names;
 mod notify;

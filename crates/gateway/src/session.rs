@@ -91,6 +91,8 @@ pub(crate) struct Shared {
     pub(crate) options: GatewayOptions,
     pub(crate) sessions: DashMap<u64, Registered>,
     next_id: AtomicU64,
+    /// Sessions ended so far (the memory trim in [`crate::drain`] follows it).
+    pub(crate) closed: AtomicU64,
     /// The digests of the latest views the notifier computed (what a new listener starts from).
     pub(crate) current: Mutex<Digests>,
     /// How many sessions subscribe to each (server, URI): upstream holds one subscription.
@@ -112,6 +114,7 @@ impl Shared {
             options,
             sessions: DashMap::new(),
             next_id: AtomicU64::new(1),
+            closed: AtomicU64::new(0),
             current: Mutex::new(Digests::default()),
             subscribed: Mutex::new(HashMap::new()),
         }
@@ -204,6 +207,7 @@ struct SessionState {
 impl Drop for SessionState {
     fn drop(&mut self) {
         self.shared.sessions.remove(&self.id);
+        self.shared.closed.fetch_add(1, Ordering::Relaxed);
         let subscriptions = std::mem::take(&mut *lock(&self.subscriptions));
         for ((server, uri), task) in subscriptions {
             task.abort();

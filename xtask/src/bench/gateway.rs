@@ -10,7 +10,7 @@
 //! - `gateway_list_changed[_p99]`: from just before an upstream `add_tool` until the client sees
 //!   `tools/list_changed` — through the gateway (upstream notification, relisting, publication,
 //!   the notifier) vs the same client connected directly to the fixture (the upstream's own
-//!   notification); one change, both clients listening.
+//!   notification); one change at a time, [`CHANGE_SPACING`] apart, both clients listening.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,6 +36,10 @@ const CLIENTS: usize = 32;
 const CALLS_EACH: usize = 25;
 /// Changes for the list_changed figure.
 const CHANGES: usize = 40;
+/// Pause between two changes: longer than the runtime's default relist window (250 ms), so
+/// each change measures one upstream change reaching the client, not the flood bound that
+/// holds back a second relisting within the window (the `list_changed` group measures that).
+const CHANGE_SPACING: Duration = Duration::from_millis(260);
 /// The whole group.
 const PHASE_LIMIT: Duration = Duration::from_secs(180);
 
@@ -201,7 +205,7 @@ impl Bench {
             .map_err(|e| e.to_string())?;
         let through_url = server.url();
         let outcome = self.gateway_measure(&direct_url, &through_url).await;
-        server.shutdown().await;
+        server.shutdown(Duration::from_secs(5)).await;
         drop(gateway);
         if let Ok(runtime) = Arc::try_unwrap(runtime) {
             runtime.shutdown().await;
@@ -277,6 +281,7 @@ impl Bench {
         };
         let (mut lh, mut lb) = (Vec::new(), Vec::new());
         for i in 0..CHANGES {
+            tokio::time::sleep(CHANGE_SPACING).await;
             while direct_changed.try_recv().is_ok() {}
             while through_changed.try_recv().is_ok() {}
             let mut args = JsonObject::new();

@@ -2,6 +2,8 @@
 //! run of the binary that never reads the developer's own config.
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub(crate) mod gateway;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

