@@ -416,6 +416,8 @@ async fn run(cli: Cli) -> u8 {
         }
     }
     if let Command::Serve(args) = cli.command {
+        // Config edits apply while serving; clients get list_changed for what they can see.
+        let _reload = live_reload(&runtime, cli.config.clone(), cli.servers.clone());
         return commands::serve::run(runtime, bridge, args).await;
     }
     let code = tokio::select! {
@@ -431,6 +433,21 @@ async fn run(cli: Cli) -> u8 {
     };
     runtime.shutdown().await;
     code
+}
+
+/// Applies edits of the config files (`--config`, or every file the merge reads) while the
+/// command runs, checked every second; an edited config keeps the `--server` limit.
+fn live_reload(
+    runtime: &Runtime,
+    config: Option<PathBuf>,
+    only: Vec<String>,
+) -> mcp_harness_runtime::ConfigWatch {
+    let files = commands::config::files(config.as_deref());
+    let loader: mcp_harness_runtime::ConfigLoader = std::sync::Arc::new(move || {
+        let loaded = commands::config::load(config.as_deref(), false)?;
+        targets::plan(loaded, &targets::Wants::Every, &only).map(|plan| plan.config)
+    });
+    runtime.reload_on_change(files, Duration::from_secs(1), loader)
 }
 
 async fn execute(
@@ -511,13 +528,7 @@ async fn execute(
         }
         Command::Watch { count } => {
             // Hot reload: an edit of the config files is applied while watching.
-            let files = commands::config::files(config.as_deref());
-            // An edited config keeps the `--server` limit.
-            let loader: mcp_harness_runtime::ConfigLoader = std::sync::Arc::new(move || {
-                let loaded = commands::config::load(config.as_deref(), false)?;
-                targets::plan(loaded, &targets::Wants::Every, &only).map(|plan| plan.config)
-            });
-            let _reload = runtime.reload_on_change(files, Duration::from_secs(1), loader);
+            let _reload = live_reload(runtime, config, only);
             // Every revision with its changes; a reader that fell behind gets the ones it missed
             // as one combined item, saying so.
             let mut revisions = runtime.revisions();
