@@ -6,6 +6,8 @@
 #                      reference client/server) and @modelcontextprotocol/conformance (stable release)
 #   conformance-next/  @modelcontextprotocol/conformance, newest 0.2 pre-release
 #   py/                Python venv with the official `mcp` SDK
+#   npm-bench/, py-bench/  only with PEERS_BENCH=1 (`cargo xtask bench` sets it): other gateways
+#                      measured beside ours — supergateway (npm) and FastMCP's proxy (PyPI fastmcp)
 #   (system)           dbus-daemon and gnome-keyring (Debian packages, apt-get): the private session
 #                      bus and Secret Service of the keyring test (transport/tests/oauth_keyring.rs)
 #
@@ -24,6 +26,8 @@ SDK_VERSION=1.32.2
 CONFORMANCE_VERSION=0.1.16
 CONFORMANCE_NEXT_VERSION=0.2.0-alpha.12
 PY_MCP_VERSION=2.3.0
+SUPERGATEWAY_VERSION=4.0.0
+FASTMCP_VERSION=4.2.3
 
 log() { printf 'install-peers: %s\n' "$*" >&2; }
 
@@ -76,6 +80,18 @@ else
   log "get  $DIR/py (mcp==$PY_MCP_VERSION)"
   [ -x "$PY" ] || python3 -m venv "$DIR/py"
   "$PY" -m pip install --quiet --disable-pip-version-check "mcp==$PY_MCP_VERSION"
+fi
+
+if [ "${PEERS_BENCH:-0}" = 1 ]; then
+  PATH="$(dirname "$NODE_BIN"):$PATH" npm_install "$DIR/npm-bench" "supergateway@$SUPERGATEWAY_VERSION"
+  BPY="$DIR/py-bench/bin/python"
+  if [ -x "$BPY" ] && "$BPY" -c "import importlib.metadata as m, sys; sys.exit(m.version('fastmcp') != '$FASTMCP_VERSION')" 2>/dev/null; then
+    log "ok   $DIR/py-bench (fastmcp==$FASTMCP_VERSION)"
+  else
+    log "get  $DIR/py-bench (fastmcp==$FASTMCP_VERSION)"
+    [ -x "$BPY" ] || python3 -m venv "$DIR/py-bench"
+    "$BPY" -m pip install --quiet --disable-pip-version-check "fastmcp==$FASTMCP_VERSION"
+  fi
 fi
 
 # The keyring test's D-Bus and Secret Service: Debian packages, installed as root (or through

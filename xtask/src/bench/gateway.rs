@@ -24,7 +24,8 @@ use rmcp::transport::StreamableHttpClientTransport;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::report::Metric;
+use super::peers;
+use super::report::{Metric, median, percentile};
 use super::{Bench, CALL_TIMEOUT, STARTUP_TIMEOUT, all_connected};
 
 /// Calls per side before measuring.
@@ -45,7 +46,7 @@ const PHASE_LIMIT: Duration = Duration::from_secs(180);
 
 /// A client that reports each `tools/list_changed` on a channel.
 #[derive(Clone)]
-struct Listener {
+pub(super) struct Listener {
     tx: mpsc::UnboundedSender<Instant>,
 }
 
@@ -59,9 +60,11 @@ impl ClientHandler for Listener {
     }
 }
 
-type Client = RunningService<RoleClient, Listener>;
+pub(super) type Client = RunningService<RoleClient, Listener>;
 
-async fn connect(url: &str) -> Result<(Client, mpsc::UnboundedReceiver<Instant>), String> {
+pub(super) async fn connect(
+    url: &str,
+) -> Result<(Client, mpsc::UnboundedReceiver<Instant>), String> {
     let (tx, rx) = mpsc::unbounded_channel();
     let transport = StreamableHttpClientTransport::from_uri(url.to_string());
     match tokio::time::timeout(STARTUP_TIMEOUT, Listener { tx }.serve(transport)).await {
@@ -81,18 +84,29 @@ fn kib_message() -> JsonObject {
 
 /// `count` sequential echo calls of `tool`; seconds taken.
 async fn calls(client: &Client, tool: &str, count: usize) -> Result<f64, String> {
+    Ok(latencies(client, tool, count).await?.iter().sum())
+}
+
+/// `count` sequential echo calls of `tool`; each call's seconds.
+pub(super) async fn latencies(
+    client: &Client,
+    tool: &str,
+    count: usize,
+) -> Result<Vec<f64>, String> {
     let args = kib_message();
-    let started = Instant::now();
+    let mut taken = Vec::with_capacity(count);
     for _ in 0..count {
         let params = CallToolRequestParams::new(tool.to_string()).with_arguments(args.clone());
+        let started = Instant::now();
         match tokio::time::timeout(CALL_TIMEOUT, client.peer().call_tool(params)).await {
             Ok(Ok(r)) if !r.is_error.unwrap_or(false) => {}
             Ok(Ok(r)) => return Err(format!("{tool} reported an error: {:?}", r.content)),
             Ok(Err(e)) => return Err(format!("{tool} failed: {e}")),
             Err(_) => return Err(format!("{tool} took over {CALL_TIMEOUT:?}")),
         }
+        taken.push(started.elapsed().as_secs_f64());
     }
-    Ok(started.elapsed().as_secs_f64())
+    Ok(taken)
 }
 
 /// `CLIENTS` sessions to `url` each making `CALLS_EACH` calls at once; seconds per call.
@@ -133,7 +147,7 @@ fn upstream(bench: &Bench, port: u16) -> Result<tokio::process::Child, String> {
         .map_err(|e| format!("cannot spawn {}: {e}", bench.fixture.display()))
 }
 
-async fn wait_listening(port: u16) -> Result<(), String> {
+pub(super) async fn wait_listening(port: u16) -> Result<(), String> {
     let deadline = Instant::now() + STARTUP_TIMEOUT;
     while Instant::now() < deadline {
         if tokio::net::TcpStream::connect(("127.0.0.1", port))
@@ -231,31 +245,34 @@ impl Bench {
         let (mut h, mut b, mut pairs) = (Vec::new(), Vec::new(), Vec::new());
         let mut through_first = true;
         for _ in 0..self.options.rounds {
-            let (mut hs, mut bs, mut done) = (0.0, 0.0, 0);
+            let mut done = 0;
             while done < self.options.calls {
                 let n = CHUNK.min(self.options.calls - done);
                 let (hc, bc) = if through_first {
-                    let hc = calls(&through, THROUGH_TOOL, n).await?;
-                    (hc, calls(&direct, "echo", n).await?)
+                    let hc = latencies(&through, THROUGH_TOOL, n).await?;
+                    (hc, latencies(&direct, "echo", n).await?)
                 } else {
-                    let bc = calls(&direct, "echo", n).await?;
-                    (calls(&through, THROUGH_TOOL, n).await?, bc)
+                    let bc = latencies(&direct, "echo", n).await?;
+                    (latencies(&through, THROUGH_TOOL, n).await?, bc)
                 };
-                hs += hc;
-                bs += bc;
-                pairs.push(hc / bc);
+                pairs.push(hc.iter().sum::<f64>() / bc.iter().sum::<f64>());
+                h.extend(hc);
+                b.extend(bc);
                 through_first = !through_first;
                 done += n;
             }
-            h.push(hs / self.options.calls as f64);
-            b.push(bs / self.options.calls as f64);
         }
+        // Added per call, through vs direct (p50 and p99), for the comparison with the peers.
+        let added = (
+            median(&h) - median(&b),
+            percentile(&h, 0.99) - percentile(&b, 0.99),
+        );
         let echo = Metric {
             per_call: true,
             pairs: Some(pairs),
             ..Metric::new(
                 "gateway_echo_http",
-                "sequential 1 KiB echo over Streamable HTTP through mcp-harness serve vs the same client direct to the upstream",
+                "sequential 1 KiB echo over Streamable HTTP through mcp-harness serve vs the same client direct to the upstream (per call)",
                 h,
                 b,
             )
@@ -313,8 +330,61 @@ impl Bench {
             lh,
             lb,
         );
-        let _ = direct.cancel().await;
         let _ = through.cancel().await;
-        Ok(vec![echo.p99(), echo, throughput, listed.p99(), listed])
+        let mut metrics = vec![echo.p99(), echo, throughput, listed.p99(), listed];
+        let compared = self.peers(direct_url, &direct, added).await;
+        let _ = direct.cancel().await;
+        metrics.extend(compared?);
+        Ok(metrics)
+    }
+
+    /// The peers' figures, and our added latency as a ratio of theirs (goal ≤ 0.1).
+    async fn peers(
+        &self,
+        direct_url: &str,
+        direct: &Client,
+        (ours_p50, ours_p99): (f64, f64),
+    ) -> Result<Vec<Metric>, String> {
+        peers::install()?;
+        let mut metrics = Vec::new();
+        for name in ["fastmcp", "supergateway"] {
+            let peer = match name {
+                "fastmcp" => peers::fastmcp(direct_url).await?,
+                _ => peers::supergateway(&self.fixture, &self.tag).await?,
+            };
+            let measured = peers::measure(&peer, direct).await;
+            peer.stop().await;
+            let (p, d) = measured?;
+            let theirs = (
+                median(&p) - median(&d),
+                percentile(&p, 0.99) - percentile(&d, 0.99),
+            );
+            let echo = Metric {
+                per_call: true,
+                ..Metric::new(
+                    format!("peer_{name}_echo_http"),
+                    format!("the same echo through {name} vs direct (per call)"),
+                    p,
+                    d,
+                )
+            };
+            metrics.push(echo.p99());
+            metrics.push(echo);
+            metrics.push(Metric::new(
+                format!("gateway_added_vs_{name}"),
+                format!(
+                    "latency mcp-harness serve adds per call vs what {name} adds, p50 (goal <= 0.1)"
+                ),
+                vec![ours_p50],
+                vec![theirs.0],
+            ));
+            metrics.push(Metric::new(
+                format!("gateway_added_vs_{name}_p99"),
+                format!("the same at p99 (goal <= 0.1)"),
+                vec![ours_p99],
+                vec![theirs.1],
+            ));
+        }
+        Ok(metrics)
     }
 }

@@ -53,7 +53,9 @@
 //!   every side, baseline included);
 //! - `gateway_echo_http[_p99]`, `gateway_throughput_32`, `gateway_list_changed[_p99]`: what
 //!   `mcp-harness serve` adds over Streamable HTTP, vs the same client direct to the same
-//!   upstream (see `gateway.rs`);
+//!   upstream (see `gateway.rs`); `peer_fastmcp_echo_http`, `peer_supergateway_echo_http` and
+//!   `gateway_added_vs_<peer>[_p99]`: the same echo through FastMCP's proxy and supergateway, and
+//!   the latency we add as a ratio of theirs (see `peers.rs`);
 //! - `snapshot_build_<T>`: `SnapshotBuilder` + `build` over S catalogs of T/S realistic tools
 //!   (pure CPU) vs cloning the catalogs' `Arc`s into a map and indexing every qualified name;
 //! - `set_tools_<n>`: `ServerCatalog::set_tools` (sanitising and qualifying) of one server's n
@@ -66,6 +68,7 @@
 mod gateway;
 mod http;
 mod list_changed;
+mod peers;
 mod report;
 mod snapshot;
 mod stdio;

