@@ -380,7 +380,7 @@ impl Bench {
             ));
             metrics.push(Metric::new(
                 format!("gateway_added_vs_{name}_p99"),
-                format!("the same at p99 (goal <= 0.1)"),
+                format!("latency added per call vs {name}, p99 (goal <= 0.1)"),
                 vec![ours_p99],
                 vec![theirs.1],
             ));
