@@ -36,7 +36,7 @@ pub use call::result::{NormalizedResult, ResultWarning, WarningKind};
 pub use call::tasks::TaskUpdate;
 pub use config::sources;
 pub use config::{
-    Config, ConfigError, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT,
+    ClientProfile, Config, ConfigError, DEFAULT_MAX_MESSAGE_BYTES, GatewayConfig, ProfileAuth, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT,
     OutputConfig, ServerConfig, TransportConfig,
 };
 pub use connection::io_threads::IoThreads;
