@@ -85,8 +85,13 @@ impl Key {
                 .to_vec(),
             Key::Rsa(key) => {
                 let mut sig = vec![0; key.public_modulus_len()];
-                key.sign(&signature::RSA_PKCS1_SHA256, &rng, input.as_bytes(), &mut sig)
-                    .expect("sign");
+                key.sign(
+                    &signature::RSA_PKCS1_SHA256,
+                    &rng,
+                    input.as_bytes(),
+                    &mut sig,
+                )
+                .expect("sign");
                 sig
             }
         };
@@ -244,9 +249,8 @@ impl<'a> Client<'a> {
     /// A request in this session: its JSON-RPC response.
     fn request(&mut self, method: &str, params: Value) -> Value {
         self.next += 1;
-        let (status, head, body) = self.post(
-            &json!({"jsonrpc": "2.0", "id": self.next, "method": method, "params": params}),
-        );
+        let (status, head, body) = self
+            .post(&json!({"jsonrpc": "2.0", "id": self.next, "method": method, "params": params}));
         assert_eq!(status, 200, "{method}: {head}\n{body}");
         message(&body)
     }
@@ -398,7 +402,10 @@ fn per_client_views_hide_and_refuse_what_a_profile_may_not_see() {
     let mut gateway = Gateway::start(
         &dir,
         &config,
-        &[("GW_FULL_TOKEN", FULL_TOKEN), ("GW_NARROW_TOKEN", NARROW_TOKEN)],
+        &[
+            ("GW_FULL_TOKEN", FULL_TOKEN),
+            ("GW_NARROW_TOKEN", NARROW_TOKEN),
+        ],
     );
     let addr = gateway.addr.clone();
     let outcome = std::panic::catch_unwind(|| {
@@ -420,7 +427,13 @@ fn per_client_views_hide_and_refuse_what_a_profile_may_not_see() {
         assert_eq!(status, 401, "{head}");
         assert!(head.contains("error=\"invalid_token\""), "{head}");
         // The metadata document (RFC 9728).
-        let (status, _, body) = http(&addr, "GET", "/.well-known/oauth-protected-resource", &[], "");
+        let (status, _, body) = http(
+            &addr,
+            "GET",
+            "/.well-known/oauth-protected-resource",
+            &[],
+            "",
+        );
         assert_eq!(status, 200, "{body}");
         let doc: Value = serde_json::from_str(&body).expect("metadata JSON");
         assert_eq!(doc["resource"], format!("http://{addr}/mcp"), "{doc}");
@@ -446,7 +459,11 @@ fn per_client_views_hide_and_refuse_what_a_profile_may_not_see() {
             json!({"name": "mcp__fx__no_such_tool", "arguments": {}}),
         );
         assert_eq!(error_code(&hidden), -32602, "{hidden}");
-        assert_eq!(error_code(&hidden), error_code(&missing), "{hidden} vs {missing}");
+        assert_eq!(
+            error_code(&hidden),
+            error_code(&missing),
+            "{hidden} vs {missing}"
+        );
         // The profile's own deny rule: refused, naming the rule, never sent.
         let echo = narrow.request(
             "tools/call",
@@ -465,16 +482,26 @@ fn per_client_views_hide_and_refuse_what_a_profile_may_not_see() {
         assert_eq!(echo["result"]["isError"], json!(false), "{echo}");
 
         let prompts = full.names("prompts/list", "prompts", "name");
-        assert!(prompts.contains(&"mcp__fx__greeting".to_string()), "{prompts:?}");
+        assert!(
+            prompts.contains(&"mcp__fx__greeting".to_string()),
+            "{prompts:?}"
+        );
         let prompts = narrow.names("prompts/list", "prompts", "name");
-        assert!(!prompts.contains(&"mcp__fx__greeting".to_string()), "{prompts:?}");
+        assert!(
+            !prompts.contains(&"mcp__fx__greeting".to_string()),
+            "{prompts:?}"
+        );
         let get = json!({"name": "mcp__fx__greeting", "arguments": {"name": "Ada"}});
         let answer = full.request("prompts/get", get.clone());
         assert!(answer["result"]["messages"].is_array(), "{answer}");
         let hidden = narrow.request("prompts/get", get);
         let missing = narrow.request("prompts/get", json!({"name": "mcp__fx__no_such_prompt"}));
         assert_eq!(error_code(&hidden), -32602, "{hidden}");
-        assert_eq!(error_code(&hidden), error_code(&missing), "{hidden} vs {missing}");
+        assert_eq!(
+            error_code(&hidden),
+            error_code(&missing),
+            "{hidden} vs {missing}"
+        );
 
         let uri = "fixture://static/readme";
         let uris = full.names("resources/list", "resources", "uri");
@@ -484,11 +511,11 @@ fn per_client_views_hide_and_refuse_what_a_profile_may_not_see() {
         let answer = full.request("resources/read", json!({"uri": uri}));
         assert!(answer["result"]["contents"].is_array(), "{answer}");
         let hidden = narrow.request("resources/read", json!({"uri": uri}));
-        assert!(hidden.get("error").is_some(), "a hidden resource was read: {hidden}");
         assert!(
-            !hidden.to_string().contains("fixture readme"),
-            "{hidden}"
+            hidden.get("error").is_some(),
+            "a hidden resource was read: {hidden}"
         );
+        assert!(!hidden.to_string().contains("fixture readme"), "{hidden}");
 
         // A session serves only the client that opened it.
         let mut thief = Client::new(&addr, NARROW_TOKEN);
@@ -585,11 +612,20 @@ fn jwt_access_tokens_are_checked_against_jwks_issuer_audience_expiry_and_scope()
         let mut client = Client::new(&addr, &valid);
         client.open().expect("a valid ES256 token opens a session");
         let tools = client.names("tools/list", "tools", "name");
-        assert_eq!(tools, vec!["mcp__fx__echo".to_string()], "the profile's view");
+        assert_eq!(
+            tools,
+            vec!["mcp__fx__echo".to_string()],
+            "the profile's view"
+        );
 
         let wrong_audience = ec.sign(
             "ec1",
-            &claims("http://127.0.0.1:1/mcp", &jwks.issuer, now() + 600, "mcp:tools"),
+            &claims(
+                "http://127.0.0.1:1/mcp",
+                &jwks.issuer,
+                now() + 600,
+                "mcp:tools",
+            ),
         );
         let head = refused(&wrong_audience, 401, "invalid_token");
         assert!(head.contains("audience"), "{head}");

@@ -21,7 +21,7 @@ use aws_lc_rs::{constant_time, digest};
 use base64::Engine as _;
 use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
-use mcp_harness_runtime::{ProfileAuth, ClientProfile, GatewayConfig};
+use mcp_harness_runtime::{ClientProfile, GatewayConfig, ProfileAuth};
 use serde::Deserialize;
 
 /// Clock skew tolerated on `exp` and `nbf`.
@@ -239,8 +239,7 @@ impl Clients {
             return Err(Refusal {
                 status: 401,
                 error: None,
-                description: "this gateway needs a bearer token (Authorization: Bearer ...)"
-                    .into(),
+                description: "this gateway needs a bearer token (Authorization: Bearer ...)".into(),
                 scope: None,
             });
         };
@@ -262,11 +261,7 @@ impl Clients {
         self.check_jwt(token, resource).await
     }
 
-    async fn check_jwt(
-        &self,
-        token: &str,
-        resource: &str,
-    ) -> Result<Arc<ClientProfile>, Refusal> {
+    async fn check_jwt(&self, token: &str, resource: &str) -> Result<Arc<ClientProfile>, Refusal> {
         let header = jsonwebtoken::decode_header(token).map_err(|_| {
             Refusal::invalid("the token is neither a configured bearer token nor a JWT")
         })?;
@@ -372,9 +367,7 @@ impl Clients {
         cache
             .get(uri)
             .and_then(|f| pick(&f.keys, kid, alg))
-            .ok_or_else(|| {
-                Refusal::invalid("the token's signing key is not in its issuer's JWKS")
-            })
+            .ok_or_else(|| Refusal::invalid("the token's signing key is not in its issuer's JWKS"))
     }
 
     async fn fetch(&self, uri: &str) -> Result<JwkSet, String> {
@@ -421,10 +414,9 @@ fn pick(
     let jwk = match kid {
         Some(kid) => set.find(kid)?,
         None => {
-            let mut usable = set
-                .keys
-                .iter()
-                .filter(|k| asymmetric(&k.algorithm) && allowed_algorithms(&k.algorithm).contains(&alg));
+            let mut usable = set.keys.iter().filter(|k| {
+                asymmetric(&k.algorithm) && allowed_algorithms(&k.algorithm).contains(&alg)
+            });
             let only = usable.next()?;
             if usable.next().is_some() {
                 return None;
@@ -507,7 +499,10 @@ mod tests {
             refusal.challenge("http://127.0.0.1:1/.well-known/oauth-protected-resource"),
             "Bearer resource_metadata=\"http://127.0.0.1:1/.well-known/oauth-protected-resource\", error=\"invalid_token\", error_description=\"the token has expired\""
         );
-        assert_eq!(origin("https://gw.example:8443/a/mcp"), "https://gw.example:8443");
+        assert_eq!(
+            origin("https://gw.example:8443/a/mcp"),
+            "https://gw.example:8443"
+        );
         assert_eq!(origin("http://127.0.0.1:9"), "http://127.0.0.1:9");
     }
 }

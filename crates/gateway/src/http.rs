@@ -156,10 +156,7 @@ pub(crate) async fn serve(
         .public_url
         .clone()
         .unwrap_or_else(|| format!("http://{addr}/mcp"));
-    let metadata_url = format!(
-        "{}/.well-known/oauth-protected-resource",
-        origin(&resource)
-    );
+    let metadata_url = format!("{}/.well-known/oauth-protected-resource", origin(&resource));
     let ops = Ops {
         shared: shared.clone(),
         sessions: sessions.clone(),
@@ -180,7 +177,10 @@ pub(crate) async fn serve(
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
-        .route("/.well-known/oauth-protected-resource", get(resource_metadata))
+        .route(
+            "/.well-known/oauth-protected-resource",
+            get(resource_metadata),
+        )
         .route(
             "/.well-known/oauth-protected-resource/{*path}",
             get(resource_metadata),
@@ -321,9 +321,7 @@ async fn authenticate(State(ops): State<Ops>, mut request: Request, next: Next) 
                 if guard.owners.len() >= ops.max_sessions.saturating_mul(2) {
                     // Forget the sessions that closed (idle, deleted, ended).
                     let open = ops.sessions.sessions.read().await;
-                    guard
-                        .owners
-                        .retain(|id, _| open.contains_key(id.as_str()));
+                    guard.owners.retain(|id, _| open.contains_key(id.as_str()));
                 }
                 guard.owners.insert(id.to_string(), name);
             }

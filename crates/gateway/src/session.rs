@@ -477,7 +477,11 @@ impl ServerHandler for Session {
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         let profile = profile_of(&context.extensions);
-        tracing::debug!(session = self.state.id, client = profile.as_ref().map(|p| p.name.as_str()), "client initialized");
+        tracing::debug!(
+            session = self.state.id,
+            client = profile.as_ref().map(|p| p.name.as_str()),
+            "client initialized"
+        );
         self.shared()
             .register(self.state.id, Listener::Peer(context.peer), profile);
     }

@@ -21,7 +21,7 @@ pub use exposure::{
     search, search_tool_definition,
 };
 pub use filter::ToolFilter;
-pub use visibility::{NameFilter, PatternKind};
 pub use permission::{
     AllowAll, Approval, ApprovalRequest, Approver, Decision, DenyAll, Effect, PermissionRules, Rule,
 };
+pub use visibility::{NameFilter, PatternKind};

@@ -127,8 +127,10 @@ pub(crate) fn parse(value: serde_json::Value) -> Result<GatewayConfig, (String, 
         if name.trim().is_empty() {
             return Err((key, "a client profile needs a non-empty name".into()));
         }
-        let raw: RawProfile = serde_json::from_value(value).map_err(|e| (key.clone(), e.to_string()))?;
-        let auth = auth(raw.auth).map_err(|(sub, message)| (format!("{key}.auth{sub}"), message))?;
+        let raw: RawProfile =
+            serde_json::from_value(value).map_err(|e| (key.clone(), e.to_string()))?;
+        let auth =
+            auth(raw.auth).map_err(|(sub, message)| (format!("{key}.auth{sub}"), message))?;
         let filter = |what: &str, raw: Option<RawFilter>, kind| match raw {
             None => Ok(NameFilter::default()),
             Some(raw) => NameFilter::new(raw.allow, raw.deny, kind)
@@ -249,10 +251,14 @@ mod tests {
         assert_eq!(key, "gateway.clients.ci.auth.tokenEnv");
         let (key, _) = err(json!({"clients": {"ci": {"auth": {"type": "oauth", "issuer": "x"}}}}));
         assert_eq!(key, "gateway.clients.ci.auth.jwksUri");
-        let (key, message) = err(json!({"clients": {"ci": {"auth": {"type": "bearer", "tokenEnv": "X"}, "tool": {}}}}));
+        let (key, message) = err(
+            json!({"clients": {"ci": {"auth": {"type": "bearer", "tokenEnv": "X"}, "tool": {}}}}),
+        );
         assert_eq!(key, "gateway.clients.ci");
         assert!(message.contains("tool"), "{message}");
-        let (key, _) = err(json!({"clients": {"ci": {"auth": {"type": "bearer", "tokenEnv": "X"}, "tools": {"allow": ["a b"]}}}}));
+        let (key, _) = err(
+            json!({"clients": {"ci": {"auth": {"type": "bearer", "tokenEnv": "X"}, "tools": {"allow": ["a b"]}}}}),
+        );
         assert_eq!(key, "gateway.clients.ci.tools");
         let (key, _) = err(json!({"client": {}}));
         assert_eq!(key, "gateway");

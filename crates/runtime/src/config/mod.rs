@@ -10,8 +10,8 @@ mod gateway;
 pub mod sources;
 mod transport;
 
-pub(crate) use transport::DedupKey;
 pub use gateway::{ClientProfile, GatewayConfig, ProfileAuth};
+pub(crate) use transport::DedupKey;
 pub use transport::TransportConfig;
 
 use std::collections::BTreeMap;
