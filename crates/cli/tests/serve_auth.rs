@@ -684,3 +684,148 @@ fn jwt_access_tokens_are_checked_against_jwks_issuer_audience_expiry_and_scope()
     }
     assert_eq!(wait_gone(&marker), Vec::<u32>::new(), "upstreams left");
 }
+
+/// A GET stream of a session: the JSON-RPC notifications it carries, read line by line.
+struct Stream {
+    reader: BufReader<std::net::TcpStream>,
+}
+
+impl Stream {
+    fn open(addr: &str, token: &str, session: &str) -> Self {
+        let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .expect("timeout");
+        write!(
+            stream,
+            "GET /mcp HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\nAuthorization: Bearer {token}\r\nMcp-Session-Id: {session}\r\nMcp-Protocol-Version: 2025-11-25\r\n\r\n"
+        )
+        .expect("send");
+        Self {
+            reader: BufReader::new(stream),
+        }
+    }
+
+    /// The method of the next notification (bounded by the read timeout).
+    fn next_method(&mut self) -> Option<String> {
+        let mut line = String::new();
+        for _ in 0..1000 {
+            line.clear();
+            if self.reader.read_line(&mut line).unwrap_or(0) == 0 {
+                return None;
+            }
+            if let Some(data) = line.trim().strip_prefix("data:")
+                && let Ok(v) = serde_json::from_str::<Value>(data.trim())
+                && let Some(method) = v["method"].as_str()
+            {
+                return Some(method.to_string());
+            }
+        }
+        None
+    }
+}
+
+/// `list_changed` follows each client's own view: a tool its profile hides is added and only
+/// the client that sees it is told; then a resource both see is added and both are told.
+#[test]
+fn list_changed_reaches_only_the_clients_whose_view_changed() {
+    let dir = temp_home("serve-auth", "notify");
+    let marker = marker("notify");
+    let config = json!({
+        "mcpServers": {"fx": {"command": bin(), "args": ["fixture-server", "--name", &marker]}},
+        "permissions": {"allow": ["mcp__fx__*"]},
+        "gateway": {"clients": {
+            "full": {"auth": {"type": "bearer", "tokenEnv": "GW_FULL_TOKEN"}},
+            "narrow": {"auth": {"type": "bearer", "tokenEnv": "GW_NARROW_TOKEN"},
+                       "tools": {"deny": ["mcp__fx__secret_*"]}}
+        }}
+    });
+    let mut gateway = Gateway::start(
+        &dir,
+        &config,
+        &[
+            ("GW_FULL_TOKEN", FULL_TOKEN),
+            ("GW_NARROW_TOKEN", NARROW_TOKEN),
+        ],
+    );
+    let addr = gateway.addr.clone();
+    let outcome = std::panic::catch_unwind(|| {
+        let mut full = Client::new(&addr, FULL_TOKEN);
+        full.open().expect("full session");
+        let mut narrow = Client::new(&addr, NARROW_TOKEN);
+        narrow.open().expect("narrow session");
+        full.names("tools/list", "tools", "name");
+        narrow.names("tools/list", "tools", "name");
+        let mut full_stream = Stream::open(&addr, FULL_TOKEN, full.session.as_deref().expect("id"));
+        let mut narrow_stream =
+            Stream::open(&addr, NARROW_TOKEN, narrow.session.as_deref().expect("id"));
+
+        let added = full.request(
+            "tools/call",
+            json!({"name": "mcp__fx__add_tool", "arguments": {"name": "secret_tool"}}),
+        );
+        assert_eq!(added["result"]["isError"], json!(false), "{added}");
+        assert_eq!(
+            full_stream.next_method().as_deref(),
+            Some("notifications/tools/list_changed")
+        );
+        let added = full.request(
+            "tools/call",
+            json!({"name": "mcp__fx__add_resource", "arguments": {"uri": "fixture://shared/new", "text": "x"}}),
+        );
+        assert_eq!(added["result"]["isError"], json!(false), "{added}");
+        // The narrow client's first notification is the resource change: it was never told
+        // about the tool it cannot see.
+        assert_eq!(
+            narrow_stream.next_method().as_deref(),
+            Some("notifications/resources/list_changed")
+        );
+        assert_eq!(
+            full_stream.next_method().as_deref(),
+            Some("notifications/resources/list_changed")
+        );
+    });
+    let stderr = gateway.stop();
+    if let Err(panic) = outcome {
+        eprintln!("--- serve's stderr:\n{stderr}");
+        std::panic::resume_unwind(panic);
+    }
+    assert_eq!(wait_gone(&marker), Vec::<u32>::new(), "upstreams left");
+}
+
+/// Config mistakes stop `serve` with the key to change, and an unset token variable is named
+/// (never a value).
+#[test]
+fn profile_mistakes_name_the_key() {
+    let dir = temp_home("serve-auth", "mistakes");
+    let file = dir.join("gateway.json");
+    let write = |gateway: Value| {
+        let config = json!({"mcpServers": {}, "gateway": gateway});
+        std::fs::write(&file, config.to_string()).expect("write config");
+    };
+    let file_arg = file.to_string_lossy().into_owned();
+    let args = ["--config", &file_arg, "serve", "--http", "127.0.0.1:0"];
+    write(json!({"clients": {"ci": {"auth": {"type": "bearer"}}}}));
+    let (code, _, stderr) = common::run_in(&dir, &args, &[]);
+    assert_ne!(code, 0);
+    assert!(
+        stderr.contains("gateway.clients.ci.auth.tokenEnv"),
+        "{stderr}"
+    );
+    write(
+        json!({"clients": {"ci": {"auth": {"type": "bearer", "tokenEnv": "GW_UNSET_TOKEN"}, "tool": {}}}}),
+    );
+    let (code, _, stderr) = common::run_in(&dir, &args, &[]);
+    assert_ne!(code, 0);
+    assert!(
+        stderr.contains("gateway.clients.ci") && stderr.contains("tool"),
+        "{stderr}"
+    );
+    write(json!({"clients": {"ci": {"auth": {"type": "bearer", "tokenEnv": "GW_UNSET_TOKEN"}}}}));
+    let (code, _, stderr) = common::run_in(&dir, &args, &[]);
+    assert_ne!(code, 0);
+    assert!(
+        stderr.contains("GW_UNSET_TOKEN") && stderr.contains("gateway.clients.ci.auth.tokenEnv"),
+        "{stderr}"
+    );
+}
