@@ -72,11 +72,17 @@ pub(crate) async fn run(
 ) -> u8 {
     let runtime = Arc::new(runtime);
     let public_url = args.public_url.clone().or(clients.public_url.clone());
-    if !clients.clients.is_empty() && args.http.is_none() {
-        tracing::info!(
-            "`gateway.clients` apply to HTTP clients; over stdio the host that started the gateway sees the whole catalog"
-        );
-    }
+    let clients = if args.http.is_none() {
+        if !clients.clients.is_empty() {
+            tracing::info!(
+                "`gateway.clients` apply to HTTP clients; over stdio the host that started the gateway sees the whole catalog"
+            );
+        }
+        // Over stdio nobody authenticates: the profiles (and their token variables) are unused.
+        mcp_harness_runtime::GatewayConfig::default()
+    } else {
+        clients
+    };
     let options = GatewayOptions {
         prefix: match args.prefix {
             PrefixArg::Server => Prefix::Server,
