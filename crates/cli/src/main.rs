@@ -325,6 +325,8 @@ async fn run(cli: Cli) -> u8 {
     // Serving, upstream requests and approvals go to the calling client through this bridge.
     let bridge = mcp_harness_gateway::ClientBridge::new();
     let mut widen_to = None;
+    // `serve`'s client profiles (the config's `gateway` section).
+    let mut gateway_clients = mcp_harness_runtime::GatewayConfig::default();
     let (runtime, deadline) = match &cli.command {
         Command::Demo => match commands::demo::build() {
             Ok(rt) => (rt, Duration::from_secs(35)),
@@ -357,6 +359,9 @@ async fn run(cli: Cli) -> u8 {
             };
             // Serving, stdin belongs to the protocol (or to nobody): no terminal questions.
             let serving = matches!(cli.command, Command::Serve(_));
+            if serving {
+                gateway_clients = config.gateway.clone();
+            }
             let bridge = &bridge;
             let approver: std::sync::Arc<dyn mcp_harness_policy::Approver> = if cli.yes {
                 std::sync::Arc::new(mcp_harness_policy::AllowAll)
@@ -418,7 +423,7 @@ async fn run(cli: Cli) -> u8 {
     if let Command::Serve(args) = cli.command {
         // Config edits apply while serving; clients get list_changed for what they can see.
         let _reload = live_reload(&runtime, cli.config.clone(), cli.servers.clone());
-        return commands::serve::run(runtime, bridge, args).await;
+        return commands::serve::run(runtime, bridge, args, gateway_clients).await;
     }
     let code = tokio::select! {
         code = execute(&runtime, cli.command, deadline, cli.config.clone(), widen_to, cli.json, cli.servers.clone()) => code,

@@ -9,7 +9,9 @@
 //!   latest such call when several clients call the same server at once — the upstream request
 //!   names no call, see README), never to a client that is not calling it; with none, sampling
 //!   and elicitation are refused and roots are empty;
-//! - the in-flight record of a call is removed when the call ends, however it ends.
+//! - the in-flight record of a call is removed when the call ends, however it ends;
+//! - an approval is answered yes without asking only for the one tool the calling client's
+//!   profile approved in this very call.
 
 // Sampling and roots are deprecated by SEP-2577, but servers of every earlier protocol use them.
 #![allow(deprecated)]
@@ -31,6 +33,15 @@ use serde_json::json;
 tokio::task_local! {
     /// The client whose `tools/call` this task runs.
     static CALLER: Peer<RoleServer>;
+    /// The qualified name of the tool this task's call runs with its client profile's approval
+    /// (a profile `allow` rule, or an `ask` the client already accepted).
+    static APPROVED: String;
+}
+
+/// Runs `call` as approved by the caller's profile for `tool`: an `ask` of the top-level rules
+/// is answered yes without asking again (a top-level `deny` never reaches the approver).
+pub(crate) async fn approved<F: std::future::Future>(tool: String, call: F) -> F::Output {
+    APPROVED.scope(tool, call).await
 }
 
 /// Runs `call` as a call of `caller` (what the approver asks).
@@ -207,6 +218,12 @@ struct AskCaller;
 
 impl Approver for AskCaller {
     fn approve(&self, request: ApprovalRequest) -> BoxFuture<'static, Approval> {
+        if APPROVED
+            .try_with(|tool| *tool == request.qualified_name)
+            .unwrap_or(false)
+        {
+            return Box::pin(async { Approval::Approved });
+        }
         let caller = CALLER.try_with(Clone::clone).ok().filter(can_elicit);
         let Some(peer) = caller else {
             return DenyAll.approve(request);

@@ -6,7 +6,11 @@
 //! - `Host` must be one the server was told to accept (loopback by default) and, when origins
 //!   are configured, a browser `Origin` must be one of them: DNS rebinding gets 403;
 //! - shutting the server down refuses new requests at once, answers the admitted ones within
-//!   the drain deadline ([`crate::drain`]), then closes every session and stream.
+//!   the drain deadline ([`crate::drain`]), then closes every session and stream;
+//! - with client profiles, no request reaches `/mcp` without proving one (401 with a
+//!   `WWW-Authenticate` challenge naming the protected-resource metadata, or 403
+//!   `insufficient_scope`), and a request on a session opened by another profile is refused
+//!   (403): a session serves only the client that opened it.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -25,6 +29,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::auth::{Clients, Identity, Refusal, origin};
 use crate::drain::{self, Drain};
 use crate::session::{Session, Shared};
 
@@ -61,6 +66,9 @@ pub struct HttpOptions {
     pub max_sessions: usize,
     /// A session with no request for this long is closed (its client re-initialises).
     pub idle_timeout: Duration,
+    /// The gateway's URL as clients reach it (its `/mcp` endpoint): the audience an access
+    /// token must name. Default: `http://ADDR/mcp` of the bound address.
+    pub public_url: Option<String>,
 }
 
 /// The default bound of open HTTP sessions.
@@ -77,6 +85,7 @@ impl HttpOptions {
             allowed_origins: Vec::new(),
             max_sessions: DEFAULT_MAX_SESSIONS,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            public_url: None,
         }
     }
 }
@@ -169,11 +178,24 @@ pub(crate) async fn serve(
     manager.session_config.keep_alive = Some(options.idle_timeout);
     let sessions = Arc::new(manager);
     let drain = Arc::new(Drain::default());
+    let resource = options
+        .public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{addr}/mcp"));
+    let metadata_url = format!("{}/.well-known/oauth-protected-resource", origin(&resource));
     let ops = Ops {
         shared: shared.clone(),
         sessions: sessions.clone(),
         max_sessions: options.max_sessions.max(1),
         drain: drain.clone(),
+        guard: shared.clients.clone().map(|clients| {
+            Arc::new(Guard {
+                clients,
+                resource,
+                metadata_url,
+                owners: dashmap::DashMap::new(),
+            })
+        }),
     };
     tokio::spawn(drain::trim_after_sessions_close(
         shared.clone(),
@@ -187,10 +209,23 @@ pub(crate) async fn serve(
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
+        .route(
+            "/.well-known/oauth-protected-resource",
+            get(resource_metadata),
+        )
+        .route(
+            "/.well-known/oauth-protected-resource/{*path}",
+            get(resource_metadata),
+        )
         .layer(axum::middleware::from_fn_with_state(
             ops.clone(),
             session_limit,
         ))
+        .layer(axum::middleware::from_fn_with_state(
+            ops.clone(),
+            authenticate,
+        ))
+        // Outermost: while draining, nothing is authenticated or opened any more.
         .layer(axum::middleware::from_fn_with_state(
             drain.clone(),
             drain::gate,
@@ -228,6 +263,135 @@ struct Ops {
     sessions: Arc<LocalSessionManager>,
     max_sessions: usize,
     drain: Arc<Drain>,
+    /// The client profiles' check (`None`: no profiles, no authentication).
+    guard: Option<Arc<Guard>>,
+}
+
+/// Authentication of `/mcp` requests against the client profiles.
+struct Guard {
+    clients: Arc<Clients>,
+    /// The gateway's public URL (the audience of its tokens, the metadata's `resource`).
+    resource: String,
+    /// Where the protected-resource metadata is served.
+    metadata_url: String,
+    /// Session id → the profile that opened it.
+    owners: dashmap::DashMap<String, String>,
+}
+
+/// The answer to a request without valid credentials.
+fn refused(refusal: &Refusal, metadata_url: &str) -> Response {
+    let status = StatusCode::from_u16(refusal.status).unwrap_or(StatusCode::UNAUTHORIZED);
+    let body = serde_json::json!({
+        "error": refusal.error.unwrap_or("invalid_request"),
+        "error_description": refusal.description,
+    });
+    let mut response = (status, body.to_string()).into_response();
+    if let Ok(value) = HeaderValue::from_str(&refusal.challenge(metadata_url)) {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, value);
+    }
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// With profiles: proves the request's profile (or refuses it), checks that a session is used
+/// only by the profile that opened it, and hands the profile to the session's handler.
+async fn authenticate(State(ops): State<Ops>, mut request: Request, next: Next) -> Response {
+    let Some(guard) = ops.guard.clone() else {
+        return next.run(request).await;
+    };
+    let path = request.uri().path();
+    if path != "/mcp" && !path.starts_with("/mcp/") {
+        return next.run(request).await;
+    }
+    let authorization = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let profile = match guard
+        .clients
+        .authenticate(authorization, &guard.resource)
+        .await
+    {
+        Ok(profile) => profile,
+        Err(refusal) => {
+            tracing::info!(status = refusal.status, reason = %refusal.description, "request refused");
+            return refused(&refusal, &guard.metadata_url);
+        }
+    };
+    let session = request
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    if let Some(id) = &session
+        && let Some(owner) = guard.owners.get(id)
+        && *owner != profile.name
+    {
+        tracing::warn!(client = %profile.name, "a request on another client's session was refused");
+        let body = serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": null,
+            "error": {
+                "code": -32600,
+                "message": "this session was opened by another client; initialize a session of your own"
+            }
+        });
+        let mut response = (StatusCode::FORBIDDEN, body.to_string()).into_response();
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        return response;
+    }
+    let deleting = request.method() == axum::http::Method::DELETE;
+    let name = profile.name.clone();
+    request.extensions_mut().insert(Identity(profile));
+    let response = next.run(request).await;
+    match session {
+        Some(id) if deleting && response.status().is_success() => {
+            guard.owners.remove(&id);
+        }
+        Some(_) => {}
+        None => {
+            if let Some(id) = response
+                .headers()
+                .get("mcp-session-id")
+                .and_then(|v| v.to_str().ok())
+            {
+                if guard.owners.len() >= ops.max_sessions.saturating_mul(2) {
+                    // Forget the sessions that closed (idle, deleted, ended).
+                    let open = ops.sessions.sessions.read().await;
+                    guard.owners.retain(|id, _| open.contains_key(id.as_str()));
+                }
+                guard.owners.insert(id.to_string(), name);
+            }
+        }
+    }
+    response
+}
+
+/// RFC 9728 protected-resource metadata (404 without client profiles).
+async fn resource_metadata(State(ops): State<Ops>) -> Response {
+    let Some(guard) = &ops.guard else {
+        return (StatusCode::NOT_FOUND, "no client profiles are configured\n").into_response();
+    };
+    let body = serde_json::json!({
+        "resource": guard.resource,
+        "authorization_servers": guard.clients.authorization_servers(),
+        "scopes_supported": guard.clients.scopes(),
+        "bearer_methods_supported": ["header"],
+        "resource_name": ops.shared.options.name,
+    });
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
 }
 
 /// How often the open-session count is looked at for [`drain::trim_after_sessions_close`].

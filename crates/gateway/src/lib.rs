@@ -10,9 +10,13 @@
 //!   revision;
 //! - a client is sent the `list_changed` notifications of exactly the kinds whose visible
 //!   listing changed since it was last told, and nothing when nothing visible changed;
+//! - with client profiles (`gateway.clients`), every HTTP request to `/mcp` proves one (or is
+//!   refused 401/403), a session serves only the profile that opened it, and each client is
+//!   shown, and may use, only its profile's view;
 //! - names are stable: with [`Prefix::Server`] every tool and prompt carries its server's
 //!   prefix whether or not another server exists.
 
+mod auth;
 mod bridge;
 mod drain;
 mod http;
@@ -26,6 +30,7 @@ use std::sync::Arc;
 
 use mcp_harness_runtime::Runtime;
 
+pub use auth::ClientsError;
 pub use bridge::ClientBridge;
 pub use http::{DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, HttpOptions, HttpServer, ServeError};
 
@@ -55,6 +60,10 @@ pub struct GatewayOptions {
     /// At most this many calls in flight per client session; more are refused with a retry
     /// hint.
     pub max_calls_per_session: usize,
+    /// The client profiles (`gateway` in the config). Without profiles every client sees the
+    /// whole catalog unauthenticated; with them, HTTP clients must prove one (stdio serves its
+    /// one client, the host that started it, the whole catalog).
+    pub clients: mcp_harness_runtime::GatewayConfig,
 }
 
 /// The default bound of calls in flight per session.
@@ -68,6 +77,7 @@ impl Default for GatewayOptions {
             audit: None,
             audit_arguments: false,
             max_calls_per_session: DEFAULT_MAX_CALLS_PER_SESSION,
+            clients: mcp_harness_runtime::GatewayConfig::default(),
         }
     }
 }
@@ -91,6 +101,9 @@ pub enum GatewayError {
         /// Why.
         source: std::io::Error,
     },
+    /// A client profile cannot be used.
+    #[error(transparent)]
+    Clients(#[from] ClientsError),
 }
 
 /// The gateway: a shared runtime, the options, the connected clients and the task that tells
@@ -131,7 +144,11 @@ impl Gateway {
             )?),
             None => None,
         };
-        let shared = Arc::new(session::Shared::new(runtime, options, bridge, audit));
+        let clients =
+            auth::Clients::new(&options.clients, &|name| std::env::var(name).ok())?.map(Arc::new);
+        let shared = Arc::new(session::Shared::new(
+            runtime, options, bridge, audit, clients,
+        ));
         notify::spawn(&shared);
         Ok(Self { shared })
     }

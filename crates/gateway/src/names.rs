@@ -3,13 +3,15 @@
 //!
 //! Invariant: a view's list and its name map are built from the same entries of the same
 //! frozen binding or snapshot, so a listed name always maps back to the entry that was listed;
-//! the digest changes exactly when the list a client would get changes.
+//! the digest changes exactly when the list a client would get changes. A client profile's
+//! filters are applied while building, so what a profile may not see is neither listed nor
+//! resolvable: no list/call mismatch.
 
 use std::collections::HashMap;
 use std::hash::{Hash as _, Hasher as _};
 
-use mcp_harness_runtime::StepBinding;
 use mcp_harness_runtime::catalog::Snapshot;
+use mcp_harness_runtime::{ClientProfile, SEARCH_TOOL, StepBinding};
 use rmcp::model::{Prompt, Resource, ResourceTemplate, Tool};
 use serde::Serialize;
 
@@ -35,11 +37,29 @@ pub(crate) struct ToolView {
 }
 
 impl ToolView {
-    pub(crate) fn new(binding: &StepBinding, prefix: Prefix) -> Self {
+    pub(crate) fn new(
+        binding: &StepBinding,
+        prefix: Prefix,
+        profile: Option<&ClientProfile>,
+    ) -> Self {
         let snapshot = binding.snapshot();
         let mut tools = Vec::new();
         let mut names = HashMap::new();
         for bound in binding.tools() {
+            if let Some(profile) = profile {
+                let server_seen = bound
+                    .server
+                    .as_deref()
+                    .is_none_or(|server| profile.servers.admits(server));
+                // Tool search answers from the whole catalog: a filtered profile does not get it.
+                let filtered = !(profile.tools.is_open() && profile.servers.is_open());
+                if !server_seen
+                    || !profile.tools.admits(&bound.name)
+                    || (filtered && bound.name == SEARCH_TOOL)
+                {
+                    continue;
+                }
+            }
             let downstream = match (prefix, &bound.server) {
                 (Prefix::None, Some(_)) => snapshot
                     .tool(&bound.name)
@@ -80,11 +100,20 @@ pub(crate) struct PromptView {
 }
 
 impl PromptView {
-    pub(crate) fn new(snapshot: &Snapshot, prefix: Prefix) -> Self {
+    pub(crate) fn new(
+        snapshot: &Snapshot,
+        prefix: Prefix,
+        profile: Option<&ClientProfile>,
+    ) -> Self {
         let mut prompts = Vec::new();
         let mut targets = HashMap::new();
         for catalog in snapshot.catalogs.values() {
             for entry in &catalog.prompts {
+                if profile.is_some_and(|p| {
+                    !p.servers.admits(&entry.server) || !p.prompts.admits(&entry.qualified_name)
+                }) {
+                    continue;
+                }
                 let downstream = match prefix {
                     Prefix::Server => entry.qualified_name.clone(),
                     Prefix::None => entry.raw_name.clone(),
@@ -133,11 +162,13 @@ pub(crate) struct ResourceView {
     template_owners: Vec<(String, String)>,
     /// Servers that list resources or templates.
     servers: Vec<String>,
+    /// The profile's resource filter: a URI it does not admit has no owner.
+    denied: Option<mcp_harness_policy::NameFilter>,
     pub(crate) digest: u64,
 }
 
 impl ResourceView {
-    pub(crate) fn new(snapshot: &Snapshot) -> Self {
+    pub(crate) fn new(snapshot: &Snapshot, profile: Option<&ClientProfile>) -> Self {
         let mut resources = Vec::new();
         let mut templates = Vec::new();
         let mut owners = HashMap::new();
@@ -146,11 +177,18 @@ impl ResourceView {
         let mut seen_templates = std::collections::HashSet::new();
         // `catalogs` is ordered by server name: the first lister of a URI keeps it.
         for (server, catalog) in &snapshot.catalogs {
+            if profile.is_some_and(|p| !p.servers.admits(server)) {
+                continue;
+            }
+            let hidden = |uri: &str| profile.is_some_and(|p| !p.resources.admits(uri));
             if !catalog.resources.is_empty() || !catalog.templates.is_empty() {
                 servers.push(server.clone());
             }
             for entry in &catalog.resources {
                 let uri = entry.resource.uri.clone();
+                if hidden(&uri) {
+                    continue;
+                }
                 if owners.contains_key(&uri) {
                     tracing::debug!(%uri, %server, "resource URI listed by an earlier server; withheld");
                     continue;
@@ -160,6 +198,9 @@ impl ResourceView {
             }
             for entry in &catalog.templates {
                 let pattern = entry.template.uri_template.clone();
+                if hidden(&pattern) {
+                    continue;
+                }
                 if !seen_templates.insert(pattern.clone()) {
                     continue;
                 }
@@ -168,6 +209,7 @@ impl ResourceView {
                 templates.push((*entry.template).clone());
             }
         }
+        let denied = profile.map(|p| p.resources.clone());
         template_owners.sort_by_key(|(literal, _)| std::cmp::Reverse(literal.len()));
         let digest = digest(&resources) ^ digest(&templates).rotate_left(1);
         Self {
@@ -176,13 +218,17 @@ impl ResourceView {
             owners,
             template_owners,
             servers,
+            denied,
             digest,
         }
     }
 
-    /// The server that serves `uri`: the one listing it, else the one whose template's literal
+    /// The server that serves `uri` (`None` when the client's profile may not see it): the one listing it, else the one whose template's literal
     /// prefix matches it (longest first), else the only server with resources.
     pub(crate) fn owner(&self, uri: &str) -> Option<&str> {
+        if self.denied.as_ref().is_some_and(|f| !f.admits(uri)) {
+            return None;
+        }
         if let Some(server) = self.owners.get(uri) {
             return Some(server);
         }

@@ -3,12 +3,15 @@
 //!
 //! Invariants:
 //! - a client is sent a kind's `list_changed` only when the digest of what it would now be
-//!   listed differs from what it was last shown or told; a revision that changes nothing
+//!   listed — through its own profile's view — differs from what it was last shown or told; a revision that changes nothing
 //!   visible (a failed server's retry, a reconnect with the same listing) sends nothing;
 //! - sends run in their own tasks with a deadline: a slow or stuck client delays nobody else,
 //!   and a closed one is dropped from the registry.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Weak};
+
+use mcp_harness_runtime::ClientProfile;
 use std::time::Duration;
 
 use crate::names::{PromptView, ResourceView, ToolView};
@@ -24,9 +27,9 @@ pub(crate) fn spawn(shared: &Arc<Shared>) {
     tokio::spawn(async move {
         loop {
             let Some(shared) = weak.upgrade() else { break };
-            let current = digests_now(&shared).await;
-            *lock(&shared.current) = current;
-            tell(&shared, current);
+            let current = all_digests_now(&shared).await;
+            *lock(&shared.current) = current.clone();
+            tell(&shared, &current);
             drop(shared);
             if watch.changed().await.is_err() {
                 break;
@@ -35,24 +38,41 @@ pub(crate) fn spawn(shared: &Arc<Shared>) {
     });
 }
 
-/// The digests of what a client would be listed now.
-async fn digests_now(shared: &Shared) -> Digests {
+/// The digests of what a client would be listed now, per profile (`None`: the whole catalog),
+/// all from one binding.
+async fn all_digests_now(shared: &Shared) -> HashMap<Option<String>, Digests> {
     let snapshot = shared.runtime.snapshot();
-    let tools = match shared.runtime.bind_step(&[]).await {
-        Ok(binding) => ToolView::new(&binding, shared.options.prefix).digest,
+    let binding = match shared.runtime.bind_step(&[]).await {
+        Ok(binding) => Some(binding),
         Err(error) => {
             tracing::warn!(%error, "binding the catalog for change notifications failed");
-            lock(&shared.current).tools
+            None
         }
     };
-    Digests {
-        tools,
-        prompts: PromptView::new(&snapshot, shared.options.prefix).digest,
-        resources: ResourceView::new(&snapshot).digest,
+    let previous = lock(&shared.current).clone();
+    let mut profiles: Vec<Option<&ClientProfile>> = vec![None];
+    if let Some(clients) = &shared.clients {
+        profiles.extend(clients.profiles.iter().map(|p| Some(&**p)));
     }
+    profiles
+        .into_iter()
+        .map(|profile| {
+            let key = profile.map(|p| p.name.clone());
+            let tools = match &binding {
+                Some(binding) => ToolView::new(binding, shared.options.prefix, profile).digest,
+                None => previous.get(&key).map(|d| d.tools).unwrap_or_default(),
+            };
+            let digests = Digests {
+                tools,
+                prompts: PromptView::new(&snapshot, shared.options.prefix, profile).digest,
+                resources: ResourceView::new(&snapshot, profile).digest,
+            };
+            (key, digests)
+        })
+        .collect()
 }
 
-fn tell(shared: &Arc<Shared>, current: Digests) {
+fn tell(shared: &Arc<Shared>, all: &HashMap<Option<String>, Digests>) {
     let mut closed = Vec::new();
     for entry in shared.sessions.iter() {
         let registered = entry.value();
@@ -62,6 +82,10 @@ fn tell(shared: &Arc<Shared>, current: Digests) {
             closed.push(*entry.key());
             continue;
         }
+        let key = registered.profile.as_ref().map(|p| p.name.clone());
+        let Some(current) = all.get(&key).copied() else {
+            continue;
+        };
         let kinds: Vec<ListKind> = {
             let mut told = lock(&registered.told);
             let changed = [ListKind::Tools, ListKind::Prompts, ListKind::Resources]

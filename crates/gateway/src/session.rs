@@ -8,14 +8,20 @@
 //! - a registered listener (an initialised session's peer, or a 2026-07-28 subscription) is
 //!   removed when its session or subscription ends, so the registry holds only live clients;
 //! - a client's token or identity never reaches an upstream: calls go out on the runtime's own
-//!   connections.
+//!   connections;
+//! - every list, call, get, read, subscribe and completion of an authenticated client is
+//!   answered from the view of its profile (the one its HTTP request proved), so what it may
+//!   not see is absent from its lists and unknown when named.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use dashmap::DashMap;
-use mcp_harness_runtime::{CallError, CallOptions, Runtime, StepBinding, ToolResult};
+use mcp_harness_policy::{ApprovalRequest, Effect};
+use mcp_harness_runtime::{
+    CallError, CallOptions, ClientProfile, Runtime, StepBinding, ToolResult,
+};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
     ContentBlock, GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
@@ -28,6 +34,7 @@ use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext, Su
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
 
 use crate::GatewayOptions;
+use crate::auth::{Clients, Identity};
 use crate::bridge::{ClientBridge, as_caller};
 use crate::names::{PromptView, ResourceView, ToolView};
 use crate::ops::{Audit, CallRecord, Metrics, Outcome};
@@ -81,6 +88,8 @@ pub(crate) enum Listener {
 /// A client the notifier tells about changes.
 pub(crate) struct Registered {
     pub(crate) listener: Listener,
+    /// The client's profile (`None`: the whole catalog).
+    pub(crate) profile: Option<Arc<ClientProfile>>,
     /// What this client was last shown or told, per kind.
     pub(crate) told: Mutex<Digests>,
 }
@@ -96,8 +105,11 @@ pub(crate) struct Shared {
     next_id: AtomicU64,
     /// Sessions ended so far (the memory trim in [`crate::drain`] follows it).
     pub(crate) closed: AtomicU64,
-    /// The digests of the latest views the notifier computed (what a new listener starts from).
-    pub(crate) current: Mutex<Digests>,
+    /// The client profiles (`None`: no authentication, one view for all).
+    pub(crate) clients: Option<Arc<Clients>>,
+    /// The digests of the latest views the notifier computed, per profile name (`None`: the
+    /// whole catalog): what a new listener starts from.
+    pub(crate) current: Mutex<HashMap<Option<String>, Digests>>,
     /// How many sessions subscribe to each (server, URI): upstream holds one subscription.
     subscribed: Mutex<HashMap<(String, String), usize>>,
 }
@@ -108,6 +120,7 @@ impl Shared {
         options: GatewayOptions,
         bridge: ClientBridge,
         audit: Option<Audit>,
+        clients: Option<Arc<Clients>>,
     ) -> Self {
         Self {
             runtime,
@@ -118,17 +131,20 @@ impl Shared {
             sessions: DashMap::new(),
             next_id: AtomicU64::new(1),
             closed: AtomicU64::new(0),
-            current: Mutex::new(Digests::default()),
+            clients,
+            current: Mutex::new(HashMap::new()),
             subscribed: Mutex::new(HashMap::new()),
         }
     }
 
-    fn register(&self, id: u64, listener: Listener) {
-        let told = *lock(&self.current);
+    fn register(&self, id: u64, listener: Listener, profile: Option<Arc<ClientProfile>>) {
+        let key = profile.as_ref().map(|p| p.name.clone());
+        let told = lock(&self.current).get(&key).copied().unwrap_or_default();
         self.sessions.insert(
             id,
             Registered {
                 listener,
+                profile,
                 told: Mutex::new(told),
             },
         );
@@ -182,6 +198,15 @@ impl Shared {
     fn fresh_id(&self) -> u64 {
         self.next_id.fetch_add(1, Ordering::Relaxed)
     }
+}
+
+/// The profile the HTTP request behind `extensions` proved (`None` over stdio, or without
+/// profiles).
+fn profile_of(extensions: &rmcp::model::Extensions) -> Option<Arc<ClientProfile>> {
+    extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Identity>())
+        .map(|identity| identity.0.clone())
 }
 
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -267,13 +292,13 @@ impl Session {
         &self.state.shared.runtime
     }
 
-    async fn bind_now(&self) -> Result<Listed, McpError> {
+    async fn bind_now(&self, profile: Option<&ClientProfile>) -> Result<Listed, McpError> {
         let binding = self
             .runtime()
             .bind_step(&[])
             .await
             .map_err(|e| McpError::internal_error(e.to_string(), None))?;
-        let view = ToolView::new(&binding, self.shared().options.prefix);
+        let view = ToolView::new(&binding, self.shared().options.prefix, profile);
         Ok(Listed { binding, view })
     }
 }
@@ -293,10 +318,11 @@ impl Session {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> (Option<String>, Result<ToolResult, Failure>) {
+        let profile = profile_of(&context.extensions);
         let listed = lock(&self.state.listed).clone();
         let listed = match listed {
             Some(listed) => listed,
-            None => match self.bind_now().await {
+            None => match self.bind_now(profile.as_deref()).await {
                 Ok(listed) => Arc::new(listed),
                 Err(error) => return (None, Err(Failure::Rpc(error))),
             },
@@ -319,6 +345,63 @@ impl Session {
             Ok(call) => call,
             Err(error) => return (server, Err(Failure::Call(error))),
         };
+        let mut approved = false;
+        if let Some(profile) = &profile {
+            let args = request.arguments.clone().unwrap_or_default();
+            if let Some(rule) = profile.permissions.matching(name, &args) {
+                let text = format!(
+                    "rule `{}` in `gateway.clients.{}.permissions.{}`",
+                    rule.text(),
+                    profile.name,
+                    rule.effect().key()
+                );
+                match rule.effect() {
+                    Effect::Deny => {
+                        let error = CallError::Permission {
+                            name: name.to_string(),
+                            reason: format!("{text} denies `{name}`"),
+                        };
+                        return (server, Err(Failure::Call(error)));
+                    }
+                    Effect::Ask => {
+                        let ask = ApprovalRequest {
+                            qualified_name: name.to_string(),
+                            server: server.clone().unwrap_or_default(),
+                            args,
+                            reason: format!("{text} asks before `{name}` runs"),
+                            annotations: listed
+                                .binding
+                                .snapshot()
+                                .tool(name)
+                                .and_then(|entry| entry.tool.annotations.clone()),
+                        };
+                        let answer = as_caller(
+                            context.peer.clone(),
+                            self.shared().bridge.approver().approve(ask),
+                        )
+                        .await;
+                        match answer {
+                            mcp_harness_policy::Approval::Approved => approved = true,
+                            mcp_harness_policy::Approval::Denied { reason } => {
+                                let error = CallError::Permission {
+                                    name: name.to_string(),
+                                    reason,
+                                };
+                                return (server, Err(Failure::Call(error)));
+                            }
+                            mcp_harness_policy::Approval::Cancelled => {
+                                let error = CallError::Permission {
+                                    name: name.to_string(),
+                                    reason: "the approval was cancelled".into(),
+                                };
+                                return (server, Err(Failure::Call(error)));
+                            }
+                        }
+                    }
+                    Effect::Allow => approved = true,
+                }
+            }
+        }
         let mut options = CallOptions {
             cancel: Some(context.ct.clone()),
             ..CallOptions::default()
@@ -339,11 +422,16 @@ impl Session {
         let _in_flight = server
             .as_deref()
             .map(|server| self.shared().bridge.enter(server, context.peer.clone()));
-        let outcome = as_caller(
-            context.peer.clone(),
-            call.call_with(request.arguments, options),
-        )
-        .await;
+        let run = call.call_with(request.arguments, options);
+        let outcome = if approved {
+            as_caller(
+                context.peer.clone(),
+                crate::bridge::approved(name.to_string(), run),
+            )
+            .await
+        } else {
+            as_caller(context.peer.clone(), run).await
+        };
         if let Some(forward) = forward {
             // The sender went with the options: the forwarder ends after the last progress.
             let _ = forward.await;
@@ -406,17 +494,23 @@ impl ServerHandler for Session {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        tracing::debug!(session = self.state.id, "client initialized");
+        let profile = profile_of(&context.extensions);
+        tracing::debug!(
+            session = self.state.id,
+            client = profile.as_ref().map(|p| p.name.as_str()),
+            "client initialized"
+        );
         self.shared()
-            .register(self.state.id, Listener::Peer(context.peer));
+            .register(self.state.id, Listener::Peer(context.peer), profile);
     }
 
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let listed = Arc::new(self.bind_now().await?);
+        let profile = profile_of(&context.extensions);
+        let listed = Arc::new(self.bind_now(profile.as_deref()).await?);
         let tools = listed.view.tools.clone();
         self.shared()
             .shown(self.state.id, ListKind::Tools, listed.view.digest);
@@ -440,11 +534,15 @@ impl ServerHandler for Session {
             ));
         };
         let started = std::time::Instant::now();
-        let client = context
-            .peer
-            .peer_info()
-            .map(|info| info.client_info.name.clone())
-            .unwrap_or_else(|| "unknown".into());
+        // The profile's name when the client proved one, else the name it gave itself.
+        let client = match profile_of(&context.extensions) {
+            Some(profile) => profile.name.clone(),
+            None => context
+                .peer
+                .peer_info()
+                .map(|info| info.client_info.name.clone())
+                .unwrap_or_else(|| "unknown".into()),
+        };
         let tool = request.name.to_string();
         let arguments = request.arguments.clone();
         let (server, attempt) = self.run_call(request, context).await;
@@ -480,9 +578,14 @@ impl ServerHandler for Session {
     async fn list_prompts(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        let view = PromptView::new(&self.runtime().snapshot(), self.shared().options.prefix);
+        let profile = profile_of(&context.extensions);
+        let view = PromptView::new(
+            &self.runtime().snapshot(),
+            self.shared().options.prefix,
+            profile.as_deref(),
+        );
         self.shared()
             .shown(self.state.id, ListKind::Prompts, view.digest);
         Ok(ListPromptsResult::with_all_items(view.prompts))
@@ -491,9 +594,14 @@ impl ServerHandler for Session {
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        let view = PromptView::new(&self.runtime().snapshot(), self.shared().options.prefix);
+        let profile = profile_of(&context.extensions);
+        let view = PromptView::new(
+            &self.runtime().snapshot(),
+            self.shared().options.prefix,
+            profile.as_deref(),
+        );
         let Some(target) = view.resolve(&request.name) else {
             return Err(McpError::invalid_params(
                 format!(
@@ -513,9 +621,10 @@ impl ServerHandler for Session {
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        let view = ResourceView::new(&self.runtime().snapshot());
+        let profile = profile_of(&context.extensions);
+        let view = ResourceView::new(&self.runtime().snapshot(), profile.as_deref());
         self.shared()
             .shown(self.state.id, ListKind::Resources, view.digest);
         Ok(ListResourcesResult::with_all_items(view.resources))
@@ -524,18 +633,20 @@ impl ServerHandler for Session {
     async fn list_resource_templates(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        let view = ResourceView::new(&self.runtime().snapshot());
+        let profile = profile_of(&context.extensions);
+        let view = ResourceView::new(&self.runtime().snapshot(), profile.as_deref());
         Ok(ListResourceTemplatesResult::with_all_items(view.templates))
     }
 
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        let view = ResourceView::new(&self.runtime().snapshot());
+        let profile = profile_of(&context.extensions);
+        let view = ResourceView::new(&self.runtime().snapshot(), profile.as_deref());
         let Some(server) = view.owner(&request.uri) else {
             return Err(McpError::resource_not_found(
                 format!(
@@ -555,12 +666,14 @@ impl ServerHandler for Session {
     async fn complete(
         &self,
         mut request: CompleteRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
+        let profile = profile_of(&context.extensions);
+        let profile = profile.as_deref();
         let snapshot = self.runtime().snapshot();
         let server = match &mut request.r#ref {
             Reference::Prompt(prompt) => {
-                let view = PromptView::new(&snapshot, self.shared().options.prefix);
+                let view = PromptView::new(&snapshot, self.shared().options.prefix, profile);
                 let target = view.resolve(&prompt.name).ok_or_else(|| {
                     McpError::invalid_params(
                         format!(
@@ -573,7 +686,7 @@ impl ServerHandler for Session {
                 prompt.name = target.raw_name.clone();
                 target.server.clone()
             }
-            Reference::Resource(resource) => ResourceView::new(&snapshot)
+            Reference::Resource(resource) => ResourceView::new(&snapshot, profile)
                 .owner(&resource.uri)
                 .map(str::to_string)
                 .ok_or_else(|| {
@@ -647,7 +760,8 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let uri = request.uri;
-        let server = ResourceView::new(&self.runtime().snapshot())
+        let profile = profile_of(&context.extensions);
+        let server = ResourceView::new(&self.runtime().snapshot(), profile.as_deref())
             .owner(&uri)
             .map(str::to_string)
             .ok_or_else(|| {
@@ -721,8 +835,9 @@ impl ServerHandler for Session {
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
         let id = self.shared().fresh_id();
+        let profile = profile_of(&context.request_context().extensions);
         self.shared()
-            .register(id, Listener::Subscription(context.sink().clone()));
+            .register(id, Listener::Subscription(context.sink().clone()), profile);
         // Unregisters however the subscription ends (cancelled, or this future dropped).
         let _unregister = Unregister(self.shared(), id);
         context.cancelled().await;

@@ -4,7 +4,8 @@
 //! - [`filter`], [`exposure`]: every listed tool is exposed (direct or deferred behind tool
 //!   search) or hidden with a reason naming the config key that hid it — never silently dropped;
 //! - [`permission`]: rules match the fully qualified model-visible name only, so no server tool
-//!   can pose as a built-in; a server's annotations are inputs, never grants.
+//!   can pose as a built-in; a server's annotations are inputs, never grants;
+//! - [`visibility`]: a name is admitted when allowed (or no allow list) and not denied.
 //!
 //! Everything here is pure: no I/O, no actors. The runtime feeds it catalog entries and calls,
 //! and applies the outcome (and any approval timeout) itself.
@@ -13,6 +14,7 @@ pub mod exposure;
 pub mod filter;
 mod glob;
 pub mod permission;
+pub mod visibility;
 
 pub use exposure::{
     AppPolicy, ExposedTool, Exposure, ExposurePolicy, LoadBudget, SearchRequest, ToolSearch,
@@ -22,3 +24,4 @@ pub use filter::ToolFilter;
 pub use permission::{
     AllowAll, Approval, ApprovalRequest, Approver, Decision, DenyAll, Effect, PermissionRules, Rule,
 };
+pub use visibility::{NameFilter, PatternKind};

@@ -129,16 +129,23 @@ impl PermissionRules {
         args: &Map<String, Value>,
         annotations: Option<&ToolAnnotations>,
     ) -> Decision {
+        match self.matching(qualified_name, args) {
+            Some(rule) => rule.decision(qualified_name),
+            None => self.default_decision(qualified_name, annotations),
+        }
+    }
+
+    /// The rule that decides a call of `qualified_name` with `args` (the most restrictive
+    /// matching one), or `None` when no rule matches (where [`PermissionRules::decide`] would
+    /// fall back to its default).
+    pub fn matching(&self, qualified_name: &str, args: &Map<String, Value>) -> Option<&Rule> {
         let mut winner: Option<&Rule> = None;
         for rule in &self.rules {
             if winner.is_none_or(|w| rule.effect > w.effect) && rule.matches(qualified_name, args) {
                 winner = Some(rule);
             }
         }
-        match winner {
-            Some(rule) => rule.decision(qualified_name),
-            None => self.default_decision(qualified_name, annotations),
-        }
+        winner
     }
 
     fn default_decision(&self, name: &str, annotations: Option<&ToolAnnotations>) -> Decision {

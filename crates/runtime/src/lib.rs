@@ -36,8 +36,8 @@ pub use call::result::{NormalizedResult, ResultWarning, WarningKind};
 pub use call::tasks::TaskUpdate;
 pub use config::sources;
 pub use config::{
-    Config, ConfigError, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT,
-    OutputConfig, ServerConfig, TransportConfig,
+    ClientProfile, Config, ConfigError, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_STARTUP_TIMEOUT,
+    DEFAULT_TOOL_TIMEOUT, GatewayConfig, OutputConfig, ProfileAuth, ServerConfig, TransportConfig,
 };
 pub use connection::io_threads::IoThreads;
 pub use connection::registry::Reconciled;

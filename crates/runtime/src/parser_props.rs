@@ -64,6 +64,7 @@ const KEYS: &[&str] = &[
     "permissions",
     "exposure",
     "output",
+    "gateway",
     "metadataLimits",
     "allowedServers",
     "deniedServers",

@@ -987,3 +987,44 @@ fn plugin_folders_add_servers_below_the_user_config() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// `gateway` (the client profiles of `serve`) comes from the user config; a project file that
+/// sets it is refused, naming the key and where it belongs.
+#[test]
+fn gateway_profiles_come_from_the_user_config_only() {
+    let dir = temp_dir("gateway");
+    let user = dir.join("config.json");
+    std::fs::write(
+        &user,
+        r#"{"mcpServers": {}, "gateway": {"clients": {"ci": {"auth": {"type": "bearer", "tokenEnv": "CI_TOKEN"}, "tools": {"deny": ["mcp__a__*"]}}}}}"#,
+    )
+    .expect("write");
+    let merged = Sources::new()
+        .with_user_file(Some(user.clone()))
+        .with_project_dir(Some(dir.join("none")))
+        .with_env(env)
+        .merge()
+        .expect("merged");
+    let ci = &merged.config.gateway.clients["ci"];
+    assert!(!ci.tools.admits("mcp__a__rm"));
+    assert!(ci.tools.admits("mcp__b__rm"));
+
+    let project = dir.join("project");
+    std::fs::create_dir_all(&project).expect("project dir");
+    std::fs::write(
+        project.join(".mcp-harness.json"),
+        r#"{"mcpServers": {}, "gateway": {"clients": {}}}"#,
+    )
+    .expect("write");
+    let err = Sources::new()
+        .with_user_file(Some(user))
+        .with_project_dir(Some(project))
+        .with_env(env)
+        .merge()
+        .expect_err("gateway in a project file")
+        .to_string();
+    assert!(
+        err.contains(".mcp-harness.json: gateway") && err.contains("user config"),
+        "{err}"
+    );
+}

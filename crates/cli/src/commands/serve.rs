@@ -54,14 +54,35 @@ pub(crate) struct ServeArgs {
     /// At most this many calls in flight per client session; more are refused with a retry hint.
     #[arg(long, value_name = "N", default_value_t = mcp_harness_gateway::DEFAULT_MAX_CALLS_PER_SESSION)]
     max_calls_per_session: usize,
+    /// The gateway's URL as clients reach it (its /mcp endpoint), the audience client access
+    /// tokens must name; overrides `gateway.publicUrl`. Default: http://ADDR/mcp.
+    #[arg(long, value_name = "URL", requires = "http")]
+    public_url: Option<String>,
     /// On SIGTERM, how long in-flight requests may take before the servers are shut down.
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
     drain_secs: u64,
 }
 
 /// Serves until the client leaves or a signal arrives; shuts the runtime down.
-pub(crate) async fn run(runtime: Runtime, bridge: ClientBridge, args: ServeArgs) -> u8 {
+pub(crate) async fn run(
+    runtime: Runtime,
+    bridge: ClientBridge,
+    args: ServeArgs,
+    clients: mcp_harness_runtime::GatewayConfig,
+) -> u8 {
     let runtime = Arc::new(runtime);
+    let public_url = args.public_url.clone().or(clients.public_url.clone());
+    let clients = if args.http.is_none() {
+        if !clients.clients.is_empty() {
+            tracing::info!(
+                "`gateway.clients` apply to HTTP clients; over stdio the host that started the gateway sees the whole catalog"
+            );
+        }
+        // Over stdio nobody authenticates: the profiles (and their token variables) are unused.
+        mcp_harness_runtime::GatewayConfig::default()
+    } else {
+        clients
+    };
     let options = GatewayOptions {
         prefix: match args.prefix {
             PrefixArg::Server => Prefix::Server,
@@ -70,17 +91,18 @@ pub(crate) async fn run(runtime: Runtime, bridge: ClientBridge, args: ServeArgs)
         audit: args.audit.clone(),
         audit_arguments: args.audit_arguments,
         max_calls_per_session: args.max_calls_per_session,
+        clients,
         ..GatewayOptions::default()
     };
     let code = match Gateway::new(runtime.clone(), options, bridge).await {
-        Ok(gateway) => serve(&gateway, &args).await,
+        Ok(gateway) => serve(&gateway, &args, public_url).await,
         Err(e) => crate::fail(&e.to_string(), Exit::Usage),
     };
     shut_down(runtime).await;
     code
 }
 
-async fn serve(gateway: &Gateway, args: &ServeArgs) -> u8 {
+async fn serve(gateway: &Gateway, args: &ServeArgs, public_url: Option<String>) -> u8 {
     let Some(addr) = args.http else {
         return tokio::select! {
             served = gateway.serve_stdio() => match served {
@@ -98,6 +120,7 @@ async fn serve(gateway: &Gateway, args: &ServeArgs) -> u8 {
     http.allowed_origins = args.allow_origins.clone();
     http.max_sessions = args.max_sessions;
     http.idle_timeout = Duration::from_secs(args.idle_secs.max(1));
+    http.public_url = public_url;
     let mut server = match gateway.serve_http(http).await {
         Ok(server) => server,
         Err(e) => return crate::fail(&e.to_string(), Exit::Usage),

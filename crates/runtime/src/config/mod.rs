@@ -6,9 +6,11 @@
 //! the key), no server name contains `__` or ends with `_` (so `mcp__<server>__<tool>` names stay distinct
 //! across servers) — and secrets (env and header values) appear in no error message or log.
 
+mod gateway;
 pub mod sources;
 mod transport;
 
+pub use gateway::{ClientProfile, GatewayConfig, ProfileAuth};
 pub(crate) use transport::DedupKey;
 pub use transport::TransportConfig;
 
@@ -49,6 +51,9 @@ pub struct Config {
     pub permissions: PermissionRules,
     /// `output`: the output budget and where large results are stored.
     pub output: OutputConfig,
+    /// `gateway`: the client profiles of `mcp-harness serve` over HTTP (read only from the
+    /// user config or a `--config` file). Default: none.
+    pub gateway: GatewayConfig,
 }
 
 /// `output` in the config: how large a tool result may be before it is stored and the model
@@ -129,6 +134,8 @@ struct RawFile {
     permissions: Option<serde_json::Value>,
     #[serde(default)]
     output: Option<serde_json::Value>,
+    #[serde(default)]
+    gateway: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -242,7 +249,15 @@ impl Config {
         let exposure = section(&file, "exposure", raw.exposure)?;
         let permissions = section(&file, "permissions", raw.permissions)?;
         let output = section(&file, "output", raw.output)?;
+        let gateway = match raw.gateway {
+            None => GatewayConfig::default(),
+            Some(v) => gateway::parse(v).map_err(|(key, message)| ConfigError {
+                location: format!("{file}: {key}"),
+                message,
+            })?,
+        };
         Ok(Config {
+            gateway,
             servers,
             source: Some(path.to_path_buf()),
             metadata_limits,

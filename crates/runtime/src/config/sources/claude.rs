@@ -32,6 +32,7 @@ pub(super) const HARNESS_SECTIONS: &[&str] = &[
     "exposure",
     "permissions",
     "output",
+    "gateway",
     "allowedServers",
     "deniedServers",
     "remoteSources",

@@ -21,7 +21,7 @@
 //! [`Origin`], or in [`Merged::dropped`] with the reason — never silently lost — and reasons name
 //! servers and files, never values.
 //!
-//! Sections: `metadataLimits`, `exposure` and `output` come whole from the highest-precedence
+//! Sections: `metadataLimits`, `exposure`, `output` and `gateway` (user config only) come whole from the highest-precedence
 //! file that has them; `permissions` lists (`allow`, `ask`, `deny`) are concatenated over all
 //! files (a deny anywhere holds), and `trustReadOnlyHint` is on if any file turns it on.
 //!
@@ -368,6 +368,20 @@ impl Sources {
                             .as_deref()
                             .map_or_else(|| "none here".to_string(), |p| p.display().to_string())
                     ),
+                });
+            }
+            if scope != Scope::User
+                && converted
+                    .document
+                    .as_object()
+                    .is_some_and(|d| d.contains_key("gateway"))
+            {
+                // Client profiles grant what clients may see and run: the user's call only.
+                return Err(ConfigError {
+                    location: format!("{}: gateway", path.display()),
+                    message: "`gateway` (the client profiles of `mcp-harness serve`) is read \
+                              only from the user config or a `--config` file; move it there"
+                        .into(),
                 });
             }
             if scope != Scope::User && converted.remote.is_some() {

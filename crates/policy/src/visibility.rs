@@ -1,0 +1,116 @@
+//! Visibility filters: which servers, tools, prompts and resources one client may see (the
+//! gateway's per-client profiles).
+//!
+//! Invariant: a filter admits a name when `allow` is absent or one of its patterns matches, and
+//! no `deny` pattern matches (deny wins). Patterns are the permission rules' globs: over names
+//! `*` stays within a `__`-separated segment and `**` crosses them; over URIs `*` stays within
+//! a `/`-separated segment. A pattern matches the whole value or nothing.
+
+use crate::glob::{Glob, NAME_SEPARATOR, PATH_SEPARATOR, check_name_pattern};
+
+/// What a filter's patterns are matched against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatternKind {
+    /// Server names (the keys of `mcpServers`).
+    Server,
+    /// Qualified tool and prompt names (`mcp__<server>__<name>`).
+    Name,
+    /// Resource URIs and URI templates.
+    Uri,
+}
+
+/// Allow and deny patterns over one kind of name.
+#[derive(Debug, Clone, Default)]
+pub struct NameFilter {
+    /// `None`: everything not denied is admitted.
+    allow: Option<Vec<Glob>>,
+    deny: Vec<Glob>,
+}
+
+impl NameFilter {
+    /// A filter from the lists as written; an error names the bad pattern (`allow[i]` or
+    /// `deny[i]`) and why it can never match.
+    pub fn new(
+        allow: Option<Vec<String>>,
+        deny: Vec<String>,
+        kind: PatternKind,
+    ) -> Result<Self, String> {
+        let compile = |list: &str, patterns: Vec<String>| -> Result<Vec<Glob>, String> {
+            patterns
+                .into_iter()
+                .enumerate()
+                .map(|(i, pattern)| {
+                    match kind {
+                        PatternKind::Name => {
+                            check_name_pattern(&pattern)
+                                .map_err(|e| format!("{list}[{i}]: {e}"))?;
+                        }
+                        _ if pattern.is_empty() => {
+                            return Err(format!("{list}[{i}]: a pattern must not be empty"));
+                        }
+                        _ => {}
+                    }
+                    let separator = match kind {
+                        PatternKind::Server | PatternKind::Name => NAME_SEPARATOR,
+                        PatternKind::Uri => PATH_SEPARATOR,
+                    };
+                    Ok(Glob::new(&pattern, separator))
+                })
+                .collect()
+        };
+        Ok(Self {
+            allow: allow.map(|a| compile("allow", a)).transpose()?,
+            deny: compile("deny", deny)?,
+        })
+    }
+
+    /// Whether `name` may be seen.
+    pub fn admits(&self, name: &str) -> bool {
+        self.allow
+            .as_ref()
+            .is_none_or(|allow| allow.iter().any(|g| g.is_match(name)))
+            && !self.deny.iter().any(|g| g.is_match(name))
+    }
+
+    /// Whether this filter admits everything.
+    pub fn is_open(&self) -> bool {
+        self.allow.is_none() && self.deny.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn filter(allow: Option<&[&str]>, deny: &[&str], kind: PatternKind) -> NameFilter {
+        let strings = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        NameFilter::new(allow.map(strings), strings(deny), kind).expect("valid")
+    }
+
+    #[test]
+    fn deny_wins_and_absent_allow_admits_all() {
+        let f = filter(None, &["mcp__fx__secret*"], PatternKind::Name);
+        assert!(f.admits("mcp__fx__echo"));
+        assert!(!f.admits("mcp__fx__secret_tool"));
+        let f = filter(Some(&["mcp__fx__*"]), &["mcp__fx__add"], PatternKind::Name);
+        assert!(f.admits("mcp__fx__echo"));
+        assert!(!f.admits("mcp__fx__add"));
+        assert!(!f.admits("mcp__ev__echo"));
+        assert!(filter(None, &[], PatternKind::Name).is_open());
+    }
+
+    #[test]
+    fn uri_patterns_use_path_segments() {
+        let f = filter(Some(&["fixture://static/*"]), &[], PatternKind::Uri);
+        assert!(f.admits("fixture://static/readme"));
+        assert!(!f.admits("fixture://static/a/b"));
+        assert!(!f.admits("fixture://items/1"));
+    }
+
+    #[test]
+    fn bad_patterns_are_named() {
+        let err = NameFilter::new(Some(vec!["mcp fx".into()]), vec![], PatternKind::Name)
+            .expect_err("a space can never match");
+        assert!(err.starts_with("allow[0]"), "{err}");
+    }
+}

@@ -1,0 +1,266 @@
+//! `gateway` in the config: the client profiles of `mcp-harness serve` over HTTP — how each
+//! client proves who it is, what it may see, and its own permission rules.
+//!
+//! Invariants: a parsed [`GatewayConfig`] names every problem by its key
+//! (`gateway.clients.NAME.auth.issuer`, ...); no token value is ever held here (a bearer
+//! profile names the environment variable that holds it, read by the gateway when it starts),
+//! so printing a config prints no secret.
+
+use std::collections::BTreeMap;
+
+use mcp_harness_policy::{NameFilter, PatternKind, PermissionRules};
+use serde::Deserialize;
+
+/// The `gateway` section.
+#[derive(Debug, Clone, Default)]
+pub struct GatewayConfig {
+    /// `publicUrl`: the gateway's own URL as clients reach it (the `/mcp` endpoint): the
+    /// audience an access token must name and the `resource` of the protected-resource
+    /// metadata. Default: the URL it serves (`http://ADDR/mcp`).
+    pub public_url: Option<String>,
+    /// `clients`: the client profiles by name, in name order. Empty (the default): no client
+    /// authentication, every client sees the whole catalog.
+    pub clients: BTreeMap<String, ClientProfile>,
+}
+
+/// One client profile (`gateway.clients.NAME`).
+#[derive(Debug, Clone)]
+pub struct ClientProfile {
+    /// The profile's name (its key); metrics and the audit log name the client by it.
+    pub name: String,
+    /// `auth`: how the client proves who it is.
+    pub auth: ProfileAuth,
+    /// `servers`: `{"allow": [...], "deny": [...]}` globs over server names; default all.
+    pub servers: NameFilter,
+    /// `tools`: globs over qualified tool names (`mcp__SERVER__tool`); default all.
+    pub tools: NameFilter,
+    /// `prompts`: globs over qualified prompt names; default all.
+    pub prompts: NameFilter,
+    /// `resources`: globs over resource URIs and URI templates (`*` within a `/` segment);
+    /// default all.
+    pub resources: NameFilter,
+    /// `permissions`: this client's own rules, the shape of the top-level `permissions`. A
+    /// matching `deny` refuses, `ask` asks this client; `allow` answers the top-level rules'
+    /// *ask* for this client. A top-level `deny` holds for every client. Default: none.
+    pub permissions: PermissionRules,
+}
+
+/// How a client proves who it is (`gateway.clients.NAME.auth`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProfileAuth {
+    /// `{"type": "bearer", "tokenEnv": "VAR"}`: a static bearer token, the value of the
+    /// environment variable `VAR` of the gateway's process.
+    Bearer {
+        /// The environment variable's name.
+        token_env: String,
+    },
+    /// `{"type": "oauth", "issuer": ..., "jwksUri": ..., "scopes": [...], "clientIds": [...]}`:
+    /// an OAuth 2.1 access token, a JWT signed by a key of `jwksUri`, with `iss` = `issuer`,
+    /// `aud` = the gateway's public URL, not expired, and every scope of `scopes`.
+    OAuth {
+        /// `issuer`: the authorization server's issuer identifier (the `iss` claim).
+        issuer: String,
+        /// `jwksUri`: where the authorization server publishes its signing keys.
+        jwks_uri: String,
+        /// `scopes`: scopes the token must carry (`scope` or `scp` claim); default none.
+        scopes: Vec<String>,
+        /// `clientIds`: when set, the token's `client_id` (or `azp`) must be one of these; it
+        /// tells apart profiles of the same issuer. Default: any client.
+        client_ids: Option<Vec<String>>,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawGateway {
+    public_url: Option<String>,
+    #[serde(default)]
+    clients: BTreeMap<String, serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawProfile {
+    auth: serde_json::Value,
+    servers: Option<RawFilter>,
+    tools: Option<RawFilter>,
+    prompts: Option<RawFilter>,
+    resources: Option<RawFilter>,
+    permissions: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFilter {
+    allow: Option<Vec<String>>,
+    #[serde(default)]
+    deny: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawAuth {
+    #[serde(rename = "type")]
+    kind: String,
+    token_env: Option<String>,
+    issuer: Option<String>,
+    jwks_uri: Option<String>,
+    scopes: Option<Vec<String>>,
+    client_ids: Option<Vec<String>>,
+}
+
+/// Parses the `gateway` section: `Err((key, message))`, the key under `gateway` that is wrong.
+pub(crate) fn parse(value: serde_json::Value) -> Result<GatewayConfig, (String, String)> {
+    let raw: RawGateway =
+        serde_json::from_value(value).map_err(|e| ("gateway".to_string(), e.to_string()))?;
+    if let Some(url) = &raw.public_url
+        && !(url.starts_with("http://") || url.starts_with("https://"))
+    {
+        return Err((
+            "gateway.publicUrl".into(),
+            "must be an http:// or https:// URL (the `/mcp` endpoint as clients reach it)".into(),
+        ));
+    }
+    let mut clients = BTreeMap::new();
+    for (name, value) in raw.clients {
+        let key = format!("gateway.clients.{name}");
+        if name.trim().is_empty() {
+            return Err((key, "a client profile needs a non-empty name".into()));
+        }
+        let raw: RawProfile =
+            serde_json::from_value(value).map_err(|e| (key.clone(), e.to_string()))?;
+        let auth =
+            auth(raw.auth).map_err(|(sub, message)| (format!("{key}.auth{sub}"), message))?;
+        let filter = |what: &str, raw: Option<RawFilter>, kind| match raw {
+            None => Ok(NameFilter::default()),
+            Some(raw) => NameFilter::new(raw.allow, raw.deny, kind)
+                .map_err(|message| (format!("{key}.{what}"), message)),
+        };
+        let permissions = match raw.permissions {
+            None => PermissionRules::default(),
+            Some(v) => serde_json::from_value(v)
+                .map_err(|e| (format!("{key}.permissions"), e.to_string()))?,
+        };
+        clients.insert(
+            name.clone(),
+            ClientProfile {
+                auth,
+                servers: filter("servers", raw.servers, PatternKind::Server)?,
+                tools: filter("tools", raw.tools, PatternKind::Name)?,
+                prompts: filter("prompts", raw.prompts, PatternKind::Name)?,
+                resources: filter("resources", raw.resources, PatternKind::Uri)?,
+                permissions,
+                name,
+            },
+        );
+    }
+    Ok(GatewayConfig {
+        public_url: raw.public_url,
+        clients,
+    })
+}
+
+fn auth(value: serde_json::Value) -> Result<ProfileAuth, (String, String)> {
+    let raw: RawAuth = serde_json::from_value(value).map_err(|e| {
+        (
+            String::new(),
+            format!("{e} (expected {{\"type\": \"bearer\", \"tokenEnv\": \"VAR\"}} or {{\"type\": \"oauth\", \"issuer\": ..., \"jwksUri\": ...}})"),
+        )
+    })?;
+    let missing = |key: &str| (format!(".{key}"), "is required for this `type`".to_string());
+    let not_here = |key: &str, kind: &str| {
+        (
+            format!(".{key}"),
+            format!("does not apply to `type: \"{kind}\"`"),
+        )
+    };
+    match raw.kind.as_str() {
+        "bearer" => {
+            for (key, set) in [
+                ("issuer", raw.issuer.is_some()),
+                ("jwksUri", raw.jwks_uri.is_some()),
+                ("scopes", raw.scopes.is_some()),
+                ("clientIds", raw.client_ids.is_some()),
+            ] {
+                if set {
+                    return Err(not_here(key, "bearer"));
+                }
+            }
+            let token_env = raw.token_env.ok_or_else(|| missing("tokenEnv"))?;
+            if token_env.is_empty() || token_env.contains('=') || token_env.contains('\0') {
+                return Err((
+                    ".tokenEnv".into(),
+                    "must be the name of an environment variable (the token itself never goes in the config)".into(),
+                ));
+            }
+            Ok(ProfileAuth::Bearer { token_env })
+        }
+        "oauth" => {
+            if raw.token_env.is_some() {
+                return Err(not_here("tokenEnv", "oauth"));
+            }
+            let issuer = raw.issuer.ok_or_else(|| missing("issuer"))?;
+            let jwks_uri = raw.jwks_uri.ok_or_else(|| missing("jwksUri"))?;
+            let loopback_http = ["http://127.0.0.1", "http://localhost", "http://[::1]"]
+                .iter()
+                .any(|p| jwks_uri.starts_with(p));
+            if !(jwks_uri.starts_with("https://") || loopback_http) {
+                return Err((
+                    ".jwksUri".into(),
+                    "must be an https:// URL (http:// only on loopback)".into(),
+                ));
+            }
+            Ok(ProfileAuth::OAuth {
+                issuer,
+                jwks_uri,
+                scopes: raw.scopes.unwrap_or_default(),
+                client_ids: raw.client_ids,
+            })
+        }
+        other => Err((
+            ".type".into(),
+            format!("unknown type `{other}`: use \"bearer\" or \"oauth\""),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn profiles_parse_and_errors_name_the_key() {
+        let config = parse(json!({
+            "publicUrl": "https://gw.example/mcp",
+            "clients": {
+                "ci": {"auth": {"type": "bearer", "tokenEnv": "CI_TOKEN"},
+                       "tools": {"deny": ["mcp__fx__add"]}},
+                "alice": {"auth": {"type": "oauth", "issuer": "https://as.example",
+                                   "jwksUri": "https://as.example/jwks", "scopes": ["mcp"]},
+                          "servers": {"allow": ["fx"]},
+                          "permissions": {"deny": ["mcp__fx__echo"]}}
+            }
+        }))
+        .expect("valid");
+        assert_eq!(config.clients.len(), 2);
+        assert!(!config.clients["ci"].tools.admits("mcp__fx__add"));
+        assert!(!config.clients["alice"].servers.admits("ev"));
+        let err = |v| parse(v).expect_err("invalid");
+        let (key, _) = err(json!({"clients": {"ci": {"auth": {"type": "bearer"}}}}));
+        assert_eq!(key, "gateway.clients.ci.auth.tokenEnv");
+        let (key, _) = err(json!({"clients": {"ci": {"auth": {"type": "oauth", "issuer": "x"}}}}));
+        assert_eq!(key, "gateway.clients.ci.auth.jwksUri");
+        let (key, message) = err(
+            json!({"clients": {"ci": {"auth": {"type": "bearer", "tokenEnv": "X"}, "tool": {}}}}),
+        );
+        assert_eq!(key, "gateway.clients.ci");
+        assert!(message.contains("tool"), "{message}");
+        let (key, _) = err(
+            json!({"clients": {"ci": {"auth": {"type": "bearer", "tokenEnv": "X"}, "tools": {"allow": ["a b"]}}}}),
+        );
+        assert_eq!(key, "gateway.clients.ci.tools");
+        let (key, _) = err(json!({"client": {}}));
+        assert_eq!(key, "gateway");
+    }
+}
