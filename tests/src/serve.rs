@@ -11,7 +11,8 @@
 //! - The HTTP listener binds exactly the address it is given ([`run_main`]
 //!   passes 127.0.0.1) and serves Streamable HTTP only under `/mcp`, with
 //!   stateful sessions that all share one fixture state; every request passes the
-//!   [`fault_layer`] first (503 budget, forgotten sessions, counters).
+//!   [`fault_layer`] first (503 budget, forgotten sessions, counters); every accepted socket
+//!   has `TCP_NODELAY` set (`serve_nodelay`).
 
 use std::{
     io::Write,
@@ -21,6 +22,7 @@ use std::{
     sync::Arc,
 };
 
+use mcp_harness_transport::http_server::serve_nodelay;
 use rmcp::{
     ServiceExt,
     transport::async_rw::AsyncRwTransport,
@@ -166,7 +168,9 @@ pub async fn serve_http(
     let handle = tokio::spawn(async move {
         // Cancels every session when this task ends or is aborted.
         let _sessions = ct.drop_guard();
-        if let Err(error) = axum::serve(listener, router).await {
+        // TCP_NODELAY on every accepted socket: without it each request on a keep-alive
+        // connection waits ~40 ms for a delayed ACK (see `http_server`).
+        if let Err(error) = serve_nodelay(listener, router).await {
             tracing::error!(%error, "http server stopped");
         }
     });

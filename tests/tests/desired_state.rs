@@ -5,6 +5,8 @@
 
 mod common;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::*;
@@ -145,21 +147,51 @@ async fn concurrent_refreshes_publish_once() {
     runtime.shutdown().await;
 }
 
-/// R20: pre-warm requests coalesce. While a pre-warm refresh is busy (a server that hangs at
-/// start holds it until its startup timeout), many more changes each followed by a pre-warm
-/// request end in one more refresh that applies the newest: of the servers the intermediate
-/// configurations named, at most the one the first refresh claimed was ever started (seen
-/// through every revision), the last is connected, and nothing is left dirty — with no
-/// `refresh_if_dirty` or `bind_step` from the test.
+/// The fixture over Streamable HTTP on a free loopback port, counting the sessions it opened
+/// (one per `initialize` it answered): returns its URL and the count.
+async fn counting_fixture_http() -> (String, Arc<AtomicUsize>) {
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpService, session::local::LocalSessionManager,
+    };
+    let fixture = mcp_harness_fixture::FixtureServer::new(Default::default());
+    let sessions = Arc::new(AtomicUsize::new(0));
+    let counted = sessions.clone();
+    let service = StreamableHttpService::new(
+        move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+            Ok(fixture.for_new_connection())
+        },
+        Arc::new(LocalSessionManager::default()),
+        Default::default(),
+    );
+    let router = axum::Router::new().nest_service("/mcp", service);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    (format!("http://{addr}/mcp"), sessions)
+}
+
+/// R20: pre-warm requests coalesce. While a pre-warm refresh is busy (it claimed the first
+/// change, and a server that hangs at start holds it until its startup timeout), many more
+/// changes each followed by a pre-warm request end in one more refresh that applies the newest. Counted where it happens: each
+/// configuration names a new server `n{i}` on a fixture that counts the sessions it opened, so
+/// every configuration a refresh applied is one session there — at least one (the last is
+/// connected), at most two (the one the first refresh claimed, and the newest), never one per
+/// request; the revisions agree, and nothing is left dirty — with no `refresh_if_dirty` or
+/// `bind_step` from the test.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prewarm_requests_coalesce_into_few_refreshes() {
     const CHANGES: usize = 20;
+    let (url, sessions) = counting_fixture_http().await;
     let runtime =
         mcp_harness_runtime::RuntimeBuilder::new(config(vec![server("a", fixture_stdio(&[]))]))
             .revision_buffer(4096)
             .start()
             .expect("start");
     runtime.wait_settled(SETTLE).await;
+    assert_eq!(sessions.load(Ordering::SeqCst), 0, "no `n` server yet");
     let mut stream = runtime.revisions();
     let mut hang = server("hang", fixture_stdio(&["--hang-at-start"]));
     hang.startup_timeout = Duration::from_secs(2);
@@ -167,10 +199,23 @@ async fn prewarm_requests_coalesce_into_few_refreshes() {
         config(vec![
             server("a", fixture_stdio(&[])),
             hang.clone(),
-            server(&format!("n{i}"), fixture_stdio(&[])),
+            server(&format!("n{i}"), http(&url)),
         ])
     };
-    for i in 0..CHANGES {
+    // The first change's refresh claims it, then waits (the hanging server) ...
+    runtime.set_config(generation(0));
+    runtime.prewarm();
+    let mut tries = 0;
+    while runtime.is_dirty() && tries < 400 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        tries += 1;
+    }
+    assert!(
+        !runtime.is_dirty(),
+        "the first pre-warm request was not served"
+    );
+    // ... while every other change and its pre-warm request arrive.
+    for i in 1..CHANGES {
         runtime.set_config(generation(i));
         runtime.prewarm();
     }
@@ -183,6 +228,12 @@ async fn prewarm_requests_coalesce_into_few_refreshes() {
         })
         .await;
     assert_eq!(s.servers[&last].state, ServerState::Connected, "applied");
+    let opened = sessions.load(Ordering::SeqCst);
+    assert!(
+        (1..=2).contains(&opened),
+        "{CHANGES} pre-warm requests applied {opened} configurations (sessions the fixture \
+         opened for an `n` server); coalesced, they apply at most two"
+    );
     // The refresh publishes once everything settled; then nothing is dirty (bounded wait).
     let mut tries = 0;
     while runtime.is_dirty() && tries < 200 {

@@ -95,36 +95,57 @@ async fn dropping_the_runtime_leaves_no_child_process() {
     assert_eq!(wait_gone(&marker).await, Vec::<u32>::new());
 }
 
+/// Dropped while a server is still starting: that server's process (hanging before it serves)
+/// and the grandchild it started first in its process group (`sleep`) are seen running before
+/// the drop, and neither after — the drop kills the server's whole group, not only the process
+/// it spawned. (Its other grandchild, in a session of its own, is a child subreaper's to sweep,
+/// which this runtime is not: the test kills it itself.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_while_servers_are_still_starting_leaves_no_child_process() {
     let marker = format!("early-drop-{}", uuid::Uuid::new_v4());
     let mut servers = three_servers(&marker);
-    servers.push(server(
-        "slowstart",
-        fixture_stdio(&["--name", &marker, "--hang-at-start"]),
-    ));
+    let mut slow = fixture_stdio(&[
+        "--name",
+        &marker,
+        "--spawn-grandchildren",
+        "--hang-at-start",
+    ]);
+    if let mcp_harness_runtime::TransportConfig::Stdio(spec) = &mut slow {
+        spec.env.insert(MARKER_ENV.into(), marker.clone());
+    }
+    servers.push(server("slowstart", slow));
     let runtime = start(servers);
-    // Dropped only once the hanging server's process runs and it is still starting (bounded:
-    // it hangs until killed).
-    let slowstart = |pids: &[u32]| {
-        pids.iter()
-            .filter(|pid| {
-                std::fs::read(format!("/proc/{pid}/cmdline"))
-                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains("--hang-at-start"))
-            })
-            .count()
-    };
+    // Dropped only once the hanging server's process and its grandchildren run, and the server
+    // is still starting (bounded: it hangs until killed).
+    let mut started = processes_with_env(MARKER_ENV, &marker);
     for _ in 0..200 {
-        if slowstart(&processes_with(&marker)) == 1 {
+        if started.len() == 3 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
+        started = processes_with_env(MARKER_ENV, &marker);
     }
-    let before = processes_with(&marker);
+    let hanging: Vec<u32> = started
+        .iter()
+        .copied()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("--hang-at-start"))
+        })
+        .collect();
     assert_eq!(
-        slowstart(&before),
-        1,
-        "the hanging server's process started: {before:?}"
+        (started.len(), hanging.len()),
+        (3, 1),
+        "the hanging server and its two grandchildren started: {started:?}"
+    );
+    // SAFETY: getpgid only reads the process group id of a process.
+    let (group, elsewhere): (Vec<u32>, Vec<u32>) = started
+        .iter()
+        .partition(|pid| unsafe { libc::getpgid(**pid as i32) } == hanging[0] as i32);
+    assert_eq!(
+        group.len(),
+        2,
+        "the server and one grandchild in its group: {started:?}"
     );
     let state = runtime
         .snapshot()
@@ -136,6 +157,34 @@ async fn dropping_while_servers_are_still_starting_leaves_no_child_process() {
         "still starting at the drop: {state:?}"
     );
     drop(runtime);
+    // Drop is synchronous; allow the kernel a moment to reap (bounded).
+    let in_group = || {
+        let live = processes_with_env(MARKER_ENV, &marker);
+        group
+            .iter()
+            .copied()
+            .filter(|p| live.contains(p))
+            .collect::<Vec<u32>>()
+    };
+    let mut left = in_group();
+    for _ in 0..50 {
+        if left.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        left = in_group();
+    }
+    for pid in elsewhere.iter().chain(&left) {
+        // SAFETY: kill only sends a signal to a process this test's server started.
+        unsafe {
+            libc::kill(*pid as i32, libc::SIGKILL);
+        }
+    }
+    assert_eq!(
+        left,
+        Vec::<u32>::new(),
+        "left after the drop: the server's group was {group:?}"
+    );
     assert_eq!(wait_gone(&marker).await, Vec::<u32>::new());
 }
 

@@ -16,18 +16,10 @@ use serde_json::json;
 /// Lifetime of issued access tokens: short, so the harness must refresh during the test.
 const TOKEN_SECS: u64 = 4;
 
-fn temp_store() -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("mcp-harness-oauth-test-{}", uuid::Uuid::new_v4()));
-    assert!(
-        auth::set_store_dir(dir.clone()),
-        "store dir set once per process"
-    );
-    dir
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn needs_auth_then_login_then_refresh_with_rotation() {
-    let dir = temp_store();
+    let ctx = common::auth_server::temp_auth("oauth");
+    let dir = ctx.dir().to_path_buf();
     let st = AuthServer::start(AuthOptions::authorization_code(true, TOKEN_SECS)).await;
     let url = st.url();
     // Health pings far apart: only the failed call itself can notice a lost authorization.
@@ -39,6 +31,7 @@ async fn needs_auth_then_login_then_refresh_with_rotation() {
         health_interval: Duration::from_secs(3600),
         ..Default::default()
     })
+    .auth_context(ctx.clone())
     .start()
     .expect("runtime starts");
 
@@ -78,16 +71,10 @@ async fn needs_auth_then_login_then_refresh_with_rotation() {
         redirect_uri: "http://127.0.0.1:33418/callback".into(),
         ..Default::default()
     };
-    let store = auth::FileCredentialStore::for_server("secure", &url);
-    auth::login(
-        "secure",
-        &url,
-        &settings,
-        &auth::NoFollowBrowser,
-        store.clone(),
-    )
-    .await
-    .expect("login succeeds");
+    let store = ctx.store("secure", &url);
+    auth::login(&ctx, "secure", &url, &settings, &auth::NoFollowBrowser)
+        .await
+        .expect("login succeeds");
     {
         let st = st.state();
         let reg = &st.registrations[0];

@@ -14,7 +14,6 @@ use std::path::Path;
 use std::time::Duration;
 
 use mcp_harness_runtime::Config;
-use mcp_harness_runtime::transport::auth;
 use serde_json::json;
 
 /// Lifetime of issued access tokens: short, so the harness must get a new one during the test.
@@ -53,25 +52,9 @@ fn configured(url: &str, oauth: serde_json::Value) -> mcp_harness_runtime::Serve
     config.servers["m2m"].clone()
 }
 
-fn temp_store() -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("mcp-harness-cc-test-{}", uuid::Uuid::new_v4()));
-    assert!(
-        auth::set_store_dir(dir.clone()),
-        "store dir set once per process"
-    );
-    dir
-}
-
-/// Each test gets its own server URL, so their token files differ within the one store dir.
-static STORE: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
-
-fn store() -> &'static std::path::PathBuf {
-    STORE.get_or_init(temp_store)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn client_secret_basic_connects_without_login_and_renews_the_token() {
-    let dir = store();
+    let ctx = common::auth_server::temp_auth("cc");
     let st = start_server().await;
     let url = st.url();
     let server = configured(
@@ -79,7 +62,7 @@ async fn client_secret_basic_connects_without_login_and_renews_the_token() {
         json!({"grant": "client_credentials", "clientId": CLIENT_ID,
                "clientSecret": "${CC_SECRET}", "scopes": ["mcp:tools"]}),
     );
-    let runtime = common::start(vec![server]);
+    let runtime = common::auth_server::start_with_auth(vec![server], &ctx);
     common::wait_state(&runtime, "m2m", "connected").await;
     {
         let st = st.state();
@@ -95,8 +78,8 @@ async fn client_secret_basic_connects_without_login_and_renews_the_token() {
     assert!(!call().await.expect("call").is_error());
 
     // The token file: 0600, the token kept (shared with other processes), the secret not.
-    let path = auth::FileCredentialStore::for_server("m2m", &url).path();
-    assert_eq!(path.parent().unwrap(), dir.as_path());
+    let path = ctx.store("m2m", &url).path();
+    assert_eq!(path.parent().unwrap(), ctx.dir());
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
     let text = std::fs::read_to_string(&path).unwrap();
@@ -118,7 +101,7 @@ async fn client_secret_basic_connects_without_login_and_renews_the_token() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn private_key_jwt_signs_an_assertion_for_the_authorization_server() {
-    store();
+    let ctx = common::auth_server::temp_auth("cc");
     let st = start_server().await;
     let url = st.url();
     let key_dir = std::env::temp_dir().join(format!("mcp-harness-cc-key-{}", uuid::Uuid::new_v4()));
@@ -131,7 +114,7 @@ async fn private_key_jwt_signs_an_assertion_for_the_authorization_server() {
                "privateKeyFile": key_file.to_string_lossy(), "signingAlgorithm": "ES256"}),
     );
     assert!(!format!("{server:?}").contains("MIGHAgEA"));
-    let runtime = common::start(vec![server]);
+    let runtime = common::auth_server::start_with_auth(vec![server], &ctx);
     common::wait_state(&runtime, "m2m", "connected").await;
     {
         let st = st.state();
@@ -156,13 +139,13 @@ async fn private_key_jwt_signs_an_assertion_for_the_authorization_server() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_refused_client_is_needs_auth_naming_the_keys_never_the_secret() {
-    store();
+    let ctx = common::auth_server::temp_auth("cc");
     let st = start_server().await;
     let url = st.url();
     let text = json!({"mcpServers": {"m2m": {"url": url, "oauth":
         {"grant": "client_credentials", "clientId": CLIENT_ID, "clientSecret": "wrong-secret-xyz"}}}});
     let config = Config::parse(&text.to_string(), Path::new("/cfg/.mcp.json"), &|_| None).unwrap();
-    let runtime = common::start(vec![config.servers["m2m"].clone()]);
+    let runtime = common::auth_server::start_with_auth(vec![config.servers["m2m"].clone()], &ctx);
     common::wait_state(&runtime, "m2m", "needs-auth").await;
     let reason = runtime.snapshot().servers["m2m"]
         .last_error

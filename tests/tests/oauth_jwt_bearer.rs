@@ -17,7 +17,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use mcp_harness_runtime::Config;
-use mcp_harness_runtime::transport::auth;
 use serde_json::json;
 
 /// Lifetime of issued access tokens: short, so the harness must get a new one during the test.
@@ -53,19 +52,6 @@ fn configured(url: &str, oauth: serde_json::Value) -> mcp_harness_runtime::Serve
     config.servers["jb"].clone()
 }
 
-/// One token store directory for the process (each test has its own server URL, so its own
-/// token file).
-static STORE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-
-fn store() -> &'static PathBuf {
-    STORE.get_or_init(|| {
-        let dir =
-            std::env::temp_dir().join(format!("mcp-harness-jb-test-{}", uuid::Uuid::new_v4()));
-        assert!(auth::set_store_dir(dir.clone()), "store dir set once");
-        dir
-    })
-}
-
 /// A new private directory for the JWT files of one test.
 fn jwt_dir() -> PathBuf {
     let dir = std::env::temp_dir().join(format!("mcp-harness-jb-jwt-{}", uuid::Uuid::new_v4()));
@@ -84,7 +70,7 @@ async fn call_echo(runtime: &mcp_harness_runtime::Runtime) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn jwt_bearer_sends_the_workload_token_and_reads_it_again_for_each_grant() {
-    store();
+    let ctx = common::auth_server::temp_auth("jb");
     let st = start_server().await;
     let url = st.url();
     let dir = jwt_dir();
@@ -98,7 +84,7 @@ async fn jwt_bearer_sends_the_workload_token_and_reads_it_again_for_each_grant()
         json!({"grant": "jwt_bearer", "clientId": "workload-1",
                "assertionFile": file.to_string_lossy()}),
     );
-    let runtime = common::start(vec![server]);
+    let runtime = common::auth_server::start_with_auth(vec![server], &ctx);
     common::wait_state(&runtime, "jb", "connected").await;
     {
         let st = st.state();
@@ -112,7 +98,7 @@ async fn jwt_bearer_sends_the_workload_token_and_reads_it_again_for_each_grant()
     }
     call_echo(&runtime).await;
     // The token file keeps the access token, never the workload's JWT.
-    let path = auth::FileCredentialStore::for_server("jb", &url).path();
+    let path = ctx.store("jb", &url).path();
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(text.contains("jb-1-token"));
     assert!(!text.contains(first));
@@ -137,7 +123,7 @@ async fn jwt_bearer_sends_the_workload_token_and_reads_it_again_for_each_grant()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_refused_workload_token_is_needs_auth_naming_the_key_never_the_jwt() {
-    store();
+    let ctx = common::auth_server::temp_auth("jb");
     let st = start_server().await;
     let url = st.url();
     let dir = jwt_dir();
@@ -148,7 +134,7 @@ async fn a_refused_workload_token_is_needs_auth_naming_the_key_never_the_jwt() {
         &url,
         json!({"grant": "jwt_bearer", "assertionFile": file.to_string_lossy()}),
     );
-    let runtime = common::start(vec![server]);
+    let runtime = common::auth_server::start_with_auth(vec![server], &ctx);
     common::wait_state(&runtime, "jb", "needs-auth").await;
     let reason = runtime.snapshot().servers["jb"]
         .last_error
@@ -176,7 +162,7 @@ async fn a_refused_workload_token_is_needs_auth_naming_the_key_never_the_jwt() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn enterprise_managed_exchanges_the_id_token_for_an_id_jag_then_runs_the_jwt_bearer_grant() {
-    store();
+    let ctx = common::auth_server::temp_auth("jb");
     let st = start_server().await;
     let (base, url) = (st.base.clone(), st.url());
     let dir = jwt_dir();
@@ -189,7 +175,7 @@ async fn enterprise_managed_exchanges_the_id_token_for_an_id_jag_then_runs_the_j
                "idpTokenEndpoint": format!("{base}/idp/token"), "idpClientId": IDP_CLIENT_ID,
                "idTokenFile": file.to_string_lossy()}),
     );
-    let runtime = common::start(vec![server]);
+    let runtime = common::auth_server::start_with_auth(vec![server], &ctx);
     common::wait_state(&runtime, "jb", "connected").await;
     {
         let st = st.state();
@@ -228,8 +214,7 @@ async fn enterprise_managed_exchanges_the_id_token_for_an_id_jag_then_runs_the_j
         assert!(!params.contains_key("client_secret"));
     }
     call_echo(&runtime).await;
-    let text =
-        std::fs::read_to_string(auth::FileCredentialStore::for_server("jb", &url).path()).unwrap();
+    let text = std::fs::read_to_string(ctx.store("jb", &url).path()).unwrap();
     assert!(!text.contains(ID_TOKEN), "the ID token is never stored");
     assert!(!text.contains(SECRET), "the secret is never stored");
     runtime.shutdown().await;
@@ -238,7 +223,7 @@ async fn enterprise_managed_exchanges_the_id_token_for_an_id_jag_then_runs_the_j
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_refused_token_exchange_is_needs_auth_naming_the_id_token_keys() {
-    store();
+    let ctx = common::auth_server::temp_auth("jb");
     let st = start_server().await;
     let (base, url) = (st.base.clone(), st.url());
     let dir = jwt_dir();
@@ -251,7 +236,7 @@ async fn a_refused_token_exchange_is_needs_auth_naming_the_id_token_keys() {
                "idpTokenEndpoint": format!("{base}/idp/token"),
                "idTokenFile": file.to_string_lossy()}),
     );
-    let runtime = common::start(vec![server]);
+    let runtime = common::auth_server::start_with_auth(vec![server], &ctx);
     common::wait_state(&runtime, "jb", "needs-auth").await;
     let reason = runtime.snapshot().servers["jb"]
         .last_error

@@ -25,32 +25,28 @@ async fn start_server(scopes: Scopes) -> AuthServer {
     .await
 }
 
-fn temp_store() {
-    let dir =
-        std::env::temp_dir().join(format!("mcp-harness-step-up-test-{}", uuid::Uuid::new_v4()));
-    assert!(
-        auth::set_store_dir(dir),
-        "store dir set once per process (nextest runs each test in its own)"
-    );
+/// An auth context with a store of its own and `NoFollowBrowser` authorizing step-ups.
+fn with_browser() -> auth::AuthContext {
+    common::auth_server::temp_auth("step-up").with_step_up_browser(Arc::new(auth::NoFollowBrowser))
 }
 
-async fn login(server: &str, url: &str) {
+async fn login(ctx: &auth::AuthContext, server: &str, url: &str) {
     let settings = auth::OAuthSettings {
         redirect_uri: "http://127.0.0.1:33418/callback".into(),
         ..Default::default()
     };
-    let store = auth::FileCredentialStore::for_server(server, url);
-    auth::login(server, url, &settings, &auth::NoFollowBrowser, store)
+    auth::login(ctx, server, url, &settings, &auth::NoFollowBrowser)
         .await
         .expect("login succeeds");
 }
 
 /// Starts a runtime with `server` at `url`, logs in at needs-auth, and waits for its tools.
-async fn connected(server: &str, url: &str) -> Runtime {
-    let runtime = common::start(vec![common::server(server, common::http(url))]);
+async fn connected(ctx: &auth::AuthContext, server: &str, url: &str) -> Runtime {
+    let runtime =
+        common::auth_server::start_with_auth(vec![common::server(server, common::http(url))], ctx);
     let snap = runtime.wait_settled(common::SETTLE).await;
     assert_eq!(snap.servers[server].state.label(), "needs-auth");
-    login(server, url).await;
+    login(ctx, server, url).await;
     runtime.restart(server).unwrap();
     wait_for_tools(&runtime, server, snap.revision).await;
     runtime
@@ -87,11 +83,10 @@ async fn echo(runtime: &Runtime, server: &str, message: &str) -> Result<String, 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_403_insufficient_scope_authorizes_the_union_and_runs_the_call_once() {
-    temp_store();
-    auth::set_step_up_browser(Some(Arc::new(auth::NoFollowBrowser)));
+    let ctx = with_browser();
     let st = start_server(Scopes::NeedsWrite).await;
     let url = st.url();
-    let runtime = connected("files", &url).await;
+    let runtime = connected(&ctx, "files", &url).await;
     assert_eq!(st.state().authorized(), ["mcp:tools"]);
 
     let text = echo(&runtime, "files", "hello")
@@ -127,11 +122,10 @@ async fn a_403_insufficient_scope_authorizes_the_union_and_runs_the_call_once() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn at_most_three_step_ups_per_server_then_a_permission_error_saying_what_to_do() {
-    temp_store();
-    auth::set_step_up_browser(Some(Arc::new(auth::NoFollowBrowser)));
+    let ctx = with_browser();
     let st = start_server(Scopes::RaisingBar).await;
     let url = st.url();
-    let runtime = connected("raising", &url).await;
+    let runtime = connected(&ctx, "raising", &url).await;
 
     // Each call: refused, one step-up, the retry refused again (the bar went up).
     for i in 1..=3 {
@@ -167,11 +161,10 @@ async fn at_most_three_step_ups_per_server_then_a_permission_error_saying_what_t
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn without_anyone_to_authorize_the_call_asks_for_a_login_which_asks_for_the_union() {
-    temp_store();
-    auth::set_step_up_browser(None);
+    let ctx = common::auth_server::temp_auth("step-up");
     let st = start_server(Scopes::NeedsWrite).await;
     let url = st.url();
-    let runtime = connected("files", &url).await;
+    let runtime = connected(&ctx, "files", &url).await;
 
     let e = echo(&runtime, "files", "x").await.expect_err("refused");
     let text = e.to_string();
@@ -187,7 +180,7 @@ async fn without_anyone_to_authorize_the_call_asks_for_a_login_which_asks_for_th
     assert_eq!(st.state().authorized().len(), 1);
 
     // The login asks for the scopes the refused call needed; then the call runs.
-    login("files", &url).await;
+    login(&ctx, "files", &url).await;
     assert_eq!(
         st.state().authorized(),
         ["mcp:tools", "mcp:tools mcp:write"]
@@ -204,14 +197,16 @@ async fn without_anyone_to_authorize_the_call_asks_for_a_login_which_asks_for_th
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_step_up_refused_while_connecting_is_needs_auth_not_a_reconnect_loop() {
-    temp_store();
-    auth::set_step_up_browser(None);
+    let ctx = common::auth_server::temp_auth("step-up");
     let st = start_server(Scopes::AdminEverywhere).await;
     let url = st.url();
-    let runtime = common::start(vec![common::server("admin", common::http(&url))]);
+    let runtime = common::auth_server::start_with_auth(
+        vec![common::server("admin", common::http(&url))],
+        &ctx,
+    );
     let snap = runtime.wait_settled(common::SETTLE).await;
     assert_eq!(snap.servers["admin"].state.label(), "needs-auth");
-    login("admin", &url).await;
+    login(&ctx, "admin", &url).await;
     // The login's grant lacks `mcp:admin`: initialize is refused for lack of scope, nobody can
     // step up, so the server needs a login (not a reconnection with backoff).
     runtime.restart("admin").unwrap();
@@ -235,7 +230,7 @@ async fn a_step_up_refused_while_connecting_is_needs_auth_not_a_reconnect_loop()
 
     // The next login asks for the union, and the server connects by itself.
     let before = runtime.snapshot().revision;
-    login("admin", &url).await;
+    login(&ctx, "admin", &url).await;
     assert_eq!(
         st.state().authorized().last().map(String::as_str),
         Some("mcp:tools mcp:admin")
@@ -246,11 +241,10 @@ async fn a_step_up_refused_while_connecting_is_needs_auth_not_a_reconnect_loop()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_login_in_another_process_renews_the_step_up_budget() {
-    temp_store();
-    auth::set_step_up_browser(Some(Arc::new(auth::NoFollowBrowser)));
+    let ctx = with_browser();
     let st = start_server(Scopes::RaisingBar).await;
     let url = st.url();
-    let runtime = connected("raising", &url).await;
+    let runtime = connected(&ctx, "raising", &url).await;
     for _ in 0..4 {
         let _ = echo(&runtime, "raising", "x").await.expect_err("refused");
     }
@@ -265,7 +259,8 @@ async fn a_login_in_another_process_renews_the_step_up_budget() {
     // Another process logs in: it writes a new grant, with a new login id, to the shared file
     // (written here the way that process's `login` writes it; this process's own `login` would
     // renew the budget directly).
-    let store = auth::FileCredentialStore::for_server("raising", &url);
+    let other_process = auth::AuthContext::in_dir(ctx.dir().to_path_buf());
+    let store = other_process.store("raising", &url);
     store
         .update(|f| f.login = Some("another-process-login".into()))
         .unwrap();

@@ -335,7 +335,7 @@ async fn two_processes_sharing_the_store_refresh_once() {
         "mcp-harness-oauth-2p-test-{}",
         uuid::Uuid::new_v4()
     ));
-    assert!(auth::set_store_dir(dir.clone()), "store dir set once");
+    let ctx = auth::AuthContext::in_dir(dir.clone());
     let (server, app) = start_server(dir.clone()).await;
     let (base, url) = (server.base.clone(), server.url());
 
@@ -344,20 +344,17 @@ async fn two_processes_sharing_the_store_refresh_once() {
         redirect_uri: "http://127.0.0.1:33418/callback".into(),
         ..Default::default()
     };
-    let store = auth::FileCredentialStore::for_server("secure", &url);
-    auth::login(
-        "secure",
-        &url,
-        &settings,
-        &auth::NoFollowBrowser,
-        store.clone(),
-    )
-    .await
-    .expect("login succeeds");
+    let store = ctx.store("secure", &url);
+    auth::login(&ctx, "secure", &url, &settings, &auth::NoFollowBrowser)
+        .await
+        .expect("login succeeds");
 
     let mut child = spawn_child(&base, &dir);
     let child_pid = child.0.id();
-    let runtime = common::start(vec![common::server("secure", common::http(&url))]);
+    let runtime = common::auth_server::start_with_auth(
+        vec![common::server("secure", common::http(&url))],
+        &ctx,
+    );
     connected(&runtime).await;
     assert!(
         arrive(&app, "connected", "parent").await,
@@ -447,9 +444,12 @@ async fn child_process_role() {
     };
     let base = base.to_string_lossy().into_owned();
     let dir = PathBuf::from(std::env::var_os(CHILD_DIR_ENV).expect("store dir"));
-    assert!(auth::set_store_dir(dir), "store dir set once");
+    let ctx = auth::AuthContext::in_dir(dir);
     let url = format!("{base}/mcp");
-    let runtime = common::start(vec![common::server("secure", common::http(&url))]);
+    let runtime = common::auth_server::start_with_auth(
+        vec![common::server("secure", common::http(&url))],
+        &ctx,
+    );
     connected(&runtime).await;
     assert_eq!(post_plain(&base, "/barrier/connected", "child").await, 200);
     assert_eq!(post_plain(&base, "/barrier/go", "child").await, 200);

@@ -42,9 +42,12 @@ macro_rules! emitln {
 }
 
 mod commands;
+mod exit;
+mod output;
 mod progress;
 mod sources;
 mod table;
+mod targets;
 mod terminal;
 
 use std::path::PathBuf;
@@ -54,20 +57,12 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use mcp_harness_runtime::{Config, Runtime};
 
-/// Exit status of `call` when the result arrived but the result normaliser found it faulty
-/// (its `structuredContent` does not match the tool's `outputSchema`, an image is not base64,
-/// ...): the result is printed, each problem is a `warning:` line on stderr.
-const EXIT_RESULT_WARNINGS: u8 = 3;
-
 #[derive(Parser)]
 #[command(
     name = "mcp-harness",
     version,
     about = "Inspect, call and watch MCP servers through mcp-harness",
-    after_help = "Exit status: 0 success; 1 an error, or a tool error (`call`); 2 a config or \
-                  usage error; 3 `call` got a result with problems (it does not match the \
-                  tool's outputSchema, an image is not base64, ...; printed as warnings); 130 \
-                  interrupted."
+    after_help = exit::TABLE
 )]
 struct Cli {
     /// Read only this config file, in any supported format (Claude Code, Claude Desktop,
@@ -82,6 +77,15 @@ struct Cli {
     /// only where every configured server is trusted with every call.
     #[arg(long, global = true)]
     yes: bool,
+    /// Start only this server (repeat for more); any command then sees only these servers.
+    /// Without it, `call`, `prompt`, `read`, `subscribe` and `skill` start only the server
+    /// their name or argument belongs to.
+    #[arg(long = "server", global = true, value_name = "NAME")]
+    servers: Vec<String>,
+    /// Output for scripts: JSON on stdout (one object per line for `watch` and `subscribe`);
+    /// `call --json` prints the result object even when the tool failed.
+    #[arg(long, global = true)]
+    json: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -89,37 +93,24 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Each server's state, transport, tool count and last error.
-    Servers {
-        #[arg(long)]
-        json: bool,
-    },
+    Servers,
     /// The tools the model sees (qualified names): exactly what a step bound now shows — server
     /// tools within the exposure budgets (shared fairly across servers), the harness's built-in
     /// tools, and with tool search on the tools found through it.
     Tools {
-        #[arg(long)]
-        json: bool,
         /// List what was withheld from the model, and why (listing, filters, exposure budgets,
         /// name conflicts).
         #[arg(long)]
         hidden: bool,
     },
     /// Prompts, usable as commands.
-    Prompts {
-        #[arg(long)]
-        json: bool,
-    },
+    Prompts,
     /// Resources and resource templates.
-    Resources {
-        #[arg(long)]
-        json: bool,
-    },
+    Resources,
     /// Skills (SEP-2640) of every server; with a query, the best matches first.
     Skills {
         /// Search names and descriptions.
         query: Option<String>,
-        #[arg(long)]
-        json: bool,
     },
     /// Load a skill: fetch its SKILL.md now and verify it against the listing.
     Skill { server: String, name: String },
@@ -128,15 +119,14 @@ enum Command {
         name: String,
         /// Arguments as a JSON object.
         args: Option<String>,
-        #[arg(long)]
-        json: bool,
     },
     /// Read a resource: `read SERVER URI`.
     Read {
         server: String,
         uri: String,
-        #[arg(long)]
-        json: bool,
+        /// Write the contents to this file instead (a blob decoded from base64, text as is).
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
     },
     /// Subscribe to a resource and print each update, until interrupted.
     Subscribe {
@@ -151,8 +141,6 @@ enum Command {
         name: String,
         /// Arguments as a JSON object.
         args: Option<String>,
-        #[arg(long)]
-        json: bool,
     },
     /// Print every new catalog revision and what changed, until interrupted.
     Watch {
@@ -161,10 +149,9 @@ enum Command {
         count: Option<u64>,
     },
     /// The merged config: each server's transport, source file and whether it is enabled, and
-    /// the servers dropped, with why. `config import FILE` converts another host's config.
+    /// the servers dropped, with why. `config import FILE` converts another host's config;
+    /// `config import --from HOST` adds that host's servers to ours.
     Config {
-        #[arg(long)]
-        json: bool,
         #[command(subcommand)]
         action: Option<commands::config::Action>,
     },
@@ -180,6 +167,8 @@ enum Command {
     /// Serve every configured server's governed catalog as one MCP server: over stdio (use
     /// `mcp-harness serve` as the `command` in a host's config) or Streamable HTTP (`--http`).
     Serve(commands::serve::ServeArgs),
+    #[command(flatten)]
+    Edit(commands::edit::Edit),
     /// A tour on built-in servers; needs no config and no install.
     Demo,
     /// Log in to an OAuth-protected HTTP server: opens the browser (or prints the URL) and
@@ -195,6 +184,21 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+}
+
+impl Command {
+    /// What the command names, which decides the servers it starts ([`targets::plan`]).
+    fn wants(&self) -> targets::Wants<'_> {
+        match self {
+            Command::Call { name, .. } | Command::Prompt { name, .. } => {
+                targets::Wants::Qualified(name)
+            }
+            Command::Read { server, .. }
+            | Command::Subscribe { server, .. }
+            | Command::Skill { server, .. } => targets::Wants::Server(server),
+            _ => targets::Wants::Every,
+        }
+    }
 }
 
 fn init_logs(verbose: u8) {
@@ -251,7 +255,7 @@ fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => {
             say!("error: cannot start the async runtime: {e}");
-            return ExitCode::from(1);
+            return ExitCode::from(exit::Exit::Failed.code());
         }
     };
     let code = rt.block_on(run(cli));
@@ -275,79 +279,129 @@ async fn run(cli: Cli) -> u8 {
     if let Command::FixtureServer { args } = cli.command {
         return mcp_harness_fixture::run_main(args).await.clamp(0, 255) as u8;
     }
+    if cli.json
+        && let Some(name) = match &cli.command {
+            Command::Login(_) => Some("login"),
+            Command::Logout { .. } => Some("logout"),
+            Command::Trust { .. } => Some("trust"),
+            Command::Demo => Some("demo"),
+            Command::ConformanceClient { .. } => Some("conformance-client"),
+            _ => None,
+        }
+    {
+        return fail(
+            &format!("`{name}` talks to a person and has no JSON output; run it without --json"),
+            exit::Exit::Usage,
+        );
+    }
+    // The user's own token store: `login`, `logout` and the runtime below (which adds a step-up
+    // browser on a terminal).
+    let auth = mcp_harness_transport::auth::AuthContext::new();
     match &cli.command {
         Command::Login(args) => {
-            return match commands::auth::login(cli.config.as_deref(), args).await {
-                Ok(()) => 0,
-                Err(e) => fail(&e, 1),
+            return match commands::auth::login(cli.config.as_deref(), &auth, args).await {
+                Ok(()) => exit::Exit::Ok.code(),
+                Err(e) => fail(&e, exit::Exit::Failed),
             };
         }
         Command::Logout { server } => {
-            return match commands::auth::logout(cli.config.as_deref(), server).await {
-                Ok(()) => 0,
-                Err(e) => fail(&e, 1),
+            return match commands::auth::logout(cli.config.as_deref(), &auth, server).await {
+                Ok(()) => exit::Exit::Ok.code(),
+                Err(e) => fail(&e, exit::Exit::Failed),
             };
         }
         _ => {}
     }
+    if let Command::Edit(edit) = &cli.command {
+        return commands::edit::run(cli.config.as_deref(), edit, cli.json);
+    }
     if let Command::Trust { path, revoke } = &cli.command {
         return commands::trust::run(path.as_deref(), *revoke);
     }
-    if let Command::Config { json, action } = &cli.command {
-        return commands::config::run(cli.config.as_deref(), *json, action.as_ref()).await;
+    if let Command::Config { action } = &cli.command {
+        return commands::config::run(cli.config.as_deref(), cli.json, action.as_ref(), cli.yes)
+            .await;
     }
+    // Serving, upstream requests and approvals go to the calling client through this bridge.
+    let bridge = mcp_harness_gateway::ClientBridge::new();
+    let mut widen_to = None;
     let (runtime, deadline) = match &cli.command {
         Command::Demo => match commands::demo::build() {
             Ok(rt) => (rt, Duration::from_secs(35)),
-            Err(e) => return fail(&e, 1),
+            Err(e) => return fail(&e, exit::Exit::Failed),
         },
         Command::ConformanceClient { url } => match commands::conformance::build(url) {
             Ok(rt) => (rt, Duration::from_secs(30)),
-            Err(e) => return fail(&e, 1),
+            Err(e) => return fail(&e, exit::Exit::Failed),
         },
         _ => {
+            let wants = cli.command.wants();
+            let targeted = !matches!(wants, targets::Wants::Every) || !cli.servers.is_empty();
+            if targeted && cli.config.is_none() {
+                // The remote sources are fetched first: a targeted command joins no second
+                // batch, which would start every server.
+                if let Err(e) = sources::shared().fetch_remote().await {
+                    tracing::warn!(error = %e, "remote sources not fetched");
+                }
+            }
             let config = match commands::config::load(cli.config.as_deref(), true) {
                 Ok(c) => c,
-                Err(e) => return fail(&e, 2),
+                Err(e) => return fail(&e, exit::Exit::Usage),
+            };
+            let config = match targets::plan(config, &wants, &cli.servers) {
+                Ok(plan) => {
+                    widen_to = plan.full;
+                    plan.config
+                }
+                Err(e) => return fail(&e, exit::Exit::Usage),
             };
             // Serving, stdin belongs to the protocol (or to nobody): no terminal questions.
             let serving = matches!(cli.command, Command::Serve(_));
+            let bridge = &bridge;
             let approver: std::sync::Arc<dyn mcp_harness_policy::Approver> = if cli.yes {
                 std::sync::Arc::new(mcp_harness_policy::AllowAll)
             } else if serving {
-                std::sync::Arc::new(mcp_harness_policy::DenyAll)
+                // An `ask` becomes an elicitation to the calling client (or a refusal).
+                bridge.approver()
             } else {
                 std::sync::Arc::new(terminal::TerminalApprover)
             };
             // R33 step-up: on a terminal, a 403 insufficient_scope opens the browser for the
             // wider scopes (the loopback callback `login` uses); elsewhere the request fails,
             // naming the scopes for `mcp-harness login`.
-            {
+            let auth = {
                 use std::io::IsTerminal;
                 if !serving && std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
-                    mcp_harness_transport::auth::set_step_up_browser(Some(std::sync::Arc::new(
+                    auth.with_step_up_browser(std::sync::Arc::new(
                         mcp_harness_transport::auth::LoopbackStepUp,
-                    )));
+                    ))
+                } else {
+                    auth
                 }
-            }
-            let mut builder =
-                mcp_harness_runtime::RuntimeBuilder::new(config.clone()).approver(approver);
-            if !serving {
-                builder = builder.callbacks(std::sync::Arc::new(terminal::TerminalElicitation));
-            }
+            };
+            let mut builder = mcp_harness_runtime::RuntimeBuilder::new(config.clone())
+                .auth_context(auth)
+                .approver(approver);
+            builder = if serving {
+                builder.callbacks(bridge.callbacks())
+            } else {
+                builder.callbacks(std::sync::Arc::new(terminal::TerminalElicitation))
+            };
             let started = builder.start();
             match started {
                 Ok(rt) => {
                     let d = settle_deadline(&rt, &config);
                     (rt, d)
                 }
-                Err(e) => return fail(&e.to_string(), 2),
+                Err(e) => return fail(&e.to_string(), exit::Exit::Usage),
             }
         }
     };
     // Two-phase loading: remote sources are fetched while the local servers connect. `watch`
     // shows them join live; a one-shot command waits for them (each bounded by its timeout).
     if cli.config.is_none()
+        && cli.servers.is_empty()
+        && matches!(cli.command.wants(), targets::Wants::Every)
         && !matches!(
             cli.command,
             Command::Demo | Command::ConformanceClient { .. }
@@ -362,17 +416,17 @@ async fn run(cli: Cli) -> u8 {
         }
     }
     if let Command::Serve(args) = cli.command {
-        return commands::serve::run(runtime, args).await;
+        return commands::serve::run(runtime, bridge, args).await;
     }
     let code = tokio::select! {
-        code = execute(&runtime, cli.command, deadline, cli.config.clone()) => code,
+        code = execute(&runtime, cli.command, deadline, cli.config.clone(), widen_to, cli.json, cli.servers.clone()) => code,
         signal = interrupted() => {
             // After SIGHUP the terminal may be gone: a failed write must not stop the shutdown.
             {
                 use std::io::Write as _;
                 let _ = writeln!(std::io::stderr(), "\ninterrupted by {signal}; closing servers");
             }
-            130
+            exit::Exit::Interrupted.code()
         }
     };
     runtime.shutdown().await;
@@ -384,79 +438,100 @@ async fn execute(
     command: Command,
     deadline: Duration,
     config: Option<PathBuf>,
+    widen_to: Option<Config>,
+    json: bool,
+    only: Vec<String>,
 ) -> u8 {
     use commands::*;
+    use exit::Exit;
     match command {
-        Command::Servers { json } => {
+        Command::Servers => {
             let sources = inspect::ServerSources::of(config.as_deref());
-            print_settled(runtime, deadline, |s| inspect::servers(s, json, &sources)).await
+            print_settled(runtime, deadline, json, |s| {
+                inspect::servers(s, json, &sources)
+            })
+            .await
         }
-        Command::Tools { json, hidden } => {
+        Command::Tools { hidden } => {
             // Exactly what a step bound now shows: the binding `call` uses.
             progress::settle(runtime, deadline).await;
             match runtime.bind_step(&[]).await {
                 Ok(binding) => {
-                    emit!("{}", inspect::tools(&binding, json, hidden));
-                    0
+                    show(&inspect::tools(&binding, json, hidden), json);
+                    inspect::listing_exit(binding.snapshot()).code()
                 }
-                Err(e) => fail(&format!("{e} [{:?} error]", e.class()), 1),
+                Err(e) => fail_call(&e),
             }
         }
-        Command::Prompts { json } => {
-            print_settled(runtime, deadline, |s| inspect::prompts(s, json)).await
+        Command::Prompts => {
+            print_settled(runtime, deadline, json, |s| inspect::prompts(s, json)).await
         }
-        Command::Resources { json } => {
-            print_settled(runtime, deadline, |s| inspect::resources(s, json)).await
+        Command::Resources => {
+            print_settled(runtime, deadline, json, |s| inspect::resources(s, json)).await
         }
-        Command::Call { name, args, json } => {
+        Command::Call { name, args } => {
             let args = match call::parse_args(args.as_deref()) {
                 Ok(a) => a,
-                Err(e) => return fail(&e, 2),
+                Err(e) => return fail(&e, Exit::Usage),
             };
             progress::settle(runtime, deadline).await;
+            if let Some(full) = &widen_to {
+                let deadline = settle_deadline(runtime, full);
+                targets::widen_for_call(runtime, full, &name, deadline).await;
+            }
             match call::run(runtime, &name, args, json).await {
                 Ok(outcome) => {
                     use std::io::IsTerminal;
-                    // Server text reaches a terminal only without its control characters.
-                    let text = |to_terminal: bool| {
-                        if to_terminal && !json {
+                    if json {
+                        // The result object on stdout even when the tool failed; the exit
+                        // status says it failed.
+                        emit!("{}", outcome.text);
+                    } else if outcome.is_error {
+                        // Server text reaches a terminal only without its control characters.
+                        let text = if std::io::stderr().is_terminal() {
                             call::for_terminal(&outcome.text)
                         } else {
                             outcome.text.clone()
-                        }
-                    };
-                    if outcome.is_error {
-                        say_part!("tool error: {}", text(std::io::stderr().is_terminal()));
+                        };
+                        say_part!("tool error: {text}");
                     } else {
-                        emit!("{}", text(std::io::stdout().is_terminal()));
+                        emit!("{}", output::for_stdout(&outcome.text));
                     }
                     for warning in &outcome.warnings {
                         say!("warning: {warning}");
                     }
-                    match (outcome.is_error, outcome.warnings.is_empty()) {
-                        (true, _) => 1,
-                        (false, false) => EXIT_RESULT_WARNINGS,
-                        (false, true) => 0,
+                    if outcome.is_error || !outcome.warnings.is_empty() {
+                        Exit::Failed.code()
+                    } else {
+                        Exit::Ok.code()
                     }
                 }
-                Err(e) => fail(&format!("{e} [{:?} error]", e.class()), 1),
+                Err(e) => fail_call(&e),
             }
         }
         Command::Watch { count } => {
             // Hot reload: an edit of the config files is applied while watching.
             let files = commands::config::files(config.as_deref());
-            let loader: mcp_harness_runtime::ConfigLoader =
-                std::sync::Arc::new(move || commands::config::load(config.as_deref(), false));
+            // An edited config keeps the `--server` limit.
+            let loader: mcp_harness_runtime::ConfigLoader = std::sync::Arc::new(move || {
+                let loaded = commands::config::load(config.as_deref(), false)?;
+                targets::plan(loaded, &targets::Wants::Every, &only).map(|plan| plan.config)
+            });
             let _reload = runtime.reload_on_change(files, Duration::from_secs(1), loader);
             // Every revision with its changes; a reader that fell behind gets the ones it missed
             // as one combined item, saying so.
             let mut revisions = runtime.revisions();
             let mut seen = 0u64;
             if revisions.revision() > 0 {
-                emit!("{}", watch::describe(revisions.current()));
+                let current = revisions.current();
+                if json {
+                    emitln!("{}", watch::json_line(current, &current.changes, None));
+                } else {
+                    emit!("{}", output::for_stdout(&watch::describe(current)));
+                }
                 seen += 1;
                 if count.is_some_and(|c| seen >= c) {
-                    return 0;
+                    return Exit::Ok.code();
                 }
             }
             // Commands typed while watching (`restart SERVER`), read on a plain thread.
@@ -473,101 +548,158 @@ async fn execute(
             loop {
                 tokio::select! {
                     item = revisions.recv() => {
-                        let Some(item) = item else { return 0 };
-                        emit!("{}", watch::describe_item(&item));
+                        let Some(item) = item else { return Exit::Ok.code() };
+                        if json {
+                            emitln!("{}", watch::item_json_line(&item));
+                        } else {
+                            emit!("{}", output::for_stdout(&watch::describe_item(&item)));
+                        }
                         seen += 1;
                         if count.is_some_and(|c| seen >= c) {
-                            return 0;
+                            return Exit::Ok.code();
                         }
                     }
                     Some(line) = lines.recv() => say!("{}", watch::command(runtime, &line)),
                 }
             }
         }
-        Command::Skills { query, json } => {
-            progress::settle(runtime, deadline).await;
-            emit!(
-                "{}",
-                resources::skills(&runtime.search_skills(query.as_deref().unwrap_or("")), json)
+        Command::Skills { query } => {
+            let snapshot = progress::settle(runtime, deadline).await;
+            show(
+                &resources::skills(&runtime.search_skills(query.as_deref().unwrap_or("")), json),
+                json,
             );
-            0
+            inspect::listing_exit(&snapshot).code()
         }
         Command::Skill { server, name } => {
             progress::settle(runtime, deadline).await;
             match runtime.load_skill(&server, &name).await {
                 Ok(skill) => {
-                    emit!("{}", resources::loaded_skill(&skill));
-                    0
+                    show(&resources::loaded_skill(&skill, json), json);
+                    Exit::Ok.code()
                 }
-                Err(e) => fail(&format!("{e} [{:?} error]", e.class()), 1),
+                Err(e) => fail_call(&e),
             }
         }
-        Command::Prompt { name, args, json } => {
+        Command::Prompt { name, args } => {
             let args = match call::parse_args(args.as_deref()) {
                 Ok(a) => a,
-                Err(e) => return fail(&e, 2),
+                Err(e) => return fail(&e, Exit::Usage),
             };
             progress::settle(runtime, deadline).await;
             match runtime.run_command(&name, args).await {
                 Ok(result) => {
-                    emit!("{}", resources::prompt(&result, json));
-                    0
+                    show(&resources::prompt(&result, json), json);
+                    Exit::Ok.code()
                 }
-                Err(e) => fail(&format!("{e} [{:?} error]", e.class()), 1),
+                Err(e) => fail_call(&e),
             }
         }
-        Command::Read { server, uri, json } => {
+        Command::Read { server, uri, out } => {
             progress::settle(runtime, deadline).await;
             match runtime.read_resource(&server, &uri).await {
-                Ok(result) => {
-                    emit!("{}", resources::contents(&result, json));
-                    0
-                }
-                Err(e) => fail(&format!("{e} [{:?} error]", e.class()), 1),
+                Ok(result) => match out {
+                    Some(path) => match resources::write_contents(&result, &path) {
+                        Ok(written) => {
+                            if json {
+                                emitln!(
+                                    "{}",
+                                    serde_json::json!({"uri": uri, "server": server, "out": path, "bytes": written})
+                                );
+                            } else {
+                                say!(
+                                    "wrote {} to {}",
+                                    output::count(written, "byte"),
+                                    path.display()
+                                );
+                            }
+                            Exit::Ok.code()
+                        }
+                        Err(e) => fail(&e, Exit::Failed),
+                    },
+                    None => {
+                        show(&resources::contents(&result, json), json);
+                        Exit::Ok.code()
+                    }
+                },
+                Err(e) => fail_call(&e),
             }
         }
         Command::Subscribe { server, uri, count } => {
             progress::settle(runtime, deadline).await;
             let mut sub = match runtime.subscribe_resource(&server, &uri).await {
                 Ok(s) => s,
-                Err(e) => return fail(&format!("{e} [{:?} error]", e.class()), 1),
+                Err(e) => return fail_call(&e),
             };
-            emitln!("subscribed to {uri} on {server}");
+            let line = |event: &str, uri: &str, server: &str| {
+                serde_json::json!({
+                    "event": event, "server": server, "uri": uri,
+                    "time": output::rfc3339(std::time::SystemTime::now()),
+                })
+            };
+            if json {
+                emitln!("{}", line("subscribed", &uri, &server));
+            } else {
+                emitln!(
+                    "{}",
+                    output::for_stdout(&format!("subscribed to {uri} on {server}"))
+                );
+            }
             let mut seen = 0u64;
             while let Some(update) = sub.next().await {
-                emitln!("updated: {} ({})", update.uri, update.server);
+                if json {
+                    emitln!("{}", line("updated", &update.uri, &update.server));
+                } else {
+                    emitln!(
+                        "{}",
+                        output::for_stdout(&format!("updated: {} ({})", update.uri, update.server))
+                    );
+                }
                 seen += 1;
                 if count.is_some_and(|c| seen >= c) {
                     break;
                 }
             }
-            0
+            Exit::Ok.code()
         }
         Command::Demo => match demo::run(runtime).await {
-            Ok(()) => 0,
-            Err(e) => fail(&e, 1),
+            Ok(()) => Exit::Ok.code(),
+            Err(e) => fail(&e, Exit::Failed),
         },
         Command::ConformanceClient { url } => match conformance::run(runtime, &url).await {
-            Ok(()) => 0,
-            Err(e) => fail(&e, 1),
+            Ok(()) => Exit::Ok.code(),
+            Err(e) => fail(&e, Exit::Failed),
         },
         Command::FixtureServer { .. }
         | Command::Serve(_)
         | Command::Config { .. }
         | Command::Login(_)
         | Command::Trust { .. }
-        | Command::Logout { .. } => 0,
+        | Command::Edit(_)
+        | Command::Logout { .. } => Exit::Ok.code(),
     }
 }
 
+/// Writes a command's output: JSON as is, text for a person through [`output::for_stdout`].
+fn show(text: &str, json: bool) {
+    if json {
+        emit!("{text}");
+    } else {
+        emit!("{}", output::for_stdout(text));
+    }
+}
+
+/// Waits for every server, prints `render` of the settled snapshot; exit 3 when a server
+/// failed or needs authorization (the listing is incomplete).
 async fn print_settled(
     runtime: &Runtime,
     deadline: Duration,
+    json: bool,
     render: impl Fn(&mcp_harness_catalog::Snapshot) -> String,
 ) -> u8 {
     let snapshot = progress::settle(runtime, deadline).await;
-    emit!("{}", render(&snapshot));
-    0
+    show(&render(&snapshot), json);
+    commands::inspect::listing_exit(&snapshot).code()
 }
 
 /// The first of Ctrl-C, SIGTERM and SIGHUP. A signal whose handler cannot be installed is
@@ -590,9 +722,17 @@ async fn interrupted() -> &'static str {
     }
 }
 
-fn fail(message: &str, code: u8) -> u8 {
+fn fail(message: &str, code: exit::Exit) -> u8 {
     use std::io::Write as _;
     let message = mcp_harness_transport::redact::text(message);
     let _ = writeln!(std::io::stderr(), "error: {message}");
-    code
+    code.code()
+}
+
+/// A request's error on stderr, with the exit status of its class.
+fn fail_call(error: &mcp_harness_runtime::CallError) -> u8 {
+    fail(
+        &format!("{error} [{:?} error]", error.class()),
+        exit::Exit::of(error),
+    )
 }

@@ -56,7 +56,11 @@ pub(crate) fn outcome(status: &ServerStatus, tools: usize) -> String {
         line.chars().filter(|c| !c.is_control()).collect()
     };
     match &status.state {
-        ServerState::Connected => format!("✓ {} connected ({tools} tools)", status.name),
+        ServerState::Connected => format!(
+            "✓ {} connected ({})",
+            status.name,
+            crate::output::count(tools, "tool")
+        ),
         ServerState::NeedsAuth { .. } => format!(
             "! {} needs authorization (mcp-harness login {})",
             status.name, status.name
@@ -157,8 +161,8 @@ impl Display {
                             .is_none_or(|s| s.state.is_settled());
                     }
                     say!(
-                        "waiting for {} server(s): {}",
-                        waiting.len(),
+                        "waiting for {}: {}",
+                        crate::output::count(waiting.len(), "server"),
                         waiting.join(", ")
                     );
                 }

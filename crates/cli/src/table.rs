@@ -4,8 +4,11 @@
 /// Widest a cell may be before it is cut with an ellipsis.
 const MAX_CELL: usize = 60;
 
-/// Renders `rows` under `header`.
+/// Renders `rows` under `header`; no rows is `(none)`.
 pub(crate) fn render(header: &[&str], rows: &[Vec<String>]) -> String {
+    if rows.is_empty() {
+        return "(none)\n".into();
+    }
     let cells: Vec<Vec<String>> = std::iter::once(header.iter().map(|h| h.to_string()).collect())
         .chain(rows.iter().map(|r| r.iter().map(|c| cut(c)).collect()))
         .collect();

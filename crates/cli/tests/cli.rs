@@ -171,7 +171,7 @@ fn inspect_and_call_against_a_stdio_server() {
         "{err}"
     );
     let (code, _, err) = run(&["call", "mcp__fx__nope", "--config", c]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 5, "not in the catalog");
     assert!(
         err.contains("no tool named `mcp__fx__nope`") && err.contains("Catalog"),
         "{err}"
@@ -345,7 +345,7 @@ fn calls_without_a_rule_are_refused_without_a_terminal_unless_yes() {
         "--config",
         c,
     ]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 4, "refused by policy");
     assert!(
         err.contains("was not run")
             && err.contains("permissions.allow")
@@ -377,13 +377,16 @@ fn deny_rules_hold_and_invalid_arguments_are_refused_before_sending() {
         "--config",
         c,
     ]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 4, "refused by policy");
     assert!(
         err.contains("mcp__fx__remove_*") && err.contains("Permission"),
         "{err}"
     );
     let (code, _, err) = run(&["call", "mcp__fx__echo", r#"{"message": 5}"#, "--config", c]);
-    assert_eq!(code, 1);
+    assert_eq!(
+        code, 2,
+        "arguments that do not match the schema are a usage error"
+    );
     assert!(
         err.contains("do not match its input schema") && err.contains("message"),
         "{err}"
@@ -523,7 +526,10 @@ fn tools_shows_what_a_step_exposes_and_the_cap_is_shared_fairly() {
         hidden[0]["name"].as_str().unwrap_or_default()
     );
     let (code, _, err) = run(&["call", &gone, "--yes", "--config", c]);
-    assert_eq!(code, 1);
+    assert_eq!(
+        code, 5,
+        "hidden from the model: not in the catalog a step shows"
+    );
     assert!(
         err.contains("hidden") && err.contains("tools --hidden"),
         "{err}"
@@ -642,7 +648,7 @@ fn call_cleans_terminal_output_and_flags_faulty_results() {
     assert!(out.contains("\u{1b}[2J") && out.contains('\r'), "{out:?}");
 
     let (code, out, err) = run(&["call", "mcp__bad__bad_structured", "--yes", "--config", c]);
-    assert_eq!(code, 3, "{out}{err}");
+    assert_eq!(code, 1, "a faulty result is a failed call: {out}{err}");
     assert!(
         out.contains("n is one"),
         "the result is still printed: {out}"
@@ -653,7 +659,7 @@ fn call_cleans_terminal_output_and_flags_faulty_results() {
         "{err}"
     );
     let (code, out, err) = run(&["call", "mcp__bad__bad_image", "--yes", "--config", c]);
-    assert_eq!(code, 3, "{out}{err}");
+    assert_eq!(code, 1, "{out}{err}");
     assert!(
         err.contains("warning: image block 0") && err.contains("not valid base64"),
         "{err}"
@@ -670,7 +676,8 @@ fn call_cleans_terminal_output_and_flags_faulty_results() {
     assert!(!err.contains("warning"), "{err}");
     let (_, help, _) = run(&["--help"]);
     assert!(
-        help.contains("Exit status") && help.contains("3 `call` got a result with problems"),
+        help.contains("Exit status")
+            && help.contains("1 the tool or request failed (a tool error, a faulty result"),
         "{help}"
     );
     assert!(

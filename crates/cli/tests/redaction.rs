@@ -37,7 +37,7 @@ fn a_server_that_dies_mid_call_is_reported_with_exit_status_and_redacted_tail() 
         ],
         &[],
     );
-    assert_eq!(code, 1, "stdout:\n{out}\nstderr:\n{err}");
+    assert_eq!(code, 3, "a server failed; stdout:\n{out}\nstderr:\n{err}");
     assert!(err.contains("exit status: 3"), "{err}");
     assert!(
         err.contains("fixture: dying in the middle of tools/call echo"),

@@ -5,7 +5,9 @@
 //! listed and a templated resource, receives `tools/list_changed` after an upstream adds a
 //! tool, sees progress, cancels a call (the upstream records the cancel), has a call for a tool
 //! that changed since it listed refused as stale (never sent), and gets a JSON-RPC error for an
-//! unknown tool. When the client leaves (stdio) or on SIGTERM (HTTP) the gateway exits 0 and
+//! unknown tool; completion/complete is routed to the prompt's server; a resource subscription
+//! gets the upstream's resources/updated; an upstream's elicitation reaches the calling client and is answered, and a
+//! tool under an `ask` rule runs after the calling client accepts an elicitation. When the client leaves (stdio) or on SIGTERM (HTTP) the gateway exits 0 and
 //! leaves no upstream process.
 //!
 //! The client scripts are `tests/clients/gateway_client.{py,mjs}`; they print one JSON object
@@ -67,7 +69,7 @@ fn config(dir: &Path, marker: &str) -> String {
                 path(manifest().join("../../tests/python/sdk_server.py")), "--marker", marker
             ]}
         },
-        "permissions": {"allow": ["mcp__fx__*", "mcp__ev__*", "mcp__py__*"]}
+        "permissions": {"allow": ["mcp__fx__*", "mcp__ev__*", "mcp__py__*"], "ask": ["mcp__fx__add"]}
     });
     std::fs::write(&file, config.to_string()).expect("write config");
     path(file)
@@ -172,6 +174,35 @@ fn check(steps: &HashMap<String, Value>, stderr: &str) {
         "{stale}"
     );
     assert_eq!(stale["fresh"], r#"{"executed_version":2}"#, "{stale}");
+    let complete = step("complete");
+    assert!(
+        complete["values"]
+            .as_array()
+            .is_some_and(|v| v.contains(&json!("Engineering"))),
+        "completion/complete not routed to the prompt's server: {complete}"
+    );
+    assert_eq!(
+        step("subscribe")["updated"],
+        true,
+        "resources/updated not forwarded"
+    );
+    let elicit = step("elicit");
+    assert!(
+        elicit["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("Ada Gateway")),
+        "the upstream's elicitation did not reach the client: {elicit}"
+    );
+    let approval = step("approval");
+    assert_eq!(approval["text"], "5", "{approval}");
+    assert!(
+        approval["asked"]
+            .as_array()
+            .is_some_and(|asked| asked.iter().any(|m| m
+                .as_str()
+                .is_some_and(|m| m.starts_with("Allow `mcp__fx__add`")))),
+        "the ask rule did not become an elicitation to the caller: {approval}"
+    );
     assert!(
         step("unknown")["error"]
             .as_str()
@@ -354,4 +385,196 @@ fn typescript_sdk_client_over_stdio() {
 #[test]
 fn typescript_sdk_client_over_http() {
     over_http("typescript");
+}
+
+/// One HTTP/1.1 request on a fresh connection (`Connection: close`), read to its end (bounded):
+/// (status, headers lowercased, body).
+fn http(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String, String) {
+    use std::io::{Read as _, Write as _};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect to the gateway");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        request.push_str(&format!("{k}: {v}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    stream.write_all(request.as_bytes()).expect("send");
+    let mut response = Vec::new();
+    let _ = stream.read_to_end(&mut response);
+    let response = String::from_utf8_lossy(&response).into_owned();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, head.to_lowercase(), body.to_string())
+}
+
+const MCP_POST: [(&str, &str); 2] = [
+    ("Content-Type", "application/json"),
+    ("Accept", "application/json, text/event-stream"),
+];
+
+/// Opens an MCP session over raw HTTP: its id, or the refusal (status, head, body).
+fn open_session(addr: &str) -> Result<String, (u16, String, String)> {
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "ops-test", "version": "1"}}});
+    let (status, head, body) = http(addr, "POST", "/mcp", &MCP_POST, &init.to_string());
+    let id = head
+        .lines()
+        .find_map(|l| l.strip_prefix("mcp-session-id:"))
+        .map(|v| v.trim().to_string());
+    match (status, id) {
+        (200, Some(id)) => {
+            let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+            let headers = [
+                MCP_POST[0],
+                MCP_POST[1],
+                ("Mcp-Session-Id", &id),
+                ("Mcp-Protocol-Version", "2025-11-25"),
+            ];
+            let (status, _, _) = http(addr, "POST", "/mcp", &headers, &initialized.to_string());
+            assert_eq!(status, 202, "notifications/initialized");
+            Ok(id)
+        }
+        _ => Err((status, head, body)),
+    }
+}
+
+/// Operable: `/healthz`, `/readyz`, `/metrics` with the call counted under its client and
+/// outcome, the audit log line without arguments, and the session limit answering 429 with
+/// `Retry-After` instead of growing.
+#[test]
+fn health_metrics_audit_and_session_limit() {
+    let dir = temp_home("serve-ops", "raw");
+    let marker = marker("ops");
+    let file = dir.join("gateway.json");
+    let config = json!({
+        "mcpServers": {"fx": {"command": bin(), "args": ["fixture-server", "--name", &marker]}},
+        "permissions": {"allow": ["mcp__fx__*"]}
+    });
+    std::fs::write(&file, config.to_string()).expect("write config");
+    let audit = dir.join("audit.jsonl");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut gateway = Command::new(bin())
+        .args([
+            "--config",
+            &path(file),
+            "serve",
+            "--http",
+            &addr,
+            "--max-sessions",
+            "2",
+            "--audit",
+        ])
+        .arg(&audit)
+        .env("HOME", dir.join("home"))
+        .env("XDG_CONFIG_HOME", dir.join("xdg"))
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start mcp-harness serve");
+    let start = Instant::now();
+    let mut ready = (0, String::new(), String::new());
+    while start.elapsed() < Duration::from_secs(30) {
+        if std::net::TcpStream::connect(&addr).is_ok() {
+            ready = http(&addr, "GET", "/readyz", &[], "");
+            if ready.0 == 200 {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let outcome = std::panic::catch_unwind(|| {
+        assert_eq!(ready.0, 200, "not ready: {}", ready.2);
+        assert_eq!(http(&addr, "GET", "/healthz", &[], "").0, 200);
+
+        let first = open_session(&addr).expect("first session");
+        let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "mcp__fx__echo", "arguments": {"message": "secret-argument-value"}}});
+        let headers = [
+            MCP_POST[0],
+            MCP_POST[1],
+            ("Mcp-Session-Id", &first),
+            ("Mcp-Protocol-Version", "2025-11-25"),
+        ];
+        let (status, _, body) = http(&addr, "POST", "/mcp", &headers, &call.to_string());
+        assert_eq!(status, 200, "{body}");
+        assert!(
+            body.contains("secret-argument-value"),
+            "echo result: {body}"
+        );
+
+        open_session(&addr).expect("second session");
+        let (status, head, body) =
+            open_session(&addr).expect_err("a third session over the limit of 2");
+        assert_eq!(status, 429, "{head}\n{body}");
+        assert!(head.contains("retry-after: 5"), "{head}");
+        assert!(body.contains("retryAfterMs"), "{body}");
+
+        let (status, _, metrics) = http(&addr, "GET", "/metrics", &[], "");
+        assert_eq!(status, 200);
+        assert!(
+            metrics.contains(
+                "mcp_harness_calls_total{server=\"fx\",tool=\"mcp__fx__echo\",client=\"ops-test\",outcome=\"ok\"} 1"
+            ),
+            "{metrics}"
+        );
+        assert!(
+            metrics.contains("mcp_harness_server_state{server=\"fx\",state=\"connected\"} 1"),
+            "{metrics}"
+        );
+        assert!(
+            metrics.contains("mcp_harness_sessions{kind=\"http\"} 2"),
+            "{metrics}"
+        );
+
+        let lines = std::fs::read_to_string(&audit).expect("audit log");
+        let record: Value = serde_json::from_str(lines.lines().next().expect("one audit line"))
+            .expect("an audit line is JSON");
+        assert_eq!(record["tool"], "mcp__fx__echo", "{record}");
+        assert_eq!(record["client"], "ops-test", "{record}");
+        assert_eq!(record["decision"], "allowed", "{record}");
+        assert_eq!(record["outcome"], "ok", "{record}");
+        assert!(
+            !lines.contains("secret-argument-value"),
+            "arguments logged without --audit-arguments: {lines}"
+        );
+    });
+    // SAFETY: kill(2) on the pid of a child this test started.
+    unsafe { libc::kill(gateway.id() as i32, libc::SIGTERM) };
+    let start = Instant::now();
+    while gateway.try_wait().ok().flatten().is_none() && start.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = gateway.kill();
+    let _ = gateway.wait();
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+    assert_eq!(
+        wait_gone(&marker),
+        Vec::<u32>::new(),
+        "upstreams left after SIGTERM"
+    );
 }

@@ -9,7 +9,13 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
 use axum::serve::ListenerExt as _;
 use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
@@ -49,7 +55,16 @@ pub struct HttpOptions {
     /// Browser origins to accept (`https://app.example:443`); empty: requests with an `Origin`
     /// header are accepted only from loopback origins.
     pub allowed_origins: Vec<String>,
+    /// At most this many open sessions; an `initialize` beyond gets 429 with `Retry-After`.
+    pub max_sessions: usize,
+    /// A session with no request for this long is closed (its client re-initialises).
+    pub idle_timeout: Duration,
 }
+
+/// The default bound of open HTTP sessions.
+pub const DEFAULT_MAX_SESSIONS: usize = 1000;
+/// The default idle time after which a session is closed.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
 impl HttpOptions {
     /// Loopback-only serving at `addr`.
@@ -58,6 +73,8 @@ impl HttpOptions {
             addr,
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
+            max_sessions: DEFAULT_MAX_SESSIONS,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
         }
     }
 }
@@ -123,10 +140,26 @@ pub(crate) async fn serve(
             .to_vec();
     }
     config.allowed_origins = origins;
-    let sessions = Arc::new(LocalSessionManager::default());
+    let mut manager = LocalSessionManager::default();
+    manager.session_config.keep_alive = Some(options.idle_timeout);
+    let sessions = Arc::new(manager);
+    let ops = Ops {
+        shared: shared.clone(),
+        sessions: sessions.clone(),
+        max_sessions: options.max_sessions.max(1),
+    };
     let service =
         StreamableHttpService::new(move || Ok(Session::new(shared.clone())), sessions, config);
-    let router = axum::Router::new().nest_service("/mcp", service);
+    let router = axum::Router::new()
+        .nest_service("/mcp", service)
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .layer(axum::middleware::from_fn_with_state(
+            ops.clone(),
+            session_limit,
+        ))
+        .with_state(ops);
     let listener = listener.tap_io(|socket| {
         if let Err(error) = socket.set_nodelay(true) {
             tracing::debug!(%error, "TCP_NODELAY not set on an accepted socket");
@@ -143,4 +176,78 @@ pub(crate) async fn serve(
     });
     tracing::info!(url = %format!("http://{addr}/mcp"), "serving Streamable HTTP");
     Ok(HttpServer { addr, stop, task })
+}
+
+/// What the operational routes and the session limit read.
+#[derive(Clone)]
+struct Ops {
+    shared: Arc<Shared>,
+    sessions: Arc<LocalSessionManager>,
+    max_sessions: usize,
+}
+
+/// 200 once the first catalog was published and every upstream settled (connected, failed or
+/// waiting for a login: a dead upstream costs only its own entries), else 503 naming the
+/// servers still starting.
+async fn readyz(State(ops): State<Ops>) -> Response {
+    let snapshot = ops.shared.runtime.snapshot();
+    let starting: Vec<&str> = snapshot
+        .servers
+        .iter()
+        .filter(|(_, status)| !status.state.is_settled())
+        .map(|(name, _)| name.as_str())
+        .collect();
+    if snapshot.revision > 0 && starting.is_empty() {
+        (StatusCode::OK, "ready\n").into_response()
+    } else {
+        let body = format!("starting: {}\n", starting.join(", "));
+        (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
+    }
+}
+
+/// The Prometheus text exposition.
+async fn metrics(State(ops): State<Ops>) -> Response {
+    let http_sessions = ops.sessions.sessions.read().await.len();
+    let body = ops.shared.metrics.render(
+        &ops.shared.runtime.snapshot(),
+        ops.shared.sessions.len(),
+        http_sessions,
+    );
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
+}
+
+/// Refuses a new session (a POST to `/mcp` without `Mcp-Session-Id`, at a protocol that has
+/// sessions) when `max_sessions` are open: 429 with `Retry-After` and a JSON-RPC error body.
+async fn session_limit(State(ops): State<Ops>, request: Request, next: Next) -> Response {
+    let opens_session = request.uri().path() == "/mcp"
+        && request.method() == axum::http::Method::POST
+        && !request.headers().contains_key("mcp-session-id")
+        && request
+            .headers()
+            .get("mcp-protocol-version")
+            .is_none_or(|v| v.as_bytes() < b"2026-07-28".as_slice());
+    if opens_session && ops.sessions.sessions.read().await.len() >= ops.max_sessions {
+        let body = serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": null,
+            "error": {
+                "code": -32000,
+                "message": format!(
+                    "the gateway has {} open sessions, its limit; retry later or close idle sessions",
+                    ops.max_sessions
+                ),
+                "data": {"retryAfterMs": 5000}
+            }
+        });
+        let mut response = (StatusCode::TOO_MANY_REQUESTS, body.to_string()).into_response();
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        return response;
+    }
+    next.run(request).await
 }

@@ -13,9 +13,11 @@
 //! - names are stable: with [`Prefix::Server`] every tool and prompt carries its server's
 //!   prefix whether or not another server exists.
 
+mod bridge;
 mod http;
 mod names;
 mod notify;
+mod ops;
 mod session;
 mod stdio;
 
@@ -23,7 +25,8 @@ use std::sync::Arc;
 
 use mcp_harness_runtime::Runtime;
 
-pub use http::{HttpOptions, HttpServer, ServeError};
+pub use bridge::ClientBridge;
+pub use http::{DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, HttpOptions, HttpServer, ServeError};
 
 /// How upstream names appear downstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -43,13 +46,27 @@ pub struct GatewayOptions {
     pub prefix: Prefix,
     /// The name in `serverInfo`.
     pub name: String,
+    /// Append one JSON line per call here (time, client, server, tool, decision, outcome,
+    /// duration).
+    pub audit: Option<std::path::PathBuf>,
+    /// Put each call's arguments in the audit log too (they may hold personal data).
+    pub audit_arguments: bool,
+    /// At most this many calls in flight per client session; more are refused with a retry
+    /// hint.
+    pub max_calls_per_session: usize,
 }
+
+/// The default bound of calls in flight per session.
+pub const DEFAULT_MAX_CALLS_PER_SESSION: usize = 32;
 
 impl Default for GatewayOptions {
     fn default() -> Self {
         Self {
             prefix: Prefix::Server,
             name: "mcp-harness".into(),
+            audit: None,
+            audit_arguments: false,
+            max_calls_per_session: DEFAULT_MAX_CALLS_PER_SESSION,
         }
     }
 }
@@ -65,6 +82,14 @@ pub enum GatewayError {
         /// How many servers are configured.
         count: usize,
     },
+    /// The audit log could not be opened.
+    #[error("cannot open the audit log {path}: {source} (check `--audit`)")]
+    Audit {
+        /// The path asked for.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
 }
 
 /// The gateway: a shared runtime, the options, the connected clients and the task that tells
@@ -79,7 +104,14 @@ impl Gateway {
     /// (it ends when the last clone of the gateway is dropped). Waits (at most 5 s) for the
     /// runtime's first publication, which names every configured server. Must run inside a
     /// tokio runtime.
-    pub async fn new(runtime: Arc<Runtime>, options: GatewayOptions) -> Result<Self, GatewayError> {
+    ///
+    /// `bridge` must be the one whose callbacks and approver the runtime was built with (else
+    /// upstream requests and approvals cannot reach the calling client).
+    pub async fn new(
+        runtime: Arc<Runtime>,
+        options: GatewayOptions,
+        bridge: ClientBridge,
+    ) -> Result<Self, GatewayError> {
         let first = runtime
             .wait_for(std::time::Duration::from_secs(5), |s| s.revision > 0)
             .await;
@@ -89,7 +121,16 @@ impl Gateway {
                 return Err(GatewayError::PrefixNoneNeedsOneServer { count });
             }
         }
-        let shared = Arc::new(session::Shared::new(runtime, options));
+        let audit = match &options.audit {
+            Some(path) => Some(ops::Audit::open(path, options.audit_arguments).map_err(
+                |source| GatewayError::Audit {
+                    path: path.clone(),
+                    source,
+                },
+            )?),
+            None => None,
+        };
+        let shared = Arc::new(session::Shared::new(runtime, options, bridge, audit));
         notify::spawn(&shared);
         Ok(Self { shared })
     }

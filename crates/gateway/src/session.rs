@@ -10,23 +10,27 @@
 //! - a client's token or identity never reaches an upstream: calls go out on the runtime's own
 //!   connections.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use dashmap::DashMap;
 use mcp_harness_runtime::{CallError, CallOptions, Runtime, StepBinding, ToolResult};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
-    GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
-    SubscriptionFilter,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    ContentBlock, GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, Reference,
+    ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig, SubscribeRequestParams,
+    SubscriptionFilter, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext, SubscriptionSink};
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
 
 use crate::GatewayOptions;
+use crate::bridge::{ClientBridge, as_caller};
 use crate::names::{PromptView, ResourceView, ToolView};
+use crate::ops::{Audit, CallRecord, Metrics, Outcome};
 
 /// The list kinds a client is told about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,21 +85,35 @@ pub(crate) struct Registered {
 /// What every session shares: the runtime, the options and the registry of listeners.
 pub(crate) struct Shared {
     pub(crate) runtime: Arc<Runtime>,
+    pub(crate) bridge: ClientBridge,
+    pub(crate) metrics: Metrics,
+    audit: Option<Audit>,
     pub(crate) options: GatewayOptions,
     pub(crate) sessions: DashMap<u64, Registered>,
     next_id: AtomicU64,
     /// The digests of the latest views the notifier computed (what a new listener starts from).
     pub(crate) current: Mutex<Digests>,
+    /// How many sessions subscribe to each (server, URI): upstream holds one subscription.
+    subscribed: Mutex<HashMap<(String, String), usize>>,
 }
 
 impl Shared {
-    pub(crate) fn new(runtime: Arc<Runtime>, options: GatewayOptions) -> Self {
+    pub(crate) fn new(
+        runtime: Arc<Runtime>,
+        options: GatewayOptions,
+        bridge: ClientBridge,
+        audit: Option<Audit>,
+    ) -> Self {
         Self {
             runtime,
+            bridge,
+            metrics: Metrics::default(),
+            audit,
             options,
             sessions: DashMap::new(),
             next_id: AtomicU64::new(1),
             current: Mutex::new(Digests::default()),
+            subscribed: Mutex::new(HashMap::new()),
         }
     }
 
@@ -114,6 +132,44 @@ impl Shared {
     fn shown(&self, id: u64, kind: ListKind, digest: u64) {
         if let Some(registered) = self.sessions.get(&id) {
             lock(&registered.told).set(kind, digest);
+        }
+    }
+
+    /// Counts one more session subscribed to `uri` on `server`; true for the first.
+    fn hold(&self, server: &str, uri: &str) -> bool {
+        let mut held = lock(&self.subscribed);
+        let count = held
+            .entry((server.to_string(), uri.to_string()))
+            .or_default();
+        *count += 1;
+        *count == 1
+    }
+
+    /// Counts one session fewer subscribed to `uri` on `server`; the last one unsubscribes
+    /// upstream.
+    fn release(self: &Arc<Self>, server: String, uri: String) {
+        let last = {
+            let mut held = lock(&self.subscribed);
+            let key = (server.clone(), uri.clone());
+            match held.get_mut(&key) {
+                Some(count) if *count > 1 => {
+                    *count -= 1;
+                    false
+                }
+                Some(_) => {
+                    held.remove(&key);
+                    true
+                }
+                None => false,
+            }
+        };
+        if last && let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let shared = self.clone();
+            handle.spawn(async move {
+                if let Err(error) = shared.runtime.unsubscribe_resource(&server, &uri).await {
+                    tracing::debug!(%server, %uri, %error, "resources/unsubscribe failed");
+                }
+            });
         }
     }
 
@@ -139,11 +195,20 @@ struct SessionState {
     id: u64,
     shared: Arc<Shared>,
     listed: Mutex<Option<Arc<Listed>>>,
+    /// Bounds the calls in flight in this session.
+    calls: Arc<tokio::sync::Semaphore>,
+    /// This session's resource subscriptions: (server, URI) → the task forwarding updates.
+    subscriptions: Mutex<HashMap<(String, String), tokio::task::JoinHandle<()>>>,
 }
 
 impl Drop for SessionState {
     fn drop(&mut self) {
         self.shared.sessions.remove(&self.id);
+        let subscriptions = std::mem::take(&mut *lock(&self.subscriptions));
+        for ((server, uri), task) in subscriptions {
+            task.abort();
+            self.shared.release(server, uri);
+        }
     }
 }
 
@@ -168,8 +233,12 @@ impl Session {
         Self {
             state: Arc::new(SessionState {
                 id: shared.fresh_id(),
+                calls: Arc::new(tokio::sync::Semaphore::new(
+                    shared.options.max_calls_per_session.max(1),
+                )),
                 shared,
                 listed: Mutex::new(None),
+                subscriptions: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -190,6 +259,80 @@ impl Session {
             .map_err(|e| McpError::internal_error(e.to_string(), None))?;
         let view = ToolView::new(&binding, self.shared().options.prefix);
         Ok(Listed { binding, view })
+    }
+}
+
+/// Why a call produced no result.
+enum Failure {
+    /// The runtime refused or failed the call.
+    Call(CallError),
+    /// The gateway could not bind the catalog.
+    Rpc(McpError),
+}
+
+impl Session {
+    /// Binds, resolves and runs one call: (the server it went to, what came back).
+    async fn run_call(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> (Option<String>, Result<ToolResult, Failure>) {
+        let listed = lock(&self.state.listed).clone();
+        let listed = match listed {
+            Some(listed) => listed,
+            None => match self.bind_now().await {
+                Ok(listed) => Arc::new(listed),
+                Err(error) => return (None, Err(Failure::Rpc(error))),
+            },
+        };
+        let requested = request.name.as_ref();
+        let Some(name) = listed.view.resolve(requested) else {
+            let error = CallError::NotInStep {
+                name: requested.to_string(),
+                revision: listed.binding.revision(),
+                hint: String::new(),
+            };
+            return (None, Err(Failure::Call(error)));
+        };
+        let server = listed
+            .binding
+            .snapshot()
+            .tool(name)
+            .map(|entry| entry.server.clone());
+        let call = match listed.binding.prepare_call(name) {
+            Ok(call) => call,
+            Err(error) => return (server, Err(Failure::Call(error))),
+        };
+        let mut options = CallOptions {
+            cancel: Some(context.ct.clone()),
+            ..CallOptions::default()
+        };
+        let forward = context.meta.get_progress_token().map(|token| {
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ProgressNotificationParam>();
+            options.progress = Some(tx);
+            let peer = context.peer.clone();
+            tokio::spawn(async move {
+                while let Some(mut progress) = rx.recv().await {
+                    progress.progress_token = token.clone();
+                    if peer.notify_progress(progress).await.is_err() {
+                        break;
+                    }
+                }
+            })
+        });
+        let _in_flight = server
+            .as_deref()
+            .map(|server| self.shared().bridge.enter(server, context.peer.clone()));
+        let outcome = as_caller(
+            context.peer.clone(),
+            call.call_with(request.arguments, options),
+        )
+        .await;
+        if let Some(forward) = forward {
+            // The sender went with the options: the forwarder ends after the last progress.
+            let _ = forward.await;
+        }
+        (server, outcome.map_err(Failure::Call))
     }
 }
 
@@ -235,6 +378,8 @@ impl ServerHandler for Session {
             .enable_prompts_list_changed()
             .enable_resources()
             .enable_resources_list_changed()
+            .enable_resources_subscribe()
+            .enable_completions()
             .build();
         ServerConfig::new(capabilities).with_server_info(Implementation::new(
             &self.shared().options.name,
@@ -266,51 +411,51 @@ impl ServerHandler for Session {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let listed = lock(&self.state.listed).clone();
-        let listed = match listed {
-            Some(listed) => listed,
-            None => Arc::new(self.bind_now().await?),
+        let Ok(_permit) = self.state.calls.clone().try_acquire_owned() else {
+            let limit = self.shared().options.max_calls_per_session;
+            return Err(McpError::new(
+                rmcp::model::ErrorCode(-32000),
+                format!(
+                    "too many calls in flight in this session (at most {limit}); retry when one has finished"
+                ),
+                Some(serde_json::json!({"retryAfterMs": 1000})),
+            ));
         };
-        let requested = request.name.as_ref();
-        let Some(name) = listed.view.resolve(requested) else {
-            return refusal(
-                requested,
-                CallError::NotInStep {
-                    name: requested.to_string(),
-                    revision: listed.binding.revision(),
-                    hint: String::new(),
-                },
-            );
+        let started = std::time::Instant::now();
+        let client = context
+            .peer
+            .peer_info()
+            .map(|info| info.client_info.name.clone())
+            .unwrap_or_else(|| "unknown".into());
+        let tool = request.name.to_string();
+        let arguments = request.arguments.clone();
+        let (server, attempt) = self.run_call(request, context).await;
+        let outcome = match &attempt {
+            Ok(result) if result.is_error() => Outcome::ToolError,
+            Ok(_) => Outcome::Ok,
+            Err(Failure::Call(error)) => match error {
+                CallError::UnknownTool { .. } | CallError::NotInStep { .. } => Outcome::Unknown,
+                CallError::Stale { .. } => Outcome::Stale,
+                CallError::Permission { .. } => Outcome::Refused,
+                _ => Outcome::Failed,
+            },
+            Err(Failure::Rpc(_)) => Outcome::Failed,
         };
-        let call = match listed.binding.prepare_call(name) {
-            Ok(call) => call,
-            Err(error) => return refusal(requested, error),
-        };
-        let mut options = CallOptions {
-            cancel: Some(context.ct.clone()),
-            ..CallOptions::default()
-        };
-        let forward = context.meta.get_progress_token().map(|token| {
-            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ProgressNotificationParam>();
-            options.progress = Some(tx);
-            let peer = context.peer.clone();
-            tokio::spawn(async move {
-                while let Some(mut progress) = rx.recv().await {
-                    progress.progress_token = token.clone();
-                    if peer.notify_progress(progress).await.is_err() {
-                        break;
-                    }
-                }
-            })
-        });
-        let outcome = call.call_with(request.arguments, options).await;
-        if let Some(forward) = forward {
-            // The sender went with the options: the forwarder ends after the last progress.
-            let _ = forward.await;
-        }
-        match outcome {
+        self.shared().metrics.record(
+            &CallRecord {
+                client: &client,
+                server: server.as_deref().unwrap_or("-"),
+                tool: &tool,
+                outcome,
+                duration: started.elapsed(),
+                arguments: arguments.as_ref(),
+            },
+            self.shared().audit.as_ref(),
+        );
+        match attempt {
             Ok(result) => Ok(downstream_result(result).into()),
-            Err(error) => refusal(requested, error),
+            Err(Failure::Call(error)) => refusal(&tool, error),
+            Err(Failure::Rpc(error)) => Err(error),
         }
     }
 
@@ -387,6 +532,120 @@ impl ServerHandler for Session {
             .await
             .map(Into::into)
             .map_err(|e| McpError::internal_error(e.to_string(), None))
+    }
+
+    async fn complete(
+        &self,
+        mut request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        let snapshot = self.runtime().snapshot();
+        let server = match &mut request.r#ref {
+            Reference::Prompt(prompt) => {
+                let view = PromptView::new(&snapshot, self.shared().options.prefix);
+                let target = view.resolve(&prompt.name).ok_or_else(|| {
+                    McpError::invalid_params(
+                        format!(
+                            "unknown prompt `{}`; list prompts again (prompts/list)",
+                            prompt.name
+                        ),
+                        None,
+                    )
+                })?;
+                prompt.name = target.raw_name.clone();
+                target.server.clone()
+            }
+            Reference::Resource(resource) => ResourceView::new(&snapshot)
+                .owner(&resource.uri)
+                .map(str::to_string)
+                .ok_or_else(|| {
+                    McpError::invalid_params(
+                        format!(
+                            "no connected server lists resource template `{}`",
+                            resource.uri
+                        ),
+                        None,
+                    )
+                })?,
+            _ => {
+                return Err(McpError::invalid_params(
+                    "completion/complete: unknown reference type",
+                    None,
+                ));
+            }
+        };
+        self.runtime()
+            .complete(&server, request)
+            .await
+            .map_err(|e| McpError::internal_error(e.to_string(), None))
+    }
+
+    #[allow(deprecated)] // resources/subscribe: every protocol before 2026-07-28
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let uri = request.uri;
+        let server = ResourceView::new(&self.runtime().snapshot())
+            .owner(&uri)
+            .map(str::to_string)
+            .ok_or_else(|| {
+                McpError::resource_not_found(
+                    format!("no connected server lists resource `{uri}`; list resources again"),
+                    None,
+                )
+            })?;
+        let key = (server.clone(), uri.clone());
+        if lock(&self.state.subscriptions).contains_key(&key) {
+            return Ok(());
+        }
+        let first = self.state.shared.hold(&server, &uri);
+        let subscription = if first {
+            self.runtime().subscribe_resource(&server, &uri).await
+        } else {
+            Ok(self.runtime().resource_updates(&server, &uri))
+        };
+        let mut subscription = match subscription {
+            Ok(subscription) => subscription,
+            Err(error) => {
+                self.state.shared.release(server, uri);
+                return Err(McpError::internal_error(error.to_string(), None));
+            }
+        };
+        let peer = context.peer.clone();
+        let forwarded = uri.clone();
+        let task = tokio::spawn(async move {
+            while subscription.next().await.is_some() {
+                let update = ResourceUpdatedNotificationParam::new(forwarded.clone());
+                if peer.notify_resource_updated(update).await.is_err() {
+                    break;
+                }
+            }
+        });
+        lock(&self.state.subscriptions).insert(key, task);
+        Ok(())
+    }
+
+    #[allow(deprecated)] // resources/unsubscribe: every protocol before 2026-07-28
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let found = {
+            let mut subscriptions = lock(&self.state.subscriptions);
+            let key = subscriptions
+                .keys()
+                .find(|(_, uri)| *uri == request.uri)
+                .cloned();
+            key.and_then(|key| subscriptions.remove(&key).map(|task| (key, task)))
+        };
+        if let Some(((server, uri), task)) = found {
+            task.abort();
+            self.state.shared.release(server, uri);
+        }
+        Ok(())
     }
 
     fn accepted_subscription_filter(

@@ -12,6 +12,7 @@ use actix::prelude::*;
 use arc_swap::ArcSwap;
 use mcp_harness_catalog::{PageLimits, ServerState, ServerStatus, Snapshot};
 use mcp_harness_policy::{Approver, DenyAll};
+use mcp_harness_transport::auth::AuthContext;
 use mcp_harness_transport::{Callbacks, InProcessServe};
 use rmcp::model::ProtocolVersion;
 use tokio::sync::{broadcast, watch};
@@ -57,6 +58,7 @@ pub struct RuntimeBuilder {
     revision_buffer: usize,
     relist_window: Duration,
     child_subreaper: bool,
+    auth: AuthContext,
 }
 
 impl Runtime {
@@ -87,7 +89,17 @@ impl RuntimeBuilder {
             revision_buffer: crate::snapshot::revisions::DEFAULT_REVISION_BUFFER,
             relist_window: crate::connection::refresh::DEFAULT_RELIST_WINDOW,
             child_subreaper: false,
+            auth: AuthContext::new(),
         }
+    }
+
+    /// The OAuth state this runtime's remote servers use: the token store's directory, who
+    /// authorizes a step-up, the step-up budgets and the keyring copies (default
+    /// [`AuthContext::new`]: the user's own token store, no step-up browser). Two runtimes in
+    /// one process with contexts of their own never disturb each other's.
+    pub fn auth_context(mut self, context: AuthContext) -> Self {
+        self.auth = context;
+        self
     }
 
     /// How many revisions a [`Runtime::revisions`](crate::Runtime::revisions) reader may fall
@@ -230,7 +242,7 @@ impl RuntimeBuilder {
         for server in self.config.servers.values().filter(|s| s.enabled) {
             server
                 .transport
-                .connector(&server.name, &self.in_process)
+                .connector(&server.name, &self.in_process, &self.auth)
                 .map_err(StartError::System)?;
         }
         if let Some(io) = &self.io
@@ -317,6 +329,7 @@ impl RuntimeBuilder {
         let window = self.window;
         let servers: Vec<ServerConfig> = self.config.servers.values().cloned().collect();
         let in_process = self.in_process;
+        let auth = self.auth;
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let (current_t, gate_t) = (current.clone(), gate.clone());
 
@@ -338,7 +351,7 @@ impl RuntimeBuilder {
                 let started = runner.block_on(async move {
                     let publisher =
                         Publisher::new(window, current_t, (tx, every), gate_t, initial).start();
-                    let registry = Registry::new(publisher.clone(), settings, in_process);
+                    let registry = Registry::new(publisher.clone(), settings, in_process, auth);
                     for server in servers {
                         registry.add(server)?;
                     }

@@ -293,6 +293,45 @@ impl Runtime {
         })
     }
 
+    /// Updates of resource `uri` on `server` that an earlier [`Runtime::subscribe_resource`]
+    /// asked for, without subscribing again (one upstream subscription, several listeners).
+    pub fn resource_updates(&self, server: &str, uri: &str) -> ResourceSubscription {
+        ResourceSubscription {
+            server: server.to_string(),
+            uri: uri.to_string(),
+            rx: self.resource_updates.subscribe(),
+        }
+    }
+
+    /// Stops updates of resource `uri` on `server` (`resources/unsubscribe`).
+    pub async fn unsubscribe_resource(&self, server: &str, uri: &str) -> Result<(), CallError> {
+        let published = self.live.published();
+        let client = bound_client(&published, server)?;
+        #[allow(deprecated)]
+        // resources/unsubscribe is how every protocol before 2026-07-28 does it
+        let request = ClientRequest::UnsubscribeRequest(rmcp::model::UnsubscribeRequest::new(
+            rmcp::model::UnsubscribeRequestParams::new(uri.to_string()),
+        ));
+        send(&client, request, server, uri).await?;
+        Ok(())
+    }
+
+    /// Asks `server` for completions of a prompt or resource-template argument
+    /// (`completion/complete`).
+    pub async fn complete(
+        &self,
+        server: &str,
+        params: rmcp::model::CompleteRequestParams,
+    ) -> Result<rmcp::model::CompleteResult, CallError> {
+        let published = self.live.published();
+        let client = bound_client(&published, server)?;
+        let request = ClientRequest::CompleteRequest(rmcp::model::CompleteRequest::new(params));
+        match send(&client, request, server, "completion/complete").await? {
+            ServerResult::CompleteResult(r) => Ok(r),
+            other => Err(unexpected(server, "completion/complete", &other)),
+        }
+    }
+
     /// Invokes the command the model or user knows as `qualified_name` (built from a prompt):
     /// fetches the prompt with `prompts/get` now, with `arguments`.
     pub async fn run_command(
@@ -417,6 +456,13 @@ impl Runtime {
                 message: "resources/read returned an unknown kind of contents".into(),
             }),
         }
+    }
+
+    /// The auth context this runtime's remote servers use (the one given to
+    /// [`RuntimeBuilder::auth_context`](crate::RuntimeBuilder::auth_context), else the default):
+    /// a `login` through it is the one this runtime's step-up budgets count.
+    pub fn auth_context(&self) -> &mcp_harness_transport::auth::AuthContext {
+        self.registry.auth()
     }
 
     /// Closes `server`'s connection (if any) and connects it again.

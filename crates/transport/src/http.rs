@@ -33,6 +33,8 @@ pub struct StreamableHttpConnector {
     pub headers: BTreeMap<String, String>,
     /// `oauth`: with the client credentials grant, the connector gets its own tokens.
     pub oauth: Option<crate::auth::OAuthConfig>,
+    /// The token store and step-up of the runtime this connector belongs to.
+    pub auth: crate::auth::AuthContext,
 }
 
 impl StreamableHttpConnector {
@@ -40,6 +42,9 @@ impl StreamableHttpConnector {
         reqwest::Client::builder()
             .default_headers(header_map(&self.headers)?)
             .connect_timeout(Duration::from_secs(10))
+            // reqwest's default, stated: with Nagle's algorithm a request written in two
+            // segments waits for the server's delayed ACK (~40 ms a request).
+            .tcp_nodelay(true)
             .build()
             .map_err(|e| {
                 TransportError::InvalidConfig(format!("could not build the HTTP client: {e}"))
@@ -57,7 +62,7 @@ impl Connector for StreamableHttpConnector {
     }
 
     fn credentials_stamp(&self, server: &str) -> Option<String> {
-        let path = crate::auth::FileCredentialStore::for_server(server, &self.url).path();
+        let path = self.auth.store(server, &self.url).path();
         Some(match std::fs::metadata(&path) {
             Ok(m) => {
                 let modified = m
@@ -111,7 +116,8 @@ impl StreamableHttpConnector {
         // at once (the tap turns rmcp's refusal into the request's error).
         config.max_sse_event_size = options.max_message_bytes;
         config.max_json_response_size = options.max_message_bytes;
-        let store = crate::auth::FileCredentialStore::for_server(&options.server, &this.url);
+        let store = this.auth.store(&options.server, &this.url);
+        let step_ups = this.auth.step_ups();
         // Client credentials: the token comes from the token endpoint, no login.
         if let Some(settings) = this.oauth.as_ref().and_then(|o| o.client_credentials()) {
             let source = crate::auth::TokenSource::new(
@@ -125,7 +131,7 @@ impl StreamableHttpConnector {
             // the config), an unreachable authorization server is retried.
             source.token().await.map_err(client_credentials_error)?;
             let client = Layered::new(crate::auth::ClientCredentialsAuth::new(source), client);
-            let step_up = StepUp::unauthorized(&options.server, &this.url, store);
+            let step_up = StepUp::unauthorized(step_ups, &options.server, &this.url, store);
             let client = Layered::new(step_up, client);
             let client = Layered::new(Tap::new(options.inbound(false)), client);
             let client = Layered::new(watch, client);
@@ -143,7 +149,8 @@ impl StreamableHttpConnector {
         match authorized {
             Some(auth_client) => {
                 // A 403 insufficient_scope on any request: step-up, then that request again.
-                let step_up = StepUp::authorized(&auth_client, &options.server, &this.url, store);
+                let step_up =
+                    StepUp::authorized(step_ups, &auth_client, &options.server, &this.url, store);
                 let auth_client = Layered::new(step_up, auth_client);
                 let auth_client = Layered::new(Tap::new(options.inbound(false)), auth_client);
                 let auth_client = Layered::new(watch, auth_client);
@@ -151,7 +158,7 @@ impl StreamableHttpConnector {
                 initialize(handler, transport, &options, None, None).await
             }
             None => {
-                let step_up = StepUp::unauthorized(&options.server, &this.url, store);
+                let step_up = StepUp::unauthorized(step_ups, &options.server, &this.url, store);
                 let client = Layered::new(step_up, client);
                 let client = Layered::new(Tap::new(options.inbound(false)), client);
                 let client = Layered::new(watch, client);

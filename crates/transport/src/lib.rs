@@ -22,6 +22,9 @@ mod error;
 pub mod fetch;
 pub mod handler;
 mod http;
+// Its tests run in `--lib` test builds without the feature (axum is a dev-dependency).
+#[cfg(any(feature = "http-server", test))]
+pub mod http_server;
 mod in_process;
 pub mod inbound;
 mod layer;

@@ -16,7 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use mcp_harness_transport::auth::os_keyring;
-use mcp_harness_transport::auth::{FileCredentialStore, TokenLocation, server_key};
+use mcp_harness_transport::auth::{AuthContext, FileCredentialStore, TokenLocation, server_key};
 use rmcp::transport::auth::{CredentialStore, OAuthTokenResponse, StoredCredentials};
 
 const TEST: &str = "tokens_live_in_a_real_secret_service_and_the_file_only_marks_them";
@@ -61,7 +61,8 @@ fn phase(name: &str) {
         .enable_all()
         .build()
         .unwrap();
-    let store = FileCredentialStore::for_server(SERVER, URL);
+    let ctx = AuthContext::new();
+    let store = ctx.store(SERVER, URL);
     match name {
         "probe" => os_keyring::available().expect("a Secret Service answers"),
         // MCP_HARNESS_TOKEN_STORE=file: a token file as every version before the keyring wrote.
@@ -91,8 +92,8 @@ fn phase(name: &str) {
                 store.read().unwrap().unwrap().login.as_deref(),
                 Some("login-1")
             );
-            // Another store of the same server in this process.
-            let again = FileCredentialStore::for_server(SERVER, URL);
+            // Another store of the same server in this context.
+            let again = ctx.store(SERVER, URL);
             assert_eq!(tokens(&again), pair(ACCESS, REFRESH));
             let debug = format!("{store:?} {:?}", store.read().unwrap());
             assert!(!SECRETS.iter().any(|s| debug.contains(s)), "{debug}");

@@ -32,6 +32,25 @@ pub const CLIENT_CREDENTIALS: &str = "client_credentials";
 pub const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 const TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
 
+/// An auth context with a token store of its own in a new temporary directory (`label` in its
+/// name): a test's tokens never touch the user's store or another test's.
+pub fn temp_auth(label: &str) -> mcp_harness_runtime::transport::auth::AuthContext {
+    let dir =
+        std::env::temp_dir().join(format!("mcp-harness-{label}-test-{}", uuid::Uuid::new_v4()));
+    mcp_harness_runtime::transport::auth::AuthContext::in_dir(dir)
+}
+
+/// A runtime for `servers` (as [`super::start`]) whose OAuth uses `auth`.
+pub fn start_with_auth(
+    servers: Vec<mcp_harness_runtime::ServerConfig>,
+    auth: &mcp_harness_runtime::transport::auth::AuthContext,
+) -> mcp_harness_runtime::Runtime {
+    mcp_harness_runtime::RuntimeBuilder::new(super::config(servers))
+        .auth_context(auth.clone())
+        .start()
+        .expect("runtime starts")
+}
+
 /// What the protected MCP server requires of each request's token.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Scopes {

@@ -51,11 +51,20 @@
 //!   harness runs with its default batch window and with `batch_window(ZERO)`, with changes back
 //!   to back and `_spaced` (each change one window + 4 ms after the previous one was visible, on
 //!   every side, baseline included);
+//! - `gateway_echo_http[_p99]`, `gateway_throughput_32`, `gateway_list_changed[_p99]`: what
+//!   `mcp-harness serve` adds over Streamable HTTP, vs the same client direct to the same
+//!   upstream (see `gateway.rs`);
 //! - `snapshot_build_<T>`: `SnapshotBuilder` + `build` over S catalogs of T/S realistic tools
 //!   (pure CPU) vs cloning the catalogs' `Arc`s into a map and indexing every qualified name;
 //! - `set_tools_<n>`: `ServerCatalog::set_tools` (sanitising and qualifying) of one server's n
-//!   tools vs a plain clone of the `Vec<Tool>`.
+//!   tools vs a plain clone of the `Vec<Tool>`;
+//! - `http_echo_per_call[_p99]`: sequential 1 KiB echo calls through the harness to the fixture
+//!   over Streamable HTTP vs the same through the harness over stdio; `http_raw_echo_per_call`:
+//!   a hand-written keep-alive HTTP/1.1 client vs hand-written JSON lines over stdio (the server
+//!   side alone); `http_client_side`: the harness over HTTP vs that raw HTTP client (`http.rs`).
 
+mod gateway;
+mod http;
 mod list_changed;
 mod report;
 mod snapshot;
@@ -90,7 +99,9 @@ same run (lower is better; 1.00x = no overhead). Results also go to target/bench
   --warmup N    echo calls per client before measuring (default 200)
   --changes K   tool-list changes per side in the list_changed bench (default 200; median, p99)
   --builds R    rounds of the snapshot-build and set_tools benches (default 200; median)
-  --only G,...  run only these groups: echo, cold_start, list_changed, snapshot (default all)";
+  --only G,...  run only these groups: echo, cold_start, list_changed, snapshot, http,
+                gateway
+                (default all)";
 
 const DEFAULT_CALLS: usize = 2000;
 const DEFAULT_SERVERS: usize = 100;
@@ -106,7 +117,14 @@ const MAX_ROUNDS: usize = 15;
 const MAX_CHANGES: usize = 5_000;
 const MAX_BUILDS: usize = 100_000;
 /// The metric groups `--only` can pick, in the order they run.
-const GROUPS: [&str; 4] = ["echo", "cold_start", "list_changed", "snapshot"];
+const GROUPS: [&str; 6] = [
+    "echo",
+    "cold_start",
+    "list_changed",
+    "snapshot",
+    "http",
+    "gateway",
+];
 
 /// One tool call, either side.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -432,6 +450,12 @@ impl Bench {
         }
         if self.options.runs("snapshot") {
             metrics.extend(self.snapshot_build()?);
+        }
+        if self.options.runs("http") {
+            metrics.extend(self.http().await?);
+        }
+        if self.options.runs("gateway") {
+            metrics.extend(self.gateway().await?);
         }
         Ok(metrics)
     }

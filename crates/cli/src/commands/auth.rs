@@ -64,9 +64,13 @@ fn server_entry(
     }
 }
 
-pub(crate) async fn login(config_path: Option<&Path>, args: &LoginArgs) -> Result<(), String> {
+pub(crate) async fn login(
+    config_path: Option<&Path>,
+    context: &auth::AuthContext,
+    args: &LoginArgs,
+) -> Result<(), String> {
     let (url, oauth) = server_entry(config_path, &args.server)?;
-    let store = auth::FileCredentialStore::for_server(&args.server, &url);
+    let store = context.store(&args.server, &url);
     // A machine-to-machine server needs no user: get its token now (which checks the config).
     if let Some(credentials) = oauth.as_ref().and_then(|o| o.client_credentials()) {
         auth::TokenSource::standalone(&args.server, &url, credentials.clone(), store.clone())?
@@ -114,7 +118,7 @@ pub(crate) async fn login(config_path: Option<&Path>, args: &LoginArgs) -> Resul
         redirect_uri: browser.redirect_uri().to_string(),
         client_name: Some("mcp-harness".into()),
     };
-    auth::login(&args.server, &url, &settings, &browser, store.clone())
+    auth::login(context, &args.server, &url, &settings, &browser)
         .await
         .map_err(|e| e.to_string())?;
     say!(
@@ -139,9 +143,13 @@ fn stored_where(store: &auth::FileCredentialStore) -> String {
     }
 }
 
-pub(crate) async fn logout(config_path: Option<&Path>, server: &str) -> Result<(), String> {
+pub(crate) async fn logout(
+    config_path: Option<&Path>,
+    context: &auth::AuthContext,
+    server: &str,
+) -> Result<(), String> {
     let url = server_url(config_path, server)?;
-    let store = auth::FileCredentialStore::for_server(server, &url);
+    let store = context.store(server, &url);
     // Revoke at the authorization server first (best effort); the local tokens go regardless.
     let revoked = match store.read().map_err(|e| e.to_string())? {
         Some(file) => auth::revoke::revoke(&file).await,

@@ -106,16 +106,28 @@ fn printable(text: &str) -> String {
     text.chars().filter(|c| !c.is_control()).collect()
 }
 
-/// A result as text: text blocks verbatim, other blocks summarised, structured content as JSON.
+/// A result as text: text blocks verbatim, other blocks summarised, structured content as JSON,
+/// once: a text block that is the structured content serialised (as the protocol asks servers
+/// to send it, for older clients) is not printed again.
 pub(crate) fn render(result: &ToolResult, as_json: bool) -> String {
     if as_json {
         let mut s = serde_json::to_string_pretty(&result.result).unwrap_or_default();
         s.push('\n');
         return s;
     }
+    let structured = result.result.structured_content.as_ref();
+    let repeats_structured = |text: &str| {
+        structured.is_some_and(|s| {
+            serde_json::from_str::<serde_json::Value>(text)
+                .ok()
+                .as_ref()
+                == Some(s)
+        })
+    };
     let mut out = String::new();
     for block in &result.result.content {
         match block {
+            ContentBlock::Text(t) if repeats_structured(&t.text) => continue,
             ContentBlock::Text(t) => out.push_str(&t.text),
             ContentBlock::Image(i) => out.push_str(&format!(
                 "[image {}, {} base64 bytes]",
@@ -139,7 +151,7 @@ pub(crate) fn render(result: &ToolResult, as_json: bool) -> String {
         }
         out.push('\n');
     }
-    if let Some(structured) = &result.result.structured_content {
+    if let Some(structured) = structured {
         out.push_str("structured content:\n");
         out.push_str(&serde_json::to_string_pretty(structured).unwrap_or_default());
         out.push('\n');

@@ -23,12 +23,17 @@ use crate::table;
 pub(crate) enum Action {
     /// Convert a Claude Code, Claude Desktop, Cursor, VS Code, Codex or Gemini CLI config to the
     /// mcp-harness format. `${VAR}` references are kept, never replaced by their values.
+    /// `--from HOST` instead finds that host's own config file and adds its servers to ours
+    /// (see `commands/import.rs`).
     Import {
         /// The file to convert (format detected from its name and shape).
-        file: PathBuf,
+        #[arg(required_unless_present = "from", conflicts_with = "from")]
+        file: Option<PathBuf>,
         /// Write the result here (a new file, readable only by you) instead of printing it.
-        #[arg(long, value_name = "PATH")]
+        #[arg(long, value_name = "PATH", conflicts_with = "from")]
         out: Option<PathBuf>,
+        #[command(flatten)]
+        host: super::import::FromHost,
     },
 }
 
@@ -83,19 +88,30 @@ pub(crate) fn files(explicit: Option<&Path>) -> Vec<PathBuf> {
 }
 
 /// Runs `config` (with `action`, or showing the merged config); returns the exit code.
-pub(crate) async fn run(explicit: Option<&Path>, json: bool, action: Option<&Action>) -> u8 {
+/// `yes` (the global `--yes`) skips the question of `import --from`.
+pub(crate) async fn run(
+    explicit: Option<&Path>,
+    json: bool,
+    action: Option<&Action>,
+    yes: bool,
+) -> u8 {
     let result = match action {
-        Some(Action::Import { file, out }) => import(file, out.as_deref()),
+        Some(Action::Import {
+            file: Some(file),
+            out,
+            ..
+        }) => import(file, out.as_deref()),
+        Some(Action::Import { host, .. }) => return super::import::run(host, yes),
         None => show(explicit, json).await,
     };
     match result {
         Ok(text) => {
             emit!("{text}");
-            0
+            crate::exit::Exit::Ok.code()
         }
         Err(e) => {
             say!("error: {e}");
-            2
+            crate::exit::Exit::Usage.code()
         }
     }
 }

@@ -18,16 +18,16 @@ const SKILL_SCENARIOS: [&str; 4] = [
 ];
 
 pub(crate) fn build(url: &str) -> Result<Runtime, String> {
-    // Tokens of a test run never touch the user's store.
-    mcp_harness_transport::auth::set_store_dir(store_dir());
-    // The suite's authorization server redirects at once: the same stand-in for the user that
-    // logs in (see `authorize`) also approves a step-up when a request needs more scope.
-    mcp_harness_transport::auth::set_step_up_browser(Some(std::sync::Arc::new(
-        mcp_harness_transport::auth::NoFollowBrowser,
-    )));
+    // Tokens of a test run never touch the user's store. The suite's authorization server
+    // redirects at once: the same stand-in for the user that logs in (see `authorize`) also
+    // approves a step-up when a request needs more scope.
+    let auth = mcp_harness_transport::auth::AuthContext::in_dir(store_dir()).with_step_up_browser(
+        std::sync::Arc::new(mcp_harness_transport::auth::NoFollowBrowser),
+    );
     let config = config(url, None)?;
     // The suite's server is the only one and the test run trusts it with every call.
     let mut builder = RuntimeBuilder::new(config)
+        .auth_context(auth)
         .callbacks(std::sync::Arc::new(AcceptDefaults))
         .approver(std::sync::Arc::new(mcp_harness_policy::AllowAll));
     if let Ok(version) = std::env::var("MCP_CONFORMANCE_PROTOCOL_VERSION") {
@@ -71,14 +71,16 @@ pub(crate) async fn run(runtime: &Runtime, url: &str) -> Result<(), String> {
     // that rejects them (its authorization server changed, say) is needs-auth again: log in
     // again, at most three times in all — unless the server refused a token authorized for the
     // scopes it asked for, which the message says no login can fix.
-    let store = mcp_harness_transport::auth::FileCredentialStore::for_server(SERVER, url);
+    let store = runtime.auth_context().store(SERVER, url);
     for _ in 0..3 {
         let needs_auth = snapshot
             .servers
             .get(SERVER)
             .is_some_and(|s| s.state.label() == "needs-auth");
-        let futile =
-            mcp_harness_transport::auth::last_refusal(&store).is_some_and(|r| !r.needs_login());
+        let futile = runtime
+            .auth_context()
+            .last_refusal(&store)
+            .is_some_and(|r| !r.needs_login());
         if !needs_auth || futile {
             break;
         }
@@ -348,10 +350,15 @@ async fn authorize(runtime: &Runtime, url: &str) -> Result<(), String> {
         redirect_uri: REDIRECT_URI.into(),
         ..Default::default()
     };
-    let store = auth::FileCredentialStore::for_server(SERVER, url);
-    auth::login(SERVER, url, &settings, &auth::NoFollowBrowser, store)
-        .await
-        .map_err(|e| e.to_string())?;
+    auth::login(
+        runtime.auth_context(),
+        SERVER,
+        url,
+        &settings,
+        &auth::NoFollowBrowser,
+    )
+    .await
+    .map_err(|e| e.to_string())?;
     runtime.restart(SERVER).map_err(|e| e.to_string())
 }
 

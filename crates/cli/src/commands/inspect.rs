@@ -11,6 +11,8 @@ use mcp_harness_runtime::sources::Origin;
 use mcp_harness_runtime::{BoundTool, StepBinding};
 use serde_json::json;
 
+use crate::exit::Exit;
+use crate::output::rfc3339;
 use crate::table::{cut, pretty, render};
 
 /// Where the servers of a run came from (the SOURCE column of `servers`).
@@ -77,6 +79,8 @@ pub(crate) fn servers(snapshot: &Snapshot, as_json: bool, sources: &ServerSource
                                     .unwrap_or(0)
                             ),
                         );
+                        o.insert("since".into(), json!(rfc3339(s.since)));
+                        o.insert("next_retry".into(), json!(s.next_retry.map(rfc3339)));
                         let (scope, source) = sources.get(&s.name).unzip();
                         o.insert("source".into(), json!(source));
                         o.insert("scope".into(), json!(scope));
@@ -200,18 +204,34 @@ pub(crate) fn tools(binding: &StepBinding, as_json: bool, hidden: bool) -> Strin
         .chain(binding.deferred().into_iter().map(|t| ("deferred", t)))
         .collect();
     if as_json {
+        // Each tool's definition as the server listed it (title, outputSchema, annotations,
+        // icons, _meta: every field the protocol model keeps), its `name` the qualified one;
+        // server tools in server-name order, each server's in its listing order.
+        let snapshot = binding.snapshot();
+        let position = |t: &BoundTool| {
+            t.server.as_ref().and_then(|server| {
+                let catalog = snapshot.catalogs.get(server)?;
+                catalog
+                    .tools
+                    .iter()
+                    .position(|e| e.raw_name == *t.tool.name)
+            })
+        };
+        let mut ordered: Vec<&(&str, BoundTool)> = shown.iter().collect();
+        ordered.sort_by_key(|(how, t)| (*how == "built-in", t.server.clone(), position(t)));
         return pretty(&json!(
-            shown
+            ordered
                 .iter()
-                .map(|(how, t)| json!({
-                    "name": t.name,
-                    "server": t.server,
-                    "rawName": t.tool.name,
-                    "exposure": how,
-                    "description": t.tool.description,
-                    "inputSchema": t.tool.input_schema,
-                    "annotations": t.tool.annotations,
-                }))
+                .map(|(how, t)| {
+                    let mut v = serde_json::to_value(&*t.tool).unwrap_or_default();
+                    if let Some(o) = v.as_object_mut() {
+                        o.insert("rawName".into(), json!(t.tool.name));
+                        o.insert("name".into(), json!(t.name));
+                        o.insert("server".into(), json!(t.server));
+                        o.insert("exposure".into(), json!(how));
+                    }
+                    v
+                })
                 .collect::<Vec<_>>()
         ));
     }
@@ -307,6 +327,19 @@ pub(crate) fn resources(snapshot: &Snapshot, as_json: bool) -> String {
             }),
     );
     render(&["URI", "SERVER", "NAME", "MIME TYPE"], &rows)
+}
+
+/// The exit status of a listing: [`Exit::Server`] when a server failed, needs authorization or
+/// never settled (what it would have listed is missing), else [`Exit::Ok`]. Disabled and
+/// untrusted servers are the user's choice, not a failure.
+pub(crate) fn listing_exit(snapshot: &Snapshot) -> Exit {
+    let incomplete = snapshot.servers.values().any(|s| {
+        matches!(
+            s.state,
+            ServerState::Failed { .. } | ServerState::NeedsAuth { .. } | ServerState::Pending
+        )
+    });
+    if incomplete { Exit::Server } else { Exit::Ok }
 }
 
 fn indent(text: &str) -> String {

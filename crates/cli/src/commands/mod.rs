@@ -6,6 +6,8 @@ pub(crate) mod call;
 pub(crate) mod config;
 pub(crate) mod conformance;
 pub(crate) mod demo;
+pub(crate) mod edit;
+pub(crate) mod import;
 pub(crate) mod inspect;
 pub(crate) mod resources;
 pub(crate) mod serve;

@@ -1,6 +1,7 @@
 //! `skills`, `skill`, `prompt`, `read`: skills, prompts run as commands, and resource contents,
 //! rendered for a person (or as JSON).
 
+use std::path::Path;
 use std::sync::Arc;
 
 use mcp_harness_catalog::skills::SkillEntry;
@@ -22,8 +23,12 @@ pub(crate) fn skills(skills: &[Arc<SkillEntry>], as_json: bool) -> String {
     render(&["SKILL", "SERVER", "DESCRIPTION"], &rows)
 }
 
-/// A loaded skill: where it came from, then its instructions.
-pub(crate) fn loaded_skill(skill: &LoadedSkill) -> String {
+/// A loaded skill: where it came from, then its instructions (JSON: the listing entry and the
+/// body).
+pub(crate) fn loaded_skill(skill: &LoadedSkill, as_json: bool) -> String {
+    if as_json {
+        return pretty(&json!({"skill": &*skill.entry, "body": skill.body}));
+    }
     format!(
         "skill {} from server {} (verified against the listing)\n\n{}\n",
         skill.entry.name,
@@ -52,6 +57,36 @@ pub(crate) fn prompt(result: &GetPromptResult, as_json: bool) -> String {
         out.push_str(&format!("[{role}] {text}\n"));
     }
     out
+}
+
+/// Writes resource contents to `path` (a new file or one overwritten): each text as is, each
+/// blob decoded from base64, in order. Returns the bytes written.
+pub(crate) fn write_contents(result: &ReadResourceResult, path: &Path) -> Result<usize, String> {
+    use base64::Engine as _;
+    let mut bytes = Vec::new();
+    for c in &result.contents {
+        match c {
+            ResourceContents::TextResourceContents { text, .. } => {
+                bytes.extend_from_slice(text.as_bytes())
+            }
+            ResourceContents::BlobResourceContents { uri, blob, .. } => {
+                let decoded = base64::engine::general_purpose::STANDARD
+                    .decode(blob.trim())
+                    .map_err(|e| {
+                        format!("the blob of {uri} is not valid base64 ({e}); nothing was written")
+                    })?;
+                bytes.extend_from_slice(&decoded);
+            }
+            other => {
+                return Err(format!(
+                    "contents of an unknown kind ({}); nothing was written",
+                    serde_json::to_string(other).unwrap_or_default()
+                ));
+            }
+        }
+    }
+    std::fs::write(path, &bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(bytes.len())
 }
 
 /// Resource contents: text verbatim, blobs summarised.

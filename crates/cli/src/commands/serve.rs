@@ -9,7 +9,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcp_harness_gateway::{Gateway, GatewayOptions, HttpOptions, Prefix};
+use crate::exit::Exit;
+use mcp_harness_gateway::{ClientBridge, Gateway, GatewayOptions, HttpOptions, Prefix};
 use mcp_harness_runtime::Runtime;
 
 /// How upstream names appear to clients.
@@ -37,24 +38,43 @@ pub(crate) struct ServeArgs {
     /// origins only.
     #[arg(long = "allow-origin", value_name = "ORIGIN")]
     allow_origins: Vec<String>,
+    /// Append one JSON line per tool call to this file (time, client, server, tool, decision,
+    /// outcome, duration; created with mode 0600).
+    #[arg(long, value_name = "FILE")]
+    audit: Option<std::path::PathBuf>,
+    /// Put each call's arguments in the audit log too (they may hold personal data).
+    #[arg(long, requires = "audit")]
+    audit_arguments: bool,
+    /// At most this many open HTTP sessions; more initializes get 429 with Retry-After.
+    #[arg(long, value_name = "N", default_value_t = mcp_harness_gateway::DEFAULT_MAX_SESSIONS)]
+    max_sessions: usize,
+    /// Close an HTTP session after this many seconds without a request.
+    #[arg(long, value_name = "SECONDS", default_value_t = mcp_harness_gateway::DEFAULT_IDLE_TIMEOUT.as_secs())]
+    idle_secs: u64,
+    /// At most this many calls in flight per client session; more are refused with a retry hint.
+    #[arg(long, value_name = "N", default_value_t = mcp_harness_gateway::DEFAULT_MAX_CALLS_PER_SESSION)]
+    max_calls_per_session: usize,
     /// On SIGTERM, how long in-flight requests may take before the servers are shut down.
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
     drain_secs: u64,
 }
 
 /// Serves until the client leaves or a signal arrives; shuts the runtime down.
-pub(crate) async fn run(runtime: Runtime, args: ServeArgs) -> u8 {
+pub(crate) async fn run(runtime: Runtime, bridge: ClientBridge, args: ServeArgs) -> u8 {
     let runtime = Arc::new(runtime);
     let options = GatewayOptions {
         prefix: match args.prefix {
             PrefixArg::Server => Prefix::Server,
             PrefixArg::None => Prefix::None,
         },
+        audit: args.audit.clone(),
+        audit_arguments: args.audit_arguments,
+        max_calls_per_session: args.max_calls_per_session,
         ..GatewayOptions::default()
     };
-    let code = match Gateway::new(runtime.clone(), options).await {
+    let code = match Gateway::new(runtime.clone(), options, bridge).await {
         Ok(gateway) => serve(&gateway, &args).await,
-        Err(e) => crate::fail(&e.to_string(), 2),
+        Err(e) => crate::fail(&e.to_string(), Exit::Usage),
     };
     shut_down(runtime).await;
     code
@@ -64,25 +84,27 @@ async fn serve(gateway: &Gateway, args: &ServeArgs) -> u8 {
     let Some(addr) = args.http else {
         return tokio::select! {
             served = gateway.serve_stdio() => match served {
-                Ok(()) => 0,
-                Err(e) => crate::fail(&e.to_string(), 1),
+                Ok(()) => Exit::Ok.code(),
+                Err(e) => crate::fail(&e.to_string(), Exit::Failed),
             },
             signal = crate::interrupted() => {
                 tracing::info!(signal, "stopping the stdio gateway");
-                130
+                Exit::Interrupted.code()
             }
         };
     };
     let mut http = HttpOptions::new(addr);
     http.allowed_hosts = args.allow_hosts.clone();
     http.allowed_origins = args.allow_origins.clone();
+    http.max_sessions = args.max_sessions;
+    http.idle_timeout = Duration::from_secs(args.idle_secs.max(1));
     let mut server = match gateway.serve_http(http).await {
         Ok(server) => server,
-        Err(e) => return crate::fail(&e.to_string(), 2),
+        Err(e) => return crate::fail(&e.to_string(), Exit::Usage),
     };
     say!("mcp-harness: serving {}", server.url());
     let signal = tokio::select! {
-        () = server.wait() => return crate::fail("the HTTP server stopped", 1),
+        () = server.wait() => return crate::fail("the HTTP server stopped", Exit::Failed),
         signal = crate::interrupted() => signal,
     };
     say!(
@@ -95,7 +117,7 @@ async fn serve(gateway: &Gateway, args: &ServeArgs) -> u8 {
     {
         tracing::warn!("in-flight requests did not finish within the drain deadline");
     }
-    0
+    Exit::Ok.code()
 }
 
 /// Shuts the runtime down once the gateway's sessions let go of it (bounded); dropping it

@@ -21,7 +21,7 @@ pub(crate) fn run(path: Option<&Path>, revoke: bool) -> u8 {
             "error: no trust store: the user config location is unknown (set HOME or \
              XDG_CONFIG_HOME)"
         );
-        return 2;
+        return crate::exit::Exit::Usage.code();
     };
     let result = match (path, revoke) {
         (None, true) => Err("`--revoke` needs the PATH of the file to forget".to_string()),
@@ -58,11 +58,11 @@ pub(crate) fn run(path: Option<&Path>, revoke: bool) -> u8 {
     match result {
         Ok(text) => {
             emit!("{text}");
-            0
+            crate::exit::Exit::Ok.code()
         }
         Err(e) => {
             say!("error: {e}");
-            2
+            crate::exit::Exit::Usage.code()
         }
     }
 }

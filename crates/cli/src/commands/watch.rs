@@ -5,6 +5,8 @@
 use mcp_harness_catalog::{Change, Snapshot};
 use mcp_harness_runtime::{Revision, Runtime};
 
+use crate::output::count;
+
 /// One item of the revision stream as text: a revision as [`describe`] shows it, or, when this
 /// reader fell behind, the revisions it missed as one, with their combined change.
 pub(crate) fn describe_item(item: &Revision) -> String {
@@ -12,15 +14,16 @@ pub(crate) fn describe_item(item: &Revision) -> String {
         Revision::Next(snapshot) => describe(snapshot),
         Revision::Skipped {
             from,
-            count,
+            count: skipped,
             changes,
             snapshot,
         } => {
             let mut out = format!(
-                "revisions {}..={} ({count} revisions skipped while this reader was behind; \
+                "revisions {}..={} ({} skipped while this reader was behind; \
                  their combined change follows)\n",
                 from + 1,
-                snapshot.revision
+                snapshot.revision,
+                count(*skipped as usize, "revision")
             );
             out.push_str(&describe_changes(snapshot, changes));
             out
@@ -33,6 +36,51 @@ pub(crate) fn describe(snapshot: &Snapshot) -> String {
     describe_changes(snapshot, &snapshot.changes)
 }
 
+/// One item of the revision stream as one JSON line (`watch --json`).
+pub(crate) fn item_json_line(item: &Revision) -> String {
+    match item {
+        Revision::Next(snapshot) => json_line(snapshot, &snapshot.changes, None),
+        Revision::Skipped {
+            count,
+            changes,
+            snapshot,
+            ..
+        } => json_line(snapshot, changes, Some(*count)),
+    }
+}
+
+/// A revision as one JSON object on one line: revision, time, counts, the changes, and how many
+/// revisions were combined into it when the reader fell behind.
+pub(crate) fn json_line(snapshot: &Snapshot, changes: &[Change], skipped: Option<u64>) -> String {
+    let connected = snapshot
+        .servers
+        .values()
+        .filter(|s| s.state.label() == "connected")
+        .count();
+    let changes: Vec<serde_json::Value> = changes
+        .iter()
+        .map(|c| {
+            serde_json::json!({
+                "server": c.server,
+                "kind": c.kind.map(|k| k.to_string()),
+                "cause": c.cause,
+                "added": c.added,
+                "removed": c.removed,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "revision": snapshot.revision,
+        "time": crate::output::rfc3339(std::time::SystemTime::now()),
+        "servers": snapshot.servers.len(),
+        "connected": connected,
+        "tools": snapshot.tools().count(),
+        "changes": changes,
+        "skipped": skipped,
+    })
+    .to_string()
+}
+
 fn header(snapshot: &Snapshot) -> String {
     let connected = snapshot
         .servers
@@ -40,11 +88,10 @@ fn header(snapshot: &Snapshot) -> String {
         .filter(|s| s.state.label() == "connected")
         .count();
     format!(
-        "revision {}: {} servers ({} connected), {} tools\n",
+        "revision {}: {} ({connected} connected), {}\n",
         snapshot.revision,
-        snapshot.servers.len(),
-        connected,
-        snapshot.tools().count()
+        count(snapshot.servers.len(), "server"),
+        count(snapshot.tools().count(), "tool")
     )
 }
 

@@ -8,14 +8,26 @@ const [sdk, mode, target, config] = process.argv.slice(2);
 const { Client } = await import(`${sdk}/dist/esm/client/index.js`);
 const { StdioClientTransport } = await import(`${sdk}/dist/esm/client/stdio.js`);
 const { StreamableHTTPClientTransport } = await import(`${sdk}/dist/esm/client/streamableHttp.js`);
-const { ToolListChangedNotificationSchema } = await import(`${sdk}/dist/esm/types.js`);
+const { ToolListChangedNotificationSchema, ElicitRequestSchema, ResourceUpdatedNotificationSchema } = await import(
+  `${sdk}/dist/esm/types.js`
+);
 
 const out = (step, fields = {}) => console.log(JSON.stringify({ step, ...fields }));
 const text = (result) => result.content.map((b) => b.text ?? "").join("\n");
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const within = (ms, promise) => Promise.race([promise, sleep(ms).then(() => undefined)]);
 
-const client = new Client({ name: "gateway-test-ts", version: "1.0.0" });
+const client = new Client(
+  { name: "gateway-test-ts", version: "1.0.0" },
+  { capabilities: { elicitation: { form: {} } } },
+);
+const asked = [];
+client.setRequestHandler(ElicitRequestSchema, async (request) => {
+  const message = request.params.message;
+  asked.push(message);
+  if (message.startsWith("Allow `")) return { action: "accept", content: {} };
+  return { action: "accept", content: { name: "Ada Gateway", check: true } };
+});
 let changed;
 let notify = () => {};
 client.setNotificationHandler(ToolListChangedNotificationSchema, () => notify());
@@ -96,6 +108,29 @@ const stale = await client.callTool({ name: "mcp__fx__versioned", arguments: {} 
 await client.listTools();
 const fresh = await client.callTool({ name: "mcp__fx__versioned", arguments: {} });
 out("stale", { stale: text(stale), stale_error: !!stale.isError, fresh: text(fresh), fresh_error: !!fresh.isError });
+
+const completion = await client.complete({
+  ref: { type: "ref/prompt", name: "mcp__ev__completable-prompt" },
+  argument: { name: "department", value: "Eng" },
+});
+out("complete", { values: completion.completion.values });
+
+let updated = false;
+const update = new Promise((resolve) =>
+  client.setNotificationHandler(ResourceUpdatedNotificationSchema, () => {
+    updated = true;
+    resolve();
+  }),
+);
+await client.subscribeResource({ uri: "fixture://static/readme" });
+await client.callTool({ name: "mcp__fx__update_resource", arguments: { uri: "fixture://static/readme", text: "v2" } });
+await within(15000, update);
+out("subscribe", { updated });
+
+const elicited = await client.callTool({ name: "mcp__ev__trigger-elicitation-request", arguments: {} });
+out("elicit", { text: text(elicited), is_error: !!elicited.isError });
+const approved = await client.callTool({ name: "mcp__fx__add", arguments: { a: 2, b: 3 } });
+out("approval", { text: text(approved), is_error: !!approved.isError, asked });
 
 try {
   await client.callTool({ name: "mcp__fx__no_such_tool", arguments: {} });

@@ -8,7 +8,7 @@ import json
 import sys
 
 import anyio
-from mcp import ClientSession, StdioServerParameters
+from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -23,13 +23,25 @@ def text(result):
 
 async def scenario(read, write):
     changed = anyio.Event()
+    updated = anyio.Event()
 
     async def on_message(message):
         method = getattr(getattr(message, "root", message), "method", None)
         if method == "notifications/tools/list_changed":
             changed.set()
+        if method == "notifications/resources/updated":
+            updated.set()
 
-    async with ClientSession(read, write, message_handler=on_message) as s:
+    asked = []
+
+    async def on_elicit(context, params):
+        asked.append(params.message)
+        if params.message.startswith("Allow `"):
+            return types.ElicitResult(action="accept", content={})
+        return types.ElicitResult(action="accept", content={"name": "Ada Gateway", "check": True})
+
+    async with ClientSession(read, write, message_handler=on_message,
+                             elicitation_callback=on_elicit) as s:
         await s.initialize()
         names = []
         with anyio.move_on_after(30):
@@ -102,6 +114,22 @@ async def scenario(read, write):
         fresh = await s.call_tool("mcp__fx__versioned", {})
         out("stale", stale=text(stale), stale_error=bool(stale.is_error),
             fresh=text(fresh), fresh_error=bool(fresh.is_error))
+
+        completion = await s.complete(
+            types.PromptReference(type="ref/prompt", name="mcp__ev__completable-prompt"),
+            {"name": "department", "value": "Eng"})
+        out("complete", values=completion.completion.values)
+
+        await s.subscribe_resource("fixture://static/readme")
+        await s.call_tool("mcp__fx__update_resource", {"uri": "fixture://static/readme", "text": "v2"})
+        with anyio.move_on_after(15):
+            await updated.wait()
+        out("subscribe", updated=updated.is_set())
+
+        elicited = await s.call_tool("mcp__ev__trigger-elicitation-request", {})
+        out("elicit", text=text(elicited), is_error=bool(elicited.is_error))
+        approved = await s.call_tool("mcp__fx__add", {"a": 2, "b": 3})
+        out("approval", text=text(approved), is_error=bool(approved.is_error), asked=asked)
 
         try:
             await s.call_tool("mcp__fx__no_such_tool", {})

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use mcp_harness_transport::auth::OAuthConfig;
+use mcp_harness_transport::auth::{AuthContext, OAuthConfig};
 use mcp_harness_transport::{
     Connector, InProcessConnector, InProcessServe, LegacySseConnector, StdioConnector, StdioSpec,
     StreamableHttpConnector,
@@ -81,11 +81,13 @@ impl TransportConfig {
 
     /// The connector of server `name`, after registering its secrets with the redaction
     /// (before anything can print an error of this server: redact's invariant). An in-process
-    /// server needs its entry in `in_process`.
+    /// server needs its entry in `in_process`; a Streamable HTTP server keeps its tokens and
+    /// step-ups in `auth` (the runtime's).
     pub(crate) fn connector(
         &self,
         name: &str,
         in_process: &BTreeMap<String, InProcessServe>,
+        auth: &AuthContext,
     ) -> Result<Arc<dyn Connector>, String> {
         match self {
             TransportConfig::Stdio(spec) => {
@@ -111,6 +113,7 @@ impl TransportConfig {
                 url: url.clone(),
                 headers: headers.clone(),
                 oauth: oauth.clone(),
+                auth: auth.clone(),
             }),
             TransportConfig::LegacySse { url, headers } => Arc::new(LegacySseConnector {
                 url: url.clone(),

@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use actix::prelude::*;
 use mcp_harness_catalog::{ServerState, ServerStatus};
 use mcp_harness_transport::InProcessServe;
+use mcp_harness_transport::auth::AuthContext;
 
 use crate::config::{Config, ServerConfig};
 use crate::connection::server::{SHUTDOWN_GRACE, ServerActor, ServerSettings, Shutdown};
@@ -43,6 +44,8 @@ pub(crate) struct Registry {
     publisher: Addr<Publisher>,
     settings: ServerSettings,
     in_process: BTreeMap<String, InProcessServe>,
+    /// The runtime's token store and step-up, for every connector made here.
+    auth: AuthContext,
     members: Mutex<BTreeMap<String, Member>>,
 }
 
@@ -52,14 +55,21 @@ impl Registry {
         publisher: Addr<Publisher>,
         settings: ServerSettings,
         in_process: BTreeMap<String, InProcessServe>,
+        auth: AuthContext,
     ) -> Self {
         Self {
             arbiter: Arbiter::current(),
             publisher,
             settings,
             in_process,
+            auth,
             members: Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// The runtime's auth context.
+    pub(crate) fn auth(&self) -> &AuthContext {
+        &self.auth
     }
 
     fn members(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Member>> {
@@ -69,7 +79,10 @@ impl Registry {
     /// Starts the actor of `config` (or reports it disabled) and records it.
     pub(crate) fn add(&self, config: ServerConfig) -> Result<(), String> {
         let addr = if config.enabled && config.untrusted.is_none() {
-            let connector = config.transport.connector(&config.name, &self.in_process)?;
+            let connector =
+                config
+                    .transport
+                    .connector(&config.name, &self.in_process, &self.auth)?;
             let (shared, publisher, settings) = (
                 Arc::new(config.clone()),
                 self.publisher.clone(),

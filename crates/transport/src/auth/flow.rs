@@ -16,6 +16,7 @@ use rmcp::transport::auth::{
 };
 
 use super::browser::Browser;
+use super::context::AuthContext;
 use super::store::{ClientRecord, FileCredentialStore};
 
 /// The `oauth` settings of one server.
@@ -125,14 +126,16 @@ pub async fn challenge(http: &reqwest::Client, url: &str) -> Result<Option<Strin
         .map(str::to_string))
 }
 
-/// Runs the whole flow for `server` at `url` and stores the result.
+/// Runs the whole flow for `server` at `url` and stores the result in `context`'s store (whose
+/// step-up history of the server starts again).
 pub async fn login(
+    context: &AuthContext,
     server: &str,
     url: &str,
     settings: &OAuthSettings,
     browser: &dyn Browser,
-    store: FileCredentialStore,
 ) -> Result<(), AuthFlowError> {
+    let store = context.store(server, url);
     let discovery = |message: String| AuthFlowError::Discovery {
         server: server.to_string(),
         url: url.to_string(),
@@ -286,7 +289,7 @@ pub async fn login(
         f.step_up_scopes.clear();
         f.login = Some(login_id());
     })?;
-    super::step_up::reset(&store);
+    context.step_ups().reset(&store);
     Ok(())
 }
 

@@ -3,7 +3,9 @@
 //! authorization-code flow ([`flow`]), the client credentials grant for machine-to-machine
 //! servers ([`client_credentials`]), the JWT bearer grants of workload identity federation and
 //! enterprise-managed authorization ([`jwt_bearer`]), step-up authorization on 403
-//! `insufficient_scope` ([`step_up`]) and DPoP-bound tokens ([`dpop`]).
+//! `insufficient_scope` ([`step_up`]) and DPoP-bound tokens ([`dpop`]). What one runtime's
+//! connections share (the store's directory, the step-up browser and states, the keyring
+//! copies) is its [`AuthContext`]; nothing of it is process-wide.
 //!
 //! Invariants: a server without stored tokens connects exactly as it did without this module
 //! (only the challenge of a 401 is kept in its store, for `login`);
@@ -16,6 +18,7 @@ mod assertion;
 mod browser;
 pub mod client_credentials;
 pub mod config;
+mod context;
 mod discovery;
 pub mod dpop;
 pub mod flow;
@@ -34,13 +37,13 @@ pub use client_credentials::{
     TokenSource,
 };
 pub use config::OAuthConfig;
+pub use context::AuthContext;
 pub use flow::{AuthFlowError, OAuthSettings, login, stored_client};
 pub use jwt_bearer::{Grant, IdentityProvider, JwtSource};
 pub use loopback::{LoopbackBrowser, LoopbackStepUp};
 pub use step_up::{
-    MAX_STEP_UPS, Refusal, StepUp, StepUpRefused, authorization_lost, last_refusal, refusal_in,
-    set_step_up_browser,
+    MAX_STEP_UPS, Refusal, StepUp, StepUpRefused, StepUps, authorization_lost, refusal_in,
 };
 pub use store::{
-    FileCredentialStore, StoreError, StoreMode, TokenLocation, server_key, set_store_dir, store_dir,
+    FileCredentialStore, StoreError, StoreMode, TokenLocation, default_store_dir, server_key,
 };

@@ -7,6 +7,8 @@
 //! user to unlock it gets that long); `MCP_HARNESS_TOKEN_STORE=file` never reaches this
 //! module's D-Bus code; the secrets are sent encrypted (the session's DH key exchange, AES) and
 //! no error message here quotes one (D-Bus errors name methods and objects, never values).
+//! The probe's answer and the one-call-at-a-time lock are the only process-wide state of `auth`,
+//! on purpose: they guard the user session's one Secret Service, whichever `AuthContext` asks.
 
 use std::time::Duration;
 
@@ -49,7 +51,7 @@ pub enum KeyringError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoreMode {
     /// The OS keyring when a Secret Service answers within `PROBE_TIMEOUT`, else the file;
-    /// only for the user's own store (a store put elsewhere, by `set_store_dir` or `in_dir`,
+    /// only for the user's own store (a store put elsewhere, by `AuthContext::in_dir` or `in_dir`,
     /// keeps its tokens in its files).
     Auto,
     /// The OS keyring, always; an error when none answers.
@@ -111,6 +113,8 @@ pub fn select(
 
 /// Whether a Secret Service answers (asked once per process; the answer is kept).
 pub fn available() -> Result<(), KeyringError> {
+    // Process-wide on purpose: the Secret Service is the user session's, not one runtime's
+    // (an `AuthContext` holds everything else); asking it once serves every context.
     static ANSWER: std::sync::OnceLock<Result<(), KeyringError>> = std::sync::OnceLock::new();
     ANSWER.get_or_init(imp::probe).clone()
 }
@@ -145,6 +149,8 @@ fn on_own_thread<T: Send + 'static>(
     what: &'static str,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, KeyringError> {
+    // Process-wide on purpose: it guards the one Secret Service connection of the user session
+    // whichever `AuthContext` calls, so an unanswered prompt holds up every caller alike.
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
     std::thread::Builder::new()

@@ -8,11 +8,11 @@
 //! Invariants:
 //! - only a 403 response leads to a retry: the server refused the request, so sending it again
 //!   after the new token cannot run it twice; no other failure is retried here;
-//! - at most [`MAX_STEP_UPS`] step-up authorizations per server for the life of the process
-//!   (reconnections included), one per request, never two for the same scope set in a row (the
+//! - at most [`MAX_STEP_UPS`] step-up authorizations per server for the life of its
+//!   [`StepUps`] (one per auth context; reconnections included), one per request, never two for the same scope set in a row (the
 //!   server refused a token authorized for exactly those scopes); concurrent refusals share one
 //!   authorization;
-//! - someone must authorize: the browser set with [`set_step_up_browser`] (the user's stand-in);
+//! - someone must authorize: the browser of the [`StepUps`] (the user's stand-in);
 //!   without one, and whenever step-up is refused, the request fails with a [`StepUpRefused`]
 //!   naming the server, the scopes and what to do, and the scopes are kept in the token store so
 //!   the next `mcp-harness login` asks for them;
@@ -23,7 +23,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 
 use rmcp::transport::auth::{AuthorizationCallback, AuthorizationManager, WWWAuthenticateParams};
 use rmcp::transport::streamable_http_client::{
@@ -35,15 +35,9 @@ use super::store::FileCredentialStore;
 use super::token_endpoint::first_line;
 use crate::layer::{HttpLayer, PostResult, StreamResult};
 
-/// Step-up authorizations one server gets per process, reconnections included.
+/// Step-up authorizations one server gets per [`StepUps`] (per auth context), reconnections
+/// included.
 pub const MAX_STEP_UPS: u32 = 3;
-
-/// Who authorizes a step-up in this process; `None`: nobody (the request fails, asking for a
-/// `login`).
-static BROWSER: RwLock<Option<Arc<dyn Browser>>> = RwLock::new(None);
-
-/// Per server (token store key): the step-up budget and its lock.
-static STATES: LazyLock<Mutex<HashMap<String, Arc<Shared>>>> = LazyLock::new(Default::default);
 
 /// One server's step-up state: the budget under its lock, and the generation readable without
 /// it (a request waits for no one's authorization before it is sent).
@@ -51,47 +45,74 @@ static STATES: LazyLock<Mutex<HashMap<String, Arc<Shared>>>> = LazyLock::new(Def
 struct Shared {
     state: tokio::sync::Mutex<StepUpState>,
     generation: AtomicU64,
-    /// The last refusal, for [`last_refusal`].
+    /// The last refusal, for [`StepUps::last_refusal`].
     last: Mutex<Option<Refusal>>,
 }
 
-/// Sets who authorizes step-ups in this process: an interactive browser for a user, or a
-/// stand-in that follows redirects itself for test servers. `None` turns step-up off.
-pub fn set_step_up_browser(browser: Option<Arc<dyn Browser>>) {
-    *BROWSER.write().unwrap_or_else(|e| e.into_inner()) = browser;
+/// Step-up for the servers of one auth context: who authorizes (the browser) and each server's
+/// step-up state (budget, lock, last refusal). A clone shares both; two `StepUps` made with
+/// [`StepUps::new`] share nothing, so two runtimes with their own never use each other's
+/// browser or budget.
+#[derive(Clone, Default)]
+pub struct StepUps {
+    /// Who authorizes; `None`: nobody (the request fails, asking for a `login`).
+    browser: Option<Arc<dyn Browser>>,
+    /// Per server (token file path): its state.
+    states: Arc<Mutex<HashMap<String, Arc<Shared>>>>,
 }
 
-fn browser() -> Option<Arc<dyn Browser>> {
-    BROWSER.read().unwrap_or_else(|e| e.into_inner()).clone()
+impl std::fmt::Debug for StepUps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StepUps")
+            .field("browser", &self.browser.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
-fn state_for(store: &FileCredentialStore) -> Arc<Shared> {
-    let key = store.path().to_string_lossy().into_owned();
-    STATES
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .entry(key)
-        .or_default()
-        .clone()
-}
+impl StepUps {
+    /// Step-ups authorized by `browser` (an interactive browser for a user, or a stand-in that
+    /// follows redirects itself for test servers); `None` turns step-up off.
+    pub fn new(browser: Option<Arc<dyn Browser>>) -> Self {
+        Self {
+            browser,
+            states: Arc::default(),
+        }
+    }
 
-/// Why the last step-up of the server behind `store` was refused in this process, if one was
-/// since its last login: whether logging in again can help ([`Refusal::needs_login`]).
-pub fn last_refusal(store: &FileCredentialStore) -> Option<Refusal> {
-    state_for(store)
-        .last
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone()
-}
+    /// Whether someone authorizes step-ups here.
+    pub fn has_browser(&self) -> bool {
+        self.browser.is_some()
+    }
 
-/// Forgets the step-up history of the server behind `store` (a login gave it a fresh grant).
-pub fn reset(store: &FileCredentialStore) {
-    let key = store.path().to_string_lossy().into_owned();
-    STATES
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(&key);
+    fn state_for(&self, store: &FileCredentialStore) -> Arc<Shared> {
+        let key = store.path().to_string_lossy().into_owned();
+        self.states
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(key)
+            .or_default()
+            .clone()
+    }
+
+    /// Why the last step-up of the server behind `store` was refused here, if one was since its
+    /// last login: whether logging in again can help ([`Refusal::needs_login`]).
+    pub fn last_refusal(&self, store: &FileCredentialStore) -> Option<Refusal> {
+        self.state_for(store)
+            .last
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Forgets the step-up history of the server behind `store` (a login gave it a fresh
+    /// grant).
+    pub fn reset(&self, store: &FileCredentialStore) {
+        let key = store.path().to_string_lossy().into_owned();
+        self.states
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&key);
+    }
 }
 
 /// `current` followed by the scopes of `challenged` (space separated) it lacks, each once, in
@@ -136,7 +157,7 @@ pub enum Decision {
 /// Why no step-up is made.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
-    /// Nobody in this process can authorize (no browser set).
+    /// Nobody can authorize (the auth context has no step-up browser).
     NoAuthorizer {
         /// The scopes the server asked for.
         scopes: Vec<String>,
@@ -361,37 +382,47 @@ pub struct StepUp {
     /// 403 is passed on as it is).
     manager: Option<Arc<tokio::sync::Mutex<AuthorizationManager>>>,
     shared: Arc<Shared>,
+    /// Who authorizes (the [`StepUps`]' browser).
+    browser: Option<Arc<dyn Browser>>,
 }
 
 impl StepUp {
     /// The layer for a client without tokens: it only keeps challenges.
-    pub fn unauthorized(server: &str, url: &str, store: FileCredentialStore) -> Self {
-        let shared = state_for(&store);
+    pub fn unauthorized(
+        step_ups: &StepUps,
+        server: &str,
+        url: &str,
+        store: FileCredentialStore,
+    ) -> Self {
+        let shared = step_ups.state_for(&store);
         Self {
             server: server.to_string(),
             url: url.to_string(),
             store,
             manager: None,
             shared,
+            browser: step_ups.browser.clone(),
         }
     }
 
     /// The layer for rmcp's authorizing client `client`: it steps up with that client's
     /// manager.
     pub fn authorized<C>(
+        step_ups: &StepUps,
         client: &rmcp::transport::auth::AuthClient<C>,
         server: &str,
         url: &str,
         store: FileCredentialStore,
     ) -> Self {
         let manager = Some(client.auth_manager.clone());
-        let shared = state_for(&store);
+        let shared = step_ups.state_for(&store);
         Self {
             server: server.to_string(),
             url: url.to_string(),
             store,
             manager,
             shared,
+            browser: step_ups.browser.clone(),
         }
     }
 }
@@ -438,7 +469,7 @@ impl StepUp {
                 let scopes = scope_union(&granted, &challenged);
                 return Err(self.refused(Refusal::StillRefused { scopes }, error).await);
             }
-            let Some(browser) = browser() else {
+            let Some(browser) = self.browser.clone() else {
                 let scopes = scope_union(&granted, &challenged);
                 return Err(self.refused(Refusal::NoAuthorizer { scopes }, error).await);
             };

@@ -17,12 +17,14 @@
 //! errors name the server and the file, never its contents). The keyring item is written before
 //! the marker that points at it (its `revision` is a hash of the item), so a reader that sees a
 //! new marker finds the new item; a process keeps the last item it read for as long as the
-//! marker's revision stays the same, so a request costs no D-Bus call.
+//! marker's revision stays the same, so a request costs no D-Bus call. Which directory, and whose
+//! copies of the keyring items, is the auth context's (`AuthContext`, which makes the stores):
+//! this module keeps no process-wide state of its own.
 
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use rmcp::transport::auth::{
     AuthError, AuthorizationManager, AuthorizationMetadata, CredentialRefreshGuard,
@@ -44,21 +46,9 @@ tokio::task_local! {
 /// of [`FileCredentialStore::refresh_if_due`] is never later than the one rmcp makes after it.
 const DUE_MARGIN_SECS: u64 = 2;
 
-/// Set once (tests, the conformance client) to keep tokens out of the user's config dir.
-static DIR_OVERRIDE: OnceLock<PathBuf> = OnceLock::new();
-
-/// Makes every store of this process live under `dir` instead of the user's config dir. Only the
-/// first call has an effect; it returns whether this call set it.
-pub fn set_store_dir(dir: PathBuf) -> bool {
-    DIR_OVERRIDE.set(dir).is_ok()
-}
-
-/// Where token files live: the override, else `$XDG_CONFIG_HOME/mcp-harness/tokens`, else
-/// `$HOME/.config/mcp-harness/tokens`.
-pub fn store_dir() -> PathBuf {
-    if let Some(dir) = DIR_OVERRIDE.get() {
-        return dir.clone();
-    }
+/// The user's own token directory: `$XDG_CONFIG_HOME/mcp-harness/tokens`, else
+/// `$HOME/.config/mcp-harness/tokens` (what a default `AuthContext` uses).
+pub fn default_store_dir() -> PathBuf {
     let base = std::env::var_os("XDG_CONFIG_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
@@ -211,23 +201,27 @@ fn revision_of(content: &[u8]) -> String {
     digest[..16].iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The keyring items this process read or wrote last, by account: (revision, document).
-static KEYRING_CACHE: Mutex<Option<std::collections::HashMap<String, (String, TokenFile)>>> =
-    Mutex::new(None);
+/// The keyring items one auth context read or wrote last, by account: (revision, document).
+/// Shared by every store of that context (a clone shares it); two contexts never share one.
+#[derive(Default)]
+pub(crate) struct KeyringCache(Mutex<std::collections::HashMap<String, (String, TokenFile)>>);
 
-fn cached(account: &str, revision: &str) -> Option<TokenFile> {
-    let cache = KEYRING_CACHE.lock().unwrap_or_else(|e| e.into_inner());
-    let (rev, file) = cache.as_ref()?.get(account)?;
-    (rev == revision).then(|| file.clone())
-}
+impl KeyringCache {
+    /// The document of `account` when the cached copy has `revision`.
+    fn get(&self, account: &str, revision: &str) -> Option<TokenFile> {
+        let cache = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let (rev, file) = cache.get(account)?;
+        (rev == revision).then(|| file.clone())
+    }
 
-fn cache(account: &str, entry: Option<(String, TokenFile)>) {
-    let mut cache = KEYRING_CACHE.lock().unwrap_or_else(|e| e.into_inner());
-    let map = cache.get_or_insert_with(Default::default);
-    match entry {
-        Some(entry) => map.insert(account.to_string(), entry),
-        None => map.remove(account),
-    };
+    /// Keeps `entry` for `account` (`None`: forgets it).
+    fn put(&self, account: &str, entry: Option<(String, TokenFile)>) {
+        let mut cache = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match entry {
+            Some(entry) => cache.insert(account.to_string(), entry),
+            None => cache.remove(account),
+        };
+    }
 }
 
 /// rmcp's [`CredentialStore`] on one server's token file (and, where it is used, its item in
@@ -238,9 +232,12 @@ pub struct FileCredentialStore {
     url: String,
     dir: PathBuf,
     key: String,
-    /// In the user's own token directory (not one set with [`set_store_dir`] or `in_dir`):
-    /// only such a store goes to the OS keyring in `auto` mode.
+    /// In the user's own token directory (a default auth context's, not one given with
+    /// `AuthContext::in_dir` or `in_dir`): only such a store goes to the OS keyring in `auto`
+    /// mode.
     user_dir: bool,
+    /// The copies of keyring items of the auth context this store belongs to.
+    keyring: Arc<KeyringCache>,
 }
 
 impl std::fmt::Debug for FileCredentialStore {
@@ -253,21 +250,28 @@ impl std::fmt::Debug for FileCredentialStore {
 }
 
 impl FileCredentialStore {
-    /// The store of `server` at `url` in [`store_dir`].
-    pub fn for_server(server: &str, url: &str) -> Self {
-        let mut store = Self::in_dir(store_dir(), server, url);
-        store.user_dir = DIR_OVERRIDE.get().is_none();
-        store
+    /// The store of `server` at `url` in `dir`, on its own: its copies of keyring items are
+    /// its own (an auth context's stores share theirs: `AuthContext::store`).
+    pub fn in_dir(dir: PathBuf, server: &str, url: &str) -> Self {
+        Self::in_context(dir, false, Arc::default(), server, url)
     }
 
-    /// The store of `server` at `url` in `dir`.
-    pub fn in_dir(dir: PathBuf, server: &str, url: &str) -> Self {
+    /// The store of `server` at `url` in `dir` (`user_dir`: the user's own), with the keyring
+    /// copies `keyring` of its auth context.
+    pub(crate) fn in_context(
+        dir: PathBuf,
+        user_dir: bool,
+        keyring: Arc<KeyringCache>,
+        server: &str,
+        url: &str,
+    ) -> Self {
         Self {
             server: server.to_string(),
             url: url.to_string(),
             key: server_key(server, url),
             dir,
-            user_dir: false,
+            user_dir,
+            keyring,
         }
     }
 
@@ -409,7 +413,7 @@ impl FileCredentialStore {
             return Err(self.error(path, "read the tokens", self.keyring_unused(mode)));
         }
         let account = self.keyring_account();
-        if let Some(file) = cached(&account, revision) {
+        if let Some(file) = self.keyring.get(&account, revision) {
             return Ok(Some(file));
         }
         let Some(content) = os_keyring::get(&account)
@@ -426,7 +430,8 @@ impl FileCredentialStore {
         }
         let revision_now = revision_of(&content);
         if revision_now == revision {
-            cache(&account, Some((revision_now, file.clone())));
+            self.keyring
+                .put(&account, Some((revision_now, file.clone())));
         }
         Ok(Some(file))
     }
@@ -466,8 +471,8 @@ impl FileCredentialStore {
             "mcp-harness tokens: server `{}` ({})",
             self.server, self.url
         );
-        // Whatever happens next, this process's copy is stale.
-        cache(&account, None);
+        // Whatever happens next, this context's copy is stale.
+        self.keyring.put(&account, None);
         os_keyring::set(&account, &label, json)
             .map_err(|e| self.error(path, "write the tokens to the OS keyring", e))?;
         let marker = Marker {
@@ -479,7 +484,7 @@ impl FileCredentialStore {
         let bytes =
             serde_json::to_vec_pretty(&marker).map_err(|e| self.error(path, "serialise", e))?;
         self.write_file(&bytes)?;
-        cache(&account, Some((revision, file.clone())));
+        self.keyring.put(&account, Some((revision, file.clone())));
         Ok(())
     }
 
@@ -536,7 +541,7 @@ impl FileCredentialStore {
         let mut item = false;
         if backend == Backend::Keyring {
             let account = self.keyring_account();
-            cache(&account, None);
+            self.keyring.put(&account, None);
             match os_keyring::delete(&account) {
                 Ok(found) => item = found,
                 // An item left over from a write the keyring refused in `auto` mode.

@@ -564,6 +564,9 @@ pub(crate) fn http_client(
         .default_headers(headers)
         .redirect(redirects)
         .connect_timeout(Duration::from_secs(10))
+        // reqwest's default, stated: with Nagle's algorithm a POST written in two segments
+        // waits for the server's delayed ACK (~40 ms a message).
+        .tcp_nodelay(true)
         .build()
         .map_err(|e| TransportError::InvalidConfig(format!("could not build the HTTP client: {e}")))
 }

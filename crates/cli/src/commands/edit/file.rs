@@ -1,0 +1,290 @@
+//! One config file being edited: read with its key order, changed in memory, checked as a whole,
+//! then written atomically.
+//!
+//! Invariants: a file is only ever replaced by a document that [`sources::import_text`] accepts
+//! (the checks every config load makes, `${VAR}` left unexpanded), so an edit never leaves a
+//! config the next command refuses; the replacement is a temp file in the same folder renamed over
+//! the original (a reader sees the old file or the new one, never half of one), with the
+//! original's permission bits (new files: 0600, they may hold secrets), written through a symlink
+//! to its target; one edit at a time per folder (an exclusive `flock` on the folder, held from
+//! the read to the rename: [`lock`]), so two edits at once never lose one another's change; a
+//! file with comments or trailing commas is read but never written (JSON cannot
+//! keep them, and dropping a user's comments silently is worse than refusing).
+
+use std::io::Write as _;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use mcp_harness_runtime::sources;
+
+use super::ordered::{Json, Object};
+
+/// Why an edit was refused or failed. Every message names the file (and the key when there is
+/// one) and what to do instead; none quotes a value from the file.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum EditError {
+    /// `add` of a name the file already defines.
+    #[error(
+        "server \"{server}\" already exists in {file} (`mcpServers.{server}`); pass --force to \
+         replace it, or `mcp-harness remove {server}` first"
+    )]
+    Exists { server: String, file: String },
+    /// The server is not in the file(s) of the scope.
+    #[error("no server \"{server}\" in {looked}{hint}")]
+    NotFound {
+        server: String,
+        looked: String,
+        hint: String,
+    },
+    /// The file has comments or trailing commas.
+    #[error(
+        "{file} has comments or trailing commas, which a rewrite cannot keep; remove them (or \
+         make this change by hand) and run the command again"
+    )]
+    Comments { file: String },
+    /// The file, or the result of the edit, is not a valid config.
+    #[error("{0}")]
+    Invalid(String),
+    /// Wrong arguments.
+    #[error("{0}")]
+    Usage(String),
+    /// Reading or writing failed.
+    #[error("{file}: cannot {action}: {source}")]
+    Io {
+        file: String,
+        action: &'static str,
+        source: std::io::Error,
+    },
+}
+
+impl EditError {
+    /// The exit status: 2 for usage and config problems, 1 when the file system failed.
+    pub(crate) fn exit_code(&self) -> u8 {
+        match self {
+            EditError::Io { .. } => crate::exit::Exit::Failed,
+            _ => crate::exit::Exit::Usage,
+        }
+        .code()
+    }
+}
+
+/// A config file read for editing.
+#[derive(Debug)]
+pub(crate) struct ConfigFile {
+    /// The path as the sources name it (messages, trust).
+    pub(crate) path: PathBuf,
+    /// The document; `{}` for a file that does not exist yet.
+    pub(crate) doc: Json,
+    /// The bytes read; `None` when the file did not exist.
+    pub(crate) before: Option<Vec<u8>>,
+    /// The file parses only once comments or trailing commas are removed.
+    lenient: bool,
+}
+
+impl ConfigFile {
+    /// Reads `path` (a missing file is an empty config).
+    pub(crate) fn open(path: &Path) -> Result<ConfigFile, EditError> {
+        let bytes = match std::fs::read(path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(ConfigFile {
+                    path: path.to_path_buf(),
+                    doc: Json::Object(Object::default()),
+                    before: None,
+                    lenient: false,
+                });
+            }
+            Err(source) => {
+                return Err(EditError::Io {
+                    file: shown(path),
+                    action: "read it",
+                    source,
+                });
+            }
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        let (doc, lenient) = if text.trim().is_empty() {
+            (Json::Object(Object::default()), false)
+        } else {
+            match Json::parse(&text) {
+                Ok(doc) => (doc, false),
+                // Not strict JSON: JSONC (comments, trailing commas) reads through the config
+                // loader, which also names what is wrong when it is not JSONC either.
+                Err(_) => match sources::convert(&text, path) {
+                    Ok(converted) => (Json::from(&converted.document), true),
+                    Err(e) => return Err(EditError::Invalid(e.to_string())),
+                },
+            }
+        };
+        if doc.as_object().is_none() {
+            return Err(EditError::Invalid(format!(
+                "{}: a config file must be a JSON object",
+                shown(path)
+            )));
+        }
+        Ok(ConfigFile {
+            path: path.to_path_buf(),
+            doc,
+            before: Some(bytes),
+            lenient,
+        })
+    }
+
+    /// The file for messages: `~/…` or `./…`.
+    pub(crate) fn shown(&self) -> String {
+        shown(&self.path)
+    }
+
+    /// `mcpServers`, if the file has it as an object.
+    pub(crate) fn servers(&self) -> Option<&Object> {
+        self.doc
+            .as_object()
+            .and_then(|o| o.get("mcpServers"))
+            .and_then(Json::as_object)
+    }
+
+    /// The server `name` as written.
+    pub(crate) fn server(&self, name: &str) -> Option<&Object> {
+        self.servers()
+            .and_then(|s| s.get(name))
+            .and_then(Json::as_object)
+    }
+
+    /// The server `name`, to change in place.
+    pub(crate) fn server_mut(&mut self, name: &str) -> Option<&mut Object> {
+        self.doc
+            .as_object_mut()
+            .and_then(|o| o.get_mut("mcpServers"))
+            .and_then(Json::as_object_mut)
+            .and_then(|s| s.get_mut(name))
+            .and_then(Json::as_object_mut)
+    }
+
+    /// `mcpServers`, created (last in the file) when missing.
+    pub(crate) fn servers_mut(&mut self) -> Result<&mut Object, EditError> {
+        let file = self.shown();
+        let root = self
+            .doc
+            .as_object_mut()
+            .ok_or_else(|| EditError::Invalid(format!("{file}: not a JSON object")))?;
+        if !root.contains("mcpServers") {
+            root.insert("mcpServers", Json::Object(Object::default()));
+        }
+        root.get_mut("mcpServers")
+            .and_then(Json::as_object_mut)
+            .ok_or_else(|| EditError::Invalid(format!("{file}: `mcpServers` must be an object")))
+    }
+
+    /// Checks the edited document as a config load would, then replaces the file atomically.
+    /// Returns the bytes written.
+    pub(crate) fn save(&self) -> Result<Vec<u8>, EditError> {
+        if self.lenient {
+            return Err(EditError::Comments { file: self.shown() });
+        }
+        let text = self.doc.pretty();
+        sources::import_text(&text, &self.path).map_err(|e| EditError::Invalid(e.to_string()))?;
+        write_atomic(&self.path, text.as_bytes()).map_err(|source| EditError::Io {
+            file: self.shown(),
+            action: "write it",
+            source,
+        })?;
+        Ok(text.into_bytes())
+    }
+}
+
+/// An exclusive lock on a config folder, released when dropped (the descriptor closes).
+#[derive(Debug)]
+pub(crate) struct EditLock(#[allow(dead_code)] std::fs::File);
+
+/// Waits for, then holds, the edit lock of the folder of `path` (created if missing). Every
+/// read-change-write of a config file happens under it.
+pub(crate) fn lock(path: &Path) -> Result<EditLock, EditError> {
+    use std::os::fd::AsRawFd;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let fail = |source| EditError::Io {
+        file: shown(&dir),
+        action: "lock the folder for editing",
+        source,
+    };
+    std::fs::create_dir_all(&dir).map_err(fail)?;
+    let folder = std::fs::File::open(&dir).map_err(fail)?;
+    loop {
+        // SAFETY: flock on a descriptor we own; it is released when `folder` closes.
+        let rc = unsafe { libc::flock(folder.as_raw_fd(), libc::LOCK_EX) };
+        if rc == 0 {
+            return Ok(EditLock(folder));
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(fail(e));
+        }
+    }
+}
+
+/// `path` for people, without control characters.
+pub(crate) fn shown(path: &Path) -> String {
+    super::super::config::short(path)
+        .chars()
+        .filter(|c| !c.is_control())
+        .collect()
+}
+
+/// Removes the temp file unless the rename consumed it.
+struct TempFile<'a> {
+    path: &'a Path,
+    done: bool,
+}
+
+impl Drop for TempFile<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = std::fs::remove_file(self.path);
+        }
+    }
+}
+
+/// Replaces `path` with `bytes`: a temp file beside the target (links followed), with the
+/// target's permission bits (0600 for a new file), synced, then renamed over it.
+fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let target = match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => std::fs::canonicalize(path)?,
+        _ => path.to_path_buf(),
+    };
+    let dir = match target.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&dir)?;
+    let mode = match std::fs::metadata(&target) {
+        Ok(m) => m.permissions().mode() & 0o7777,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0o600,
+        Err(e) => return Err(e),
+    };
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "config".into());
+    let tmp_path = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let _ = std::fs::remove_file(&tmp_path);
+    let mut tmp = TempFile {
+        path: &tmp_path,
+        done: false,
+    };
+    {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(tmp.path)?;
+        f.write_all(bytes)?;
+        // The umask applied at creation does not apply here: the original's bits exactly.
+        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        f.sync_all()?;
+    }
+    std::fs::rename(tmp.path, &target)?;
+    tmp.done = true;
+    Ok(())
+}

@@ -1,0 +1,321 @@
+//! `get` and `list`: servers as written in the config files, for people and (`--json`) scripts.
+//!
+//! Invariant: nothing shown is a secret: env and header values, `oauth` secrets and a URL's query
+//! values and password are replaced by `[redacted]` — unless the value is only `${VAR}`
+//! references (with at most an auth scheme word such as `Bearer`), which name a variable and hold
+//! no secret; arguments pass through the one redaction of URLs and registered secrets; control
+//! characters from the file are never printed.
+
+use std::path::PathBuf;
+
+use mcp_harness_transport::redact;
+
+use super::file::{self, ConfigFile, EditError};
+use super::ordered::{Json, Object};
+use super::{ScopeArg, scope_files, scope_name, transport_of};
+use crate::table;
+
+/// Keys of `oauth` that hold secrets.
+const OAUTH_SECRETS: &[&str] = &["clientSecret", "privateKey", "idpClientSecret"];
+
+/// One server as written, with where.
+struct Found {
+    name: String,
+    scope: ScopeArg,
+    path: PathBuf,
+    server: Object,
+}
+
+/// Every server of the files of `scope` (or of all), lowest precedence first: user, `.mcp.json`,
+/// `.mcp-harness.json` (the merge's order: a later definition replaces an earlier one).
+fn servers(scope: Option<ScopeArg>) -> Result<Vec<Found>, EditError> {
+    let scopes = match scope {
+        Some(s) => vec![s],
+        None => vec![ScopeArg::User, ScopeArg::Project],
+    };
+    let mut out = Vec::new();
+    for scope in scopes {
+        let files = match scope_files(scope) {
+            Ok(f) => f,
+            Err(e) if scope_is_optional(scope) => {
+                tracing::debug!("{e}");
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        for path in files.into_iter().rev() {
+            let file = ConfigFile::open(&path)?;
+            for (name, server) in file.servers().into_iter().flat_map(Object::iter) {
+                if let Json::Object(server) = server {
+                    out.push(Found {
+                        name: name.clone(),
+                        scope,
+                        path: path.clone(),
+                        server: server.clone(),
+                    });
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn scope_is_optional(scope: ScopeArg) -> bool {
+    scope == ScopeArg::Project
+}
+
+/// `get NAME`.
+pub(super) fn get(name: &str, scope: Option<ScopeArg>, json: bool) -> Result<String, EditError> {
+    let found: Vec<Found> = servers(scope)?
+        .into_iter()
+        .filter(|f| f.name == name)
+        .collect();
+    if found.is_empty() {
+        let looked = match scope {
+            Some(s) => format!("the {} config", scope_name(s)),
+            None => "the user or project config".to_string(),
+        };
+        return Err(EditError::NotFound {
+            server: name.to_string(),
+            looked,
+            hint: "; `mcp-harness list` shows the configured servers".into(),
+        });
+    }
+    if json {
+        let items: Vec<serde_json::Value> = found.iter().map(to_json).collect();
+        return Ok(table::pretty(&serde_json::Value::Array(items)));
+    }
+    let mut out = String::new();
+    for (i, f) in found.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        out.push_str(&describe(f));
+    }
+    if found.len() > 1 {
+        out.push_str(
+            "\nnote: defined in more than one file; the last one listed replaces the others (a \
+             project file only once trusted)\n",
+        );
+    }
+    Ok(out)
+}
+
+/// `list`.
+pub(super) fn list(scope: Option<ScopeArg>, json: bool) -> Result<String, EditError> {
+    let found = servers(scope)?;
+    if json {
+        let items: Vec<serde_json::Value> = found.iter().map(to_json).collect();
+        return Ok(table::pretty(&serde_json::Value::Array(items)));
+    }
+    if found.is_empty() {
+        return Ok(
+            "no servers configured; add one with `mcp-harness add NAME -- COMMAND`\n".into(),
+        );
+    }
+    let rows: Vec<Vec<String>> = found
+        .iter()
+        .map(|f| {
+            vec![
+                clean(&f.name),
+                scope_name(f.scope).to_string(),
+                transport_of(&f.server).to_string(),
+                if enabled(&f.server) { "yes" } else { "no" }.to_string(),
+                clean(&target(&f.server)),
+                file::shown(&f.path),
+            ]
+        })
+        .collect();
+    Ok(table::render(
+        &[
+            "SERVER",
+            "SCOPE",
+            "TRANSPORT",
+            "ENABLED",
+            "COMMAND / URL",
+            "FILE",
+        ],
+        &rows,
+    ))
+}
+
+fn enabled(server: &Object) -> bool {
+    !matches!(server.get("enabled"), Some(Json::Bool(false)))
+}
+
+/// The command line (arguments redacted) or the URL without query or credentials.
+pub(crate) fn target(server: &Object) -> String {
+    if let Some(url) = server.get("url").and_then(Json::as_str) {
+        return redact::bare_url(url);
+    }
+    let mut parts: Vec<String> = server
+        .get("command")
+        .and_then(Json::as_str)
+        .map(str::to_string)
+        .into_iter()
+        .collect();
+    if let Some(Json::Array(args)) = server.get("args") {
+        parts.extend(args.iter().filter_map(Json::as_str).map(redact::text));
+    }
+    parts.join(" ")
+}
+
+fn to_json(f: &Found) -> serde_json::Value {
+    serde_json::json!({
+        "name": f.name,
+        "scope": scope_name(f.scope),
+        "file": f.path.display().to_string(),
+        "transport": transport_of(&f.server),
+        "enabled": enabled(&f.server),
+        "definition": redacted(&f.server).to_value(),
+    })
+}
+
+/// One server for people: where it is, then each key as written, secrets redacted.
+fn describe(f: &Found) -> String {
+    let shown = redacted(&f.server);
+    let mut lines: Vec<(String, String)> = vec![
+        ("scope".into(), scope_name(f.scope).into()),
+        ("file".into(), file::shown(&f.path)),
+        ("transport".into(), transport_of(&f.server).into()),
+        (
+            "enabled".into(),
+            if enabled(&f.server) { "yes" } else { "no" }.into(),
+        ),
+    ];
+    if let Some(o) = shown.as_object() {
+        for (key, value) in o.iter() {
+            if matches!(key.as_str(), "type" | "enabled") {
+                continue;
+            }
+            let sep = if key == "headers" { ": " } else { "=" };
+            let text = match value {
+                Json::String(s) => s.clone(),
+                Json::Array(items) if key == "args" => items
+                    .iter()
+                    .map(|i| i.as_str().map_or_else(|| compact(i), str::to_string))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                Json::Array(items) => items
+                    .iter()
+                    .map(|i| i.as_str().map_or_else(|| compact(i), str::to_string))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                Json::Object(members) if matches!(key.as_str(), "env" | "headers") => members
+                    .iter()
+                    .map(|(k, v)| format!("{k}{sep}{}", v.as_str().unwrap_or("")))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                other => compact(other),
+            };
+            lines.push((key.clone(), text));
+        }
+    }
+    let width = lines.iter().map(|(k, _)| k.len()).max().unwrap_or(0) + 1;
+    let mut out = format!("{}\n", clean(&f.name));
+    for (key, value) in lines {
+        out.push_str(&format!(
+            "  {:<width$} {}\n",
+            format!("{}:", clean(&key)),
+            clean(&value)
+        ));
+    }
+    out
+}
+
+fn compact(v: &Json) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+/// A copy of `server` with every secret replaced (see the module invariant).
+pub(crate) fn redacted(server: &Object) -> Json {
+    let mut out = server.clone();
+    for key in ["env", "headers"] {
+        if let Some(Json::Object(members)) = out.get_mut(key) {
+            *members = members.iter().map(|(k, v)| (k.clone(), hide(v))).collect();
+        }
+    }
+    if let Some(Json::Object(oauth)) = out.get_mut("oauth") {
+        for key in OAUTH_SECRETS {
+            if let Some(v) = oauth.get(key).map(hide) {
+                oauth.insert(key, v);
+            }
+        }
+    }
+    if let Some(url) = out.get("url").and_then(Json::as_str).map(redact::url) {
+        out.insert("url", Json::String(url));
+    }
+    if let Some(Json::Array(args)) = out.get_mut("args") {
+        for arg in args.iter_mut() {
+            if let Json::String(s) = arg {
+                *s = redact::text(s);
+            }
+        }
+    }
+    Json::Object(out)
+}
+
+/// `[redacted]`, unless the value only names variables.
+fn hide(value: &Json) -> Json {
+    match value.as_str() {
+        Some(s) if only_references(s) => value.clone(),
+        _ => Json::from(redact::MARKER),
+    }
+}
+
+/// Whether `s` is `${VAR}` references, optionally after an auth scheme word, and nothing else.
+fn only_references(s: &str) -> bool {
+    let mut rest = String::new();
+    let mut found = false;
+    let mut tail = s;
+    while let Some(start) = tail.find("${") {
+        rest.push_str(&tail[..start]);
+        match tail[start..].find('}') {
+            Some(end) => {
+                found = true;
+                tail = &tail[start + end + 1..];
+            }
+            None => return false,
+        }
+    }
+    rest.push_str(tail);
+    let rest = rest.trim();
+    found
+        && (rest.is_empty()
+            || ["bearer", "basic", "token"].contains(&rest.to_ascii_lowercase().as_str()))
+}
+
+/// `s` without control characters (a hostile file could hold terminal escapes).
+fn clean(s: &str) -> String {
+    s.chars().filter(|c| !c.is_control()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_are_shown_and_values_are_not() {
+        assert!(only_references("${TOKEN}"));
+        assert!(only_references("Bearer ${GITHUB_TOKEN}"));
+        assert!(only_references("${env:A}${env:B}"));
+        assert!(!only_references("Bearer abc${X}"));
+        assert!(!only_references("literal"));
+        assert!(!only_references("${UNCLOSED"));
+        let server = match Json::parse(
+            r#"{"url": "https://h.test/mcp?key=v4lue", "headers": {"A": "s3cret", "B": "Bearer ${T}"},
+                "env": {"K": "v"}, "oauth": {"clientId": "id", "clientSecret": "cs"}}"#,
+        ) {
+            Ok(Json::Object(o)) => o,
+            _ => panic!("object"),
+        };
+        let text = compact(&redacted(&server));
+        for secret in ["v4lue", "s3cret", "\"v\"", "\"cs\""] {
+            assert!(!text.contains(secret), "{secret}: {text}");
+        }
+        assert!(
+            text.contains("Bearer ${T}") && text.contains("\"id\""),
+            "{text}"
+        );
+    }
+}

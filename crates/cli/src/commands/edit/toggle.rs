@@ -1,0 +1,125 @@
+//! `enable` / `disable` of a server (`"enabled": false`; enabling removes the key, whose default
+//! is true) or of one tool (its raw name in the server's `excludeTools`, which wins over
+//! `includeTools`; enabling removes it there and adds it to `includeTools` when that list is set).
+//!
+//! Invariant: these are the keys the config and the tool filter (`policy::ToolFilter`) already
+//! read; nothing else is written, and an edit that changes nothing writes nothing.
+
+use super::ordered::{Json, Object};
+use super::{EditError, ScopeArg, ToggleArgs, find, lock_scope, save};
+
+/// `enable`/`disable` of a server or of one tool.
+pub(super) fn run(args: &ToggleArgs, on: bool) -> Result<String, EditError> {
+    let scope = args.scope.unwrap_or(ScopeArg::User);
+    let (server, tool) = match (&args.tool, split_qualified(&args.target)) {
+        (Some(tool), _) => (args.target.clone(), Some(tool.clone())),
+        (None, Some((server, tool))) => (server, Some(tool)),
+        (None, None) => (args.target.clone(), None),
+    };
+    let _lock = lock_scope(scope)?;
+    let mut file = find(&server, scope)?;
+    let shown = file.shown();
+    let entry = file.server_mut(&server).ok_or_else(|| {
+        EditError::Invalid(format!("{shown}: `mcpServers.{server}` must be an object"))
+    })?;
+    let verb = if on { "enabled" } else { "disabled" };
+    let what = match &tool {
+        None => {
+            let was = !matches!(entry.get("enabled"), Some(Json::Bool(false)));
+            if on {
+                // `enabled` defaults to true: the key goes, rather than saying so.
+                entry.remove("enabled");
+            } else {
+                entry.insert("enabled", Json::Bool(false));
+            }
+            if was == on {
+                return Ok(format!(
+                    "server \"{server}\" is already {verb} in {shown}\n"
+                ));
+            }
+            format!("server \"{server}\" in {shown} (`mcpServers.{server}.enabled`)")
+        }
+        Some(tool) => {
+            let changed = if on {
+                enable_tool(entry, tool)
+            } else {
+                disable_tool(entry, tool)
+            };
+            if !changed {
+                return Ok(format!(
+                    "tool \"{tool}\" of server \"{server}\" is already {verb} in {shown}\n"
+                ));
+            }
+            format!(
+                "tool \"{tool}\" of server \"{server}\" in {shown} \
+                 (`mcpServers.{server}.{}`)",
+                if on && entry.contains("includeTools") {
+                    "excludeTools`, `includeTools"
+                } else {
+                    "excludeTools"
+                }
+            )
+        }
+    };
+    let note = save(&file, scope)?;
+    Ok(format!("{verb} {what}{note}\n"))
+}
+
+/// Adds `tool` to `excludeTools` (which wins over `includeTools`); whether anything changed.
+fn disable_tool(server: &mut Object, tool: &str) -> bool {
+    let mut list = names(server.get("excludeTools"));
+    if list.iter().any(|t| t == tool) {
+        return false;
+    }
+    list.push(tool.to_string());
+    server.insert("excludeTools", names_json(&list));
+    true
+}
+
+/// Removes `tool` from `excludeTools` (the key goes when empty) and, when `includeTools` is set
+/// without it, adds it there; whether anything changed.
+fn enable_tool(server: &mut Object, tool: &str) -> bool {
+    let mut changed = false;
+    let mut excluded = names(server.get("excludeTools"));
+    if excluded.iter().any(|t| t == tool) {
+        excluded.retain(|t| t != tool);
+        if excluded.is_empty() {
+            server.remove("excludeTools");
+        } else {
+            server.insert("excludeTools", names_json(&excluded));
+        }
+        changed = true;
+    }
+    if server.contains("includeTools") {
+        let mut included = names(server.get("includeTools"));
+        if !included.iter().any(|t| t == tool) {
+            included.push(tool.to_string());
+            server.insert("includeTools", names_json(&included));
+            changed = true;
+        }
+    }
+    changed
+}
+
+fn names(list: Option<&Json>) -> Vec<String> {
+    match list {
+        Some(Json::Array(items)) => items
+            .iter()
+            .filter_map(Json::as_str)
+            .map(str::to_string)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn names_json(list: &[String]) -> Json {
+    Json::Array(list.iter().map(|t| Json::from(t.as_str())).collect())
+}
+
+/// `mcp__SERVER__TOOL` → (SERVER, TOOL). Server names never contain `__`, so the first `__`
+/// after the prefix ends the server.
+pub(crate) fn split_qualified(name: &str) -> Option<(String, String)> {
+    let rest = name.strip_prefix("mcp__")?;
+    let (server, tool) = rest.split_once("__")?;
+    (!server.is_empty() && !tool.is_empty()).then(|| (server.to_string(), tool.to_string()))
+}

@@ -1,0 +1,80 @@
+//! How output is worded and written: counted nouns, times, and server text on a terminal.
+//!
+//! Invariant: server text reaches a terminal only without control characters (newlines and
+//! tabs kept), so a server cannot clear the screen, move the cursor or retitle the window;
+//! to a pipe or a file, and in JSON, it is passed on as the server sent it. Times in JSON are
+//! RFC 3339 in UTC.
+
+use std::io::IsTerminal;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// `text` as written to stdout for a person: without control characters when stdout is a
+/// terminal, unchanged otherwise.
+pub(crate) fn for_stdout(text: &str) -> String {
+    if std::io::stdout().is_terminal() {
+        crate::commands::call::for_terminal(text)
+    } else {
+        text.to_string()
+    }
+}
+
+/// `1 tool`, `2 tools`, `0 tools`.
+pub(crate) fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
+/// `t` in RFC 3339, UTC, to the millisecond: `2026-12-01T02:43:02.123Z`.
+pub(crate) fn rfc3339(t: SystemTime) -> String {
+    let (secs, millis) = match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => (d.as_secs() as i64, d.subsec_millis()),
+        Err(_) => (0, 0),
+    };
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// The proleptic Gregorian date of `days` since 1970-01-01 (Howard Hinnant's algorithm).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn counted_nouns() {
+        assert_eq!(count(0, "tool"), "0 tools");
+        assert_eq!(count(1, "tool"), "1 tool");
+        assert_eq!(count(2, "server"), "2 servers");
+    }
+
+    #[test]
+    fn times_are_rfc3339_utc() {
+        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        let t = UNIX_EPOCH + Duration::from_millis(1_709_251_199_500); // leap-year February
+        assert_eq!(rfc3339(t), "2024-02-29T23:59:59.500Z");
+        let t = UNIX_EPOCH + Duration::from_secs(951_868_800); // 2000-03-01
+        assert_eq!(rfc3339(t), "2000-03-01T00:00:00.000Z");
+    }
+}

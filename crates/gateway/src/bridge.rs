@@ -1,0 +1,245 @@
+//! The bridge from upstream servers to the downstream client a request belongs to: an upstream's
+//! elicitation, sampling and roots requests, and the runtime's `ask` approvals.
+//!
+//! Invariants:
+//! - an approval is asked of exactly the client whose `tools/call` needs it (the call's task
+//!   carries that client), as a form elicitation when that client declared elicitation, else it
+//!   is refused with the permission rule to add;
+//! - an upstream's request goes only to a client with a call in flight on that upstream (the
+//!   latest such call when several clients call the same server at once — the upstream request
+//!   names no call, see README), never to a client that is not calling it; with none, sampling
+//!   and elicitation are refused and roots are empty;
+//! - the in-flight record of a call is removed when the call ends, however it ends.
+
+// Sampling and roots are deprecated by SEP-2577, but servers of every earlier protocol use them.
+#![allow(deprecated)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use dashmap::DashMap;
+use futures::future::BoxFuture;
+use mcp_harness_policy::{Approval, ApprovalRequest, Approver, DenyAll};
+use mcp_harness_runtime::transport::{CallbackFuture, Callbacks, ClientCallbacks, Supported};
+use rmcp::model::{
+    CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
+    ElicitationAction, ListRootsResult,
+};
+use rmcp::{ErrorData as McpError, Peer, RoleServer};
+use serde_json::json;
+
+tokio::task_local! {
+    /// The client whose `tools/call` this task runs.
+    static CALLER: Peer<RoleServer>;
+}
+
+/// Runs `call` as a call of `caller` (what the approver asks).
+pub(crate) async fn as_caller<F: std::future::Future>(
+    caller: Peer<RoleServer>,
+    call: F,
+) -> F::Output {
+    CALLER.scope(caller, call).await
+}
+
+/// Connects the runtime's client-side callbacks and approvals to the gateway's clients. Give
+/// [`ClientBridge::callbacks`] and [`ClientBridge::approver`] to the
+/// [`RuntimeBuilder`](mcp_harness_runtime::RuntimeBuilder), and the bridge to the
+/// [`Gateway`](crate::Gateway).
+#[derive(Clone, Default)]
+pub struct ClientBridge {
+    inner: Arc<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// Per upstream server: the calls in flight on it (id, the calling client), oldest first.
+    inflight: DashMap<String, Vec<(u64, Peer<RoleServer>)>>,
+    next: AtomicU64,
+}
+
+/// Removes its call from the in-flight record when dropped.
+pub(crate) struct InFlight {
+    inner: Arc<Inner>,
+    server: String,
+    id: u64,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Some(mut calls) = self.inner.inflight.get_mut(&self.server) {
+            calls.retain(|(id, _)| *id != self.id);
+        }
+        self.inner
+            .inflight
+            .remove_if(&self.server, |_, calls| calls.is_empty());
+    }
+}
+
+impl ClientBridge {
+    /// A bridge with no call in flight.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The callbacks that forward upstream requests to the calling client.
+    pub fn callbacks(&self) -> Callbacks {
+        Arc::new(Forward {
+            inner: self.inner.clone(),
+        })
+    }
+
+    /// The approver that asks the calling client (elicitation) or refuses naming the rule.
+    pub fn approver(&self) -> Arc<dyn Approver> {
+        Arc::new(AskCaller)
+    }
+
+    /// Records a call of `caller` in flight on `server` until the guard drops.
+    pub(crate) fn enter(&self, server: &str, caller: Peer<RoleServer>) -> InFlight {
+        let id = self.inner.next.fetch_add(1, Ordering::Relaxed);
+        self.inner
+            .inflight
+            .entry(server.to_string())
+            .or_default()
+            .push((id, caller));
+        InFlight {
+            inner: self.inner.clone(),
+            server: server.to_string(),
+            id,
+        }
+    }
+}
+
+impl Inner {
+    /// The client of the latest call in flight on `server`.
+    fn caller(&self, server: &str) -> Option<Peer<RoleServer>> {
+        self.inflight
+            .get(server)
+            .and_then(|calls| calls.last().map(|(_, peer)| peer.clone()))
+    }
+}
+
+fn can_elicit(peer: &Peer<RoleServer>) -> bool {
+    peer.peer_info()
+        .is_some_and(|info| info.capabilities.elicitation.is_some())
+}
+
+struct Forward {
+    inner: Arc<Inner>,
+}
+
+fn no_caller(what: &str, server: &str) -> McpError {
+    McpError::invalid_request(
+        format!(
+            "no client of the gateway is calling server \"{server}\" now, so nobody can answer its {what}"
+        ),
+        None,
+    )
+}
+
+impl ClientCallbacks for Forward {
+    fn supports(&self) -> Supported {
+        Supported {
+            elicitation_form: true,
+            elicitation_url: true,
+            sampling: true,
+            roots: true,
+        }
+    }
+
+    fn elicit(&self, server: &str, request: ElicitRequestParams) -> CallbackFuture<ElicitResult> {
+        let caller = self.inner.caller(server);
+        let server = server.to_string();
+        Box::pin(async move {
+            let peer = caller.ok_or_else(|| no_caller("elicitation", &server))?;
+            if !can_elicit(&peer) {
+                return Err(McpError::invalid_request(
+                    format!(
+                        "the calling client does not support elicitation (server \"{server}\" asked)"
+                    ),
+                    None,
+                ));
+            }
+            peer.create_elicitation(request).await.map_err(|e| {
+                McpError::internal_error(format!("the client's elicitation failed: {e}"), None)
+            })
+        })
+    }
+
+    fn sample(
+        &self,
+        server: &str,
+        request: CreateMessageRequestParams,
+    ) -> CallbackFuture<CreateMessageResult> {
+        let caller = self.inner.caller(server);
+        let server = server.to_string();
+        Box::pin(async move {
+            let peer = caller.ok_or_else(|| no_caller("sampling request", &server))?;
+            peer.create_message(request).await.map_err(|e| {
+                McpError::internal_error(format!("the client's sampling failed: {e}"), None)
+            })
+        })
+    }
+
+    fn roots(&self, server: &str) -> CallbackFuture<ListRootsResult> {
+        let caller = self.inner.caller(server);
+        Box::pin(async move {
+            match caller {
+                Some(peer)
+                    if peer
+                        .peer_info()
+                        .is_some_and(|info| info.capabilities.roots.is_some()) =>
+                {
+                    peer.list_roots().await.map_err(|e| {
+                        McpError::internal_error(
+                            format!("the client's roots/list failed: {e}"),
+                            None,
+                        )
+                    })
+                }
+                _ => Ok(ListRootsResult::default()),
+            }
+        })
+    }
+}
+
+/// Asks the client whose call needs approval.
+struct AskCaller;
+
+impl Approver for AskCaller {
+    fn approve(&self, request: ApprovalRequest) -> BoxFuture<'static, Approval> {
+        let caller = CALLER.try_with(Clone::clone).ok().filter(can_elicit);
+        let Some(peer) = caller else {
+            return DenyAll.approve(request);
+        };
+        let arguments = serde_json::Value::Object(request.args.clone()).to_string();
+        let message = format!(
+            "Allow `{}` (server \"{}\") to run? {}. Arguments: {}",
+            request.qualified_name, request.server, request.reason, arguments
+        );
+        let params: Result<ElicitRequestParams, _> = serde_json::from_value(json!({
+            "mode": "form",
+            "message": message,
+            "requestedSchema": {"type": "object", "properties": {}}
+        }));
+        Box::pin(async move {
+            let Ok(params) = params else {
+                return Approval::Cancelled;
+            };
+            match peer.create_elicitation(params).await {
+                Ok(answer) => match answer.action {
+                    ElicitationAction::Accept => Approval::Approved,
+                    ElicitationAction::Decline => Approval::Denied {
+                        reason: format!(
+                            "the user declined `{}`; add it to `permissions.allow` to run it without asking",
+                            request.qualified_name
+                        ),
+                    },
+                    _ => Approval::Cancelled,
+                },
+                Err(error) => Approval::Denied {
+                    reason: format!("asking the client for approval failed: {error}"),
+                },
+            }
+        })
+    }
+}

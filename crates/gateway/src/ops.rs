@@ -1,0 +1,322 @@
+//! What operators see: Prometheus metrics of calls, servers, catalog and sessions, and the audit
+//! log (one JSON line per call).
+//!
+//! Invariants:
+//! - label values are escaped and bounded (a client's self-chosen name cannot break the text
+//!   format), and the number of distinct call series is capped: past the cap new series are
+//!   counted under `client="other"`, so memory stays bounded whatever clients send;
+//! - the audit log never holds a secret: no arguments unless the operator enabled them, and no
+//!   client token ever (the gateway does not put one in a record).
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use dashmap::DashMap;
+use mcp_harness_runtime::catalog::Snapshot;
+use serde_json::{Map, Value, json};
+
+/// Upper bounds of the latency histogram, in seconds.
+const BUCKETS: [f64; 11] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0, 10.0,
+];
+
+/// At most this many distinct (server, tool, client, outcome) series.
+const MAX_SERIES: usize = 10_000;
+
+/// How one call ended, as metrics and the audit log name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Outcome {
+    Ok,
+    ToolError,
+    Refused,
+    Stale,
+    Unknown,
+    Failed,
+}
+
+impl Outcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::ToolError => "tool_error",
+            Outcome::Refused => "refused",
+            Outcome::Stale => "stale",
+            Outcome::Unknown => "unknown",
+            Outcome::Failed => "failed",
+        }
+    }
+
+    /// The permission decision the outcome shows.
+    fn decision(self) -> &'static str {
+        match self {
+            Outcome::Refused => "refused",
+            Outcome::Stale | Outcome::Unknown => "not_run",
+            _ => "allowed",
+        }
+    }
+}
+
+/// One finished call.
+pub(crate) struct CallRecord<'a> {
+    pub(crate) client: &'a str,
+    pub(crate) server: &'a str,
+    pub(crate) tool: &'a str,
+    pub(crate) outcome: Outcome,
+    pub(crate) duration: Duration,
+    pub(crate) arguments: Option<&'a Map<String, Value>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Series {
+    server: String,
+    tool: String,
+    client: String,
+    outcome: Outcome,
+}
+
+#[derive(Default)]
+struct Stats {
+    count: u64,
+    sum: f64,
+    buckets: [u64; BUCKETS.len()],
+}
+
+/// Counters and histograms of calls.
+#[derive(Default)]
+pub(crate) struct Metrics {
+    calls: DashMap<Series, Mutex<Stats>>,
+}
+
+/// Where audit lines go, and whether they carry arguments.
+pub(crate) struct Audit {
+    file: Mutex<std::fs::File>,
+    arguments: bool,
+}
+
+impl Audit {
+    /// Appends to `path` (created if missing, mode 0600).
+    pub(crate) fn open(path: &Path, arguments: bool) -> std::io::Result<Self> {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(path)?;
+        Ok(Self {
+            file: Mutex::new(file),
+            arguments,
+        })
+    }
+
+    fn write(&self, record: &CallRecord<'_>) {
+        let mut line = json!({
+            "time": rfc3339_now(),
+            "client": record.client,
+            "server": record.server,
+            "tool": record.tool,
+            "decision": record.outcome.decision(),
+            "outcome": record.outcome.as_str(),
+            "duration_ms": record.duration.as_secs_f64() * 1000.0,
+        });
+        if self.arguments
+            && let Some(arguments) = record.arguments
+        {
+            line["arguments"] = Value::Object(arguments.clone());
+        }
+        let mut text = line.to_string();
+        text.push('\n');
+        let mut file = crate::session::lock(&self.file);
+        if let Err(error) = file.write_all(text.as_bytes()) {
+            tracing::warn!(%error, "the audit log could not be written");
+        }
+    }
+}
+
+/// Now in RFC 3339 (UTC, milliseconds).
+fn rfc3339_now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+impl Metrics {
+    pub(crate) fn record(&self, record: &CallRecord<'_>, audit: Option<&Audit>) {
+        let mut series = Series {
+            server: bounded(record.server),
+            tool: bounded(record.tool),
+            client: bounded(record.client),
+            outcome: record.outcome,
+        };
+        if self.calls.len() >= MAX_SERIES && !self.calls.contains_key(&series) {
+            series.client = "other".into();
+        }
+        let stats = self.calls.entry(series).or_default();
+        let mut stats = crate::session::lock(stats.value());
+        let secs = record.duration.as_secs_f64();
+        stats.count += 1;
+        stats.sum += secs;
+        for (bucket, bound) in stats.buckets.iter_mut().zip(BUCKETS) {
+            if secs <= bound {
+                *bucket += 1;
+            }
+        }
+        drop(stats);
+        if let Some(audit) = audit {
+            audit.write(record);
+        }
+    }
+
+    /// The Prometheus text exposition of calls, servers, the catalog revision and sessions.
+    pub(crate) fn render(
+        &self,
+        snapshot: &Snapshot,
+        sessions: usize,
+        http_sessions: usize,
+    ) -> String {
+        let mut out = String::new();
+        out.push_str("# HELP mcp_harness_calls_total Tool calls through the gateway.\n");
+        out.push_str("# TYPE mcp_harness_calls_total counter\n");
+        let mut rows: Vec<(Series, u64, f64, [u64; BUCKETS.len()])> = self
+            .calls
+            .iter()
+            .map(|entry| {
+                let stats = crate::session::lock(entry.value());
+                (entry.key().clone(), stats.count, stats.sum, stats.buckets)
+            })
+            .collect();
+        rows.sort_by(|a, b| {
+            (&a.0.server, &a.0.tool, &a.0.client, a.0.outcome.as_str()).cmp(&(
+                &b.0.server,
+                &b.0.tool,
+                &b.0.client,
+                b.0.outcome.as_str(),
+            ))
+        });
+        let labels = |s: &Series| {
+            format!(
+                "server=\"{}\",tool=\"{}\",client=\"{}\",outcome=\"{}\"",
+                escape(&s.server),
+                escape(&s.tool),
+                escape(&s.client),
+                s.outcome.as_str()
+            )
+        };
+        for (series, count, _, _) in &rows {
+            let _ = writeln!(out, "mcp_harness_calls_total{{{}}} {count}", labels(series));
+        }
+        out.push_str(
+            "# HELP mcp_harness_call_duration_seconds Tool call latency through the gateway.\n",
+        );
+        out.push_str("# TYPE mcp_harness_call_duration_seconds histogram\n");
+        for (series, count, sum, buckets) in &rows {
+            let labels = labels(series);
+            for (bound, n) in BUCKETS.iter().zip(buckets) {
+                let _ = writeln!(
+                    out,
+                    "mcp_harness_call_duration_seconds_bucket{{{labels},le=\"{bound}\"}} {n}"
+                );
+            }
+            let _ = writeln!(
+                out,
+                "mcp_harness_call_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {count}"
+            );
+            let _ = writeln!(
+                out,
+                "mcp_harness_call_duration_seconds_sum{{{labels}}} {sum}"
+            );
+            let _ = writeln!(
+                out,
+                "mcp_harness_call_duration_seconds_count{{{labels}}} {count}"
+            );
+        }
+        out.push_str("# HELP mcp_harness_server_state Each upstream server's state (1 for its current state).\n");
+        out.push_str("# TYPE mcp_harness_server_state gauge\n");
+        for (name, status) in &snapshot.servers {
+            let _ = writeln!(
+                out,
+                "mcp_harness_server_state{{server=\"{}\",state=\"{}\"}} 1",
+                escape(&bounded(name)),
+                status.state.label()
+            );
+        }
+        out.push_str("# HELP mcp_harness_catalog_revision The published catalog revision.\n");
+        out.push_str("# TYPE mcp_harness_catalog_revision gauge\n");
+        let _ = writeln!(out, "mcp_harness_catalog_revision {}", snapshot.revision);
+        out.push_str("# HELP mcp_harness_sessions Client sessions: notified listeners and open HTTP sessions.\n");
+        out.push_str("# TYPE mcp_harness_sessions gauge\n");
+        let _ = writeln!(out, "mcp_harness_sessions{{kind=\"listeners\"}} {sessions}");
+        let _ = writeln!(out, "mcp_harness_sessions{{kind=\"http\"}} {http_sessions}");
+        out
+    }
+}
+
+/// At most 64 characters of `value`.
+fn bounded(value: &str) -> String {
+    value.chars().take(64).collect()
+}
+
+/// Escapes a label value for the Prometheus text format.
+fn escape(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(client: &str, outcome: Outcome, ms: u64) -> CallRecord<'_> {
+        CallRecord {
+            client,
+            server: "fx",
+            tool: "mcp__fx__echo",
+            outcome,
+            duration: Duration::from_millis(ms),
+            arguments: None,
+        }
+    }
+
+    #[test]
+    fn hostile_client_names_cannot_break_the_exposition() {
+        let metrics = Metrics::default();
+        metrics.record(
+            &record(
+                "evil\"} 1\nmcp_harness_catalog_revision 999",
+                Outcome::Ok,
+                3,
+            ),
+            None,
+        );
+        let text = metrics.render(&Snapshot::empty(), 0, 0);
+        assert!(
+            !text.contains("\nmcp_harness_catalog_revision 999"),
+            "{text}"
+        );
+        assert!(
+            text.contains("client=\"evil\\\"} 1\\nmcp_harness_catalog_revision 999\""),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn histogram_buckets_are_cumulative_and_series_capped() {
+        let metrics = Metrics::default();
+        metrics.record(&record("a", Outcome::Ok, 3), None);
+        metrics.record(&record("a", Outcome::Ok, 300), None);
+        let text = metrics.render(&Snapshot::empty(), 0, 0);
+        assert!(text.contains("le=\"0.005\"} 1"), "{text}");
+        assert!(text.contains("le=\"0.5\"} 2"), "{text}");
+        assert!(text.contains("le=\"+Inf\"} 2"), "{text}");
+        for i in 0..MAX_SERIES + 10 {
+            metrics.record(&record(&format!("c{i}"), Outcome::Ok, 1), None);
+        }
+        assert!(
+            metrics.calls.len() <= MAX_SERIES + 1,
+            "{}",
+            metrics.calls.len()
+        );
+    }
+}

@@ -1,0 +1,315 @@
+//! `gateway_*`: what `mcp-harness serve` adds in front of one upstream over Streamable HTTP.
+//!
+//! One fixture process serves Streamable HTTP; the gateway (in this process, on its own runtime
+//! connected to that fixture over Streamable HTTP) serves it again. The same rmcp Streamable
+//! HTTP client talks to both: direct to the fixture (the baseline) and through the gateway.
+//! - `gateway_echo_http[_p99]`: time per sequential 1 KiB echo call, the sides alternating every
+//!   chunk of calls; the added latency is the difference of the two figures;
+//! - `gateway_throughput_32`: wall time per call with 32 concurrent clients (each its own
+//!   session) making a fixed number of calls each; the inverse ratio is the throughput ratio;
+//! - `gateway_list_changed[_p99]`: from just before an upstream `add_tool` until the client sees
+//!   `tools/list_changed` — through the gateway (upstream notification, relisting, publication,
+//!   the notifier) vs the same client connected directly to the fixture (the upstream's own
+//!   notification); one change, both clients listening.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mcp_harness_gateway::{ClientBridge, Gateway, GatewayOptions, HttpOptions};
+use mcp_harness_runtime::{RuntimeBuilder, TransportConfig};
+use rmcp::ClientHandler;
+use rmcp::model::{CallToolRequestParams, ClientConfig, JsonObject};
+use rmcp::service::{NotificationContext, RoleClient, RunningService, ServiceExt};
+use rmcp::transport::StreamableHttpClientTransport;
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::report::Metric;
+use super::{Bench, CALL_TIMEOUT, STARTUP_TIMEOUT, all_connected};
+
+/// Calls per side before measuring.
+const WARMUP: usize = 200;
+/// Calls of one side in a row before the other's turn.
+const CHUNK: usize = 100;
+/// Concurrent clients of the throughput figure, and calls each makes per round.
+const CLIENTS: usize = 32;
+const CALLS_EACH: usize = 25;
+/// Changes for the list_changed figure.
+const CHANGES: usize = 40;
+/// The whole group.
+const PHASE_LIMIT: Duration = Duration::from_secs(180);
+
+/// A client that reports each `tools/list_changed` on a channel.
+#[derive(Clone)]
+struct Listener {
+    tx: mpsc::UnboundedSender<Instant>,
+}
+
+impl ClientHandler for Listener {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::default()
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.tx.send(Instant::now());
+    }
+}
+
+type Client = RunningService<RoleClient, Listener>;
+
+async fn connect(url: &str) -> Result<(Client, mpsc::UnboundedReceiver<Instant>), String> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let transport = StreamableHttpClientTransport::from_uri(url.to_string());
+    match tokio::time::timeout(STARTUP_TIMEOUT, Listener { tx }.serve(transport)).await {
+        Ok(Ok(client)) => Ok((client, rx)),
+        Ok(Err(e)) => Err(format!("initialize with {url} failed: {e}")),
+        Err(_) => Err(format!(
+            "initialize with {url} took over {STARTUP_TIMEOUT:?}"
+        )),
+    }
+}
+
+fn kib_message() -> JsonObject {
+    let mut args = JsonObject::new();
+    args.insert("message".into(), Value::String("x".repeat(1024)));
+    args
+}
+
+/// `count` sequential echo calls of `tool`; seconds taken.
+async fn calls(client: &Client, tool: &str, count: usize) -> Result<f64, String> {
+    let args = kib_message();
+    let started = Instant::now();
+    for _ in 0..count {
+        let params = CallToolRequestParams::new(tool.to_string()).with_arguments(args.clone());
+        match tokio::time::timeout(CALL_TIMEOUT, client.peer().call_tool(params)).await {
+            Ok(Ok(r)) if !r.is_error.unwrap_or(false) => {}
+            Ok(Ok(r)) => return Err(format!("{tool} reported an error: {:?}", r.content)),
+            Ok(Err(e)) => return Err(format!("{tool} failed: {e}")),
+            Err(_) => return Err(format!("{tool} took over {CALL_TIMEOUT:?}")),
+        }
+    }
+    Ok(started.elapsed().as_secs_f64())
+}
+
+/// `CLIENTS` sessions to `url` each making `CALLS_EACH` calls at once; seconds per call.
+async fn saturate(url: &str, tool: &str) -> Result<f64, String> {
+    let mut clients = Vec::new();
+    for _ in 0..CLIENTS {
+        clients.push(connect(url).await?.0);
+    }
+    let started = Instant::now();
+    let runs = clients.iter().map(|c| calls(c, tool, CALLS_EACH));
+    let outcomes = futures::future::join_all(runs).await;
+    let elapsed = started.elapsed().as_secs_f64();
+    for client in clients {
+        let _ = client.cancel().await;
+    }
+    for outcome in outcomes {
+        outcome?;
+    }
+    Ok(elapsed / (CLIENTS * CALLS_EACH) as f64)
+}
+
+/// The fixture serving Streamable HTTP on `port`, tagged as this run's.
+fn upstream(bench: &Bench, port: u16) -> Result<tokio::process::Child, String> {
+    tokio::process::Command::new(&bench.fixture)
+        .args([
+            "--transport",
+            "http",
+            "--port",
+            &port.to_string(),
+            "--name",
+            &bench.tag,
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("cannot spawn {}: {e}", bench.fixture.display()))
+}
+
+async fn wait_listening(port: u16) -> Result<(), String> {
+    let deadline = Instant::now() + STARTUP_TIMEOUT;
+    while Instant::now() < deadline {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Err(format!(
+        "the fixture did not listen on port {port} within {STARTUP_TIMEOUT:?}"
+    ))
+}
+
+/// The next `tools/list_changed` a client saw, waiting at most one call timeout.
+async fn seen(rx: &mut mpsc::UnboundedReceiver<Instant>) -> Option<Instant> {
+    tokio::time::timeout(CALL_TIMEOUT, rx.recv())
+        .await
+        .ok()
+        .flatten()
+}
+
+impl Bench {
+    pub(super) async fn gateway(&self) -> Result<Vec<Metric>, String> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| format!("no free port: {e}"))?
+            .port();
+        let mut fixture = upstream(self, port)?;
+        let measured = tokio::time::timeout(PHASE_LIMIT, self.gateway_sides(port)).await;
+        let _ = fixture.kill().await;
+        let _ = fixture.wait().await;
+        self.wait_reaped().await?;
+        measured.map_err(|_| format!("the gateway group took over {PHASE_LIMIT:?}"))?
+    }
+
+    async fn gateway_sides(&self, port: u16) -> Result<Vec<Metric>, String> {
+        wait_listening(port).await?;
+        let direct_url = format!("http://127.0.0.1:{port}/mcp");
+        // The bench's usual config (every call allowed), its one server moved to HTTP.
+        let mut config = self.config(["fx".to_string()]);
+        if let Some(server) = config.servers.get_mut("fx") {
+            server.transport = TransportConfig::StreamableHttp {
+                url: direct_url.clone(),
+                headers: Default::default(),
+                oauth: None,
+            };
+        }
+        let bridge = ClientBridge::new();
+        let runtime = RuntimeBuilder::new(config)
+            .callbacks(bridge.callbacks())
+            .approver(bridge.approver())
+            .start()
+            .map_err(|e| e.to_string())?;
+        let runtime = Arc::new(runtime);
+        let snapshot = runtime
+            .wait_for(STARTUP_TIMEOUT, |s| all_connected(s, 1))
+            .await;
+        if !all_connected(&snapshot, 1) {
+            return Err("the gateway's runtime did not connect the fixture".into());
+        }
+        let gateway = Gateway::new(runtime.clone(), GatewayOptions::default(), bridge)
+            .await
+            .map_err(|e| e.to_string())?;
+        let server = gateway
+            .serve_http(HttpOptions::new(([127, 0, 0, 1], 0).into()))
+            .await
+            .map_err(|e| e.to_string())?;
+        let through_url = server.url();
+        let outcome = self.gateway_measure(&direct_url, &through_url).await;
+        server.shutdown().await;
+        drop(gateway);
+        if let Ok(runtime) = Arc::try_unwrap(runtime) {
+            runtime.shutdown().await;
+        }
+        outcome
+    }
+
+    async fn gateway_measure(
+        &self,
+        direct_url: &str,
+        through_url: &str,
+    ) -> Result<Vec<Metric>, String> {
+        const THROUGH_TOOL: &str = "mcp__fx__echo";
+        let (direct, mut direct_changed) = connect(direct_url).await?;
+        let (through, mut through_changed) = connect(through_url).await?;
+        through
+            .peer()
+            .list_all_tools()
+            .await
+            .map_err(|e| format!("tools/list through the gateway: {e}"))?;
+        calls(&direct, "echo", WARMUP).await?;
+        calls(&through, THROUGH_TOOL, WARMUP).await?;
+        let (mut h, mut b, mut pairs) = (Vec::new(), Vec::new(), Vec::new());
+        let mut through_first = true;
+        for _ in 0..self.options.rounds {
+            let (mut hs, mut bs, mut done) = (0.0, 0.0, 0);
+            while done < self.options.calls {
+                let n = CHUNK.min(self.options.calls - done);
+                let (hc, bc) = if through_first {
+                    let hc = calls(&through, THROUGH_TOOL, n).await?;
+                    (hc, calls(&direct, "echo", n).await?)
+                } else {
+                    let bc = calls(&direct, "echo", n).await?;
+                    (calls(&through, THROUGH_TOOL, n).await?, bc)
+                };
+                hs += hc;
+                bs += bc;
+                pairs.push(hc / bc);
+                through_first = !through_first;
+                done += n;
+            }
+            h.push(hs / self.options.calls as f64);
+            b.push(bs / self.options.calls as f64);
+        }
+        let echo = Metric {
+            per_call: true,
+            pairs: Some(pairs),
+            ..Metric::new(
+                "gateway_echo_http",
+                "sequential 1 KiB echo over Streamable HTTP through mcp-harness serve vs the same client direct to the upstream",
+                h,
+                b,
+            )
+        };
+        let (mut th, mut tb) = (Vec::new(), Vec::new());
+        for round in 0..self.options.rounds.min(5) {
+            if round % 2 == 0 {
+                th.push(saturate(through_url, THROUGH_TOOL).await?);
+                tb.push(saturate(direct_url, "echo").await?);
+            } else {
+                tb.push(saturate(direct_url, "echo").await?);
+                th.push(saturate(through_url, THROUGH_TOOL).await?);
+            }
+        }
+        let throughput = Metric {
+            per_call: true,
+            ..Metric::new(
+                "gateway_throughput_32",
+                "wall time per call, 32 concurrent clients, through the gateway vs direct",
+                th,
+                tb,
+            )
+        };
+        let (mut lh, mut lb) = (Vec::new(), Vec::new());
+        for i in 0..CHANGES {
+            while direct_changed.try_recv().is_ok() {}
+            while through_changed.try_recv().is_ok() {}
+            let mut args = JsonObject::new();
+            args.insert("name".into(), Value::String(format!("g{i}")));
+            let t0 = Instant::now();
+            let params = CallToolRequestParams::new("add_tool").with_arguments(args);
+            tokio::time::timeout(CALL_TIMEOUT, direct.peer().call_tool(params))
+                .await
+                .map_err(|_| "add_tool timed out".to_string())?
+                .map_err(|e| format!("add_tool: {e}"))?;
+            let direct_at = seen(&mut direct_changed)
+                .await
+                .ok_or("no list_changed from the fixture")?;
+            let through_at = seen(&mut through_changed)
+                .await
+                .ok_or("no list_changed through the gateway")?;
+            lb.push((direct_at - t0).as_secs_f64());
+            lh.push((through_at - t0).as_secs_f64());
+            // The client lists again, as a host does on list_changed.
+            through
+                .peer()
+                .list_all_tools()
+                .await
+                .map_err(|e| format!("tools/list through the gateway: {e}"))?;
+        }
+        let listed = Metric::new(
+            "gateway_list_changed",
+            "upstream add_tool until the client gets tools/list_changed: through the gateway vs direct",
+            lh,
+            lb,
+        );
+        let _ = direct.cancel().await;
+        let _ = through.cancel().await;
+        Ok(vec![echo.p99(), echo, throughput, listed.p99(), listed])
+    }
+}
