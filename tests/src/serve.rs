@@ -192,7 +192,7 @@ fn serve_conformance_http(listener: TcpListener) -> JoinHandle<()> {
     let router = axum::Router::new().nest_service("/mcp", service);
     tokio::spawn(async move {
         let _sessions = ct.drop_guard();
-        if let Err(error) = axum::serve(listener, router).await {
+        if let Err(error) = serve_nodelay(listener, router).await {
             tracing::error!(%error, "conformance http server stopped");
         }
     })
