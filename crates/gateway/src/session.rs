@@ -21,7 +21,7 @@ use rmcp::model::{
     ContentBlock, GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, Reference,
-    ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig, SubscribeRequestParams,
+    ResourceUpdatedNotificationParam, ResultType, ServerCapabilities, ServerConfig, SubscribeRequestParams,
     SubscriptionFilter, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext, SubscriptionSink};
@@ -199,6 +199,9 @@ struct SessionState {
     calls: Arc<tokio::sync::Semaphore>,
     /// This session's resource subscriptions: (server, URI) → the task forwarding updates.
     subscriptions: Mutex<HashMap<(String, String), tokio::task::JoinHandle<()>>>,
+    /// The least severe log level this client asked for (`logging/setLevel`; the
+    /// `LoggingLevel` discriminant, `Debug` = 0 = everything until it asks).
+    log_level: std::sync::atomic::AtomicU8,
 }
 
 impl Drop for SessionState {
@@ -239,6 +242,7 @@ impl Session {
                 shared,
                 listed: Mutex::new(None),
                 subscriptions: Mutex::new(HashMap::new()),
+                log_level: std::sync::atomic::AtomicU8::new(0),
             }),
         }
     }
@@ -320,6 +324,9 @@ impl Session {
                 }
             })
         });
+        let logs = server
+            .clone()
+            .map(|server| self.forward_logs(server, context.peer.clone()));
         let _in_flight = server
             .as_deref()
             .map(|server| self.shared().bridge.enter(server, context.peer.clone()));
@@ -332,7 +339,38 @@ impl Session {
             // The sender went with the options: the forwarder ends after the last progress.
             let _ = forward.await;
         }
+        if let Some(logs) = logs {
+            logs.abort();
+        }
         (server, outcome.map_err(Failure::Call))
+    }
+
+    /// Forwards the log notifications `server` sends from now on to `peer` (the client calling
+    /// it), at or above the level that client set, until the returned task is aborted (when the
+    /// call ends).
+    #[allow(deprecated)] // logging: every protocol before 2026-07-28
+    fn forward_logs(&self, server: String, peer: Peer<RoleServer>) -> tokio::task::JoinHandle<()> {
+        let mut rx = self.runtime().server_logs();
+        let state = self.state.clone();
+        tokio::spawn(async move {
+            loop {
+                let log = match rx.recv().await {
+                    Ok(log) => log,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
+                        tracing::warn!(%server, missed, "log forwarder fell behind");
+                        continue;
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                };
+                let wanted = state.log_level.load(Ordering::Relaxed);
+                if log.server != server || (log.params.level as u8) < wanted {
+                    continue;
+                }
+                if peer.notify_logging_message(log.params).await.is_err() {
+                    return;
+                }
+            }
+        })
     }
 }
 
@@ -371,7 +409,9 @@ fn downstream_result(result: ToolResult) -> CallToolResult {
 
 impl ServerHandler for Session {
     fn get_info(&self) -> ServerConfig {
+        #[allow(deprecated)] // logging: every protocol before 2026-07-28
         let capabilities = ServerCapabilities::builder()
+            .enable_logging()
             .enable_tools()
             .enable_tool_list_changed()
             .enable_prompts()
@@ -385,6 +425,38 @@ impl ServerHandler for Session {
             &self.shared().options.name,
             env!("CARGO_PKG_VERSION"),
         ))
+    }
+
+    /// The upstream's own tool `name` as listed to this session (rmcp checks SEP-2243
+    /// `Mcp-Param-*` headers against its `x-mcp-header` annotations): from the session's last
+    /// listing, else from the current catalog.
+    fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        if let Some(listed) = lock(&self.state.listed).as_ref() {
+            return listed.view.tools.iter().find(|t| t.name == name).cloned();
+        }
+        let snapshot = self.runtime().snapshot();
+        let prefix = self.shared().options.prefix;
+        let found = snapshot.tools().find(|entry| match prefix {
+            crate::Prefix::None => entry.raw_name == name,
+            crate::Prefix::Server => entry.qualified_name == name,
+        });
+        found.map(|entry| {
+            let mut tool = (*entry.tool).clone();
+            tool.name = name.to_string().into();
+            tool
+        })
+    }
+
+    #[allow(deprecated)] // logging/setLevel: every protocol before 2026-07-28
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.state
+            .log_level
+            .store(request.level as u8, Ordering::Relaxed);
+        Ok(())
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -488,7 +560,11 @@ impl ServerHandler for Session {
         self.runtime()
             .get_prompt(&target.server, &target.raw_name, request.arguments)
             .await
-            .map(Into::into)
+            .map(|mut result| {
+                // An upstream of an older protocol sends none; rmcp drops it for such clients.
+                result.result_type.get_or_insert(ResultType::COMPLETE);
+                result.into()
+            })
             .map_err(|e| McpError::internal_error(e.to_string(), None))
     }
 
@@ -530,7 +606,10 @@ impl ServerHandler for Session {
         self.runtime()
             .read_resource(server, &request.uri)
             .await
-            .map(Into::into)
+            .map(|mut result| {
+                result.result_type.get_or_insert(ResultType::COMPLETE);
+                result.into()
+            })
             .map_err(|e| McpError::internal_error(e.to_string(), None))
     }
 
@@ -577,6 +656,10 @@ impl ServerHandler for Session {
         self.runtime()
             .complete(&server, request)
             .await
+            .map(|mut result| {
+                result.result_type.get_or_insert(ResultType::COMPLETE);
+                result
+            })
             .map_err(|e| McpError::internal_error(e.to_string(), None))
     }
 

@@ -25,7 +25,7 @@ use crate::config::sources::Sources;
 #[cfg(feature = "testing")]
 use crate::connection::cache::ListingCache;
 use crate::connection::registry::{Reconciled, Registry};
-use crate::connection::server::{ResourceUpdate, Restart, SHUTDOWN_GRACE, Shutdown};
+use crate::connection::server::{ResourceUpdate, ServerLog, Restart, SHUTDOWN_GRACE, Shutdown};
 use crate::desired::DesiredState;
 use crate::desired::reload::{self, ConfigLoader, ConfigWatch};
 use crate::error::{CallError, StartError, classify, explain_timeout, unexpected};
@@ -39,6 +39,7 @@ pub struct Runtime {
     #[cfg(feature = "testing")]
     cache: Arc<ListingCache>,
     resource_updates: broadcast::Sender<ResourceUpdate>,
+    logs: broadcast::Sender<ServerLog>,
     calls: Arc<CallContext>,
     desired: Arc<DesiredState>,
     system: System,
@@ -52,6 +53,7 @@ pub(crate) struct Parts {
     #[cfg(feature = "testing")]
     pub(crate) cache: Arc<ListingCache>,
     pub(crate) resource_updates: broadcast::Sender<ResourceUpdate>,
+    pub(crate) logs: broadcast::Sender<ServerLog>,
     pub(crate) calls: Arc<CallContext>,
     pub(crate) desired: Arc<DesiredState>,
     pub(crate) system: System,
@@ -108,6 +110,7 @@ impl Runtime {
             #[cfg(feature = "testing")]
             cache: parts.cache,
             resource_updates: parts.resource_updates,
+            logs: parts.logs,
             calls: parts.calls,
             desired: parts.desired,
             system: parts.system,
@@ -301,6 +304,12 @@ impl Runtime {
             uri: uri.to_string(),
             rx: self.resource_updates.subscribe(),
         }
+    }
+
+    /// Every server's log notifications (`notifications/message`) from now on, each with the
+    /// server that sent it; a receiver more than the buffer behind misses the oldest.
+    pub fn server_logs(&self) -> broadcast::Receiver<ServerLog> {
+        self.logs.subscribe()
     }
 
     /// Stops updates of resource `uri` on `server` (`resources/unsubscribe`).

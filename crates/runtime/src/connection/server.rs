@@ -64,6 +64,16 @@ pub struct ResourceUpdate {
     pub uri: String,
 }
 
+/// A `notifications/message` (log output) from a server, as the runtime broadcasts it.
+#[derive(Debug, Clone)]
+pub struct ServerLog {
+    /// The server that sent it.
+    pub server: String,
+    /// The notification as the server sent it.
+    #[allow(deprecated)] // logging: every protocol before 2026-07-28
+    pub params: rmcp::model::LoggingMessageNotificationParam,
+}
+
 /// Shared settings every server actor is started with.
 #[derive(Clone)]
 pub(crate) struct ServerSettings {
@@ -72,6 +82,8 @@ pub(crate) struct ServerSettings {
     pub metadata: MetadataLimits,
     pub cache: Arc<ListingCache>,
     pub resource_updates: broadcast::Sender<ResourceUpdate>,
+    /// Where servers' log notifications are broadcast (no receiver: dropped).
+    pub logs: broadcast::Sender<ServerLog>,
     /// The embedder's answers to elicitation, sampling and roots requests.
     pub callbacks: Option<Callbacks>,
     /// Where progress of in-flight requests is delivered.
@@ -511,6 +523,11 @@ impl Handler<Notified> for ServerActor {
             #[allow(deprecated)]
             ServerEvent::Log(log) => {
                 tracing::debug!(target: "mcp_harness::server_log", server = %self.name(), level = ?log.level, "{}", log.data);
+                // No receivers is fine: nobody listens to server logs.
+                let _ = self.settings.logs.send(ServerLog {
+                    server: self.config.name.clone(),
+                    params: log,
+                });
             }
         }
     }
