@@ -394,6 +394,19 @@ fn refusal(requested: &str, error: CallError) -> Result<CallToolResponse, McpErr
     }
 }
 
+/// The error a client gets for a failed prompts/get, resources/read or completion/complete:
+/// the upstream's own JSON-RPC error as it sent it (e.g. -32602 with `data.uri` for an unknown
+/// resource), else an internal error saying what failed.
+fn upstream_error(error: CallError) -> McpError {
+    match error {
+        CallError::Protocol {
+            upstream: Some(data),
+            ..
+        } => data,
+        other => McpError::internal_error(other.to_string(), None),
+    }
+}
+
 /// The result a client gets: the normalised one (output budget applied), `isError` kept.
 fn downstream_result(result: ToolResult) -> CallToolResult {
     let normalized = result.normalized;
@@ -565,7 +578,7 @@ impl ServerHandler for Session {
                 result.result_type.get_or_insert(ResultType::COMPLETE);
                 result.into()
             })
-            .map_err(|e| McpError::internal_error(e.to_string(), None))
+            .map_err(upstream_error)
     }
 
     async fn list_resources(
@@ -610,7 +623,7 @@ impl ServerHandler for Session {
                 result.result_type.get_or_insert(ResultType::COMPLETE);
                 result.into()
             })
-            .map_err(|e| McpError::internal_error(e.to_string(), None))
+            .map_err(upstream_error)
     }
 
     async fn complete(
@@ -660,7 +673,7 @@ impl ServerHandler for Session {
                 result.result_type.get_or_insert(ResultType::COMPLETE);
                 result
             })
-            .map_err(|e| McpError::internal_error(e.to_string(), None))
+            .map_err(upstream_error)
     }
 
     #[allow(deprecated)] // resources/subscribe: every protocol before 2026-07-28

@@ -363,6 +363,7 @@ impl Runtime {
                 self.get_prompt(&command.server, raw_name, arguments).await
             }
             CommandSource::Skill { name } => Err(CallError::Protocol {
+                upstream: None,
                 server: command.server.clone(),
                 tool: name.clone(),
                 message: "skill commands are loaded with load_skill, not prompts/get".into(),
@@ -442,6 +443,7 @@ impl Runtime {
         let result = self.read_resource(server, uri).await?;
         let Some(contents) = result.contents.into_iter().next() else {
             return Err(CallError::Protocol {
+                upstream: None,
                 server: server.to_string(),
                 tool: uri.to_string(),
                 message: "resources/read returned no contents".into(),
@@ -454,12 +456,14 @@ impl Runtime {
                 base64::engine::general_purpose::STANDARD
                     .decode(blob.as_bytes())
                     .map_err(|e| CallError::Protocol {
+                        upstream: None,
                         server: server.to_string(),
                         tool: uri.to_string(),
                         message: format!("the blob is not valid base64: {e}"),
                     })
             }
             _ => Err(CallError::Protocol {
+                upstream: None,
                 server: server.to_string(),
                 tool: uri.to_string(),
                 message: "resources/read returned an unknown kind of contents".into(),
