@@ -25,7 +25,7 @@ use crate::config::sources::Sources;
 #[cfg(feature = "testing")]
 use crate::connection::cache::ListingCache;
 use crate::connection::registry::{Reconciled, Registry};
-use crate::connection::server::{ResourceUpdate, ServerLog, Restart, SHUTDOWN_GRACE, Shutdown};
+use crate::connection::server::{ResourceUpdate, Restart, SHUTDOWN_GRACE, ServerLog, Shutdown};
 use crate::desired::DesiredState;
 use crate::desired::reload::{self, ConfigLoader, ConfigWatch};
 use crate::error::{CallError, StartError, classify, explain_timeout, unexpected};

@@ -781,7 +781,10 @@ mod tests {
         assert!(!score(&[c("SUCCESS"), c("WARNING")]).pass);
         assert!(!score(&[c("SUCCESS"), c("FAILURE")]).pass);
         assert!(!score(&[c("INFO")]).pass, "nothing scored is no pass");
-        assert!(!score(&[c("SUCCESS"), c("SKIPPED")]).pass, "a skipped check is no pass");
+        assert!(
+            !score(&[c("SUCCESS"), c("SKIPPED")]).pass,
+            "a skipped check is no pass"
+        );
         assert_eq!(score(&[c("FAILURE")]).reasons, ["FAILURE x: why"]);
     }
 
