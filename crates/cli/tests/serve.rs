@@ -676,7 +676,6 @@ fn serve_forwards_logging_and_upstream_errors() {
             "method": "resources/read", "params": {"uri": uri}}));
         assert_eq!(read["error"]["code"], -32602, "{read}");
         assert_eq!(read["error"]["data"]["uri"], uri, "data.uri lost: {read}");
-        drop(request);
         assert!(
             seen.iter().any(|m| m["method"] == "notifications/message"),
             "no upstream log reached the caller: {seen:?}"

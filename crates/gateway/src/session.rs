@@ -402,7 +402,7 @@ fn upstream_error(error: CallError) -> McpError {
         CallError::Protocol {
             upstream: Some(data),
             ..
-        } => data,
+        } => *data,
         other => McpError::internal_error(other.to_string(), None),
     }
 }

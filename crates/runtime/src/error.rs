@@ -84,7 +84,7 @@ pub enum CallError {
     Protocol {
         /// The server's own JSON-RPC error, when it answered with one (a gateway passes it on
         /// as is: code, message and data).
-        upstream: Option<rmcp::ErrorData>,
+        upstream: Option<Box<rmcp::ErrorData>>,
         /// The server.
         server: String,
         /// The tool (or, for resources and prompts, what was asked for).
@@ -279,7 +279,7 @@ pub(crate) fn classify(e: ServiceError, server: &str, tool: &str, timeout: Durat
         },
         ServiceError::McpError(_) | ServiceError::UnexpectedResponse => CallError::Protocol {
             upstream: match &e {
-                ServiceError::McpError(data) => Some(data.clone()),
+                ServiceError::McpError(data) => Some(Box::new(data.clone())),
                 _ => None,
             },
             server,

@@ -657,7 +657,7 @@ pub(super) fn run_server_side(
                 .iter()
                 .find(|(t, _)| *t == Target::Direct)
                 .map(|(_, r)| r[i].1.pass);
-            let mut line = format!("{scenario}");
+            let mut line = scenario.clone();
             let mut details: Vec<String> = Vec::new();
             for (target, per) in &results {
                 let result = &per[i].1;
