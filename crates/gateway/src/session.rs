@@ -339,38 +339,81 @@ impl Session {
             // The sender went with the options: the forwarder ends after the last progress.
             let _ = forward.await;
         }
-        if let Some(logs) = logs {
-            logs.abort();
+        if let Some((stop, forwarder)) = logs {
+            let _ = stop.send(());
+            let _ = forwarder.await;
         }
         (server, outcome.map_err(Failure::Call))
     }
 
     /// Forwards the log notifications `server` sends from now on to `peer` (the client calling
-    /// it), at or above the level that client set, until the returned task is aborted (when the
-    /// call ends).
+    /// it), at or above the level that client set. Sending on the returned stop ends it after
+    /// it forwarded what had arrived by then (the runtime broadcasts a log line before the
+    /// call's result comes back, so the caller gets its call's lines before the result).
     #[allow(deprecated)] // logging: every protocol before 2026-07-28
-    fn forward_logs(&self, server: String, peer: Peer<RoleServer>) -> tokio::task::JoinHandle<()> {
+    fn forward_logs(
+        &self,
+        server: String,
+        peer: Peer<RoleServer>,
+    ) -> (
+        tokio::sync::oneshot::Sender<()>,
+        tokio::task::JoinHandle<()>,
+    ) {
+        use tokio::sync::broadcast::error::{RecvError, TryRecvError};
         let mut rx = self.runtime().server_logs();
         let state = self.state.clone();
-        tokio::spawn(async move {
+        let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let mut forwarded = false;
+            let wanted = |log: &mcp_harness_runtime::ServerLog| {
+                log.server == server
+                    && (log.params.level as u8) >= state.log_level.load(Ordering::Relaxed)
+            };
             loop {
-                let log = match rx.recv().await {
-                    Ok(log) => log,
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
-                        tracing::warn!(%server, missed, "log forwarder fell behind");
-                        continue;
-                    }
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                let log = tokio::select! {
+                    biased;
+                    _ = &mut stopped => break,
+                    log = rx.recv() => log,
                 };
-                let wanted = state.log_level.load(Ordering::Relaxed);
-                if log.server != server || (log.params.level as u8) < wanted {
-                    continue;
+                match log {
+                    Ok(log) if wanted(&log) => {
+                        forwarded = true;
+                        if peer.notify_logging_message(log.params).await.is_err() {
+                            return;
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(RecvError::Lagged(missed)) => {
+                        tracing::warn!(%server, missed, "log forwarder fell behind");
+                    }
+                    Err(RecvError::Closed) => return,
                 }
-                if peer.notify_logging_message(log.params).await.is_err() {
+            }
+            // The call ended. rmcp runs an upstream's notification handlers in tasks of their
+            // own, so a line the upstream sent just before its result may still be on its way:
+            // a call that logged waits up to LOG_GRACE for such stragglers; one that did not
+            // takes only what has arrived (no added latency).
+            let deadline = tokio::time::Instant::now() + LOG_GRACE;
+            loop {
+                let log = if forwarded {
+                    match tokio::time::timeout_at(deadline, rx.recv()).await {
+                        Ok(Ok(log)) => log,
+                        Ok(Err(RecvError::Lagged(_))) => continue,
+                        Ok(Err(RecvError::Closed)) | Err(_) => return,
+                    }
+                } else {
+                    match rx.try_recv() {
+                        Ok(log) => log,
+                        Err(TryRecvError::Lagged(_)) => continue,
+                        Err(TryRecvError::Empty | TryRecvError::Closed) => return,
+                    }
+                };
+                if wanted(&log) && peer.notify_logging_message(log.params).await.is_err() {
                     return;
                 }
             }
-        })
+        });
+        (stop, task)
     }
 }
 
@@ -393,6 +436,10 @@ fn refusal(requested: &str, error: CallError) -> Result<CallToolResponse, McpErr
         other => Ok(CallToolResult::error(vec![ContentBlock::text(other.to_string())]).into()),
     }
 }
+
+/// How long a call that forwarded log lines waits, after its result, for lines its upstream
+/// sent just before the result (their handlers run in tasks of their own).
+const LOG_GRACE: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// The error a client gets for a failed prompts/get, resources/read or completion/complete:
 /// the upstream's own JSON-RPC error as it sent it (e.g. -32602 with `data.uri` for an unknown

@@ -522,12 +522,8 @@ impl Handler<Notified> for ServerActor {
             }
             #[allow(deprecated)]
             ServerEvent::Log(log) => {
+                // Broadcast by the session's event sink (`attempt.rs`); none come this way.
                 tracing::debug!(target: "mcp_harness::server_log", server = %self.name(), level = ?log.level, "{}", log.data);
-                // No receivers is fine: nobody listens to server logs.
-                let _ = self.settings.logs.send(ServerLog {
-                    server: self.config.name.clone(),
-                    params: log,
-                });
             }
         }
     }
