@@ -7,11 +7,14 @@
 //! (list kinds, cursors), `ops`, `faults`, `lifecycle` (crashes, HTTP 503s and
 //! forgotten sessions), `skills` (the SEP-2640 skills behind `--skills`),
 //! `versioned`, `bad_results`, `hostile`), `wire_faults`, `serve` (transports and
-//! the program entry point) and `tasks` (the separate task server of the SEP-2663
+//! the program entry point), `conformance` (the official suite's reference server behind
+//! `--conformance`) and `tasks` (the separate task server of the SEP-2663
 //! tests). The parts name `handler` and `lists`, never each other in a circle
 //! (`cargo xtask cycles`).
 
 pub mod options;
+
+mod conformance;
 
 mod handler;
 mod serve;
@@ -19,6 +22,7 @@ mod tasks;
 mod tools;
 mod wire_faults;
 
+pub use conformance::ConformanceServer;
 pub use handler::FixtureServer;
 pub use handler::faults::{FAULT_TOOL_NAMES, MAX_FLOOD};
 pub use handler::lifecycle::{CRASH_EXIT_CODE, Crashed, HTTP_FAULT_TOOL_NAMES};

@@ -34,6 +34,7 @@ use tokio::{io::DuplexStream, net::TcpListener, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
+    conformance::ConformanceServer,
     handler::FixtureServer,
     handler::lifecycle::{CRASH_EXIT_CODE, CrashAfter, Crashed, FaultLayer, fault_layer},
     options::{FixtureOptions, TransportKind},
@@ -83,6 +84,12 @@ where
 /// Serves one client on stdin/stdout until it disconnects (or `crash_after_calls` fires).
 pub async fn serve_stdio(opts: FixtureOptions) -> Result<(), BoxError> {
     start_gate(&opts).await?;
+    if opts.conformance {
+        let running = ConformanceServer::new().serve((stdin(), stdout())).await?;
+        let reason = running.waiting().await?;
+        tracing::debug!(?reason, "conformance session ended");
+        return Ok(());
+    }
     serve_rw(opts, stdin(), stdout()).await
 }
 
@@ -132,6 +139,9 @@ pub async fn serve_http(
     }
     let listener = TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
+    if opts.conformance {
+        return Ok((bound, serve_conformance_http(listener)));
+    }
     let fail_http = opts.fail_http;
     let server = FixtureServer::new(opts);
     {
@@ -165,6 +175,27 @@ pub async fn serve_http(
         }
     });
     Ok((bound, handle))
+}
+
+/// Serves [`ConformanceServer`] as Streamable HTTP under `/mcp` on `listener`, with rmcp's
+/// defaults (stateful sessions, loopback `Host`s only, SSE priming with a retry hint) and no
+/// fault layer: what the suite checks is rmcp's behaviour plus the conformance handler.
+fn serve_conformance_http(listener: TcpListener) -> JoinHandle<()> {
+    let server = ConformanceServer::new();
+    let ct = CancellationToken::new();
+    let config = StreamableHttpServerConfig::default().with_cancellation_token(ct.child_token());
+    let service = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let router = axum::Router::new().nest_service("/mcp", service);
+    tokio::spawn(async move {
+        let _sessions = ct.drop_guard();
+        if let Err(error) = serve_nodelay(listener, router).await {
+            tracing::error!(%error, "conformance http server stopped");
+        }
+    })
 }
 
 /// Serves one client over an in-memory pipe; the task ends when the client

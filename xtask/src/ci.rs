@@ -16,7 +16,8 @@
 //!    with `inheritEnv: false` drops the tag and is not seen);
 //! 5. `cargo doc --workspace --no-deps` with warnings as errors (broken or private links in
 //!    the doc comments that state the invariants);
-//! 6. `cargo xtask conformance --all` (the official client conformance scenarios);
+//! 6. `cargo xtask conformance --all` (the official client conformance scenarios, then the
+//!    server scenarios against the fixture direct and through `mcp-harness serve`);
 //! 7. `cargo xtask chaos --runs 2 --skip-known` (the fault matrix, small N, without the cases
 //!    that fail on main until their issue-13 fixes land).
 

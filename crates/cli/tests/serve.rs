@@ -511,3 +511,118 @@ fn health_metrics_audit_and_session_limit() {
         "upstreams left after SIGTERM"
     );
 }
+
+/// What the conformance server scenarios found through the gateway, kept fixed: a client's
+/// `logging/setLevel` is accepted and the upstream's log notifications during a call reach
+/// that client; an upstream's JSON-RPC error (an unknown resource: -32602 with `data.uri`)
+/// reaches the client as sent, not as an internal error. Over stdio, raw JSON-RPC lines, in
+/// front of the fixture's conformance mode under its own names.
+#[test]
+fn serve_forwards_logging_and_upstream_errors() {
+    use std::io::Write as _;
+    let dir = temp_home("serve-conf", "raw");
+    let marker = marker("conf");
+    let file = dir.join("gateway.json");
+    let config = json!({
+        "mcpServers": {"conf": {"command": bin(),
+            "args": ["fixture-server", "--conformance", "--name", &marker]}},
+        "permissions": {"allow": ["mcp__conf__*"]}
+    });
+    std::fs::write(&file, config.to_string()).expect("write config");
+    let mut gateway = Command::new(bin())
+        .args(["--config", &path(file), "serve", "--prefix", "none"])
+        .env("HOME", dir.join("home"))
+        .env("XDG_CONFIG_HOME", dir.join("xdg"))
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start mcp-harness serve");
+    let mut stdin = gateway.stdin.take().expect("stdin");
+    let stdout = gateway.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel::<Value>();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Ok(message) = serde_json::from_str(&line)
+                && tx.send(message).is_err()
+            {
+                return;
+            }
+        }
+    });
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut seen: Vec<Value> = Vec::new();
+        let mut request = |message: Value| -> Value {
+            let id = message["id"].clone();
+            writeln!(stdin, "{message}").expect("write to serve");
+            if id.is_null() {
+                return Value::Null; // a notification: nothing comes back
+            }
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                let left = deadline.saturating_duration_since(Instant::now());
+                let got = rx.recv_timeout(left).expect("an answer from serve in time");
+                if got["id"] == id && got.get("method").is_none() {
+                    return got;
+                }
+                seen.push(got);
+            }
+        };
+        let init = request(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "conf-test", "version": "1"}}}),
+        );
+        assert!(
+            init["result"]["capabilities"]["logging"].is_object(),
+            "{init}"
+        );
+        request(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+
+        // The upstream connects in the background: list until its tools are there (bounded).
+        let mut listed = false;
+        for attempt in 0..100 {
+            let tools = request(json!({"jsonrpc": "2.0", "id": 100 + attempt,
+                "method": "tools/list"}));
+            if tools.to_string().contains("test_tool_with_logging") {
+                listed = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert!(listed, "the upstream's tools never appeared");
+        let level = request(json!({"jsonrpc": "2.0", "id": 2,
+            "method": "logging/setLevel", "params": {"level": "info"}}));
+        assert!(level.get("result").is_some(), "setLevel refused: {level}");
+
+        let call = request(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": {"name": "test_tool_with_logging", "arguments": {}}}));
+        assert!(call.get("result").is_some(), "{call}");
+        let uri = "test://nonexistent-resource-for-conformance-testing";
+        let read = request(json!({"jsonrpc": "2.0", "id": 4,
+            "method": "resources/read", "params": {"uri": uri}}));
+        assert_eq!(read["error"]["code"], -32602, "{read}");
+        assert_eq!(read["error"]["data"]["uri"], uri, "data.uri lost: {read}");
+        assert!(
+            seen.iter().any(|m| m["method"] == "notifications/message"),
+            "no upstream log reached the caller: {seen:?}"
+        );
+    }));
+    drop(stdin);
+    let start = Instant::now();
+    while gateway.try_wait().ok().flatten().is_none() && start.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = gateway.kill();
+    let _ = gateway.wait();
+    let _ = reader.join();
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+    assert_eq!(
+        wait_gone(&marker),
+        Vec::<u32>::new(),
+        "upstream left after stdin closed"
+    );
+}

@@ -1,7 +1,7 @@
 //! What reaches a connected client of `mcp-harness serve --http` on its GET stream while it
 //! runs: a config edit (the new server's tools as `tools/list_changed`, then in its list,
-//! without a restart; a removed server's tools leave it and its process stops), and upstream
-//! log messages once the client set a level (`logging/setLevel`), never before.
+//! without a restart; a removed server's tools leave it and its process stops), and an
+//! upstream's log messages during a call (to the calling client only, at its `logging/setLevel`).
 
 mod common;
 
@@ -155,8 +155,8 @@ fn a_config_edit_reaches_connected_clients() {
     drop(served);
 }
 
-/// An upstream's `notifications/message` reaches the client that set a level, with the
-/// server's name as its logger; a client that never set one gets none.
+/// An upstream's `notifications/message` during a call reaches the calling client, which set a
+/// level; another client gets none.
 #[test]
 fn upstream_log_messages_reach_clients_that_set_a_level() {
     let dir = temp_home("serve-logs", "ev");
@@ -202,9 +202,13 @@ fn upstream_log_messages_reach_clients_that_set_a_level() {
         &toggle.to_string(),
     );
     assert_eq!(status, 200, "{body}");
-    let seen = read_until(&mut stream, "\"logger\":\"ev\"", Duration::from_secs(15));
+    let seen = read_until(
+        &mut stream,
+        "notifications/message",
+        Duration::from_secs(15),
+    );
     assert!(
-        seen.contains("notifications/message") && seen.contains("\"logger\":\"ev\""),
+        seen.contains("notifications/message") && seen.contains("-level message"),
         "no upstream log message reached the client: {seen}"
     );
     let other = read_until(&mut quiet, "notifications/message", Duration::from_secs(1));

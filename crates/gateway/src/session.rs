@@ -27,8 +27,8 @@ use rmcp::model::{
     ContentBlock, GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, Reference,
-    ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig, SubscribeRequestParams,
-    SubscriptionFilter, UnsubscribeRequestParams,
+    ResourceUpdatedNotificationParam, ResultType, ServerCapabilities, ServerConfig,
+    SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext, SubscriptionSink};
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
@@ -38,9 +38,6 @@ use crate::auth::{Clients, Identity};
 use crate::bridge::{ClientBridge, as_caller};
 use crate::names::{PromptView, ResourceView, ToolView};
 use crate::ops::{Audit, CallRecord, Metrics, Outcome};
-
-/// How long one log message may take to reach a client before it stops getting them.
-const LOG_SEND_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The list kinds a client is told about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -230,17 +227,13 @@ struct SessionState {
     calls: Arc<tokio::sync::Semaphore>,
     /// This session's resource subscriptions: (server, URI) → the task forwarding updates.
     subscriptions: Mutex<HashMap<(String, String), tokio::task::JoinHandle<()>>>,
-    /// The least severity this client asked for (`logging/setLevel`), as a rank, and the task
-    /// forwarding upstream log messages to it (started by its first `setLevel`).
-    log_level: Arc<std::sync::atomic::AtomicU8>,
-    logs: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// The least severe log level this client asked for (`logging/setLevel`; the
+    /// `LoggingLevel` discriminant, `Debug` = 0 = everything until it asks).
+    log_level: std::sync::atomic::AtomicU8,
 }
 
 impl Drop for SessionState {
     fn drop(&mut self) {
-        if let Some(task) = lock(&self.logs).take() {
-            task.abort();
-        }
         self.shared.sessions.remove(&self.id);
         self.shared.closed.fetch_add(1, Ordering::Relaxed);
         let subscriptions = std::mem::take(&mut *lock(&self.subscriptions));
@@ -278,8 +271,7 @@ impl Session {
                 shared,
                 listed: Mutex::new(None),
                 subscriptions: Mutex::new(HashMap::new()),
-                log_level: Arc::new(std::sync::atomic::AtomicU8::new(0)),
-                logs: Mutex::new(None),
+                log_level: std::sync::atomic::AtomicU8::new(0),
             }),
         }
     }
@@ -419,6 +411,9 @@ impl Session {
                 }
             })
         });
+        let logs = server
+            .clone()
+            .map(|server| self.forward_logs(server, context.peer.clone()));
         let _in_flight = server
             .as_deref()
             .map(|server| self.shared().bridge.enter(server, context.peer.clone()));
@@ -436,7 +431,81 @@ impl Session {
             // The sender went with the options: the forwarder ends after the last progress.
             let _ = forward.await;
         }
+        if let Some((stop, forwarder)) = logs {
+            let _ = stop.send(());
+            let _ = forwarder.await;
+        }
         (server, outcome.map_err(Failure::Call))
+    }
+
+    /// Forwards the log notifications `server` sends from now on to `peer` (the client calling
+    /// it), at or above the level that client set. Sending on the returned stop ends it after
+    /// it forwarded what had arrived by then (the runtime broadcasts a log line before the
+    /// call's result comes back, so the caller gets its call's lines before the result).
+    #[allow(deprecated)] // logging: every protocol before 2026-07-28
+    fn forward_logs(
+        &self,
+        server: String,
+        peer: Peer<RoleServer>,
+    ) -> (
+        tokio::sync::oneshot::Sender<()>,
+        tokio::task::JoinHandle<()>,
+    ) {
+        use tokio::sync::broadcast::error::{RecvError, TryRecvError};
+        let mut rx = self.runtime().server_logs();
+        let state = self.state.clone();
+        let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let mut forwarded = false;
+            let wanted = |log: &mcp_harness_runtime::ServerLog| {
+                log.server == server
+                    && (log.params.level as u8) >= state.log_level.load(Ordering::Relaxed)
+            };
+            loop {
+                let log = tokio::select! {
+                    biased;
+                    _ = &mut stopped => break,
+                    log = rx.recv() => log,
+                };
+                match log {
+                    Ok(log) if wanted(&log) => {
+                        forwarded = true;
+                        if peer.notify_logging_message(log.params).await.is_err() {
+                            return;
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(RecvError::Lagged(missed)) => {
+                        tracing::warn!(%server, missed, "log forwarder fell behind");
+                    }
+                    Err(RecvError::Closed) => return,
+                }
+            }
+            // The call ended. rmcp runs an upstream's notification handlers in tasks of their
+            // own, so a line the upstream sent just before its result may still be on its way:
+            // a call that logged waits up to LOG_GRACE for such stragglers; one that did not
+            // takes only what has arrived (no added latency).
+            let deadline = tokio::time::Instant::now() + LOG_GRACE;
+            loop {
+                let log = if forwarded {
+                    match tokio::time::timeout_at(deadline, rx.recv()).await {
+                        Ok(Ok(log)) => log,
+                        Ok(Err(RecvError::Lagged(_))) => continue,
+                        Ok(Err(RecvError::Closed)) | Err(_) => return,
+                    }
+                } else {
+                    match rx.try_recv() {
+                        Ok(log) => log,
+                        Err(TryRecvError::Lagged(_)) => continue,
+                        Err(TryRecvError::Empty | TryRecvError::Closed) => return,
+                    }
+                };
+                if wanted(&log) && peer.notify_logging_message(log.params).await.is_err() {
+                    return;
+                }
+            }
+        });
+        (stop, task)
     }
 }
 
@@ -460,6 +529,23 @@ fn refusal(requested: &str, error: CallError) -> Result<CallToolResponse, McpErr
     }
 }
 
+/// How long a call that forwarded log lines waits, after its result, for lines its upstream
+/// sent just before the result (their handlers run in tasks of their own).
+const LOG_GRACE: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// The error a client gets for a failed prompts/get, resources/read or completion/complete:
+/// the upstream's own JSON-RPC error as it sent it (e.g. -32602 with `data.uri` for an unknown
+/// resource), else an internal error saying what failed.
+fn upstream_error(error: CallError) -> McpError {
+    match error {
+        CallError::Protocol {
+            upstream: Some(data),
+            ..
+        } => *data,
+        other => McpError::internal_error(other.to_string(), None),
+    }
+}
+
 /// The result a client gets: the normalised one (output budget applied), `isError` kept.
 fn downstream_result(result: ToolResult) -> CallToolResult {
     let normalized = result.normalized;
@@ -474,9 +560,10 @@ fn downstream_result(result: ToolResult) -> CallToolResult {
 }
 
 impl ServerHandler for Session {
-    #[allow(deprecated)] // logging: every protocol before 2026-07-28
     fn get_info(&self) -> ServerConfig {
+        #[allow(deprecated)] // logging: every protocol before 2026-07-28
         let capabilities = ServerCapabilities::builder()
+            .enable_logging()
             .enable_tools()
             .enable_tool_list_changed()
             .enable_prompts()
@@ -485,12 +572,43 @@ impl ServerHandler for Session {
             .enable_resources_list_changed()
             .enable_resources_subscribe()
             .enable_completions()
-            .enable_logging()
             .build();
         ServerConfig::new(capabilities).with_server_info(Implementation::new(
             &self.shared().options.name,
             env!("CARGO_PKG_VERSION"),
         ))
+    }
+
+    /// The upstream's own tool `name` as listed to this session (rmcp checks SEP-2243
+    /// `Mcp-Param-*` headers against its `x-mcp-header` annotations): from the session's last
+    /// listing, else from the current catalog.
+    fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        if let Some(listed) = lock(&self.state.listed).as_ref() {
+            return listed.view.tools.iter().find(|t| t.name == name).cloned();
+        }
+        let snapshot = self.runtime().snapshot();
+        let prefix = self.shared().options.prefix;
+        let found = snapshot.tools().find(|entry| match prefix {
+            crate::Prefix::None => entry.raw_name == name,
+            crate::Prefix::Server => entry.qualified_name == name,
+        });
+        found.map(|entry| {
+            let mut tool = (*entry.tool).clone();
+            tool.name = name.to_string().into();
+            tool
+        })
+    }
+
+    #[allow(deprecated)] // logging/setLevel: every protocol before 2026-07-28
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.state
+            .log_level
+            .store(request.level as u8, Ordering::Relaxed);
+        Ok(())
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -614,8 +732,12 @@ impl ServerHandler for Session {
         self.runtime()
             .get_prompt(&target.server, &target.raw_name, request.arguments)
             .await
-            .map(Into::into)
-            .map_err(|e| McpError::internal_error(e.to_string(), None))
+            .map(|mut result| {
+                // An upstream of an older protocol sends none; rmcp drops it for such clients.
+                result.result_type.get_or_insert(ResultType::COMPLETE);
+                result.into()
+            })
+            .map_err(upstream_error)
     }
 
     async fn list_resources(
@@ -659,8 +781,11 @@ impl ServerHandler for Session {
         self.runtime()
             .read_resource(server, &request.uri)
             .await
-            .map(Into::into)
-            .map_err(|e| McpError::internal_error(e.to_string(), None))
+            .map(|mut result| {
+                result.result_type.get_or_insert(ResultType::COMPLETE);
+                result.into()
+            })
+            .map_err(upstream_error)
     }
 
     async fn complete(
@@ -708,49 +833,11 @@ impl ServerHandler for Session {
         self.runtime()
             .complete(&server, request)
             .await
-            .map_err(|e| McpError::internal_error(e.to_string(), None))
-    }
-
-    /// Upstream log messages of this level and above reach this client from now on, each with
-    /// its server's name as the logger (`SERVER` or `SERVER/LOGGER`).
-    #[allow(deprecated)] // logging: every protocol before 2026-07-28
-    async fn set_level(
-        &self,
-        request: rmcp::model::SetLevelRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        self.state
-            .log_level
-            .store(request.level as u8, Ordering::Relaxed);
-        let mut logs = lock(&self.state.logs);
-        if logs.is_none() {
-            let mut incoming = self.runtime().server_logs();
-            let (peer, least) = (context.peer.clone(), self.state.log_level.clone());
-            *logs = Some(tokio::spawn(async move {
-                while let Some(log) = incoming.next().await {
-                    if (log.level as u8) < least.load(Ordering::Relaxed) {
-                        continue;
-                    }
-                    let logger = match &log.logger {
-                        Some(logger) => format!("{}/{logger}", log.server),
-                        None => log.server.clone(),
-                    };
-                    let message =
-                        rmcp::model::LoggingMessageNotificationParam::new(log.level, log.data)
-                            .with_logger(logger);
-                    let sent = tokio::time::timeout(
-                        LOG_SEND_DEADLINE,
-                        peer.notify_logging_message(message),
-                    )
-                    .await;
-                    if !matches!(sent, Ok(Ok(()))) {
-                        tracing::debug!("a client stopped taking log messages");
-                        break;
-                    }
-                }
-            }));
-        }
-        Ok(())
+            .map(|mut result| {
+                result.result_type.get_or_insert(ResultType::COMPLETE);
+                result
+            })
+            .map_err(upstream_error)
     }
 
     #[allow(deprecated)] // resources/subscribe: every protocol before 2026-07-28

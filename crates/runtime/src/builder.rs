@@ -297,7 +297,7 @@ impl RuntimeBuilder {
         let (every, revisions) = broadcast::channel(self.revision_buffer);
         let cache = Arc::new(ListingCache::new(self.cache_entries));
         let (resource_updates, _) = broadcast::channel(RESOURCE_UPDATE_BUFFER);
-        let (server_logs, _) = broadcast::channel(RESOURCE_UPDATE_BUFFER);
+        let (logs, _) = broadcast::channel(RESOURCE_UPDATE_BUFFER);
         let gate = Arc::new(RevisionGate::default());
         let progress = Arc::new(ProgressRoutes::default());
         // The pinned threads belong to the actor thread, which stops them after its actors.
@@ -320,7 +320,7 @@ impl RuntimeBuilder {
             metadata: self.config.metadata_limits.clone(),
             cache: cache.clone(),
             resource_updates: resource_updates.clone(),
-            server_logs: server_logs.clone(),
+            logs: logs.clone(),
             callbacks: self.callbacks.clone(),
             progress: progress.clone(),
             reconnect: self.reconnect.clone(),
@@ -406,7 +406,7 @@ impl RuntimeBuilder {
             #[cfg(feature = "testing")]
             cache,
             resource_updates,
-            server_logs,
+            logs,
             calls,
             desired,
             system,

@@ -82,6 +82,9 @@ pub enum CallError {
     #[error("server \"{server}\": `{tool}` was rejected: {message}")]
     /// The server answered with an error or broke the protocol.
     Protocol {
+        /// The server's own JSON-RPC error, when it answered with one (a gateway passes it on
+        /// as is: code, message and data).
+        upstream: Option<Box<rmcp::ErrorData>>,
         /// The server.
         server: String,
         /// The tool (or, for resources and prompts, what was asked for).
@@ -275,6 +278,10 @@ pub(crate) fn classify(e: ServiceError, server: &str, tool: &str, timeout: Durat
             timeout,
         },
         ServiceError::McpError(_) | ServiceError::UnexpectedResponse => CallError::Protocol {
+            upstream: match &e {
+                ServiceError::McpError(data) => Some(Box::new(data.clone())),
+                _ => None,
+            },
             server,
             tool,
             message: describe(e),
@@ -323,6 +330,7 @@ pub(crate) fn unexpected(server: &str, what: &str, got: &ServerResult) -> CallEr
         })
         .unwrap_or_default();
     CallError::Protocol {
+        upstream: None,
         server: server.to_string(),
         tool: what.to_string(),
         message: format!("the server answered with an unexpected result (fields: {kind})"),

@@ -39,7 +39,7 @@ pub struct Runtime {
     #[cfg(feature = "testing")]
     cache: Arc<ListingCache>,
     resource_updates: broadcast::Sender<ResourceUpdate>,
-    server_logs: broadcast::Sender<ServerLog>,
+    logs: broadcast::Sender<ServerLog>,
     calls: Arc<CallContext>,
     desired: Arc<DesiredState>,
     system: System,
@@ -53,7 +53,7 @@ pub(crate) struct Parts {
     #[cfg(feature = "testing")]
     pub(crate) cache: Arc<ListingCache>,
     pub(crate) resource_updates: broadcast::Sender<ResourceUpdate>,
-    pub(crate) server_logs: broadcast::Sender<ServerLog>,
+    pub(crate) logs: broadcast::Sender<ServerLog>,
     pub(crate) calls: Arc<CallContext>,
     pub(crate) desired: Arc<DesiredState>,
     pub(crate) system: System,
@@ -101,26 +101,6 @@ impl ResourceSubscription {
     }
 }
 
-/// Servers' log messages, in arrival order; see [`Runtime::server_logs`].
-pub struct ServerLogs {
-    rx: broadcast::Receiver<ServerLog>,
-}
-
-impl ServerLogs {
-    /// The next log message; `None` once the runtime is gone.
-    pub async fn next(&mut self) -> Option<ServerLog> {
-        loop {
-            match self.rx.recv().await {
-                Ok(log) => return Some(log),
-                Err(broadcast::error::RecvError::Lagged(n)) => {
-                    tracing::warn!(missed = n, "a server-log reader fell behind");
-                }
-                Err(broadcast::error::RecvError::Closed) => return None,
-            }
-        }
-    }
-}
-
 impl Runtime {
     /// A runtime of started `parts`: dropping it stops them.
     pub(crate) fn assemble(parts: Parts) -> Self {
@@ -130,7 +110,7 @@ impl Runtime {
             #[cfg(feature = "testing")]
             cache: parts.cache,
             resource_updates: parts.resource_updates,
-            server_logs: parts.server_logs,
+            logs: parts.logs,
             calls: parts.calls,
             desired: parts.desired,
             system: parts.system,
@@ -326,12 +306,10 @@ impl Runtime {
         }
     }
 
-    /// Every server's log messages (`notifications/message`) from now on, as they arrive. A
-    /// reader more than 1024 messages behind skips the ones it missed (with a warning).
-    pub fn server_logs(&self) -> ServerLogs {
-        ServerLogs {
-            rx: self.server_logs.subscribe(),
-        }
+    /// Every server's log notifications (`notifications/message`) from now on, each with the
+    /// server that sent it; a receiver more than the buffer behind misses the oldest.
+    pub fn server_logs(&self) -> broadcast::Receiver<ServerLog> {
+        self.logs.subscribe()
     }
 
     /// Stops updates of resource `uri` on `server` (`resources/unsubscribe`).
@@ -385,6 +363,7 @@ impl Runtime {
                 self.get_prompt(&command.server, raw_name, arguments).await
             }
             CommandSource::Skill { name } => Err(CallError::Protocol {
+                upstream: None,
                 server: command.server.clone(),
                 tool: name.clone(),
                 message: "skill commands are loaded with load_skill, not prompts/get".into(),
@@ -464,6 +443,7 @@ impl Runtime {
         let result = self.read_resource(server, uri).await?;
         let Some(contents) = result.contents.into_iter().next() else {
             return Err(CallError::Protocol {
+                upstream: None,
                 server: server.to_string(),
                 tool: uri.to_string(),
                 message: "resources/read returned no contents".into(),
@@ -476,12 +456,14 @@ impl Runtime {
                 base64::engine::general_purpose::STANDARD
                     .decode(blob.as_bytes())
                     .map_err(|e| CallError::Protocol {
+                        upstream: None,
                         server: server.to_string(),
                         tool: uri.to_string(),
                         message: format!("the blob is not valid base64: {e}"),
                     })
             }
             _ => Err(CallError::Protocol {
+                upstream: None,
                 server: server.to_string(),
                 tool: uri.to_string(),
                 message: "resources/read returned an unknown kind of contents".into(),

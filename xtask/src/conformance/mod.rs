@@ -29,15 +29,19 @@ use std::process::{Command, ExitCode, Stdio};
 mod baseline;
 mod matrix;
 mod run;
+mod server;
 
 use baseline::{Listed, list_client_scenarios, not_in_matrix, parse_baseline};
 use matrix::{MATRIX, REQUIRED_SCENARIOS, RunSpec, Suite};
 use run::{Verdict, build_client, run_scenario, shell_quote};
+use server::{GAPS_FILE, ServerRun, Target};
 
 const USAGE: &str = "\
 usage: cargo xtask conformance [--suite stable|next] [--spec-version V] [--timeout S] [-v] [SCENARIO...]
        cargo xtask conformance --all [--timeout S] [-v]
        cargo xtask conformance --list [--suite stable|next] [--spec-version V]
+       cargo xtask conformance --server [--suite stable|next] [--spec-version V]
+                               [--target direct|gateway] [-v] [SCENARIO...]
 
 Runs client scenarios of the MCP conformance suite against `mcp-harness conformance-client`
 (built first with `cargo build -p mcp-harness`) and prints one line per scenario,
@@ -57,7 +61,21 @@ if the suite could not run or the baseline is invalid.
                        --spec-version 2025-11-25, 2026-07-28 and 2025-03-26, and both suites'
                        extension scenarios (without a spec version); a listed scenario missing
                        from the matrix fails the run
+                       ... and then the server side, the whole server matrix (below)
   --list               print the suite's client scenarios (runner `list --client`)
+  --server             run the suites' SERVER scenarios instead, against the fixture's
+                       conformance mode (`mcp-fixture-server --conformance`) on two targets:
+                       direct (the fixture over Streamable HTTP) and gateway (`mcp-harness
+                       serve --prefix none --http` with the fixture as stdio upstream). Without
+                       --spec-version / scenarios: every scenario each suite lists, at each
+                       spec version it is tagged with, extensions without one. One line per
+                       scenario: `SCENARIO  direct PASS|FAIL (ok/total)  gateway ...`, the
+                       FAILURE/WARNING checks under a FAIL, then `server: N passed, M failed,
+                       K known (xtask/conformance-server-gaps.txt)`. A gateway failure counts
+                       where the scenario passes direct; known gaps are listed, with their
+                       reason, in xtask/conformance-server-gaps.txt
+                       (`direct|gateway SUITE SPEC|- SCENARIO — REASON`)
+  --target T           --server on one target only (direct or gateway)
   --client-cmd CMD     test this client command line (shell syntax) instead of building
                        mcp-harness; also taken from env CONFORMANCE_CLIENT_CMD
   -v, --verbose        print the FAILURE/WARNING checks (and client stderr tail) under FAILs
@@ -85,6 +103,12 @@ struct Options {
     list: bool,
     client_cmd: Option<String>,
     help: bool,
+    /// `--server`: the server side only; `--all` runs it after the client side.
+    server: bool,
+    /// The server-side targets (`--target`; default both).
+    targets: Vec<Target>,
+    /// `--server` with a suite / spec version / scenarios named: that one run.
+    server_run: Option<(Option<Suite>, Option<String>, Vec<String>)>,
 }
 
 fn parse_args(args: &[String]) -> Result<Options, String> {
@@ -95,6 +119,8 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
     let mut verbose = false;
     let mut list = false;
     let mut help = false;
+    let mut server = false;
+    let mut targets: Vec<Target> = Vec::new();
     let mut client_cmd = std::env::var("CONFORMANCE_CLIENT_CMD")
         .ok()
         .filter(|s| !s.is_empty());
@@ -120,6 +146,15 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
             "-v" | "--verbose" => verbose = true,
             "--all" => all = true,
             "--list" => list = true,
+            "--server" => server = true,
+            "--target" => {
+                let t = value("--target")?;
+                targets.push(match t.as_str() {
+                    "direct" => Target::Direct,
+                    "gateway" => Target::Gateway,
+                    _ => return Err(format!("--target must be direct or gateway, got `{t}`")),
+                });
+            }
             "--suite" => suite = Some(Suite::parse(&value("--suite")?)?),
             "--spec-version" => {
                 let v = value("--spec-version")?;
@@ -148,6 +183,27 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
         }
     }
 
+    if targets.is_empty() {
+        targets = vec![Target::Direct, Target::Gateway];
+    }
+    if server {
+        if all || list || client_cmd_given(args) {
+            return Err("--server takes no --all, --list or --client-cmd".into());
+        }
+        let named = suite.is_some() || spec.is_some() || !scenarios.is_empty();
+        return Ok(Options {
+            runs: Vec::new(),
+            all: false,
+            timeout_s,
+            verbose,
+            list: false,
+            client_cmd: None,
+            help,
+            server: true,
+            targets,
+            server_run: named.then_some((suite, spec, scenarios)),
+        });
+    }
     let runs = if all {
         if suite.is_some() || spec.is_some() || !scenarios.is_empty() || list {
             return Err("--all takes no --suite, --spec-version, --list or scenarios".into());
@@ -178,7 +234,15 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
         list,
         client_cmd,
         help,
+        server: false,
+        targets,
+        server_run: None,
     })
+}
+
+fn client_cmd_given(args: &[String]) -> bool {
+    args.iter()
+        .any(|a| a == "--client-cmd" || a.starts_with("--client-cmd="))
 }
 
 /// Scenario names become directory names: keep them to the characters the suite uses.
@@ -238,8 +302,18 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
     if !node.is_file() {
         missing.push(node.clone());
     }
-    for run in &opts.runs {
-        let entry = run.suite.entry(&peers);
+    let server_suites: &[Suite] = if opts.server || opts.all {
+        &[Suite::Stable, Suite::Next]
+    } else {
+        &[]
+    };
+    for suite in opts
+        .runs
+        .iter()
+        .map(|r| r.suite)
+        .chain(server_suites.iter().copied())
+    {
+        let entry = suite.entry(&peers);
         if !entry.is_file() && !missing.contains(&entry) {
             missing.push(entry);
         }
@@ -258,6 +332,9 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
 
     if opts.list {
         return list_scenarios(&node, &opts.runs);
+    }
+    if opts.server {
+        return server_main(&root, &node, &peers, &opts);
     }
 
     if Command::new("timeout")
@@ -407,7 +484,87 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
         failed += 1;
     }
     println!("{passed} passed, {failed} failed, {known} known (baseline)");
-    if failed > 0 {
+    let client = if failed > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    };
+    if !opts.all {
+        return client;
+    }
+    println!();
+    let server = server_main(&root, &node, &peers, &opts);
+    if server != ExitCode::SUCCESS {
+        server
+    } else {
+        client
+    }
+}
+
+/// The server side (`--server`, and `--all` after the client side); the last line is
+/// `server: N passed, M failed, K known (GAPS_FILE)`.
+fn server_main(root: &Path, node: &Path, peers: &Path, opts: &Options) -> ExitCode {
+    let suites: Vec<Suite> = match &opts.server_run {
+        Some((Some(suite), _, _)) => vec![*suite],
+        Some((None, _, _)) => vec![Suite::Stable],
+        None => vec![Suite::Stable, Suite::Next],
+    };
+    let mut listed = Vec::new();
+    for suite in suites {
+        match server::list_server_scenarios(node, peers, suite) {
+            Ok(l) => listed.push((suite, l)),
+            Err(e) => {
+                eprintln!("xtask conformance: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let gaps = match fs::read_to_string(root.join(GAPS_FILE)) {
+        Ok(text) => match server::parse_gaps(&text) {
+            Ok(g) => g,
+            Err(e) => {
+                eprintln!("xtask conformance: {GAPS_FILE}: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => {
+            eprintln!("xtask conformance: cannot read {GAPS_FILE}: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runs: Vec<ServerRun> = match &opts.server_run {
+        Some((_, spec, scenarios)) if spec.is_some() || !scenarios.is_empty() => {
+            let (suite, all) = &listed[0];
+            let scenarios = if scenarios.is_empty() {
+                all.iter()
+                    .filter(|l| spec.as_ref().is_some_and(|v| l.tags.contains(v)))
+                    .map(|l| l.name.clone())
+                    .collect()
+            } else {
+                scenarios.clone()
+            };
+            if scenarios.is_empty() {
+                eprintln!("xtask conformance: no server scenario to run");
+                return ExitCode::from(2);
+            }
+            vec![ServerRun {
+                suite: *suite,
+                spec: spec.clone(),
+                scenarios,
+            }]
+        }
+        _ => server::server_matrix(&listed),
+    };
+    let summary =
+        server::run_server_side(root, node, peers, &runs, &opts.targets, &gaps, opts.verbose);
+    println!(
+        "server: {} passed, {} failed, {} known ({GAPS_FILE})",
+        summary.passed, summary.failed, summary.known
+    );
+    if summary.broken {
+        ExitCode::from(2)
+    } else if summary.failed > 0 {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS

@@ -535,6 +535,7 @@ impl PreparedCall {
                             .map(|i| i.protocol_version.to_string())
                             .unwrap_or_default();
                         return Err(CallError::Protocol {
+                            upstream: None,
                             server: entry.server.clone(),
                             tool: entry.raw_name.clone(),
                             message: format!(
@@ -552,6 +553,7 @@ impl PreparedCall {
                     )
                     .await
                     .map_err(|message| CallError::Protocol {
+                        upstream: None,
                         server: entry.server.clone(),
                         tool: entry.raw_name.clone(),
                         message,
@@ -583,6 +585,7 @@ impl PreparedCall {
                 }
                 ServerResult::InputRequiredResult(_) => {
                     return Err(CallError::Protocol {
+                        upstream: None,
                         server: entry.server.clone(),
                         tool: entry.raw_name.clone(),
                         message: format!("the server still needed input after {MAX_ROUNDS} rounds"),

@@ -71,6 +71,7 @@ impl TaskCall<'_> {
     /// A protocol-class error of this call.
     pub(crate) fn protocol(&self, message: String) -> CallError {
         CallError::Protocol {
+            upstream: None,
             server: self.server.to_string(),
             tool: self.tool.to_string(),
             message,

@@ -64,18 +64,14 @@ pub struct ResourceUpdate {
     pub uri: String,
 }
 
-/// A `notifications/message` (log message) from a server, as the runtime broadcasts it.
+/// A `notifications/message` (log output) from a server, as the runtime broadcasts it.
 #[derive(Debug, Clone)]
-#[allow(deprecated)] // logging: every protocol before 2026-07-28 (SEP-2577 removes it)
 pub struct ServerLog {
     /// The server that sent it.
     pub server: String,
-    /// Its severity.
-    pub level: rmcp::model::LoggingLevel,
-    /// The server's logger name, if it gave one.
-    pub logger: Option<String>,
-    /// The message (any JSON the server sent).
-    pub data: serde_json::Value,
+    /// The notification as the server sent it.
+    #[allow(deprecated)] // logging: every protocol before 2026-07-28
+    pub params: rmcp::model::LoggingMessageNotificationParam,
 }
 
 /// Shared settings every server actor is started with.
@@ -86,8 +82,8 @@ pub(crate) struct ServerSettings {
     pub metadata: MetadataLimits,
     pub cache: Arc<ListingCache>,
     pub resource_updates: broadcast::Sender<ResourceUpdate>,
-    /// Where servers' log messages are broadcast.
-    pub server_logs: broadcast::Sender<ServerLog>,
+    /// Where servers' log notifications are broadcast (no receiver: dropped).
+    pub logs: broadcast::Sender<ServerLog>,
     /// The embedder's answers to elicitation, sampling and roots requests.
     pub callbacks: Option<Callbacks>,
     /// Where progress of in-flight requests is delivered.
@@ -526,14 +522,8 @@ impl Handler<Notified> for ServerActor {
             }
             #[allow(deprecated)]
             ServerEvent::Log(log) => {
+                // Broadcast by the session's event sink (`attempt.rs`); none come this way.
                 tracing::debug!(target: "mcp_harness::server_log", server = %self.name(), level = ?log.level, "{}", log.data);
-                // No receivers is fine: nobody listens to server logs.
-                let _ = self.settings.server_logs.send(ServerLog {
-                    server: self.config.name.clone(),
-                    level: log.level,
-                    logger: log.logger,
-                    data: log.data,
-                });
             }
         }
     }

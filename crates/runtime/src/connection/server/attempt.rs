@@ -23,7 +23,7 @@ use rmcp::model::ProtocolVersion;
 
 use super::phase::{Connecting, Pace, Phase};
 use super::timers::fnv;
-use super::{Notified, ServerActor, unavailable};
+use super::{Notified, ServerActor, ServerLog, unavailable};
 use crate::connection::listing::{Listed, declared_kinds, list_kind};
 use crate::connection::supervision::Slot;
 
@@ -65,7 +65,19 @@ impl ServerActor {
 
         let weak = ctx.address().downgrade();
         let (progress, server) = (self.settings.progress.clone(), self.config.name.clone());
+        let logs = self.settings.logs.clone();
         let sink: EventSink = Arc::new(move |event| {
+            #[allow(deprecated)] // logging: every protocol before 2026-07-28
+            if let ServerEvent::Log(params) = event {
+                // Straight to the listeners, no actor hop: a call's log lines are broadcast
+                // before its result is handed back (no receiver is fine).
+                tracing::debug!(target: "mcp_harness::server_log", server = %server, level = ?params.level, "{}", params.data);
+                let _ = logs.send(ServerLog {
+                    server: server.to_string(),
+                    params,
+                });
+                return;
+            }
             if let ServerEvent::Progress(p) = event {
                 // Straight to the waiting caller, no actor hop.
                 if !progress.deliver(&server, epoch, p) {

@@ -1,0 +1,910 @@
+//! `--conformance`: the server the official MCP conformance suite's *server* scenarios expect
+//! (`@modelcontextprotocol/conformance server --url …`): the tools `test_*`, the resources
+//! `test://…`, the prompts `test_*_prompt`, logging, completion and subscriptions, with the
+//! exact texts and payloads the scenarios check.
+//!
+//! Invariants:
+//! - Every result is built from the JSON the scenarios compare against and decoded into rmcp's
+//!   types once; a payload rmcp cannot decode is a bug of this module, reported as an internal
+//!   error, never a panic.
+//! - List and read results carry the SEP-2549 cache hints (`ttlMs`, `cacheScope`); rmcp drops
+//!   what an older negotiated protocol does not know.
+//! - Server-to-client requests (sampling, elicitation) ride the caller's request (they are sent
+//!   from the handler's own task, never from a spawned one).
+
+// Logging (and the capability, level and notification types) is deprecated by SEP-2577, but the
+// scenarios still exercise it.
+#![allow(deprecated)]
+
+mod mrtr;
+
+use std::{
+    collections::BTreeSet,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use rmcp::{
+    ErrorData as McpError, RoleServer, ServerHandler,
+    model::{
+        CallToolRequestParams, CallToolResponse, ClientResult, CompleteRequestParams,
+        CompleteResult, GetPromptRequestParams, GetPromptResponse, Implementation,
+        ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+        LoggingLevel, LoggingMessageNotificationParam, NumberOrString, PaginatedRequestParams,
+        ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse,
+        ServerCapabilities, ServerConfig, ServerNotification, ServerRequest, SetLevelRequestParams,
+        SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+    },
+    service::{RequestContext, SubscriptionContext, SubscriptionSink},
+};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+/// A 1×1 PNG, base64.
+const IMAGE_PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
+/// A minimal WAV file, base64.
+const AUDIO_WAV: &str = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA=";
+/// Cache lifetime announced on lists and reads (SEP-2549).
+const TTL_MS: u64 = 300_000;
+/// Pause between the notifications of the logging and progress tools.
+const STEP: Duration = Duration::from_millis(50);
+
+/// The conformance suite's reference server behaviour. Clones share the subscription set and
+/// the open `subscriptions/listen` streams.
+#[derive(Clone, Default)]
+pub struct ConformanceServer {
+    subscriptions: Arc<Mutex<BTreeSet<String>>>,
+    /// Open listen streams (2026-07-28), keyed by a registration number.
+    sinks: Arc<Mutex<Vec<(u64, SubscriptionSink)>>>,
+    next_sink: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl ConformanceServer {
+    /// A server with no subscriptions.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn subscriptions(&self) -> std::sync::MutexGuard<'_, BTreeSet<String>> {
+        self.subscriptions
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn sinks(&self) -> std::sync::MutexGuard<'_, Vec<(u64, SubscriptionSink)>> {
+        self.sinks
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Sends `notification` to every open listen stream whose accepted filter takes it
+    /// (rmcp's sink refuses the others).
+    async fn broadcast(&self, notification: ServerNotification) {
+        let sinks: Vec<SubscriptionSink> = self.sinks().iter().map(|(_, s)| s.clone()).collect();
+        for sink in sinks {
+            if let Err(error) = sink.send(notification.clone()).await {
+                tracing::debug!(%error, "listen stream did not take the notification");
+            }
+        }
+    }
+}
+
+/// Decodes `value` into an rmcp type; failure is this module's bug (see the invariant).
+fn decode<T: DeserializeOwned>(value: Value) -> Result<T, McpError> {
+    serde_json::from_value(value)
+        .map_err(|e| McpError::internal_error(format!("conformance fixture payload: {e}"), None))
+}
+
+/// Decodes a *result*: `resultType: "complete"` is set unless the payload names one (2026-07-28
+/// requires it; rmcp drops it for peers that negotiated an older protocol).
+fn complete<T: DeserializeOwned>(mut value: Value) -> Result<T, McpError> {
+    if let Value::Object(map) = &mut value {
+        map.entry("resultType").or_insert_with(|| json!("complete"));
+    }
+    decode(value)
+}
+
+fn text(text: impl Into<String>) -> Value {
+    json!({ "type": "text", "text": text.into() })
+}
+
+fn tool_result(content: Vec<Value>) -> Result<CallToolResponse, McpError> {
+    let result: rmcp::model::CallToolResult = complete(json!({ "content": content }))?;
+    Ok(result.into())
+}
+
+/// The JSON Schema 2020-12 input schema of `json_schema_2020_12_tool` (SEP-1613): `$schema`,
+/// `$defs`, `$ref`, `$anchor`, `allOf`/`anyOf`, `if`/`then`/`else` must reach clients intact.
+fn json_schema_2020_12() -> Value {
+    json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "$defs": {
+            "address": {
+                "$anchor": "addressDef",
+                "type": "object",
+                "properties": { "street": { "type": "string" }, "city": { "type": "string" } }
+            }
+        },
+        "properties": {
+            "name": { "type": "string" },
+            "address": { "$ref": "#/$defs/address" },
+            "contactMethod": { "type": "string", "enum": ["phone", "email"] },
+            "phone": { "type": "string" },
+            "email": { "type": "string" }
+        },
+        "allOf": [{ "anyOf": [{ "required": ["phone"] }, { "required": ["email"] }] }],
+        "if": {
+            "properties": { "contactMethod": { "const": "phone" } },
+            "required": ["contactMethod"]
+        },
+        "then": { "required": ["phone"] },
+        "else": { "required": ["email"] },
+        "additionalProperties": false
+    })
+}
+
+fn tools() -> Value {
+    let mut all = base_tools();
+    if let Value::Array(list) = &mut all {
+        list.extend(mrtr::TOOLS.iter().map(|(name, description)| {
+            json!({
+                "name": name,
+                "description": description,
+                "inputSchema": { "type": "object", "properties": {} }
+            })
+        }));
+    }
+    all
+}
+
+fn base_tools() -> Value {
+    let empty = json!({ "type": "object", "properties": {} });
+    let tool = |name: &str, description: &str| json!({ "name": name, "description": description, "inputSchema": empty });
+    let string_arg = |name: &str, description: &str, arg: &str, arg_description: &str| {
+        json!({
+            "name": name,
+            "description": description,
+            "inputSchema": {
+                "type": "object",
+                "properties": { arg: { "type": "string", "description": arg_description } },
+                "required": [arg]
+            }
+        })
+    };
+    json!([
+        tool("test_simple_text", "Tests simple text content response"),
+        tool("test_image_content", "Tests image content response"),
+        tool("test_audio_content", "Tests audio content response"),
+        tool("test_embedded_resource", "Tests embedded resource content response"),
+        tool(
+            "test_multiple_content_types",
+            "Tests response with multiple content types (text, image, resource)"
+        ),
+        tool(
+            "test_tool_with_logging",
+            "Tests tool that emits log messages during execution"
+        ),
+        tool(
+            "test_tool_with_progress",
+            "Tests tool that reports progress notifications"
+        ),
+        tool("test_error_handling", "Tests error response handling"),
+        tool("test_missing_capability", "Test tool requiring sampling"),
+        tool(
+            "test_streaming_elicitation",
+            "Diagnostic tool validating response progress streams"
+        ),
+        tool("test_logging_tool", "Diagnostic logging validator tool"),
+        tool(
+            "test_trigger_tool_change",
+            "Sends tools/list_changed to the open listen streams"
+        ),
+        tool(
+            "test_trigger_prompt_change",
+            "Sends prompts/list_changed to the open listen streams"
+        ),
+        tool(
+            "test_reconnection",
+            "Tests SSE polling (SEP-1699): answers on the POST stream after its priming event"
+        ),
+        string_arg(
+            "test_sampling",
+            "Tests server-initiated sampling (LLM completion request)",
+            "prompt",
+            "The prompt to send to the LLM"
+        ),
+        string_arg(
+            "test_elicitation",
+            "Tests server-initiated elicitation (user input request)",
+            "message",
+            "The message to show the user"
+        ),
+        tool(
+            "test_elicitation_sep1034_defaults",
+            "Tests elicitation with default values per SEP-1034"
+        ),
+        tool(
+            "test_elicitation_sep1330_enums",
+            "Tests elicitation with enum schema improvements per SEP-1330"
+        ),
+        {
+            "name": "test_custom_header",
+            "description": "SEP-2243: its argument travels as the Mcp-Param-Region header too",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "region": { "type": "string", "x-mcp-header": "Region" }
+                },
+                "required": ["region"]
+            }
+        },
+        {
+            "name": "json_schema_2020_12_tool",
+            "description": "Tool with JSON Schema 2020-12 features for conformance testing (SEP-1613)",
+            "inputSchema": json_schema_2020_12()
+        },
+    ])
+}
+
+/// The `requestedSchema` of the SEP-1034 defaults elicitation.
+fn sep1034_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "name": { "type": "string", "description": "User name", "default": "John Doe" },
+            "age": { "type": "integer", "description": "User age", "default": 30 },
+            "score": { "type": "number", "description": "User score", "default": 95.5 },
+            "status": {
+                "type": "string",
+                "description": "User status",
+                "enum": ["active", "inactive", "pending"],
+                "default": "active"
+            },
+            "verified": { "type": "boolean", "description": "Verification status", "default": true }
+        },
+        "required": []
+    })
+}
+
+/// The `requestedSchema` of the SEP-1330 enums elicitation.
+fn sep1330_schema() -> Value {
+    let titled = |titles: [&str; 3]| -> Value {
+        Value::Array(
+            titles
+                .iter()
+                .enumerate()
+                .map(|(i, title)| json!({ "const": format!("value{}", i + 1), "title": title }))
+                .collect(),
+        )
+    };
+    json!({
+        "type": "object",
+        "properties": {
+            "untitledSingle": {
+                "type": "string",
+                "description": "Select one option",
+                "enum": ["option1", "option2", "option3"]
+            },
+            "titledSingle": {
+                "type": "string",
+                "description": "Select one option with titles",
+                "oneOf": titled(["First Option", "Second Option", "Third Option"])
+            },
+            "legacyEnum": {
+                "type": "string",
+                "description": "Select one option (legacy)",
+                "enum": ["opt1", "opt2", "opt3"],
+                "enumNames": ["Option One", "Option Two", "Option Three"]
+            },
+            "untitledMulti": {
+                "type": "array",
+                "description": "Select multiple options",
+                "minItems": 1,
+                "maxItems": 3,
+                "items": { "type": "string", "enum": ["option1", "option2", "option3"] }
+            },
+            "titledMulti": {
+                "type": "array",
+                "description": "Select multiple options with titles",
+                "minItems": 1,
+                "maxItems": 3,
+                "items": { "anyOf": titled(["First Choice", "Second Choice", "Third Choice"]) }
+            }
+        },
+        "required": []
+    })
+}
+
+fn string_arg(args: &serde_json::Map<String, Value>, name: &str) -> Result<String, McpError> {
+    args.get(name)
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| {
+            McpError::invalid_params(format!("argument {name:?} (string) is required"), None)
+        })
+}
+
+/// Sends `request` (a `ServerRequest` as JSON) to the client on the caller's request and
+/// returns the client's result as JSON.
+async fn ask_client(context: &RequestContext<RoleServer>, request: Value) -> Result<Value, String> {
+    let request: ServerRequest = serde_json::from_value(request).map_err(|e| e.to_string())?;
+    let result: ClientResult = context
+        .peer
+        .send_request(request)
+        .await
+        .map_err(|e| e.to_string())?;
+    serde_json::to_value(result).map_err(|e| e.to_string())
+}
+
+/// Elicits with `message` and `schema`; the tool's text reports the client's answer.
+async fn elicit(
+    context: &RequestContext<RoleServer>,
+    message: &str,
+    schema: Value,
+    label: &str,
+) -> Result<CallToolResponse, McpError> {
+    let answer = ask_client(
+        context,
+        json!({
+            "method": "elicitation/create",
+            "params": { "message": message, "requestedSchema": schema }
+        }),
+    )
+    .await;
+    let line = match answer {
+        Ok(result) => format!(
+            "{label}: action={}, content={}",
+            result["action"].as_str().unwrap_or_default(),
+            result.get("content").cloned().unwrap_or_else(|| json!({}))
+        ),
+        Err(error) => format!("Elicitation not supported or error: {error}"),
+    };
+    tool_result(vec![text(line)])
+}
+
+#[allow(deprecated)] // Logging is deprecated by SEP-2577 but still in the scenarios.
+async fn log(context: &RequestContext<RoleServer>, data: &str) {
+    let param = LoggingMessageNotificationParam::new(LoggingLevel::Info, json!(data));
+    if let Err(error) = context.peer.notify_logging_message(param).await {
+        tracing::debug!(%error, "log notification not delivered");
+    }
+}
+
+fn with_cache_hints(mut list: Value, scope: &str) -> Value {
+    list["ttlMs"] = json!(TTL_MS);
+    list["cacheScope"] = json!(scope);
+    list
+}
+
+impl ServerHandler for ConformanceServer {
+    /// The listed tool `name` (rmcp validates SEP-2243 `Mcp-Param-*` headers against its
+    /// `x-mcp-header` annotations).
+    fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        let tools: Vec<rmcp::model::Tool> = serde_json::from_value(tools()).ok()?;
+        tools.into_iter().find(|t| t.name == name)
+    }
+
+    fn get_info(&self) -> ServerConfig {
+        #[allow(deprecated)] // Logging is deprecated by SEP-2577 but still in the scenarios.
+        let capabilities = ServerCapabilities::builder()
+            .enable_logging()
+            .enable_completions()
+            .enable_prompts()
+            .enable_prompts_list_changed()
+            .enable_resources()
+            .enable_resources_list_changed()
+            .enable_resources_subscribe()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
+        ServerConfig::new(capabilities).with_server_info(Implementation::new(
+            "mcp-conformance-test-server",
+            env!("CARGO_PKG_VERSION"),
+        ))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        complete(with_cache_hints(json!({ "tools": tools() }), "public"))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let round = mrtr::Round {
+            responses: mrtr::responses(request.input_responses.clone())?,
+            state: request.request_state.as_deref(),
+            capabilities: context.meta.client_capabilities(),
+        };
+        if let Some(result) = mrtr::call(request.name.as_ref(), &round) {
+            return result;
+        }
+        let args = request.arguments.unwrap_or_default();
+        match request.name.as_ref() {
+            "test_simple_text" => {
+                tool_result(vec![text("This is a simple text response for testing.")])
+            }
+            "test_image_content" => tool_result(vec![
+                json!({ "type": "image", "data": IMAGE_PNG, "mimeType": "image/png" }),
+            ]),
+            "test_audio_content" => tool_result(vec![
+                json!({ "type": "audio", "data": AUDIO_WAV, "mimeType": "audio/wav" }),
+            ]),
+            "test_embedded_resource" => tool_result(vec![json!({
+                "type": "resource",
+                "resource": {
+                    "uri": "test://embedded-resource",
+                    "mimeType": "text/plain",
+                    "text": "This is an embedded resource content."
+                }
+            })]),
+            "test_multiple_content_types" => tool_result(vec![
+                text("Multiple content types test:"),
+                json!({ "type": "image", "data": IMAGE_PNG, "mimeType": "image/png" }),
+                json!({
+                    "type": "resource",
+                    "resource": {
+                        "uri": "test://mixed-content-resource",
+                        "mimeType": "application/json",
+                        "text": json!({ "test": "data", "value": 123 }).to_string()
+                    }
+                }),
+            ]),
+            "test_tool_with_logging" => {
+                for (i, line) in [
+                    "Tool execution started",
+                    "Tool processing data",
+                    "Tool execution completed",
+                ]
+                .into_iter()
+                .enumerate()
+                {
+                    if i > 0 {
+                        tokio::time::sleep(STEP).await;
+                    }
+                    log(&context, line).await;
+                }
+                tool_result(vec![text("Tool with logging executed successfully")])
+            }
+            "test_tool_with_progress" => {
+                let token = context
+                    .meta
+                    .get_progress_token()
+                    .unwrap_or(rmcp::model::ProgressToken(NumberOrString::Number(0)));
+                for (i, done) in [0u32, 50, 100].into_iter().enumerate() {
+                    if i > 0 {
+                        tokio::time::sleep(STEP).await;
+                    }
+                    let param = ProgressNotificationParam::new(token.clone(), f64::from(done))
+                        .with_total(100.0)
+                        .with_message(format!("Completed step {done} of 100"));
+                    if let Err(error) = context.peer.notify_progress(param).await {
+                        tracing::debug!(%error, "progress notification not delivered");
+                    }
+                }
+                let shown = match &token.0 {
+                    NumberOrString::Number(n) => n.to_string(),
+                    NumberOrString::String(s) => s.to_string(),
+                };
+                tool_result(vec![text(shown)])
+            }
+            "test_error_handling" => {
+                let result: rmcp::model::CallToolResult = complete(json!({
+                    "content": [text("This tool intentionally returns an error for testing")],
+                    "isError": true
+                }))?;
+                Ok(result.into())
+            }
+            // rmcp offers a handler no way to close the POST stream mid-call, so the result
+            // comes on the stream whose priming event (id + retry) the scenario checks.
+            "test_reconnection" => {
+                tokio::time::sleep(STEP).await;
+                tool_result(vec![text(
+                    "Reconnection test completed successfully. If you received this, the client \
+                     properly reconnected after stream closure.",
+                )])
+            }
+            "test_sampling" => {
+                let prompt = string_arg(&args, "prompt")?;
+                let answer = ask_client(
+                    &context,
+                    json!({
+                        "method": "sampling/createMessage",
+                        "params": {
+                            "messages": [{ "role": "user", "content": text(prompt) }],
+                            "maxTokens": 100
+                        }
+                    }),
+                )
+                .await;
+                let line = match answer {
+                    Ok(result) => {
+                        let reply = result["content"]["text"]
+                            .as_str()
+                            .or_else(|| result["content"][0]["text"].as_str())
+                            .unwrap_or("No response");
+                        format!("LLM response: {reply}")
+                    }
+                    Err(error) => format!("Sampling not supported or error: {error}"),
+                };
+                tool_result(vec![text(line)])
+            }
+            "test_elicitation" => {
+                let message = string_arg(&args, "message")?;
+                let schema = json!({
+                    "type": "object",
+                    "properties": {
+                        "response": { "type": "string", "description": "User's response" }
+                    },
+                    "required": ["response"]
+                });
+                elicit(&context, &message, schema, "User response").await
+            }
+            "test_elicitation_sep1034_defaults" => {
+                elicit(
+                    &context,
+                    "Please review and update the form fields with defaults",
+                    sep1034_schema(),
+                    "Elicitation completed",
+                )
+                .await
+            }
+            "test_elicitation_sep1330_enums" => {
+                elicit(
+                    &context,
+                    "Please select options from the enum fields",
+                    sep1330_schema(),
+                    "Elicitation completed",
+                )
+                .await
+            }
+            // SEP-2575: a tool that needs sampling refuses a request whose per-request
+            // capabilities do not declare it (-32021, HTTP 400 by rmcp).
+            "test_missing_capability" => {
+                let declared = context
+                    .meta
+                    .client_capabilities()
+                    .or_else(|| context.peer.peer_info().map(|i| i.capabilities.clone()));
+                if declared.is_some_and(|c| c.sampling.is_some()) {
+                    tool_result(vec![text("Success")])
+                } else {
+                    let required: rmcp::model::ClientCapabilities =
+                        decode(json!({ "sampling": {} }))?;
+                    Err(McpError::missing_required_client_capability(required))
+                }
+            }
+            "test_streaming_elicitation" => tool_result(vec![text("streaming ok")]),
+            // Logs only when the request asked for a level (2026-07-28 `_meta` logLevel).
+            "test_logging_tool" => {
+                if context
+                    .meta
+                    .0
+                    .0
+                    .contains_key("io.modelcontextprotocol/logLevel")
+                {
+                    log(&context, "test_logging_tool ran").await;
+                }
+                tool_result(vec![text("logging tool ran")])
+            }
+            "test_trigger_tool_change" => {
+                self.broadcast(ServerNotification::ToolListChangedNotification(
+                    Default::default(),
+                ))
+                .await;
+                tool_result(vec![text("tools/list_changed sent")])
+            }
+            "test_trigger_prompt_change" => {
+                self.broadcast(ServerNotification::PromptListChangedNotification(
+                    Default::default(),
+                ))
+                .await;
+                tool_result(vec![text("prompts/list_changed sent")])
+            }
+            "test_custom_header" => {
+                let region = string_arg(&args, "region")?;
+                tool_result(vec![text(format!("region: {region}"))])
+            }
+            "json_schema_2020_12_tool" => tool_result(vec![text(format!(
+                "JSON Schema 2020-12 tool called with: {}",
+                Value::Object(args)
+            ))]),
+            other => Err(McpError::invalid_params(
+                format!("unknown tool {other:?}"),
+                None,
+            )),
+        }
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        complete(with_cache_hints(
+            json!({ "resources": [
+                {
+                    "uri": "test://static-text", "name": "static-text",
+                    "title": "Static Text Resource",
+                    "description": "A static text resource for testing",
+                    "mimeType": "text/plain"
+                },
+                {
+                    "uri": "test://static-binary", "name": "static-binary",
+                    "title": "Static Binary Resource",
+                    "description": "A static binary resource (image) for testing",
+                    "mimeType": "image/png"
+                },
+                {
+                    "uri": "test://watched-resource", "name": "watched-resource",
+                    "title": "Watched Resource",
+                    "description": "A resource that can be subscribed to",
+                    "mimeType": "text/plain"
+                }
+            ]}),
+            "public",
+        ))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        complete(with_cache_hints(
+            json!({ "resourceTemplates": [{
+                "uriTemplate": "test://template/{id}/data", "name": "template",
+                "title": "Resource Template",
+                "description": "A resource template with parameter substitution",
+                "mimeType": "application/json"
+            }]}),
+            "public",
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let uri = request.uri;
+        let contents = match uri.as_str() {
+            "test://static-text" => json!({
+                "uri": uri, "mimeType": "text/plain",
+                "text": "This is the content of the static text resource."
+            }),
+            "test://static-binary" => json!({
+                "uri": uri, "mimeType": "image/png", "blob": IMAGE_PNG
+            }),
+            "test://watched-resource" => json!({
+                "uri": uri, "mimeType": "text/plain", "text": "Watched resource content"
+            }),
+            _ => match uri
+                .strip_prefix("test://template/")
+                .and_then(|rest| rest.strip_suffix("/data"))
+                .filter(|id| !id.is_empty() && !id.contains('/'))
+            {
+                Some(id) => json!({
+                    "uri": uri, "mimeType": "application/json",
+                    "text": json!({
+                        "id": id, "templateTest": true, "data": format!("Data for ID: {id}")
+                    }).to_string()
+                }),
+                // SEP-2164: an unknown resource is -32602 Invalid Params with the URI in
+                // `data` (not rmcp's -32002 `resource_not_found`), never empty contents.
+                None => {
+                    return Err(McpError::invalid_params(
+                        format!("Resource not found: {uri}"),
+                        Some(json!({ "uri": uri })),
+                    ));
+                }
+            },
+        };
+        let result: rmcp::model::ReadResourceResult = complete(with_cache_hints(
+            json!({ "contents": [contents] }),
+            "private",
+        ))?;
+        Ok(result.into())
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        log(
+            &context,
+            &format!("Subscribed to resource: {}", request.uri),
+        )
+        .await;
+        self.subscriptions().insert(request.uri);
+        Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        log(
+            &context,
+            &format!("Unsubscribed from resource: {}", request.uri),
+        )
+        .await;
+        self.subscriptions().remove(&request.uri);
+        Ok(())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        let arg = |name: &str, description: &str| json!({ "name": name, "description": description, "required": true });
+        complete(with_cache_hints(
+            json!({ "prompts": [
+                {
+                    "name": "test_simple_prompt", "title": "Simple Test Prompt",
+                    "description": "A simple prompt without arguments"
+                },
+                {
+                    "name": "test_prompt_with_arguments", "title": "Prompt With Arguments",
+                    "description": "A prompt with required arguments",
+                    "arguments": [
+                        arg("arg1", "First test argument"),
+                        arg("arg2", "Second test argument")
+                    ]
+                },
+                {
+                    "name": "test_prompt_with_embedded_resource",
+                    "title": "Prompt With Embedded Resource",
+                    "description": "A prompt that includes an embedded resource",
+                    "arguments": [arg("resourceUri", "URI of the resource to embed")]
+                },
+                {
+                    "name": "test_prompt_with_image", "title": "Prompt With Image",
+                    "description": "A prompt that includes image content"
+                },
+                {
+                    "name": mrtr::PROMPT,
+                    "description": "MRTR: prompt that requires elicitation input"
+                }
+            ]}),
+            "public",
+        ))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        if request.name == mrtr::PROMPT {
+            return mrtr::prompt(&mrtr::Round {
+                responses: mrtr::responses(request.input_responses.clone())?,
+                state: request.request_state.as_deref(),
+                capabilities: None,
+            });
+        }
+        let args = request.arguments.unwrap_or_default();
+        let user = |content: Value| json!({ "role": "user", "content": content });
+        let messages = match request.name.as_str() {
+            "test_simple_prompt" => vec![user(text("This is a simple prompt for testing."))],
+            "test_prompt_with_arguments" => {
+                let (a, b) = (string_arg(&args, "arg1")?, string_arg(&args, "arg2")?);
+                vec![user(text(format!(
+                    "Prompt with arguments: arg1='{a}', arg2='{b}'"
+                )))]
+            }
+            "test_prompt_with_embedded_resource" => {
+                let uri = string_arg(&args, "resourceUri")?;
+                vec![
+                    user(json!({
+                        "type": "resource",
+                        "resource": {
+                            "uri": uri, "mimeType": "text/plain",
+                            "text": "Embedded resource content for testing."
+                        }
+                    })),
+                    user(text("Please process the embedded resource above.")),
+                ]
+            }
+            "test_prompt_with_image" => vec![
+                user(json!({ "type": "image", "data": IMAGE_PNG, "mimeType": "image/png" })),
+                user(text("Please analyze the image above.")),
+            ],
+            other => {
+                return Err(McpError::invalid_params(
+                    format!("unknown prompt {other:?}"),
+                    None,
+                ));
+            }
+        };
+        let result: rmcp::model::GetPromptResult = complete(json!({ "messages": messages }))?;
+        Ok(result.into())
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let level = serde_json::to_value(request.level).unwrap_or_default();
+        log(
+            &context,
+            &format!("Log level set to: {}", level.as_str().unwrap_or_default()),
+        )
+        .await;
+        Ok(())
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(requested.clone())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let key = self
+            .next_sink
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.sinks().push((key, context.sink().clone()));
+        context.cancelled().await;
+        self.sinks().retain(|(k, _)| *k != key);
+        Ok(())
+    }
+
+    async fn complete(
+        &self,
+        _request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        complete(json!({ "completion": { "values": [], "total": 0, "hasMore": false } }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The invariant's first half: every fixed payload decodes into rmcp's types, so no
+    /// scenario meets an internal error instead of its expected result.
+    #[test]
+    fn every_payload_decodes() {
+        let tools: ListToolsResult =
+            complete(with_cache_hints(json!({ "tools": tools() }), "public")).expect("tools");
+        assert_eq!(tools.ttl_ms, Some(TTL_MS));
+        let names: Vec<&str> = tools.tools.iter().map(|t| t.name.as_ref()).collect();
+        assert!(names.contains(&"test_simple_text") && names.contains(&"json_schema_2020_12_tool"));
+        let schema = &tools
+            .tools
+            .iter()
+            .find(|t| t.name == "json_schema_2020_12_tool");
+        let schema = schema.map(|t| Value::Object((*t.input_schema).clone()));
+        assert_eq!(
+            schema,
+            Some(json_schema_2020_12()),
+            "the 2020-12 schema reaches clients intact"
+        );
+        for schema in [sep1034_schema(), sep1330_schema()] {
+            let request: ServerRequest = serde_json::from_value(json!({
+                "method": "elicitation/create",
+                "params": { "message": "m", "requestedSchema": schema }
+            }))
+            .expect("elicitation request");
+            assert!(matches!(request, ServerRequest::ElicitRequest(_)));
+        }
+        let sampling: ServerRequest = serde_json::from_value(json!({
+            "method": "sampling/createMessage",
+            "params": { "messages": [{ "role": "user", "content": text("hi") }], "maxTokens": 100 }
+        }))
+        .expect("sampling request");
+        assert!(matches!(sampling, ServerRequest::CreateMessageRequest(_)));
+    }
+}
