@@ -112,6 +112,10 @@ pub struct FixtureOptions {
     /// Lists `deep_schema`, a tool whose input schema nests past the client decoder's depth
     /// limit (`--deep-schema-tool`).
     pub deep_schema_tool: bool,
+    /// Lists `ask_form`, `ask_roots` and `ask_sample`, tools that send the client an
+    /// elicitation, a `roots/list` and a `sampling/createMessage` and report what came back
+    /// (`--client-requests`; see the `client_requests` module).
+    pub client_requests: bool,
 }
 
 impl Default for FixtureOptions {
@@ -140,6 +144,7 @@ impl Default for FixtureOptions {
             echo_env: None,
             wire_faults: false,
             deep_schema_tool: false,
+            client_requests: false,
         }
     }
 }
@@ -150,7 +155,7 @@ pub const USAGE: &str = "usage: mcp-fixture-server [--transport stdio|http] [--p
 [--stderr-banner TEXT] [--duplicate-tool NAME] [--no-catalog-cache] [--hostile] [--bad-results] [--skills] \
 [--tamper-skill digest|size|frontmatter] [--crash-after-calls N] [--fail-http N] \
 [--ignore-stdin-eof] [--spawn-grandchildren] [--die-on-call CODE] [--echo-env NAME] [--wire-faults] \
-[--deep-schema-tool]";
+[--deep-schema-tool] [--client-requests]";
 
 impl FixtureOptions {
     /// Parses the fixture's flags. `args` must not include the program name.
@@ -235,6 +240,7 @@ impl FixtureOptions {
                 "--echo-env" => opts.echo_env = Some(value("--echo-env")?),
                 "--wire-faults" if inline.is_none() => opts.wire_faults = true,
                 "--deep-schema-tool" if inline.is_none() => opts.deep_schema_tool = true,
+                "--client-requests" if inline.is_none() => opts.client_requests = true,
                 _ => return Err(format!("unknown argument {arg:?}\n{USAGE}")),
             }
         }

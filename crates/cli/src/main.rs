@@ -42,6 +42,7 @@ macro_rules! emitln {
 }
 
 mod commands;
+mod elicit;
 mod exit;
 mod output;
 mod progress;
@@ -86,6 +87,10 @@ struct Cli {
     /// `call --json` prints the result object even when the tool failed.
     #[arg(long, global = true)]
     json: bool,
+    /// A directory servers may work in, offered as a root (`roots/list`); repeat for more.
+    /// Default: the working directory.
+    #[arg(long = "root", global = true, value_name = "DIR")]
+    roots: Vec<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -322,6 +327,10 @@ async fn run(cli: Cli) -> u8 {
         return commands::config::run(cli.config.as_deref(), cli.json, action.as_ref(), cli.yes)
             .await;
     }
+    let roots = match terminal::Roots::from_args(&cli.roots) {
+        Ok(r) => std::sync::Arc::new(r),
+        Err(e) => return fail(&e, exit::Exit::Usage),
+    };
     // Serving, upstream requests and approvals go to the calling client through this bridge.
     let bridge = mcp_harness_gateway::ClientBridge::new();
     let mut widen_to = None;
@@ -385,7 +394,9 @@ async fn run(cli: Cli) -> u8 {
             builder = if serving {
                 builder.callbacks(bridge.callbacks())
             } else {
-                builder.callbacks(std::sync::Arc::new(terminal::TerminalElicitation))
+                builder.callbacks(std::sync::Arc::new(terminal::TerminalCallbacks {
+                    roots: roots.clone(),
+                }))
             };
             let started = builder.start();
             match started {
