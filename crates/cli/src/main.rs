@@ -147,6 +147,10 @@ enum Command {
         /// Arguments as a JSON object.
         args: Option<String>,
     },
+    /// An interactive session against one runtime: `call`, `prompt`, `read`, `subscribe`,
+    /// `servers`, `tools`, `restart`, `enable`/`disable` (this session only), `roots`, with
+    /// line editing, history and tab completion; piped, it reads the same commands line by line.
+    Shell,
     /// Print every new catalog revision and what changed, until interrupted.
     Watch {
         /// Stop after this many revisions.
@@ -334,6 +338,7 @@ async fn run(cli: Cli) -> u8 {
     // Serving, upstream requests and approvals go to the calling client through this bridge.
     let bridge = mcp_harness_gateway::ClientBridge::new();
     let mut widen_to = None;
+    let mut session_config = None;
     let (runtime, deadline) = match &cli.command {
         Command::Demo => match commands::demo::build() {
             Ok(rt) => (rt, Duration::from_secs(35)),
@@ -399,6 +404,7 @@ async fn run(cli: Cli) -> u8 {
                 }))
             };
             let started = builder.start();
+            session_config = Some(config.clone());
             match started {
                 Ok(rt) => {
                     let d = settle_deadline(&rt, &config);
@@ -428,6 +434,26 @@ async fn run(cli: Cli) -> u8 {
     }
     if let Command::Serve(args) = cli.command {
         return commands::serve::run(runtime, bridge, args).await;
+    }
+    if let Command::Shell = cli.command {
+        let session = commands::shell::Session {
+            deadline,
+            config_path: cli.config.clone(),
+            config: session_config.unwrap_or_default(),
+            json: cli.json,
+            only: cli.servers.clone(),
+            roots,
+        };
+        // Ctrl-C stops the command running, not the shell; SIGTERM and SIGHUP end it.
+        let code = tokio::select! {
+            code = commands::shell::run(&runtime, session) => code,
+            signal = ended() => {
+                say!("\n{signal}: closing servers");
+                exit::Exit::Interrupted.code()
+            }
+        };
+        runtime.shutdown().await;
+        return code;
     }
     let code = tokio::select! {
         code = execute(&runtime, cli.command, deadline, cli.config.clone(), widen_to, cli.json, cli.servers.clone()) => code,
@@ -682,6 +708,7 @@ async fn execute(
             Err(e) => fail(&e, Exit::Failed),
         },
         Command::FixtureServer { .. }
+        | Command::Shell
         | Command::Serve(_)
         | Command::Config { .. }
         | Command::Login(_)
@@ -728,6 +755,23 @@ async fn interrupted() -> &'static str {
     }
     tokio::select! {
         _ = tokio::signal::ctrl_c() => "Ctrl-C",
+        () = next(SignalKind::terminate()) => "SIGTERM",
+        () = next(SignalKind::hangup()) => "SIGHUP",
+    }
+}
+
+/// The first of SIGTERM and SIGHUP (the shell's end; Ctrl-C only stops its command).
+async fn ended() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    async fn next(kind: SignalKind) {
+        match signal(kind) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    }
+    tokio::select! {
         () = next(SignalKind::terminate()) => "SIGTERM",
         () = next(SignalKind::hangup()) => "SIGHUP",
     }
