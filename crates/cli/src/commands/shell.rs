@@ -158,8 +158,7 @@ fn split(line: &str) -> Result<Vec<String>, String> {
     Ok(words)
 }
 
-/// What tab completion offers, refreshed from the runtime before each prompt.
-#[derive(Default)]
+/// What tab completion offers.
 struct Names {
     /// Qualified tool names with their argument keys, in the schema's order.
     tools: Vec<(String, Vec<String>)>,
@@ -170,8 +169,7 @@ struct Names {
 }
 
 impl Names {
-    fn of(runtime: &Runtime, config: &Config) -> Self {
-        let snapshot = runtime.snapshot();
+    fn of(snapshot: &mcp_harness_catalog::Snapshot, servers: Vec<String>) -> Self {
         let tools = snapshot
             .tools()
             .map(|t| {
@@ -203,14 +201,16 @@ impl Names {
         Names {
             tools,
             prompts,
-            servers: config.servers.keys().cloned().collect(),
+            servers,
         }
     }
 }
 
-/// The line editor's helper: completion only (no hints, colours or multi-line validation).
+/// The line editor's helper: completion only (no hints, colours or multi-line validation),
+/// from the latest published snapshot (tools a server adds are offered at once).
 struct Helper {
-    names: Arc<Mutex<Names>>,
+    snapshots: tokio::sync::watch::Receiver<Arc<mcp_harness_catalog::Snapshot>>,
+    servers: Arc<Mutex<Vec<String>>>,
     commands: Vec<String>,
 }
 
@@ -240,7 +240,8 @@ impl Completer for Helper {
             .unwrap_or(0);
         let word = &before[start..];
         let earlier: Vec<&str> = before[..start].split_whitespace().collect();
-        let names = self.names.lock().unwrap_or_else(|p| p.into_inner());
+        let servers = self.servers.lock().map(|s| s.clone()).unwrap_or_default();
+        let names = Names::of(&self.snapshots.borrow(), servers);
         let found = match earlier.as_slice() {
             [] => candidates(word, self.commands.iter(), " "),
             ["help"] => candidates(word, self.commands.iter(), " "),
@@ -310,7 +311,11 @@ struct Input {
 }
 
 impl Input {
-    fn start(names: Arc<Mutex<Names>>, commands: Vec<String>) -> Self {
+    fn start(
+        snapshots: tokio::sync::watch::Receiver<Arc<mcp_harness_catalog::Snapshot>>,
+        servers: Arc<Mutex<Vec<String>>>,
+        commands: Vec<String>,
+    ) -> Self {
         let (ask, asked) = std::sync::mpsc::channel::<()>();
         let (tx, lines) = tokio::sync::mpsc::channel(1);
         let interactive = crate::terminal::interactive();
@@ -326,7 +331,11 @@ impl Input {
                     config,
                 ) {
                     Ok(mut e) => {
-                        e.set_helper(Some(Helper { names, commands }));
+                        e.set_helper(Some(Helper {
+                            snapshots,
+                            servers,
+                            commands,
+                        }));
                         Some(e)
                     }
                     Err(e) => {
@@ -379,14 +388,18 @@ pub(crate) async fn run(runtime: &Runtime, mut session: Session) -> u8 {
         .map(|c| c.get_name().to_string())
         .chain(["help".to_string(), "quit".to_string()])
         .collect();
-    let names = Arc::new(Mutex::new(Names::default()));
-    let mut input = Input::start(names.clone(), commands);
+    let servers = Arc::new(Mutex::new(Vec::new()));
+    let mut input = Input::start(runtime.watch(), servers.clone(), commands);
+    // Every server connects first (with the spinner on a terminal), as for `servers`.
+    crate::progress::settle(runtime, session.deadline).await;
     if crate::terminal::interactive() {
         say!("mcp-harness shell: `help` lists the commands; Tab completes; Ctrl-D leaves.");
     }
     let mut last = Exit::Ok.code();
     loop {
-        *names.lock().unwrap_or_else(|p| p.into_inner()) = Names::of(runtime, &session.config);
+        if let Ok(mut names) = servers.lock() {
+            *names = session.config.servers.keys().cloned().collect();
+        }
         let Some(line) = input.next().await else {
             break;
         };
@@ -491,6 +504,19 @@ async fn toggle(runtime: &Runtime, session: &mut Session, server: &str, on: bool
     runtime.set_config(session.config.clone());
     if let Err(e) = runtime.refresh_if_dirty().await {
         return crate::fail(&e.to_string(), Exit::Server);
+    }
+    if on {
+        // The server's actor starts after the refresh; its first report replaces `disabled`.
+        // Until then the snapshot looks settled, so this waits for that report, then settles.
+        let name = server.to_string();
+        runtime
+            .wait_for(session.deadline, |s| {
+                s.servers.get(&name).is_some_and(|st| {
+                    !matches!(st.state, mcp_harness_catalog::ServerState::Disabled)
+                })
+            })
+            .await;
+        crate::progress::settle(runtime, session.deadline).await;
     }
     let (command, what) = if on {
         ("enable", "enabled for this session:")

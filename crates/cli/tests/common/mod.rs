@@ -83,8 +83,13 @@ pub(crate) struct Pty {
 }
 
 impl Pty {
-    /// Starts the CLI with `args` on a new pseudo-terminal.
+    /// Starts the CLI with `args` on a new pseudo-terminal (TERM=dumb: no line editor).
     pub(crate) fn spawn(dir: &Path, args: &[&str]) -> Self {
+        Self::spawn_term(dir, args, "dumb")
+    }
+
+    /// [`Pty::spawn`] with the terminal type `term` (`xterm` gets the shell's line editor).
+    pub(crate) fn spawn_term(dir: &Path, args: &[&str], term: &str) -> Self {
         use std::io::Read;
         use std::os::fd::{FromRawFd, OwnedFd};
         use std::process::Stdio;
@@ -107,7 +112,7 @@ impl Pty {
             cmd.args(args)
                 .current_dir(dir)
                 .env("NO_COLOR", "1")
-                .env("TERM", "dumb")
+                .env("TERM", term)
                 .env("HOME", dir.join("home"))
                 .env("XDG_CONFIG_HOME", dir.join("xdg"))
                 .env_remove("RUST_LOG")
