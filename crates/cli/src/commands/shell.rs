@@ -214,7 +214,11 @@ struct Helper {
     commands: Vec<String>,
 }
 
-fn candidates<'a>(prefix: &str, options: impl Iterator<Item = &'a String>, suffix: &str) -> Vec<Pair> {
+fn candidates<'a>(
+    prefix: &str,
+    options: impl Iterator<Item = &'a String>,
+    suffix: &str,
+) -> Vec<Pair> {
     options
         .filter(|o| o.starts_with(prefix))
         .map(|o| Pair {
@@ -416,7 +420,10 @@ pub(crate) async fn run(runtime: &Runtime, mut session: Session) -> u8 {
             Err(e) => {
                 use clap::error::ErrorKind;
                 let shown = e.render().to_string();
-                if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) {
+                if matches!(
+                    e.kind(),
+                    ErrorKind::DisplayHelp | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+                ) {
                     emit!("{shown}");
                     last = Exit::Ok.code();
                 } else {
@@ -481,7 +488,10 @@ async fn one(runtime: &Runtime, session: &mut Session, step: Step) -> u8 {
 /// One line saying what a shell-only command did (a JSON object with `--json`).
 fn done(json: bool, command: &str, server: &str, what: &str) {
     if json {
-        emitln!("{}", serde_json::json!({"command": command, "server": server}));
+        emitln!(
+            "{}",
+            serde_json::json!({"command": command, "server": server})
+        );
     } else {
         emitln!("{what} {server}");
     }
@@ -530,13 +540,20 @@ async fn toggle(runtime: &Runtime, session: &mut Session, server: &str, on: bool
 /// `roots [DIR...]`: lists the roots, or offers `dirs` instead and tells every server.
 async fn roots(runtime: &Runtime, session: &Session, dirs: &[PathBuf]) -> u8 {
     if !dirs.is_empty() {
-        let resolved = match dirs.iter().map(|d| Roots::resolve(d)).collect::<Result<Vec<_>, _>>() {
+        let resolved = match dirs
+            .iter()
+            .map(|d| Roots::resolve(d))
+            .collect::<Result<Vec<_>, _>>()
+        {
             Ok(r) => r,
             Err(e) => return crate::fail(&e, Exit::Usage),
         };
         if session.roots.set(resolved) {
             let told = runtime.notify_roots_changed().await;
-            say!("roots changed; told {}", crate::output::count(told, "server"));
+            say!(
+                "roots changed; told {}",
+                crate::output::count(told, "server")
+            );
         }
     }
     let list = session.roots.list();
@@ -545,7 +562,10 @@ async fn roots(runtime: &Runtime, session: &Session, dirs: &[PathBuf]) -> u8 {
         emitln!("{}", serde_json::json!({ "roots": uris }));
     } else {
         for dir in list {
-            emitln!("{}", crate::output::for_stdout(&crate::terminal::file_uri(&dir)));
+            emitln!(
+                "{}",
+                crate::output::for_stdout(&crate::terminal::file_uri(&dir))
+            );
         }
     }
     Exit::Ok.code()

@@ -159,7 +159,10 @@ impl Pty {
             }
             let left = until.saturating_duration_since(std::time::Instant::now());
             assert!(!left.is_zero(), "never showed {text:?}:\n{}", self.shown());
-            match self.rx.recv_timeout(left.min(std::time::Duration::from_millis(200))) {
+            match self
+                .rx
+                .recv_timeout(left.min(std::time::Duration::from_millis(200)))
+            {
                 Ok(bytes) => self.shown.extend(bytes),
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
                     panic!("the CLI ended without showing {text:?}:\n{}", self.shown())
