@@ -111,7 +111,9 @@ pub(crate) struct AddArgs {
 pub(crate) struct AddJsonArgs {
     /// The server's name.
     name: String,
-    /// The server's definition, a JSON object in the `mcpServers` format.
+    /// The server's definition, a JSON object in the `mcpServers` format. (Its id is not
+    /// `json`: that is the global `--json` flag, and clap keys both by id.)
+    #[arg(id = "definition", value_name = "JSON")]
     json: String,
     /// Which config to write (default: user).
     #[arg(long, short = 's', value_enum)]
