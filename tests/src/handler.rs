@@ -10,6 +10,7 @@
 //!   [`FixtureServer::for_new_connection`] hands out a new connection id.
 
 pub(crate) mod bad_results;
+pub(crate) mod client_requests;
 pub(crate) mod faults;
 pub(crate) mod hostile;
 pub(crate) mod lifecycle;
@@ -125,6 +126,9 @@ impl FixtureServer {
         }
         if self.opts.deep_schema_tool {
             all.push(crate::wire_faults::deep_schema_tool());
+        }
+        if self.opts.client_requests {
+            all.extend(crate::handler::client_requests::client_request_tools());
         }
         if let Some(dup) = &self.opts.duplicate_tool {
             let copy = all.iter().find(|t| t.name == dup.as_str()).cloned();
@@ -256,6 +260,10 @@ impl ServerHandler for FixtureServer {
         self.lock().versioned.cancelled(id, notification.reason);
     }
 
+    async fn on_roots_list_changed(&self, _context: NotificationContext<RoleServer>) {
+        self.lock().roots_changed += 1;
+    }
+
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         tracing::debug!(conn = self.conn, "client initialized");
         let mut state = self.lock();
@@ -317,6 +325,13 @@ impl ServerHandler for FixtureServer {
             && let Some(result) = crate::handler::bad_results::call(name)
         {
             return Ok(result.into());
+        }
+        if self.opts.client_requests
+            && let Some(result) = self
+                .client_request_call(name, args.opt_string("message")?, &context)
+                .await
+        {
+            return Ok(result?.into());
         }
         let result = match name {
             "echo" => text_result(args.string("message")?),

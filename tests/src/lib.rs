@@ -6,9 +6,10 @@
 //! server; its parts are its children: `state` (shared mutable catalogue), `lists`
 //! (list kinds, cursors), `ops`, `faults`, `lifecycle` (crashes, HTTP 503s and
 //! forgotten sessions), `skills` (the SEP-2640 skills behind `--skills`),
-//! `versioned`, `bad_results`, `hostile`), `wire_faults`, `serve` (transports and
-//! the program entry point), `conformance` (the official suite's reference server behind
-//! `--conformance`) and `tasks` (the separate task server of the SEP-2663
+//! `versioned`, `bad_results`, `hostile`, `client_requests` (tools that ask the client)),
+//! `wire_faults`, `serve` (transports and the program entry point), `conformance` (the
+//! official suite's reference server behind `--conformance`) and `tasks` (the separate task
+//! server of the SEP-2663
 //! tests). The parts name `handler` and `lists`, never each other in a circle
 //! (`cargo xtask cycles`).
 
@@ -24,6 +25,7 @@ mod wire_faults;
 
 pub use conformance::ConformanceServer;
 pub use handler::FixtureServer;
+pub use handler::client_requests::{CLIENT_REQUEST_TOOL_NAMES, FORM_SCHEMA};
 pub use handler::faults::{FAULT_TOOL_NAMES, MAX_FLOOD};
 pub use handler::lifecycle::{CRASH_EXIT_CODE, Crashed, HTTP_FAULT_TOOL_NAMES};
 pub use handler::skills::{

@@ -116,6 +116,10 @@ pub struct FixtureOptions {
     /// catalogue (`--conformance`; see the `conformance` module); every other catalogue flag
     /// is ignored.
     pub conformance: bool,
+    /// Lists `ask_form`, `ask_roots` and `ask_sample`, tools that send the client an
+    /// elicitation, a `roots/list` and a `sampling/createMessage` and report what came back
+    /// (`--client-requests`; see the `client_requests` module).
+    pub client_requests: bool,
 }
 
 impl Default for FixtureOptions {
@@ -145,6 +149,7 @@ impl Default for FixtureOptions {
             wire_faults: false,
             deep_schema_tool: false,
             conformance: false,
+            client_requests: false,
         }
     }
 }
@@ -155,7 +160,7 @@ pub const USAGE: &str = "usage: mcp-fixture-server [--transport stdio|http] [--p
 [--stderr-banner TEXT] [--duplicate-tool NAME] [--no-catalog-cache] [--hostile] [--bad-results] [--skills] \
 [--tamper-skill digest|size|frontmatter] [--crash-after-calls N] [--fail-http N] \
 [--ignore-stdin-eof] [--spawn-grandchildren] [--die-on-call CODE] [--echo-env NAME] [--wire-faults] \
-[--deep-schema-tool] [--conformance]";
+[--deep-schema-tool] [--conformance] [--client-requests]";
 
 impl FixtureOptions {
     /// Parses the fixture's flags. `args` must not include the program name.
@@ -241,6 +246,7 @@ impl FixtureOptions {
                 "--wire-faults" if inline.is_none() => opts.wire_faults = true,
                 "--deep-schema-tool" if inline.is_none() => opts.deep_schema_tool = true,
                 "--conformance" if inline.is_none() => opts.conformance = true,
+                "--client-requests" if inline.is_none() => opts.client_requests = true,
                 _ => return Err(format!("unknown argument {arg:?}\n{USAGE}")),
             }
         }

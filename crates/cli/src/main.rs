@@ -42,6 +42,7 @@ macro_rules! emitln {
 }
 
 mod commands;
+mod elicit;
 mod exit;
 mod output;
 mod progress;
@@ -86,6 +87,10 @@ struct Cli {
     /// `call --json` prints the result object even when the tool failed.
     #[arg(long, global = true)]
     json: bool,
+    /// A directory servers may work in, offered as a root (`roots/list`); repeat for more.
+    /// Default: the working directory.
+    #[arg(long = "root", global = true, value_name = "DIR")]
+    roots: Vec<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -142,6 +147,10 @@ enum Command {
         /// Arguments as a JSON object.
         args: Option<String>,
     },
+    /// An interactive session against one runtime: `call`, `prompt`, `read`, `subscribe`,
+    /// `servers`, `tools`, `restart`, `enable`/`disable` (this session only), `roots`, with
+    /// line editing, history and tab completion; piped, it reads the same commands line by line.
+    Shell,
     /// Print every new catalog revision and what changed, until interrupted.
     Watch {
         /// Stop after this many revisions.
@@ -322,11 +331,16 @@ async fn run(cli: Cli) -> u8 {
         return commands::config::run(cli.config.as_deref(), cli.json, action.as_ref(), cli.yes)
             .await;
     }
+    let roots = match terminal::Roots::from_args(&cli.roots) {
+        Ok(r) => std::sync::Arc::new(r),
+        Err(e) => return fail(&e, exit::Exit::Usage),
+    };
     // Serving, upstream requests and approvals go to the calling client through this bridge.
     let bridge = mcp_harness_gateway::ClientBridge::new();
     let mut widen_to = None;
     // `serve`'s client profiles (the config's `gateway` section).
     let mut gateway_clients = mcp_harness_runtime::GatewayConfig::default();
+    let mut session_config = None;
     let (runtime, deadline) = match &cli.command {
         Command::Demo => match commands::demo::build() {
             Ok(rt) => (rt, Duration::from_secs(35)),
@@ -390,9 +404,12 @@ async fn run(cli: Cli) -> u8 {
             builder = if serving {
                 builder.callbacks(bridge.callbacks())
             } else {
-                builder.callbacks(std::sync::Arc::new(terminal::TerminalElicitation))
+                builder.callbacks(std::sync::Arc::new(terminal::TerminalCallbacks {
+                    roots: roots.clone(),
+                }))
             };
             let started = builder.start();
+            session_config = Some(config.clone());
             match started {
                 Ok(rt) => {
                     let d = settle_deadline(&rt, &config);
@@ -424,6 +441,26 @@ async fn run(cli: Cli) -> u8 {
         // Config edits apply while serving; clients get list_changed for what they can see.
         let _reload = live_reload(&runtime, cli.config.clone(), cli.servers.clone());
         return commands::serve::run(runtime, bridge, args, gateway_clients).await;
+    }
+    if let Command::Shell = cli.command {
+        let session = commands::shell::Session {
+            deadline,
+            config_path: cli.config.clone(),
+            config: session_config.unwrap_or_default(),
+            json: cli.json,
+            only: cli.servers.clone(),
+            roots,
+        };
+        // Ctrl-C stops the command running, not the shell; SIGTERM and SIGHUP end it.
+        let code = tokio::select! {
+            code = commands::shell::run(&runtime, session) => code,
+            signal = ended() => {
+                say!("\n{signal}: closing servers");
+                exit::Exit::Interrupted.code()
+            }
+        };
+        runtime.shutdown().await;
+        return code;
     }
     let code = tokio::select! {
         code = execute(&runtime, cli.command, deadline, cli.config.clone(), widen_to, cli.json, cli.servers.clone()) => code,
@@ -687,6 +724,7 @@ async fn execute(
             Err(e) => fail(&e, Exit::Failed),
         },
         Command::FixtureServer { .. }
+        | Command::Shell
         | Command::Serve(_)
         | Command::Config { .. }
         | Command::Login(_)
@@ -733,6 +771,23 @@ async fn interrupted() -> &'static str {
     }
     tokio::select! {
         _ = tokio::signal::ctrl_c() => "Ctrl-C",
+        () = next(SignalKind::terminate()) => "SIGTERM",
+        () = next(SignalKind::hangup()) => "SIGHUP",
+    }
+}
+
+/// The first of SIGTERM and SIGHUP (the shell's end; Ctrl-C only stops its command).
+async fn ended() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    async fn next(kind: SignalKind) {
+        match signal(kind) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    }
+    tokio::select! {
         () = next(SignalKind::terminate()) => "SIGTERM",
         () = next(SignalKind::hangup()) => "SIGHUP",
     }

@@ -2,7 +2,8 @@
 //! config inputs, asked on the terminal. Without a terminal (stdin not a TTY), approvals are
 //! denied with the config key that would allow the call, elicitations are declined and inputs
 //! stay unset (the config error names the variable to set) — nothing is answered on the user's
-//! behalf. Password inputs are read with echo off and never printed.
+//! behalf. Password inputs are read with echo off and never printed. Servers also get the roots
+//! the user offered ([`Roots`]) and a sampling request is declined with the reason ([`NO_MODEL`]).
 
 use std::io::{BufRead, IsTerminal, Write};
 
@@ -10,7 +11,7 @@ use futures::future::BoxFuture;
 use mcp_harness_policy::{Approval, ApprovalRequest, Approver, DenyAll};
 use mcp_harness_transport::{CallbackFuture, ClientCallbacks, Supported};
 use rmcp::model::{ElicitRequestParams, ElicitResult};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 /// Whether a person can answer questions on this terminal.
 pub(crate) fn interactive() -> bool {
@@ -142,28 +143,146 @@ impl Approver for TerminalApprover {
     }
 }
 
-/// Answers elicitations on the terminal: a form field by field (Enter keeps the default), a URL
-/// by showing it and waiting until the user says they went there.
-pub(crate) struct TerminalElicitation;
+/// The directories the CLI offers servers as roots (`--root DIR`, else the working directory).
+/// Shared by the callbacks (which answer `roots/list`) and the shell's `roots` command (which
+/// changes them and then tells every server, `notifications/roots/list_changed`).
+#[derive(Default)]
+pub(crate) struct Roots(std::sync::RwLock<Vec<std::path::PathBuf>>);
 
-impl ClientCallbacks for TerminalElicitation {
+impl Roots {
+    /// Roots from `--root` (each made absolute and checked to be a directory), else the working
+    /// directory. An `Err` names the argument to fix.
+    pub(crate) fn from_args(dirs: &[std::path::PathBuf]) -> Result<Self, String> {
+        let dirs = if dirs.is_empty() {
+            vec![std::env::current_dir().map_err(|e| {
+                format!("the working directory cannot be read ({e}); pass --root DIR")
+            })?]
+        } else {
+            dirs.iter()
+                .map(|d| Self::resolve(d))
+                .collect::<Result<_, _>>()?
+        };
+        Ok(Self(std::sync::RwLock::new(dirs)))
+    }
+
+    /// `dir` as an absolute directory path; an `Err` says it is not a directory.
+    pub(crate) fn resolve(dir: &std::path::Path) -> Result<std::path::PathBuf, String> {
+        match std::fs::canonicalize(dir) {
+            Ok(path) if path.is_dir() => Ok(path),
+            Ok(_) => Err(format!("--root {}: not a directory", dir.display())),
+            Err(e) => Err(format!("--root {}: {e}", dir.display())),
+        }
+    }
+
+    /// The roots now.
+    pub(crate) fn list(&self) -> Vec<std::path::PathBuf> {
+        self.0.read().map(|r| r.clone()).unwrap_or_default()
+    }
+
+    /// Replaces the roots; returns whether they changed.
+    pub(crate) fn set(&self, dirs: Vec<std::path::PathBuf>) -> bool {
+        let Ok(mut roots) = self.0.write() else {
+            return false;
+        };
+        let changed = *roots != dirs;
+        *roots = dirs;
+        changed
+    }
+
+    /// The `roots/list` answer: a `file://` URI (percent-encoded) and the folder's name each.
+    fn answer(&self) -> Value {
+        let roots: Vec<Value> = self
+            .list()
+            .iter()
+            .map(|dir| {
+                let name = dir
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| dir.display().to_string());
+                json!({"uri": file_uri(dir), "name": name})
+            })
+            .collect();
+        json!({ "roots": roots })
+    }
+}
+
+/// `file://` + the path, every byte outside RFC 3986's unreserved set and `/` percent-encoded.
+pub(crate) fn file_uri(path: &std::path::Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut uri = String::from("file://");
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
+            uri.push(b as char);
+        } else {
+            uri.push_str(&format!("%{b:02X}"));
+        }
+    }
+    uri
+}
+
+/// Why sampling is declined: the CLI has no model to run.
+pub(crate) const NO_MODEL: &str = "declined: mcp-harness's command line has no model attached, \
+so it cannot run sampling/createMessage; use a host with a model (or `mcp-harness serve` under one)";
+
+/// The CLI's answers to servers' requests: elicitations asked on the terminal (a form field by
+/// field, see [`crate::elicit`]; a URL shown until the user says they went there), roots from
+/// [`Roots`], and sampling declined with the reason (no model is attached; the capability is not
+/// declared, so only a server that ignores that asks).
+pub(crate) struct TerminalCallbacks {
+    /// The roots offered.
+    pub roots: std::sync::Arc<Roots>,
+}
+
+// Sampling and roots are deprecated by SEP-2577, but servers of every earlier protocol use them.
+#[allow(deprecated)]
+impl ClientCallbacks for TerminalCallbacks {
     fn supports(&self) -> Supported {
         let on = interactive();
         Supported {
             elicitation_form: on,
             elicitation_url: on,
-            ..Default::default()
+            sampling: false,
+            roots: true,
         }
+    }
+
+    fn roots(&self, _server: &str) -> CallbackFuture<rmcp::model::ListRootsResult> {
+        let answer = self.roots.answer();
+        Box::pin(async move {
+            serde_json::from_value(answer)
+                .map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))
+        })
+    }
+
+    fn sample(
+        &self,
+        server: &str,
+        _request: rmcp::model::CreateMessageRequestParams,
+    ) -> CallbackFuture<rmcp::model::CreateMessageResult> {
+        say!(
+            "{} asked to run a model (sampling/createMessage): {NO_MODEL}",
+            server
+                .chars()
+                .filter(|c| !c.is_control())
+                .collect::<String>()
+        );
+        // The protocol's answer for a refused sampling request: an error with code -1.
+        Box::pin(async {
+            Err(rmcp::ErrorData::new(
+                rmcp::model::ErrorCode(-1),
+                NO_MODEL,
+                None,
+            ))
+        })
     }
 
     fn elicit(&self, server: &str, request: ElicitRequestParams) -> CallbackFuture<ElicitResult> {
         let server = server.to_string();
         Box::pin(async move {
-            let decline = || serde_json::from_value::<ElicitResult>(json!({"action": "decline"}));
             let to_error =
                 |e: serde_json::Error| rmcp::ErrorData::internal_error(e.to_string(), None);
             if !interactive() {
-                return decline().map_err(to_error);
+                return serde_json::from_value(json!({"action": "decline"})).map_err(to_error);
             }
             let answer = match request {
                 ElicitRequestParams::FormElicitationParams {
@@ -171,53 +290,35 @@ impl ClientCallbacks for TerminalElicitation {
                     requested_schema,
                     ..
                 } => {
-                    say!("\n{server} asks: {message}");
+                    let order = requested_schema.property_order.clone().unwrap_or_default();
                     let schema = serde_json::to_value(&requested_schema).unwrap_or_default();
-                    let mut content = Map::new();
-                    let properties = schema
-                        .get("properties")
-                        .and_then(Value::as_object)
-                        .cloned()
-                        .unwrap_or_default();
-                    for (name, property) in properties {
-                        let default = property.get("default").map(|d| d.to_string());
-                        let hint = default
-                            .as_deref()
-                            .map(|d| format!(" [{d}]"))
-                            .unwrap_or_default();
-                        let Some(line) = ask(format!("  {name}{hint}: ")).await else {
-                            return serde_json::from_value(json!({"action": "cancel"}))
-                                .map_err(to_error);
-                        };
-                        if line.is_empty() {
-                            continue; // the default is filled in by the runtime
-                        }
-                        let kind = property
-                            .get("type")
-                            .and_then(Value::as_str)
-                            .unwrap_or("string");
-                        let value = match kind {
-                            "integer" | "number" | "boolean" => {
-                                serde_json::from_str(&line).unwrap_or(Value::String(line))
-                            }
-                            _ => Value::String(line),
-                        };
-                        content.insert(name, value);
-                    }
-                    json!({"action": "accept", "content": content})
+                    let answer =
+                        crate::elicit::ask_form(&server, &message, &schema, &order, ask, |text| {
+                            say!("{text}")
+                        })
+                        .await;
+                    crate::elicit::result_json(answer)
                 }
                 ElicitRequestParams::UrlElicitationParams { message, url, .. } => {
-                    say!("\n{server} asks: {message}\n  open: {url}");
-                    match ask("Press Enter when done, or type `no` to decline: ".into())
+                    say!(
+                        "\n{server} asks: {}\n  open: {}",
+                        message
+                            .chars()
+                            .filter(|c| !c.is_control())
+                            .collect::<String>(),
+                        url.chars().filter(|c| !c.is_control()).collect::<String>()
+                    );
+                    match ask("Press Enter when done, d to decline, Ctrl-D to cancel: ".into())
                         .await
                         .as_deref()
+                        .map(str::trim)
                     {
-                        Some("no") => json!({"action": "decline"}),
+                        Some("d" | "no" | "decline") => json!({"action": "decline"}),
                         Some(_) => json!({"action": "accept"}),
                         None => json!({"action": "cancel"}),
                     }
                 }
-                _ => return decline().map_err(to_error),
+                _ => json!({"action": "decline"}),
             };
             serde_json::from_value(answer).map_err(to_error)
         })

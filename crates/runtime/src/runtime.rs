@@ -478,6 +478,25 @@ impl Runtime {
         self.registry.auth()
     }
 
+    /// Tells every connected server that the client's roots changed
+    /// (`notifications/roots/list_changed`); each then asks `roots/list` again, answered by the
+    /// callbacks. Returns how many servers were told; one whose connection fails is skipped
+    /// (logged at debug): it asks for the roots afresh when it connects again.
+    pub async fn notify_roots_changed(&self) -> usize {
+        let published = self.live.published();
+        let mut told = 0;
+        for (server, client) in &published.clients {
+            #[allow(deprecated)] // roots are deprecated by SEP-2577; earlier protocols use them
+            match client.peer.notify_roots_list_changed().await {
+                Ok(()) => told += 1,
+                Err(e) => {
+                    tracing::debug!(server = %server, error = %e, "roots/list_changed not sent")
+                }
+            }
+        }
+        told
+    }
+
     /// Closes `server`'s connection (if any) and connects it again.
     pub fn restart(&self, server: &str) -> Result<(), CallError> {
         let addr = self

@@ -50,6 +50,8 @@ pub(crate) struct FixtureState {
     pub(crate) crash: crate::handler::lifecycle::CrashCounter,
     /// HTTP fault budgets and counters (`--fail-http`, `fail_http`, `expire_session`).
     pub(crate) http: crate::handler::lifecycle::HttpFaults,
+    /// `notifications/roots/list_changed` received, from every connection.
+    pub(crate) roots_changed: u64,
 }
 
 impl FixtureState {

@@ -11,5 +11,6 @@ pub(crate) mod import;
 pub(crate) mod inspect;
 pub(crate) mod resources;
 pub(crate) mod serve;
+pub(crate) mod shell;
 pub(crate) mod trust;
 pub(crate) mod watch;

@@ -71,3 +71,146 @@ pub(crate) fn pids_with(marker: &str) -> Vec<u32> {
         .filter_map(|e| e.file_name().to_str()?.parse().ok())
         .collect()
 }
+
+/// The CLI running on a pseudo-terminal (stdin, stdout and stderr), in `dir` with a private
+/// HOME / XDG_CONFIG_HOME, driven like a person at the keyboard: [`Pty::expect`] waits for text,
+/// [`Pty::send`] types. Every wait is bounded (30 s); dropping it kills a CLI still running.
+pub(crate) struct Pty {
+    child: std::process::Child,
+    writer: std::fs::File,
+    rx: std::sync::mpsc::Receiver<Vec<u8>>,
+    shown: Vec<u8>,
+    /// How far [`Pty::expect`] has matched: the next expectation is looked for after it.
+    seen: usize,
+}
+
+impl Pty {
+    /// Starts the CLI with `args` on a new pseudo-terminal (TERM=dumb: no line editor).
+    pub(crate) fn spawn(dir: &Path, args: &[&str]) -> Self {
+        Self::spawn_term(dir, args, "dumb")
+    }
+
+    /// [`Pty::spawn`] with the terminal type `term` (`xterm` gets the shell's line editor).
+    pub(crate) fn spawn_term(dir: &Path, args: &[&str], term: &str) -> Self {
+        use std::io::Read;
+        use std::os::fd::{FromRawFd, OwnedFd};
+        use std::process::Stdio;
+        let (mut master, mut slave) = (-1, -1);
+        // SAFETY: openpty writes two descriptors we then own.
+        let rc = unsafe {
+            libc::openpty(
+                &mut master,
+                &mut slave,
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+        let (master, slave) =
+            unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+        let child = {
+            let mut cmd = Command::new(bin());
+            cmd.args(args)
+                .current_dir(dir)
+                .env("NO_COLOR", "1")
+                .env("TERM", term)
+                .env("HOME", dir.join("home"))
+                .env("XDG_CONFIG_HOME", dir.join("xdg"))
+                .env_remove("RUST_LOG")
+                .stdin(Stdio::from(slave.try_clone().expect("dup")))
+                .stdout(Stdio::from(slave.try_clone().expect("dup")))
+                .stderr(Stdio::from(slave));
+            cmd.spawn().expect("run mcp-harness")
+            // Our copies of the slave go with `cmd`: the reader sees the end once the CLI exits.
+        };
+        let writer = std::fs::File::from(master.try_clone().expect("dup"));
+        let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+        std::thread::spawn(move || {
+            let mut master = std::fs::File::from(master);
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = master.read(&mut buf) {
+                if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                    break;
+                }
+            }
+        });
+        Self {
+            child,
+            writer,
+            rx,
+            shown: Vec::new(),
+            seen: 0,
+        }
+    }
+
+    /// Everything the terminal showed so far.
+    pub(crate) fn shown(&self) -> String {
+        String::from_utf8_lossy(&self.shown).into_owned()
+    }
+
+    /// Waits until `text` appears after what earlier expectations matched; panics with
+    /// everything shown when it does not within 30 s or the CLI ends first.
+    pub(crate) fn expect(&mut self, text: &str) {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let tail = String::from_utf8_lossy(&self.shown[self.seen..]).into_owned();
+            if let Some(at) = tail.find(text) {
+                self.seen += tail[..at + text.len()].len();
+                return;
+            }
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            assert!(!left.is_zero(), "never showed {text:?}:\n{}", self.shown());
+            match self
+                .rx
+                .recv_timeout(left.min(std::time::Duration::from_millis(200)))
+            {
+                Ok(bytes) => self.shown.extend(bytes),
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    panic!("the CLI ended without showing {text:?}:\n{}", self.shown())
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            }
+        }
+    }
+
+    /// Types `bytes` (a line needs its own `\r`).
+    pub(crate) fn send(&mut self, bytes: &str) {
+        use std::io::Write;
+        self.writer
+            .write_all(bytes.as_bytes())
+            .expect("type on the terminal");
+    }
+
+    /// Waits (at most 30 s, then kills it) for the CLI to exit: its status and everything shown.
+    pub(crate) fn finish(mut self) -> (i32, String) {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                break status.code().unwrap_or(-1);
+            }
+            if std::time::Instant::now() > until {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!("the CLI did not exit:\n{}", self.shown());
+            }
+            if let Ok(bytes) = self.rx.recv_timeout(std::time::Duration::from_millis(100)) {
+                self.shown.extend(bytes);
+            }
+        };
+        // What it wrote last: until the terminal is closed (bounded).
+        while let Ok(bytes) = self.rx.recv_timeout(std::time::Duration::from_secs(5)) {
+            self.shown.extend(bytes);
+        }
+        (status, self.shown())
+    }
+}
+
+impl Drop for Pty {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}

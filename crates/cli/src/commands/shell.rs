@@ -1,0 +1,592 @@
+//! `shell`: one runtime, several commands. On a terminal, a line editor with history and tab
+//! completion of commands, qualified tool and prompt names, server names and a tool's or
+//! prompt's argument keys (from its schema); otherwise the same commands are read from stdin
+//! line by line, so a script can pipe them in.
+//!
+//! Invariants: each command runs through the one-shot command's code path
+//! ([`crate::execute`]) and prints exactly what that command prints (`--json` included); the
+//! servers stay up between commands, so their state carries over; Ctrl-C stops the command
+//! running (not the shell); `enable`/`disable` change only this session (the config files are
+//! left alone); changing the roots tells every server (`notifications/roots/list_changed`). The
+//! shell's exit status is the last command's (0 when none ran), as in `sh`.
+
+use std::borrow::Cow;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use mcp_harness_runtime::{Config, Runtime};
+use rustyline::completion::{Completer, Pair};
+use rustyline::highlight::Highlighter;
+use rustyline::hint::Hinter;
+use rustyline::validate::Validator;
+
+use crate::exit::Exit;
+use crate::terminal::Roots;
+
+/// One line typed in the shell.
+#[derive(Parser)]
+#[command(
+    name = "",
+    no_binary_name = true,
+    override_usage = "COMMAND [ARGS] (`help` lists them, `help COMMAND` explains one)",
+    disable_version_flag = true,
+    help_template = "Commands (Tab completes commands, names and argument keys; ↑ recalls):\n{subcommands}"
+)]
+struct Line {
+    #[command(subcommand)]
+    step: Step,
+}
+
+#[derive(Subcommand)]
+enum Step {
+    /// Each server's state, transport, tool count and last error.
+    Servers,
+    /// The tools the model sees; --hidden: what is withheld, and why.
+    Tools {
+        #[arg(long)]
+        hidden: bool,
+    },
+    /// Prompts, usable as commands.
+    Prompts,
+    /// Resources and resource templates.
+    Resources,
+    /// Skills; with a query, the best matches first.
+    Skills { query: Option<String> },
+    /// Call a tool: `call mcp__srv__tool '{"arg": 1}'`.
+    Call {
+        name: String,
+        /// Arguments as a JSON object (quote it, or start it with `{`).
+        args: Option<String>,
+    },
+    /// Run a command built from a prompt: `prompt mcp__srv__review '{"file": "x"}'`.
+    Prompt { name: String, args: Option<String> },
+    /// Read a resource: `read SERVER URI [--out FILE]`.
+    Read {
+        server: String,
+        uri: String,
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
+    /// Print updates of a resource (Ctrl-C stops): `subscribe SERVER URI [--count N]`.
+    Subscribe {
+        server: String,
+        uri: String,
+        #[arg(long)]
+        count: Option<u64>,
+    },
+    /// Close a server's connection and connect it again.
+    Restart { server: String },
+    /// Start a configured server that is disabled, for this session only.
+    Enable { server: String },
+    /// Stop a server for this session only (the config files are left alone).
+    Disable { server: String },
+    /// The roots offered to servers; with folders, offer those instead (servers are told).
+    Roots { dirs: Vec<PathBuf> },
+    /// Leave the shell (also: quit, Ctrl-D).
+    #[command(alias = "quit")]
+    Exit,
+}
+
+/// What the shell needs besides the runtime.
+pub(crate) struct Session {
+    /// The settle deadline the one-shot commands use.
+    pub deadline: Duration,
+    /// `--config`, for `servers`' sources.
+    pub config_path: Option<PathBuf>,
+    /// The config the runtime started with (after `--server`): `enable`/`disable` edit a copy.
+    pub config: Config,
+    /// `--json`.
+    pub json: bool,
+    /// `--server`.
+    pub only: Vec<String>,
+    /// The roots the callbacks offer.
+    pub roots: Arc<Roots>,
+}
+
+/// Splits a line like a shell: whitespace separates words, `'…'` and `"…"` quote, `\` escapes
+/// outside single quotes; an unquoted word starting with `{` takes the rest of the line as is
+/// (JSON arguments need no quoting).
+fn split(line: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut chars = line.trim().char_indices().peekable();
+    let trimmed = line.trim();
+    while let Some(&(start, c)) = chars.peek() {
+        if c.is_whitespace() {
+            chars.next();
+            continue;
+        }
+        if c == '{' {
+            words.push(trimmed[start..].trim_end().to_string());
+            break;
+        }
+        let mut word = String::new();
+        while let Some(&(_, c)) = chars.peek() {
+            if c.is_whitespace() {
+                break;
+            }
+            chars.next();
+            match c {
+                '\'' => loop {
+                    match chars.next() {
+                        Some((_, '\'')) => break,
+                        Some((_, c)) => word.push(c),
+                        None => return Err("a quote (') is not closed".into()),
+                    }
+                },
+                '"' => loop {
+                    match chars.next() {
+                        Some((_, '"')) => break,
+                        Some((_, '\\')) => match chars.next() {
+                            Some((_, c)) => word.push(c),
+                            None => return Err("the line ends with \\".into()),
+                        },
+                        Some((_, c)) => word.push(c),
+                        None => return Err("a quote (\") is not closed".into()),
+                    }
+                },
+                '\\' => match chars.next() {
+                    Some((_, c)) => word.push(c),
+                    None => return Err("the line ends with \\".into()),
+                },
+                c => word.push(c),
+            }
+        }
+        words.push(word);
+    }
+    Ok(words)
+}
+
+/// What tab completion offers.
+struct Names {
+    /// Qualified tool names with their argument keys, in the schema's order.
+    tools: Vec<(String, Vec<String>)>,
+    /// Qualified prompt names with their argument names.
+    prompts: Vec<(String, Vec<String>)>,
+    /// Configured server names.
+    servers: Vec<String>,
+}
+
+impl Names {
+    fn of(snapshot: &mcp_harness_catalog::Snapshot, servers: Vec<String>) -> Self {
+        let tools = snapshot
+            .tools()
+            .map(|t| {
+                let keys = t
+                    .tool
+                    .input_schema
+                    .get("properties")
+                    .and_then(|p| p.as_object())
+                    .map(|p| p.keys().cloned().collect())
+                    .unwrap_or_default();
+                (t.qualified_name.clone(), keys)
+            })
+            .collect();
+        let prompts = snapshot
+            .catalogs
+            .values()
+            .flat_map(|c| c.prompts.iter())
+            .map(|p| {
+                let args = p
+                    .prompt
+                    .arguments
+                    .iter()
+                    .flatten()
+                    .map(|a| a.name.clone())
+                    .collect();
+                (p.qualified_name.clone(), args)
+            })
+            .collect();
+        Names {
+            tools,
+            prompts,
+            servers,
+        }
+    }
+}
+
+/// The line editor's helper: completion only (no hints, colours or multi-line validation),
+/// from the latest published snapshot (tools a server adds are offered at once).
+struct Helper {
+    snapshots: tokio::sync::watch::Receiver<Arc<mcp_harness_catalog::Snapshot>>,
+    servers: Arc<Mutex<Vec<String>>>,
+    commands: Vec<String>,
+}
+
+fn candidates<'a>(
+    prefix: &str,
+    options: impl Iterator<Item = &'a String>,
+    suffix: &str,
+) -> Vec<Pair> {
+    options
+        .filter(|o| o.starts_with(prefix))
+        .map(|o| Pair {
+            display: o.clone(),
+            replacement: format!("{o}{suffix}"),
+        })
+        .collect()
+}
+
+impl Completer for Helper {
+    type Candidate = Pair;
+
+    fn complete(
+        &self,
+        line: &str,
+        pos: usize,
+        _ctx: &rustyline::Context<'_>,
+    ) -> rustyline::Result<(usize, Vec<Pair>)> {
+        let before = &line[..pos];
+        let start = before
+            .rfind(char::is_whitespace)
+            .map(|i| i + 1)
+            .unwrap_or(0);
+        let word = &before[start..];
+        let earlier: Vec<&str> = before[..start].split_whitespace().collect();
+        let servers = self.servers.lock().map(|s| s.clone()).unwrap_or_default();
+        let names = Names::of(&self.snapshots.borrow(), servers);
+        let found = match earlier.as_slice() {
+            [] => candidates(word, self.commands.iter(), " "),
+            ["help"] => candidates(word, self.commands.iter(), " "),
+            ["call"] => candidates(word, names.tools.iter().map(|(n, _)| n), " "),
+            ["prompt"] => candidates(word, names.prompts.iter().map(|(n, _)| n), " "),
+            ["read" | "subscribe" | "restart" | "enable" | "disable"] => {
+                candidates(word, names.servers.iter(), " ")
+            }
+            [kind @ ("call" | "prompt"), name, ..] => {
+                let list = if *kind == "call" {
+                    &names.tools
+                } else {
+                    &names.prompts
+                };
+                let keys = list
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .map(|(_, k)| k.as_slice())
+                    .unwrap_or_default();
+                // Inside a JSON object: the key being typed after its opening quote (or a
+                // bare `{`, `'{` or `,`).
+                let (at, partial) = match word.rfind('"') {
+                    Some(q) if !word[q..].contains(':') => (q, &word[q + 1..]),
+                    _ if word.ends_with('{') || word.ends_with(',') => (word.len(), ""),
+                    _ => return Ok((pos, Vec::new())),
+                };
+                let offered: Vec<Pair> = keys
+                    .iter()
+                    .filter(|k| k.starts_with(partial))
+                    .map(|k| Pair {
+                        display: k.clone(),
+                        replacement: format!("\"{k}\": "),
+                    })
+                    .collect();
+                return Ok((start + at, offered));
+            }
+            _ => Vec::new(),
+        };
+        Ok((start, found))
+    }
+}
+
+impl Hinter for Helper {
+    type Hint = String;
+}
+
+impl Highlighter for Helper {
+    fn highlight_prompt<'b, 's: 'b, 'p: 'b>(
+        &'s self,
+        prompt: &'p str,
+        _default: bool,
+    ) -> Cow<'b, str> {
+        Cow::Borrowed(prompt)
+    }
+}
+
+impl Validator for Helper {}
+
+impl rustyline::Helper for Helper {}
+
+/// Where lines come from: a line editor on its own thread (it blocks), asked for one line at a
+/// time so that nothing else reads the terminal while a command runs (an elicitation may), or
+/// stdin read line by line.
+struct Input {
+    ask: std::sync::mpsc::Sender<()>,
+    lines: tokio::sync::mpsc::Receiver<Option<String>>,
+}
+
+impl Input {
+    fn start(
+        snapshots: tokio::sync::watch::Receiver<Arc<mcp_harness_catalog::Snapshot>>,
+        servers: Arc<Mutex<Vec<String>>>,
+        commands: Vec<String>,
+    ) -> Self {
+        let (ask, asked) = std::sync::mpsc::channel::<()>();
+        let (tx, lines) = tokio::sync::mpsc::channel(1);
+        let interactive = crate::terminal::interactive();
+        std::thread::spawn(move || {
+            let mut editor = if interactive {
+                let config = rustyline::Config::builder()
+                    .auto_add_history(true)
+                    .max_history_size(1000)
+                    .ok()
+                    .map(|b| b.build())
+                    .unwrap_or_default();
+                match rustyline::Editor::<Helper, rustyline::history::DefaultHistory>::with_config(
+                    config,
+                ) {
+                    Ok(mut e) => {
+                        e.set_helper(Some(Helper {
+                            snapshots,
+                            servers,
+                            commands,
+                        }));
+                        Some(e)
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "no line editor; reading plain lines");
+                        None
+                    }
+                }
+            } else {
+                None
+            };
+            while asked.recv().is_ok() {
+                let line = match editor.as_mut() {
+                    Some(editor) => loop {
+                        match editor.readline("mcp> ") {
+                            Ok(line) => break Some(line),
+                            // Ctrl-C at the prompt clears the line, as in a shell.
+                            Err(rustyline::error::ReadlineError::Interrupted) => continue,
+                            Err(_) => break None,
+                        }
+                    },
+                    None => {
+                        let mut line = String::new();
+                        match std::io::stdin().read_line(&mut line) {
+                            Ok(0) | Err(_) => None,
+                            Ok(_) => Some(line.trim_end_matches(['\r', '\n']).to_string()),
+                        }
+                    }
+                };
+                let end = line.is_none();
+                if tx.blocking_send(line).is_err() || end {
+                    break;
+                }
+            }
+        });
+        Input { ask, lines }
+    }
+
+    /// The next line; `None` at end of input.
+    async fn next(&mut self) -> Option<String> {
+        self.ask.send(()).ok()?;
+        self.lines.recv().await.flatten()
+    }
+}
+
+/// Runs the shell until `exit` or end of input; returns the last command's exit status.
+pub(crate) async fn run(runtime: &Runtime, mut session: Session) -> u8 {
+    use clap::CommandFactory;
+    let commands: Vec<String> = Line::command()
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .chain(["help".to_string(), "quit".to_string()])
+        .collect();
+    let servers = Arc::new(Mutex::new(Vec::new()));
+    let mut input = Input::start(runtime.watch(), servers.clone(), commands);
+    // Every server connects first (with the spinner on a terminal), as for `servers`.
+    crate::progress::settle(runtime, session.deadline).await;
+    if crate::terminal::interactive() {
+        say!("mcp-harness shell: `help` lists the commands; Tab completes; Ctrl-D leaves.");
+    }
+    let mut last = Exit::Ok.code();
+    loop {
+        if let Ok(mut names) = servers.lock() {
+            *names = session.config.servers.keys().cloned().collect();
+        }
+        let Some(line) = input.next().await else {
+            break;
+        };
+        let words = match split(&line) {
+            Ok(w) if w.is_empty() || w[0].starts_with('#') => continue,
+            Ok(w) => w,
+            Err(e) => {
+                last = crate::fail(&e, Exit::Usage);
+                continue;
+            }
+        };
+        let step = match Line::try_parse_from(&words) {
+            Ok(l) => l.step,
+            Err(e) => {
+                use clap::error::ErrorKind;
+                let shown = e.render().to_string();
+                if matches!(
+                    e.kind(),
+                    ErrorKind::DisplayHelp | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+                ) {
+                    emit!("{shown}");
+                    last = Exit::Ok.code();
+                } else {
+                    say_part!("{shown}");
+                    last = Exit::Usage.code();
+                }
+                continue;
+            }
+        };
+        if matches!(step, Step::Exit) {
+            break;
+        }
+        last = tokio::select! {
+            code = one(runtime, &mut session, step) => code,
+            _ = tokio::signal::ctrl_c() => {
+                say!("\ninterrupted");
+                Exit::Interrupted.code()
+            }
+        };
+    }
+    last
+}
+
+/// Runs one command.
+async fn one(runtime: &Runtime, session: &mut Session, step: Step) -> u8 {
+    let command = match step {
+        Step::Servers => crate::Command::Servers,
+        Step::Tools { hidden } => crate::Command::Tools { hidden },
+        Step::Prompts => crate::Command::Prompts,
+        Step::Resources => crate::Command::Resources,
+        Step::Skills { query } => crate::Command::Skills { query },
+        Step::Call { name, args } => crate::Command::Call { name, args },
+        Step::Prompt { name, args } => crate::Command::Prompt { name, args },
+        Step::Read { server, uri, out } => crate::Command::Read { server, uri, out },
+        Step::Subscribe { server, uri, count } => crate::Command::Subscribe { server, uri, count },
+        Step::Restart { server } => {
+            return match runtime.restart(&server) {
+                Ok(()) => {
+                    done(session.json, "restart", &server, "restarting");
+                    Exit::Ok.code()
+                }
+                Err(e) => crate::fail_call(&e),
+            };
+        }
+        Step::Enable { server } => return toggle(runtime, session, &server, true).await,
+        Step::Disable { server } => return toggle(runtime, session, &server, false).await,
+        Step::Roots { dirs } => return roots(runtime, session, &dirs).await,
+        Step::Exit => return Exit::Ok.code(),
+    };
+    crate::execute(
+        runtime,
+        command,
+        session.deadline,
+        session.config_path.clone(),
+        None,
+        session.json,
+        session.only.clone(),
+    )
+    .await
+}
+
+/// One line saying what a shell-only command did (a JSON object with `--json`).
+fn done(json: bool, command: &str, server: &str, what: &str) {
+    if json {
+        emitln!(
+            "{}",
+            serde_json::json!({"command": command, "server": server})
+        );
+    } else {
+        emitln!("{what} {server}");
+    }
+}
+
+/// `enable`/`disable SERVER` for this session: the runtime's config with the server's
+/// `enabled` changed, applied now.
+async fn toggle(runtime: &Runtime, session: &mut Session, server: &str, on: bool) -> u8 {
+    let Some(entry) = session.config.servers.get_mut(server) else {
+        let known: Vec<&str> = session.config.servers.keys().map(String::as_str).collect();
+        return crate::fail(
+            &format!(
+                "no server named `{server}` in this session (servers: {})",
+                known.join(", ")
+            ),
+            Exit::Usage,
+        );
+    };
+    entry.enabled = on;
+    runtime.set_config(session.config.clone());
+    if let Err(e) = runtime.refresh_if_dirty().await {
+        return crate::fail(&e.to_string(), Exit::Server);
+    }
+    if on {
+        // The server's actor starts after the refresh; its first report replaces `disabled`.
+        // Until then the snapshot looks settled, so this waits for that report, then settles.
+        let name = server.to_string();
+        runtime
+            .wait_for(session.deadline, |s| {
+                s.servers.get(&name).is_some_and(|st| {
+                    !matches!(st.state, mcp_harness_catalog::ServerState::Disabled)
+                })
+            })
+            .await;
+        crate::progress::settle(runtime, session.deadline).await;
+    }
+    let (command, what) = if on {
+        ("enable", "enabled for this session:")
+    } else {
+        ("disable", "disabled for this session:")
+    };
+    done(session.json, command, server, what);
+    Exit::Ok.code()
+}
+
+/// `roots [DIR...]`: lists the roots, or offers `dirs` instead and tells every server.
+async fn roots(runtime: &Runtime, session: &Session, dirs: &[PathBuf]) -> u8 {
+    if !dirs.is_empty() {
+        let resolved = match dirs
+            .iter()
+            .map(|d| Roots::resolve(d))
+            .collect::<Result<Vec<_>, _>>()
+        {
+            Ok(r) => r,
+            Err(e) => return crate::fail(&e, Exit::Usage),
+        };
+        if session.roots.set(resolved) {
+            let told = runtime.notify_roots_changed().await;
+            say!(
+                "roots changed; told {}",
+                crate::output::count(told, "server")
+            );
+        }
+    }
+    let list = session.roots.list();
+    if session.json {
+        let uris: Vec<String> = list.iter().map(|d| crate::terminal::file_uri(d)).collect();
+        emitln!("{}", serde_json::json!({ "roots": uris }));
+    } else {
+        for dir in list {
+            emitln!(
+                "{}",
+                crate::output::for_stdout(&crate::terminal::file_uri(&dir))
+            );
+        }
+    }
+    Exit::Ok.code()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split;
+
+    #[test]
+    fn lines_split_like_a_shell_with_bare_json() {
+        assert_eq!(
+            split(r#"call mcp__a__b '{"x": "y z"}'"#).unwrap(),
+            ["call", "mcp__a__b", r#"{"x": "y z"}"#]
+        );
+        assert_eq!(
+            split(r#"call mcp__a__b {"x": "y z"}  "#).unwrap(),
+            ["call", "mcp__a__b", r#"{"x": "y z"}"#]
+        );
+        assert_eq!(split(r#"read s "a b"\ c"#).unwrap(), ["read", "s", "a b c"]);
+        assert!(split("call 'open").is_err());
+        assert!(split("   ").unwrap().is_empty());
+    }
+}

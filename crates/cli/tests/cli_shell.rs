@@ -1,0 +1,152 @@
+//! Issue 17 point 2: `mcp-harness shell` — several commands against one runtime whose servers
+//! keep their state between them; piped from a script, and on a pseudo-terminal with tab
+//! completion and history.
+
+mod common;
+
+use common::{Pty, bin, temp_home};
+use serde_json::{Value, json};
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+/// A folder with `mcp.json` configuring the fixture (with its asking tools) as server `fx`.
+fn setup(tag: &str) -> std::path::PathBuf {
+    let dir = temp_home("shell", tag);
+    let config = json!({"mcpServers": {
+        "fx": {"command": bin(), "args": ["fixture-server", "--client-requests"]}
+    }});
+    std::fs::write(dir.join("mcp.json"), config.to_string()).expect("write config");
+    std::fs::create_dir_all(dir.join("elsewhere")).expect("mkdir");
+    dir
+}
+
+/// Runs `shell` in `dir` with `script` piped to stdin: (exit status, stdout, stderr).
+fn piped(dir: &std::path::Path, extra: &[&str], script: &str) -> (i32, String, String) {
+    let mut child = Command::new(bin())
+        .args(["shell", "--yes", "--config", "mcp.json"])
+        .args(extra)
+        .current_dir(dir)
+        .env("HOME", dir.join("home"))
+        .env("XDG_CONFIG_HOME", dir.join("xdg"))
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run mcp-harness shell");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(script.as_bytes())
+        .expect("pipe the script");
+    let out = child.wait_with_output().expect("wait");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_piped_script_runs_against_one_runtime() {
+    let dir = setup("piped");
+    let script = r#"
+# state on the server carries over from one command to the next
+call mcp__fx__echo {"message": "one"}
+call mcp__fx__echo '{"message": "two words"}'
+call mcp__fx__update_resource {"uri": "fixture://static/readme", "text": "changed by the script"}
+read fx fixture://static/readme
+call mcp__fx__calls
+roots elsewhere
+call mcp__fx__ask_roots
+disable fx
+servers
+enable fx
+call mcp__fx__calls
+"#;
+    let (code, out, err) = piped(&dir, &[], script);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("one\n") && out.contains("two words\n"),
+        "{out}"
+    );
+    assert!(out.contains("changed by the script"), "{out}");
+    // One server process saw every call (a fresh one would count 1 echo).
+    let counts: Vec<Value> = out
+        .lines()
+        .filter(|l| l.starts_with("{\"calls\""))
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_eq!(counts.len(), 2, "{out}");
+    assert_eq!(counts[0]["echo"], 2, "{out}");
+    assert_eq!(counts[0]["update_resource"], 1, "{out}");
+    // Roots changed: the server was told, asked again and got the new folder.
+    let here = std::fs::canonicalize(dir.join("elsewhere")).expect("canonical");
+    let asked: Value = out
+        .lines()
+        .find(|l| l.starts_with("{\"result\""))
+        .and_then(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| panic!("no roots answer in:\n{out}"));
+    assert_eq!(asked["rootsListChanged"], 1, "{out}");
+    assert_eq!(
+        asked["result"]["roots"][0]["uri"],
+        format!("file://{}", here.display()),
+        "{out}"
+    );
+    assert!(err.contains("roots changed; told 1 server"), "{err}");
+    // Disabled for the session, then enabled again: a new process, counting afresh.
+    assert!(out.contains("disabled for this session: fx"), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("fx") && l.contains("disabled")),
+        "{out}"
+    );
+    assert!(counts[1].get("echo").is_none(), "{out}");
+}
+
+#[test]
+fn a_piped_script_honours_json_and_reports_the_last_status() {
+    let dir = setup("json");
+    let script = "call mcp__fx__add {\"a\": 1, \"b\": 2}\ntools\ncall mcp__fx__nope\n";
+    let (code, out, err) = piped(&dir, &["--json"], script);
+    // The last command failed: not in the catalog.
+    assert_eq!(code, 5, "{err}");
+    let docs: Vec<Value> = serde_json::Deserializer::from_str(&out)
+        .into_iter::<Value>()
+        .collect::<Result<_, _>>()
+        .unwrap_or_else(|e| panic!("not JSON ({e}):\n{out}"));
+    assert_eq!(docs[0]["structuredContent"]["sum"], 3, "{out}");
+    assert!(docs[1].to_string().contains("mcp__fx__echo"), "{out}");
+    assert!(err.contains("mcp__fx__nope"), "{err}");
+
+    let (code, _, err) = piped(&dir, &[], "call\n");
+    assert_eq!(code, 2, "a usage error: {err}");
+}
+
+#[test]
+fn on_a_terminal_tab_completes_and_up_recalls() {
+    let dir = setup("pty");
+    let mut t = Pty::spawn_term(&dir, &["shell", "--yes", "--config", "mcp.json"], "xterm");
+    t.expect("mcp> ");
+    // A command, a qualified name and an argument key from the tool's schema.
+    t.send("cal\t");
+    t.expect("call ");
+    t.send("mcp__fx__ec\t");
+    t.expect("mcp__fx__echo ");
+    t.send("{\"mes\t");
+    t.expect("\"message\": ");
+    t.send("\"from the keyboard\"}\r");
+    t.expect("from the keyboard");
+    t.expect("mcp> ");
+    // ↑ recalls the last line; Enter runs it again (the server counts two echoes).
+    t.send("\x1b[A\r");
+    t.expect("from the keyboard");
+    t.expect("mcp> ");
+    t.send("call mcp__fx__calls\r");
+    t.expect("\"echo\":2");
+    t.expect("mcp> ");
+    t.send("exit\r");
+    let (code, shown) = t.finish();
+    assert_eq!(code, 0, "{shown}");
+}
