@@ -388,7 +388,7 @@ fn typescript_sdk_client_over_http() {
 }
 
 /// One HTTP/1.1 request on a fresh connection (`Connection: close`), read to its end (bounded):
-/// (status, headers lowercased, body).
+/// (status, head with lowercased header names, body).
 fn http(
     addr: &str,
     method: &str,
@@ -420,7 +420,16 @@ fn http(
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
-    (status, head.to_lowercase(), body.to_string())
+    // Header names lowercased, values kept (a sealed session id is case-sensitive).
+    let head = head
+        .lines()
+        .map(|line| match line.split_once(':') {
+            Some((name, value)) => format!("{}:{value}", name.to_lowercase()),
+            None => line.to_lowercase(),
+        })
+        .collect::<Vec<_>>()
+        .join("\r\n");
+    (status, head, body.to_string())
 }
 
 const MCP_POST: [(&str, &str); 2] = [

@@ -39,7 +39,11 @@ pub(crate) fn spawn(shared: &Arc<Shared>) {
 async fn digests_now(shared: &Shared) -> Digests {
     let snapshot = shared.runtime.snapshot();
     let tools = match shared.runtime.bind_step(&[]).await {
-        Ok(binding) => ToolView::new(&binding, shared.options.prefix).digest,
+        Ok(binding) => {
+            let view = Arc::new(ToolView::new(&binding, shared.options.prefix));
+            shared.remember(&view);
+            view.digest
+        }
         Err(error) => {
             tracing::warn!(%error, "binding the catalog for change notifications failed");
             lock(&shared.current).tools

@@ -54,6 +54,10 @@ pub(crate) struct ServeArgs {
     /// At most this many calls in flight per client session; more are refused with a retry hint.
     #[arg(long, value_name = "N", default_value_t = mcp_harness_gateway::DEFAULT_MAX_CALLS_PER_SESSION)]
     max_calls_per_session: usize,
+    /// How long an HTTP session id stays valid after it was last re-sealed (ids are sealed with
+    /// the keys in MCP_HARNESS_SESSION_KEYS; without it, a random key made at start).
+    #[arg(long, value_name = "SECONDS", default_value_t = mcp_harness_gateway::DEFAULT_SESSION_TTL.as_secs())]
+    session_ttl_secs: u64,
     /// On SIGTERM, how long in-flight requests may take before the servers are shut down.
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
     drain_secs: u64,
@@ -93,7 +97,13 @@ async fn serve(gateway: &Gateway, args: &ServeArgs) -> u8 {
             }
         };
     };
+    let keys = match mcp_harness_gateway::SessionKeys::from_env() {
+        Ok(keys) => keys.map(Arc::new),
+        Err(e) => return crate::fail(&e.to_string(), Exit::Usage),
+    };
     let mut http = HttpOptions::new(addr);
+    http.session_keys = keys;
+    http.session_ttl = Duration::from_secs(args.session_ttl_secs.max(1));
     http.allowed_hosts = args.allow_hosts.clone();
     http.allowed_origins = args.allow_origins.clone();
     http.max_sessions = args.max_sessions;
