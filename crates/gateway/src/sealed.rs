@@ -408,9 +408,27 @@ pub(crate) async fn layer(
     }
     let post = request.method() == Method::POST;
     let profile = request.extensions().get::<SessionProfile>().cloned();
+    let (request, lists) = if post && opened.is_some() {
+        lists_tools(request).await
+    } else {
+        (request, false)
+    };
     let mut response = next.run(request).await;
     if !post || !response.status().is_success() {
         return response;
+    }
+    if lists {
+        // The listing's mark is known once the handler answered: the answer is read whole
+        // (one JSON-RPC response; its stream ends with it) before the head goes out.
+        let (parts, body) = response.into_parts();
+        let Ok(bytes) = axum::body::to_bytes(body, MAX_LISTING).await else {
+            return (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the tools/list answer could not be read\n",
+            )
+                .into_response();
+        };
+        response = Response::from_parts(parts, axum::body::Body::from(bytes));
     }
     let payload = match opened {
         Some(payload) => (*payload).clone(),
@@ -438,6 +456,43 @@ pub(crate) async fn layer(
         response.headers_mut().insert("mcp-session-id", value);
     }
     response
+}
+
+/// At most this much of a `tools/list` answer is read before its head is sent.
+const MAX_LISTING: usize = 64 * 1024 * 1024;
+/// A request body at most this long is looked at for `tools/list` (a listing request is tiny).
+const MAX_PEEK: usize = 64 * 1024;
+
+/// Whether the request is a `tools/list` (its body is read and put back; bodies longer than
+/// [`MAX_PEEK`] or of unknown length are passed on unread).
+async fn lists_tools(request: Request) -> (Request, bool) {
+    let small = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        .is_some_and(|len| len <= MAX_PEEK);
+    if !small {
+        return (request, false);
+    }
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_PEEK).await else {
+        return (Request::from_parts(parts, axum::body::Body::empty()), false);
+    };
+    let lists = memchr_str(&bytes, b"tools/list")
+        && serde_json::from_slice::<serde_json::Value>(&bytes).is_ok_and(|message| {
+            message.get("method").and_then(|m| m.as_str()) == Some("tools/list")
+        });
+    (
+        Request::from_parts(parts, axum::body::Body::from(bytes)),
+        lists,
+    )
+}
+
+fn memchr_str(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|window| window == needle)
 }
 
 /// 404 with a JSON-RPC error saying why and what to do (re-initialise).
