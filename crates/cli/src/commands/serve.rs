@@ -48,7 +48,8 @@ pub(crate) struct ServeArgs {
     /// At most this many open HTTP sessions; more initializes get 429 with Retry-After.
     #[arg(long, value_name = "N", default_value_t = mcp_harness_gateway::DEFAULT_MAX_SESSIONS)]
     max_sessions: usize,
-    /// Close an HTTP session after this many seconds without a request.
+    /// Free an HTTP session's memory after this many seconds without a request (its next
+    /// request restores it from its sealed id).
     #[arg(long, value_name = "SECONDS", default_value_t = mcp_harness_gateway::DEFAULT_IDLE_TIMEOUT.as_secs())]
     idle_secs: u64,
     /// At most this many calls in flight per client session; more are refused with a retry hint.
