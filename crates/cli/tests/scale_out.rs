@@ -535,8 +535,9 @@ fn echo_calls_by_client(addr: &str) -> std::collections::HashMap<String, u64> {
 /// front of one upstream, driven by the TypeScript SDK client at 2025-11-25: every session's
 /// requests land on several replicas and succeed; a tools/list_changed after an upstream change
 /// reaches every session; then one replica is SIGKILLed under a bounded load: no "session not
-/// found", no call executed twice, every failure classified. The figures (calls, failures by
-/// kind, p50/p99 before/during/after) are printed.
+/// found", no call executed twice, every failure classified, and a later upstream change still
+/// reaches every session (streams that were on the killed replica reconnect elsewhere). The
+/// figures (calls, failures by kind, p50/p99 before/during/after) are printed.
 #[test]
 fn three_replicas_behind_haproxy_survive_a_sigkill() {
     use std::io::{BufRead as _, Write as _};
@@ -688,6 +689,13 @@ fn three_replicas_behind_haproxy_survive_a_sigkill() {
             "{name}'s calls all landed on one replica: {spread:?}"
         );
     }
+    let changed = step("list_changed_after_kill");
+    eprintln!("list_changed after the kill: {changed}");
+    assert_eq!(
+        changed["notified"],
+        json!(SESSIONS),
+        "after the kill: {changed}"
+    );
     let figures = step("figures");
     eprintln!(
         "scale-out figures (3 replicas behind HAProxy, {SESSIONS} sessions x {CALLS} calls per phase, replica r1 SIGKILLed during `during`):"

@@ -356,6 +356,13 @@ impl Bench {
             session_seal(self.options.rounds, self.options.calls),
             echo.harness.clone(),
         );
-        Ok(vec![echo.p99(), echo, throughput, listed.p99(), listed, seal])
+        Ok(vec![
+            echo.p99(),
+            echo,
+            throughput,
+            listed.p99(),
+            listed,
+            seal,
+        ])
     }
 }

@@ -107,6 +107,13 @@ figures.during = await phase("during", (done) => {
 await sleep(1500);
 figures.after = await phase("after");
 
+// A change after the kill reaches every session too: streams that were on the killed replica
+// reconnect to another one.
+for (const session of sessions) session.changed = 0;
+await sessions[0].client.callTool({ name: "mcp__fx__add_tool", arguments: { name: "lb_dyn_after" } });
+for (let n = 0; n < 150 && sessions.some((s) => s.changed === 0); n++) await sleep(100);
+out("list_changed_after_kill", { notified: sessions.filter((s) => s.changed > 0).length, sessions: sessions.length });
+
 let upstream = null;
 for (let n = 0; n < 5 && upstream === null; n++) {
   try {
