@@ -10,6 +10,8 @@
 #                      measured beside ours — supergateway (npm) and FastMCP's proxy (PyPI fastmcp)
 #   (system)           dbus-daemon and gnome-keyring (Debian packages, apt-get): the private session
 #                      bus and Secret Service of the keyring test (transport/tests/oauth_keyring.rs)
+#   (system)           haproxy (Debian package, apt-get): the load balancer in front of the gateway
+#                      replicas of crates/cli/tests/scale_out_haproxy.rs
 #
 # Usage: bash .ci/install-peers.sh [DIR]     (DIR defaults to target/peers)
 # Idempotent: every piece that is already installed at the pinned version is skipped,
@@ -120,6 +122,32 @@ else
     ${SUDO[@]+"${SUDO[@]}"} apt-get update -q >>"$APT_LOG" 2>&1 || true
     if ! apt_install dbus-daemon gnome-keyring && ! apt_install dbus gnome-keyring; then
       log "apt-get could not install dbus-daemon and gnome-keyring:"
+      tail -n 20 "$APT_LOG" >&2
+      exit 1
+    fi
+  fi
+fi
+
+# The scale-out test's load balancer: the Debian package, installed the same way when missing.
+if command -v haproxy >/dev/null; then
+  log "ok   haproxy"
+else
+  log "get  haproxy (apt-get)"
+  SUDO=()
+  if [ "$(id -u)" -ne 0 ]; then
+    if ! command -v sudo >/dev/null; then
+      log "need root or sudo to apt-get install haproxy"
+      exit 1
+    fi
+    SUDO=(sudo -n)
+  fi
+  APT_LOG="$DIR/apt-get.log"
+  if ! ${SUDO[@]+"${SUDO[@]}"} env DEBIAN_FRONTEND=noninteractive \
+      apt-get install -y -q --no-install-recommends haproxy >>"$APT_LOG" 2>&1; then
+    ${SUDO[@]+"${SUDO[@]}"} apt-get update -q >>"$APT_LOG" 2>&1 || true
+    if ! ${SUDO[@]+"${SUDO[@]}"} env DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -q --no-install-recommends haproxy >>"$APT_LOG" 2>&1; then
+      log "apt-get could not install haproxy:"
       tail -n 20 "$APT_LOG" >&2
       exit 1
     fi

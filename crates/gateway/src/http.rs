@@ -25,6 +25,8 @@ use axum::serve::ListenerExt as _;
 use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
 };
+
+use crate::sealed::{SealedSessionManager, SealedStore, Sealer, SessionKeys};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -64,11 +66,17 @@ pub struct HttpOptions {
     pub allowed_origins: Vec<String>,
     /// At most this many open sessions; an `initialize` beyond gets 429 with `Retry-After`.
     pub max_sessions: usize,
-    /// A session with no request for this long is closed (its client re-initialises).
+    /// A session with no request for this long is closed here (a later request with its id
+    /// restores it from the id).
     pub idle_timeout: Duration,
     /// The gateway's URL as clients reach it (its `/mcp` endpoint): the audience an access
     /// token must name. Default: `http://ADDR/mcp` of the bound address.
     pub public_url: Option<String>,
+    /// The keys that seal session ids; `None`: a random key made at start (ids then open on
+    /// this process only, so replicas cannot share sessions).
+    pub session_keys: Option<Arc<SessionKeys>>,
+    /// How long a session id stays valid after it was last re-sealed.
+    pub session_ttl: Duration,
 }
 
 /// The default bound of open HTTP sessions.
@@ -86,6 +94,8 @@ impl HttpOptions {
             max_sessions: DEFAULT_MAX_SESSIONS,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             public_url: None,
+            session_keys: None,
+            session_ttl: crate::sealed::DEFAULT_SESSION_TTL,
         }
     }
 }
@@ -174,9 +184,18 @@ pub(crate) async fn serve(
             .to_vec();
     }
     config.allowed_origins = origins;
+    let keys = options.session_keys.clone().unwrap_or_else(|| {
+        tracing::info!(
+            "no {} configured: made a random session key; session ids from this process open nowhere else, so replicas cannot share sessions and sessions end at restart",
+            crate::sealed::SESSION_KEYS_ENV
+        );
+        Arc::new(SessionKeys::generate())
+    });
+    let sealer = Sealer::new(keys, options.session_ttl);
+    config.session_store = Some(Arc::new(SealedStore::new(sealer.clone())));
     let mut manager = LocalSessionManager::default();
     manager.session_config.keep_alive = Some(options.idle_timeout);
-    let sessions = Arc::new(manager);
+    let sessions = Arc::new(SealedSessionManager::new(manager, sealer.clone()));
     let drain = Arc::new(Drain::default());
     let resource = options
         .public_url
@@ -206,6 +225,10 @@ pub(crate) async fn serve(
         StreamableHttpService::new(move || Ok(Session::new(shared.clone())), sessions, config);
     let router = axum::Router::new()
         .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn_with_state(
+            sealer,
+            crate::sealed::layer,
+        ))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
@@ -260,7 +283,7 @@ pub(crate) async fn serve(
 #[derive(Clone)]
 struct Ops {
     shared: Arc<Shared>,
-    sessions: Arc<LocalSessionManager>,
+    sessions: Arc<SealedSessionManager>,
     max_sessions: usize,
     drain: Arc<Drain>,
     /// The client profiles' check (`None`: no profiles, no authentication).
@@ -323,11 +346,13 @@ async fn authenticate(State(ops): State<Ops>, mut request: Request, next: Next) 
             return refused(&refusal, &guard.metadata_url);
         }
     };
+    // Keyed by the session's identity inside its sealed id: every re-sealed id of a session
+    // is the same session.
     let session = request
         .headers()
         .get("mcp-session-id")
         .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
+        .and_then(|id| ops.sessions.identity(id));
     if let Some(id) = &session
         && let Some(owner) = guard.owners.get(id)
         && *owner != profile.name
@@ -362,13 +387,18 @@ async fn authenticate(State(ops): State<Ops>, mut request: Request, next: Next) 
                 .headers()
                 .get("mcp-session-id")
                 .and_then(|v| v.to_str().ok())
+                .and_then(|id| ops.sessions.identity(id))
             {
                 if guard.owners.len() >= ops.max_sessions.saturating_mul(2) {
                     // Forget the sessions that closed (idle, deleted, ended).
-                    let open = ops.sessions.sessions.read().await;
-                    guard.owners.retain(|id, _| open.contains_key(id.as_str()));
+                    let known: Vec<String> = guard.owners.iter().map(|e| e.key().clone()).collect();
+                    for identity in known {
+                        if !ops.sessions.holds(&identity).await {
+                            guard.owners.remove(&identity);
+                        }
+                    }
                 }
-                guard.owners.insert(id.to_string(), name);
+                guard.owners.insert(id, name);
             }
         }
     }
@@ -420,7 +450,7 @@ async fn readyz(State(ops): State<Ops>) -> Response {
 
 /// The Prometheus text exposition.
 async fn metrics(State(ops): State<Ops>) -> Response {
-    let http_sessions = ops.sessions.sessions.read().await.len();
+    let http_sessions = ops.sessions.len().await;
     let body = ops.shared.metrics.render(
         &ops.shared.runtime.snapshot(),
         ops.shared.sessions.len(),
@@ -439,7 +469,7 @@ async fn session_limit(State(ops): State<Ops>, request: Request, next: Next) -> 
             .headers()
             .get("mcp-protocol-version")
             .is_none_or(|v| v.as_bytes() < b"2026-07-28".as_slice());
-    if opens_session && ops.sessions.sessions.read().await.len() >= ops.max_sessions {
+    if opens_session && ops.sessions.len().await >= ops.max_sessions {
         let body = serde_json::json!({
             "jsonrpc": "2.0",
             "id": null,

@@ -23,6 +23,7 @@ mod http;
 mod names;
 mod notify;
 mod ops;
+mod sealed;
 mod session;
 mod stdio;
 
@@ -33,6 +34,9 @@ use mcp_harness_runtime::Runtime;
 pub use auth::ClientsError;
 pub use bridge::ClientBridge;
 pub use http::{DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, HttpOptions, HttpServer, ServeError};
+pub use sealed::{
+    DEFAULT_SESSION_TTL, KeyError, Refusal, SESSION_KEYS_ENV, SessionKeys, SessionProfile,
+};
 
 /// How upstream names appear downstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -80,6 +80,11 @@ impl ToolView {
         }
     }
 
+    /// The tool listed as `downstream`, as it was listed.
+    pub(crate) fn tool(&self, downstream: &str) -> Option<&Tool> {
+        self.tools.iter().find(|tool| tool.name == downstream)
+    }
+
     /// The binding's name of the tool listed as `downstream`.
     pub(crate) fn resolve(&self, downstream: &str) -> Option<&str> {
         self.names.get(downstream).map(String::as_str)

@@ -59,7 +59,13 @@ async fn all_digests_now(shared: &Shared) -> HashMap<Option<String>, Digests> {
         .map(|profile| {
             let key = profile.map(|p| p.name.clone());
             let tools = match &binding {
-                Some(binding) => ToolView::new(binding, shared.options.prefix, profile).digest,
+                Some(binding) => {
+                    // Remembered, so a session restored from its id can have its calls checked
+                    // against the listing it was shown (see `sealed`).
+                    let view = Arc::new(ToolView::new(binding, shared.options.prefix, profile));
+                    shared.remember(&view);
+                    view.digest
+                }
                 None => previous.get(&key).map(|d| d.tools).unwrap_or_default(),
             };
             let digests = Digests {

@@ -38,6 +38,11 @@ use crate::auth::{Clients, Identity};
 use crate::bridge::{ClientBridge, as_caller};
 use crate::names::{PromptView, ResourceView, ToolView};
 use crate::ops::{Audit, CallRecord, Metrics, Outcome};
+use crate::sealed::{self, ListedMark};
+
+/// How many recent tool views a gateway remembers by digest, to check a call bound to a
+/// listing made on another replica against the definition that listing showed.
+const REMEMBERED_VIEWS: usize = 32;
 
 /// The list kinds a client is told about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,6 +114,8 @@ pub(crate) struct Shared {
     pub(crate) current: Mutex<HashMap<Option<String>, Digests>>,
     /// How many sessions subscribe to each (server, URI): upstream holds one subscription.
     subscribed: Mutex<HashMap<(String, String), usize>>,
+    /// The latest distinct tool views, newest last (at most [`REMEMBERED_VIEWS`]).
+    views: Mutex<std::collections::VecDeque<Arc<ToolView>>>,
 }
 
 impl Shared {
@@ -131,7 +138,30 @@ impl Shared {
             clients,
             current: Mutex::new(HashMap::new()),
             subscribed: Mutex::new(HashMap::new()),
+            views: Mutex::new(std::collections::VecDeque::new()),
         }
+    }
+
+    /// Remembers `view` under its digest (the newest view of a digest wins).
+    pub(crate) fn remember(&self, view: &Arc<ToolView>) {
+        let mut views = lock(&self.views);
+        if views.back().is_some_and(|last| last.digest == view.digest) {
+            return;
+        }
+        views.retain(|known| known.digest != view.digest);
+        views.push_back(view.clone());
+        while views.len() > REMEMBERED_VIEWS {
+            views.pop_front();
+        }
+    }
+
+    /// The remembered view whose digest is `digest`.
+    fn recall(&self, digest: u64) -> Option<Arc<ToolView>> {
+        lock(&self.views)
+            .iter()
+            .rev()
+            .find(|view| view.digest == digest)
+            .cloned()
     }
 
     fn register(&self, id: u64, listener: Listener, profile: Option<Arc<ClientProfile>>) {
@@ -212,10 +242,12 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// A session's last tool listing: the binding calls run on, and the names it showed.
+/// A session's last tool listing: the binding calls run on, the names it showed, and which
+/// listing of the session it was (its sequence number, shared with the sealed id).
 struct Listed {
     binding: StepBinding,
-    view: ToolView,
+    view: Arc<ToolView>,
+    seq: u32,
 }
 
 /// Per-session state; dropping it (the session ended) unregisters the session.
@@ -290,8 +322,66 @@ impl Session {
             .bind_step(&[])
             .await
             .map_err(|e| McpError::internal_error(e.to_string(), None))?;
-        let view = ToolView::new(&binding, self.shared().options.prefix, profile);
-        Ok(Listed { binding, view })
+        let view = Arc::new(ToolView::new(
+            &binding,
+            self.shared().options.prefix,
+            profile,
+        ));
+        self.shared().remember(&view);
+        Ok(Listed {
+            binding,
+            view,
+            seq: 0,
+        })
+    }
+
+    /// The listing a call runs on. The session's own listing here, unless its id says the
+    /// client listed later elsewhere (another replica): then the current catalog, provided it
+    /// shows the requested tool exactly as that listing did (checked by the listing's digest,
+    /// against the views this replica remembers); else the call is refused as stale.
+    async fn listing_for_call(
+        &self,
+        requested: &str,
+        mark: Option<ListedMark>,
+        profile: Option<&ClientProfile>,
+    ) -> Result<Arc<Listed>, Failure> {
+        let local = lock(&self.state.listed).clone();
+        let mark = match (local, mark) {
+            (Some(local), Some(mark)) if mark.seq > local.seq => mark,
+            (Some(local), _) => return Ok(local),
+            (None, Some(mark)) => mark,
+            (None, None) => {
+                return self
+                    .bind_now(profile)
+                    .await
+                    .map(Arc::new)
+                    .map_err(Failure::Rpc);
+            }
+        };
+        let current = self.bind_now(profile).await.map_err(Failure::Rpc)?;
+        if current.view.digest == mark.tools {
+            return Ok(Arc::new(current));
+        }
+        let listed = self.shared().recall(mark.tools);
+        let same = listed.as_ref().is_some_and(|listed| {
+            listed
+                .tool(requested)
+                .is_some_and(|then| current.view.tool(requested) == Some(then))
+        });
+        if same {
+            return Ok(Arc::new(current));
+        }
+        if listed.is_some_and(|listed| listed.tool(requested).is_none()) {
+            return Err(Failure::Call(CallError::NotInStep {
+                name: requested.to_string(),
+                revision: current.binding.revision(),
+                hint: String::new(),
+            }));
+        }
+        Err(Failure::Stale(format!(
+            "`{requested}` was not run: this session listed tools through another gateway replica, and this replica's catalog does not show `{requested}` as that listing did (catalog digest {:016x}). List tools again (tools/list) and retry with the definition you get.",
+            mark.tools
+        )))
     }
 }
 
@@ -301,6 +391,8 @@ enum Failure {
     Call(CallError),
     /// The gateway could not bind the catalog.
     Rpc(McpError),
+    /// The client's listing (made on another replica) does not match this replica's catalog.
+    Stale(String),
 }
 
 impl Session {
@@ -311,15 +403,15 @@ impl Session {
         context: RequestContext<RoleServer>,
     ) -> (Option<String>, Result<ToolResult, Failure>) {
         let profile = profile_of(&context.extensions);
-        let listed = lock(&self.state.listed).clone();
-        let listed = match listed {
-            Some(listed) => listed,
-            None => match self.bind_now(profile.as_deref()).await {
-                Ok(listed) => Arc::new(listed),
-                Err(error) => return (None, Err(Failure::Rpc(error))),
-            },
-        };
+        let mark = sealed::opened(&context.extensions).and_then(|opened| opened.payload.listed);
         let requested = request.name.as_ref();
+        let listed = match self
+            .listing_for_call(requested, mark, profile.as_deref())
+            .await
+        {
+            Ok(listed) => listed,
+            Err(failure) => return (None, Err(failure)),
+        };
         let Some(name) = listed.view.resolve(requested) else {
             let error = CallError::NotInStep {
                 name: requested.to_string(),
@@ -628,7 +720,22 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let profile = profile_of(&context.extensions);
-        let listed = Arc::new(self.bind_now(profile.as_deref()).await?);
+        let mut listed = self.bind_now(profile.as_deref()).await?;
+        let opened = sealed::opened(&context.extensions);
+        let local = lock(&self.state.listed).as_ref().map_or(0, |l| l.seq);
+        let sealed_seq = opened
+            .as_ref()
+            .and_then(|o| o.payload.listed)
+            .map_or(0, |mark| mark.seq);
+        listed.seq = local.max(sealed_seq).saturating_add(1);
+        if let Some(opened) = &opened {
+            let mark = ListedMark {
+                seq: listed.seq,
+                tools: listed.view.digest,
+            };
+            opened.sealer.listed(&opened.payload.session, mark);
+        }
+        let listed = Arc::new(listed);
         let tools = listed.view.tools.clone();
         self.shared()
             .shown(self.state.id, ListKind::Tools, listed.view.digest);
@@ -674,6 +781,7 @@ impl ServerHandler for Session {
                 _ => Outcome::Failed,
             },
             Err(Failure::Rpc(_)) => Outcome::Failed,
+            Err(Failure::Stale(_)) => Outcome::Stale,
         };
         self.shared().metrics.record(
             &CallRecord {
@@ -690,6 +798,9 @@ impl ServerHandler for Session {
             Ok(result) => Ok(downstream_result(result).into()),
             Err(Failure::Call(error)) => refusal(&tool, error),
             Err(Failure::Rpc(error)) => Err(error),
+            Err(Failure::Stale(text)) => {
+                Ok(CallToolResult::error(vec![ContentBlock::text(text)]).into())
+            }
         }
     }
 

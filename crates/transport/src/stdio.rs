@@ -72,6 +72,8 @@ impl Connector for StdioConnector {
                     }
                 }
             }
+            // The gateway's session keys are the harness's secret, never a server's.
+            cmd.env_remove("MCP_HARNESS_SESSION_KEYS");
             cmd.args(&spec.args)
                 .envs(&spec.env)
                 .stdin(Stdio::piped())

@@ -11,6 +11,11 @@
 //!   `tools/list_changed` — through the gateway (upstream notification, relisting, publication,
 //!   the notifier) vs the same client connected directly to the fixture (the upstream's own
 //!   notification); one change at a time, [`CHANGE_SPACING`] apart, both clients listening.
+//! - `gateway_session_seal`: what the sealed session id costs one request — three openings (the
+//!   layer in front of `/mcp`, then rmcp's session lookup and stream) and one sealing (the upper
+//!   bound: an id is re-sealed only when it changed or half its lifetime passed) of an id with a
+//!   typical client's `initialize` parameters — against the gateway's whole per-call time (the
+//!   `gateway_echo_http` figure through the gateway); the goal is a ratio under 1%.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -126,6 +131,41 @@ async fn saturate(url: &str, tool: &str) -> Result<f64, String> {
         outcome?;
     }
     Ok(elapsed / (CLIENTS * CALLS_EACH) as f64)
+}
+
+/// Seconds per request spent on the sealed session id, one figure per round: three checks and
+/// one re-sealing of an id carrying a typical client's `initialize` parameters.
+fn session_seal(rounds: usize, calls: usize) -> Vec<f64> {
+    use mcp_harness_gateway::SessionKeys;
+    use rmcp::model::{ClientCapabilities, Implementation, InitializeRequestParams};
+    let keys = SessionKeys::generate();
+    let capabilities: ClientCapabilities = serde_json::from_value(serde_json::json!({
+        "elicitation": {"form": {}}, "sampling": {}, "roots": {"listChanged": true}
+    }))
+    .unwrap_or_default();
+    let init = InitializeRequestParams::new(
+        capabilities,
+        Implementation::new("claude-code-like-host", "2.0.31"),
+    );
+    let ttl = mcp_harness_gateway::DEFAULT_SESSION_TTL;
+    let mut token = keys.issue(init, ttl);
+    let later = std::time::SystemTime::now() + ttl;
+    let count = calls.max(1000);
+    (0..rounds.max(1))
+        .map(|_| {
+            let started = Instant::now();
+            for _ in 0..count {
+                for _ in 0..3 {
+                    let checked = keys.check(std::hint::black_box(&token));
+                    std::hint::black_box(checked.is_ok());
+                }
+                if let Ok(resealed) = keys.restamp(&token, later) {
+                    token = resealed;
+                }
+            }
+            started.elapsed().as_secs_f64() / count as f64
+        })
+        .collect()
 }
 
 /// The fixture serving Streamable HTTP on `port`, tagged as this run's.
@@ -331,7 +371,13 @@ impl Bench {
             lb,
         );
         let _ = through.cancel().await;
-        let mut metrics = vec![echo.p99(), echo, throughput, listed.p99(), listed];
+        let seal = Metric::new(
+            "gateway_session_seal",
+            "opening a sealed session id three times and sealing it once (one request's cost) vs the gateway's whole per-call time",
+            session_seal(self.options.rounds, self.options.calls),
+            echo.harness.clone(),
+        );
+        let mut metrics = vec![echo.p99(), echo, throughput, listed.p99(), listed, seal];
         let compared = self.peers(direct_url, &direct, added).await;
         let _ = direct.cancel().await;
         metrics.extend(compared?);

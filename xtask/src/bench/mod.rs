@@ -51,7 +51,8 @@
 //!   harness runs with its default batch window and with `batch_window(ZERO)`, with changes back
 //!   to back and `_spaced` (each change one window + 4 ms after the previous one was visible, on
 //!   every side, baseline included);
-//! - `gateway_echo_http[_p99]`, `gateway_throughput_32`, `gateway_list_changed[_p99]`: what
+//! - `gateway_echo_http[_p99]`, `gateway_throughput_32`, `gateway_list_changed[_p99]`,
+//!   `gateway_session_seal` (sealed session id per request vs per-call time, goal < 1%): what
 //!   `mcp-harness serve` adds over Streamable HTTP, vs the same client direct to the same
 //!   upstream (see `gateway.rs`); `peer_fastmcp_echo_http`, `peer_supergateway_echo_http` and
 //!   `gateway_added_vs_<peer>[_p99]`: the same echo through FastMCP's proxy and supergateway, and

@@ -48,7 +48,8 @@ pub(crate) struct ServeArgs {
     /// At most this many open HTTP sessions; more initializes get 429 with Retry-After.
     #[arg(long, value_name = "N", default_value_t = mcp_harness_gateway::DEFAULT_MAX_SESSIONS)]
     max_sessions: usize,
-    /// Close an HTTP session after this many seconds without a request.
+    /// Free an HTTP session's memory after this many seconds without a request (its next
+    /// request restores it from its sealed id).
     #[arg(long, value_name = "SECONDS", default_value_t = mcp_harness_gateway::DEFAULT_IDLE_TIMEOUT.as_secs())]
     idle_secs: u64,
     /// At most this many calls in flight per client session; more are refused with a retry hint.
@@ -58,6 +59,10 @@ pub(crate) struct ServeArgs {
     /// tokens must name; overrides `gateway.publicUrl`. Default: http://ADDR/mcp.
     #[arg(long, value_name = "URL", requires = "http")]
     public_url: Option<String>,
+    /// How long an HTTP session id stays valid after it was last re-sealed (ids are sealed with
+    /// the keys in MCP_HARNESS_SESSION_KEYS; without it, a random key made at start).
+    #[arg(long, value_name = "SECONDS", default_value_t = mcp_harness_gateway::DEFAULT_SESSION_TTL.as_secs())]
+    session_ttl_secs: u64,
     /// On SIGTERM, how long in-flight requests may take before the servers are shut down.
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
     drain_secs: u64,
@@ -115,7 +120,13 @@ async fn serve(gateway: &Gateway, args: &ServeArgs, public_url: Option<String>) 
             }
         };
     };
+    let keys = match mcp_harness_gateway::SessionKeys::from_env() {
+        Ok(keys) => keys.map(Arc::new),
+        Err(e) => return crate::fail(&e.to_string(), Exit::Usage),
+    };
     let mut http = HttpOptions::new(addr);
+    http.session_keys = keys;
+    http.session_ttl = Duration::from_secs(args.session_ttl_secs.max(1));
     http.allowed_hosts = args.allow_hosts.clone();
     http.allowed_origins = args.allow_origins.clone();
     http.max_sessions = args.max_sessions;

@@ -14,7 +14,8 @@ use serde_json::json;
 use super::bin;
 
 /// One HTTP/1.1 request on a fresh connection (`Connection: close`), read to its end (bounded):
-/// (status, headers lowercased, body). Status 0 when the connection failed or closed early.
+/// (status, head with lowercased header names, body). Status 0 when the connection failed or
+/// closed early.
 pub(crate) fn http(
     addr: &str,
     method: &str,
@@ -47,7 +48,16 @@ pub(crate) fn http(
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
-    (status, head.to_lowercase(), body.to_string())
+    // Header names lowercased, values kept (a sealed session id is case-sensitive).
+    let head = head
+        .lines()
+        .map(|line| match line.split_once(':') {
+            Some((name, value)) => format!("{}:{value}", name.to_lowercase()),
+            None => line.to_lowercase(),
+        })
+        .collect::<Vec<_>>()
+        .join("\r\n");
+    (status, head, body.to_string())
 }
 
 /// The headers of an MCP POST.

