@@ -21,6 +21,7 @@ use aws_lc_rs::rand::SystemRandom;
 use aws_lc_rs::rsa::KeySize;
 use aws_lc_rs::signature::{self, EcdsaKeyPair, KeyPair as _};
 use base64::Engine as _;
+use common::gateway::http;
 use common::{bin, pids_with, temp_home};
 use serde_json::{Value, json};
 
@@ -143,41 +144,6 @@ impl Jwks {
             fetches,
         }
     }
-}
-
-/// One HTTP/1.1 request on a fresh connection (`Connection: close`), read to its end (bounded):
-/// (status, head lowercased, body).
-fn http(
-    addr: &str,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &str,
-) -> (u16, String, String) {
-    let mut stream = std::net::TcpStream::connect(addr).expect("connect to the gateway");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .expect("timeout");
-    let mut request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        request.push_str(&format!("{k}: {v}\r\n"));
-    }
-    request.push_str("\r\n");
-    request.push_str(body);
-    stream.write_all(request.as_bytes()).expect("send");
-    let mut response = Vec::new();
-    let _ = stream.read_to_end(&mut response);
-    let response = String::from_utf8_lossy(&response).into_owned();
-    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    (status, head.to_lowercase(), body.to_string())
 }
 
 /// The JSON-RPC message of a response body (JSON or one SSE `data:` line).
@@ -415,7 +381,7 @@ fn per_client_views_hide_and_refuse_what_a_profile_may_not_see() {
         let metadata = format!("http://{addr}/.well-known/oauth-protected-resource");
         assert!(
             head.contains(&format!(
-                "www-authenticate: bearer resource_metadata=\"{metadata}\""
+                "www-authenticate: Bearer resource_metadata=\"{metadata}\""
             )),
             "{head}"
         );

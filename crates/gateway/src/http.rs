@@ -218,6 +218,7 @@ pub(crate) async fn serve(
     };
     tokio::spawn(drain::trim_after_sessions_close(
         shared.clone(),
+        sessions.clone(),
         TRIM_TICK,
         stop.clone(),
     ));

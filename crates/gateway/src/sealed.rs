@@ -570,6 +570,18 @@ impl SealedSessionManager {
             .map(|payload| payload.session)
     }
 
+    /// Forgets what was learnt about sessions this replica no longer runs (closed by the idle
+    /// reaper, which does not pass through [`SessionManager::close_session`]).
+    /// Maps keep their largest capacity, so after a burst of sessions they are shrunk too.
+    pub(crate) async fn sweep(&self) {
+        let mut held = self.inner.sessions.write().await;
+        self.sealer
+            .learnt
+            .retain(|session, _| held.contains_key(&SessionId::from(session.clone())));
+        self.sealer.learnt.shrink_to_fit();
+        held.shrink_to_fit();
+    }
+
     /// Whether this replica runs the session of identity `identity` now.
     pub(crate) async fn holds(&self, identity: &str) -> bool {
         self.inner

@@ -164,7 +164,12 @@ impl Shared {
             .cloned()
     }
 
+    /// Registers session `id` for change notifications (once: a second registration of the same
+    /// session keeps what it was told).
     fn register(&self, id: u64, listener: Listener, profile: Option<Arc<ClientProfile>>) {
+        if self.sessions.contains_key(&id) {
+            return;
+        }
         let key = profile.as_ref().map(|p| p.name.clone());
         let told = lock(&self.current).get(&key).copied().unwrap_or_default();
         self.sessions.insert(
@@ -701,6 +706,21 @@ impl ServerHandler for Session {
             .log_level
             .store(request.level as u8, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Registers the session for change notifications already at `initialize`: behind a load
+    /// balancer the client's `notifications/initialized` may reach another replica than the one
+    /// that opened the session and later holds its GET stream.
+    async fn initialize(
+        &self,
+        request: rmcp::model::InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::InitializeResult, McpError> {
+        context.peer.set_peer_info(request.clone());
+        let profile = profile_of(&context.extensions);
+        self.shared()
+            .register(self.state.id, Listener::Peer(context.peer.clone()), profile);
+        self.negotiate_initialize(&request)
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
