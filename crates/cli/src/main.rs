@@ -548,7 +548,7 @@ async fn execute(
                     } else if outcome.is_error {
                         // Server text reaches a terminal only without its control characters.
                         let text = if std::io::stderr().is_terminal() {
-                            call::for_terminal(&outcome.text)
+                            output::for_terminal(&outcome.text)
                         } else {
                             outcome.text.clone()
                         };

@@ -6,13 +6,14 @@
 //! RFC 3339 in UTC.
 
 use std::io::IsTerminal;
+use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// `text` as written to stdout for a person: without control characters when stdout is a
 /// terminal, unchanged otherwise.
 pub(crate) fn for_stdout(text: &str) -> String {
     if std::io::stdout().is_terminal() {
-        crate::commands::call::for_terminal(text)
+        for_terminal(text)
     } else {
         text.to_string()
     }
@@ -55,6 +56,33 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     let y = yoe + era * 400 + i64::from(m <= 2);
     (y, m, d)
+}
+
+/// `text` as it may be written to a terminal: control characters dropped (escape sequences
+/// lose their ESC and cannot clear the screen, move the cursor or retitle the window; a bare
+/// carriage return cannot overwrite what was printed), except newlines and tabs.
+pub(crate) fn for_terminal(text: &str) -> String {
+    text.chars()
+        .filter(|&c| c == '\n' || c == '\t' || !c.is_control())
+        .collect()
+}
+
+/// `path` relative to the current directory when under it, else with `~` for the home folder.
+pub(crate) fn short(path: &Path) -> String {
+    let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    if let Some(rel) = std::env::current_dir()
+        .ok()
+        .and_then(|cwd| path.strip_prefix(cwd).ok().map(Path::to_path_buf))
+    {
+        return format!("./{}", rel.display());
+    }
+    if let Some(rel) = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .and_then(|home| path.strip_prefix(home).ok().map(Path::to_path_buf))
+    {
+        return format!("~/{}", rel.display());
+    }
+    path.display().to_string()
 }
 
 #[cfg(test)]

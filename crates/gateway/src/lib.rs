@@ -26,6 +26,7 @@ mod ops;
 mod sealed;
 mod session;
 mod stdio;
+mod sync;
 
 use std::sync::Arc;
 

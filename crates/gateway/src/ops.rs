@@ -128,7 +128,7 @@ impl Audit {
         }
         let mut text = line.to_string();
         text.push('\n');
-        let mut file = crate::session::lock(&self.file);
+        let mut file = crate::sync::lock(&self.file);
         if let Err(error) = file.write_all(text.as_bytes()) {
             tracing::warn!(%error, "the audit log could not be written");
         }
@@ -152,7 +152,7 @@ impl Metrics {
             series.client = "other".into();
         }
         let stats = self.calls.entry(series).or_default();
-        let mut stats = crate::session::lock(stats.value());
+        let mut stats = crate::sync::lock(stats.value());
         let secs = record.duration.as_secs_f64();
         stats.count += 1;
         stats.sum += secs;
@@ -181,7 +181,7 @@ impl Metrics {
             .calls
             .iter()
             .map(|entry| {
-                let stats = crate::session::lock(entry.value());
+                let stats = crate::sync::lock(entry.value());
                 (entry.key().clone(), stats.count, stats.sum, stats.buckets)
             })
             .collect();

@@ -241,11 +241,7 @@ fn profile_of(extensions: &rmcp::model::Extensions) -> Option<Arc<ClientProfile>
         .map(|identity| identity.0.clone())
 }
 
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+pub(crate) use crate::sync::lock;
 
 /// A session's last tool listing: the binding calls run on, the names it showed, and which
 /// listing of the session it was (its sequence number, shared with the sealed id).

@@ -29,7 +29,6 @@ use rmcp::transport::StreamableHttpClientTransport;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::peers;
 use super::report::{Metric, median, percentile};
 use super::{Bench, CALL_TIMEOUT, STARTUP_TIMEOUT, all_connected};
 
@@ -381,56 +380,6 @@ impl Bench {
         let compared = self.peers(direct_url, &direct, added).await;
         let _ = direct.cancel().await;
         metrics.extend(compared?);
-        Ok(metrics)
-    }
-
-    /// The peers' figures, and our added latency as a ratio of theirs (goal ≤ 0.1).
-    async fn peers(
-        &self,
-        direct_url: &str,
-        direct: &Client,
-        (ours_p50, ours_p99): (f64, f64),
-    ) -> Result<Vec<Metric>, String> {
-        peers::install()?;
-        let mut metrics = Vec::new();
-        for name in ["fastmcp", "supergateway"] {
-            let peer = match name {
-                "fastmcp" => peers::fastmcp(direct_url).await?,
-                _ => peers::supergateway(&self.fixture, &self.tag).await?,
-            };
-            let measured = peers::measure(&peer, direct).await;
-            peer.stop().await;
-            let (p, d) = measured?;
-            let theirs = (
-                median(&p) - median(&d),
-                percentile(&p, 0.99) - percentile(&d, 0.99),
-            );
-            let echo = Metric {
-                per_call: true,
-                ..Metric::new(
-                    format!("peer_{name}_echo_http"),
-                    format!("the same echo through {name} vs direct (per call)"),
-                    p,
-                    d,
-                )
-            };
-            metrics.push(echo.p99());
-            metrics.push(echo);
-            metrics.push(Metric::new(
-                format!("gateway_added_vs_{name}"),
-                format!(
-                    "latency mcp-harness serve adds per call vs what {name} adds, p50 (goal <= 0.1)"
-                ),
-                vec![ours_p50],
-                vec![theirs.0],
-            ));
-            metrics.push(Metric::new(
-                format!("gateway_added_vs_{name}_p99"),
-                format!("latency added per call vs {name}, p99 (goal <= 0.1)"),
-                vec![ours_p99],
-                vec![theirs.1],
-            ));
-        }
         Ok(metrics)
     }
 }

@@ -15,7 +15,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use super::gateway::{Client, connect, latencies, wait_listening};
-use super::workspace_root;
+use super::report::{Metric, median, percentile};
+use super::{Bench, workspace_root};
 
 /// Calls per side per chunk, and in all, for a peer (they are slower than we are).
 const CHUNK: usize = 50;
@@ -141,4 +142,56 @@ pub(super) async fn measure(peer: &Peer, direct: &Client) -> Result<(Vec<f64>, V
     .await;
     let _ = through.cancel().await;
     outcome
+}
+
+impl Bench {
+    /// The peers' figures, and our added latency as a ratio of theirs (goal ≤ 0.1).
+    pub(super) async fn peers(
+        &self,
+        direct_url: &str,
+        direct: &Client,
+        (ours_p50, ours_p99): (f64, f64),
+    ) -> Result<Vec<Metric>, String> {
+        install()?;
+        let mut metrics = Vec::new();
+        for name in ["fastmcp", "supergateway"] {
+            let peer = match name {
+                "fastmcp" => fastmcp(direct_url).await?,
+                _ => supergateway(&self.fixture, &self.tag).await?,
+            };
+            let measured = measure(&peer, direct).await;
+            peer.stop().await;
+            let (p, d) = measured?;
+            let theirs = (
+                median(&p) - median(&d),
+                percentile(&p, 0.99) - percentile(&d, 0.99),
+            );
+            let echo = Metric {
+                per_call: true,
+                ..Metric::new(
+                    format!("peer_{name}_echo_http"),
+                    format!("the same echo through {name} vs direct (per call)"),
+                    p,
+                    d,
+                )
+            };
+            metrics.push(echo.p99());
+            metrics.push(echo);
+            metrics.push(Metric::new(
+                format!("gateway_added_vs_{name}"),
+                format!(
+                    "latency mcp-harness serve adds per call vs what {name} adds, p50 (goal <= 0.1)"
+                ),
+                vec![ours_p50],
+                vec![theirs.0],
+            ));
+            metrics.push(Metric::new(
+                format!("gateway_added_vs_{name}_p99"),
+                format!("latency added per call vs {name}, p99 (goal <= 0.1)"),
+                vec![ours_p99],
+                vec![theirs.1],
+            ));
+        }
+        Ok(metrics)
+    }
 }

@@ -17,7 +17,7 @@ pub(crate) fn parse_args(text: Option<&str>) -> Result<Option<JsonObject>, Strin
 /// A finished call, ready to print.
 pub(crate) struct Outcome {
     /// The result rendered for a person (or as JSON). Server text: print it to a terminal only
-    /// through [`for_terminal`].
+    /// through [`for_terminal`](crate::output::for_terminal).
     pub text: String,
     /// The tool reported an error (`isError`).
     pub is_error: bool,
@@ -62,15 +62,6 @@ pub(crate) async fn run(
             .map(|w| printable(&w.message))
             .collect(),
     })
-}
-
-/// `text` as it may be written to a terminal: control characters dropped (escape sequences
-/// lose their ESC and cannot clear the screen, move the cursor or retitle the window; a bare
-/// carriage return cannot overwrite what was printed), except newlines and tabs.
-pub(crate) fn for_terminal(text: &str) -> String {
-    text.chars()
-        .filter(|&c| c == '\n' || c == '\t' || !c.is_control())
-        .collect()
 }
 
 /// `progress 3/10: message` (server text is untrusted: control characters are dropped).
@@ -167,7 +158,7 @@ mod tests {
     #[test]
     fn terminal_text_keeps_newlines_and_tabs_only() {
         assert_eq!(
-            for_terminal("a\u{1b}[2J\u{1b}[31mb\u{7}\rc\nd\te\u{9b}f\u{0}g"),
+            crate::output::for_terminal("a\u{1b}[2J\u{1b}[31mb\u{7}\rc\nd\te\u{9b}f\u{0}g"),
             "a[2J[31mbc\nd\tefg"
         );
     }

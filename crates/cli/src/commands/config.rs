@@ -213,24 +213,6 @@ async fn show(explicit: Option<&Path>, json: bool) -> Result<String, String> {
     })
 }
 
-/// `path` relative to the current directory when under it, else with `~` for the home folder.
-pub(crate) fn short(path: &Path) -> String {
-    let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-    if let Some(rel) = std::env::current_dir()
-        .ok()
-        .and_then(|cwd| path.strip_prefix(cwd).ok().map(Path::to_path_buf))
-    {
-        return format!("./{}", rel.display());
-    }
-    if let Some(rel) = std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .and_then(|home| path.strip_prefix(home).ok().map(Path::to_path_buf))
-    {
-        return format!("~/{}", rel.display());
-    }
-    path.display().to_string()
-}
-
 fn to_json(merged: &Merged) -> serde_json::Value {
     let servers: Vec<serde_json::Value> = merged
         .config
@@ -294,7 +276,7 @@ fn to_table(merged: &Merged) -> String {
                 origin.map_or("", |o| o.scope.name()).to_string(),
                 origin.map_or("", |o| o.format.name()).to_string(),
                 match origin {
-                    Some(Origin { path: Some(p), .. }) => short(p),
+                    Some(Origin { path: Some(p), .. }) => crate::output::short(p),
                     Some(Origin { url: Some(u), .. }) => u.clone(),
                     _ => "(dynamic)".to_string(),
                 },

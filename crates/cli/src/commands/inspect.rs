@@ -31,7 +31,7 @@ impl ServerSources {
         match explicit {
             Some(path) => Self::All {
                 scope: "--config".into(),
-                location: super::config::short(path),
+                location: crate::output::short(path),
             },
             None => match crate::sources::shared().merge() {
                 Ok(merged) => Self::Each(merged.origins),
@@ -49,7 +49,7 @@ impl ServerSources {
             Self::All { scope, location } => Some((scope.clone(), location.clone())),
             Self::Each(origins) => origins.get(server).map(|o| {
                 let location = match (&o.path, &o.url) {
-                    (Some(p), _) => super::config::short(p),
+                    (Some(p), _) => crate::output::short(p),
                     (None, Some(url)) => url.clone(),
                     (None, None) => "(dynamic)".into(),
                 };

@@ -15,7 +15,7 @@ use super::browser::Browser;
 use super::step_up::{Refusal, StepUps};
 use super::store::{FileCredentialStore, KeyringCache, default_store_dir};
 
-/// The OAuth state of one runtime (see the module doc); [`RuntimeBuilder::auth_context`] in the
+/// The OAuth state of one runtime (see the module doc); `mcp_harness_runtime::RuntimeBuilder::auth_context` in the
 /// runtime crate takes it. `Default` is [`AuthContext::new`].
 #[derive(Clone)]
 pub struct AuthContext {

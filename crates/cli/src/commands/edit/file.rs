@@ -226,7 +226,7 @@ pub(crate) fn lock(path: &Path) -> Result<EditLock, EditError> {
 
 /// `path` for people, without control characters.
 pub(crate) fn shown(path: &Path) -> String {
-    super::super::config::short(path)
+    crate::output::short(path)
         .chars()
         .filter(|c| !c.is_control())
         .collect()

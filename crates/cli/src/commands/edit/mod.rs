@@ -6,7 +6,7 @@
 //! (`--scope project`; `add` writes `.mcp-harness.json`); a disabled server is `"enabled": false`
 //! and a disabled tool is a raw name in the server's `excludeTools` (the keys the config and the
 //! tool filter already have, nothing parallel); every other key, and the order of all keys, is
-//! kept (see [`file`]); nothing printed holds an env value, a header value or a URL's query
+//! kept (see [`file`](mod@file)); nothing printed holds an env value, a header value or a URL's query
 //! values (see [`show`]).
 
 mod file;
