@@ -91,6 +91,9 @@ pub enum Refusal {
     /// It opened but its lifetime is over.
     #[error("the session id has expired")]
     Expired,
+    /// Its session was ended (DELETE) on this replica.
+    #[error("the session was terminated")]
+    Ended,
 }
 
 /// The keys that seal and open session ids: the first seals, every one opens.
@@ -340,6 +343,9 @@ pub(crate) struct Sealer {
     pub(crate) keys: Arc<SessionKeys>,
     ttl: Duration,
     learnt: DashMap<String, Learnt>,
+    /// Sessions ended here (DELETE) → when their last id expires: an id of an ended session
+    /// is refused (404) instead of restoring the session. Entries leave when they expire.
+    ended: DashMap<String, u64>,
 }
 
 impl Sealer {
@@ -348,6 +354,7 @@ impl Sealer {
             keys,
             ttl: ttl.max(Duration::from_secs(1)),
             learnt: DashMap::new(),
+            ended: DashMap::new(),
         })
     }
 
@@ -361,6 +368,14 @@ impl Sealer {
 
     fn forget(&self, session: &str) {
         self.learnt.remove(session);
+    }
+
+    /// Records that `session` was ended here; its ids (any of them valid for one lifetime from
+    /// now at the most) are refused from now on.
+    fn end(&self, session: &str) {
+        self.learnt.remove(session);
+        let until = unix(SystemTime::now()) + self.ttl.as_secs();
+        self.ended.insert(session.to_string(), until);
     }
 
     /// The id to send back for `payload`, or `None` when the client's id still says it all
@@ -409,6 +424,13 @@ pub(crate) async fn layer(
                 .to_str()
                 .map_err(|_| Refusal::Malformed)
                 .and_then(|token| sealer.keys.open(token, now));
+            let opened = opened.and_then(|payload| {
+                if sealer.ended.contains_key(&payload.session) {
+                    Err(Refusal::Ended)
+                } else {
+                    Ok(payload)
+                }
+            });
             match opened {
                 Ok(payload) => Some(Arc::new(payload)),
                 Err(refusal) => {
@@ -423,6 +445,17 @@ pub(crate) async fn layer(
             payload: payload.clone(),
             sealer: sealer.clone(),
         });
+    }
+    if request.method() == Method::DELETE
+        && let Some(payload) = &opened
+    {
+        let session = payload.session.clone();
+        let response = next.run(request).await;
+        if response.status().is_success() {
+            // Only an explicit DELETE ends a session for good; idle ones may come back.
+            sealer.end(&session);
+        }
+        return response;
     }
     let post = request.method() == Method::POST;
     let profile = request.extensions().get::<SessionProfile>().cloned();
@@ -579,6 +612,8 @@ impl SealedSessionManager {
             .learnt
             .retain(|session, _| held.contains_key(&SessionId::from(session.clone())));
         self.sealer.learnt.shrink_to_fit();
+        let now = unix(SystemTime::now());
+        self.sealer.ended.retain(|_, expires| *expires > now);
         held.shrink_to_fit();
     }
 
