@@ -15,7 +15,8 @@ use mcp_harness_runtime::ClientProfile;
 use std::time::Duration;
 
 use crate::names::{PromptView, ResourceView, ToolView};
-use crate::session::{Digests, ListKind, Listener, Shared, lock};
+use crate::session::{Digests, ListKind, Listener, Shared};
+use crate::sync::lock;
 
 /// How long one notification may take to queue before the client is skipped.
 const SEND_DEADLINE: Duration = Duration::from_secs(5);

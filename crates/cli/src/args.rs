@@ -1,0 +1,162 @@
+//! The command line: global options and the commands, as clap parses them.
+//!
+//! Invariant: each command says which servers it needs ([`Command::wants`]), so a targeted
+//! command starts only its own server.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::{commands, exit, targets};
+
+#[derive(Parser)]
+#[command(
+    name = "mcp-harness",
+    version,
+    about = "Inspect, call and watch MCP servers through mcp-harness",
+    after_help = exit::TABLE
+)]
+pub(crate) struct Cli {
+    /// Read only this config file, in any supported format (Claude Code, Claude Desktop,
+    /// Cursor, VS Code, Codex, Gemini CLI, mcp-harness). Default: the user config merged with
+    /// ./.mcp.json and ./.mcp-harness.json (see `mcp-harness config`).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub(crate) config: Option<PathBuf>,
+    /// More logs on stderr (-v info, -vv debug, -vvv trace); RUST_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub(crate) verbose: u8,
+    /// Run every tool call that would need approval without asking. Deny rules still hold. Use
+    /// only where every configured server is trusted with every call.
+    #[arg(long, global = true)]
+    pub(crate) yes: bool,
+    /// Start only this server (repeat for more); any command then sees only these servers.
+    /// Without it, `call`, `prompt`, `read`, `subscribe` and `skill` start only the server
+    /// their name or argument belongs to.
+    #[arg(long = "server", global = true, value_name = "NAME")]
+    pub(crate) servers: Vec<String>,
+    /// Output for scripts: JSON on stdout (one object per line for `watch` and `subscribe`);
+    /// `call --json` prints the result object even when the tool failed.
+    #[arg(long, global = true)]
+    pub(crate) json: bool,
+    /// A directory servers may work in, offered as a root (`roots/list`); repeat for more.
+    /// Default: the working directory.
+    #[arg(long = "root", global = true, value_name = "DIR")]
+    pub(crate) roots: Vec<PathBuf>,
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Subcommand)]
+pub(crate) enum Command {
+    /// Each server's state, transport, tool count and last error.
+    Servers,
+    /// The tools the model sees (qualified names): exactly what a step bound now shows — server
+    /// tools within the exposure budgets (shared fairly across servers), the harness's built-in
+    /// tools, and with tool search on the tools found through it.
+    Tools {
+        /// List what was withheld from the model, and why (listing, filters, exposure budgets,
+        /// name conflicts).
+        #[arg(long)]
+        hidden: bool,
+    },
+    /// Prompts, usable as commands.
+    Prompts,
+    /// Resources and resource templates.
+    Resources,
+    /// Skills (SEP-2640) of every server; with a query, the best matches first.
+    Skills {
+        /// Search names and descriptions.
+        query: Option<String>,
+    },
+    /// Load a skill: fetch its SKILL.md now and verify it against the listing.
+    Skill { server: String, name: String },
+    /// Run a command built from a prompt: `prompt mcp__srv__review '{"file": "x"}'`.
+    Prompt {
+        name: String,
+        /// Arguments as a JSON object.
+        args: Option<String>,
+    },
+    /// Read a resource: `read SERVER URI`.
+    Read {
+        server: String,
+        uri: String,
+        /// Write the contents to this file instead (a blob decoded from base64, text as is).
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
+    /// Subscribe to a resource and print each update, until interrupted.
+    Subscribe {
+        server: String,
+        uri: String,
+        /// Stop after this many updates.
+        #[arg(long)]
+        count: Option<u64>,
+    },
+    /// Call a tool by its qualified name, e.g. `call mcp__fs__read_file '{"path": "x"}'`.
+    Call {
+        name: String,
+        /// Arguments as a JSON object.
+        args: Option<String>,
+    },
+    /// An interactive session against one runtime: `call`, `prompt`, `read`, `subscribe`,
+    /// `servers`, `tools`, `restart`, `enable`/`disable` (this session only), `roots`, with
+    /// line editing, history and tab completion; piped, it reads the same commands line by line.
+    Shell,
+    /// Print every new catalog revision and what changed, until interrupted.
+    Watch {
+        /// Stop after this many revisions.
+        #[arg(long)]
+        count: Option<u64>,
+    },
+    /// The merged config: each server's transport, source file and whether it is enabled, and
+    /// the servers dropped, with why. `config import FILE` converts another host's config;
+    /// `config import --from HOST` adds that host's servers to ours.
+    Config {
+        #[command(subcommand)]
+        action: Option<commands::config::Action>,
+    },
+    /// Project config files (./.mcp.json, ./.mcp-harness.json) start servers only once trusted:
+    /// `trust PATH` shows what the file would start and trusts its current content (a folder:
+    /// its project files); `trust --revoke PATH` forgets it; `trust` lists.
+    Trust {
+        path: Option<PathBuf>,
+        /// Forget the file instead: its servers no longer start.
+        #[arg(long)]
+        revoke: bool,
+    },
+    /// Serve every configured server's governed catalog as one MCP server: over stdio (use
+    /// `mcp-harness serve` as the `command` in a host's config) or Streamable HTTP (`--http`).
+    Serve(commands::serve::ServeArgs),
+    #[command(flatten)]
+    Edit(commands::edit::Edit),
+    /// A tour on built-in servers; needs no config and no install.
+    Demo,
+    /// Log in to an OAuth-protected HTTP server: opens the browser (or prints the URL) and
+    /// takes the redirect on a loopback callback or pasted on stdin.
+    Login(commands::auth::LoginArgs),
+    /// Delete the stored OAuth tokens of a server.
+    Logout { server: String },
+    /// Client mode for the official MCP conformance suite (reads MCP_CONFORMANCE_SCENARIO).
+    ConformanceClient { url: String },
+    /// Run the built-in fixture MCP server (used by `demo` over stdio).
+    #[command(hide = true)]
+    FixtureServer {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+impl Command {
+    /// What the command names, which decides the servers it starts ([`targets::plan`]).
+    pub(crate) fn wants(&self) -> targets::Wants<'_> {
+        match self {
+            Command::Call { name, .. } | Command::Prompt { name, .. } => {
+                targets::Wants::Qualified(name)
+            }
+            Command::Read { server, .. }
+            | Command::Subscribe { server, .. }
+            | Command::Skill { server, .. } => targets::Wants::Server(server),
+            _ => targets::Wants::Every,
+        }
+    }
+}

@@ -1,0 +1,365 @@
+//! The call path of a session: which listing a call binds to (its own, or one made on another
+//! replica checked by digest), the profile's permission rules, progress and log forwarding to
+//! the caller, and how a refusal or failure reaches the client.
+//!
+//! Invariant: a call runs only against a definition the client listed; anything else is refused
+//! as unknown or stale before it reaches an upstream.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use mcp_harness_policy::{ApprovalRequest, Effect};
+use mcp_harness_runtime::{CallError, CallOptions, ClientProfile, ToolResult};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
+    ProgressNotificationParam,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, Peer, RoleServer};
+
+use crate::bridge::as_caller;
+use crate::names::ToolView;
+use crate::sealed::{self, ListedMark};
+use crate::sync::lock;
+
+use super::shared::profile_of;
+use super::{Listed, Session};
+
+impl Session {
+    pub(super) async fn bind_now(
+        &self,
+        profile: Option<&ClientProfile>,
+    ) -> Result<Listed, McpError> {
+        let binding = self
+            .runtime()
+            .bind_step(&[])
+            .await
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        let view = Arc::new(ToolView::new(
+            &binding,
+            self.shared().options.prefix,
+            profile,
+        ));
+        self.shared().remember(&view);
+        Ok(Listed {
+            binding,
+            view,
+            seq: 0,
+        })
+    }
+
+    /// The listing a call runs on. The session's own listing here, unless its id says the
+    /// client listed later elsewhere (another replica): then the current catalog, provided it
+    /// shows the requested tool exactly as that listing did (checked by the listing's digest,
+    /// against the views this replica remembers); else the call is refused as stale.
+    pub(super) async fn listing_for_call(
+        &self,
+        requested: &str,
+        mark: Option<ListedMark>,
+        profile: Option<&ClientProfile>,
+    ) -> Result<Arc<Listed>, Failure> {
+        let local = lock(&self.state.listed).clone();
+        let mark = match (local, mark) {
+            (Some(local), Some(mark)) if mark.seq > local.seq => mark,
+            (Some(local), _) => return Ok(local),
+            (None, Some(mark)) => mark,
+            (None, None) => {
+                return self
+                    .bind_now(profile)
+                    .await
+                    .map(Arc::new)
+                    .map_err(Failure::Rpc);
+            }
+        };
+        let current = self.bind_now(profile).await.map_err(Failure::Rpc)?;
+        if current.view.digest == mark.tools {
+            return Ok(Arc::new(current));
+        }
+        let listed = self.shared().recall(mark.tools);
+        let same = listed.as_ref().is_some_and(|listed| {
+            listed
+                .tool(requested)
+                .is_some_and(|then| current.view.tool(requested) == Some(then))
+        });
+        if same {
+            return Ok(Arc::new(current));
+        }
+        if listed.is_some_and(|listed| listed.tool(requested).is_none()) {
+            return Err(Failure::Call(CallError::NotInStep {
+                name: requested.to_string(),
+                revision: current.binding.revision(),
+                hint: String::new(),
+            }));
+        }
+        Err(Failure::Stale(format!(
+            "`{requested}` was not run: this session listed tools through another gateway replica, and this replica's catalog does not show `{requested}` as that listing did (catalog digest {:016x}). List tools again (tools/list) and retry with the definition you get.",
+            mark.tools
+        )))
+    }
+}
+
+/// Why a call produced no result.
+pub(super) enum Failure {
+    /// The runtime refused or failed the call.
+    Call(CallError),
+    /// The gateway could not bind the catalog.
+    Rpc(McpError),
+    /// The client's listing (made on another replica) does not match this replica's catalog.
+    Stale(String),
+}
+
+impl Session {
+    /// Binds, resolves and runs one call: (the server it went to, what came back).
+    pub(super) async fn run_call(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> (Option<String>, Result<ToolResult, Failure>) {
+        let profile = profile_of(&context.extensions);
+        let mark = sealed::opened(&context.extensions).and_then(|opened| opened.payload.listed);
+        let requested = request.name.as_ref();
+        let listed = match self
+            .listing_for_call(requested, mark, profile.as_deref())
+            .await
+        {
+            Ok(listed) => listed,
+            Err(failure) => return (None, Err(failure)),
+        };
+        let Some(name) = listed.view.resolve(requested) else {
+            let error = CallError::NotInStep {
+                name: requested.to_string(),
+                revision: listed.binding.revision(),
+                hint: String::new(),
+            };
+            return (None, Err(Failure::Call(error)));
+        };
+        let server = listed
+            .binding
+            .snapshot()
+            .tool(name)
+            .map(|entry| entry.server.clone());
+        let call = match listed.binding.prepare_call(name) {
+            Ok(call) => call,
+            Err(error) => return (server, Err(Failure::Call(error))),
+        };
+        let mut approved = false;
+        if let Some(profile) = &profile {
+            let args = request.arguments.clone().unwrap_or_default();
+            if let Some(rule) = profile.permissions.matching(name, &args) {
+                let text = format!(
+                    "rule `{}` in `gateway.clients.{}.permissions.{}`",
+                    rule.text(),
+                    profile.name,
+                    rule.effect().key()
+                );
+                match rule.effect() {
+                    Effect::Deny => {
+                        let error = CallError::Permission {
+                            name: name.to_string(),
+                            reason: format!("{text} denies `{name}`"),
+                        };
+                        return (server, Err(Failure::Call(error)));
+                    }
+                    Effect::Ask => {
+                        let ask = ApprovalRequest {
+                            qualified_name: name.to_string(),
+                            server: server.clone().unwrap_or_default(),
+                            args,
+                            reason: format!("{text} asks before `{name}` runs"),
+                            annotations: listed
+                                .binding
+                                .snapshot()
+                                .tool(name)
+                                .and_then(|entry| entry.tool.annotations.clone()),
+                        };
+                        let answer = as_caller(
+                            context.peer.clone(),
+                            self.shared().bridge.approver().approve(ask),
+                        )
+                        .await;
+                        match answer {
+                            mcp_harness_policy::Approval::Approved => approved = true,
+                            mcp_harness_policy::Approval::Denied { reason } => {
+                                let error = CallError::Permission {
+                                    name: name.to_string(),
+                                    reason,
+                                };
+                                return (server, Err(Failure::Call(error)));
+                            }
+                            mcp_harness_policy::Approval::Cancelled => {
+                                let error = CallError::Permission {
+                                    name: name.to_string(),
+                                    reason: "the approval was cancelled".into(),
+                                };
+                                return (server, Err(Failure::Call(error)));
+                            }
+                        }
+                    }
+                    Effect::Allow => approved = true,
+                }
+            }
+        }
+        let mut options = CallOptions {
+            cancel: Some(context.ct.clone()),
+            ..CallOptions::default()
+        };
+        let forward = context.meta.get_progress_token().map(|token| {
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ProgressNotificationParam>();
+            options.progress = Some(tx);
+            let peer = context.peer.clone();
+            tokio::spawn(async move {
+                while let Some(mut progress) = rx.recv().await {
+                    progress.progress_token = token.clone();
+                    if peer.notify_progress(progress).await.is_err() {
+                        break;
+                    }
+                }
+            })
+        });
+        let logs = server
+            .clone()
+            .map(|server| self.forward_logs(server, context.peer.clone()));
+        let _in_flight = server
+            .as_deref()
+            .map(|server| self.shared().bridge.enter(server, context.peer.clone()));
+        let run = call.call_with(request.arguments, options);
+        let outcome = if approved {
+            as_caller(
+                context.peer.clone(),
+                crate::bridge::approved(name.to_string(), run),
+            )
+            .await
+        } else {
+            as_caller(context.peer.clone(), run).await
+        };
+        if let Some(forward) = forward {
+            // The sender went with the options: the forwarder ends after the last progress.
+            let _ = forward.await;
+        }
+        if let Some((stop, forwarder)) = logs {
+            let _ = stop.send(());
+            let _ = forwarder.await;
+        }
+        (server, outcome.map_err(Failure::Call))
+    }
+
+    /// Forwards the log notifications `server` sends from now on to `peer` (the client calling
+    /// it), at or above the level that client set. Sending on the returned stop ends it after
+    /// it forwarded what had arrived by then (the runtime broadcasts a log line before the
+    /// call's result comes back, so the caller gets its call's lines before the result).
+    #[allow(deprecated)] // logging: every protocol before 2026-07-28
+    pub(super) fn forward_logs(
+        &self,
+        server: String,
+        peer: Peer<RoleServer>,
+    ) -> (
+        tokio::sync::oneshot::Sender<()>,
+        tokio::task::JoinHandle<()>,
+    ) {
+        use tokio::sync::broadcast::error::{RecvError, TryRecvError};
+        let mut rx = self.runtime().server_logs();
+        let state = self.state.clone();
+        let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let mut forwarded = false;
+            let wanted = |log: &mcp_harness_runtime::ServerLog| {
+                log.server == server
+                    && (log.params.level as u8) >= state.log_level.load(Ordering::Relaxed)
+            };
+            loop {
+                let log = tokio::select! {
+                    biased;
+                    _ = &mut stopped => break,
+                    log = rx.recv() => log,
+                };
+                match log {
+                    Ok(log) if wanted(&log) => {
+                        forwarded = true;
+                        if peer.notify_logging_message(log.params).await.is_err() {
+                            return;
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(RecvError::Lagged(missed)) => {
+                        tracing::warn!(%server, missed, "log forwarder fell behind");
+                    }
+                    Err(RecvError::Closed) => return,
+                }
+            }
+            // The call ended. rmcp runs an upstream's notification handlers in tasks of their
+            // own, so a line the upstream sent just before its result may still be on its way:
+            // a call that logged waits up to LOG_GRACE for such stragglers; one that did not
+            // takes only what has arrived (no added latency).
+            let deadline = tokio::time::Instant::now() + LOG_GRACE;
+            loop {
+                let log = if forwarded {
+                    match tokio::time::timeout_at(deadline, rx.recv()).await {
+                        Ok(Ok(log)) => log,
+                        Ok(Err(RecvError::Lagged(_))) => continue,
+                        Ok(Err(RecvError::Closed)) | Err(_) => return,
+                    }
+                } else {
+                    match rx.try_recv() {
+                        Ok(log) => log,
+                        Err(TryRecvError::Lagged(_)) => continue,
+                        Err(TryRecvError::Empty | TryRecvError::Closed) => return,
+                    }
+                };
+                if wanted(&log) && peer.notify_logging_message(log.params).await.is_err() {
+                    return;
+                }
+            }
+        });
+        (stop, task)
+    }
+}
+
+/// A refusal the calling model should read (a tool error result), or a JSON-RPC error for a
+/// request that names nothing this session listed.
+pub(super) fn refusal(requested: &str, error: CallError) -> Result<CallToolResponse, McpError> {
+    match error {
+        CallError::UnknownTool { revision, .. } | CallError::NotInStep { revision, .. } => {
+            Err(McpError::invalid_params(
+                format!(
+                    "unknown tool `{requested}`: not among the tools this session listed (catalog revision {revision}); list tools again (tools/list)"
+                ),
+                None,
+            ))
+        }
+        CallError::Stale { .. } => Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+            "{error}. The tool changed since this session listed tools: list tools again (tools/list) and retry with the new definition."
+        ))])
+        .into()),
+        other => Ok(CallToolResult::error(vec![ContentBlock::text(other.to_string())]).into()),
+    }
+}
+
+/// How long a call that forwarded log lines waits, after its result, for lines its upstream
+/// sent just before the result (their handlers run in tasks of their own).
+const LOG_GRACE: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// The error a client gets for a failed prompts/get, resources/read or completion/complete:
+/// the upstream's own JSON-RPC error as it sent it (e.g. -32602 with `data.uri` for an unknown
+/// resource), else an internal error saying what failed.
+pub(super) fn upstream_error(error: CallError) -> McpError {
+    match error {
+        CallError::Protocol {
+            upstream: Some(data),
+            ..
+        } => *data,
+        other => McpError::internal_error(other.to_string(), None),
+    }
+}
+
+/// The result a client gets: the normalised one (output budget applied), `isError` kept.
+pub(super) fn downstream_result(result: ToolResult) -> CallToolResult {
+    let normalized = result.normalized;
+    let mut out = if normalized.is_error {
+        CallToolResult::error(normalized.content)
+    } else {
+        CallToolResult::success(normalized.content)
+    };
+    out.structured_content = normalized.structured_content;
+    out.meta = normalized.meta;
+    out
+}

@@ -1,0 +1,524 @@
+//! One client session: the MCP server handler a downstream client talks to, and the state the
+//! gateway keeps for all of them.
+//!
+//! Invariants:
+//! - a session's calls bind to the [`StepBinding`] of its last `tools/list` (or, before its
+//!   first, to the current revision); a name it did not list is unknown, a tool that changed
+//!   since is refused as stale with a result telling the client to list again;
+//! - a registered listener (an initialised session's peer, or a 2026-07-28 subscription) is
+//!   removed when its session or subscription ends, so the registry holds only live clients;
+//! - a client's token or identity never reaches an upstream: calls go out on the runtime's own
+//!   connections;
+//! - every list, call, get, read, subscribe and completion of an authenticated client is
+//!   answered from the view of its profile (the one its HTTP request proved), so what it may
+//!   not see is absent from its lists and unknown when named.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use mcp_harness_runtime::{CallError, Runtime, StepBinding};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    ContentBlock, GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, Reference, ResourceUpdatedNotificationParam,
+    ResultType, ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter,
+    UnsubscribeRequestParams,
+};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+
+use crate::names::{PromptView, ResourceView, ToolView};
+use crate::ops::{CallRecord, Outcome};
+use crate::sealed::{self, ListedMark};
+use crate::sync::lock;
+
+mod call;
+mod shared;
+
+use call::{Failure, downstream_result, refusal, upstream_error};
+use shared::profile_of;
+pub(crate) use shared::{Digests, ListKind, Listener, Shared};
+
+/// A session's last tool listing: the binding calls run on, the names it showed, and which
+/// listing of the session it was (its sequence number, shared with the sealed id).
+struct Listed {
+    binding: StepBinding,
+    view: Arc<ToolView>,
+    seq: u32,
+}
+
+/// Per-session state; dropping it (the session ended) unregisters the session.
+struct SessionState {
+    id: u64,
+    shared: Arc<Shared>,
+    listed: Mutex<Option<Arc<Listed>>>,
+    /// Bounds the calls in flight in this session.
+    calls: Arc<tokio::sync::Semaphore>,
+    /// This session's resource subscriptions: (server, URI) → the task forwarding updates.
+    subscriptions: Mutex<HashMap<(String, String), tokio::task::JoinHandle<()>>>,
+    /// The least severe log level this client asked for (`logging/setLevel`; the
+    /// `LoggingLevel` discriminant, `Debug` = 0 = everything until it asks).
+    log_level: std::sync::atomic::AtomicU8,
+}
+
+impl Drop for SessionState {
+    fn drop(&mut self) {
+        self.shared.sessions.remove(&self.id);
+        self.shared.closed.fetch_add(1, Ordering::Relaxed);
+        let subscriptions = std::mem::take(&mut *lock(&self.subscriptions));
+        for ((server, uri), task) in subscriptions {
+            task.abort();
+            self.shared.release(server, uri);
+        }
+    }
+}
+
+/// Removes a registration when dropped.
+struct Unregister<'a>(&'a Shared, u64);
+
+impl Drop for Unregister<'_> {
+    fn drop(&mut self) {
+        self.0.sessions.remove(&self.1);
+    }
+}
+
+/// The handler of one client session (rmcp builds one per session, and one per stateless
+/// request).
+#[derive(Clone)]
+pub(crate) struct Session {
+    state: Arc<SessionState>,
+}
+
+impl Session {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        Self {
+            state: Arc::new(SessionState {
+                id: shared.fresh_id(),
+                calls: Arc::new(tokio::sync::Semaphore::new(
+                    shared.options.max_calls_per_session.max(1),
+                )),
+                shared,
+                listed: Mutex::new(None),
+                subscriptions: Mutex::new(HashMap::new()),
+                log_level: std::sync::atomic::AtomicU8::new(0),
+            }),
+        }
+    }
+
+    fn shared(&self) -> &Shared {
+        &self.state.shared
+    }
+
+    fn runtime(&self) -> &Runtime {
+        &self.state.shared.runtime
+    }
+}
+
+impl ServerHandler for Session {
+    fn get_info(&self) -> ServerConfig {
+        #[allow(deprecated)] // logging: every protocol before 2026-07-28
+        let capabilities = ServerCapabilities::builder()
+            .enable_logging()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_prompts()
+            .enable_prompts_list_changed()
+            .enable_resources()
+            .enable_resources_list_changed()
+            .enable_resources_subscribe()
+            .enable_completions()
+            .build();
+        ServerConfig::new(capabilities).with_server_info(Implementation::new(
+            &self.shared().options.name,
+            env!("CARGO_PKG_VERSION"),
+        ))
+    }
+
+    /// The upstream's own tool `name` as listed to this session (rmcp checks SEP-2243
+    /// `Mcp-Param-*` headers against its `x-mcp-header` annotations): from the session's last
+    /// listing, else from the current catalog.
+    fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        if let Some(listed) = lock(&self.state.listed).as_ref() {
+            return listed.view.tools.iter().find(|t| t.name == name).cloned();
+        }
+        let snapshot = self.runtime().snapshot();
+        let prefix = self.shared().options.prefix;
+        let found = snapshot.tools().find(|entry| match prefix {
+            crate::Prefix::None => entry.raw_name == name,
+            crate::Prefix::Server => entry.qualified_name == name,
+        });
+        found.map(|entry| {
+            let mut tool = (*entry.tool).clone();
+            tool.name = name.to_string().into();
+            tool
+        })
+    }
+
+    #[allow(deprecated)] // logging/setLevel: every protocol before 2026-07-28
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.state
+            .log_level
+            .store(request.level as u8, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Registers the session for change notifications already at `initialize`: behind a load
+    /// balancer the client's `notifications/initialized` may reach another replica than the one
+    /// that opened the session and later holds its GET stream.
+    async fn initialize(
+        &self,
+        request: rmcp::model::InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::InitializeResult, McpError> {
+        context.peer.set_peer_info(request.clone());
+        let profile = profile_of(&context.extensions);
+        self.shared()
+            .register(self.state.id, Listener::Peer(context.peer.clone()), profile);
+        self.negotiate_initialize(&request)
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let profile = profile_of(&context.extensions);
+        tracing::debug!(
+            session = self.state.id,
+            client = profile.as_ref().map(|p| p.name.as_str()),
+            "client initialized"
+        );
+        self.shared()
+            .register(self.state.id, Listener::Peer(context.peer), profile);
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let profile = profile_of(&context.extensions);
+        let mut listed = self.bind_now(profile.as_deref()).await?;
+        let opened = sealed::opened(&context.extensions);
+        let local = lock(&self.state.listed).as_ref().map_or(0, |l| l.seq);
+        let sealed_seq = opened
+            .as_ref()
+            .and_then(|o| o.payload.listed)
+            .map_or(0, |mark| mark.seq);
+        listed.seq = local.max(sealed_seq).saturating_add(1);
+        if let Some(opened) = &opened {
+            let mark = ListedMark {
+                seq: listed.seq,
+                tools: listed.view.digest,
+            };
+            opened.sealer.listed(&opened.payload.session, mark);
+        }
+        let listed = Arc::new(listed);
+        let tools = listed.view.tools.clone();
+        self.shared()
+            .shown(self.state.id, ListKind::Tools, listed.view.digest);
+        *lock(&self.state.listed) = Some(listed);
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let Ok(_permit) = self.state.calls.clone().try_acquire_owned() else {
+            let limit = self.shared().options.max_calls_per_session;
+            return Err(McpError::new(
+                rmcp::model::ErrorCode(-32000),
+                format!(
+                    "too many calls in flight in this session (at most {limit}); retry when one has finished"
+                ),
+                Some(serde_json::json!({"retryAfterMs": 1000})),
+            ));
+        };
+        let started = std::time::Instant::now();
+        // The profile's name when the client proved one, else the name it gave itself.
+        let client = match profile_of(&context.extensions) {
+            Some(profile) => profile.name.clone(),
+            None => context
+                .peer
+                .peer_info()
+                .map(|info| info.client_info.name.clone())
+                .unwrap_or_else(|| "unknown".into()),
+        };
+        let tool = request.name.to_string();
+        let arguments = request.arguments.clone();
+        let (server, attempt) = self.run_call(request, context).await;
+        let outcome = match &attempt {
+            Ok(result) if result.is_error() => Outcome::ToolError,
+            Ok(_) => Outcome::Ok,
+            Err(Failure::Call(error)) => match error {
+                CallError::UnknownTool { .. } | CallError::NotInStep { .. } => Outcome::Unknown,
+                CallError::Stale { .. } => Outcome::Stale,
+                CallError::Permission { .. } => Outcome::Refused,
+                _ => Outcome::Failed,
+            },
+            Err(Failure::Rpc(_)) => Outcome::Failed,
+            Err(Failure::Stale(_)) => Outcome::Stale,
+        };
+        self.shared().metrics.record(
+            &CallRecord {
+                client: &client,
+                server: server.as_deref().unwrap_or("-"),
+                tool: &tool,
+                outcome,
+                duration: started.elapsed(),
+                arguments: arguments.as_ref(),
+            },
+            self.shared().audit.as_ref(),
+        );
+        match attempt {
+            Ok(result) => Ok(downstream_result(result).into()),
+            Err(Failure::Call(error)) => refusal(&tool, error),
+            Err(Failure::Rpc(error)) => Err(error),
+            Err(Failure::Stale(text)) => {
+                Ok(CallToolResult::error(vec![ContentBlock::text(text)]).into())
+            }
+        }
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        let profile = profile_of(&context.extensions);
+        let view = PromptView::new(
+            &self.runtime().snapshot(),
+            self.shared().options.prefix,
+            profile.as_deref(),
+        );
+        self.shared()
+            .shown(self.state.id, ListKind::Prompts, view.digest);
+        Ok(ListPromptsResult::with_all_items(view.prompts))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        let profile = profile_of(&context.extensions);
+        let view = PromptView::new(
+            &self.runtime().snapshot(),
+            self.shared().options.prefix,
+            profile.as_deref(),
+        );
+        let Some(target) = view.resolve(&request.name) else {
+            return Err(McpError::invalid_params(
+                format!(
+                    "unknown prompt `{}`; list prompts again (prompts/list)",
+                    request.name
+                ),
+                None,
+            ));
+        };
+        self.runtime()
+            .get_prompt(&target.server, &target.raw_name, request.arguments)
+            .await
+            .map(|mut result| {
+                // An upstream of an older protocol sends none; rmcp drops it for such clients.
+                result.result_type.get_or_insert(ResultType::COMPLETE);
+                result.into()
+            })
+            .map_err(upstream_error)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let profile = profile_of(&context.extensions);
+        let view = ResourceView::new(&self.runtime().snapshot(), profile.as_deref());
+        self.shared()
+            .shown(self.state.id, ListKind::Resources, view.digest);
+        Ok(ListResourcesResult::with_all_items(view.resources))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        let profile = profile_of(&context.extensions);
+        let view = ResourceView::new(&self.runtime().snapshot(), profile.as_deref());
+        Ok(ListResourceTemplatesResult::with_all_items(view.templates))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let profile = profile_of(&context.extensions);
+        let view = ResourceView::new(&self.runtime().snapshot(), profile.as_deref());
+        let Some(server) = view.owner(&request.uri) else {
+            return Err(McpError::resource_not_found(
+                format!(
+                    "no connected server lists resource `{}`; list resources again (resources/list)",
+                    request.uri
+                ),
+                None,
+            ));
+        };
+        self.runtime()
+            .read_resource(server, &request.uri)
+            .await
+            .map(|mut result| {
+                result.result_type.get_or_insert(ResultType::COMPLETE);
+                result.into()
+            })
+            .map_err(upstream_error)
+    }
+
+    async fn complete(
+        &self,
+        mut request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        let profile = profile_of(&context.extensions);
+        let profile = profile.as_deref();
+        let snapshot = self.runtime().snapshot();
+        let server = match &mut request.r#ref {
+            Reference::Prompt(prompt) => {
+                let view = PromptView::new(&snapshot, self.shared().options.prefix, profile);
+                let target = view.resolve(&prompt.name).ok_or_else(|| {
+                    McpError::invalid_params(
+                        format!(
+                            "unknown prompt `{}`; list prompts again (prompts/list)",
+                            prompt.name
+                        ),
+                        None,
+                    )
+                })?;
+                prompt.name = target.raw_name.clone();
+                target.server.clone()
+            }
+            Reference::Resource(resource) => ResourceView::new(&snapshot, profile)
+                .owner(&resource.uri)
+                .map(str::to_string)
+                .ok_or_else(|| {
+                    McpError::invalid_params(
+                        format!(
+                            "no connected server lists resource template `{}`",
+                            resource.uri
+                        ),
+                        None,
+                    )
+                })?,
+            _ => {
+                return Err(McpError::invalid_params(
+                    "completion/complete: unknown reference type",
+                    None,
+                ));
+            }
+        };
+        self.runtime()
+            .complete(&server, request)
+            .await
+            .map(|mut result| {
+                result.result_type.get_or_insert(ResultType::COMPLETE);
+                result
+            })
+            .map_err(upstream_error)
+    }
+
+    #[allow(deprecated)] // resources/subscribe: every protocol before 2026-07-28
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let uri = request.uri;
+        let profile = profile_of(&context.extensions);
+        let server = ResourceView::new(&self.runtime().snapshot(), profile.as_deref())
+            .owner(&uri)
+            .map(str::to_string)
+            .ok_or_else(|| {
+                McpError::resource_not_found(
+                    format!("no connected server lists resource `{uri}`; list resources again"),
+                    None,
+                )
+            })?;
+        let key = (server.clone(), uri.clone());
+        if lock(&self.state.subscriptions).contains_key(&key) {
+            return Ok(());
+        }
+        let first = self.state.shared.hold(&server, &uri);
+        let subscription = if first {
+            self.runtime().subscribe_resource(&server, &uri).await
+        } else {
+            Ok(self.runtime().resource_updates(&server, &uri))
+        };
+        let mut subscription = match subscription {
+            Ok(subscription) => subscription,
+            Err(error) => {
+                self.state.shared.release(server, uri);
+                return Err(McpError::internal_error(error.to_string(), None));
+            }
+        };
+        let peer = context.peer.clone();
+        let forwarded = uri.clone();
+        let task = tokio::spawn(async move {
+            while subscription.next().await.is_some() {
+                let update = ResourceUpdatedNotificationParam::new(forwarded.clone());
+                if peer.notify_resource_updated(update).await.is_err() {
+                    break;
+                }
+            }
+        });
+        lock(&self.state.subscriptions).insert(key, task);
+        Ok(())
+    }
+
+    #[allow(deprecated)] // resources/unsubscribe: every protocol before 2026-07-28
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let found = {
+            let mut subscriptions = lock(&self.state.subscriptions);
+            let key = subscriptions
+                .keys()
+                .find(|(_, uri)| *uri == request.uri)
+                .cloned();
+            key.and_then(|key| subscriptions.remove(&key).map(|task| (key, task)))
+        };
+        if let Some(((server, uri), task)) = found {
+            task.abort();
+            self.state.shared.release(server, uri);
+        }
+        Ok(())
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let mut accepted = SubscriptionFilter::new();
+        accepted.tools_list_changed = requested.tools_list_changed;
+        accepted.prompts_list_changed = requested.prompts_list_changed;
+        accepted.resources_list_changed = requested.resources_list_changed;
+        Some(accepted)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let id = self.shared().fresh_id();
+        let profile = profile_of(&context.request_context().extensions);
+        self.shared()
+            .register(id, Listener::Subscription(context.sink().clone()), profile);
+        // Unregisters however the subscription ends (cancelled, or this future dropped).
+        let _unregister = Unregister(self.shared(), id);
+        context.cancelled().await;
+        Ok(())
+    }
+}

@@ -1,0 +1,228 @@
+//! What the gateway keeps for all sessions: the runtime, the registry of live listeners with
+//! the list digests each was last told, the tool views recent listings showed (by digest), and
+//! the upstream resource subscriptions shared by the sessions that asked for them.
+//!
+//! Invariant: an upstream resource subscription is held once per (server, URI) for as long as
+//! at least one session subscribes to it.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use dashmap::DashMap;
+use mcp_harness_runtime::{ClientProfile, Runtime};
+use rmcp::service::SubscriptionSink;
+use rmcp::{Peer, RoleServer};
+
+use crate::GatewayOptions;
+use crate::auth::{Clients, Identity};
+use crate::bridge::ClientBridge;
+use crate::names::ToolView;
+use crate::ops::{Audit, Metrics};
+use crate::sync::lock;
+
+/// How many recent tool views a gateway remembers by digest, to check a call bound to a
+/// listing made on another replica against the definition that listing showed.
+const REMEMBERED_VIEWS: usize = 32;
+
+/// The list kinds a client is told about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ListKind {
+    Tools,
+    Prompts,
+    Resources,
+}
+
+/// What a client was last shown (or told about), one digest per kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Digests {
+    pub(crate) tools: u64,
+    pub(crate) prompts: u64,
+    pub(crate) resources: u64,
+}
+
+impl Digests {
+    pub(crate) fn get(&self, kind: ListKind) -> u64 {
+        match kind {
+            ListKind::Tools => self.tools,
+            ListKind::Prompts => self.prompts,
+            ListKind::Resources => self.resources,
+        }
+    }
+
+    pub(crate) fn set(&mut self, kind: ListKind, digest: u64) {
+        match kind {
+            ListKind::Tools => self.tools = digest,
+            ListKind::Prompts => self.prompts = digest,
+            ListKind::Resources => self.resources = digest,
+        }
+    }
+}
+
+/// Where a client's notifications go.
+#[derive(Clone)]
+pub(crate) enum Listener {
+    /// A session of a protocol before 2026-07-28 (its GET stream or stdio).
+    Peer(Peer<RoleServer>),
+    /// A 2026-07-28 `subscriptions/listen` stream.
+    Subscription(SubscriptionSink),
+}
+
+/// A client the notifier tells about changes.
+pub(crate) struct Registered {
+    pub(crate) listener: Listener,
+    /// The client's profile (`None`: the whole catalog).
+    pub(crate) profile: Option<Arc<ClientProfile>>,
+    /// What this client was last shown or told, per kind.
+    pub(crate) told: Mutex<Digests>,
+}
+
+/// What every session shares: the runtime, the options and the registry of listeners.
+pub(crate) struct Shared {
+    pub(crate) runtime: Arc<Runtime>,
+    pub(crate) bridge: ClientBridge,
+    pub(crate) metrics: Metrics,
+    pub(super) audit: Option<Audit>,
+    pub(crate) options: GatewayOptions,
+    pub(crate) sessions: DashMap<u64, Registered>,
+    next_id: AtomicU64,
+    /// Sessions ended so far (the memory trim in [`crate::drain`] follows it).
+    pub(crate) closed: AtomicU64,
+    /// The client profiles (`None`: no authentication, one view for all).
+    pub(crate) clients: Option<Arc<Clients>>,
+    /// The digests of the latest views the notifier computed, per profile name (`None`: the
+    /// whole catalog): what a new listener starts from.
+    pub(crate) current: Mutex<HashMap<Option<String>, Digests>>,
+    /// How many sessions subscribe to each (server, URI): upstream holds one subscription.
+    subscribed: Mutex<HashMap<(String, String), usize>>,
+    /// The latest distinct tool views, newest last (at most [`REMEMBERED_VIEWS`]).
+    views: Mutex<std::collections::VecDeque<Arc<ToolView>>>,
+}
+
+impl Shared {
+    pub(crate) fn new(
+        runtime: Arc<Runtime>,
+        options: GatewayOptions,
+        bridge: ClientBridge,
+        audit: Option<Audit>,
+        clients: Option<Arc<Clients>>,
+    ) -> Self {
+        Self {
+            runtime,
+            bridge,
+            metrics: Metrics::default(),
+            audit,
+            options,
+            sessions: DashMap::new(),
+            next_id: AtomicU64::new(1),
+            closed: AtomicU64::new(0),
+            clients,
+            current: Mutex::new(HashMap::new()),
+            subscribed: Mutex::new(HashMap::new()),
+            views: Mutex::new(std::collections::VecDeque::new()),
+        }
+    }
+
+    /// Remembers `view` under its digest (the newest view of a digest wins).
+    pub(crate) fn remember(&self, view: &Arc<ToolView>) {
+        let mut views = lock(&self.views);
+        if views.back().is_some_and(|last| last.digest == view.digest) {
+            return;
+        }
+        views.retain(|known| known.digest != view.digest);
+        views.push_back(view.clone());
+        while views.len() > REMEMBERED_VIEWS {
+            views.pop_front();
+        }
+    }
+
+    /// The remembered view whose digest is `digest`.
+    pub(super) fn recall(&self, digest: u64) -> Option<Arc<ToolView>> {
+        lock(&self.views)
+            .iter()
+            .rev()
+            .find(|view| view.digest == digest)
+            .cloned()
+    }
+
+    /// Registers session `id` for change notifications (once: a second registration of the same
+    /// session keeps what it was told).
+    pub(super) fn register(
+        &self,
+        id: u64,
+        listener: Listener,
+        profile: Option<Arc<ClientProfile>>,
+    ) {
+        if self.sessions.contains_key(&id) {
+            return;
+        }
+        let key = profile.as_ref().map(|p| p.name.clone());
+        let told = lock(&self.current).get(&key).copied().unwrap_or_default();
+        self.sessions.insert(
+            id,
+            Registered {
+                listener,
+                profile,
+                told: Mutex::new(told),
+            },
+        );
+    }
+
+    /// Records that session `id` was just shown `digest` of `kind`.
+    pub(super) fn shown(&self, id: u64, kind: ListKind, digest: u64) {
+        if let Some(registered) = self.sessions.get(&id) {
+            lock(&registered.told).set(kind, digest);
+        }
+    }
+
+    /// Counts one more session subscribed to `uri` on `server`; true for the first.
+    pub(super) fn hold(&self, server: &str, uri: &str) -> bool {
+        let mut held = lock(&self.subscribed);
+        let count = held
+            .entry((server.to_string(), uri.to_string()))
+            .or_default();
+        *count += 1;
+        *count == 1
+    }
+
+    /// Counts one session fewer subscribed to `uri` on `server`; the last one unsubscribes
+    /// upstream.
+    pub(super) fn release(self: &Arc<Self>, server: String, uri: String) {
+        let last = {
+            let mut held = lock(&self.subscribed);
+            let key = (server.clone(), uri.clone());
+            match held.get_mut(&key) {
+                Some(count) if *count > 1 => {
+                    *count -= 1;
+                    false
+                }
+                Some(_) => {
+                    held.remove(&key);
+                    true
+                }
+                None => false,
+            }
+        };
+        if last && let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let shared = self.clone();
+            handle.spawn(async move {
+                if let Err(error) = shared.runtime.unsubscribe_resource(&server, &uri).await {
+                    tracing::debug!(%server, %uri, %error, "resources/unsubscribe failed");
+                }
+            });
+        }
+    }
+
+    pub(super) fn fresh_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+/// The profile the HTTP request behind `extensions` proved (`None` over stdio, or without
+/// profiles).
+pub(super) fn profile_of(extensions: &rmcp::model::Extensions) -> Option<Arc<ClientProfile>> {
+    extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Identity>())
+        .map(|identity| identity.0.clone())
+}
