@@ -57,6 +57,21 @@ impl Exit {
     }
 }
 
+/// Prints a command's text on stdout (exit 0), or its error on stderr as a usage/config
+/// failure (exit 2).
+pub(crate) fn printed(result: Result<String, String>) -> u8 {
+    match result {
+        Ok(text) => {
+            emit!("{text}");
+            Exit::Ok.code()
+        }
+        Err(e) => {
+            say!("error: {e}");
+            Exit::Usage.code()
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -563,21 +563,7 @@ fn server_names_with_double_underscores_are_refused() {
 /// returns the exit status, the bytes written to the terminal and stderr.
 fn run_on_terminal(args: &[&str]) -> (i32, Vec<u8>, String) {
     use std::io::Read;
-    use std::os::fd::{FromRawFd, OwnedFd};
-    let (mut master, mut slave) = (-1, -1);
-    // SAFETY: openpty writes two descriptors we then own; the termios calls only touch the
-    // slave's settings.
-    let rc = unsafe {
-        libc::openpty(
-            &mut master,
-            &mut slave,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            std::ptr::null(),
-        )
-    };
-    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
-    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    let (master, slave) = common::open_pty();
     unsafe {
         use std::os::fd::AsRawFd;
         let mut t: libc::termios = std::mem::zeroed();

@@ -549,22 +549,9 @@ fn import_from_claude_code_cursor_and_vscode_reads_their_home_files() {
 /// everything the terminal showed.
 fn run_answering(dir: &Path, args: &[&str], answer: &str) -> (i32, String) {
     use std::io::{Read, Write};
-    use std::os::fd::{FromRawFd, OwnedFd};
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
-    let (mut master, mut slave) = (-1, -1);
-    // SAFETY: openpty writes two descriptors we then own.
-    let rc = unsafe {
-        libc::openpty(
-            &mut master,
-            &mut slave,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            std::ptr::null(),
-        )
-    };
-    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
-    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    let (master, slave) = common::open_pty();
     let mut child = {
         let mut cmd = Command::new(bin());
         cmd.args(args)

@@ -104,16 +104,7 @@ pub(crate) async fn run(
         Some(Action::Import { host, .. }) => return super::import::run(host, yes),
         None => show(explicit, json).await,
     };
-    match result {
-        Ok(text) => {
-            emit!("{text}");
-            crate::exit::Exit::Ok.code()
-        }
-        Err(e) => {
-            say!("error: {e}");
-            crate::exit::Exit::Usage.code()
-        }
-    }
+    crate::exit::printed(result)
 }
 
 fn looked_in(sources: &Sources) -> String {

@@ -55,16 +55,7 @@ pub(crate) fn run(path: Option<&Path>, revoke: bool) -> u8 {
             Ok(out)
         }),
     };
-    match result {
-        Ok(text) => {
-            emit!("{text}");
-            crate::exit::Exit::Ok.code()
-        }
-        Err(e) => {
-            say!("error: {e}");
-            crate::exit::Exit::Usage.code()
-        }
-    }
+    crate::exit::printed(result)
 }
 
 /// `path` itself, or for a folder its project files that exist.

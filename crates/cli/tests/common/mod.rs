@@ -84,6 +84,25 @@ pub(crate) struct Pty {
     seen: usize,
 }
 
+/// A new pseudo-terminal: (master, slave).
+pub(crate) fn open_pty() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let (mut master, mut slave) = (-1, -1);
+    // SAFETY: openpty writes two descriptors we then own.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both descriptors were just opened and nothing else owns them.
+    unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) }
+}
+
 impl Pty {
     /// Starts the CLI with `args` on a new pseudo-terminal (TERM=dumb: no line editor).
     pub(crate) fn spawn(dir: &Path, args: &[&str]) -> Self {
@@ -93,22 +112,8 @@ impl Pty {
     /// [`Pty::spawn`] with the terminal type `term` (`xterm` gets the shell's line editor).
     pub(crate) fn spawn_term(dir: &Path, args: &[&str], term: &str) -> Self {
         use std::io::Read;
-        use std::os::fd::{FromRawFd, OwnedFd};
         use std::process::Stdio;
-        let (mut master, mut slave) = (-1, -1);
-        // SAFETY: openpty writes two descriptors we then own.
-        let rc = unsafe {
-            libc::openpty(
-                &mut master,
-                &mut slave,
-                std::ptr::null_mut(),
-                std::ptr::null(),
-                std::ptr::null(),
-            )
-        };
-        assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
-        let (master, slave) =
-            unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+        let (master, slave) = open_pty();
         let child = {
             let mut cmd = Command::new(bin());
             cmd.args(args)

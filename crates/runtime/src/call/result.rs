@@ -250,22 +250,12 @@ fn check_structured(
     if let Some((violations, total)) =
         validate::violations(validator, structured, limits.max_schema_errors)
     {
-        let listed = violations
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; ");
-        let more = total.saturating_sub(violations.len());
-        let more = if more > 0 {
-            format!(" (and {more} more)")
-        } else {
-            String::new()
-        };
+        let (count, listed) = validate::problems(&violations, total);
         warnings.push(ResultWarning {
             kind: WarningKind::StructuredContentMismatch,
             block: None,
             message: format!(
-                "structuredContent does not match the tool's outputSchema ({total} problems): {listed}{more}"
+                "structuredContent does not match the tool's outputSchema ({count}): {listed}"
             ),
         });
     }

@@ -127,21 +127,24 @@ pub(crate) enum ArgumentError {
 }
 
 fn invalid_message(tool: &str, violations: &[Violation], total: usize) -> String {
-    let listed = violations
+    let (count, listed) = problems(violations, total);
+    format!("the arguments for `{tool}` do not match its input schema ({count}): {listed}")
+}
+
+/// How schema violations read in a message: ("3 problems", "the first; the second (and 1
+/// more)") — the count of all of them, and the ones kept, joined.
+pub(crate) fn problems(violations: &[Violation], total: usize) -> (String, String) {
+    let mut listed = violations
         .iter()
         .map(ToString::to_string)
         .collect::<Vec<_>>()
         .join("; ");
     let more = total.saturating_sub(violations.len());
-    let more = if more > 0 {
-        format!(" (and {more} more)")
-    } else {
-        String::new()
-    };
+    if more > 0 {
+        listed.push_str(&format!(" (and {more} more)"));
+    }
     let noun = if total == 1 { "problem" } else { "problems" };
-    format!(
-        "the arguments for `{tool}` do not match its input schema ({total} {noun}): {listed}{more}"
-    )
+    (format!("{total} {noun}"), listed)
 }
 
 impl ArgumentError {
