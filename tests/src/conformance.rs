@@ -19,6 +19,7 @@
 mod catalog;
 mod mrtr;
 mod skills;
+mod tasks;
 
 use std::{
     collections::BTreeSet,
@@ -63,6 +64,8 @@ pub struct ConformanceServer {
     /// Open listen streams (2026-07-28), keyed by a registration number.
     sinks: Arc<Mutex<Vec<(u64, SubscriptionSink)>>>,
     next_sink: Arc<std::sync::atomic::AtomicU64>,
+    /// SEP-2663 tasks of every session.
+    tasks: rmcp::task_manager::TaskManager,
 }
 
 impl ConformanceServer {
@@ -201,6 +204,7 @@ impl ServerHandler for ConformanceServer {
             .enable_tools()
             .enable_tool_list_changed()
             .enable_skills_with_directory_read()
+            .enable_tasks()
             .build();
         ServerConfig::new(capabilities).with_server_info(Implementation::new(
             "mcp-conformance-test-server",
@@ -230,6 +234,17 @@ impl ServerHandler for ConformanceServer {
             return result;
         }
         let args = request.arguments.unwrap_or_default();
+        if let Some(result) = tasks::call(
+            &self.tasks,
+            request.name.as_ref(),
+            &args,
+            &round.responses,
+            &context,
+        )
+        .await
+        {
+            return result;
+        }
         match request.name.as_ref() {
             "test_simple_text" => {
                 tool_result(vec![text("This is a simple text response for testing.")])
@@ -689,6 +704,33 @@ impl ServerHandler for ConformanceServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<GetSkillResult, McpError> {
         skills::get(&request.uri)
+    }
+
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, McpError> {
+        Ok(rmcp::model::GetTaskResult::new(
+            self.tasks.get_task(&request.task_id)?,
+        ))
+    }
+
+    async fn update_task(
+        &self,
+        request: rmcp::model::UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.tasks
+            .update_task(&request.task_id, request.input_responses)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.tasks.cancel_task(&request.task_id)
     }
 
     async fn read_resource_directory(
