@@ -1,7 +1,7 @@
 //! `--conformance`: the server the official MCP conformance suite's *server* scenarios expect
 //! (`@modelcontextprotocol/conformance server --url …`): the tools `test_*`, the resources
-//! `test://…`, the prompts `test_*_prompt`, logging, completion and subscriptions, with the
-//! exact texts and payloads the scenarios check.
+//! `test://…`, the prompts `test_*_prompt`, logging, completion and subscriptions, and the
+//! SEP-2640 skills extension (`skills`), with the exact texts and payloads the scenarios check.
 //!
 //! Invariants:
 //! - Every result is built from the JSON the scenarios compare against and decoded into rmcp's
@@ -18,6 +18,8 @@
 
 mod catalog;
 mod mrtr;
+mod skills;
+mod tasks;
 
 use std::{
     collections::BTreeSet,
@@ -29,12 +31,14 @@ use rmcp::{
     ErrorData as McpError, RoleServer, ServerHandler,
     model::{
         CallToolRequestParams, CallToolResponse, ClientResult, CompleteRequestParams,
-        CompleteResult, GetPromptRequestParams, GetPromptResponse, Implementation,
-        ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-        LoggingLevel, LoggingMessageNotificationParam, NumberOrString, PaginatedRequestParams,
-        ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse,
-        ServerCapabilities, ServerConfig, ServerNotification, ServerRequest, SetLevelRequestParams,
-        SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+        CompleteResult, GetPromptRequestParams, GetPromptResponse, GetSkillRequestParams,
+        GetSkillResult, Implementation, ListPromptsResult, ListResourceTemplatesResult,
+        ListResourcesResult, ListSkillsResult, ListToolsResult, LoggingLevel,
+        LoggingMessageNotificationParam, NumberOrString, PaginatedRequestParams,
+        ProgressNotificationParam, ReadResourceDirectoryRequestParams, ReadResourceRequestParams,
+        ReadResourceResponse, ServerCapabilities, ServerConfig, ServerNotification, ServerRequest,
+        SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter,
+        UnsubscribeRequestParams,
     },
     service::{RequestContext, SubscriptionContext, SubscriptionSink},
 };
@@ -60,6 +64,8 @@ pub struct ConformanceServer {
     /// Open listen streams (2026-07-28), keyed by a registration number.
     sinks: Arc<Mutex<Vec<(u64, SubscriptionSink)>>>,
     next_sink: Arc<std::sync::atomic::AtomicU64>,
+    /// SEP-2663 tasks of every session.
+    tasks: rmcp::task_manager::TaskManager,
 }
 
 impl ConformanceServer {
@@ -197,6 +203,8 @@ impl ServerHandler for ConformanceServer {
             .enable_resources_subscribe()
             .enable_tools()
             .enable_tool_list_changed()
+            .enable_skills_with_directory_read()
+            .enable_tasks()
             .build();
         ServerConfig::new(capabilities).with_server_info(Implementation::new(
             "mcp-conformance-test-server",
@@ -226,6 +234,17 @@ impl ServerHandler for ConformanceServer {
             return result;
         }
         let args = request.arguments.unwrap_or_default();
+        if let Some(result) = tasks::call(
+            &self.tasks,
+            request.name.as_ref(),
+            &args,
+            &round.responses,
+            &context,
+        )
+        .await
+        {
+            return result;
+        }
         match request.name.as_ref() {
             "test_simple_text" => {
                 tool_result(vec![text("This is a simple text response for testing.")])
@@ -426,8 +445,7 @@ impl ServerHandler for ConformanceServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        complete(with_cache_hints(
-            json!({ "resources": [
+        let mut resources = json!([
                 {
                     "uri": "test://static-text", "name": "static-text",
                     "title": "Static Text Resource",
@@ -446,7 +464,12 @@ impl ServerHandler for ConformanceServer {
                     "description": "A resource that can be subscribed to",
                     "mimeType": "text/plain"
                 }
-            ]}),
+        ]);
+        if let Value::Array(all) = &mut resources {
+            all.extend(skills::resources());
+        }
+        complete(with_cache_hints(
+            json!({ "resources": resources }),
             "public",
         ))
     }
@@ -473,6 +496,13 @@ impl ServerHandler for ConformanceServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let uri = request.uri;
+        if let Some(contents) = skills::read(&uri) {
+            let result: rmcp::model::ReadResourceResult = complete(with_cache_hints(
+                json!({ "contents": [contents?] }),
+                "public",
+            ))?;
+            return Ok(result.into());
+        }
         let contents = match uri.as_str() {
             "test://static-text" => json!({
                 "uri": uri, "mimeType": "text/plain",
@@ -658,6 +688,57 @@ impl ServerHandler for ConformanceServer {
         context.cancelled().await;
         self.sinks().retain(|(k, _)| *k != key);
         Ok(())
+    }
+
+    async fn list_skills(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListSkillsResult, McpError> {
+        skills::list()
+    }
+
+    async fn get_skill(
+        &self,
+        request: GetSkillRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetSkillResult, McpError> {
+        skills::get(&request.uri)
+    }
+
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, McpError> {
+        Ok(rmcp::model::GetTaskResult::new(
+            self.tasks.get_task(&request.task_id)?,
+        ))
+    }
+
+    async fn update_task(
+        &self,
+        request: rmcp::model::UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.tasks
+            .update_task(&request.task_id, request.input_responses)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.tasks.cancel_task(&request.task_id)
+    }
+
+    async fn read_resource_directory(
+        &self,
+        request: ReadResourceDirectoryRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        skills::directory(&request.uri)
     }
 
     async fn complete(

@@ -231,7 +231,7 @@ impl ServerHandler for FixtureServer {
             .enable_resources_list_changed()
             .enable_resources_subscribe();
         let capabilities = if self.opts.skills {
-            builder.enable_skills().build()
+            builder.enable_skills_with_directory_read().build()
         } else {
             builder.build()
         };
@@ -572,6 +572,14 @@ impl ServerHandler for FixtureServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<GetSkillResult, McpError> {
         self.skill_entry(&request.uri)
+    }
+
+    async fn read_resource_directory(
+        &self,
+        request: rmcp::model::ReadResourceDirectoryRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        self.skill_directory(&request.uri)
     }
 
     async fn subscribe(

@@ -14,7 +14,7 @@
 //!   refused 401/403), a session serves only the profile that opened it, and each client is
 //!   shown, and may use, only its profile's view;
 //! - names are stable: with [`Prefix::Server`] every tool and prompt carries its server's
-//!   prefix whether or not another server exists.
+//!   prefix, and every `skill://` URI its server's name, whether or not another server exists.
 
 mod auth;
 mod bridge;

@@ -17,6 +17,11 @@ use serde::Serialize;
 
 use crate::Prefix;
 
+mod skills;
+
+pub(crate) use skills::SkillView;
+use skills::{downstream_uri, upstream_of};
+
 /// A digest of what a list shows (stable across processes of the same build).
 pub(crate) fn digest<T: Serialize>(items: &[T]) -> u64 {
     let mut hasher = std::hash::DefaultHasher::new();
@@ -26,6 +31,12 @@ pub(crate) fn digest<T: Serialize>(items: &[T]) -> u64 {
             .hash(&mut hasher);
     }
     hasher.finish()
+}
+
+/// The digest of what a client is told about with `notifications/resources/list_changed`: its
+/// resources and templates, and its skills (which have no list_changed of their own).
+pub(crate) fn resources_digest(resources: &ResourceView, skills: &SkillView) -> u64 {
+    resources.digest ^ skills.digest.rotate_left(2)
 }
 
 /// The tools of one binding, under their downstream names.
@@ -156,41 +167,52 @@ impl PromptView {
 
 /// The resources and resource templates of one snapshot, and which server owns each URI.
 ///
-/// Resource URIs are served unchanged (tool results link to them by URI). When two servers
-/// list the same URI, the server whose name sorts first serves it and the other's entry is
-/// withheld; the choice depends on nothing but the two names.
+/// Resource URIs are served unchanged (tool results link to them by URI), except `skill://`
+/// URIs under [`Prefix::Server`], which carry their server's name (see [`skills`]). When two
+/// servers list the same URI, the server whose name sorts first serves it and the other's
+/// entry is withheld; the choice depends on nothing but the two names. A profile's `resources`
+/// filter matches URIs as shown downstream.
 pub(crate) struct ResourceView {
     pub(crate) resources: Vec<Resource>,
     pub(crate) templates: Vec<ResourceTemplate>,
+    prefix: Prefix,
     owners: HashMap<String, String>,
     /// (literal prefix of a template, its server), longest prefix first.
     template_owners: Vec<(String, String)>,
     /// Servers that list resources or templates.
     servers: Vec<String>,
+    /// Every server the profile may see (skill files route to these).
+    admitted: Vec<String>,
     /// The profile's resource filter: a URI it does not admit has no owner.
     denied: Option<mcp_harness_policy::NameFilter>,
     pub(crate) digest: u64,
 }
 
 impl ResourceView {
-    pub(crate) fn new(snapshot: &Snapshot, profile: Option<&ClientProfile>) -> Self {
+    pub(crate) fn new(
+        snapshot: &Snapshot,
+        prefix: Prefix,
+        profile: Option<&ClientProfile>,
+    ) -> Self {
         let mut resources = Vec::new();
         let mut templates = Vec::new();
         let mut owners = HashMap::new();
         let mut template_owners = Vec::new();
         let mut servers = Vec::new();
+        let mut admitted = Vec::new();
         let mut seen_templates = std::collections::HashSet::new();
         // `catalogs` is ordered by server name: the first lister of a URI keeps it.
         for (server, catalog) in &snapshot.catalogs {
             if profile.is_some_and(|p| !p.servers.admits(server)) {
                 continue;
             }
+            admitted.push(server.clone());
             let hidden = |uri: &str| profile.is_some_and(|p| !p.resources.admits(uri));
             if !catalog.resources.is_empty() || !catalog.templates.is_empty() {
                 servers.push(server.clone());
             }
             for entry in &catalog.resources {
-                let uri = entry.resource.uri.clone();
+                let uri = downstream_uri(prefix, server, &entry.resource.uri);
                 if hidden(&uri) {
                     continue;
                 }
@@ -198,11 +220,13 @@ impl ResourceView {
                     tracing::debug!(%uri, %server, "resource URI listed by an earlier server; withheld");
                     continue;
                 }
+                let mut resource = (*entry.resource).clone();
+                resource.uri.clone_from(&uri);
                 owners.insert(uri, server.clone());
-                resources.push((*entry.resource).clone());
+                resources.push(resource);
             }
             for entry in &catalog.templates {
-                let pattern = entry.template.uri_template.clone();
+                let pattern = downstream_uri(prefix, server, &entry.template.uri_template);
                 if hidden(&pattern) {
                     continue;
                 }
@@ -211,7 +235,9 @@ impl ResourceView {
                 }
                 let literal = pattern.split('{').next().unwrap_or_default().to_string();
                 template_owners.push((literal, server.clone()));
-                templates.push((*entry.template).clone());
+                let mut template = (*entry.template).clone();
+                template.uri_template = pattern;
+                templates.push(template);
             }
         }
         let denied = profile.map(|p| p.resources.clone());
@@ -220,9 +246,11 @@ impl ResourceView {
         Self {
             resources,
             templates,
+            prefix,
             owners,
             template_owners,
             servers,
+            admitted,
             denied,
             digest,
         }
@@ -248,5 +276,35 @@ impl ResourceView {
             [only] => Some(only),
             _ => None,
         }
+    }
+
+    /// Where a request for downstream `uri` goes: (server, the URI that server knows). A
+    /// `skill://S/…` URI (under [`Prefix::Server`]) goes to server `S` when the profile may see
+    /// it; under [`Prefix::None`] a URI no listing or template claims goes to the one server.
+    pub(crate) fn route(&self, uri: &str) -> Option<(String, String)> {
+        if self.denied.as_ref().is_some_and(|f| !f.admits(uri)) {
+            return None;
+        }
+        if let Some((server, upstream)) = upstream_of(self.prefix, uri) {
+            return self
+                .admitted
+                .iter()
+                .any(|s| s == server)
+                .then(|| (server.to_string(), upstream));
+        }
+        if self.prefix == Prefix::Server && uri.starts_with(skills::SCHEME) {
+            return None;
+        }
+        let server = match (self.owner(uri), self.admitted.as_slice()) {
+            (Some(server), _) => server,
+            (None, [only]) => only,
+            (None, _) => return None,
+        };
+        Some((server.to_string(), uri.to_string()))
+    }
+
+    /// How `server`'s `uri` is shown to this client.
+    pub(crate) fn shown(&self, server: &str, uri: &str) -> String {
+        downstream_uri(self.prefix, server, uri)
     }
 }

@@ -14,7 +14,7 @@ use std::sync::{Arc, Weak};
 use mcp_harness_runtime::ClientProfile;
 use std::time::Duration;
 
-use crate::names::{PromptView, ResourceView, ToolView};
+use crate::names::{PromptView, ResourceView, SkillView, ToolView, resources_digest};
 use crate::session::{Digests, ListKind, Listener, Shared};
 use crate::sync::lock;
 
@@ -72,7 +72,10 @@ async fn all_digests_now(shared: &Shared) -> HashMap<Option<String>, Digests> {
             let digests = Digests {
                 tools,
                 prompts: PromptView::new(&snapshot, shared.options.prefix, profile).digest,
-                resources: ResourceView::new(&snapshot, profile).digest,
+                resources: resources_digest(
+                    &ResourceView::new(&snapshot, shared.options.prefix, profile),
+                    &SkillView::new(&snapshot, shared.options.prefix, profile),
+                ),
             };
             (key, digests)
         })

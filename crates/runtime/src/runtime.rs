@@ -341,6 +341,52 @@ impl Runtime {
         }
     }
 
+    /// The capabilities `server` declared at initialize (`None` while it is not connected).
+    pub fn server_capabilities(&self, server: &str) -> Option<rmcp::model::ServerCapabilities> {
+        let published = self.live.published();
+        let client = published.clients.get(server)?;
+        client
+            .peer
+            .peer_info()
+            .map(|info| info.capabilities.clone())
+    }
+
+    /// Lists the direct children of directory resource `uri` on `server` (SEP-2640
+    /// `resources/directory/read`; one page, from `cursor`). A server that did not declare
+    /// `directoryRead` is not asked: the answer is its `-32601`.
+    pub async fn read_resource_directory(
+        &self,
+        server: &str,
+        uri: &str,
+        cursor: Option<String>,
+    ) -> Result<rmcp::model::ListResourcesResult, CallError> {
+        let published = self.live.published();
+        let client = bound_client(&published, server)?;
+        if !client
+            .peer
+            .peer_info()
+            .is_some_and(|info| info.capabilities.supports_directory_read())
+        {
+            return Err(CallError::Protocol {
+                upstream: Some(Box::new(rmcp::ErrorData::method_not_found::<
+                    rmcp::model::ReadResourceDirectoryRequestMethod,
+                >())),
+                server: server.to_string(),
+                tool: uri.to_string(),
+                message: format!("server \"{server}\" does not declare directoryRead"),
+            });
+        }
+        let mut params = rmcp::model::ReadResourceDirectoryRequestParams::new(uri);
+        params.cursor = cursor;
+        let request = ClientRequest::ReadResourceDirectoryRequest(
+            rmcp::model::ReadResourceDirectoryRequest::new(params),
+        );
+        match send(&client, request, server, uri).await? {
+            ServerResult::ListResourcesResult(r) => Ok(r),
+            other => Err(unexpected(server, uri, &other)),
+        }
+    }
+
     /// Invokes the command the model or user knows as `qualified_name` (built from a prompt):
     /// fetches the prompt with `prompts/get` now, with `arguments`.
     pub async fn run_command(

@@ -47,6 +47,7 @@ pub(super) fn tools() -> Value {
                 "inputSchema": { "type": "object", "properties": {} }
             })
         }));
+        list.extend(super::tasks::tools());
     }
     all
 }

@@ -82,7 +82,7 @@ pub(super) fn responses(
     Ok(given.into_iter().collect())
 }
 
-fn elicit(message: &str, field: &str, kind: &str) -> Value {
+pub(super) fn elicit(message: &str, field: &str, kind: &str) -> Value {
     json!({
         "method": "elicitation/create",
         "params": {
@@ -106,7 +106,10 @@ fn sample(prompt: &str, max_tokens: u32) -> Value {
     })
 }
 
-fn input_required(requests: Value, state: Option<String>) -> Result<InputRequiredResult, McpError> {
+pub(super) fn input_required(
+    requests: Value,
+    state: Option<String>,
+) -> Result<InputRequiredResult, McpError> {
     let mut result = json!({ "resultType": "input_required", "inputRequests": requests });
     if let Some(state) = state {
         result["requestState"] = json!(state);
@@ -121,7 +124,7 @@ fn nonce() -> u64 {
 }
 
 /// A field of an elicitation answer's `content` (`"unknown"` when missing).
-fn answer_text(response: Option<&Value>, field: &str) -> String {
+pub(super) fn answer_text(response: Option<&Value>, field: &str) -> String {
     response
         .and_then(|r| r["content"][field].as_str())
         .unwrap_or("unknown")

@@ -1,6 +1,8 @@
 //! SEP-2640 skills served by the fixture (`--skills`): `pdf-processing` (a `SKILL.md` whose
 //! frontmatter has a nested `metadata` map, plus `references/FORMS.md`), `release-notes`
-//! (`SKILL.md` only), and skills added at run time with the `add_skill` tool.
+//! (`SKILL.md` only), and skills added at run time with the `add_skill` tool; their
+//! directories answer `resources/directory/read`. The conformance mode serves the same
+//! built-in skills.
 //!
 //! Invariants:
 //! - The manifest that `skills/list` and `skills/get` give for a file (`digest`, `size`) is
@@ -22,9 +24,9 @@ use std::sync::Arc;
 use rmcp::{
     ErrorData as McpError, RoleServer,
     model::{
-        CallToolResult, GetSkillResult, JsonObject, ListSkillsResult, PaginatedRequestParams,
-        ReadResourceResult, Resource, ResourceContents, Skill, SkillFrontmatter, SkillResource,
-        SkillResources, Tool,
+        CallToolResult, GetSkillResult, JsonObject, ListResourcesResult, ListSkillsResult,
+        PaginatedRequestParams, ReadResourceResult, Resource, ResourceContents, Skill,
+        SkillFrontmatter, SkillResource, SkillResources, Tool,
     },
     service::RequestContext,
 };
@@ -148,6 +150,14 @@ impl Skills {
         }
     }
 
+    /// The built-in skills, untampered (the conformance mode's).
+    pub(crate) fn builtin() -> Self {
+        Self {
+            skills: vec![pdf_processing(None), release_notes()],
+            reads: BTreeMap::new(),
+        }
+    }
+
     /// Every skill entry, in listing order (built-in, then added).
     pub(crate) fn list(&self) -> Vec<Skill> {
         self.skills.iter().map(|s| s.listed.clone()).collect()
@@ -176,6 +186,46 @@ impl Skills {
             .iter()
             .flat_map(|s| s.files.iter())
             .find(|f| f.uri == uri)
+    }
+
+    /// The text served at `uri` (no read is counted).
+    pub(crate) fn text(&self, uri: &str) -> Option<&str> {
+        self.file(uri).map(|f| f.text.as_str())
+    }
+
+    /// `resources/directory/read` of `uri`: the direct children of a skill directory (files
+    /// with their MIME type, subdirectories as `inode/directory`), in first-seen order; `None`
+    /// when `uri` is no served directory (a file, or nothing served under it).
+    pub(crate) fn directory(&self, uri: &str) -> Option<Vec<Resource>> {
+        let dir = uri.strip_suffix('/').unwrap_or(uri);
+        if !dir.starts_with(SCHEME) || dir.len() == SCHEME.len() || self.file(dir).is_some() {
+            return None;
+        }
+        let mut children: Vec<Resource> = Vec::new();
+        for file in self.skills.iter().flat_map(|s| s.files.iter()) {
+            let Some(rest) = file.uri.strip_prefix(dir).and_then(|r| r.strip_prefix('/')) else {
+                continue;
+            };
+            let (child, is_dir) = match rest.split_once('/') {
+                Some((segment, _)) => (format!("{dir}/{segment}"), true),
+                None => (file.uri.clone(), false),
+            };
+            if children.iter().any(|c| c.uri == child) {
+                continue;
+            }
+            let name = child.rsplit('/').next().unwrap_or_default().to_owned();
+            let resource = Resource::new(&child, name);
+            children.push(if is_dir {
+                resource.with_mime_type(rmcp::model::DIRECTORY_MIME_TYPE)
+            } else if child.ends_with(".md") {
+                resource
+                    .with_mime_type(MARKDOWN)
+                    .with_size(file.text.len() as u64)
+            } else {
+                resource.with_size(file.text.len() as u64)
+            });
+        }
+        (!children.is_empty()).then_some(children)
     }
 
     /// Counts a read of `uri` when it is a `skill://` URI and answers it: `None` when `uri` is
@@ -339,6 +389,18 @@ impl FixtureServer {
         }
     }
 
+    /// `resources/directory/read`: the direct children of a skill directory (one page), or
+    /// `-32602` for a URI that is no served directory.
+    pub(crate) fn skill_directory(&self, uri: &str) -> Result<ListResourcesResult, McpError> {
+        match self.lock().skills.directory(uri) {
+            Some(children) => Ok(ListResourcesResult::with_all_items(children)),
+            None => Err(McpError::invalid_params(
+                format!("{uri} is not a skill directory this server serves"),
+                Some(json!({ "uri": uri })),
+            )),
+        }
+    }
+
     /// Answers `resources/read` for a `skill://` URI (counting the read); `None` for other URIs.
     pub(crate) fn read_skill_file(
         &self,
@@ -433,6 +495,36 @@ mod tests {
         assert_eq!(skills.read("skill://pdf-processing/secret.md"), Some(None));
         assert_eq!(skills.reads_json()["skill://pdf-processing/secret.md"], 1);
         assert!(Skills::new(&FixtureOptions::default()).list().is_empty());
+    }
+
+    #[test]
+    fn directories_list_direct_children_only() {
+        let skills = Skills::builtin();
+        let uris = |uri: &str| -> Option<Vec<(String, Option<String>)>> {
+            skills.directory(uri).map(|children| {
+                children
+                    .into_iter()
+                    .map(|c| (c.uri.clone(), c.mime_type.clone()))
+                    .collect()
+            })
+        };
+        assert_eq!(
+            uris("skill://pdf-processing"),
+            Some(vec![
+                (PDF_SKILL_URI.to_owned(), Some(MARKDOWN.to_owned())),
+                (
+                    "skill://pdf-processing/references".to_owned(),
+                    Some("inode/directory".to_owned())
+                ),
+            ])
+        );
+        assert_eq!(
+            uris("skill://pdf-processing/references/"),
+            Some(vec![(PDF_FORMS_URI.to_owned(), Some(MARKDOWN.to_owned()))])
+        );
+        for not_a_directory in [PDF_SKILL_URI, "skill://nothing", "skill://", "test://x"] {
+            assert_eq!(uris(not_a_directory), None, "{not_a_directory}");
+        }
     }
 
     #[test]

@@ -20,8 +20,9 @@ use std::sync::{Arc, Mutex};
 use mcp_harness_runtime::{CallError, Runtime, StepBinding};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    ContentBlock, GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ContentBlock, GetPromptRequestParams, GetPromptResponse, GetSkillRequestParams, GetSkillResult,
+    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListSkillsResult, ListToolsResult, PaginatedRequestParams, ReadResourceDirectoryRequestParams,
     ReadResourceRequestParams, ReadResourceResponse, Reference, ResourceUpdatedNotificationParam,
     ResultType, ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter,
     UnsubscribeRequestParams,
@@ -29,13 +30,14 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 
-use crate::names::{PromptView, ResourceView, ToolView};
+use crate::names::{PromptView, ResourceView, SkillView, ToolView, resources_digest};
 use crate::ops::{CallRecord, Outcome};
 use crate::sealed::{self, ListedMark};
 use crate::sync::lock;
 
 mod call;
 mod shared;
+mod skills;
 
 use call::{Failure, downstream_result, refusal, upstream_error};
 use shared::profile_of;
@@ -114,6 +116,15 @@ impl Session {
     fn runtime(&self) -> &Runtime {
         &self.state.shared.runtime
     }
+
+    /// The resources `profile` may see in the current snapshot.
+    fn resource_view(&self, profile: Option<&mcp_harness_runtime::ClientProfile>) -> ResourceView {
+        ResourceView::new(
+            &self.runtime().snapshot(),
+            self.shared().options.prefix,
+            profile,
+        )
+    }
 }
 
 impl ServerHandler for Session {
@@ -128,8 +139,15 @@ impl ServerHandler for Session {
             .enable_resources()
             .enable_resources_list_changed()
             .enable_resources_subscribe()
-            .enable_completions()
-            .build();
+            .enable_completions();
+        let capabilities = match self.skills_capability() {
+            Some(skills) if skills.directory_read => {
+                capabilities.enable_skills_with_directory_read()
+            }
+            Some(_) => capabilities.enable_skills(),
+            None => capabilities,
+        }
+        .build();
         ServerConfig::new(capabilities).with_server_info(Implementation::new(
             &self.shared().options.name,
             env!("CARGO_PKG_VERSION"),
@@ -337,9 +355,15 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         let profile = profile_of(&context.extensions);
-        let view = ResourceView::new(&self.runtime().snapshot(), profile.as_deref());
-        self.shared()
-            .shown(self.state.id, ListKind::Resources, view.digest);
+        let snapshot = self.runtime().snapshot();
+        let prefix = self.shared().options.prefix;
+        let view = ResourceView::new(&snapshot, prefix, profile.as_deref());
+        let skills = SkillView::new(&snapshot, prefix, profile.as_deref());
+        self.shared().shown(
+            self.state.id,
+            ListKind::Resources,
+            resources_digest(&view, &skills),
+        );
         Ok(ListResourcesResult::with_all_items(view.resources))
     }
 
@@ -349,7 +373,7 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
         let profile = profile_of(&context.extensions);
-        let view = ResourceView::new(&self.runtime().snapshot(), profile.as_deref());
+        let view = self.resource_view(profile.as_deref());
         Ok(ListResourceTemplatesResult::with_all_items(view.templates))
     }
 
@@ -359,8 +383,8 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let profile = profile_of(&context.extensions);
-        let view = ResourceView::new(&self.runtime().snapshot(), profile.as_deref());
-        let Some(server) = view.owner(&request.uri) else {
+        let view = self.resource_view(profile.as_deref());
+        let Some((server, upstream)) = view.route(&request.uri) else {
             return Err(McpError::resource_not_found(
                 format!(
                     "no connected server lists resource `{}`; list resources again (resources/list)",
@@ -370,10 +394,11 @@ impl ServerHandler for Session {
             ));
         };
         self.runtime()
-            .read_resource(server, &request.uri)
+            .read_resource(&server, &upstream)
             .await
             .map(|mut result| {
                 result.result_type.get_or_insert(ResultType::COMPLETE);
+                skills::shown_contents(&view, &server, &mut result.contents);
                 result.into()
             })
             .map_err(upstream_error)
@@ -402,10 +427,9 @@ impl ServerHandler for Session {
                 prompt.name = target.raw_name.clone();
                 target.server.clone()
             }
-            Reference::Resource(resource) => ResourceView::new(&snapshot, profile)
-                .owner(&resource.uri)
-                .map(str::to_string)
-                .ok_or_else(|| {
+            Reference::Resource(resource) => {
+                let view = ResourceView::new(&snapshot, self.shared().options.prefix, profile);
+                let (server, upstream) = view.route(&resource.uri).ok_or_else(|| {
                     McpError::invalid_params(
                         format!(
                             "no connected server lists resource template `{}`",
@@ -413,7 +437,10 @@ impl ServerHandler for Session {
                         ),
                         None,
                     )
-                })?,
+                })?;
+                resource.uri = upstream;
+                server
+            }
             _ => {
                 return Err(McpError::invalid_params(
                     "completion/complete: unknown reference type",
@@ -439,29 +466,29 @@ impl ServerHandler for Session {
     ) -> Result<(), McpError> {
         let uri = request.uri;
         let profile = profile_of(&context.extensions);
-        let server = ResourceView::new(&self.runtime().snapshot(), profile.as_deref())
-            .owner(&uri)
-            .map(str::to_string)
+        let (server, upstream) = self
+            .resource_view(profile.as_deref())
+            .route(&uri)
             .ok_or_else(|| {
                 McpError::resource_not_found(
                     format!("no connected server lists resource `{uri}`; list resources again"),
                     None,
                 )
             })?;
-        let key = (server.clone(), uri.clone());
+        let key = (server.clone(), upstream.clone());
         if lock(&self.state.subscriptions).contains_key(&key) {
             return Ok(());
         }
-        let first = self.state.shared.hold(&server, &uri);
+        let first = self.state.shared.hold(&server, &upstream);
         let subscription = if first {
-            self.runtime().subscribe_resource(&server, &uri).await
+            self.runtime().subscribe_resource(&server, &upstream).await
         } else {
-            Ok(self.runtime().resource_updates(&server, &uri))
+            Ok(self.runtime().resource_updates(&server, &upstream))
         };
         let mut subscription = match subscription {
             Ok(subscription) => subscription,
             Err(error) => {
-                self.state.shared.release(server, uri);
+                self.state.shared.release(server, upstream);
                 return Err(McpError::internal_error(error.to_string(), None));
             }
         };
@@ -483,13 +510,15 @@ impl ServerHandler for Session {
     async fn unsubscribe(
         &self,
         request: UnsubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        let profile = profile_of(&context.extensions);
+        let routed = self.resource_view(profile.as_deref()).route(&request.uri);
         let found = {
             let mut subscriptions = lock(&self.state.subscriptions);
             let key = subscriptions
                 .keys()
-                .find(|(_, uri)| *uri == request.uri)
+                .find(|key| Some(*key) == routed.as_ref() || key.1 == request.uri)
                 .cloned();
             key.and_then(|key| subscriptions.remove(&key).map(|task| (key, task)))
         };
@@ -498,6 +527,34 @@ impl ServerHandler for Session {
             self.state.shared.release(server, uri);
         }
         Ok(())
+    }
+
+    async fn list_skills(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListSkillsResult, McpError> {
+        let profile = profile_of(&context.extensions);
+        Ok(self.skills_listing(profile.as_deref()))
+    }
+
+    async fn get_skill(
+        &self,
+        request: GetSkillRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetSkillResult, McpError> {
+        let profile = profile_of(&context.extensions);
+        self.skill(&request.uri, profile.as_deref())
+    }
+
+    async fn read_resource_directory(
+        &self,
+        request: ReadResourceDirectoryRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let profile = profile_of(&context.extensions);
+        self.directory(&request.uri, request.cursor, profile.as_deref())
+            .await
     }
 
     fn accepted_subscription_filter(

@@ -1,0 +1,385 @@
+//! `mcp-harness serve --http` serving SEP-2640 skills, driven over raw HTTP, in front of two
+//! fixtures in `--skills` mode (`fx` and `sk`): the gateway declares the skills extension with
+//! `directoryRead`; `skills/list` shows both servers' skills under `skill://SERVER/…` (names,
+//! digests and sizes the upstream's); `skills/get` answers the listed entry; every file of a
+//! manifest read through the gateway verifies against its listed digest and size, and the read
+//! reaches the owning upstream only (its `skill_reads` counts it, the other's does not);
+//! `resources/directory/read` lists a skill's children under gateway URIs. A profile that may
+//! not see `sk` gets none of its skills, `-32602` for `skills/get` and the directory, an error
+//! for the read, and no `list_changed` when `sk` adds a skill, while the full client is told.
+
+mod common;
+
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use common::gateway::{free_addr, http};
+use common::{bin, pids_with, temp_home};
+use rmcp::model::{Skill, SkillResources};
+use serde_json::{Value, json};
+
+const FULL_TOKEN: &str = "full-skills-token-1234567890";
+const NARROW_TOKEN: &str = "narrow-skills-token-1234567890";
+
+/// The JSON-RPC response of a body (JSON or the SSE `data:` line that carries an id).
+fn message(body: &str) -> Value {
+    if let Ok(v) = serde_json::from_str::<Value>(body) {
+        return v;
+    }
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .find(|v| v.get("id").is_some())
+        .unwrap_or(Value::Null)
+}
+
+/// A session of one bearer token over raw Streamable HTTP.
+struct Client<'a> {
+    addr: &'a str,
+    token: String,
+    session: String,
+    next: u64,
+}
+
+impl<'a> Client<'a> {
+    /// Opens a session (initialize + initialized): the client and the initialize result.
+    fn open(addr: &'a str, token: &str) -> (Self, Value) {
+        let token = format!("Bearer {token}");
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "skills-test", "version": "1"}}});
+        let headers = [
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("Authorization", token.as_str()),
+        ];
+        let (status, head, body) = http(addr, "POST", "/mcp", &headers, &init.to_string());
+        assert_eq!(status, 200, "initialize: {head}\n{body}");
+        let session = head
+            .lines()
+            .find_map(|l| l.strip_prefix("mcp-session-id:"))
+            .map(|v| v.trim().to_string())
+            .expect("a session id");
+        let client = Self {
+            addr,
+            token,
+            session,
+            next: 0,
+        };
+        let (status, _, _) =
+            client.post(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        assert_eq!(status, 202, "notifications/initialized");
+        (client, message(&body)["result"].clone())
+    }
+
+    fn post(&self, body: &Value) -> (u16, String, String) {
+        let headers = [
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("Authorization", self.token.as_str()),
+            ("Mcp-Session-Id", self.session.as_str()),
+            ("Mcp-Protocol-Version", "2025-11-25"),
+        ];
+        http(self.addr, "POST", "/mcp", &headers, &body.to_string())
+    }
+
+    /// A request in this session: its JSON-RPC response (result or error).
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next += 1;
+        let (status, head, body) = self
+            .post(&json!({"jsonrpc": "2.0", "id": self.next, "method": method, "params": params}));
+        assert_eq!(status, 200, "{method}: {head}\n{body}");
+        message(&body)
+    }
+
+    fn skills(&mut self) -> Vec<Skill> {
+        let listed = self.request("skills/list", json!({}));
+        serde_json::from_value(listed["result"]["skills"].clone())
+            .unwrap_or_else(|e| panic!("skills/list: {e}: {listed}"))
+    }
+
+    /// The `skill_reads` counts of upstream `server`'s fixture.
+    fn reads(&mut self, server: &str) -> Value {
+        let called = self.request(
+            "tools/call",
+            json!({"name": format!("mcp__{server}__skill_reads"), "arguments": {}}),
+        );
+        called["result"]["structuredContent"].clone()
+    }
+}
+
+/// A GET stream of a session: the methods of the notifications it carries.
+struct Stream {
+    reader: BufReader<std::net::TcpStream>,
+}
+
+impl Stream {
+    fn open(client: &Client<'_>) -> Self {
+        let mut stream = std::net::TcpStream::connect(client.addr).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .expect("timeout");
+        write!(
+            stream,
+            "GET /mcp HTTP/1.1\r\nHost: {}\r\nAccept: text/event-stream\r\nAuthorization: {}\r\nMcp-Session-Id: {}\r\nMcp-Protocol-Version: 2025-11-25\r\n\r\n",
+            client.addr, client.token, client.session
+        )
+        .expect("send");
+        Self {
+            reader: BufReader::new(stream),
+        }
+    }
+
+    /// The method of the next notification (bounded by the read timeout and a line count).
+    fn next_method(&mut self) -> Option<String> {
+        let mut line = String::new();
+        for _ in 0..1000 {
+            line.clear();
+            if self.reader.read_line(&mut line).unwrap_or(0) == 0 {
+                return None;
+            }
+            if let Some(data) = line.trim().strip_prefix("data:")
+                && let Ok(v) = serde_json::from_str::<Value>(data.trim())
+                && let Some(method) = v["method"].as_str()
+            {
+                return Some(method.to_string());
+            }
+        }
+        None
+    }
+}
+
+/// `serve --http` with `config`; stopped (SIGTERM, then killed) on drop.
+struct Gateway {
+    child: Child,
+    addr: String,
+}
+
+impl Gateway {
+    fn start(dir: &Path, config: &Value) -> Self {
+        let file = dir.join("gateway.json");
+        std::fs::write(&file, config.to_string()).expect("write config");
+        let addr = free_addr();
+        let stderr = std::fs::File::create(dir.join("serve.log")).expect("log");
+        let child = Command::new(bin())
+            .arg("--config")
+            .arg(&file)
+            .args(["serve", "--http", &addr])
+            .env("HOME", dir.join("home"))
+            .env("XDG_CONFIG_HOME", dir.join("xdg"))
+            .env("GW_FULL_TOKEN", FULL_TOKEN)
+            .env("GW_NARROW_TOKEN", NARROW_TOKEN)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .expect("start mcp-harness serve");
+        let gateway = Self { child, addr };
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(30) {
+            if std::net::TcpStream::connect(&gateway.addr).is_ok()
+                && http(&gateway.addr, "GET", "/readyz", &[], "").0 == 200
+            {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        gateway
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on the pid of a child this test started.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let start = Instant::now();
+        while self.child.try_wait().ok().flatten().is_none()
+            && start.elapsed() < Duration::from_secs(20)
+        {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn error_code(response: &Value) -> i64 {
+    response["error"]["code"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("not a JSON-RPC error: {response}"))
+}
+
+fn uris(skills: &[Skill]) -> Vec<&str> {
+    skills.iter().map(|s| s.uri.as_str()).collect()
+}
+
+#[test]
+fn skills_are_served_under_server_uris_routed_to_their_owner_and_hidden_per_profile() {
+    let dir = temp_home("serve-skills", "views");
+    let marker = format!(
+        "gw-skills-{}-{}",
+        std::process::id(),
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+    );
+    let fixture =
+        json!({"command": bin(), "args": ["fixture-server", "--skills", "--name", &marker]});
+    let config = json!({
+        "mcpServers": {"fx": fixture, "sk": fixture},
+        "permissions": {"allow": ["mcp__fx__*", "mcp__sk__*"]},
+        "gateway": {"clients": {
+            "full": {"auth": {"type": "bearer", "tokenEnv": "GW_FULL_TOKEN"}},
+            "narrow": {"auth": {"type": "bearer", "tokenEnv": "GW_NARROW_TOKEN"},
+                       "servers": {"deny": ["sk"]}}
+        }}
+    });
+    let gateway = Gateway::start(&dir, &config);
+    let addr = gateway.addr.clone();
+    let (mut full, info) = Client::open(&addr, FULL_TOKEN);
+    assert_eq!(
+        info["capabilities"]["extensions"]["io.modelcontextprotocol/skills"],
+        json!({"directoryRead": true}),
+        "{info}"
+    );
+
+    let skills = full.skills();
+    let pdf = "skill://sk/pdf-processing/SKILL.md";
+    for uri in [
+        "skill://fx/pdf-processing/SKILL.md",
+        "skill://fx/release-notes/SKILL.md",
+        pdf,
+        "skill://sk/release-notes/SKILL.md",
+    ] {
+        assert!(uris(&skills).contains(&uri), "{uri}: {:?}", uris(&skills));
+    }
+    let listed = skills.iter().find(|s| s.uri == pdf).expect("listed");
+    assert_eq!(listed.frontmatter.name, "pdf-processing");
+    assert!(
+        listed.frontmatter.extra.contains_key("metadata"),
+        "{listed:?}"
+    );
+    let got = full.request("skills/get", json!({"uri": pdf}));
+    let got: Skill = serde_json::from_value(got["result"]["skill"].clone()).expect("skills/get");
+    assert_eq!(&got, listed);
+
+    // Every file of the manifest, read through the gateway, is the bytes the listing describes,
+    // and only `sk` was asked for it.
+    let SkillResources::Files(files) = &listed.resources else {
+        panic!("a manifest: {listed:?}")
+    };
+    assert_eq!(files.len(), 2, "{files:?}");
+    for file in files {
+        assert!(
+            file.uri.starts_with("skill://sk/pdf-processing/"),
+            "{file:?}"
+        );
+        let read = full.request("resources/read", json!({"uri": file.uri}));
+        let contents = &read["result"]["contents"][0];
+        assert_eq!(contents["uri"], json!(file.uri), "{read}");
+        let text = contents["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{read}"));
+        assert_eq!(file.verify(text.as_bytes()), Ok(()), "{}", file.uri);
+    }
+    let upstream = "skill://pdf-processing/SKILL.md";
+    assert_eq!(full.reads("sk")[upstream], json!(1));
+    assert_eq!(full.reads("fx")[upstream], json!(0));
+
+    let directory = full.request(
+        "resources/directory/read",
+        json!({"uri": "skill://sk/pdf-processing"}),
+    );
+    let children: Vec<(String, String)> = directory["result"]["resources"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{directory}"))
+        .iter()
+        .map(|c| {
+            let field = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+            (field("uri"), field("mimeType"))
+        })
+        .collect();
+    assert!(
+        children.contains(&(pdf.into(), "text/markdown".into()))
+            && children.contains(&(
+                "skill://sk/pdf-processing/references".into(),
+                "inode/directory".into()
+            )),
+        "{children:?}"
+    );
+    let not_a_directory = full.request("resources/directory/read", json!({"uri": pdf}));
+    assert_eq!(error_code(&not_a_directory), -32602, "{not_a_directory}");
+
+    // The narrow profile may not see `sk`: none of its skills, and nothing of it resolves.
+    let (mut narrow, _) = Client::open(&addr, NARROW_TOKEN);
+    let seen = narrow.skills();
+    assert!(
+        uris(&seen).contains(&"skill://fx/pdf-processing/SKILL.md"),
+        "{:?}",
+        uris(&seen)
+    );
+    assert!(
+        !uris(&seen).iter().any(|u| u.starts_with("skill://sk/")),
+        "{:?}",
+        uris(&seen)
+    );
+    let hidden = narrow.request("skills/get", json!({"uri": pdf}));
+    assert_eq!(error_code(&hidden), -32602, "{hidden}");
+    let hidden = narrow.request(
+        "resources/directory/read",
+        json!({"uri": "skill://sk/pdf-processing"}),
+    );
+    assert_eq!(error_code(&hidden), -32602, "{hidden}");
+    let hidden = narrow.request("resources/read", json!({"uri": pdf}));
+    assert!(hidden.get("error").is_some(), "{hidden}");
+    assert_eq!(
+        full.reads("sk")[upstream],
+        json!(1),
+        "the hidden read reached sk"
+    );
+
+    // A skill `sk` adds reaches the full client (resources/list_changed: skills have no
+    // list_changed of their own) and its listing; the narrow client is not told. Its first
+    // notification is the tool `fx` adds afterwards, which both see.
+    full.request("resources/list", json!({}));
+    narrow.request("resources/list", json!({}));
+    let mut full_stream = Stream::open(&full);
+    let mut narrow_stream = Stream::open(&narrow);
+    let added = full.request(
+        "tools/call",
+        json!({"name": "mcp__sk__add_skill", "arguments": {"name": "new-skill", "description": "Added now"}}),
+    );
+    assert_eq!(added["result"]["isError"], json!(false), "{added}");
+    assert_eq!(
+        full_stream.next_method().as_deref(),
+        Some("notifications/resources/list_changed")
+    );
+    // Skills are re-listed after the resources they ride on (the same or a later revision).
+    let start = Instant::now();
+    while !uris(&full.skills()).contains(&"skill://sk/new-skill/SKILL.md") {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the added skill was never listed"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let added = full.request(
+        "tools/call",
+        json!({"name": "mcp__fx__add_tool", "arguments": {"name": "after_skill"}}),
+    );
+    assert_eq!(added["result"]["isError"], json!(false), "{added}");
+    assert_eq!(
+        narrow_stream.next_method().as_deref(),
+        Some("notifications/tools/list_changed")
+    );
+    drop(gateway);
+    let start = Instant::now();
+    while !pids_with(&marker).is_empty() && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(pids_with(&marker), Vec::<u32>::new(), "upstreams left");
+}
