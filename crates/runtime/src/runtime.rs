@@ -341,6 +341,45 @@ impl Runtime {
         }
     }
 
+    /// Sends `ping` to `server` and waits for its answer: the round-trip time (the server's
+    /// request timeout bounds the wait).
+    pub async fn ping(&self, server: &str) -> Result<Duration, CallError> {
+        let published = self.live.published();
+        let client = bound_client(&published, server)?;
+        let request = ClientRequest::PingRequest(rmcp::model::PingRequest::default());
+        let started = std::time::Instant::now();
+        send(&client, request, server, "ping").await?;
+        Ok(started.elapsed())
+    }
+
+    /// Whether connected `server` declared the `logging` capability (`None`: not connected).
+    pub fn declares_logging(&self, server: &str) -> Option<bool> {
+        let published = self.live.published();
+        let client = published.clients.get(server)?;
+        Some(
+            client
+                .peer
+                .peer_info()
+                .is_some_and(|info| info.capabilities.logging.is_some()),
+        )
+    }
+
+    /// Asks `server` to send log notifications of `level` and above (`logging/setLevel`).
+    #[allow(deprecated)] // logging/setLevel: every protocol before 2026-07-28
+    pub async fn set_log_level(
+        &self,
+        server: &str,
+        level: rmcp::model::LoggingLevel,
+    ) -> Result<(), CallError> {
+        let published = self.live.published();
+        let client = bound_client(&published, server)?;
+        let request = ClientRequest::SetLevelRequest(rmcp::model::SetLevelRequest::new(
+            rmcp::model::SetLevelRequestParams::new(level),
+        ));
+        send(&client, request, server, "logging/setLevel").await?;
+        Ok(())
+    }
+
     /// Invokes the command the model or user knows as `qualified_name` (built from a prompt):
     /// fetches the prompt with `prompts/get` now, with `arguments`.
     pub async fn run_command(

@@ -109,6 +109,10 @@ pub struct ServerConfig {
     /// not trusted: why it is not started. Such a server also has `enabled: false`, so nothing
     /// starts it; it is shown as `untrusted` with this reason.
     pub untrusted: Option<String>,
+    /// `names`: `"qualified"` (default, `mcp__<server>__<name>`) or `"as-listed"` (the names
+    /// the server lists, kept as they are: for an `mcp-harness serve` gateway, whose names are
+    /// already qualified).
+    pub names: mcp_harness_catalog::Naming,
 }
 
 /// A configuration problem, naming where it is and what to change.
@@ -161,6 +165,7 @@ struct RawServer {
     #[serde(default)]
     exclude_tools: Vec<String>,
     oauth: Option<serde_json::Value>,
+    names: Option<String>,
 }
 
 /// A server's `oauth` object as written.
@@ -654,6 +659,15 @@ fn server_config(
         include_tools: raw.include_tools,
         exclude_tools: raw.exclude_tools,
         untrusted: None,
+        names: match raw.names.as_deref() {
+            None | Some("qualified") => mcp_harness_catalog::Naming::Qualified,
+            Some("as-listed") => mcp_harness_catalog::Naming::AsListed,
+            Some(other) => {
+                return Err(format!(
+                    "`names` is \"qualified\" or \"as-listed\", not {other:?}"
+                ));
+            }
+        },
     })
 }
 

@@ -1,0 +1,203 @@
+//! Servers' log messages (`notifications/message`) on stderr while a command runs, and
+//! `--server-log-level` (`logging/setLevel`).
+//!
+//! Invariants: log lines go to stderr only (stdout keeps the command's output, `--json`
+//! included); a message is shown when its level is at or above the threshold — the level given
+//! with `--server-log-level`, else warning (debug with `-v`); with `--json` each is one JSON
+//! object on its own line ([`json_line`]). The level is sent only to connected servers that
+//! declared the `logging` capability, once per connection.
+
+#![allow(deprecated)] // logging: every protocol before 2026-07-28
+
+use std::collections::BTreeSet;
+use std::time::SystemTime;
+
+use mcp_harness_catalog::ServerState;
+use mcp_harness_runtime::{Runtime, ServerLog};
+
+/// A log level as the protocol orders them, least severe first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
+pub(crate) enum Level {
+    /// Detailed debugging information.
+    Debug,
+    /// Informational messages.
+    Info,
+    /// Normal but significant events.
+    Notice,
+    /// Warning conditions.
+    Warning,
+    /// Error conditions.
+    Error,
+    /// Critical conditions.
+    Critical,
+    /// Action must be taken immediately.
+    Alert,
+    /// The system is unusable.
+    Emergency,
+}
+
+impl Level {
+    /// The protocol's level.
+    fn wire(self) -> rmcp::model::LoggingLevel {
+        use rmcp::model::LoggingLevel as L;
+        match self {
+            Level::Debug => L::Debug,
+            Level::Info => L::Info,
+            Level::Notice => L::Notice,
+            Level::Warning => L::Warning,
+            Level::Error => L::Error,
+            Level::Critical => L::Critical,
+            Level::Alert => L::Alert,
+            Level::Emergency => L::Emergency,
+        }
+    }
+
+    /// The level of a received message.
+    fn of(level: rmcp::model::LoggingLevel) -> Self {
+        use rmcp::model::LoggingLevel as L;
+        match level {
+            L::Debug => Level::Debug,
+            L::Info => Level::Info,
+            L::Notice => Level::Notice,
+            L::Warning => Level::Warning,
+            L::Error => Level::Error,
+            L::Critical => Level::Critical,
+            L::Alert => Level::Alert,
+            L::Emergency => Level::Emergency,
+        }
+    }
+
+    /// The protocol's name of the level.
+    fn name(self) -> &'static str {
+        match self {
+            Level::Debug => "debug",
+            Level::Info => "info",
+            Level::Notice => "notice",
+            Level::Warning => "warning",
+            Level::Error => "error",
+            Level::Critical => "critical",
+            Level::Alert => "alert",
+            Level::Emergency => "emergency",
+        }
+    }
+}
+
+/// Shows the servers' log messages on stderr until dropped, and keeps `--server-log-level`
+/// sent to every connection that declares logging.
+pub(crate) struct ServerLogs {
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for ServerLogs {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Starts showing `runtime`'s server logs at `threshold` and above (as JSON lines with
+/// `json`), until the returned handle is dropped.
+pub(crate) fn show(runtime: &Runtime, threshold: Level, json: bool) -> ServerLogs {
+    let mut logs = runtime.server_logs();
+    let task = tokio::spawn(async move {
+        loop {
+            match logs.recv().await {
+                Ok(log) => {
+                    if Level::of(log.params.level) >= threshold {
+                        say!("{}", line(&log, json));
+                    }
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
+                    say!("({missed} server log messages dropped: they came faster than shown)");
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+            }
+        }
+    });
+    ServerLogs { task }
+}
+
+/// The threshold at which messages are shown: the `--server-log-level`, else warning (debug
+/// with `-v`).
+pub(crate) fn threshold(level: Option<Level>, verbose: u8) -> Level {
+    match (level, verbose) {
+        (Some(level), _) => level,
+        (None, 0) => Level::Warning,
+        (None, _) => Level::Debug,
+    }
+}
+
+/// Sends `level` (`logging/setLevel`) to every connected server that declared logging and is
+/// not in `done` (server names with the time they connected); adds them to `done`. Failures are
+/// one warning each, not an error: the command still runs.
+async fn level_connected(
+    runtime: &Runtime,
+    level: Level,
+    done: &mut BTreeSet<(String, SystemTime)>,
+) {
+    let snapshot = runtime.snapshot();
+    for (server, status) in &snapshot.servers {
+        if !matches!(status.state, ServerState::Connected)
+            || !done.insert((server.clone(), status.since))
+            || runtime.declares_logging(server) != Some(true)
+        {
+            continue;
+        }
+        if let Err(e) = runtime.set_log_level(server, level.wire()).await {
+            say!("warning: could not set the log level of server {server}: {e}");
+        }
+    }
+}
+
+/// `--server-log-level` kept in force across the commands of one runtime: each call of
+/// [`KeepLevel::apply`] sends the level to the servers that connected since the last one
+/// (`enable`, `restart` and reconnects in a `shell`).
+pub(crate) struct KeepLevel {
+    level: Level,
+    done: BTreeSet<(String, SystemTime)>,
+}
+
+impl KeepLevel {
+    /// Nothing sent yet.
+    pub(crate) fn new(level: Level) -> Self {
+        KeepLevel {
+            level,
+            done: BTreeSet::new(),
+        }
+    }
+
+    /// Sends the level to the servers connected since the last time (call before a command).
+    pub(crate) async fn apply(&mut self, runtime: &Runtime) {
+        level_connected(runtime, self.level, &mut self.done).await;
+    }
+}
+
+/// One log message for stderr: `[SERVER LEVEL LOGGER] DATA` for a person (text data as is,
+/// other data as compact JSON, control characters dropped), or with `json` the object
+/// `{"log": {"server", "level", "logger", "data", "time"}}`.
+fn line(log: &ServerLog, json: bool) -> String {
+    let level = Level::of(log.params.level).name();
+    if json {
+        return serde_json::json!({"log": {
+            "server": log.server,
+            "level": level,
+            "logger": log.params.logger,
+            "data": log.params.data,
+            "time": crate::output::rfc3339(SystemTime::now()),
+        }})
+        .to_string();
+    }
+    let data = match &log.params.data {
+        serde_json::Value::String(text) => text.clone(),
+        other => other.to_string(),
+    };
+    let logger = log
+        .params
+        .logger
+        .as_deref()
+        .map(|l| format!(" {l}"))
+        .unwrap_or_default();
+    let text = format!("[{} {level}{logger}] {data}", log.server);
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
