@@ -4,7 +4,7 @@
 //! Invariants: log lines go to stderr only (stdout keeps the command's output, `--json`
 //! included); a message is shown when its level is at or above the threshold — the level given
 //! with `--server-log-level`, else warning (debug with `-v`); with `--json` each is one JSON
-//! object on its own line ([`json_line`]). The level is sent only to connected servers that
+//! object on its own line (`{"log": {...}}`). The level is sent only to connected servers that
 //! declared the `logging` capability, once per connection.
 
 #![allow(deprecated)] // logging: every protocol before 2026-07-28

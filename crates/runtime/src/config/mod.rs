@@ -785,6 +785,24 @@ mod tests {
         Config::parse(text, Path::new("/p/.mcp.json"), &env)
     }
 
+    #[test]
+    fn names_are_qualified_unless_kept_as_listed() {
+        let naming = |names: &str| {
+            parse(&format!(
+                r#"{{"mcpServers": {{"g": {{"url": "http://127.0.0.1:1/mcp"{names}}}}}}}"#
+            ))
+            .map(|c| c.servers["g"].names)
+        };
+        use mcp_harness_catalog::Naming;
+        assert_eq!(naming("").unwrap(), Naming::Qualified);
+        assert_eq!(
+            naming(r#", "names": "as-listed""#).unwrap(),
+            Naming::AsListed
+        );
+        let e = naming(r#", "names": "raw""#).unwrap_err().to_string();
+        assert!(e.contains("`names`") && e.contains("as-listed"), "{e}");
+    }
+
     /// Issue 13 point 5: server `x` tool `y__z` and server `x__y` tool `z` were both
     /// `mcp__x__y__z`, and one of them vanished.
     #[test]
