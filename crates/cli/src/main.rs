@@ -140,9 +140,6 @@ async fn run(cli: Cli) -> u8 {
     if let Command::FixtureServer { args } = cli.command {
         return mcp_harness_fixture::run_main(args).await.clamp(0, 255) as u8;
     }
-    if let Some(code) = args::generated(&cli.command) {
-        return code;
-    }
     if cli.json
         && let Some(name) = match &cli.command {
             Command::Login(_) => Some("login"),
@@ -150,6 +147,8 @@ async fn run(cli: Cli) -> u8 {
             Command::Trust { .. } => Some("trust"),
             Command::Demo => Some("demo"),
             Command::ConformanceClient { .. } => Some("conformance-client"),
+            Command::Completions { .. } => Some("completions"),
+            Command::Man => Some("man"),
             _ => None,
         }
     {
@@ -157,6 +156,9 @@ async fn run(cli: Cli) -> u8 {
             &format!("`{name}` talks to a person and has no JSON output; run it without --json"),
             exit::Exit::Usage,
         );
+    }
+    if let Some(code) = args::generated(&cli.command) {
+        return code;
     }
     // The user's own token store: `login`, `logout` and the runtime below (which adds a step-up
     // browser on a terminal).

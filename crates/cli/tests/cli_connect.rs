@@ -96,6 +96,10 @@ fn commands_use_the_gateways_names_and_its_upstreams_state() {
     );
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, "Guido\n");
+    // `ping` takes the one server, `gateway`.
+    let (code, out, err) = run_in(&dir, &["--connect", &url, "ping", "gateway"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("gateway: answered in "), "{out}");
     // A name the gateway does not have, and a URL that is not one.
     let (code, _, err) = run_in(
         &dir,

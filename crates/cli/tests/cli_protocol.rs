@@ -195,6 +195,8 @@ fn completion_scripts_and_the_man_page_come_from_clap() {
     );
     let (code, _, err) = run_in(&dir, &["completions", "tcsh"], &[]);
     assert_eq!(code, 2, "{err}");
+    let (code, out, err) = run_in(&dir, &["--json", "man"], &[]);
+    assert_eq!((code, out.as_str()), (2, ""), "{err}");
 
     let (code, man, err) = run_in(&dir, &["man"], &[]);
     assert_eq!(code, 0, "{err}");

@@ -1,6 +1,7 @@
 //! `shell`: one runtime, several commands. On a terminal, a line editor with history and tab
-//! completion of commands, qualified tool and prompt names, server names and a tool's or
-//! prompt's argument keys (from its schema); otherwise the same commands are read from stdin
+//! completion of commands, qualified tool and prompt names, server names, a tool's or
+//! prompt's argument keys (from its schema) and the values a server completes
+//! (`completion/complete`: prompt argument values, template variables); otherwise the same commands are read from stdin
 //! line by line, so a script can pipe them in.
 //!
 //! Invariants: each command runs through the one-shot command's code path
@@ -34,7 +35,7 @@ use crate::terminal::Roots;
     no_binary_name = true,
     override_usage = "COMMAND [ARGS] (`help` lists them, `help COMMAND` explains one)",
     disable_version_flag = true,
-    help_template = "Commands (Tab completes commands, names and argument keys; ↑ recalls):\n{subcommands}"
+    help_template = "Commands (Tab completes commands, names, argument keys and values; ↑ recalls):\n{subcommands}"
 )]
 struct Line {
     #[command(subcommand)]
