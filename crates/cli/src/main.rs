@@ -243,15 +243,15 @@ async fn run(cli: Cli) -> u8 {
             }
             let bridge = &bridge;
             // Through --connect the gateway's rules decide (its questions come as elicitations).
-            let approver: std::sync::Arc<dyn mcp_harness_policy::Approver> =
-                if cli.yes || cli.connect.is_some() {
-                    std::sync::Arc::new(mcp_harness_policy::AllowAll)
-                } else if serving {
-                    // An `ask` becomes an elicitation to the calling client (or a refusal).
-                    bridge.approver()
-                } else {
-                    std::sync::Arc::new(terminal::TerminalApprover)
-                };
+            let allow_all = cli.yes || cli.connect.is_some();
+            let approver: std::sync::Arc<dyn mcp_harness_policy::Approver> = if allow_all {
+                std::sync::Arc::new(mcp_harness_policy::AllowAll)
+            } else if serving {
+                // An `ask` becomes an elicitation to the calling client (or a refusal).
+                bridge.approver()
+            } else {
+                std::sync::Arc::new(terminal::TerminalApprover)
+            };
             // R33 step-up: on a terminal, a 403 insufficient_scope opens the browser for the
             // wider scopes (the loopback callback `login` uses); elsewhere the request fails,
             // naming the scopes for `mcp-harness login`.
