@@ -138,7 +138,9 @@ async fn level_connected(
     for (server, status) in &snapshot.servers {
         if !matches!(status.state, ServerState::Connected)
             || !done.insert((server.clone(), status.since))
-            || runtime.declares_logging(server) != Some(true)
+            || runtime
+                .server_capabilities(server)
+                .is_none_or(|c| c.logging.is_none())
         {
             continue;
         }

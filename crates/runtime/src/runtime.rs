@@ -352,16 +352,14 @@ impl Runtime {
         Ok(started.elapsed())
     }
 
-    /// Whether connected `server` declared the `logging` capability (`None`: not connected).
-    pub fn declares_logging(&self, server: &str) -> Option<bool> {
+    /// The capabilities connected `server` declared at `initialize` (`None`: not connected).
+    pub fn server_capabilities(&self, server: &str) -> Option<rmcp::model::ServerCapabilities> {
         let published = self.live.published();
         let client = published.clients.get(server)?;
-        Some(
-            client
-                .peer
-                .peer_info()
-                .is_some_and(|info| info.capabilities.logging.is_some()),
-        )
+        client
+            .peer
+            .peer_info()
+            .map(|info| info.capabilities.clone())
     }
 
     /// Asks `server` to send log notifications of `level` and above (`logging/setLevel`).

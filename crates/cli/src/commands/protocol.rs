@@ -146,6 +146,19 @@ pub(crate) async fn complete(
         Ok(t) => t,
         Err((e, exit)) => return crate::fail(&e, exit),
     };
+    if runtime
+        .server_capabilities(&target.server)
+        .is_some_and(|c| c.completions.is_none())
+    {
+        return crate::fail(
+            &format!(
+                "server {} does not offer completion (it did not declare the `completions` \
+                 capability); nothing was sent",
+                target.server
+            ),
+            Exit::Failed,
+        );
+    }
     if !target.arguments.is_empty() && !target.arguments.iter().any(|a| a == argument) {
         return crate::fail(
             &format!(
