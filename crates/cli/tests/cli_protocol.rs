@@ -248,3 +248,44 @@ fn on_a_terminal_tab_completes_values_through_the_server() {
     let (code, shown) = t.finish();
     assert_eq!(code, 0, "{shown}");
 }
+
+#[test]
+fn a_shell_sends_the_level_to_servers_that_connect_later() {
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+    let dir = setup("shell-level", false);
+    let mut child = Command::new(bin())
+        .args([
+            "--config",
+            "mcp.json",
+            "--server-log-level",
+            "debug",
+            "shell",
+        ])
+        .current_dir(&dir)
+        .env("HOME", dir.join("home"))
+        .env("XDG_CONFIG_HOME", dir.join("xdg"))
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run the shell");
+    // A new server process after disable/enable starts at its own level (info) until told.
+    let script = "call mcp__fx__log\ndisable fx\nenable fx\ncall mcp__fx__log\n";
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(script.as_bytes())
+        .expect("pipe");
+    let out = child.wait_with_output().expect("wait");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let levels: Vec<&str> = stdout.lines().filter(|l| l.starts_with("level ")).collect();
+    assert_eq!(levels, ["level debug", "level debug"], "{stdout}");
+    assert_eq!(stderr.matches("debug from log").count(), 2, "{stderr}");
+}

@@ -570,6 +570,8 @@ pub(crate) async fn run(runtime: &Runtime, mut session: Session) -> u8 {
 /// Runs one command.
 async fn one(runtime: &Runtime, session: &mut Session, step: Step) -> u8 {
     if let Some(level) = &mut session.log_level {
+        // Servers that (re)connected since the last command get the level before this one.
+        crate::progress::settle(runtime, session.deadline).await;
         level.apply(runtime).await;
     }
     let command = match step {
