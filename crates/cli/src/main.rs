@@ -311,7 +311,7 @@ async fn run(cli: Cli) -> u8 {
         return commands::serve::run(runtime, bridge, args, gateway_clients).await;
     }
     // Servers' log messages on stderr while the command runs.
-    let _logs = server_logs::show(
+    let logs = server_logs::show(
         &runtime,
         server_logs::threshold(cli.server_log_level, cli.verbose),
         cli.json,
@@ -335,6 +335,7 @@ async fn run(cli: Cli) -> u8 {
                 exit::Exit::Interrupted.code()
             }
         };
+        logs.finish().await;
         runtime.shutdown().await;
         return code;
     }
@@ -354,6 +355,7 @@ async fn run(cli: Cli) -> u8 {
             exit::Exit::Interrupted.code()
         }
     };
+    logs.finish().await;
     runtime.shutdown().await;
     code
 }

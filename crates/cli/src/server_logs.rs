@@ -86,6 +86,19 @@ impl Level {
 /// sent to every connection that declares logging.
 pub(crate) struct ServerLogs {
     task: tokio::task::JoinHandle<()>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl ServerLogs {
+    /// Shows the messages already received, then stops: a message that arrived before the
+    /// command's answer is never lost to the exit.
+    pub(crate) async fn finish(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let bounded = tokio::time::timeout(std::time::Duration::from_secs(1), &mut self.task);
+        let _ = bounded.await;
+    }
 }
 
 impl Drop for ServerLogs {
@@ -97,23 +110,42 @@ impl Drop for ServerLogs {
 /// Starts showing `runtime`'s server logs at `threshold` and above (as JSON lines with
 /// `json`), until the returned handle is dropped.
 pub(crate) fn show(runtime: &Runtime, threshold: Level, json: bool) -> ServerLogs {
+    use tokio::sync::broadcast::error::{RecvError, TryRecvError};
     let mut logs = runtime.server_logs();
+    let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+    let shown = move |log: &ServerLog| {
+        if Level::of(log.params.level) >= threshold {
+            say!("{}", line(log, json));
+        }
+    };
     let task = tokio::spawn(async move {
         loop {
-            match logs.recv().await {
-                Ok(log) => {
-                    if Level::of(log.params.level) >= threshold {
-                        say!("{}", line(&log, json));
+            tokio::select! {
+                received = logs.recv() => match received {
+                    Ok(log) => shown(&log),
+                    Err(RecvError::Lagged(missed)) => {
+                        say!("({missed} server log messages dropped: they came faster than shown)");
                     }
+                    Err(RecvError::Closed) => break,
+                },
+                _ = &mut stopped => {
+                    // What is already queued is shown; nothing more is waited for.
+                    loop {
+                        match logs.try_recv() {
+                            Ok(log) => shown(&log),
+                            Err(TryRecvError::Lagged(_)) => continue,
+                            Err(_) => break,
+                        }
+                    }
+                    break;
                 }
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
-                    say!("({missed} server log messages dropped: they came faster than shown)");
-                }
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
             }
         }
     });
-    ServerLogs { task }
+    ServerLogs {
+        task,
+        stop: Some(stop),
+    }
 }
 
 /// The threshold at which messages are shown: the `--server-log-level`, else warning (debug
