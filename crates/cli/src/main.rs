@@ -335,8 +335,9 @@ async fn run(cli: Cli) -> u8 {
                 exit::Exit::Interrupted.code()
             }
         };
-        logs.finish().await;
+        // After the shutdown: log lines still on their way when the command ended are shown.
         runtime.shutdown().await;
+        logs.finish().await;
         return code;
     }
     if let Some(level) = &mut log_level {
@@ -355,8 +356,9 @@ async fn run(cli: Cli) -> u8 {
             exit::Exit::Interrupted.code()
         }
     };
-    logs.finish().await;
+    // After the shutdown: log lines still on their way when the command ended are shown.
     runtime.shutdown().await;
+    logs.finish().await;
     code
 }
 

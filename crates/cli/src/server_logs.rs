@@ -90,8 +90,9 @@ pub(crate) struct ServerLogs {
 }
 
 impl ServerLogs {
-    /// Shows the messages already received, then stops: a message that arrived before the
-    /// command's answer is never lost to the exit.
+    /// Shows the messages already received, then stops. Called after the runtime's shutdown,
+    /// so a message a server sent before its answer, still being handed over when the command
+    /// ended, is shown too.
     pub(crate) async fn finish(mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
