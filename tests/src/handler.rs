@@ -11,6 +11,7 @@
 
 pub(crate) mod bad_results;
 pub(crate) mod client_requests;
+pub(crate) mod extras;
 pub(crate) mod faults;
 pub(crate) mod hostile;
 pub(crate) mod lifecycle;
@@ -130,6 +131,9 @@ impl FixtureServer {
         if self.opts.client_requests {
             all.extend(crate::handler::client_requests::client_request_tools());
         }
+        if self.opts.log_and_complete {
+            all.push(crate::handler::extras::log_tool());
+        }
         if let Some(dup) = &self.opts.duplicate_tool {
             let copy = all.iter().find(|t| t.name == dup.as_str()).cloned();
             all.extend(copy);
@@ -230,11 +234,15 @@ impl ServerHandler for FixtureServer {
             .enable_resources()
             .enable_resources_list_changed()
             .enable_resources_subscribe();
-        let capabilities = if self.opts.skills {
+        let mut capabilities = if self.opts.skills {
             builder.enable_skills_with_directory_read().build()
         } else {
             builder.build()
         };
+        if self.opts.log_and_complete {
+            capabilities.logging = Some(Default::default());
+            capabilities.completions = Some(Default::default());
+        }
         let mut info = ServerConfig::new(capabilities).with_server_info(Implementation::new(
             &self.opts.name,
             env!("CARGO_PKG_VERSION"),
@@ -258,6 +266,34 @@ impl ServerHandler for FixtureServer {
         let id = notification.request_id.map(|id| id.to_string());
         tracing::debug!(conn = self.conn, ?id, "cancel received");
         self.lock().versioned.cancelled(id, notification.reason);
+    }
+
+    #[allow(deprecated)] // logging/setLevel: every protocol before 2026-07-28
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        if !self.opts.log_and_complete {
+            return Err(McpError::method_not_found::<
+                rmcp::model::SetLevelRequestMethod,
+            >());
+        }
+        self.set_log_level(request.level);
+        Ok(())
+    }
+
+    async fn complete(
+        &self,
+        request: rmcp::model::CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CompleteResult, McpError> {
+        if !self.opts.log_and_complete {
+            return Err(McpError::method_not_found::<
+                rmcp::model::CompleteRequestMethod,
+            >());
+        }
+        self.completions(&request)
     }
 
     async fn on_roots_list_changed(&self, _context: NotificationContext<RoleServer>) {
@@ -332,6 +368,9 @@ impl ServerHandler for FixtureServer {
                 .await
         {
             return Ok(result?.into());
+        }
+        if self.opts.log_and_complete && name == "log" {
+            return Ok(self.log_call(&context).await.into());
         }
         let result = match name {
             "echo" => text_result(args.string("message")?),

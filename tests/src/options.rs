@@ -120,6 +120,9 @@ pub struct FixtureOptions {
     /// elicitation, a `roots/list` and a `sampling/createMessage` and report what came back
     /// (`--client-requests`; see the `client_requests` module).
     pub client_requests: bool,
+    /// Declares `logging` and `completions`, lists `log` and answers `completion/complete`
+    /// (`--log-and-complete`; see the `extras` module).
+    pub log_and_complete: bool,
 }
 
 impl Default for FixtureOptions {
@@ -150,6 +153,7 @@ impl Default for FixtureOptions {
             deep_schema_tool: false,
             conformance: false,
             client_requests: false,
+            log_and_complete: false,
         }
     }
 }
@@ -160,7 +164,7 @@ pub const USAGE: &str = "usage: mcp-fixture-server [--transport stdio|http] [--p
 [--stderr-banner TEXT] [--duplicate-tool NAME] [--no-catalog-cache] [--hostile] [--bad-results] [--skills] \
 [--tamper-skill digest|size|frontmatter] [--crash-after-calls N] [--fail-http N] \
 [--ignore-stdin-eof] [--spawn-grandchildren] [--die-on-call CODE] [--echo-env NAME] [--wire-faults] \
-[--deep-schema-tool] [--conformance] [--client-requests]";
+[--deep-schema-tool] [--conformance] [--client-requests] [--log-and-complete]";
 
 impl FixtureOptions {
     /// Parses the fixture's flags. `args` must not include the program name.
@@ -247,6 +251,7 @@ impl FixtureOptions {
                 "--deep-schema-tool" if inline.is_none() => opts.deep_schema_tool = true,
                 "--conformance" if inline.is_none() => opts.conformance = true,
                 "--client-requests" if inline.is_none() => opts.client_requests = true,
+                "--log-and-complete" if inline.is_none() => opts.log_and_complete = true,
                 _ => return Err(format!("unknown argument {arg:?}\n{USAGE}")),
             }
         }

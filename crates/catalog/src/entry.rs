@@ -7,7 +7,6 @@ use std::time::SystemTime;
 use rmcp::model::{Prompt, Resource, ResourceTemplate, Skill, Tool};
 use serde::Serialize;
 
-use crate::naming::qualify;
 use crate::sanitize::{
     MetadataLimits, Rejected, clean_text, escape_for_display, sanitize_prompt, sanitize_resource,
     sanitize_template, sanitize_tool,
@@ -76,11 +75,16 @@ pub struct ToolEntry {
 }
 
 impl ToolEntry {
-    /// The entry for `tool` as `server` listed it, its qualified name derived with [`qualify`].
+    /// The entry for `tool` as `server` listed it, its qualified name derived with [`crate::qualify`].
     pub fn new(server: &str, tool: Tool) -> Self {
+        Self::named(server, tool, crate::Naming::Qualified)
+    }
+
+    /// The entry for `tool` as `server` listed it, its model-visible name made by `naming`.
+    pub fn named(server: &str, tool: Tool, naming: crate::Naming) -> Self {
         Self {
             server: server.to_string(),
-            qualified_name: qualify(server, &tool.name),
+            qualified_name: naming.public(server, &tool.name),
             raw_name: tool.name.to_string(),
             tool: Arc::new(tool),
         }
@@ -103,9 +107,14 @@ pub struct PromptEntry {
 impl PromptEntry {
     /// The entry for `prompt` as `server` listed it.
     pub fn new(server: &str, prompt: Prompt) -> Self {
+        Self::named(server, prompt, crate::Naming::Qualified)
+    }
+
+    /// The entry for `prompt` as `server` listed it, its command name made by `naming`.
+    pub fn named(server: &str, prompt: Prompt, naming: crate::Naming) -> Self {
         Self {
             server: server.to_string(),
-            qualified_name: qualify(server, &prompt.name),
+            qualified_name: naming.public(server, &prompt.name),
             raw_name: prompt.name.clone(),
             prompt: Arc::new(prompt),
         }
@@ -195,6 +204,9 @@ pub struct ServerCatalog {
     /// What is shown after an adjustment (a description cut, `_meta` dropped, ...), each with
     /// what was changed.
     pub adjusted: Vec<HiddenEntry>,
+    /// How the server's names become model-visible names (set before the first listing).
+    #[serde(skip)]
+    pub naming: crate::Naming,
 }
 
 impl ServerCatalog {
@@ -360,7 +372,7 @@ impl ServerCatalog {
         );
         let entries: Vec<ToolEntry> = admitted
             .into_iter()
-            .map(|t| ToolEntry::new(server, t))
+            .map(|t| ToolEntry::named(server, t, self.naming))
             .collect();
         match first_conflict(entries.iter().map(|e| (&e.qualified_name, &e.raw_name))) {
             None => self.tools = entries,
@@ -392,7 +404,7 @@ impl ServerCatalog {
         );
         let entries: Vec<PromptEntry> = admitted
             .into_iter()
-            .map(|p| PromptEntry::new(server, p))
+            .map(|p| PromptEntry::named(server, p, self.naming))
             .collect();
         match first_conflict(entries.iter().map(|e| (&e.qualified_name, &e.raw_name))) {
             None => self.prompts = entries,
@@ -434,7 +446,7 @@ impl ServerCatalog {
             })
             .collect();
         for skill in &self.skills {
-            let qualified_name = qualify(server, &skill.name);
+            let qualified_name = self.naming.public(server, &skill.name);
             if commands.iter().any(|c| c.qualified_name == qualified_name) {
                 self.hidden.push(HiddenEntry {
                     server: server.to_string(),

@@ -54,6 +54,37 @@ pub fn qualify(server: &str, name: &str) -> String {
     format!("{head}_{hash}")
 }
 
+/// How one server's tool, prompt and command names become model-visible names.
+///
+/// Invariant: whichever is chosen, [`Naming::public`] returns a valid model-visible name
+/// ([`is_valid`]) that is never one of the harness's own (`mcp_harness__…`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Naming {
+    /// `mcp__<server>__<name>` ([`qualify`]): the default.
+    #[default]
+    Qualified,
+    /// The name exactly as the server listed it, for a server that already qualifies its
+    /// names (an `mcp-harness serve` gateway lists `mcp__<upstream>__<tool>`). A listed name that
+    /// is not a valid model-visible name, or that starts with the harness's own prefix
+    /// `mcp_harness__`, is qualified as usual.
+    AsListed,
+}
+
+/// The prefix of the harness's built-in tools, which a server's listed name never takes.
+const HARNESS_PREFIX: &str = "mcp_harness__";
+
+impl Naming {
+    /// The model-visible name of `name` on `server` under this naming.
+    pub fn public(self, server: &str, name: &str) -> String {
+        match self {
+            Naming::AsListed if is_valid(name) && !name.starts_with(HARNESS_PREFIX) => {
+                name.to_string()
+            }
+            _ => qualify(server, name),
+        }
+    }
+}
+
 /// Whether `name` is a valid model-visible tool name.
 pub fn is_valid(name: &str) -> bool {
     !name.is_empty() && name.len() <= MAX_NAME_LEN && name.bytes().all(is_allowed)
@@ -94,6 +125,18 @@ mod tests {
         // The collisions the rule prevents.
         assert_eq!(qualify("x__y", "z"), qualify("x", "y__z"));
         assert_eq!(qualify("x_", "z"), qualify("x", "_z"));
+    }
+
+    #[test]
+    fn as_listed_keeps_valid_names_and_qualifies_the_rest() {
+        let kept = Naming::AsListed;
+        assert_eq!(kept.public("gw", "mcp__fs__read"), "mcp__fs__read");
+        assert_eq!(
+            kept.public("gw", "mcp_harness__read_output"),
+            qualify("gw", "mcp_harness__read_output")
+        );
+        assert_eq!(kept.public("gw", "do thing"), qualify("gw", "do thing"));
+        assert_eq!(Naming::Qualified.public("gw", "x"), "mcp__gw__x");
     }
 
     #[test]

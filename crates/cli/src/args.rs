@@ -42,6 +42,17 @@ pub(crate) struct Cli {
     /// Default: the working directory.
     #[arg(long = "root", global = true, value_name = "DIR")]
     pub(crate) roots: Vec<PathBuf>,
+    /// Show the servers' log messages of LEVEL and above on stderr, and ask each server the
+    /// command uses that declares logging to send them (`logging/setLevel`). Without it, warning
+    /// and above are shown (every level with -v) and no level is asked for. With --json, each
+    /// is a JSON line on stderr: {"log": {"server", "level", "logger", "data", "time"}}.
+    #[arg(long, global = true, value_name = "LEVEL")]
+    pub(crate) server_log_level: Option<crate::server_logs::Level>,
+    /// Talk to a running `mcp-harness serve --http` at URL (e.g. http://127.0.0.1:8080/mcp)
+    /// instead of starting servers: no config file is read, names are the gateway's
+    /// (`mcp__SERVER__TOOL`) unchanged, and the gateway's permission rules decide.
+    #[arg(long, global = true, value_name = "URL")]
+    pub(crate) connect: Option<String>,
     #[command(subcommand)]
     pub(crate) command: Command,
 }
@@ -98,6 +109,29 @@ pub(crate) enum Command {
         /// Arguments as a JSON object.
         args: Option<String>,
     },
+    /// Complete a prompt argument or a resource template variable (`completion/complete`):
+    /// `complete mcp__srv__review file src/`, `complete 'file:///{path}' path src/`.
+    Complete {
+        /// A prompt's qualified name, or a resource template's URI template.
+        name: String,
+        /// The prompt argument or template variable to complete.
+        argument: String,
+        /// What is typed so far.
+        #[arg(default_value = "")]
+        value: String,
+        /// An argument already filled in, which the server may use: KEY=VALUE (repeat for more).
+        #[arg(long = "with", value_name = "KEY=VALUE")]
+        with: Vec<String>,
+    },
+    /// Send `ping` to a server and print the round-trip time.
+    Ping { server: String },
+    /// Print a completion script for SHELL: `mcp-harness completions bash >
+    /// ~/.local/share/bash-completion/completions/mcp-harness` (zsh: a `_mcp-harness` file on
+    /// $fpath; fish: ~/.config/fish/completions/mcp-harness.fish).
+    Completions { shell: clap_complete::Shell },
+    /// Print the manual page (roff), generated from these definitions: `mcp-harness man | man
+    /// -l -`.
+    Man,
     /// An interactive session against one runtime: `call`, `prompt`, `read`, `subscribe`,
     /// `servers`, `tools`, `restart`, `enable`/`disable` (this session only), `roots`, with
     /// line editing, history and tab completion; piped, it reads the same commands line by line.
@@ -153,10 +187,39 @@ impl Command {
             Command::Call { name, .. } | Command::Prompt { name, .. } => {
                 targets::Wants::Qualified(name)
             }
+            // A template's URI template names no server.
+            Command::Complete { name, .. } if !name.contains('{') => {
+                targets::Wants::Qualified(name)
+            }
             Command::Read { server, .. }
             | Command::Subscribe { server, .. }
-            | Command::Skill { server, .. } => targets::Wants::Server(server),
+            | Command::Skill { server, .. }
+            | Command::Ping { server } => targets::Wants::Server(server),
             _ => targets::Wants::Every,
         }
     }
+}
+
+/// `completions SHELL` and `man`: print what clap generates from [`Cli`]; no runtime starts.
+pub(crate) fn generated(command: &Command) -> Option<u8> {
+    use clap::CommandFactory;
+    let cli = Cli::command();
+    // Generated whole first: clap_complete panics on a failed write.
+    let mut text = Vec::new();
+    match command {
+        Command::Completions { shell } => {
+            clap_complete::generate(*shell, &mut cli.clone(), "mcp-harness", &mut text)
+        }
+        Command::Man => {
+            if let Err(e) = clap_mangen::Man::new(cli).render(&mut text) {
+                return Some(crate::fail(
+                    &format!("cannot render the manual page: {e}"),
+                    exit::Exit::Failed,
+                ));
+            }
+        }
+        _ => return None,
+    }
+    emit!("{}", String::from_utf8_lossy(&text));
+    Some(exit::Exit::Ok.code())
 }

@@ -43,10 +43,12 @@ macro_rules! emitln {
 
 mod args;
 mod commands;
+mod connect;
 mod elicit;
 mod exit;
 mod output;
 mod progress;
+mod server_logs;
 mod sources;
 mod table;
 mod targets;
@@ -145,6 +147,8 @@ async fn run(cli: Cli) -> u8 {
             Command::Trust { .. } => Some("trust"),
             Command::Demo => Some("demo"),
             Command::ConformanceClient { .. } => Some("conformance-client"),
+            Command::Completions { .. } => Some("completions"),
+            Command::Man => Some("man"),
             _ => None,
         }
     {
@@ -152,6 +156,9 @@ async fn run(cli: Cli) -> u8 {
             &format!("`{name}` talks to a person and has no JSON output; run it without --json"),
             exit::Exit::Usage,
         );
+    }
+    if let Some(code) = args::generated(&cli.command) {
+        return code;
     }
     // The user's own token store: `login`, `logout` and the runtime below (which adds a step-up
     // browser on a terminal).
@@ -203,14 +210,22 @@ async fn run(cli: Cli) -> u8 {
         _ => {
             let wants = cli.command.wants();
             let targeted = !matches!(wants, targets::Wants::Every) || !cli.servers.is_empty();
-            if targeted && cli.config.is_none() {
+            if targeted && cli.config.is_none() && cli.connect.is_none() {
                 // The remote sources are fetched first: a targeted command joins no second
                 // batch, which would start every server.
                 if let Err(e) = sources::shared().fetch_remote().await {
                     tracing::warn!(error = %e, "remote sources not fetched");
                 }
             }
-            let config = match commands::config::load(cli.config.as_deref(), true) {
+            let loaded = match &cli.connect {
+                Some(_) if cli.config.is_some() => Err(
+                    "--connect talks to a running gateway, which has its own config; drop --config"
+                        .to_string(),
+                ),
+                Some(url) => connect::config(url),
+                None => commands::config::load(cli.config.as_deref(), true),
+            };
+            let config = match loaded {
                 Ok(c) => c,
                 Err(e) => return fail(&e, exit::Exit::Usage),
             };
@@ -227,7 +242,9 @@ async fn run(cli: Cli) -> u8 {
                 gateway_clients = config.gateway.clone();
             }
             let bridge = &bridge;
-            let approver: std::sync::Arc<dyn mcp_harness_policy::Approver> = if cli.yes {
+            // Through --connect the gateway's rules decide (its questions come as elicitations).
+            let allow_all = cli.yes || cli.connect.is_some();
+            let approver: std::sync::Arc<dyn mcp_harness_policy::Approver> = if allow_all {
                 std::sync::Arc::new(mcp_harness_policy::AllowAll)
             } else if serving {
                 // An `ask` becomes an elicitation to the calling client (or a refusal).
@@ -272,6 +289,7 @@ async fn run(cli: Cli) -> u8 {
     // Two-phase loading: remote sources are fetched while the local servers connect. `watch`
     // shows them join live; a one-shot command waits for them (each bounded by its timeout).
     if cli.config.is_none()
+        && cli.connect.is_none()
         && cli.servers.is_empty()
         && matches!(cli.command.wants(), targets::Wants::Every)
         && !matches!(
@@ -292,8 +310,16 @@ async fn run(cli: Cli) -> u8 {
         let _reload = live_reload(&runtime, cli.config.clone(), cli.servers.clone());
         return commands::serve::run(runtime, bridge, args, gateway_clients).await;
     }
+    // Servers' log messages on stderr while the command runs.
+    let logs = server_logs::show(
+        &runtime,
+        server_logs::threshold(cli.server_log_level, cli.verbose),
+        cli.json,
+    );
+    let mut log_level = cli.server_log_level.map(server_logs::KeepLevel::new);
     if let Command::Shell = cli.command {
         let session = commands::shell::Session {
+            log_level,
             deadline,
             config_path: cli.config.clone(),
             config: session_config.unwrap_or_default(),
@@ -309,8 +335,15 @@ async fn run(cli: Cli) -> u8 {
                 exit::Exit::Interrupted.code()
             }
         };
+        // After the shutdown: log lines still on their way when the command ended are shown.
         runtime.shutdown().await;
+        logs.finish().await;
         return code;
+    }
+    if let Some(level) = &mut log_level {
+        // The level is in force before the command's first request.
+        progress::settle(&runtime, deadline).await;
+        level.apply(&runtime).await;
     }
     let code = tokio::select! {
         code = execute(&runtime, cli.command, deadline, cli.config.clone(), widen_to, cli.json, cli.servers.clone()) => code,
@@ -323,7 +356,9 @@ async fn run(cli: Cli) -> u8 {
             exit::Exit::Interrupted.code()
         }
     };
+    // After the shutdown: log lines still on their way when the command ended are shown.
     runtime.shutdown().await;
+    logs.finish().await;
     code
 }
 
@@ -565,6 +600,19 @@ async fn execute(
             }
             Exit::Ok.code()
         }
+        Command::Complete {
+            name,
+            argument,
+            value,
+            with,
+        } => {
+            progress::settle(runtime, deadline).await;
+            protocol::complete(runtime, &name, &argument, &value, &with, json).await
+        }
+        Command::Ping { server } => {
+            progress::settle(runtime, deadline).await;
+            protocol::ping(runtime, &server, json).await
+        }
         Command::Demo => match demo::run(runtime).await {
             Ok(()) => Exit::Ok.code(),
             Err(e) => fail(&e, Exit::Failed),
@@ -574,6 +622,8 @@ async fn execute(
             Err(e) => fail(&e, Exit::Failed),
         },
         Command::FixtureServer { .. }
+        | Command::Completions { .. }
+        | Command::Man
         | Command::Shell
         | Command::Serve(_)
         | Command::Config { .. }

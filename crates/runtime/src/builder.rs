@@ -210,6 +210,7 @@ impl RuntimeBuilder {
                 include_tools: None,
                 exclude_tools: Vec::new(),
                 untrusted: None,
+                names: Default::default(),
             },
         );
         self.in_process.insert(name, serve);

@@ -43,6 +43,7 @@ const KEYS: &[&str] = &[
     "excludeTools",
     "inheritEnv",
     "oauth",
+    "names",
     "headersHelper",
     "envFile",
     "dev",

@@ -341,7 +341,18 @@ impl Runtime {
         }
     }
 
-    /// The capabilities `server` declared at initialize (`None` while it is not connected).
+    /// Sends `ping` to `server` and waits for its answer: the round-trip time (the server's
+    /// request timeout bounds the wait).
+    pub async fn ping(&self, server: &str) -> Result<Duration, CallError> {
+        let published = self.live.published();
+        let client = bound_client(&published, server)?;
+        let request = ClientRequest::PingRequest(rmcp::model::PingRequest::default());
+        let started = std::time::Instant::now();
+        send(&client, request, server, "ping").await?;
+        Ok(started.elapsed())
+    }
+
+    /// The capabilities connected `server` declared at `initialize` (`None`: not connected).
     pub fn server_capabilities(&self, server: &str) -> Option<rmcp::model::ServerCapabilities> {
         let published = self.live.published();
         let client = published.clients.get(server)?;
@@ -385,6 +396,22 @@ impl Runtime {
             ServerResult::ListResourcesResult(r) => Ok(r),
             other => Err(unexpected(server, uri, &other)),
         }
+    }
+
+    /// Asks `server` to send log notifications of `level` and above (`logging/setLevel`).
+    #[allow(deprecated)] // logging/setLevel: every protocol before 2026-07-28
+    pub async fn set_log_level(
+        &self,
+        server: &str,
+        level: rmcp::model::LoggingLevel,
+    ) -> Result<(), CallError> {
+        let published = self.live.published();
+        let client = bound_client(&published, server)?;
+        let request = ClientRequest::SetLevelRequest(rmcp::model::SetLevelRequest::new(
+            rmcp::model::SetLevelRequestParams::new(level),
+        ));
+        send(&client, request, server, "logging/setLevel").await?;
+        Ok(())
     }
 
     /// Invokes the command the model or user knows as `qualified_name` (built from a prompt):

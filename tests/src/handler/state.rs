@@ -52,6 +52,9 @@ pub(crate) struct FixtureState {
     pub(crate) http: crate::handler::lifecycle::HttpFaults,
     /// `notifications/roots/list_changed` received, from every connection.
     pub(crate) roots_changed: u64,
+    /// The level last set with `logging/setLevel` (`--log-and-complete`).
+    #[allow(deprecated)] // logging: every protocol before 2026-07-28
+    pub(crate) log_level: Option<rmcp::model::LoggingLevel>,
 }
 
 impl FixtureState {

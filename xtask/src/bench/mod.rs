@@ -484,6 +484,7 @@ impl Bench {
                 include_tools: None,
                 exclude_tools: Vec::new(),
                 untrusted: None,
+                names: Default::default(),
             };
             config.servers.insert(name, server);
         }

@@ -43,6 +43,7 @@ pub(crate) fn build() -> Result<Runtime, String> {
             include_tools: None,
             exclude_tools: Vec::new(),
             untrusted: None,
+            names: Default::default(),
         },
     );
     // Both demo servers are built in: the demo trusts them with every call.

@@ -3,12 +3,14 @@
 
 pub(crate) mod auth;
 pub(crate) mod call;
+pub(crate) mod complete_line;
 pub(crate) mod config;
 pub(crate) mod conformance;
 pub(crate) mod demo;
 pub(crate) mod edit;
 pub(crate) mod import;
 pub(crate) mod inspect;
+pub(crate) mod protocol;
 pub(crate) mod resources;
 pub(crate) mod serve;
 pub(crate) mod shell;

@@ -1,6 +1,7 @@
 //! `shell`: one runtime, several commands. On a terminal, a line editor with history and tab
-//! completion of commands, qualified tool and prompt names, server names and a tool's or
-//! prompt's argument keys (from its schema); otherwise the same commands are read from stdin
+//! completion of commands, qualified tool and prompt names, server names, a tool's or
+//! prompt's argument keys (from its schema) and the values a server completes
+//! (`completion/complete`: prompt argument values, template variables); otherwise the same commands are read from stdin
 //! line by line, so a script can pipe them in.
 //!
 //! Invariants: each command runs through the one-shot command's code path
@@ -22,6 +23,8 @@ use rustyline::highlight::Highlighter;
 use rustyline::hint::Hinter;
 use rustyline::validate::Validator;
 
+use super::complete_line::{self, Query};
+use super::protocol;
 use crate::exit::Exit;
 use crate::terminal::Roots;
 
@@ -32,7 +35,7 @@ use crate::terminal::Roots;
     no_binary_name = true,
     override_usage = "COMMAND [ARGS] (`help` lists them, `help COMMAND` explains one)",
     disable_version_flag = true,
-    help_template = "Commands (Tab completes commands, names and argument keys; ↑ recalls):\n{subcommands}"
+    help_template = "Commands (Tab completes commands, names, argument keys and values; ↑ recalls):\n{subcommands}"
 )]
 struct Line {
     #[command(subcommand)]
@@ -76,6 +79,17 @@ enum Step {
         #[arg(long)]
         count: Option<u64>,
     },
+    /// Values for a prompt argument or template variable: `complete NAME ARGUMENT [VALUE]`.
+    Complete {
+        name: String,
+        argument: String,
+        #[arg(default_value = "")]
+        value: String,
+        #[arg(long = "with", value_name = "KEY=VALUE")]
+        with: Vec<String>,
+    },
+    /// Ping a server: the round-trip time.
+    Ping { server: String },
     /// Close a server's connection and connect it again.
     Restart { server: String },
     /// Start a configured server that is disabled, for this session only.
@@ -103,6 +117,8 @@ pub(crate) struct Session {
     pub only: Vec<String>,
     /// The roots the callbacks offer.
     pub roots: Arc<Roots>,
+    /// `--server-log-level`, sent to each server that connects during the session.
+    pub log_level: Option<crate::server_logs::KeepLevel>,
 }
 
 /// Splits a line like a shell: whitespace separates words, `'…'` and `"…"` quote, `\` escapes
@@ -212,6 +228,39 @@ struct Helper {
     snapshots: tokio::sync::watch::Receiver<Arc<mcp_harness_catalog::Snapshot>>,
     servers: Arc<Mutex<Vec<String>>>,
     commands: Vec<String>,
+    /// Asks the shell's loop for server-completed values (`completion/complete`).
+    values: ValueAsker,
+}
+
+/// A request for completed values and where to answer it.
+type ValueRequest = (Query, std::sync::mpsc::Sender<Vec<String>>);
+
+/// The editor thread's side of value completion: the shell's loop answers while it waits for
+/// the line (the only time the editor completes).
+type ValueAsker = tokio::sync::mpsc::UnboundedSender<ValueRequest>;
+
+/// How long a Tab waits for a server's completions before offering nothing.
+const VALUES_WAIT: Duration = Duration::from_secs(5);
+
+impl Helper {
+    /// The server's values for `query`, as replacements (none when it does not answer in time).
+    fn values(&self, query: Query) -> (usize, Vec<Pair>) {
+        let start = query.start;
+        let (prefix, suffix) = (query.prefix.clone(), query.suffix);
+        let (tx, rx) = std::sync::mpsc::channel();
+        if self.values.send((query, tx)).is_err() {
+            return (start, Vec::new());
+        }
+        let values = rx.recv_timeout(VALUES_WAIT).unwrap_or_default();
+        let pairs = values
+            .into_iter()
+            .map(|v| Pair {
+                display: v.clone(),
+                replacement: format!("{prefix}{v}{suffix}"),
+            })
+            .collect();
+        (start, pairs)
+    }
 }
 
 fn candidates<'a>(
@@ -245,13 +294,49 @@ impl Completer for Helper {
         let word = &before[start..];
         let earlier: Vec<&str> = before[..start].split_whitespace().collect();
         let servers = self.servers.lock().map(|s| s.clone()).unwrap_or_default();
-        let names = Names::of(&self.snapshots.borrow(), servers);
+        let snapshot = self.snapshots.borrow().clone();
+        let names = Names::of(&snapshot, servers);
+        let templates: Vec<String> = match earlier.as_slice() {
+            ["read", server] => snapshot
+                .catalogs
+                .get(*server)
+                .map(|c| {
+                    c.templates
+                        .iter()
+                        .map(|t| t.template.uri_template.clone())
+                        .collect()
+                })
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        if let Some(query) = complete_line::query(before, &earlier, word, start, &templates) {
+            return Ok(self.values(query));
+        }
         let found = match earlier.as_slice() {
             [] => candidates(word, self.commands.iter(), " "),
             ["help"] => candidates(word, self.commands.iter(), " "),
             ["call"] => candidates(word, names.tools.iter().map(|(n, _)| n), " "),
             ["prompt"] => candidates(word, names.prompts.iter().map(|(n, _)| n), " "),
-            ["read" | "subscribe" | "restart" | "enable" | "disable"] => {
+            ["complete"] => {
+                let templates: Vec<String> = snapshot
+                    .catalogs
+                    .values()
+                    .flat_map(|c| c.templates.iter())
+                    .map(|t| t.template.uri_template.clone())
+                    .collect();
+                candidates(
+                    word,
+                    names.prompts.iter().map(|(n, _)| n).chain(&templates),
+                    " ",
+                )
+            }
+            ["complete", name] => {
+                let arguments = protocol::target(&snapshot, name)
+                    .map(|t| t.arguments)
+                    .unwrap_or_default();
+                candidates(word, arguments.iter(), " ")
+            }
+            ["read" | "subscribe" | "restart" | "enable" | "disable" | "ping"] => {
                 candidates(word, names.servers.iter(), " ")
             }
             [kind @ ("call" | "prompt"), name, ..] => {
@@ -312,6 +397,8 @@ impl rustyline::Helper for Helper {}
 struct Input {
     ask: std::sync::mpsc::Sender<()>,
     lines: tokio::sync::mpsc::Receiver<Option<String>>,
+    /// The editor's requests for completed values, answered while a line is awaited.
+    values: tokio::sync::mpsc::UnboundedReceiver<ValueRequest>,
 }
 
 impl Input {
@@ -322,6 +409,7 @@ impl Input {
     ) -> Self {
         let (ask, asked) = std::sync::mpsc::channel::<()>();
         let (tx, lines) = tokio::sync::mpsc::channel(1);
+        let (values_tx, values) = tokio::sync::mpsc::unbounded_channel();
         let interactive = crate::terminal::interactive();
         std::thread::spawn(move || {
             let mut editor = if interactive {
@@ -339,6 +427,7 @@ impl Input {
                             snapshots,
                             servers,
                             commands,
+                            values: values_tx,
                         }));
                         Some(e)
                     }
@@ -374,13 +463,44 @@ impl Input {
                 }
             }
         });
-        Input { ask, lines }
+        Input { ask, lines, values }
     }
 
-    /// The next line; `None` at end of input.
-    async fn next(&mut self) -> Option<String> {
+    /// The next line; `None` at end of input. Meanwhile, answers the editor's requests for
+    /// completed values from `runtime`.
+    async fn next(&mut self, runtime: &Runtime) -> Option<String> {
         self.ask.send(()).ok()?;
-        self.lines.recv().await.flatten()
+        loop {
+            tokio::select! {
+                line = self.lines.recv() => return line.flatten(),
+                Some((query, answer)) = self.values.recv() => {
+                    let _ = answer.send(completed(runtime, &query).await);
+                }
+            }
+        }
+    }
+}
+
+/// The values `query`'s server completes (none when the target is unknown or the server fails:
+/// a Tab must not print errors into the line being edited).
+async fn completed(runtime: &Runtime, query: &Query) -> Vec<String> {
+    let Ok(target) = protocol::target(&runtime.snapshot(), &query.target) else {
+        return Vec::new();
+    };
+    let values = protocol::values(
+        runtime,
+        &target,
+        &query.argument,
+        &query.typed,
+        Default::default(),
+    );
+    match tokio::time::timeout(VALUES_WAIT, values).await {
+        Ok(Ok(info)) => info.values,
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "no completions");
+            Vec::new()
+        }
+        Err(_) => Vec::new(),
     }
 }
 
@@ -404,7 +524,7 @@ pub(crate) async fn run(runtime: &Runtime, mut session: Session) -> u8 {
         if let Ok(mut names) = servers.lock() {
             *names = session.config.servers.keys().cloned().collect();
         }
-        let Some(line) = input.next().await else {
+        let Some(line) = input.next(runtime).await else {
             break;
         };
         let words = match split(&line) {
@@ -449,6 +569,11 @@ pub(crate) async fn run(runtime: &Runtime, mut session: Session) -> u8 {
 
 /// Runs one command.
 async fn one(runtime: &Runtime, session: &mut Session, step: Step) -> u8 {
+    if let Some(level) = &mut session.log_level {
+        // Servers that (re)connected since the last command get the level before this one.
+        crate::progress::settle(runtime, session.deadline).await;
+        level.apply(runtime).await;
+    }
     let command = match step {
         Step::Servers => crate::Command::Servers,
         Step::Tools { hidden } => crate::Command::Tools { hidden },
@@ -459,6 +584,18 @@ async fn one(runtime: &Runtime, session: &mut Session, step: Step) -> u8 {
         Step::Prompt { name, args } => crate::Command::Prompt { name, args },
         Step::Read { server, uri, out } => crate::Command::Read { server, uri, out },
         Step::Subscribe { server, uri, count } => crate::Command::Subscribe { server, uri, count },
+        Step::Complete {
+            name,
+            argument,
+            value,
+            with,
+        } => crate::Command::Complete {
+            name,
+            argument,
+            value,
+            with,
+        },
+        Step::Ping { server } => crate::Command::Ping { server },
         Step::Restart { server } => {
             return match runtime.restart(&server) {
                 Ok(()) => {

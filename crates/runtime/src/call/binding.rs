@@ -139,35 +139,32 @@ impl StepBinding {
         }
         let visible = self.frozen.direct.iter().any(|t| t.name == name)
             || self.search.loaded().1.iter().any(|t| t.name == name);
-        let entry = self
-            .frozen
-            .index
-            .get(name)
-            .filter(|_| visible)
-            .ok_or_else(|| {
-                let hint = if self
-                    .frozen
-                    .deferred
-                    .iter()
-                    .any(|t| t.entry.qualified_name == name)
-                {
-                    format!("; find it with `{SEARCH_TOOL}` first")
-                } else if self
-                    .frozen
-                    .hidden
-                    .iter()
-                    .any(|h| crate::call::binding::hidden_name(h) == name)
-                {
-                    "; it is hidden (`mcp-harness tools --hidden` says why)".to_string()
-                } else {
-                    String::new()
-                };
-                CallError::NotInStep {
-                    name: name.to_string(),
-                    revision: self.revision(),
-                    hint,
-                }
-            })?;
+        let entry =
+            self.frozen
+                .index
+                .get(name)
+                .filter(|_| visible)
+                .ok_or_else(|| {
+                    let hint = if self
+                        .frozen
+                        .deferred
+                        .iter()
+                        .any(|t| t.entry.qualified_name == name)
+                    {
+                        format!("; find it with `{SEARCH_TOOL}` first")
+                    } else if self.frozen.hidden.iter().any(|h| {
+                        crate::call::binding::hidden_name(&self.published.snapshot, h) == name
+                    }) {
+                        "; it is hidden (`mcp-harness tools --hidden` says why)".to_string()
+                    } else {
+                        String::new()
+                    };
+                    CallError::NotInStep {
+                        name: name.to_string(),
+                        revision: self.revision(),
+                        hint,
+                    }
+                })?;
         let client = self
             .published
             .clients

@@ -191,9 +191,15 @@ fn builtin(name: &str, tool: Tool) -> BoundTool {
     }
 }
 
-/// The qualified name a hidden tool would have had.
-pub(crate) fn hidden_name(h: &HiddenEntry) -> String {
-    mcp_harness_catalog::qualify(&h.server, &h.raw_name)
+/// The model-visible name a hidden tool would have had, under its server's naming in
+/// `snapshot`.
+pub(crate) fn hidden_name(snapshot: &Snapshot, h: &HiddenEntry) -> String {
+    let naming = snapshot
+        .catalogs
+        .get(&h.server)
+        .map(|c| c.naming)
+        .unwrap_or_default();
+    naming.public(&h.server, &h.raw_name)
 }
 
 /// The step's deferred tools and what tool search loaded of them; shared by the binding and

@@ -109,6 +109,10 @@ pub struct ServerConfig {
     /// not trusted: why it is not started. Such a server also has `enabled: false`, so nothing
     /// starts it; it is shown as `untrusted` with this reason.
     pub untrusted: Option<String>,
+    /// `names`: `"qualified"` (default, `mcp__<server>__<name>`) or `"as-listed"` (the names
+    /// the server lists, kept as they are: for an `mcp-harness serve` gateway, whose names are
+    /// already qualified).
+    pub names: mcp_harness_catalog::Naming,
 }
 
 /// A configuration problem, naming where it is and what to change.
@@ -161,6 +165,7 @@ struct RawServer {
     #[serde(default)]
     exclude_tools: Vec<String>,
     oauth: Option<serde_json::Value>,
+    names: Option<String>,
 }
 
 /// A server's `oauth` object as written.
@@ -654,6 +659,15 @@ fn server_config(
         include_tools: raw.include_tools,
         exclude_tools: raw.exclude_tools,
         untrusted: None,
+        names: match raw.names.as_deref() {
+            None | Some("qualified") => mcp_harness_catalog::Naming::Qualified,
+            Some("as-listed") => mcp_harness_catalog::Naming::AsListed,
+            Some(other) => {
+                return Err(format!(
+                    "`names` is \"qualified\" or \"as-listed\", not {other:?}"
+                ));
+            }
+        },
     })
 }
 
@@ -769,6 +783,24 @@ mod tests {
 
     fn parse(text: &str) -> Result<Config, ConfigError> {
         Config::parse(text, Path::new("/p/.mcp.json"), &env)
+    }
+
+    #[test]
+    fn names_are_qualified_unless_kept_as_listed() {
+        let naming = |names: &str| {
+            parse(&format!(
+                r#"{{"mcpServers": {{"g": {{"url": "http://127.0.0.1:1/mcp"{names}}}}}}}"#
+            ))
+            .map(|c| c.servers["g"].names)
+        };
+        use mcp_harness_catalog::Naming;
+        assert_eq!(naming("").unwrap(), Naming::Qualified);
+        assert_eq!(
+            naming(r#", "names": "as-listed""#).unwrap(),
+            Naming::AsListed
+        );
+        let e = naming(r#", "names": "raw""#).unwrap_err().to_string();
+        assert!(e.contains("`names`") && e.contains("as-listed"), "{e}");
     }
 
     /// Issue 13 point 5: server `x` tool `y__z` and server `x__y` tool `z` were both

@@ -344,7 +344,10 @@ impl ServerActor {
         let declared = declared_kinds(&info);
         self.phase = Phase::Live(Box::new(Live {
             session,
-            catalog: ServerCatalog::default(),
+            catalog: ServerCatalog {
+                naming: self.config.names,
+                ..ServerCatalog::default()
+            },
             refreshes: Refreshes::new(self.settings.relist_window),
             declared: declared.clone(),
             cacheable: !opts_out(&info),
