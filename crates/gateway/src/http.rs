@@ -452,11 +452,14 @@ async fn readyz(State(ops): State<Ops>) -> Response {
 /// The Prometheus text exposition.
 async fn metrics(State(ops): State<Ops>) -> Response {
     let http_sessions = ops.sessions.len().await;
-    let body = ops.shared.metrics.render(
+    let mut body = ops.shared.metrics.render(
         &ops.shared.runtime.snapshot(),
         ops.shared.sessions.len(),
         http_sessions,
     );
+    if let Some(tracer) = &ops.shared.tracer {
+        tracer.render(&mut body);
+    }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }
 

@@ -88,7 +88,18 @@ pub(crate) async fn run(
     } else {
         clients
     };
+    // OpenTelemetry traces: the standard OTEL_* variables (no endpoint set: no tracing).
+    let traces = match mcp_harness_gateway::TraceExport::from_env(&|name| std::env::var(name).ok())
+    {
+        Ok(traces) => traces,
+        Err(e) => {
+            let code = crate::fail(&format!("cannot export traces: {e}"), Exit::Usage);
+            shut_down(runtime).await;
+            return code;
+        }
+    };
     let options = GatewayOptions {
+        traces,
         prefix: match args.prefix {
             PrefixArg::Server => Prefix::Server,
             PrefixArg::None => Prefix::None,

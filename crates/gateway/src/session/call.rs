@@ -222,6 +222,17 @@ impl Session {
         let _in_flight = server
             .as_deref()
             .map(|server| self.shared().bridge.enter(server, context.peer.clone()));
+        let upstream = self.shared().tracer.as_ref().and_then(|tracer| {
+            let snapshot = listed.binding.snapshot();
+            let raw = snapshot
+                .tool(name)
+                .map_or(name, |entry| entry.raw_name.as_str());
+            let server = server.as_deref().unwrap_or("-");
+            crate::trace::upstream_call(tracer, &context.extensions, server, raw)
+        });
+        if let Some(span) = &upstream {
+            options.traceparent = Some(span.context().header());
+        }
         let run = call.call_with(request.arguments, options);
         let outcome = if approved {
             as_caller(
@@ -232,6 +243,9 @@ impl Session {
         } else {
             as_caller(context.peer.clone(), run).await
         };
+        if let Some(span) = upstream {
+            crate::trace::end_upstream(span, &outcome);
+        }
         if let Some(forward) = forward {
             // The sender went with the options: the forwarder ends after the last progress.
             let _ = forward.await;

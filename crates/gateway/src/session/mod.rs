@@ -226,7 +226,7 @@ impl ServerHandler for Session {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
+        mut context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let Ok(_permit) = self.state.calls.clone().try_acquire_owned() else {
             let limit = self.shared().options.max_calls_per_session;
@@ -249,6 +249,7 @@ impl ServerHandler for Session {
                 .unwrap_or_else(|| "unknown".into()),
         };
         let tool = request.name.to_string();
+        let span = crate::trace::serve_call(self.shared().tracer.as_ref(), &tool, &mut context);
         let arguments = request.arguments.clone();
         let (server, attempt) = self.run_call(request, context).await;
         let outcome = match &attempt {
@@ -274,6 +275,9 @@ impl ServerHandler for Session {
             },
             self.shared().audit.as_ref(),
         );
+        if let Some(span) = span {
+            crate::trace::end_call(span, &client, server.as_deref(), outcome.as_str());
+        }
         match attempt {
             Ok(result) => Ok(downstream_result(result).into()),
             Err(Failure::Call(error)) => refusal(&tool, error),
