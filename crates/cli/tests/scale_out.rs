@@ -54,6 +54,14 @@ struct Replica {
 
 impl Replica {
     fn start(dir: &Path, config: &Path, keys: Option<&str>) -> Self {
+        match keys {
+            Some(keys) => Self::start_with_env(dir, config, &[("MCP_HARNESS_SESSION_KEYS", keys)]),
+            None => Self::start_with_env(dir, config, &[]),
+        }
+    }
+
+    /// A replica with `env` set (`MCP_HARNESS_SESSION_KEYS` only when `env` names it).
+    fn start_with_env(dir: &Path, config: &Path, env: &[(&str, &str)]) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("free port")
@@ -69,10 +77,8 @@ impl Replica {
             .env_remove("MCP_HARNESS_SESSION_KEYS")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        if let Some(keys) = keys {
-            cmd.env("MCP_HARNESS_SESSION_KEYS", keys);
-        }
+            .stderr(Stdio::null())
+            .envs(env.iter().copied());
         let child = cmd.spawn().expect("start mcp-harness serve");
         let replica = Self { child, addr };
         let start = Instant::now();
@@ -333,6 +339,80 @@ fn a_prepended_key_keeps_old_sessions_working() {
         assert_eq!(answer.status, 404, "old key removed: {}", answer.raw);
         let result = client.call(&retired.addr, "mcp__fx__echo", json!({"message": "new"}));
         assert_eq!(text(&result), "new", "{result}");
+    }
+    wait_gone(&marker);
+}
+
+/// Session keys from the config (`gateway.sessionKeys: "${VAR}"`, the keys themselves in the
+/// environment, not in the file): a replica whose list puts a new key first serves the sessions
+/// of a replica that has only the old key and re-issues their ids under the new key (which the
+/// old replica refuses); `MCP_HARNESS_SESSION_KEYS`, when set, wins over the config.
+#[test]
+fn session_keys_from_the_config_rotate_and_the_env_wins() {
+    let dir = temp_home("scale-out", "config-keys");
+    let marker = marker("config-keys");
+    let file = dir.join("gateway-keys.json");
+    let config = json!({
+        "mcpServers": {"fx": {"command": bin(), "args": ["fixture-server", "--name", &marker]}},
+        "permissions": {"allow": ["mcp__fx__*"]},
+        "gateway": {"sessionKeys": "${GW_TEST_SESSION_KEYS}"}
+    });
+    std::fs::write(&file, config.to_string()).expect("write config");
+    let later = SystemTime::now() + Duration::from_secs(600);
+    let k1 = SessionKeys::parse(K1).expect("K1");
+    let k2 = SessionKeys::parse(K2).expect("K2");
+    {
+        let old = Replica::start_with_env(&dir, &file, &[("GW_TEST_SESSION_KEYS", K1)]);
+        let rotated = Replica::start_with_env(
+            &dir,
+            &file,
+            &[("GW_TEST_SESSION_KEYS", &format!("{K2},{K1}"))],
+        );
+        let env_wins = Replica::start_with_env(
+            &dir,
+            &file,
+            &[
+                ("GW_TEST_SESSION_KEYS", K2),
+                ("MCP_HARNESS_SESSION_KEYS", K1),
+            ],
+        );
+        let mut client = Client::open(&old.addr);
+        let old_id = client.id.clone();
+        assert!(
+            k1.restamp(&old_id, later).is_ok(),
+            "sealed under the config's key"
+        );
+        assert!(k2.restamp(&old_id, later).is_err());
+
+        let result = client.call(
+            &rotated.addr,
+            "mcp__fx__echo",
+            json!({"message": "rotated"}),
+        );
+        assert_eq!(text(&result), "rotated", "{result}");
+        client.tools(&rotated.addr);
+        assert!(
+            k2.restamp(&client.id, later).is_ok(),
+            "re-issued under the new key"
+        );
+        assert!(
+            k1.restamp(&client.id, later).is_err(),
+            "not under the old key"
+        );
+        let answer = client.request(&old.addr, "tools/list", json!({}));
+        assert_eq!(
+            answer.status, 404,
+            "the old replica lacks the new key: {}",
+            answer.raw
+        );
+
+        // The environment's K1 wins over the config's K2 on this replica.
+        let mut first = Client {
+            id: old_id,
+            next: 50,
+        };
+        let result = first.call(&env_wins.addr, "mcp__fx__echo", json!({"message": "env"}));
+        assert_eq!(text(&result), "env", "{result}");
     }
     wait_gone(&marker);
 }

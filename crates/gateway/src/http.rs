@@ -186,7 +186,7 @@ pub(crate) async fn serve(
     config.allowed_origins = origins;
     let keys = options.session_keys.clone().unwrap_or_else(|| {
         tracing::info!(
-            "no {} configured: made a random session key; session ids from this process open nowhere else, so replicas cannot share sessions and sessions end at restart",
+            "no session keys configured ({} or `gateway.sessionKeys`): made a random session key; session ids from this process open nowhere else, so replicas cannot share sessions and sessions end at restart",
             crate::sealed::SESSION_KEYS_ENV
         );
         Arc::new(SessionKeys::generate())
