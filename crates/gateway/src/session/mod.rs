@@ -219,8 +219,11 @@ impl ServerHandler for Session {
         let tools = listed.view.tools.clone();
         self.shared()
             .shown(self.state.id, ListKind::Tools, listed.view.digest);
+        let digest = listed.view.digest;
         *lock(&self.state.listed) = Some(listed);
-        Ok(ListToolsResult::with_all_items(tools))
+        let mut result = ListToolsResult::with_all_items(tools);
+        result.meta = Some(call::listing_meta(digest));
+        Ok(result)
     }
 
     async fn call_tool(
