@@ -184,6 +184,14 @@ impl Gateway {
         http::serve(self.shared.clone(), options).await
     }
 
+    /// Sends the finished trace spans to the collector now, waiting at most `limit` (call it
+    /// after serving, before the process exits; nothing happens without a trace export).
+    pub async fn flush_traces(&self, limit: std::time::Duration) {
+        if let Some(tracer) = &self.shared.tracer {
+            tracer.flush(limit).await;
+        }
+    }
+
     /// How many client sessions are open now.
     pub fn sessions(&self) -> usize {
         self.shared.sessions.len()

@@ -310,6 +310,8 @@ struct Finished {
 /// configured.
 pub(crate) struct Tracer {
     queue: mpsc::Sender<Finished>,
+    /// Asks the exporter to send what it holds now; it answers on the enclosed sender.
+    flushes: mpsc::Sender<tokio::sync::oneshot::Sender<()>>,
     counts: Arc<Counts>,
     ids: AtomicU64,
 }
@@ -336,9 +338,11 @@ impl Tracer {
                 .map_or(1, |d| d.as_nanos() as u64),
         };
         tracing::info!(endpoint = %redacted_url(&export.endpoint), "exporting traces over OTLP/HTTP (JSON)");
-        tokio::spawn(run_exporter(rx, export, counts.clone()));
+        let (flushes, flush_rx) = mpsc::channel(4);
+        tokio::spawn(run_exporter(rx, flush_rx, export, counts.clone()));
         Arc::new(Self {
             queue,
+            flushes,
             counts,
             ids: AtomicU64::new(seed),
         })
@@ -380,6 +384,14 @@ impl Tracer {
             start_ns: unix_nanos(),
             started: Instant::now(),
             attributes: Vec::new(),
+        }
+    }
+
+    /// Sends the finished spans now (at shutdown), waiting at most `limit`.
+    pub(crate) async fn flush(&self, limit: Duration) {
+        let (done, answered) = tokio::sync::oneshot::channel();
+        if self.flushes.try_send(done).is_ok() {
+            let _ = tokio::time::timeout(limit, answered).await;
         }
     }
 
@@ -534,7 +546,12 @@ fn unix_nanos() -> u128 {
 
 /// Sends the queued spans in batches of at most `max_batch`, at least every `schedule_delay`;
 /// a failed export drops its batch (counted). Ends when the queue closes.
-async fn run_exporter(mut rx: mpsc::Receiver<Finished>, export: TraceExport, counts: Arc<Counts>) {
+async fn run_exporter(
+    mut rx: mpsc::Receiver<Finished>,
+    mut flushes: mpsc::Receiver<tokio::sync::oneshot::Sender<()>>,
+    export: TraceExport,
+    counts: Arc<Counts>,
+) {
     let client = match reqwest::Client::builder().timeout(export.timeout).build() {
         Ok(client) => Some(client),
         Err(error) => {
@@ -547,6 +564,7 @@ async fn run_exporter(mut rx: mpsc::Receiver<Finished>, export: TraceExport, cou
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut failing = false;
     loop {
+        let mut answer = None;
         let (flush, closed) = tokio::select! {
             span = rx.recv() => match span {
                 Some(span) => {
@@ -556,6 +574,17 @@ async fn run_exporter(mut rx: mpsc::Receiver<Finished>, export: TraceExport, cou
                 None => (true, true),
             },
             _ = tick.tick() => (true, false),
+            Some(done) = flushes.recv() => {
+                // What is queued now goes in this export too.
+                while batch.len() < export.max_batch {
+                    match rx.try_recv() {
+                        Ok(span) => batch.push(span),
+                        Err(_) => break,
+                    }
+                }
+                answer = Some(done);
+                (true, false)
+            }
         };
         if flush && !batch.is_empty() {
             let spans = std::mem::take(&mut batch);
@@ -584,6 +613,9 @@ async fn run_exporter(mut rx: mpsc::Receiver<Finished>, export: TraceExport, cou
                     failing = true;
                 }
             }
+        }
+        if let Some(done) = answer {
+            let _ = done.send(());
         }
         if closed {
             return;

@@ -135,7 +135,12 @@ pub(crate) async fn run(
         ..GatewayOptions::default()
     };
     let code = match Gateway::new(runtime.clone(), options, bridge).await {
-        Ok(gateway) => serve(&gateway, &args, public_url, config_keys.as_ref()).await,
+        Ok(gateway) => {
+            let code = serve(&gateway, &args, public_url, config_keys.as_ref()).await;
+            // The last calls' spans go out before the process does (bounded).
+            gateway.flush_traces(Duration::from_secs(2)).await;
+            code
+        }
         Err(e) => crate::fail(&e.to_string(), Exit::Usage),
     };
     shut_down(runtime).await;
