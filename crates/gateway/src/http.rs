@@ -186,7 +186,7 @@ pub(crate) async fn serve(
     config.allowed_origins = origins;
     let keys = options.session_keys.clone().unwrap_or_else(|| {
         tracing::info!(
-            "no {} configured: made a random session key; session ids from this process open nowhere else, so replicas cannot share sessions and sessions end at restart",
+            "no session keys configured ({} or `gateway.sessionKeys`): made a random session key; session ids from this process open nowhere else, so replicas cannot share sessions and sessions end at restart",
             crate::sealed::SESSION_KEYS_ENV
         );
         Arc::new(SessionKeys::generate())
@@ -452,11 +452,14 @@ async fn readyz(State(ops): State<Ops>) -> Response {
 /// The Prometheus text exposition.
 async fn metrics(State(ops): State<Ops>) -> Response {
     let http_sessions = ops.sessions.len().await;
-    let body = ops.shared.metrics.render(
+    let mut body = ops.shared.metrics.render(
         &ops.shared.runtime.snapshot(),
         ops.shared.sessions.len(),
         http_sessions,
     );
+    if let Some(tracer) = &ops.shared.tracer {
+        tracer.render(&mut body);
+    }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }
 

@@ -27,6 +27,7 @@ mod sealed;
 mod session;
 mod stdio;
 mod sync;
+mod trace;
 
 use std::sync::Arc;
 
@@ -38,6 +39,7 @@ pub use http::{DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, HttpOptions, HttpServ
 pub use sealed::{
     DEFAULT_SESSION_TTL, KeyError, Refusal, SESSION_KEYS_ENV, SessionKeys, SessionProfile,
 };
+pub use trace::{TraceExport, TraceExportError};
 
 /// How upstream names appear downstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -69,6 +71,9 @@ pub struct GatewayOptions {
     /// whole catalog unauthenticated; with them, HTTP clients must prove one (stdio serves its
     /// one client, the host that started it, the whole catalog).
     pub clients: mcp_harness_runtime::GatewayConfig,
+    /// Export OpenTelemetry traces of calls here (`None`: no tracing at all); see
+    /// [`TraceExport::from_env`].
+    pub traces: Option<TraceExport>,
 }
 
 /// The default bound of calls in flight per session.
@@ -83,6 +88,7 @@ impl Default for GatewayOptions {
             audit_arguments: false,
             max_calls_per_session: DEFAULT_MAX_CALLS_PER_SESSION,
             clients: mcp_harness_runtime::GatewayConfig::default(),
+            traces: None,
         }
     }
 }
@@ -176,6 +182,14 @@ impl Gateway {
     /// Serves Streamable HTTP at `http://ADDR/mcp` (many clients); see [`HttpServer`].
     pub async fn serve_http(&self, options: HttpOptions) -> Result<HttpServer, ServeError> {
         http::serve(self.shared.clone(), options).await
+    }
+
+    /// Sends the finished trace spans to the collector now, waiting at most `limit` (call it
+    /// after serving, before the process exits; nothing happens without a trace export).
+    pub async fn flush_traces(&self, limit: std::time::Duration) {
+        if let Some(tracer) = &self.shared.tracer {
+            tracer.flush(limit).await;
+        }
     }
 
     /// How many client sessions are open now.

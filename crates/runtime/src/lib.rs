@@ -37,7 +37,8 @@ pub use call::tasks::TaskUpdate;
 pub use config::sources;
 pub use config::{
     ClientProfile, Config, ConfigError, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_STARTUP_TIMEOUT,
-    DEFAULT_TOOL_TIMEOUT, GatewayConfig, OutputConfig, ProfileAuth, ServerConfig, TransportConfig,
+    DEFAULT_TOOL_TIMEOUT, GatewayConfig, OutputConfig, ProfileAuth, SecretText, ServerConfig,
+    TransportConfig,
 };
 pub use connection::io_threads::IoThreads;
 pub use connection::registry::Reconciled;

@@ -11,7 +11,30 @@ use std::time::Duration;
 
 use crate::exit::Exit;
 use mcp_harness_gateway::{ClientBridge, Gateway, GatewayOptions, HttpOptions, Prefix};
-use mcp_harness_runtime::Runtime;
+use mcp_harness_gateway::{KeyError, SESSION_KEYS_ENV, SessionKeys};
+use mcp_harness_runtime::{Runtime, SecretText};
+
+/// The keys that seal session ids: `MCP_HARNESS_SESSION_KEYS` when it is set (it wins over the
+/// config, whole), else `gateway.sessionKeys`, else none (a random key is made at start).
+fn session_keys(config: Option<&SecretText>) -> Result<Option<SessionKeys>, String> {
+    if std::env::var_os(SESSION_KEYS_ENV).is_some() {
+        if config.is_some() {
+            tracing::warn!(
+                "{SESSION_KEYS_ENV} is set: its keys are used and `gateway.sessionKeys` in the config is ignored"
+            );
+        }
+        return SessionKeys::from_env().map_err(|e| e.to_string());
+    }
+    let Some(keys) = config else {
+        return Ok(None);
+    };
+    SessionKeys::parse(keys.expose()).map(Some).map_err(|e| match e {
+        KeyError::Empty => "`gateway.sessionKeys` holds no key; give comma-separated base64 32-byte keys (e.g. `openssl rand -base64 32`), or remove it".to_string(),
+        KeyError::Invalid { position } => format!(
+            "key {position} of `gateway.sessionKeys` is not base64 of 32 bytes; make one with `openssl rand -base64 32` (and keep it out of the file: `\"sessionKeys\": \"${{VAR}}\"`)"
+        ),
+    })
+}
 
 /// How upstream names appear to clients.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -77,6 +100,7 @@ pub(crate) async fn run(
 ) -> u8 {
     let runtime = Arc::new(runtime);
     let public_url = args.public_url.clone().or(clients.public_url.clone());
+    let config_keys = clients.session_keys.clone();
     let clients = if args.http.is_none() {
         if !clients.clients.is_empty() {
             tracing::info!(
@@ -88,7 +112,18 @@ pub(crate) async fn run(
     } else {
         clients
     };
+    // OpenTelemetry traces: the standard OTEL_* variables (no endpoint set: no tracing).
+    let traces = match mcp_harness_gateway::TraceExport::from_env(&|name| std::env::var(name).ok())
+    {
+        Ok(traces) => traces,
+        Err(e) => {
+            let code = crate::fail(&format!("cannot export traces: {e}"), Exit::Usage);
+            shut_down(runtime).await;
+            return code;
+        }
+    };
     let options = GatewayOptions {
+        traces,
         prefix: match args.prefix {
             PrefixArg::Server => Prefix::Server,
             PrefixArg::None => Prefix::None,
@@ -100,14 +135,24 @@ pub(crate) async fn run(
         ..GatewayOptions::default()
     };
     let code = match Gateway::new(runtime.clone(), options, bridge).await {
-        Ok(gateway) => serve(&gateway, &args, public_url).await,
+        Ok(gateway) => {
+            let code = serve(&gateway, &args, public_url, config_keys.as_ref()).await;
+            // The last calls' spans go out before the process does (bounded).
+            gateway.flush_traces(Duration::from_secs(2)).await;
+            code
+        }
         Err(e) => crate::fail(&e.to_string(), Exit::Usage),
     };
     shut_down(runtime).await;
     code
 }
 
-async fn serve(gateway: &Gateway, args: &ServeArgs, public_url: Option<String>) -> u8 {
+async fn serve(
+    gateway: &Gateway,
+    args: &ServeArgs,
+    public_url: Option<String>,
+    config_keys: Option<&SecretText>,
+) -> u8 {
     let Some(addr) = args.http else {
         return tokio::select! {
             served = gateway.serve_stdio() => match served {
@@ -120,9 +165,9 @@ async fn serve(gateway: &Gateway, args: &ServeArgs, public_url: Option<String>) 
             }
         };
     };
-    let keys = match mcp_harness_gateway::SessionKeys::from_env() {
+    let keys = match session_keys(config_keys) {
         Ok(keys) => keys.map(Arc::new),
-        Err(e) => return crate::fail(&e.to_string(), Exit::Usage),
+        Err(e) => return crate::fail(&e, Exit::Usage),
     };
     let mut http = HttpOptions::new(addr);
     http.session_keys = keys;

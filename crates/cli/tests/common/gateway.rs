@@ -144,6 +144,17 @@ impl Served {
     /// Starts `serve --http ADDR` with `config` and `extra` options, home in `dir`, stderr to
     /// `stderr` (a file, so it never blocks), and waits (≤ 30 s) until `/readyz` says 200.
     pub(crate) fn start(dir: &Path, config: &Path, extra: &[&str], stderr: Stdio) -> Served {
+        Self::start_with_env(dir, config, extra, stderr, &[])
+    }
+
+    /// [`Served::start`] with `env` set for the gateway.
+    pub(crate) fn start_with_env(
+        dir: &Path,
+        config: &Path,
+        extra: &[&str],
+        stderr: Stdio,
+        env: &[(&str, &str)],
+    ) -> Served {
         let addr = free_addr();
         let child = Command::new(bin())
             .arg("--config")
@@ -153,6 +164,7 @@ impl Served {
             .env("HOME", dir.join("home"))
             .env("XDG_CONFIG_HOME", dir.join("xdg"))
             .env_remove("RUST_LOG")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(stderr)

@@ -98,6 +98,26 @@ impl Session {
     }
 }
 
+/// The `_meta` key under which a `tools/list` result names its listing (the content digest of
+/// the tools it showed, 16 hex digits), and under which a `tools/call` may name the listing it
+/// was made from: what binds the calls of a client without a session (2026-07-28, or one that
+/// keeps its first session id) to what it listed, on any replica.
+pub(super) const LISTING_META: &str = "mcp-harness/listing";
+
+/// The `_meta` of a `tools/list` result that showed tools of content digest `digest`.
+pub(super) fn listing_meta(digest: u64) -> rmcp::model::MetaObject {
+    let mut meta = rmcp::model::JsonObject::new();
+    meta.insert(LISTING_META.into(), format!("{digest:016x}").into());
+    rmcp::model::MetaObject(meta)
+}
+
+/// The listing a call names in its `_meta` (sequence 0: a session's own later listing wins).
+fn listing_mark(meta: &rmcp::model::RequestMetaObject) -> Option<ListedMark> {
+    let digest = meta.0.0.get(LISTING_META)?.as_str()?;
+    let tools = u64::from_str_radix(digest, 16).ok()?;
+    Some(ListedMark { seq: 0, tools })
+}
+
 /// Why a call produced no result.
 pub(super) enum Failure {
     /// The runtime refused or failed the call.
@@ -116,7 +136,9 @@ impl Session {
         context: RequestContext<RoleServer>,
     ) -> (Option<String>, Result<ToolResult, Failure>) {
         let profile = profile_of(&context.extensions);
-        let mark = sealed::opened(&context.extensions).and_then(|opened| opened.payload.listed);
+        let mark = sealed::opened(&context.extensions)
+            .and_then(|opened| opened.payload.listed)
+            .or_else(|| listing_mark(&context.meta));
         let requested = request.name.as_ref();
         let listed = match self
             .listing_for_call(requested, mark, profile.as_deref())
@@ -222,6 +244,17 @@ impl Session {
         let _in_flight = server
             .as_deref()
             .map(|server| self.shared().bridge.enter(server, context.peer.clone()));
+        let upstream = self.shared().tracer.as_ref().and_then(|tracer| {
+            let snapshot = listed.binding.snapshot();
+            let raw = snapshot
+                .tool(name)
+                .map_or(name, |entry| entry.raw_name.as_str());
+            let server = server.as_deref().unwrap_or("-");
+            crate::trace::upstream_call(tracer, &context.extensions, server, raw)
+        });
+        if let Some(span) = &upstream {
+            options.traceparent = Some(span.context().header());
+        }
         let run = call.call_with(request.arguments, options);
         let outcome = if approved {
             as_caller(
@@ -232,6 +265,9 @@ impl Session {
         } else {
             as_caller(context.peer.clone(), run).await
         };
+        if let Some(span) = upstream {
+            crate::trace::end_upstream(span, &outcome);
+        }
         if let Some(forward) = forward {
             // The sender went with the options: the forwarder ends after the last progress.
             let _ = forward.await;

@@ -237,14 +237,17 @@ impl ServerHandler for Session {
         let tools = listed.view.tools.clone();
         self.shared()
             .shown(self.state.id, ListKind::Tools, listed.view.digest);
+        let digest = listed.view.digest;
         *lock(&self.state.listed) = Some(listed);
-        Ok(ListToolsResult::with_all_items(tools))
+        let mut result = ListToolsResult::with_all_items(tools);
+        result.meta = Some(call::listing_meta(digest));
+        Ok(result)
     }
 
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
+        mut context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let Ok(_permit) = self.state.calls.clone().try_acquire_owned() else {
             let limit = self.shared().options.max_calls_per_session;
@@ -267,6 +270,7 @@ impl ServerHandler for Session {
                 .unwrap_or_else(|| "unknown".into()),
         };
         let tool = request.name.to_string();
+        let span = crate::trace::serve_call(self.shared().tracer.as_ref(), &tool, &mut context);
         let arguments = request.arguments.clone();
         let (server, attempt) = self.run_call(request, context).await;
         let outcome = match &attempt {
@@ -292,6 +296,9 @@ impl ServerHandler for Session {
             },
             self.shared().audit.as_ref(),
         );
+        if let Some(span) = span {
+            crate::trace::end_call(span, &client, server.as_deref(), outcome.as_str());
+        }
         match attempt {
             Ok(result) => Ok(downstream_result(result).into()),
             Err(Failure::Call(error)) => refusal(&tool, error),

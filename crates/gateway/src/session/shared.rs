@@ -97,6 +97,8 @@ pub(crate) struct Shared {
     subscribed: Mutex<HashMap<(String, String), usize>>,
     /// The latest distinct tool views, newest last (at most [`REMEMBERED_VIEWS`]).
     views: Mutex<std::collections::VecDeque<Arc<ToolView>>>,
+    /// Records and exports call spans (`None`: tracing is off, nothing is recorded).
+    pub(crate) tracer: Option<Arc<crate::trace::Tracer>>,
 }
 
 impl Shared {
@@ -107,7 +109,9 @@ impl Shared {
         audit: Option<Audit>,
         clients: Option<Arc<Clients>>,
     ) -> Self {
+        let tracer = options.traces.clone().map(crate::trace::Tracer::start);
         Self {
+            tracer,
             runtime,
             bridge,
             metrics: Metrics::default(),

@@ -231,6 +231,9 @@ pub struct CallOptions {
     /// Receives the status changes of a call the server runs as a task (SEP-2663); see
     /// [`TaskUpdate`](crate::TaskUpdate).
     pub task_status: Option<tokio::sync::mpsc::UnboundedSender<crate::call::tasks::TaskUpdate>>,
+    /// A W3C `traceparent` sent to the server in the request's `_meta` (SEP-414), so its
+    /// spans join the caller's trace.
+    pub traceparent: Option<String>,
 }
 
 /// The outcome of a call that was sent and answered.
@@ -368,6 +371,9 @@ impl PreparedCall {
         let mut params = CallToolRequestParams::new(entry.raw_name.clone());
         if !args.is_empty() || entry.tool.input_schema.get("properties").is_some() {
             params = params.with_arguments(args);
+        }
+        if let Some(traceparent) = &options.traceparent {
+            rmcp::model::RequestParamsMeta::set_traceparent(&mut params, traceparent);
         }
         // SEP-1686: a tool that requires a task is called with one (never plainly).
         let task_augmented = client.wire.requires_task(&entry.raw_name);

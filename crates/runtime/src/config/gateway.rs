@@ -21,6 +21,33 @@ pub struct GatewayConfig {
     /// `clients`: the client profiles by name, in name order. Empty (the default): no client
     /// authentication, every client sees the whole catalog.
     pub clients: BTreeMap<String, ClientProfile>,
+    /// `sessionKeys`: the keys that seal the HTTP gateway's session ids (comma-separated
+    /// base64 32-byte keys; the first seals, all open), `${VAR}` expanded — write `"${VAR}"`
+    /// so the keys stay out of the file. Empty after expansion (`"${VAR:-}"` with `VAR`
+    /// unset): none. The environment variable `MCP_HARNESS_SESSION_KEYS`, when set, wins.
+    pub session_keys: Option<SecretText>,
+}
+
+/// A secret read from the config (after `${VAR}` expansion): never shown by `Debug`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretText(String);
+
+impl SecretText {
+    /// Wraps `value`.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The secret itself (to use it, never to print it).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for SecretText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SecretText(<redacted>)")
+    }
 }
 
 /// One client profile (`gateway.clients.NAME`).
@@ -76,6 +103,7 @@ struct RawGateway {
     public_url: Option<String>,
     #[serde(default)]
     clients: BTreeMap<String, serde_json::Value>,
+    session_keys: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -110,9 +138,28 @@ struct RawAuth {
 }
 
 /// Parses the `gateway` section: `Err((key, message))`, the key under `gateway` that is wrong.
-pub(crate) fn parse(value: serde_json::Value) -> Result<GatewayConfig, (String, String)> {
+pub(crate) fn parse(
+    value: serde_json::Value,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<GatewayConfig, (String, String)> {
     let raw: RawGateway =
         serde_json::from_value(value).map_err(|e| ("gateway".to_string(), e.to_string()))?;
+    let session_keys = match &raw.session_keys {
+        None => None,
+        Some(text) => {
+            let expanded = super::expand(text, lookup).map_err(|e| {
+                let message = match e {
+                    // The value is never quoted: keys may sit next to the typo.
+                    super::ExpandError::Invalid { .. } => {
+                        "a `${` reference in it is malformed (write `${VAR}`)".to_string()
+                    }
+                    other => other.to_string(),
+                };
+                ("gateway.sessionKeys".to_string(), message)
+            })?;
+            (!expanded.trim().is_empty()).then_some(SecretText(expanded))
+        }
+    };
     if let Some(url) = &raw.public_url
         && !(url.starts_with("http://") || url.starts_with("https://"))
     {
@@ -157,6 +204,7 @@ pub(crate) fn parse(value: serde_json::Value) -> Result<GatewayConfig, (String, 
     Ok(GatewayConfig {
         public_url: raw.public_url,
         clients,
+        session_keys,
     })
 }
 
@@ -229,9 +277,33 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// `super::parse` with no environment.
+    fn parse(value: &serde_json::Value) -> Result<GatewayConfig, (String, String)> {
+        super::parse(value.clone(), &|_| None)
+    }
+
+    #[test]
+    fn session_keys_are_expanded_and_never_shown() {
+        let env = |name: &str| (name == "GW_KEYS").then(|| "a2V5LW9uZQ==,a2V5LXR3bw==".to_string());
+        let config = super::parse(json!({"sessionKeys": "${GW_KEYS}"}), &env).expect("valid");
+        let keys = config.session_keys.as_ref().expect("keys");
+        assert_eq!(keys.expose(), "a2V5LW9uZQ==,a2V5LXR3bw==");
+        assert!(!format!("{config:?}").contains("a2V5"), "{config:?}");
+        let none = super::parse(json!({"sessionKeys": "${UNSET_KEYS:-}"}), &env).expect("valid");
+        assert!(none.session_keys.is_none());
+        let (key, message) =
+            super::parse(json!({"sessionKeys": "${UNSET_KEYS}"}), &env).expect_err("unset");
+        assert_eq!(key, "gateway.sessionKeys");
+        assert!(message.contains("UNSET_KEYS"), "{message}");
+        let (key, message) = super::parse(json!({"sessionKeys": "c2VjcmV0${BAD KEY}"}), &env)
+            .expect_err("malformed");
+        assert_eq!(key, "gateway.sessionKeys");
+        assert!(!message.contains("c2VjcmV0"), "{message}");
+    }
+
     #[test]
     fn profiles_parse_and_errors_name_the_key() {
-        let config = parse(json!({
+        let config = parse(&json!({
             "publicUrl": "https://gw.example/mcp",
             "clients": {
                 "ci": {"auth": {"type": "bearer", "tokenEnv": "CI_TOKEN"},
@@ -246,7 +318,7 @@ mod tests {
         assert_eq!(config.clients.len(), 2);
         assert!(!config.clients["ci"].tools.admits("mcp__fx__add"));
         assert!(!config.clients["alice"].servers.admits("ev"));
-        let err = |v| parse(v).expect_err("invalid");
+        let err = |v: serde_json::Value| parse(&v).expect_err("invalid");
         let (key, _) = err(json!({"clients": {"ci": {"auth": {"type": "bearer"}}}}));
         assert_eq!(key, "gateway.clients.ci.auth.tokenEnv");
         let (key, _) = err(json!({"clients": {"ci": {"auth": {"type": "oauth", "issuer": "x"}}}}));

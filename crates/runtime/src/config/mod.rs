@@ -10,7 +10,7 @@ mod gateway;
 pub mod sources;
 mod transport;
 
-pub use gateway::{ClientProfile, GatewayConfig, ProfileAuth};
+pub use gateway::{ClientProfile, GatewayConfig, ProfileAuth, SecretText};
 pub(crate) use transport::DedupKey;
 pub use transport::TransportConfig;
 
@@ -256,7 +256,7 @@ impl Config {
         let output = section(&file, "output", raw.output)?;
         let gateway = match raw.gateway {
             None => GatewayConfig::default(),
-            Some(v) => gateway::parse(v).map_err(|(key, message)| ConfigError {
+            Some(v) => gateway::parse(v, lookup).map_err(|(key, message)| ConfigError {
                 location: format!("{file}: {key}"),
                 message,
             })?,
