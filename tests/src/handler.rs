@@ -230,11 +230,18 @@ impl ServerHandler for FixtureServer {
             .enable_resources()
             .enable_resources_list_changed()
             .enable_resources_subscribe();
-        let capabilities = if self.opts.skills {
+        let mut capabilities = if self.opts.skills {
             builder.enable_skills().build()
         } else {
             builder.build()
         };
+        if self.opts.no_resources {
+            capabilities.resources = None;
+        } else if self.opts.no_subscribe
+            && let Some(resources) = capabilities.resources.as_mut()
+        {
+            resources.subscribe = None;
+        }
         let mut info = ServerConfig::new(capabilities).with_server_info(Implementation::new(
             &self.opts.name,
             env!("CARGO_PKG_VERSION"),

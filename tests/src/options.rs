@@ -120,6 +120,11 @@ pub struct FixtureOptions {
     /// elicitation, a `roots/list` and a `sampling/createMessage` and report what came back
     /// (`--client-requests`; see the `client_requests` module).
     pub client_requests: bool,
+    /// Declares no `resources` capability (`--no-resources`): a client must not ask it for
+    /// resources. Its resource handlers still answer.
+    pub no_resources: bool,
+    /// Declares `resources` without `subscribe` (`--no-subscribe`).
+    pub no_subscribe: bool,
 }
 
 impl Default for FixtureOptions {
@@ -150,6 +155,8 @@ impl Default for FixtureOptions {
             deep_schema_tool: false,
             conformance: false,
             client_requests: false,
+            no_resources: false,
+            no_subscribe: false,
         }
     }
 }
@@ -160,7 +167,7 @@ pub const USAGE: &str = "usage: mcp-fixture-server [--transport stdio|http] [--p
 [--stderr-banner TEXT] [--duplicate-tool NAME] [--no-catalog-cache] [--hostile] [--bad-results] [--skills] \
 [--tamper-skill digest|size|frontmatter] [--crash-after-calls N] [--fail-http N] \
 [--ignore-stdin-eof] [--spawn-grandchildren] [--die-on-call CODE] [--echo-env NAME] [--wire-faults] \
-[--deep-schema-tool] [--conformance] [--client-requests]";
+[--deep-schema-tool] [--conformance] [--client-requests] [--no-resources] [--no-subscribe]";
 
 impl FixtureOptions {
     /// Parses the fixture's flags. `args` must not include the program name.
@@ -247,6 +254,8 @@ impl FixtureOptions {
                 "--deep-schema-tool" if inline.is_none() => opts.deep_schema_tool = true,
                 "--conformance" if inline.is_none() => opts.conformance = true,
                 "--client-requests" if inline.is_none() => opts.client_requests = true,
+                "--no-resources" if inline.is_none() => opts.no_resources = true,
+                "--no-subscribe" if inline.is_none() => opts.no_subscribe = true,
                 _ => return Err(format!("unknown argument {arg:?}\n{USAGE}")),
             }
         }

@@ -123,6 +123,19 @@ impl Runtime {
         self.live.snapshot()
     }
 
+    /// What connected server `server` declared it offers at initialize (`resources`,
+    /// `resources.subscribe`, `prompts`, `completions`, ...); `None` while it is not connected.
+    /// A caller checks it to refuse, with the reason, a request the server did not declare
+    /// instead of sending it for a `-32601`.
+    pub fn capabilities(&self, server: &str) -> Option<rmcp::model::ServerCapabilities> {
+        let published = self.live.published();
+        let client = published.clients.get(server)?;
+        client
+            .peer
+            .peer_info()
+            .map(|info| info.capabilities.clone())
+    }
+
     /// A receiver of the latest published snapshot: it holds only the newest value, so a reader
     /// that is slower than the publisher skips revisions and the changes they carried. To see
     /// every revision's changes, use [`Runtime::revisions`].

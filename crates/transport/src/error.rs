@@ -173,6 +173,21 @@ impl TransportError {
         )
     }
 
+    /// Whether retrying the same address soon cannot help: nothing listens there (connection
+    /// refused), the host name does not resolve, the TLS handshake fails (http vs https), or no
+    /// MCP endpoint is at that path (HTTP 404/410). A first connect that fails so fails at once
+    /// instead of spending the startup budget on fast retries.
+    pub fn fails_fast(&self) -> bool {
+        use crate::net::NetFailure as F;
+        matches!(
+            self,
+            TransportError::Unreachable {
+                failure: F::Refused | F::Dns | F::Tls | F::NotFound,
+                ..
+            }
+        )
+    }
+
     /// This error with the server's `url` (as shown: no query) where it names none yet; a
     /// failed handshake then says where it was sent.
     pub fn at_url(self, url: &str) -> Self {

@@ -465,7 +465,7 @@ async fn one(runtime: &Runtime, session: &mut Session, step: Step) -> u8 {
                     done(session.json, "restart", &server, "restarting");
                     Exit::Ok.code()
                 }
-                Err(e) => crate::fail_call(&e),
+                Err(e) => crate::fail_call(runtime, &e),
             };
         }
         Step::Enable { server } => return toggle(runtime, session, &server, true).await,
