@@ -230,6 +230,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn only_failures_a_retry_cannot_fix_fail_fast() {
+        use crate::net::NetFailure as F;
+        let at = |failure| TransportError::Unreachable {
+            url: "http://127.0.0.1:9/mcp".into(),
+            failure,
+        };
+        for failure in [F::Refused, F::Dns, F::Tls, F::NotFound] {
+            assert!(at(failure).fails_fast(), "{failure:?}");
+            assert!(
+                at(failure).retryable(),
+                "probed in the background: {failure:?}"
+            );
+        }
+        for failure in [F::Reset, F::TimedOut] {
+            assert!(!at(failure).fails_fast(), "{failure:?}");
+        }
+        let shown = at(F::NotFound).to_string();
+        assert!(
+            shown.contains("404") && shown.contains("check the path in `url`"),
+            "{shown}"
+        );
+    }
+
+    #[test]
     fn only_5xx_and_429_are_unavailable() {
         assert!(unavailable_status(500) && unavailable_status(503) && unavailable_status(599));
         assert!(unavailable_status(429));
