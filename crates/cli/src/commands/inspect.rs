@@ -272,10 +272,9 @@ pub(crate) fn prompts(snapshot: &Snapshot, as_json: bool) -> String {
             let args = p
                 .prompt
                 .arguments
-                .as_ref()
                 .as_deref()
                 .filter(|a| !a.is_empty())
-                .map(|a| crate::explain::argument_list(a))
+                .map(crate::explain::argument_list)
                 .unwrap_or_default();
             vec![
                 p.qualified_name.clone(),
