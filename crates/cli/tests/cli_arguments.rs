@@ -166,6 +166,15 @@ fn arguments_come_from_a_file_or_stdin() {
         err.contains("stdin") && err.contains("JSON object"),
         "{err}"
     );
+    // In the shell stdin holds the commands: `-` is refused there, and the next line runs.
+    let (code, out, err) = run(
+        &["--server", "fx", "shell", "--config", &c],
+        Some("call mcp__fx__echo -\ncall mcp__fx__echo {\"message\": \"next line\"}\n"),
+    );
+    assert!(code == 0 && out.contains("next line"), "{out}{err}");
+    assert!(err.contains("shell's own input"), "{err}");
+    let (_, help, _) = run(&["call", "--help"], None);
+    assert!(help.contains("@FILE") && help.contains("stdin"), "{help}");
     let _ = std::fs::remove_dir_all(dir);
 }
 

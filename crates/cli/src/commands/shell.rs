@@ -449,6 +449,15 @@ pub(crate) async fn run(runtime: &Runtime, mut session: Session) -> u8 {
 
 /// Runs one command.
 async fn one(runtime: &Runtime, session: &mut Session, step: Step) -> u8 {
+    if let Step::Call { args, .. } | Step::Prompt { args, .. } = &step
+        && args.as_deref() == Some("-")
+    {
+        // stdin is where the shell's own lines come from.
+        return crate::fail(
+            "in the shell, give the arguments on the line or as @FILE (`-` would read the shell's own input); nothing was sent",
+            Exit::Usage,
+        );
+    }
     let command = match step {
         Step::Servers => crate::Command::Servers,
         Step::Tools { hidden } => crate::Command::Tools { hidden },
