@@ -35,8 +35,8 @@ pub enum NetFailure {
     Tls,
     /// The server answered the handshake with HTTP 404 Not Found or 410 Gone: something listens
     /// there, but no MCP endpoint at that path. Made only for the handshake
-    /// ([`http_not_found_in`]), never by [`net_failure`]: it is an answer, not a broken
-    /// connection.
+    /// ([`http_not_found_in`]): it is an answer, not a broken connection, so it never fires a
+    /// [`Breakage`].
     NotFound,
 }
 
