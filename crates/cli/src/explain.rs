@@ -298,13 +298,26 @@ pub(crate) fn check_declared(runtime: &Runtime, server: &str, needs: Needs) -> R
 }
 
 /// Checks `args` of prompt `name` against the arguments the prompt declared: each required one
-/// present, every value a string (prompt arguments are strings). A prompt not in `snapshot`
-/// passes (the request then says it is unknown).
+/// present, every value a string (prompt arguments are strings). A skill's command is refused
+/// (it is loaded with `skill`, not fetched as a prompt); a name not in `snapshot` passes (the
+/// request then says it is unknown).
 pub(crate) fn check_prompt_args(
     snapshot: &Snapshot,
     name: &str,
     args: Option<&JsonObject>,
 ) -> Result<(), String> {
+    if let Some(command) = snapshot
+        .catalogs
+        .values()
+        .flat_map(|c| c.commands.iter())
+        .find(|c| c.qualified_name == name)
+        && let CommandSource::Skill { name: skill } = &command.source
+    {
+        return Err(format!(
+            "`{name}` is a skill, not a prompt: load it with `mcp-harness skill {} {skill}`; nothing was sent",
+            command.server
+        ));
+    }
     let Some(prompt) = snapshot
         .catalogs
         .values()

@@ -326,3 +326,24 @@ fn invalid_tool_arguments_are_said_once_and_are_usage_errors() {
     plain(&err);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn a_skill_named_as_a_tool_or_prompt_points_to_skill() {
+    let dir = temp_dir("skill");
+    let path = dir.join("mcp.json");
+    let config = serde_json::json!({"mcpServers": {
+        "fx": {"command": bin(), "args": ["fixture-server", "--skills"]},
+    }});
+    std::fs::write(&path, config.to_string()).expect("write config");
+    let c = path.to_string_lossy().into_owned();
+    for command in ["call", "prompt"] {
+        let (code, _, err) = run(&[command, "mcp__fx__pdf-processing", "--config", &c], None);
+        assert_ne!(code, 0, "{command}: {err}");
+        assert!(
+            err.contains("is a skill") && err.contains("mcp-harness skill fx pdf-processing"),
+            "{command}: {err}"
+        );
+        plain(&err);
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
