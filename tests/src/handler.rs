@@ -243,6 +243,13 @@ impl ServerHandler for FixtureServer {
             capabilities.logging = Some(Default::default());
             capabilities.completions = Some(Default::default());
         }
+        if self.opts.no_resources {
+            capabilities.resources = None;
+        } else if self.opts.no_subscribe
+            && let Some(resources) = capabilities.resources.as_mut()
+        {
+            resources.subscribe = None;
+        }
         let mut info = ServerConfig::new(capabilities).with_server_info(Implementation::new(
             &self.opts.name,
             env!("CARGO_PKG_VERSION"),

@@ -123,6 +123,11 @@ pub struct FixtureOptions {
     /// Declares `logging` and `completions`, lists `log` and answers `completion/complete`
     /// (`--log-and-complete`; see the `extras` module).
     pub log_and_complete: bool,
+    /// Declares no `resources` capability (`--no-resources`): a client must not ask it for
+    /// resources. Its resource handlers still answer.
+    pub no_resources: bool,
+    /// Declares `resources` without `subscribe` (`--no-subscribe`).
+    pub no_subscribe: bool,
 }
 
 impl Default for FixtureOptions {
@@ -154,6 +159,8 @@ impl Default for FixtureOptions {
             conformance: false,
             client_requests: false,
             log_and_complete: false,
+            no_resources: false,
+            no_subscribe: false,
         }
     }
 }
@@ -164,7 +171,7 @@ pub const USAGE: &str = "usage: mcp-fixture-server [--transport stdio|http] [--p
 [--stderr-banner TEXT] [--duplicate-tool NAME] [--no-catalog-cache] [--hostile] [--bad-results] [--skills] \
 [--tamper-skill digest|size|frontmatter] [--crash-after-calls N] [--fail-http N] \
 [--ignore-stdin-eof] [--spawn-grandchildren] [--die-on-call CODE] [--echo-env NAME] [--wire-faults] \
-[--deep-schema-tool] [--conformance] [--client-requests] [--log-and-complete]";
+[--deep-schema-tool] [--conformance] [--client-requests] [--log-and-complete] [--no-resources] [--no-subscribe]";
 
 impl FixtureOptions {
     /// Parses the fixture's flags. `args` must not include the program name.
@@ -252,6 +259,8 @@ impl FixtureOptions {
                 "--conformance" if inline.is_none() => opts.conformance = true,
                 "--client-requests" if inline.is_none() => opts.client_requests = true,
                 "--log-and-complete" if inline.is_none() => opts.log_and_complete = true,
+                "--no-resources" if inline.is_none() => opts.no_resources = true,
+                "--no-subscribe" if inline.is_none() => opts.no_subscribe = true,
                 _ => return Err(format!("unknown argument {arg:?}\n{USAGE}")),
             }
         }

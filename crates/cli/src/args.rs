@@ -84,7 +84,7 @@ pub(crate) enum Command {
     /// Run a command built from a prompt: `prompt mcp__srv__review '{"file": "x"}'`.
     Prompt {
         name: String,
-        /// Arguments as a JSON object.
+        /// Arguments: a JSON object, @FILE (read from FILE) or - (read from stdin).
         args: Option<String>,
     },
     /// Read a resource: `read SERVER URI`.
@@ -106,7 +106,7 @@ pub(crate) enum Command {
     /// Call a tool by its qualified name, e.g. `call mcp__fs__read_file '{"path": "x"}'`.
     Call {
         name: String,
-        /// Arguments as a JSON object.
+        /// Arguments: a JSON object, @FILE (read from FILE) or - (read from stdin).
         args: Option<String>,
     },
     /// Complete a prompt argument or a resource template variable (`completion/complete`):

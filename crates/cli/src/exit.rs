@@ -14,8 +14,11 @@ pub(crate) enum Exit {
     /// faulty (does not match its `outputSchema`, an image is not base64, ...; the result is
     /// printed with warnings), or the server answered with an error.
     Failed = 1,
-    /// 2: usage or config: bad arguments, an unknown server name, a config that does not parse,
-    /// tool arguments that do not match the tool's input schema (nothing was sent).
+    /// 2: usage or config: bad arguments, an unknown server name, a config that does not parse;
+    /// arguments refused before sending — tool arguments that do not match the tool's input
+    /// schema, a prompt's required argument missing, `@FILE` unreadable — and a request the
+    /// server did not declare (`read` without the `resources` capability, `subscribe` without
+    /// `resources.subscribe`). Nothing was sent.
     Usage = 2,
     /// 3: a server failed: it is not connected, timed out or dropped the connection; for the
     /// listings (`servers`, `tools`, `prompts`, `resources`, `skills`), a server failed or needs
@@ -32,8 +35,9 @@ pub(crate) enum Exit {
 
 /// The exit statuses as `--help` shows them.
 pub(crate) const TABLE: &str = "Exit status: 0 ok; 1 the tool or request failed (a tool error, \
-a faulty result, an error answer); 2 usage or config error (including tool arguments that do \
-not match the input schema); 3 a server failed (not connected, timed out; for servers, tools, \
+a faulty result, an error answer); 2 usage or config error (including arguments refused before \
+sending: not matching the input schema, a required prompt argument missing; and a request the \
+server did not declare, like `read` from a server without resources); 3 a server failed (not connected, timed out; for servers, tools, \
 prompts, resources, skills: a server failed or needs authorization); 4 refused by policy; 5 \
 not in the catalog (unknown or hidden name, changed while calling); 130 interrupted.";
 

@@ -46,6 +46,7 @@ mod commands;
 mod connect;
 mod elicit;
 mod exit;
+mod explain;
 mod output;
 mod progress;
 mod server_logs;
@@ -62,8 +63,12 @@ use args::{Cli, Command};
 use clap::Parser;
 use mcp_harness_runtime::{Config, Runtime};
 
-fn init_logs(verbose: u8) {
+/// Logs on stderr at `verbose`. At the default verbosity a command for a person (`quiet`) leaves
+/// a server's connect failures to the one line the command prints about them: rmcp's own
+/// report (Rust types, response bodies) and the runtime's retry notes show from `-v` on.
+fn init_logs(verbose: u8, quiet: bool) {
     let default = match verbose {
+        0 if quiet => "warn,rmcp=off,mcp_harness_runtime::connection::server=error",
         0 => "warn",
         1 => "info",
         2 => "debug",
@@ -102,7 +107,7 @@ impl std::io::Write for RedactedStderr {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logs(cli.verbose);
+    init_logs(cli.verbose, !matches!(cli.command, Command::Serve(_)));
     if !matches!(cli.command, Command::FixtureServer { .. })
         && let Err(e) = mcp_harness_transport::reaper::become_subreaper()
     {
@@ -402,16 +407,22 @@ async fn execute(
             match runtime.bind_step(&[]).await {
                 Ok(binding) => {
                     show(&inspect::tools(&binding, json, hidden), json);
+                    explain::note_incomplete(binding.snapshot());
                     inspect::listing_exit(binding.snapshot()).code()
                 }
-                Err(e) => fail_call(&e),
+                Err(e) => fail_call(runtime, &e),
             }
         }
         Command::Prompts => {
-            print_settled(runtime, deadline, json, |s| inspect::prompts(s, json)).await
+            let code = print_settled(runtime, deadline, json, |s| inspect::prompts(s, json)).await;
+            explain::note_incomplete(&runtime.snapshot());
+            code
         }
         Command::Resources => {
-            print_settled(runtime, deadline, json, |s| inspect::resources(s, json)).await
+            let code =
+                print_settled(runtime, deadline, json, |s| inspect::resources(s, json)).await;
+            explain::note_incomplete(&runtime.snapshot());
+            code
         }
         Command::Call { name, args } => {
             let args = match call::parse_args(args.as_deref()) {
@@ -450,7 +461,7 @@ async fn execute(
                         Exit::Ok.code()
                     }
                 }
-                Err(e) => fail_call(&e),
+                Err(e) => fail_call(runtime, &e),
             }
         }
         Command::Watch { count } => {
@@ -507,6 +518,7 @@ async fn execute(
                 &resources::skills(&runtime.search_skills(query.as_deref().unwrap_or("")), json),
                 json,
             );
+            explain::note_incomplete(&snapshot);
             inspect::listing_exit(&snapshot).code()
         }
         Command::Skill { server, name } => {
@@ -516,7 +528,7 @@ async fn execute(
                     show(&resources::loaded_skill(&skill, json), json);
                     Exit::Ok.code()
                 }
-                Err(e) => fail_call(&e),
+                Err(e) => fail_call(runtime, &e),
             }
         }
         Command::Prompt { name, args } => {
@@ -524,17 +536,23 @@ async fn execute(
                 Ok(a) => a,
                 Err(e) => return fail(&e, Exit::Usage),
             };
-            progress::settle(runtime, deadline).await;
+            let snapshot = progress::settle(runtime, deadline).await;
+            if let Err(e) = explain::check_prompt_args(&snapshot, &name, args.as_ref()) {
+                return fail(&e, Exit::Usage);
+            }
             match runtime.run_command(&name, args).await {
                 Ok(result) => {
                     show(&resources::prompt(&result, json), json);
                     Exit::Ok.code()
                 }
-                Err(e) => fail_call(&e),
+                Err(e) => explain::fail(runtime, &e, explain::Asked::Prompt),
             }
         }
         Command::Read { server, uri, out } => {
             progress::settle(runtime, deadline).await;
+            if let Err(e) = explain::check_declared(runtime, &server, explain::Needs::Resources) {
+                return fail(&e, Exit::Usage);
+            }
             match runtime.read_resource(&server, &uri).await {
                 Ok(result) => match out {
                     Some(path) => match resources::write_contents(&result, &path) {
@@ -560,14 +578,17 @@ async fn execute(
                         Exit::Ok.code()
                     }
                 },
-                Err(e) => fail_call(&e),
+                Err(e) => fail_call(runtime, &e),
             }
         }
         Command::Subscribe { server, uri, count } => {
             progress::settle(runtime, deadline).await;
+            if let Err(e) = explain::check_declared(runtime, &server, explain::Needs::Subscribe) {
+                return fail(&e, Exit::Usage);
+            }
             let mut sub = match runtime.subscribe_resource(&server, &uri).await {
                 Ok(s) => s,
-                Err(e) => return fail_call(&e),
+                Err(e) => return fail_call(runtime, &e),
             };
             let line = |event: &str, uri: &str, server: &str| {
                 serde_json::json!({
@@ -700,10 +721,7 @@ fn fail(message: &str, code: exit::Exit) -> u8 {
     code.code()
 }
 
-/// A request's error on stderr, with the exit status of its class.
-fn fail_call(error: &mcp_harness_runtime::CallError) -> u8 {
-    fail(
-        &format!("{error} [{:?} error]", error.class()),
-        exit::Exit::of(error),
-    )
+/// A request's error on stderr in words for a person ([`explain`]), with its exit status.
+fn fail_call(runtime: &Runtime, error: &mcp_harness_runtime::CallError) -> u8 {
+    explain::fail(runtime, error, explain::Asked::Tool)
 }

@@ -362,7 +362,10 @@ fn init_error(e: ClientInitializeError, stderr_tail: Option<String>) -> Transpor
     let auth_required = e.is_authorization_required();
     let message = match &e {
         ClientInitializeError::TransportError { error, context } => {
-            if !auth_required && let Some(failure) = crate::net::http_failure_in(error) {
+            if !auth_required
+                && let Some(failure) = crate::net::http_failure_in(error)
+                    .or_else(|| crate::net::http_not_found_in(error.error.as_ref()))
+            {
                 return TransportError::Unreachable {
                     url: String::new(),
                     failure,

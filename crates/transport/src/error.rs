@@ -173,6 +173,21 @@ impl TransportError {
         )
     }
 
+    /// Whether retrying the same address soon cannot help: nothing listens there (connection
+    /// refused), the host name does not resolve, the TLS handshake fails (http vs https), or no
+    /// MCP endpoint is at that path (HTTP 404/410). A first connect that fails so fails at once
+    /// instead of spending the startup budget on fast retries.
+    pub fn fails_fast(&self) -> bool {
+        use crate::net::NetFailure as F;
+        matches!(
+            self,
+            TransportError::Unreachable {
+                failure: F::Refused | F::Dns | F::Tls | F::NotFound,
+                ..
+            }
+        )
+    }
+
     /// This error with the server's `url` (as shown: no query) where it names none yet; a
     /// failed handshake then says where it was sent.
     pub fn at_url(self, url: &str) -> Self {
@@ -213,6 +228,30 @@ fn tail_suffix(tail: &Option<String>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_failures_a_retry_cannot_fix_fail_fast() {
+        use crate::net::NetFailure as F;
+        let at = |failure| TransportError::Unreachable {
+            url: "http://127.0.0.1:9/mcp".into(),
+            failure,
+        };
+        for failure in [F::Refused, F::Dns, F::Tls, F::NotFound] {
+            assert!(at(failure).fails_fast(), "{failure:?}");
+            assert!(
+                at(failure).retryable(),
+                "probed in the background: {failure:?}"
+            );
+        }
+        for failure in [F::Reset, F::TimedOut] {
+            assert!(!at(failure).fails_fast(), "{failure:?}");
+        }
+        let shown = at(F::NotFound).to_string();
+        assert!(
+            shown.contains("404") && shown.contains("check the path in `url`"),
+            "{shown}"
+        );
+    }
 
     #[test]
     fn only_5xx_and_429_are_unavailable() {

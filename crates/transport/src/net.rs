@@ -33,6 +33,11 @@ pub enum NetFailure {
     Dns,
     /// The TLS handshake failed (http vs https, or a certificate).
     Tls,
+    /// The server answered the handshake with HTTP 404 Not Found or 410 Gone: something listens
+    /// there, but no MCP endpoint at that path. Made only for the handshake
+    /// ([`http_not_found_in`]): it is an answer, not a broken connection, so it never fires a
+    /// [`Breakage`].
+    NotFound,
 }
 
 impl NetFailure {
@@ -52,6 +57,9 @@ impl NetFailure {
             NetFailure::Tls => {
                 "check the scheme of `url` (http or https) and the server's certificate"
             }
+            NetFailure::NotFound => {
+                "check the path in `url`: it must be the server's MCP endpoint (often `/mcp`)"
+            }
         }
     }
 }
@@ -64,6 +72,7 @@ impl std::fmt::Display for NetFailure {
             NetFailure::TimedOut => "connecting timed out",
             NetFailure::Dns => "the host name did not resolve",
             NetFailure::Tls => "the TLS handshake failed",
+            NetFailure::NotFound => "the server answered HTTP 404 Not Found (nothing at that path)",
         })
     }
 }
@@ -101,6 +110,24 @@ pub fn http_failure_in(err: &(dyn Error + 'static)) -> Option<NetFailure> {
     chain(err)
         .find_map(|e| e.downcast_ref::<HttpError>())
         .and_then(http_failure)
+}
+
+/// [`NetFailure::NotFound`] when a Streamable HTTP error somewhere in `err`'s chain is an answer
+/// with HTTP 404 or 410 (rmcp reports it as an unexpected response `HTTP 404 ...: <body>`, or
+/// as its `HttpStatusError`); the body (often an HTML page) is dropped.
+pub fn http_not_found_in(err: &(dyn Error + 'static)) -> Option<NetFailure> {
+    let gone = |status: u16| matches!(status, 404 | 410);
+    chain(err).find_map(|e| match e.downcast_ref::<HttpError>() {
+        Some(StreamableHttpError::HttpStatus(status)) if gone(status.status) => {
+            Some(NetFailure::NotFound)
+        }
+        Some(StreamableHttpError::UnexpectedServerResponse(text))
+            if text.starts_with("HTTP 404") || text.starts_with("HTTP 410") =>
+        {
+            Some(NetFailure::NotFound)
+        }
+        _ => None,
+    })
 }
 
 /// The HTTP status of an answer that says the server is unavailable for now (5xx or 429, which

@@ -64,8 +64,13 @@
 //! - `http_echo_per_call[_p99]`: sequential 1 KiB echo calls through the harness to the fixture
 //!   over Streamable HTTP vs the same through the harness over stdio; `http_raw_echo_per_call`:
 //!   a hand-written keep-alive HTTP/1.1 client vs hand-written JSON lines over stdio (the server
-//!   side alone); `http_client_side`: the harness over HTTP vs that raw HTTP client (`http.rs`).
+//!   side alone); `http_client_side`: the harness over HTTP vs that raw HTTP client (`http.rs`);
+//! - `cli_call_hung_sibling`: the release `mcp-harness call` of a stdio server's tool with a hung
+//!   sibling configured vs with it removed (goal ≈1.00x); `cli_refused_remote`: a `call` naming a
+//!   remote server whose port is closed, until it fails, vs a run with no server configured
+//!   (goal ≈1.00x) (`cli.rs`; the group builds the release CLI).
 
+mod cli;
 mod gateway;
 mod http;
 mod list_changed;
@@ -104,7 +109,7 @@ same run (lower is better; 1.00x = no overhead). Results also go to target/bench
   --changes K   tool-list changes per side in the list_changed bench (default 200; median, p99)
   --builds R    rounds of the snapshot-build and set_tools benches (default 200; median)
   --only G,...  run only these groups: echo, cold_start, list_changed, snapshot, http,
-                gateway
+                gateway, cli (builds the release CLI too)
                 (default all)";
 
 const DEFAULT_CALLS: usize = 2000;
@@ -121,13 +126,14 @@ const MAX_ROUNDS: usize = 15;
 const MAX_CHANGES: usize = 5_000;
 const MAX_BUILDS: usize = 100_000;
 /// The metric groups `--only` can pick, in the order they run.
-const GROUPS: [&str; 6] = [
+const GROUPS: [&str; 7] = [
     "echo",
     "cold_start",
     "list_changed",
     "snapshot",
     "http",
     "gateway",
+    "cli",
 ];
 
 /// One tool call, either side.
@@ -311,6 +317,9 @@ fn outer(options: &Options) -> ExitCode {
     if !release_self {
         build.args(["-p", "xtask", "--bin", "xtask"]);
     }
+    if options.runs("cli") {
+        build.args(["-p", "mcp-harness", "--bin", "mcp-harness"]);
+    }
     eprintln!("xtask bench: building release binaries (the first time takes minutes)...");
     match build.status() {
         Ok(s) if s.success() => {}
@@ -460,6 +469,9 @@ impl Bench {
         }
         if self.options.runs("gateway") {
             metrics.extend(self.gateway().await?);
+        }
+        if self.options.runs("cli") {
+            metrics.extend(self.cli().await?);
         }
         Ok(metrics)
     }

@@ -4,13 +4,41 @@ use mcp_harness_runtime::TaskUpdate;
 use mcp_harness_runtime::{CallError, CallOptions, Runtime, ToolResult};
 use rmcp::model::{ContentBlock, JsonObject, ProgressNotificationParam};
 
-/// Parses the arguments given on the command line: a JSON object, or nothing.
+/// Parses the arguments given on the command line: a JSON object, `@FILE` (the object read
+/// from FILE), `-` (read from stdin to its end), or nothing. An error says where the text came
+/// from and what is wrong with it; nothing has been sent then.
 pub(crate) fn parse_args(text: Option<&str>) -> Result<Option<JsonObject>, String> {
     let Some(text) = text else { return Ok(None) };
-    match serde_json::from_str::<serde_json::Value>(text) {
+    let (read, origin) = if text == "-" {
+        let mut all = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut all)
+            .map_err(|e| format!("cannot read the arguments from stdin: {e}"))?;
+        (all, "the arguments read from stdin".to_string())
+    } else if let Some(path) = text.strip_prefix('@') {
+        let all = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read the arguments from {path}: {e}; nothing was sent"))?;
+        (all, format!("the arguments in {path}"))
+    } else {
+        (text.to_string(), "the arguments".to_string())
+    };
+    match serde_json::from_str::<serde_json::Value>(&read) {
         Ok(serde_json::Value::Object(map)) => Ok(Some(map)),
-        Ok(other) => Err(format!("tool arguments must be a JSON object, not {other}")),
-        Err(e) => Err(format!("tool arguments are not valid JSON: {e}")),
+        Ok(other) => Err(format!(
+            "{origin} must be a JSON object, not {}; nothing was sent",
+            short_json(&other)
+        )),
+        Err(e) => Err(format!(
+            "{origin} are not valid JSON ({e}); nothing was sent (pass an object like '{{\"key\": \"value\"}}', @FILE or - for stdin)"
+        )),
+    }
+}
+
+/// `value` as compact JSON, cut to 60 characters.
+fn short_json(value: &serde_json::Value) -> String {
+    let text = value.to_string();
+    match text.char_indices().nth(60) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text,
     }
 }
 

@@ -272,13 +272,9 @@ pub(crate) fn prompts(snapshot: &Snapshot, as_json: bool) -> String {
             let args = p
                 .prompt
                 .arguments
-                .as_ref()
-                .map(|a| {
-                    a.iter()
-                        .map(|a| a.name.clone())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                })
+                .as_deref()
+                .filter(|a| !a.is_empty())
+                .map(crate::explain::argument_list)
                 .unwrap_or_default();
             vec![
                 p.qualified_name.clone(),

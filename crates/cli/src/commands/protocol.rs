@@ -204,7 +204,7 @@ pub(crate) async fn complete(
             }
             Exit::Ok.code()
         }
-        Err(e) => crate::fail_call(&e),
+        Err(e) => crate::fail_call(runtime, &e),
     }
 }
 
@@ -220,7 +220,7 @@ pub(crate) async fn ping(runtime: &Runtime, server: &str, json: bool) -> u8 {
             }
             Exit::Ok.code()
         }
-        Err(e) => crate::fail_call(&e),
+        Err(e) => crate::fail_call(runtime, &e),
     }
 }
 

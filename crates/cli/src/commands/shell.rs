@@ -574,6 +574,15 @@ async fn one(runtime: &Runtime, session: &mut Session, step: Step) -> u8 {
         crate::progress::settle(runtime, session.deadline).await;
         level.apply(runtime).await;
     }
+    if let Step::Call { args, .. } | Step::Prompt { args, .. } = &step
+        && args.as_deref() == Some("-")
+    {
+        // stdin is where the shell's own lines come from.
+        return crate::fail(
+            "in the shell, give the arguments on the line or as @FILE (`-` would read the shell's own input); nothing was sent",
+            Exit::Usage,
+        );
+    }
     let command = match step {
         Step::Servers => crate::Command::Servers,
         Step::Tools { hidden } => crate::Command::Tools { hidden },
@@ -602,7 +611,7 @@ async fn one(runtime: &Runtime, session: &mut Session, step: Step) -> u8 {
                     done(session.json, "restart", &server, "restarting");
                     Exit::Ok.code()
                 }
-                Err(e) => crate::fail_call(&e),
+                Err(e) => crate::fail_call(runtime, &e),
             };
         }
         Step::Enable { server } => return toggle(runtime, session, &server, true).await,

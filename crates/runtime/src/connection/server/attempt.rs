@@ -272,9 +272,10 @@ impl ServerActor {
                 }
                 _ => {}
             }
-            // A refused connection at startup fails at once: nothing listens there,
-            // and waiting through the fast attempts only delays saying so.
-            let refused_at_startup = deadline.is_some() && e.refused();
+            // A connection refused, a host that does not resolve, a failed TLS handshake or
+            // a 404 at startup fails at once: the next attempts would meet the same, and
+            // waiting through them only delays saying so (probing goes on in the background).
+            let refused_at_startup = deadline.is_some() && e.fails_fast();
             let fast = !out_of_time && !refused_at_startup;
             self.back_off(run, &message, fast, ctx);
             return;
