@@ -9,6 +9,7 @@
 //!   and a closed one is dropped from the registry.
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
 use mcp_harness_runtime::ClientProfile;
@@ -28,9 +29,13 @@ pub(crate) fn spawn(shared: &Arc<Shared>) {
     tokio::spawn(async move {
         loop {
             let Some(shared) = weak.upgrade() else { break };
-            let current = all_digests_now(&shared).await;
-            *lock(&shared.current) = current.clone();
-            tell(&shared, &current);
+            let (revision, current) = all_digests_now(&shared).await;
+            {
+                let mut held = lock(&shared.current);
+                *held = current.clone();
+                shared.current_revision.store(revision, Ordering::Release);
+            }
+            tell(&shared, revision, &current);
             drop(shared);
             if watch.changed().await.is_err() {
                 break;
@@ -40,8 +45,8 @@ pub(crate) fn spawn(shared: &Arc<Shared>) {
 }
 
 /// The digests of what a client would be listed now, per profile (`None`: the whole catalog),
-/// all from one binding.
-async fn all_digests_now(shared: &Shared) -> HashMap<Option<String>, Digests> {
+/// all from one binding; with the revision of the snapshot they were computed from.
+async fn all_digests_now(shared: &Shared) -> (u64, HashMap<Option<String>, Digests>) {
     let snapshot = shared.runtime.snapshot();
     let binding = match shared.runtime.bind_step(&[]).await {
         Ok(binding) => Some(binding),
@@ -51,11 +56,12 @@ async fn all_digests_now(shared: &Shared) -> HashMap<Option<String>, Digests> {
         }
     };
     let previous = lock(&shared.current).clone();
+    let revision = snapshot.revision;
     let mut profiles: Vec<Option<&ClientProfile>> = vec![None];
     if let Some(clients) = &shared.clients {
         profiles.extend(clients.profiles.iter().map(|p| Some(&**p)));
     }
-    profiles
+    let digests = profiles
         .into_iter()
         .map(|profile| {
             let key = profile.map(|p| p.name.clone());
@@ -79,10 +85,11 @@ async fn all_digests_now(shared: &Shared) -> HashMap<Option<String>, Digests> {
             };
             (key, digests)
         })
-        .collect()
+        .collect();
+    (revision, digests)
 }
 
-fn tell(shared: &Arc<Shared>, all: &HashMap<Option<String>, Digests>) {
+fn tell(shared: &Arc<Shared>, revision: u64, all: &HashMap<Option<String>, Digests>) {
     let mut closed = Vec::new();
     for entry in shared.sessions.iter() {
         let registered = entry.value();
@@ -96,6 +103,11 @@ fn tell(shared: &Arc<Shared>, all: &HashMap<Option<String>, Digests>) {
         let Some(current) = all.get(&key).copied() else {
             continue;
         };
+        let catch_up_to = registered.catch_up_to.swap(0, Ordering::AcqRel);
+        if catch_up_to != 0 && revision <= catch_up_to {
+            *lock(&registered.told) = current;
+            continue;
+        }
         let kinds: Vec<ListKind> = {
             let mut told = lock(&registered.told);
             let changed = [ListKind::Tools, ListKind::Prompts, ListKind::Resources]

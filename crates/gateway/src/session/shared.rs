@@ -75,6 +75,11 @@ pub(crate) struct Registered {
     pub(crate) profile: Option<Arc<ClientProfile>>,
     /// What this client was last shown or told, per kind.
     pub(crate) told: Mutex<Digests>,
+    /// The catalog revision it registered at when `told` started from digests the notifier
+    /// computed for an older revision (0: not so). The notifier's first pass at or before that
+    /// revision only catches `told` up, telling nothing: what changed before a client
+    /// registered is not news to it.
+    pub(crate) catch_up_to: AtomicU64,
 }
 
 /// What every session shares: the runtime, the options and the registry of listeners.
@@ -93,6 +98,8 @@ pub(crate) struct Shared {
     /// The digests of the latest views the notifier computed, per profile name (`None`: the
     /// whole catalog): what a new listener starts from.
     pub(crate) current: Mutex<HashMap<Option<String>, Digests>>,
+    /// The catalog revision `current` was computed for.
+    pub(crate) current_revision: AtomicU64,
     /// How many sessions subscribe to each (server, URI): upstream holds one subscription.
     subscribed: Mutex<HashMap<(String, String), usize>>,
     /// The latest distinct tool views, newest last (at most [`REMEMBERED_VIEWS`]).
@@ -122,6 +129,7 @@ impl Shared {
             closed: AtomicU64::new(0),
             clients,
             current: Mutex::new(HashMap::new()),
+            current_revision: AtomicU64::new(0),
             subscribed: Mutex::new(HashMap::new()),
             views: Mutex::new(std::collections::VecDeque::new()),
         }
@@ -161,13 +169,20 @@ impl Shared {
             return;
         }
         let key = profile.as_ref().map(|p| p.name.clone());
-        let told = lock(&self.current).get(&key).copied().unwrap_or_default();
+        let now = self.runtime.snapshot().revision;
+        let (told, computed_for) = {
+            let current = lock(&self.current);
+            let told = current.get(&key).copied().unwrap_or_default();
+            (told, self.current_revision.load(Ordering::Acquire))
+        };
+        let catch_up_to = if computed_for < now { now } else { 0 };
         self.sessions.insert(
             id,
             Registered {
                 listener,
                 profile,
                 told: Mutex::new(told),
+                catch_up_to: AtomicU64::new(catch_up_to),
             },
         );
     }
