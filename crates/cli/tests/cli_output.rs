@@ -7,21 +7,13 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_mcp-harness")
-}
+mod common;
 
+use common::bin;
+
+/// A fresh folder for one test (`common::temp_home`).
 fn temp_dir(tag: &str) -> PathBuf {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let dir = std::env::temp_dir().join(format!(
-        "mcp-harness-output-{tag}-{}-{nanos}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
+    common::temp_home("output", tag)
 }
 
 fn write_config(dir: &Path, servers: serde_json::Value) -> String {
