@@ -21,7 +21,7 @@ use aws_lc_rs::rand::SystemRandom;
 use aws_lc_rs::rsa::KeySize;
 use aws_lc_rs::signature::{self, EcdsaKeyPair, KeyPair as _};
 use base64::Engine as _;
-use common::gateway::http;
+use common::gateway::{EventStream, http};
 use common::{bin, pids_with, temp_home};
 use serde_json::{Value, json};
 
@@ -651,46 +651,6 @@ fn jwt_access_tokens_are_checked_against_jwks_issuer_audience_expiry_and_scope()
     assert_eq!(wait_gone(&marker), Vec::<u32>::new(), "upstreams left");
 }
 
-/// A GET stream of a session: the JSON-RPC notifications it carries, read line by line.
-struct Stream {
-    reader: BufReader<std::net::TcpStream>,
-}
-
-impl Stream {
-    fn open(addr: &str, token: &str, session: &str) -> Self {
-        let mut stream = std::net::TcpStream::connect(addr).expect("connect");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(20)))
-            .expect("timeout");
-        write!(
-            stream,
-            "GET /mcp HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\nAuthorization: Bearer {token}\r\nMcp-Session-Id: {session}\r\nMcp-Protocol-Version: 2025-11-25\r\n\r\n"
-        )
-        .expect("send");
-        Self {
-            reader: BufReader::new(stream),
-        }
-    }
-
-    /// The method of the next notification (bounded by the read timeout).
-    fn next_method(&mut self) -> Option<String> {
-        let mut line = String::new();
-        for _ in 0..1000 {
-            line.clear();
-            if self.reader.read_line(&mut line).unwrap_or(0) == 0 {
-                return None;
-            }
-            if let Some(data) = line.trim().strip_prefix("data:")
-                && let Ok(v) = serde_json::from_str::<Value>(data.trim())
-                && let Some(method) = v["method"].as_str()
-            {
-                return Some(method.to_string());
-            }
-        }
-        None
-    }
-}
-
 /// `list_changed` follows each client's own view: a tool its profile hides is added and only
 /// the client that sees it is told; then a resource both see is added and both are told.
 #[test]
@@ -722,9 +682,16 @@ fn list_changed_reaches_only_the_clients_whose_view_changed() {
         narrow.open().expect("narrow session");
         full.names("tools/list", "tools", "name");
         narrow.names("tools/list", "tools", "name");
-        let mut full_stream = Stream::open(&addr, FULL_TOKEN, full.session.as_deref().expect("id"));
-        let mut narrow_stream =
-            Stream::open(&addr, NARROW_TOKEN, narrow.session.as_deref().expect("id"));
+        let mut full_stream = EventStream::open(
+            &addr,
+            &format!("Bearer {FULL_TOKEN}"),
+            full.session.as_deref().expect("id"),
+        );
+        let mut narrow_stream = EventStream::open(
+            &addr,
+            &format!("Bearer {NARROW_TOKEN}"),
+            narrow.session.as_deref().expect("id"),
+        );
 
         let added = full.request(
             "tools/call",

@@ -10,12 +10,11 @@
 
 mod common;
 
-use std::io::{BufRead as _, BufReader, Write as _};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::gateway::{free_addr, http};
+use common::gateway::{EventStream, free_addr, http};
 use common::{bin, pids_with, temp_home};
 use rmcp::model::{Skill, SkillResources};
 use serde_json::{Value, json};
@@ -107,47 +106,6 @@ impl<'a> Client<'a> {
             json!({"name": format!("mcp__{server}__skill_reads"), "arguments": {}}),
         );
         called["result"]["structuredContent"].clone()
-    }
-}
-
-/// A GET stream of a session: the methods of the notifications it carries.
-struct Stream {
-    reader: BufReader<std::net::TcpStream>,
-}
-
-impl Stream {
-    fn open(client: &Client<'_>) -> Self {
-        let mut stream = std::net::TcpStream::connect(client.addr).expect("connect");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(20)))
-            .expect("timeout");
-        write!(
-            stream,
-            "GET /mcp HTTP/1.1\r\nHost: {}\r\nAccept: text/event-stream\r\nAuthorization: {}\r\nMcp-Session-Id: {}\r\nMcp-Protocol-Version: 2025-11-25\r\n\r\n",
-            client.addr, client.token, client.session
-        )
-        .expect("send");
-        Self {
-            reader: BufReader::new(stream),
-        }
-    }
-
-    /// The method of the next notification (bounded by the read timeout and a line count).
-    fn next_method(&mut self) -> Option<String> {
-        let mut line = String::new();
-        for _ in 0..1000 {
-            line.clear();
-            if self.reader.read_line(&mut line).unwrap_or(0) == 0 {
-                return None;
-            }
-            if let Some(data) = line.trim().strip_prefix("data:")
-                && let Ok(v) = serde_json::from_str::<Value>(data.trim())
-                && let Some(method) = v["method"].as_str()
-            {
-                return Some(method.to_string());
-            }
-        }
-        None
     }
 }
 
@@ -347,8 +305,8 @@ fn skills_are_served_under_server_uris_routed_to_their_owner_and_hidden_per_prof
     // notification is the tool `fx` adds afterwards, which both see.
     full.request("resources/list", json!({}));
     narrow.request("resources/list", json!({}));
-    let mut full_stream = Stream::open(&full);
-    let mut narrow_stream = Stream::open(&narrow);
+    let mut full_stream = EventStream::open(full.addr, &full.token, &full.session);
+    let mut narrow_stream = EventStream::open(narrow.addr, &narrow.token, &narrow.session);
     let added = full.request(
         "tools/call",
         json!({"name": "mcp__sk__add_skill", "arguments": {"name": "new-skill", "description": "Added now"}}),

@@ -220,3 +220,46 @@ impl Drop for Served {
         }
     }
 }
+
+/// A session's GET stream (`Accept: text/event-stream`, protocol 2025-11-25): the methods of the
+/// notifications it carries, each read bounded by a 20 s read timeout and a line count.
+pub(crate) struct EventStream {
+    reader: std::io::BufReader<std::net::TcpStream>,
+}
+
+impl EventStream {
+    /// Opens the stream of `session` with `authorization` (the whole header value).
+    pub(crate) fn open(addr: &str, authorization: &str, session: &str) -> Self {
+        let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .expect("timeout");
+        write!(
+            stream,
+            "GET /mcp HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\nAuthorization: {authorization}\r\nMcp-Session-Id: {session}\r\nMcp-Protocol-Version: 2025-11-25\r\n\r\n"
+        )
+        .expect("send");
+        Self {
+            reader: std::io::BufReader::new(stream),
+        }
+    }
+
+    /// The method of the next notification; `None` when the stream ended or timed out.
+    pub(crate) fn next_method(&mut self) -> Option<String> {
+        use std::io::BufRead as _;
+        let mut line = String::new();
+        for _ in 0..1000 {
+            line.clear();
+            if self.reader.read_line(&mut line).unwrap_or(0) == 0 {
+                return None;
+            }
+            if let Some(data) = line.trim().strip_prefix("data:")
+                && let Ok(v) = serde_json::from_str::<serde_json::Value>(data.trim())
+                && let Some(method) = v["method"].as_str()
+            {
+                return Some(method.to_string());
+            }
+        }
+        None
+    }
+}
