@@ -29,7 +29,7 @@ mod snapshot;
 mod parser_props;
 
 pub use builder::{DEFAULT_APPROVAL_TIMEOUT, RuntimeBuilder};
-pub use call::binding::{CallOptions, PreparedCall, StepBinding, ToolResult};
+pub use call::binding::{CallOptions, CallReply, HandBack, PreparedCall, StepBinding, ToolResult};
 pub use call::frozen::{BoundTool, SEARCH_TOOL};
 pub use call::output::READ_OUTPUT_TOOL;
 pub use call::result::{NormalizedResult, ResultWarning, WarningKind};

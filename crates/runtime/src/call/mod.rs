@@ -2,7 +2,9 @@
 //!
 //! - [`binding`]: a [`binding::StepBinding`] freezes the tools the model sees; a
 //!   [`binding::PreparedCall`] validates, asks permission and checks under the revision gate
-//!   that its tool is unchanged on the same connection just before sending;
+//!   that its tool is unchanged on the same connection just before sending, then follows the
+//!   call's further rounds (`binding::rounds`) or hands them back to a caller that asked
+//!   ([`binding::HandBack`], a gateway passing tasks and `input_required` through);
 //! - [`validate`]: arguments are checked against the exact input schema the model saw, compiled
 //!   once per tool, with no network access ever (remote `$ref`s are never fetched);
 //! - [`result`]: a `CallToolResult` becomes a [`result::NormalizedResult`] whose content blocks,

@@ -13,6 +13,11 @@
 //! - the arguments are validated against the input schema the binding showed, and permission
 //!   is decided before the check: deny, cancel or an approval timeout never send `tools/call`.
 
+mod reply;
+mod rounds;
+
+pub use self::reply::{CallReply, HandBack};
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -26,12 +31,12 @@ use rmcp::service::PeerRequestOptions;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use self::rounds::{Further, FurtherRounds};
 use super::context::CallContext;
 use super::frozen::{
     AUTHENTICATE_TOOL, BoundTool, Frozen, READ_OUTPUT_TOOL, SEARCH_TOOL, SearchState, bound,
     hidden_name,
 };
-use crate::call::mrtr::{MAX_ROUNDS, next_round};
 use crate::call::result::{NormalizedResult, normalize, normalize_with};
 use crate::call::validate::{ArgumentValidator, drop_null_optionals};
 use crate::error::CallError;
@@ -234,6 +239,9 @@ pub struct CallOptions {
     /// A W3C `traceparent` sent to the server in the request's `_meta` (SEP-414), so its
     /// spans join the caller's trace.
     pub traceparent: Option<String>,
+    /// Non-final answers handed back instead of followed (a gateway passing tasks and
+    /// `input_required` rounds through); only [`PreparedCall::call_reply`] honours it.
+    pub hand_back: HandBack,
 }
 
 /// The outcome of a call that was sent and answered.
@@ -252,18 +260,6 @@ pub struct ToolResult {
     pub normalized: NormalizedResult,
     /// Set when the result was over the output budget and stored (R31).
     pub output_handle: Option<String>,
-}
-
-/// What [`PreparedCall::further_rounds`] needs of the call it continues.
-struct FurtherRounds<'a> {
-    entry: &'a ToolEntry,
-    client: &'a ServerClient,
-    timeout: Duration,
-    /// The first request, when its protocol has further rounds.
-    retry: Option<CallToolRequestParams>,
-    task_augmented: bool,
-    cancel: Option<CancellationToken>,
-    task_status: Option<tokio::sync::mpsc::UnboundedSender<crate::call::tasks::TaskUpdate>>,
 }
 
 impl ToolResult {
@@ -293,6 +289,15 @@ impl PreparedCall {
         }
     }
 
+    /// The server that runs the call (`mcp-harness` for built-in tools).
+    fn server_name(&self) -> &str {
+        match &self.target {
+            Target::Server { entry, .. } => &entry.server,
+            Target::Authenticate { server, .. } => server,
+            Target::Builtin(_) => "mcp-harness",
+        }
+    }
+
     /// The catalog revision this call is bound to.
     pub fn revision(&self) -> u64 {
         self.published.snapshot.revision
@@ -310,16 +315,40 @@ impl PreparedCall {
     }
 
     /// Validates, asks permission, checks staleness under the gate, sends, awaits the answer
-    /// (with progress, cancellation and timeout), normalises and applies the output budget.
+    /// (with progress, cancellation and timeout, following every further round: input
+    /// requests, tasks), normalises and applies the output budget. `options.hand_back` is
+    /// ignored here: see [`Self::call_reply`].
     pub async fn call_with(
         &self,
         arguments: Option<JsonObject>,
-        options: CallOptions,
+        mut options: CallOptions,
     ) -> Result<ToolResult, CallError> {
+        options.hand_back = HandBack::default();
+        match self.call_reply(arguments, options).await? {
+            CallReply::Done(result) => Ok(result),
+            // Unreachable with nothing to hand back; said, not panicked, should it ever happen.
+            CallReply::Task(_) | CallReply::InputRequired(_) => Err(CallError::Protocol {
+                upstream: None,
+                server: self.server_name().to_string(),
+                tool: self.name().to_string(),
+                message: "a non-final answer was handed back unasked (a harness bug)".into(),
+            }),
+        }
+    }
+
+    /// As [`Self::call_with`], but a task or an `input_required` answer of a kind named in
+    /// `options.hand_back` is returned untouched instead of followed.
+    pub async fn call_reply(
+        &self,
+        arguments: Option<JsonObject>,
+        options: CallOptions,
+    ) -> Result<CallReply, CallError> {
         let args = arguments.unwrap_or_default();
         match &self.target {
-            Target::Builtin(which) => self.call_builtin(*which, &args),
-            Target::Authenticate { server, reason, .. } => Ok(self.authenticate(server, reason)),
+            Target::Builtin(which) => self.call_builtin(*which, &args).map(CallReply::Done),
+            Target::Authenticate { server, reason, .. } => {
+                Ok(CallReply::Done(self.authenticate(server, reason)))
+            }
             Target::Server {
                 entry,
                 client,
@@ -338,7 +367,7 @@ impl PreparedCall {
         validator: &ArgumentValidator,
         args: JsonObject,
         options: CallOptions,
-    ) -> Result<ToolResult, CallError> {
+    ) -> Result<CallReply, CallError> {
         let args = drop_null_optionals(&entry.tool.input_schema, args);
         let args = validator
             .validated(args)
@@ -469,8 +498,19 @@ impl PreparedCall {
                     task_augmented,
                     cancel: options.cancel,
                     task_status: options.task_status,
+                    hand_back: options.hand_back,
                 };
-                Box::pin(self.further_rounds(other, rest, &classify)).await?
+                match Box::pin(self.further_rounds(other, rest, &classify)).await? {
+                    Further::Result(result) => result,
+                    Further::HandedBack(reply) => {
+                        if let Some(mut route) = route {
+                            route
+                                .settle(client.wire.take_progress_seen(&progress_token))
+                                .await;
+                        }
+                        return Ok(reply);
+                    }
+                }
             }
         };
         // rmcp hands each notification to a task of its own but the response straight to us, so
@@ -495,128 +535,14 @@ impl PreparedCall {
             self.ctx.output_budget_for(&entry.tool),
         );
         let output_handle = spilled.handle().map(|h| h.to_string());
-        Ok(ToolResult {
+        Ok(CallReply::Done(ToolResult {
             server: entry.server.clone(),
             tool: entry.raw_name.clone(),
             revision: self.revision(),
             result,
             normalized: spilled.into_result(),
             output_handle,
-        })
-    }
-
-    /// Everything after a first answer that is not the tool's result: SEP-2322 input rounds and
-    /// tasks (SEP-1686 / SEP-2663). Kept out of [`Self::call_server`] (and boxed there), so the
-    /// future of an ordinary call carries none of it.
-    async fn further_rounds(
-        &self,
-        first: ServerResult,
-        rest: FurtherRounds<'_>,
-        classify: &(impl Fn(rmcp::ServiceError) -> CallError + Sync),
-    ) -> Result<CallToolResult, CallError> {
-        let FurtherRounds {
-            entry,
-            client,
-            timeout,
-            ref retry,
-            task_augmented,
-            ..
-        } = rest;
-        let mut response = first;
-        // SEP-2322: a server may ask for input and answer a later round; each round is a new
-        // request carrying the answers and the server's opaque state.
-        let mut state_only_rounds = 0;
-        let mut rounds = 0;
-        let result = loop {
-            match response {
-                ServerResult::CallToolResult(r) => break r,
-                ServerResult::InputRequiredResult(needed) if rounds < MAX_ROUNDS => {
-                    let Some(first) = retry else {
-                        let version = client
-                            .peer
-                            .peer_info()
-                            .map(|i| i.protocol_version.to_string())
-                            .unwrap_or_default();
-                        return Err(CallError::Protocol {
-                            upstream: None,
-                            server: entry.server.clone(),
-                            tool: entry.raw_name.clone(),
-                            message: format!(
-                                "the server asked for more input (`input_required`, SEP-2322), \
-                                 which the session's protocol version {version} does not have"
-                            ),
-                        });
-                    };
-                    rounds += 1;
-                    let (answers, state) = next_round(
-                        &entry.server,
-                        self.ctx.callbacks.as_ref(),
-                        needed,
-                        &mut state_only_rounds,
-                    )
-                    .await
-                    .map_err(|message| CallError::Protocol {
-                        upstream: None,
-                        server: entry.server.clone(),
-                        tool: entry.raw_name.clone(),
-                        message,
-                    })?;
-                    let mut again = first.clone();
-                    again.input_responses = answers;
-                    again.request_state = state;
-                    let request =
-                        ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(again));
-                    response = client
-                        .peer
-                        .send_request_with_option(
-                            request,
-                            PeerRequestOptions::with_timeout(timeout),
-                        )
-                        .await
-                        .map_err(classify)?
-                        .await_response()
-                        .await
-                        .map_err(classify)?;
-                }
-                ServerResult::CreateTaskResult(created) => {
-                    let call = self.task_call(&rest);
-                    break crate::call::tasks::follow(created, call).await?;
-                }
-                ServerResult::CustomResult(created) if task_augmented => {
-                    let call = self.task_call(&rest);
-                    break crate::call::task_augmented::follow(created.0, call).await?;
-                }
-                ServerResult::InputRequiredResult(_) => {
-                    return Err(CallError::Protocol {
-                        upstream: None,
-                        server: entry.server.clone(),
-                        tool: entry.raw_name.clone(),
-                        message: format!("the server still needed input after {MAX_ROUNDS} rounds"),
-                    });
-                }
-                other => {
-                    return Err(crate::error::unexpected(
-                        &entry.server,
-                        &entry.raw_name,
-                        &other,
-                    ));
-                }
-            }
-        };
-        Ok(result)
-    }
-
-    /// What following a task of this call needs.
-    fn task_call<'a>(&'a self, rest: &FurtherRounds<'a>) -> crate::call::tasks::TaskCall<'a> {
-        crate::call::tasks::TaskCall {
-            server: &rest.entry.server,
-            tool: &rest.entry.raw_name,
-            peer: &rest.client.peer,
-            timeout: rest.timeout,
-            cancel: rest.cancel.clone(),
-            status: rest.task_status.clone(),
-            callbacks: self.ctx.callbacks.as_ref(),
-        }
+        }))
     }
 
     /// Refuses the call unless the current catalog has the same tool, with the same definition,
