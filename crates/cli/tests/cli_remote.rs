@@ -2,7 +2,7 @@
 //! readable line — the URL and what to check, no Rust type names, no HTML body, no note about
 //! retrying for the whole startup budget — and exit status 3; `-v` adds the details. Against
 //! loopback only: a closed port, `https://` to a plain-HTTP listener (TLS failure), a listener
-//! answering 404 with an HTML page, and a `.invalid` host when this machine fails to resolve it
+//! answering 404 with an HTML page (both for Streamable HTTP and legacy SSE), and a `.invalid` host when this machine fails to resolve it
 //! (checked first). How fast this is goes into `cargo xtask bench --only cli`, not here.
 
 use std::io::{Read, Write};
@@ -20,10 +20,10 @@ fn temp_dir(tag: &str) -> PathBuf {
     common::temp_home("remote", tag)
 }
 
-/// A config with one HTTP server `r` at `url`.
-fn config(dir: &Path, url: &str) -> String {
+/// A config with one remote server `r` of transport `kind` (`http` or `sse`) at `url`.
+fn config(dir: &Path, kind: &str, url: &str) -> String {
     let path = dir.join("mcp.json");
-    let config = serde_json::json!({"mcpServers": {"r": {"type": "http", "url": url}}});
+    let config = serde_json::json!({"mcpServers": {"r": {"type": kind, "url": url}}});
     std::fs::write(&path, config.to_string()).expect("write config");
     path.to_string_lossy().into_owned()
 }
@@ -94,10 +94,15 @@ const NOT_FOUND: &str = "HTTP/1.1 404 Not Found\r\ncontent-type: text/html\r\nco
 const PLAIN_HTTP: &str =
     "HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
 
-/// `call` through a server at `url` fails with one line naming `url` and `check`, exit 3;
-/// `-v` shows more.
+/// `call` through a Streamable HTTP server at `url` fails with one line naming `url` and
+/// `check`, exit 3; `-v` shows more.
 fn fails_readably(dir: &Path, url: &str, check: &str) {
-    let c = config(dir, url);
+    fails_readably_over(dir, "http", url, check);
+}
+
+/// [`fails_readably`] for a server of transport `kind`.
+fn fails_readably_over(dir: &Path, kind: &str, url: &str, check: &str) {
+    let c = config(dir, kind, url);
     let (code, out, err) = run(&["call", "mcp__r__anything", "--config", &c]);
     assert_eq!(code, 3, "{url}: a server failed\n{out}{err}");
     assert_eq!(err.lines().count(), 1, "{url}: one line\n{err}");
@@ -156,6 +161,18 @@ fn a_404_says_check_the_path_without_the_page() {
     let url = format!("http://127.0.0.1:{}/wrong-path", answering(NOT_FOUND));
     fails_readably(&dir, &url, "404");
     fails_readably(&dir, &url, "check the path in `url`");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The legacy HTTP+SSE transport fails as fast and as readably: nothing listening, and a 404
+/// on the event stream's GET.
+#[test]
+fn a_legacy_sse_server_that_is_not_there_fails_at_once() {
+    let dir = temp_dir("sse");
+    let url = format!("http://127.0.0.1:{}/sse", closed_port());
+    fails_readably_over(&dir, "sse", &url, "connection refused");
+    let url = format!("http://127.0.0.1:{}/sse", answering(NOT_FOUND));
+    fails_readably_over(&dir, "sse", &url, "check the path in `url`");
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -58,7 +58,7 @@ impl NetFailure {
                 "check the scheme of `url` (http or https) and the server's certificate"
             }
             NetFailure::NotFound => {
-                "check the path in `url`: it must be the server's MCP endpoint (often `/mcp`)"
+                "check the path in `url`: it must be the server's MCP endpoint (often `/mcp`; `/sse` for a legacy HTTP+SSE server)"
             }
         }
     }

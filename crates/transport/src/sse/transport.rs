@@ -21,6 +21,7 @@ use crate::endpoint::shown;
 use crate::error::TransportError;
 use crate::inbound::Inbound;
 use crate::net::describe_request as describe;
+use crate::net::{NetFailure, net_failure};
 
 /// How many times in a row a dropped event stream is re-opened before the session ends.
 pub(super) const MAX_RECONNECTS: u32 = 5;
@@ -58,7 +59,11 @@ type ByteStream = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
 
 /// Why the event stream could not be opened.
 enum OpenError {
-    Request(String),
+    /// The request failed; `failure` when that was the connection itself (refused, DNS, TLS).
+    Request {
+        message: String,
+        failure: Option<NetFailure>,
+    },
     Auth(StatusCode),
     Status(StatusCode),
     NotEventStream(String),
@@ -68,7 +73,21 @@ impl OpenError {
     fn into_transport_error(self, url: &Url) -> TransportError {
         let url = shown(url);
         let (message, auth_required) = match self {
-            OpenError::Request(e) => (
+            // Nothing there to open a stream on: retrying soon cannot help, so it fails fast
+            // (`TransportError::fails_fast`), as Streamable HTTP does.
+            OpenError::Request {
+                failure: Some(failure @ (NetFailure::Refused | NetFailure::Dns | NetFailure::Tls)),
+                ..
+            } => {
+                return TransportError::Unreachable { url, failure };
+            }
+            OpenError::Status(status) if matches!(status.as_u16(), 404 | 410) => {
+                return TransportError::Unreachable {
+                    url,
+                    failure: NetFailure::NotFound,
+                };
+            }
+            OpenError::Request { message: e, .. } => (
                 format!("could not open the SSE stream at {url}: {e}"),
                 false,
             ),
@@ -119,10 +138,10 @@ async fn get_stream(
     if let Some(id) = last_event_id {
         request = request.header("Last-Event-ID", id);
     }
-    let response = request
-        .send()
-        .await
-        .map_err(|e| OpenError::Request(describe(&e)))?;
+    let response = request.send().await.map_err(|e| OpenError::Request {
+        message: describe(&e),
+        failure: net_failure(&e),
+    })?;
     let status = response.status();
     if matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
         return Err(OpenError::Auth(status));
