@@ -234,6 +234,8 @@ pub struct CallOptions {
     /// A W3C `traceparent` sent to the server in the request's `_meta` (SEP-414), so its
     /// spans join the caller's trace.
     pub traceparent: Option<String>,
+    /// The W3C `tracestate` sent alongside [`traceparent`](Self::traceparent) (only with it).
+    pub tracestate: Option<String>,
 }
 
 /// The outcome of a call that was sent and answered.
@@ -374,6 +376,9 @@ impl PreparedCall {
         }
         if let Some(traceparent) = &options.traceparent {
             rmcp::model::RequestParamsMeta::set_traceparent(&mut params, traceparent);
+            if let Some(tracestate) = &options.tracestate {
+                rmcp::model::RequestParamsMeta::set_tracestate(&mut params, tracestate);
+            }
         }
         // SEP-1686: a tool that requires a task is called with one (never plainly).
         let task_augmented = client.wire.requires_task(&entry.raw_name);
