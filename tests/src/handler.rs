@@ -382,13 +382,7 @@ impl ServerHandler for FixtureServer {
         let result = match name {
             "echo" => {
                 let mut result = text_result(args.string("message")?);
-                // The trace context the caller sent on (SEP-414), so a gateway test can see
-                // that its upstream span reached the server.
-                if let Some(traceparent) = context.meta.get_traceparent() {
-                    let mut meta = rmcp::model::JsonObject::new();
-                    meta.insert("fixture/traceparent".into(), json!(traceparent));
-                    result.meta = Some(rmcp::model::MetaObject(meta));
-                }
+                result.meta = trace_meta(&context.meta);
                 result
             }
             "add" => {
@@ -529,7 +523,7 @@ impl ServerHandler for FixtureServer {
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
         let text = if request.name == "greeting" {
             let arguments = request.arguments.unwrap_or_default();
@@ -543,7 +537,9 @@ impl ServerHandler for FixtureServer {
                 None,
             ));
         };
-        Ok(GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)]).into())
+        let mut result = GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)]);
+        result.meta = trace_meta(&context.meta);
+        Ok(result.into())
     }
 
     async fn list_resources(
@@ -594,7 +590,7 @@ impl ServerHandler for FixtureServer {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let uri = request.uri;
         if let Some(result) = self.read_skill_file(&uri) {
@@ -611,7 +607,9 @@ impl ServerHandler for FixtureServer {
                 ));
             }
         };
-        Ok(ReadResourceResult::new(vec![ResourceContents::text(text, uri)]).into())
+        let mut result = ReadResourceResult::new(vec![ResourceContents::text(text, uri)]);
+        result.meta = trace_meta(&context.meta);
+        Ok(result.into())
     }
 
     async fn list_skills(
@@ -684,4 +682,17 @@ impl ServerHandler for FixtureServer {
         context.cancelled().await;
         Ok(())
     }
+}
+
+/// The trace context (SEP-414) a request carried, as `fixture/traceparent` and
+/// `fixture/tracestate` for its result's `_meta`, so a gateway test can see that its upstream
+/// span reached the server; `None` when the request carried none.
+fn trace_meta(meta: &rmcp::model::RequestMetaObject) -> Option<rmcp::model::MetaObject> {
+    let traceparent = meta.get_traceparent()?;
+    let mut out = rmcp::model::JsonObject::new();
+    out.insert("fixture/traceparent".into(), json!(traceparent));
+    if let Some(tracestate) = meta.get_tracestate() {
+        out.insert("fixture/tracestate".into(), json!(tracestate));
+    }
+    Some(rmcp::model::MetaObject(out))
 }

@@ -34,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::{Clients, Identity, Refusal, origin};
 use crate::drain::{self, Drain};
 use crate::session::{Session, Shared};
+use crate::traced::Traced;
 
 /// Why serving failed.
 #[derive(Debug, thiserror::Error)]
@@ -222,8 +223,14 @@ pub(crate) async fn serve(
         TRIM_TICK,
         stop.clone(),
     ));
-    let service =
-        StreamableHttpService::new(move || Ok(Session::new(shared.clone())), sessions, config);
+    let service = StreamableHttpService::new(
+        move || {
+            let tracer = shared.tracer.clone();
+            Ok(Traced::new(Session::new(shared.clone()), tracer))
+        },
+        sessions,
+        config,
+    );
     let router = axum::Router::new()
         .nest_service("/mcp", service)
         .layer(axum::middleware::from_fn_with_state(

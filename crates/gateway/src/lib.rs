@@ -25,9 +25,11 @@ mod notify;
 mod ops;
 mod sealed;
 mod session;
+mod spans;
 mod stdio;
 mod sync;
 mod trace;
+mod traced;
 
 use std::sync::Arc;
 

@@ -11,6 +11,7 @@ use rmcp::ServiceExt as _;
 
 use crate::ServeError;
 use crate::session::{Session, Shared};
+use crate::traced::Traced;
 
 pub(crate) async fn serve(shared: Arc<Shared>) -> Result<(), ServeError> {
     serve_io(shared, stdin(), stdout()).await
@@ -21,7 +22,8 @@ where
     R: tokio::io::AsyncRead + Send + Unpin + 'static,
     W: tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
-    let running = Session::new(shared)
+    let tracer = shared.tracer.clone();
+    let running = Traced::new(Session::new(shared), tracer)
         .serve((read, write))
         .await
         .map_err(|e| ServeError::Initialize(e.to_string()))?;

@@ -1,8 +1,8 @@
-//! OpenTelemetry traces of the calls the gateway serves: a server span per `tools/call`
-//! continued from the client's W3C trace context (`_meta.traceparent`, else the HTTP
-//! `traceparent` header), a client span per upstream call (its `traceparent` sent on in the
-//! upstream request's `_meta`), exported over OTLP/HTTP with JSON bodies when the standard
-//! `OTEL_*` environment variables name an endpoint.
+//! OpenTelemetry traces: the W3C trace context a request continues (`_meta.traceparent` with
+//! `_meta.tracestate`, else the HTTP `traceparent` / `tracestate` headers), spans, and their
+//! export over OTLP/HTTP with JSON bodies when the standard `OTEL_*` environment variables name
+//! an endpoint. Which spans the gateway records, and how they are named, is
+//! [`crate::spans`]' and [`crate::traced`]'s business.
 //!
 //! Invariants:
 //! - without a configured endpoint there is no [`Tracer`]: nothing is recorded, queued or sent;
@@ -10,9 +10,9 @@
 //!   bounded queue that one task drains in batches; when the queue is full or an export fails,
 //!   the spans are dropped and counted (`mcp_harness_trace_spans_dropped_total`), never retried
 //!   into unbounded memory;
-//! - a span carries names, the client's profile, outcomes and times only: never arguments,
-//!   results, tokens, header values or session ids; the export's own headers (collector
-//!   credentials) are never logged.
+//! - a span carries names, URIs, ids, the client's profile, outcomes, times and the trace's
+//!   well-formed `tracestate` only: never arguments, results, tokens, other header values or
+//!   raw session ids; the export's own headers (collector credentials) are never logged.
 
 use std::fmt;
 use std::sync::Arc;
@@ -268,21 +268,120 @@ impl TraceContext {
     }
 }
 
-/// The trace context a request continues: its `_meta.traceparent`, else its HTTP
-/// `traceparent` header; `None` when neither is there or well-formed.
+/// W3C `tracestate`: vendor entries that travel with a trace, passed on unchanged. Holds only
+/// a well-formed value (at most [`TraceState::MAX_MEMBERS`] list members and
+/// [`TraceState::MAX_LEN`] characters, each key and value as the W3C grammar allows, no key
+/// twice); anything else is dropped, never trusted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TraceState(Arc<str>);
+
+impl TraceState {
+    /// At most this many list members.
+    pub(crate) const MAX_MEMBERS: usize = 32;
+    /// At most this many characters (the length W3C asks every platform to pass on).
+    pub(crate) const MAX_LEN: usize = 512;
+
+    /// The value with optional whitespace around members removed, or `None` when it is
+    /// malformed, too long, has too many members, repeats a key, or holds no member.
+    pub(crate) fn parse(value: &str) -> Option<Self> {
+        if value.len() > Self::MAX_LEN * 2 {
+            return None;
+        }
+        let mut members: Vec<&str> = Vec::new();
+        for member in value.split(',') {
+            let member = member.trim_matches([' ', '\t']);
+            if member.is_empty() {
+                continue;
+            }
+            let (key, val) = member.split_once('=')?;
+            if !valid_key(key) || !valid_value(val) {
+                return None;
+            }
+            if members.len() == Self::MAX_MEMBERS
+                || members
+                    .iter()
+                    .any(|m| m.split_once('=').map(|(k, _)| k) == Some(key))
+            {
+                return None;
+            }
+            members.push(member);
+        }
+        let joined = members.join(",");
+        (!joined.is_empty() && joined.len() <= Self::MAX_LEN).then(|| Self(joined.into()))
+    }
+
+    /// The value, as it goes on.
+    pub(crate) fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A `tracestate` key: `lcalpha *255(keychar)`, or `tenant@system` (`(lcalpha / DIGIT)
+/// *240(keychar) "@" lcalpha *13(keychar)`).
+fn valid_key(key: &str) -> bool {
+    let keychar = |b: u8| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_' | b'-' | b'*' | b'/');
+    let part = |s: &str, max: usize, digit_first: bool| {
+        let bytes = s.as_bytes();
+        !bytes.is_empty()
+            && bytes.len() <= max
+            && (bytes[0].is_ascii_lowercase() || (digit_first && bytes[0].is_ascii_digit()))
+            && bytes.iter().all(|b| keychar(*b))
+    };
+    match key.split_once('@') {
+        None => part(key, 256, false),
+        Some((tenant, system)) => part(tenant, 241, true) && part(system, 14, false),
+    }
+}
+
+/// A `tracestate` value: 1 to 256 printable ASCII characters but `,` and `=`, not ending in a
+/// space.
+fn valid_value(value: &str) -> bool {
+    !value.is_empty()
+        && value.len() <= 256
+        && !value.ends_with(' ')
+        && value
+            .bytes()
+            .all(|b| (0x20..=0x7e).contains(&b) && b != b',' && b != b'=')
+}
+
+/// What a span continues: the W3C trace context and the `tracestate` that came with it.
+#[derive(Debug, Clone)]
+pub(crate) struct Parent {
+    pub(crate) context: TraceContext,
+    pub(crate) state: Option<TraceState>,
+}
+
+/// The trace context a request continues: its `_meta.traceparent` (with `_meta.tracestate`),
+/// else its HTTP `traceparent` header (with the `tracestate` headers); `None` when neither is
+/// there or well-formed. A malformed `tracestate` is dropped, the `traceparent` kept.
 pub(crate) fn incoming(
     meta: &rmcp::model::RequestMetaObject,
     extensions: &rmcp::model::Extensions,
-) -> Option<TraceContext> {
-    meta.get_traceparent()
-        .and_then(TraceContext::parse)
-        .or_else(|| {
-            extensions
-                .get::<axum::http::request::Parts>()
-                .and_then(|parts| parts.headers.get("traceparent"))
-                .and_then(|value| value.to_str().ok())
-                .and_then(TraceContext::parse)
-        })
+) -> Option<Parent> {
+    if let Some(context) = meta.get_traceparent().and_then(TraceContext::parse) {
+        let state = meta.get_tracestate().and_then(TraceState::parse);
+        return Some(Parent { context, state });
+    }
+    let headers = &extensions.get::<axum::http::request::Parts>()?.headers;
+    let context = headers
+        .get("traceparent")
+        .and_then(|value| value.to_str().ok())
+        .and_then(TraceContext::parse)?;
+    // Several `tracestate` fields are one list, joined in order (RFC 9110 §5.3).
+    let mut fields = headers.get_all("tracestate").iter();
+    let state = match (fields.next(), fields.next()) {
+        (None, _) => None,
+        (Some(one), None) => one.to_str().ok().and_then(TraceState::parse),
+        (Some(first), Some(second)) => {
+            let all: Option<Vec<&str>> = [first, second]
+                .into_iter()
+                .chain(fields)
+                .map(|v| v.to_str().ok())
+                .collect();
+            all.and_then(|all| TraceState::parse(&all.join(",")))
+        }
+    };
+    Some(Parent { context, state })
 }
 
 /// What kind of span (OTLP's `SpanKind`).
@@ -297,6 +396,7 @@ pub(crate) enum Kind {
 /// A finished span, as queued for export.
 struct Finished {
     context: TraceContext,
+    state: Option<TraceState>,
     parent: Option<u64>,
     kind: Kind,
     name: String,
@@ -359,26 +459,27 @@ impl Tracer {
         (z ^ (z >> 31)).max(1)
     }
 
-    /// Starts a span: a child of `parent` (same trace, sampled as it is), else the root of a
-    /// new sampled trace.
+    /// Starts a span: a child of `parent` (same trace, sampled as it is, its `tracestate`
+    /// carried on), else the root of a new sampled trace.
     pub(crate) fn span(
         self: &Arc<Self>,
-        parent: Option<TraceContext>,
+        parent: Option<&Parent>,
         kind: Kind,
         name: String,
     ) -> Span {
         let context = TraceContext {
             trace_id: parent.map_or_else(
                 || (u128::from(self.next_id()) << 64) | u128::from(self.next_id()),
-                |p| p.trace_id,
+                |p| p.context.trace_id,
             ),
             span_id: self.next_id(),
-            sampled: parent.is_none_or(|p| p.sampled),
+            sampled: parent.is_none_or(|p| p.context.sampled),
         };
         Span {
             tracer: self.clone(),
             context,
-            parent: parent.map(|p| p.span_id),
+            state: parent.and_then(|p| p.state.clone()),
+            parent: parent.map(|p| p.context.span_id),
             kind,
             name,
             start_ns: unix_nanos(),
@@ -421,6 +522,7 @@ impl Tracer {
 pub(crate) struct Span {
     tracer: Arc<Tracer>,
     context: TraceContext,
+    state: Option<TraceState>,
     parent: Option<u64>,
     kind: Kind,
     name: String,
@@ -433,6 +535,19 @@ impl Span {
     /// This span's context (what a child continues, what goes upstream as `traceparent`).
     pub(crate) fn context(&self) -> TraceContext {
         self.context
+    }
+
+    /// What a child of this span continues: its context and `tracestate`.
+    pub(crate) fn as_parent(&self) -> Parent {
+        Parent {
+            context: self.context,
+            state: self.state.clone(),
+        }
+    }
+
+    /// The `tracestate` this span carries on.
+    pub(crate) fn state(&self) -> Option<&TraceState> {
+        self.state.as_ref()
     }
 
     /// Sets a string attribute (at most 256 characters of `value`).
@@ -452,6 +567,7 @@ impl Span {
         }
         let finished = Finished {
             context: self.context,
+            state: self.state,
             parent: self.parent,
             kind: self.kind,
             name: self.name,
@@ -464,78 +580,6 @@ impl Span {
             self.tracer.counts.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
-}
-
-/// Starts the server span of a `tools/call` for `tool` when tracing is on, continuing the
-/// request's trace context, and leaves its context in `context.extensions` for the upstream
-/// span ([`upstream_call`]).
-pub(crate) fn serve_call(
-    tracer: Option<&Arc<Tracer>>,
-    tool: &str,
-    context: &mut rmcp::service::RequestContext<rmcp::RoleServer>,
-) -> Option<Span> {
-    let tracer = tracer?;
-    let parent = incoming(&context.meta, &context.extensions);
-    let mut span = tracer.span(parent, Kind::Server, format!("tools/call {tool}"));
-    span.set("mcp.method.name", "tools/call");
-    span.set("gen_ai.operation.name", "execute_tool");
-    span.set("gen_ai.tool.name", tool);
-    context.extensions.insert(span.context());
-    Some(span)
-}
-
-/// Ends the server span of a call: who called (the profile's name, else the client's own),
-/// which upstream server it went to, and how it ended (the metrics' outcome).
-pub(crate) fn end_call(mut span: Span, client: &str, server: Option<&str>, outcome: &str) {
-    span.set("mcp_harness.client", client);
-    if let Some(server) = server {
-        span.set("mcp_harness.server", server);
-    }
-    span.set("mcp_harness.outcome", outcome);
-    let error = outcome != "ok";
-    if error {
-        span.set("error.type", outcome);
-    }
-    span.end(error);
-}
-
-/// Starts the client span of the upstream call `tool` on `server`, a child of the server span
-/// in `extensions` (none when the request is not traced).
-pub(crate) fn upstream_call(
-    tracer: &Arc<Tracer>,
-    extensions: &rmcp::model::Extensions,
-    server: &str,
-    tool: &str,
-) -> Option<Span> {
-    let parent = *extensions.get::<TraceContext>()?;
-    let mut span = tracer.span(Some(parent), Kind::Client, format!("tools/call {tool}"));
-    span.set("mcp.method.name", "tools/call");
-    span.set("gen_ai.operation.name", "execute_tool");
-    span.set("gen_ai.tool.name", tool);
-    span.set("mcp_harness.server", server);
-    Some(span)
-}
-
-/// Ends an upstream span with the call's outcome: `ok`, `tool_error` (the tool said
-/// `isError`), or the failure's class (`transport`, `protocol`, `permission`, …).
-pub(crate) fn end_upstream(
-    mut span: Span,
-    outcome: &Result<mcp_harness_runtime::ToolResult, mcp_harness_runtime::CallError>,
-) {
-    let outcome = match outcome {
-        Ok(result) if result.is_error() => "tool_error".to_string(),
-        Ok(_) => "ok".to_string(),
-        Err(error) => serde_json::to_value(error.class())
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_else(|| "failed".into()),
-    };
-    span.set("mcp_harness.outcome", &outcome);
-    let error = outcome != "ok";
-    if error {
-        span.set("error.type", &outcome);
-    }
-    span.end(error);
 }
 
 fn unix_nanos() -> u128 {
@@ -678,6 +722,9 @@ fn span_json(span: &Finished) -> Value {
     if let Some(parent) = span.parent {
         out["parentSpanId"] = Value::String(format!("{parent:016x}"));
     }
+    if let Some(state) = &span.state {
+        out["traceState"] = Value::String(state.as_str().to_string());
+    }
     out
 }
 
@@ -724,6 +771,39 @@ mod tests {
             TraceContext::parse("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00-more")
                 .expect("a later version is read as 00");
         assert!(!future.sampled);
+    }
+
+    #[test]
+    fn tracestate_is_kept_only_when_well_formed() {
+        let ok = TraceState::parse(" congo=t61rcWkgMzE ,\trojo=00f067aa0ba902b7,, a@b=x ")
+            .expect("valid");
+        assert_eq!(ok.as_str(), "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7,a@b=x");
+        let members: Vec<String> = (0..32).map(|i| format!("k{i}=v")).collect();
+        assert!(TraceState::parse(&members.join(",")).is_some());
+        let long = format!("k={}", "v".repeat(257));
+        for bad in [
+            "",
+            "Congo=1",
+            "congo",
+            "congo=a=b",
+            "congo=1,congo=2",
+            "congo=é",
+            "1abc=1",
+            "a@B=1",
+            long.as_str(),
+        ] {
+            assert_eq!(TraceState::parse(bad), None, "{bad}");
+        }
+        let too_many: Vec<String> = (0..33).map(|i| format!("k{i}=v")).collect();
+        assert_eq!(TraceState::parse(&too_many.join(",")), None);
+        let too_long: Vec<String> = (0..30)
+            .map(|i| format!("k{i}={}", "v".repeat(20)))
+            .collect();
+        assert_eq!(
+            TraceState::parse(&too_long.join(",")),
+            None,
+            "over 512 characters"
+        );
     }
 
     #[test]

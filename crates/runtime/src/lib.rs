@@ -48,6 +48,6 @@ pub use desired::reload::{ConfigLoader, ConfigWatch};
 pub use error::{CallError, ErrorClass, StartError};
 pub use mcp_harness_catalog as catalog;
 pub use mcp_harness_transport as transport;
-pub use runtime::{LoadedSkill, ResourceSubscription, Runtime};
+pub use runtime::{LoadedSkill, ResourceSubscription, Runtime, TraceMeta};
 pub use snapshot::publisher::DEFAULT_BATCH_WINDOW;
 pub use snapshot::revisions::{Revision, Revisions};

@@ -12,8 +12,7 @@ use mcp_harness_catalog::CommandSource;
 use mcp_harness_catalog::skills::{ListedFiles, SkillEntry, SkillIndex};
 use mcp_harness_catalog::{ServerState, Snapshot};
 use rmcp::model::{
-    ClientRequest, GetPromptRequestParams, GetPromptResult, JsonObject, ReadResourceRequestParams,
-    ReadResourceResult, ResourceContents, ServerResult,
+    ClientRequest, GetPromptResult, JsonObject, ReadResourceResult, ResourceContents, ServerResult,
 };
 use rmcp::service::PeerRequestOptions;
 use tokio::sync::{broadcast, watch};
@@ -31,6 +30,10 @@ use crate::desired::reload::{self, ConfigLoader, ConfigWatch};
 use crate::error::{CallError, StartError, classify, explain_timeout, unexpected};
 use crate::snapshot::Live;
 use crate::snapshot::publisher::{Published, ServerClient};
+
+mod traced;
+
+pub use traced::TraceMeta;
 
 /// A running harness: servers connecting or connected, and the latest published snapshot.
 pub struct Runtime {
@@ -245,17 +248,8 @@ impl Runtime {
         name: &str,
         arguments: Option<JsonObject>,
     ) -> Result<GetPromptResult, CallError> {
-        let published = self.live.published();
-        let client = bound_client(&published, server)?;
-        let mut params = GetPromptRequestParams::new(name.to_string());
-        if let Some(args) = arguments {
-            params = params.with_arguments(args);
-        }
-        let request = ClientRequest::GetPromptRequest(rmcp::model::GetPromptRequest::new(params));
-        match send(&client, request, server, name).await? {
-            ServerResult::GetPromptResult(r) => Ok(r),
-            other => Err(unexpected(server, name, &other)),
-        }
+        self.get_prompt_with(server, name, arguments, &TraceMeta::default())
+            .await
     }
 
     /// Reads resource `uri` from `server` (`resources/read`).
@@ -264,15 +258,8 @@ impl Runtime {
         server: &str,
         uri: &str,
     ) -> Result<ReadResourceResult, CallError> {
-        let published = self.live.published();
-        let client = bound_client(&published, server)?;
-        let request = ClientRequest::ReadResourceRequest(rmcp::model::ReadResourceRequest::new(
-            ReadResourceRequestParams::new(uri.to_string()),
-        ));
-        match send(&client, request, server, uri).await? {
-            ServerResult::ReadResourceResult(r) => Ok(r),
-            other => Err(unexpected(server, uri, &other)),
-        }
+        self.read_resource_with(server, uri, &TraceMeta::default())
+            .await
     }
 
     /// Subscribes to updates of resource `uri` on `server` (`resources/subscribe`).
@@ -326,7 +313,8 @@ impl Runtime {
     }
 
     /// Asks `server` for completions of a prompt or resource-template argument
-    /// (`completion/complete`).
+    /// (`completion/complete`); `params` are sent as given, `_meta` included (a caller's trace
+    /// context: [`TraceMeta::apply`]).
     pub async fn complete(
         &self,
         server: &str,
@@ -371,31 +359,8 @@ impl Runtime {
         uri: &str,
         cursor: Option<String>,
     ) -> Result<rmcp::model::ListResourcesResult, CallError> {
-        let published = self.live.published();
-        let client = bound_client(&published, server)?;
-        if !client
-            .peer
-            .peer_info()
-            .is_some_and(|info| info.capabilities.supports_directory_read())
-        {
-            return Err(CallError::Protocol {
-                upstream: Some(Box::new(rmcp::ErrorData::method_not_found::<
-                    rmcp::model::ReadResourceDirectoryRequestMethod,
-                >())),
-                server: server.to_string(),
-                tool: uri.to_string(),
-                message: format!("server \"{server}\" does not declare directoryRead"),
-            });
-        }
-        let mut params = rmcp::model::ReadResourceDirectoryRequestParams::new(uri);
-        params.cursor = cursor;
-        let request = ClientRequest::ReadResourceDirectoryRequest(
-            rmcp::model::ReadResourceDirectoryRequest::new(params),
-        );
-        match send(&client, request, server, uri).await? {
-            ServerResult::ListResourcesResult(r) => Ok(r),
-            other => Err(unexpected(server, uri, &other)),
-        }
+        self.read_resource_directory_with(server, uri, cursor, &TraceMeta::default())
+            .await
     }
 
     /// Asks `server` to send log notifications of `level` and above (`logging/setLevel`).

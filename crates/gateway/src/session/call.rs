@@ -250,10 +250,19 @@ impl Session {
                 .tool(name)
                 .map_or(name, |entry| entry.raw_name.as_str());
             let server = server.as_deref().unwrap_or("-");
-            crate::trace::upstream_call(tracer, &context.extensions, server, raw)
+            let target = crate::spans::Target::Tool(raw);
+            crate::spans::upstream(
+                Some(tracer),
+                &context.extensions,
+                "tools/call",
+                target,
+                server,
+            )
         });
-        if let Some(span) = &upstream {
-            options.traceparent = Some(span.context().header());
+        if upstream.is_some() {
+            let trace = crate::spans::meta(upstream.as_ref());
+            options.traceparent = trace.traceparent;
+            options.tracestate = trace.tracestate;
         }
         let run = call.call_with(request.arguments, options);
         let outcome = if approved {
@@ -266,7 +275,7 @@ impl Session {
             as_caller(context.peer.clone(), run).await
         };
         if let Some(span) = upstream {
-            crate::trace::end_upstream(span, &outcome);
+            crate::spans::end_upstream(Some(span), outcome.as_ref().map(ToolResult::is_error));
         }
         if let Some(forward) = forward {
             // The sender went with the options: the forwarder ends after the last progress.

@@ -33,6 +33,8 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use crate::names::{PromptView, ResourceView, SkillView, ToolView, resources_digest};
 use crate::ops::{CallRecord, Outcome};
 use crate::sealed::{self, ListedMark};
+use crate::spans::Target::{Prompt, Resource};
+use crate::spans::{end_upstream, meta};
 use crate::sync::lock;
 
 mod call;
@@ -115,6 +117,19 @@ impl Session {
 
     fn runtime(&self) -> &Runtime {
         &self.state.shared.runtime
+    }
+
+    /// The client span of `method` sent to `server` for the request of `context` (`None`: not
+    /// traced).
+    fn upstream(
+        &self,
+        context: &RequestContext<RoleServer>,
+        method: &'static str,
+        target: crate::spans::Target<'_>,
+        server: &str,
+    ) -> Option<crate::trace::Span> {
+        let tracer = self.shared().tracer.as_ref();
+        crate::spans::upstream(tracer, &context.extensions, method, target, server)
     }
 
     /// The resources `profile` may see in the current snapshot.
@@ -247,7 +262,7 @@ impl ServerHandler for Session {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        mut context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let Ok(_permit) = self.state.calls.clone().try_acquire_owned() else {
             let limit = self.shared().options.max_calls_per_session;
@@ -270,7 +285,7 @@ impl ServerHandler for Session {
                 .unwrap_or_else(|| "unknown".into()),
         };
         let tool = request.name.to_string();
-        let span = crate::trace::serve_call(self.shared().tracer.as_ref(), &tool, &mut context);
+        let notes = crate::spans::notes(&context.extensions);
         let arguments = request.arguments.clone();
         let (server, attempt) = self.run_call(request, context).await;
         let outcome = match &attempt {
@@ -296,8 +311,8 @@ impl ServerHandler for Session {
             },
             self.shared().audit.as_ref(),
         );
-        if let Some(span) = span {
-            crate::trace::end_call(span, &client, server.as_deref(), outcome.as_str());
+        if let Some(notes) = notes {
+            notes.call(server.as_deref(), outcome.as_str());
         }
         match attempt {
             Ok(result) => Ok(downstream_result(result).into()),
@@ -345,9 +360,23 @@ impl ServerHandler for Session {
                 None,
             ));
         };
-        self.runtime()
-            .get_prompt(&target.server, &target.raw_name, request.arguments)
-            .await
+        let span = self.upstream(
+            &context,
+            "prompts/get",
+            Prompt(&target.raw_name),
+            &target.server,
+        );
+        let result = self
+            .runtime()
+            .get_prompt_with(
+                &target.server,
+                &target.raw_name,
+                request.arguments,
+                &meta(span.as_ref()),
+            )
+            .await;
+        end_upstream(span, result.as_ref().map(|_| false));
+        result
             .map(|mut result| {
                 // An upstream of an older protocol sends none; rmcp drops it for such clients.
                 result.result_type.get_or_insert(ResultType::COMPLETE);
@@ -400,9 +429,13 @@ impl ServerHandler for Session {
                 None,
             ));
         };
-        self.runtime()
-            .read_resource(&server, &upstream)
-            .await
+        let span = self.upstream(&context, "resources/read", Resource(&upstream), &server);
+        let result = self
+            .runtime()
+            .read_resource_with(&server, &upstream, &meta(span.as_ref()))
+            .await;
+        end_upstream(span, result.as_ref().map(|_| false));
+        result
             .map(|mut result| {
                 result.result_type.get_or_insert(ResultType::COMPLETE);
                 skills::shown_contents(&view, &server, &mut result.contents);
@@ -455,9 +488,16 @@ impl ServerHandler for Session {
                 ));
             }
         };
-        self.runtime()
-            .complete(&server, request)
-            .await
+        let target = match &request.r#ref {
+            Reference::Prompt(prompt) => Prompt(&prompt.name),
+            Reference::Resource(template) => Resource(&template.uri),
+            _ => crate::spans::Target::None,
+        };
+        let span = self.upstream(&context, "completion/complete", target, &server);
+        meta(span.as_ref()).apply(&mut request);
+        let result = self.runtime().complete(&server, request).await;
+        end_upstream(span, result.as_ref().map(|_| false));
+        result
             .map(|mut result| {
                 result.result_type.get_or_insert(ResultType::COMPLETE);
                 result
@@ -559,9 +599,7 @@ impl ServerHandler for Session {
         request: ReadResourceDirectoryRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        let profile = profile_of(&context.extensions);
-        self.directory(&request.uri, request.cursor, profile.as_deref())
-            .await
+        self.directory(&request.uri, request.cursor, &context).await
     }
 
     fn accepted_subscription_filter(

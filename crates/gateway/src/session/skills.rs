@@ -16,8 +16,12 @@ use rmcp::model::{
     SkillsCapability,
 };
 
+use rmcp::RoleServer;
+use rmcp::service::RequestContext;
+
 use super::Session;
 use super::call::upstream_error;
+use super::shared::profile_of;
 use crate::names::{ResourceView, SkillView};
 use mcp_harness_runtime::ClientProfile;
 
@@ -79,12 +83,13 @@ impl Session {
         &self,
         uri: &str,
         cursor: Option<String>,
-        profile: Option<&ClientProfile>,
+        context: &RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
+        let profile = profile_of(&context.extensions);
         let view = ResourceView::new(
             &self.runtime().snapshot(),
             self.shared().options.prefix,
-            profile,
+            profile.as_deref(),
         );
         let Some((server, upstream)) = view.route(uri) else {
             return Err(McpError::invalid_params(
@@ -92,11 +97,15 @@ impl Session {
                 Some(serde_json::json!({ "uri": uri })),
             ));
         };
-        let mut result = self
+        let target = crate::spans::Target::Resource(&upstream);
+        let span = self.upstream(context, "resources/directory/read", target, &server);
+        let trace = crate::spans::meta(span.as_ref());
+        let result = self
             .runtime()
-            .read_resource_directory(&server, &upstream, cursor)
-            .await
-            .map_err(upstream_error)?;
+            .read_resource_directory_with(&server, &upstream, cursor, &trace)
+            .await;
+        crate::spans::end_upstream(span, result.as_ref().map(|_| false));
+        let mut result = result.map_err(upstream_error)?;
         // An upstream of an older protocol sends none; rmcp drops it for such clients.
         result.result_type.get_or_insert(ResultType::COMPLETE);
         for child in &mut result.resources {

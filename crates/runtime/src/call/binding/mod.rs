@@ -239,6 +239,8 @@ pub struct CallOptions {
     /// A W3C `traceparent` sent to the server in the request's `_meta` (SEP-414), so its
     /// spans join the caller's trace.
     pub traceparent: Option<String>,
+    /// The W3C `tracestate` sent alongside [`traceparent`](Self::traceparent) (only with it).
+    pub tracestate: Option<String>,
     /// Non-final answers handed back instead of followed (a gateway passing tasks and
     /// `input_required` rounds through); only [`PreparedCall::call_reply`] honours it.
     pub hand_back: HandBack,
@@ -403,6 +405,9 @@ impl PreparedCall {
         }
         if let Some(traceparent) = &options.traceparent {
             rmcp::model::RequestParamsMeta::set_traceparent(&mut params, traceparent);
+            if let Some(tracestate) = &options.tracestate {
+                rmcp::model::RequestParamsMeta::set_tracestate(&mut params, tracestate);
+            }
         }
         // SEP-1686: a tool that requires a task is called with one (never plainly).
         let task_augmented = client.wire.requires_task(&entry.raw_name);
