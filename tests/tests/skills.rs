@@ -206,8 +206,11 @@ async fn an_added_skill_arrives_through_resources_list_changed() {
         )
         .await
         .expect("add_skill");
+    // The skills (`skills/list`) and the resources listing are refreshed side by side on the
+    // one notification, so either may be published first: read on until both have landed.
     let mut changes = Vec::new();
     let s: Arc<Snapshot> = tokio::time::timeout(SETTLE, async {
+        let mut skill_revision = None;
         loop {
             let item = stream.recv().await.expect("runtime alive");
             let mcp_harness_runtime::Revision::Next(s) = item else {
@@ -215,12 +218,18 @@ async fn an_added_skill_arrives_through_resources_list_changed() {
             };
             changes.extend(s.changes.iter().filter(|c| c.server == FX).cloned());
             if adds_skill(&s, uri) {
-                return s;
+                skill_revision = Some(s);
+            }
+            let listed = changes
+                .iter()
+                .any(|c| c.kind == Some(Kind::Resources) && c.added.iter().any(|a| a == uri));
+            if let (Some(s), true) = (&skill_revision, listed) {
+                return s.clone();
             }
         }
     })
     .await
-    .expect("a revision adds the skill");
+    .expect("a revision adds the skill and one lists its file");
 
     // The edges resources → skills → commands, all from the one notification: the resources
     // listing (the skill's files are resources), the skills read from it, and the commands
