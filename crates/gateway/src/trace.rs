@@ -520,10 +520,12 @@ pub(crate) fn upstream_call(
 /// `isError`), or the failure's class (`transport`, `protocol`, `permission`, …).
 pub(crate) fn end_upstream(
     mut span: Span,
-    outcome: &Result<mcp_harness_runtime::ToolResult, mcp_harness_runtime::CallError>,
+    outcome: &Result<mcp_harness_runtime::CallReply, mcp_harness_runtime::CallError>,
 ) {
     let outcome = match outcome {
-        Ok(result) if result.is_error() => "tool_error".to_string(),
+        Ok(mcp_harness_runtime::CallReply::Done(result)) if result.is_error() => {
+            "tool_error".to_string()
+        }
         Ok(_) => "ok".to_string(),
         Err(error) => serde_json::to_value(error.class())
             .ok()

@@ -12,14 +12,14 @@ use mcp_harness_catalog::CommandSource;
 use mcp_harness_catalog::skills::{ListedFiles, SkillEntry, SkillIndex};
 use mcp_harness_catalog::{ServerState, Snapshot};
 use rmcp::model::{
-    ClientRequest, GetPromptRequestParams, GetPromptResult, JsonObject, ReadResourceRequestParams,
-    ReadResourceResult, ResourceContents, ServerResult,
+    ClientRequest, GetPromptResult, JsonObject, ReadResourceResult, ResourceContents, ServerResult,
 };
 use rmcp::service::PeerRequestOptions;
 use tokio::sync::{broadcast, watch};
 
-use crate::call::binding::{CallOptions, StepBinding, ToolResult};
+use crate::call::binding::{CallOptions, Forwarded, StepBinding, ToolResult};
 use crate::call::context::CallContext;
+use crate::call::input::{self, Reply};
 use crate::config::Config;
 use crate::config::sources::Sources;
 #[cfg(feature = "testing")]
@@ -238,41 +238,68 @@ impl Runtime {
         call.call_with(arguments, options).await
     }
 
-    /// Fetches prompt `name` (raw name) from `server` with `arguments` (`prompts/get`).
+    /// Fetches prompt `name` (raw name) from `server` with `arguments` (`prompts/get`); input
+    /// the server asks for (SEP-2322) is answered through the embedder's callbacks.
     pub async fn get_prompt(
         &self,
         server: &str,
         name: &str,
         arguments: Option<JsonObject>,
     ) -> Result<GetPromptResult, CallError> {
-        let published = self.live.published();
-        let client = bound_client(&published, server)?;
-        let mut params = GetPromptRequestParams::new(name.to_string());
-        if let Some(args) = arguments {
-            params = params.with_arguments(args);
-        }
-        let request = ClientRequest::GetPromptRequest(rmcp::model::GetPromptRequest::new(params));
-        match send(&client, request, server, name).await? {
-            ServerResult::GetPromptResult(r) => Ok(r),
-            other => Err(unexpected(server, name, &other)),
+        match self
+            .get_prompt_reply(server, name, arguments, &Forwarded::default(), false)
+            .await?
+        {
+            Reply::Done(result) => Ok(result),
+            Reply::InputRequired(_) => Err(handed_back_unasked(server, name)),
         }
     }
 
-    /// Reads resource `uri` from `server` (`resources/read`).
+    /// [`Runtime::get_prompt`] sending what `forward` carries of a gateway's client's request;
+    /// with `hand_back`, an `input_required` answer is returned untouched instead of followed.
+    pub async fn get_prompt_reply(
+        &self,
+        server: &str,
+        name: &str,
+        arguments: Option<JsonObject>,
+        forward: &Forwarded,
+        hand_back: bool,
+    ) -> Result<Reply<GetPromptResult>, CallError> {
+        let published = self.live.published();
+        let client = bound_client(&published, server)?;
+        let request = input::Request::Prompt(name.to_string(), arguments);
+        input::get_prompt(&self.calls, &client, server, request, forward, hand_back).await
+    }
+
+    /// Reads resource `uri` from `server` (`resources/read`); input the server asks for
+    /// (SEP-2322) is answered through the embedder's callbacks.
     pub async fn read_resource(
         &self,
         server: &str,
         uri: &str,
     ) -> Result<ReadResourceResult, CallError> {
+        match self
+            .read_resource_reply(server, uri, &Forwarded::default(), false)
+            .await?
+        {
+            Reply::Done(result) => Ok(result),
+            Reply::InputRequired(_) => Err(handed_back_unasked(server, uri)),
+        }
+    }
+
+    /// [`Runtime::read_resource`] sending what `forward` carries of a gateway's client's
+    /// request; with `hand_back`, an `input_required` answer is returned untouched.
+    pub async fn read_resource_reply(
+        &self,
+        server: &str,
+        uri: &str,
+        forward: &Forwarded,
+        hand_back: bool,
+    ) -> Result<Reply<ReadResourceResult>, CallError> {
         let published = self.live.published();
         let client = bound_client(&published, server)?;
-        let request = ClientRequest::ReadResourceRequest(rmcp::model::ReadResourceRequest::new(
-            ReadResourceRequestParams::new(uri.to_string()),
-        ));
-        match send(&client, request, server, uri).await? {
-            ServerResult::ReadResourceResult(r) => Ok(r),
-            other => Err(unexpected(server, uri, &other)),
-        }
+        let request = input::Request::Resource(uri.to_string());
+        input::read_resource(&self.calls, &client, server, request, forward, hand_back).await
     }
 
     /// Subscribes to updates of resource `uri` on `server` (`resources/subscribe`).
@@ -700,6 +727,16 @@ fn sweep_orphans() {
 
 /// Passes of the orphan sweep: each pass kills one generation of reparented descendants.
 const ORPHAN_SWEEP_ROUNDS: usize = 8;
+
+/// A non-final answer returned where none was asked for: said, not panicked.
+fn handed_back_unasked(server: &str, what: &str) -> CallError {
+    CallError::Protocol {
+        upstream: None,
+        server: server.to_string(),
+        tool: what.to_string(),
+        message: "an input_required answer was handed back unasked (a harness bug)".into(),
+    }
+}
 
 fn bound_client(published: &Published, server: &str) -> Result<ServerClient, CallError> {
     match published.clients.get(server) {

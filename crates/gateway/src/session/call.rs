@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use mcp_harness_policy::{ApprovalRequest, Effect};
-use mcp_harness_runtime::{CallError, CallOptions, ClientProfile, ToolResult};
+use mcp_harness_runtime::{CallError, CallOptions, CallReply, ClientProfile, ToolResult};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
     ProgressNotificationParam,
@@ -134,7 +134,8 @@ impl Session {
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
-    ) -> (Option<String>, Result<ToolResult, Failure>) {
+        rounds: super::mrtr::Rounds,
+    ) -> (Option<String>, Result<CallReply, Failure>) {
         let profile = profile_of(&context.extensions);
         let mark = sealed::opened(&context.extensions)
             .and_then(|opened| opened.payload.listed)
@@ -223,6 +224,8 @@ impl Session {
         }
         let mut options = CallOptions {
             cancel: Some(context.ct.clone()),
+            hand_back: rounds.hand_back(),
+            forward: rounds.forward,
             ..CallOptions::default()
         };
         let forward = context.meta.get_progress_token().map(|token| {
@@ -255,7 +258,7 @@ impl Session {
         if let Some(span) = &upstream {
             options.traceparent = Some(span.context().header());
         }
-        let run = call.call_with(request.arguments, options);
+        let run = call.call_reply(request.arguments, options);
         let outcome = if approved {
             as_caller(
                 context.peer.clone(),
