@@ -22,6 +22,7 @@ mod config;
 mod connection;
 mod desired;
 mod error;
+mod listens;
 mod runtime;
 mod snapshot;
 

@@ -39,6 +39,8 @@ pub struct Runtime {
     #[cfg(feature = "testing")]
     cache: Arc<ListingCache>,
     resource_updates: broadcast::Sender<ResourceUpdate>,
+    /// Resource subscriptions on 2026-07-28 sessions (listen streams).
+    listens: crate::listens::Listens,
     logs: broadcast::Sender<ServerLog>,
     calls: Arc<CallContext>,
     desired: Arc<DesiredState>,
@@ -110,6 +112,7 @@ impl Runtime {
             #[cfg(feature = "testing")]
             cache: parts.cache,
             resource_updates: parts.resource_updates,
+            listens: Default::default(),
             logs: parts.logs,
             calls: parts.calls,
             desired: parts.desired,
@@ -311,6 +314,17 @@ impl Runtime {
         let rx = self.resource_updates.subscribe();
         let published = self.live.published();
         let client = bound_client(&published, server)?;
+        if is_modern(&client) {
+            // 2026-07-28 has no resources/subscribe: a listen stream for this resource.
+            self.listens
+                .subscribe(&client, server, uri, self.resource_updates.clone())
+                .await?;
+            return Ok(ResourceSubscription {
+                server: server.to_string(),
+                uri: uri.to_string(),
+                rx,
+            });
+        }
         #[allow(deprecated)] // resources/subscribe is how every protocol before 2026-07-28 does it
         let request = ClientRequest::SubscribeRequest(rmcp::model::SubscribeRequest::new(
             rmcp::model::SubscribeRequestParams::new(uri.to_string()),
@@ -341,6 +355,9 @@ impl Runtime {
 
     /// Stops updates of resource `uri` on `server` (`resources/unsubscribe`).
     pub async fn unsubscribe_resource(&self, server: &str, uri: &str) -> Result<(), CallError> {
+        if self.listens.unsubscribe(server, uri) {
+            return Ok(());
+        }
         let published = self.live.published();
         let client = bound_client(&published, server)?;
         #[allow(deprecated)]
@@ -727,6 +744,14 @@ fn sweep_orphans() {
 
 /// Passes of the orphan sweep: each pass kills one generation of reparented descendants.
 const ORPHAN_SWEEP_ROUNDS: usize = 8;
+
+/// Whether `client`'s session is of 2026-07-28 or later (no `initialize`, no subscribe).
+fn is_modern(client: &ServerClient) -> bool {
+    client
+        .peer
+        .peer_info()
+        .is_some_and(|info| !info.protocol_version.has_initialize())
+}
 
 /// A non-final answer returned where none was asked for: said, not panicked.
 fn handed_back_unasked(server: &str, what: &str) -> CallError {

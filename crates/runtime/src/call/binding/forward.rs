@@ -18,7 +18,9 @@ pub struct Forwarded {
     pub request_state: Option<String>,
     /// The client's `io.modelcontextprotocol/clientCapabilities`, sent in place of the
     /// runtime's own on a 2026-07-28 session (an older session has no per-request
-    /// capabilities: nothing of it is sent there).
+    /// capabilities: nothing of it is sent there). What the upstream may ask of the client
+    /// (elicitation, sampling, roots) is the client's; the extensions the runtime itself takes
+    /// part in (it follows tasks, reads skills) are added to it.
     pub client_capabilities: Option<ClientCapabilities>,
 }
 
@@ -32,7 +34,11 @@ impl Forwarded {
 
     /// The `_meta` entries that replace the session's own on the request, if any.
     pub(crate) fn meta(&self) -> Option<RequestMetaObject> {
-        let capabilities = self.client_capabilities.clone()?;
+        let mut capabilities = self.client_capabilities.clone()?;
+        let extensions = capabilities.extensions.get_or_insert_default();
+        for id in mcp_harness_transport::handler::EXTENSIONS {
+            extensions.entry(id.to_string()).or_default();
+        }
         let mut meta = RequestMetaObject::new();
         meta.set_client_capabilities(capabilities);
         Some(meta)
