@@ -67,21 +67,23 @@ impl Request {
 enum Round<T> {
     Done(T),
     Needs(InputRequiredResult),
+    /// An answer of another kind: a protocol error.
+    Other(Box<ServerResult>),
 }
 
-fn prompt_round(result: ServerResult) -> Result<Round<GetPromptResult>, ServerResult> {
+fn prompt_round(result: ServerResult) -> Round<GetPromptResult> {
     match result {
-        ServerResult::GetPromptResult(r) => Ok(Round::Done(r)),
-        ServerResult::InputRequiredResult(r) => Ok(Round::Needs(r)),
-        other => Err(other),
+        ServerResult::GetPromptResult(r) => Round::Done(r),
+        ServerResult::InputRequiredResult(r) => Round::Needs(r),
+        other => Round::Other(Box::new(other)),
     }
 }
 
-fn resource_round(result: ServerResult) -> Result<Round<ReadResourceResult>, ServerResult> {
+fn resource_round(result: ServerResult) -> Round<ReadResourceResult> {
     match result {
-        ServerResult::ReadResourceResult(r) => Ok(Round::Done(r)),
-        ServerResult::InputRequiredResult(r) => Ok(Round::Needs(r)),
-        other => Err(other),
+        ServerResult::ReadResourceResult(r) => Round::Done(r),
+        ServerResult::InputRequiredResult(r) => Round::Needs(r),
+        other => Round::Other(Box::new(other)),
     }
 }
 
@@ -134,7 +136,7 @@ async fn rounds<T>(
     request: &Request,
     forward: &Forwarded,
     hand_back: bool,
-    read: fn(ServerResult) -> Result<Round<T>, ServerResult>,
+    read: fn(ServerResult) -> Round<T>,
 ) -> Result<Reply<T>, CallError> {
     let what = request.what();
     let modern = client
@@ -167,10 +169,10 @@ async fn rounds<T>(
     let mut state_only_rounds = 0;
     for _ in 0..=MAX_ROUNDS {
         let needed = match read(answer) {
-            Ok(Round::Done(result)) => return Ok(Reply::Done(result)),
-            Ok(Round::Needs(needed)) if hand_back => return Ok(Reply::InputRequired(needed)),
-            Ok(Round::Needs(needed)) => needed,
-            Err(other) => return Err(unexpected(server, what, &other)),
+            Round::Done(result) => return Ok(Reply::Done(result)),
+            Round::Needs(needed) if hand_back => return Ok(Reply::InputRequired(needed)),
+            Round::Needs(needed) => needed,
+            Round::Other(other) => return Err(unexpected(server, what, &other)),
         };
         let (responses, state) = next_round(
             server,
