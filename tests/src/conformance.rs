@@ -131,9 +131,36 @@ fn string_arg(args: &serde_json::Map<String, Value>, name: &str) -> Result<Strin
         })
 }
 
+/// The key under which a 2026-07-28 request's one input request is asked and answered.
+const CLIENT_REQUEST: &str = "client_request";
+
 /// Sends `request` (a `ServerRequest` as JSON) to the client on the caller's request and
-/// returns the client's result as JSON.
-async fn ask_client(context: &RequestContext<RoleServer>, request: Value) -> Result<Value, String> {
+/// returns the client's result as JSON. A 2026-07-28 session has no requests to the client:
+/// there the request is asked as an `input_required` round (the `Err`), and the retry's
+/// answer (`responses`) is the result.
+async fn ask_client(
+    context: &RequestContext<RoleServer>,
+    responses: &serde_json::Map<String, Value>,
+    request: Value,
+) -> Result<Result<Value, String>, rmcp::model::InputRequiredResult> {
+    let version = context
+        .meta
+        .protocol_version()
+        .or_else(|| context.peer.peer_info().map(|i| i.protocol_version.clone()));
+    if version.is_some_and(|v| !v.has_initialize()) {
+        if let Some(answer) = responses.get(CLIENT_REQUEST) {
+            return Ok(Ok(answer.clone()));
+        }
+        return match mrtr::input_required(json!({ CLIENT_REQUEST: request }), None) {
+            Ok(needed) => Err(needed),
+            Err(e) => Ok(Err(e.message.to_string())),
+        };
+    }
+    Ok(ask_peer(context, request).await)
+}
+
+/// Sends `request` to the client mid-call (every version before 2026-07-28).
+async fn ask_peer(context: &RequestContext<RoleServer>, request: Value) -> Result<Value, String> {
     let request: ServerRequest = serde_json::from_value(request).map_err(|e| e.to_string())?;
     let result: ClientResult = context
         .peer
@@ -146,18 +173,24 @@ async fn ask_client(context: &RequestContext<RoleServer>, request: Value) -> Res
 /// Elicits with `message` and `schema`; the tool's text reports the client's answer.
 async fn elicit(
     context: &RequestContext<RoleServer>,
+    responses: &serde_json::Map<String, Value>,
     message: &str,
     schema: Value,
     label: &str,
 ) -> Result<CallToolResponse, McpError> {
     let answer = ask_client(
         context,
+        responses,
         json!({
             "method": "elicitation/create",
             "params": { "message": message, "requestedSchema": schema }
         }),
     )
     .await;
+    let answer = match answer {
+        Ok(answer) => answer,
+        Err(needed) => return Ok(needed.into()),
+    };
     let line = match answer {
         Ok(result) => format!(
             "{label}: action={}, content={}",
@@ -245,6 +278,7 @@ impl ServerHandler for ConformanceServer {
         {
             return result;
         }
+        let responses = &round.responses;
         match request.name.as_ref() {
             "test_simple_text" => {
                 tool_result(vec![text("This is a simple text response for testing.")])
@@ -333,6 +367,7 @@ impl ServerHandler for ConformanceServer {
                 let prompt = string_arg(&args, "prompt")?;
                 let answer = ask_client(
                     &context,
+                    responses,
                     json!({
                         "method": "sampling/createMessage",
                         "params": {
@@ -342,6 +377,10 @@ impl ServerHandler for ConformanceServer {
                     }),
                 )
                 .await;
+                let answer = match answer {
+                    Ok(answer) => answer,
+                    Err(needed) => return Ok(needed.into()),
+                };
                 let line = match answer {
                     Ok(result) => {
                         let reply = result["content"]["text"]
@@ -363,11 +402,12 @@ impl ServerHandler for ConformanceServer {
                     },
                     "required": ["response"]
                 });
-                elicit(&context, &message, schema, "User response").await
+                elicit(&context, responses, &message, schema, "User response").await
             }
             "test_elicitation_sep1034_defaults" => {
                 elicit(
                     &context,
+                    responses,
                     "Please review and update the form fields with defaults",
                     sep1034_schema(),
                     "Elicitation completed",
@@ -377,6 +417,7 @@ impl ServerHandler for ConformanceServer {
             "test_elicitation_sep1330_enums" => {
                 elicit(
                     &context,
+                    responses,
                     "Please select options from the enum fields",
                     sep1330_schema(),
                     "Elicitation completed",

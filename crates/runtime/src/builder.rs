@@ -211,6 +211,7 @@ impl RuntimeBuilder {
                 exclude_tools: Vec::new(),
                 untrusted: None,
                 names: Default::default(),
+                protocol_version: None,
             },
         );
         self.in_process.insert(name, serve);

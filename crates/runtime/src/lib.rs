@@ -22,6 +22,7 @@ mod config;
 mod connection;
 mod desired;
 mod error;
+mod listens;
 mod runtime;
 mod snapshot;
 
@@ -29,8 +30,11 @@ mod snapshot;
 mod parser_props;
 
 pub use builder::{DEFAULT_APPROVAL_TIMEOUT, RuntimeBuilder};
-pub use call::binding::{CallOptions, CallReply, HandBack, PreparedCall, StepBinding, ToolResult};
+pub use call::binding::{
+    CallOptions, CallReply, Forwarded, HandBack, PreparedCall, StepBinding, ToolResult,
+};
 pub use call::frozen::{BoundTool, SEARCH_TOOL};
+pub use call::input::Reply;
 pub use call::output::READ_OUTPUT_TOOL;
 pub use call::result::{NormalizedResult, ResultWarning, WarningKind};
 pub use call::tasks::TaskUpdate;

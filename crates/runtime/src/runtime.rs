@@ -17,8 +17,9 @@ use rmcp::model::{
 use rmcp::service::PeerRequestOptions;
 use tokio::sync::{broadcast, watch};
 
-use crate::call::binding::{CallOptions, StepBinding, ToolResult};
+use crate::call::binding::{CallOptions, Forwarded, StepBinding, ToolResult};
 use crate::call::context::CallContext;
+use crate::call::input::{self, Reply};
 use crate::config::Config;
 use crate::config::sources::Sources;
 #[cfg(feature = "testing")]
@@ -42,6 +43,8 @@ pub struct Runtime {
     #[cfg(feature = "testing")]
     cache: Arc<ListingCache>,
     resource_updates: broadcast::Sender<ResourceUpdate>,
+    /// Resource subscriptions on 2026-07-28 sessions (listen streams).
+    listens: crate::listens::Listens,
     logs: broadcast::Sender<ServerLog>,
     calls: Arc<CallContext>,
     desired: Arc<DesiredState>,
@@ -113,6 +116,7 @@ impl Runtime {
             #[cfg(feature = "testing")]
             cache: parts.cache,
             resource_updates: parts.resource_updates,
+            listens: Default::default(),
             logs: parts.logs,
             calls: parts.calls,
             desired: parts.desired,
@@ -241,7 +245,8 @@ impl Runtime {
         call.call_with(arguments, options).await
     }
 
-    /// Fetches prompt `name` (raw name) from `server` with `arguments` (`prompts/get`).
+    /// Fetches prompt `name` (raw name) from `server` with `arguments` (`prompts/get`); input
+    /// the server asks for (SEP-2322) is answered through the embedder's callbacks.
     pub async fn get_prompt(
         &self,
         server: &str,
@@ -252,7 +257,35 @@ impl Runtime {
             .await
     }
 
-    /// Reads resource `uri` from `server` (`resources/read`).
+    /// [`Runtime::get_prompt`] sending what `forward` carries of a gateway's client's request
+    /// and `trace` in its `_meta`; with `hand_back`, an `input_required` answer is returned
+    /// untouched instead of followed.
+    pub async fn get_prompt_reply(
+        &self,
+        server: &str,
+        name: &str,
+        arguments: Option<JsonObject>,
+        forward: &Forwarded,
+        trace: &TraceMeta,
+        hand_back: bool,
+    ) -> Result<Reply<GetPromptResult>, CallError> {
+        let published = self.live.published();
+        let client = bound_client(&published, server)?;
+        let request = input::Request::Prompt(name.to_string(), arguments);
+        input::get_prompt(
+            &self.calls,
+            &client,
+            server,
+            request,
+            forward,
+            trace,
+            hand_back,
+        )
+        .await
+    }
+
+    /// Reads resource `uri` from `server` (`resources/read`); input the server asks for
+    /// (SEP-2322) is answered through the embedder's callbacks.
     pub async fn read_resource(
         &self,
         server: &str,
@@ -260,6 +293,32 @@ impl Runtime {
     ) -> Result<ReadResourceResult, CallError> {
         self.read_resource_with(server, uri, &TraceMeta::default())
             .await
+    }
+
+    /// [`Runtime::read_resource`] sending what `forward` carries of a gateway's client's
+    /// request and `trace` in its `_meta`; with `hand_back`, an `input_required` answer is
+    /// returned untouched.
+    pub async fn read_resource_reply(
+        &self,
+        server: &str,
+        uri: &str,
+        forward: &Forwarded,
+        trace: &TraceMeta,
+        hand_back: bool,
+    ) -> Result<Reply<ReadResourceResult>, CallError> {
+        let published = self.live.published();
+        let client = bound_client(&published, server)?;
+        let request = input::Request::Resource(uri.to_string());
+        input::read_resource(
+            &self.calls,
+            &client,
+            server,
+            request,
+            forward,
+            trace,
+            hand_back,
+        )
+        .await
     }
 
     /// Subscribes to updates of resource `uri` on `server` (`resources/subscribe`).
@@ -271,6 +330,17 @@ impl Runtime {
         let rx = self.resource_updates.subscribe();
         let published = self.live.published();
         let client = bound_client(&published, server)?;
+        if is_modern(&client) {
+            // 2026-07-28 has no resources/subscribe: a listen stream for this resource.
+            self.listens
+                .subscribe(&client, server, uri, self.resource_updates.clone())
+                .await?;
+            return Ok(ResourceSubscription {
+                server: server.to_string(),
+                uri: uri.to_string(),
+                rx,
+            });
+        }
         #[allow(deprecated)] // resources/subscribe is how every protocol before 2026-07-28 does it
         let request = ClientRequest::SubscribeRequest(rmcp::model::SubscribeRequest::new(
             rmcp::model::SubscribeRequestParams::new(uri.to_string()),
@@ -301,6 +371,9 @@ impl Runtime {
 
     /// Stops updates of resource `uri` on `server` (`resources/unsubscribe`).
     pub async fn unsubscribe_resource(&self, server: &str, uri: &str) -> Result<(), CallError> {
+        if self.listens.unsubscribe(server, uri) {
+            return Ok(());
+        }
         let published = self.live.published();
         let client = bound_client(&published, server)?;
         #[allow(deprecated)]
@@ -665,6 +738,24 @@ fn sweep_orphans() {
 
 /// Passes of the orphan sweep: each pass kills one generation of reparented descendants.
 const ORPHAN_SWEEP_ROUNDS: usize = 8;
+
+/// Whether `client`'s session is of 2026-07-28 or later (no `initialize`, no subscribe).
+fn is_modern(client: &ServerClient) -> bool {
+    client
+        .peer
+        .peer_info()
+        .is_some_and(|info| !info.protocol_version.has_initialize())
+}
+
+/// A non-final answer returned where none was asked for: said, not panicked.
+fn handed_back_unasked(server: &str, what: &str) -> CallError {
+    CallError::Protocol {
+        upstream: None,
+        server: server.to_string(),
+        tool: what.to_string(),
+        message: "an input_required answer was handed back unasked (a harness bug)".into(),
+    }
+}
 
 fn bound_client(published: &Published, server: &str) -> Result<ServerClient, CallError> {
     match published.clients.get(server) {

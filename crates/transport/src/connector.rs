@@ -332,6 +332,15 @@ where
         }
     };
     tracing::debug!(server = %options.server, protocol = %info.protocol_version, "initialized");
+    if !info.protocol_version.has_initialize() {
+        crate::listen::spawn(
+            &options.server,
+            peer.clone(),
+            &info.capabilities,
+            handler,
+            cancel.clone(),
+        );
+    }
     Ok(Session {
         service: Some(service),
         peer,

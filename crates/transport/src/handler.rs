@@ -50,6 +50,13 @@ pub type EventSink = Arc<dyn Fn(ServerEvent) + Send + Sync>;
 /// which every server era since 2024-11-05 can negotiate down from.
 pub const DEFAULT_PROTOCOL_VERSION: ProtocolVersion = ProtocolVersion::V_2025_11_25;
 
+/// The extensions every harness session takes part in: skills (SEP-2640), and tasks (SEP-2663:
+/// servers may run `tools/call` as a task; the runtime follows it).
+pub const EXTENSIONS: [&str; 2] = [
+    rmcp::model::SKILLS_EXTENSION_ID,
+    rmcp::model::TASKS_EXTENSION_ID,
+];
+
 /// The rmcp [`ClientHandler`] every harness session runs with.
 #[derive(Clone)]
 pub struct HarnessClient {
@@ -117,7 +124,7 @@ impl HarnessClient {
         }
     }
 
-    fn emit(&self, event: ServerEvent) {
+    pub(crate) fn emit(&self, event: ServerEvent) {
         (self.sink)(event);
     }
 
@@ -185,13 +192,10 @@ impl ClientHandler for HarnessClient {
         // Extensions we take part in: skills (SEP-2640), and tasks (SEP-2663: servers may run
         // `tools/call` as a task; the runtime follows it, `runtime/src/tasks.rs`).
         capabilities.extensions = Some(
-            [
-                rmcp::model::SKILLS_EXTENSION_ID,
-                rmcp::model::TASKS_EXTENSION_ID,
-            ]
-            .into_iter()
-            .map(|id| (id.to_string(), rmcp::model::JsonObject::new()))
-            .collect(),
+            EXTENSIONS
+                .into_iter()
+                .map(|id| (id.to_string(), rmcp::model::JsonObject::new()))
+                .collect(),
         );
         let info = ClientConfig::new(
             capabilities,

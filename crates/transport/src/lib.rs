@@ -29,6 +29,7 @@ mod in_process;
 pub mod inbound;
 mod layer;
 mod lines;
+mod listen;
 pub mod net;
 mod process;
 pub mod reaper;

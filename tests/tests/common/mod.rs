@@ -34,6 +34,7 @@ pub fn server(name: &str, transport: TransportConfig) -> ServerConfig {
         exclude_tools: Vec::new(),
         untrusted: None,
         names: Default::default(),
+        protocol_version: None,
     }
 }
 

@@ -497,6 +497,7 @@ impl Bench {
                 exclude_tools: Vec::new(),
                 untrusted: None,
                 names: Default::default(),
+                protocol_version: None,
             };
             config.servers.insert(name, server);
         }

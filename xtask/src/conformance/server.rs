@@ -423,7 +423,13 @@ fn start_gateway(harness: &Path, fixture: &Path, work: &Path) -> Result<Started,
     let config = work.join("gateway-config.json");
     let text = json!({
         "mcpServers": {
-            "conf": { "command": fixture.to_string_lossy(), "args": ["--conformance"] }
+            // The fixture speaks 2026-07-28: its session opens with server/discover, so its
+            // input_required rounds can pass through to clients of that version.
+            "conf": {
+                "command": fixture.to_string_lossy(),
+                "args": ["--conformance"],
+                "protocolVersion": "2026-07-28"
+            }
         },
         "permissions": { "allow": ["mcp__conf__*"] }
     });

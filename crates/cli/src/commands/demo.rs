@@ -44,6 +44,7 @@ pub(crate) fn build() -> Result<Runtime, String> {
             exclude_tools: Vec::new(),
             untrusted: None,
             names: Default::default(),
+            protocol_version: None,
         },
     );
     // Both demo servers are built in: the demo trusts them with every call.

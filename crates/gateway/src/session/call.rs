@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use mcp_harness_policy::{ApprovalRequest, Effect};
-use mcp_harness_runtime::{CallError, CallOptions, ClientProfile, ToolResult};
+use mcp_harness_runtime::{CallError, CallOptions, CallReply, ClientProfile, ToolResult};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
     ProgressNotificationParam,
@@ -134,7 +134,8 @@ impl Session {
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
-    ) -> (Option<String>, Result<ToolResult, Failure>) {
+        rounds: super::mrtr::Rounds,
+    ) -> (Option<String>, Result<CallReply, Failure>) {
         let profile = profile_of(&context.extensions);
         let mark = sealed::opened(&context.extensions)
             .and_then(|opened| opened.payload.listed)
@@ -223,6 +224,8 @@ impl Session {
         }
         let mut options = CallOptions {
             cancel: Some(context.ct.clone()),
+            hand_back: rounds.hand_back(),
+            forward: rounds.forward,
             ..CallOptions::default()
         };
         let forward = context.meta.get_progress_token().map(|token| {
@@ -264,7 +267,7 @@ impl Session {
             options.traceparent = trace.traceparent;
             options.tracestate = trace.tracestate;
         }
-        let run = call.call_with(request.arguments, options);
+        let run = call.call_reply(request.arguments, options);
         let outcome = if approved {
             as_caller(
                 context.peer.clone(),
@@ -275,7 +278,12 @@ impl Session {
             as_caller(context.peer.clone(), run).await
         };
         if let Some(span) = upstream {
-            crate::spans::end_upstream(Some(span), outcome.as_ref().map(ToolResult::is_error));
+            crate::spans::end_upstream(
+                Some(span),
+                outcome
+                    .as_ref()
+                    .map(|reply| matches!(reply, CallReply::Done(r) if r.is_error())),
+            );
         }
         if let Some(forward) = forward {
             // The sender went with the options: the forwarder ends after the last progress.

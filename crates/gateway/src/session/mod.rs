@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use mcp_harness_runtime::{CallError, Runtime, StepBinding};
+use mcp_harness_runtime::{CallError, CallReply, Reply, Runtime, StepBinding};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
     ContentBlock, GetPromptRequestParams, GetPromptResponse, GetSkillRequestParams, GetSkillResult,
@@ -38,6 +38,7 @@ use crate::spans::{end_upstream, meta};
 use crate::sync::lock;
 
 mod call;
+mod mrtr;
 mod shared;
 mod skills;
 
@@ -287,9 +288,15 @@ impl ServerHandler for Session {
         let tool = request.name.to_string();
         let notes = crate::spans::notes(&context.extensions);
         let arguments = request.arguments.clone();
-        let (server, attempt) = self.run_call(request, context).await;
+        let rounds = mrtr::Rounds::of(
+            &context,
+            request.input_responses.clone(),
+            request.request_state.clone(),
+        );
+        let pass_through = rounds.pass_through;
+        let (server, attempt) = self.run_call(request, context, rounds).await;
         let outcome = match &attempt {
-            Ok(result) if result.is_error() => Outcome::ToolError,
+            Ok(CallReply::Done(result)) if result.is_error() => Outcome::ToolError,
             Ok(_) => Outcome::Ok,
             Err(Failure::Call(error)) => match error {
                 CallError::UnknownTool { .. } | CallError::NotInStep { .. } => Outcome::Unknown,
@@ -315,8 +322,13 @@ impl ServerHandler for Session {
             notes.call(server.as_deref(), outcome.as_str());
         }
         match attempt {
-            Ok(result) => Ok(downstream_result(result).into()),
-            Err(Failure::Call(error)) => refusal(&tool, error),
+            Ok(CallReply::Done(result)) => Ok(downstream_result(result).into()),
+            Ok(CallReply::InputRequired(needed)) => Ok(needed.into()),
+            Ok(CallReply::Task(task)) => Ok(task.into()),
+            Err(Failure::Call(error)) => match mrtr::upstream_error(pass_through, error) {
+                Ok(upstream) => Err(upstream),
+                Err(error) => refusal(&tool, error),
+            },
             Err(Failure::Rpc(error)) => Err(error),
             Err(Failure::Stale(text)) => {
                 Ok(CallToolResult::error(vec![ContentBlock::text(text)]).into())
@@ -366,23 +378,27 @@ impl ServerHandler for Session {
             Prompt(&target.raw_name),
             &target.server,
         );
-        let result = self
+        let rounds = mrtr::Rounds::of(&context, request.input_responses, request.request_state);
+        let reply = self
             .runtime()
-            .get_prompt_with(
+            .get_prompt_reply(
                 &target.server,
                 &target.raw_name,
                 request.arguments,
+                &rounds.forward,
                 &meta(span.as_ref()),
+                rounds.pass_through,
             )
             .await;
-        end_upstream(span, result.as_ref().map(|_| false));
-        result
-            .map(|mut result| {
+        end_upstream(span, reply.as_ref().map(|_| false));
+        Ok(match reply.map_err(upstream_error)? {
+            Reply::Done(mut result) => {
                 // An upstream of an older protocol sends none; rmcp drops it for such clients.
                 result.result_type.get_or_insert(ResultType::COMPLETE);
                 result.into()
-            })
-            .map_err(upstream_error)
+            }
+            Reply::InputRequired(needed) => needed.into(),
+        })
     }
 
     async fn list_resources(
@@ -430,18 +446,26 @@ impl ServerHandler for Session {
             ));
         };
         let span = self.upstream(&context, "resources/read", Resource(&upstream), &server);
-        let result = self
+        let rounds = mrtr::Rounds::of(&context, request.input_responses, request.request_state);
+        let reply = self
             .runtime()
-            .read_resource_with(&server, &upstream, &meta(span.as_ref()))
+            .read_resource_reply(
+                &server,
+                &upstream,
+                &rounds.forward,
+                &meta(span.as_ref()),
+                rounds.pass_through,
+            )
             .await;
-        end_upstream(span, result.as_ref().map(|_| false));
-        result
-            .map(|mut result| {
+        end_upstream(span, reply.as_ref().map(|_| false));
+        Ok(match reply.map_err(upstream_error)? {
+            Reply::Done(mut result) => {
                 result.result_type.get_or_insert(ResultType::COMPLETE);
                 skills::shown_contents(&view, &server, &mut result.contents);
                 result.into()
-            })
-            .map_err(upstream_error)
+            }
+            Reply::InputRequired(needed) => needed.into(),
+        })
     }
 
     async fn complete(

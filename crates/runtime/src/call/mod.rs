@@ -14,7 +14,9 @@
 //!   model gets a bounded summary plus a handle it can page through with the built-in
 //!   `mcp_harness__read_output` tool;
 //! - [`tasks`], [`task_augmented`], [`mrtr`]: the call's further rounds (SEP-2663 and SEP-1686
-//!   tasks, multi-round input).
+//!   tasks, multi-round input);
+//! - [`input`]: `prompts/get` and `resources/read` with their `input_required` rounds, followed
+//!   or handed back.
 //!
 //! Architecture invariant: `call` sits above `connection` and `snapshot` and below the facade;
 //! nothing under `connection` or `snapshot` imports it.
@@ -22,12 +24,14 @@
 pub(crate) mod binding;
 pub(crate) mod context;
 pub(crate) mod frozen;
+pub(crate) mod input;
 pub(crate) mod mrtr;
 pub(crate) mod output;
 pub(crate) mod result;
 pub(crate) mod summary;
 pub(crate) mod task_augmented;
 pub(crate) mod tasks;
+pub(crate) mod trace_meta;
 pub(crate) mod validate;
 
 #[cfg(test)]

@@ -113,6 +113,11 @@ pub struct ServerConfig {
     /// the server lists, kept as they are: for an `mcp-harness serve` gateway, whose names are
     /// already qualified).
     pub names: mcp_harness_catalog::Naming,
+    /// `protocolVersion`: the MCP version asked of this server instead of the runtime's own
+    /// default (2025-11-25 through `initialize`). From `2026-07-28` on the session opens with
+    /// `server/discover` (no `initialize`): what a gateway needs to pass SEP-2322
+    /// `input_required` rounds through to its clients.
+    pub protocol_version: Option<rmcp::model::ProtocolVersion>,
 }
 
 /// A configuration problem, naming where it is and what to change.
@@ -166,6 +171,7 @@ struct RawServer {
     exclude_tools: Vec<String>,
     oauth: Option<serde_json::Value>,
     names: Option<String>,
+    protocol_version: Option<String>,
 }
 
 /// A server's `oauth` object as written.
@@ -668,7 +674,29 @@ fn server_config(
                 ));
             }
         },
+        protocol_version: raw
+            .protocol_version
+            .as_deref()
+            .map(protocol_version)
+            .transpose()?,
     })
+}
+
+/// `protocolVersion`: one of the versions rmcp knows (a typo would otherwise be sent as asked
+/// and refused by every server).
+fn protocol_version(value: &str) -> Result<rmcp::model::ProtocolVersion, String> {
+    let known = rmcp::model::ProtocolVersion::known_up_to(&rmcp::model::ProtocolVersion::LATEST);
+    known
+        .iter()
+        .find(|v| v.as_str() == value)
+        .cloned()
+        .ok_or_else(|| {
+            let names: Vec<&str> = known.iter().map(|v| v.as_str()).collect();
+            format!(
+                "`protocolVersion` is one of {}, not {value:?}",
+                names.join(", ")
+            )
+        })
 }
 
 /// `maxMessageBytes`: from 1 KiB to 1 GiB; the memory one message may take while read.

@@ -6,35 +6,13 @@
 //! Invariant: a [`TraceMeta`] adds only the `traceparent` / `tracestate` keys it holds to the
 //! request's `_meta`; an empty one sends the request exactly as the untraced methods do.
 
-use rmcp::model::{
-    ClientRequest, GetPromptRequestParams, GetPromptResult, JsonObject, ReadResourceRequestParams,
-    ReadResourceResult, RequestParamsMeta, ServerResult,
-};
+use rmcp::model::{ClientRequest, GetPromptResult, JsonObject, ReadResourceResult, ServerResult};
 
 use super::{Runtime, bound_client, send};
+use crate::call::binding::Forwarded;
+use crate::call::input::Reply;
+pub use crate::call::trace_meta::TraceMeta;
 use crate::error::{CallError, unexpected};
-
-/// The W3C trace context (SEP-414) a request carries to its server in `_meta`. Sent as given:
-/// the caller checks the values (a gateway continues only a well-formed context).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TraceMeta {
-    /// The `traceparent` to send (the caller's span).
-    pub traceparent: Option<String>,
-    /// The `tracestate` to send alongside it (vendor entries of the trace, passed on).
-    pub tracestate: Option<String>,
-}
-
-impl TraceMeta {
-    /// Sets the values this holds in `params`' `_meta` (nothing when it holds none).
-    pub fn apply(&self, params: &mut impl RequestParamsMeta) {
-        if let Some(traceparent) = &self.traceparent {
-            params.set_traceparent(traceparent);
-        }
-        if let Some(tracestate) = &self.tracestate {
-            params.set_tracestate(tracestate);
-        }
-    }
-}
 
 impl Runtime {
     /// [`Runtime::get_prompt`] with `trace` sent in the request's `_meta`.
@@ -45,17 +23,12 @@ impl Runtime {
         arguments: Option<JsonObject>,
         trace: &TraceMeta,
     ) -> Result<GetPromptResult, CallError> {
-        let published = self.live.published();
-        let client = bound_client(&published, server)?;
-        let mut params = GetPromptRequestParams::new(name.to_string());
-        if let Some(args) = arguments {
-            params = params.with_arguments(args);
-        }
-        trace.apply(&mut params);
-        let request = ClientRequest::GetPromptRequest(rmcp::model::GetPromptRequest::new(params));
-        match send(&client, request, server, name).await? {
-            ServerResult::GetPromptResult(r) => Ok(r),
-            other => Err(unexpected(server, name, &other)),
+        match self
+            .get_prompt_reply(server, name, arguments, &Forwarded::default(), trace, false)
+            .await?
+        {
+            Reply::Done(result) => Ok(result),
+            Reply::InputRequired(_) => Err(super::handed_back_unasked(server, name)),
         }
     }
 
@@ -66,15 +39,12 @@ impl Runtime {
         uri: &str,
         trace: &TraceMeta,
     ) -> Result<ReadResourceResult, CallError> {
-        let published = self.live.published();
-        let client = bound_client(&published, server)?;
-        let mut params = ReadResourceRequestParams::new(uri.to_string());
-        trace.apply(&mut params);
-        let request =
-            ClientRequest::ReadResourceRequest(rmcp::model::ReadResourceRequest::new(params));
-        match send(&client, request, server, uri).await? {
-            ServerResult::ReadResourceResult(r) => Ok(r),
-            other => Err(unexpected(server, uri, &other)),
+        match self
+            .read_resource_reply(server, uri, &Forwarded::default(), trace, false)
+            .await?
+        {
+            Reply::Done(result) => Ok(result),
+            Reply::InputRequired(_) => Err(super::handed_back_unasked(server, uri)),
         }
     }
 

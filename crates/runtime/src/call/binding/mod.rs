@@ -13,9 +13,11 @@
 //! - the arguments are validated against the input schema the binding showed, and permission
 //!   is decided before the check: deny, cancel or an approval timeout never send `tools/call`.
 
+mod forward;
 mod reply;
 mod rounds;
 
+pub use self::forward::Forwarded;
 pub use self::reply::{CallReply, HandBack};
 
 use std::sync::{Arc, Mutex};
@@ -244,6 +246,9 @@ pub struct CallOptions {
     /// Non-final answers handed back instead of followed (a gateway passing tasks and
     /// `input_required` rounds through); only [`PreparedCall::call_reply`] honours it.
     pub hand_back: HandBack,
+    /// What a gateway forwards of its client's request untouched (a SEP-2322 retry, the
+    /// client's declared capabilities).
+    pub forward: Forwarded,
 }
 
 /// The outcome of a call that was sent and answered.
@@ -409,6 +414,7 @@ impl PreparedCall {
                 rmcp::model::RequestParamsMeta::set_tracestate(&mut params, tracestate);
             }
         }
+
         // SEP-1686: a tool that requires a task is called with one (never plainly).
         let task_augmented = client.wire.requires_task(&entry.raw_name);
         // The request is kept for further rounds only where the protocol has them (SEP-2322,
@@ -418,6 +424,11 @@ impl PreparedCall {
             .peer
             .peer_info()
             .is_none_or(|info| !info.protocol_version.has_initialize());
+        if rounds_possible && !options.forward.is_empty() {
+            params.input_responses = options.forward.input_responses.clone();
+            params.request_state = options.forward.request_state.clone();
+            request_options.meta = options.forward.meta();
+        }
         let retry = rounds_possible.then(|| params.clone());
         let request = if task_augmented {
             crate::call::task_augmented::request(&params, timeout)

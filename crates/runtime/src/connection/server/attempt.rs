@@ -93,6 +93,7 @@ impl ServerActor {
             .with_protocol_version(
                 self.fallback
                     .clone()
+                    .or_else(|| self.config.protocol_version.clone())
                     .or_else(|| self.settings.protocol_version.clone()),
             )
             .with_callbacks(&self.config.name, self.settings.callbacks.clone())
@@ -222,7 +223,10 @@ impl ServerActor {
                     ..
                 }
             );
-        if refused_handshake && self.settings.protocol_version.is_none() {
+        if refused_handshake
+            && self.settings.protocol_version.is_none()
+            && self.config.protocol_version.is_none()
+        {
             if self.fallback.is_none() {
                 // A server of the 2026-07-28 era may refuse the `initialize` handshake:
                 // try `server/discover` once before giving up (R8: fall back across eras).
