@@ -27,6 +27,7 @@ mod sealed;
 mod session;
 mod stdio;
 mod sync;
+mod task_ids;
 mod trace;
 
 use std::sync::Arc;

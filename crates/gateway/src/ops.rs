@@ -35,6 +35,9 @@ pub(crate) enum Outcome {
     Stale,
     Unknown,
     Failed,
+    /// The upstream runs the call as a task, handed to the client (SEP-2663): how it ends is
+    /// the client's to follow.
+    Task,
 }
 
 impl Outcome {
@@ -46,6 +49,7 @@ impl Outcome {
             Outcome::Stale => "stale",
             Outcome::Unknown => "unknown",
             Outcome::Failed => "failed",
+            Outcome::Task => "task",
         }
     }
 

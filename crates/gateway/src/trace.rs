@@ -517,14 +517,18 @@ pub(crate) fn upstream_call(
 }
 
 /// Ends an upstream span with the call's outcome: `ok`, `tool_error` (the tool said
-/// `isError`), or the failure's class (`transport`, `protocol`, `permission`, …).
+/// `isError`), `task` (the upstream's task was handed to the client), or the failure's class
+/// (`transport`, `protocol`, `permission`, …).
 pub(crate) fn end_upstream(
     mut span: Span,
-    outcome: &Result<mcp_harness_runtime::ToolResult, mcp_harness_runtime::CallError>,
+    outcome: &Result<mcp_harness_runtime::CallReply, mcp_harness_runtime::CallError>,
 ) {
+    use mcp_harness_runtime::CallReply;
     let outcome = match outcome {
-        Ok(result) if result.is_error() => "tool_error".to_string(),
-        Ok(_) => "ok".to_string(),
+        Ok(CallReply::Done(result)) if result.is_error() => "tool_error".to_string(),
+        Ok(CallReply::Done(_)) => "ok".to_string(),
+        Ok(CallReply::Task(_)) => "task".to_string(),
+        Ok(CallReply::InputRequired(_)) => "input_required".to_string(),
         Err(error) => serde_json::to_value(error.class())
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))

@@ -32,6 +32,8 @@ use crate::error::{CallError, StartError, classify, explain_timeout, unexpected}
 use crate::snapshot::Live;
 use crate::snapshot::publisher::{Published, ServerClient};
 
+mod tasks;
+
 /// A running harness: servers connecting or connected, and the latest published snapshot.
 pub struct Runtime {
     live: Arc<Live>,

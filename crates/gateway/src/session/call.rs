@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use mcp_harness_policy::{ApprovalRequest, Effect};
-use mcp_harness_runtime::{CallError, CallOptions, ClientProfile, ToolResult};
+use mcp_harness_runtime::{CallError, CallOptions, CallReply, ClientProfile, ToolResult};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
     ProgressNotificationParam,
@@ -134,7 +134,7 @@ impl Session {
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
-    ) -> (Option<String>, Result<ToolResult, Failure>) {
+    ) -> (Option<String>, Result<CallReply, Failure>) {
         let profile = profile_of(&context.extensions);
         let mark = sealed::opened(&context.extensions)
             .and_then(|opened| opened.payload.listed)
@@ -163,6 +163,17 @@ impl Session {
         let call = match listed.binding.prepare_call(name) {
             Ok(call) => call,
             Err(error) => return (server, Err(Failure::Call(error))),
+        };
+        // SEP-2663: a declaring client gets the upstream's task; a task-only tool is refused
+        // for one that did not declare tasks.
+        let hand_back_tasks = match (&server, listed.binding.snapshot().tool(name)) {
+            (Some(server), Some(entry)) => {
+                match self.task_hand_back(&context, server, &entry.raw_name) {
+                    Ok(hand_back) => hand_back,
+                    Err(error) => return (Some(server.clone()), Err(Failure::Rpc(error))),
+                }
+            }
+            _ => false,
         };
         let mut approved = false;
         if let Some(profile) = &profile {
@@ -225,6 +236,8 @@ impl Session {
             cancel: Some(context.ct.clone()),
             ..CallOptions::default()
         };
+        options.hand_back.tasks = hand_back_tasks;
+        options.decline_tasks = !hand_back_tasks;
         let forward = context.meta.get_progress_token().map(|token| {
             let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ProgressNotificationParam>();
             options.progress = Some(tx);
@@ -255,7 +268,7 @@ impl Session {
         if let Some(span) = &upstream {
             options.traceparent = Some(span.context().header());
         }
-        let run = call.call_with(request.arguments, options);
+        let run = call.call_reply(request.arguments, options);
         let outcome = if approved {
             as_caller(
                 context.peer.clone(),
@@ -276,7 +289,8 @@ impl Session {
             let _ = stop.send(());
             let _ = forwarder.await;
         }
-        (server, outcome.map_err(Failure::Call))
+        let outcome = self.task_outcome(&context, server.as_deref(), outcome);
+        (server, outcome)
     }
 
     /// Forwards the log notifications `server` sends from now on to `peer` (the client calling

@@ -17,10 +17,11 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use mcp_harness_runtime::{CallError, Runtime, StepBinding};
+use mcp_harness_runtime::{CallError, CallReply, Runtime, StepBinding};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    ContentBlock, GetPromptRequestParams, GetPromptResponse, GetSkillRequestParams, GetSkillResult,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
+    CompleteRequestParams, CompleteResult, ContentBlock, GetTaskParams, GetTaskResult,
+    UpdateTaskParams, GetPromptRequestParams, GetPromptResponse, GetSkillRequestParams, GetSkillResult,
     Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
     ListSkillsResult, ListToolsResult, PaginatedRequestParams, ReadResourceDirectoryRequestParams,
     ReadResourceRequestParams, ReadResourceResponse, Reference, ResourceUpdatedNotificationParam,
@@ -38,8 +39,10 @@ use crate::sync::lock;
 mod call;
 mod shared;
 mod skills;
+mod tasks;
 
 use call::{Failure, downstream_result, refusal, upstream_error};
+use tasks::MISSING_CAPABILITY;
 use shared::profile_of;
 pub(crate) use shared::{Digests, ListKind, Listener, Shared};
 
@@ -146,6 +149,11 @@ impl ServerHandler for Session {
             }
             Some(_) => capabilities.enable_skills(),
             None => capabilities,
+        };
+        let capabilities = if self.serves_tasks() {
+            capabilities.enable_tasks()
+        } else {
+            capabilities
         }
         .build();
         ServerConfig::new(capabilities).with_server_info(Implementation::new(
@@ -274,14 +282,16 @@ impl ServerHandler for Session {
         let arguments = request.arguments.clone();
         let (server, attempt) = self.run_call(request, context).await;
         let outcome = match &attempt {
-            Ok(result) if result.is_error() => Outcome::ToolError,
-            Ok(_) => Outcome::Ok,
+            Ok(CallReply::Done(result)) if result.is_error() => Outcome::ToolError,
+            Ok(CallReply::Done(_)) => Outcome::Ok,
+            Ok(_) => Outcome::Task,
             Err(Failure::Call(error)) => match error {
                 CallError::UnknownTool { .. } | CallError::NotInStep { .. } => Outcome::Unknown,
                 CallError::Stale { .. } => Outcome::Stale,
                 CallError::Permission { .. } => Outcome::Refused,
                 _ => Outcome::Failed,
             },
+            Err(Failure::Rpc(error)) if error.code.0 == MISSING_CAPABILITY => Outcome::Refused,
             Err(Failure::Rpc(_)) => Outcome::Failed,
             Err(Failure::Stale(_)) => Outcome::Stale,
         };
@@ -300,13 +310,42 @@ impl ServerHandler for Session {
             crate::trace::end_call(span, &client, server.as_deref(), outcome.as_str());
         }
         match attempt {
-            Ok(result) => Ok(downstream_result(result).into()),
+            Ok(CallReply::Done(result)) => Ok(downstream_result(result).into()),
+            Ok(CallReply::Task(created)) => Ok(CallToolResponse::Task(created)),
+            Ok(CallReply::InputRequired(_)) => Err(McpError::internal_error(
+                "an input_required round came back unasked (a gateway bug)",
+                None,
+            )),
             Err(Failure::Call(error)) => refusal(&tool, error),
             Err(Failure::Rpc(error)) => Err(error),
             Err(Failure::Stale(text)) => {
                 Ok(CallToolResult::error(vec![ContentBlock::text(text)]).into())
             }
         }
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        self.pass_get_task(request, context).await
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.pass_update_task(request, context).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.pass_cancel_task(request, context).await
     }
 
     async fn list_prompts(

@@ -35,6 +35,19 @@ use tokio_util::sync::CancellationToken;
 use crate::call::mrtr::next_round;
 use crate::error::CallError;
 
+/// Request `_meta` declaring the capabilities the harness declares at `initialize` (whose
+/// server requests `callbacks` answer) but the tasks extension (SEP-2575 per-request client
+/// capabilities; see `CallOptions::decline_tasks`).
+pub(crate) fn declining_meta(callbacks: Option<&Callbacks>) -> rmcp::model::RequestMetaObject {
+    let mut capabilities = mcp_harness_transport::handler::declared_capabilities(callbacks);
+    if let Some(extensions) = &mut capabilities.extensions {
+        extensions.remove(rmcp::model::TASKS_EXTENSION_ID);
+    }
+    let mut meta = rmcp::model::RequestMetaObject::new();
+    meta.set_client_capabilities(capabilities);
+    meta
+}
+
 /// Poll interval when the server suggests none.
 pub(crate) const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(500);
 /// The shortest poll interval honoured (a server asking for less gets this).

@@ -242,6 +242,12 @@ pub struct CallOptions {
     /// Non-final answers handed back instead of followed (a gateway passing tasks and
     /// `input_required` rounds through); only [`PreparedCall::call_reply`] honours it.
     pub hand_back: HandBack,
+    /// Tells a server that declared the tasks extension, in the request's `_meta` (SEP-2575 per-request client capabilities:
+    /// the harness's own, without the tasks extension), that this caller takes no task
+    /// (SEP-2663): a server that honours it runs the call to its result, or refuses a
+    /// task-only tool (`-32021`, a [`CallError::Protocol`] carrying its error) before running
+    /// it. A gateway sets it for a client that did not declare tasks.
+    pub decline_tasks: bool,
 }
 
 /// The outcome of a call that was sent and answered.
@@ -396,6 +402,17 @@ impl PreparedCall {
             request_options = request_options
                 .reset_timeout_on_progress()
                 .with_max_total_timeout(timeout.saturating_mul(MAX_TOTAL_FACTOR));
+        }
+        // Only a server that declared the tasks extension has tasks to decline.
+        if options.decline_tasks
+            && client
+                .peer
+                .peer_info()
+                .is_some_and(|info| info.capabilities.supports_tasks())
+        {
+            request_options.meta = Some(crate::call::tasks::declining_meta(
+                self.ctx.callbacks.as_ref(),
+            ));
         }
         let mut params = CallToolRequestParams::new(entry.raw_name.clone());
         if !args.is_empty() || entry.tool.input_schema.get("properties").is_some() {
