@@ -74,8 +74,7 @@ impl TaskIds {
     }
 
     fn keys(&self) -> &SessionKeys {
-        self.keys
-            .get_or_init(|| Arc::new(SessionKeys::generate()))
+        self.keys.get_or_init(|| Arc::new(SessionKeys::generate()))
     }
 
     /// The id `owner` sees for `task`.
@@ -124,7 +123,10 @@ mod tests {
         ] {
             assert_eq!(ids.open(&id, &other), None, "{other:?}");
         }
-        assert_eq!(ids.open("tasks-conformance-nonexistent-12345", &alice), None);
+        assert_eq!(
+            ids.open("tasks-conformance-nonexistent-12345", &alice),
+            None
+        );
         assert_eq!(ids.open(&id[..id.len() - 2], &alice), None);
     }
 

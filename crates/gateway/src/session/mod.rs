@@ -20,13 +20,13 @@ use std::sync::{Arc, Mutex};
 use mcp_harness_runtime::{CallError, CallReply, Runtime, StepBinding};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
-    CompleteRequestParams, CompleteResult, ContentBlock, GetTaskParams, GetTaskResult,
-    UpdateTaskParams, GetPromptRequestParams, GetPromptResponse, GetSkillRequestParams, GetSkillResult,
-    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListSkillsResult, ListToolsResult, PaginatedRequestParams, ReadResourceDirectoryRequestParams,
+    CompleteRequestParams, CompleteResult, ContentBlock, GetPromptRequestParams, GetPromptResponse,
+    GetSkillRequestParams, GetSkillResult, GetTaskParams, GetTaskResult, Implementation,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListSkillsResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceDirectoryRequestParams,
     ReadResourceRequestParams, ReadResourceResponse, Reference, ResourceUpdatedNotificationParam,
     ResultType, ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter,
-    UnsubscribeRequestParams,
+    UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -42,9 +42,9 @@ mod skills;
 mod tasks;
 
 use call::{Failure, downstream_result, refusal, upstream_error};
-use tasks::MISSING_CAPABILITY;
 use shared::profile_of;
 pub(crate) use shared::{Digests, ListKind, Listener, Shared};
+use tasks::MISSING_CAPABILITY;
 
 /// A session's last tool listing: the binding calls run on, the names it showed, and which
 /// listing of the session it was (its sequence number, shared with the sealed id).

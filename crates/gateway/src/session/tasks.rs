@@ -9,9 +9,13 @@
 //! - a task id is answered only for the client it was issued to: for any other client, and for
 //!   a malformed, forged or foreign id, the answer is the same `-32602` unknown-task error,
 //!   and nothing is sent upstream;
-//! - a tool its server runs only as a task (`execution.taskSupport: "required"`) is refused
-//!   with `-32021` for a client that did not declare tasks, before anything runs; a tool that
-//!   merely may run as a task is followed to its result for such a client (the runtime polls);
+//! - for a client that did not declare tasks, a tool its server runs only as a task is refused
+//!   with `-32021` before it runs: by the gateway when the server's listing says so
+//!   (`execution.taskSupport: "required"`, SEP-1686), else by the server itself, which the
+//!   call tells in its `_meta` that the client takes no task (`CallOptions::decline_tasks`;
+//!   SEP-2663 listings do not say which tools need a task); its refusal reaches the client as
+//!   the JSON-RPC error it is. Any other tool is answered with its final result (a server
+//!   that still makes a task gets it followed by the runtime);
 //! - rmcp answers `tasks/*` with `-32601` while the gateway declares no tasks, and with
 //!   `-32021` for a client that did not declare them (its `validate_tasks_capability`).
 
@@ -103,10 +107,7 @@ impl Session {
             server: server.to_string(),
             task_id: created.task.task_id.clone(),
         };
-        let id = self
-            .shared()
-            .task_ids
-            .issue(&upstream, &owner(context));
+        let id = self.shared().task_ids.issue(&upstream, &owner(context));
         translate_meta(&mut created.meta, &upstream.task_id, &id);
         created.task.task_id = id;
         created

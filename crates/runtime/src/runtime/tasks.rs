@@ -41,7 +41,11 @@ impl Runtime {
     ) -> Result<(), CallError> {
         let client = bound_client(&self.live.published(), server)?;
         let request = ClientRequest::UpdateTaskRequest(UpdateTaskRequest::new(params));
-        ack(server, "tasks/update", send(&client, request, server, "tasks/update").await?)
+        ack(
+            server,
+            "tasks/update",
+            send(&client, request, server, "tasks/update").await?,
+        )
     }
 
     /// `tasks/cancel` to `server` (cooperative: the ack promises nothing about the task).
@@ -52,7 +56,11 @@ impl Runtime {
     ) -> Result<(), CallError> {
         let client = bound_client(&self.live.published(), server)?;
         let request = ClientRequest::CancelTaskRequest(CancelTaskRequest::new(params));
-        ack(server, "tasks/cancel", send(&client, request, server, "tasks/cancel").await?)
+        ack(
+            server,
+            "tasks/cancel",
+            send(&client, request, server, "tasks/cancel").await?,
+        )
     }
 
     /// What connected `server`'s listing declared of `tool`'s task support
@@ -62,7 +70,9 @@ impl Runtime {
             .published()
             .clients
             .get(server)
-            .map_or(TaskSupport::Forbidden, |client| client.wire.task_support(tool))
+            .map_or(TaskSupport::Forbidden, |client| {
+                client.wire.task_support(tool)
+            })
     }
 }
 
