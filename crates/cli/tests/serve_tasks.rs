@@ -5,7 +5,8 @@
 //! the same `-32602` as for an id that never existed, and nothing reaches the upstream task;
 //! `tasks/*` from a client that did not declare tasks answer `-32021`; such a client gets a
 //! task-only tool refused with `-32021` and a tool that may run as a task answered with its
-//! final result. Metrics count the created task as outcome `task`.
+//! final result. Two 2025-11-25 sessions of one profile are two clients: a task of one is
+//! unknown to the other. Metrics count the created task as outcome `task`.
 
 mod common;
 
@@ -204,6 +205,25 @@ fn serve_passes_tasks_through_bound_to_the_client_that_created_them() {
     assert!(sync["result"].get("taskId").is_none(), "{sync}");
     assert!(sync.to_string().contains("computed plain"), "{sync}");
 
+    // Two sessions of one profile are two clients: a task of one is unknown to the other (and
+    // to the same profile without a session).
+    let first = Session::open(addr, ALICE);
+    let second = Session::open(addr, ALICE);
+    let created = first.request(
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 30, "label": "session"}}),
+    );
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    let id = created["result"]["taskId"].as_str().expect("a task id");
+    let own = first.request("tasks/get", json!({"taskId": id}));
+    assert_eq!(own["result"]["taskId"], id, "{own}");
+    let other = second.request("tasks/get", json!({"taskId": id}));
+    assert_eq!(other["error"]["code"], -32602, "{other}");
+    let sessionless = alice.task("tasks/get", id);
+    assert_eq!(sessionless["error"]["code"], -32602, "{sessionless}");
+    let ack = first.request("tasks/cancel", json!({"taskId": id}));
+    assert!(ack.get("result").is_some(), "{ack}");
+
     let (_, _, metrics) = http(addr, "GET", "/metrics", &[], "");
     assert!(
         metrics
@@ -211,4 +231,59 @@ fn serve_passes_tasks_through_bound_to_the_client_that_created_them() {
             .any(|l| l.contains("tool=\"slow_compute\"") && l.contains("outcome=\"task\"")),
         "no call counted as a task:\n{metrics}"
     );
+}
+
+/// A 2025-11-25 session (declaring tasks at `initialize`) of one bearer token.
+struct Session<'a> {
+    addr: &'a str,
+    token: String,
+    id: String,
+}
+
+impl<'a> Session<'a> {
+    fn open(addr: &'a str, token: &str) -> Self {
+        let token = format!("Bearer {token}");
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {"extensions": {TASKS: {}}},
+            "clientInfo": {"name": "tasks-session-test", "version": "1"}}});
+        let headers = [
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("Authorization", token.as_str()),
+        ];
+        let (status, head, body) = http(addr, "POST", "/mcp", &headers, &init.to_string());
+        assert_eq!(status, 200, "initialize: {head}\n{body}");
+        let id = head
+            .lines()
+            .find_map(|l| l.strip_prefix("mcp-session-id:"))
+            .map(|v| v.trim().to_string())
+            .expect("a session id");
+        let session = Self { addr, token, id };
+        let (status, _, _) =
+            session.post(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        assert_eq!(status, 202, "notifications/initialized");
+        session
+    }
+
+    fn post(&self, body: &Value) -> (u16, String, String) {
+        let headers = [
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("Authorization", self.token.as_str()),
+            ("Mcp-Session-Id", self.id.as_str()),
+            ("Mcp-Protocol-Version", "2025-11-25"),
+        ];
+        http(self.addr, "POST", "/mcp", &headers, &body.to_string())
+    }
+
+    fn request(&self, method: &str, params: Value) -> Value {
+        let (status, head, body) =
+            self.post(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}));
+        let answer = message(&body);
+        assert!(
+            answer.is_object(),
+            "{method}: no JSON-RPC answer (HTTP {status}): {head}\n{body}"
+        );
+        answer
+    }
 }
