@@ -192,6 +192,7 @@ pub(crate) async fn serve(
         );
         Arc::new(SessionKeys::generate())
     });
+    shared.task_ids.use_keys(keys.clone());
     let sealer = Sealer::new(keys, options.session_ttl);
     config.session_store = Some(Arc::new(SealedStore::new(sealer.clone())));
     let mut manager = LocalSessionManager::default();

@@ -28,6 +28,7 @@ mod session;
 mod spans;
 mod stdio;
 mod sync;
+mod task_ids;
 mod trace;
 mod traced;
 

@@ -54,9 +54,26 @@ impl ToolView {
         profile: Option<&ClientProfile>,
     ) -> Self {
         let snapshot = binding.snapshot();
+        // Each server's tools in the order it listed them (servers by name, the gateway's own
+        // tools last): in front of one server (`--prefix none`) the listing is the server's.
+        let listed_at: HashMap<&str, (&str, usize)> =
+            snapshot
+                .catalogs
+                .iter()
+                .flat_map(|(server, catalog)| {
+                    catalog.tools.iter().enumerate().map(move |(at, entry)| {
+                        (entry.qualified_name.as_str(), (server.as_str(), at))
+                    })
+                })
+                .collect();
         let mut tools = Vec::new();
         let mut names = HashMap::new();
-        for bound in binding.tools() {
+        let mut bound_tools = binding.tools();
+        bound_tools.sort_by_key(|bound| match listed_at.get(bound.name.as_str()) {
+            Some((server, at)) => (0, *server, *at),
+            None => (1, "", 0),
+        });
+        for bound in bound_tools {
             if let Some(profile) = profile {
                 let server_seen = bound
                     .server

@@ -35,6 +35,12 @@ pub(crate) enum Outcome {
     Stale,
     Unknown,
     Failed,
+    /// The upstream runs the call as a task, handed to the client (SEP-2663): how it ends is
+    /// the client's to follow.
+    Task,
+    /// The upstream needs input first (SEP-2322), handed to a client that answers its own
+    /// rounds: the call goes on in the client's retry, counted on its own.
+    InputRequired,
 }
 
 impl Outcome {
@@ -46,6 +52,8 @@ impl Outcome {
             Outcome::Stale => "stale",
             Outcome::Unknown => "unknown",
             Outcome::Failed => "failed",
+            Outcome::Task => "task",
+            Outcome::InputRequired => "input_required",
         }
     }
 

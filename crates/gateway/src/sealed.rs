@@ -198,15 +198,21 @@ impl SessionKeys {
 
     /// Seals `payload` under the first key.
     pub(crate) fn seal(&self, payload: &Payload) -> String {
+        let data = serde_json::to_vec(payload).expect("a payload always serialises");
+        self.seal_bytes(AAD, data)
+    }
+
+    /// Seals `data` under the first key, authenticated with `aad` (what the token is for: one
+    /// sealed for another purpose under the same key does not open).
+    pub(crate) fn seal_bytes(&self, aad: &[u8], mut data: Vec<u8>) -> String {
         let mut nonce = [0u8; NONCE_LEN];
         self.random
             .fill(&mut nonce)
             .expect("the operating system's random source is unavailable");
-        let mut data = serde_json::to_vec(payload).expect("a payload always serialises");
         self.keys[0]
             .seal_in_place_append_tag(
                 Nonce::assume_unique_for_key(nonce),
-                Aad::from(AAD),
+                Aad::from(aad),
                 &mut data,
             )
             .expect("AES-GCM seals any payload shorter than 64 GiB");
@@ -228,6 +234,14 @@ impl SessionKeys {
 
     /// Opens `token` with any key, whatever its expiry.
     fn open_any(&self, token: &str) -> Result<Payload, Refusal> {
+        let plain = self.open_bytes(AAD, token)?;
+        // Authentic, so written by a gateway holding the key: a payload it cannot read is from
+        // an incompatible build.
+        serde_json::from_slice(&plain).map_err(|_| Refusal::Malformed)
+    }
+
+    /// Opens a token [`Self::seal_bytes`] made for `aad`, with any key.
+    pub(crate) fn open_bytes(&self, aad: &[u8], token: &str) -> Result<Vec<u8>, Refusal> {
         if token.len() > MAX_TOKEN {
             return Err(Refusal::Malformed);
         }
@@ -244,12 +258,12 @@ impl SessionKeys {
             let mut data = raw[1 + NONCE_LEN..].to_vec();
             if let Ok(plain) = key.open_in_place(
                 Nonce::assume_unique_for_key(nonce),
-                Aad::from(AAD),
+                Aad::from(aad),
                 &mut data,
             ) {
-                // Authentic, so written by a gateway holding the key: a payload it cannot
-                // read is from an incompatible build.
-                return serde_json::from_slice(plain).map_err(|_| Refusal::Malformed);
+                let len = plain.len();
+                data.truncate(len);
+                return Ok(data);
             }
         }
         Err(Refusal::Unauthentic)

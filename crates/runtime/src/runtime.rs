@@ -32,6 +32,7 @@ use crate::error::{CallError, StartError, classify, explain_timeout, unexpected}
 use crate::snapshot::Live;
 use crate::snapshot::publisher::{Published, ServerClient};
 
+mod tasks;
 mod traced;
 
 pub use traced::TraceMeta;

@@ -163,40 +163,43 @@ impl<T> Drop for AbortOnDrop<T> {
     }
 }
 
+/// The capabilities the harness declares to a server whose requests (elicitation, sampling,
+/// roots) `callbacks` answer: at `initialize`, and (SEP-2575) in a request's `_meta`.
+pub fn declared_capabilities(callbacks: Option<&Callbacks>) -> ClientCapabilities {
+    // We take part in the skills extension (SEP-2640); some servers expose skills only to
+    // clients that say so.
+    let mut capabilities = ClientCapabilities::default();
+    let supported = callbacks.map(|c| c.supports()).unwrap_or_default();
+    if supported.elicitation_form || supported.elicitation_url {
+        let mut elicitation = ElicitationCapability::default();
+        if supported.elicitation_form {
+            elicitation.form = Some(FormElicitationCapability::default());
+        }
+        if supported.elicitation_url {
+            elicitation.url = Some(UrlElicitationCapability::default());
+        }
+        capabilities.elicitation = Some(elicitation);
+    }
+    if supported.sampling {
+        capabilities.sampling = Some(Default::default());
+    }
+    if supported.roots {
+        capabilities.roots = Some(RootsCapabilities::default());
+    }
+    // Extensions we take part in: skills (SEP-2640), and tasks (SEP-2663: servers may run
+    // `tools/call` as a task; the runtime follows it, `runtime/src/tasks.rs`).
+    capabilities.extensions = Some(
+        EXTENSIONS
+            .into_iter()
+            .map(|id| (id.to_string(), rmcp::model::JsonObject::new()))
+            .collect(),
+    );
+    capabilities
+}
+
 impl ClientHandler for HarnessClient {
     fn get_info(&self) -> ClientConfig {
-        // We take part in the skills extension (SEP-2640); some servers expose skills only to
-        // clients that say so.
-        let mut capabilities = ClientCapabilities::default();
-        let supported = self
-            .callbacks
-            .as_ref()
-            .map(|c| c.supports())
-            .unwrap_or_default();
-        if supported.elicitation_form || supported.elicitation_url {
-            let mut elicitation = ElicitationCapability::default();
-            if supported.elicitation_form {
-                elicitation.form = Some(FormElicitationCapability::default());
-            }
-            if supported.elicitation_url {
-                elicitation.url = Some(UrlElicitationCapability::default());
-            }
-            capabilities.elicitation = Some(elicitation);
-        }
-        if supported.sampling {
-            capabilities.sampling = Some(Default::default());
-        }
-        if supported.roots {
-            capabilities.roots = Some(RootsCapabilities::default());
-        }
-        // Extensions we take part in: skills (SEP-2640), and tasks (SEP-2663: servers may run
-        // `tools/call` as a task; the runtime follows it, `runtime/src/tasks.rs`).
-        capabilities.extensions = Some(
-            EXTENSIONS
-                .into_iter()
-                .map(|id| (id.to_string(), rmcp::model::JsonObject::new()))
-                .collect(),
-        );
+        let capabilities = declared_capabilities(self.callbacks.as_ref());
         let info = ClientConfig::new(
             capabilities,
             Implementation::new("mcp-harness", env!("CARGO_PKG_VERSION")),

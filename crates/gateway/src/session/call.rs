@@ -165,6 +165,17 @@ impl Session {
             Ok(call) => call,
             Err(error) => return (server, Err(Failure::Call(error))),
         };
+        // SEP-2663: a declaring client gets the upstream's task; a task-only tool is refused
+        // for one that did not declare tasks.
+        let hand_back_tasks = match (&server, listed.binding.snapshot().tool(name)) {
+            (Some(server), Some(entry)) => {
+                match self.task_hand_back(&context, server, &entry.raw_name) {
+                    Ok(hand_back) => hand_back,
+                    Err(error) => return (Some(server.clone()), Err(Failure::Rpc(error))),
+                }
+            }
+            _ => false,
+        };
         let mut approved = false;
         if let Some(profile) = &profile {
             let args = request.arguments.clone().unwrap_or_default();
@@ -228,6 +239,8 @@ impl Session {
             forward: rounds.forward,
             ..CallOptions::default()
         };
+        options.hand_back.tasks = hand_back_tasks;
+        options.decline_tasks = !hand_back_tasks;
         let forward = context.meta.get_progress_token().map(|token| {
             let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ProgressNotificationParam>();
             options.progress = Some(tx);
@@ -293,7 +306,8 @@ impl Session {
             let _ = stop.send(());
             let _ = forwarder.await;
         }
-        (server, outcome.map_err(Failure::Call))
+        let outcome = self.task_outcome(&context, server.as_deref(), outcome);
+        (server, outcome)
     }
 
     /// Forwards the log notifications `server` sends from now on to `peer` (the client calling

@@ -19,13 +19,14 @@ use std::sync::{Arc, Mutex};
 
 use mcp_harness_runtime::{CallError, CallReply, Reply, Runtime, StepBinding};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    ContentBlock, GetPromptRequestParams, GetPromptResponse, GetSkillRequestParams, GetSkillResult,
-    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListSkillsResult, ListToolsResult, PaginatedRequestParams, ReadResourceDirectoryRequestParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
+    CompleteRequestParams, CompleteResult, ContentBlock, GetPromptRequestParams, GetPromptResponse,
+    GetSkillRequestParams, GetSkillResult, GetTaskParams, GetTaskResult, Implementation,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListSkillsResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceDirectoryRequestParams,
     ReadResourceRequestParams, ReadResourceResponse, Reference, ResourceUpdatedNotificationParam,
     ResultType, ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter,
-    UnsubscribeRequestParams,
+    UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -41,10 +42,12 @@ mod call;
 mod mrtr;
 mod shared;
 mod skills;
+mod tasks;
 
 use call::{Failure, downstream_result, refusal, upstream_error};
 use shared::profile_of;
 pub(crate) use shared::{Digests, ListKind, Listener, Shared};
+use tasks::MISSING_CAPABILITY;
 
 /// A session's last tool listing: the binding calls run on, the names it showed, and which
 /// listing of the session it was (its sequence number, shared with the sealed id).
@@ -162,6 +165,11 @@ impl ServerHandler for Session {
             }
             Some(_) => capabilities.enable_skills(),
             None => capabilities,
+        };
+        let capabilities = if self.serves_tasks() {
+            capabilities.enable_tasks()
+        } else {
+            capabilities
         }
         .build();
         ServerConfig::new(capabilities).with_server_info(Implementation::new(
@@ -297,13 +305,16 @@ impl ServerHandler for Session {
         let (server, attempt) = self.run_call(request, context, rounds).await;
         let outcome = match &attempt {
             Ok(CallReply::Done(result)) if result.is_error() => Outcome::ToolError,
-            Ok(_) => Outcome::Ok,
+            Ok(CallReply::Done(_)) => Outcome::Ok,
+            Ok(CallReply::Task(_)) => Outcome::Task,
+            Ok(CallReply::InputRequired(_)) => Outcome::InputRequired,
             Err(Failure::Call(error)) => match error {
                 CallError::UnknownTool { .. } | CallError::NotInStep { .. } => Outcome::Unknown,
                 CallError::Stale { .. } => Outcome::Stale,
                 CallError::Permission { .. } => Outcome::Refused,
                 _ => Outcome::Failed,
             },
+            Err(Failure::Rpc(error)) if error.code.0 == MISSING_CAPABILITY => Outcome::Refused,
             Err(Failure::Rpc(_)) => Outcome::Failed,
             Err(Failure::Stale(_)) => Outcome::Stale,
         };
@@ -324,7 +335,7 @@ impl ServerHandler for Session {
         match attempt {
             Ok(CallReply::Done(result)) => Ok(downstream_result(result).into()),
             Ok(CallReply::InputRequired(needed)) => Ok(needed.into()),
-            Ok(CallReply::Task(task)) => Ok(task.into()),
+            Ok(CallReply::Task(created)) => Ok(CallToolResponse::Task(created)),
             Err(Failure::Call(error)) => match mrtr::upstream_error(pass_through, error) {
                 Ok(upstream) => Err(upstream),
                 Err(error) => refusal(&tool, error),
@@ -334,6 +345,30 @@ impl ServerHandler for Session {
                 Ok(CallToolResult::error(vec![ContentBlock::text(text)]).into())
             }
         }
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        self.pass_get_task(request, context).await
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.pass_update_task(request, context).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.pass_cancel_task(request, context).await
     }
 
     async fn list_prompts(

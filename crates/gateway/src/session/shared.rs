@@ -106,6 +106,8 @@ pub(crate) struct Shared {
     views: Mutex<std::collections::VecDeque<Arc<ToolView>>>,
     /// Records and exports call spans (`None`: tracing is off, nothing is recorded).
     pub(crate) tracer: Option<Arc<crate::trace::Tracer>>,
+    /// Seals the ids of upstream tasks handed to clients (SEP-2663 pass-through).
+    pub(crate) task_ids: crate::task_ids::TaskIds,
 }
 
 impl Shared {
@@ -132,6 +134,7 @@ impl Shared {
             current_revision: AtomicU64::new(0),
             subscribed: Mutex::new(HashMap::new()),
             views: Mutex::new(std::collections::VecDeque::new()),
+            task_ids: crate::task_ids::TaskIds::default(),
         }
     }
 

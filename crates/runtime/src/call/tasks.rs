@@ -35,6 +35,24 @@ use tokio_util::sync::CancellationToken;
 use crate::call::mrtr::next_round;
 use crate::error::CallError;
 
+/// `meta` (a request's `_meta`, or a new one) with client capabilities that decline tasks: the
+/// ones it already carries (a gateway's client's, forwarded) or else the harness's own, either
+/// way without the tasks extension (SEP-2575 per-request capabilities).
+pub(crate) fn declining_meta(
+    meta: Option<rmcp::model::RequestMetaObject>,
+    callbacks: Option<&Callbacks>,
+) -> rmcp::model::RequestMetaObject {
+    let mut meta = meta.unwrap_or_default();
+    let mut capabilities = meta
+        .client_capabilities()
+        .unwrap_or_else(|| mcp_harness_transport::handler::declared_capabilities(callbacks));
+    if let Some(extensions) = &mut capabilities.extensions {
+        extensions.remove(rmcp::model::TASKS_EXTENSION_ID);
+    }
+    meta.set_client_capabilities(capabilities);
+    meta
+}
+
 /// Poll interval when the server suggests none.
 pub(crate) const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(500);
 /// The shortest poll interval honoured (a server asking for less gets this).

@@ -249,6 +249,12 @@ pub struct CallOptions {
     /// What a gateway forwards of its client's request untouched (a SEP-2322 retry, the
     /// client's declared capabilities).
     pub forward: Forwarded,
+    /// Tells a server that declared the tasks extension, in the request's `_meta` (SEP-2575 per-request client capabilities:
+    /// the harness's own, without the tasks extension), that this caller takes no task
+    /// (SEP-2663): a server that honours it runs the call to its result, or refuses a
+    /// task-only tool (`-32021`, a [`CallError::Protocol`] carrying its error) before running
+    /// it. A gateway sets it for a client that did not declare tasks.
+    pub decline_tasks: bool,
 }
 
 /// The outcome of a call that was sent and answered.
@@ -428,6 +434,19 @@ impl PreparedCall {
             params.input_responses = options.forward.input_responses.clone();
             params.request_state = options.forward.request_state.clone();
             request_options.meta = options.forward.meta();
+        }
+        // Only a server that declared the tasks extension has tasks to decline; the capabilities
+        // declined with are the forwarded client's when there are some.
+        if options.decline_tasks
+            && client
+                .peer
+                .peer_info()
+                .is_some_and(|info| info.capabilities.supports_tasks())
+        {
+            request_options.meta = Some(crate::call::tasks::declining_meta(
+                request_options.meta.take(),
+                self.ctx.callbacks.as_ref(),
+            ));
         }
         let retry = rounds_possible.then(|| params.clone());
         let request = if task_augmented {

@@ -1,0 +1,289 @@
+//! `mcp-harness serve --http` passing SEP-2663 tasks through, driven by raw 2026-07-28
+//! (stateless) requests in front of the fixture's conformance mode: a client that declares the
+//! tasks extension gets the upstream's task under a gateway id and follows it with `tasks/get`;
+//! the id is bound to that client — another profile asking about it (get, update, cancel) gets
+//! the same `-32602` as for an id that never existed, and nothing reaches the upstream task;
+//! `tasks/*` from a client that did not declare tasks answer `-32021`; such a client gets a
+//! task-only tool refused with `-32021` and a tool that may run as a task answered with its
+//! final result. Two 2025-11-25 sessions of one profile are two clients: a task of one is
+//! unknown to the other. Metrics count the created task as outcome `task`.
+
+mod common;
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::gateway::{Served, http};
+use common::{bin, temp_home};
+use serde_json::{Value, json};
+
+const ALICE: &str = "alice-tasks-token-1234567890";
+const BOB: &str = "bob-tasks-token-1234567890";
+const TASKS: &str = "io.modelcontextprotocol/tasks";
+
+/// The JSON-RPC response in a body (JSON, or the SSE `data:` line that carries an id).
+fn message(body: &str) -> Value {
+    if let Ok(v) = serde_json::from_str::<Value>(body) {
+        return v;
+    }
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .find(|v| v.get("id").is_some())
+        .unwrap_or(Value::Null)
+}
+
+/// A client sending stateless 2026-07-28 requests with one bearer token.
+struct Client<'a> {
+    addr: &'a str,
+    token: String,
+    /// Whether it declares the tasks extension (in every request's `_meta`).
+    tasks: bool,
+}
+
+impl<'a> Client<'a> {
+    fn new(addr: &'a str, token: &str, tasks: bool) -> Self {
+        Self {
+            addr,
+            token: format!("Bearer {token}"),
+            tasks,
+        }
+    }
+
+    /// One request; `name` is what its `Mcp-Name` header says (tool name or task id).
+    fn request(&self, method: &str, mut params: Value, name: Option<&str>) -> Value {
+        let capabilities = if self.tasks {
+            json!({"extensions": {TASKS: {}}})
+        } else {
+            json!({})
+        };
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": capabilities,
+            "io.modelcontextprotocol/clientInfo": {"name": "tasks-test", "version": "1"},
+        });
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let mut headers = vec![
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("Authorization", self.token.as_str()),
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", method),
+        ];
+        if let Some(name) = name {
+            headers.push(("Mcp-Name", name));
+        }
+        let (status, head, body) = http(self.addr, "POST", "/mcp", &headers, &body.to_string());
+        let answer = message(&body);
+        assert!(
+            answer.is_object(),
+            "{method}: no JSON-RPC answer (HTTP {status}): {head}\n{body}"
+        );
+        answer
+    }
+
+    fn call(&self, tool: &str, arguments: Value) -> Value {
+        self.request(
+            "tools/call",
+            json!({"name": tool, "arguments": arguments}),
+            Some(tool),
+        )
+    }
+
+    fn task(&self, method: &str, id: &str) -> Value {
+        let mut params = json!({"taskId": id});
+        if method == "tasks/update" {
+            params["inputResponses"] = json!({});
+        }
+        self.request(method, params, Some(id))
+    }
+}
+
+#[test]
+fn serve_passes_tasks_through_bound_to_the_client_that_created_them() {
+    let dir = temp_home("serve-tasks", "http");
+    let config = dir.join("gateway.json");
+    let fixture = json!({"command": bin(), "args": ["fixture-server", "--conformance"]});
+    let document = json!({
+        "mcpServers": {"conf": fixture},
+        "permissions": {"allow": ["mcp__conf__*"]},
+        "gateway": {"clients": {
+            "alice": {"auth": {"type": "bearer", "tokenEnv": "GW_ALICE"}},
+            "bob": {"auth": {"type": "bearer", "tokenEnv": "GW_BOB"}}
+        }}
+    });
+    std::fs::write(&config, document.to_string()).expect("write config");
+    let stderr = std::fs::File::create(dir.join("serve.log")).expect("log file");
+    let gateway = Served::start_with_env(
+        &dir,
+        &config,
+        &["--prefix", "none"],
+        Stdio::from(stderr),
+        &[("GW_ALICE", ALICE), ("GW_BOB", BOB)],
+    );
+    let addr = gateway.addr.as_str();
+    let alice = Client::new(addr, ALICE, true);
+    let bob = Client::new(addr, BOB, true);
+    let plain = Client::new(addr, ALICE, false);
+
+    // The upstream connects in the background: wait (bounded) until its tools are listed.
+    let start = Instant::now();
+    while !alice
+        .request("tools/list", json!({}), None)
+        .to_string()
+        .contains("slow_compute")
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the upstream's tools never appeared"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let discovered = alice.request("server/discover", json!({}), None);
+    assert!(
+        discovered["result"]["capabilities"]["extensions"][TASKS].is_object(),
+        "the gateway declares tasks while its upstream does: {discovered}"
+    );
+
+    // A declaring client gets the task, under an id that is not the upstream's.
+    let created = alice.call("slow_compute", json!({"seconds": 30, "label": "bound"}));
+    let result = &created["result"];
+    assert_eq!(result["resultType"], "task", "{created}");
+    let id = result["taskId"].as_str().expect("a task id").to_string();
+    let got = alice.task("tasks/get", &id);
+    assert_eq!(got["result"]["taskId"], id.as_str(), "{got}");
+    assert_eq!(got["result"]["status"], "working", "{got}");
+
+    // Another profile learns nothing about it and cannot touch it: the answer is the one for
+    // an id that never existed.
+    let unknown = alice.task("tasks/get", "tasks-nonexistent-12345");
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    for method in ["tasks/get", "tasks/update", "tasks/cancel"] {
+        let foreign = bob.task(method, &id);
+        assert_eq!(foreign["error"]["code"], -32602, "{method}: {foreign}");
+        assert_eq!(
+            foreign["error"]["message"], unknown["error"]["message"],
+            "{method}: {foreign}"
+        );
+    }
+    let still = alice.task("tasks/get", &id);
+    assert_eq!(
+        still["result"]["status"], "working",
+        "bob's cancel reached it: {still}"
+    );
+
+    // Its owner cancels it; the upstream settles it as cancelled.
+    let ack = alice.task("tasks/cancel", &id);
+    assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
+    let start = Instant::now();
+    loop {
+        let got = alice.task("tasks/get", &id);
+        if got["result"]["status"] == "cancelled" {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "never cancelled: {got}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // A client that did not declare tasks: tasks/* refused as such; a task-only tool refused
+    // before it runs; a tool that may run as a task answered with its final result.
+    for method in ["tasks/get", "tasks/update", "tasks/cancel"] {
+        let refused = plain.task(method, &id);
+        assert_eq!(refused["error"]["code"], -32021, "{method}: {refused}");
+    }
+    let required = plain.call("failing_job", json!({}));
+    assert_eq!(required["error"]["code"], -32021, "{required}");
+    assert!(
+        required["error"]["data"]["requiredCapabilities"]["extensions"][TASKS].is_object(),
+        "{required}"
+    );
+    let sync = plain.call("slow_compute", json!({"seconds": 0, "label": "plain"}));
+    assert_eq!(sync["result"]["resultType"], "complete", "{sync}");
+    assert!(sync["result"].get("taskId").is_none(), "{sync}");
+    assert!(sync.to_string().contains("computed plain"), "{sync}");
+
+    // Two sessions of one profile are two clients: a task of one is unknown to the other (and
+    // to the same profile without a session).
+    let first = Session::open(addr, ALICE);
+    let second = Session::open(addr, ALICE);
+    let created = first.request(
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 30, "label": "session"}}),
+    );
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    let id = created["result"]["taskId"].as_str().expect("a task id");
+    let own = first.request("tasks/get", json!({"taskId": id}));
+    assert_eq!(own["result"]["taskId"], id, "{own}");
+    let other = second.request("tasks/get", json!({"taskId": id}));
+    assert_eq!(other["error"]["code"], -32602, "{other}");
+    let sessionless = alice.task("tasks/get", id);
+    assert_eq!(sessionless["error"]["code"], -32602, "{sessionless}");
+    let ack = first.request("tasks/cancel", json!({"taskId": id}));
+    assert!(ack.get("result").is_some(), "{ack}");
+
+    let (_, _, metrics) = http(addr, "GET", "/metrics", &[], "");
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.contains("tool=\"slow_compute\"") && l.contains("outcome=\"task\"")),
+        "no call counted as a task:\n{metrics}"
+    );
+}
+
+/// A 2025-11-25 session (declaring tasks at `initialize`) of one bearer token.
+struct Session<'a> {
+    addr: &'a str,
+    token: String,
+    id: String,
+}
+
+impl<'a> Session<'a> {
+    fn open(addr: &'a str, token: &str) -> Self {
+        let token = format!("Bearer {token}");
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {"extensions": {TASKS: {}}},
+            "clientInfo": {"name": "tasks-session-test", "version": "1"}}});
+        let headers = [
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("Authorization", token.as_str()),
+        ];
+        let (status, head, body) = http(addr, "POST", "/mcp", &headers, &init.to_string());
+        assert_eq!(status, 200, "initialize: {head}\n{body}");
+        let id = head
+            .lines()
+            .find_map(|l| l.strip_prefix("mcp-session-id:"))
+            .map(|v| v.trim().to_string())
+            .expect("a session id");
+        let session = Self { addr, token, id };
+        let (status, _, _) =
+            session.post(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        assert_eq!(status, 202, "notifications/initialized");
+        session
+    }
+
+    fn post(&self, body: &Value) -> (u16, String, String) {
+        let headers = [
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("Authorization", self.token.as_str()),
+            ("Mcp-Session-Id", self.id.as_str()),
+            ("Mcp-Protocol-Version", "2025-11-25"),
+        ];
+        http(self.addr, "POST", "/mcp", &headers, &body.to_string())
+    }
+
+    fn request(&self, method: &str, params: Value) -> Value {
+        let (status, head, body) =
+            self.post(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}));
+        let answer = message(&body);
+        assert!(
+            answer.is_object(),
+            "{method}: no JSON-RPC answer (HTTP {status}): {head}\n{body}"
+        );
+        answer
+    }
+}

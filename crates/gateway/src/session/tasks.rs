@@ -1,0 +1,206 @@
+//! Tasks (SEP-2663) passed through: the gateway declares the `io.modelcontextprotocol/tasks`
+//! extension while an upstream does; a client that declared it (at `initialize`, or in the
+//! request's `_meta` at 2026-07-28) gets an upstream's `CreateTaskResult` as the answer of its
+//! `tools/call`, under a gateway task id ([`crate::task_ids`]), and its `tasks/get`,
+//! `tasks/update` and `tasks/cancel` go to the owning server with the ids translated both ways.
+//!
+//! Invariants:
+//! - a client sees only gateway ids, an upstream only its own ids;
+//! - a task id is answered only for the client it was issued to: for any other client, and for
+//!   a malformed, forged or foreign id, the answer is the same `-32602` unknown-task error,
+//!   and nothing is sent upstream;
+//! - for a client that did not declare tasks, a tool its server runs only as a task is refused
+//!   with `-32021` before it runs: by the gateway when the server's listing says so
+//!   (`execution.taskSupport: "required"`, SEP-1686), else by the server itself, which the
+//!   call tells in its `_meta` that the client takes no task (`CallOptions::decline_tasks`;
+//!   SEP-2663 listings do not say which tools need a task); its refusal reaches the client as
+//!   the JSON-RPC error it is. Any other tool is answered with its final result (a server
+//!   that still makes a task gets it followed by the runtime);
+//! - rmcp answers `tasks/*` with `-32601` while the gateway declares no tasks, and with
+//!   `-32021` for a client that did not declare them (its `validate_tasks_capability`).
+
+use mcp_harness_runtime::transport::wire::TaskSupport;
+use mcp_harness_runtime::{CallError, CallReply};
+use rmcp::model::{
+    CancelTaskParams, ClientCapabilities, CreateTaskResult, GetTaskParams, GetTaskResult,
+    MetaObject, UpdateTaskParams,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer};
+
+use super::Session;
+use super::call::{Failure, upstream_error};
+use super::shared::profile_of;
+use crate::task_ids::{Owner, UpstreamTask};
+
+/// The JSON-RPC code of a request that needs a client capability the client did not declare
+/// (SEP-2575 "Missing Required Client Capability").
+pub(super) const MISSING_CAPABILITY: i32 = -32021;
+
+/// The `_meta` key under which a result may name the task it relates to.
+const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
+
+impl Session {
+    /// Whether the gateway declares the tasks extension: some connected upstream does.
+    pub(super) fn serves_tasks(&self) -> bool {
+        let snapshot = self.runtime().snapshot();
+        snapshot.catalogs.keys().any(|server| {
+            self.runtime()
+                .server_capabilities(server)
+                .is_some_and(|c| c.supports_tasks())
+        })
+    }
+
+    /// Whether a call of `tool` on `server` hands an upstream task back to the client (it
+    /// declared the tasks extension), or its refusal: `-32021` for a task-only tool called by
+    /// a client that did not.
+    pub(super) fn task_hand_back(
+        &self,
+        context: &RequestContext<RoleServer>,
+        server: &str,
+        tool: &str,
+    ) -> Result<bool, McpError> {
+        if declares_tasks(context) {
+            return Ok(true);
+        }
+        if self.runtime().tool_task_support(server, tool) == TaskSupport::Required {
+            return Err(McpError::missing_required_client_capability(
+                ClientCapabilities::builder().enable_tasks().build(),
+            ));
+        }
+        Ok(false)
+    }
+
+    /// What a call's client gets: an upstream task under a gateway task id bound to it; an
+    /// upstream's refusal for a missing client capability (a task-only tool, for a client that
+    /// did not declare tasks) as the JSON-RPC error it is; anything else as it came.
+    pub(super) fn task_outcome(
+        &self,
+        context: &RequestContext<RoleServer>,
+        server: Option<&str>,
+        outcome: Result<CallReply, CallError>,
+    ) -> Result<CallReply, Failure> {
+        match (outcome, server) {
+            (Ok(CallReply::Task(created)), Some(server)) => Ok(CallReply::Task(
+                self.downstream_task(context, server, created),
+            )),
+            (
+                Err(CallError::Protocol {
+                    upstream: Some(error),
+                    ..
+                }),
+                _,
+            ) if error.code.0 == MISSING_CAPABILITY => Err(Failure::Rpc(*error)),
+            (outcome, _) => outcome.map_err(Failure::Call),
+        }
+    }
+
+    /// `created` (by `server`) as the calling client sees it: under a gateway task id bound
+    /// to that client.
+    fn downstream_task(
+        &self,
+        context: &RequestContext<RoleServer>,
+        server: &str,
+        mut created: CreateTaskResult,
+    ) -> CreateTaskResult {
+        let upstream = UpstreamTask {
+            server: server.to_string(),
+            task_id: created.task.task_id.clone(),
+        };
+        let id = self.shared().task_ids.issue(&upstream, &owner(context));
+        translate_meta(&mut created.meta, &upstream.task_id, &id);
+        created.task.task_id = id;
+        created
+    }
+
+    /// The upstream task behind a client's `id`, else the unknown-task error.
+    fn upstream_task(
+        &self,
+        id: &str,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<UpstreamTask, McpError> {
+        self.shared()
+            .task_ids
+            .open(id, &owner(context))
+            .ok_or_else(|| {
+                McpError::invalid_params(
+                    "unknown task id: not a task this client created through this gateway (or it was issued under a session key no longer configured)",
+                    None,
+                )
+            })
+    }
+
+    /// `tasks/get`, routed to the owning server.
+    pub(super) async fn pass_get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        let task = self.upstream_task(&request.task_id, &context)?;
+        let mut got = self
+            .runtime()
+            .get_task(&task.server, GetTaskParams::new(task.task_id.clone()))
+            .await
+            .map_err(upstream_error)?;
+        translate_meta(&mut got.meta, &task.task_id, &request.task_id);
+        got.task.task.task_id = request.task_id;
+        Ok(got)
+    }
+
+    /// `tasks/update`, routed to the owning server.
+    pub(super) async fn pass_update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let task = self.upstream_task(&request.task_id, &context)?;
+        let params = UpdateTaskParams::new(task.task_id, request.input_responses);
+        self.runtime()
+            .update_task(&task.server, params)
+            .await
+            .map_err(upstream_error)
+    }
+
+    /// `tasks/cancel`, routed to the owning server.
+    pub(super) async fn pass_cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let task = self.upstream_task(&request.task_id, &context)?;
+        self.runtime()
+            .cancel_task(&task.server, CancelTaskParams::new(task.task_id))
+            .await
+            .map_err(upstream_error)
+    }
+}
+
+/// Whether the request's client declared the tasks extension (in the request's `_meta`, else
+/// at `initialize`).
+pub(super) fn declares_tasks(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .client_capabilities()
+        .is_some_and(|c| c.supports_tasks())
+}
+
+/// The client a task created by this request belongs to.
+fn owner(context: &RequestContext<RoleServer>) -> Owner {
+    Owner {
+        profile: profile_of(&context.extensions).map(|p| p.name.clone()),
+        session: crate::sealed::opened(&context.extensions)
+            .map(|opened| opened.payload.session.clone()),
+    }
+}
+
+/// Rewrites a related-task `_meta` entry naming task `from` to name `to`.
+fn translate_meta(meta: &mut Option<MetaObject>, from: &str, to: &str) {
+    let related = meta
+        .as_mut()
+        .and_then(|meta| meta.0.get_mut(RELATED_TASK))
+        .and_then(|related| related.get_mut("taskId"));
+    if let Some(id) = related
+        && id.as_str() == Some(from)
+    {
+        *id = to.into();
+    }
+}

@@ -1,0 +1,148 @@
+//! The task ids the gateway hands its clients for tasks its upstreams run (SEP-2663
+//! pass-through): each one carries, encrypted and authenticated (AES-256-GCM under the session
+//! keys), the server that owns the task and that server's own id, and is bound to the client
+//! that created it.
+//!
+//! Invariants:
+//! - a later `tasks/*` request is routed from its id alone, with no table to lose or share:
+//!   any replica holding the same keys opens it (a gateway without configured keys uses one
+//!   made at start, so its ids open only there);
+//! - the client's identity ([`Owner`]) is authenticated with the id, never stored in it: an
+//!   id opened for another client fails exactly as a forged, truncated or unknown one does, so
+//!   no client learns anything about another's tasks;
+//! - an upstream id never reaches a client, and a client's id never reaches an upstream.
+
+use std::sync::{Arc, OnceLock};
+
+use serde::{Deserialize, Serialize};
+
+use crate::sealed::SessionKeys;
+
+/// Authenticated with every task id (followed by the owner): a token sealed for another
+/// purpose under the same key, a session id say, does not open as a task id.
+const AAD: &[u8] = b"mcp-harness task id v1\n";
+
+/// Who a task belongs to: the client's profile (when it proved one) and its session (when it
+/// has one). Clients with neither — unauthenticated requests without a session, or the one
+/// stdio client — are one client to the gateway.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Owner {
+    pub(crate) profile: Option<String>,
+    pub(crate) session: Option<String>,
+}
+
+impl Owner {
+    /// The additional data a task id of this owner is sealed with.
+    fn aad(&self) -> Vec<u8> {
+        let mut aad = AAD.to_vec();
+        for part in [&self.profile, &self.session] {
+            match part {
+                // Length-prefixed, so no two owners give the same bytes.
+                Some(text) => {
+                    aad.extend_from_slice(format!("{}:", text.len()).as_bytes());
+                    aad.extend_from_slice(text.as_bytes());
+                }
+                None => aad.push(b'-'),
+            }
+            aad.push(b'\n');
+        }
+        aad
+    }
+}
+
+/// An upstream task: the server that runs it and its id there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct UpstreamTask {
+    #[serde(rename = "s")]
+    pub(crate) server: String,
+    #[serde(rename = "t")]
+    pub(crate) task_id: String,
+}
+
+/// Seals and opens task ids (see the module doc).
+#[derive(Default)]
+pub(crate) struct TaskIds {
+    keys: OnceLock<Arc<SessionKeys>>,
+}
+
+impl TaskIds {
+    /// Seals with `keys` from now on (the HTTP gateway's session keys, so replicas sharing
+    /// sessions share tasks too); without a call, a key made on first use. Keys once in use
+    /// stay.
+    pub(crate) fn use_keys(&self, keys: Arc<SessionKeys>) {
+        let _ = self.keys.set(keys);
+    }
+
+    fn keys(&self) -> &SessionKeys {
+        self.keys.get_or_init(|| Arc::new(SessionKeys::generate()))
+    }
+
+    /// The id `owner` sees for `task`.
+    pub(crate) fn issue(&self, task: &UpstreamTask, owner: &Owner) -> String {
+        let data = serde_json::to_vec(task).expect("an upstream task always serialises");
+        self.keys().seal_bytes(&owner.aad(), data)
+    }
+
+    /// The upstream task behind `id` when `owner` was given it; `None` for anything else
+    /// (malformed, forged, sealed for another client or under a key no longer configured).
+    pub(crate) fn open(&self, id: &str, owner: &Owner) -> Option<UpstreamTask> {
+        let plain = self.keys().open_bytes(&owner.aad(), id).ok()?;
+        serde_json::from_slice(&plain).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owner(profile: Option<&str>, session: Option<&str>) -> Owner {
+        Owner {
+            profile: profile.map(str::to_string),
+            session: session.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn an_id_opens_for_its_owner_only() {
+        let ids = TaskIds::default();
+        let task = UpstreamTask {
+            server: "fx".into(),
+            task_id: "abc-123".into(),
+        };
+        let alice = owner(Some("alice"), Some("s1"));
+        let id = ids.issue(&task, &alice);
+        assert!(!id.contains("abc-123"), "the upstream id is not readable");
+        assert_eq!(ids.open(&id, &alice), Some(task));
+        for other in [
+            owner(Some("bob"), Some("s1")),
+            owner(Some("alice"), Some("s2")),
+            owner(Some("alice"), None),
+            owner(None, None),
+            // The length prefix keeps a shifted boundary from matching.
+            owner(Some("alice\n5:s1"), None),
+        ] {
+            assert_eq!(ids.open(&id, &other), None, "{other:?}");
+        }
+        assert_eq!(
+            ids.open("tasks-conformance-nonexistent-12345", &alice),
+            None
+        );
+        assert_eq!(ids.open(&id[..id.len() - 2], &alice), None);
+    }
+
+    #[test]
+    fn an_id_opens_on_another_gateway_with_the_same_keys() {
+        const KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+        let one = TaskIds::default();
+        one.use_keys(Arc::new(SessionKeys::parse(KEY).expect("key")));
+        let two = TaskIds::default();
+        two.use_keys(Arc::new(SessionKeys::parse(KEY).expect("key")));
+        let task = UpstreamTask {
+            server: "fx".into(),
+            task_id: "t".into(),
+        };
+        let id = one.issue(&task, &Owner::default());
+        assert_eq!(two.open(&id, &Owner::default()), Some(task));
+        assert_eq!(TaskIds::default().open(&id, &Owner::default()), None);
+    }
+}
