@@ -79,8 +79,11 @@ async fn a_legacy_sse_server_that_is_not_listening_fails_clearly() {
     let status = &s.servers["offline"];
     assert_ne!(status.state, ServerState::Connected);
     let error = error_of(status).expect("an error");
+    // Said as for Streamable HTTP: the URL, what failed, what to check.
     assert!(
-        error.contains("could not open the SSE stream") && error.contains("could not connect"),
+        error.contains(&format!("cannot reach {url}"))
+            && error.contains("connection refused")
+            && error.contains("Check `url`"),
         "{error}"
     );
     runtime.shutdown().await;
