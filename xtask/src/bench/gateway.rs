@@ -5,6 +5,14 @@
 //! HTTP client talks to both: direct to the fixture (the baseline) and through the gateway.
 //! - `gateway_echo_http[_p99]`: time per sequential 1 KiB echo call, the sides alternating every
 //!   chunk of calls; the added latency is the difference of the two figures;
+//! - `gateway_upstream_leg`: where the added latency goes — the upstream call alone, made as the
+//!   gateway makes it (its runtime's governed path over HTTP to the same fixture, a chunk after
+//!   each pair of chunks above), p50, against the added latency (p50 through − p50 direct): the
+//!   rest is the gateway's own server side (HTTP, rmcp's session, the handler) beyond what the
+//!   fixture's server side costs;
+//! - `gateway_stdio_upstream[_p99]`: the same echo through a second gateway whose runtime reaches
+//!   the fixture over stdio, as supergateway does (it cannot front an HTTP server), vs the same
+//!   direct client; its added latency is what `gateway_stdio_added_vs_supergateway` compares;
 //! - `gateway_throughput_32`: wall time per call with 32 concurrent clients (each its own
 //!   session) making a fixed number of calls each; the inverse ratio is the throughput ratio;
 //! - `gateway_list_changed[_p99]`: from just before an upstream `add_tool` until the client sees
@@ -21,7 +29,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mcp_harness_gateway::{ClientBridge, Gateway, GatewayOptions, HttpOptions};
-use mcp_harness_runtime::{RuntimeBuilder, TransportConfig};
+use mcp_harness_runtime::{CallOptions, Runtime, RuntimeBuilder, TransportConfig};
 use rmcp::ClientHandler;
 use rmcp::model::{CallToolRequestParams, ClientConfig, JsonObject};
 use rmcp::service::{NotificationContext, RoleClient, RunningService, ServiceExt};
@@ -39,6 +47,8 @@ const CHUNK: usize = 100;
 /// Concurrent clients of the throughput figure, and calls each makes per round.
 const CLIENTS: usize = 32;
 const CALLS_EACH: usize = 25;
+/// The echo tool through the gateway (the fixture is configured as server `fx`).
+const THROUGH_TOOL: &str = "mcp__fx__echo";
 /// Changes for the list_changed figure.
 const CHANGES: usize = 40;
 /// Pause between two changes: longer than the runtime's default relist window (250 ms), so
@@ -113,6 +123,45 @@ pub(super) async fn latencies(
     Ok(taken)
 }
 
+/// `count` sequential echo calls the way the gateway makes each upstream call: `runtime`'s
+/// governed path (a binding made once, as a session's listing is, then `prepare_call` and
+/// `call_with` with a cancellation token and a progress channel per call) over Streamable HTTP to
+/// the same fixture; each call's seconds.
+async fn upstream_leg(runtime: &Runtime, count: usize) -> Result<Vec<f64>, String> {
+    let args = kib_message();
+    let binding = runtime
+        .bind_step(&[])
+        .await
+        .map_err(|e| format!("bind for the upstream leg: {e}"))?;
+    let mut taken = Vec::with_capacity(count);
+    for _ in 0..count {
+        let started = Instant::now();
+        let call = binding
+            .prepare_call(THROUGH_TOOL)
+            .map_err(|e| format!("prepare {THROUGH_TOOL}: {e}"))?;
+        let (progress, _progressed) = mpsc::unbounded_channel();
+        let options = CallOptions {
+            cancel: Some(tokio_util::sync::CancellationToken::new()),
+            progress: Some(progress),
+            ..CallOptions::default()
+        };
+        match tokio::time::timeout(CALL_TIMEOUT, call.call_with(Some(args.clone()), options)).await
+        {
+            Ok(Ok(r)) if !r.is_error() => {}
+            Ok(Ok(r)) => {
+                return Err(format!(
+                    "upstream leg: echo reported an error: {:?}",
+                    r.result.content
+                ));
+            }
+            Ok(Err(e)) => return Err(format!("upstream leg: echo failed: {e}")),
+            Err(_) => return Err(format!("upstream leg: echo took over {CALL_TIMEOUT:?}")),
+        }
+        taken.push(started.elapsed().as_secs_f64());
+    }
+    Ok(taken)
+}
+
 /// `CLIENTS` sessions to `url` each making `CALLS_EACH` calls at once; seconds per call.
 async fn saturate(url: &str, tool: &str) -> Result<f64, String> {
     let mut clients = Vec::new();
@@ -131,6 +180,10 @@ async fn saturate(url: &str, tool: &str) -> Result<f64, String> {
     }
     Ok(elapsed / (CLIENTS * CALLS_EACH) as f64)
 }
+
+/// Calls per chunk and in all of the gateway in front of a stdio fixture (as supergateway is).
+const STDIO_CHUNK: usize = 50;
+const STDIO_CALLS: usize = 1000;
 
 /// Seconds per request spent on the sealed session id, one figure per round: three checks and
 /// one re-sealing of an id carrying a typical client's `initialize` parameters.
@@ -257,7 +310,9 @@ impl Bench {
             .await
             .map_err(|e| e.to_string())?;
         let through_url = server.url();
-        let outcome = self.gateway_measure(&direct_url, &through_url).await;
+        let outcome = self
+            .gateway_measure(&runtime, &direct_url, &through_url)
+            .await;
         server.shutdown(Duration::from_secs(5)).await;
         drop(gateway);
         if let Ok(runtime) = Arc::try_unwrap(runtime) {
@@ -268,10 +323,10 @@ impl Bench {
 
     async fn gateway_measure(
         &self,
+        runtime: &Runtime,
         direct_url: &str,
         through_url: &str,
     ) -> Result<Vec<Metric>, String> {
-        const THROUGH_TOOL: &str = "mcp__fx__echo";
         let (direct, mut direct_changed) = connect(direct_url).await?;
         let (through, mut through_changed) = connect(through_url).await?;
         through
@@ -281,7 +336,9 @@ impl Bench {
             .map_err(|e| format!("tools/list through the gateway: {e}"))?;
         calls(&direct, "echo", WARMUP).await?;
         calls(&through, THROUGH_TOOL, WARMUP).await?;
+        upstream_leg(runtime, WARMUP).await?;
         let (mut h, mut b, mut pairs) = (Vec::new(), Vec::new(), Vec::new());
+        let mut leg = Vec::new();
         let mut through_first = true;
         for _ in 0..self.options.rounds {
             let mut done = 0;
@@ -295,6 +352,7 @@ impl Bench {
                     (latencies(&through, THROUGH_TOOL, n).await?, bc)
                 };
                 pairs.push(hc.iter().sum::<f64>() / bc.iter().sum::<f64>());
+                leg.extend(upstream_leg(runtime, n).await?);
                 h.extend(hc);
                 b.extend(bc);
                 through_first = !through_first;
@@ -304,7 +362,15 @@ impl Bench {
         // Added per call, through vs direct (p50 and p99), for the comparison with the peers.
         let added = (
             median(&h) - median(&b),
-            percentile(&h, 0.99) - percentile(&b, 0.99),
+            percentile(&h, 99.0) - percentile(&b, 99.0),
+        );
+        // Where the added latency goes: the upstream call the gateway makes (its runtime's
+        // governed path over HTTP to the same fixture) against the whole added latency.
+        let upstream = Metric::new(
+            "gateway_upstream_leg",
+            "the gateway's upstream call alone (its runtime's governed call over HTTP to the same fixture, p50) vs the latency the gateway adds per call (p50 through - p50 direct)",
+            vec![median(&leg)],
+            vec![added.0],
         );
         let echo = Metric {
             per_call: true,
@@ -376,10 +442,103 @@ impl Bench {
             session_seal(self.options.rounds, self.options.calls),
             echo.harness.clone(),
         );
-        let mut metrics = vec![echo.p99(), echo, throughput, listed.p99(), listed, seal];
-        let compared = self.peers(direct_url, &direct, added).await;
+        let mut metrics = vec![
+            echo.p99(),
+            echo,
+            upstream,
+            throughput,
+            listed.p99(),
+            listed,
+            seal,
+        ];
+        let stdio_upstream = self.stdio_upstream(&direct).await;
+        let stdio_added = match stdio_upstream {
+            Ok((metric, added)) => {
+                metrics.push(metric.p99());
+                metrics.push(metric);
+                added
+            }
+            Err(e) => {
+                let _ = direct.cancel().await;
+                return Err(e);
+            }
+        };
+        let compared = self.peers(direct_url, &direct, added, stdio_added).await;
         let _ = direct.cancel().await;
         metrics.extend(compared?);
         Ok(metrics)
+    }
+
+    /// `gateway_stdio_upstream`: the same echo through a second gateway whose runtime reaches
+    /// the fixture over stdio — the upstream supergateway is measured on (it cannot front an
+    /// HTTP server) — against the direct client, chunks alternating; with the added latency
+    /// (p50, p99) for the like-for-like comparison with supergateway.
+    async fn stdio_upstream(&self, direct: &Client) -> Result<(Metric, (f64, f64)), String> {
+        let config = self.config(["fx".to_string()]);
+        let bridge = ClientBridge::new();
+        let runtime = RuntimeBuilder::new(config)
+            .callbacks(bridge.callbacks())
+            .approver(bridge.approver())
+            .start()
+            .map_err(|e| e.to_string())?;
+        let runtime = Arc::new(runtime);
+        let outcome = async {
+            let snapshot = runtime
+                .wait_for(STARTUP_TIMEOUT, |s| all_connected(s, 1))
+                .await;
+            if !all_connected(&snapshot, 1) {
+                return Err("the stdio gateway's runtime did not connect the fixture".into());
+            }
+            let gateway = Gateway::new(runtime.clone(), GatewayOptions::default(), bridge)
+                .await
+                .map_err(|e| e.to_string())?;
+            let server = gateway
+                .serve_http(HttpOptions::new(([127, 0, 0, 1], 0).into()))
+                .await
+                .map_err(|e| e.to_string())?;
+            let measured = async {
+                let (through, _changes) = connect(&server.url()).await?;
+                let sides = async {
+                    through
+                        .peer()
+                        .list_all_tools()
+                        .await
+                        .map_err(|e| format!("tools/list through the stdio gateway: {e}"))?;
+                    calls(&through, THROUGH_TOOL, WARMUP).await?;
+                    let (mut h, mut b) = (Vec::new(), Vec::new());
+                    while h.len() < STDIO_CALLS {
+                        h.extend(latencies(&through, THROUGH_TOOL, STDIO_CHUNK).await?);
+                        b.extend(latencies(direct, "echo", STDIO_CHUNK).await?);
+                    }
+                    Ok::<_, String>((h, b))
+                }
+                .await;
+                let _ = through.cancel().await;
+                sides
+            }
+            .await;
+            server.shutdown(Duration::from_secs(5)).await;
+            drop(gateway);
+            measured
+        }
+        .await;
+        if let Ok(runtime) = Arc::try_unwrap(runtime) {
+            runtime.shutdown().await;
+        }
+        let (h, b) = outcome?;
+        let added = (
+            median(&h) - median(&b),
+            percentile(&h, 99.0) - percentile(&b, 99.0),
+        );
+        let metric = Metric {
+            per_call: true,
+            ..Metric::new(
+                "gateway_stdio_upstream",
+                "the same echo through mcp-harness serve in front of the fixture over stdio (as supergateway is measured) vs the client direct to the HTTP fixture (per call)",
+                h,
+                b,
+            )
+        };
+        Ok((metric, added))
     }
 }

@@ -51,12 +51,15 @@
 //!   harness runs with its default batch window and with `batch_window(ZERO)`, with changes back
 //!   to back and `_spaced` (each change one window + 4 ms after the previous one was visible, on
 //!   every side, baseline included);
-//! - `gateway_echo_http[_p99]`, `gateway_throughput_32`, `gateway_list_changed[_p99]`,
-//!   `gateway_session_seal` (sealed session id per request vs per-call time, goal < 1%): what
-//!   `mcp-harness serve` adds over Streamable HTTP, vs the same client direct to the same
-//!   upstream (see `gateway.rs`); `peer_fastmcp_echo_http`, `peer_supergateway_echo_http` and
-//!   `gateway_added_vs_<peer>[_p99]`: the same echo through FastMCP's proxy and supergateway, and
-//!   the latency we add as a ratio of theirs (see `peers.rs`);
+//! - `gateway_echo_http[_p99]`, `gateway_upstream_leg` (the upstream call alone vs the added
+//!   latency), `gateway_throughput_32`, `gateway_list_changed[_p99]`, `gateway_session_seal`
+//!   (sealed session id per request vs per-call time, goal < 1%), `gateway_stdio_upstream[_p99]`
+//!   (a gateway in front of the fixture over stdio): what `mcp-harness serve` adds over
+//!   Streamable HTTP, vs the same client direct to the same upstream (see `gateway.rs`);
+//!   `peer_fastmcp_echo_http`, `peer_supergateway_echo_http` and `gateway_added_vs_<peer>[_p99]`:
+//!   the same echo through FastMCP's proxy and supergateway, and the latency we add as a ratio of
+//!   theirs; `gateway_stdio_added_vs_supergateway[_p99]`: the same with our upstream on stdio, as
+//!   supergateway's is (see `peers.rs`);
 //! - `snapshot_build_<T>`: `SnapshotBuilder` + `build` over S catalogs of T/S realistic tools
 //!   (pure CPU) vs cloning the catalogs' `Arc`s into a map and indexing every qualified name;
 //! - `set_tools_<n>`: `ServerCatalog::set_tools` (sanitising and qualifying) of one server's n

@@ -151,6 +151,7 @@ impl Bench {
         direct_url: &str,
         direct: &Client,
         (ours_p50, ours_p99): (f64, f64),
+        (stdio_p50, stdio_p99): (f64, f64),
     ) -> Result<Vec<Metric>, String> {
         install()?;
         let mut metrics = Vec::new();
@@ -164,7 +165,7 @@ impl Bench {
             let (p, d) = measured?;
             let theirs = (
                 median(&p) - median(&d),
-                percentile(&p, 0.99) - percentile(&d, 0.99),
+                percentile(&p, 99.0) - percentile(&d, 99.0),
             );
             let echo = Metric {
                 per_call: true,
@@ -191,6 +192,22 @@ impl Bench {
                 vec![ours_p99],
                 vec![theirs.1],
             ));
+            if name == "supergateway" {
+                // Like for like: supergateway reaches the fixture over stdio, and so does
+                // this figure's gateway (`gateway_stdio_upstream`).
+                metrics.push(Metric::new(
+                    "gateway_stdio_added_vs_supergateway",
+                    "latency mcp-harness serve adds per call with the fixture over stdio (as supergateway has it) vs what supergateway adds, p50 (goal <= 0.1)",
+                    vec![stdio_p50],
+                    vec![theirs.0],
+                ));
+                metrics.push(Metric::new(
+                    "gateway_stdio_added_vs_supergateway_p99",
+                    "the same at p99",
+                    vec![stdio_p99],
+                    vec![theirs.1],
+                ));
+            }
         }
         Ok(metrics)
     }
