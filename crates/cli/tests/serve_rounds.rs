@@ -3,7 +3,8 @@
 //! - a 2026-07-28 client gets the `InputRequiredResult` with the upstream's `requestState` as
 //!   made (a signed state the upstream verifies on the retry; an altered one is refused by the
 //!   upstream, its error passed through) and its retries with `inputResponses` and
-//!   `requestState` reach the final result, over one and over two rounds;
+//!   `requestState` reach the final result, over one and over two rounds (and a prompt's
+//!   round the same way);
 //! - a retry is governed like any call: a client for whom the tool is hidden gets it refused as
 //!   unknown, one under a `deny` or `ask` rule gets it refused by that rule — a valid
 //!   `requestState` obtained by another client opens nothing;
@@ -28,6 +29,7 @@ const DAVE: &str = "dave-rounds-token-1234567890";
 
 const SIGNED: &str = "test_input_required_result_tampered_state";
 const MULTI: &str = "test_input_required_result_multi_round";
+const PROMPT: &str = "test_input_required_result_prompt";
 
 /// The gateway in front of the conformance fixture (at 2026-07-28), with four profiles: alice
 /// sees everything; bob does not see [`SIGNED`]; carol has it denied, dave under `ask`.
@@ -174,6 +176,21 @@ fn a_2026_client_answers_the_upstreams_rounds_itself() {
     assert_eq!(
         text(&done),
         "Multi-round complete for Ada who likes blue",
+        "{done}"
+    );
+
+    // A prompt's round, the same way.
+    let get = |params: Value| alice.request("prompts/get", params, Some(PROMPT));
+    let first = get(json!({"name": PROMPT}));
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    assert!(
+        first["result"]["inputRequests"]["user_context"].is_object(),
+        "{first}"
+    );
+    let done = get(json!({"name": PROMPT,
+        "inputResponses": {"user_context": accept(json!({"context": "rounds"}))}}));
+    assert_eq!(
+        done["result"]["messages"][0]["content"]["text"], "Prompt with context: rounds",
         "{done}"
     );
 }
