@@ -17,6 +17,7 @@
 #![allow(deprecated)]
 
 mod catalog;
+mod changes;
 mod mrtr;
 mod skills;
 mod tasks;
@@ -45,7 +46,7 @@ use rmcp::{
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use catalog::{sep1034_schema, sep1330_schema, tools};
+use catalog::{sep1034_schema, sep1330_schema};
 
 /// A 1×1 PNG, base64.
 const IMAGE_PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
@@ -66,6 +67,8 @@ pub struct ConformanceServer {
     next_sink: Arc<std::sync::atomic::AtomicU64>,
     /// SEP-2663 tasks of every session.
     tasks: rmcp::task_manager::TaskManager,
+    /// What the list-change triggers changed.
+    changes: changes::Changes,
 }
 
 impl ConformanceServer {
@@ -220,7 +223,7 @@ impl ServerHandler for ConformanceServer {
     /// The listed tool `name` (rmcp validates SEP-2243 `Mcp-Param-*` headers against its
     /// `x-mcp-header` annotations).
     fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
-        let tools: Vec<rmcp::model::Tool> = serde_json::from_value(tools()).ok()?;
+        let tools: Vec<rmcp::model::Tool> = serde_json::from_value(self.changes.tools()).ok()?;
         tools.into_iter().find(|t| t.name == name)
     }
 
@@ -250,7 +253,10 @@ impl ServerHandler for ConformanceServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        complete(with_cache_hints(json!({ "tools": tools() }), "public"))
+        complete(with_cache_hints(
+            json!({ "tools": self.changes.tools() }),
+            "public",
+        ))
     }
 
     async fn call_tool(
@@ -452,7 +458,9 @@ impl ServerHandler for ConformanceServer {
                 }
                 tool_result(vec![text("logging tool ran")])
             }
+            changes::TOOL => tool_result(vec![text(self.changes.tools_text())]),
             "test_trigger_tool_change" => {
+                self.changes.bump_tools();
                 self.broadcast(ServerNotification::ToolListChangedNotification(
                     Default::default(),
                 ))
@@ -460,6 +468,7 @@ impl ServerHandler for ConformanceServer {
                 tool_result(vec![text("tools/list_changed sent")])
             }
             "test_trigger_prompt_change" => {
+                self.changes.bump_prompts();
                 self.broadcast(ServerNotification::PromptListChangedNotification(
                     Default::default(),
                 ))
@@ -644,7 +653,8 @@ impl ServerHandler for ConformanceServer {
                 {
                     "name": mrtr::PROMPT,
                     "description": "MRTR: prompt that requires elicitation input"
-                }
+                },
+                self.changes.prompt()
             ]}),
             "public",
         ))
@@ -685,6 +695,7 @@ impl ServerHandler for ConformanceServer {
                     user(text("Please process the embedded resource above.")),
                 ]
             }
+            changes::PROMPT => vec![user(text(self.changes.prompts_text()))],
             "test_prompt_with_image" => vec![
                 user(json!({ "type": "image", "data": IMAGE_PNG, "mimeType": "image/png" })),
                 user(text("Please analyze the image above.")),
@@ -800,11 +811,30 @@ mod tests {
     /// scenario meets an internal error instead of its expected result.
     #[test]
     fn every_payload_decodes() {
-        let tools: ListToolsResult =
-            complete(with_cache_hints(json!({ "tools": tools() }), "public")).expect("tools");
+        let server = ConformanceServer::new();
+        let tools: ListToolsResult = complete(with_cache_hints(
+            json!({ "tools": server.changes.tools() }),
+            "public",
+        ))
+        .expect("tools");
         assert_eq!(tools.ttl_ms, Some(TTL_MS));
         let names: Vec<&str> = tools.tools.iter().map(|t| t.name.as_ref()).collect();
         assert!(names.contains(&"test_simple_text") && names.contains(&"json_schema_2020_12_tool"));
+        // A trigger changes what is listed, not only what is notified.
+        let before = server.changes.tools();
+        server.changes.bump_tools();
+        assert_ne!(
+            server.changes.tools(),
+            before,
+            "test_trigger_tool_change changed nothing"
+        );
+        let before = server.changes.prompt();
+        server.changes.bump_prompts();
+        assert_ne!(
+            server.changes.prompt(),
+            before,
+            "test_trigger_prompt_change changed nothing"
+        );
         let schema = &tools
             .tools
             .iter()

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-use common::gateway::http;
+use common::gateway::{Stateless, http};
 use common::{bin, pids_with, temp_home};
 use mcp_harness_gateway::SessionKeys;
 use serde_json::{Value, json};
@@ -798,36 +798,9 @@ fn three_replicas_behind_haproxy_survive_a_sigkill() {
 /// One 2026-07-28 request over raw HTTP: no session, the request self-contained (`_meta` with
 /// protocol version, client info and capabilities; SEP-2243 `Mcp-Method`, and `Mcp-Name` for a
 /// `tools/call`): (HTTP status, the JSON-RPC answer, the raw body).
-fn stateless(addr: &str, id: u64, method: &str, mut params: Value) -> (u16, Value, String) {
-    let meta = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientInfo": {"name": "stateless-test", "version": "1"},
-        "io.modelcontextprotocol/clientCapabilities": {}
-    });
-    match params["_meta"].as_object_mut() {
-        Some(own) => own.extend(meta.as_object().cloned().unwrap_or_default()),
-        None => params["_meta"] = meta,
-    }
+fn stateless(addr: &str, id: u64, method: &str, params: Value) -> (u16, Value, String) {
     let name = params["name"].as_str().map(String::from);
-    let mut headers = vec![
-        POST[0],
-        POST[1],
-        ("Mcp-Protocol-Version", "2026-07-28"),
-        ("Mcp-Method", method),
-    ];
-    if let Some(name) = &name {
-        headers.push(("Mcp-Name", name.as_str()));
-    }
-    let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-    let (status, _, body) = http(addr, "POST", "/mcp", &headers, &message.to_string());
-    let answer = body
-        .lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .filter_map(|l| serde_json::from_str::<Value>(l.trim()).ok())
-        .find(|m| m["id"] == json!(id))
-        .or_else(|| serde_json::from_str(&body).ok())
-        .unwrap_or(Value::Null);
-    (status, answer, body)
+    Stateless::new(addr, None, json!({})).send(id, method, params, name.as_deref())
 }
 
 /// A stateless `tools/call`'s result (status 200 and a JSON-RPC result expected).

@@ -21,7 +21,7 @@ use aws_lc_rs::rand::SystemRandom;
 use aws_lc_rs::rsa::KeySize;
 use aws_lc_rs::signature::{self, EcdsaKeyPair, KeyPair as _};
 use base64::Engine as _;
-use common::gateway::{EventStream, http};
+use common::gateway::{EventStream, http, message};
 use common::{bin, pids_with, temp_home};
 use serde_json::{Value, json};
 
@@ -144,18 +144,6 @@ impl Jwks {
             fetches,
         }
     }
-}
-
-/// The JSON-RPC message of a response body (JSON or one SSE `data:` line).
-fn message(body: &str) -> Value {
-    if let Ok(v) = serde_json::from_str::<Value>(body) {
-        return v;
-    }
-    body.lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
-        .find(|v| v.get("id").is_some())
-        .unwrap_or(Value::Null)
 }
 
 /// A client of the gateway over raw Streamable HTTP with one bearer token.

@@ -14,25 +14,13 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::gateway::{EventStream, free_addr, http};
+use common::gateway::{EventStream, free_addr, http, message};
 use common::{bin, pids_with, temp_home};
 use rmcp::model::{Skill, SkillResources};
 use serde_json::{Value, json};
 
 const FULL_TOKEN: &str = "full-skills-token-1234567890";
 const NARROW_TOKEN: &str = "narrow-skills-token-1234567890";
-
-/// The JSON-RPC response of a body (JSON or the SSE `data:` line that carries an id).
-fn message(body: &str) -> Value {
-    if let Ok(v) = serde_json::from_str::<Value>(body) {
-        return v;
-    }
-    body.lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
-        .find(|v| v.get("id").is_some())
-        .unwrap_or(Value::Null)
-}
 
 /// A session of one bearer token over raw Streamable HTTP.
 struct Client<'a> {

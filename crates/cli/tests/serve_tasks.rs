@@ -13,7 +13,7 @@ mod common;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::gateway::{Served, http};
+use common::gateway::{Served, Stateless, http, message};
 use common::{bin, temp_home};
 use serde_json::{Value, json};
 
@@ -21,82 +21,23 @@ const ALICE: &str = "alice-tasks-token-1234567890";
 const BOB: &str = "bob-tasks-token-1234567890";
 const TASKS: &str = "io.modelcontextprotocol/tasks";
 
-/// The JSON-RPC response in a body (JSON, or the SSE `data:` line that carries an id).
-fn message(body: &str) -> Value {
-    if let Ok(v) = serde_json::from_str::<Value>(body) {
-        return v;
-    }
-    body.lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
-        .find(|v| v.get("id").is_some())
-        .unwrap_or(Value::Null)
+/// A stateless client of `token`, declaring the tasks extension or not.
+fn client<'a>(addr: &'a str, token: &str, tasks: bool) -> Stateless<'a> {
+    let capabilities = if tasks {
+        json!({"extensions": {TASKS: {}}})
+    } else {
+        json!({})
+    };
+    Stateless::new(addr, Some(token), capabilities)
 }
 
-/// A client sending stateless 2026-07-28 requests with one bearer token.
-struct Client<'a> {
-    addr: &'a str,
-    token: String,
-    /// Whether it declares the tasks extension (in every request's `_meta`).
-    tasks: bool,
-}
-
-impl<'a> Client<'a> {
-    fn new(addr: &'a str, token: &str, tasks: bool) -> Self {
-        Self {
-            addr,
-            token: format!("Bearer {token}"),
-            tasks,
-        }
+/// A `tasks/*` request about task `id` (`tasks/update` with empty `inputResponses`).
+fn task(client: &Stateless<'_>, method: &str, id: &str) -> Value {
+    let mut params = json!({"taskId": id});
+    if method == "tasks/update" {
+        params["inputResponses"] = json!({});
     }
-
-    /// One request; `name` is what its `Mcp-Name` header says (tool name or task id).
-    fn request(&self, method: &str, mut params: Value, name: Option<&str>) -> Value {
-        let capabilities = if self.tasks {
-            json!({"extensions": {TASKS: {}}})
-        } else {
-            json!({})
-        };
-        params["_meta"] = json!({
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": capabilities,
-            "io.modelcontextprotocol/clientInfo": {"name": "tasks-test", "version": "1"},
-        });
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-        let mut headers = vec![
-            ("Content-Type", "application/json"),
-            ("Accept", "application/json, text/event-stream"),
-            ("Authorization", self.token.as_str()),
-            ("MCP-Protocol-Version", "2026-07-28"),
-            ("Mcp-Method", method),
-        ];
-        if let Some(name) = name {
-            headers.push(("Mcp-Name", name));
-        }
-        let (status, head, body) = http(self.addr, "POST", "/mcp", &headers, &body.to_string());
-        let answer = message(&body);
-        assert!(
-            answer.is_object(),
-            "{method}: no JSON-RPC answer (HTTP {status}): {head}\n{body}"
-        );
-        answer
-    }
-
-    fn call(&self, tool: &str, arguments: Value) -> Value {
-        self.request(
-            "tools/call",
-            json!({"name": tool, "arguments": arguments}),
-            Some(tool),
-        )
-    }
-
-    fn task(&self, method: &str, id: &str) -> Value {
-        let mut params = json!({"taskId": id});
-        if method == "tasks/update" {
-            params["inputResponses"] = json!({});
-        }
-        self.request(method, params, Some(id))
-    }
+    client.request(method, params, Some(id))
 }
 
 #[test]
@@ -122,9 +63,9 @@ fn serve_passes_tasks_through_bound_to_the_client_that_created_them() {
         &[("GW_ALICE", ALICE), ("GW_BOB", BOB)],
     );
     let addr = gateway.addr.as_str();
-    let alice = Client::new(addr, ALICE, true);
-    let bob = Client::new(addr, BOB, true);
-    let plain = Client::new(addr, ALICE, false);
+    let alice = client(addr, ALICE, true);
+    let bob = client(addr, BOB, true);
+    let plain = client(addr, ALICE, false);
 
     // The upstream connects in the background: wait (bounded) until its tools are listed.
     let start = Instant::now();
@@ -150,34 +91,34 @@ fn serve_passes_tasks_through_bound_to_the_client_that_created_them() {
     let result = &created["result"];
     assert_eq!(result["resultType"], "task", "{created}");
     let id = result["taskId"].as_str().expect("a task id").to_string();
-    let got = alice.task("tasks/get", &id);
+    let got = task(&alice, "tasks/get", &id);
     assert_eq!(got["result"]["taskId"], id.as_str(), "{got}");
     assert_eq!(got["result"]["status"], "working", "{got}");
 
     // Another profile learns nothing about it and cannot touch it: the answer is the one for
     // an id that never existed.
-    let unknown = alice.task("tasks/get", "tasks-nonexistent-12345");
+    let unknown = task(&alice, "tasks/get", "tasks-nonexistent-12345");
     assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
     for method in ["tasks/get", "tasks/update", "tasks/cancel"] {
-        let foreign = bob.task(method, &id);
+        let foreign = task(&bob, method, &id);
         assert_eq!(foreign["error"]["code"], -32602, "{method}: {foreign}");
         assert_eq!(
             foreign["error"]["message"], unknown["error"]["message"],
             "{method}: {foreign}"
         );
     }
-    let still = alice.task("tasks/get", &id);
+    let still = task(&alice, "tasks/get", &id);
     assert_eq!(
         still["result"]["status"], "working",
         "bob's cancel reached it: {still}"
     );
 
     // Its owner cancels it; the upstream settles it as cancelled.
-    let ack = alice.task("tasks/cancel", &id);
+    let ack = task(&alice, "tasks/cancel", &id);
     assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
     let start = Instant::now();
     loop {
-        let got = alice.task("tasks/get", &id);
+        let got = task(&alice, "tasks/get", &id);
         if got["result"]["status"] == "cancelled" {
             break;
         }
@@ -191,7 +132,7 @@ fn serve_passes_tasks_through_bound_to_the_client_that_created_them() {
     // A client that did not declare tasks: tasks/* refused as such; a task-only tool refused
     // before it runs; a tool that may run as a task answered with its final result.
     for method in ["tasks/get", "tasks/update", "tasks/cancel"] {
-        let refused = plain.task(method, &id);
+        let refused = task(&plain, method, &id);
         assert_eq!(refused["error"]["code"], -32021, "{method}: {refused}");
     }
     let required = plain.call("failing_job", json!({}));
@@ -219,7 +160,7 @@ fn serve_passes_tasks_through_bound_to_the_client_that_created_them() {
     assert_eq!(own["result"]["taskId"], id, "{own}");
     let other = second.request("tasks/get", json!({"taskId": id}));
     assert_eq!(other["error"]["code"], -32602, "{other}");
-    let sessionless = alice.task("tasks/get", id);
+    let sessionless = task(&alice, "tasks/get", id);
     assert_eq!(sessionless["error"]["code"], -32602, "{sessionless}");
     let ack = first.request("tasks/cancel", json!({"taskId": id}));
     assert!(ack.get("result").is_some(), "{ack}");

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::bin;
 
@@ -261,5 +261,100 @@ impl EventStream {
             }
         }
         None
+    }
+}
+
+/// The JSON-RPC answer in a response body: the body when it is JSON, else the SSE `data:` line
+/// that carries an id; `Null` when there is none.
+pub(crate) fn message(body: &str) -> Value {
+    if let Ok(v) = serde_json::from_str::<Value>(body) {
+        return v;
+    }
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .find(|v| v.get("id").is_some())
+        .unwrap_or(Value::Null)
+}
+
+/// A client sending stateless 2026-07-28 requests over raw HTTP: no session, every request
+/// self-contained (`_meta` with protocol version, client info and the capabilities it declares;
+/// SEP-2243 `Mcp-Method` and `Mcp-Name` headers), with an optional bearer token.
+pub(crate) struct Stateless<'a> {
+    addr: &'a str,
+    authorization: Option<String>,
+    capabilities: Value,
+}
+
+impl<'a> Stateless<'a> {
+    /// A client of the gateway at `addr` declaring `capabilities` in every request.
+    pub(crate) fn new(addr: &'a str, token: Option<&str>, capabilities: Value) -> Self {
+        Self {
+            addr,
+            authorization: token.map(|t| format!("Bearer {t}")),
+            capabilities,
+        }
+    }
+
+    /// One request (its own `_meta` keys kept); `name` is what its `Mcp-Name` header says (tool
+    /// name, task id). Panics when no JSON-RPC answer comes back.
+    pub(crate) fn request(&self, method: &str, params: Value, name: Option<&str>) -> Value {
+        let (status, answer, body) = self.send(1, method, params, name);
+        assert!(
+            answer.is_object(),
+            "{method}: no JSON-RPC answer (HTTP {status}): {body}"
+        );
+        answer
+    }
+
+    /// One request with JSON-RPC id `id`: (HTTP status, the answer with that id or `Null`, the
+    /// raw body).
+    pub(crate) fn send(
+        &self,
+        id: u64,
+        method: &str,
+        mut params: Value,
+        name: Option<&str>,
+    ) -> (u16, Value, String) {
+        let meta = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": self.capabilities,
+            "io.modelcontextprotocol/clientInfo": {"name": "stateless-test", "version": "1"},
+        });
+        match params["_meta"].as_object_mut() {
+            Some(own) => own.extend(meta.as_object().cloned().unwrap_or_default()),
+            None => params["_meta"] = meta,
+        }
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let mut headers = vec![
+            MCP_POST[0],
+            MCP_POST[1],
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", method),
+        ];
+        if let Some(authorization) = &self.authorization {
+            headers.push(("Authorization", authorization.as_str()));
+        }
+        if let Some(name) = name {
+            headers.push(("Mcp-Name", name));
+        }
+        let (status, _, body) = http(self.addr, "POST", "/mcp", &headers, &message.to_string());
+        let answer = body
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|l| serde_json::from_str::<Value>(l.trim()).ok())
+            .find(|m| m["id"] == json!(id))
+            .or_else(|| serde_json::from_str(&body).ok())
+            .unwrap_or(Value::Null);
+        (status, answer, body)
+    }
+
+    /// A `tools/call` of `tool` with `arguments`: the JSON-RPC answer.
+    pub(crate) fn call(&self, tool: &str, arguments: Value) -> Value {
+        self.request(
+            "tools/call",
+            json!({"name": tool, "arguments": arguments}),
+            Some(tool),
+        )
     }
 }

@@ -1,0 +1,438 @@
+//! `mcp-harness serve --http` in front of the fixture's conformance mode reached at 2026-07-28,
+//! whose SEP-2322 tools answer `input_required` instead of asking mid-call:
+//! - a 2026-07-28 client gets the `InputRequiredResult` with the upstream's `requestState` as
+//!   made (a signed state the upstream verifies on the retry; an altered one is refused by the
+//!   upstream, its error passed through) and its retries with `inputResponses` and
+//!   `requestState` reach the final result, over one and over two rounds (and a prompt's
+//!   round the same way);
+//! - a retry is governed like any call: a client for whom the tool is hidden gets it refused as
+//!   unknown, one under a `deny` or `ask` rule gets it refused by that rule — a valid
+//!   `requestState` obtained by another client opens nothing;
+//! - a 2025-11-25 client calling the same tools gets the rounds as `elicitation/create`
+//!   requests on its call's stream and, answering them, the final result.
+
+mod common;
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::TcpStream;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::gateway::{MCP_POST, Served, Stateless, http};
+use common::{bin, temp_home};
+use serde_json::{Value, json};
+
+const ALICE: &str = "alice-rounds-token-1234567890";
+const BOB: &str = "bob-rounds-token-1234567890";
+const CAROL: &str = "carol-rounds-token-1234567890";
+const DAVE: &str = "dave-rounds-token-1234567890";
+
+const SIGNED: &str = "test_input_required_result_tampered_state";
+const MULTI: &str = "test_input_required_result_multi_round";
+const PROMPT: &str = "test_input_required_result_prompt";
+
+/// The gateway in front of the conformance fixture (at 2026-07-28), with four profiles: alice
+/// sees everything; bob does not see [`SIGNED`]; carol has it denied, dave under `ask`.
+fn gateway(tag: &str) -> Served {
+    let dir = temp_home("serve-rounds", tag);
+    let config = dir.join("gateway.json");
+    let fixture = json!({"command": bin(), "args": ["fixture-server", "--conformance"],
+                         "protocolVersion": "2026-07-28"});
+    let signed = format!("mcp__conf__{SIGNED}");
+    let document = json!({
+        "mcpServers": {"conf": fixture},
+        "permissions": {"allow": ["mcp__conf__*"]},
+        "gateway": {"clients": {
+            "alice": {"auth": {"type": "bearer", "tokenEnv": "GW_ALICE"}},
+            "bob": {"auth": {"type": "bearer", "tokenEnv": "GW_BOB"},
+                    "tools": {"deny": [signed]}},
+            "carol": {"auth": {"type": "bearer", "tokenEnv": "GW_CAROL"},
+                      "permissions": {"deny": [signed]}},
+            "dave": {"auth": {"type": "bearer", "tokenEnv": "GW_DAVE"},
+                     "permissions": {"ask": [signed]}}
+        }}
+    });
+    std::fs::write(&config, document.to_string()).expect("write config");
+    let stderr = std::fs::File::create(dir.join("serve.log")).expect("log file");
+    let served = Served::start_with_env(
+        &dir,
+        &config,
+        &["--prefix", "none"],
+        Stdio::from(stderr),
+        &[
+            ("GW_ALICE", ALICE),
+            ("GW_BOB", BOB),
+            ("GW_CAROL", CAROL),
+            ("GW_DAVE", DAVE),
+        ],
+    );
+    // The upstream connects in the background: wait (bounded) until its tools are listed.
+    let alice = Stateless::new(&served.addr, Some(ALICE), json!({}));
+    let start = Instant::now();
+    while !alice
+        .request("tools/list", json!({}), None)
+        .to_string()
+        .contains(SIGNED)
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the upstream's tools never appeared"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    served
+}
+
+/// A stateless client of `token` declaring elicitation.
+fn stateless<'a>(addr: &'a str, token: &str) -> Stateless<'a> {
+    Stateless::new(addr, Some(token), json!({"elicitation": {}}))
+}
+
+/// A retry of `tool` with `responses` and `state`: the JSON-RPC answer.
+fn retry(client: &Stateless<'_>, tool: &str, responses: Value, state: &str) -> Value {
+    let params = json!({"name": tool, "arguments": {}, "inputResponses": responses,
+                        "requestState": state});
+    client.request("tools/call", params, Some(tool))
+}
+
+/// The text of a tool result's first content block.
+fn text(answer: &Value) -> &str {
+    answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+/// The `InputRequiredResult` of an answer (asserted) and its `requestState`.
+fn input_required(answer: &Value, key: &str) -> String {
+    let result = &answer["result"];
+    assert_eq!(result["resultType"], "input_required", "{answer}");
+    assert_eq!(
+        result["inputRequests"][key]["method"], "elicitation/create",
+        "{answer}"
+    );
+    result["requestState"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no requestState: {answer}"))
+        .to_string()
+}
+
+/// An accepted elicitation with `content`.
+fn accept(content: Value) -> Value {
+    json!({"action": "accept", "content": content})
+}
+
+#[test]
+fn a_2026_client_answers_the_upstreams_rounds_itself() {
+    let served = gateway("pass");
+    let alice = stateless(&served.addr, ALICE);
+
+    // One round, with a state the upstream signed: it comes back as made, and only as made.
+    let first = alice.call(SIGNED, json!({}));
+    let state = input_required(&first, "confirm");
+    let outer: Value = serde_json::from_str(&state).expect("the fixture's state is JSON");
+    assert!(
+        outer["tag"].as_str().is_some_and(|t| t.len() == 16) && outer["data"].is_string(),
+        "not the upstream's signed state: {state}"
+    );
+    let done = retry(
+        &alice,
+        SIGNED,
+        json!({"confirm": accept(json!({"ok": true}))}),
+        &state,
+    );
+    assert_eq!(text(&done), "integrity-ok: state verified", "{done}");
+    let altered = state.replacen("tamper-test", "tamper-tesT", 1);
+    assert_ne!(altered, state);
+    let refused = retry(
+        &alice,
+        SIGNED,
+        json!({"confirm": accept(json!({"ok": true}))}),
+        &altered,
+    );
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("requestState integrity check failed")),
+        "the upstream's refusal was not passed through: {refused}"
+    );
+
+    // Two rounds: the second state carries what the first answer said.
+    let first = alice.call(MULTI, json!({}));
+    let state = input_required(&first, "step1");
+    let second = retry(
+        &alice,
+        MULTI,
+        json!({"step1": accept(json!({"name": "Ada"}))}),
+        &state,
+    );
+    let state = input_required(&second, "step2");
+    let done = retry(
+        &alice,
+        MULTI,
+        json!({"step2": accept(json!({"color": "blue"}))}),
+        &state,
+    );
+    assert_eq!(
+        text(&done),
+        "Multi-round complete for Ada who likes blue",
+        "{done}"
+    );
+
+    // A prompt's round, the same way.
+    let get = |params: Value| alice.request("prompts/get", params, Some(PROMPT));
+    let first = get(json!({"name": PROMPT}));
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    assert!(
+        first["result"]["inputRequests"]["user_context"].is_object(),
+        "{first}"
+    );
+    let done = get(json!({"name": PROMPT,
+        "inputResponses": {"user_context": accept(json!({"context": "rounds"}))}}));
+    assert_eq!(
+        done["result"]["messages"][0]["content"]["text"], "Prompt with context: rounds",
+        "{done}"
+    );
+}
+
+#[test]
+fn a_retry_cannot_pass_the_view_or_the_permissions() {
+    let served = gateway("governed");
+    let addr = served.addr.as_str();
+    let alice = stateless(addr, ALICE);
+    let state = input_required(&alice.call(SIGNED, json!({})), "confirm");
+    let answers = json!({"confirm": accept(json!({"ok": true}))});
+
+    // Hidden from bob: his retry with alice's valid state is refused like a tool that does not
+    // exist.
+    let bob = stateless(addr, BOB);
+    let listed = bob.request("tools/list", json!({}), None);
+    assert!(listed.to_string().contains(MULTI), "{listed}");
+    assert!(!listed.to_string().contains(SIGNED), "{listed}");
+    let unknown = retry(&bob, "no_such_tool", answers.clone(), &state);
+    let hidden = retry(&bob, SIGNED, answers.clone(), &state);
+    assert!(
+        hidden.get("result").is_none(),
+        "bob ran a hidden tool: {hidden}"
+    );
+    assert_eq!(
+        hidden["error"]["code"], unknown["error"]["code"],
+        "{hidden}"
+    );
+    assert_eq!(
+        hidden["error"]["message"]
+            .as_str()
+            .map(|m| m.replace(SIGNED, "no_such_tool")),
+        unknown["error"]["message"].as_str().map(String::from),
+        "{hidden}"
+    );
+
+    // Denied to carol, asked of dave (who cannot be asked): refused by the rule, never run.
+    for (token, key) in [
+        (CAROL, "carol.permissions.deny"),
+        (DAVE, "dave.permissions.ask"),
+    ] {
+        let client = stateless(addr, token);
+        let refused = retry(&client, SIGNED, answers.clone(), &state);
+        // A permission refusal is a tool result flagged as an error, naming the rule.
+        assert_eq!(refused["result"]["isError"], true, "{key}: ran: {refused}");
+        assert!(
+            text(&refused).contains(key) && text(&refused).contains("was not run"),
+            "{key}: not refused by the rule: {refused}"
+        );
+    }
+
+    // The state itself was good all along.
+    let done = retry(&alice, SIGNED, answers, &state);
+    assert_eq!(text(&done), "integrity-ok: state verified", "{done}");
+}
+
+#[test]
+fn a_2025_client_gets_the_rounds_as_elicitations() {
+    let served = gateway("elicit");
+    let session = Session::open(&served.addr, ALICE);
+    let mut call = session.post_streaming(&json!({"jsonrpc": "2.0", "id": 7,
+        "method": "tools/call", "params": {"name": MULTI, "arguments": {}}}));
+    let mut asked = Vec::new();
+    let answer = loop {
+        let message = call
+            .next()
+            .unwrap_or_else(|| panic!("the call's stream ended; asked: {asked:?}"));
+        if message["id"] == 7 {
+            break message;
+        }
+        assert_eq!(message["method"], "elicitation/create", "{message}");
+        let prompt = message["params"]["message"].as_str().unwrap_or_default();
+        let content = if prompt.contains("name") {
+            json!({"name": "Ada"})
+        } else {
+            json!({"color": "blue"})
+        };
+        asked.push(prompt.to_string());
+        let reply = json!({"jsonrpc": "2.0", "id": message["id"], "result": accept(content)});
+        let (status, _, body) = session.post(&reply);
+        assert_eq!(status, 202, "the elicitation's answer: {body}");
+        assert!(asked.len() <= 4, "asked again and again: {asked:?}");
+    };
+    assert_eq!(
+        asked,
+        [
+            "Step 1: What is your name?",
+            "Step 2: What is your favorite color?"
+        ],
+        "{answer}"
+    );
+    assert_eq!(
+        text(&answer),
+        "Multi-round complete for Ada who likes blue",
+        "{answer}"
+    );
+}
+
+/// A 2025-11-25 session declaring elicitation, of one bearer token.
+struct Session<'a> {
+    addr: &'a str,
+    token: String,
+    id: String,
+}
+
+impl<'a> Session<'a> {
+    fn open(addr: &'a str, token: &str) -> Self {
+        let token = format!("Bearer {token}");
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
+            "clientInfo": {"name": "rounds-session-test", "version": "1"}}});
+        let headers = [MCP_POST[0], MCP_POST[1], ("Authorization", token.as_str())];
+        let (status, head, body) = http(addr, "POST", "/mcp", &headers, &init.to_string());
+        assert_eq!(status, 200, "initialize: {head}\n{body}");
+        let id = head
+            .lines()
+            .find_map(|l| l.strip_prefix("mcp-session-id:"))
+            .map(|v| v.trim().to_string())
+            .expect("a session id");
+        let session = Self { addr, token, id };
+        let (status, _, _) =
+            session.post(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        assert_eq!(status, 202, "notifications/initialized");
+        session
+    }
+
+    fn headers(&self) -> [(&str, &str); 5] {
+        [
+            MCP_POST[0],
+            MCP_POST[1],
+            ("Authorization", self.token.as_str()),
+            ("Mcp-Session-Id", self.id.as_str()),
+            ("Mcp-Protocol-Version", "2025-11-25"),
+        ]
+    }
+
+    fn post(&self, body: &Value) -> (u16, String, String) {
+        http(
+            self.addr,
+            "POST",
+            "/mcp",
+            &self.headers(),
+            &body.to_string(),
+        )
+    }
+
+    /// A POST whose SSE answer is read as it comes (the server's requests on it can be answered
+    /// before it ends).
+    fn post_streaming(&self, body: &Value) -> Sse {
+        let mut stream = TcpStream::connect(self.addr).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .expect("timeout");
+        let body = body.to_string();
+        let mut request = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Length: {}\r\n",
+            self.addr,
+            body.len()
+        );
+        for (k, v) in self.headers() {
+            request.push_str(&format!("{k}: {v}\r\n"));
+        }
+        request.push_str("\r\n");
+        request.push_str(&body);
+        stream.write_all(request.as_bytes()).expect("send");
+        let mut reader = BufReader::new(stream);
+        let mut head = String::new();
+        for _ in 0..100 {
+            let mut line = String::new();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                break;
+            }
+            head.push_str(&line.to_lowercase());
+        }
+        assert!(head.starts_with("http/1.1 200"), "{head}");
+        assert!(head.contains("text/event-stream"), "not a stream: {head}");
+        Sse {
+            reader,
+            chunked: head.contains("transfer-encoding: chunked"),
+            text: String::new(),
+            messages: std::collections::VecDeque::new(),
+        }
+    }
+}
+
+/// An SSE response body read as it arrives (chunked transfer decoded): its `data:` messages.
+/// Every read is bounded by the socket's 20 s timeout and a count.
+struct Sse {
+    reader: BufReader<TcpStream>,
+    chunked: bool,
+    /// Decoded text not yet split into lines.
+    text: String,
+    messages: std::collections::VecDeque<Value>,
+}
+
+impl Sse {
+    /// The next JSON-RPC message; `None` when the body ended or timed out.
+    fn next(&mut self) -> Option<Value> {
+        for _ in 0..10_000 {
+            if let Some(message) = self.messages.pop_front() {
+                return Some(message);
+            }
+            while let Some(end) = self.text.find('\n') {
+                let line: String = self.text.drain(..=end).collect();
+                if let Some(data) = line.trim().strip_prefix("data:")
+                    && let Ok(v) = serde_json::from_str::<Value>(data.trim())
+                {
+                    self.messages.push_back(v);
+                }
+            }
+            if self.messages.is_empty() && !self.read_more() {
+                return None;
+            }
+        }
+        None
+    }
+
+    /// Reads the next piece of the body into `text`; false at its end.
+    fn read_more(&mut self) -> bool {
+        let mut bytes = Vec::new();
+        if self.chunked {
+            let mut size = String::new();
+            if self.reader.read_line(&mut size).unwrap_or(0) == 0 {
+                return false;
+            }
+            let size = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+            if size == 0 {
+                return false;
+            }
+            bytes.resize(size + 2, 0);
+            if self.reader.read_exact(&mut bytes).is_err() {
+                return false;
+            }
+            bytes.truncate(size);
+        } else {
+            let mut line = String::new();
+            if self.reader.read_line(&mut line).unwrap_or(0) == 0 {
+                return false;
+            }
+            bytes = line.into_bytes();
+        }
+        self.text.push_str(&String::from_utf8_lossy(&bytes));
+        true
+    }
+}
