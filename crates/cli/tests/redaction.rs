@@ -1,7 +1,9 @@
 //! What the CLI prints, logs and serialises never shows a configured secret: a URL's query
 //! values (`servers`, `servers --json`, the logs), a value quoted in a config error, a server's
 //! stderr tail that echoes its environment; and a stdio server that dies in the middle of a
-//! call is reported with its exit status and its (redacted) stderr tail.
+//! call is reported with its exit status and its (redacted) stderr tail. The harness's own
+//! secrets in its environment (session keys, OTLP exporter headers) never reach a stdio server
+//! that was not given them.
 
 mod common;
 
@@ -112,4 +114,61 @@ fn an_unterminated_reference_does_not_quote_the_value() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("unterminated"), "{err}");
     assert!(!err.contains("sk-live-abcdef"), "{err}");
+}
+
+/// A stdio server inherits the harness's environment but not its own secrets: the gateway's
+/// session keys and the OTLP exporter's headers (a collector's credentials) are left out, the
+/// other `OTEL_*` variables pass; a server whose `env` names one of them gets that value.
+#[test]
+fn the_harness_secrets_in_its_environment_never_reach_a_stdio_server() {
+    let dir = common::temp_home("redaction", "env");
+    let dumping = |name: &str| {
+        format!(
+            "env > '{}'; exec '{}' fixture-server",
+            dir.join(format!("{name}.env")).display(),
+            common::bin()
+        )
+    };
+    let config = write_config(
+        &dir,
+        serde_json::json!({"mcpServers": {
+            "plain": {"command": "sh", "args": ["-c", dumping("plain")]},
+            "given": {"command": "sh", "args": ["-c", dumping("given")],
+                      "env": {"OTEL_EXPORTER_OTLP_HEADERS": "given-to-server"}}
+        }}),
+    );
+    let secrets = [
+        (
+            "MCP_HARNESS_SESSION_KEYS",
+            "c2Vzc2lvbi1rZXktbm90LWZvci1zZXJ2ZXJz",
+        ),
+        ("OTEL_EXPORTER_OTLP_HEADERS", "Api-Key=collector-secret-1"),
+        (
+            "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+            "Api-Key=collector-secret-2",
+        ),
+        (
+            "OTEL_EXPORTER_OTLP_LOGS_HEADERS",
+            "Api-Key=collector-secret-3",
+        ),
+    ];
+    let mut env = secrets.to_vec();
+    env.push(("OTEL_SERVICE_NAME", "passed-on"));
+    let (code, out, err) = common::run_in(&dir, &["--config", &config, "tools"], &env);
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    let plain = std::fs::read_to_string(dir.join("plain.env")).expect("plain env");
+    let given = std::fs::read_to_string(dir.join("given.env")).expect("given env");
+    for (name, value) in secrets {
+        assert!(
+            !plain.contains(value) && !plain.contains(&format!("{name}=")),
+            "{name} reached the server"
+        );
+    }
+    assert!(plain.contains("OTEL_SERVICE_NAME=passed-on"), "{plain}");
+    assert!(
+        given.contains("OTEL_EXPORTER_OTLP_HEADERS=given-to-server"),
+        "a server's own env wins"
+    );
+    assert!(!given.contains("collector-secret"), "{given}");
+    let _ = std::fs::remove_dir_all(dir);
 }

@@ -34,7 +34,8 @@ pub struct StdioSpec {
     pub cwd: Option<PathBuf>,
     /// The base environment: the harness's whole environment (`true`, the default), or only
     /// `MINIMAL_ENV` (`false`), so secrets in the harness's environment do not reach servers
-    /// that were not given them.
+    /// that were not given them. Either way without `NEVER_INHERITED` (the harness's own
+    /// secrets).
     pub inherit_env: bool,
 }
 
@@ -42,6 +43,18 @@ pub struct StdioSpec {
 pub(crate) const MINIMAL_ENV: [&str; 11] = [
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TMPDIR",
     "TZ",
+];
+
+/// The harness's own secrets in its environment, never inherited by a stdio server (one whose
+/// `env` names one still gets that value): the gateway's session keys, and the OTLP exporter's
+/// headers (a collector's credentials; the other `OTEL_*` variables are passed on, so an
+/// instrumented server still finds the collector and joins the trace).
+pub(crate) const NEVER_INHERITED: [&str; 5] = [
+    "MCP_HARNESS_SESSION_KEYS",
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+    "OTEL_EXPORTER_OTLP_METRICS_HEADERS",
+    "OTEL_EXPORTER_OTLP_LOGS_HEADERS",
 ];
 
 /// Starts a child process and speaks MCP over its stdio.
@@ -72,8 +85,9 @@ impl Connector for StdioConnector {
                     }
                 }
             }
-            // The gateway's session keys are the harness's secret, never a server's.
-            cmd.env_remove("MCP_HARNESS_SESSION_KEYS");
+            for name in NEVER_INHERITED {
+                cmd.env_remove(name);
+            }
             cmd.args(&spec.args)
                 .envs(&spec.env)
                 .stdin(Stdio::piped())
