@@ -16,6 +16,7 @@
 // scenarios still exercise it.
 #![allow(deprecated)]
 
+mod asking;
 mod catalog;
 mod changes;
 mod mrtr;
@@ -31,20 +32,21 @@ use std::{
 use rmcp::{
     ErrorData as McpError, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, ClientResult, CompleteRequestParams,
-        CompleteResult, GetPromptRequestParams, GetPromptResponse, GetSkillRequestParams,
-        GetSkillResult, Implementation, ListPromptsResult, ListResourceTemplatesResult,
-        ListResourcesResult, ListSkillsResult, ListToolsResult, LoggingLevel,
-        LoggingMessageNotificationParam, NumberOrString, PaginatedRequestParams,
-        ProgressNotificationParam, ReadResourceDirectoryRequestParams, ReadResourceRequestParams,
-        ReadResourceResponse, ServerCapabilities, ServerConfig, ServerNotification, ServerRequest,
-        SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter,
-        UnsubscribeRequestParams,
+        CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
+        GetPromptRequestParams, GetPromptResponse, GetSkillRequestParams, GetSkillResult,
+        Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+        ListSkillsResult, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam,
+        NumberOrString, PaginatedRequestParams, ProgressNotificationParam,
+        ReadResourceDirectoryRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+        ServerCapabilities, ServerConfig, ServerNotification, SetLevelRequestParams,
+        SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
     },
     service::{RequestContext, SubscriptionContext, SubscriptionSink},
 };
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+
+use asking::{ask_client, elicit};
 
 use catalog::{sep1034_schema, sep1330_schema};
 
@@ -132,77 +134,6 @@ fn string_arg(args: &serde_json::Map<String, Value>, name: &str) -> Result<Strin
         .ok_or_else(|| {
             McpError::invalid_params(format!("argument {name:?} (string) is required"), None)
         })
-}
-
-/// The key under which a 2026-07-28 request's one input request is asked and answered.
-const CLIENT_REQUEST: &str = "client_request";
-
-/// Sends `request` (a `ServerRequest` as JSON) to the client on the caller's request and
-/// returns the client's result as JSON. A 2026-07-28 session has no requests to the client:
-/// there the request is asked as an `input_required` round (the `Err`), and the retry's
-/// answer (`responses`) is the result.
-async fn ask_client(
-    context: &RequestContext<RoleServer>,
-    responses: &serde_json::Map<String, Value>,
-    request: Value,
-) -> Result<Result<Value, String>, rmcp::model::InputRequiredResult> {
-    let version = context
-        .meta
-        .protocol_version()
-        .or_else(|| context.peer.peer_info().map(|i| i.protocol_version.clone()));
-    if version.is_some_and(|v| !v.has_initialize()) {
-        if let Some(answer) = responses.get(CLIENT_REQUEST) {
-            return Ok(Ok(answer.clone()));
-        }
-        return match mrtr::input_required(json!({ CLIENT_REQUEST: request }), None) {
-            Ok(needed) => Err(needed),
-            Err(e) => Ok(Err(e.message.to_string())),
-        };
-    }
-    Ok(ask_peer(context, request).await)
-}
-
-/// Sends `request` to the client mid-call (every version before 2026-07-28).
-async fn ask_peer(context: &RequestContext<RoleServer>, request: Value) -> Result<Value, String> {
-    let request: ServerRequest = serde_json::from_value(request).map_err(|e| e.to_string())?;
-    let result: ClientResult = context
-        .peer
-        .send_request(request)
-        .await
-        .map_err(|e| e.to_string())?;
-    serde_json::to_value(result).map_err(|e| e.to_string())
-}
-
-/// Elicits with `message` and `schema`; the tool's text reports the client's answer.
-async fn elicit(
-    context: &RequestContext<RoleServer>,
-    responses: &serde_json::Map<String, Value>,
-    message: &str,
-    schema: Value,
-    label: &str,
-) -> Result<CallToolResponse, McpError> {
-    let answer = ask_client(
-        context,
-        responses,
-        json!({
-            "method": "elicitation/create",
-            "params": { "message": message, "requestedSchema": schema }
-        }),
-    )
-    .await;
-    let answer = match answer {
-        Ok(answer) => answer,
-        Err(needed) => return Ok(needed.into()),
-    };
-    let line = match answer {
-        Ok(result) => format!(
-            "{label}: action={}, content={}",
-            result["action"].as_str().unwrap_or_default(),
-            result.get("content").cloned().unwrap_or_else(|| json!({}))
-        ),
-        Err(error) => format!("Elicitation not supported or error: {error}"),
-    };
-    tool_result(vec![text(line)])
 }
 
 #[allow(deprecated)] // Logging is deprecated by SEP-2577 but still in the scenarios.
@@ -805,6 +736,8 @@ impl ServerHandler for ConformanceServer {
 #[cfg(test)]
 mod tests {
     use super::catalog::json_schema_2020_12;
+    use rmcp::model::ServerRequest;
+
     use super::*;
 
     /// The invariant's first half: every fixed payload decodes into rmcp's types, so no
