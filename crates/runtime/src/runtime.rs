@@ -28,7 +28,7 @@ use crate::connection::registry::{Reconciled, Registry};
 use crate::connection::server::{ResourceUpdate, Restart, SHUTDOWN_GRACE, ServerLog, Shutdown};
 use crate::desired::DesiredState;
 use crate::desired::reload::{self, ConfigLoader, ConfigWatch};
-use crate::error::{CallError, StartError, classify, explain_timeout, unexpected};
+use crate::error::{CallError, StartError, unexpected};
 use crate::snapshot::Live;
 use crate::snapshot::publisher::{Published, ServerClient};
 
@@ -780,16 +780,5 @@ async fn send(
     what: &str,
 ) -> Result<ServerResult, CallError> {
     let options = PeerRequestOptions::with_timeout(client.tool_timeout);
-    let mark = client.wire.anomaly_mark();
-    let classify = |e| {
-        explain_timeout(classify(e, server, what, client.tool_timeout), || {
-            client.wire.anomalies_since(mark)
-        })
-    };
-    let handle = client
-        .peer
-        .send_request_with_option(request, options)
-        .await
-        .map_err(classify)?;
-    handle.await_response().await.map_err(classify)
+    input::send(client, request, options, server, what).await
 }

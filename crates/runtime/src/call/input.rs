@@ -201,7 +201,9 @@ async fn rounds<T>(
     )))
 }
 
-async fn send(
+/// Sends `request` to `server` on `client` with `options` and awaits the answer; a failure is
+/// classified, and a timeout names what the server sent meanwhile that answered nothing.
+pub(crate) async fn send(
     client: &ServerClient,
     request: ClientRequest,
     options: PeerRequestOptions,
