@@ -18,7 +18,7 @@ use std::net::TcpStream;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::gateway::{MCP_POST, Served, Stateless, http};
+use common::gateway::{Served, Stateless};
 use common::{bin, temp_home};
 use serde_json::{Value, json};
 
@@ -290,67 +290,32 @@ fn a_2025_client_gets_the_rounds_as_elicitations() {
 }
 
 /// A 2025-11-25 session declaring elicitation, of one bearer token.
-struct Session<'a> {
-    addr: &'a str,
-    token: String,
-    id: String,
-}
+struct Session<'a>(common::gateway::Session<'a>);
 
 impl<'a> Session<'a> {
     fn open(addr: &'a str, token: &str) -> Self {
-        let token = format!("Bearer {token}");
-        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
-            "clientInfo": {"name": "rounds-session-test", "version": "1"}}});
-        let headers = [MCP_POST[0], MCP_POST[1], ("Authorization", token.as_str())];
-        let (status, head, body) = http(addr, "POST", "/mcp", &headers, &init.to_string());
-        assert_eq!(status, 200, "initialize: {head}\n{body}");
-        let id = head
-            .lines()
-            .find_map(|l| l.strip_prefix("mcp-session-id:"))
-            .map(|v| v.trim().to_string())
-            .expect("a session id");
-        let session = Self { addr, token, id };
-        let (status, _, _) =
-            session.post(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        assert_eq!(status, 202, "notifications/initialized");
-        session
-    }
-
-    fn headers(&self) -> [(&str, &str); 5] {
-        [
-            MCP_POST[0],
-            MCP_POST[1],
-            ("Authorization", self.token.as_str()),
-            ("Mcp-Session-Id", self.id.as_str()),
-            ("Mcp-Protocol-Version", "2025-11-25"),
-        ]
+        let capabilities = json!({"elicitation": {}});
+        Self(common::gateway::Session::open(addr, token, capabilities, "rounds-session-test").0)
     }
 
     fn post(&self, body: &Value) -> (u16, String, String) {
-        http(
-            self.addr,
-            "POST",
-            "/mcp",
-            &self.headers(),
-            &body.to_string(),
-        )
+        self.0.post(body)
     }
 
     /// A POST whose SSE answer is read as it comes (the server's requests on it can be answered
     /// before it ends).
     fn post_streaming(&self, body: &Value) -> Sse {
-        let mut stream = TcpStream::connect(self.addr).expect("connect");
+        let mut stream = TcpStream::connect(self.0.addr).expect("connect");
         stream
             .set_read_timeout(Some(Duration::from_secs(20)))
             .expect("timeout");
         let body = body.to_string();
         let mut request = format!(
             "POST /mcp HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Length: {}\r\n",
-            self.addr,
+            self.0.addr,
             body.len()
         );
-        for (k, v) in self.headers() {
+        for (k, v) in self.0.headers() {
             request.push_str(&format!("{k}: {v}\r\n"));
         }
         request.push_str("\r\n");

@@ -24,58 +24,22 @@ const NARROW_TOKEN: &str = "narrow-skills-token-1234567890";
 
 /// A session of one bearer token over raw Streamable HTTP.
 struct Client<'a> {
-    addr: &'a str,
-    token: String,
-    session: String,
+    session: common::gateway::Session<'a>,
     next: u64,
 }
 
 impl<'a> Client<'a> {
     /// Opens a session (initialize + initialized): the client and the initialize result.
     fn open(addr: &'a str, token: &str) -> (Self, Value) {
-        let token = format!("Bearer {token}");
-        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "skills-test", "version": "1"}}});
-        let headers = [
-            ("Content-Type", "application/json"),
-            ("Accept", "application/json, text/event-stream"),
-            ("Authorization", token.as_str()),
-        ];
-        let (status, head, body) = http(addr, "POST", "/mcp", &headers, &init.to_string());
-        assert_eq!(status, 200, "initialize: {head}\n{body}");
-        let session = head
-            .lines()
-            .find_map(|l| l.strip_prefix("mcp-session-id:"))
-            .map(|v| v.trim().to_string())
-            .expect("a session id");
-        let client = Self {
-            addr,
-            token,
-            session,
-            next: 0,
-        };
-        let (status, _, _) =
-            client.post(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        assert_eq!(status, 202, "notifications/initialized");
-        (client, message(&body)["result"].clone())
-    }
-
-    fn post(&self, body: &Value) -> (u16, String, String) {
-        let headers = [
-            ("Content-Type", "application/json"),
-            ("Accept", "application/json, text/event-stream"),
-            ("Authorization", self.token.as_str()),
-            ("Mcp-Session-Id", self.session.as_str()),
-            ("Mcp-Protocol-Version", "2025-11-25"),
-        ];
-        http(self.addr, "POST", "/mcp", &headers, &body.to_string())
+        let (session, info) = common::gateway::Session::open(addr, token, json!({}), "skills-test");
+        (Self { session, next: 0 }, info)
     }
 
     /// A request in this session: its JSON-RPC response (result or error).
     fn request(&mut self, method: &str, params: Value) -> Value {
         self.next += 1;
         let (status, head, body) = self
+            .session
             .post(&json!({"jsonrpc": "2.0", "id": self.next, "method": method, "params": params}));
         assert_eq!(status, 200, "{method}: {head}\n{body}");
         message(&body)
@@ -293,8 +257,13 @@ fn skills_are_served_under_server_uris_routed_to_their_owner_and_hidden_per_prof
     // notification is the tool `fx` adds afterwards, which both see.
     full.request("resources/list", json!({}));
     narrow.request("resources/list", json!({}));
-    let mut full_stream = EventStream::open(full.addr, &full.token, &full.session);
-    let mut narrow_stream = EventStream::open(narrow.addr, &narrow.token, &narrow.session);
+    let mut full_stream =
+        EventStream::open(full.session.addr, &full.session.token, &full.session.id);
+    let mut narrow_stream = EventStream::open(
+        narrow.session.addr,
+        &narrow.session.token,
+        &narrow.session.id,
+    );
     let added = full.request(
         "tools/call",
         json!({"name": "mcp__sk__add_skill", "arguments": {"name": "new-skill", "description": "Added now"}}),

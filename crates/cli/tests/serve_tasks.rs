@@ -175,51 +175,18 @@ fn serve_passes_tasks_through_bound_to_the_client_that_created_them() {
 }
 
 /// A 2025-11-25 session (declaring tasks at `initialize`) of one bearer token.
-struct Session<'a> {
-    addr: &'a str,
-    token: String,
-    id: String,
-}
+struct Session<'a>(common::gateway::Session<'a>);
 
 impl<'a> Session<'a> {
     fn open(addr: &'a str, token: &str) -> Self {
-        let token = format!("Bearer {token}");
-        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {"extensions": {TASKS: {}}},
-            "clientInfo": {"name": "tasks-session-test", "version": "1"}}});
-        let headers = [
-            ("Content-Type", "application/json"),
-            ("Accept", "application/json, text/event-stream"),
-            ("Authorization", token.as_str()),
-        ];
-        let (status, head, body) = http(addr, "POST", "/mcp", &headers, &init.to_string());
-        assert_eq!(status, 200, "initialize: {head}\n{body}");
-        let id = head
-            .lines()
-            .find_map(|l| l.strip_prefix("mcp-session-id:"))
-            .map(|v| v.trim().to_string())
-            .expect("a session id");
-        let session = Self { addr, token, id };
-        let (status, _, _) =
-            session.post(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        assert_eq!(status, 202, "notifications/initialized");
-        session
-    }
-
-    fn post(&self, body: &Value) -> (u16, String, String) {
-        let headers = [
-            ("Content-Type", "application/json"),
-            ("Accept", "application/json, text/event-stream"),
-            ("Authorization", self.token.as_str()),
-            ("Mcp-Session-Id", self.id.as_str()),
-            ("Mcp-Protocol-Version", "2025-11-25"),
-        ];
-        http(self.addr, "POST", "/mcp", &headers, &body.to_string())
+        let capabilities = json!({"extensions": {TASKS: {}}});
+        Self(common::gateway::Session::open(addr, token, capabilities, "tasks-session-test").0)
     }
 
     fn request(&self, method: &str, params: Value) -> Value {
-        let (status, head, body) =
-            self.post(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}));
+        let (status, head, body) = self
+            .0
+            .post(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}));
         let answer = message(&body);
         assert!(
             answer.is_object(),

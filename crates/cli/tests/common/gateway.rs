@@ -358,3 +358,63 @@ impl<'a> Stateless<'a> {
         )
     }
 }
+
+/// A 2025-11-25 session over raw Streamable HTTP of one bearer token: opened with `initialize`
+/// and `notifications/initialized`; every POST carries the token, the session id and version.
+pub(crate) struct Session<'a> {
+    pub(crate) addr: &'a str,
+    /// The `Authorization` value (`Bearer …`).
+    pub(crate) token: String,
+    pub(crate) id: String,
+}
+
+impl<'a> Session<'a> {
+    /// Opens a session declaring `capabilities` as client `name`: the session and the
+    /// initialize result.
+    pub(crate) fn open(
+        addr: &'a str,
+        token: &str,
+        capabilities: Value,
+        name: &str,
+    ) -> (Self, Value) {
+        let token = format!("Bearer {token}");
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": capabilities,
+            "clientInfo": {"name": name, "version": "1"}}});
+        let headers = [MCP_POST[0], MCP_POST[1], ("Authorization", token.as_str())];
+        let (status, head, body) = http(addr, "POST", "/mcp", &headers, &init.to_string());
+        assert_eq!(status, 200, "initialize: {head}\n{body}");
+        let id = head
+            .lines()
+            .find_map(|l| l.strip_prefix("mcp-session-id:"))
+            .map(|v| v.trim().to_string())
+            .expect("a session id");
+        let session = Self { addr, token, id };
+        let (status, _, _) =
+            session.post(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        assert_eq!(status, 202, "notifications/initialized");
+        (session, message(&body)["result"].clone())
+    }
+
+    /// The headers of a POST in this session.
+    pub(crate) fn headers(&self) -> [(&str, &str); 5] {
+        [
+            MCP_POST[0],
+            MCP_POST[1],
+            ("Authorization", self.token.as_str()),
+            ("Mcp-Session-Id", self.id.as_str()),
+            ("Mcp-Protocol-Version", "2025-11-25"),
+        ]
+    }
+
+    /// POSTs `body` in this session: (status, head, body).
+    pub(crate) fn post(&self, body: &Value) -> (u16, String, String) {
+        http(
+            self.addr,
+            "POST",
+            "/mcp",
+            &self.headers(),
+            &body.to_string(),
+        )
+    }
+}
