@@ -27,16 +27,10 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 use serde_json::{Value, json};
 
-use super::augmented_front::{
-    AUGMENTED_CALL, AUGMENTED_CANCEL, AUGMENTED_GET, CLIENT_TASKS, Front, TOOL_TASKS,
-};
+use super::augmented_front::{AUGMENTED_CALL, AUGMENTED_CANCEL, AUGMENTED_GET, Front, TOOL_TASKS};
 use super::call::{Failure, downstream_result, refusal, upstream_error};
 use super::{Listed, Session};
 use crate::task_ids::{TaskKind, UpstreamTask};
-
-/// Put in a call's extensions when its client asked for a task (SEP-1686 `task`).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct AugmentedCall;
 
 /// The `_meta` key under which a result may name the task it relates to.
 const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
@@ -253,27 +247,6 @@ impl Session {
                 .insert(TOOL_TASKS.into(), support.into());
         }
     }
-}
-
-/// Whether the request's client declared `capabilities.tasks` (SEP-1686) at `initialize`.
-pub(super) fn declares_augmented(context: &RequestContext<RoleServer>) -> bool {
-    context.peer.peer_info().is_some_and(|info| {
-        info.capabilities
-            .experimental
-            .as_ref()
-            .is_some_and(|experimental| experimental.contains_key(CLIENT_TASKS))
-    })
-}
-
-/// Whether this call's client asked for a task (a SEP-1686 `task` parameter).
-pub(super) fn asks_task(context: &RequestContext<RoleServer>) -> bool {
-    context.extensions.get::<AugmentedCall>().is_some()
-}
-
-/// The `-32601` a task-only tool called plainly, or a task-augmented call of a tool that
-/// takes none, is refused with (what the spec has the server answer).
-pub(super) fn not_as_task(message: String) -> McpError {
-    McpError::new(ErrorCode::METHOD_NOT_FOUND, message, None)
 }
 
 /// A task in the 2025-11-25 shape, under `id`, from a task in either shape (rmcp's encoding

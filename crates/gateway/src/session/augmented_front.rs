@@ -29,6 +29,9 @@ use axum::extract::{Request, State};
 use axum::http::{Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use rmcp::model::ErrorCode;
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer};
 use serde_json::{Value, json};
 
 use super::Shared;
@@ -55,6 +58,31 @@ const VERSION: &str = "2025-11-25";
 /// in its listing only then (no one else would turn the mark into `execution`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Front;
+
+/// Put in a call's extensions when its client asked for a task (SEP-1686 `task`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AugmentedCall;
+
+/// Whether the request's client declared `capabilities.tasks` (SEP-1686) at `initialize`.
+pub(crate) fn declares_augmented(context: &RequestContext<RoleServer>) -> bool {
+    context.peer.peer_info().is_some_and(|info| {
+        info.capabilities
+            .experimental
+            .as_ref()
+            .is_some_and(|experimental| experimental.contains_key(CLIENT_TASKS))
+    })
+}
+
+/// Whether this call's client asked for a task (a SEP-1686 `task` parameter).
+pub(crate) fn asks_task(context: &RequestContext<RoleServer>) -> bool {
+    context.extensions.get::<AugmentedCall>().is_some()
+}
+
+/// The `-32601` a task-only tool called plainly, or a task-augmented call of a tool that
+/// takes none, is refused with (what the spec has the server answer).
+pub(crate) fn not_as_task(message: String) -> McpError {
+    McpError::new(ErrorCode::METHOD_NOT_FOUND, message, None)
+}
 
 /// Whether some connected upstream declared task-augmented `tools/call`.
 pub(crate) fn serves_augmented(shared: &Shared) -> bool {

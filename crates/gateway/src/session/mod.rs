@@ -190,7 +190,7 @@ impl Session {
         let pass_through = rounds.pass_through;
         let mut rounds = rounds;
         if task.is_some() {
-            context.extensions.insert(augmented::AugmentedCall);
+            context.extensions.insert(augmented_front::AugmentedCall);
         }
         rounds.forward.task = task;
         let (server, attempt) = self.run_call(request, context, rounds).await;

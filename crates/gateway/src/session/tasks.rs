@@ -12,7 +12,7 @@
 //! - a tool whose server declared SEP-1686 task-augmented calls (MCP 2025-11-25) and that
 //!   runs only as a task is followed to its result by the runtime for a client that declared
 //!   no tasks at all, and refused with `-32601` for one that declared 2025-11-25 tasks but did
-//!   not ask for one ([`super::augmented`]);
+//!   not ask for one (see `session/augmented.rs`);
 //! - for a client that did not declare tasks, any other tool its server runs only as a task is refused
 //!   with `-32021` before it runs: by the gateway when the server's listing says so
 //!   (`execution.taskSupport: "required"`, SEP-1686), else by the server itself, which the
@@ -34,7 +34,7 @@ use rmcp::{ErrorData as McpError, RoleServer};
 
 use super::call::{Failure, upstream_error};
 use super::shared::profile_of;
-use super::{Session, augmented};
+use super::{Session, augmented_front};
 use crate::task_ids::{Owner, UpstreamTask};
 
 /// The JSON-RPC code of a request that needs a client capability the client did not declare
@@ -68,11 +68,11 @@ impl Session {
         // SEP-1686 (2025-11-25): the server of a task-augmented call must take tasks for it;
         // the runtime hands its task back (`Forwarded::task`), not as an SEP-2663 task.
         let augmented_calls = self.runtime().task_tool_calls(server);
-        if augmented::asks_task(context) {
+        if augmented_front::asks_task(context) {
             if augmented_calls && support != TaskSupport::Forbidden {
                 return Ok(false);
             }
-            return Err(augmented::not_as_task(format!(
+            return Err(augmented_front::not_as_task(format!(
                 "`{tool}` does not run as a task (its server declares no task-augmented tools/call, or the tool's execution.taskSupport is forbidden): call it without `task`"
             )));
         }
@@ -83,8 +83,8 @@ impl Session {
             if augmented_calls {
                 // A client that declared 2025-11-25 tasks must ask for one; for any other
                 // the runtime follows the task to its result.
-                if augmented::declares_augmented(context) {
-                    return Err(augmented::not_as_task(format!(
+                if augmented_front::declares_augmented(context) {
+                    return Err(augmented_front::not_as_task(format!(
                         "`{tool}` runs only as a task (execution.taskSupport: required): call it with a `task` parameter"
                     )));
                 }
@@ -108,7 +108,7 @@ impl Session {
     ) -> Result<CallReply, Failure> {
         match (outcome, server) {
             // A SEP-1686 task gets its id of that kind from the caller (`super::augmented`).
-            (Ok(CallReply::Task(created)), _) if augmented::asks_task(context) => {
+            (Ok(CallReply::Task(created)), _) if augmented_front::asks_task(context) => {
                 Ok(CallReply::Task(created))
             }
             (Ok(CallReply::Task(created)), Some(server)) => Ok(CallReply::Task(

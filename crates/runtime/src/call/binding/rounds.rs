@@ -132,16 +132,17 @@ impl PreparedCall {
                     break crate::call::tasks::follow(created, call).await?;
                 }
                 ServerResult::CustomResult(created) if hand_back_augmented => {
-                    let created = crate::call::task_augmented::created(&created.0).ok_or_else(
-                        || CallError::Protocol {
+                    let created =
+                        crate::call::task_augmented::created(&created.0).ok_or_else(|| {
+                            CallError::Protocol {
                             upstream: None,
                             server: entry.server.clone(),
                             tool: entry.raw_name.clone(),
                             message:
                                 "the server answered a task-augmented tools/call without a task id"
                                     .into(),
-                        },
-                    )?;
+                        }
+                        })?;
                     return Ok(Further::HandedBack(CallReply::Task(created)));
                 }
                 ServerResult::CustomResult(created) if task_augmented => {
