@@ -270,4 +270,6 @@ fn serve_declares_no_sep_1686_tasks_without_an_upstream_that_takes_them() {
         json!({"name": "mcp__fx__echo", "arguments": {"text": "x"}, "task": {"ttl": 1000}}),
     );
     assert!(call["result"].get("task").is_none(), "{call}");
+    let result = request(&session, "tasks/result", json!({"taskId": "t1686.x"}));
+    assert_eq!(result["error"]["code"], -32601, "{result}");
 }

@@ -43,7 +43,17 @@ impl Session {
         context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, McpError> {
         let params = request.params.clone().unwrap_or_else(|| json!({}));
+        // Only a 2025-11-25 request through the front speaks SEP-1686 (`tasks/result` is a
+        // removed method for SEP-2663 clients: -32601, like any unknown one).
+        let front = through_front(&context);
         let answer = match request.method.as_str() {
+            _ if !front => {
+                return Err(McpError::new(
+                    ErrorCode::METHOD_NOT_FOUND,
+                    format!("method not found: {}", request.method),
+                    None,
+                ));
+            }
             AUGMENTED_CALL => self.augmented_call(params, context).await?,
             AUGMENTED_GET => self.task_request("tasks/get", &params, &context).await?,
             AUGMENTED_CANCEL => self.task_request("tasks/cancel", &params, &context).await?,
@@ -214,11 +224,7 @@ impl Session {
         listed: &Listed,
         tools: &mut [Tool],
     ) {
-        let front = context
-            .extensions
-            .get::<axum::http::request::Parts>()
-            .is_some_and(|parts| parts.extensions.get::<Front>().is_some());
-        if !front {
+        if !through_front(context) {
             return;
         }
         let snapshot = listed.binding.snapshot();
@@ -247,6 +253,15 @@ impl Session {
                 .insert(TOOL_TASKS.into(), support.into());
         }
     }
+}
+
+/// Whether the request came through the HTTP front (a 2025-11-25 request while an upstream
+/// declares task-augmented calls).
+fn through_front(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .is_some_and(|parts| parts.extensions.get::<Front>().is_some())
 }
 
 /// A task in the 2025-11-25 shape, under `id`, from a task in either shape (rmcp's encoding
