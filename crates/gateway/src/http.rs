@@ -224,6 +224,7 @@ pub(crate) async fn serve(
         TRIM_TICK,
         stop.clone(),
     ));
+    let front = shared.clone();
     let service = StreamableHttpService::new(
         move || {
             let tracer = shared.tracer.clone();
@@ -237,6 +238,11 @@ pub(crate) async fn serve(
         .layer(axum::middleware::from_fn_with_state(
             sealer,
             crate::sealed::layer,
+        ))
+        // SEP-1686 wire fields rmcp drops, for 2025-11-25 clients (`session::augmented_front`).
+        .layer(axum::middleware::from_fn_with_state(
+            front,
+            crate::session::augmented_front::layer,
         ))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))

@@ -10,7 +10,12 @@
 //! - the client's identity ([`Owner`]) is authenticated with the id, never stored in it: an
 //!   id opened for another client fails exactly as a forged, truncated or unknown one does, so
 //!   no client learns anything about another's tasks;
-//! - an upstream id never reaches a client, and a client's id never reaches an upstream.
+//! - an upstream id never reaches a client, and a client's id never reaches an upstream;
+//! - a SEP-1686 task (MCP 2025-11-25, [`TaskKind::Augmented`]) gets an id of its own kind:
+//!   sealed under other additional data and marked with [`AUGMENTED_PREFIX`], so it opens
+//!   only as that kind (a SEP-2663 request about it, or the reverse, finds no task) and the
+//!   gateway's front can tell which protocol a `tasks/get` or `tasks/cancel` speaks from the
+//!   id alone.
 
 use std::sync::{Arc, OnceLock};
 
@@ -22,6 +27,22 @@ use crate::sealed::SessionKeys;
 /// purpose under the same key, a session id say, does not open as a task id.
 const AAD: &[u8] = b"mcp-harness task id v1\n";
 
+/// Authenticated with every SEP-1686 task id instead of [`AAD`].
+const AAD_AUGMENTED: &[u8] = b"mcp-harness sep-1686 task id v1\n";
+
+/// How a SEP-1686 task id starts (a character outside the sealed token's base64url alphabet
+/// ends it, so no SEP-2663 id has it).
+pub(crate) const AUGMENTED_PREFIX: &str = "t1686.";
+
+/// Which task protocol an id belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TaskKind {
+    /// The tasks extension (SEP-2663).
+    Extension,
+    /// Task-augmented requests of MCP 2025-11-25 (SEP-1686).
+    Augmented,
+}
+
 /// Who a task belongs to: the client's profile (when it proved one) and its session (when it
 /// has one). Clients with neither — unauthenticated requests without a session, or the one
 /// stdio client — are one client to the gateway.
@@ -32,9 +53,12 @@ pub(crate) struct Owner {
 }
 
 impl Owner {
-    /// The additional data a task id of this owner is sealed with.
-    fn aad(&self) -> Vec<u8> {
-        let mut aad = AAD.to_vec();
+    /// The additional data a task id of this kind and owner is sealed with.
+    fn aad(&self, kind: TaskKind) -> Vec<u8> {
+        let mut aad = match kind {
+            TaskKind::Extension => AAD.to_vec(),
+            TaskKind::Augmented => AAD_AUGMENTED.to_vec(),
+        };
         for part in [&self.profile, &self.session] {
             match part {
                 // Length-prefixed, so no two owners give the same bytes.
@@ -79,14 +103,37 @@ impl TaskIds {
 
     /// The id `owner` sees for `task`.
     pub(crate) fn issue(&self, task: &UpstreamTask, owner: &Owner) -> String {
+        self.issue_kind(TaskKind::Extension, task, owner)
+    }
+
+    /// The id `owner` sees for `task` of protocol `kind`.
+    pub(crate) fn issue_kind(&self, kind: TaskKind, task: &UpstreamTask, owner: &Owner) -> String {
         let data = serde_json::to_vec(task).expect("an upstream task always serialises");
-        self.keys().seal_bytes(&owner.aad(), data)
+        let sealed = self.keys().seal_bytes(&owner.aad(kind), data);
+        match kind {
+            TaskKind::Extension => sealed,
+            TaskKind::Augmented => format!("{AUGMENTED_PREFIX}{sealed}"),
+        }
     }
 
     /// The upstream task behind `id` when `owner` was given it; `None` for anything else
     /// (malformed, forged, sealed for another client or under a key no longer configured).
     pub(crate) fn open(&self, id: &str, owner: &Owner) -> Option<UpstreamTask> {
-        let plain = self.keys().open_bytes(&owner.aad(), id).ok()?;
+        self.open_kind(TaskKind::Extension, id, owner)
+    }
+
+    /// As [`Self::open`], for an id of protocol `kind`.
+    pub(crate) fn open_kind(
+        &self,
+        kind: TaskKind,
+        id: &str,
+        owner: &Owner,
+    ) -> Option<UpstreamTask> {
+        let sealed = match kind {
+            TaskKind::Extension => id,
+            TaskKind::Augmented => id.strip_prefix(AUGMENTED_PREFIX)?,
+        };
+        let plain = self.keys().open_bytes(&owner.aad(kind), sealed).ok()?;
         serde_json::from_slice(&plain).ok()
     }
 }
@@ -128,6 +175,34 @@ mod tests {
             None
         );
         assert_eq!(ids.open(&id[..id.len() - 2], &alice), None);
+    }
+
+    #[test]
+    fn an_id_opens_as_its_own_kind_only() {
+        let ids = TaskIds::default();
+        let task = UpstreamTask {
+            server: "everything".into(),
+            task_id: "t-1".into(),
+        };
+        let alice = owner(Some("alice"), Some("s1"));
+        let augmented = ids.issue_kind(TaskKind::Augmented, &task, &alice);
+        assert!(augmented.starts_with(AUGMENTED_PREFIX), "{augmented}");
+        assert_eq!(
+            ids.open_kind(TaskKind::Augmented, &augmented, &alice),
+            Some(task.clone())
+        );
+        assert_eq!(ids.open(&augmented, &alice), None);
+        let stripped = &augmented[AUGMENTED_PREFIX.len()..];
+        assert_eq!(
+            ids.open(stripped, &alice),
+            None,
+            "sealed for the other kind"
+        );
+        let extension = ids.issue(&task, &alice);
+        let disguised = format!("{AUGMENTED_PREFIX}{extension}");
+        assert_eq!(ids.open_kind(TaskKind::Augmented, &disguised, &alice), None);
+        let bob = owner(Some("bob"), Some("s1"));
+        assert_eq!(ids.open_kind(TaskKind::Augmented, &augmented, &bob), None);
     }
 
     #[test]

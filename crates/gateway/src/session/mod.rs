@@ -38,6 +38,8 @@ use crate::spans::Target::{Prompt, Resource};
 use crate::spans::{end_upstream, meta};
 use crate::sync::lock;
 
+mod augmented;
+pub(crate) mod augmented_front;
 mod call;
 mod mrtr;
 mod shared;
@@ -143,6 +145,91 @@ impl Session {
             self.shared().options.prefix,
             profile,
         )
+    }
+}
+
+impl Session {
+    /// One `tools/call` on the governed path (the session's call limit, its listing, the
+    /// profile's rules, metrics and audit): what came back, and whether the client answers
+    /// its own `input_required` rounds (and the server it went to). With `task` (a 2025-11-25 client's SEP-1686 `task`
+    /// parameter) the call goes upstream task-augmented and its task comes back.
+    async fn governed_call(
+        &self,
+        request: CallToolRequestParams,
+        mut context: RequestContext<RoleServer>,
+        task: Option<rmcp::model::JsonObject>,
+    ) -> Result<(Option<String>, Result<CallReply, Failure>, bool), McpError> {
+        let Ok(_permit) = self.state.calls.clone().try_acquire_owned() else {
+            let limit = self.shared().options.max_calls_per_session;
+            return Err(McpError::new(
+                rmcp::model::ErrorCode(-32000),
+                format!(
+                    "too many calls in flight in this session (at most {limit}); retry when one has finished"
+                ),
+                Some(serde_json::json!({"retryAfterMs": 1000})),
+            ));
+        };
+        let started = std::time::Instant::now();
+        // The profile's name when the client proved one, else the name it gave itself.
+        let client = match profile_of(&context.extensions) {
+            Some(profile) => profile.name.clone(),
+            None => context
+                .peer
+                .peer_info()
+                .map(|info| info.client_info.name.clone())
+                .unwrap_or_else(|| "unknown".into()),
+        };
+        let tool = request.name.to_string();
+        let notes = crate::spans::notes(&context.extensions);
+        let arguments = request.arguments.clone();
+        let rounds = mrtr::Rounds::of(
+            &context,
+            request.input_responses.clone(),
+            request.request_state.clone(),
+        );
+        let pass_through = rounds.pass_through;
+        let mut rounds = rounds;
+        if task.is_some() {
+            context.extensions.insert(augmented_front::AugmentedCall);
+        }
+        rounds.forward.task = task;
+        let (server, attempt) = self.run_call(request, context, rounds).await;
+        let outcome = match &attempt {
+            Ok(CallReply::Done(result)) if result.is_error() => Outcome::ToolError,
+            Ok(CallReply::Done(_)) => Outcome::Ok,
+            Ok(CallReply::Task(_)) => Outcome::Task,
+            Ok(CallReply::InputRequired(_)) => Outcome::InputRequired,
+            Err(Failure::Call(error)) => match error {
+                CallError::UnknownTool { .. } | CallError::NotInStep { .. } => Outcome::Unknown,
+                CallError::Stale { .. } => Outcome::Stale,
+                CallError::Permission { .. } => Outcome::Refused,
+                _ => Outcome::Failed,
+            },
+            // A task-only tool called plainly, or a task asked of a tool that takes none.
+            Err(Failure::Rpc(error))
+                if error.code.0 == MISSING_CAPABILITY
+                    || error.code == rmcp::model::ErrorCode::METHOD_NOT_FOUND =>
+            {
+                Outcome::Refused
+            }
+            Err(Failure::Rpc(_)) => Outcome::Failed,
+            Err(Failure::Stale(_)) => Outcome::Stale,
+        };
+        self.shared().metrics.record(
+            &CallRecord {
+                client: &client,
+                server: server.as_deref().unwrap_or("-"),
+                tool: &tool,
+                outcome,
+                duration: started.elapsed(),
+                arguments: arguments.as_ref(),
+            },
+            self.shared().audit.as_ref(),
+        );
+        if let Some(notes) = notes {
+            notes.call(server.as_deref(), outcome.as_str());
+        }
+        Ok((server, attempt, pass_through))
     }
 }
 
@@ -258,7 +345,8 @@ impl ServerHandler for Session {
             opened.sealer.listed(&opened.payload.session, mark);
         }
         let listed = Arc::new(listed);
-        let tools = listed.view.tools.clone();
+        let mut tools = listed.view.tools.clone();
+        self.mark_task_tools(&context, &listed, &mut tools);
         self.shared()
             .shown(self.state.id, ListKind::Tools, listed.view.digest);
         let digest = listed.view.digest;
@@ -273,65 +361,8 @@ impl ServerHandler for Session {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let Ok(_permit) = self.state.calls.clone().try_acquire_owned() else {
-            let limit = self.shared().options.max_calls_per_session;
-            return Err(McpError::new(
-                rmcp::model::ErrorCode(-32000),
-                format!(
-                    "too many calls in flight in this session (at most {limit}); retry when one has finished"
-                ),
-                Some(serde_json::json!({"retryAfterMs": 1000})),
-            ));
-        };
-        let started = std::time::Instant::now();
-        // The profile's name when the client proved one, else the name it gave itself.
-        let client = match profile_of(&context.extensions) {
-            Some(profile) => profile.name.clone(),
-            None => context
-                .peer
-                .peer_info()
-                .map(|info| info.client_info.name.clone())
-                .unwrap_or_else(|| "unknown".into()),
-        };
         let tool = request.name.to_string();
-        let notes = crate::spans::notes(&context.extensions);
-        let arguments = request.arguments.clone();
-        let rounds = mrtr::Rounds::of(
-            &context,
-            request.input_responses.clone(),
-            request.request_state.clone(),
-        );
-        let pass_through = rounds.pass_through;
-        let (server, attempt) = self.run_call(request, context, rounds).await;
-        let outcome = match &attempt {
-            Ok(CallReply::Done(result)) if result.is_error() => Outcome::ToolError,
-            Ok(CallReply::Done(_)) => Outcome::Ok,
-            Ok(CallReply::Task(_)) => Outcome::Task,
-            Ok(CallReply::InputRequired(_)) => Outcome::InputRequired,
-            Err(Failure::Call(error)) => match error {
-                CallError::UnknownTool { .. } | CallError::NotInStep { .. } => Outcome::Unknown,
-                CallError::Stale { .. } => Outcome::Stale,
-                CallError::Permission { .. } => Outcome::Refused,
-                _ => Outcome::Failed,
-            },
-            Err(Failure::Rpc(error)) if error.code.0 == MISSING_CAPABILITY => Outcome::Refused,
-            Err(Failure::Rpc(_)) => Outcome::Failed,
-            Err(Failure::Stale(_)) => Outcome::Stale,
-        };
-        self.shared().metrics.record(
-            &CallRecord {
-                client: &client,
-                server: server.as_deref().unwrap_or("-"),
-                tool: &tool,
-                outcome,
-                duration: started.elapsed(),
-                arguments: arguments.as_ref(),
-            },
-            self.shared().audit.as_ref(),
-        );
-        if let Some(notes) = notes {
-            notes.call(server.as_deref(), outcome.as_str());
-        }
+        let (_, attempt, pass_through) = self.governed_call(request, context, None).await?;
         match attempt {
             Ok(CallReply::Done(result)) => Ok(downstream_result(result).into()),
             Ok(CallReply::InputRequired(needed)) => Ok(needed.into()),
@@ -345,6 +376,14 @@ impl ServerHandler for Session {
                 Ok(CallToolResult::error(vec![ContentBlock::text(text)]).into())
             }
         }
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: rmcp::model::CustomRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CustomResult, McpError> {
+        self.augmented_request(request, context).await
     }
 
     async fn get_task(

@@ -48,6 +48,7 @@ impl Rounds {
                 input_responses,
                 request_state,
                 client_capabilities: context.meta.client_capabilities(),
+                ..Forwarded::default()
             },
         }
     }

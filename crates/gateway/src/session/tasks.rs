@@ -9,7 +9,11 @@
 //! - a task id is answered only for the client it was issued to: for any other client, and for
 //!   a malformed, forged or foreign id, the answer is the same `-32602` unknown-task error,
 //!   and nothing is sent upstream;
-//! - for a client that did not declare tasks, a tool its server runs only as a task is refused
+//! - a tool whose server declared SEP-1686 task-augmented calls (MCP 2025-11-25) and that
+//!   runs only as a task is followed to its result by the runtime for a client that declared
+//!   no tasks at all, and refused with `-32601` for one that declared 2025-11-25 tasks but did
+//!   not ask for one (see `session/augmented.rs`);
+//! - for a client that did not declare tasks, any other tool its server runs only as a task is refused
 //!   with `-32021` before it runs: by the gateway when the server's listing says so
 //!   (`execution.taskSupport: "required"`, SEP-1686), else by the server itself, which the
 //!   call tells in its `_meta` that the client takes no task (`CallOptions::decline_tasks`;
@@ -28,9 +32,9 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 
-use super::Session;
 use super::call::{Failure, upstream_error};
 use super::shared::profile_of;
+use super::{Session, augmented_front};
 use crate::task_ids::{Owner, UpstreamTask};
 
 /// The JSON-RPC code of a request that needs a client capability the client did not declare
@@ -60,10 +64,32 @@ impl Session {
         server: &str,
         tool: &str,
     ) -> Result<bool, McpError> {
+        let support = self.runtime().tool_task_support(server, tool);
+        // SEP-1686 (2025-11-25): the server of a task-augmented call must take tasks for it;
+        // the runtime hands its task back (`Forwarded::task`), not as an SEP-2663 task.
+        let augmented_calls = self.runtime().task_tool_calls(server);
+        if augmented_front::asks_task(context) {
+            if augmented_calls && support != TaskSupport::Forbidden {
+                return Ok(false);
+            }
+            return Err(augmented_front::not_as_task(format!(
+                "`{tool}` does not run as a task (its server declares no task-augmented tools/call, or the tool's execution.taskSupport is forbidden): call it without `task`"
+            )));
+        }
         if declares_tasks(context) {
             return Ok(true);
         }
-        if self.runtime().tool_task_support(server, tool) == TaskSupport::Required {
+        if support == TaskSupport::Required {
+            if augmented_calls {
+                // A client that declared 2025-11-25 tasks must ask for one; for any other
+                // the runtime follows the task to its result.
+                if augmented_front::declares_augmented(context) {
+                    return Err(augmented_front::not_as_task(format!(
+                        "`{tool}` runs only as a task (execution.taskSupport: required): call it with a `task` parameter"
+                    )));
+                }
+                return Ok(false);
+            }
             return Err(McpError::missing_required_client_capability(
                 ClientCapabilities::builder().enable_tasks().build(),
             ));
@@ -81,6 +107,10 @@ impl Session {
         outcome: Result<CallReply, CallError>,
     ) -> Result<CallReply, Failure> {
         match (outcome, server) {
+            // A SEP-1686 task gets its id of that kind from the caller (`super::augmented`).
+            (Ok(CallReply::Task(created)), _) if augmented_front::asks_task(context) => {
+                Ok(CallReply::Task(created))
+            }
             (Ok(CallReply::Task(created)), Some(server)) => Ok(CallReply::Task(
                 self.downstream_task(context, server, created),
             )),
@@ -184,7 +214,7 @@ pub(super) fn declares_tasks(context: &RequestContext<RoleServer>) -> bool {
 }
 
 /// The client a task created by this request belongs to.
-fn owner(context: &RequestContext<RoleServer>) -> Owner {
+pub(super) fn owner(context: &RequestContext<RoleServer>) -> Owner {
     Owner {
         profile: profile_of(&context.extensions).map(|p| p.name.clone()),
         session: crate::sealed::opened(&context.extensions)

@@ -26,7 +26,8 @@
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientRequest, CustomRequest, ServerResult, TaskStatus,
+    CallToolRequestParams, CallToolResult, ClientRequest, CreateTaskResult, CustomRequest,
+    JsonObject, ServerResult, Task, TaskStatus,
 };
 use rmcp::service::PeerRequestOptions;
 use serde_json::{Value, json};
@@ -46,6 +47,40 @@ pub(crate) fn request(params: &CallToolRequestParams, timeout: Duration) -> Clie
         object.insert("task".into(), json!({ "ttl": ttl }));
     }
     ClientRequest::CustomRequest(CustomRequest::new("tools/call", Some(value)))
+}
+
+/// The `tools/call` request for `params`, augmented with `task` as a gateway's client gave it.
+pub(crate) fn request_with(params: &CallToolRequestParams, task: JsonObject) -> ClientRequest {
+    let mut value = serde_json::to_value(params).unwrap_or_else(|_| json!({}));
+    if let Some(object) = value.as_object_mut() {
+        object.insert("task".into(), Value::Object(task));
+    }
+    ClientRequest::CustomRequest(CustomRequest::new("tools/call", Some(value)))
+}
+
+/// A SEP-1686 `CreateTaskResult` (`{"task": {...}, "_meta"?}`) in rmcp's task shape (`ttl` as
+/// `ttl_ms`, `pollInterval` as `poll_interval_ms`), for a caller that passes the task on;
+/// `None` without a task id.
+pub(crate) fn created(raw: &Value) -> Option<CreateTaskResult> {
+    let task = raw.get("task")?;
+    let id = task.get("taskId")?.as_str()?;
+    let text = |key: &str| task.get(key).and_then(Value::as_str).unwrap_or_default();
+    let status = task
+        .get("status")
+        .and_then(|s| serde_json::from_value(s.clone()).ok())
+        .unwrap_or(TaskStatus::Working);
+    let mut out = Task::new(id, status, text("createdAt"), text("lastUpdatedAt"));
+    out.status_message = task
+        .get("statusMessage")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    out.ttl_ms = task.get("ttl").and_then(Value::as_u64);
+    out.poll_interval_ms = task.get("pollInterval").and_then(Value::as_u64);
+    let mut created = CreateTaskResult::new(out);
+    created.meta = raw
+        .get("_meta")
+        .and_then(|m| serde_json::from_value(m.clone()).ok());
+    Some(created)
 }
 
 /// The fields of a SEP-1686 task this client uses.

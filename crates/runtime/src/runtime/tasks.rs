@@ -1,6 +1,9 @@
 //! Requests about a task a server created (SEP-2663 `tasks/get`, `tasks/update`,
 //! `tasks/cancel`), sent to that server on its current connection: what a gateway that hands
-//! tasks back to its clients ([`HandBack::tasks`](crate::HandBack)) forwards for them.
+//! tasks back to its clients ([`HandBack::tasks`](crate::HandBack)) forwards for them. Also
+//! the SEP-1686 requests of MCP 2025-11-25 (`tasks/get`, `tasks/result`, `tasks/cancel`,
+//! `tasks/list`) about a task handed back for a forwarded `task` parameter
+//! ([`Forwarded::task`](crate::Forwarded)).
 //!
 //! Invariants:
 //! - a request goes to the named server only, with the task id and everything else as given:
@@ -10,8 +13,8 @@
 
 use mcp_harness_transport::wire::TaskSupport;
 use rmcp::model::{
-    CancelTaskParams, CancelTaskRequest, ClientRequest, GetTaskParams, GetTaskRequest,
-    GetTaskResult, ServerResult, UpdateTaskParams, UpdateTaskRequest,
+    CancelTaskParams, CancelTaskRequest, ClientRequest, CustomRequest, GetTaskParams,
+    GetTaskRequest, GetTaskResult, JsonObject, ServerResult, UpdateTaskParams, UpdateTaskRequest,
 };
 
 use super::{Runtime, bound_client, send};
@@ -61,6 +64,42 @@ impl Runtime {
             "tasks/cancel",
             send(&client, request, server, "tasks/cancel").await?,
         )
+    }
+
+    /// Whether connected `server` declared task-augmented `tools/call`
+    /// (`capabilities.tasks.requests.tools.call`, SEP-1686 of MCP 2025-11-25).
+    pub fn task_tool_calls(&self, server: &str) -> bool {
+        self.live
+            .published()
+            .clients
+            .get(server)
+            .is_some_and(|client| client.wire.task_tool_calls())
+    }
+
+    /// A SEP-1686 request about a task to `server` — `method` is `tasks/get`, `tasks/result`,
+    /// `tasks/cancel` or `tasks/list`, `params` as given (`{"taskId": …}`) — answered with the
+    /// server's result as JSON. rmcp decodes every answer into its own types first, so a task
+    /// may come back in rmcp's field names (`ttlMs`, `pollIntervalMs`) beside or instead of
+    /// the 2025-11-25 ones. `tasks/result` waits for the task to end, bounded by the server's
+    /// tool timeout like every request here.
+    pub async fn augmented_task_request(
+        &self,
+        server: &str,
+        method: &str,
+        params: JsonObject,
+    ) -> Result<serde_json::Value, CallError> {
+        let client = bound_client(&self.live.published(), server)?;
+        let request = ClientRequest::CustomRequest(CustomRequest::new(
+            method.to_string(),
+            Some(serde_json::Value::Object(params)),
+        ));
+        let answer = send(&client, request, server, method).await?;
+        serde_json::to_value(&answer).map_err(|e| CallError::Protocol {
+            upstream: None,
+            server: server.to_string(),
+            tool: method.to_string(),
+            message: format!("the answer could not be encoded again: {e}"),
+        })
     }
 
     /// What connected `server`'s listing declared of `tool`'s task support

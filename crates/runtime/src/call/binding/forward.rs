@@ -2,10 +2,14 @@
 //! retry (`inputResponses`, `requestState`) and the client's declared capabilities (SEP-2575
 //! per-request `_meta`), so the upstream itself decides what it may ask of that client.
 //!
+//! It also carries a 2025-11-25 client's `task` parameter (SEP-1686): the call then goes to a
+//! server that declared task-augmented `tools/call` with that parameter, and the server's task
+//! comes back to the caller ([`CallReply::Task`](super::CallReply::Task)) instead of followed.
+//!
 //! Invariant: the runtime never reads, checks nor rewrites what it forwards; the upstream that
 //! issued a `requestState` verifies it.
 
-use rmcp::model::{ClientCapabilities, InputResponses, RequestMetaObject};
+use rmcp::model::{ClientCapabilities, InputResponses, JsonObject, RequestMetaObject};
 
 /// A downstream client's part of one request, sent upstream as the client gave it (the
 /// default: nothing — the runtime's own session context applies).
@@ -22,6 +26,14 @@ pub struct Forwarded {
     /// (elicitation, sampling, roots) is the client's; the extensions the runtime itself takes
     /// part in (it follows tasks, reads skills) are added to it.
     pub client_capabilities: Option<ClientCapabilities>,
+    /// The `task` parameter of a 2025-11-25 client's task-augmented `tools/call` (SEP-1686,
+    /// e.g. `{"ttl": 60000}`), sent as given when the server declared
+    /// `capabilities.tasks.requests.tools.call` and the tool's `execution.taskSupport` is not
+    /// `forbidden`; the server's task is then handed back as
+    /// [`CallReply::Task`](super::CallReply::Task) (its SEP-1686 fields in rmcp's task shape:
+    /// `ttl` as `ttl_ms`, `pollInterval` as `poll_interval_ms`). Elsewhere it is ignored and
+    /// the call runs as without it.
+    pub task: Option<JsonObject>,
 }
 
 impl Forwarded {
@@ -30,6 +42,7 @@ impl Forwarded {
         self.input_responses.is_none()
             && self.request_state.is_none()
             && self.client_capabilities.is_none()
+            && self.task.is_none()
     }
 
     /// The `_meta` entries that replace the session's own on the request, if any.

@@ -421,8 +421,15 @@ impl PreparedCall {
             }
         }
 
-        // SEP-1686: a tool that requires a task is called with one (never plainly).
-        let task_augmented = client.wire.requires_task(&entry.raw_name);
+        // SEP-1686: a tool that requires a task is called with one (never plainly); a caller
+        // passing its client's `task` on gets the task back (where the server takes one).
+        let forwarded_task = options.forward.task.clone().filter(|_| {
+            client.wire.task_tool_calls()
+                && client.wire.task_support(&entry.raw_name)
+                    != mcp_harness_transport::wire::TaskSupport::Forbidden
+        });
+        let hand_back_augmented = forwarded_task.is_some();
+        let task_augmented = hand_back_augmented || client.wire.requires_task(&entry.raw_name);
         // The request is kept for further rounds only where the protocol has them (SEP-2322,
         // from the 2026-07-28 era on, or an era not known): elsewhere the copy would be made
         // and dropped on every call for nothing.
@@ -449,7 +456,9 @@ impl PreparedCall {
             ));
         }
         let retry = rounds_possible.then(|| params.clone());
-        let request = if task_augmented {
+        let request = if let Some(task) = forwarded_task {
+            crate::call::task_augmented::request_with(&params, task)
+        } else if task_augmented {
             crate::call::task_augmented::request(&params, timeout)
         } else {
             ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params))
@@ -534,6 +543,7 @@ impl PreparedCall {
                     cancel: options.cancel,
                     task_status: options.task_status,
                     hand_back: options.hand_back,
+                    hand_back_augmented,
                 };
                 match Box::pin(self.further_rounds(other, rest, &classify)).await? {
                     Further::Result(result) => result,

@@ -40,6 +40,9 @@ pub(super) struct FurtherRounds<'a> {
         Option<tokio::sync::mpsc::UnboundedSender<crate::call::tasks::TaskUpdate>>,
     /// What the caller wants back instead of followed.
     pub(super) hand_back: HandBack,
+    /// The call went task-augmented with its caller's `task` (SEP-1686): the task is handed
+    /// back.
+    pub(super) hand_back_augmented: bool,
 }
 
 impl PreparedCall {
@@ -59,6 +62,7 @@ impl PreparedCall {
             ref retry,
             task_augmented,
             hand_back,
+            hand_back_augmented,
             ..
         } = rest;
         let mut response = first;
@@ -126,6 +130,20 @@ impl PreparedCall {
                 ServerResult::CreateTaskResult(created) => {
                     let call = self.task_call(&rest);
                     break crate::call::tasks::follow(created, call).await?;
+                }
+                ServerResult::CustomResult(created) if hand_back_augmented => {
+                    let created =
+                        crate::call::task_augmented::created(&created.0).ok_or_else(|| {
+                            CallError::Protocol {
+                            upstream: None,
+                            server: entry.server.clone(),
+                            tool: entry.raw_name.clone(),
+                            message:
+                                "the server answered a task-augmented tools/call without a task id"
+                                    .into(),
+                        }
+                        })?;
+                    return Ok(Further::HandedBack(CallReply::Task(created)));
                 }
                 ServerResult::CustomResult(created) if task_augmented => {
                     let call = self.task_call(&rest);

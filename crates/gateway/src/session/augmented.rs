@@ -1,0 +1,302 @@
+//! Task-augmented requests of MCP 2025-11-25 (SEP-1686) passed through, for a client reached
+//! through the HTTP front ([`super::augmented_front`], which turns the wire fields rmcp drops
+//! into what this handler reads): a `tools/call` with `task` goes upstream task-augmented on
+//! the governed path, and the client gets the upstream's `CreateTaskResult` under a gateway
+//! task id of the SEP-1686 kind ([`TaskKind::Augmented`]); its `tasks/get`, `tasks/result`
+//! and `tasks/cancel` go to the owning server with the ids translated both ways.
+//!
+//! Invariants:
+//! - a task-augmented call is the same governed call as any other (listing, view, revision
+//!   check, deny/ask rules, metrics and audit, outcome `task`); it is sent only to a server
+//!   that declared task-augmented `tools/call`, for a tool whose `execution.taskSupport` is
+//!   not `forbidden`; otherwise it is refused with `-32601`, as the spec has a server do;
+//! - a task id opens only for the client it was issued to (profile and session), only as a
+//!   SEP-1686 id: any other id is the same `-32602` unknown-task error, and nothing is sent;
+//! - `tasks/list` is not served (`-32601`, saying why): the ids are sealed, not stored, so
+//!   the gateway holds no list of a client's tasks, and an upstream's list mixes every
+//!   client's tasks; `capabilities.tasks` says so by having no `list`;
+//! - `notifications/tasks/status` of an upstream are not forwarded (the runtime does not
+//!   surface them); a client polls `tasks/get`, or waits on `tasks/result`;
+//! - a listed tool carries its upstream's `execution.taskSupport` only for a client reached
+//!   through the front, and only for a server that declared task-augmented calls.
+
+use mcp_harness_runtime::CallReply;
+use mcp_harness_runtime::transport::wire::TaskSupport;
+use rmcp::model::{CustomRequest, CustomResult, ErrorCode, JsonObject, Tool};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer};
+use serde_json::{Value, json};
+
+use super::augmented_front::{AUGMENTED_CALL, AUGMENTED_CANCEL, AUGMENTED_GET, Front, TOOL_TASKS};
+use super::call::{Failure, downstream_result, refusal, upstream_error};
+use super::{Listed, Session};
+use crate::task_ids::{TaskKind, UpstreamTask};
+
+/// The `_meta` key under which a result may name the task it relates to.
+const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
+
+impl Session {
+    /// The custom requests the gateway serves: the SEP-1686 ones (see the module doc).
+    pub(super) async fn augmented_request(
+        &self,
+        request: CustomRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, McpError> {
+        let params = request.params.clone().unwrap_or_else(|| json!({}));
+        // Only a 2025-11-25 request through the front speaks SEP-1686 (`tasks/result` is a
+        // removed method for SEP-2663 clients: -32601, like any unknown one).
+        let front = through_front(&context);
+        let answer = match request.method.as_str() {
+            _ if !front => {
+                return Err(McpError::new(
+                    ErrorCode::METHOD_NOT_FOUND,
+                    format!("method not found: {}", request.method),
+                    None,
+                ));
+            }
+            AUGMENTED_CALL => self.augmented_call(params, context).await?,
+            AUGMENTED_GET => self.task_request("tasks/get", &params, &context).await?,
+            AUGMENTED_CANCEL => self.task_request("tasks/cancel", &params, &context).await?,
+            "tasks/result" => self.task_request("tasks/result", &params, &context).await?,
+            "tasks/list" => {
+                return Err(McpError::new(
+                    ErrorCode::METHOD_NOT_FOUND,
+                    "tasks/list is not served by this gateway: it keeps no record of the tasks it hands out (their ids are sealed, not stored), and an upstream's list holds every client's tasks; keep the ids tasks/call returned, and follow each with tasks/get or tasks/result",
+                    None,
+                ));
+            }
+            other => {
+                return Err(McpError::new(
+                    ErrorCode::METHOD_NOT_FOUND,
+                    format!("method not found: {other}"),
+                    None,
+                ));
+            }
+        };
+        Ok(CustomResult(answer))
+    }
+
+    /// A task-augmented `tools/call`: the upstream's task under a gateway id, or the refusal
+    /// or result the governed path gave.
+    async fn augmented_call(
+        &self,
+        params: Value,
+        context: RequestContext<RoleServer>,
+    ) -> Result<Value, McpError> {
+        let mut params = match params {
+            Value::Object(params) => params,
+            _ => {
+                return Err(McpError::invalid_params(
+                    "tools/call: params must be an object",
+                    None,
+                ));
+            }
+        };
+        let task = match params.remove("task") {
+            Some(Value::Object(task)) => task,
+            _ => {
+                return Err(McpError::invalid_params(
+                    "tools/call: `task` must be an object (e.g. {\"ttl\": 60000})",
+                    None,
+                ));
+            }
+        };
+        let request: rmcp::model::CallToolRequestParams =
+            serde_json::from_value(Value::Object(params))
+                .map_err(|e| McpError::invalid_params(format!("tools/call: {e}"), None))?;
+        let tool = request.name.to_string();
+        let owner = super::tasks::owner(&context);
+        let (server, attempt, _) = self.governed_call(request, context, Some(task)).await?;
+        let result = match (attempt, server) {
+            (Ok(CallReply::Task(created)), Some(server)) => {
+                return Ok(self.downstream_created(&server, created, &owner));
+            }
+            (Ok(CallReply::Done(result)), _) => downstream_result(result),
+            (Ok(_), _) => {
+                return Err(McpError::internal_error(
+                    "the server answered the task-augmented call with neither a task nor a result",
+                    None,
+                ));
+            }
+            (Err(Failure::Call(error)), _) => match refusal(&tool, error)? {
+                rmcp::model::CallToolResponse::Complete(result) => result,
+                _ => {
+                    return Err(McpError::internal_error(
+                        "a refusal that is not a tool result",
+                        None,
+                    ));
+                }
+            },
+            (Err(Failure::Rpc(error)), _) => return Err(error),
+            (Err(Failure::Stale(text)), _) => {
+                rmcp::model::CallToolResult::error(vec![rmcp::model::ContentBlock::text(text)])
+            }
+        };
+        Ok(legacy_result(
+            serde_json::to_value(result).unwrap_or_default(),
+        ))
+    }
+
+    /// The upstream's task (made by `server`), as the client sees it: the 2025-11-25
+    /// `CreateTaskResult` under a gateway id bound to the client.
+    fn downstream_created(
+        &self,
+        server: &str,
+        created: rmcp::model::CreateTaskResult,
+        owner: &crate::task_ids::Owner,
+    ) -> Value {
+        let upstream = UpstreamTask {
+            server: server.to_string(),
+            task_id: created.task.task_id.clone(),
+        };
+        let id = self
+            .shared()
+            .task_ids
+            .issue_kind(TaskKind::Augmented, &upstream, owner);
+        let task = serde_json::to_value(&created.task).unwrap_or_default();
+        let mut out = json!({ "task": legacy_task(&task, &id) });
+        if let Some(meta) = created.meta {
+            let mut meta = serde_json::to_value(meta).unwrap_or_default();
+            translate_related(&mut meta, &upstream.task_id, &id);
+            out["_meta"] = meta;
+        }
+        out
+    }
+
+    /// `tasks/get`, `tasks/result` or `tasks/cancel` about the client's task `params.taskId`,
+    /// sent to the owning server under its own id; the answer under the client's id.
+    async fn task_request(
+        &self,
+        method: &str,
+        params: &Value,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Value, McpError> {
+        let id = params
+            .get("taskId")
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                McpError::invalid_params(format!("{method}: `taskId` is missing"), None)
+            })?;
+        let task = self
+            .shared()
+            .task_ids
+            .open_kind(TaskKind::Augmented, id, &super::tasks::owner(context))
+            .ok_or_else(|| {
+                McpError::invalid_params(
+                    "unknown task id: not a task this client created through this gateway (or it was issued under a session key no longer configured)",
+                    None,
+                )
+            })?;
+        let mut upstream = JsonObject::new();
+        upstream.insert("taskId".into(), task.task_id.clone().into());
+        // A task's own requests (elicitation, sampling) arrive while tasks/result waits: they
+        // reach this client, the one that asked.
+        let _in_flight = self
+            .shared()
+            .bridge
+            .enter(&task.server, context.peer.clone());
+        let sent = self
+            .runtime()
+            .augmented_task_request(&task.server, method, upstream);
+        let mut answer = crate::bridge::as_caller(context.peer.clone(), sent)
+            .await
+            .map_err(upstream_error)?;
+        if let Some(meta) = answer.get_mut("_meta") {
+            translate_related(meta, &task.task_id, id);
+        }
+        Ok(if method == "tasks/result" {
+            legacy_result(answer)
+        } else {
+            let meta = answer.get("_meta").cloned();
+            let mut out = legacy_task(&answer, id);
+            if let Some(meta) = meta {
+                out["_meta"] = meta;
+            }
+            out
+        })
+    }
+
+    /// Marks, for a client reached through the HTTP front, each listed tool of a server that
+    /// declared task-augmented calls with its `execution.taskSupport` (the front shows it).
+    pub(super) fn mark_task_tools(
+        &self,
+        context: &RequestContext<RoleServer>,
+        listed: &Listed,
+        tools: &mut [Tool],
+    ) {
+        if !through_front(context) {
+            return;
+        }
+        let snapshot = listed.binding.snapshot();
+        for tool in tools {
+            let Some(entry) = listed
+                .view
+                .resolve(&tool.name)
+                .and_then(|name| snapshot.tool(name))
+            else {
+                continue;
+            };
+            if !self.runtime().task_tool_calls(&entry.server) {
+                continue;
+            }
+            let support = match self
+                .runtime()
+                .tool_task_support(&entry.server, &entry.raw_name)
+            {
+                TaskSupport::Required => "required",
+                TaskSupport::Optional => "optional",
+                TaskSupport::Forbidden => continue,
+            };
+            tool.meta
+                .get_or_insert_with(Default::default)
+                .0
+                .insert(TOOL_TASKS.into(), support.into());
+        }
+    }
+}
+
+/// Whether the request came through the HTTP front (a 2025-11-25 request while an upstream
+/// declares task-augmented calls).
+fn through_front(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .is_some_and(|parts| parts.extensions.get::<Front>().is_some())
+}
+
+/// A task in the 2025-11-25 shape, under `id`, from a task in either shape (rmcp's encoding
+/// says `ttlMs` and `pollIntervalMs`).
+fn legacy_task(task: &Value, id: &str) -> Value {
+    let field = |names: &[&str]| names.iter().find_map(|n| task.get(*n)).cloned();
+    let mut out = json!({
+        "taskId": id,
+        "status": field(&["status"]).unwrap_or_else(|| "working".into()),
+        "createdAt": field(&["createdAt"]).unwrap_or_default(),
+        "lastUpdatedAt": field(&["lastUpdatedAt"]).unwrap_or_default(),
+        "ttl": field(&["ttl", "ttlMs"]).unwrap_or(Value::Null),
+    });
+    if let Some(message) = field(&["statusMessage"]) {
+        out["statusMessage"] = message;
+    }
+    if let Some(interval) = field(&["pollInterval", "pollIntervalMs"]).filter(|v| !v.is_null()) {
+        out["pollInterval"] = interval;
+    }
+    out
+}
+
+/// A result as a 2025-11-25 client reads it (no `resultType`, which that version lacks).
+fn legacy_result(mut result: Value) -> Value {
+    if let Some(object) = result.as_object_mut() {
+        object.remove("resultType");
+    }
+    result
+}
+
+/// Rewrites a related-task `_meta` entry naming task `from` to name `to`.
+fn translate_related(meta: &mut Value, from: &str, to: &str) {
+    if let Some(id) = meta.pointer_mut(&format!("/{}/taskId", RELATED_TASK.replace('/', "~1")))
+        && id.as_str() == Some(from)
+    {
+        *id = to.into();
+    }
+}

@@ -1,0 +1,378 @@
+//! The Streamable HTTP front of SEP-1686 pass-through (task-augmented requests of MCP
+//! 2025-11-25): the few wire fields rmcp's typed model has no place for, translated at the
+//! `/mcp` endpoint so the session handler can serve them.
+//!
+//! rmcp 3.11 models only the tasks extension (SEP-2663): it drops a client's
+//! `capabilities.tasks` and a `tools/call`'s `task` parameter when it decodes them, has no
+//! `capabilities.tasks` to send and no `execution` on a tool, and answers `tasks/get` and
+//! `tasks/cancel` only under the extension. So, for a 2025-11-25 client while some upstream
+//! declares task-augmented `tools/call`:
+//! - in: `initialize`'s `capabilities.tasks` moves to `capabilities.experimental` under
+//!   [`CLIENT_TASKS`] (kept with the session); a `tools/call` with `task` becomes the custom
+//!   request [`AUGMENTED_CALL`], and a `tasks/get` / `tasks/cancel` about a SEP-1686 id (it
+//!   starts with [`AUGMENTED_PREFIX`]) becomes [`AUGMENTED_GET`] / [`AUGMENTED_CANCEL`]:
+//!   rmcp hands custom requests to the handler with their parameters untouched;
+//! - out: the `initialize` answer gains `capabilities.tasks` (`cancel` and
+//!   `requests.tools.call`; no `list`: see the handler), and a tool the handler marked with
+//!   [`TOOL_TASKS`] in its `_meta` gets that value as `execution.taskSupport`.
+//!
+//! Invariants:
+//! - any other request, and every request while no upstream declares task-augmented calls,
+//!   passes untouched without its body being read;
+//! - a rewritten request keeps its JSON-RPC id, so the client's answer is the one it awaits;
+//!   only the method name and the two fields above change, never a value;
+//! - bodies are read only up to [`MAX_BODY`]; a larger one passes untouched.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{Method, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rmcp::model::ErrorCode;
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer};
+use serde_json::{Value, json};
+
+use super::Shared;
+pub(crate) use crate::task_ids::AUGMENTED_PREFIX;
+
+/// Where a 2025-11-25 client's `capabilities.tasks` is kept (in `capabilities.experimental`).
+pub(crate) const CLIENT_TASKS: &str = "mcp-harness/sep-1686-tasks";
+/// The `_meta` key of a listed tool under which the handler puts its `execution.taskSupport`.
+pub(crate) const TOOL_TASKS: &str = "mcp-harness/sep-1686-taskSupport";
+/// A task-augmented `tools/call`, as the handler receives it.
+pub(crate) const AUGMENTED_CALL: &str = "mcp-harness/sep-1686/tools/call";
+/// `tasks/get` about a SEP-1686 task, as the handler receives it.
+pub(crate) const AUGMENTED_GET: &str = "mcp-harness/sep-1686/tasks/get";
+/// `tasks/cancel` about a SEP-1686 task, as the handler receives it.
+pub(crate) const AUGMENTED_CANCEL: &str = "mcp-harness/sep-1686/tasks/cancel";
+
+/// The largest request or answer body read.
+pub(crate) const MAX_BODY: usize = 16 * 1024 * 1024;
+
+/// The protocol version whose task-augmented requests are translated.
+const VERSION: &str = "2025-11-25";
+
+/// Put in a request's extensions when this front is in place: the handler marks task tools
+/// in its listing only then (no one else would turn the mark into `execution`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Front;
+
+/// Put in a call's extensions when its client asked for a task (SEP-1686 `task`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AugmentedCall;
+
+/// Whether the request's client declared `capabilities.tasks` (SEP-1686) at `initialize`.
+pub(crate) fn declares_augmented(context: &RequestContext<RoleServer>) -> bool {
+    context.peer.peer_info().is_some_and(|info| {
+        info.capabilities
+            .experimental
+            .as_ref()
+            .is_some_and(|experimental| experimental.contains_key(CLIENT_TASKS))
+    })
+}
+
+/// Whether this call's client asked for a task (a SEP-1686 `task` parameter).
+pub(crate) fn asks_task(context: &RequestContext<RoleServer>) -> bool {
+    context.extensions.get::<AugmentedCall>().is_some()
+}
+
+/// The `-32601` a task-only tool called plainly, or a task-augmented call of a tool that
+/// takes none, is refused with (what the spec has the server answer).
+pub(crate) fn not_as_task(message: String) -> McpError {
+    McpError::new(ErrorCode::METHOD_NOT_FOUND, message, None)
+}
+
+/// Whether some connected upstream declared task-augmented `tools/call`.
+pub(crate) fn serves_augmented(shared: &Shared) -> bool {
+    let snapshot = shared.runtime.snapshot();
+    snapshot
+        .catalogs
+        .keys()
+        .any(|server| shared.runtime.task_tool_calls(server))
+}
+
+/// What the answer of a translated request needs.
+enum Answer {
+    Untouched,
+    /// An `initialize` answer: declare `capabilities.tasks`.
+    Initialize,
+    /// A `tools/list` answer: turn the handler's marks into `execution.taskSupport`.
+    ToolsList,
+}
+
+/// The middleware (see the module doc).
+pub(crate) async fn layer(
+    State(shared): State<Arc<Shared>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    if request.uri().path() != "/mcp" || request.method() != Method::POST {
+        return next.run(request).await;
+    }
+    let headers = request.headers();
+    let in_session = headers.contains_key("mcp-session-id");
+    let version = headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok());
+    // An `initialize` comes without a session; a 2025-11-25 session names its version.
+    let candidate = if in_session {
+        version == Some(VERSION)
+    } else {
+        version.is_none_or(|v| v == VERSION)
+    };
+    let small = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        .is_some_and(|len| len <= MAX_BODY);
+    if !candidate || !small || !serves_augmented(&shared) {
+        return next.run(request).await;
+    }
+    request.extensions_mut().insert(Front);
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY).await else {
+        return (
+            axum::http::StatusCode::BAD_REQUEST,
+            "the request body could not be read\n",
+        )
+            .into_response();
+    };
+    let (bytes, answer) = translate_request(bytes, in_session);
+    let response = next
+        .run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+        .await;
+    match answer {
+        Answer::Untouched => response,
+        Answer::Initialize => rewrite_answer(response, declare_tasks).await,
+        Answer::ToolsList => rewrite_answer(response, show_task_support).await,
+    }
+}
+
+/// The request as the handler should get it, and what its answer needs.
+fn translate_request(bytes: axum::body::Bytes, in_session: bool) -> (axum::body::Bytes, Answer) {
+    let interesting = [&b"\"initialize\""[..], b"\"task", b"\"tools/list\""]
+        .iter()
+        .any(|needle| bytes.windows(needle.len()).any(|window| window == *needle));
+    if !interesting {
+        return (bytes, Answer::Untouched);
+    }
+    let Ok(Value::Object(mut message)) = serde_json::from_slice::<Value>(&bytes) else {
+        return (bytes, Answer::Untouched);
+    };
+    let method = message.get("method").and_then(Value::as_str).unwrap_or("");
+    let params = message.get("params");
+    let (renamed, answer) = match method {
+        "initialize" if !in_session => {
+            let asks = params
+                .and_then(|p| p.get("protocolVersion"))
+                .and_then(Value::as_str)
+                == Some(VERSION);
+            if !asks {
+                return (bytes, Answer::Untouched);
+            }
+            let capabilities = message
+                .get_mut("params")
+                .and_then(|p| p.get_mut("capabilities"))
+                .and_then(Value::as_object_mut);
+            if let Some(capabilities) = capabilities
+                && let Some(tasks) = capabilities.remove("tasks")
+            {
+                let experimental = capabilities
+                    .entry("experimental")
+                    .or_insert_with(|| json!({}));
+                if let Some(experimental) = experimental.as_object_mut() {
+                    experimental.insert(CLIENT_TASKS.into(), tasks);
+                }
+            }
+            (None, Answer::Initialize)
+        }
+        "tools/list" if in_session => return (bytes, Answer::ToolsList),
+        "tools/call" if in_session && params.and_then(|p| p.get("task")).is_some() => {
+            (Some(AUGMENTED_CALL), Answer::Untouched)
+        }
+        "tasks/get" | "tasks/cancel" if in_session => {
+            let augmented = params
+                .and_then(|p| p.get("taskId"))
+                .and_then(Value::as_str)
+                .is_some_and(|id| id.starts_with(AUGMENTED_PREFIX));
+            if !augmented {
+                return (bytes, Answer::Untouched);
+            }
+            let renamed = if method == "tasks/get" {
+                AUGMENTED_GET
+            } else {
+                AUGMENTED_CANCEL
+            };
+            (Some(renamed), Answer::Untouched)
+        }
+        _ => return (bytes, Answer::Untouched),
+    };
+    if let Some(renamed) = renamed {
+        message.insert("method".into(), renamed.into());
+    }
+    match serde_json::to_vec(&message) {
+        Ok(rewritten) => (rewritten.into(), answer),
+        Err(_) => (bytes, Answer::Untouched),
+    }
+}
+
+/// `response` with `edit` applied to every JSON-RPC message in it (a JSON body, or the `data:`
+/// lines of an event stream). An answer that cannot be read whole is a 500.
+async fn rewrite_answer(response: Response, edit: fn(&mut Value) -> bool) -> Response {
+    if !response.status().is_success() {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY).await else {
+        return (
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            "the answer could not be read\n",
+        )
+            .into_response();
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    let mut changed = false;
+    let mut edit_json = |json: &str| -> Option<String> {
+        let mut value = serde_json::from_str::<Value>(json).ok()?;
+        if !edit(&mut value) {
+            return None;
+        }
+        changed = true;
+        serde_json::to_string(&value).ok()
+    };
+    let event_stream = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    let out = if event_stream {
+        let mut out = String::with_capacity(text.len() + 64);
+        for line in text.split_inclusive('\n') {
+            let (content, end) = match line.strip_suffix('\n') {
+                Some(content) => (content, "\n"),
+                None => (line, ""),
+            };
+            match content.strip_prefix("data:") {
+                Some(data) => match edit_json(data.trim_start()) {
+                    Some(edited) => {
+                        out.push_str("data: ");
+                        out.push_str(&edited);
+                        out.push_str(end);
+                    }
+                    None => out.push_str(line),
+                },
+                None => out.push_str(line),
+            }
+        }
+        out
+    } else {
+        edit_json(&text).unwrap_or_else(|| text.into_owned())
+    };
+    if !changed {
+        return Response::from_parts(parts, axum::body::Body::from(bytes));
+    }
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, axum::body::Body::from(out))
+}
+
+/// Declares `capabilities.tasks` (2025-11-25 shape) in an `initialize` result.
+fn declare_tasks(message: &mut Value) -> bool {
+    let Some(capabilities) = message
+        .pointer_mut("/result/capabilities")
+        .and_then(Value::as_object_mut)
+    else {
+        return false;
+    };
+    capabilities.insert(
+        "tasks".into(),
+        json!({"cancel": {}, "requests": {"tools": {"call": {}}}}),
+    );
+    true
+}
+
+/// Moves each listed tool's [`TOOL_TASKS`] mark to `execution.taskSupport`.
+fn show_task_support(message: &mut Value) -> bool {
+    let Some(tools) = message
+        .pointer_mut("/result/tools")
+        .and_then(Value::as_array_mut)
+    else {
+        return false;
+    };
+    let mut changed = false;
+    for tool in tools {
+        let Some(meta) = tool.get_mut("_meta").and_then(Value::as_object_mut) else {
+            continue;
+        };
+        let Some(support) = meta.remove(TOOL_TASKS) else {
+            continue;
+        };
+        if meta.is_empty()
+            && let Some(tool) = tool.as_object_mut()
+        {
+            tool.remove("_meta");
+        }
+        tool["execution"] = json!({ "taskSupport": support });
+        changed = true;
+    }
+    changed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn translated(message: Value, in_session: bool) -> Value {
+        let bytes = serde_json::to_vec(&message).unwrap().into();
+        let (out, _) = translate_request(bytes, in_session);
+        serde_json::from_slice(&out).unwrap()
+    }
+
+    #[test]
+    fn requests_are_renamed_only_where_they_are_sep_1686() {
+        let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "t", "task": {"ttl": 1000}}});
+        let out = translated(call.clone(), true);
+        assert_eq!(out["method"], AUGMENTED_CALL);
+        assert_eq!(out["id"], 7);
+        assert_eq!(out["params"], call["params"]);
+        let plain = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+            "params": {"name": "task_tool"}});
+        assert_eq!(translated(plain.clone(), true), plain);
+        let get = |id: &str| {
+            json!({"jsonrpc": "2.0", "id": 9, "method": "tasks/get",
+            "params": {"taskId": id}})
+        };
+        let ours = format!("{AUGMENTED_PREFIX}abc");
+        assert_eq!(translated(get(&ours), true)["method"], AUGMENTED_GET);
+        assert_eq!(translated(get("abc"), true)["method"], "tasks/get");
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {"tasks": {"list": {}}},
+            "clientInfo": {"name": "c", "version": "1"}}});
+        let out = translated(init, false);
+        assert_eq!(
+            out["params"]["capabilities"]["experimental"][CLIENT_TASKS],
+            json!({"list": {}})
+        );
+        assert!(out["params"]["capabilities"].get("tasks").is_none());
+    }
+
+    #[test]
+    fn marks_become_execution() {
+        let mut list = json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": [
+            {"name": "a", "_meta": {TOOL_TASKS: "required"}},
+            {"name": "b", "_meta": {TOOL_TASKS: "optional", "other": 1}},
+            {"name": "c"}
+        ]}});
+        assert!(show_task_support(&mut list));
+        let tools = &list["result"]["tools"];
+        assert_eq!(
+            tools[0],
+            json!({"name": "a", "execution": {"taskSupport": "required"}})
+        );
+        assert_eq!(tools[1]["_meta"], json!({"other": 1}));
+        assert_eq!(tools[1]["execution"]["taskSupport"], "optional");
+        assert_eq!(tools[2], json!({"name": "c"}));
+    }
+}
