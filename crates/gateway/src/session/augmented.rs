@@ -1,6 +1,6 @@
 //! Task-augmented requests of MCP 2025-11-25 (SEP-1686) passed through, for a client reached
-//! through the HTTP front ([`super::augmented_front`], which turns the wire fields rmcp drops
-//! into what this handler reads): a `tools/call` with `task` goes upstream task-augmented on
+//! through a front (HTTP: [`super::augmented_front`]; stdio: [`super::augmented_lines`]; they
+//! turn the wire fields rmcp drops into what this handler reads): a `tools/call` with `task` goes upstream task-augmented on
 //! the governed path, and the client gets the upstream's `CreateTaskResult` under a gateway
 //! task id of the SEP-1686 kind ([`TaskKind::Augmented`]); its `tasks/get`, `tasks/result`
 //! and `tasks/cancel` go to the owning server with the ids translated both ways.
@@ -18,7 +18,7 @@
 //! - `notifications/tasks/status` of an upstream are not forwarded (the runtime does not
 //!   surface them); a client polls `tasks/get`, or waits on `tasks/result`;
 //! - a listed tool carries its upstream's `execution.taskSupport` only for a client reached
-//!   through the front, and only for a server that declared task-augmented calls.
+//!   through a front, and only for a server that declared task-augmented calls.
 
 use mcp_harness_runtime::CallReply;
 use mcp_harness_runtime::transport::wire::TaskSupport;

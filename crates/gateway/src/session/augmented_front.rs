@@ -1,6 +1,8 @@
 //! The Streamable HTTP front of SEP-1686 pass-through (task-augmented requests of MCP
 //! 2025-11-25): the few wire fields rmcp's typed model has no place for, translated at the
-//! `/mcp` endpoint so the session handler can serve them.
+//! `/mcp` endpoint so the session handler can serve them. The translation itself
+//! ([`translate_request`], [`translate_answer`]) is shared with the stdio front
+//! ([`super::augmented_lines`]).
 //!
 //! rmcp 3.11 models only the tasks extension (SEP-2663): it drops a client's
 //! `capabilities.tasks` and a `tools/call`'s `task` parameter when it decodes them, has no
