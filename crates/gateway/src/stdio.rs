@@ -1,7 +1,9 @@
 //! The stdio transport downstream: one client, the host that started `mcp-harness serve`.
 //!
 //! Invariant: stdout carries only JSON-RPC (logs go to stderr); when stdin/stdout are pipes they
-//! are read and written without a blocking-pool hop per message.
+//! are read and written without a blocking-pool hop per message. The lines pass the SEP-1686
+//! front ([`crate::session::augmented_lines`]), which leaves them untouched unless the client
+//! speaks 2025-11-25 while an upstream declares task-augmented `tools/call`.
 
 use std::os::fd::AsFd as _;
 use std::pin::Pin;
@@ -10,6 +12,7 @@ use std::sync::Arc;
 use rmcp::ServiceExt as _;
 
 use crate::ServeError;
+use crate::session::augmented_lines::{FrontRead, FrontWrite, Lines};
 use crate::session::{Session, Shared};
 use crate::traced::Traced;
 
@@ -23,7 +26,10 @@ where
     W: tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
     let tracer = shared.tracer.clone();
-    let running = Traced::new(Session::new(shared), tracer)
+    let lines = Arc::new(Lines::new(shared.clone()));
+    let read = FrontRead::new(read, lines.clone());
+    let write = FrontWrite::new(write, lines.clone());
+    let running = Traced::new(Session::with_lines(shared, Some(lines)), tracer)
         .serve((read, write))
         .await
         .map_err(|e| ServeError::Initialize(e.to_string()))?;

@@ -1,6 +1,6 @@
 //! Task-augmented requests of MCP 2025-11-25 (SEP-1686) passed through, for a client reached
-//! through the HTTP front ([`super::augmented_front`], which turns the wire fields rmcp drops
-//! into what this handler reads): a `tools/call` with `task` goes upstream task-augmented on
+//! through a front (HTTP: [`super::augmented_front`]; stdio: [`super::augmented_lines`]; they
+//! turn the wire fields rmcp drops into what this handler reads): a `tools/call` with `task` goes upstream task-augmented on
 //! the governed path, and the client gets the upstream's `CreateTaskResult` under a gateway
 //! task id of the SEP-1686 kind ([`TaskKind::Augmented`]); its `tasks/get`, `tasks/result`
 //! and `tasks/cancel` go to the owning server with the ids translated both ways.
@@ -18,7 +18,7 @@
 //! - `notifications/tasks/status` of an upstream are not forwarded (the runtime does not
 //!   surface them); a client polls `tasks/get`, or waits on `tasks/result`;
 //! - a listed tool carries its upstream's `execution.taskSupport` only for a client reached
-//!   through the front, and only for a server that declared task-augmented calls.
+//!   through a front, and only for a server that declared task-augmented calls.
 
 use mcp_harness_runtime::CallReply;
 use mcp_harness_runtime::transport::wire::TaskSupport;
@@ -27,10 +27,16 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 use serde_json::{Value, json};
 
-use super::augmented_front::{AUGMENTED_CALL, AUGMENTED_CANCEL, AUGMENTED_GET, Front, TOOL_TASKS};
+use super::augmented_front::{
+    AUGMENTED_CALL, AUGMENTED_CANCEL, AUGMENTED_GET, Front, TOOL_TASKS, declares_augmented,
+    serves_augmented,
+};
 use super::call::{Failure, downstream_result, refusal, upstream_error};
 use super::{Listed, Session};
 use crate::task_ids::{TaskKind, UpstreamTask};
+
+/// The longest an `initialize` that declared SEP-1686 tasks waits for the upstreams to settle.
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The `_meta` key under which a result may name the task it relates to.
 const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
@@ -45,7 +51,7 @@ impl Session {
         let params = request.params.clone().unwrap_or_else(|| json!({}));
         // Only a 2025-11-25 request through the front speaks SEP-1686 (`tasks/result` is a
         // removed method for SEP-2663 clients: -32601, like any unknown one).
-        let front = through_front(&context);
+        let front = self.through_front(&context);
         let answer = match request.method.as_str() {
             _ if !front => {
                 return Err(McpError::new(
@@ -216,7 +222,46 @@ impl Session {
         })
     }
 
-    /// Marks, for a client reached through the HTTP front, each listed tool of a server that
+    /// At `initialize`: tells the stdio front the session's version; for a client that
+    /// declared SEP-1686 tasks while no upstream declares task-augmented calls yet, waits (at
+    /// most [`SETTLE`]) until one does or every server has settled, so the answer's
+    /// `capabilities.tasks` says what the upstreams take (a stdio host initialises while they
+    /// still connect).
+    pub(super) async fn augmented_initialize(
+        &self,
+        request: &rmcp::model::InitializeRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) {
+        if let Some(lines) = &self.state.lines {
+            lines.initialized(request.protocol_version.as_str());
+        }
+        if !declares_augmented(context) || serves_augmented(self.shared()) {
+            return;
+        }
+        let runtime = self.runtime();
+        runtime
+            .wait_for(SETTLE, |snapshot| {
+                snapshot.catalogs.keys().any(|s| runtime.task_tool_calls(s))
+                    || snapshot.servers.values().all(|s| s.state.is_settled())
+            })
+            .await;
+    }
+
+    /// Whether the request came through a front: the HTTP one (a 2025-11-25 request while an
+    /// upstream declares task-augmented calls) or the stdio one (a request it read as such).
+    fn through_front(&self, context: &RequestContext<RoleServer>) -> bool {
+        let http = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .is_some_and(|parts| parts.extensions.get::<Front>().is_some());
+        http || self
+            .state
+            .lines
+            .as_ref()
+            .is_some_and(|lines| lines.front_request(&context.id))
+    }
+
+    /// Marks, for a client reached through a front, each listed tool of a server that
     /// declared task-augmented calls with its `execution.taskSupport` (the front shows it).
     pub(super) fn mark_task_tools(
         &self,
@@ -224,7 +269,7 @@ impl Session {
         listed: &Listed,
         tools: &mut [Tool],
     ) {
-        if !through_front(context) {
+        if !self.through_front(context) {
             return;
         }
         let snapshot = listed.binding.snapshot();
@@ -253,15 +298,6 @@ impl Session {
                 .insert(TOOL_TASKS.into(), support.into());
         }
     }
-}
-
-/// Whether the request came through the HTTP front (a 2025-11-25 request while an upstream
-/// declares task-augmented calls).
-fn through_front(context: &RequestContext<RoleServer>) -> bool {
-    context
-        .extensions
-        .get::<axum::http::request::Parts>()
-        .is_some_and(|parts| parts.extensions.get::<Front>().is_some())
 }
 
 /// A task in the 2025-11-25 shape, under `id`, from a task in either shape (rmcp's encoding

@@ -1,6 +1,8 @@
 //! The Streamable HTTP front of SEP-1686 pass-through (task-augmented requests of MCP
 //! 2025-11-25): the few wire fields rmcp's typed model has no place for, translated at the
-//! `/mcp` endpoint so the session handler can serve them.
+//! `/mcp` endpoint so the session handler can serve them. The translation itself
+//! ([`translate_request`], [`translate_answer`]) is shared with the stdio front
+//! ([`super::augmented_lines`]).
 //!
 //! rmcp 3.11 models only the tasks extension (SEP-2663): it drops a client's
 //! `capabilities.tasks` and a `tools/call`'s `task` parameter when it decodes them, has no
@@ -52,7 +54,7 @@ pub(crate) const AUGMENTED_CANCEL: &str = "mcp-harness/sep-1686/tasks/cancel";
 pub(crate) const MAX_BODY: usize = 16 * 1024 * 1024;
 
 /// The protocol version whose task-augmented requests are translated.
-const VERSION: &str = "2025-11-25";
+pub(crate) const VERSION: &str = "2025-11-25";
 
 /// Put in a request's extensions when this front is in place: the handler marks task tools
 /// in its listing only then (no one else would turn the mark into `execution`).
@@ -94,12 +96,27 @@ pub(crate) fn serves_augmented(shared: &Shared) -> bool {
 }
 
 /// What the answer of a translated request needs.
-enum Answer {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Answer {
+    #[default]
     Untouched,
     /// An `initialize` answer: declare `capabilities.tasks`.
     Initialize,
     /// A `tools/list` answer: turn the handler's marks into `execution.taskSupport`.
     ToolsList,
+}
+
+/// One request message as the handler should get it: the translation both fronts (this
+/// layer, and the stdio lines of [`super::augmented_lines`]) apply.
+#[derive(Debug, Default)]
+pub(crate) struct Translated {
+    /// The rewritten message; `None`: pass the original bytes untouched.
+    pub(crate) rewritten: Option<Vec<u8>>,
+    /// What its answer needs.
+    pub(crate) answer: Answer,
+    /// The request's JSON-RPC id when the handler serves it as a SEP-1686 request (a
+    /// `tools/list`, a renamed request, `tasks/result`, `tasks/list`), or its answer is edited.
+    pub(crate) front_id: Option<Value>,
 }
 
 /// The middleware (see the module doc).
@@ -139,30 +156,34 @@ pub(crate) async fn layer(
         )
             .into_response();
     };
-    let (bytes, answer) = translate_request(bytes, in_session);
+    let translated = translate_request(&bytes, in_session);
+    let bytes = translated.rewritten.map_or(bytes, axum::body::Bytes::from);
     let response = next
         .run(Request::from_parts(parts, axum::body::Body::from(bytes)))
         .await;
-    match answer {
+    match translated.answer {
         Answer::Untouched => response,
-        Answer::Initialize => rewrite_answer(response, declare_tasks).await,
-        Answer::ToolsList => rewrite_answer(response, show_task_support).await,
+        answer => rewrite_answer(response, answer).await,
     }
 }
 
-/// The request as the handler should get it, and what its answer needs.
-fn translate_request(bytes: axum::body::Bytes, in_session: bool) -> (axum::body::Bytes, Answer) {
+/// The request message `bytes` (one JSON-RPC message) as the handler should get it, and what
+/// its answer needs; `in_session`: the message is not the session's first (`initialize`).
+/// Read only when it names one of the methods translated.
+pub(crate) fn translate_request(bytes: &[u8], in_session: bool) -> Translated {
+    let untouched = Translated::default;
     let interesting = [&b"\"initialize\""[..], b"\"task", b"\"tools/list\""]
         .iter()
         .any(|needle| bytes.windows(needle.len()).any(|window| window == *needle));
     if !interesting {
-        return (bytes, Answer::Untouched);
+        return untouched();
     }
-    let Ok(Value::Object(mut message)) = serde_json::from_slice::<Value>(&bytes) else {
-        return (bytes, Answer::Untouched);
+    let Ok(Value::Object(mut message)) = serde_json::from_slice::<Value>(bytes) else {
+        return untouched();
     };
     let method = message.get("method").and_then(Value::as_str).unwrap_or("");
     let params = message.get("params");
+    let id = message.get("id").cloned();
     let (renamed, answer) = match method {
         "initialize" if !in_session => {
             let asks = params
@@ -170,7 +191,7 @@ fn translate_request(bytes: axum::body::Bytes, in_session: bool) -> (axum::body:
                 .and_then(Value::as_str)
                 == Some(VERSION);
             if !asks {
-                return (bytes, Answer::Untouched);
+                return untouched();
             }
             let capabilities = message
                 .get_mut("params")
@@ -188,7 +209,19 @@ fn translate_request(bytes: axum::body::Bytes, in_session: bool) -> (axum::body:
             }
             (None, Answer::Initialize)
         }
-        "tools/list" if in_session => return (bytes, Answer::ToolsList),
+        "tools/list" if in_session => {
+            return Translated {
+                rewritten: None,
+                answer: Answer::ToolsList,
+                front_id: id,
+            };
+        }
+        "tasks/result" | "tasks/list" if in_session => {
+            return Translated {
+                front_id: id,
+                ..untouched()
+            };
+        }
         "tools/call" if in_session && params.and_then(|p| p.get("task")).is_some() => {
             (Some(AUGMENTED_CALL), Answer::Untouched)
         }
@@ -198,7 +231,7 @@ fn translate_request(bytes: axum::body::Bytes, in_session: bool) -> (axum::body:
                 .and_then(Value::as_str)
                 .is_some_and(|id| id.starts_with(AUGMENTED_PREFIX));
             if !augmented {
-                return (bytes, Answer::Untouched);
+                return untouched();
             }
             let renamed = if method == "tasks/get" {
                 AUGMENTED_GET
@@ -207,20 +240,39 @@ fn translate_request(bytes: axum::body::Bytes, in_session: bool) -> (axum::body:
             };
             (Some(renamed), Answer::Untouched)
         }
-        _ => return (bytes, Answer::Untouched),
+        _ => return untouched(),
     };
     if let Some(renamed) = renamed {
         message.insert("method".into(), renamed.into());
     }
     match serde_json::to_vec(&message) {
-        Ok(rewritten) => (rewritten.into(), answer),
-        Err(_) => (bytes, Answer::Untouched),
+        Ok(rewritten) => Translated {
+            rewritten: Some(rewritten),
+            answer,
+            front_id: id,
+        },
+        Err(_) => untouched(),
     }
 }
 
-/// `response` with `edit` applied to every JSON-RPC message in it (a JSON body, or the `data:`
-/// lines of an event stream). An answer that cannot be read whole is a 500.
-async fn rewrite_answer(response: Response, edit: fn(&mut Value) -> bool) -> Response {
+/// The answer message `json` (one JSON-RPC message) as the client should get it, after a
+/// request that needed `answer`; `None`: pass it untouched (nothing to change, or not JSON).
+pub(crate) fn translate_answer(answer: Answer, json: &str) -> Option<String> {
+    let edit: fn(&mut Value) -> bool = match answer {
+        Answer::Untouched => return None,
+        Answer::Initialize => declare_tasks,
+        Answer::ToolsList => show_task_support,
+    };
+    let mut value = serde_json::from_str::<Value>(json).ok()?;
+    if !edit(&mut value) {
+        return None;
+    }
+    serde_json::to_string(&value).ok()
+}
+
+/// `response` with [`translate_answer`] applied to every JSON-RPC message in it (a JSON body,
+/// or the `data:` lines of an event stream). An answer that cannot be read whole is a 500.
+async fn rewrite_answer(response: Response, answer: Answer) -> Response {
     if !response.status().is_success() {
         return response;
     }
@@ -235,12 +287,9 @@ async fn rewrite_answer(response: Response, edit: fn(&mut Value) -> bool) -> Res
     let text = String::from_utf8_lossy(&bytes);
     let mut changed = false;
     let mut edit_json = |json: &str| -> Option<String> {
-        let mut value = serde_json::from_str::<Value>(json).ok()?;
-        if !edit(&mut value) {
-            return None;
-        }
+        let edited = translate_answer(answer, json)?;
         changed = true;
-        serde_json::to_string(&value).ok()
+        Some(edited)
     };
     let event_stream = parts
         .headers
@@ -324,8 +373,10 @@ mod tests {
     use super::*;
 
     fn translated(message: Value, in_session: bool) -> Value {
-        let bytes = serde_json::to_vec(&message).unwrap().into();
-        let (out, _) = translate_request(bytes, in_session);
+        let bytes = serde_json::to_vec(&message).unwrap();
+        let out = translate_request(&bytes, in_session)
+            .rewritten
+            .unwrap_or(bytes);
         serde_json::from_slice(&out).unwrap()
     }
 

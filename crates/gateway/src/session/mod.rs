@@ -40,6 +40,7 @@ use crate::sync::lock;
 
 mod augmented;
 pub(crate) mod augmented_front;
+pub(crate) mod augmented_lines;
 mod call;
 mod mrtr;
 mod shared;
@@ -71,6 +72,8 @@ struct SessionState {
     /// The least severe log level this client asked for (`logging/setLevel`; the
     /// `LoggingLevel` discriminant, `Debug` = 0 = everything until it asks).
     log_level: std::sync::atomic::AtomicU8,
+    /// The stdio front of SEP-1686 pass-through, for the stdio session.
+    lines: Option<Arc<augmented_lines::Lines>>,
 }
 
 impl Drop for SessionState {
@@ -103,6 +106,14 @@ pub(crate) struct Session {
 
 impl Session {
     pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        Self::with_lines(shared, None)
+    }
+
+    /// The session of a client whose lines pass `lines` (the stdio front).
+    pub(crate) fn with_lines(
+        shared: Arc<Shared>,
+        lines: Option<Arc<augmented_lines::Lines>>,
+    ) -> Self {
         Self {
             state: Arc::new(SessionState {
                 id: shared.fresh_id(),
@@ -113,6 +124,7 @@ impl Session {
                 listed: Mutex::new(None),
                 subscriptions: Mutex::new(HashMap::new()),
                 log_level: std::sync::atomic::AtomicU8::new(0),
+                lines,
             }),
         }
     }
@@ -306,6 +318,7 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::InitializeResult, McpError> {
         context.peer.set_peer_info(request.clone());
+        self.augmented_initialize(&request, &context).await;
         let profile = profile_of(&context.extensions);
         self.shared()
             .register(self.state.id, Listener::Peer(context.peer.clone()), profile);

