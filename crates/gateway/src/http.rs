@@ -170,8 +170,11 @@ pub(crate) async fn serve(
         source,
     })?;
     let stop = CancellationToken::new();
-    let mut config =
-        StreamableHttpServerConfig::default().with_cancellation_token(stop.child_token());
+    let mut config = StreamableHttpServerConfig::default()
+        .with_cancellation_token(stop.child_token())
+        // A stateless request (2026-07-28) whose first message is its answer gets that answer
+        // as one JSON body, not a one-event stream (a notification or request first: a stream).
+        .with_json_response(true);
     if !addr.ip().is_loopback() && !addr.ip().is_unspecified() {
         config.allowed_hosts.push(addr.ip().to_string());
     }
