@@ -28,8 +28,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mcp_harness_gateway::{ClientBridge, Gateway, GatewayOptions, HttpOptions};
-use mcp_harness_runtime::{CallOptions, Runtime, RuntimeBuilder, TransportConfig};
+use mcp_harness_gateway::{ClientBridge, Gateway, GatewayOptions, HttpOptions, HttpServer};
+use mcp_harness_runtime::{CallOptions, Config, Runtime, RuntimeBuilder, TransportConfig};
 use rmcp::ClientHandler;
 use rmcp::model::{CallToolRequestParams, ClientConfig, JsonObject};
 use rmcp::service::{NotificationContext, RoleClient, RunningService, ServiceExt};
@@ -57,6 +57,69 @@ const CHANGES: usize = 40;
 const CHANGE_SPACING: Duration = Duration::from_millis(260);
 /// The whole group.
 const PHASE_LIMIT: Duration = Duration::from_secs(180);
+
+/// A gateway serving Streamable HTTP on a loopback port in front of a runtime of `config`
+/// (every server connected before it serves); [`Fronted::stop`] drains it and shuts the
+/// runtime down, so no upstream process outlives the measurement.
+struct Fronted {
+    runtime: Arc<Runtime>,
+    gateway: Gateway,
+    server: HttpServer,
+}
+
+impl Fronted {
+    /// `what` names this gateway in errors.
+    async fn start(config: Config, what: &str) -> Result<Self, String> {
+        let bridge = ClientBridge::new();
+        let runtime = RuntimeBuilder::new(config)
+            .callbacks(bridge.callbacks())
+            .approver(bridge.approver())
+            .start()
+            .map_err(|e| format!("{what}'s runtime: {e}"))?;
+        let runtime = Arc::new(runtime);
+        let started = async {
+            let snapshot = runtime
+                .wait_for(STARTUP_TIMEOUT, |s| all_connected(s, 1))
+                .await;
+            if !all_connected(&snapshot, 1) {
+                return Err(format!("{what}'s runtime did not connect the fixture"));
+            }
+            let gateway = Gateway::new(runtime.clone(), GatewayOptions::default(), bridge)
+                .await
+                .map_err(|e| format!("{what}: {e}"))?;
+            let server = gateway
+                .serve_http(HttpOptions::new(([127, 0, 0, 1], 0).into()))
+                .await
+                .map_err(|e| format!("{what}: {e}"))?;
+            Ok((gateway, server))
+        }
+        .await;
+        match started {
+            Ok((gateway, server)) => Ok(Self {
+                runtime,
+                gateway,
+                server,
+            }),
+            Err(e) => {
+                shut_down(runtime).await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn stop(self) {
+        self.server.shutdown(Duration::from_secs(5)).await;
+        drop(self.gateway);
+        shut_down(self.runtime).await;
+    }
+}
+
+/// Shuts `runtime` down when this was its last holder (else its last holder's drop does).
+async fn shut_down(runtime: Arc<Runtime>) {
+    if let Ok(runtime) = Arc::try_unwrap(runtime) {
+        runtime.shutdown().await;
+    }
+}
 
 /// A client that reports each `tools/list_changed` on a channel.
 #[derive(Clone)]
@@ -289,35 +352,11 @@ impl Bench {
                 oauth: None,
             };
         }
-        let bridge = ClientBridge::new();
-        let runtime = RuntimeBuilder::new(config)
-            .callbacks(bridge.callbacks())
-            .approver(bridge.approver())
-            .start()
-            .map_err(|e| e.to_string())?;
-        let runtime = Arc::new(runtime);
-        let snapshot = runtime
-            .wait_for(STARTUP_TIMEOUT, |s| all_connected(s, 1))
-            .await;
-        if !all_connected(&snapshot, 1) {
-            return Err("the gateway's runtime did not connect the fixture".into());
-        }
-        let gateway = Gateway::new(runtime.clone(), GatewayOptions::default(), bridge)
-            .await
-            .map_err(|e| e.to_string())?;
-        let server = gateway
-            .serve_http(HttpOptions::new(([127, 0, 0, 1], 0).into()))
-            .await
-            .map_err(|e| e.to_string())?;
-        let through_url = server.url();
+        let fronted = Fronted::start(config, "the gateway").await?;
         let outcome = self
-            .gateway_measure(&runtime, &direct_url, &through_url)
+            .gateway_measure(&fronted.runtime, &direct_url, &fronted.server.url())
             .await;
-        server.shutdown(Duration::from_secs(5)).await;
-        drop(gateway);
-        if let Ok(runtime) = Arc::try_unwrap(runtime) {
-            runtime.shutdown().await;
-        }
+        fronted.stop().await;
         outcome
     }
 
@@ -475,56 +514,29 @@ impl Bench {
     /// (p50, p99) for the like-for-like comparison with supergateway.
     async fn stdio_upstream(&self, direct: &Client) -> Result<(Metric, (f64, f64)), String> {
         let config = self.config(["fx".to_string()]);
-        let bridge = ClientBridge::new();
-        let runtime = RuntimeBuilder::new(config)
-            .callbacks(bridge.callbacks())
-            .approver(bridge.approver())
-            .start()
-            .map_err(|e| e.to_string())?;
-        let runtime = Arc::new(runtime);
+        let fronted = Fronted::start(config, "the stdio gateway").await?;
         let outcome = async {
-            let snapshot = runtime
-                .wait_for(STARTUP_TIMEOUT, |s| all_connected(s, 1))
-                .await;
-            if !all_connected(&snapshot, 1) {
-                return Err("the stdio gateway's runtime did not connect the fixture".into());
-            }
-            let gateway = Gateway::new(runtime.clone(), GatewayOptions::default(), bridge)
-                .await
-                .map_err(|e| e.to_string())?;
-            let server = gateway
-                .serve_http(HttpOptions::new(([127, 0, 0, 1], 0).into()))
-                .await
-                .map_err(|e| e.to_string())?;
-            let measured = async {
-                let (through, _changes) = connect(&server.url()).await?;
-                let sides = async {
-                    through
-                        .peer()
-                        .list_all_tools()
-                        .await
-                        .map_err(|e| format!("tools/list through the stdio gateway: {e}"))?;
-                    calls(&through, THROUGH_TOOL, WARMUP).await?;
-                    let (mut h, mut b) = (Vec::new(), Vec::new());
-                    while h.len() < STDIO_CALLS {
-                        h.extend(latencies(&through, THROUGH_TOOL, STDIO_CHUNK).await?);
-                        b.extend(latencies(direct, "echo", STDIO_CHUNK).await?);
-                    }
-                    Ok::<_, String>((h, b))
+            let (through, _changes) = connect(&fronted.server.url()).await?;
+            let sides = async {
+                through
+                    .peer()
+                    .list_all_tools()
+                    .await
+                    .map_err(|e| format!("tools/list through the stdio gateway: {e}"))?;
+                calls(&through, THROUGH_TOOL, WARMUP).await?;
+                let (mut h, mut b) = (Vec::new(), Vec::new());
+                while h.len() < STDIO_CALLS {
+                    h.extend(latencies(&through, THROUGH_TOOL, STDIO_CHUNK).await?);
+                    b.extend(latencies(direct, "echo", STDIO_CHUNK).await?);
                 }
-                .await;
-                let _ = through.cancel().await;
-                sides
+                Ok::<_, String>((h, b))
             }
             .await;
-            server.shutdown(Duration::from_secs(5)).await;
-            drop(gateway);
-            measured
+            let _ = through.cancel().await;
+            sides
         }
         .await;
-        if let Ok(runtime) = Arc::try_unwrap(runtime) {
-            runtime.shutdown().await;
-        }
+        fronted.stop().await;
         let (h, b) = outcome?;
         let added = (
             median(&h) - median(&b),
