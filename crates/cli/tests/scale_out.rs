@@ -18,7 +18,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use common::gateway::{Stateless, http};
-use common::{bin, pids_with, temp_home};
+use common::{bin, peers, pids_with, temp_home};
 use mcp_harness_gateway::SessionKeys;
 use serde_json::{Value, json};
 
@@ -493,20 +493,6 @@ fn a_session_continues_on_another_replica() {
         assert!(text(&on_b).contains("\"executed_version\":2"), "{on_b}");
     }
     wait_gone(&marker);
-}
-
-/// Where `.ci/install-peers.sh` put the real peers; fails (never skips) without them.
-fn peers() -> PathBuf {
-    let dir = std::env::var_os("PEERS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/peers"));
-    assert!(
-        dir.join("npm/node_modules/@modelcontextprotocol/sdk")
-            .is_dir(),
-        "the real MCP peers are not installed in {}: run `bash .ci/install-peers.sh` (or set PEERS_DIR)",
-        dir.display()
-    );
-    dir
 }
 
 /// A child killed (SIGKILL) and reaped when dropped.

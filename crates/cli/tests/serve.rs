@@ -22,22 +22,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::gateway::{MCP_POST, http, open_session};
-use common::{bin, pids_with, temp_home};
+use common::{bin, peers, pids_with, temp_home};
 use serde_json::{Value, json};
-
-/// Where `.ci/install-peers.sh` put the real peers; fails (never skips) without them.
-fn peers() -> PathBuf {
-    let dir = std::env::var_os("PEERS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/peers"));
-    assert!(
-        dir.join("npm/node_modules/@modelcontextprotocol/sdk")
-            .is_dir(),
-        "the real MCP peers are not installed in {}: run `bash .ci/install-peers.sh` (or set PEERS_DIR)",
-        dir.display()
-    );
-    dir
-}
 
 fn path(p: PathBuf) -> String {
     p.to_string_lossy().into_owned()

