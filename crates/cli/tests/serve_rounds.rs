@@ -407,22 +407,17 @@ fn a_declined_or_cancelled_round_is_refused_by_the_upstream_and_an_unasked_clien
     }
 
     // A client that declared no elicitation: refused, with the reason, on the request itself.
-    let (mute, _) = common::gateway::Session::open(&served.addr, ALICE, json!({}), "mute");
+    let mute = Session::open_with(&served.addr, ALICE, json!({}));
     for (id, method, params) in [
         (7, "prompts/get", json!({"name": PROMPT})),
         (8, "resources/read", json!({"uri": RESOURCE})),
     ] {
         let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        let (status, _, body) = mute.post(&request);
-        let refused = common::gateway::message(&body);
-        assert_eq!(
-            refused["id"], id,
-            "{method}: no answer (HTTP {status}): {body}"
-        );
-        assert!(
-            !body.contains("elicitation/create"),
-            "{method}: asked anyway: {body}"
-        );
+        let refused = mute
+            .post_streaming(&request)
+            .next()
+            .unwrap_or_else(|| panic!("{method}: no answer"));
+        assert_eq!(refused["id"], id, "{method}: asked anyway: {refused}");
         let message = refused["error"]["message"].as_str().unwrap_or_default();
         assert!(
             message.contains("does not support elicitation"),
@@ -487,12 +482,17 @@ fn a_rounds_request_goes_only_to_the_session_whose_request_it_is() {
     );
 }
 
-/// A 2025-11-25 session declaring elicitation and roots, of one bearer token.
+/// A 2025-11-25 session of one bearer token (declaring elicitation and roots unless opened
+/// with other capabilities).
 struct Session<'a>(common::gateway::Session<'a>);
 
 impl<'a> Session<'a> {
     fn open(addr: &'a str, token: &str) -> Self {
-        let capabilities = json!({"elicitation": {}, "roots": {}});
+        Self::open_with(addr, token, json!({"elicitation": {}, "roots": {}}))
+    }
+
+    /// A session declaring `capabilities`.
+    fn open_with(addr: &'a str, token: &str, capabilities: Value) -> Self {
         Self(common::gateway::Session::open(addr, token, capabilities, "rounds-session-test").0)
     }
 
