@@ -444,6 +444,11 @@ impl ServerHandler for ConformanceServer {
                     "title": "Watched Resource",
                     "description": "A resource that can be subscribed to",
                     "mimeType": "text/plain"
+                },
+                {
+                    "uri": mrtr::RESOURCE, "name": "input-required-resource",
+                    "description": "MRTR: resource that requires elicitation, then roots",
+                    "mimeType": "text/plain"
                 }
         ]);
         if let Value::Array(all) = &mut resources {
@@ -476,6 +481,13 @@ impl ServerHandler for ConformanceServer {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
+        if request.uri == mrtr::RESOURCE {
+            return mrtr::resource(&mrtr::Round {
+                responses: mrtr::responses(request.input_responses)?,
+                state: request.request_state.as_deref(),
+                capabilities: None,
+            });
+        }
         let uri = request.uri;
         if let Some(contents) = skills::read(&uri) {
             let result: rmcp::model::ReadResourceResult = complete(with_cache_hints(

@@ -9,7 +9,13 @@
 //!   unknown, one under a `deny` or `ask` rule gets it refused by that rule — a valid
 //!   `requestState` obtained by another client opens nothing;
 //! - a 2025-11-25 client calling the same tools gets the rounds as `elicitation/create`
-//!   requests on its call's stream and, answering them, the final result.
+//!   requests on its call's stream and, answering them, the final result;
+//! - so does its `prompts/get` and `resources/read` (an elicitation round, then a `roots/list`
+//!   round for the resource); a declined or cancelled elicitation reaches the upstream as such
+//!   and its refusal (-32602 naming the action) comes back; a client that declared no
+//!   elicitation is refused at once, never left waiting;
+//! - the rounds of one session's request go to that session only, even while another session
+//!   of the same profile has its own rounds open on the same upstream.
 
 mod common;
 
@@ -30,6 +36,7 @@ const DAVE: &str = "dave-rounds-token-1234567890";
 const SIGNED: &str = "test_input_required_result_tampered_state";
 const MULTI: &str = "test_input_required_result_multi_round";
 const PROMPT: &str = "test_input_required_result_prompt";
+const RESOURCE: &str = "test://input-required-resource";
 
 /// The gateway in front of the conformance fixture (at 2026-07-28), with four profiles: alice
 /// sees everything; bob does not see [`SIGNED`]; carol has it denied, dave under `ask`.
@@ -289,12 +296,203 @@ fn a_2025_client_gets_the_rounds_as_elicitations() {
     );
 }
 
-/// A 2025-11-25 session declaring elicitation, of one bearer token.
+/// Roots a client answers `roots/list` with: `n` of them.
+fn roots(n: usize) -> Value {
+    let roots: Vec<Value> = (0..n)
+        .map(|i| json!({"uri": format!("file:///tmp/root{i}"), "name": format!("root{i}")}))
+        .collect();
+    json!({"roots": roots})
+}
+
+/// The method (and, for an elicitation, the message) of a request the gateway sent.
+fn asked(request: &Value) -> String {
+    match request["params"]["message"].as_str() {
+        Some(message) => format!("{}: {message}", request["method"].as_str().unwrap_or("?")),
+        None => request["method"].as_str().unwrap_or("?").to_string(),
+    }
+}
+
+/// Runs the 2025-11-25 request `method(params)` as id `id` in `session`, answering each request
+/// the gateway sends on its stream with `answer(request)`: what was asked (see [`asked`]) and
+/// the request's own answer.
+fn with_rounds(
+    session: &Session<'_>,
+    id: u64,
+    method: &str,
+    params: Value,
+    mut answer: impl FnMut(&Value) -> Value,
+) -> (Vec<String>, Value) {
+    let mut stream = session.post_streaming(&json!({"jsonrpc": "2.0", "id": id,
+        "method": method, "params": params}));
+    let mut seen = Vec::new();
+    loop {
+        let message = stream
+            .next()
+            .unwrap_or_else(|| panic!("{method}: the stream ended; asked: {seen:?}"));
+        if message["id"] == id && message.get("method").is_none() {
+            return (seen, message);
+        }
+        answer_request(session, &message, &mut answer, &mut seen);
+    }
+}
+
+/// Answers `request` (one the gateway sent in `session`) with `answer(request)`, noting it.
+fn answer_request(
+    session: &Session<'_>,
+    request: &Value,
+    answer: &mut impl FnMut(&Value) -> Value,
+    seen: &mut Vec<String>,
+) {
+    assert!(request["method"].is_string(), "not a request: {request}");
+    seen.push(asked(request));
+    assert!(seen.len() <= 4, "asked again and again: {seen:?}");
+    let reply = json!({"jsonrpc": "2.0", "id": request["id"], "result": answer(request)});
+    let (status, _, body) = session.post(&reply);
+    assert_eq!(status, 202, "the answer to {request}: {body}");
+}
+
+const ASK_CONTEXT: &str = "elicitation/create: What context should the prompt use?";
+const ASK_SECTION: &str = "elicitation/create: Which section should the resource show?";
+
+#[test]
+fn a_2025_clients_prompt_and_resource_take_their_rounds_through_it() {
+    let served = gateway("elicit-read");
+    let session = Session::open(&served.addr, ALICE);
+
+    let (seen, done) = with_rounds(&session, 3, "prompts/get", json!({"name": PROMPT}), |_| {
+        accept(json!({"context": "rounds"}))
+    });
+    assert_eq!(seen, [ASK_CONTEXT], "{done}");
+    assert_eq!(
+        done["result"]["messages"][0]["content"]["text"], "Prompt with context: rounds",
+        "{done}"
+    );
+
+    let (seen, done) = with_rounds(
+        &session,
+        4,
+        "resources/read",
+        json!({"uri": RESOURCE}),
+        |r| match r["method"].as_str() {
+            Some("roots/list") => roots(2),
+            _ => accept(json!({"section": "intro"})),
+        },
+    );
+    assert_eq!(seen, [ASK_SECTION, "roots/list"], "{done}");
+    assert_eq!(
+        done["result"]["contents"][0]["text"], "Section intro of 2 root(s)",
+        "{done}"
+    );
+}
+
+#[test]
+fn a_declined_or_cancelled_round_is_refused_by_the_upstream_and_an_unasked_client_at_once() {
+    let served = gateway("decline");
+    let session = Session::open(&served.addr, ALICE);
+    for (id, method, params, action) in [
+        (5, "prompts/get", json!({"name": PROMPT}), "decline"),
+        (6, "resources/read", json!({"uri": RESOURCE}), "cancel"),
+    ] {
+        let (seen, refused) =
+            with_rounds(&session, id, method, params, |_| json!({"action": action}));
+        assert_eq!(seen.len(), 1, "{method}: {seen:?}");
+        assert!(refused.get("result").is_none(), "{method}: {refused}");
+        // The upstream's own refusal, passed through: the action reached it as given.
+        assert_eq!(refused["error"]["code"], -32602, "{method}: {refused}");
+        let message = refused["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains(&format!("the elicitation was answered {action}")),
+            "{method}: {refused}"
+        );
+    }
+
+    // A client that declared no elicitation: refused, with the reason, on the request itself.
+    let mute = Session::open_with(&served.addr, ALICE, json!({}));
+    for (id, method, params) in [
+        (7, "prompts/get", json!({"name": PROMPT})),
+        (8, "resources/read", json!({"uri": RESOURCE})),
+    ] {
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let refused = mute
+            .post_streaming(&request)
+            .next()
+            .unwrap_or_else(|| panic!("{method}: no answer"));
+        assert_eq!(refused["id"], id, "{method}: asked anyway: {refused}");
+        let message = refused["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("does not support elicitation"),
+            "{method}: not refused for its capabilities: {refused}"
+        );
+    }
+}
+
+#[test]
+fn a_rounds_request_goes_only_to_the_session_whose_request_it_is() {
+    let served = gateway("two");
+    let (one, two) = (
+        Session::open(&served.addr, ALICE),
+        Session::open(&served.addr, ALICE),
+    );
+    // One's call asks its first question; then two's read asks its own (two's is now the
+    // latest request in flight on the upstream); then one's second question comes.
+    let mut call = one.post_streaming(&json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+        "params": {"name": MULTI, "arguments": {}}}));
+    let first_one = call.next().expect("one's first question");
+    let mut read = two.post_streaming(&json!({"jsonrpc": "2.0", "id": 9,
+        "method": "resources/read", "params": {"uri": RESOURCE}}));
+    let first_two = read.next().expect("two's first question");
+    let (mut seen_one, mut seen_two) = (Vec::new(), Vec::new());
+    let mut answer_one = |r: &Value| {
+        let prompt = r["params"]["message"].as_str().unwrap_or_default();
+        accept(if prompt.contains("name") {
+            json!({"name": "Ada"})
+        } else {
+            json!({"color": "blue"})
+        })
+    };
+    let mut answer_two = |r: &Value| match r["method"].as_str() {
+        Some("roots/list") => roots(3),
+        _ => accept(json!({"section": "two"})),
+    };
+    answer_request(&one, &first_one, &mut answer_one, &mut seen_one);
+    let second_one = call.next().expect("one's second question, on one's stream");
+    answer_request(&one, &second_one, &mut answer_one, &mut seen_one);
+    let done_one = call.next().expect("one's answer");
+    answer_request(&two, &first_two, &mut answer_two, &mut seen_two);
+    let roots_two = read.next().expect("two's roots/list, on two's stream");
+    answer_request(&two, &roots_two, &mut answer_two, &mut seen_two);
+    let done_two = read.next().expect("two's answer");
+
+    assert_eq!(
+        seen_one,
+        [
+            "elicitation/create: Step 1: What is your name?",
+            "elicitation/create: Step 2: What is your favorite color?"
+        ]
+    );
+    assert_eq!(
+        text(&done_one),
+        "Multi-round complete for Ada who likes blue",
+        "{done_one}"
+    );
+    assert_eq!(seen_two, [ASK_SECTION, "roots/list"]);
+    assert_eq!(
+        done_two["result"]["contents"][0]["text"], "Section two of 3 root(s)",
+        "{done_two}"
+    );
+}
+
+/// A 2025-11-25 session of one bearer token (declaring elicitation and roots unless opened
+/// with other capabilities).
 struct Session<'a>(common::gateway::Session<'a>);
 
 impl<'a> Session<'a> {
     fn open(addr: &'a str, token: &str) -> Self {
-        let capabilities = json!({"elicitation": {}});
+        Self::open_with(addr, token, json!({"elicitation": {}, "roots": {}}))
+    }
+
+    /// A session declaring `capabilities`.
+    fn open_with(addr: &'a str, token: &str, capabilities: Value) -> Self {
         Self(common::gateway::Session::open(addr, token, capabilities, "rounds-session-test").0)
     }
 
@@ -342,7 +540,7 @@ impl<'a> Session<'a> {
 }
 
 /// An SSE response body read as it arrives (chunked transfer decoded): its `data:` messages.
-/// Every read is bounded by the socket's 20 s timeout and a count.
+/// Every wait for a message is bounded by a count and 20 s (keep-alives included).
 struct Sse {
     reader: BufReader<TcpStream>,
     chunked: bool,
@@ -352,9 +550,13 @@ struct Sse {
 }
 
 impl Sse {
-    /// The next JSON-RPC message; `None` when the body ended or timed out.
+    /// The next JSON-RPC message; `None` when the body ended or none came within 20 s.
     fn next(&mut self) -> Option<Value> {
+        let start = Instant::now();
         for _ in 0..10_000 {
+            if start.elapsed() > Duration::from_secs(20) {
+                return None;
+            }
             if let Some(message) = self.messages.pop_front() {
                 return Some(message);
             }

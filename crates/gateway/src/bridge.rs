@@ -5,10 +5,13 @@
 //! - an approval is asked of exactly the client whose `tools/call` needs it (the call's task
 //!   carries that client), as a form elicitation when that client declared elicitation, else it
 //!   is refused with the permission rule to add;
-//! - an upstream's request goes only to a client with a call in flight on that upstream (the
-//!   latest such call when several clients call the same server at once — the upstream request
-//!   names no call, see README), never to a client that is not calling it; with none, sampling
-//!   and elicitation are refused and roots are empty;
+//! - an `input_required` round the runtime follows for a client (tools, prompts, resources of
+//!   a client older than 2026-07-28) goes to the client whose request it is: the round is
+//!   followed in that request's own task, which carries its client;
+//! - an upstream's own request (mid-call, older protocols) goes only to a client with a call in
+//!   flight on that upstream (the latest such call when several clients call the same server at
+//!   once — the upstream request names no call, see README), never to a client that is not
+//!   calling it; with none, sampling and elicitation are refused and roots are empty;
 //! - the in-flight record of a call is removed when the call ends, however it ends;
 //! - an approval is answered yes without asking only for the one tool the calling client's
 //!   profile approved in this very call.
@@ -31,7 +34,7 @@ use rmcp::{ErrorData as McpError, Peer, RoleServer};
 use serde_json::json;
 
 tokio::task_local! {
-    /// The client whose `tools/call` this task runs.
+    /// The client whose request (`tools/call`, `prompts/get`, `resources/read`) this task runs.
     static CALLER: Peer<RoleServer>;
     /// The qualified name of the tool this task's call runs with its client profile's approval
     /// (a profile `allow` rule, or an `ask` the client already accepted).
@@ -121,11 +124,15 @@ impl ClientBridge {
 }
 
 impl Inner {
-    /// The client of the latest call in flight on `server`.
+    /// Who answers a request for input of `server`: the client whose request this task runs
+    /// (an `input_required` round of that very request), else the client of the latest call in
+    /// flight on `server` (an upstream's own request, which names no call).
     fn caller(&self, server: &str) -> Option<Peer<RoleServer>> {
-        self.inflight
-            .get(server)
-            .and_then(|calls| calls.last().map(|(_, peer)| peer.clone()))
+        CALLER.try_with(Clone::clone).ok().or_else(|| {
+            self.inflight
+                .get(server)
+                .and_then(|calls| calls.last().map(|(_, peer)| peer.clone()))
+        })
     }
 }
 

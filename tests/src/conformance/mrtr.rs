@@ -13,7 +13,10 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::OnceLock;
 
 use rmcp::ErrorData as McpError;
-use rmcp::model::{CallToolResponse, ClientCapabilities, GetPromptResponse, InputRequiredResult};
+use rmcp::model::{
+    CallToolResponse, ClientCapabilities, GetPromptResponse, InputRequiredResult,
+    ReadResourceResponse, ReadResourceResult,
+};
 use serde_json::{Map, Value, json};
 
 use super::{complete, decode, text, tool_result};
@@ -56,6 +59,10 @@ pub(super) const TOOLS: &[(&str, &str)] = &[
 
 /// The multi-round prompt.
 pub(super) const PROMPT: &str = "test_input_required_result_prompt";
+
+/// The multi-round resource (ours; the suite has no resource scenario): `resources/read` asks
+/// for a section (elicitation), then for the client's roots (`roots/list`), then answers.
+pub(super) const RESOURCE: &str = "test://input-required-resource";
 
 /// What one round of a multi-round tool received.
 pub(super) struct Round<'a> {
@@ -305,10 +312,27 @@ pub(super) fn call(name: &str, round: &Round<'_>) -> Option<Result<CallToolRespo
     Some(result)
 }
 
-/// The multi-round prompt: asks for a context first, then uses it.
+/// An elicitation answer that is not `accept`: refused with -32602 naming the action, so a
+/// decline or cancel is never read as an empty answer.
+fn refuse_unless_accepted(what: &str, response: &Value) -> Result<(), McpError> {
+    match response["action"].as_str() {
+        Some("accept") => Ok(()),
+        action => Err(McpError::invalid_params(
+            format!(
+                "{what} needs the user's answer; the elicitation was answered {}",
+                action.unwrap_or("without an action")
+            ),
+            None,
+        )),
+    }
+}
+
+/// The multi-round prompt: asks for a context first, then uses it (a declined or cancelled
+/// elicitation is refused).
 pub(super) fn prompt(round: &Round<'_>) -> Result<GetPromptResponse, McpError> {
     match round.responses.get("user_context") {
         Some(r) => {
+            refuse_unless_accepted(PROMPT, r)?;
             let result: rmcp::model::GetPromptResult = complete(json!({ "messages": [{
                 "role": "user",
                 "content": text(format!("Prompt with context: {}", answer_text(Some(r), "context")))
@@ -317,6 +341,38 @@ pub(super) fn prompt(round: &Round<'_>) -> Result<GetPromptResponse, McpError> {
         }
         None => Ok(input_required(
             json!({ "user_context": elicit("What context should the prompt use?", "context", "string") }),
+            None,
+        )?
+        .into()),
+    }
+}
+
+/// The multi-round resource: round 1 asks `section` (elicitation; a decline or cancel is
+/// refused), round 2 asks `roots` (`roots/list`) with the section in `requestState`, round 3
+/// answers `Section <section> of <n> root(s)`.
+pub(super) fn resource(round: &Round<'_>) -> Result<ReadResourceResponse, McpError> {
+    let state = plain_state(round.state).unwrap_or(Value::Null);
+    let responses = &round.responses;
+    match (state["section"].as_str(), responses.get("section"), responses.get("roots")) {
+        (Some(section), _, Some(roots)) => {
+            let result: ReadResourceResult = complete(json!({ "contents": [{
+                "uri": RESOURCE, "mimeType": "text/plain",
+                "text": format!("Section {section} of {} root(s)",
+                                roots["roots"].as_array().map_or(0, Vec::len))
+            }]}))?;
+            Ok(result.into())
+        }
+        (None, Some(answer), _) => {
+            refuse_unless_accepted(RESOURCE, answer)?;
+            let section = answer_text(Some(answer), "section");
+            Ok(input_required(
+                json!({ "roots": { "method": "roots/list", "params": {} } }),
+                Some(json!({ "section": section, "nonce": nonce() }).to_string()),
+            )?
+            .into())
+        }
+        _ => Ok(input_required(
+            json!({ "section": elicit("Which section should the resource show?", "section", "string") }),
             None,
         )?
         .into()),

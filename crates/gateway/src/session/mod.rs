@@ -466,17 +466,23 @@ impl ServerHandler for Session {
             &target.server,
         );
         let rounds = mrtr::Rounds::of(&context, request.input_responses, request.request_state);
-        let reply = self
-            .runtime()
-            .get_prompt_reply(
+        // Asked of this client only: the rounds followed for it and the upstream's requests.
+        let bridge = &self.shared().bridge;
+        let caller = context.peer.clone();
+        let reply = mrtr::as_request_of(
+            bridge,
+            &target.server,
+            caller,
+            self.runtime().get_prompt_reply(
                 &target.server,
                 &target.raw_name,
                 request.arguments,
                 &rounds.forward,
                 &meta(span.as_ref()),
                 rounds.pass_through,
-            )
-            .await;
+            ),
+        )
+        .await;
         end_upstream(span, reply.as_ref().map(|_| false));
         Ok(match reply.map_err(upstream_error)? {
             Reply::Done(mut result) => {
@@ -534,16 +540,21 @@ impl ServerHandler for Session {
         };
         let span = self.upstream(&context, "resources/read", Resource(&upstream), &server);
         let rounds = mrtr::Rounds::of(&context, request.input_responses, request.request_state);
-        let reply = self
-            .runtime()
-            .read_resource_reply(
+        let bridge = &self.shared().bridge;
+        let caller = context.peer.clone();
+        let reply = mrtr::as_request_of(
+            bridge,
+            &server,
+            caller,
+            self.runtime().read_resource_reply(
                 &server,
                 &upstream,
                 &rounds.forward,
                 &meta(span.as_ref()),
                 rounds.pass_through,
-            )
-            .await;
+            ),
+        )
+        .await;
         end_upstream(span, reply.as_ref().map(|_| false));
         Ok(match reply.map_err(upstream_error)? {
             Reply::Done(mut result) => {

@@ -4,7 +4,9 @@
 //! client sent it, with the capabilities the request declared (SEP-2575 per-request `_meta`),
 //! so the upstream itself decides what it may ask of this client and verifies its own state.
 //! A client of an older version has no such rounds: the runtime answers them through that
-//! client's elicitation, sampling and roots requests, as before.
+//! client's elicitation, sampling and roots requests, as before — for `prompts/get` and
+//! `resources/read` as for `tools/call`, each run as a request of its client
+//! ([`as_request_of`]) so those requests reach that client and no other.
 //!
 //! Invariants: the gateway never reads, checks nor rewrites `requestState` or
 //! `inputResponses`; every round is a new request on the governed path (listing, view,
@@ -12,9 +14,9 @@
 
 use mcp_harness_runtime::{CallError, Forwarded, HandBack};
 use rmcp::ErrorData as McpError;
-use rmcp::RoleServer;
 use rmcp::model::InputResponses;
 use rmcp::service::RequestContext;
+use rmcp::{Peer, RoleServer};
 
 /// How one downstream request treats `input_required` rounds.
 pub(super) struct Rounds {
@@ -60,6 +62,19 @@ impl Rounds {
             ..HandBack::default()
         }
     }
+}
+
+/// Runs `request` (a `prompts/get` or `resources/read` of `server`) as a request of `caller`:
+/// the rounds the runtime follows for it, and the upstream's own requests while it is in
+/// flight, are asked of `caller` (through `bridge`), never of another session.
+pub(super) async fn as_request_of<F: std::future::Future>(
+    bridge: &crate::bridge::ClientBridge,
+    server: &str,
+    caller: Peer<RoleServer>,
+    request: F,
+) -> F::Output {
+    let _in_flight = bridge.enter(server, caller.clone());
+    crate::bridge::as_caller(caller, request).await
 }
 
 /// A failed call of a client that answers its own rounds: the upstream's JSON-RPC error as it
