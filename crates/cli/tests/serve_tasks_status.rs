@@ -9,15 +9,19 @@
 //! Fence: the other session then runs a task of its own, whose notifications the gateway
 //! forwards after the first task's (one forwarder, in order), and reads its stream up to its
 //! own `completed`: a stray notification of the first task would have come before.
+//!
+//! Over stdio (`mcp-harness serve`), the one client gets its task's status notifications the
+//! same way, under its sealed id, up to `completed`.
 
 mod common;
 
+use std::io::{BufRead as _, BufReader, Write as _};
 use std::path::PathBuf;
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::gateway::{EventStream, Served, Session};
-use common::temp_home;
+use common::{bin, temp_home};
 use serde_json::{Value, json};
 
 const ALICE: &str = "alice-taskstatus-token-1234567890";
@@ -164,6 +168,126 @@ fn serve_tasks_status_notifications_reach_only_the_owning_session() {
             status["taskId"],
             own.as_str(),
             "another session's task status reached this one: {seen:?}"
+        );
+    }
+}
+
+/// Reads the next message the stdio gateway wrote, within what is left of 60 s from `start`.
+fn next_line(lines: &std::sync::mpsc::Receiver<Value>, start: Instant) -> Value {
+    let left = Duration::from_secs(60).saturating_sub(start.elapsed());
+    lines
+        .recv_timeout(left)
+        .expect("the stdio gateway wrote nothing more in time")
+}
+
+#[test]
+fn serve_tasks_status_notifications_reach_the_stdio_client() {
+    let dir = temp_home("serve-tasks-status", "stdio");
+    let config = dir.join("gateway.json");
+    let document = json!({"mcpServers": {"ev": everything()},
+        "permissions": {"allow": ["mcp__ev__*"]}});
+    std::fs::write(&config, document.to_string()).expect("write config");
+    let log = std::fs::File::create(dir.join("serve.log")).expect("log file");
+    let mut child = Command::new(bin())
+        .args(["--config", config.to_str().expect("utf-8 path"), "serve"])
+        .env("HOME", dir.join("home"))
+        .env("XDG_CONFIG_HOME", dir.join("xdg"))
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(log))
+        .spawn()
+        .expect("start mcp-harness serve");
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut stdin = child.stdin.take().expect("stdin");
+    let stdout = child.stdout.take().expect("stdout");
+    let _child = Kill(child);
+    let (tx, lines) = std::sync::mpsc::channel::<Value>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let message = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("not JSON-RPC on stdout ({e}): {line}"));
+            if tx.send(message).is_err() {
+                return;
+            }
+        }
+    });
+    let start = Instant::now();
+    let mut notifications = Vec::new();
+    let mut request = |id: u32, method: &str, params: Value| -> Value {
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(stdin, "{message}").expect("write to serve");
+        if method == "initialize" {
+            let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+            writeln!(stdin, "{initialized}").expect("write to serve");
+        }
+        for _ in 0..1000 {
+            let got = next_line(&lines, start);
+            if got.get("method").is_some() {
+                notifications.push(got);
+            } else if got["id"] == id {
+                return got;
+            }
+        }
+        panic!("no answer to {message} within 1000 messages")
+    };
+    let init = request(
+        0,
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": tasks_capability(),
+            "clientInfo": {"name": "stdio-status", "version": "1"}}),
+    );
+    assert!(
+        init["result"]["capabilities"].get("tasks").is_some(),
+        "{init}"
+    );
+    for attempt in 1..=300 {
+        let listed = request(attempt, "tools/list", json!({}));
+        if listed.to_string().contains(RESEARCH) {
+            break;
+        }
+        assert!(attempt < 300, "{RESEARCH} never listed: {listed}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let created = request(
+        1000,
+        "tools/call",
+        json!({"name": RESEARCH, "arguments": {"topic": "stdio"}, "task": {"ttl": 60_000}}),
+    );
+    let id = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {created}"))
+        .to_string();
+    let mut queued = notifications.into_iter();
+    let mut seen = Vec::new();
+    for _ in 0..100 {
+        let message = match queued.next() {
+            Some(message) => message,
+            None => next_line(&lines, start),
+        };
+        if message["method"] != "notifications/tasks/status" {
+            continue;
+        }
+        seen.push(message["params"].clone());
+        if message["params"]["status"] == "completed" {
+            break;
+        }
+    }
+    assert!(
+        seen.last().is_some_and(|s| s["status"] == "completed"),
+        "no completed status: {seen:?}"
+    );
+    for status in &seen {
+        assert_eq!(
+            status["taskId"],
+            id.as_str(),
+            "under the client's id: {seen:?}"
         );
     }
 }
