@@ -164,6 +164,7 @@ impl Gateway {
             runtime, options, bridge, audit, clients,
         ));
         notify::spawn(&shared);
+        session::augmented_status::spawn(&shared);
         Ok(Self { shared })
     }
 

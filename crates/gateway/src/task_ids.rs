@@ -15,13 +15,22 @@
 //!   sealed under other additional data and marked with [`AUGMENTED_PREFIX`], so it opens
 //!   only as that kind (a SEP-2663 request about it, or the reverse, finds no task) and the
 //!   gateway's front can tell which protocol a `tasks/get` or `tasks/cancel` speaks from the
-//!   id alone.
+//!   id alone;
+//! - the one table kept ([`Routes`], for SEP-1686 status notifications only) serves no
+//!   request: it says which live session a status notification goes to, is bounded by
+//!   [`MAX_ROUTES`], and losing it costs notifications, never a task.
 
-use std::sync::{Arc, OnceLock};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
 use crate::sealed::SessionKeys;
+use crate::sync::lock;
+
+/// The most SEP-1686 tasks whose status notifications are routed at once; past it the oldest
+/// route is forgotten (its task's later notifications are not forwarded; polling still works).
+pub(crate) const MAX_ROUTES: usize = 4096;
 
 /// Authenticated with every task id (followed by the owner): a token sealed for another
 /// purpose under the same key, a session id say, does not open as a task id.
@@ -87,6 +96,98 @@ pub(crate) struct UpstreamTask {
 #[derive(Default)]
 pub(crate) struct TaskIds {
     keys: OnceLock<Arc<SessionKeys>>,
+    /// Where the status notifications of SEP-1686 tasks go.
+    pub(crate) routes: Routes,
+}
+
+/// Where a task's status notifications go: the gateway session that created it, under the id
+/// that session was given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Route {
+    /// The gateway's own number of the session (not the client's session id).
+    pub(crate) session: u64,
+    /// The sealed id the session holds for the task.
+    pub(crate) id: String,
+}
+
+/// The SEP-1686 tasks handed out and still running, (server, upstream id) → [`Route`].
+///
+/// Invariants: at most [`MAX_ROUTES`] entries (the oldest goes first); an entry leaves when
+/// its task's terminal status is routed, when its session ends ([`Routes::forget_session`]),
+/// or when it is the oldest past the cap; a lookup never creates one.
+#[derive(Default)]
+pub(crate) struct Routes {
+    inner: Mutex<RouteTable>,
+}
+
+#[derive(Default)]
+struct RouteTable {
+    by_task: HashMap<(String, String), (u64, Route)>,
+    /// Insertion number → key, oldest first.
+    order: BTreeMap<u64, (String, String)>,
+    next: u64,
+}
+
+impl RouteTable {
+    fn remove(&mut self, key: &(String, String)) -> Option<Route> {
+        let (seq, route) = self.by_task.remove(key)?;
+        self.order.remove(&seq);
+        Some(route)
+    }
+}
+
+impl Routes {
+    /// Routes `task`'s status notifications to `route` (replacing an earlier route of it).
+    pub(crate) fn insert(&self, task: &UpstreamTask, route: Route) {
+        let key = (task.server.clone(), task.task_id.clone());
+        let mut table = lock(&self.inner);
+        table.remove(&key);
+        while table.by_task.len() >= MAX_ROUTES {
+            let Some((_, oldest)) = table.order.pop_first() else {
+                break;
+            };
+            table.by_task.remove(&oldest);
+        }
+        let seq = table.next;
+        table.next += 1;
+        table.order.insert(seq, key.clone());
+        table.by_task.insert(key, (seq, route));
+    }
+
+    /// Where a status of task `task_id` on `server` goes; `terminal`: the task ended, so the
+    /// route is forgotten as it is given.
+    pub(crate) fn route(&self, server: &str, task_id: &str, terminal: bool) -> Option<Route> {
+        let key = (server.to_string(), task_id.to_string());
+        let mut table = lock(&self.inner);
+        if terminal {
+            table.remove(&key)
+        } else {
+            table.by_task.get(&key).map(|(_, route)| route.clone())
+        }
+    }
+
+    /// Forgets every route to `session` (it ended).
+    pub(crate) fn forget_session(&self, session: u64) {
+        let mut table = lock(&self.inner);
+        if table.by_task.is_empty() {
+            return;
+        }
+        let gone: Vec<_> = table
+            .by_task
+            .iter()
+            .filter(|(_, (_, route))| route.session == session)
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in gone {
+            table.remove(&key);
+        }
+    }
+
+    /// How many routes are kept.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        lock(&self.inner).by_task.len()
+    }
 }
 
 impl TaskIds {
@@ -219,5 +320,47 @@ mod tests {
         let id = one.issue(&task, &Owner::default());
         assert_eq!(two.open(&id, &Owner::default()), Some(task));
         assert_eq!(TaskIds::default().open(&id, &Owner::default()), None);
+    }
+
+    #[test]
+    fn routes_are_bounded_and_leave_with_their_task_or_session() {
+        let routes = Routes::default();
+        let task = |n: usize| UpstreamTask {
+            server: "ev".into(),
+            task_id: format!("t{n}"),
+        };
+        let to = |session: u64, n: usize| Route {
+            session,
+            id: format!("sealed-{n}"),
+        };
+        routes.insert(&task(0), to(1, 0));
+        routes.insert(&task(1), to(2, 1));
+        assert_eq!(routes.route("ev", "t0", false), Some(to(1, 0)));
+        assert_eq!(routes.route("other", "t0", false), None);
+        assert_eq!(routes.route("ev", "t0", true), Some(to(1, 0)));
+        assert_eq!(routes.route("ev", "t0", false), None, "gone once terminal");
+        routes.forget_session(2);
+        assert_eq!(
+            routes.route("ev", "t1", false),
+            None,
+            "gone with its session"
+        );
+        for n in 0..MAX_ROUTES + 10 {
+            routes.insert(&task(n), to(3, n));
+        }
+        assert_eq!(routes.len(), MAX_ROUTES);
+        assert_eq!(
+            routes.route("ev", "t9", false),
+            None,
+            "the oldest went first"
+        );
+        assert_eq!(routes.route("ev", "t10", false), Some(to(3, 10)));
+        routes.insert(&task(10), to(4, 10));
+        assert_eq!(
+            routes.len(),
+            MAX_ROUTES,
+            "a task routed again is not counted twice"
+        );
+        assert_eq!(routes.route("ev", "t10", false), Some(to(4, 10)));
     }
 }

@@ -300,6 +300,7 @@ impl RuntimeBuilder {
         let cache = Arc::new(ListingCache::new(self.cache_entries));
         let (resource_updates, _) = broadcast::channel(RESOURCE_UPDATE_BUFFER);
         let (logs, _) = broadcast::channel(RESOURCE_UPDATE_BUFFER);
+        let (task_statuses, _) = broadcast::channel(RESOURCE_UPDATE_BUFFER);
         let gate = Arc::new(RevisionGate::default());
         let progress = Arc::new(ProgressRoutes::default());
         // The pinned threads belong to the actor thread, which stops them after its actors.
@@ -323,6 +324,7 @@ impl RuntimeBuilder {
             cache: cache.clone(),
             resource_updates: resource_updates.clone(),
             logs: logs.clone(),
+            task_statuses: task_statuses.clone(),
             callbacks: self.callbacks.clone(),
             progress: progress.clone(),
             reconnect: self.reconnect.clone(),
@@ -409,6 +411,7 @@ impl RuntimeBuilder {
             cache,
             resource_updates,
             logs,
+            task_statuses,
             calls,
             desired,
             system,

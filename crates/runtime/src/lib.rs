@@ -46,7 +46,7 @@ pub use config::{
 };
 pub use connection::io_threads::IoThreads;
 pub use connection::registry::Reconciled;
-pub use connection::server::{ResourceUpdate, ServerLog};
+pub use connection::server::{ResourceUpdate, ServerLog, TaskStatusUpdate};
 pub use connection::supervision::{DEFAULT_LOCAL_SLOTS, DEFAULT_REMOTE_SLOTS, ReconnectPolicy};
 pub use desired::reload::{ConfigLoader, ConfigWatch};
 pub use error::{CallError, ErrorClass, StartError};

@@ -25,7 +25,9 @@ use crate::config::sources::Sources;
 #[cfg(feature = "testing")]
 use crate::connection::cache::ListingCache;
 use crate::connection::registry::{Reconciled, Registry};
-use crate::connection::server::{ResourceUpdate, Restart, SHUTDOWN_GRACE, ServerLog, Shutdown};
+use crate::connection::server::{
+    ResourceUpdate, Restart, SHUTDOWN_GRACE, ServerLog, Shutdown, TaskStatusUpdate,
+};
 use crate::desired::DesiredState;
 use crate::desired::reload::{self, ConfigLoader, ConfigWatch};
 use crate::error::{CallError, StartError, unexpected};
@@ -47,6 +49,7 @@ pub struct Runtime {
     /// Resource subscriptions on 2026-07-28 sessions (listen streams).
     listens: crate::listens::Listens,
     logs: broadcast::Sender<ServerLog>,
+    task_statuses: broadcast::Sender<TaskStatusUpdate>,
     calls: Arc<CallContext>,
     desired: Arc<DesiredState>,
     system: System,
@@ -61,6 +64,7 @@ pub(crate) struct Parts {
     pub(crate) cache: Arc<ListingCache>,
     pub(crate) resource_updates: broadcast::Sender<ResourceUpdate>,
     pub(crate) logs: broadcast::Sender<ServerLog>,
+    pub(crate) task_statuses: broadcast::Sender<TaskStatusUpdate>,
     pub(crate) calls: Arc<CallContext>,
     pub(crate) desired: Arc<DesiredState>,
     pub(crate) system: System,
@@ -119,6 +123,7 @@ impl Runtime {
             resource_updates: parts.resource_updates,
             listens: Default::default(),
             logs: parts.logs,
+            task_statuses: parts.task_statuses,
             calls: parts.calls,
             desired: parts.desired,
             system: parts.system,

@@ -11,8 +11,9 @@ use std::sync::Arc;
 use rmcp::ClientHandler;
 use rmcp::ErrorData;
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, Implementation, LoggingMessageNotificationParam,
-    ProgressNotificationParam, ProtocolVersion, ResourceUpdatedNotificationParam,
+    ClientCapabilities, ClientConfig, CustomNotification, Implementation, JsonObject,
+    LoggingMessageNotificationParam, ProgressNotificationParam, ProtocolVersion,
+    ResourceUpdatedNotificationParam,
 };
 use rmcp::model::{
     CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
@@ -41,7 +42,15 @@ pub enum ServerEvent {
     Progress(ProgressNotificationParam),
     /// `notifications/message` (server log output).
     Log(LoggingMessageNotificationParam),
+    /// `notifications/tasks/status` of MCP 2025-11-25 (SEP-1686): the params as the server
+    /// sent them — the task, with at least a string `taskId` and `status` — untouched (rmcp
+    /// models only SEP-2663's `notifications/tasks`, so this one arrives as a custom
+    /// notification; one without those two strings is dropped here).
+    TaskStatus(JsonObject),
 }
+
+/// The method of the SEP-1686 task status notification (MCP 2025-11-25).
+pub const TASK_STATUS_NOTIFICATION: &str = "notifications/tasks/status";
 
 /// Receives the events of one session. Called from rmcp's tasks: must not block.
 pub type EventSink = Arc<dyn Fn(ServerEvent) + Send + Sync>;
@@ -284,5 +293,31 @@ impl ClientHandler for HarnessClient {
         _context: NotificationContext<RoleClient>,
     ) {
         self.emit(ServerEvent::Log(params));
+    }
+
+    async fn on_custom_notification(
+        &self,
+        notification: CustomNotification,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if notification.method != TASK_STATUS_NOTIFICATION {
+            tracing::trace!(server = %self.server, method = %notification.method, "custom notification ignored");
+            return;
+        }
+        match notification.params {
+            Some(serde_json::Value::Object(params))
+                if params
+                    .get("taskId")
+                    .is_some_and(serde_json::Value::is_string)
+                    && params
+                        .get("status")
+                        .is_some_and(serde_json::Value::is_string) =>
+            {
+                self.emit(ServerEvent::TaskStatus(params));
+            }
+            _ => {
+                tracing::debug!(server = %self.server, "a notifications/tasks/status without a string taskId and status; dropped");
+            }
+        }
     }
 }

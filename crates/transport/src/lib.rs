@@ -42,7 +42,7 @@ pub mod wire;
 pub use callbacks::{CallbackFuture, Callbacks, ClientCallbacks, Supported};
 pub use connector::{ConnectOptions, Connector, ExitReport, Session, SessionInfo};
 pub use error::{ErrorKind, TransportError};
-pub use handler::{EventSink, HarnessClient, ServerEvent};
+pub use handler::{EventSink, HarnessClient, ServerEvent, TASK_STATUS_NOTIFICATION};
 pub use http::StreamableHttpConnector;
 pub use in_process::{InProcessConnector, InProcessServe};
 pub use inbound::{DEFAULT_MAX_MESSAGE_BYTES, WireFault};

@@ -246,6 +246,13 @@ impl EventStream {
 
     /// The method of the next notification; `None` when the stream ended or timed out.
     pub(crate) fn next_method(&mut self) -> Option<String> {
+        self.next_notification()
+            .and_then(|v| v["method"].as_str().map(str::to_string))
+    }
+
+    /// The next notification (the whole JSON-RPC message); `None` when the stream ended or
+    /// timed out.
+    pub(crate) fn next_notification(&mut self) -> Option<serde_json::Value> {
         use std::io::BufRead as _;
         let mut line = String::new();
         for _ in 0..1000 {
@@ -255,9 +262,9 @@ impl EventStream {
             }
             if let Some(data) = line.trim().strip_prefix("data:")
                 && let Ok(v) = serde_json::from_str::<serde_json::Value>(data.trim())
-                && let Some(method) = v["method"].as_str()
+                && v["method"].is_string()
             {
-                return Some(method.to_string());
+                return Some(v);
             }
         }
         None

@@ -15,8 +15,10 @@
 //! - `tasks/list` is not served (`-32601`, saying why): the ids are sealed, not stored, so
 //!   the gateway holds no list of a client's tasks, and an upstream's list mixes every
 //!   client's tasks; `capabilities.tasks` says so by having no `list`;
-//! - `notifications/tasks/status` of an upstream are not forwarded (the runtime does not
-//!   surface them); a client polls `tasks/get`, or waits on `tasks/result`;
+//! - an upstream's `notifications/tasks/status` about a task reaches only the session it was
+//!   handed to, under that session's id (`augmented_status.rs`; the route is recorded
+//!   here as the task is handed out); a client may still poll `tasks/get`, or wait on
+//!   `tasks/result`;
 //! - a listed tool carries its upstream's `execution.taskSupport` only for a client reached
 //!   through a front, and only for a server that declared task-augmented calls.
 
@@ -33,7 +35,7 @@ use super::augmented_front::{
 };
 use super::call::{Failure, downstream_result, refusal, upstream_error};
 use super::{Listed, Session};
-use crate::task_ids::{TaskKind, UpstreamTask};
+use crate::task_ids::{Route, TaskKind, UpstreamTask};
 
 /// The longest an `initialize` that declared SEP-1686 tasks waits for the upstreams to settle.
 const SETTLE: std::time::Duration = std::time::Duration::from_secs(10);
@@ -159,6 +161,13 @@ impl Session {
             .shared()
             .task_ids
             .issue_kind(TaskKind::Augmented, &upstream, owner);
+        self.shared().task_ids.routes.insert(
+            &upstream,
+            Route {
+                session: self.state.id,
+                id: id.clone(),
+            },
+        );
         let task = serde_json::to_value(&created.task).unwrap_or_default();
         let mut out = json!({ "task": legacy_task(&task, &id) });
         if let Some(meta) = created.meta {
@@ -329,7 +338,7 @@ fn legacy_result(mut result: Value) -> Value {
 }
 
 /// Rewrites a related-task `_meta` entry naming task `from` to name `to`.
-fn translate_related(meta: &mut Value, from: &str, to: &str) {
+pub(super) fn translate_related(meta: &mut Value, from: &str, to: &str) {
     if let Some(id) = meta.pointer_mut(&format!("/{}/taskId", RELATED_TASK.replace('/', "~1")))
         && id.as_str() == Some(from)
     {

@@ -41,6 +41,7 @@ use crate::sync::lock;
 mod augmented;
 pub(crate) mod augmented_front;
 pub(crate) mod augmented_lines;
+pub(crate) mod augmented_status;
 mod call;
 mod mrtr;
 mod shared;
@@ -79,6 +80,7 @@ struct SessionState {
 impl Drop for SessionState {
     fn drop(&mut self) {
         self.shared.sessions.remove(&self.id);
+        self.shared.task_ids.routes.forget_session(self.id);
         self.shared.closed.fetch_add(1, Ordering::Relaxed);
         let subscriptions = std::mem::take(&mut *lock(&self.subscriptions));
         for ((server, uri), task) in subscriptions {

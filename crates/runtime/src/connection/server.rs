@@ -74,6 +74,29 @@ pub struct ServerLog {
     pub params: rmcp::model::LoggingMessageNotificationParam,
 }
 
+/// A SEP-1686 `notifications/tasks/status` (MCP 2025-11-25) from a server, as the runtime
+/// broadcasts it: `task_id` and `status` are the params' own strings, `params` the whole
+/// notification params untouched (the task: `statusMessage`, `createdAt`, `ttl`, `_meta`…).
+#[derive(Debug, Clone)]
+pub struct TaskStatusUpdate {
+    /// The server that sent it (and runs the task).
+    pub server: String,
+    /// The server's own id of the task.
+    pub task_id: String,
+    /// The task's status (`working`, `input_required`, `completed`, `failed`, `cancelled`).
+    pub status: String,
+    /// The notification's params as the server sent them.
+    pub params: rmcp::model::JsonObject,
+}
+
+impl TaskStatusUpdate {
+    /// Whether the status is terminal (`completed`, `failed` or `cancelled`): no other
+    /// notification follows for the task.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self.status.as_str(), "completed" | "failed" | "cancelled")
+    }
+}
+
 /// Shared settings every server actor is started with.
 #[derive(Clone)]
 pub(crate) struct ServerSettings {
@@ -84,6 +107,8 @@ pub(crate) struct ServerSettings {
     pub resource_updates: broadcast::Sender<ResourceUpdate>,
     /// Where servers' log notifications are broadcast (no receiver: dropped).
     pub logs: broadcast::Sender<ServerLog>,
+    /// Where servers' SEP-1686 task status notifications are broadcast (no receiver: dropped).
+    pub task_statuses: broadcast::Sender<TaskStatusUpdate>,
     /// The embedder's answers to elicitation, sampling and roots requests.
     pub callbacks: Option<Callbacks>,
     /// Where progress of in-flight requests is delivered.
@@ -527,6 +552,9 @@ impl Handler<Notified> for ServerActor {
             ServerEvent::Log(log) => {
                 // Broadcast by the session's event sink (`attempt.rs`); none come this way.
                 tracing::debug!(target: "mcp_harness::server_log", server = %self.name(), level = ?log.level, "{}", log.data);
+            }
+            ServerEvent::TaskStatus(_) => {
+                // Broadcast by the session's event sink (`attempt.rs`); none come this way.
             }
         }
     }

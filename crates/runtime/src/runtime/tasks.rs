@@ -9,7 +9,9 @@
 //! - a request goes to the named server only, with the task id and everything else as given:
 //!   the server's own answer comes back untouched, its JSON-RPC error (an unknown id's
 //!   `-32602`) as [`CallError::Protocol`] with `upstream` set;
-//! - each request is bounded by the server's tool timeout, like a call.
+//! - each request is bounded by the server's tool timeout, like a call;
+//! - SEP-1686 task status notifications are broadcast as sent ([`Runtime::task_statuses`]),
+//!   never routed or filtered here.
 
 use mcp_harness_transport::wire::TaskSupport;
 use rmcp::model::{
@@ -17,7 +19,10 @@ use rmcp::model::{
     GetTaskRequest, GetTaskResult, JsonObject, ServerResult, UpdateTaskParams, UpdateTaskRequest,
 };
 
+use tokio::sync::broadcast;
+
 use super::{Runtime, bound_client, send};
+use crate::TaskStatusUpdate;
 use crate::error::{CallError, unexpected};
 
 impl Runtime {
@@ -100,6 +105,15 @@ impl Runtime {
             tool: method.to_string(),
             message: format!("the answer could not be encoded again: {e}"),
         })
+    }
+
+    /// Every server's SEP-1686 task status notifications (`notifications/tasks/status`, MCP
+    /// 2025-11-25) from now on, in the order each server sent them, each with the server that
+    /// sent it and that server's own task id; a receiver more than the buffer behind misses
+    /// the oldest. Whom a task belongs to is the subscriber's business: the runtime does not
+    /// know which caller created it.
+    pub fn task_statuses(&self) -> broadcast::Receiver<TaskStatusUpdate> {
+        self.task_statuses.subscribe()
     }
 
     /// What connected `server`'s listing declared of `tool`'s task support

@@ -23,7 +23,7 @@ use rmcp::model::ProtocolVersion;
 
 use super::phase::{Connecting, Pace, Phase};
 use super::timers::fnv;
-use super::{Notified, ServerActor, ServerLog, unavailable};
+use super::{Notified, ServerActor, ServerLog, TaskStatusUpdate, unavailable};
 use crate::connection::listing::{Listed, declared_kinds, list_kind};
 use crate::connection::supervision::Slot;
 
@@ -66,7 +66,16 @@ impl ServerActor {
         let weak = ctx.address().downgrade();
         let (progress, server) = (self.settings.progress.clone(), self.config.name.clone());
         let logs = self.settings.logs.clone();
+        let task_statuses = self.settings.task_statuses.clone();
         let sink: EventSink = Arc::new(move |event| {
+            if let ServerEvent::TaskStatus(params) = event {
+                // Straight to the listeners, no actor hop, in the order the server sent them.
+                if let Some(update) = task_status(&server, params) {
+                    tracing::debug!(server = %server, task = %update.task_id, status = %update.status, "task status");
+                    let _ = task_statuses.send(update);
+                }
+                return;
+            }
             #[allow(deprecated)] // logging: every protocol before 2026-07-28
             if let ServerEvent::Log(params) = event {
                 // Straight to the listeners, no actor hop: a call's log lines are broadcast
@@ -286,4 +295,16 @@ impl ServerActor {
         }
         self.give_up(run, message, e.needs_auth(), ctx);
     }
+}
+
+/// The broadcast form of a task status notification's `params` (the handler let through only
+/// params with a string `taskId` and `status`).
+fn task_status(server: &str, params: rmcp::model::JsonObject) -> Option<TaskStatusUpdate> {
+    let text = |key: &str| params.get(key)?.as_str().map(str::to_string);
+    Some(TaskStatusUpdate {
+        server: server.to_string(),
+        task_id: text("taskId")?,
+        status: text("status")?,
+        params,
+    })
 }
