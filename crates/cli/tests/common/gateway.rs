@@ -415,6 +415,14 @@ impl<'a> Session<'a> {
     }
 
     /// POSTs `body` in this session: (status, head, body).
+    /// One request (id 1) in this session that must be answered 200: the JSON-RPC answer.
+    pub(crate) fn request(&self, method: &str, params: Value) -> Value {
+        let (status, head, body) =
+            self.post(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}));
+        assert_eq!(status, 200, "{method}: {head}\n{body}");
+        message(&body)
+    }
+
     pub(crate) fn post(&self, body: &Value) -> (u16, String, String) {
         http(
             self.addr,
