@@ -5,13 +5,15 @@
 //! - an approval is asked of exactly the client whose `tools/call` needs it (the call's task
 //!   carries that client), as a form elicitation when that client declared elicitation, else it
 //!   is refused with the permission rule to add;
-//! - an `input_required` round the runtime follows for a client (tools, prompts, resources of
-//!   a client older than 2026-07-28) goes to the client whose request it is: the round is
-//!   followed in that request's own task, which carries its client;
-//! - an upstream's own request (mid-call, older protocols) goes only to a client with a call in
-//!   flight on that upstream (the latest such call when several clients call the same server at
-//!   once — the upstream request names no call, see README), never to a client that is not
-//!   calling it; with none, sampling and elicitation are refused and roots are empty;
+//! - an upstream's request goes only to the client whose request it belongs to, never to
+//!   another: an `input_required` round the runtime follows for a client (tools, prompts,
+//!   resources of a client older than 2026-07-28) is followed in that request's own task, which
+//!   carries its client; an upstream's own request goes to the call's client when it is known
+//!   to belong to a call (it arrived on that call's Streamable HTTP response stream, or the
+//!   runtime asks it within the call: the call's tag is its [`InFlight`] id); otherwise (a stdio
+//!   upstream, the HTTP standalone stream) to the one client with a request in flight on that
+//!   upstream when there is exactly one; with none, or several (it cannot be attributed),
+//!   sampling and elicitation are refused and roots are empty;
 //! - the in-flight record of a call is removed when the call ends, however it ends;
 //! - an approval is answered yes without asking only for the one tool the calling client's
 //!   profile approved in this very call.
@@ -25,6 +27,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use dashmap::DashMap;
 use futures::future::BoxFuture;
 use mcp_harness_policy::{Approval, ApprovalRequest, Approver, DenyAll};
+use mcp_harness_runtime::transport::callbacks::{CallTags, RequestOrigin};
 use mcp_harness_runtime::transport::{CallbackFuture, Callbacks, ClientCallbacks, Supported};
 use rmcp::model::{
     CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
@@ -69,6 +72,9 @@ struct Inner {
     /// Per upstream server: the calls in flight on it (id, the calling client), oldest first.
     inflight: DashMap<String, Vec<(u64, Peer<RoleServer>)>>,
     next: AtomicU64,
+    /// Which call (its in-flight id) each in-flight upstream request belongs to; the runtime
+    /// fills it for calls given a `caller` tag.
+    tags: CallTags,
 }
 
 /// Removes its call from the in-flight record when dropped.
@@ -76,6 +82,14 @@ pub(crate) struct InFlight {
     inner: Arc<Inner>,
     server: String,
     id: u64,
+}
+
+impl InFlight {
+    /// The call's tag, to give the runtime as `CallOptions::caller`: an upstream request of
+    /// this call then reaches this call's client.
+    pub(crate) fn tag(&self) -> u64 {
+        self.id
+    }
 }
 
 impl Drop for InFlight {
@@ -123,16 +137,63 @@ impl ClientBridge {
     }
 }
 
+/// Whom an upstream's request goes to.
+enum Route {
+    /// The client of the call the request belongs to.
+    Caller(Peer<RoleServer>),
+    /// No client calls the upstream now (or the request's call has ended).
+    Nobody,
+    /// This many clients call the upstream and the request does not say for which call.
+    Ambiguous(usize),
+}
+
 impl Inner {
-    /// Who answers a request for input of `server`: the client whose request this task runs
-    /// (an `input_required` round of that very request), else the client of the latest call in
-    /// flight on `server` (an upstream's own request, which names no call).
-    fn caller(&self, server: &str) -> Option<Peer<RoleServer>> {
-        CALLER.try_with(Clone::clone).ok().or_else(|| {
-            self.inflight
-                .get(server)
-                .and_then(|calls| calls.last().map(|(_, peer)| peer.clone()))
-        })
+    /// The client an upstream request of `server` with `origin` belongs to: the client whose
+    /// request this task runs (a round the runtime follows within that very request), else the
+    /// tagged call's, else the only caller's; never a guess between several.
+    fn route(&self, server: &str, origin: &RequestOrigin) -> Route {
+        if let Ok(peer) = CALLER.try_with(Clone::clone) {
+            return Route::Caller(peer);
+        }
+        let Some(calls) = self.inflight.get(server) else {
+            return Route::Nobody;
+        };
+        if let Some(tag) = origin.caller {
+            return match calls.iter().find(|(id, _)| *id == tag) {
+                Some((_, peer)) => Route::Caller(peer.clone()),
+                None => Route::Nobody,
+            };
+        }
+        match calls.as_slice() {
+            [] => Route::Nobody,
+            [(_, peer)] => Route::Caller(peer.clone()),
+            several => Route::Ambiguous(several.len()),
+        }
+    }
+
+    /// The calling client of a sampling or elicitation request, or the error that refuses it.
+    fn caller(
+        &self,
+        what: &str,
+        server: &str,
+        origin: &RequestOrigin,
+    ) -> Result<Peer<RoleServer>, McpError> {
+        match self.route(server, origin) {
+            Route::Caller(peer) => Ok(peer),
+            Route::Nobody => Err(no_caller(what, server)),
+            Route::Ambiguous(count) => {
+                tracing::debug!(server, count, request = ?origin.request, "refused an upstream {what}: it names no call and several clients call the server");
+                Err(McpError::invalid_request(
+                    format!(
+                        "the {what} of server \"{server}\" cannot be attributed to one caller: \
+                         {count} clients of the gateway are calling it now and the request does \
+                         not say for which call (a stdio upstream, or the HTTP standalone \
+                         stream); it is refused rather than sent to a client it may not belong to"
+                    ),
+                    None,
+                ))
+            }
+        }
     }
 }
 
@@ -165,10 +226,35 @@ impl ClientCallbacks for Forward {
     }
 
     fn elicit(&self, server: &str, request: ElicitRequestParams) -> CallbackFuture<ElicitResult> {
-        let caller = self.inner.caller(server);
+        self.elicit_from(server, &RequestOrigin::default(), request)
+    }
+
+    fn sample(
+        &self,
+        server: &str,
+        request: CreateMessageRequestParams,
+    ) -> CallbackFuture<CreateMessageResult> {
+        self.sample_from(server, &RequestOrigin::default(), request)
+    }
+
+    fn roots(&self, server: &str) -> CallbackFuture<ListRootsResult> {
+        self.roots_from(server, &RequestOrigin::default())
+    }
+
+    fn call_tags(&self) -> Option<&CallTags> {
+        Some(&self.inner.tags)
+    }
+
+    fn elicit_from(
+        &self,
+        server: &str,
+        origin: &RequestOrigin,
+        request: ElicitRequestParams,
+    ) -> CallbackFuture<ElicitResult> {
+        let caller = self.inner.caller("elicitation", server, origin);
         let server = server.to_string();
         Box::pin(async move {
-            let peer = caller.ok_or_else(|| no_caller("elicitation", &server))?;
+            let peer = caller?;
             if !can_elicit(&peer) {
                 return Err(McpError::invalid_request(
                     format!(
@@ -183,23 +269,30 @@ impl ClientCallbacks for Forward {
         })
     }
 
-    fn sample(
+    fn sample_from(
         &self,
         server: &str,
+        origin: &RequestOrigin,
         request: CreateMessageRequestParams,
     ) -> CallbackFuture<CreateMessageResult> {
-        let caller = self.inner.caller(server);
-        let server = server.to_string();
+        let caller = self.inner.caller("sampling request", server, origin);
         Box::pin(async move {
-            let peer = caller.ok_or_else(|| no_caller("sampling request", &server))?;
+            let peer = caller?;
             peer.create_message(request).await.map_err(|e| {
                 McpError::internal_error(format!("the client's sampling failed: {e}"), None)
             })
         })
     }
 
-    fn roots(&self, server: &str) -> CallbackFuture<ListRootsResult> {
-        let caller = self.inner.caller(server);
+    fn roots_from(&self, server: &str, origin: &RequestOrigin) -> CallbackFuture<ListRootsResult> {
+        let caller = match self.inner.route(server, origin) {
+            Route::Caller(peer) => Some(peer),
+            Route::Nobody => None,
+            Route::Ambiguous(count) => {
+                tracing::debug!(server, count, request = ?origin.request, "answered an upstream roots/list with no roots: it names no call and several clients call the server");
+                None
+            }
+        };
         Box::pin(async move {
             match caller {
                 Some(peer)

@@ -20,9 +20,13 @@ use rmcp::model::{
     ElicitationCapability, FormElicitationCapability, ListRootsResult, RootsCapabilities,
     UrlElicitationCapability,
 };
-use rmcp::service::{ClientLifecycleMode, NotificationContext, RequestContext, RoleClient};
+use rmcp::service::{
+    ClientLifecycleMode, InboundStreamOrigin, NotificationContext, RequestContext, RoleClient,
+};
 
-use crate::callbacks::{CallbackFuture, Callbacks, ClientCallbacks, apply_form_defaults};
+use crate::callbacks::{
+    CallbackFuture, Callbacks, ClientCallbacks, RequestOrigin, apply_form_defaults,
+};
 
 /// What a connected server told us, outside any request/response pair.
 #[derive(Debug, Clone)]
@@ -137,6 +141,25 @@ impl HarnessClient {
         (self.sink)(event);
     }
 
+    /// Where a server's request came from: the request of ours on whose Streamable HTTP
+    /// response stream it arrived, and the embedder's call that request belongs to (when the
+    /// callbacks keep [`CallTags`](crate::callbacks::CallTags)).
+    async fn origin(
+        &self,
+        callbacks: &Callbacks,
+        context: &RequestContext<RoleClient>,
+    ) -> RequestOrigin {
+        let request = match context.extensions.get::<InboundStreamOrigin>() {
+            Some(InboundStreamOrigin::OutboundRequest(id)) => Some(id.clone()),
+            _ => None,
+        };
+        let caller = match (&request, callbacks.call_tags()) {
+            (Some(id), Some(tags)) => tags.caller(&self.server, id).await,
+            _ => None,
+        };
+        RequestOrigin { request, caller }
+    }
+
     /// The answer of one callback — the call and its future both — from the callback runtime
     /// when there is one.
     async fn answer<T, F>(&self, callbacks: &Callbacks, ask: F) -> Result<T, ErrorData>
@@ -219,16 +242,19 @@ impl ClientHandler for HarnessClient {
     async fn create_elicitation(
         &self,
         request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
         let Some(callbacks) = &self.callbacks else {
             return Err(ErrorData::method_not_found::<
                 rmcp::model::ElicitationCreateRequestMethod,
             >());
         };
+        let origin = self.origin(callbacks, &context).await;
         let asked = request.clone();
         let result = self
-            .answer(callbacks, move |c, server| c.elicit(server, asked))
+            .answer(callbacks, move |c, server| {
+                c.elicit_from(server, &origin, asked)
+            })
             .await?;
         Ok(apply_form_defaults(&request, result))
     }
@@ -236,12 +262,15 @@ impl ClientHandler for HarnessClient {
     async fn create_message(
         &self,
         params: CreateMessageRequestParams,
-        _context: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
         match &self.callbacks {
             Some(callbacks) => {
-                self.answer(callbacks, move |c, server| c.sample(server, params))
-                    .await
+                let origin = self.origin(callbacks, &context).await;
+                self.answer(callbacks, move |c, server| {
+                    c.sample_from(server, &origin, params)
+                })
+                .await
             }
             None => Err(ErrorData::method_not_found::<
                 rmcp::model::CreateMessageRequestMethod,
@@ -251,10 +280,14 @@ impl ClientHandler for HarnessClient {
 
     async fn list_roots(
         &self,
-        _context: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, ErrorData> {
         match &self.callbacks {
-            Some(callbacks) => self.answer(callbacks, |c, server| c.roots(server)).await,
+            Some(callbacks) => {
+                let origin = self.origin(callbacks, &context).await;
+                self.answer(callbacks, move |c, server| c.roots_from(server, &origin))
+                    .await
+            }
             None => Ok(ListRootsResult::default()),
         }
     }

@@ -257,9 +257,11 @@ impl Session {
         let logs = server
             .clone()
             .map(|server| self.forward_logs(server, context.peer.clone()));
-        let _in_flight = server
+        let in_flight = server
             .as_deref()
             .map(|server| self.shared().bridge.enter(server, context.peer.clone()));
+        // The upstream's requests of this very call reach this client (by the call's tag).
+        options.caller = in_flight.as_ref().map(crate::bridge::InFlight::tag);
         let upstream = self.shared().tracer.as_ref().and_then(|tracer| {
             let snapshot = listed.binding.snapshot();
             let raw = snapshot

@@ -11,7 +11,11 @@
 //!   (same definition) on the same connection; a catalog swap cannot land between that check
 //!   and the send; a stale call is refused, never sent;
 //! - the arguments are validated against the input schema the binding showed, and permission
-//!   is decided before the check: deny, cancel or an approval timeout never send `tools/call`.
+//!   is decided before the check: deny, cancel or an approval timeout never send `tools/call`;
+//! - a call given a [`CallOptions::caller`] tag has its `tools/call` recorded under that tag in
+//!   the callbacks' [`CallTags`](mcp_harness_transport::callbacks::CallTags) from before it is
+//!   sent until the call ends (however it ends), and the requests the runtime itself answers
+//!   within the call (input rounds, a task's input requests) reach the callbacks with that tag.
 
 mod forward;
 mod reply;
@@ -255,6 +259,13 @@ pub struct CallOptions {
     /// task-only tool (`-32021`, a [`CallError::Protocol`] carrying its error) before running
     /// it. A gateway sets it for a client that did not declare tasks.
     pub decline_tasks: bool,
+    /// An opaque tag of the embedder's for this call (a gateway: which client's call it is).
+    /// A server's elicitation, sampling or roots request that belongs to this call reaches the
+    /// callbacks with it in [`RequestOrigin::caller`](mcp_harness_transport::callbacks::RequestOrigin::caller):
+    /// one arriving on the call's Streamable HTTP response stream (when the callbacks keep
+    /// [`call_tags`](mcp_harness_transport::ClientCallbacks::call_tags)), and those the runtime
+    /// asks itself within the call. `None` (the default): nothing is recorded.
+    pub caller: Option<u64>,
 }
 
 /// The outcome of a call that was sent and answered.
@@ -478,16 +489,30 @@ impl PreparedCall {
             )
         };
 
+        // Which call a server's request on this call's response stream belongs to: recorded
+        // from before the request is sent (a lookup waits for it) until the call ends.
+        let tags = options.caller.and_then(|tag| {
+            let tags = self.ctx.callbacks.as_ref()?.call_tags()?.clone();
+            Some((tags, tag))
+        });
         // The staleness check and the hand-off to the transport happen under the gate's read
         // side; the publisher swaps only under its write side.
-        let handle = {
+        let (handle, _tagged) = {
             let _gate = self.ctx.live.gate_read().await;
             self.check_current(entry, client)?;
-            client
+            let registration = match &tags {
+                Some((tags, _)) => Some(tags.begin().await),
+                None => None,
+            };
+            let handle = client
                 .peer
                 .send_request_with_option(request, request_options)
                 .await
-                .map_err(classify)?
+                .map_err(classify)?;
+            let tagged = registration
+                .zip(tags)
+                .map(|(r, (_, tag))| r.finish(&entry.server, handle.id.clone(), tag));
+            (handle, tagged)
         };
         let progress_token = handle.progress_token.clone();
         let route = options.progress.map(|tx| {
@@ -544,6 +569,7 @@ impl PreparedCall {
                     task_status: options.task_status,
                     hand_back: options.hand_back,
                     hand_back_augmented,
+                    callbacks: self::rounds::within(self.ctx.callbacks.as_ref(), options.caller),
                 };
                 match Box::pin(self.further_rounds(other, rest, &classify)).await? {
                     Further::Result(result) => result,

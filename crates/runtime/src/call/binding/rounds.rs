@@ -4,12 +4,22 @@
 //!
 //! Invariant: with nothing to hand back, every round is followed (bounded by
 //! [`MAX_ROUNDS`] and the call's timeout) and only a `CallToolResult` ends the call; a kind
-//! the caller asked for is returned at its first occurrence, untouched.
+//! the caller asked for is returned at its first occurrence, untouched; what the runtime asks
+//! the callbacks within the call carries the call's `caller` tag.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use mcp_harness_catalog::ToolEntry;
+use mcp_harness_transport::callbacks::{
+    CallTags, CallbackFuture, Callbacks, ClientCallbacks, RequestOrigin, Supported,
+};
 use rmcp::model::{CallToolRequestParams, CallToolResult, ClientRequest, ServerResult};
+#[allow(deprecated)] // sampling and roots: every protocol before 2026-07-28
+use rmcp::model::{
+    CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
+    ListRootsResult,
+};
 use rmcp::service::PeerRequestOptions;
 use tokio_util::sync::CancellationToken;
 
@@ -43,6 +53,83 @@ pub(super) struct FurtherRounds<'a> {
     /// The call went task-augmented with its caller's `task` (SEP-1686): the task is handed
     /// back.
     pub(super) hand_back_augmented: bool,
+    /// The callbacks the runtime asks within this call ([`within`] its caller tag).
+    pub(super) callbacks: Option<Callbacks>,
+}
+
+/// `callbacks` as asked within the call tagged `caller`: each request's origin names that call.
+pub(super) fn within(callbacks: Option<&Callbacks>, caller: Option<u64>) -> Option<Callbacks> {
+    let inner = callbacks?.clone();
+    Some(match caller {
+        Some(caller) => Arc::new(Within { inner, caller }),
+        None => inner,
+    })
+}
+
+/// The embedder's callbacks within one call: every request reaches them with the call's tag.
+struct Within {
+    inner: Callbacks,
+    caller: u64,
+}
+
+impl Within {
+    fn origin(&self, origin: &RequestOrigin) -> RequestOrigin {
+        RequestOrigin {
+            request: origin.request.clone(),
+            caller: origin.caller.or(Some(self.caller)),
+        }
+    }
+}
+
+#[allow(deprecated)] // sampling and roots: every protocol before 2026-07-28
+impl ClientCallbacks for Within {
+    fn supports(&self) -> Supported {
+        self.inner.supports()
+    }
+
+    fn elicit(&self, server: &str, request: ElicitRequestParams) -> CallbackFuture<ElicitResult> {
+        self.elicit_from(server, &RequestOrigin::default(), request)
+    }
+
+    fn sample(
+        &self,
+        server: &str,
+        request: CreateMessageRequestParams,
+    ) -> CallbackFuture<CreateMessageResult> {
+        self.sample_from(server, &RequestOrigin::default(), request)
+    }
+
+    fn roots(&self, server: &str) -> CallbackFuture<ListRootsResult> {
+        self.roots_from(server, &RequestOrigin::default())
+    }
+
+    fn call_tags(&self) -> Option<&CallTags> {
+        self.inner.call_tags()
+    }
+
+    fn elicit_from(
+        &self,
+        server: &str,
+        origin: &RequestOrigin,
+        request: ElicitRequestParams,
+    ) -> CallbackFuture<ElicitResult> {
+        self.inner
+            .elicit_from(server, &self.origin(origin), request)
+    }
+
+    fn sample_from(
+        &self,
+        server: &str,
+        origin: &RequestOrigin,
+        request: CreateMessageRequestParams,
+    ) -> CallbackFuture<CreateMessageResult> {
+        self.inner
+            .sample_from(server, &self.origin(origin), request)
+    }
+
+    fn roots_from(&self, server: &str, origin: &RequestOrigin) -> CallbackFuture<ListRootsResult> {
+        self.inner.roots_from(server, &self.origin(origin))
+    }
 }
 
 impl PreparedCall {
@@ -99,7 +186,7 @@ impl PreparedCall {
                     rounds += 1;
                     let (answers, state) = next_round(
                         &entry.server,
-                        self.ctx.callbacks.as_ref(),
+                        rest.callbacks.as_ref(),
                         needed,
                         &mut state_only_rounds,
                     )
@@ -172,7 +259,7 @@ impl PreparedCall {
     /// What following a task of this call needs.
     pub(super) fn task_call<'a>(
         &'a self,
-        rest: &FurtherRounds<'a>,
+        rest: &'a FurtherRounds<'a>,
     ) -> crate::call::tasks::TaskCall<'a> {
         crate::call::tasks::TaskCall {
             server: &rest.entry.server,
@@ -181,7 +268,7 @@ impl PreparedCall {
             timeout: rest.timeout,
             cancel: rest.cancel.clone(),
             status: rest.task_status.clone(),
-            callbacks: self.ctx.callbacks.as_ref(),
+            callbacks: rest.callbacks.as_ref(),
         }
     }
 }

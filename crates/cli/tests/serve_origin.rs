@@ -1,0 +1,341 @@
+//! `mcp-harness serve --http` with two clients calling the same upstream at once: an upstream's
+//! elicitation reaches the client whose call it belongs to, and only it.
+//! - a Streamable HTTP upstream (the fixture's `--client-requests` tools) elicits on each call's
+//!   response stream: each client gets exactly its own call's elicitation, also when the other
+//!   client's call started later (the case a "latest caller" rule gets wrong);
+//! - a stdio upstream's request names no call: with two clients in flight it is refused
+//!   ("cannot be attributed to one caller") rather than sent to either; with one, it reaches it.
+//!
+//! The gateway's approval asks come on the call's stream; the upstream's forwarded requests on
+//! the client's GET stream. Both calls are held in flight by a top-level `ask` rule: the gateway asks each caller's
+//! approval (an elicitation of its own) before the upstream is called, so the test decides the
+//! order in which the upstream's requests happen.
+
+mod common;
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::gateway::{Served, Stateless};
+use common::{bin, temp_home};
+use serde_json::{Value, json};
+
+const ALICE: &str = "alice-origin-token-1234567890";
+const BOB: &str = "bob-origin-token-1234567890";
+
+/// A child process killed when dropped.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The fixture with its client-request tools over Streamable HTTP: the process and its URL.
+fn http_fixture() -> (Killed, String) {
+    let mut child = Command::new(bin())
+        .args(["fixture-server", "--client-requests", "--transport", "http"])
+        .args(["--port", "0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the fixture");
+    let mut line = String::new();
+    let read = BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line);
+    let child = Killed(child);
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .map(String::from)
+        .unwrap_or_else(|| panic!("the fixture announced no URL ({read:?}): {line}"));
+    (child, url)
+}
+
+/// The gateway in front of `upstream` (as server `up`), `ask_form` under a top-level `ask`
+/// rule, with clients alice and bob.
+fn gateway(tag: &str, upstream: Value) -> Served {
+    let dir = temp_home("serve-origin", tag);
+    let config = dir.join("gateway.json");
+    let document = json!({
+        "mcpServers": {"up": upstream},
+        "permissions": {"allow": ["mcp__up__ask_roots"], "ask": ["mcp__up__ask_form"]},
+        "gateway": {"clients": {
+            "alice": {"auth": {"type": "bearer", "tokenEnv": "GW_ALICE"}},
+            "bob": {"auth": {"type": "bearer", "tokenEnv": "GW_BOB"}}
+        }}
+    });
+    std::fs::write(&config, document.to_string()).expect("write config");
+    let stderr = std::fs::File::create(dir.join("serve.log")).expect("log file");
+    let served = Served::start_with_env(
+        &dir,
+        &config,
+        &["--prefix", "none"],
+        Stdio::from(stderr),
+        &[("GW_ALICE", ALICE), ("GW_BOB", BOB)],
+    );
+    // The upstream connects in the background: wait (bounded) until its tools are listed.
+    let alice = Stateless::new(&served.addr, Some(ALICE), json!({}));
+    let start = Instant::now();
+    while !alice
+        .request("tools/list", json!({}), None)
+        .to_string()
+        .contains("ask_form")
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the upstream's tools never appeared"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    served
+}
+
+/// A 2025-11-25 session of one client declaring elicitation, with its GET stream open.
+struct Client<'a> {
+    name: &'static str,
+    session: common::gateway::Session<'a>,
+    events: Sse,
+}
+
+impl<'a> Client<'a> {
+    fn open(addr: &'a str, name: &'static str, token: &str) -> Self {
+        let capabilities = json!({"elicitation": {}});
+        let (session, _) = common::gateway::Session::open(addr, token, capabilities, name);
+        let events = Sse::get(&session);
+        Self {
+            name,
+            session,
+            events,
+        }
+    }
+
+    /// Starts `tools/call ask_form` with `message` (what the upstream will ask): its stream.
+    fn call(&self, message: &str) -> Sse {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "ask_form", "arguments": {"message": message}}});
+        Sse::post(&self.session, &body)
+    }
+
+    /// Answers the elicitation `request` with `answer`.
+    fn answer(&self, request: &Value, answer: Value) {
+        let reply = json!({"jsonrpc": "2.0", "id": request["id"], "result": answer});
+        let (status, _, body) = self.session.post(&reply);
+        assert_eq!(status, 202, "{}'s answer: {body}", self.name);
+    }
+}
+
+/// The next request of `stream` (notifications skipped), which must be an elicitation: it and
+/// its message text.
+fn elicitation(who: &str, stream: &mut Sse) -> (Value, String) {
+    let message = (0..100)
+        .map_while(|_| stream.next())
+        .find(|m| m.get("id").is_some())
+        .unwrap_or_else(|| panic!("{who}'s stream ended before an elicitation reached it"));
+    assert_eq!(message["method"], "elicitation/create", "{who}: {message}");
+    let text = message["params"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    (message, text)
+}
+
+/// The text of the call's result, the next message of `stream`.
+fn result(who: &str, stream: &mut Sse) -> String {
+    let message = stream
+        .next()
+        .unwrap_or_else(|| panic!("{who}'s call stream ended before its result"));
+    assert_eq!(message["id"], 1, "{who} got another message: {message}");
+    message["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{who}: no text result: {message}"))
+        .to_string()
+}
+
+fn accept(content: Value) -> Value {
+    json!({"action": "accept", "content": content})
+}
+
+#[test]
+fn each_client_gets_its_own_calls_elicitation_from_an_http_upstream() {
+    let (_fixture, url) = http_fixture();
+    let served = gateway("http", json!({"url": url}));
+    let mut alice = Client::open(&served.addr, "alice", ALICE);
+    let mut bob = Client::open(&served.addr, "bob", BOB);
+
+    // Alice's call waits for her approval; Bob's call starts after hers and runs first.
+    let mut alice_call = alice.call("for alice");
+    let (alice_approval, text) = elicitation("alice", &mut alice_call);
+    assert!(text.starts_with("Allow `mcp__up__ask_form`"), "{text}");
+    let mut bob_call = bob.call("for bob");
+    let (bob_approval, text) = elicitation("bob", &mut bob_call);
+    assert!(text.starts_with("Allow `mcp__up__ask_form`"), "{text}");
+    bob.answer(&bob_approval, accept(json!({})));
+    let (bob_asked, text) = elicitation("bob", &mut bob.events);
+    assert_eq!(text, "for bob", "bob got another call's elicitation");
+
+    // Alice's call reaches the upstream while both calls are in flight, Bob's the later one.
+    alice.answer(&alice_approval, accept(json!({})));
+    let (alice_asked, text) = elicitation("alice", &mut alice.events);
+    assert_eq!(text, "for alice", "alice got another call's elicitation");
+
+    alice.answer(&alice_asked, accept(json!({"name": "Alice"})));
+    bob.answer(&bob_asked, accept(json!({"name": "Bob"})));
+    let alice_result = result("alice", &mut alice_call);
+    assert!(alice_result.contains("Alice"), "{alice_result}");
+    assert!(!alice_result.contains("Bob"), "{alice_result}");
+    let bob_result = result("bob", &mut bob_call);
+    assert!(bob_result.contains("Bob"), "{bob_result}");
+    assert!(!bob_result.contains("Alice"), "{bob_result}");
+}
+
+#[test]
+fn a_stdio_upstreams_request_with_two_callers_is_refused_not_guessed() {
+    let upstream = json!({"command": bin(), "args": ["fixture-server", "--client-requests"]});
+    let served = gateway("stdio", upstream);
+    let mut alice = Client::open(&served.addr, "alice", ALICE);
+    let bob = Client::open(&served.addr, "bob", BOB);
+
+    let mut alice_call = alice.call("for alice");
+    let (alice_approval, _) = elicitation("alice", &mut alice_call);
+    let mut bob_call = bob.call("for bob");
+    let (bob_approval, _) = elicitation("bob", &mut bob_call);
+
+    // Two calls in flight on a stdio upstream: its elicitation names neither, so neither gets it.
+    bob.answer(&bob_approval, accept(json!({})));
+    let refused = result("bob", &mut bob_call);
+    assert!(
+        refused.contains("cannot be attributed to one caller"),
+        "{refused}"
+    );
+
+    // Bob's call is over: Alice's is the only one in flight, and the elicitation is hers.
+    alice.answer(&alice_approval, accept(json!({})));
+    let (asked, text) = elicitation("alice", &mut alice.events);
+    assert_eq!(text, "for alice");
+    alice.answer(&asked, accept(json!({"name": "Alice"})));
+    let done = result("alice", &mut alice_call);
+    assert!(done.contains("Alice"), "{done}");
+}
+
+/// An SSE response body read as it arrives (chunked transfer decoded): its `data:` messages.
+/// Every read is bounded by the socket's 20 s timeout and a count.
+struct Sse {
+    reader: BufReader<TcpStream>,
+    chunked: bool,
+    /// Decoded text not yet split into lines.
+    text: String,
+    messages: std::collections::VecDeque<Value>,
+}
+
+impl Sse {
+    /// POSTs `body` in `session` and reads the head of its streamed answer.
+    fn post(session: &common::gateway::Session<'_>, body: &Value) -> Self {
+        let body = body.to_string();
+        let mut request = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Length: {}\r\n",
+            session.addr,
+            body.len()
+        );
+        for (k, v) in session.headers() {
+            request.push_str(&format!("{k}: {v}\r\n"));
+        }
+        request.push_str("\r\n");
+        request.push_str(&body);
+        Self::open(session.addr, &request)
+    }
+
+    /// Opens the GET stream of `session`.
+    fn get(session: &common::gateway::Session<'_>) -> Self {
+        let mut request = format!("GET /mcp HTTP/1.1\r\nHost: {}\r\n", session.addr);
+        for (k, v) in session.headers() {
+            let v = if k.eq_ignore_ascii_case("accept") {
+                "text/event-stream"
+            } else {
+                v
+            };
+            request.push_str(&format!("{k}: {v}\r\n"));
+        }
+        request.push_str("\r\n");
+        Self::open(session.addr, &request)
+    }
+
+    /// Sends `request` and reads the head of its streamed answer.
+    fn open(addr: &str, request: &str) -> Self {
+        let mut stream = TcpStream::connect(addr).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .expect("timeout");
+        stream.write_all(request.as_bytes()).expect("send");
+        let mut reader = BufReader::new(stream);
+        let mut head = String::new();
+        for _ in 0..100 {
+            let mut line = String::new();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                break;
+            }
+            head.push_str(&line.to_lowercase());
+        }
+        assert!(head.starts_with("http/1.1 200"), "{head}");
+        assert!(head.contains("text/event-stream"), "not a stream: {head}");
+        Sse {
+            reader,
+            chunked: head.contains("transfer-encoding: chunked"),
+            text: String::new(),
+            messages: std::collections::VecDeque::new(),
+        }
+    }
+
+    /// The next JSON-RPC message; `None` when the body ended or timed out.
+    fn next(&mut self) -> Option<Value> {
+        for _ in 0..10_000 {
+            if let Some(message) = self.messages.pop_front() {
+                return Some(message);
+            }
+            while let Some(end) = self.text.find('\n') {
+                let line: String = self.text.drain(..=end).collect();
+                if let Some(data) = line.trim().strip_prefix("data:")
+                    && let Ok(v) = serde_json::from_str::<Value>(data.trim())
+                {
+                    self.messages.push_back(v);
+                }
+            }
+            if self.messages.is_empty() && !self.read_more() {
+                return None;
+            }
+        }
+        None
+    }
+
+    /// Reads the next piece of the body into `text`; false at its end.
+    fn read_more(&mut self) -> bool {
+        let mut bytes = Vec::new();
+        if self.chunked {
+            let mut size = String::new();
+            if self.reader.read_line(&mut size).unwrap_or(0) == 0 {
+                return false;
+            }
+            let size = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+            if size == 0 {
+                return false;
+            }
+            bytes.resize(size + 2, 0);
+            if self.reader.read_exact(&mut bytes).is_err() {
+                return false;
+            }
+            bytes.truncate(size);
+        } else {
+            let mut line = String::new();
+            if self.reader.read_line(&mut line).unwrap_or(0) == 0 {
+                return false;
+            }
+            bytes = line.into_bytes();
+        }
+        self.text.push_str(&String::from_utf8_lossy(&bytes));
+        true
+    }
+}
