@@ -13,12 +13,11 @@
 
 mod common;
 
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
-use std::net::TcpStream;
+use std::io::{BufRead as _, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::gateway::{Served, Stateless};
+use common::gateway::{Served, Sse, Stateless};
 use common::{bin, temp_home};
 use serde_json::{Value, json};
 
@@ -220,122 +219,4 @@ fn a_stdio_upstreams_request_with_two_callers_is_refused_not_guessed() {
     alice.answer(&asked, accept(json!({"name": "Alice"})));
     let done = result("alice", &mut alice_call);
     assert!(done.contains("Alice"), "{done}");
-}
-
-/// An SSE response body read as it arrives (chunked transfer decoded): its `data:` messages.
-/// Every read is bounded by the socket's 20 s timeout and a count.
-struct Sse {
-    reader: BufReader<TcpStream>,
-    chunked: bool,
-    /// Decoded text not yet split into lines.
-    text: String,
-    messages: std::collections::VecDeque<Value>,
-}
-
-impl Sse {
-    /// POSTs `body` in `session` and reads the head of its streamed answer.
-    fn post(session: &common::gateway::Session<'_>, body: &Value) -> Self {
-        let body = body.to_string();
-        let mut request = format!(
-            "POST /mcp HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Length: {}\r\n",
-            session.addr,
-            body.len()
-        );
-        for (k, v) in session.headers() {
-            request.push_str(&format!("{k}: {v}\r\n"));
-        }
-        request.push_str("\r\n");
-        request.push_str(&body);
-        Self::open(session.addr, &request)
-    }
-
-    /// Opens the GET stream of `session`.
-    fn get(session: &common::gateway::Session<'_>) -> Self {
-        let mut request = format!("GET /mcp HTTP/1.1\r\nHost: {}\r\n", session.addr);
-        for (k, v) in session.headers() {
-            let v = if k.eq_ignore_ascii_case("accept") {
-                "text/event-stream"
-            } else {
-                v
-            };
-            request.push_str(&format!("{k}: {v}\r\n"));
-        }
-        request.push_str("\r\n");
-        Self::open(session.addr, &request)
-    }
-
-    /// Sends `request` and reads the head of its streamed answer.
-    fn open(addr: &str, request: &str) -> Self {
-        let mut stream = TcpStream::connect(addr).expect("connect");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(20)))
-            .expect("timeout");
-        stream.write_all(request.as_bytes()).expect("send");
-        let mut reader = BufReader::new(stream);
-        let mut head = String::new();
-        for _ in 0..100 {
-            let mut line = String::new();
-            if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                break;
-            }
-            head.push_str(&line.to_lowercase());
-        }
-        assert!(head.starts_with("http/1.1 200"), "{head}");
-        assert!(head.contains("text/event-stream"), "not a stream: {head}");
-        Sse {
-            reader,
-            chunked: head.contains("transfer-encoding: chunked"),
-            text: String::new(),
-            messages: std::collections::VecDeque::new(),
-        }
-    }
-
-    /// The next JSON-RPC message; `None` when the body ended or timed out.
-    fn next(&mut self) -> Option<Value> {
-        for _ in 0..10_000 {
-            if let Some(message) = self.messages.pop_front() {
-                return Some(message);
-            }
-            while let Some(end) = self.text.find('\n') {
-                let line: String = self.text.drain(..=end).collect();
-                if let Some(data) = line.trim().strip_prefix("data:")
-                    && let Ok(v) = serde_json::from_str::<Value>(data.trim())
-                {
-                    self.messages.push_back(v);
-                }
-            }
-            if self.messages.is_empty() && !self.read_more() {
-                return None;
-            }
-        }
-        None
-    }
-
-    /// Reads the next piece of the body into `text`; false at its end.
-    fn read_more(&mut self) -> bool {
-        let mut bytes = Vec::new();
-        if self.chunked {
-            let mut size = String::new();
-            if self.reader.read_line(&mut size).unwrap_or(0) == 0 {
-                return false;
-            }
-            let size = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-            if size == 0 {
-                return false;
-            }
-            bytes.resize(size + 2, 0);
-            if self.reader.read_exact(&mut bytes).is_err() {
-                return false;
-            }
-            bytes.truncate(size);
-        } else {
-            let mut line = String::new();
-            if self.reader.read_line(&mut line).unwrap_or(0) == 0 {
-                return false;
-            }
-            bytes = line.into_bytes();
-        }
-        self.text.push_str(&String::from_utf8_lossy(&bytes));
-        true
-    }
 }

@@ -19,12 +19,10 @@
 
 mod common;
 
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
-use std::net::TcpStream;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::gateway::{Served, Stateless};
+use common::gateway::{Served, Sse, Stateless};
 use common::{bin, temp_home};
 use serde_json::{Value, json};
 
@@ -503,103 +501,6 @@ impl<'a> Session<'a> {
     /// A POST whose SSE answer is read as it comes (the server's requests on it can be answered
     /// before it ends).
     fn post_streaming(&self, body: &Value) -> Sse {
-        let mut stream = TcpStream::connect(self.0.addr).expect("connect");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(20)))
-            .expect("timeout");
-        let body = body.to_string();
-        let mut request = format!(
-            "POST /mcp HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Length: {}\r\n",
-            self.0.addr,
-            body.len()
-        );
-        for (k, v) in self.0.headers() {
-            request.push_str(&format!("{k}: {v}\r\n"));
-        }
-        request.push_str("\r\n");
-        request.push_str(&body);
-        stream.write_all(request.as_bytes()).expect("send");
-        let mut reader = BufReader::new(stream);
-        let mut head = String::new();
-        for _ in 0..100 {
-            let mut line = String::new();
-            if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                break;
-            }
-            head.push_str(&line.to_lowercase());
-        }
-        assert!(head.starts_with("http/1.1 200"), "{head}");
-        assert!(head.contains("text/event-stream"), "not a stream: {head}");
-        Sse {
-            reader,
-            chunked: head.contains("transfer-encoding: chunked"),
-            text: String::new(),
-            messages: std::collections::VecDeque::new(),
-        }
-    }
-}
-
-/// An SSE response body read as it arrives (chunked transfer decoded): its `data:` messages.
-/// Every wait for a message is bounded by a count and 20 s (keep-alives included).
-struct Sse {
-    reader: BufReader<TcpStream>,
-    chunked: bool,
-    /// Decoded text not yet split into lines.
-    text: String,
-    messages: std::collections::VecDeque<Value>,
-}
-
-impl Sse {
-    /// The next JSON-RPC message; `None` when the body ended or none came within 20 s.
-    fn next(&mut self) -> Option<Value> {
-        let start = Instant::now();
-        for _ in 0..10_000 {
-            if start.elapsed() > Duration::from_secs(20) {
-                return None;
-            }
-            if let Some(message) = self.messages.pop_front() {
-                return Some(message);
-            }
-            while let Some(end) = self.text.find('\n') {
-                let line: String = self.text.drain(..=end).collect();
-                if let Some(data) = line.trim().strip_prefix("data:")
-                    && let Ok(v) = serde_json::from_str::<Value>(data.trim())
-                {
-                    self.messages.push_back(v);
-                }
-            }
-            if self.messages.is_empty() && !self.read_more() {
-                return None;
-            }
-        }
-        None
-    }
-
-    /// Reads the next piece of the body into `text`; false at its end.
-    fn read_more(&mut self) -> bool {
-        let mut bytes = Vec::new();
-        if self.chunked {
-            let mut size = String::new();
-            if self.reader.read_line(&mut size).unwrap_or(0) == 0 {
-                return false;
-            }
-            let size = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-            if size == 0 {
-                return false;
-            }
-            bytes.resize(size + 2, 0);
-            if self.reader.read_exact(&mut bytes).is_err() {
-                return false;
-            }
-            bytes.truncate(size);
-        } else {
-            let mut line = String::new();
-            if self.reader.read_line(&mut line).unwrap_or(0) == 0 {
-                return false;
-            }
-            bytes = line.into_bytes();
-        }
-        self.text.push_str(&String::from_utf8_lossy(&bytes));
-        true
+        Sse::post(&self.0, body)
     }
 }
