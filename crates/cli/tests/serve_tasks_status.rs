@@ -124,6 +124,13 @@ fn serve_tasks_status_notifications_reach_only_the_owning_session() {
                 .is_some_and(|m| m.ends_with("..."))),
         "the stages' working statuses, with their messages: {seen:?}"
     );
+    // The first stage is announced as the task is created, before its `CreateTaskResult`
+    // reaches the gateway: held until the task is handed out, then sent first.
+    assert_eq!(
+        seen.first().map(|s| s["statusMessage"].clone()),
+        Some(json!("Gathering sources...")),
+        "the status sent before the task was handed out comes first: {seen:?}"
+    );
     let result = owner.request("tasks/result", json!({"taskId": id}));
     assert!(
         result.to_string().contains("Research Report: routing"),

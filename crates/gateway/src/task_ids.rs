@@ -118,6 +118,8 @@ pub(crate) struct Route {
 #[derive(Default)]
 pub(crate) struct Routes {
     inner: Mutex<RouteTable>,
+    /// Told after each [`Routes::insert`]: the forwarder then sends what it held for the task.
+    pub(crate) inserted: Arc<tokio::sync::Notify>,
 }
 
 #[derive(Default)]
@@ -152,6 +154,15 @@ impl Routes {
         table.next += 1;
         table.order.insert(seq, key.clone());
         table.by_task.insert(key, (seq, route));
+        drop(table);
+        self.inserted.notify_one();
+    }
+
+    /// Whether task `task_id` on `server` has a route.
+    pub(crate) fn has(&self, server: &str, task_id: &str) -> bool {
+        lock(&self.inner)
+            .by_task
+            .contains_key(&(server.to_string(), task_id.to_string()))
     }
 
     /// Where a status of task `task_id` on `server` goes; `terminal`: the task ended, so the

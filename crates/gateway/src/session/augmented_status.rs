@@ -8,14 +8,19 @@
 //! - a notification goes to the one session the task was handed to (its GET stream, or the
 //!   stdio client), under the sealed id that session holds: never the upstream id, never to
 //!   another session (of the same profile or any other); one of a task with no route (not
-//!   handed out through this gateway, handed out before its session ended, forgotten past the
-//!   cap, or sent before the `CreateTaskResult` reached the gateway) is dropped;
+//!   handed out through this gateway, handed out before its session ended, or forgotten past
+//!   the cap) is dropped;
+//! - a status that comes before its task is handed out (an upstream announces a task as it
+//!   creates it, before its `CreateTaskResult` reaches the gateway) is held, bounded
+//!   ([`EARLY_TASKS`] tasks, [`EARLY_PER_TASK`] statuses each, [`EARLY_FOR`]), and sent, in
+//!   order and before any later status of the task, once the task is handed out;
 //! - a terminal status is forwarded and then its route forgotten;
 //! - notifications are forwarded one at a time, in the order the runtime broadcast them, each
 //!   bounded by [`SEND_DEADLINE`]: a client that does not take one within it misses it.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mcp_harness_runtime::TaskStatusUpdate;
 use mcp_harness_runtime::transport::TASK_STATUS_NOTIFICATION;
@@ -29,14 +34,77 @@ use super::{Listener, Shared};
 /// How long one status notification may take to queue for its client before it is skipped.
 const SEND_DEADLINE: Duration = Duration::from_secs(5);
 
+/// At most this many tasks have statuses held before they are handed out.
+const EARLY_TASKS: usize = 64;
+/// At most this many statuses are held per task (the latest kept).
+const EARLY_PER_TASK: usize = 8;
+/// A held status is dropped when its task is not handed out within this.
+const EARLY_FOR: Duration = Duration::from_secs(30);
+
+/// Statuses of tasks not handed out yet, (server, upstream id) → (first held at, statuses).
+#[derive(Default)]
+struct Early(HashMap<(String, String), (Instant, Vec<TaskStatusUpdate>)>);
+
+impl Early {
+    /// Holds `update` until its task is handed out, within the bounds.
+    fn hold(&mut self, update: TaskStatusUpdate) {
+        let now = Instant::now();
+        self.0
+            .retain(|_, (since, _)| now.duration_since(*since) < EARLY_FOR);
+        let key = (update.server.clone(), update.task_id.clone());
+        if !self.0.contains_key(&key) && self.0.len() >= EARLY_TASKS {
+            let oldest = self
+                .0
+                .iter()
+                .min_by_key(|(_, (since, _))| *since)
+                .map(|(key, _)| key.clone());
+            if let Some(oldest) = oldest {
+                self.0.remove(&oldest);
+            }
+        }
+        let (_, held) = self.0.entry(key).or_insert_with(|| (now, Vec::new()));
+        if held.len() >= EARLY_PER_TASK {
+            held.remove(0);
+        }
+        held.push(update);
+    }
+
+    /// The held statuses of the tasks that have a route now, each task's in order.
+    fn routed(&mut self, shared: &Shared) -> Vec<TaskStatusUpdate> {
+        let keys: Vec<_> = self
+            .0
+            .keys()
+            .filter(|(server, task)| shared.task_ids.routes.has(server, task))
+            .cloned()
+            .collect();
+        keys.iter()
+            .filter_map(|key| self.0.remove(key))
+            .flat_map(|(_, held)| held)
+            .collect()
+    }
+}
+
 /// Starts forwarding the task status notifications of `shared`'s runtime; it ends with the
 /// gateway (checked at each notification) or the runtime.
 pub(crate) fn spawn(shared: &Arc<Shared>) {
     let weak: Weak<Shared> = Arc::downgrade(shared);
     let mut statuses = shared.runtime.task_statuses();
+    // Its own handle: waiting on it does not keep the gateway alive.
+    let inserted = shared.task_ids.routes.inserted.clone();
     tokio::spawn(async move {
+        let mut early = Early::default();
         loop {
-            let update = match statuses.recv().await {
+            let update = tokio::select! {
+                update = statuses.recv() => update,
+                () = inserted.notified() => {
+                    let Some(shared) = weak.upgrade() else { break };
+                    for held in early.routed(&shared) {
+                        send(&shared, held).await;
+                    }
+                    continue;
+                }
+            };
+            let update = match update {
                 Ok(update) => update,
                 Err(RecvError::Lagged(missed)) => {
                     tracing::warn!(
@@ -48,13 +116,21 @@ pub(crate) fn spawn(shared: &Arc<Shared>) {
                 Err(RecvError::Closed) => break,
             };
             let Some(shared) = weak.upgrade() else { break };
-            forward(&shared, update).await;
+            if !shared.task_ids.routes.has(&update.server, &update.task_id) {
+                tracing::trace!(server = %update.server, "task status before its task was handed out; held");
+                early.hold(update);
+                continue;
+            }
+            for held in early.routed(&shared) {
+                send(&shared, held).await;
+            }
+            send(&shared, update).await;
         }
     });
 }
 
 /// Sends `update` to the session that owns its task, if any.
-async fn forward(shared: &Shared, update: TaskStatusUpdate) {
+async fn send(shared: &Shared, update: TaskStatusUpdate) {
     let terminal = update.is_terminal();
     let Some(route) = shared
         .task_ids
