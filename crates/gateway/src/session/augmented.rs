@@ -206,13 +206,16 @@ impl Session {
         upstream.insert("taskId".into(), task.task_id.clone().into());
         // A task's own requests (elicitation, sampling) arrive while tasks/result waits: they
         // reach this client, the one that asked.
-        let _in_flight = self
+        let in_flight = self
             .shared()
             .bridge
             .enter(&task.server, context.peer.clone());
-        let sent = self
-            .runtime()
-            .augmented_task_request(&task.server, method, upstream);
+        let sent = self.runtime().augmented_task_request_as(
+            &task.server,
+            method,
+            upstream,
+            Some(in_flight.tag()),
+        );
         let mut answer = crate::bridge::as_caller(context.peer.clone(), sent)
             .await
             .map_err(upstream_error)?;

@@ -99,6 +99,12 @@ impl ValidatorCache {
 }
 
 impl CallContext {
+    /// The embedder's table of which call a server request belongs to, when its callbacks
+    /// keep one.
+    pub(crate) fn call_tags(&self) -> Option<mcp_harness_transport::callbacks::CallTags> {
+        self.callbacks.as_ref()?.call_tags().cloned()
+    }
+
     /// The model's view of `snapshot` under the exposure policy, computed once per snapshot.
     pub(super) fn frozen_for(&self, snapshot: &Arc<Snapshot>) -> Arc<Frozen> {
         let mut cached = self.frozen.lock().unwrap_or_else(|p| p.into_inner());

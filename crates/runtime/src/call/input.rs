@@ -210,16 +210,37 @@ pub(crate) async fn send(
     server: &str,
     what: &str,
 ) -> Result<ServerResult, CallError> {
+    send_tagged(client, request, options, server, what, None).await
+}
+
+/// [`send`], with the request's id recorded in `tagged`'s table under its tag from before it
+/// is sent until its answer came: a server request on its response stream is attributed to
+/// that caller.
+pub(crate) async fn send_tagged(
+    client: &ServerClient,
+    request: ClientRequest,
+    options: PeerRequestOptions,
+    server: &str,
+    what: &str,
+    tagged: Option<(mcp_harness_transport::callbacks::CallTags, u64)>,
+) -> Result<ServerResult, CallError> {
     let mark = client.wire.anomaly_mark();
     let classify = |e| {
         explain_timeout(classify(e, server, what, client.tool_timeout), || {
             client.wire.anomalies_since(mark)
         })
     };
+    let registration = match &tagged {
+        Some((tags, _)) => Some(tags.begin().await),
+        None => None,
+    };
     let handle = client
         .peer
         .send_request_with_option(request, options)
         .await
         .map_err(classify)?;
+    let _tagged = registration
+        .zip(tagged)
+        .map(|(r, (_, tag))| r.finish(server, handle.id.clone(), tag));
     handle.await_response().await.map_err(classify)
 }

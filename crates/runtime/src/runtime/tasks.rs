@@ -19,6 +19,7 @@ use rmcp::model::{
     GetTaskRequest, GetTaskResult, JsonObject, ServerResult, UpdateTaskParams, UpdateTaskRequest,
 };
 
+use rmcp::service::PeerRequestOptions;
 use tokio::sync::broadcast;
 
 use super::{Runtime, bound_client, send};
@@ -93,12 +94,31 @@ impl Runtime {
         method: &str,
         params: JsonObject,
     ) -> Result<serde_json::Value, CallError> {
+        self.augmented_task_request_as(server, method, params, None)
+            .await
+    }
+
+    /// [`Runtime::augmented_task_request`] made for the call tagged `caller` (as
+    /// [`CallOptions::caller`](crate::CallOptions)): a request of the server on this request's
+    /// response stream (a task's input request while `tasks/result` waits) reaches the
+    /// callbacks with that tag.
+    pub async fn augmented_task_request_as(
+        &self,
+        server: &str,
+        method: &str,
+        params: JsonObject,
+        caller: Option<u64>,
+    ) -> Result<serde_json::Value, CallError> {
         let client = bound_client(&self.live.published(), server)?;
         let request = ClientRequest::CustomRequest(CustomRequest::new(
             method.to_string(),
             Some(serde_json::Value::Object(params)),
         ));
-        let answer = send(&client, request, server, method).await?;
+        let tagged = caller.and_then(|tag| Some((self.calls.call_tags()?, tag)));
+        let options = PeerRequestOptions::with_timeout(client.tool_timeout);
+        let answer =
+            crate::call::input::send_tagged(&client, request, options, server, method, tagged)
+                .await?;
         serde_json::to_value(&answer).map_err(|e| CallError::Protocol {
             upstream: None,
             server: server.to_string(),
