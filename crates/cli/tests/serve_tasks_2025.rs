@@ -71,18 +71,7 @@ fn serve_passes_sep_1686_tasks_through_bound_to_their_session() {
 
     // The upstream connects in the background: wait (bounded) until its task tool is listed.
     let (probe, _) = Session::open(addr, ALICE, json!({}), "probe");
-    let start = Instant::now();
-    while !probe
-        .request("tools/list", json!({}))
-        .to_string()
-        .contains(RESEARCH)
-    {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "server-everything's tools never appeared"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    probe.wait_listed(RESEARCH, Duration::from_secs(60));
 
     let (alice, init) = Session::open(addr, ALICE, sep1686_tasks(), "alice");
     assert_eq!(

@@ -16,11 +16,11 @@
 mod common;
 
 use std::io::{BufRead as _, BufReader, Write as _};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::gateway::{EventStream, Served, Session, sep1686_tasks};
-use common::{bin, everything_stdio, temp_home};
+use common::{everything_stdio, temp_home};
 use serde_json::{Value, json};
 
 const ALICE: &str = "alice-taskstatus-token-1234567890";
@@ -84,18 +84,7 @@ fn serve_tasks_status_notifications_reach_only_the_owning_session() {
 
     // The upstream connects in the background: wait (bounded) until its task tool is listed.
     let (probe, _) = Session::open(addr, ALICE, json!({}), "probe");
-    let start = Instant::now();
-    while !probe
-        .request("tools/list", json!({}))
-        .to_string()
-        .contains(RESEARCH)
-    {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "server-everything's tools never appeared"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    probe.wait_listed(RESEARCH, Duration::from_secs(60));
 
     let (owner, init) = Session::open(addr, ALICE, sep1686_tasks(), "owner");
     assert!(init["capabilities"].get("tasks").is_some(), "{init}");
@@ -162,21 +151,9 @@ fn next_line(lines: &std::sync::mpsc::Receiver<Value>, start: Instant) -> Value 
 #[test]
 fn serve_tasks_status_notifications_reach_the_stdio_client() {
     let dir = temp_home("serve-tasks-status", "stdio");
-    let config = dir.join("gateway.json");
     let document = json!({"mcpServers": {"ev": everything_stdio()},
         "permissions": {"allow": ["mcp__ev__*"]}});
-    std::fs::write(&config, document.to_string()).expect("write config");
-    let log = std::fs::File::create(dir.join("serve.log")).expect("log file");
-    let mut child = Command::new(bin())
-        .args(["--config", config.to_str().expect("utf-8 path"), "serve"])
-        .env("HOME", dir.join("home"))
-        .env("XDG_CONFIG_HOME", dir.join("xdg"))
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::from(log))
-        .spawn()
-        .expect("start mcp-harness serve");
+    let mut child = common::gateway::serve_stdio(&dir, &document);
     struct Kill(std::process::Child);
     impl Drop for Kill {
         fn drop(&mut self) {

@@ -11,7 +11,7 @@
 mod common;
 
 use std::io::{BufRead as _, BufReader, Write as _};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
@@ -31,20 +31,8 @@ struct Gateway {
 impl Gateway {
     fn start(tag: &str, servers: Value, allow: &str) -> Self {
         let dir = temp_home("serve-tasks-stdio", tag);
-        let config = dir.join("gateway.json");
         let document = json!({"mcpServers": servers, "permissions": {"allow": [allow]}});
-        std::fs::write(&config, document.to_string()).expect("write config");
-        let log = std::fs::File::create(dir.join("serve.log")).expect("log file");
-        let mut child = Command::new(bin())
-            .args(["--config", config.to_str().expect("utf-8 path"), "serve"])
-            .env("HOME", dir.join("home"))
-            .env("XDG_CONFIG_HOME", dir.join("xdg"))
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(log))
-            .spawn()
-            .expect("start mcp-harness serve");
+        let mut child = common::gateway::serve_stdio(&dir, &document);
         let stdin = child.stdin.take().expect("stdin");
         let stdout = child.stdout.take().expect("stdout");
         let (tx, answers) = std::sync::mpsc::channel::<Value>();

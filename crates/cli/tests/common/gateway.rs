@@ -415,6 +415,20 @@ impl<'a> Session<'a> {
     }
 
     /// POSTs `body` in this session: (status, head, body).
+    /// Lists tools until `tool` is among them (an upstream connects in the background);
+    /// fails past `limit`.
+    pub(crate) fn wait_listed(&self, tool: &str, limit: Duration) {
+        let start = Instant::now();
+        while !self
+            .request("tools/list", json!({}))
+            .to_string()
+            .contains(tool)
+        {
+            assert!(start.elapsed() < limit, "{tool} was never listed");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
     /// One request (id 1) in this session that must be answered 200: the JSON-RPC answer.
     pub(crate) fn request(&self, method: &str, params: Value) -> Value {
         let (status, head, body) =
@@ -559,4 +573,22 @@ impl Sse {
         self.text.push_str(&String::from_utf8_lossy(&bytes));
         true
     }
+}
+
+/// `mcp-harness serve` over stdio with `document` as its config (written into `dir`, a
+/// [`super::temp_home`]), stdin and stdout piped, its log in `dir/serve.log`.
+pub(crate) fn serve_stdio(dir: &Path, document: &Value) -> Child {
+    let config = dir.join("gateway.json");
+    std::fs::write(&config, document.to_string()).expect("write config");
+    let log = std::fs::File::create(dir.join("serve.log")).expect("log file");
+    Command::new(bin())
+        .args(["--config", config.to_str().expect("utf-8 path"), "serve"])
+        .env("HOME", dir.join("home"))
+        .env("XDG_CONFIG_HOME", dir.join("xdg"))
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(log))
+        .spawn()
+        .expect("start mcp-harness serve")
 }
