@@ -15,7 +15,7 @@ use std::sync::{Arc, Weak};
 use mcp_harness_runtime::ClientProfile;
 use std::time::Duration;
 
-use crate::names::{PromptView, ResourceView, SkillView, ToolView, resources_digest};
+use crate::names::{PromptView, ResourceView, SkillView, resources_digest};
 use crate::session::{Digests, ListKind, Listener, Shared};
 use crate::sync::lock;
 
@@ -57,21 +57,21 @@ async fn all_digests_now(shared: &Shared) -> (u64, HashMap<Option<String>, Diges
     };
     let previous = lock(&shared.current).clone();
     let revision = snapshot.revision;
-    let mut profiles: Vec<Option<&ClientProfile>> = vec![None];
+    let mut profiles: Vec<Option<&Arc<ClientProfile>>> = vec![None];
     if let Some(clients) = &shared.clients {
-        profiles.extend(clients.profiles.iter().map(|p| Some(&**p)));
+        profiles.extend(clients.profiles.iter().map(Some));
     }
     let digests = profiles
         .into_iter()
-        .map(|profile| {
+        .map(|shared_profile| {
+            let profile = shared_profile.map(|p| &**p);
             let key = profile.map(|p| p.name.clone());
             let tools = match &binding {
                 Some(binding) => {
                     // Remembered, so a session restored from its id can have its calls checked
-                    // against the listing it was shown (see `sealed`).
-                    let view = Arc::new(ToolView::new(binding, shared.options.prefix, profile));
-                    shared.remember(&view);
-                    view.digest
+                    // against the listing it was shown (see `sealed`); kept built for the calls
+                    // that bind this snapshot.
+                    shared.tool_view(binding, shared_profile).digest
                 }
                 None => previous.get(&key).map(|d| d.tools).unwrap_or_default(),
             };

@@ -43,7 +43,7 @@ use super::{Bench, CALL_TIMEOUT, STARTUP_TIMEOUT, all_connected};
 /// Calls per side before measuring.
 const WARMUP: usize = 200;
 /// Calls of one side in a row before the other's turn.
-const CHUNK: usize = 100;
+pub(super) const CHUNK: usize = 100;
 /// Concurrent clients of the throughput figure, and calls each makes per round.
 const CLIENTS: usize = 32;
 const CALLS_EACH: usize = 25;
@@ -226,7 +226,7 @@ async fn upstream_leg(runtime: &Runtime, count: usize) -> Result<Vec<f64>, Strin
 }
 
 /// `CLIENTS` sessions to `url` each making `CALLS_EACH` calls at once; seconds per call.
-async fn saturate(url: &str, tool: &str) -> Result<f64, String> {
+pub(super) async fn saturate(url: &str, tool: &str) -> Result<f64, String> {
     let mut clients = Vec::new();
     for _ in 0..CLIENTS {
         clients.push(connect(url).await?.0);
@@ -354,7 +354,7 @@ impl Bench {
         }
         let fronted = Fronted::start(config, "the gateway").await?;
         let outcome = self
-            .gateway_measure(&fronted.runtime, &direct_url, &fronted.server.url())
+            .gateway_measure(&fronted.runtime, port, &fronted.server.url())
             .await;
         fronted.stop().await;
         outcome
@@ -363,9 +363,10 @@ impl Bench {
     async fn gateway_measure(
         &self,
         runtime: &Runtime,
-        direct_url: &str,
+        port: u16,
         through_url: &str,
     ) -> Result<Vec<Metric>, String> {
+        let direct_url = &format!("http://127.0.0.1:{port}/mcp");
         let (direct, mut direct_changed) = connect(direct_url).await?;
         let (through, mut through_changed) = connect(through_url).await?;
         through
@@ -502,6 +503,13 @@ impl Bench {
                 return Err(e);
             }
         };
+        match self.gateway_floors(port, &direct).await {
+            Ok(floors) => metrics.extend(floors),
+            Err(e) => {
+                let _ = direct.cancel().await;
+                return Err(e);
+            }
+        }
         let compared = self.peers(direct_url, &direct, added, stdio_added).await;
         let _ = direct.cancel().await;
         metrics.extend(compared?);

@@ -74,6 +74,7 @@
 //!   (goal ≈1.00x) (`cli.rs`; the group builds the release CLI).
 
 mod cli;
+mod floor;
 mod gateway;
 mod http;
 mod list_changed;

@@ -18,7 +18,6 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, Peer, RoleServer};
 
 use crate::bridge::as_caller;
-use crate::names::ToolView;
 use crate::sealed::{self, ListedMark};
 use crate::sync::lock;
 
@@ -28,19 +27,14 @@ use super::{Listed, Session};
 impl Session {
     pub(super) async fn bind_now(
         &self,
-        profile: Option<&ClientProfile>,
+        profile: Option<&Arc<ClientProfile>>,
     ) -> Result<Listed, McpError> {
         let binding = self
             .runtime()
             .bind_step(&[])
             .await
             .map_err(|e| McpError::internal_error(e.to_string(), None))?;
-        let view = Arc::new(ToolView::new(
-            &binding,
-            self.shared().options.prefix,
-            profile,
-        ));
-        self.shared().remember(&view);
+        let view = self.shared().tool_view(&binding, profile);
         Ok(Listed {
             binding,
             view,
@@ -56,7 +50,7 @@ impl Session {
         &self,
         requested: &str,
         mark: Option<ListedMark>,
-        profile: Option<&ClientProfile>,
+        profile: Option<&Arc<ClientProfile>>,
     ) -> Result<Arc<Listed>, Failure> {
         let local = lock(&self.state.listed).clone();
         let mark = match (local, mark) {
@@ -142,7 +136,7 @@ impl Session {
             .or_else(|| listing_mark(&context.meta));
         let requested = request.name.as_ref();
         let listed = match self
-            .listing_for_call(requested, mark, profile.as_deref())
+            .listing_for_call(requested, mark, profile.as_ref())
             .await
         {
             Ok(listed) => listed,

@@ -344,7 +344,7 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let profile = profile_of(&context.extensions);
-        let mut listed = self.bind_now(profile.as_deref()).await?;
+        let mut listed = self.bind_now(profile.as_ref()).await?;
         let opened = sealed::opened(&context.extensions);
         let local = lock(&self.state.listed).as_ref().map_or(0, |l| l.seq);
         let sealed_seq = opened

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use dashmap::DashMap;
-use mcp_harness_runtime::{ClientProfile, Runtime};
+use mcp_harness_runtime::{ClientProfile, Runtime, StepBinding};
 use rmcp::service::SubscriptionSink;
 use rmcp::{Peer, RoleServer};
 
@@ -24,6 +24,16 @@ use crate::sync::lock;
 /// How many recent tool views a gateway remembers by digest, to check a call bound to a
 /// listing made on another replica against the definition that listing showed.
 const REMEMBERED_VIEWS: usize = 32;
+/// How many tool views of the current snapshot (one per client profile) are kept built.
+const BUILT_VIEWS: usize = 16;
+
+/// A tool view built for one snapshot and profile (held by pointer: the same snapshot and the
+/// same profile always build the same view).
+struct Built {
+    snapshot: Arc<mcp_harness_runtime::catalog::Snapshot>,
+    profile: Option<Arc<ClientProfile>>,
+    view: Arc<ToolView>,
+}
 
 /// The list kinds a client is told about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,6 +114,10 @@ pub(crate) struct Shared {
     subscribed: Mutex<HashMap<(String, String), usize>>,
     /// The latest distinct tool views, newest last (at most [`REMEMBERED_VIEWS`]).
     views: Mutex<std::collections::VecDeque<Arc<ToolView>>>,
+    /// The tool views of the newest snapshot bound, per profile: a call without a listing of
+    /// its own (every 2026-07-28 call) binds the current catalog, and building its view costs
+    /// O(tools) — once per snapshot and profile instead of once per call.
+    built: Mutex<Vec<Built>>,
     /// Records and exports call spans (`None`: tracing is off, nothing is recorded).
     pub(crate) tracer: Option<Arc<crate::trace::Tracer>>,
     /// Seals the ids of upstream tasks handed to clients (SEP-2663 pass-through).
@@ -134,8 +148,54 @@ impl Shared {
             current_revision: AtomicU64::new(0),
             subscribed: Mutex::new(HashMap::new()),
             views: Mutex::new(std::collections::VecDeque::new()),
+            built: Mutex::new(Vec::new()),
             task_ids: crate::task_ids::TaskIds::default(),
         }
+    }
+
+    /// The view of a fresh `binding` (nothing loaded through tool search yet) for `profile`,
+    /// remembered under its digest; built once per snapshot and profile.
+    pub(crate) fn tool_view(
+        &self,
+        binding: &StepBinding,
+        profile: Option<&Arc<ClientProfile>>,
+    ) -> Arc<ToolView> {
+        let same = |built: &Built| {
+            Arc::ptr_eq(&built.snapshot, binding.snapshot())
+                && match (&built.profile, profile) {
+                    (None, None) => true,
+                    (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                    _ => false,
+                }
+        };
+        if let Some(built) = lock(&self.built).iter().find(|built| same(built)) {
+            return built.view.clone();
+        }
+        let view = Arc::new(ToolView::new(
+            binding,
+            self.options.prefix,
+            profile.map(|p| &**p),
+        ));
+        self.remember(&view);
+        let mut built = lock(&self.built);
+        // Only the newest snapshot's views are kept (a binding of an older one, racing a
+        // publication, builds its view without keeping it).
+        if built
+            .first()
+            .is_some_and(|b| b.snapshot.revision > binding.snapshot().revision)
+        {
+            return view;
+        }
+        built.retain(|b| Arc::ptr_eq(&b.snapshot, binding.snapshot()));
+        if built.len() >= BUILT_VIEWS {
+            built.remove(0);
+        }
+        built.push(Built {
+            snapshot: binding.snapshot().clone(),
+            profile: profile.cloned(),
+            view: view.clone(),
+        });
+        view
     }
 
     /// Remembers `view` under its digest (the newest view of a digest wins).
