@@ -128,13 +128,28 @@ struct RouteTable {
     /// Insertion number → key, oldest first.
     order: BTreeMap<u64, (String, String)>,
     next: u64,
+    /// Session → how many routes go to it: a session that ended holding none (every stateless
+    /// request's) is forgotten without a scan of the table.
+    per_session: HashMap<u64, usize>,
 }
 
 impl RouteTable {
     fn remove(&mut self, key: &(String, String)) -> Option<Route> {
         let (seq, route) = self.by_task.remove(key)?;
         self.order.remove(&seq);
+        self.uncount(route.session);
         Some(route)
+    }
+
+    fn uncount(&mut self, session: u64) {
+        if let std::collections::hash_map::Entry::Occupied(mut held) =
+            self.per_session.entry(session)
+        {
+            *held.get_mut() -= 1;
+            if *held.get() == 0 {
+                held.remove();
+            }
+        }
     }
 }
 
@@ -148,11 +163,14 @@ impl Routes {
             let Some((_, oldest)) = table.order.pop_first() else {
                 break;
             };
-            table.by_task.remove(&oldest);
+            if let Some((_, evicted)) = table.by_task.remove(&oldest) {
+                table.uncount(evicted.session);
+            }
         }
         let seq = table.next;
         table.next += 1;
         table.order.insert(seq, key.clone());
+        *table.per_session.entry(route.session).or_default() += 1;
         table.by_task.insert(key, (seq, route));
         drop(table);
         self.inserted.notify_one();
@@ -180,7 +198,7 @@ impl Routes {
     /// Forgets every route to `session` (it ended).
     pub(crate) fn forget_session(&self, session: u64) {
         let mut table = lock(&self.inner);
-        if table.by_task.is_empty() {
+        if !table.per_session.contains_key(&session) {
             return;
         }
         let gone: Vec<_> = table
@@ -373,5 +391,13 @@ mod tests {
             "a task routed again is not counted twice"
         );
         assert_eq!(routes.route("ev", "t10", false), Some(to(4, 10)));
+        routes.forget_session(3);
+        assert_eq!(routes.len(), 1, "session 3's routes went with it, not 4's");
+        routes.forget_session(4);
+        assert_eq!(routes.len(), 0);
+        assert!(
+            lock(&routes.inner).per_session.is_empty(),
+            "no count outlives its routes"
+        );
     }
 }

@@ -288,10 +288,10 @@ impl ServerHandler for Session {
         }
         let snapshot = self.runtime().snapshot();
         let prefix = self.shared().options.prefix;
-        let found = snapshot.tools().find(|entry| match prefix {
-            crate::Prefix::None => entry.raw_name == name,
-            crate::Prefix::Server => entry.qualified_name == name,
-        });
+        let found = match prefix {
+            crate::Prefix::None => snapshot.tools().find(|entry| entry.raw_name == name),
+            crate::Prefix::Server => snapshot.tool(name),
+        };
         found.map(|entry| {
             let mut tool = (*entry.tool).clone();
             tool.name = name.to_string().into();
