@@ -167,7 +167,7 @@ impl Bench {
                 per_call: true,
                 ..Metric::new(
                     name,
-                    &format!(
+                    format!(
                         "sequential 1 KiB echo through {what} vs the same client direct to the fixture (per call): the least a gateway adds here"
                     ),
                     h,

@@ -56,6 +56,9 @@
 //!   (sealed session id per request vs per-call time, goal < 1%), `gateway_stdio_upstream[_p99]`
 //!   (a gateway in front of the fixture over stdio): what `mcp-harness serve` adds over
 //!   Streamable HTTP, vs the same client direct to the same upstream (see `gateway.rs`);
+//!   `gateway_floor_tcp[_p99]`, `gateway_floor_http[_p99]`, `gateway_floor_http_throughput_32`:
+//!   the same echo through a bare TCP relay and a bare HTTP forwarder, the least any gateway adds
+//!   on this machine (see `floor.rs`);
 //!   `peer_fastmcp_echo_http`, `peer_supergateway_echo_http` and `gateway_added_vs_<peer>[_p99]`:
 //!   the same echo through FastMCP's proxy and supergateway, and the latency we add as a ratio of
 //!   theirs; `gateway_stdio_added_vs_supergateway[_p99]`: the same with our upstream on stdio, as
