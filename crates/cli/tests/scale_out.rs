@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-use common::gateway::{Stateless, http};
+use common::gateway::{Killed, Stateless, http, http_fixture};
 use common::{bin, peers, pids_with, temp_home};
 use mcp_harness_gateway::SessionKeys;
 use serde_json::{Value, json};
@@ -495,45 +495,6 @@ fn a_session_continues_on_another_replica() {
     wait_gone(&marker);
 }
 
-/// A child killed (SIGKILL) and reaped when dropped.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// The fixture as one Streamable HTTP upstream every replica connects to: its URL.
-fn http_fixture(marker: &str) -> (Killed, String) {
-    use std::io::BufRead as _;
-    let mut child = Command::new(bin())
-        .args([
-            "fixture-server",
-            "--transport",
-            "http",
-            "--port",
-            "0",
-            "--name",
-            marker,
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start the fixture");
-    let mut line = String::new();
-    let read = std::io::BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line);
-    let child = Killed(child);
-    let url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .map(String::from)
-        .unwrap_or_else(|| panic!("the fixture announced no URL ({read:?}): {line}"));
-    (child, url)
-}
-
 /// The calls a replica's /metrics counts per client name (echo only).
 fn echo_calls_by_client(addr: &str) -> std::collections::HashMap<String, u64> {
     let (_, _, metrics) = http(addr, "GET", "/metrics", &[], "");
@@ -623,7 +584,7 @@ fn three_replicas_behind_haproxy_survive_a_sigkill() {
     let sdk = peers().join("npm/node_modules/@modelcontextprotocol/sdk");
     let dir = temp_home("scale-out", "haproxy");
     let marker = marker("haproxy");
-    let (fixture, upstream) = http_fixture(&marker);
+    let (fixture, upstream) = http_fixture(&["--name", &marker]);
     let config = dir.join("gateway.json");
     let gateway_config = json!({
         "mcpServers": {"fx": {"type": "http", "url": upstream}},
@@ -835,7 +796,7 @@ fn a_stateless_client_behind_haproxy() {
     let haproxy_bin = haproxy_bin();
     let dir = temp_home("scale-out", "stateless");
     let marker = marker("stateless");
-    let (fixture, upstream) = http_fixture(&marker);
+    let (fixture, upstream) = http_fixture(&["--name", &marker]);
     let config = dir.join("gateway.json");
     let gateway_config = json!({
         "mcpServers": {"fx": {"type": "http", "url": upstream}},

@@ -13,47 +13,15 @@
 
 mod common;
 
-use std::io::{BufRead as _, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::gateway::{Served, Sse, Stateless};
+use common::gateway::{Served, Sse, Stateless, accept, http_fixture};
 use common::{bin, temp_home};
 use serde_json::{Value, json};
 
 const ALICE: &str = "alice-origin-token-1234567890";
 const BOB: &str = "bob-origin-token-1234567890";
-
-/// A child process killed when dropped.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// The fixture with its client-request tools over Streamable HTTP: the process and its URL.
-fn http_fixture() -> (Killed, String) {
-    let mut child = Command::new(bin())
-        .args(["fixture-server", "--client-requests", "--transport", "http"])
-        .args(["--port", "0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start the fixture");
-    let mut line = String::new();
-    let read = BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line);
-    let child = Killed(child);
-    let url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .map(String::from)
-        .unwrap_or_else(|| panic!("the fixture announced no URL ({read:?}): {line}"));
-    (child, url)
-}
 
 /// The gateway in front of `upstream` (as server `up`), `ask_form` under a top-level `ask`
 /// rule, with clients alice and bob.
@@ -155,13 +123,9 @@ fn result(who: &str, stream: &mut Sse) -> String {
         .to_string()
 }
 
-fn accept(content: Value) -> Value {
-    json!({"action": "accept", "content": content})
-}
-
 #[test]
 fn each_client_gets_its_own_calls_elicitation_from_an_http_upstream() {
-    let (_fixture, url) = http_fixture();
+    let (_fixture, url) = http_fixture(&["--client-requests"]);
     let served = gateway("http", json!({"url": url}));
     let mut alice = Client::open(&served.addr, "alice", ALICE);
     let mut bob = Client::open(&served.addr, "bob", BOB);

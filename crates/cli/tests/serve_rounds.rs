@@ -22,7 +22,7 @@ mod common;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::gateway::{Served, Sse, Stateless};
+use common::gateway::{Served, Sse, Stateless, accept};
 use common::{bin, temp_home};
 use serde_json::{Value, json};
 
@@ -119,11 +119,6 @@ fn input_required(answer: &Value, key: &str) -> String {
         .as_str()
         .unwrap_or_else(|| panic!("no requestState: {answer}"))
         .to_string()
-}
-
-/// An accepted elicitation with `content`.
-fn accept(content: Value) -> Value {
-    json!({"action": "accept", "content": content})
 }
 
 #[test]

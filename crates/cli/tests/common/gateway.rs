@@ -592,3 +592,40 @@ pub(crate) fn serve_stdio(dir: &Path, document: &Value) -> Child {
         .spawn()
         .expect("start mcp-harness serve")
 }
+
+/// A child process killed (and reaped) when dropped.
+pub(crate) struct Killed(pub(crate) Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The fixture over Streamable HTTP on a free loopback port, with `args` added to its command
+/// line: the process and the URL it announced.
+pub(crate) fn http_fixture(args: &[&str]) -> (Killed, String) {
+    let mut child = Command::new(bin())
+        .args(["fixture-server", "--transport", "http", "--port", "0"])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the fixture");
+    let mut line = String::new();
+    let read = std::io::BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line);
+    let child = Killed(child);
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .map(String::from)
+        .unwrap_or_else(|| panic!("the fixture announced no URL ({read:?}): {line}"));
+    (child, url)
+}
+
+/// An accepted elicitation with `content`.
+pub(crate) fn accept(content: Value) -> Value {
+    json!({"action": "accept", "content": content})
+}
