@@ -6,10 +6,12 @@
 //! - a stdio upstream's request names no call: with two clients in flight it is refused
 //!   ("cannot be attributed to one caller") rather than sent to either; with one, it reaches it.
 //!
-//! The gateway's approval asks come on the call's stream; the upstream's forwarded requests on
-//! the client's GET stream. Both calls are held in flight by a top-level `ask` rule: the gateway asks each caller's
-//! approval (an elicitation of its own) before the upstream is called, so the test decides the
-//! order in which the upstream's requests happen.
+//! Everything asked of a client for a call — the gateway's approval, the upstream's forwarded
+//! request — comes on that call's own response stream (SEP-2260), never only on the session's
+//! GET stream: alice opens no GET stream at all, as the spec lets a client do, and still gets
+//! her elicitations. Both calls are held in flight by a top-level `ask` rule: the gateway asks
+//! each caller's approval (an elicitation of its own) before the upstream is called, so the test
+//! decides the order in which the upstream's requests happen.
 
 mod common;
 
@@ -62,22 +64,23 @@ fn gateway(tag: &str, upstream: Value) -> Served {
     served
 }
 
-/// A 2025-11-25 session of one client declaring elicitation, with its GET stream open.
+/// A 2025-11-25 session of one client declaring elicitation; bob keeps its GET stream open
+/// (held, never read: nothing of a call may land only there), alice opens none.
 struct Client<'a> {
     name: &'static str,
     session: common::gateway::Session<'a>,
-    events: Sse,
+    _events: Option<Sse>,
 }
 
 impl<'a> Client<'a> {
     fn open(addr: &'a str, name: &'static str, token: &str) -> Self {
         let capabilities = json!({"elicitation": {}});
         let (session, _) = common::gateway::Session::open(addr, token, capabilities, name);
-        let events = Sse::get(&session);
+        let events = (name != "alice").then(|| Sse::get(&session));
         Self {
             name,
             session,
-            events,
+            _events: events,
         }
     }
 
@@ -127,8 +130,8 @@ fn result(who: &str, stream: &mut Sse) -> String {
 fn each_client_gets_its_own_calls_elicitation_from_an_http_upstream() {
     let (_fixture, url) = http_fixture(&["--client-requests"]);
     let served = gateway("http", json!({"url": url}));
-    let mut alice = Client::open(&served.addr, "alice", ALICE);
-    let mut bob = Client::open(&served.addr, "bob", BOB);
+    let alice = Client::open(&served.addr, "alice", ALICE);
+    let bob = Client::open(&served.addr, "bob", BOB);
 
     // Alice's call waits for her approval; Bob's call starts after hers and runs first.
     let mut alice_call = alice.call("for alice");
@@ -138,12 +141,12 @@ fn each_client_gets_its_own_calls_elicitation_from_an_http_upstream() {
     let (bob_approval, text) = elicitation("bob", &mut bob_call);
     assert!(text.starts_with("Allow `mcp__up__ask_form`"), "{text}");
     bob.answer(&bob_approval, accept(json!({})));
-    let (bob_asked, text) = elicitation("bob", &mut bob.events);
+    let (bob_asked, text) = elicitation("bob", &mut bob_call);
     assert_eq!(text, "for bob", "bob got another call's elicitation");
 
     // Alice's call reaches the upstream while both calls are in flight, Bob's the later one.
     alice.answer(&alice_approval, accept(json!({})));
-    let (alice_asked, text) = elicitation("alice", &mut alice.events);
+    let (alice_asked, text) = elicitation("alice", &mut alice_call);
     assert_eq!(text, "for alice", "alice got another call's elicitation");
 
     alice.answer(&alice_asked, accept(json!({"name": "Alice"})));
@@ -160,7 +163,7 @@ fn each_client_gets_its_own_calls_elicitation_from_an_http_upstream() {
 fn a_stdio_upstreams_request_with_two_callers_is_refused_not_guessed() {
     let upstream = json!({"command": bin(), "args": ["fixture-server", "--client-requests"]});
     let served = gateway("stdio", upstream);
-    let mut alice = Client::open(&served.addr, "alice", ALICE);
+    let alice = Client::open(&served.addr, "alice", ALICE);
     let bob = Client::open(&served.addr, "bob", BOB);
 
     let mut alice_call = alice.call("for alice");
@@ -178,7 +181,7 @@ fn a_stdio_upstreams_request_with_two_callers_is_refused_not_guessed() {
 
     // Bob's call is over: Alice's is the only one in flight, and the elicitation is hers.
     alice.answer(&alice_approval, accept(json!({})));
-    let (asked, text) = elicitation("alice", &mut alice.events);
+    let (asked, text) = elicitation("alice", &mut alice_call);
     assert_eq!(text, "for alice");
     alice.answer(&asked, accept(json!({"name": "Alice"})));
     let done = result("alice", &mut alice_call);

@@ -29,16 +29,19 @@ use futures::future::BoxFuture;
 use mcp_harness_policy::{Approval, ApprovalRequest, Approver, DenyAll};
 use mcp_harness_runtime::transport::callbacks::{CallTags, RequestOrigin};
 use mcp_harness_runtime::transport::{CallbackFuture, Callbacks, ClientCallbacks, Supported};
+use rmcp::model::RequestId;
 use rmcp::model::{
-    CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
-    ElicitationAction, ListRootsResult,
+    ClientResult, CreateMessageRequest, CreateMessageRequestParams, CreateMessageResult,
+    ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, GetExtensions,
+    ListRootsRequest, ListRootsResult, ServerRequest,
 };
+use rmcp::service::{OriginatingRequestId, RequestContext, ServiceError};
 use rmcp::{ErrorData as McpError, Peer, RoleServer};
 use serde_json::json;
 
 tokio::task_local! {
     /// The client whose request (`tools/call`, `prompts/get`, `resources/read`) this task runs.
-    static CALLER: Peer<RoleServer>;
+    static CALLER: Caller;
     /// The qualified name of the tool this task's call runs with its client profile's approval
     /// (a profile `allow` rule, or an `ask` the client already accepted).
     static APPROVED: String;
@@ -51,11 +54,83 @@ pub(crate) async fn approved<F: std::future::Future>(tool: String, call: F) -> F
 }
 
 /// Runs `call` as a call of `caller` (what the approver asks).
-pub(crate) async fn as_caller<F: std::future::Future>(
-    caller: Peer<RoleServer>,
-    call: F,
-) -> F::Output {
+pub(crate) async fn as_caller<F: std::future::Future>(caller: Caller, call: F) -> F::Output {
     CALLER.scope(caller, call).await
+}
+
+/// A downstream client's request in flight: the client, and the request's id, so that what is
+/// asked of the client for it (an upstream's elicitation, sampling, roots; an approval) rides
+/// that request's own response stream (SEP-2260), not the session's standalone GET stream —
+/// which a client need not open.
+#[derive(Clone)]
+pub(crate) struct Caller {
+    peer: Peer<RoleServer>,
+    request: RequestId,
+}
+
+impl Caller {
+    /// The request `context` belongs to, as a caller.
+    pub(crate) fn of(context: &RequestContext<RoleServer>) -> Self {
+        Self {
+            peer: context.peer.clone(),
+            request: context.id.clone(),
+        }
+    }
+
+    /// Sends `request` to the client on the stream of the request this caller makes.
+    async fn ask(&self, mut request: ServerRequest) -> Result<ClientResult, ServiceError> {
+        request
+            .extensions_mut()
+            .insert(OriginatingRequestId(self.request.clone()));
+        self.peer.send_request(request).await
+    }
+
+    /// Asks the client's elicitation `params`.
+    async fn elicit(&self, params: ElicitRequestParams) -> Result<ElicitResult, ServiceError> {
+        let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
+        match self.ask(request).await? {
+            ClientResult::ElicitResult(result) => Ok(result),
+            _ => Err(ServiceError::UnexpectedResponse),
+        }
+    }
+
+    /// Asks the client's sampling `params`, checked as rmcp's `create_message` checks them.
+    async fn sample(
+        &self,
+        params: CreateMessageRequestParams,
+    ) -> Result<CreateMessageResult, ServiceError> {
+        if (params.tools.is_some() || params.tool_choice.is_some())
+            && !self.peer.supports_sampling_tools()
+        {
+            return Err(ServiceError::McpError(McpError::invalid_params(
+                "tools or toolChoice provided but client does not support sampling tools capability",
+                None,
+            )));
+        }
+        params
+            .validate()
+            .map_err(|e| ServiceError::McpError(McpError::invalid_params(e, None)))?;
+        let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
+        match self.ask(request).await? {
+            ClientResult::CreateMessageResult(result) => Ok(*result),
+            _ => Err(ServiceError::UnexpectedResponse),
+        }
+    }
+
+    /// Asks the client's roots.
+    async fn roots(&self) -> Result<ListRootsResult, ServiceError> {
+        let request = ServerRequest::ListRootsRequest(ListRootsRequest::default());
+        match self.ask(request).await? {
+            ClientResult::ListRootsResult(result) => Ok(result),
+            _ => Err(ServiceError::UnexpectedResponse),
+        }
+    }
+
+    fn can_elicit(&self) -> bool {
+        self.peer
+            .peer_info()
+            .is_some_and(|info| info.capabilities.elicitation.is_some())
+    }
 }
 
 /// Connects the runtime's client-side callbacks and approvals to the gateway's clients. Give
@@ -70,7 +145,7 @@ pub struct ClientBridge {
 #[derive(Default)]
 struct Inner {
     /// Per upstream server: the calls in flight on it (id, the calling client), oldest first.
-    inflight: DashMap<String, Vec<(u64, Peer<RoleServer>)>>,
+    inflight: DashMap<String, Vec<(u64, Caller)>>,
     next: AtomicU64,
     /// Which call (its in-flight id) each in-flight upstream request belongs to; the runtime
     /// fills it for calls given a `caller` tag.
@@ -122,7 +197,7 @@ impl ClientBridge {
     }
 
     /// Records a call of `caller` in flight on `server` until the guard drops.
-    pub(crate) fn enter(&self, server: &str, caller: Peer<RoleServer>) -> InFlight {
+    pub(crate) fn enter(&self, server: &str, caller: Caller) -> InFlight {
         let id = self.inner.next.fetch_add(1, Ordering::Relaxed);
         self.inner
             .inflight
@@ -140,7 +215,7 @@ impl ClientBridge {
 /// Whom an upstream's request goes to.
 enum Route {
     /// The client of the call the request belongs to.
-    Caller(Peer<RoleServer>),
+    Caller(Caller),
     /// No client calls the upstream now (or the request's call has ended).
     Nobody,
     /// This many clients call the upstream and the request does not say for which call.
@@ -172,12 +247,7 @@ impl Inner {
     }
 
     /// The calling client of a sampling or elicitation request, or the error that refuses it.
-    fn caller(
-        &self,
-        what: &str,
-        server: &str,
-        origin: &RequestOrigin,
-    ) -> Result<Peer<RoleServer>, McpError> {
+    fn caller(&self, what: &str, server: &str, origin: &RequestOrigin) -> Result<Caller, McpError> {
         match self.route(server, origin) {
             Route::Caller(peer) => Ok(peer),
             Route::Nobody => Err(no_caller(what, server)),
@@ -195,11 +265,6 @@ impl Inner {
             }
         }
     }
-}
-
-fn can_elicit(peer: &Peer<RoleServer>) -> bool {
-    peer.peer_info()
-        .is_some_and(|info| info.capabilities.elicitation.is_some())
 }
 
 struct Forward {
@@ -254,8 +319,8 @@ impl ClientCallbacks for Forward {
         let caller = self.inner.caller("elicitation", server, origin);
         let server = server.to_string();
         Box::pin(async move {
-            let peer = caller?;
-            if !can_elicit(&peer) {
+            let caller = caller?;
+            if !caller.can_elicit() {
                 return Err(McpError::invalid_request(
                     format!(
                         "the calling client does not support elicitation (server \"{server}\" asked)"
@@ -263,7 +328,7 @@ impl ClientCallbacks for Forward {
                     None,
                 ));
             }
-            peer.create_elicitation(request).await.map_err(|e| {
+            caller.elicit(request).await.map_err(|e| {
                 McpError::internal_error(format!("the client's elicitation failed: {e}"), None)
             })
         })
@@ -277,8 +342,7 @@ impl ClientCallbacks for Forward {
     ) -> CallbackFuture<CreateMessageResult> {
         let caller = self.inner.caller("sampling request", server, origin);
         Box::pin(async move {
-            let peer = caller?;
-            peer.create_message(request).await.map_err(|e| {
+            caller?.sample(request).await.map_err(|e| {
                 McpError::internal_error(format!("the client's sampling failed: {e}"), None)
             })
         })
@@ -286,7 +350,7 @@ impl ClientCallbacks for Forward {
 
     fn roots_from(&self, server: &str, origin: &RequestOrigin) -> CallbackFuture<ListRootsResult> {
         let caller = match self.inner.route(server, origin) {
-            Route::Caller(peer) => Some(peer),
+            Route::Caller(caller) => Some(caller),
             Route::Nobody => None,
             Route::Ambiguous(count) => {
                 tracing::debug!(server, count, request = ?origin.request, "answered an upstream roots/list with no roots: it names no call and several clients call the server");
@@ -295,12 +359,13 @@ impl ClientCallbacks for Forward {
         };
         Box::pin(async move {
             match caller {
-                Some(peer)
-                    if peer
+                Some(caller)
+                    if caller
+                        .peer
                         .peer_info()
                         .is_some_and(|info| info.capabilities.roots.is_some()) =>
                 {
-                    peer.list_roots().await.map_err(|e| {
+                    caller.roots().await.map_err(|e| {
                         McpError::internal_error(
                             format!("the client's roots/list failed: {e}"),
                             None,
@@ -324,8 +389,11 @@ impl Approver for AskCaller {
         {
             return Box::pin(async { Approval::Approved });
         }
-        let caller = CALLER.try_with(Clone::clone).ok().filter(can_elicit);
-        let Some(peer) = caller else {
+        let caller = CALLER
+            .try_with(Clone::clone)
+            .ok()
+            .filter(Caller::can_elicit);
+        let Some(caller) = caller else {
             return DenyAll.approve(request);
         };
         let arguments = serde_json::Value::Object(request.args.clone()).to_string();
@@ -342,7 +410,7 @@ impl Approver for AskCaller {
             let Ok(params) = params else {
                 return Approval::Cancelled;
             };
-            match peer.create_elicitation(params).await {
+            match caller.elicit(params).await {
                 Ok(answer) => match answer.action {
                     ElicitationAction::Accept => Approval::Approved,
                     ElicitationAction::Decline => Approval::Denied {

@@ -209,14 +209,14 @@ impl Session {
         let in_flight = self
             .shared()
             .bridge
-            .enter(&task.server, context.peer.clone());
+            .enter(&task.server, crate::bridge::Caller::of(context));
         let sent = self.runtime().augmented_task_request_as(
             &task.server,
             method,
             upstream,
             Some(in_flight.tag()),
         );
-        let mut answer = crate::bridge::as_caller(context.peer.clone(), sent)
+        let mut answer = crate::bridge::as_caller(crate::bridge::Caller::of(context), sent)
             .await
             .map_err(upstream_error)?;
         if let Some(meta) = answer.get_mut("_meta") {

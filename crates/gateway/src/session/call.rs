@@ -17,7 +17,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, Peer, RoleServer};
 
-use crate::bridge::as_caller;
+use crate::bridge::{Caller, as_caller};
 use crate::sealed::{self, ListedMark};
 use crate::sync::lock;
 
@@ -201,7 +201,7 @@ impl Session {
                                 .and_then(|entry| entry.tool.annotations.clone()),
                         };
                         let answer = as_caller(
-                            context.peer.clone(),
+                            Caller::of(&context),
                             self.shared().bridge.approver().approve(ask),
                         )
                         .await;
@@ -253,7 +253,7 @@ impl Session {
             .map(|server| self.forward_logs(server, context.peer.clone()));
         let in_flight = server
             .as_deref()
-            .map(|server| self.shared().bridge.enter(server, context.peer.clone()));
+            .map(|server| self.shared().bridge.enter(server, Caller::of(&context)));
         // The upstream's requests of this very call reach this client (by the call's tag).
         options.caller = in_flight.as_ref().map(crate::bridge::InFlight::tag);
         let upstream = self.shared().tracer.as_ref().and_then(|tracer| {
@@ -279,12 +279,12 @@ impl Session {
         let run = call.call_reply(request.arguments, options);
         let outcome = if approved {
             as_caller(
-                context.peer.clone(),
+                Caller::of(&context),
                 crate::bridge::approved(name.to_string(), run),
             )
             .await
         } else {
-            as_caller(context.peer.clone(), run).await
+            as_caller(Caller::of(&context), run).await
         };
         if let Some(span) = upstream {
             crate::spans::end_upstream(

@@ -470,7 +470,7 @@ impl ServerHandler for Session {
         let rounds = mrtr::Rounds::of(&context, request.input_responses, request.request_state);
         // Asked of this client only: the rounds followed for it and the upstream's requests.
         let bridge = &self.shared().bridge;
-        let caller = context.peer.clone();
+        let caller = crate::bridge::Caller::of(&context);
         let reply = mrtr::as_request_of(
             bridge,
             &target.server,
@@ -543,7 +543,7 @@ impl ServerHandler for Session {
         let span = self.upstream(&context, "resources/read", Resource(&upstream), &server);
         let rounds = mrtr::Rounds::of(&context, request.input_responses, request.request_state);
         let bridge = &self.shared().bridge;
-        let caller = context.peer.clone();
+        let caller = crate::bridge::Caller::of(&context);
         let reply = mrtr::as_request_of(
             bridge,
             &server,

@@ -14,9 +14,9 @@
 
 use mcp_harness_runtime::{CallError, Forwarded, HandBack};
 use rmcp::ErrorData as McpError;
+use rmcp::RoleServer;
 use rmcp::model::InputResponses;
 use rmcp::service::RequestContext;
-use rmcp::{Peer, RoleServer};
 
 /// How one downstream request treats `input_required` rounds.
 pub(super) struct Rounds {
@@ -70,7 +70,7 @@ impl Rounds {
 pub(super) async fn as_request_of<F: std::future::Future>(
     bridge: &crate::bridge::ClientBridge,
     server: &str,
-    caller: Peer<RoleServer>,
+    caller: crate::bridge::Caller,
     request: F,
 ) -> F::Output {
     let _in_flight = bridge.enter(server, caller.clone());
