@@ -84,6 +84,7 @@ mod list_changed;
 mod peers;
 mod report;
 mod snapshot;
+mod sse;
 mod stdio;
 
 use std::path::{Path, PathBuf};
@@ -116,7 +117,8 @@ same run (lower is better; 1.00x = no overhead). Results also go to target/bench
   --changes K   tool-list changes per side in the list_changed bench (default 200; median, p99)
   --builds R    rounds of the snapshot-build and set_tools benches (default 200; median)
   --only G,...  run only these groups: echo, cold_start, list_changed, snapshot, http,
-                gateway, cli (builds the release CLI too)
+                sse (server-everything over legacy SSE, Streamable HTTP and stdio; installs
+                the npm peers), gateway, cli (builds the release CLI too)
                 (default all)";
 
 const DEFAULT_CALLS: usize = 2000;
@@ -133,12 +135,13 @@ const MAX_ROUNDS: usize = 15;
 const MAX_CHANGES: usize = 5_000;
 const MAX_BUILDS: usize = 100_000;
 /// The metric groups `--only` can pick, in the order they run.
-const GROUPS: [&str; 7] = [
+const GROUPS: [&str; 8] = [
     "echo",
     "cold_start",
     "list_changed",
     "snapshot",
     "http",
+    "sse",
     "gateway",
     "cli",
 ];
@@ -473,6 +476,9 @@ impl Bench {
         }
         if self.options.runs("http") {
             metrics.extend(self.http().await?);
+        }
+        if self.options.runs("sse") {
+            metrics.extend(self.sse().await?);
         }
         if self.options.runs("gateway") {
             metrics.extend(self.gateway().await?);

@@ -37,7 +37,7 @@ impl Peer {
     }
 }
 
-fn peers_dir() -> PathBuf {
+pub(super) fn peers_dir() -> PathBuf {
     workspace_root().join("target/peers")
 }
 
@@ -57,7 +57,7 @@ pub(super) fn install() -> Result<(), String> {
     }
 }
 
-fn free_port() -> Result<u16, String> {
+pub(super) fn free_port() -> Result<u16, String> {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
