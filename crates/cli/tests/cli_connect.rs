@@ -158,3 +158,25 @@ fn a_shell_through_the_gateway_keeps_state_between_calls() {
         Some(0)
     );
 }
+
+/// `--server-log-level` through a gateway reaches its upstream: the fixture's `log` tool
+/// answers the level in force upstream (`info` by default) and its debug line is shown.
+#[test]
+fn the_log_level_reaches_the_gateways_upstream() {
+    let (dir, _served, url) = gateway("levels");
+    let args = [
+        "--connect",
+        &url,
+        "--server-log-level",
+        "debug",
+        "call",
+        "mcp__fx__log",
+    ];
+    let (code, out, err) = run_in(&dir, &args, &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "level debug\n", "{err}");
+    assert!(
+        err.contains("[gateway debug fixture] debug from log"),
+        "the upstream's debug line did not reach the CLI: {err}"
+    );
+}

@@ -222,3 +222,105 @@ fn upstream_log_messages_reach_clients_that_set_a_level() {
         "a client that set no level got log messages: {other}"
     );
 }
+
+/// The text of a `tools/call` answer's first content block.
+fn call_text(answer: &Value) -> String {
+    answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text result: {answer}"))
+        .to_string()
+}
+
+/// The log lines (`params.data`) `events` receives up to and including one containing `last`.
+fn logs_until(events: &mut common::gateway::Sse, last: &str) -> Vec<String> {
+    let mut seen = Vec::new();
+    for _ in 0..50 {
+        let Some(message) = events.next() else { break };
+        if message["method"] != "notifications/message" {
+            continue;
+        }
+        let data = message["params"]["data"].as_str().unwrap_or_default();
+        seen.push(data.to_string());
+        if data.contains(last) {
+            return seen;
+        }
+    }
+    panic!("no log line containing {last:?} came; seen: {seen:?}")
+}
+
+/// `logging/setLevel` reaches the upstreams: they are asked for the most verbose level a live
+/// client asked for (the fixture's `log` tool answers the level in force upstream and logs at
+/// debug, info, warning and error from it); each client still gets only the lines at or above
+/// its own level; when the most verbose client leaves, the upstream is asked for the next one.
+#[test]
+fn the_clients_log_levels_reach_the_upstream() {
+    use common::gateway::{Session, Sse};
+    let dir = temp_home("serve-levels", "fx");
+    let file = dir.join("gateway.json");
+    let config = json!({
+        "mcpServers": {"fx": {"command": bin(), "args": ["fixture-server", "--log-and-complete"]}},
+        "permissions": {"allow": ["mcp__fx__*"]}
+    });
+    std::fs::write(&file, config.to_string()).expect("write config");
+    let served = Served::start(&dir, &file, &[], Stdio::null());
+    let (verbose, _) = Session::open(&served.addr, "unused", json!({}), "verbose");
+    let (terse, _) = Session::open(&served.addr, "unused", json!({}), "terse");
+    verbose.wait_listed("mcp__fx__log", Duration::from_secs(20));
+    let log = json!({"name": "mcp__fx__log", "arguments": {}});
+
+    // Nobody asked yet: the upstream's own default. (A session of its own: the lines of this
+    // call wait for a GET stream in the session that made it.)
+    let (first, _) = Session::open(&served.addr, "unused", json!({}), "first");
+    assert_eq!(
+        call_text(&first.request("tools/call", log.clone())),
+        "level info"
+    );
+
+    verbose.request("logging/setLevel", json!({"level": "debug"}));
+    let mut verbose_events = Sse::get(&verbose);
+    assert_eq!(
+        call_text(&verbose.request("tools/call", log.clone())),
+        "level debug"
+    );
+    let seen = logs_until(&mut verbose_events, "error from log");
+    assert_eq!(
+        seen,
+        [
+            "debug from log",
+            "info from log",
+            "warning from log",
+            "error from log"
+        ],
+        "the debug client's lines"
+    );
+
+    // A less verbose ask leaves the upstream at debug while the debug client lives, and the
+    // terse client gets only its own level.
+    terse.request("logging/setLevel", json!({"level": "error"}));
+    let mut terse_events = Sse::get(&terse);
+    assert_eq!(
+        call_text(&terse.request("tools/call", log.clone())),
+        "level debug"
+    );
+    assert_eq!(
+        logs_until(&mut terse_events, "error from log"),
+        ["error from log"]
+    );
+
+    // The debug client leaves: the upstream is asked for error.
+    drop(verbose_events);
+    let (status, _, body) = http(&served.addr, "DELETE", "/mcp", &verbose.headers(), "");
+    assert!(status < 300, "DELETE: {status} {body}");
+    let start = Instant::now();
+    loop {
+        let level = call_text(&terse.request("tools/call", log.clone()));
+        if level == "level error" {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the upstream stayed at {level:?} after the debug client left"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

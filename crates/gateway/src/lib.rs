@@ -20,6 +20,7 @@ mod auth;
 mod bridge;
 mod drain;
 mod http;
+mod log_level;
 mod names;
 mod notify;
 mod ops;

@@ -36,6 +36,9 @@ pub(crate) fn spawn(shared: &Arc<Shared>) {
                 shared.current_revision.store(revision, Ordering::Release);
             }
             tell(&shared, revision, &current);
+            // A server (re)connected since: it gets the log level the clients asked for.
+            let levels = shared.clone();
+            tokio::spawn(async move { levels.log_level.apply(&levels.runtime).await });
             drop(shared);
             if watch.changed().await.is_err() {
                 break;

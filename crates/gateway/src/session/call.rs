@@ -324,7 +324,9 @@ impl Session {
         let state = self.state.clone();
         let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(async move {
-            let mut forwarded = false;
+            // Whether the upstream logged during the call at all: its next line may be one this
+            // client wants even when none so far was (a client at `error` after `debug` lines).
+            let mut logging = false;
             let wanted = |log: &mcp_harness_runtime::ServerLog| {
                 log.server == server
                     && (log.params.level as u8) >= state.log_level.load(Ordering::Relaxed)
@@ -337,12 +339,12 @@ impl Session {
                 };
                 match log {
                     Ok(log) if wanted(&log) => {
-                        forwarded = true;
+                        logging = true;
                         if peer.notify_logging_message(log.params).await.is_err() {
                             return;
                         }
                     }
-                    Ok(_) => {}
+                    Ok(log) => logging |= log.server == server,
                     Err(RecvError::Lagged(missed)) => {
                         tracing::warn!(%server, missed, "log forwarder fell behind");
                     }
@@ -351,11 +353,11 @@ impl Session {
             }
             // The call ended. rmcp runs an upstream's notification handlers in tasks of their
             // own, so a line the upstream sent just before its result may still be on its way:
-            // a call that logged waits up to LOG_GRACE for such stragglers; one that did not
-            // takes only what has arrived (no added latency).
+            // a call whose upstream logged waits up to LOG_GRACE for such stragglers; one whose
+            // upstream did not takes only what has arrived (no added latency).
             let deadline = tokio::time::Instant::now() + LOG_GRACE;
             loop {
-                let log = if forwarded {
+                let log = if logging {
                     match tokio::time::timeout_at(deadline, rx.recv()).await {
                         Ok(Ok(log)) => log,
                         Ok(Err(RecvError::Lagged(_))) => continue,

@@ -73,6 +73,9 @@ struct SessionState {
     /// The least severe log level this client asked for (`logging/setLevel`; the
     /// `LoggingLevel` discriminant, `Debug` = 0 = everything until it asks).
     log_level: std::sync::atomic::AtomicU8,
+    /// The level this client last asked for, plus one (0: it never asked), counted in the
+    /// level asked of the upstreams while the session lives.
+    log_asked: std::sync::atomic::AtomicU8,
     /// The stdio front of SEP-1686 pass-through, for the stdio session.
     lines: Option<Arc<augmented_lines::Lines>>,
 }
@@ -86,6 +89,15 @@ impl Drop for SessionState {
         for ((server, uri), task) in subscriptions {
             task.abort();
             self.shared.release(server, uri);
+        }
+        let asked = *self.log_asked.get_mut();
+        if let Some(level) = asked.checked_sub(1)
+            && self.shared.log_level.forget(level)
+            && let Ok(handle) = tokio::runtime::Handle::try_current()
+        {
+            // The most verbose asker left: the upstreams are asked for the next one.
+            let shared = self.shared.clone();
+            handle.spawn(async move { shared.log_level.apply(&shared.runtime).await });
         }
     }
 }
@@ -126,6 +138,7 @@ impl Session {
                 listed: Mutex::new(None),
                 subscriptions: Mutex::new(HashMap::new()),
                 log_level: std::sync::atomic::AtomicU8::new(0),
+                log_asked: std::sync::atomic::AtomicU8::new(0),
                 lines,
             }),
         }
@@ -305,9 +318,13 @@ impl ServerHandler for Session {
         request: rmcp::model::SetLevelRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.state
-            .log_level
-            .store(request.level as u8, Ordering::Relaxed);
+        let level = request.level as u8;
+        self.state.log_level.store(level, Ordering::Relaxed);
+        let previous = self.state.log_asked.swap(level + 1, Ordering::Relaxed);
+        let shared = self.shared();
+        shared.log_level.ask(previous.checked_sub(1), level);
+        // In force upstream before the answer, as the client expects of its own setLevel.
+        shared.log_level.apply(&shared.runtime).await;
         Ok(())
     }
 

@@ -122,6 +122,8 @@ pub(crate) struct Shared {
     pub(crate) tracer: Option<Arc<crate::trace::Tracer>>,
     /// Seals the ids of upstream tasks handed to clients (SEP-2663 pass-through).
     pub(crate) task_ids: crate::task_ids::TaskIds,
+    /// The log level asked of the upstreams for the sessions' `logging/setLevel`.
+    pub(crate) log_level: crate::log_level::UpstreamLogLevel,
 }
 
 impl Shared {
@@ -150,6 +152,7 @@ impl Shared {
             views: Mutex::new(std::collections::VecDeque::new()),
             built: Mutex::new(Vec::new()),
             task_ids: crate::task_ids::TaskIds::default(),
+            log_level: Default::default(),
         }
     }
 
