@@ -15,7 +15,7 @@ mod common;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::gateway::{Served, Session, http, sep1686_tasks};
+use common::gateway::{Served, Session, Sse, accept, http, sep1686_tasks};
 use common::{bin, everything_stdio, temp_home};
 use serde_json::{Value, json};
 
@@ -234,4 +234,88 @@ fn serve_declares_no_sep_1686_tasks_without_an_upstream_that_takes_them() {
     assert!(call["result"].get("task").is_none(), "{call}");
     let result = session.request("tasks/result", json!({"taskId": "t1686.x"}));
     assert_eq!(result["error"]["code"], -32601, "{result}");
+}
+
+/// The next message of `stream` that is a request (an `elicitation/create` the gateway passes
+/// on) or the answer with JSON-RPC id `id`; notifications are skipped.
+fn next_request_or_answer(who: &str, stream: &mut Sse, id: u64) -> Value {
+    (0..200)
+        .map_while(|_| stream.next())
+        .find(|m| m.get("method").is_some_and(|_| m.get("id").is_some()) || m["id"] == id)
+        .unwrap_or_else(|| panic!("{who}'s tasks/result stream ended before a question or answer"))
+}
+
+/// Two clients wait on `tasks/result` of their own task on the same upstream at once, and
+/// each task asks for clarification (`input_required`): each client gets its own task's
+/// question on its own `tasks/result` stream, answers it, and gets the report made with its
+/// own answer — never the other client's question or report.
+#[test]
+fn each_client_answers_its_own_tasks_question_while_waiting_on_its_result() {
+    let dir = temp_home("serve-tasks-2025", "input");
+    let config = dir.join("gateway.json");
+    let document = json!({
+        "mcpServers": {"ev": everything_stdio()},
+        "permissions": {"allow": ["mcp__ev__*"]},
+        "gateway": {"clients": {
+            "alice": {"auth": {"type": "bearer", "tokenEnv": "GW_ALICE"}},
+            "bob": {"auth": {"type": "bearer", "tokenEnv": "GW_BOB"}}
+        }}
+    });
+    std::fs::write(&config, document.to_string()).expect("write config");
+    let stderr = std::fs::File::create(dir.join("serve.log")).expect("log file");
+    let env = [("GW_ALICE", ALICE), ("GW_BOB", BOB)];
+    let gateway = Served::start_with_env(&dir, &config, &[], Stdio::from(stderr), &env);
+    let addr = gateway.addr.as_str();
+    let (probe, _) = Session::open(addr, ALICE, json!({}), "probe");
+    probe.wait_listed(RESEARCH, Duration::from_secs(60));
+
+    let mut capabilities = sep1686_tasks();
+    capabilities["elicitation"] = json!({});
+    let clients = [("alice", ALICE), ("bob", BOB)].map(|(name, token)| {
+        let (session, _) = Session::open(addr, token, capabilities.clone(), name);
+        let params = json!({"name": RESEARCH, "task": {"ttl": 60_000},
+            "arguments": {"topic": format!("{name}-topic"), "ambiguous": true}});
+        let created = session.request("tools/call", params);
+        let id = created["result"]["task"]["taskId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name}: no task: {created}"))
+            .to_string();
+        (name, session, id)
+    });
+    // Both wait on their results before either question is answered.
+    let mut waits: Vec<Sse> = clients
+        .iter()
+        .map(|(_, session, id)| {
+            let body = json!({"jsonrpc": "2.0", "id": 5, "method": "tasks/result",
+                "params": {"taskId": id}});
+            Sse::post(session, &body)
+        })
+        .collect();
+    for ((name, session, _), stream) in clients.iter().zip(&mut waits) {
+        let asked = next_request_or_answer(name, stream, 5);
+        assert_eq!(asked["method"], "elicitation/create", "{name}: {asked}");
+        let question = asked["params"]["message"].as_str().unwrap_or_default();
+        assert!(
+            question.contains(&format!("{name}-topic")),
+            "{name} got another task's question: {asked}"
+        );
+        let reply = json!({"jsonrpc": "2.0", "id": asked["id"], "result":
+            accept(json!({"interpretation": format!("{name}-view")}))});
+        let (status, _, body) = session.post(&reply);
+        assert_eq!(status, 202, "{name}'s answer: {body}");
+    }
+    for ((name, _, _), stream) in clients.iter().zip(&mut waits) {
+        let answer = next_request_or_answer(name, stream, 5);
+        let report = answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            report.contains(&format!("Research Report: {name}-topic")),
+            "{name}: {answer}"
+        );
+        assert!(
+            report.contains(&format!("Clarification**: {name}-view")),
+            "{name}: {report}"
+        );
+    }
 }

@@ -10,8 +10,9 @@
 //!   resources of a client older than 2026-07-28) is followed in that request's own task, which
 //!   carries its client; an upstream's own request goes to the call's client when it is known
 //!   to belong to a call (it arrived on that call's Streamable HTTP response stream, or the
-//!   runtime asks it within the call: the call's tag is its [`InFlight`] id); otherwise (a stdio
-//!   upstream, the HTTP standalone stream) to the one client with a request in flight on that
+//!   runtime asks it within the call: the call's tag is its [`InFlight`] id), or when it names
+//!   (related-task `_meta`) the upstream task whose `tasks/result` a client awaits; otherwise (a
+//!   stdio upstream, the HTTP standalone stream) to the one client with a request in flight on that
 //!   upstream when there is exactly one; with none, or several (it cannot be attributed),
 //!   sampling and elicitation are refused and roots are empty;
 //! - the in-flight record of a call is removed when the call ends, however it ends;
@@ -144,12 +145,20 @@ pub struct ClientBridge {
 
 #[derive(Default)]
 struct Inner {
-    /// Per upstream server: the calls in flight on it (id, the calling client), oldest first.
-    inflight: DashMap<String, Vec<(u64, Caller)>>,
+    /// Per upstream server: the calls in flight on it, oldest first.
+    inflight: DashMap<String, Vec<Entry>>,
     next: AtomicU64,
     /// Which call (its in-flight id) each in-flight upstream request belongs to; the runtime
     /// fills it for calls given a `caller` tag.
     tags: CallTags,
+}
+
+/// A call in flight on an upstream.
+struct Entry {
+    id: u64,
+    caller: Caller,
+    /// The upstream task it waits on (`tasks/result` of a SEP-1686 task).
+    task: Option<String>,
 }
 
 /// Removes its call from the in-flight record when dropped.
@@ -170,7 +179,7 @@ impl InFlight {
 impl Drop for InFlight {
     fn drop(&mut self) {
         if let Some(mut calls) = self.inner.inflight.get_mut(&self.server) {
-            calls.retain(|(id, _)| *id != self.id);
+            calls.retain(|entry| entry.id != self.id);
         }
         self.inner
             .inflight
@@ -198,12 +207,23 @@ impl ClientBridge {
 
     /// Records a call of `caller` in flight on `server` until the guard drops.
     pub(crate) fn enter(&self, server: &str, caller: Caller) -> InFlight {
+        self.enter_task(server, caller, None)
+    }
+
+    /// As [`Self::enter`], for a request that waits on the upstream's `task`: a request of the
+    /// upstream naming that task (its related-task `_meta`) reaches `caller`.
+    pub(crate) fn enter_task(
+        &self,
+        server: &str,
+        caller: Caller,
+        task: Option<String>,
+    ) -> InFlight {
         let id = self.inner.next.fetch_add(1, Ordering::Relaxed);
         self.inner
             .inflight
             .entry(server.to_string())
             .or_default()
-            .push((id, caller));
+            .push(Entry { id, caller, task });
         InFlight {
             inner: self.inner.clone(),
             server: server.to_string(),
@@ -234,14 +254,19 @@ impl Inner {
             return Route::Nobody;
         };
         if let Some(tag) = origin.caller {
-            return match calls.iter().find(|(id, _)| *id == tag) {
-                Some((_, peer)) => Route::Caller(peer.clone()),
+            return match calls.iter().find(|entry| entry.id == tag) {
+                Some(entry) => Route::Caller(entry.caller.clone()),
                 None => Route::Nobody,
             };
         }
+        if let Some(task) = &origin.related_task
+            && let Some(entry) = calls.iter().find(|e| e.task.as_ref() == Some(task))
+        {
+            return Route::Caller(entry.caller.clone());
+        }
         match calls.as_slice() {
             [] => Route::Nobody,
-            [(_, peer)] => Route::Caller(peer.clone()),
+            [only] => Route::Caller(only.caller.clone()),
             several => Route::Ambiguous(several.len()),
         }
     }

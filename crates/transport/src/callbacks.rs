@@ -109,8 +109,8 @@ pub trait ClientCallbacks: Send + Sync + 'static {
 }
 
 /// Where a server's request (elicitation, sampling, roots) came from, as far as the client
-/// knows. Both fields `None`: nothing is known (a stdio server's request, one on the
-/// Streamable HTTP standalone GET stream).
+/// knows. Every field `None`: nothing is known (a stdio server's request, one on the
+/// Streamable HTTP standalone GET stream, that names no task).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RequestOrigin {
     /// The id of our request on whose Streamable HTTP response stream the server's request
@@ -121,6 +121,22 @@ pub struct RequestOrigin {
     /// the call within which the runtime itself asks (an `input_required` round, a task's
     /// input request).
     pub caller: Option<u64>,
+    /// The server's task the request says it belongs to (its
+    /// `_meta["io.modelcontextprotocol/related-task"].taskId`, SEP-1686 / SEP-2663): what ties
+    /// a task's input request to the task when nothing else does (a stdio server's request
+    /// while the task's `tasks/result` is awaited).
+    pub related_task: Option<String>,
+}
+
+/// The `_meta` key naming the task a message belongs to (SEP-1686 / SEP-2663).
+pub const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
+
+/// The task id `meta` names under [`RELATED_TASK`], if any.
+pub fn related_task(meta: &rmcp::model::JsonObject) -> Option<String> {
+    meta.get(RELATED_TASK)?
+        .get("taskId")?
+        .as_str()
+        .map(str::to_string)
 }
 
 /// Which call of the embedder each in-flight request of the runtime belongs to, per server.

@@ -157,7 +157,11 @@ impl HarnessClient {
             (Some(id), Some(tags)) => tags.caller(&self.server, id).await,
             _ => None,
         };
-        RequestOrigin { request, caller }
+        RequestOrigin {
+            request,
+            caller,
+            related_task: crate::callbacks::related_task(&context.meta),
+        }
     }
 
     /// The answer of one callback — the call and its future both — from the callback runtime

@@ -206,10 +206,11 @@ impl Session {
         upstream.insert("taskId".into(), task.task_id.clone().into());
         // A task's own requests (elicitation, sampling) arrive while tasks/result waits: they
         // reach this client, the one that asked.
-        let in_flight = self
-            .shared()
-            .bridge
-            .enter(&task.server, crate::bridge::Caller::of(context));
+        let in_flight = self.shared().bridge.enter_task(
+            &task.server,
+            crate::bridge::Caller::of(context),
+            Some(task.task_id.clone()),
+        );
         let sent = self.runtime().augmented_task_request_as(
             &task.server,
             method,

@@ -77,6 +77,7 @@ impl Within {
         RequestOrigin {
             request: origin.request.clone(),
             caller: origin.caller.or(Some(self.caller)),
+            related_task: origin.related_task.clone(),
         }
     }
 }
