@@ -15,10 +15,13 @@
 //!   ([`EARLY_TASKS`] tasks, [`EARLY_PER_TASK`] statuses each, [`EARLY_FOR`]), and sent, in
 //!   order and before any later status of the task, once the task is handed out;
 //! - a terminal status is forwarded and then its route forgotten;
-//! - notifications are forwarded one at a time, in the order the runtime broadcast them, each
-//!   bounded by [`SEND_DEADLINE`]: a client that does not take one within it misses it.
+//! - each session's notifications go out in the order the runtime broadcast them, through an
+//!   outbox of its own ([`Outboxes`]): a client slow to take them delays only itself; one
+//!   notification waits at most [`SEND_DEADLINE`] for its client, and a client more than
+//!   [`OUTBOX`] notifications behind misses the newer ones (said in the log).
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -27,6 +30,7 @@ use mcp_harness_runtime::transport::TASK_STATUS_NOTIFICATION;
 use rmcp::model::{CustomNotification, ServerNotification};
 use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::mpsc;
 
 use super::augmented::translate_related;
 use super::{Listener, Shared};
@@ -40,6 +44,91 @@ const EARLY_TASKS: usize = 64;
 const EARLY_PER_TASK: usize = 8;
 /// A held status is dropped when its task is not handed out within this.
 const EARLY_FOR: Duration = Duration::from_secs(30);
+/// Notifications waiting for one client at most.
+const OUTBOX: usize = 64;
+/// How often an idle outbox checks that its session is still there.
+const IDLE_CHECK: Duration = Duration::from_secs(30);
+
+/// Per session, the notifications on their way to it, each outbox drained in order by a task
+/// of its own that lives while the session does (checked every [`IDLE_CHECK`] when idle).
+struct Outboxes<T> {
+    boxes: HashMap<u64, mpsc::Sender<T>>,
+    deadline: Duration,
+}
+
+impl<T: Send + 'static> Outboxes<T> {
+    fn new(deadline: Duration) -> Self {
+        Self {
+            boxes: HashMap::new(),
+            deadline,
+        }
+    }
+
+    /// Queues `item` for `session`; `deliver` sends one item to it, `alive` says whether the
+    /// session is still there (both used by the outbox's task when this starts it).
+    fn post<D, F>(
+        &mut self,
+        session: u64,
+        item: T,
+        deliver: D,
+        alive: impl Fn() -> bool + Send + 'static,
+    ) where
+        D: Fn(T) -> F + Send + 'static,
+        F: Future<Output = Result<(), String>> + Send + 'static,
+    {
+        if self.boxes.len() >= OUTBOX {
+            self.boxes.retain(|_, tx| !tx.is_closed());
+        }
+        let open = self.boxes.get(&session).filter(|tx| !tx.is_closed());
+        let tx = match open {
+            Some(tx) => tx.clone(),
+            None => {
+                let (tx, rx) = mpsc::channel(OUTBOX);
+                tokio::spawn(drain(session, rx, deliver, alive, self.deadline));
+                self.boxes.insert(session, tx.clone());
+                tx
+            }
+        };
+        if tx.try_send(item).is_err() {
+            tracing::warn!(
+                session,
+                "client is {OUTBOX} task status notifications behind; this one skipped"
+            );
+        }
+    }
+}
+
+/// Delivers `session`'s outbox in order until the session is gone or refuses one.
+async fn drain<T, D, F>(
+    session: u64,
+    mut rx: mpsc::Receiver<T>,
+    deliver: D,
+    alive: impl Fn() -> bool,
+    deadline: Duration,
+) where
+    D: Fn(T) -> F,
+    F: Future<Output = Result<(), String>>,
+{
+    loop {
+        let item = match tokio::time::timeout(IDLE_CHECK, rx.recv()).await {
+            Ok(Some(item)) => item,
+            Ok(None) => return,
+            Err(_) if alive() => continue,
+            Err(_) => return,
+        };
+        match tokio::time::timeout(deadline, deliver(item)).await {
+            Ok(Ok(())) => tracing::debug!(session, "task status forwarded"),
+            Ok(Err(error)) => {
+                tracing::debug!(session, %error, "task status not forwarded; the session is gone");
+                return;
+            }
+            Err(_) => tracing::warn!(
+                session,
+                "client did not take a task status notification within {deadline:?}; skipped"
+            ),
+        }
+    }
+}
 
 /// Statuses of tasks not handed out yet, (server, upstream id) → (first held at, statuses).
 #[derive(Default)]
@@ -93,13 +182,14 @@ pub(crate) fn spawn(shared: &Arc<Shared>) {
     let inserted = shared.task_ids.routes.inserted.clone();
     tokio::spawn(async move {
         let mut early = Early::default();
+        let mut outboxes = Outboxes::new(SEND_DEADLINE);
         loop {
             let update = tokio::select! {
                 update = statuses.recv() => update,
                 () = inserted.notified() => {
                     let Some(shared) = weak.upgrade() else { break };
                     for held in early.routed(&shared) {
-                        send(&shared, held).await;
+                        send(&shared, &weak, &mut outboxes, held);
                     }
                     continue;
                 }
@@ -122,15 +212,20 @@ pub(crate) fn spawn(shared: &Arc<Shared>) {
                 continue;
             }
             for held in early.routed(&shared) {
-                send(&shared, held).await;
+                send(&shared, &weak, &mut outboxes, held);
             }
-            send(&shared, update).await;
+            send(&shared, &weak, &mut outboxes, update);
         }
     });
 }
 
-/// Sends `update` to the session that owns its task, if any.
-async fn send(shared: &Shared, update: TaskStatusUpdate) {
+/// Queues `update` for the session that owns its task, if any.
+fn send(
+    shared: &Shared,
+    weak: &Weak<Shared>,
+    outboxes: &mut Outboxes<ServerNotification>,
+    update: TaskStatusUpdate,
+) {
     let terminal = update.is_terminal();
     let Some(route) = shared
         .task_ids
@@ -159,16 +254,76 @@ async fn send(shared: &Shared, update: TaskStatusUpdate) {
         TASK_STATUS_NOTIFICATION,
         Some(Value::Object(params)),
     ));
-    match tokio::time::timeout(SEND_DEADLINE, peer.send_notification(notification)).await {
-        Ok(Ok(())) => {
-            tracing::debug!(session = route.session, status = %update.status, "task status forwarded");
+    let session = route.session;
+    let weak = weak.clone();
+    let alive = move || {
+        weak.upgrade()
+            .is_some_and(|shared| shared.sessions.contains_key(&session))
+    };
+    let deliver = move |notification| {
+        let peer = peer.clone();
+        async move {
+            peer.send_notification(notification)
+                .await
+                .map_err(|e| e.to_string())
         }
-        Ok(Err(error)) => {
-            tracing::debug!(session = route.session, %error, "task status not forwarded");
+    };
+    outboxes.post(session, notification, deliver, alive);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client that never takes its notifications delays nobody else, and each session's
+    /// notifications arrive in order.
+    #[tokio::test]
+    async fn a_stuck_session_delays_only_itself() {
+        let (got, mut seen) = mpsc::unbounded_channel::<(u64, u32)>();
+        let mut outboxes = Outboxes::new(Duration::from_secs(60));
+        for n in 0..3 {
+            // Session 1 never takes one; session 2 takes each at once.
+            outboxes.post(
+                1,
+                n,
+                |_| std::future::pending::<Result<(), String>>(),
+                || true,
+            );
+            let got = got.clone();
+            outboxes.post(
+                2,
+                n,
+                move |n| {
+                    let got = got.clone();
+                    async move { got.send((2, n)).map_err(|e| e.to_string()) }
+                },
+                || true,
+            );
         }
-        Err(_) => tracing::warn!(
-            session = route.session,
-            "client did not take a task status notification within 5 s; skipped"
-        ),
+        let mut delivered = Vec::new();
+        for _ in 0..3 {
+            let next = tokio::time::timeout(Duration::from_secs(5), seen.recv()).await;
+            delivered.push(
+                next.expect("delivered while session 1 is stuck")
+                    .expect("open"),
+            );
+        }
+        assert_eq!(delivered, [(2, 0), (2, 1), (2, 2)]);
+    }
+
+    /// A session more than the outbox behind loses the newer notifications, not memory.
+    #[tokio::test]
+    async fn an_outbox_is_bounded() {
+        let mut outboxes = Outboxes::new(Duration::from_secs(60));
+        for n in 0..(OUTBOX * 3) {
+            outboxes.post(
+                1,
+                n,
+                |_| std::future::pending::<Result<(), String>>(),
+                || true,
+            );
+        }
+        let tx = outboxes.boxes.get(&1).expect("an outbox");
+        assert_eq!(tx.capacity(), 0, "full at {OUTBOX}, not growing");
     }
 }
