@@ -15,12 +15,7 @@ use serde_json::{Value, json};
 /// The gateway in front of the fixture `fx` (every tool allowed), and its MCP URL.
 fn gateway(tag: &str) -> (std::path::PathBuf, Served, String) {
     let dir = temp_home("connect", tag);
-    let file = dir.join("gateway.json");
-    let config = json!({
-        "mcpServers": {"fx": {"command": bin(), "args": ["fixture-server", "--log-and-complete"]}},
-        "permissions": {"allow": ["mcp__fx__*"]}
-    });
-    std::fs::write(&file, config.to_string()).expect("write config");
+    let file = common::gateway::fixture_config(&dir, &["--log-and-complete"]);
     let served = Served::start(&dir, &file, &[], Stdio::null());
     let url = format!("http://{}/mcp", served.addr);
     // The CLI's own folder has a config that would start another server: --connect ignores it.

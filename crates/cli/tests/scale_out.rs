@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-use common::gateway::{Killed, Stateless, http, http_fixture};
+use common::gateway::{Killed, Stateless, fixture_config, http, http_fixture};
 use common::{bin, peers, pids_with, temp_home};
 use mcp_harness_gateway::SessionKeys;
 use serde_json::{Value, json};
@@ -35,17 +35,6 @@ fn marker(test: &str) -> String {
             .map(|d| d.as_nanos())
             .unwrap_or(0)
     )
-}
-
-/// A config with one fixture upstream (its command line carries `marker`).
-fn config(dir: &Path, marker: &str) -> PathBuf {
-    let file = dir.join("gateway.json");
-    let config = json!({
-        "mcpServers": {"fx": {"command": bin(), "args": ["fixture-server", "--name", marker]}},
-        "permissions": {"allow": ["mcp__fx__*"]}
-    });
-    std::fs::write(&file, config.to_string()).expect("write config");
-    file
 }
 
 /// One `serve --http` process; SIGTERM (then SIGKILL) when dropped.
@@ -240,7 +229,7 @@ fn wait_gone(marker: &str) {
 fn tampered_expired_and_foreign_key_ids_get_404() {
     let dir = temp_home("scale-out", "refuse");
     let marker = marker("refuse");
-    let config = config(&dir, &marker);
+    let config = fixture_config(&dir, &["--name", &marker]);
     {
         let a = Replica::start(&dir, &config, Some(K1));
         let other = Replica::start(&dir, &config, Some(K2));
@@ -298,7 +287,7 @@ fn tampered_expired_and_foreign_key_ids_get_404() {
 fn a_prepended_key_keeps_old_sessions_working() {
     let dir = temp_home("scale-out", "rotate");
     let marker = marker("rotate");
-    let config = config(&dir, &marker);
+    let config = fixture_config(&dir, &["--name", &marker]);
     let (old_id, mut client) = {
         let a = Replica::start(&dir, &config, Some(K1));
         let mut client = Client::open(&a.addr);
@@ -427,7 +416,7 @@ fn session_keys_from_the_config_rotate_and_the_env_wins() {
 fn a_session_continues_on_another_replica() {
     let dir = temp_home("scale-out", "two");
     let marker = marker("two");
-    let config = config(&dir, &marker);
+    let config = fixture_config(&dir, &["--name", &marker]);
     {
         let keys = K1.to_string();
         let a = Replica::start(&dir, &config, Some(&keys));

@@ -381,12 +381,7 @@ fn typescript_sdk_client_over_http() {
 fn health_metrics_audit_and_session_limit() {
     let dir = temp_home("serve-ops", "raw");
     let marker = marker("ops");
-    let file = dir.join("gateway.json");
-    let config = json!({
-        "mcpServers": {"fx": {"command": bin(), "args": ["fixture-server", "--name", &marker]}},
-        "permissions": {"allow": ["mcp__fx__*"]}
-    });
-    std::fs::write(&file, config.to_string()).expect("write config");
+    let file = common::gateway::fixture_config(&dir, &["--name", &marker]);
     let audit = dir.join("audit.jsonl");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())

@@ -5,26 +5,14 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::gateway::{Served, call, http, open_session, session_headers};
-use common::{bin, pids_with, temp_home};
+use common::gateway::{Served, call, fixture_config, http, open_session, session_headers};
+use common::{pids_with, temp_home};
 use serde_json::json;
-
-/// A config with one fixture upstream whose command line carries `marker`, every call allowed.
-fn config(dir: &Path, marker: &str) -> PathBuf {
-    let file = dir.join("gateway.json");
-    let config = json!({
-        "mcpServers": {"fx": {"command": bin(), "args": ["fixture-server", "--name", marker]}},
-        "permissions": {"allow": ["mcp__fx__*"]}
-    });
-    std::fs::write(&file, config.to_string()).expect("write config");
-    file
-}
 
 fn marker(test: &str) -> String {
     format!("gw-load-{test}-{}", std::process::id())
@@ -59,7 +47,7 @@ fn two_hundred_concurrent_clients() {
     const CALLS_EACH: u64 = 10;
     let dir = temp_home("serve-load", "200");
     let marker = marker("200");
-    let config = config(&dir, &marker);
+    let config = fixture_config(&dir, &["--name", &marker]);
     let served = Served::start(&dir, &config, &["--max-sessions", "400"], Stdio::null());
     let addr = served.addr.clone();
     // Warm: one session and a call, so the baseline holds the upstream's catalog.
@@ -176,7 +164,7 @@ fn ten_thousand_abandoned_sessions_are_reaped() {
     const THREADS: usize = 4;
     let dir = temp_home("serve-load", "10k");
     let marker = marker("10k");
-    let config = config(&dir, &marker);
+    let config = fixture_config(&dir, &["--name", &marker]);
     let served = Served::start(
         &dir,
         &config,
@@ -244,7 +232,7 @@ fn sigterm_under_load_drains_in_flight_calls() {
     const CLIENTS: usize = 16;
     let dir = temp_home("serve-load", "term");
     let marker = marker("term");
-    let config = config(&dir, &marker);
+    let config = fixture_config(&dir, &["--name", &marker]);
     let mut served = Served::start(&dir, &config, &["--drain-secs", "10"], Stdio::null());
     let addr = served.addr.clone();
     let ids: Vec<String> = (0..CLIENTS)

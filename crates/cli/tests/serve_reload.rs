@@ -248,20 +248,25 @@ fn logs_until(events: &mut common::gateway::Sse, last: &str) -> Vec<String> {
     panic!("no log line containing {last:?} came; seen: {seen:?}")
 }
 
+/// Sets `session`'s log level to `level`, opens its GET stream and calls the fixture's `log`:
+/// the level in force upstream (its answer) and the log lines the session got.
+fn log_at(session: &common::gateway::Session<'_>, level: &str) -> (String, Vec<String>) {
+    session.request("logging/setLevel", json!({"level": level}));
+    let mut events = common::gateway::Sse::get(session);
+    let log = json!({"name": "mcp__fx__log", "arguments": {}});
+    let upstream = call_text(&session.request("tools/call", log));
+    (upstream, logs_until(&mut events, "error from log"))
+}
+
 /// `logging/setLevel` reaches the upstreams: they are asked for the most verbose level a live
 /// client asked for (the fixture's `log` tool answers the level in force upstream and logs at
 /// debug, info, warning and error from it); each client still gets only the lines at or above
 /// its own level; when the most verbose client leaves, the upstream is asked for the next one.
 #[test]
 fn the_clients_log_levels_reach_the_upstream() {
-    use common::gateway::{Session, Sse};
+    use common::gateway::Session;
     let dir = temp_home("serve-levels", "fx");
-    let file = dir.join("gateway.json");
-    let config = json!({
-        "mcpServers": {"fx": {"command": bin(), "args": ["fixture-server", "--log-and-complete"]}},
-        "permissions": {"allow": ["mcp__fx__*"]}
-    });
-    std::fs::write(&file, config.to_string()).expect("write config");
+    let file = common::gateway::fixture_config(&dir, &["--log-and-complete"]);
     let served = Served::start(&dir, &file, &[], Stdio::null());
     let (verbose, _) = Session::open(&served.addr, "unused", json!({}), "verbose");
     let (terse, _) = Session::open(&served.addr, "unused", json!({}), "terse");
@@ -276,39 +281,28 @@ fn the_clients_log_levels_reach_the_upstream() {
         "level info"
     );
 
-    verbose.request("logging/setLevel", json!({"level": "debug"}));
-    let mut verbose_events = Sse::get(&verbose);
+    let lines = |lines: &[&str]| lines.iter().map(|l| l.to_string()).collect::<Vec<_>>();
     assert_eq!(
-        call_text(&verbose.request("tools/call", log.clone())),
-        "level debug"
-    );
-    let seen = logs_until(&mut verbose_events, "error from log");
-    assert_eq!(
-        seen,
-        [
-            "debug from log",
-            "info from log",
-            "warning from log",
-            "error from log"
-        ],
+        log_at(&verbose, "debug"),
+        (
+            "level debug".to_string(),
+            lines(&[
+                "debug from log",
+                "info from log",
+                "warning from log",
+                "error from log"
+            ])
+        ),
         "the debug client's lines"
     );
-
     // A less verbose ask leaves the upstream at debug while the debug client lives, and the
     // terse client gets only its own level.
-    terse.request("logging/setLevel", json!({"level": "error"}));
-    let mut terse_events = Sse::get(&terse);
     assert_eq!(
-        call_text(&terse.request("tools/call", log.clone())),
-        "level debug"
-    );
-    assert_eq!(
-        logs_until(&mut terse_events, "error from log"),
-        ["error from log"]
+        log_at(&terse, "error"),
+        ("level debug".to_string(), lines(&["error from log"]))
     );
 
     // The debug client leaves: the upstream is asked for error.
-    drop(verbose_events);
     let (status, _, body) = http(&served.addr, "DELETE", "/mcp", &verbose.headers(), "");
     assert!(status < 300, "DELETE: {status} {body}");
     let start = Instant::now();

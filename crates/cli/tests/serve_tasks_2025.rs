@@ -16,7 +16,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::gateway::{Served, Session, Sse, accept, http, sep1686_tasks};
-use common::{bin, everything_stdio, temp_home};
+use common::{everything_stdio, temp_home};
 use serde_json::{Value, json};
 
 const ALICE: &str = "alice-sep1686-token-1234567890";
@@ -37,41 +37,43 @@ fn on_task(session: &Session<'_>, method: &str, id: &str) -> Value {
     session.request(method, json!({"taskId": id}))
 }
 
-#[test]
-fn serve_passes_sep_1686_tasks_through_bound_to_their_session() {
-    let dir = temp_home("serve-tasks-2025", "http");
+/// The gateway in front of server-everything (`ev`, every tool allowed) with the client
+/// profiles `clients` (their tokens from `GW_ALICE` … `GW_DAVE`), once the task tool is listed.
+fn gateway(tag: &str, clients: Value) -> Served {
+    let dir = temp_home("serve-tasks-2025", tag);
     let config = dir.join("gateway.json");
     let document = json!({
         "mcpServers": {"ev": everything_stdio()},
         "permissions": {"allow": ["mcp__ev__*"]},
-        "gateway": {"clients": {
-            "alice": {"auth": {"type": "bearer", "tokenEnv": "GW_ALICE"}},
-            "bob": {"auth": {"type": "bearer", "tokenEnv": "GW_BOB"}},
-            "carol": {"auth": {"type": "bearer", "tokenEnv": "GW_CAROL"},
-                      "tools": {"deny": [RESEARCH]}},
-            "dave": {"auth": {"type": "bearer", "tokenEnv": "GW_DAVE"},
-                     "permissions": {"deny": [RESEARCH]}}
-        }}
+        "gateway": {"clients": clients}
     });
     std::fs::write(&config, document.to_string()).expect("write config");
     let stderr = std::fs::File::create(dir.join("serve.log")).expect("log file");
-    let gateway = Served::start_with_env(
-        &dir,
-        &config,
-        &[],
-        Stdio::from(stderr),
-        &[
-            ("GW_ALICE", ALICE),
-            ("GW_BOB", BOB),
-            ("GW_CAROL", CAROL),
-            ("GW_DAVE", DAVE),
-        ],
-    );
-    let addr = gateway.addr.as_str();
-
+    let env = [
+        ("GW_ALICE", ALICE),
+        ("GW_BOB", BOB),
+        ("GW_CAROL", CAROL),
+        ("GW_DAVE", DAVE),
+    ];
+    let gateway = Served::start_with_env(&dir, &config, &[], Stdio::from(stderr), &env);
     // The upstream connects in the background: wait (bounded) until its task tool is listed.
-    let (probe, _) = Session::open(addr, ALICE, json!({}), "probe");
+    let (probe, _) = Session::open(&gateway.addr, ALICE, json!({}), "probe");
     probe.wait_listed(RESEARCH, Duration::from_secs(60));
+    gateway
+}
+
+#[test]
+fn serve_passes_sep_1686_tasks_through_bound_to_their_session() {
+    let clients = json!({
+        "alice": {"auth": {"type": "bearer", "tokenEnv": "GW_ALICE"}},
+        "bob": {"auth": {"type": "bearer", "tokenEnv": "GW_BOB"}},
+        "carol": {"auth": {"type": "bearer", "tokenEnv": "GW_CAROL"},
+                  "tools": {"deny": [RESEARCH]}},
+        "dave": {"auth": {"type": "bearer", "tokenEnv": "GW_DAVE"},
+                 "permissions": {"deny": [RESEARCH]}}
+    });
+    let gateway = gateway("http", clients);
+    let addr = gateway.addr.as_str();
 
     let (alice, init) = Session::open(addr, ALICE, sep1686_tasks(), "alice");
     assert_eq!(
@@ -207,12 +209,7 @@ fn serve_passes_sep_1686_tasks_through_bound_to_their_session() {
 #[test]
 fn serve_declares_no_sep_1686_tasks_without_an_upstream_that_takes_them() {
     let dir = temp_home("serve-tasks-2025", "none");
-    let config = dir.join("gateway.json");
-    let document = json!({
-        "mcpServers": {"fx": {"command": bin(), "args": ["fixture-server"]}},
-        "permissions": {"allow": ["mcp__fx__*"]}
-    });
-    std::fs::write(&config, document.to_string()).expect("write config");
+    let config = common::gateway::fixture_config(&dir, &[]);
     let gateway = Served::start(&dir, &config, &[], Stdio::null());
     let addr = gateway.addr.as_str();
     let (probe, _) = Session::open(addr, "none", json!({}), "probe");
@@ -251,23 +248,12 @@ fn next_request_or_answer(who: &str, stream: &mut Sse, id: u64) -> Value {
 /// own answer — never the other client's question or report.
 #[test]
 fn each_client_answers_its_own_tasks_question_while_waiting_on_its_result() {
-    let dir = temp_home("serve-tasks-2025", "input");
-    let config = dir.join("gateway.json");
-    let document = json!({
-        "mcpServers": {"ev": everything_stdio()},
-        "permissions": {"allow": ["mcp__ev__*"]},
-        "gateway": {"clients": {
-            "alice": {"auth": {"type": "bearer", "tokenEnv": "GW_ALICE"}},
-            "bob": {"auth": {"type": "bearer", "tokenEnv": "GW_BOB"}}
-        }}
+    let clients = json!({
+        "alice": {"auth": {"type": "bearer", "tokenEnv": "GW_ALICE"}},
+        "bob": {"auth": {"type": "bearer", "tokenEnv": "GW_BOB"}}
     });
-    std::fs::write(&config, document.to_string()).expect("write config");
-    let stderr = std::fs::File::create(dir.join("serve.log")).expect("log file");
-    let env = [("GW_ALICE", ALICE), ("GW_BOB", BOB)];
-    let gateway = Served::start_with_env(&dir, &config, &[], Stdio::from(stderr), &env);
+    let gateway = gateway("input", clients);
     let addr = gateway.addr.as_str();
-    let (probe, _) = Session::open(addr, ALICE, json!({}), "probe");
-    probe.wait_listed(RESEARCH, Duration::from_secs(60));
 
     let mut capabilities = sep1686_tasks();
     capabilities["elicitation"] = json!({});

@@ -603,6 +603,20 @@ impl Drop for Killed {
     }
 }
 
+/// Writes `dir/gateway.json`: one fixture upstream `fx` (`fixture-server` with `args`), every
+/// one of its tools allowed; its path.
+pub(crate) fn fixture_config(dir: &Path, args: &[&str]) -> std::path::PathBuf {
+    let file = dir.join("gateway.json");
+    let mut command = vec!["fixture-server"];
+    command.extend_from_slice(args);
+    let config = json!({
+        "mcpServers": {"fx": {"command": bin(), "args": command}},
+        "permissions": {"allow": ["mcp__fx__*"]}
+    });
+    std::fs::write(&file, config.to_string()).expect("write config");
+    file
+}
+
 /// The fixture over Streamable HTTP on a free loopback port, with `args` added to its command
 /// line: the process and the URL it announced.
 pub(crate) fn http_fixture(args: &[&str]) -> (Killed, String) {
