@@ -208,18 +208,11 @@ async fn upstream_leg(runtime: &Runtime, count: usize) -> Result<Vec<f64>, Strin
             progress: Some(progress),
             ..CallOptions::default()
         };
-        match tokio::time::timeout(CALL_TIMEOUT, call.call_with(Some(args.clone()), options)).await
-        {
-            Ok(Ok(r)) if !r.is_error() => {}
-            Ok(Ok(r)) => {
-                return Err(format!(
-                    "upstream leg: echo reported an error: {:?}",
-                    r.result.content
-                ));
-            }
-            Ok(Err(e)) => return Err(format!("upstream leg: echo failed: {e}")),
-            Err(_) => return Err(format!("upstream leg: echo took over {CALL_TIMEOUT:?}")),
-        }
+        super::checked(
+            "upstream leg: echo",
+            call.call_with(Some(args.clone()), options),
+        )
+        .await?;
         taken.push(started.elapsed().as_secs_f64());
     }
     Ok(taken)

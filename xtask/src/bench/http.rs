@@ -238,14 +238,7 @@ async fn run_side(
         }
         let t = Instant::now();
         let outcome = match (&prepared, side) {
-            (Some(call), _) => {
-                match tokio::time::timeout(CALL_TIMEOUT, call.call(Some(args.clone()))).await {
-                    Ok(Ok(r)) if !r.is_error() => Ok(()),
-                    Ok(Ok(r)) => Err(format!("echo reported an error: {:?}", r.result.content)),
-                    Ok(Err(e)) => Err(format!("echo failed: {e}")),
-                    Err(_) => Err(format!("echo took over {CALL_TIMEOUT:?}")),
-                }
-            }
+            (Some(call), _) => super::checked("echo", call.call(Some(args.clone()))).await,
             (None, Side::RawHttp) => timed(raw.echo(&message)).await,
             (None, _) => timed(lines.echo(&message)).await,
         };

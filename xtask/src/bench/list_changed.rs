@@ -121,19 +121,8 @@ impl Side {
                 let qualified = qualify(SERVER, name);
                 let add_tool = qualify(SERVER, "add_tool");
                 let t0 = Instant::now();
-                match tokio::time::timeout(
-                    CALL_TIMEOUT,
-                    runtime.call_tool(&add_tool, Some(add_args(name))),
-                )
-                .await
-                {
-                    Ok(Ok(r)) if !r.is_error() => {}
-                    Ok(Ok(r)) => {
-                        return Err(format!("{label}: add_tool failed: {:?}", r.result.content));
-                    }
-                    Ok(Err(e)) => return Err(format!("{label}: add_tool failed: {e}")),
-                    Err(_) => return Err(format!("{label}: add_tool took over {CALL_TIMEOUT:?}")),
-                }
+                let add = runtime.call_tool(&add_tool, Some(add_args(name)));
+                super::checked(&format!("{label}: add_tool"), add).await?;
                 let left = VISIBLE_TIMEOUT.saturating_sub(t0.elapsed());
                 let snapshot = runtime
                     .wait_for(left, |s| s.tool(&qualified).is_some())

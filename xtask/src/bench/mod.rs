@@ -148,6 +148,20 @@ const GROUPS: [&str; 8] = [
 
 /// One tool call, either side.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// A governed tool call's outcome as the bench checks it: `Ok` when it answered without
+/// `isError` within [`CALL_TIMEOUT`], else what went wrong, naming `what` (the side and tool).
+async fn checked(
+    what: &str,
+    call: impl Future<Output = Result<mcp_harness_runtime::ToolResult, mcp_harness_runtime::CallError>>,
+) -> Result<(), String> {
+    match tokio::time::timeout(CALL_TIMEOUT, call).await {
+        Ok(Ok(r)) if !r.is_error() => Ok(()),
+        Ok(Ok(r)) => Err(format!("{what} reported an error: {:?}", r.result.content)),
+        Ok(Err(e)) => Err(format!("{what} failed: {e}")),
+        Err(_) => Err(format!("{what} took over {CALL_TIMEOUT:?}")),
+    }
+}
+
 /// One batch of sequential calls (warm-up or a measured round).
 const BATCH_LIMIT: Duration = Duration::from_secs(60);
 /// Spawn + initialize (+ listing, for the harness) of one or all servers.

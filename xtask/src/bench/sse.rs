@@ -23,7 +23,7 @@ use tokio::process::Child;
 use super::gateway::wait_listening;
 use super::peers::{free_port, install, peers_dir};
 use super::report::Metric;
-use super::{BATCH_LIMIT, Bench, CALL_TIMEOUT, STARTUP_TIMEOUT, all_connected};
+use super::{BATCH_LIMIT, Bench, STARTUP_TIMEOUT, all_connected, checked};
 
 /// The three transports, as the harness's server names.
 const SIDES: [&str; 3] = ["sse", "http", "stdio"];
@@ -122,17 +122,7 @@ async fn side(runtime: &Runtime, server: &str, count: usize) -> Result<(Vec<f64>
             ));
         }
         let t = Instant::now();
-        match tokio::time::timeout(CALL_TIMEOUT, call.call(Some(args.clone()))).await {
-            Ok(Ok(r)) if !r.is_error() => {}
-            Ok(Ok(r)) => {
-                return Err(format!(
-                    "{server}: echo reported an error: {:?}",
-                    r.result.content
-                ));
-            }
-            Ok(Err(e)) => return Err(format!("{server}: echo failed: {e}")),
-            Err(_) => return Err(format!("{server}: echo took over {CALL_TIMEOUT:?}")),
-        }
+        checked(&format!("{server}: echo"), call.call(Some(args.clone()))).await?;
         times.push(t.elapsed().as_secs_f64());
     }
     Ok((times, started.elapsed().as_secs_f64()))

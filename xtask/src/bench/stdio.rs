@@ -341,17 +341,7 @@ async fn harness_calls(runtime: &Runtime, count: usize) -> Result<f64, String> {
                 "harness: {i} of {count} calls took over {BATCH_LIMIT:?}"
             ));
         }
-        match tokio::time::timeout(CALL_TIMEOUT, call.call(Some(args.clone()))).await {
-            Ok(Ok(r)) if !r.is_error() => {}
-            Ok(Ok(r)) => {
-                return Err(format!(
-                    "harness: echo reported an error: {:?}",
-                    r.result.content
-                ));
-            }
-            Ok(Err(e)) => return Err(format!("harness: echo failed: {e}")),
-            Err(_) => return Err(format!("harness: echo took over {CALL_TIMEOUT:?}")),
-        }
+        super::checked("harness: echo", call.call(Some(args.clone()))).await?;
     }
     Ok(started.elapsed().as_secs_f64())
 }
