@@ -318,3 +318,26 @@ fn the_clients_log_levels_reach_the_upstream() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// With `--sse-ping-secs 1`, a call that runs 2.5 s without progress and an idle GET stream
+/// each get a ping (an SSE comment) while nothing else is sent — what keeps a proxy with an
+/// idle timeout from cutting them — and the call's result still comes after it.
+#[test]
+fn idle_event_streams_get_pings() {
+    use common::gateway::{Session, Sse};
+    let dir = temp_home("serve-ping", "fx");
+    let file = common::gateway::fixture_config(&dir, &[]);
+    let served = Served::start(&dir, &file, &["--sse-ping-secs", "1"], Stdio::null());
+    let (session, _) = Session::open(&served.addr, "unused", json!({}), "pinged");
+    session.wait_listed("mcp__fx__slow", Duration::from_secs(20));
+    let mut events = Sse::get(&session);
+    let slow = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+        "params": {"name": "mcp__fx__slow", "arguments": {"ms": 2500}}});
+    let mut call = Sse::post(&session, &slow);
+    assert!(call.ping(), "no ping on the call's stream");
+    let answer = call.next().expect("the call's result after the ping");
+    assert_eq!(answer["id"], 9, "{answer}");
+    assert!(answer["result"].is_object(), "{answer}");
+    assert_ne!(answer["result"]["isError"], true, "{answer}");
+    assert!(events.ping(), "no ping on the GET stream");
+}

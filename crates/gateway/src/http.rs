@@ -78,12 +78,18 @@ pub struct HttpOptions {
     pub session_keys: Option<Arc<SessionKeys>>,
     /// How long a session id stays valid after it was last re-sealed.
     pub session_ttl: Duration,
+    /// A comment line is sent on every open event stream (a call's, the GET stream) after this
+    /// long without a message, so proxies with an idle timeout keep it open.
+    pub sse_ping: Duration,
 }
 
 /// The default bound of open HTTP sessions.
 pub const DEFAULT_MAX_SESSIONS: usize = 1000;
 /// The default idle time after which a session is closed.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+/// The default time without a message after which an event stream gets a ping (well under
+/// the 60 s idle timeout of common proxies and load balancers).
+pub const DEFAULT_SSE_PING: Duration = Duration::from_secs(15);
 
 impl HttpOptions {
     /// Loopback-only serving at `addr`.
@@ -97,6 +103,7 @@ impl HttpOptions {
             public_url: None,
             session_keys: None,
             session_ttl: crate::sealed::DEFAULT_SESSION_TTL,
+            sse_ping: DEFAULT_SSE_PING,
         }
     }
 }
@@ -188,6 +195,7 @@ pub(crate) async fn serve(
             .to_vec();
     }
     config.allowed_origins = origins;
+    config.sse_keep_alive = Some(options.sse_ping);
     let keys = options.session_keys.clone().unwrap_or_else(|| {
         tracing::info!(
             "no session keys configured ({} or `gateway.sessionKeys`): made a random session key; session ids from this process open nowhere else, so replicas cannot share sessions and sessions end at restart",

@@ -39,7 +39,10 @@ use mcp_harness_runtime::Runtime;
 
 pub use auth::ClientsError;
 pub use bridge::ClientBridge;
-pub use http::{DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, HttpOptions, HttpServer, ServeError};
+pub use http::{
+    DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, DEFAULT_SSE_PING, HttpOptions, HttpServer,
+    ServeError,
+};
 pub use sealed::{
     DEFAULT_SESSION_TTL, KeyError, Refusal, SESSION_KEYS_ENV, SessionKeys, SessionProfile,
 };

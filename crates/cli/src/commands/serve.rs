@@ -86,6 +86,10 @@ pub(crate) struct ServeArgs {
     /// the keys in MCP_HARNESS_SESSION_KEYS; without it, a random key made at start).
     #[arg(long, value_name = "SECONDS", default_value_t = mcp_harness_gateway::DEFAULT_SESSION_TTL.as_secs())]
     session_ttl_secs: u64,
+    /// Send a ping (an SSE comment) on every open HTTP event stream after this many seconds
+    /// without a message, so proxies that cut idle connections keep long calls and GET streams.
+    #[arg(long, value_name = "SECONDS", default_value_t = mcp_harness_gateway::DEFAULT_SSE_PING.as_secs())]
+    sse_ping_secs: u64,
     /// On SIGTERM, how long in-flight requests may take before the servers are shut down.
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
     drain_secs: u64,
@@ -176,6 +180,7 @@ async fn serve(
     http.allowed_origins = args.allow_origins.clone();
     http.max_sessions = args.max_sessions;
     http.idle_timeout = Duration::from_secs(args.idle_secs.max(1));
+    http.sse_ping = Duration::from_secs(args.sse_ping_secs.max(1));
     http.public_url = public_url;
     let mut server = match gateway.serve_http(http).await {
         Ok(server) => server,

@@ -461,6 +461,8 @@ pub(crate) struct Sse {
     /// Decoded text not yet split into lines.
     text: String,
     messages: std::collections::VecDeque<Value>,
+    /// Comment lines (`:`, the server's pings) seen so far.
+    comments: usize,
 }
 
 impl Sse {
@@ -518,6 +520,7 @@ impl Sse {
             chunked: head.contains("transfer-encoding: chunked"),
             text: String::new(),
             messages: std::collections::VecDeque::new(),
+            comments: 0,
         }
     }
 
@@ -531,19 +534,43 @@ impl Sse {
             if let Some(message) = self.messages.pop_front() {
                 return Some(message);
             }
-            while let Some(end) = self.text.find('\n') {
-                let line: String = self.text.drain(..=end).collect();
-                if let Some(data) = line.trim().strip_prefix("data:")
-                    && let Ok(v) = serde_json::from_str::<Value>(data.trim())
-                {
-                    self.messages.push_back(v);
-                }
-            }
+            self.split();
             if self.messages.is_empty() && !self.read_more() {
                 return None;
             }
         }
         None
+    }
+
+    /// Reads until the server sends a comment line (a ping) — messages on the way are kept
+    /// for [`Self::next`]; false when the body ended or none came within 20 s.
+    pub(crate) fn ping(&mut self) -> bool {
+        let (start, seen) = (Instant::now(), self.comments);
+        for _ in 0..10_000 {
+            self.split();
+            if self.comments > seen {
+                return true;
+            }
+            if start.elapsed() > Duration::from_secs(20) || !self.read_more() {
+                return false;
+            }
+        }
+        false
+    }
+
+    /// Moves the complete lines of `text` into `messages` (data) and `comments`.
+    fn split(&mut self) {
+        while let Some(end) = self.text.find('\n') {
+            let line: String = self.text.drain(..=end).collect();
+            let line = line.trim();
+            if let Some(data) = line.strip_prefix("data:")
+                && let Ok(v) = serde_json::from_str::<Value>(data.trim())
+            {
+                self.messages.push_back(v);
+            } else if line.starts_with(':') {
+                self.comments += 1;
+            }
+        }
     }
 
     /// Reads the next piece of the body into `text`; false at its end.
