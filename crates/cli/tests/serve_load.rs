@@ -295,3 +295,37 @@ fn sigterm_under_load_drains_in_flight_calls() {
         "upstream left after SIGTERM"
     );
 }
+
+/// A session holds at most 256 resource subscriptions (a template names endless URIs, and each
+/// held one costs a task and an upstream subscription): the next is refused, saying so and what
+/// to do; one already held is still fine, and an unsubscribe makes room again.
+#[test]
+fn resource_subscriptions_per_session_are_bounded() {
+    use common::gateway::Session;
+    let dir = temp_home("serve-load", "subscriptions");
+    let config = fixture_config(&dir, &[]);
+    let served = Served::start(&dir, &config, &[], Stdio::null());
+    let (session, _) = Session::open(&served.addr, "unused", json!({}), "subscriber");
+    session.wait_listed("mcp__fx__echo", Duration::from_secs(20));
+    let item = |n: usize| json!({"uri": format!("fixture://items/{n}")});
+    let subscribe = |n: usize| session.request("resources/subscribe", item(n));
+    for n in 0..256 {
+        let answer = subscribe(n);
+        assert!(answer.get("result").is_some(), "subscription {n}: {answer}");
+    }
+    let refused = subscribe(256);
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("256 resource subscriptions") && message.contains("resources/unsubscribe"),
+        "{message}"
+    );
+    assert!(subscribe(7).get("result").is_some(), "one already held");
+    let unsubscribed = session.request("resources/unsubscribe", item(7));
+    assert!(unsubscribed.get("result").is_some(), "{unsubscribed}");
+    let answer = subscribe(256);
+    assert!(
+        answer.get("result").is_some(),
+        "room after an unsubscribe: {answer}"
+    );
+}

@@ -61,6 +61,12 @@ struct Listed {
     seq: u32,
 }
 
+/// The most resource subscriptions one session holds (a template lets a client name any
+/// number of URIs; each held subscription costs a task and, for the first holder, an upstream
+/// subscription). Concurrent subscribes of one session may pass it by at most its calls in
+/// flight.
+pub(crate) const MAX_SUBSCRIPTIONS: usize = 256;
+
 /// Per-session state; dropping it (the session ended) unregisters the session.
 struct SessionState {
     id: u64,
@@ -664,8 +670,19 @@ impl ServerHandler for Session {
                 )
             })?;
         let key = (server.clone(), upstream.clone());
-        if lock(&self.state.subscriptions).contains_key(&key) {
-            return Ok(());
+        {
+            let held = lock(&self.state.subscriptions);
+            if held.contains_key(&key) {
+                return Ok(());
+            }
+            if held.len() >= MAX_SUBSCRIPTIONS {
+                return Err(McpError::invalid_request(
+                    format!(
+                        "this session already holds {MAX_SUBSCRIPTIONS} resource subscriptions, the most the gateway keeps for one session; unsubscribe from one (resources/unsubscribe) before subscribing to `{uri}`"
+                    ),
+                    None,
+                ));
+            }
         }
         let first = self.state.shared.hold(&server, &upstream);
         let subscription = if first {
