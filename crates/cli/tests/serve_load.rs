@@ -329,3 +329,96 @@ fn resource_subscriptions_per_session_are_bounded() {
         "room after an unsubscribe: {answer}"
     );
 }
+
+/// Bad requests to `/mcp`, each in a live session: malformed JSON, bytes that are not UTF-8,
+/// a JSON-RPC batch, JSON that is not JSON-RPC, a body over the limit, a wrong content type.
+/// Each gets a 4xx at once that says what was wrong — a JSON-RPC error without id where the
+/// body was not one JSON-RPC message (-32700 not JSON, -32600 not JSON-RPC) — never a 5xx or
+/// a hang, and nothing else breaks: the same session and a new one still list.
+#[test]
+fn bad_requests_get_a_clear_4xx_and_break_nothing() {
+    use common::gateway::Session;
+    use serde_json::Value;
+    use std::io::{Read as _, Write as _};
+    let dir = temp_home("serve-load", "bad");
+    let config = fixture_config(&dir, &[]);
+    let served = Served::start(&dir, &config, &[], Stdio::null());
+    let addr = served.addr.as_str();
+    let (session, _) = Session::open(addr, "unused", json!({}), "careless");
+    session.wait_listed("mcp__fx__echo", Duration::from_secs(20));
+    let headers = session.headers();
+    // (what, body, status, JSON-RPC code or a word of the text answer)
+    let huge = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"pad":"{}"}}}}"#,
+        "x".repeat(5 << 20)
+    );
+    let cases: [(&str, &[u8], u16, Value); 5] = [
+        ("malformed JSON", br#"{"jsonrpc": "2.0", "id": 1, "method": "#, 400, json!(-32700)),
+        ("bytes that are not UTF-8", b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\xfe\"}", 400, json!(-32700)),
+        ("a JSON-RPC batch", br#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"ping"}]"#, 400, json!(-32600)),
+        ("JSON that is not JSON-RPC", br#"{"hello": "world"}"#, 400, json!(-32600)),
+        ("a body over the limit", huge.as_bytes(), 413, json!("exceeds")),
+    ];
+    for (what, body, status, expected) in cases {
+        let started = Instant::now();
+        let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        let mut request = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+            body.len()
+        );
+        for (k, v) in headers {
+            request.push_str(&format!("{k}: {v}\r\n"));
+        }
+        request.push_str("\r\n");
+        // The server may answer (413) before reading the whole body: a failed write is fine.
+        let _ = stream
+            .write_all(request.as_bytes())
+            .and_then(|()| stream.write_all(body));
+        let mut response = Vec::new();
+        let _ = stream.read_to_end(&mut response);
+        let response = String::from_utf8_lossy(&response);
+        let (head, answer) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+        assert!(started.elapsed() < Duration::from_secs(10), "{what}: slow");
+        assert!(
+            head.starts_with(&format!("HTTP/1.1 {status}")),
+            "{what}: {head}\n{answer}"
+        );
+        match expected {
+            Value::Number(code) => {
+                let error: Value = serde_json::from_str(answer)
+                    .unwrap_or_else(|e| panic!("{what}: not a JSON-RPC error ({e}): {answer}"));
+                assert_eq!(
+                    error["error"]["code"],
+                    Value::Number(code),
+                    "{what}: {error}"
+                );
+                assert!(error["id"].is_null(), "{what}: {error}");
+            }
+            word => assert!(
+                answer.contains(word.as_str().unwrap_or("?")),
+                "{what}: {answer}"
+            ),
+        }
+    }
+    let text = [
+        ("Content-Type", "text/plain"),
+        headers[1],
+        headers[2],
+        headers[3],
+        headers[4],
+    ];
+    let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let (status, _, answer) = http(addr, "POST", "/mcp", &text, ping);
+    assert_eq!(status, 415, "a wrong content type: {answer}");
+    assert!(answer.contains("application/json"), "{answer}");
+
+    // Nothing else broke.
+    let listed = session.request("tools/list", json!({}));
+    assert!(listed.to_string().contains("mcp__fx__echo"), "{listed}");
+    let (other, _) = Session::open(addr, "unused", json!({}), "careful");
+    let listed = other.request("tools/list", json!({}));
+    assert!(listed.to_string().contains("mcp__fx__echo"), "{listed}");
+}

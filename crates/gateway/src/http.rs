@@ -246,6 +246,7 @@ pub(crate) async fn serve(
     );
     let router = axum::Router::new()
         .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn(classify_unreadable))
         .layer(axum::middleware::from_fn_with_state(
             sealer,
             crate::sealed::layer,
@@ -303,6 +304,51 @@ pub(crate) async fn serve(
         drain,
         task,
     })
+}
+
+/// What rmcp says before the reason when a body is not one JSON-RPC message.
+const UNREADABLE: &str = "fail to deserialize request body";
+
+/// rmcp answers a body it cannot read as a JSON-RPC message with 415 and a line of text. The
+/// spec asks for an HTTP error and allows a JSON-RPC error without an id, which is what SDK
+/// clients show: such an answer becomes 400 with `-32700` (not JSON, or not UTF-8) or `-32600`
+/// (JSON, but not one JSON-RPC message: a batch, an object of another shape), rmcp's reason
+/// kept. Every other answer passes unchanged (415 for a wrong `Content-Type` included).
+async fn classify_unreadable(request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    if response.status() != StatusCode::UNSUPPORTED_MEDIA_TYPE {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 64 * 1024).await else {
+        return Response::from_parts(parts, axum::body::Body::empty());
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    let Some(reason) = text.strip_prefix(UNREADABLE).map(str::trim) else {
+        return Response::from_parts(parts, axum::body::Body::from(bytes));
+    };
+    let (code, message) = if reason.contains("unrecognized JSON-RPC message") {
+        (
+            -32600,
+            "Invalid Request: the body is JSON but not one JSON-RPC request, notification or response (batches are not accepted)".to_string(),
+        )
+    } else {
+        (
+            -32700,
+            format!("Parse error: the body is not a JSON message ({reason})"),
+        )
+    };
+    let error = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": code, "message": message}
+    });
+    (
+        StatusCode::BAD_REQUEST,
+        [(header::CONTENT_TYPE, "application/json")],
+        error.to_string(),
+    )
+        .into_response()
 }
 
 /// What the operational routes and the session limit read.
