@@ -248,20 +248,39 @@ fn logs_until(events: &mut common::gateway::Sse, last: &str) -> Vec<String> {
     panic!("no log line containing {last:?} came; seen: {seen:?}")
 }
 
-/// Sets `session`'s log level to `level`, opens its GET stream and calls the fixture's `log`:
-/// the level in force upstream (its answer) and the log lines the session got.
+/// Sets `session`'s log level to `level` and calls the fixture's `log`: the level in force
+/// upstream (its answer) and the log lines that came on the call's own stream before it. The
+/// session opens no GET stream: the lines must ride the call's stream.
 fn log_at(session: &common::gateway::Session<'_>, level: &str) -> (String, Vec<String>) {
     session.request("logging/setLevel", json!({"level": level}));
-    let mut events = common::gateway::Sse::get(session);
-    let log = json!({"name": "mcp__fx__log", "arguments": {}});
-    let upstream = call_text(&session.request("tools/call", log));
-    (upstream, logs_until(&mut events, "error from log"))
+    let call = json!({"jsonrpc": "2.0", "id": 11, "method": "tools/call",
+        "params": {"name": "mcp__fx__log", "arguments": {}}});
+    let mut stream = common::gateway::Sse::post(session, &call);
+    let mut lines = Vec::new();
+    for _ in 0..50 {
+        let message = stream
+            .next()
+            .expect("the call's stream ended before its result");
+        if message["id"] == 11 {
+            return (call_text(&message), lines);
+        }
+        if message["method"] == "notifications/message" {
+            lines.push(
+                message["params"]["data"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            );
+        }
+    }
+    panic!("no result among 50 messages; lines: {lines:?}")
 }
 
 /// `logging/setLevel` reaches the upstreams: they are asked for the most verbose level a live
 /// client asked for (the fixture's `log` tool answers the level in force upstream and logs at
 /// debug, info, warning and error from it); each client still gets only the lines at or above
-/// its own level; when the most verbose client leaves, the upstream is asked for the next one.
+/// its own level, on the call's own stream, before the result; when the most verbose client
+/// leaves, the upstream is asked for the next one.
 #[test]
 fn the_clients_log_levels_reach_the_upstream() {
     use common::gateway::Session;

@@ -208,7 +208,11 @@ pub(crate) async fn serve(
     config.session_store = Some(Arc::new(SealedStore::new(sealer.clone())));
     let mut manager = LocalSessionManager::default();
     manager.session_config.keep_alive = Some(options.idle_timeout);
-    let sessions = Arc::new(SealedSessionManager::new(manager, sealer.clone()));
+    let sessions = Arc::new(SealedSessionManager::new(
+        manager,
+        sealer.clone(),
+        shared.sidecars.clone(),
+    ));
     let drain = Arc::new(Drain::default());
     let resource = options
         .public_url

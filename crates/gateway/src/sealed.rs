@@ -595,11 +595,21 @@ pub(crate) enum SealedError {
 pub(crate) struct SealedSessionManager {
     inner: LocalSessionManager,
     sealer: Arc<Sealer>,
+    /// Each POSTed request's stream gets a side channel (`crate::sidecar`).
+    sidecars: Arc<crate::sidecar::Sidecars>,
 }
 
 impl SealedSessionManager {
-    pub(crate) fn new(inner: LocalSessionManager, sealer: Arc<Sealer>) -> Self {
-        Self { inner, sealer }
+    pub(crate) fn new(
+        inner: LocalSessionManager,
+        sealer: Arc<Sealer>,
+        sidecars: Arc<crate::sidecar::Sidecars>,
+    ) -> Self {
+        Self {
+            inner,
+            sealer,
+            sidecars,
+        }
     }
 
     /// How many sessions this replica holds now.
@@ -706,8 +716,17 @@ impl SessionManager for SealedSessionManager {
         message: ClientJsonRpcMessage,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
         let local = self.local(id)?;
+        let request = match &message {
+            ClientJsonRpcMessage::Request(request) => Some(request.id.clone()),
+            _ => None,
+        };
+        // Open before the request can reach its handler, which looks the channel up.
+        let opened = self.sidecars.open(id, request);
         let stream = self.inner.create_stream(&local, message).await?;
-        Ok(boxed(stream))
+        Ok(match opened {
+            Some(opened) => boxed(opened.around(stream)),
+            None => boxed(stream),
+        })
     }
 
     async fn accept_message(

@@ -250,7 +250,7 @@ impl Session {
         });
         let logs = server
             .clone()
-            .map(|server| self.forward_logs(server, context.peer.clone()));
+            .map(|server| self.forward_logs(server, context.peer.clone(), &context));
         let in_flight = server
             .as_deref()
             .map(|server| self.shared().bridge.enter(server, Caller::of(&context)));
@@ -315,6 +315,7 @@ impl Session {
         &self,
         server: String,
         peer: Peer<RoleServer>,
+        context: &RequestContext<RoleServer>,
     ) -> (
         tokio::sync::oneshot::Sender<()>,
         tokio::task::JoinHandle<()>,
@@ -322,6 +323,27 @@ impl Session {
         use tokio::sync::broadcast::error::{RecvError, TryRecvError};
         let mut rx = self.runtime().server_logs();
         let state = self.state.clone();
+        // The call's own response stream when it is an HTTP session's event stream; else (stdio,
+        // a stream already gone) the session's notification channel.
+        let sidecar = self.shared().sidecars.of(context);
+        let send = move |params: rmcp::model::LoggingMessageNotificationParam| {
+            let (peer, sidecar) = (peer.clone(), sidecar.clone());
+            async move {
+                let Some(sidecar) = sidecar else {
+                    return peer.notify_logging_message(params).await;
+                };
+                let line = rmcp::model::ServerJsonRpcMessage::notification(
+                    rmcp::model::ServerNotification::LoggingMessageNotification(
+                        rmcp::model::LoggingMessageNotification::new(params),
+                    ),
+                );
+                // Full: the client does not read its own call's stream; closed: it left it.
+                if sidecar.try_send(line).is_err() {
+                    tracing::debug!("a log line of a call not taken by its client; skipped");
+                }
+                Ok(())
+            }
+        };
         let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             // Whether the upstream logged during the call at all: its next line may be one this
@@ -340,7 +362,7 @@ impl Session {
                 match log {
                     Ok(log) if wanted(&log) => {
                         logging = true;
-                        if peer.notify_logging_message(log.params).await.is_err() {
+                        if send(log.params).await.is_err() {
                             return;
                         }
                     }
@@ -370,7 +392,7 @@ impl Session {
                         Err(TryRecvError::Empty | TryRecvError::Closed) => return,
                     }
                 };
-                if wanted(&log) && peer.notify_logging_message(log.params).await.is_err() {
+                if wanted(&log) && send(log.params).await.is_err() {
                     return;
                 }
             }

@@ -124,6 +124,8 @@ pub(crate) struct Shared {
     pub(crate) task_ids: crate::task_ids::TaskIds,
     /// The log level asked of the upstreams for the sessions' `logging/setLevel`.
     pub(crate) log_level: crate::log_level::UpstreamLogLevel,
+    /// The side channels of the HTTP requests' response streams open now.
+    pub(crate) sidecars: Arc<crate::sidecar::Sidecars>,
 }
 
 impl Shared {
@@ -153,6 +155,7 @@ impl Shared {
             built: Mutex::new(Vec::new()),
             task_ids: crate::task_ids::TaskIds::default(),
             log_level: Default::default(),
+            sidecars: Default::default(),
         }
     }
 
