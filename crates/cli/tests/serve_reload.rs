@@ -231,23 +231,6 @@ fn call_text(answer: &Value) -> String {
         .to_string()
 }
 
-/// The log lines (`params.data`) `events` receives up to and including one containing `last`.
-fn logs_until(events: &mut common::gateway::Sse, last: &str) -> Vec<String> {
-    let mut seen = Vec::new();
-    for _ in 0..50 {
-        let Some(message) = events.next() else { break };
-        if message["method"] != "notifications/message" {
-            continue;
-        }
-        let data = message["params"]["data"].as_str().unwrap_or_default();
-        seen.push(data.to_string());
-        if data.contains(last) {
-            return seen;
-        }
-    }
-    panic!("no log line containing {last:?} came; seen: {seen:?}")
-}
-
 /// Sets `session`'s log level to `level` and calls the fixture's `log`: the level in force
 /// upstream (its answer) and the log lines that came on the call's own stream before it. The
 /// session opens no GET stream: the lines must ride the call's stream.
