@@ -422,3 +422,104 @@ fn bad_requests_get_a_clear_4xx_and_break_nothing() {
     let listed = other.request("tools/list", json!({}));
     assert!(listed.to_string().contains("mcp__fx__echo"), "{listed}");
 }
+
+/// A secret in the dying upstream's environment, which it echoes to its stderr.
+const SECRET: &str = "tok-gateway-dies-4f3e2d1c";
+
+/// One upstream that never answers `initialize` and one that dies in the middle of a call,
+/// beside a healthy one: the gateway gets ready once the hung one's startup budget is spent
+/// (fail open), lists only what the live upstreams serve, shows the hung one as failed in
+/// `/metrics`, answers the dying one's call at once with an error that names it, its exit
+/// status and its stderr tail (secrets redacted), and the healthy
+/// upstream is callable throughout. SIGTERM then leaves no upstream process behind.
+#[test]
+fn a_hung_and_a_dying_upstream_cost_only_their_own_entries() {
+    use common::gateway::Session;
+    let dir = temp_home("serve-load", "faults");
+    let marker = marker("faults");
+    let fixture = |extra: &[&str]| {
+        let mut args = vec!["fixture-server", "--name", marker.as_str()];
+        args.extend_from_slice(extra);
+        json!({"command": common::bin(), "args": args, "startupTimeoutSec": 2})
+    };
+    let config = dir.join("gateway.json");
+    let document = json!({
+        "mcpServers": {
+            "ok": fixture(&[]),
+            "hung": fixture(&["--hang-at-start"]),
+            "dies": {
+                "command": common::bin(),
+                "args": ["fixture-server", "--name", marker.as_str(), "--die-on-call", "3",
+                         "--echo-env", "API_TOKEN"],
+                "env": {"API_TOKEN": SECRET}
+            }
+        },
+        "permissions": {"allow": ["mcp__ok__*", "mcp__dies__*"]}
+    });
+    std::fs::write(&config, document.to_string()).expect("write config");
+    let mut served = Served::start(&dir, &config, &[], Stdio::null());
+    let addr = served.addr.as_str();
+    let (session, _) = Session::open(addr, "unused", json!({}), "steady");
+    session.wait_listed("mcp__dies__echo", Duration::from_secs(20));
+    session.wait_listed("mcp__ok__echo", Duration::from_secs(20));
+    let listed = session.request("tools/list", json!({})).to_string();
+    assert!(
+        !listed.contains("mcp__hung__"),
+        "a hung upstream's tools: {listed}"
+    );
+    let (_, _, metrics) = http(addr, "GET", "/metrics", &[], "");
+    assert!(
+        metrics.contains(r#"mcp_harness_server_state{server="hung",state="failed"} 1"#),
+        "{metrics}"
+    );
+
+    let echo = |server: &str| {
+        let started = Instant::now();
+        let params =
+            json!({"name": format!("mcp__{server}__echo"), "arguments": {"message": server}});
+        let answer = session.request("tools/call", params);
+        (answer, started.elapsed())
+    };
+    let (answer, took) = echo("dies");
+    assert!(
+        took < Duration::from_secs(10),
+        "the dying upstream's call took {took:?}"
+    );
+    let failed = answer["result"]["isError"] == true || answer.get("error").is_some();
+    assert!(
+        failed,
+        "a call its upstream died in reported success: {answer}"
+    );
+    let said = answer.to_string();
+    assert!(
+        said.contains("dies"),
+        "the error does not name the server: {answer}"
+    );
+    assert!(
+        !said.contains("input schema"),
+        "refused before it ran: {answer}"
+    );
+    assert!(said.contains("exit status: 3"), "{answer}");
+    // Its stderr tail comes along, with the secret it echoed redacted.
+    assert!(said.contains("API_TOKEN=[redacted]"), "{answer}");
+    assert!(
+        !said.contains(SECRET),
+        "a secret reached the client: {answer}"
+    );
+    let (answer, _) = echo("ok");
+    assert_eq!(answer["result"]["content"][0]["text"], "ok", "{answer}");
+
+    assert!(
+        served.terminate(Duration::from_secs(20)).is_some(),
+        "serve did not exit on SIGTERM"
+    );
+    let start = Instant::now();
+    while !pids_with(&marker).is_empty() && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        pids_with(&marker),
+        Vec::<u32>::new(),
+        "upstream processes left"
+    );
+}

@@ -184,6 +184,9 @@ mod tests {
         );
         assert!(seen[2].contains("\"result\""), "{seen:?}");
         drop(stream);
-        assert!(sidecars.channels.is_empty(), "the channel outlived its stream");
+        assert!(
+            sidecars.channels.is_empty(),
+            "the channel outlived its stream"
+        );
     }
 }
