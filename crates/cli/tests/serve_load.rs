@@ -523,3 +523,34 @@ fn a_hung_and_a_dying_upstream_cost_only_their_own_entries() {
         "upstream processes left"
     );
 }
+
+/// A client that starts a request and never finishes its head has its connection closed once
+/// the header read timeout (30 s) has passed — it cannot hold connections open for good (a
+/// slowloris) — while other clients are served meanwhile.
+#[test]
+fn a_request_head_never_finished_is_cut_after_the_header_timeout() {
+    use std::io::{Read as _, Write as _};
+    let dir = temp_home("serve-load", "slowloris");
+    let config = fixture_config(&dir, &[]);
+    let served = Served::start(&dir, &config, &[], Stdio::null());
+    let addr = served.addr.as_str();
+    let mut slow = std::net::TcpStream::connect(addr).expect("connect");
+    slow.set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
+    slow.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .expect("half a head");
+    let started = Instant::now();
+    let (status, _, _) = http(addr, "GET", "/healthz", &[], "");
+    assert_eq!(status, 200, "another client was not served meanwhile");
+    let mut answer = [0u8; 512];
+    let read = slow.read(&mut answer);
+    let took = started.elapsed();
+    assert!(
+        !matches!(&read, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut),
+        "the connection was still open after {took:?}"
+    );
+    assert!(
+        took >= Duration::from_secs(25) && took < Duration::from_secs(45),
+        "closed after {took:?}, not at the 30 s header timeout ({read:?})"
+    );
+}

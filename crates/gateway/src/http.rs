@@ -21,7 +21,6 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::serve::ListenerExt as _;
 use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
 };
@@ -285,21 +284,8 @@ pub(crate) async fn serve(
             drain::gate,
         ))
         .with_state(ops);
-    let listener = listener.tap_io(|socket| {
-        if let Err(error) = socket.set_nodelay(true) {
-            tracing::debug!(%error, "TCP_NODELAY not set on an accepted socket");
-        }
-    });
     let accept = CancellationToken::new();
-    let shutdown = accept.clone();
-    let task = tokio::spawn(async move {
-        let served = axum::serve(listener, router)
-            .with_graceful_shutdown(async move { shutdown.cancelled().await })
-            .await;
-        if let Err(error) = served {
-            tracing::error!(%error, "the HTTP server stopped");
-        }
-    });
+    let task = tokio::spawn(accept_loop(listener, router, accept.clone()));
     tracing::info!(url = %format!("http://{addr}/mcp"), "serving Streamable HTTP");
     Ok(HttpServer {
         addr,
@@ -308,6 +294,48 @@ pub(crate) async fn serve(
         drain,
         task,
     })
+}
+
+/// How long a client may take to send a request's head (request line and headers) once it
+/// started one, before its connection is closed: a client that opens connections and never
+/// finishes a request would otherwise hold each open for good.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Serves HTTP/1.1 connections from `listener` until `stop`: each accepted socket with
+/// TCP_NODELAY (a response written in pieces must not wait for the client's delayed ACK) and
+/// [`HEADER_READ_TIMEOUT`]; at `stop` no connection is accepted any more, each open one closes
+/// after the request it is serving, and this returns when all have.
+async fn accept_loop(listener: TcpListener, router: axum::Router, stop: CancellationToken) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    loop {
+        let (socket, _) = tokio::select! {
+            () = stop.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Out of file descriptors, say: wait a moment rather than spin.
+                    tracing::warn!(%error, "accepting a connection failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        if let Err(error) = socket.set_nodelay(true) {
+            tracing::debug!(%error, "TCP_NODELAY not set on an accepted socket");
+        }
+        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        let connection = graceful.watch(http.serve_connection(TokioIo::new(socket), service));
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "an HTTP connection ended with an error");
+            }
+        });
+    }
+    graceful.shutdown().await;
 }
 
 /// What rmcp says before the reason when a body is not one JSON-RPC message.
