@@ -87,6 +87,7 @@ impl Opened {
         WithSidecar {
             inner: Box::pin(stream),
             side: self.side,
+            held: None,
             _open: self.registered,
         }
     }
@@ -108,6 +109,9 @@ impl Drop for Registered {
 pub(crate) struct WithSidecar {
     inner: Pin<Box<dyn Stream<Item = ServerSseMessage> + Send + Sync + 'static>>,
     side: mpsc::Receiver<ServerJsonRpcMessage>,
+    /// The stream's own message, held back while side-channel messages that arrived before it
+    /// go out.
+    held: Option<ServerSseMessage>,
     _open: Registered,
 }
 
@@ -118,15 +122,14 @@ impl Stream for WithSidecar {
         if let Poll::Ready(Some(message)) = self.side.poll_recv(cx) {
             return Poll::Ready(Some(ServerSseMessage::from_message(message)));
         }
+        if let Some(own) = self.held.take() {
+            return Poll::Ready(Some(own));
+        }
         match self.inner.as_mut().poll_next(cx) {
-            // The stream's own message: whatever reached the side channel meanwhile first.
+            // The stream's own message: whatever reached the side channel meanwhile goes first.
             Poll::Ready(Some(own)) => match self.side.try_recv() {
                 Ok(message) => {
-                    // Put the own message back in front: it is sent at the next poll.
-                    let own_first = futures::stream::once(async move { own });
-                    let rest =
-                        std::mem::replace(&mut self.inner, Box::pin(futures::stream::empty()));
-                    self.inner = Box::pin(futures::StreamExt::chain(own_first, rest));
+                    self.held = Some(own);
                     Poll::Ready(Some(ServerSseMessage::from_message(message)))
                 }
                 Err(_) => Poll::Ready(Some(own)),
@@ -188,5 +191,30 @@ mod tests {
             sidecars.channels.is_empty(),
             "the channel outlived its stream"
         );
+    }
+
+    /// A line that reaches the side channel while the stream's own result is being taken
+    /// still goes out first.
+    #[tokio::test]
+    async fn a_line_racing_the_result_goes_first() {
+        let sidecars = Arc::new(Sidecars::default());
+        let opened = sidecars
+            .open("s2", Some(RequestId::Number(8)))
+            .expect("a request");
+        let key = (Arc::<str>::from("s2"), RequestId::Number(8));
+        let side = sidecars
+            .channels
+            .get(&key)
+            .map(|tx| tx.clone())
+            .expect("registered");
+        let result = ServerJsonRpcMessage::response(ServerResult::empty(()), RequestId::Number(8));
+        let own = futures::stream::once(async move {
+            side.try_send(note("racing")).expect("room");
+            ServerSseMessage::from_message(result)
+        });
+        let seen: Vec<String> = opened.around(own).map(|m| shown(&m)).collect().await;
+        assert_eq!(seen.len(), 2, "{seen:?}");
+        assert!(seen[0].contains("racing"), "{seen:?}");
+        assert!(seen[1].contains("\"result\""), "{seen:?}");
     }
 }

@@ -8,8 +8,9 @@
 //! often and load that comes and goes falls on all three alike.
 //!
 //! Invariants: every call is checked (no `isError`); every loop is bounded by count and by
-//! [`BATCH_LIMIT`] / [`CALL_TIMEOUT`]; both server processes this group starts are killed and
-//! waited for before it returns, and the runtime (with its stdio server) is shut down.
+//! [`BATCH_LIMIT`] / [`CALL_TIMEOUT`](super::CALL_TIMEOUT); both server processes this group
+//! starts are killed and waited for before it returns, and the runtime (with its stdio server)
+//! is shut down.
 
 use std::process::Stdio;
 use std::time::Instant;
