@@ -18,7 +18,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use common::gateway::{Killed, Stateless, fixture_config, http, http_fixture};
-use common::{bin, peers, pids_with, temp_home};
+use common::{bin, peers, temp_home};
 use mcp_harness_gateway::SessionKeys;
 use serde_json::{Value, json};
 
@@ -212,12 +212,8 @@ fn text(result: &Value) -> String {
 }
 
 fn wait_gone(marker: &str) {
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(10) && !pids_with(marker).is_empty() {
-        std::thread::sleep(Duration::from_millis(50));
-    }
     assert_eq!(
-        pids_with(marker),
+        common::wait_gone(marker),
         Vec::<u32>::new(),
         "upstreams left behind"
     );

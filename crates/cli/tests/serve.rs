@@ -22,7 +22,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::gateway::{MCP_POST, http, open_session};
-use common::{bin, peers, pids_with, temp_home};
+use common::{bin, peers, temp_home, wait_gone};
 use serde_json::{Value, json};
 
 fn path(p: PathBuf) -> String {
@@ -226,17 +226,6 @@ fn run_client(mut cmd: Command) -> (String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-fn wait_gone(marker: &str) -> Vec<u32> {
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(10) {
-        if pids_with(marker).is_empty() {
-            return Vec::new();
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    pids_with(marker)
 }
 
 fn marker(test: &str) -> String {

@@ -22,7 +22,7 @@ use aws_lc_rs::rsa::KeySize;
 use aws_lc_rs::signature::{self, EcdsaKeyPair, KeyPair as _};
 use base64::Engine as _;
 use common::gateway::{EventStream, http, message};
-use common::{bin, pids_with, temp_home};
+use common::{bin, temp_home, wait_gone};
 use serde_json::{Value, json};
 
 const FULL_TOKEN: &str = "full-token-5d1f0c2b8e";
@@ -314,17 +314,6 @@ fn marker(test: &str) -> String {
             .map(|d| d.as_nanos())
             .unwrap_or(0)
     )
-}
-
-fn wait_gone(marker: &str) -> Vec<u32> {
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(10) {
-        if pids_with(marker).is_empty() {
-            return Vec::new();
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    pids_with(marker)
 }
 
 fn error_code(response: &Value) -> i64 {

@@ -285,12 +285,8 @@ fn sigterm_under_load_drains_in_flight_calls() {
         "a call after SIGTERM got {late}, expected a refused connection or 503"
     );
     assert_eq!(code, Some(0), "serve did not exit 0 after draining");
-    let start = Instant::now();
-    while !pids_with(&marker).is_empty() && start.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
     assert_eq!(
-        pids_with(&marker),
+        common::wait_gone(&marker),
         Vec::<u32>::new(),
         "upstream left after SIGTERM"
     );
@@ -513,12 +509,8 @@ fn a_hung_and_a_dying_upstream_cost_only_their_own_entries() {
         served.terminate(Duration::from_secs(20)).is_some(),
         "serve did not exit on SIGTERM"
     );
-    let start = Instant::now();
-    while !pids_with(&marker).is_empty() && start.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
     assert_eq!(
-        pids_with(&marker),
+        common::wait_gone(&marker),
         Vec::<u32>::new(),
         "upstream processes left"
     );

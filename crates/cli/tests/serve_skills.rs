@@ -15,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::gateway::{EventStream, free_addr, http, message};
-use common::{bin, pids_with, temp_home};
+use common::{bin, temp_home};
 use rmcp::model::{Skill, SkillResources};
 use serde_json::{Value, json};
 
@@ -292,9 +292,9 @@ fn skills_are_served_under_server_uris_routed_to_their_owner_and_hidden_per_prof
         Some("notifications/tools/list_changed")
     );
     drop(gateway);
-    let start = Instant::now();
-    while !pids_with(&marker).is_empty() && start.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert_eq!(pids_with(&marker), Vec::<u32>::new(), "upstreams left");
+    assert_eq!(
+        common::wait_gone(&marker),
+        Vec::<u32>::new(),
+        "upstreams left"
+    );
 }

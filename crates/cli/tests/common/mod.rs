@@ -77,6 +77,20 @@ pub(crate) fn run_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (i32, S
     )
 }
 
+/// Waits (≤ 10 s) until no live process's command line contains `marker`: the ones still
+/// there after that (empty when all went).
+#[allow(dead_code)] // not every test binary that includes `common` waits for processes
+pub(crate) fn wait_gone(marker: &str) -> Vec<u32> {
+    let start = std::time::Instant::now();
+    while start.elapsed() < std::time::Duration::from_secs(10) {
+        if pids_with(marker).is_empty() {
+            return Vec::new();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    pids_with(marker)
+}
+
 /// Live processes whose command line contains `marker` (zombies excluded).
 pub(crate) fn pids_with(marker: &str) -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
