@@ -334,8 +334,8 @@ fn resource_subscriptions_per_session_are_bounded() {
 #[test]
 fn bad_requests_get_a_clear_4xx_and_break_nothing() {
     use common::gateway::Session;
+    use common::gateway::http_bytes;
     use serde_json::Value;
-    use std::io::{Read as _, Write as _};
     let dir = temp_home("serve-load", "bad");
     let config = fixture_config(&dir, &[]);
     let served = Served::start(&dir, &config, &[], Stdio::null());
@@ -357,31 +357,10 @@ fn bad_requests_get_a_clear_4xx_and_break_nothing() {
     ];
     for (what, body, status, expected) in cases {
         let started = Instant::now();
-        let mut stream = std::net::TcpStream::connect(addr).expect("connect");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .expect("timeout");
-        let mut request = format!(
-            "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
-            body.len()
-        );
-        for (k, v) in headers {
-            request.push_str(&format!("{k}: {v}\r\n"));
-        }
-        request.push_str("\r\n");
-        // The server may answer (413) before reading the whole body: a failed write is fine.
-        let _ = stream
-            .write_all(request.as_bytes())
-            .and_then(|()| stream.write_all(body));
-        let mut response = Vec::new();
-        let _ = stream.read_to_end(&mut response);
-        let response = String::from_utf8_lossy(&response);
-        let (head, answer) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+        let (got, head, answer) = http_bytes(addr, "POST", "/mcp", &headers, body);
         assert!(started.elapsed() < Duration::from_secs(10), "{what}: slow");
-        assert!(
-            head.starts_with(&format!("HTTP/1.1 {status}")),
-            "{what}: {head}\n{answer}"
-        );
+        assert_eq!(got, status, "{what}: {head}\n{answer}");
+        let answer = answer.as_str();
         match expected {
             Value::Number(code) => {
                 let error: Value = serde_json::from_str(answer)

@@ -35,7 +35,9 @@ use dashmap::DashMap;
 use futures::Stream;
 use ring::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
 use ring::rand::{SecureRandom as _, SystemRandom};
-use rmcp::model::{ClientJsonRpcMessage, InitializeRequestParams, ServerJsonRpcMessage};
+use rmcp::model::{
+    ClientJsonRpcMessage, ClientRequest, InitializeRequestParams, ServerJsonRpcMessage,
+};
 use rmcp::transport::streamable_http_server::session::local::{
     LocalSessionManager, LocalSessionManagerError,
 };
@@ -595,7 +597,7 @@ pub(crate) enum SealedError {
 pub(crate) struct SealedSessionManager {
     inner: LocalSessionManager,
     sealer: Arc<Sealer>,
-    /// Each POSTed request's stream gets a side channel (`crate::sidecar`).
+    /// Each POSTed `tools/call`'s stream gets a side channel (`crate::sidecar`).
     sidecars: Arc<crate::sidecar::Sidecars>,
 }
 
@@ -716,8 +718,13 @@ impl SessionManager for SealedSessionManager {
         message: ClientJsonRpcMessage,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
         let local = self.local(id)?;
+        // Only a call forwards its upstream's log lines.
         let request = match &message {
-            ClientJsonRpcMessage::Request(request) => Some(request.id.clone()),
+            ClientJsonRpcMessage::Request(request)
+                if matches!(request.request, ClientRequest::CallToolRequest(_)) =>
+            {
+                Some(request.id.clone())
+            }
             _ => None,
         };
         // Open before the request can reach its handler, which looks the channel up.

@@ -1,8 +1,8 @@
 //! A session request's own response stream, for what rmcp would send on the session's GET
 //! stream: rmcp routes a notification by request only when it is progress, so an upstream's
 //! log lines during a `tools/call` would reach a 2025 client only on a GET stream it need not
-//! open. Each POSTed request's event stream gets a side channel here, and the call's log
-//! forwarder writes to it.
+//! open. Each POSTed `tools/call`'s event stream gets a side channel here (no other request
+//! forwards log lines), and the call's log forwarder writes to it.
 //!
 //! Invariants:
 //! - a side channel lives exactly as long as its request's response stream (registered when
@@ -154,6 +154,27 @@ mod tests {
         ))
     }
 
+    /// The side channel opened for request `id` of session `session`, its sender (as the
+    /// call's log forwarder holds it) and the result message of that request.
+    fn opened(
+        sidecars: &Arc<Sidecars>,
+        session: &str,
+        id: i64,
+    ) -> (Opened, Sidecar, ServerSseMessage) {
+        let request = RequestId::Number(id);
+        let opened = sidecars
+            .open(session, Some(request.clone()))
+            .expect("a request");
+        let key = (Arc::<str>::from(session), request.clone());
+        let side = sidecars
+            .channels
+            .get(&key)
+            .map(|tx| tx.clone())
+            .expect("registered");
+        let result = ServerJsonRpcMessage::response(ServerResult::empty(()), request);
+        (opened, side, ServerSseMessage::from_message(result))
+    }
+
     fn shown(message: &ServerSseMessage) -> String {
         serde_json::to_string(message.message.as_deref().expect("a message")).unwrap_or_default()
     }
@@ -162,17 +183,8 @@ mod tests {
     #[tokio::test]
     async fn side_messages_precede_the_result_and_leave_with_the_stream() {
         let sidecars = Arc::new(Sidecars::default());
-        let result = ServerJsonRpcMessage::response(ServerResult::empty(()), RequestId::Number(7));
-        let own = futures::stream::iter([ServerSseMessage::from_message(result)]);
-        let opened = sidecars
-            .open("s1", Some(RequestId::Number(7)))
-            .expect("a request");
-        let key = (Arc::<str>::from("s1"), RequestId::Number(7));
-        let side = sidecars
-            .channels
-            .get(&key)
-            .map(|tx| tx.clone())
-            .expect("registered");
+        let (opened, side, result) = opened(&sidecars, "s1", 7);
+        let own = futures::stream::iter([result]);
         side.try_send(note("first")).expect("room");
         side.try_send(note("second")).expect("room");
         let mut stream = opened.around(own);
@@ -198,19 +210,10 @@ mod tests {
     #[tokio::test]
     async fn a_line_racing_the_result_goes_first() {
         let sidecars = Arc::new(Sidecars::default());
-        let opened = sidecars
-            .open("s2", Some(RequestId::Number(8)))
-            .expect("a request");
-        let key = (Arc::<str>::from("s2"), RequestId::Number(8));
-        let side = sidecars
-            .channels
-            .get(&key)
-            .map(|tx| tx.clone())
-            .expect("registered");
-        let result = ServerJsonRpcMessage::response(ServerResult::empty(()), RequestId::Number(8));
+        let (opened, side, result) = opened(&sidecars, "s2", 8);
         let own = futures::stream::once(async move {
             side.try_send(note("racing")).expect("room");
-            ServerSseMessage::from_message(result)
+            result
         });
         let seen: Vec<String> = opened.around(own).map(|m| shown(&m)).collect().await;
         assert_eq!(seen.len(), 2, "{seen:?}");

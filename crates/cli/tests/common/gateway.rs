@@ -23,6 +23,18 @@ pub(crate) fn http(
     headers: &[(&str, &str)],
     body: &str,
 ) -> (u16, String, String) {
+    http_bytes(addr, method, path, headers, body.as_bytes())
+}
+
+/// [`http`] with a body of any bytes. A server may answer before it read the whole body (a
+/// 413): the answer is read even when sending the rest failed.
+pub(crate) fn http_bytes(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, String, String) {
     let Ok(mut stream) = std::net::TcpStream::connect(addr) else {
         return (0, String::new(), "connection refused".into());
     };
@@ -35,12 +47,14 @@ pub(crate) fn http(
         request.push_str(&format!("{k}: {v}\r\n"));
     }
     request.push_str("\r\n");
-    request.push_str(body);
-    if stream.write_all(request.as_bytes()).is_err() {
-        return (0, String::new(), "connection closed while sending".into());
-    }
+    let mut request = request.into_bytes();
+    request.extend_from_slice(body);
+    let sent = stream.write_all(&request);
     let mut response = Vec::new();
     let _ = stream.read_to_end(&mut response);
+    if response.is_empty() && sent.is_err() {
+        return (0, String::new(), "connection closed while sending".into());
+    }
     let response = String::from_utf8_lossy(&response).into_owned();
     let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
     let status = head

@@ -54,13 +54,20 @@ const IDLE_CHECK: Duration = Duration::from_secs(30);
 struct Outboxes<T> {
     boxes: HashMap<u64, mpsc::Sender<T>>,
     deadline: Duration,
+    /// The map's size at which the outboxes of ended sessions are dropped next (twice the
+    /// size after the last pruning: amortised, not a scan per notification).
+    prune_at: usize,
 }
+
+/// The fewest outboxes kept before ended sessions' are dropped.
+const PRUNE_FLOOR: usize = 64;
 
 impl<T: Send + 'static> Outboxes<T> {
     fn new(deadline: Duration) -> Self {
         Self {
             boxes: HashMap::new(),
             deadline,
+            prune_at: PRUNE_FLOOR,
         }
     }
 
@@ -76,8 +83,9 @@ impl<T: Send + 'static> Outboxes<T> {
         D: Fn(T) -> F + Send + 'static,
         F: Future<Output = Result<(), String>> + Send + 'static,
     {
-        if self.boxes.len() >= OUTBOX {
+        if self.boxes.len() >= self.prune_at {
             self.boxes.retain(|_, tx| !tx.is_closed());
+            self.prune_at = (self.boxes.len() * 2).max(PRUNE_FLOOR);
         }
         let open = self.boxes.get(&session).filter(|tx| !tx.is_closed());
         let tx = match open {

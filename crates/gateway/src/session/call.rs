@@ -6,7 +6,6 @@
 //! as unknown or stale before it reaches an upstream.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use mcp_harness_policy::{ApprovalRequest, Effect};
 use mcp_harness_runtime::{CallError, CallOptions, CallReply, ClientProfile, ToolResult};
@@ -15,7 +14,7 @@ use rmcp::model::{
     ProgressNotificationParam,
 };
 use rmcp::service::RequestContext;
-use rmcp::{ErrorData as McpError, Peer, RoleServer};
+use rmcp::{ErrorData as McpError, RoleServer};
 
 use crate::bridge::{Caller, as_caller};
 use crate::sealed::{self, ListedMark};
@@ -131,6 +130,8 @@ impl Session {
         rounds: super::mrtr::Rounds,
     ) -> (Option<String>, Result<CallReply, Failure>) {
         let profile = profile_of(&context.extensions);
+        // The client and request everything asked for this call is asked of.
+        let caller = Caller::of(&context);
         let mark = sealed::opened(&context.extensions)
             .and_then(|opened| opened.payload.listed)
             .or_else(|| listing_mark(&context.meta));
@@ -200,11 +201,9 @@ impl Session {
                                 .tool(name)
                                 .and_then(|entry| entry.tool.annotations.clone()),
                         };
-                        let answer = as_caller(
-                            Caller::of(&context),
-                            self.shared().bridge.approver().approve(ask),
-                        )
-                        .await;
+                        let answer =
+                            as_caller(caller.clone(), self.shared().bridge.approver().approve(ask))
+                                .await;
                         match answer {
                             mcp_harness_policy::Approval::Approved => approved = true,
                             mcp_harness_policy::Approval::Denied { reason } => {
@@ -250,10 +249,10 @@ impl Session {
         });
         let logs = server
             .clone()
-            .map(|server| self.forward_logs(server, context.peer.clone(), &context));
+            .map(|server| self.forward_logs(server, &context));
         let in_flight = server
             .as_deref()
-            .map(|server| self.shared().bridge.enter(server, Caller::of(&context)));
+            .map(|server| self.shared().bridge.enter(server, caller.clone()));
         // The upstream's requests of this very call reach this client (by the call's tag).
         options.caller = in_flight.as_ref().map(crate::bridge::InFlight::tag);
         let upstream = self.shared().tracer.as_ref().and_then(|tracer| {
@@ -278,13 +277,9 @@ impl Session {
         }
         let run = call.call_reply(request.arguments, options);
         let outcome = if approved {
-            as_caller(
-                Caller::of(&context),
-                crate::bridge::approved(name.to_string(), run),
-            )
-            .await
+            as_caller(caller, crate::bridge::approved(name.to_string(), run)).await
         } else {
-            as_caller(Caller::of(&context), run).await
+            as_caller(caller, run).await
         };
         if let Some(span) = upstream {
             crate::spans::end_upstream(
@@ -314,7 +309,6 @@ impl Session {
     pub(super) fn forward_logs(
         &self,
         server: String,
-        peer: Peer<RoleServer>,
         context: &RequestContext<RoleServer>,
     ) -> (
         tokio::sync::oneshot::Sender<()>,
@@ -326,6 +320,7 @@ impl Session {
         // The call's own response stream when it is an HTTP session's event stream; else (stdio,
         // a stream already gone) the session's notification channel.
         let sidecar = self.shared().sidecars.of(context);
+        let peer = context.peer.clone();
         let send = move |params: rmcp::model::LoggingMessageNotificationParam| {
             let (peer, sidecar) = (peer.clone(), sidecar.clone());
             async move {
@@ -350,8 +345,7 @@ impl Session {
             // client wants even when none so far was (a client at `error` after `debug` lines).
             let mut logging = false;
             let wanted = |log: &mcp_harness_runtime::ServerLog| {
-                log.server == server
-                    && (log.params.level as u8) >= state.log_level.load(Ordering::Relaxed)
+                log.server == server && (log.params.level as u8) >= state.log_level()
             };
             loop {
                 let log = tokio::select! {

@@ -76,14 +76,23 @@ struct SessionState {
     calls: Arc<tokio::sync::Semaphore>,
     /// This session's resource subscriptions: (server, URI) → the task forwarding updates.
     subscriptions: Mutex<HashMap<(String, String), tokio::task::JoinHandle<()>>>,
-    /// The least severe log level this client asked for (`logging/setLevel`; the
-    /// `LoggingLevel` discriminant, `Debug` = 0 = everything until it asks).
-    log_level: std::sync::atomic::AtomicU8,
-    /// The level this client last asked for, plus one (0: it never asked), counted in the
-    /// level asked of the upstreams while the session lives.
+    /// The level this client last asked for (`logging/setLevel`; the `LoggingLevel`
+    /// discriminant) plus one, 0 while it never asked: it is forwarded log lines at or above
+    /// that level (everything until it asks), and the ask is counted in the level asked of the
+    /// upstreams while the session lives.
     log_asked: std::sync::atomic::AtomicU8,
     /// The stdio front of SEP-1686 pass-through, for the stdio session.
     lines: Option<Arc<augmented_lines::Lines>>,
+}
+
+impl SessionState {
+    /// The least severe level of the log lines this client is forwarded (`Debug`, everything,
+    /// until it asks).
+    fn log_level(&self) -> u8 {
+        self.log_asked
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .saturating_sub(1)
+    }
 }
 
 impl Drop for SessionState {
@@ -143,7 +152,6 @@ impl Session {
                 shared,
                 listed: Mutex::new(None),
                 subscriptions: Mutex::new(HashMap::new()),
-                log_level: std::sync::atomic::AtomicU8::new(0),
                 log_asked: std::sync::atomic::AtomicU8::new(0),
                 lines,
             }),
@@ -325,7 +333,6 @@ impl ServerHandler for Session {
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let level = request.level as u8;
-        self.state.log_level.store(level, Ordering::Relaxed);
         let previous = self.state.log_asked.swap(level + 1, Ordering::Relaxed);
         let shared = self.shared();
         shared.log_level.ask(previous.checked_sub(1), level);
