@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use crate::ClientPeer;
 use crate::error::TransportError;
 use crate::handler::HarnessClient;
+use crate::ordered::{Delivered, InOrder};
 use crate::process::ProcessGroup;
 use crate::stderr::StderrTail;
 use crate::wire::WireNotes;
@@ -281,6 +282,10 @@ where
     E: std::error::Error + Send + Sync + 'static,
 {
     let cancel = CancellationToken::new();
+    // Notifications ahead of the responses sent after them (see `ordered`).
+    let delivered = Arc::new(Delivered::default());
+    let handler = handler.ordered(delivered.clone());
+    let transport = InOrder::new(transport.into_transport(), delivered);
     let started = tokio::time::timeout(
         options.startup_timeout,
         serve_client_with_lifecycle_and_ct(

@@ -27,6 +27,7 @@ use rmcp::service::{
 use crate::callbacks::{
     CallbackFuture, Callbacks, ClientCallbacks, RequestOrigin, apply_form_defaults,
 };
+use crate::ordered::Delivered;
 
 /// What a connected server told us, outside any request/response pair.
 #[derive(Debug, Clone)]
@@ -78,6 +79,9 @@ pub struct HarnessClient {
     server: Arc<str>,
     callbacks: Option<Callbacks>,
     callback_runtime: Option<tokio::runtime::Handle>,
+    /// Counts the notifications delivered that the session's transport orders responses
+    /// behind (see [`crate::ordered`]); set per connection attempt by `initialize`.
+    delivered: Arc<Delivered>,
 }
 
 impl HarnessClient {
@@ -89,6 +93,22 @@ impl HarnessClient {
             server: Arc::from(""),
             callbacks: None,
             callback_runtime: None,
+            delivered: Arc::default(),
+        }
+    }
+
+    /// This handler counting its deliveries in `delivered`, the count the session's
+    /// [`InOrder`](crate::ordered::InOrder) transport waits on.
+    pub(crate) fn ordered(mut self, delivered: Arc<Delivered>) -> Self {
+        self.delivered = delivered;
+        self
+    }
+
+    /// After delivering a notification of a kind [`counted`](crate::ordered::counted) names:
+    /// counts it, as the transport did when it arrived outside a subscription stream.
+    fn delivered(&self, context: &NotificationContext<RoleClient>) {
+        if context.meta.subscription_id().is_none() {
+            self.delivered.one();
         }
     }
 
@@ -319,24 +339,34 @@ impl ClientHandler for HarnessClient {
     async fn on_progress(
         &self,
         params: ProgressNotificationParam,
-        _context: NotificationContext<RoleClient>,
+        context: NotificationContext<RoleClient>,
     ) {
         self.emit(ServerEvent::Progress(params));
+        self.delivered(&context);
     }
 
     async fn on_logging_message(
         &self,
         params: LoggingMessageNotificationParam,
-        _context: NotificationContext<RoleClient>,
+        context: NotificationContext<RoleClient>,
     ) {
         self.emit(ServerEvent::Log(params));
+        self.delivered(&context);
     }
 
     async fn on_custom_notification(
         &self,
         notification: CustomNotification,
-        _context: NotificationContext<RoleClient>,
+        context: NotificationContext<RoleClient>,
     ) {
+        self.custom_notification(notification);
+        self.delivered(&context);
+    }
+}
+
+impl HarnessClient {
+    /// A task status goes to the sink; any other custom notification is ignored.
+    fn custom_notification(&self, notification: CustomNotification) {
         if notification.method != TASK_STATUS_NOTIFICATION {
             tracing::trace!(server = %self.server, method = %notification.method, "custom notification ignored");
             return;

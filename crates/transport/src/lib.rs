@@ -31,6 +31,7 @@ mod layer;
 mod lines;
 mod listen;
 pub mod net;
+mod ordered;
 mod process;
 pub mod reaper;
 pub mod redact;

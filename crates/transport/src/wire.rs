@@ -4,10 +4,7 @@
 //! task fields (SEP-1686): a tool's `execution.taskSupport` and the server's
 //! `capabilities.tasks.requests.tools.call`. Without them a client cannot call a tool that
 //! requires task augmentation. [`WireNotes`] records exactly those two facts from the raw
-//! messages, before rmcp decodes them, and counts the progress notifications of each progress
-//! token in the order they arrive (rmcp handles each notification on a task of its own, so a
-//! request's response can overtake its last progress: the count tells the caller how many to
-//! wait for); nothing else is read or kept.
+//! messages, before rmcp decodes them; nothing else is read or kept.
 //!
 //! Invariants:
 //! - notes only ever describe the connection they were created for (one [`WireNotes`] per
@@ -31,17 +28,6 @@ use tokio::io::{AsyncRead, ReadBuf};
 
 /// The longest single message the tap parses (larger ones pass through unobserved).
 pub const MAX_OBSERVED_LINE: usize = 16 * 1024 * 1024;
-
-/// The most progress tokens whose notifications are counted at once (the oldest is forgotten
-/// first): a caller takes its count when its response arrives, so only requests whose caller
-/// did not ask for progress leave counts behind.
-pub(crate) const MAX_PROGRESS_TOKENS: usize = 1024;
-
-/// How a progress token is keyed: its JSON text (`3`, `"abc"`), the same for a token read from
-/// the wire and one rmcp made.
-pub(crate) fn progress_token_key(token: &impl serde::Serialize) -> String {
-    serde_json::to_string(token).unwrap_or_default()
-}
 
 /// A tool's declared support for task-augmented calls (`execution.taskSupport`, SEP-1686).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -107,10 +93,6 @@ impl Anomalies {
 struct Notes {
     task_tools: HashMap<String, TaskSupport>,
     task_tool_calls: bool,
-    /// Progress notifications seen per progress token (keyed by [`progress_token_key`]), with
-    /// the tokens in the order they were first seen, for the bound.
-    progress: HashMap<String, u64>,
-    progress_order: std::collections::VecDeque<String>,
 }
 
 /// Facts from the raw messages of one connection. Cheap to clone (shared).
@@ -175,52 +157,8 @@ impl WireNotes {
         self.notes.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// How many progress notifications for `token` this connection has received so far, and
-    /// forgets them: the caller of a request takes this when its response arrived, and waits
-    /// until that many were handed over.
-    pub fn take_progress_seen(&self, token: &impl serde::Serialize) -> u64 {
-        let key = progress_token_key(token);
-        let mut notes = self.lock();
-        let seen = notes.progress.remove(&key).unwrap_or(0);
-        if seen > 0 {
-            notes.progress_order.retain(|k| *k != key);
-        }
-        seen
-    }
-
-    fn count_progress(&self, message: &Value) {
-        if message.get("method").and_then(Value::as_str) != Some("notifications/progress") {
-            return;
-        }
-        let Some(token) = message.pointer("/params/progressToken") else {
-            return;
-        };
-        let key = progress_token_key(token);
-        let mut notes = self.lock();
-        match notes.progress.get_mut(&key) {
-            Some(n) => *n += 1,
-            None => {
-                if notes.progress_order.len() >= MAX_PROGRESS_TOKENS
-                    && let Some(oldest) = notes.progress_order.pop_front()
-                {
-                    notes.progress.remove(&oldest);
-                }
-                notes.progress.insert(key.clone(), 1);
-                notes.progress_order.push_back(key);
-            }
-        }
-    }
-
     /// Observes one raw JSON-RPC message (or batch) from the server.
     pub fn observe(&self, message: &[u8]) {
-        if PROGRESS.find(message).is_some()
-            && let Ok(value) = serde_json::from_slice::<Value>(message)
-        {
-            match &value {
-                Value::Array(batch) => batch.iter().for_each(|m| self.count_progress(m)),
-                one => self.count_progress(one),
-            }
-        }
         // Only initialize results and tool listings matter; skip the rest without parsing.
         if !(INPUT_SCHEMA.find(message).is_some() || CAPABILITIES.find(message).is_some()) {
             return;
@@ -282,8 +220,6 @@ impl WireNotes {
 static INPUT_SCHEMA: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"inputSchema\""));
 static CAPABILITIES: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"capabilities\""));
 static TASK: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"task"));
-static PROGRESS: LazyLock<Finder<'static>> =
-    LazyLock::new(|| Finder::new(b"\"notifications/progress\""));
 
 /// An [`AsyncRead`] of newline-delimited JSON-RPC that shows every line to [`WireNotes`] as it
 /// passes, unchanged. The built-in connectors no longer use it: their
@@ -429,38 +365,6 @@ mod tests {
         assert!(
             !notes.task_tool_calls(),
             "a new initialize result replaces the old"
-        );
-    }
-
-    #[test]
-    fn progress_is_counted_per_token_in_arrival_order_and_taken_once() {
-        let notes = WireNotes::default();
-        let progress = |token: &str, value: u32| {
-            format!(
-                r#"{{"jsonrpc":"2.0","method":"notifications/progress","params":{{"progressToken":{token},"progress":{value}}}}}"#
-            )
-        };
-        notes.observe(progress("3", 1).as_bytes());
-        notes.observe(progress("\"t\"", 1).as_bytes());
-        notes.observe(progress("3", 2).as_bytes());
-        // A batch, and a message that only mentions progress, count as they should.
-        notes.observe(format!("[{},{}]", progress("3", 3), progress("4", 1)).as_bytes());
-        notes.observe(br#"{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"\"notifications/progress\""}]}}"#);
-        let token = |n: i64| rmcp::model::ProgressToken(rmcp::model::NumberOrString::Number(n));
-        assert_eq!(notes.take_progress_seen(&token(3)), 3);
-        assert_eq!(notes.take_progress_seen(&token(3)), 0, "taken once");
-        assert_eq!(notes.take_progress_seen(&token(4)), 1);
-        let named = rmcp::model::ProgressToken(rmcp::model::NumberOrString::String("t".into()));
-        assert_eq!(notes.take_progress_seen(&named), 1);
-        // Tokens nobody takes are bounded.
-        for i in 0..(MAX_PROGRESS_TOKENS + 10) {
-            notes.observe(progress(&(1000 + i).to_string(), 1).as_bytes());
-        }
-        assert_eq!(notes.lock().progress.len(), MAX_PROGRESS_TOKENS);
-        assert_eq!(
-            notes.take_progress_seen(&token(1000)),
-            0,
-            "the oldest went first"
         );
     }
 

@@ -341,9 +341,6 @@ impl Session {
         };
         let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(async move {
-            // Whether the upstream logged during the call at all: its next line may be one this
-            // client wants even when none so far was (a client at `error` after `debug` lines).
-            let mut logging = false;
             let wanted = |log: &mcp_harness_runtime::ServerLog| {
                 log.server == server && (log.params.level as u8) >= state.log_level()
             };
@@ -355,36 +352,25 @@ impl Session {
                 };
                 match log {
                     Ok(log) if wanted(&log) => {
-                        logging = true;
                         if send(log.params).await.is_err() {
                             return;
                         }
                     }
-                    Ok(log) => logging |= log.server == server,
+                    Ok(_) => {}
                     Err(RecvError::Lagged(missed)) => {
                         tracing::warn!(%server, missed, "log forwarder fell behind");
                     }
                     Err(RecvError::Closed) => return,
                 }
             }
-            // The call ended. rmcp runs an upstream's notification handlers in tasks of their
-            // own, so a line the upstream sent just before its result may still be on its way:
-            // a call whose upstream logged waits up to LOG_GRACE for such stragglers; one whose
-            // upstream did not takes only what has arrived (no added latency).
-            let deadline = tokio::time::Instant::now() + LOG_GRACE;
+            // The call ended. The transport hands a result on only once the lines its upstream
+            // sent before it were broadcast, so they are all here already: take them, wait for
+            // nothing.
             loop {
-                let log = if logging {
-                    match tokio::time::timeout_at(deadline, rx.recv()).await {
-                        Ok(Ok(log)) => log,
-                        Ok(Err(RecvError::Lagged(_))) => continue,
-                        Ok(Err(RecvError::Closed)) | Err(_) => return,
-                    }
-                } else {
-                    match rx.try_recv() {
-                        Ok(log) => log,
-                        Err(TryRecvError::Lagged(_)) => continue,
-                        Err(TryRecvError::Empty | TryRecvError::Closed) => return,
-                    }
+                let log = match rx.try_recv() {
+                    Ok(log) => log,
+                    Err(TryRecvError::Lagged(_)) => continue,
+                    Err(TryRecvError::Empty | TryRecvError::Closed) => return,
                 };
                 if wanted(&log) && send(log.params).await.is_err() {
                     return;
@@ -414,10 +400,6 @@ pub(super) fn refusal(requested: &str, error: CallError) -> Result<CallToolRespo
         other => Ok(CallToolResult::error(vec![ContentBlock::text(other.to_string())]).into()),
     }
 }
-
-/// How long a call that forwarded log lines waits, after its result, for lines its upstream
-/// sent just before the result (their handlers run in tasks of their own).
-const LOG_GRACE: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// The error a client gets for a failed prompts/get, resources/read or completion/complete:
 /// the upstream's own JSON-RPC error as it sent it (e.g. -32602 with `data.uri` for an unknown

@@ -2,9 +2,9 @@
 //! token) straight from the session to the caller, with no actor hop.
 //!
 //! Invariants:
-//! - a route exists from just after its request is handed to the transport until every progress
-//!   notification the wire tap saw for it has been handled (see `PreparedCall::call_with` and
-//!   [`ProgressRoute::settle`]);
+//! - a route exists from just after its request is handed to the transport until its result
+//!   is in (see `PreparedCall::call_with`), which is after every progress notification sent
+//!   before that result was delivered (the transport keeps that order: `ordered.rs`);
 //! - progress that arrives before its route exists (a fast server can answer before the caller
 //!   registered) is held, at most [`EARLY_KEEP`] notifications for at most [`EARLY_TTL`], and
 //!   handed over when the route is registered;
@@ -42,14 +42,10 @@ struct RoutesState {
 struct Route {
     tx: tokio::sync::mpsc::UnboundedSender<ProgressNotificationParam>,
     last: Option<f64>,
-    /// How many notifications for this route were handled (forwarded or dropped as out of
-    /// order), held ones included.
-    handled: tokio::sync::watch::Sender<u64>,
 }
 
 impl Route {
     fn forward(&mut self, server: &str, progress: ProgressNotificationParam) -> bool {
-        self.handled.send_modify(|n| *n += 1);
         if self.last.is_some_and(|last| progress.progress <= last) {
             tracing::trace!(
                 server,
@@ -94,12 +90,7 @@ impl ProgressRoutes {
         tx: tokio::sync::mpsc::UnboundedSender<ProgressNotificationParam>,
     ) -> ProgressRoute {
         let key = (server.to_string(), epoch, token_key(token));
-        let (handled, handled_rx) = tokio::sync::watch::channel(0);
-        let mut route = Route {
-            tx,
-            last: None,
-            handled,
-        };
+        let mut route = Route { tx, last: None };
         let mut state = self.lock();
         let now = std::time::Instant::now();
         state
@@ -119,7 +110,6 @@ impl ProgressRoutes {
         ProgressRoute {
             routes: self.clone(),
             key,
-            handled: handled_rx,
         }
     }
 
@@ -159,29 +149,6 @@ fn token_key(token: &ProgressToken) -> String {
 pub(crate) struct ProgressRoute {
     routes: Arc<ProgressRoutes>,
     key: RouteKey,
-    handled: tokio::sync::watch::Receiver<u64>,
-}
-
-/// How long [`ProgressRoute::settle`] waits at most for notifications the wire showed: only a
-/// notification rmcp could not decode (and so never hands over) makes it wait that long.
-pub(crate) const SETTLE_LIMIT: Duration = Duration::from_secs(2);
-
-impl ProgressRoute {
-    /// Waits until `seen` notifications (what the wire tap counted for this request by the time
-    /// its response arrived) have been handled by this route: rmcp hands each notification to a
-    /// task of its own and the response straight to the caller, so the last progress before a
-    /// result may be handled just after it. Bounded by [`SETTLE_LIMIT`].
-    pub(crate) async fn settle(&mut self, seen: u64) {
-        let waited = tokio::time::timeout(SETTLE_LIMIT, self.handled.wait_for(|n| *n >= seen));
-        if waited.await.is_err() {
-            tracing::debug!(
-                server = %self.key.0,
-                seen,
-                handled = *self.handled.borrow(),
-                "progress the wire showed was not handed over"
-            );
-        }
-    }
 }
 
 impl Drop for ProgressRoute {
@@ -226,37 +193,6 @@ mod tests {
             !routes.deliver("s", 2, progress(7, 4.0)),
             "no route after the guard"
         );
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn settling_waits_for_the_progress_the_wire_showed_and_no_longer() {
-        let routes = Arc::new(ProgressRoutes::default());
-        let token = progress(9, 0.0).progress_token;
-        // One held before the route, counted once handed over.
-        routes.deliver("s", 1, progress(9, 1.0));
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let mut route = routes.register_sender("s", 1, &token, tx);
-        // The wire showed three: the last two are handled after the response reached us.
-        let late = {
-            let routes = routes.clone();
-            tokio::spawn(async move {
-                tokio::task::yield_now().await;
-                routes.deliver("s", 1, progress(9, 2.0));
-                tokio::task::yield_now().await;
-                routes.deliver("s", 1, progress(9, 3.0));
-            })
-        };
-        route.settle(3).await;
-        let mut got = Vec::new();
-        while let Ok(p) = rx.try_recv() {
-            got.push(p.progress);
-        }
-        assert_eq!(got, [1.0, 2.0, 3.0], "all three before settle returns");
-        late.await.unwrap();
-        // A notification the wire showed but rmcp never handed over costs at most the limit.
-        let before = tokio::time::Instant::now();
-        route.settle(4).await;
-        assert_eq!(before.elapsed(), SETTLE_LIMIT);
     }
 
     #[test]

@@ -515,7 +515,9 @@ impl PreparedCall {
             (handle, tagged)
         };
         let progress_token = handle.progress_token.clone();
-        let route = options.progress.map(|tx| {
+        // Progress goes to the caller while this lives: to the result, since the transport hands
+        // a response on only once the notifications sent before it were delivered.
+        let _route = options.progress.map(|tx| {
             self.ctx
                 .progress
                 .register_sender(&entry.server, client.epoch, &progress_token, tx)
@@ -573,26 +575,10 @@ impl PreparedCall {
                 };
                 match Box::pin(self.further_rounds(other, rest, &classify)).await? {
                     Further::Result(result) => result,
-                    Further::HandedBack(reply) => {
-                        if let Some(mut route) = route {
-                            route
-                                .settle(client.wire.take_progress_seen(&progress_token))
-                                .await;
-                        }
-                        return Ok(reply);
-                    }
+                    Further::HandedBack(reply) => return Ok(reply),
                 }
             }
         };
-        // rmcp hands each notification to a task of its own but the response straight to us, so
-        // progress the server sent just before its result may be handled just after it: the
-        // route stays until every notification the wire showed for this request by now has
-        // been handed over (the caller's progress stream ends then).
-        if let Some(mut route) = route {
-            route
-                .settle(client.wire.take_progress_seen(&progress_token))
-                .await;
-        }
         let output_schema = self.search.frozen.output_schema(entry);
         let normalized = normalize_with(
             result.clone(),

@@ -1,0 +1,300 @@
+//! Keeps a server's notifications ahead of the responses it sent after them.
+//!
+//! rmcp hands each notification to its handler in a task of its own, but a response straight
+//! to the waiting request. A log line (or progress, or a task status) a server sent just before
+//! a call's result could therefore reach the [`EventSink`](crate::EventSink) after the caller
+//! already had the result — under load, every line of the call was lost to a caller that stops
+//! listening once it has its result.
+//!
+//! Invariant: a response (or error response) is handed to rmcp only after the handlers of every
+//! counted notification received before it have delivered it to the sink, or after
+//! [`ORDER_WAIT`] when one never does (the count then starts again from what was delivered, so
+//! one lost handler delays one response, not every later one). Counted are the notifications
+//! whose handlers deliver synchronously — logging, progress and custom ones (task statuses) —
+//! outside a 2026-07-28 subscription stream (rmcp routes those elsewhere).
+
+use std::borrow::Cow;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use rmcp::RoleClient;
+use rmcp::model::{
+    ClientJsonRpcMessage, GetMeta, JsonRpcMessage, NotificationMetaObject, ServerJsonRpcMessage,
+    ServerNotification,
+};
+use rmcp::transport::Transport;
+use tokio::sync::Notify;
+
+/// How long a response waits for the handlers of the notifications received before it.
+/// Handlers only call the sink, so they take microseconds unless the runtime is starved.
+pub(crate) const ORDER_WAIT: Duration = Duration::from_secs(1);
+
+/// How many counted notifications of one session the handler has delivered. Shared by the
+/// session's [`InOrder`] transport (which waits on it) and its handler (which bumps it).
+#[derive(Debug, Default)]
+pub(crate) struct Delivered {
+    count: AtomicU64,
+    notify: Notify,
+}
+
+impl Delivered {
+    /// A handler delivered one counted notification.
+    pub(crate) fn one(&self) {
+        self.count.fetch_add(1, Ordering::AcqRel);
+        self.notify.notify_waiters();
+    }
+
+    fn get(&self) -> u64 {
+        self.count.load(Ordering::Acquire)
+    }
+
+    /// Waits until at least `target` were delivered, until `deadline` at the latest; what was
+    /// delivered by then.
+    async fn reach(&self, target: u64, deadline: tokio::time::Instant) -> u64 {
+        let reached = async {
+            loop {
+                let notified = self.notify.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                if self.get() >= target {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        let _ = tokio::time::timeout_at(deadline, reached).await;
+        self.get()
+    }
+}
+
+/// Whether the handler of `notification` (with `meta`) counts itself in [`Delivered`]: the
+/// transport and the handler decide with this one function, so their counts agree.
+pub(crate) fn counted(notification: &ServerNotification, meta: &NotificationMetaObject) -> bool {
+    matches!(
+        notification,
+        ServerNotification::LoggingMessageNotification(_)
+            | ServerNotification::ProgressNotification(_)
+            | ServerNotification::CustomNotification(_)
+    ) && meta.subscription_id().is_none()
+}
+
+/// A transport whose responses wait for the notifications received before them (see the
+/// module doc).
+pub(crate) struct InOrder<T> {
+    inner: T,
+    delivered: Arc<Delivered>,
+    /// Counted notifications received so far (only `receive` touches it: it is sequential).
+    received: u64,
+    /// A response taken from `inner`, waiting for earlier notifications until the instant.
+    held: Option<(ServerJsonRpcMessage, tokio::time::Instant)>,
+}
+
+impl<T> InOrder<T> {
+    pub(crate) fn new(inner: T, delivered: Arc<Delivered>) -> Self {
+        Self {
+            inner,
+            delivered,
+            received: 0,
+            held: None,
+        }
+    }
+}
+
+impl<T> Transport<RoleClient> for InOrder<T>
+where
+    T: Transport<RoleClient>,
+{
+    type Error = T::Error;
+
+    fn name() -> Cow<'static, str> {
+        T::name()
+    }
+
+    fn send(
+        &mut self,
+        item: ClientJsonRpcMessage,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.inner.send(item)
+    }
+
+    // Cancel-safe, as rmcp needs (it drops a pending receive when another event comes first):
+    // a response taken from the inner transport is held in `self` while it waits, never in the
+    // future alone.
+    async fn receive(&mut self) -> Option<ServerJsonRpcMessage> {
+        if self.held.is_none() {
+            let message = self.inner.receive().await?;
+            match &message {
+                JsonRpcMessage::Notification(n)
+                    if counted(&n.notification, n.notification.get_meta()) =>
+                {
+                    self.received += 1;
+                    return Some(message);
+                }
+                JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_)
+                    if self.delivered.get() < self.received =>
+                {
+                    self.held = Some((message, tokio::time::Instant::now() + ORDER_WAIT));
+                }
+                _ => return Some(message),
+            }
+        }
+        let deadline = self.held.as_ref().map(|(_, deadline)| *deadline)?;
+        let delivered = self.delivered.reach(self.received, deadline).await;
+        if delivered < self.received {
+            tracing::warn!(
+                waiting = self.received - delivered,
+                "notifications sent before a response were not delivered within {ORDER_WAIT:?}; the response goes on without them"
+            );
+            self.received = delivered;
+        }
+        self.held.take().map(|(message, _)| message)
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn reach_returns_once_delivered_and_gives_up_after_the_wait() {
+        let delivered = Arc::new(Delivered::default());
+        let bump = delivered.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            bump.one();
+            bump.one();
+        });
+        let after = |wait| tokio::time::Instant::now() + wait;
+        assert_eq!(delivered.reach(2, after(Duration::from_secs(5))).await, 2);
+        // Nothing more comes: the wait ends at its bound with what was delivered.
+        assert_eq!(
+            delivered.reach(3, after(Duration::from_millis(30))).await,
+            2
+        );
+    }
+
+    /// rmcp drops a pending `receive` whenever another event comes first: a response held back
+    /// for an earlier notification must survive that and come out of the next `receive`.
+    #[tokio::test]
+    async fn a_held_response_survives_a_dropped_receive() {
+        use tokio::io::AsyncWriteExt;
+        let (ours, mut theirs) = tokio::io::duplex(64 * 1024);
+        let (read, write) = tokio::io::split(ours);
+        let inbound = crate::ConnectOptions::new("held").inbound(true);
+        let delivered = Arc::new(Delivered::default());
+        let mut transport = InOrder::new(
+            crate::lines::LineTransport::new(read, write, inbound),
+            delivered.clone(),
+        );
+        theirs
+            .write_all(
+                concat!(
+                    r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}"#,
+                    "\n",
+                    r#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
+                    "\n"
+                )
+                .as_bytes(),
+            )
+            .await
+            .unwrap();
+        let first = transport.receive().await;
+        assert!(matches!(first, Some(JsonRpcMessage::Notification(_))));
+        // The response waits for the line's handler, which has not run: the receive is dropped.
+        let dropped = tokio::time::timeout(Duration::from_millis(50), transport.receive()).await;
+        assert!(
+            dropped.is_err(),
+            "the response waited for the line before it"
+        );
+        delivered.one();
+        let next = tokio::time::timeout(Duration::from_secs(5), transport.receive())
+            .await
+            .expect("the held response comes out of the next receive");
+        assert!(matches!(next, Some(JsonRpcMessage::Response(_))));
+    }
+
+    /// A server writes a log line, a progress notification and the call's result in one write;
+    /// their handlers are slow (a sink that takes 200 ms each). The caller still gets the
+    /// result only after both reached the sink — before, rmcp handed the result over while
+    /// their handlers ran.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_result_waits_for_the_log_line_sent_before_it() {
+        use crate::{ConnectOptions, Connector, HarnessClient, InProcessConnector, ServerEvent};
+        use std::sync::Mutex;
+        use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+        let serve: crate::InProcessServe = Arc::new(|pipe| {
+            tokio::spawn(async move {
+                let (read, mut write) = tokio::io::split(pipe);
+                let mut lines = BufReader::new(read).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    let message: serde_json::Value = serde_json::from_str(&line).unwrap();
+                    let Some(id) = message.get("id").cloned() else {
+                        continue;
+                    };
+                    let out = match message["method"].as_str() {
+                        Some("initialize") => {
+                            serde_json::json!({"jsonrpc": "2.0", "id": id, "result": {
+                            "protocolVersion": "2025-06-18",
+                            "capabilities": {"tools": {}, "logging": {}},
+                            "serverInfo": {"name": "ordered", "version": "1"}}})
+                            .to_string()
+                        }
+                        _ => format!(
+                            "{}\n{}\n{}",
+                            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/message",
+                                "params": {"level": "info", "data": "before the result"}}),
+                            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                                "params": {"progressToken": "p", "progress": 1}}),
+                            serde_json::json!({"jsonrpc": "2.0", "id": id, "result": {
+                                "content": [{"type": "text", "text": "done"}]}})
+                        ),
+                    };
+                    if write
+                        .write_all(format!("{out}\n").as_bytes())
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        });
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink_seen = seen.clone();
+        let sink: crate::EventSink = Arc::new(move |event| {
+            let seen = match event {
+                ServerEvent::Log(_) => "log",
+                ServerEvent::Progress(_) => "progress",
+                _ => return,
+            };
+            std::thread::sleep(Duration::from_millis(200));
+            sink_seen.lock().unwrap().push(seen);
+        });
+        let session = InProcessConnector { serve }
+            .connect(HarnessClient::new(sink), ConnectOptions::new("ordered"))
+            .await
+            .expect("connects");
+        for round in 1..=3 {
+            let call = session
+                .peer()
+                .call_tool(rmcp::model::CallToolRequestParams::new("echo"));
+            tokio::time::timeout(Duration::from_secs(10), call)
+                .await
+                .expect("the result is not lost while it waits")
+                .expect("the call answers");
+            assert_eq!(
+                seen.lock().unwrap().len(),
+                2 * round,
+                "the log line and progress sent before result {round} reached the sink before it"
+            );
+        }
+        session.shutdown().await;
+    }
+}
