@@ -15,16 +15,21 @@ use common::{bin, pids_with, temp_home};
 use serde_json::{Value, json};
 
 fn write_config(file: &Path, servers: &[(&str, &str)]) {
+    write_config_with(file, servers, &json!({}));
+}
+
+/// [`write_config`] with `env` as every server's environment.
+fn write_config_with(file: &Path, servers: &[(&str, &str)], env: &Value) {
     let servers: serde_json::Map<String, Value> = servers
         .iter()
         .map(|(name, marker)| {
             (
                 name.to_string(),
-                json!({"command": bin(), "args": ["fixture-server", "--name", marker]}),
+                json!({"command": bin(), "args": ["fixture-server", "--name", marker], "env": env}),
             )
         })
         .collect();
-    let config = json!({"mcpServers": servers, "permissions": {"allow": ["mcp__*"]}});
+    let config = json!({"mcpServers": servers, "permissions": {"allow": ["mcp__**"]}});
     // Written to a temporary file and renamed: the watcher never reads half a file.
     let tmp = file.with_extension("tmp");
     std::fs::write(&tmp, config.to_string()).expect("write config");
@@ -149,6 +154,83 @@ fn a_config_edit_reaches_connected_clients() {
     );
     drop(stream);
     drop(served);
+}
+
+/// A reload that changes nothing (the config file rewritten as it was) tells a connected
+/// client nothing, and a visible change afterwards still reaches the same stream (the silence
+/// was not a dead stream). An edit that restarts the upstream (a new process, the same
+/// listing) keeps the client's calls working without listing again: before, every call of a
+/// client that listed before the restart went to the closed connection, for good.
+#[test]
+fn a_reload_that_changes_nothing_is_silent_and_a_restart_keeps_calls_working() {
+    use common::gateway::Session;
+    let dir = temp_home("serve-reload", "quiet");
+    let marker = format!("gw-reload-quiet-{}", std::process::id());
+    let file = dir.join("gateway.json");
+    write_config(&file, &[("one", &marker)]);
+    let served = Served::start(&dir, &file, &[], Stdio::null());
+    let (session, _) = Session::open(&served.addr, "unused", json!({}), "quiet");
+    session.wait_listed("mcp__one__echo", Duration::from_secs(20));
+    let first = pids_with(&marker);
+    assert_eq!(first.len(), 1, "{first:?}");
+    session.request("prompts/list", json!({}));
+    session.request("resources/list", json!({}));
+    let mut stream = open_stream(&served.addr, &session.id);
+    read_until(&mut stream, "\r\n\r\n", Duration::from_secs(5));
+
+    write_config(&file, &[("one", &marker)]);
+    let quiet = read_until(&mut stream, "list_changed", Duration::from_secs(2));
+    assert!(
+        !quiet.contains("list_changed"),
+        "a list_changed for a reload that changed nothing: {quiet}"
+    );
+    assert_eq!(
+        pids_with(&marker),
+        first,
+        "the unchanged server kept its process"
+    );
+    let added = json!({"name": "mcp__one__add_prompt", "arguments": {"name": "late"}});
+    assert_eq!(
+        session.request("tools/call", added)["result"]["isError"],
+        json!(false)
+    );
+    let told = read_until(&mut stream, "list_changed", Duration::from_secs(10));
+    assert!(
+        told.contains("notifications/prompts/list_changed"),
+        "the visible change: {told}"
+    );
+
+    // A changed environment: the server restarts and lists what it listed at first.
+    write_config_with(&file, &[("one", &marker)], &json!({"GW_QUIET_EDIT": "1"}));
+    let start = Instant::now();
+    loop {
+        let now = pids_with(&marker);
+        if now.len() == 1 && now != first {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the edited server was not restarted: {first:?} then {now:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The session does not list again: its call binds to what it listed before the restart.
+    let echo = json!({"name": "mcp__one__echo", "arguments": {"message": "back"}});
+    let start = Instant::now();
+    loop {
+        let answer = session.request("tools/call", echo.clone());
+        if answer["result"]["isError"] == json!(false) {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the restarted server never answered this session: {answer}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(stream);
+    drop(served);
+    assert_eq!(common::wait_gone(&marker), Vec::<u32>::new());
 }
 
 /// An upstream's `notifications/message` during a call reaches the calling client, which set a

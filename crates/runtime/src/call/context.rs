@@ -153,6 +153,37 @@ impl CallContext {
         if self.is_current_connection(server, client.epoch) {
             return Ok(None);
         }
+        let stale = |current: u64| CallError::Stale {
+            name: entry.qualified_name.clone(),
+            bound: bound_revision,
+            current,
+        };
+        // The server's live connection (of `epoch`, when given), if the current catalog has
+        // the same tool with the same definition; stale if it has another.
+        let current = |epoch: Option<u64>| -> Option<Result<ServerClient, CallError>> {
+            let now = self.live.published();
+            let live = now
+                .clients
+                .get(server)
+                .filter(|c| epoch.is_none_or(|e| c.epoch == e))?;
+            let same_tool = now
+                .snapshot
+                .tool(&entry.qualified_name)
+                .is_some_and(|t| *t.tool == *entry.tool);
+            Some(if same_tool {
+                Ok(live.clone())
+            } else {
+                Err(stale(now.snapshot.revision))
+            })
+        };
+        // Replaced by a live connection (a reconnect, or a config edit that restarted the
+        // server): the call goes there when the tool is unchanged — the bound one is closed,
+        // and a gateway client told nothing (nothing it sees changed) would otherwise never get
+        // through again.
+        if let Some(replaced) = current(None) {
+            tracing::debug!(server = %server, tool = %entry.raw_name, "the bound connection was replaced");
+            return replaced.map(Some);
+        }
         let Some(addr) = self.registry.addr(server) else {
             return Ok(None);
         };
@@ -176,21 +207,13 @@ impl CallContext {
             Ok(Ok(Revival::Connected { epoch })) => {
                 // The actor reported the new connection before answering: publish it now.
                 self.live.flush().await;
-                let now = self.live.published();
-                let same_tool = now
-                    .snapshot
-                    .tool(&entry.qualified_name)
-                    .is_some_and(|t| *t.tool == *entry.tool);
-                match now.clients.get(server).filter(|c| c.epoch == epoch) {
-                    Some(client) if same_tool => {
+                match current(Some(epoch)) {
+                    Some(Ok(client)) => {
                         tracing::info!(server = %server, tool = %entry.raw_name, "restarted after its process exited; the call goes ahead");
-                        Ok(Some(client.clone()))
+                        Ok(Some(client))
                     }
-                    _ => Err(CallError::Stale {
-                        name: entry.qualified_name.clone(),
-                        bound: bound_revision,
-                        current: now.snapshot.revision,
-                    }),
+                    Some(Err(refused)) => Err(refused),
+                    None => Err(stale(self.live.published().snapshot.revision)),
                 }
             }
         }

@@ -123,6 +123,14 @@ pub(crate) struct ServerSettings {
     pub relist_window: std::time::Duration,
 }
 
+/// A new connection epoch, unique in the process: a server a config edit replaced runs in a
+/// new actor, whose connections must not share an epoch with the old actor's (a call bound to
+/// the old, closed connection would pass for one on the current connection).
+pub(super) fn next_epoch() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 /// A notification from the server of connection `epoch`.
 #[derive(Message)]
 #[rtype(result = "()")]

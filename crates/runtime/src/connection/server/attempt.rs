@@ -42,7 +42,7 @@ impl ServerActor {
     /// must already have been left (`leave`).
     pub(super) fn begin_attempt(&mut self, connecting: Connecting, ctx: &mut Context<Self>) {
         self.settings.cache.drop_server(&self.config.name);
-        self.epoch += 1;
+        self.epoch = super::next_epoch();
         let epoch = self.epoch;
         // At startup, `startupTimeoutSec` is the budget of all attempts together.
         // (The first attempt has all of it: it starts with the budget.)
