@@ -53,6 +53,11 @@ pub(crate) struct Cli {
     /// (`mcp__SERVER__TOOL`) unchanged, and the gateway's permission rules decide.
     #[arg(long, global = true, value_name = "URL")]
     pub(crate) connect: Option<String>,
+    /// With --connect: send `Authorization: Bearer <the value of VAR>` to a gateway whose
+    /// client profiles ask for a bearer token (`gateway.clients.*.auth.tokenEnv` on its side).
+    /// The token is read from the environment, never from the command line, and never shown.
+    #[arg(long, global = true, value_name = "VAR", requires = "connect")]
+    pub(crate) connect_token_env: Option<String>,
     #[command(subcommand)]
     pub(crate) command: Command,
 }

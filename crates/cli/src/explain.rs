@@ -206,9 +206,10 @@ pub(crate) fn server_down(status: &ServerStatus) -> String {
             };
             format!("server `{name}` failed: {}", line(error))
         }
-        ServerState::NeedsAuth { .. } => {
-            format!("server `{name}` needs authorization: run `mcp-harness login {name}`")
-        }
+        ServerState::NeedsAuth { .. } => match crate::connect::needs_auth_hint() {
+            Some(hint) => format!("server `{name}`: {hint}"),
+            None => format!("server `{name}` needs authorization: run `mcp-harness login {name}`"),
+        },
         ServerState::Disabled => format!(
             "server `{name}` is disabled in the config (`enabled: false`; `mcp-harness enable {name}`)"
         ),

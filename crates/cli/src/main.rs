@@ -227,7 +227,14 @@ async fn run(cli: Cli) -> u8 {
                     "--connect talks to a running gateway, which has its own config; drop --config"
                         .to_string(),
                 ),
-                Some(url) => connect::config(url),
+                Some(url) => {
+                    connect::mark(cli.connect_token_env.as_deref());
+                    cli.connect_token_env
+                        .as_deref()
+                        .map(connect::Token::from_env)
+                        .transpose()
+                        .and_then(|token| connect::config(url, token))
+                }
                 None => commands::config::load(cli.config.as_deref(), true),
             };
             let config = match loaded {

@@ -61,10 +61,13 @@ pub(crate) fn outcome(status: &ServerStatus, tools: usize) -> String {
             status.name,
             crate::output::count(tools, "tool")
         ),
-        ServerState::NeedsAuth { .. } => format!(
-            "! {} needs authorization (mcp-harness login {})",
-            status.name, status.name
-        ),
+        ServerState::NeedsAuth { .. } => match crate::connect::needs_auth_hint() {
+            Some(hint) => format!("! {}: {hint}", status.name),
+            None => format!(
+                "! {} needs authorization (mcp-harness login {})",
+                status.name, status.name
+            ),
+        },
         ServerState::Failed { error } => format!("✗ {} failed: {}", status.name, one_line(error)),
         ServerState::Disabled => format!("- {} disabled", status.name),
         ServerState::Untrusted { .. } => format!("- {} untrusted", status.name),

@@ -175,3 +175,71 @@ fn the_log_level_reaches_the_gateways_upstream() {
         "the upstream's debug line did not reach the CLI: {err}"
     );
 }
+
+/// A gateway whose client profiles ask for a bearer token: `--connect-token-env VAR` sends the
+/// token held in VAR (and lists what that profile sees); without it, or with VAR unset, the
+/// command fails saying what to pass. The token appears in no output.
+#[test]
+fn a_token_from_the_environment_reaches_a_gateway_that_asks_for_one() {
+    const TOKEN: &str = "connect-test-token-8f2c41";
+    let dir = temp_home("connect", "token");
+    let file = dir.join("gateway.json");
+    let config = json!({
+        "mcpServers": {"fx": {"command": bin(), "args": ["fixture-server"]}},
+        "permissions": {"allow": ["mcp__fx__*"]},
+        "gateway": {"clients": {"ci": {"auth": {"type": "bearer", "tokenEnv": "GW_CI_TOKEN"},
+                                       "tools": {"allow": ["mcp__fx__echo"]}}}}
+    });
+    std::fs::write(&file, config.to_string()).expect("write config");
+    let mut served =
+        Served::start_with_env(&dir, &file, &[], Stdio::null(), &[("GW_CI_TOKEN", TOKEN)]);
+    let url = format!("http://{}/mcp", served.addr);
+
+    let with = [
+        "--connect",
+        &url,
+        "--connect-token-env",
+        "MY_GW_TOKEN",
+        "tools",
+    ];
+    let (code, out, err) = run_in(&dir, &with, &[("MY_GW_TOKEN", TOKEN)]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("mcp__fx__echo"), "{out}");
+    assert!(!out.contains("mcp__fx__add"), "the profile's view: {out}");
+    assert!(!out.contains(TOKEN) && !err.contains(TOKEN));
+
+    let (code, out, err) = run_in(&dir, &with, &[]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("MY_GW_TOKEN") && err.contains("not set"),
+        "{err}"
+    );
+
+    let (code, out, err) = run_in(&dir, &["--connect", &url, "tools"], &[]);
+    assert_ne!(code, 0, "no token, yet: {out}");
+    assert!(
+        err.contains("--connect-token-env"),
+        "say what to pass: {err}"
+    );
+
+    let (code, out, err) = run_in(
+        &dir,
+        &[
+            "--connect",
+            &url,
+            "--connect-token-env",
+            "MY_GW_TOKEN",
+            "tools",
+        ],
+        &[("MY_GW_TOKEN", "a-wrong-token")],
+    );
+    assert_ne!(code, 0, "a wrong token: {out}");
+    assert!(
+        err.contains("--connect-token-env") && !err.contains("a-wrong-token"),
+        "{err}"
+    );
+    assert_eq!(
+        served.terminate(std::time::Duration::from_secs(20)),
+        Some(0)
+    );
+}
