@@ -78,3 +78,55 @@ async fn streamable_http_delivers_the_last_progress_before_the_result() {
     every_run_delivers_the_last_progress(http(&format!("http://127.0.0.1:{port}/mcp"))).await;
     let _ = child.kill().await;
 }
+
+/// Progress keeps a call alive past its timeout, up to ten times it: the fixture's `slow`
+/// reports progress every 100 ms. With a 300 ms timeout, a 900 ms call that the caller follows
+/// with progress returns its result; the same call without progress times out; and one that
+/// reports progress for longer than 10 × 300 ms times out at that cap (not before; a 6 s call
+/// that was never cut would have returned its result).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_extends_the_timeout_up_to_ten_times_it() {
+    use mcp_harness_runtime::CallError;
+    let runtime = start(vec![server("fx", fixture_stdio(&[]))]);
+    settled_connected(&runtime, "fx").await;
+    let slow = qualify("fx", "slow");
+    let timeout = Duration::from_millis(300);
+    let call = |ms: u64, progress: bool| {
+        let runtime = &runtime;
+        let slow = &slow;
+        async move {
+            let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+            let options = CallOptions {
+                progress: progress.then_some(tx),
+                timeout: Some(timeout),
+                ..Default::default()
+            };
+            let started = std::time::Instant::now();
+            let outcome = runtime
+                .call_tool_with(slow, args(json!({"ms": ms})), options)
+                .await;
+            (outcome, started.elapsed())
+        }
+    };
+
+    let (followed, _) = call(900, true).await;
+    let followed = followed.expect("a call that reports progress outlives its timeout");
+    assert!(!followed.is_error(), "{:?}", followed.result.content);
+
+    let (silent, _) = call(900, false).await;
+    assert!(
+        matches!(silent, Err(CallError::Timeout { .. })),
+        "without progress the timeout holds: {silent:?}"
+    );
+
+    let (endless, took) = call(6_000, true).await;
+    assert!(
+        matches!(endless, Err(CallError::Timeout { .. })),
+        "progress past 10 × the timeout: {endless:?}"
+    );
+    assert!(
+        took >= Duration::from_millis(2_900),
+        "progress kept it alive up to the cap of 10 × 300 ms: took {took:?}"
+    );
+    runtime.shutdown().await;
+}

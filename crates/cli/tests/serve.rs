@@ -596,3 +596,97 @@ fn serve_forwards_logging_and_upstream_errors() {
         "upstream left after stdin closed"
     );
 }
+
+/// Two upstreams listing the same resource URI: it is listed once and served by the server
+/// whose name sorts first (`aaa`, configured second); while only `bbb` lists a URI, `bbb`
+/// serves it; when `aaa` drops it again, `bbb` does. `--prefix none` in front of these two is
+/// refused, naming the flag and the count.
+#[test]
+fn a_resource_uri_two_servers_list_is_served_by_the_first_name() {
+    use common::gateway::{Served, Session};
+    let dir = temp_home("serve-uris", "dup");
+    let (aaa, bbb) = (marker("uri-aaa"), marker("uri-bbb"));
+    let file = dir.join("gateway.json");
+    let server =
+        |marker: &str| json!({"command": bin(), "args": ["fixture-server", "--name", marker]});
+    let config = json!({
+        "mcpServers": {"bbb": server(&bbb), "aaa": server(&aaa)},
+        "permissions": {"allow": ["mcp__**"]}
+    });
+    std::fs::write(&file, config.to_string()).expect("write config");
+
+    let file_arg = path(file.clone());
+    let (code, _, stderr) = common::run_in(
+        &dir,
+        &["--config", &file_arg, "serve", "--prefix", "none"],
+        &[],
+    );
+    assert_ne!(code, 0, "--prefix none with two servers was accepted");
+    assert!(
+        stderr.contains("--prefix none") && stderr.contains("2 servers"),
+        "{stderr}"
+    );
+
+    let served = Served::start(&dir, &file, &[], Stdio::null());
+    let (session, _) = Session::open(&served.addr, "unused", json!({}), "uris");
+    session.wait_listed("mcp__aaa__echo", Duration::from_secs(20));
+    session.wait_listed("mcp__bbb__echo", Duration::from_secs(20));
+    let listed = |uri: &str| {
+        let list = session.request("resources/list", json!({}));
+        list["result"]["resources"]
+            .as_array()
+            .map_or(0, |all| all.iter().filter(|r| r["uri"] == uri).count())
+    };
+    let read = |uri: &str| {
+        session.request("resources/read", json!({"uri": uri}))["result"]["contents"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let call = |tool: &str, arguments: Value| {
+        let answer = session.request("tools/call", json!({"name": tool, "arguments": arguments}));
+        assert_eq!(
+            answer["result"]["isError"],
+            json!(false),
+            "{tool}: {answer}"
+        );
+    };
+    let wait_read = |uri: &str, text: &str| {
+        let start = Instant::now();
+        loop {
+            let now = read(uri);
+            if now == text {
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "{uri} reads {now:?}, not {text:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    assert_eq!(
+        listed("fixture://static/readme"),
+        1,
+        "both servers list it; shown once"
+    );
+
+    let dup = "fixture://dup/one";
+    call(
+        "mcp__bbb__add_resource",
+        json!({"uri": dup, "text": "from bbb"}),
+    );
+    wait_read(dup, "from bbb");
+    call(
+        "mcp__aaa__add_resource",
+        json!({"uri": dup, "text": "from aaa"}),
+    );
+    wait_read(dup, "from aaa");
+    assert_eq!(listed(dup), 1);
+    call("mcp__aaa__remove_resource", json!({"uri": dup}));
+    wait_read(dup, "from bbb");
+    assert_eq!(listed(dup), 1);
+    drop(served);
+    assert_eq!(wait_gone(&aaa), Vec::<u32>::new());
+    assert_eq!(wait_gone(&bbb), Vec::<u32>::new());
+}
