@@ -23,7 +23,7 @@ pub use entry::{
     ServerState, ServerStatus, TemplateEntry, ToolEntry,
 };
 pub use graph::{Plan, Trigger};
-pub use naming::{MAX_NAME_LEN, Naming, qualify};
+pub use naming::{MAX_NAME_LEN, MIN_SHORTENED_LEN, Naming, qualify, shorten};
 pub use pages::{ListError, PageLimits, collect_pages};
 pub use sanitize::{
     MetadataLimits, Rejected, clean_instructions, clean_line, clean_text, escape_for_display,

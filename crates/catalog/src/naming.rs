@@ -48,9 +48,28 @@ pub fn qualify(server: &str, name: &str) -> String {
             }
         })
         .collect();
-    let hash = identity_hash(server, name);
-    let keep = MAX_NAME_LEN - HASH_LEN - 1;
-    let head: String = sanitized.chars().take(keep).collect();
+    cut_with_hash(&sanitized, MAX_NAME_LEN, &identity_hash(server, name))
+}
+
+/// The shortest limit [`shorten`] takes: a head of 15 characters, `_` and the hash.
+pub const MIN_SHORTENED_LEN: usize = 24;
+
+/// `name` when it has at most `max` characters, else its first characters, `_` and 8 hex digits
+/// of a hash of the whole name, `max` in all: for a host that puts its own prefix before each
+/// name it gets and must stay within the provider's limit. The result depends on nothing but
+/// `name` and `max` (stable when other names come and go), and distinct long names stay
+/// distinct (up to the hash). `max` below [`MIN_SHORTENED_LEN`] counts as that.
+pub fn shorten(name: &str, max: usize) -> String {
+    let max = max.max(MIN_SHORTENED_LEN);
+    if name.chars().count() <= max {
+        return name.to_string();
+    }
+    cut_with_hash(name, max, &identity_hash("", name))
+}
+
+/// The first characters of `text`, `_` and `hash`, `max` characters in all.
+fn cut_with_hash(text: &str, max: usize, hash: &str) -> String {
+    let head: String = text.chars().take(max - HASH_LEN - 1).collect();
     format!("{head}_{hash}")
 }
 
@@ -107,6 +126,20 @@ fn identity_hash(server: &str, name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shortened_names_fit_stay_apart_and_keep_short_ones() {
+        assert_eq!(shorten("mcp__fx__echo", 30), "mcp__fx__echo");
+        let long = "mcp__fx__a_rather_long_tool_name_one";
+        let other = "mcp__fx__a_rather_long_tool_name_two";
+        let (a, b) = (shorten(long, 30), shorten(other, 30));
+        assert_eq!(a.len(), 30);
+        assert_ne!(a, b);
+        assert_eq!(a, shorten(long, 30), "stable");
+        assert!(a.starts_with("mcp__fx__a_rather_"), "{a}");
+        assert!(is_valid(&a));
+        assert_eq!(shorten(long, 3).len(), MIN_SHORTENED_LEN);
+    }
 
     #[test]
     fn unambiguous_server_names() {

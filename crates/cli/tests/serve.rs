@@ -690,3 +690,61 @@ fn a_resource_uri_two_servers_list_is_served_by_the_first_name() {
     assert_eq!(wait_gone(&aaa), Vec::<u32>::new());
     assert_eq!(wait_gone(&bbb), Vec::<u32>::new());
 }
+
+/// `serve --max-name-length 30`: every listed tool name has at most 30 characters; a longer one
+/// is cut and ends in a hash, and calling it by that name runs the tool. Out-of-range lengths
+/// are refused.
+#[test]
+fn long_tool_names_are_shortened_to_the_hosts_budget() {
+    use common::gateway::{Served, Session};
+    let dir = temp_home("serve-names", "short");
+    let file = common::gateway::fixture_config(&dir, &[]);
+    let file_arg = path(file.clone());
+    let (code, _, stderr) = common::run_in(
+        &dir,
+        &["--config", &file_arg, "serve", "--max-name-length", "10"],
+        &[],
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--max-name-length"), "{stderr}");
+
+    let served = Served::start(&dir, &file, &["--max-name-length", "30"], Stdio::null());
+    let (session, _) = Session::open(&served.addr, "unused", json!({}), "short");
+    session.wait_listed("mcp__fx__echo", Duration::from_secs(20));
+    let long = "a_rather_long_tool_name_for_the_budget";
+    let added = session.request(
+        "tools/call",
+        json!({"name": "mcp__fx__add_tool", "arguments": {"name": long}}),
+    );
+    assert_eq!(added["result"]["isError"], json!(false), "{added}");
+    let start = Instant::now();
+    let shortened = loop {
+        let list = session.request("tools/list", json!({}));
+        let names: Vec<String> = list["result"]["tools"]
+            .as_array()
+            .expect("tools")
+            .iter()
+            .filter_map(|t| t["name"].as_str().map(String::from))
+            .collect();
+        assert!(names.iter().all(|n| n.len() <= 30), "{names:?}");
+        if let Some(name) = names.iter().find(|n| n.starts_with("mcp__fx__a_rather")) {
+            break name.clone();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "never listed: {names:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(shortened.len(), 30, "{shortened}");
+    let called = session.request(
+        "tools/call",
+        json!({"name": shortened, "arguments": {"x": 1}}),
+    );
+    assert_eq!(called["result"]["isError"], json!(false), "{called}");
+    assert!(
+        called.to_string().contains("\\\"x\\\":1"),
+        "the tool ran: {called}"
+    );
+    drop(served);
+}

@@ -65,6 +65,9 @@ pub enum Prefix {
 pub struct GatewayOptions {
     /// How upstream names appear downstream.
     pub prefix: Prefix,
+    /// The longest tool name listed (at most 64): longer ones are shortened with a hash
+    /// (`catalog::shorten`), for hosts that put their own prefix before each tool name.
+    pub max_tool_name_len: usize,
     /// The name in `serverInfo`.
     pub name: String,
     /// Append one JSON line per call here (time, client, server, tool, decision, outcome,
@@ -91,6 +94,7 @@ impl Default for GatewayOptions {
     fn default() -> Self {
         Self {
             prefix: Prefix::Server,
+            max_tool_name_len: mcp_harness_runtime::catalog::MAX_NAME_LEN,
             name: "mcp-harness".into(),
             audit: None,
             audit_arguments: false,

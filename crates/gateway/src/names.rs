@@ -48,9 +48,11 @@ pub(crate) struct ToolView {
 }
 
 impl ToolView {
+    /// The view of `binding` for `profile`, names under `prefix` and shortened to at most
+    /// `max_len` characters.
     pub(crate) fn new(
         binding: &StepBinding,
-        prefix: Prefix,
+        (prefix, max_len): (Prefix, usize),
         profile: Option<&ClientProfile>,
     ) -> Self {
         let snapshot = binding.snapshot();
@@ -95,6 +97,13 @@ impl ToolView {
                     .unwrap_or_else(|| bound.name.clone()),
                 _ => bound.name.clone(),
             };
+            let downstream = mcp_harness_runtime::catalog::shorten(&downstream, max_len);
+            if names.contains_key(&downstream) {
+                // Two names shortened alike (a hash collision): the second is withheld rather
+                // than listed under a name that calls the first.
+                tracing::warn!(tool = %bound.name, %downstream, "a shortened tool name is taken; the tool is not listed");
+                continue;
+            }
             let mut tool = (*bound.tool).clone();
             tool.name = downstream.clone().into();
             names.insert(downstream, bound.name.clone());

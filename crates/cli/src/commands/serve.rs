@@ -54,6 +54,13 @@ pub(crate) struct ServeArgs {
     /// How upstream names appear to clients.
     #[arg(long, value_enum, default_value = "server")]
     prefix: PrefixArg,
+    /// List tool names of at most N characters (24-64): longer ones are cut and end in a hash
+    /// of the whole name (stable, still callable). For a host that puts its own prefix before
+    /// each tool: Claude Code names them `mcp__<its name for the gateway>__<tool>`, so with the
+    /// gateway registered as `harness` (14 characters of prefix) pass 50 to stay within 64.
+    #[arg(long, value_name = "N", default_value_t = 64,
+          value_parser = clap::value_parser!(u16).range(24..=64))]
+    max_name_length: u16,
     /// Also accept this `Host` header (a public hostname; loopback names are always accepted).
     #[arg(long = "allow-host", value_name = "HOST")]
     allow_hosts: Vec<String>,
@@ -132,6 +139,7 @@ pub(crate) async fn run(
             PrefixArg::Server => Prefix::Server,
             PrefixArg::None => Prefix::None,
         },
+        max_tool_name_len: usize::from(args.max_name_length),
         audit: args.audit.clone(),
         audit_arguments: args.audit_arguments,
         max_calls_per_session: args.max_calls_per_session,

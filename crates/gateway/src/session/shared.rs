@@ -179,7 +179,7 @@ impl Shared {
         }
         let view = Arc::new(ToolView::new(
             binding,
-            self.options.prefix,
+            (self.options.prefix, self.options.max_tool_name_len),
             profile.map(|p| &**p),
         ));
         self.remember(&view);
