@@ -748,3 +748,47 @@ fn long_tool_names_are_shortened_to_the_hosts_budget() {
     );
     drop(served);
 }
+
+/// A result over the output budget reaches a gateway client as a bounded summary with a handle,
+/// and the client pages through the rest with `mcp_harness__read_output`, which the gateway
+/// lists; a handle that was never given is refused as a tool error saying so.
+#[test]
+fn a_large_result_is_paged_through_the_gateway() {
+    use common::gateway::{Served, Session};
+    let dir = temp_home("serve-output", "large");
+    let file = common::gateway::fixture_config(&dir, &[]);
+    let served = Served::start(&dir, &file, &[], Stdio::null());
+    let (session, _) = Session::open(&served.addr, "unused", json!({}), "pages");
+    session.wait_listed("mcp__fx__large", Duration::from_secs(20));
+    let tools = session.request("tools/list", json!({})).to_string();
+    assert!(tools.contains("mcp_harness__read_output"), "{tools}");
+
+    let bytes = 400_000;
+    let large = session.request(
+        "tools/call",
+        json!({"name": "mcp__fx__large", "arguments": {"bytes": bytes}}),
+    );
+    let summary = large["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{large}"));
+    assert!(summary.len() < bytes / 4, "bounded: {} bytes", summary.len());
+    let handle = summary
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .find(|w| w.starts_with("out-") && w.len() == 36)
+        .unwrap_or_else(|| panic!("no handle in the summary: {summary}"));
+    let page = |handle: &str, page: u64| {
+        session.request(
+            "tools/call",
+            json!({"name": "mcp_harness__read_output", "arguments": {"handle": handle, "page": page}}),
+        )
+    };
+    let second = page(handle, 2);
+    assert_eq!(second["result"]["isError"], json!(false), "{second}");
+    let text = second["result"]["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.len() > 1000, "a page of the stored output: {} bytes", text.len());
+
+    let unknown = page("out-0123456789abcdef0123456789abcdef", 1);
+    assert_eq!(unknown["result"]["isError"], json!(true), "{unknown}");
+    assert!(unknown.to_string().contains("no stored output"), "{unknown}");
+    drop(served);
+}
