@@ -329,3 +329,32 @@ fn subscribe_json_lines_and_interrupted_status() {
     assert_eq!(out.status.code(), Some(130), "{err}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A server's stderr lines reach the log at debug (`RUST_LOG=mcp_harness::server_stderr=debug`),
+/// with the configured secrets it echoes redacted; without that level they are not logged.
+#[test]
+fn server_stderr_is_logged_at_debug_redacted() {
+    let dir = temp_dir("stderr-log");
+    let config = write_config(
+        &dir,
+        serde_json::json!({"fx": {"command": bin(),
+            "args": ["fixture-server", "--stderr-banner", "banner-7c1", "--echo-env", "FX_API_KEY"],
+            "env": {"FX_API_KEY": "sk-live-abcdef123456"}}}),
+    );
+    let args = ["--config", config.as_str(), "tools"];
+    let (code, _, stderr) = common::run_in(
+        &dir,
+        &args,
+        &[("RUST_LOG", "mcp_harness::server_stderr=debug")],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("banner-7c1"), "{stderr}");
+    assert!(stderr.contains("FX_API_KEY=[redacted]"), "{stderr}");
+    assert!(
+        !stderr.contains("sk-live-abcdef123456"),
+        "a secret in the log: {stderr}"
+    );
+    let (code, _, stderr) = common::run_in(&dir, &args, &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!stderr.contains("banner-7c1"), "{stderr}");
+}

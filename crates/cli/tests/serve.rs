@@ -771,7 +771,11 @@ fn a_large_result_is_paged_through_the_gateway() {
     let summary = large["result"]["content"][0]["text"]
         .as_str()
         .unwrap_or_else(|| panic!("{large}"));
-    assert!(summary.len() < bytes / 4, "bounded: {} bytes", summary.len());
+    assert!(
+        summary.len() < bytes / 4,
+        "bounded: {} bytes",
+        summary.len()
+    );
     let handle = summary
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
         .find(|w| w.starts_with("out-") && w.len() == 36)
@@ -784,11 +788,20 @@ fn a_large_result_is_paged_through_the_gateway() {
     };
     let second = page(handle, 2);
     assert_eq!(second["result"]["isError"], json!(false), "{second}");
-    let text = second["result"]["content"][0]["text"].as_str().unwrap_or_default();
-    assert!(text.len() > 1000, "a page of the stored output: {} bytes", text.len());
+    let text = second["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.len() > 1000,
+        "a page of the stored output: {} bytes",
+        text.len()
+    );
 
     let unknown = page("out-0123456789abcdef0123456789abcdef", 1);
     assert_eq!(unknown["result"]["isError"], json!(true), "{unknown}");
-    assert!(unknown.to_string().contains("no stored output"), "{unknown}");
+    assert!(
+        unknown.to_string().contains("no stored output"),
+        "{unknown}"
+    );
     drop(served);
 }

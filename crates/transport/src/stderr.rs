@@ -63,6 +63,7 @@ impl StderrTail {
         tokio::spawn(async move {
             let mut chunk = vec![0u8; 8192];
             let mut line = Vec::new();
+            let mut budget = LineBudget::new();
             loop {
                 match stream.read(&mut chunk).await {
                     Ok(0) | Err(_) => break,
@@ -70,7 +71,9 @@ impl StderrTail {
                         tail.push(&chunk[..n]);
                         for &b in &chunk[..n] {
                             if b == b'\n' {
-                                log_line(&server, &line);
+                                if budget.admit(&server) {
+                                    log_line(&server, &line);
+                                }
                                 line.clear();
                             } else if line.len() < LOG_LINE_CAP {
                                 line.push(b);
@@ -79,9 +82,10 @@ impl StderrTail {
                     }
                 }
             }
-            if !line.is_empty() {
+            if !line.is_empty() && budget.admit(&server) {
                 log_line(&server, &line);
             }
+            budget.report(&server);
             tail.finished
                 .store(true, std::sync::atomic::Ordering::Release);
             tail.done.notify_waiters();
@@ -89,9 +93,61 @@ impl StderrTail {
     }
 }
 
+/// Where a server's stderr lines are logged (at debug).
+const STDERR_TARGET: &str = "mcp_harness::server_stderr";
+
 fn log_line(server: &str, line: &[u8]) {
+    // Redacting costs a pass over the line: only for lines that are logged.
+    if !tracing::enabled!(target: STDERR_TARGET, tracing::Level::DEBUG) {
+        return;
+    }
     let line = crate::redact::text(&String::from_utf8_lossy(line));
-    tracing::debug!(target: "mcp_harness::server_stderr", server, "{line}");
+    tracing::debug!(target: STDERR_TARGET, server, "{line}");
+}
+
+/// Most stderr lines of one server logged per second: a server that floods its stderr fills
+/// neither the log nor a terminal (the tail still keeps its newest bytes).
+const LOG_LINES_PER_SEC: u32 = 200;
+
+/// The lines of one stderr stream logged in the current second, and those skipped.
+struct LineBudget {
+    window: std::time::Instant,
+    used: u32,
+    skipped: u64,
+}
+
+impl LineBudget {
+    fn new() -> Self {
+        Self {
+            window: std::time::Instant::now(),
+            used: 0,
+            skipped: 0,
+        }
+    }
+
+    /// Whether the next line is logged; a new second first reports what the last one skipped.
+    fn admit(&mut self, server: &str) -> bool {
+        if self.window.elapsed() >= std::time::Duration::from_secs(1) {
+            self.report(server);
+            self.window = std::time::Instant::now();
+            self.used = 0;
+        }
+        if self.used < LOG_LINES_PER_SEC {
+            self.used += 1;
+            true
+        } else {
+            self.skipped += 1;
+            false
+        }
+    }
+
+    /// Logs how many lines were skipped since the last report, if any.
+    fn report(&mut self, server: &str) {
+        if self.skipped > 0 {
+            tracing::debug!(target: STDERR_TARGET, server, skipped = self.skipped, "stderr lines not logged (more than {LOG_LINES_PER_SEC} a second; the tail keeps the newest)");
+            self.skipped = 0;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -111,6 +167,18 @@ mod tests {
         let huge = vec![b'z'; STDERR_TAIL_BYTES * 3];
         tail.push(&huge);
         assert_eq!(tail.text().unwrap_or_default().len(), STDERR_TAIL_BYTES);
+    }
+
+    #[test]
+    fn a_flood_of_lines_is_logged_up_to_the_budget_per_second() {
+        let mut budget = LineBudget::new();
+        let logged = (0..1000).filter(|_| budget.admit("s")).count();
+        assert_eq!(logged, LOG_LINES_PER_SEC as usize);
+        assert_eq!(budget.skipped, 1000 - u64::from(LOG_LINES_PER_SEC));
+        // The next second starts a new budget (and reports the skipped ones).
+        budget.window -= std::time::Duration::from_secs(1);
+        assert!(budget.admit("s"));
+        assert_eq!(budget.skipped, 0);
     }
 
     #[test]
