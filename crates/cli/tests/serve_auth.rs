@@ -739,3 +739,66 @@ fn profile_mistakes_name_the_key() {
         "{stderr}"
     );
 }
+
+/// An upstream that answers every request 401 with a bearer challenge (it wants a login the
+/// gateway does not have): the gateway starts anyway, its other upstream serves as usual, and
+/// a client sees the locked one as `mcp__locked__authenticate`, whose call says what the
+/// gateway's operator runs (`mcp-harness login locked`) — the challenge is not swallowed into a
+/// generic failure, and no client token is asked for or passed upstream.
+#[test]
+fn an_upstream_that_wants_a_login_shows_its_authenticate_tool() {
+    use common::gateway::{Served, Session};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let locked = format!("http://{}/mcp", listener.local_addr().expect("addr"));
+    // Answers at most 200 requests, each with 401 and a challenge, then stops.
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(200).flatten() {
+            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+            let mut length = 0usize;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0u8; length];
+            let _ = std::io::Read::read_exact(&mut reader, &mut body);
+            let mut stream = stream;
+            let _ = stream.write_all(
+                b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer realm=\"locked\"\r\n\
+                  Content-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+        }
+    });
+    let dir = temp_home("serve-auth", "locked");
+    let marker = format!("gw-locked-{}", std::process::id());
+    let file = dir.join("gateway.json");
+    let config = json!({
+        "mcpServers": {
+            "fx": {"command": bin(), "args": ["fixture-server", "--name", &marker]},
+            "locked": {"type": "http", "url": locked}
+        },
+        "permissions": {"allow": ["mcp__fx__*"]}
+    });
+    std::fs::write(&file, config.to_string()).expect("write config");
+    let served = Served::start(&dir, &file, &[], Stdio::null());
+    let (session, _) = Session::open(&served.addr, "unused", json!({}), "locked");
+    session.wait_listed("mcp__fx__echo", Duration::from_secs(20));
+    session.wait_listed("mcp__locked__authenticate", Duration::from_secs(20));
+    let answer = session.request(
+        "tools/call",
+        json!({"name": "mcp__locked__authenticate", "arguments": {}}),
+    );
+    let text = answer.to_string();
+    assert!(text.contains("mcp-harness login locked"), "{text}");
+    let echo = session.request(
+        "tools/call",
+        json!({"name": "mcp__fx__echo", "arguments": {"message": "still here"}}),
+    );
+    assert_eq!(echo["result"]["isError"], json!(false), "{echo}");
+    drop(served);
+    assert_eq!(wait_gone(&marker), Vec::<u32>::new());
+}
