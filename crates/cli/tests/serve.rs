@@ -805,3 +805,91 @@ fn a_large_result_is_paged_through_the_gateway() {
     );
     drop(served);
 }
+
+/// `exposure.toolSearch: "on"` through the gateway: the client lists the search tool instead
+/// of the deferred tools, searches, and can then call what the search loaded — by the name the
+/// search gave — in the same session, also after listing again; a deferred tool it never
+/// loaded is refused as unknown, and another session sees none of it. (Before, a loaded tool
+/// was refused as unknown: the session's view was the shared one of the snapshot.)
+#[test]
+fn tool_search_through_the_gateway_loads_callable_tools() {
+    use common::gateway::{Served, Session};
+    let dir = temp_home("serve-search", "on");
+    let marker = marker("search");
+    let file = dir.join("gateway.json");
+    let config = json!({
+        "mcpServers": {"fx": {"command": bin(), "args": ["fixture-server", "--name", &marker]}},
+        "permissions": {"allow": ["mcp__fx__*"]},
+        "exposure": {"toolSearch": "on"}
+    });
+    std::fs::write(&file, config.to_string()).expect("write config");
+    let served = Served::start(&dir, &file, &[], Stdio::null());
+    let (session, _) = Session::open(&served.addr, "unused", json!({}), "search");
+    session.wait_listed("mcp_harness__search_tools", Duration::from_secs(20));
+    let names = |list: &Value| -> Vec<String> {
+        list["result"]["tools"]
+            .as_array()
+            .map(|all| {
+                all.iter()
+                    .filter_map(|t| t["name"].as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let listed = names(&session.request("tools/list", json!({})));
+    assert!(
+        !listed.contains(&"mcp__fx__echo".to_string()),
+        "deferred: {listed:?}"
+    );
+
+    let refused = session.post(&json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": {"name": "mcp__fx__add", "arguments": {"a": 1, "b": 2}}}));
+    assert!(
+        refused.2.contains("unknown tool"),
+        "not loaded: {}",
+        refused.2
+    );
+
+    let found = session.request(
+        "tools/call",
+        json!({"name": "mcp_harness__search_tools", "arguments": {"query": "echo message unchanged"}}),
+    );
+    assert_eq!(found["result"]["isError"], json!(false), "{found}");
+    assert!(found.to_string().contains("mcp__fx__echo"), "{found}");
+    let echoed = session.request(
+        "tools/call",
+        json!({"name": "mcp__fx__echo", "arguments": {"message": "found"}}),
+    );
+    assert_eq!(echoed["result"]["isError"], json!(false), "{echoed}");
+    assert_eq!(
+        echoed["result"]["content"][0]["text"],
+        json!("found"),
+        "{echoed}"
+    );
+    // Listing again (what a host does on the list_changed the search sent) keeps what was
+    // loaded, and it stays callable; what was not loaded stays out.
+    let relisted = names(&session.request("tools/list", json!({})));
+    assert!(
+        relisted.contains(&"mcp__fx__echo".to_string()),
+        "{relisted:?}"
+    );
+    assert!(
+        !relisted.contains(&"mcp__fx__add".to_string()),
+        "{relisted:?}"
+    );
+    let again = session.request(
+        "tools/call",
+        json!({"name": "mcp__fx__echo", "arguments": {"message": "kept"}}),
+    );
+    assert_eq!(
+        again["result"]["content"][0]["text"],
+        json!("kept"),
+        "{again}"
+    );
+    // Another session has loaded nothing.
+    let (other, _) = Session::open(&served.addr, "unused", json!({}), "other");
+    let theirs = names(&other.request("tools/list", json!({})));
+    assert!(!theirs.contains(&"mcp__fx__echo".to_string()), "{theirs:?}");
+    drop(served);
+    assert_eq!(wait_gone(&marker), Vec::<u32>::new());
+}

@@ -8,7 +8,9 @@
 use std::sync::Arc;
 
 use mcp_harness_policy::{ApprovalRequest, Effect};
-use mcp_harness_runtime::{CallError, CallOptions, CallReply, ClientProfile, ToolResult};
+use mcp_harness_runtime::{
+    CallError, CallOptions, CallReply, ClientProfile, SEARCH_TOOL, ToolResult,
+};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
     ProgressNotificationParam,
@@ -33,7 +35,13 @@ impl Session {
             .bind_step(&[])
             .await
             .map_err(|e| McpError::internal_error(e.to_string(), None))?;
-        let view = self.shared().tool_view(&binding, profile);
+        let loaded = lock(&self.state.loaded).clone();
+        let view = if loaded.is_empty() {
+            self.shared().tool_view(&binding, profile)
+        } else {
+            binding.load(&loaded);
+            Arc::new(self.shared().fresh_view(&binding, profile))
+        };
         Ok(Listed {
             binding,
             view,
@@ -297,8 +305,49 @@ impl Session {
             let _ = stop.send(());
             let _ = forwarder.await;
         }
+        if name == SEARCH_TOOL && outcome.is_ok() {
+            self.after_search(&listed, profile.as_ref(), &context).await;
+        }
         let outcome = self.task_outcome(&context, server.as_deref(), outcome);
         (server, outcome)
+    }
+
+    /// After a tool search in listing `listed`: what it loaded becomes callable in this
+    /// session at once (the listing's view is rebuilt), is kept for the session's later
+    /// listings, and the client is told `tools/list_changed` so its host lists it.
+    async fn after_search(
+        &self,
+        listed: &Arc<Listed>,
+        profile: Option<&Arc<ClientProfile>>,
+        context: &RequestContext<RoleServer>,
+    ) {
+        let view = self.shared().fresh_view(&listed.binding, profile);
+        if view.digest == listed.view.digest {
+            return;
+        }
+        {
+            let mut loaded = lock(&self.state.loaded);
+            for name in view.binding_names() {
+                if listed.view.resolve_binding(name).is_none() && !loaded.iter().any(|l| l == name)
+                {
+                    loaded.push(name.to_string());
+                }
+            }
+        }
+        {
+            let mut current = lock(&self.state.listed);
+            // Only the listing the search ran in: a listing made meanwhile already has them.
+            if current.as_ref().is_some_and(|c| Arc::ptr_eq(c, listed)) {
+                *current = Some(Arc::new(Listed {
+                    binding: listed.binding.clone(),
+                    view: Arc::new(view),
+                    seq: listed.seq,
+                }));
+            }
+        }
+        if let Err(error) = context.peer.notify_tool_list_changed().await {
+            tracing::debug!(%error, "tools/list_changed after a tool search not sent");
+        }
     }
 
     /// Forwards the log notifications `server` sends from now on to `peer` (the client calling

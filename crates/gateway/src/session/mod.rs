@@ -72,6 +72,10 @@ struct SessionState {
     id: u64,
     shared: Arc<Shared>,
     listed: Mutex<Option<Arc<Listed>>>,
+    /// The deferred tools this client loaded through tool search (binding names), loaded again
+    /// into each new listing: a host lists again after the `list_changed` a search sends, and
+    /// what its model found must stay. Bounded by the exposure's tool cap (the load budget).
+    loaded: Mutex<Vec<String>>,
     /// Bounds the calls in flight in this session.
     calls: Arc<tokio::sync::Semaphore>,
     /// This session's resource subscriptions: (server, URI) → the task forwarding updates.
@@ -151,6 +155,7 @@ impl Session {
                 )),
                 shared,
                 listed: Mutex::new(None),
+                loaded: Mutex::new(Vec::new()),
                 subscriptions: Mutex::new(HashMap::new()),
                 log_asked: std::sync::atomic::AtomicU8::new(0),
                 lines,

@@ -159,6 +159,20 @@ impl Shared {
         }
     }
 
+    /// The view of `binding` for `profile`, built now (not cached: a binding a session loaded
+    /// tools into shows more than the shared view of its snapshot).
+    pub(crate) fn fresh_view(
+        &self,
+        binding: &StepBinding,
+        profile: Option<&Arc<ClientProfile>>,
+    ) -> ToolView {
+        ToolView::new(
+            binding,
+            (self.options.prefix, self.options.max_tool_name_len),
+            profile.map(|p| &**p),
+        )
+    }
+
     /// The view of a fresh `binding` (nothing loaded through tool search yet) for `profile`,
     /// remembered under its digest; built once per snapshot and profile.
     pub(crate) fn tool_view(
@@ -177,11 +191,7 @@ impl Shared {
         if let Some(built) = lock(&self.built).iter().find(|built| same(built)) {
             return built.view.clone();
         }
-        let view = Arc::new(ToolView::new(
-            binding,
-            (self.options.prefix, self.options.max_tool_name_len),
-            profile.map(|p| &**p),
-        ));
+        let view = Arc::new(self.fresh_view(binding, profile));
         self.remember(&view);
         let mut built = lock(&self.built);
         // Only the newest snapshot's views are kept (a binding of an older one, racing a

@@ -219,13 +219,8 @@ impl SearchState {
         let mut loaded = self.loaded();
         let mut out = Vec::new();
         for hit in hits {
-            match loaded.0.load(hit) {
-                Ok(()) => {
-                    if !loaded.1.iter().any(|t| t.name == hit.entry.qualified_name) {
-                        loaded.1.push(bound(&hit.entry));
-                    }
-                    out.push(bound(&hit.entry).anthropic());
-                }
+            match load_one(&mut loaded, hit) {
+                Ok(()) => out.push(bound(&hit.entry).anthropic()),
                 Err(reason) => {
                     out.push(json!({"name": hit.entry.qualified_name, "notLoaded": reason}))
                 }
@@ -233,6 +228,27 @@ impl SearchState {
         }
         out
     }
+
+    /// Loads the deferred tools named in `names` (see [`StepBinding::load`]).
+    ///
+    /// [`StepBinding::load`]: super::binding::StepBinding::load
+    pub(super) fn load_named(&self, names: &[String]) {
+        let mut loaded = self.loaded();
+        for tool in self.frozen.deferred.iter() {
+            if names.contains(&tool.entry.qualified_name) {
+                let _ = load_one(&mut loaded, tool);
+            }
+        }
+    }
+}
+
+/// Counts `tool` against the load budget and adds it to the loaded tools, or says why not.
+fn load_one(loaded: &mut (LoadBudget, Vec<BoundTool>), tool: &ExposedTool) -> Result<(), String> {
+    loaded.0.load(tool)?;
+    if !loaded.1.iter().any(|t| t.name == tool.entry.qualified_name) {
+        loaded.1.push(bound(&tool.entry));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

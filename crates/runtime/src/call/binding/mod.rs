@@ -49,7 +49,9 @@ use crate::error::CallError;
 use crate::snapshot::publisher::{Published, ServerClient};
 
 /// What a step may call: a frozen list of tools, each pinned to its server connection and to
-/// the catalog revision it came from.
+/// the catalog revision it came from. A clone is the same step (it shares what tool search
+/// loaded).
+#[derive(Clone)]
 pub struct StepBinding {
     ctx: Arc<CallContext>,
     published: Arc<Published>,
@@ -125,6 +127,14 @@ impl StepBinding {
     /// what the model's call of the built-in search tool does.
     pub fn search_tools(&self, request: &SearchRequest) -> Vec<Value> {
         self.search.search_and_load(request)
+    }
+
+    /// Loads the named deferred tools into this step as a search that found them would (as
+    /// far as the load budget allows), for a host that keeps what its model loaded across
+    /// steps (a gateway session binding again when its client lists again). Names this step
+    /// does not defer are ignored.
+    pub fn load(&self, names: &[String]) {
+        self.search.load_named(names);
     }
 
     /// The call of `name` as this step shows it: pinned to the bound connection, schema and
