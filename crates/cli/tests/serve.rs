@@ -719,13 +719,7 @@ fn long_tool_names_are_shortened_to_the_hosts_budget() {
     assert_eq!(added["result"]["isError"], json!(false), "{added}");
     let start = Instant::now();
     let shortened = loop {
-        let list = session.request("tools/list", json!({}));
-        let names: Vec<String> = list["result"]["tools"]
-            .as_array()
-            .expect("tools")
-            .iter()
-            .filter_map(|t| t["name"].as_str().map(String::from))
-            .collect();
+        let names = session.tool_names();
         assert!(names.iter().all(|n| n.len() <= 30), "{names:?}");
         if let Some(name) = names.iter().find(|n| n.starts_with("mcp__fx__a_rather")) {
             break name.clone();
@@ -826,17 +820,7 @@ fn tool_search_through_the_gateway_loads_callable_tools() {
     let served = Served::start(&dir, &file, &[], Stdio::null());
     let (session, _) = Session::open(&served.addr, "unused", json!({}), "search");
     session.wait_listed("mcp_harness__search_tools", Duration::from_secs(20));
-    let names = |list: &Value| -> Vec<String> {
-        list["result"]["tools"]
-            .as_array()
-            .map(|all| {
-                all.iter()
-                    .filter_map(|t| t["name"].as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let listed = names(&session.request("tools/list", json!({})));
+    let listed = session.tool_names();
     assert!(
         !listed.contains(&"mcp__fx__echo".to_string()),
         "deferred: {listed:?}"
@@ -868,7 +852,7 @@ fn tool_search_through_the_gateway_loads_callable_tools() {
     );
     // Listing again (what a host does on the list_changed the search sent) keeps what was
     // loaded, and it stays callable; what was not loaded stays out.
-    let relisted = names(&session.request("tools/list", json!({})));
+    let relisted = session.tool_names();
     assert!(
         relisted.contains(&"mcp__fx__echo".to_string()),
         "{relisted:?}"
@@ -888,7 +872,7 @@ fn tool_search_through_the_gateway_loads_callable_tools() {
     );
     // Another session has loaded nothing.
     let (other, _) = Session::open(&served.addr, "unused", json!({}), "other");
-    let theirs = names(&other.request("tools/list", json!({})));
+    let theirs = other.tool_names();
     assert!(!theirs.contains(&"mcp__fx__echo".to_string()), "{theirs:?}");
     drop(served);
     assert_eq!(wait_gone(&marker), Vec::<u32>::new());

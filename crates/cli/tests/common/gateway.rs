@@ -443,6 +443,19 @@ impl<'a> Session<'a> {
         }
     }
 
+    /// The names of a `tools/list` in this session, in the order listed.
+    #[allow(dead_code)] // not every test binary that includes `common` lists tools
+    pub(crate) fn tool_names(&self) -> Vec<String> {
+        self.request("tools/list", json!({}))["result"]["tools"]
+            .as_array()
+            .map(|all| {
+                all.iter()
+                    .filter_map(|t| t["name"].as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// One request (id 1) in this session that must be answered 200: the JSON-RPC answer.
     pub(crate) fn request(&self, method: &str, params: Value) -> Value {
         let (status, head, body) =
