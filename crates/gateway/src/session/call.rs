@@ -333,6 +333,10 @@ impl Session {
                     loaded.push(name.to_string());
                 }
             }
+            // Names of tools long gone go first (the load budget bounds what one listing takes;
+            // this bounds what a long session remembers).
+            let over = loaded.len().saturating_sub(MAX_LOADED);
+            loaded.drain(..over);
         }
         {
             let mut current = lock(&self.state.listed);
@@ -449,6 +453,9 @@ pub(super) fn refusal(requested: &str, error: CallError) -> Result<CallToolRespo
         other => Ok(CallToolResult::error(vec![ContentBlock::text(other.to_string())]).into()),
     }
 }
+
+/// The most tool-search loads a session remembers for its later listings.
+const MAX_LOADED: usize = 256;
 
 /// The error a client gets for a failed prompts/get, resources/read or completion/complete:
 /// the upstream's own JSON-RPC error as it sent it (e.g. -32602 with `data.uri` for an unknown

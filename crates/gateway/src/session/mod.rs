@@ -74,7 +74,7 @@ struct SessionState {
     listed: Mutex<Option<Arc<Listed>>>,
     /// The deferred tools this client loaded through tool search (binding names), loaded again
     /// into each new listing: a host lists again after the `list_changed` a search sends, and
-    /// what its model found must stay. Bounded by the exposure's tool cap (the load budget).
+    /// what its model found must stay. The newest `call::MAX_LOADED` are kept.
     loaded: Mutex<Vec<String>>,
     /// Bounds the calls in flight in this session.
     calls: Arc<tokio::sync::Semaphore>,
