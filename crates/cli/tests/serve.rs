@@ -877,3 +877,52 @@ fn tool_search_through_the_gateway_loads_callable_tools() {
     drop(served);
     assert_eq!(wait_gone(&marker), Vec::<u32>::new());
 }
+
+/// Listings are answered from the gateway's catalog, never fanned out to the upstreams per
+/// client: 3 sessions listing tools, prompts and resources 10 times each leave the upstream's
+/// own listing counts where its connection left them.
+#[test]
+fn client_listings_cost_the_upstreams_nothing() {
+    use common::gateway::{Served, Session};
+    let dir = temp_home("serve-lists", "cache");
+    let file = common::gateway::fixture_config(&dir, &[]);
+    let served = Served::start(&dir, &file, &[], Stdio::null());
+    let (first, _) = Session::open(&served.addr, "unused", json!({}), "lists-0");
+    first.wait_listed("mcp__fx__calls", Duration::from_secs(20));
+    let counts = |session: &Session<'_>| -> Value {
+        let answer = session.request(
+            "tools/call",
+            json!({"name": "mcp__fx__calls", "arguments": {}}),
+        );
+        let text = answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{answer}"));
+        let all: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"));
+        json!([
+            all["tools/list"],
+            all["prompts/list"],
+            all["resources/list"]
+        ])
+    };
+    let before = counts(&first);
+    assert!(
+        before[0].as_u64().is_some_and(|n| n >= 1),
+        "the connection listed once: {before}"
+    );
+    let sessions: Vec<_> = (1..=3)
+        .map(|i| Session::open(&served.addr, "unused", json!({}), &format!("lists-{i}")).0)
+        .collect();
+    for session in &sessions {
+        for _ in 0..10 {
+            for method in ["tools/list", "prompts/list", "resources/list"] {
+                session.request(method, json!({}));
+            }
+        }
+    }
+    assert_eq!(
+        counts(&first),
+        before,
+        "client listings reached the upstream"
+    );
+    drop(served);
+}
