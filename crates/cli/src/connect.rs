@@ -48,10 +48,10 @@ pub(crate) fn mark(token_var: Option<&str>) {
 /// (`mcp-harness login` logs in to configured servers, not to a gateway's client profiles).
 pub(crate) fn needs_auth_hint() -> Option<String> {
     Some(match CONNECTED.get()? {
-        None => "the gateway asks for a client token: export it in a variable and pass                  `--connect-token-env VAR`"
+        None => "the gateway asks for a client token: export it in a variable and pass `--connect-token-env VAR`"
             .to_string(),
         Some(var) => format!(
-            "the gateway refused the token in `{var}` (--connect-token-env): check it is the              one the gateway's client profile expects (`gateway.clients.*.auth`)"
+            "the gateway refused the token in `{var}` (--connect-token-env): check it is the one the gateway's client profile expects (`gateway.clients.*.auth`)"
         ),
     })
 }

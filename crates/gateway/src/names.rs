@@ -126,19 +126,6 @@ impl ToolView {
     pub(crate) fn resolve(&self, downstream: &str) -> Option<&str> {
         self.names.get(downstream).map(String::as_str)
     }
-
-    /// The binding's names of the tools listed.
-    pub(crate) fn binding_names(&self) -> impl Iterator<Item = &str> {
-        self.names.values().map(String::as_str)
-    }
-
-    /// The downstream name of the tool the binding knows as `name`, if listed.
-    pub(crate) fn resolve_binding(&self, name: &str) -> Option<&str> {
-        self.names
-            .iter()
-            .find(|(_, bound)| *bound == name)
-            .map(|(downstream, _)| downstream.as_str())
-    }
 }
 
 /// Where a listed prompt comes from.

@@ -325,19 +325,9 @@ impl Session {
         if view.digest == listed.view.digest {
             return;
         }
-        {
-            let mut loaded = lock(&self.state.loaded);
-            for name in view.binding_names() {
-                if listed.view.resolve_binding(name).is_none() && !loaded.iter().any(|l| l == name)
-                {
-                    loaded.push(name.to_string());
-                }
-            }
-            // Names of tools long gone go first (the load budget bounds what one listing takes;
-            // this bounds what a long session remembers).
-            let over = loaded.len().saturating_sub(MAX_LOADED);
-            loaded.drain(..over);
-        }
+        // The listing's binding had the session's earlier loads loaded too: it holds them all
+        // (those its catalog still has), within one listing's load budget.
+        *lock(&self.state.loaded) = listed.binding.loaded();
         {
             let mut current = lock(&self.state.listed);
             // Only the listing the search ran in: a listing made meanwhile already has them.
@@ -453,9 +443,6 @@ pub(super) fn refusal(requested: &str, error: CallError) -> Result<CallToolRespo
         other => Ok(CallToolResult::error(vec![ContentBlock::text(other.to_string())]).into()),
     }
 }
-
-/// The most tool-search loads a session remembers for its later listings.
-const MAX_LOADED: usize = 256;
 
 /// The error a client gets for a failed prompts/get, resources/read or completion/complete:
 /// the upstream's own JSON-RPC error as it sent it (e.g. -32602 with `data.uri` for an unknown

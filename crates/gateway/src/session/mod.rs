@@ -74,7 +74,8 @@ struct SessionState {
     listed: Mutex<Option<Arc<Listed>>>,
     /// The deferred tools this client loaded through tool search (binding names), loaded again
     /// into each new listing: a host lists again after the `list_changed` a search sends, and
-    /// what its model found must stay. The newest `call::MAX_LOADED` are kept.
+    /// what its model found must stay. What the last search's listing held: within its load
+    /// budget.
     loaded: Mutex<Vec<String>>,
     /// Bounds the calls in flight in this session.
     calls: Arc<tokio::sync::Semaphore>,

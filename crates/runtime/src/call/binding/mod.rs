@@ -137,6 +137,16 @@ impl StepBinding {
         self.search.load_named(names);
     }
 
+    /// The names of the tools tool search loaded into this step, in the order loaded.
+    pub fn loaded(&self) -> Vec<String> {
+        self.search
+            .loaded()
+            .1
+            .iter()
+            .map(|t| t.name.clone())
+            .collect()
+    }
+
     /// The call of `name` as this step shows it: pinned to the bound connection, schema and
     /// revision. Refused if the step does not show `name`.
     pub fn prepare_call(&self, name: &str) -> Result<PreparedCall, CallError> {
