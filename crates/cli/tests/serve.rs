@@ -926,3 +926,140 @@ fn client_listings_cost_the_upstreams_nothing() {
     );
     drop(served);
 }
+
+/// A client whose call's response stream breaks mid-call resumes it (Streamable HTTP: a GET
+/// with `Last-Event-ID`): the events it missed come on the new stream, the result among them,
+/// and none it already had comes twice. The broken stream cancels nothing (the spec: a
+/// disconnection is not a cancellation).
+#[test]
+fn a_broken_call_stream_is_resumed_with_last_event_id() {
+    use common::gateway::{Served, Session, Sse};
+    let dir = temp_home("serve-resume", "call");
+    let file = common::gateway::fixture_config(&dir, &[]);
+    let served = Served::start(&dir, &file, &[], Stdio::null());
+    let (session, _) = Session::open(&served.addr, "unused", json!({}), "resume");
+    session.wait_listed("mcp__fx__slow", Duration::from_secs(20));
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "mcp__fx__slow", "arguments": {"ms": 1000},
+        "_meta": {"progressToken": "resume-1"}}});
+    let mut stream = Sse::post(&session, &call);
+    let first = stream.next().expect("the call's first event");
+    assert_eq!(first["method"], "notifications/progress", "{first}");
+    let had = first["params"]["progress"]
+        .as_f64()
+        .expect("a progress value");
+    let last = stream
+        .last_id()
+        .expect("the gateway's events carry ids")
+        .to_string();
+    drop(stream);
+
+    let mut resumed = Sse::resume(&session, Some(&last));
+    let mut progress = vec![had];
+    let result = loop {
+        let message = resumed
+            .next()
+            .expect("the resumed stream ended before the call's result");
+        if message["id"] == json!(7) {
+            break message;
+        }
+        assert_eq!(
+            message["method"], "notifications/progress",
+            "only the call's own events are replayed: {message}"
+        );
+        assert_eq!(message["params"]["progressToken"], "resume-1", "{message}");
+        progress.push(message["params"]["progress"].as_f64().expect("progress"));
+    };
+    assert!(
+        progress.windows(2).all(|w| w[0] < w[1]),
+        "an event came twice or out of order across the break: {progress:?}"
+    );
+    assert!(
+        result["result"]["isError"] != json!(true) && result["result"]["content"].is_array(),
+        "the call ran to its end: {result}"
+    );
+    drop(served);
+}
+
+/// A client whose session (GET) stream breaks resumes it with `Last-Event-ID`: a
+/// `tools/list_changed` sent while it was away is replayed on the new stream, the one it had
+/// is not, and later notifications arrive there too (the resumed stream is the session's
+/// stream, not an idle extra one).
+#[test]
+fn a_broken_session_stream_is_resumed_with_last_event_id() {
+    resume_session_stream("closed", false, true);
+}
+
+/// The same when the gateway cannot know the old stream is gone (its connection still open, as
+/// behind a proxy that dropped only the client's side): the client's resume takes over, the
+/// old stream ends, and nothing is sent into it while the resumed one waits.
+#[test]
+fn a_resumed_session_stream_takes_over_from_one_still_open() {
+    resume_session_stream("open", true, true);
+}
+
+/// A client that opens a new session stream without `Last-Event-ID` (it had no id, or its
+/// SDK does not resume) gets what was sent while it had none, not again what it already had,
+/// and the new stream takes over from the old one.
+#[test]
+fn a_new_session_stream_gets_what_the_lost_one_never_carried() {
+    resume_session_stream("fresh", true, false);
+}
+
+/// Runs the resumption scenario: the old GET stream kept open or closed, the new one opened
+/// with the last event id or without.
+fn resume_session_stream(tag: &str, keep_old_open: bool, with_last_id: bool) {
+    use common::gateway::{Served, Session, Sse};
+    let dir = temp_home("serve-resume", tag);
+    let file = common::gateway::fixture_config(&dir, &[]);
+    let served = Served::start(&dir, &file, &[], Stdio::null());
+    let (session, _) = Session::open(&served.addr, "unused", json!({}), "resume-get");
+    session.wait_listed("mcp__fx__add_tool", Duration::from_secs(20));
+    let add = |name: &str| {
+        let answer = session.request(
+            "tools/call",
+            json!({"name": "mcp__fx__add_tool", "arguments": {"name": name}}),
+        );
+        assert!(answer["result"].is_object(), "add_tool {name}: {answer}");
+    };
+    let changed = |stream: &mut Sse, after: &str| {
+        let message = (0..20)
+            .map_while(|_| stream.next())
+            .find(|m| m.get("method").is_some())
+            .unwrap_or_else(|| panic!("no notification on the session stream after {after}"));
+        assert_eq!(
+            message["method"], "notifications/tools/list_changed",
+            "after {after}: {message}"
+        );
+        // Listing again makes the next change one this client can see.
+        session.request("tools/list", json!({}));
+    };
+
+    let mut stream = Sse::get(&session);
+    add("first_added");
+    changed(&mut stream, "first_added");
+    let last = stream
+        .last_id()
+        .expect("the session stream's events carry ids")
+        .to_string();
+    let old = keep_old_open.then_some(stream);
+    add("added_while_away");
+
+    let mut resumed = Sse::resume(&session, with_last_id.then_some(last.as_str()));
+    changed(&mut resumed, "added_while_away (replayed)");
+    assert_ne!(
+        resumed.last_id(),
+        Some(last.as_str()),
+        "the event the client had was replayed"
+    );
+    add("added_after");
+    changed(&mut resumed, "added_after (live)");
+    if let Some(mut old) = old {
+        assert_eq!(
+            old.next(),
+            None,
+            "the replaced stream got a message instead of ending"
+        );
+    }
+    drop(served);
+}

@@ -26,6 +26,7 @@ mod notify;
 mod ops;
 mod sealed;
 mod session;
+mod session_stream;
 mod sidecar;
 mod spans;
 mod stdio;

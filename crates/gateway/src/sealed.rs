@@ -32,7 +32,7 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use dashmap::DashMap;
-use futures::Stream;
+use futures::{Stream, StreamExt as _};
 use ring::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
 use ring::rand::{SecureRandom as _, SystemRandom};
 use rmcp::model::{
@@ -46,6 +46,8 @@ use rmcp::transport::streamable_http_server::session::{
     SessionStoreError,
 };
 use serde::{Deserialize, Serialize};
+
+use crate::session_stream::SessionStreams;
 
 /// The environment variable that holds the session keys: comma-separated base64 32-byte keys,
 /// the first seals, all open.
@@ -599,6 +601,8 @@ pub(crate) struct SealedSessionManager {
     sealer: Arc<Sealer>,
     /// Each POSTed `tools/call`'s stream gets a side channel (`crate::sidecar`).
     sidecars: Arc<crate::sidecar::Sidecars>,
+    /// Each session's newest GET stream, which replaces the one before it.
+    streams: Arc<SessionStreams>,
 }
 
 impl SealedSessionManager {
@@ -611,6 +615,7 @@ impl SealedSessionManager {
             inner,
             sealer,
             sidecars,
+            streams: Arc::default(),
         }
     }
 
@@ -638,6 +643,8 @@ impl SealedSessionManager {
             .learnt
             .retain(|session, _| held.contains_key(&SessionId::from(session.clone())));
         self.sealer.learnt.shrink_to_fit();
+        self.streams
+            .retain(|session| held.contains_key(&SessionId::from(session.to_string())));
         let now = unix(SystemTime::now());
         self.sealer.ended.retain(|_, expires| *expires > now);
         held.shrink_to_fit();
@@ -709,6 +716,7 @@ impl SessionManager for SealedSessionManager {
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
         let local = self.local(id)?;
         self.sealer.forget(&local);
+        self.streams.forget(&local);
         Ok(self.inner.close_session(&local).await?)
     }
 
@@ -750,8 +758,11 @@ impl SessionManager for SealedSessionManager {
         id: &SessionId,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
         let local = self.local(id)?;
+        // A client opens another GET stream when it lost the one before: that one ends, and
+        // of what rmcp replays, the new one passes on only what no stream carried.
+        let carried = self.streams.replace(&local);
         let stream = self.inner.create_standalone_stream(&local).await?;
-        Ok(boxed(stream))
+        Ok(self.streams.hold(&local, boxed(stream), carried))
     }
 
     async fn resume(
@@ -760,8 +771,24 @@ impl SessionManager for SealedSessionManager {
         last_event_id: String,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
         let local = self.local(id)?;
-        let stream = self.inner.resume(&local, last_event_id).await?;
-        Ok(boxed(stream))
+        // An id without a `/` is one of the session stream's (a call's stream is
+        // `index/request`): resuming it replaces the one the client lost, which the gateway
+        // may still think open.
+        let session_stream = !last_event_id.contains('/');
+        if session_stream {
+            self.streams.replace(&local);
+        }
+        let stream = self.inner.resume(&local, last_event_id.clone()).await?;
+        // rmcp replays from the event the client named, which the client already has: a
+        // progress line twice, or a request or result a second time. Only the events after it
+        // are sent.
+        let stream = boxed(stream.skip_while(move |event| {
+            std::future::ready(event.event_id.as_deref() == Some(last_event_id.as_str()))
+        }));
+        Ok(match session_stream {
+            true => boxed(self.streams.hold(&local, stream, None)),
+            false => stream,
+        })
     }
 
     async fn restore_session(

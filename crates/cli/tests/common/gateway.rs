@@ -487,9 +487,16 @@ pub(crate) struct Sse {
     chunked: bool,
     /// Decoded text not yet split into lines.
     text: String,
-    messages: std::collections::VecDeque<Value>,
+    /// Complete events not yet taken: the JSON of their data (none for one without, such as
+    /// the priming event) and their id.
+    events: std::collections::VecDeque<(Option<Value>, Option<String>)>,
+    /// The event being read: its JSON data and id so far.
+    data: Option<Value>,
+    id: Option<String>,
     /// Comment lines (`:`, the server's pings) seen so far.
     comments: usize,
+    /// The id of the last event taken: what a resuming client sends back.
+    last_id: Option<String>,
 }
 
 impl Sse {
@@ -511,7 +518,16 @@ impl Sse {
 
     /// Opens the GET stream of `session`.
     pub(crate) fn get(session: &Session<'_>) -> Self {
+        Self::resume(session, None)
+    }
+
+    /// Opens the GET stream of `session`, resuming after event `last_id` when given
+    /// (`Last-Event-ID`).
+    pub(crate) fn resume(session: &Session<'_>, last_id: Option<&str>) -> Self {
         let mut request = format!("GET /mcp HTTP/1.1\r\nHost: {}\r\n", session.addr);
+        if let Some(id) = last_id {
+            request.push_str(&format!("Last-Event-ID: {id}\r\n"));
+        }
         for (k, v) in session.headers() {
             let v = if k.eq_ignore_ascii_case("accept") {
                 "text/event-stream"
@@ -546,8 +562,11 @@ impl Sse {
             reader,
             chunked: head.contains("transfer-encoding: chunked"),
             text: String::new(),
-            messages: std::collections::VecDeque::new(),
+            events: std::collections::VecDeque::new(),
+            data: None,
+            id: None,
             comments: 0,
+            last_id: None,
         }
     }
 
@@ -558,11 +577,17 @@ impl Sse {
             if start.elapsed() > Duration::from_secs(20) {
                 return None;
             }
-            if let Some(message) = self.messages.pop_front() {
-                return Some(message);
+            if let Some((message, id)) = self.events.pop_front() {
+                if id.is_some() {
+                    self.last_id = id;
+                }
+                match message {
+                    Some(message) => return Some(message),
+                    None => continue,
+                }
             }
             self.split();
-            if self.messages.is_empty() && !self.read_more() {
+            if self.events.is_empty() && !self.read_more() {
                 return None;
             }
         }
@@ -585,15 +610,26 @@ impl Sse {
         false
     }
 
-    /// Moves the complete lines of `text` into `messages` (data) and `comments`.
+    /// The id of the last event [`Self::next`] went past: what a client that resumes after it
+    /// sends as `Last-Event-ID`.
+    pub(crate) fn last_id(&self) -> Option<&str> {
+        self.last_id.as_deref()
+    }
+
+    /// Moves the complete lines of `text` into `events` (an event ends at an empty line) and
+    /// `comments`.
     fn split(&mut self) {
         while let Some(end) = self.text.find('\n') {
             let line: String = self.text.drain(..=end).collect();
             let line = line.trim();
-            if let Some(data) = line.strip_prefix("data:")
-                && let Ok(v) = serde_json::from_str::<Value>(data.trim())
-            {
-                self.messages.push_back(v);
+            if line.is_empty() {
+                if self.data.is_some() || self.id.is_some() {
+                    self.events.push_back((self.data.take(), self.id.take()));
+                }
+            } else if let Some(data) = line.strip_prefix("data:") {
+                self.data = serde_json::from_str::<Value>(data.trim()).ok();
+            } else if let Some(id) = line.strip_prefix("id:") {
+                self.id = Some(id.trim().to_string());
             } else if line.starts_with(':') {
                 self.comments += 1;
             }
