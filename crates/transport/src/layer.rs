@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 
+use futures::StreamExt as _;
 use futures::stream::BoxStream;
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::{ClientJsonRpcMessage, RequestId};
@@ -186,7 +187,8 @@ impl<L: HttpLayer, C: StreamableHttpClient + Sync> StreamableHttpClient for Laye
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> StreamResult<Self::Error> {
-        self.layer
+        let stream = self
+            .layer
             .get(auth_header, |auth| {
                 self.inner.get_stream(
                     uri.clone(),
@@ -196,7 +198,8 @@ impl<L: HttpLayer, C: StreamableHttpClient + Sync> StreamableHttpClient for Laye
                     custom_headers.clone(),
                 )
             })
-            .await
+            .await?;
+        Ok(after_event(stream, last_event_id))
     }
 
     async fn get_stream_with_max_sse_event_size(
@@ -208,7 +211,8 @@ impl<L: HttpLayer, C: StreamableHttpClient + Sync> StreamableHttpClient for Laye
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> StreamResult<Self::Error> {
-        self.layer
+        let stream = self
+            .layer
             .get(auth_header, |auth| {
                 self.inner.get_stream_with_max_sse_event_size(
                     uri.clone(),
@@ -219,8 +223,26 @@ impl<L: HttpLayer, C: StreamableHttpClient + Sync> StreamableHttpClient for Laye
                     max_sse_event_size,
                 )
             })
-            .await
+            .await?;
+        Ok(after_event(stream, last_event_id))
     }
+}
+
+/// A resumed stream without the event it resumes after: some servers (rmcp's among them)
+/// replay from the named event, which the client already handled — a progress line twice, or
+/// a server request answered a second time.
+fn after_event(
+    stream: BoxStream<'static, Result<sse_stream::Sse, SseError>>,
+    last_event_id: Option<String>,
+) -> BoxStream<'static, Result<sse_stream::Sse, SseError>> {
+    let Some(last) = last_event_id else {
+        return stream;
+    };
+    stream
+        .skip_while(move |event| {
+            std::future::ready(matches!(event, Ok(e) if e.id.as_deref() == Some(last.as_str())))
+        })
+        .boxed()
 }
 
 /// The id of the request `message` carries, if it is one.
@@ -498,5 +520,27 @@ mod tests {
         .chain([("delete_session", Some("closing".to_string()))])
         .collect();
         assert_eq!(seen, expected);
+    }
+
+    #[tokio::test]
+    async fn a_resumed_stream_skips_the_event_it_resumes_after() {
+        let event = |id: &str| Ok(sse_stream::Sse::default().id(id).data("{}"));
+        let replayed = || futures::stream::iter([event("1/0"), event("2/0"), event("3/0")]).boxed();
+        let ids = |stream: BoxStream<'static, Result<sse_stream::Sse, SseError>>| async move {
+            stream
+                .filter_map(|e| async move { e.ok().and_then(|e| e.id) })
+                .collect::<Vec<_>>()
+                .await
+        };
+        assert_eq!(
+            ids(after_event(replayed(), Some("1/0".into()))).await,
+            ["2/0", "3/0"]
+        );
+        // A server that replays only what follows loses nothing.
+        assert_eq!(
+            ids(after_event(replayed(), Some("0/0".into()))).await,
+            ["1/0", "2/0", "3/0"]
+        );
+        assert_eq!(ids(after_event(replayed(), None)).await.len(), 3);
     }
 }

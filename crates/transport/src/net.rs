@@ -7,7 +7,9 @@
 //!   caller adds the server's URL (as `http::shown` prints it: no query);
 //! - a [`Breakage`] fires at most once, with the first reason, and only for a failure of the
 //!   connection itself (refused, reset, cut short, timed out connecting): an HTTP status, a
-//!   refused authorization or an unreadable message never fires it.
+//!   refused authorization or an unreadable message never fires it, nor does the cut of an
+//!   event stream that can be resumed (an event on it carried an id: its resume request
+//!   reports whether the server is still there).
 
 use std::error::Error;
 use std::sync::{Arc, OnceLock};
@@ -319,19 +321,26 @@ impl Watch {
         }
     }
 
+    /// `stream` watched: a cut fires the breakage only when nothing can resume the stream —
+    /// no event on it carried an id. After one did, rmcp resumes it (a GET with
+    /// `Last-Event-ID`), and if the server is gone that request's failure fires instead: a
+    /// network blip mid-call costs a resume, not the session and every call in it.
     fn watch_stream(
         &self,
         stream: futures::stream::BoxStream<'static, Result<sse_stream::Sse, SseError>>,
     ) -> futures::stream::BoxStream<'static, Result<sse_stream::Sse, SseError>> {
         let this = self.clone();
+        let mut resumable = false;
         stream
-            .inspect(move |item| {
-                if let Err(e) = item
-                    && let Some(failure) = net_failure(e)
-                {
-                    this.breakage
-                        .fire(format!("the event stream from {}: {failure}", this.url));
+            .inspect(move |item| match item {
+                Ok(event) => resumable |= event.id.is_some(),
+                Err(e) if !resumable => {
+                    if let Some(failure) = net_failure(e) {
+                        this.breakage
+                            .fire(format!("the event stream from {}: {failure}", this.url));
+                    }
                 }
+                Err(_) => {}
             })
             .boxed()
     }
