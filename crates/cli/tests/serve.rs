@@ -1063,3 +1063,70 @@ fn resume_session_stream(tag: &str, keep_old_open: bool, with_last_id: bool) {
     }
     drop(served);
 }
+
+/// SEP-2243: a 2026-07-28 request's `Mcp-Method` and `Mcp-Name` headers (what a load balancer
+/// routes on) must say what its body says; a request whose headers disagree is refused with
+/// HTTP 400 before anything runs (a call named as another tool, a call without a name, a call
+/// whose `Mcp-Method` says it is a listing), and the upstream never sees the call.
+#[test]
+fn routing_headers_that_disagree_with_the_body_are_refused() {
+    use common::gateway::{Served, Stateless};
+    let dir = temp_home("serve-headers", "mismatch");
+    let file = common::gateway::fixture_config(&dir, &[]);
+    let served = Served::start(&dir, &file, &[], Stdio::null());
+    let client = Stateless::new(&served.addr, None, json!({}));
+    let start = Instant::now();
+    while !client
+        .request("tools/list", json!({}), None)
+        .to_string()
+        .contains("mcp__fx__calls")
+    {
+        assert!(start.elapsed() < Duration::from_secs(20), "never listed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let echo = json!({"name": "mcp__fx__echo", "arguments": {"message": "routed"}});
+    let (status, answer, body) = client.send(2, "tools/call", echo.clone(), Some("mcp__fx__add"));
+    assert_eq!(status, 400, "a Mcp-Name naming another tool: {body}");
+    assert!(
+        answer["error"].is_object() || body.contains("Mcp-Name"),
+        "{body}"
+    );
+    let (status, _, body) = client.send(3, "tools/call", echo.clone(), None);
+    assert_eq!(status, 400, "no Mcp-Name for a tools/call: {body}");
+    let disguised = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+        "name": "mcp__fx__echo", "arguments": {"message": "disguised"},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}}}});
+    let (status, _, body) = http(
+        &served.addr,
+        "POST",
+        "/mcp",
+        &[
+            MCP_POST[0],
+            MCP_POST[1],
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/list"),
+            ("Mcp-Name", "mcp__fx__echo"),
+        ],
+        &disguised.to_string(),
+    );
+    assert_eq!(
+        status, 400,
+        "a call whose Mcp-Method says tools/list: {body}"
+    );
+    let (status, answer, body) = client.send(4, "tools/call", echo, Some("mcp__fx__echo"));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(answer["result"]["content"][0]["text"], "routed", "{body}");
+
+    let counts = client.call("mcp__fx__calls", json!({}));
+    let text = counts["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    let counts: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert_eq!(
+        counts["echo"], 1,
+        "only the matching call reached the upstream: {counts}"
+    );
+    drop(served);
+}
