@@ -527,3 +527,69 @@ async fn a_restart_that_fails_is_tried_once_and_never_again() {
     assert!(is_failed(&runtime.snapshot(), "crashy"));
     runtime.shutdown().await;
 }
+
+/// This process's resident memory in KiB (`VmRSS`).
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .expect("/proc/self/status")
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS")
+}
+
+/// `times` rounds of: the fixture forgets the session at the next call, and that call is
+/// answered after a new `initialize`.
+async fn reinitialise(runtime: &Runtime, times: u64) {
+    for i in 0..times {
+        runtime
+            .call_tool("mcp__web__expire_session", args(json!({"times": 1})))
+            .await
+            .expect("expire_session");
+        let message = format!("round {i}");
+        assert_eq!(
+            echo(runtime, "web", &message).await.expect("re-initialised"),
+            message
+        );
+    }
+}
+
+/// Re-initialising an upstream's session costs no memory that stays (ANCHORS: "memory leaks
+/// from re-initialising upstreams"): after 100 re-initialisations to warm up, 1,000 more grow
+/// the process (runtime and in-process fixture together) by less than 4 MiB — 4 KiB each, far
+/// below what a kept session (its worker, streams and buffers) costs; measured: 0.1–0.15 MiB —
+/// and the connection is the same one throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_session_reinitialisations_keep_memory_flat() {
+    let (url, task) = fixture_http(FixtureOptions::default()).await;
+    let runtime = RuntimeBuilder::new(config(vec![server("web", http(&url))]))
+        .reconnect(quick_policy(5))
+        .start()
+        .expect("start");
+    let s = runtime.wait_settled(SETTLE).await;
+    assert_eq!(s.servers["web"].state, ServerState::Connected);
+    let since = s.servers["web"].since;
+    let before = http_stats(&runtime, "web").await;
+
+    reinitialise(&runtime, 100).await;
+    let warm = rss_kib();
+    reinitialise(&runtime, 1_000).await;
+    let after_rounds = rss_kib();
+
+    let stats = http_stats(&runtime, "web").await;
+    let delta = |key: &str| stats[key].as_u64().unwrap() - before[key].as_u64().unwrap();
+    assert_eq!(delta("expired"), 1_100, "{stats}");
+    assert_eq!(delta("handshakes"), 1_100, "one initialize each: {stats}");
+    assert_eq!(
+        runtime.snapshot().servers["web"].since,
+        since,
+        "the runtime's connection was kept"
+    );
+    let grown = after_rounds.saturating_sub(warm);
+    assert!(
+        grown < 4 * 1024,
+        "1,000 re-initialisations grew the process by {grown} KiB ({warm} → {after_rounds} KiB)"
+    );
+    runtime.shutdown().await;
+    task.abort();
+}
