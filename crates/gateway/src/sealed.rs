@@ -775,15 +775,23 @@ impl SessionManager for SealedSessionManager {
         // `index/request`): resuming it replaces the one the client lost, which the gateway
         // may still think open.
         let session_stream = !last_event_id.contains('/');
-        if session_stream {
-            self.streams.replace(&local);
-        }
+        // Event ids are this replica's own: one another replica gave (the client's stream was
+        // there before it failed over) may name a different event here. The id is ours when
+        // this replica's streams of the session carried that far.
+        let ours = match session_stream {
+            true => {
+                let carried = self.streams.replace(&local);
+                let named = last_event_id.parse::<usize>().ok();
+                named.is_some() && named <= carried
+            }
+            false => true,
+        };
         let stream = self.inner.resume(&local, last_event_id.clone()).await?;
         // rmcp replays from the event the client named, which the client already has: a
         // progress line twice, or a request or result a second time. Only the events after it
         // are sent.
         let stream = boxed(stream.skip_while(move |event| {
-            std::future::ready(event.event_id.as_deref() == Some(last_event_id.as_str()))
+            std::future::ready(ours && event.event_id.as_deref() == Some(last_event_id.as_str()))
         }));
         Ok(match session_stream {
             true => boxed(self.streams.hold(&local, stream, None)),
