@@ -63,6 +63,8 @@ pub struct FixtureOptions {
     pub instructions: Option<String>,
     /// Sleep forever before serving (to exercise startup timeouts).
     pub hang_at_start: bool,
+    /// Sleep this many milliseconds before serving (`--start-delay-ms N`): a slow start.
+    pub start_delay_ms: u64,
     /// Exit with this code before serving.
     pub exit_at_start: Option<i32>,
     /// Line written to stderr at start (by [`crate::run_main`]).
@@ -138,6 +140,7 @@ impl Default for FixtureOptions {
             page_size: None,
             instructions: None,
             hang_at_start: false,
+            start_delay_ms: 0,
             exit_at_start: None,
             stderr_banner: None,
             transport: TransportKind::Stdio,
@@ -167,7 +170,7 @@ impl Default for FixtureOptions {
 
 /// One-line usage summary, appended to argument errors.
 pub const USAGE: &str = "usage: mcp-fixture-server [--transport stdio|http] [--port N] [--name NAME] \
-[--tools N] [--page-size N] [--instructions TEXT] [--hang-at-start] [--exit-at-start CODE] \
+[--tools N] [--page-size N] [--instructions TEXT] [--hang-at-start] [--start-delay-ms N] [--exit-at-start CODE] \
 [--stderr-banner TEXT] [--duplicate-tool NAME] [--no-catalog-cache] [--hostile] [--bad-results] [--skills] \
 [--tamper-skill digest|size|frontmatter] [--crash-after-calls N] [--fail-http N] \
 [--ignore-stdin-eof] [--spawn-grandchildren] [--die-on-call CODE] [--echo-env NAME] [--wire-faults] \
@@ -219,6 +222,10 @@ impl FixtureOptions {
                 }
                 "--instructions" => opts.instructions = Some(value("--instructions")?),
                 "--hang-at-start" if inline.is_none() => opts.hang_at_start = true,
+                "--start-delay-ms" => {
+                    opts.start_delay_ms =
+                        parse_num("--start-delay-ms", &value("--start-delay-ms")?)?
+                }
                 "--exit-at-start" => {
                     opts.exit_at_start =
                         Some(parse_num("--exit-at-start", &value("--exit-at-start")?)?)

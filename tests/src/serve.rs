@@ -43,7 +43,7 @@ use crate::{
 /// Error type of the serving functions.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// Applies `exit_at_start` / `hang_at_start` for the library entry points.
+/// Applies `exit_at_start` / `hang_at_start` / `start_delay_ms` for the library entry points.
 async fn start_gate(opts: &FixtureOptions) -> Result<(), BoxError> {
     if let Some(code) = opts.exit_at_start {
         return Err(format!("fixture: exiting at start with code {code}").into());
@@ -51,6 +51,7 @@ async fn start_gate(opts: &FixtureOptions) -> Result<(), BoxError> {
     if opts.hang_at_start {
         std::future::pending::<()>().await;
     }
+    tokio::time::sleep(std::time::Duration::from_millis(opts.start_delay_ms)).await;
     Ok(())
 }
 

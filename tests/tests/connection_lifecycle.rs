@@ -548,7 +548,9 @@ async fn reinitialise(runtime: &Runtime, times: u64) {
             .expect("expire_session");
         let message = format!("round {i}");
         assert_eq!(
-            echo(runtime, "web", &message).await.expect("re-initialised"),
+            echo(runtime, "web", &message)
+                .await
+                .expect("re-initialised"),
             message
         );
     }

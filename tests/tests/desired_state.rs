@@ -344,3 +344,102 @@ async fn an_edited_config_file_is_applied_and_a_broken_one_is_not() {
     runtime.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Make before break: a config edit that restarts a server keeps its entries published while
+/// the new process starts (its state pending), so an edit that changes nothing a client sees
+/// publishes no change of its tools; a call prepared before the edit and made while the new
+/// process starts waits for it and runs there, instead of failing on the closed connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replaced_server_keeps_its_entries_until_the_new_connection_is_up() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    let (first, second) = (marker("replaced"), marker("replacement"));
+    let runtime = start(vec![server("fx", fixture_stdio(&["--name", &first]))]);
+    runtime.wait_settled(SETTLE).await;
+    let step = runtime.bind_step(&[]).await.expect("bind");
+    let call = step.prepare_call("mcp__fx__echo").expect("prepare");
+    let mut revisions = runtime.revisions();
+
+    runtime.set_config(config(vec![server(
+        "fx",
+        fixture_stdio(&["--name", &second, "--start-delay-ms", "600"]),
+    )]));
+    let during = async {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let s = runtime.snapshot();
+        let state = s.servers["fx"].state.clone();
+        let listed = s.tool("mcp__fx__echo").is_some();
+        let answer = call
+            .call(args(json!({"message": "across the restart"})))
+            .await;
+        (state, listed, answer)
+    };
+    let (refreshed, (state, listed, answer)) = tokio::join!(runtime.refresh_if_dirty(), during);
+    refreshed.expect("refresh").expect("a change");
+    assert_eq!(state, ServerState::Pending, "the new process was starting");
+    assert!(
+        listed,
+        "the tool left the catalog while its server restarted"
+    );
+    let answer = answer.expect("the call waited for the new connection");
+    assert_eq!(text(&answer), "across the restart");
+    assert_eq!(
+        processes_with(&second).len(),
+        1,
+        "it ran on the new process"
+    );
+    assert_eq!(wait_gone(&first).await, Vec::<u32>::new());
+
+    let mut tool_changes = Vec::new();
+    while let Some(revision) = revisions.try_recv() {
+        tool_changes.extend(
+            revision
+                .changes()
+                .iter()
+                .filter(|c| c.kind.is_some())
+                .map(|c| format!("{c:?}")),
+        );
+    }
+    assert!(
+        tool_changes.is_empty(),
+        "a restart that changed nothing seen published changes: {tool_changes:?}"
+    );
+    runtime.shutdown().await;
+}
+
+/// When the replacement fails, the kept entries leave the catalog then, and a call made while
+/// it started fails with the replacement's error — not "the connection is closed".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replacement_that_fails_takes_the_entries_with_it() {
+    let first = marker("replaced-fails");
+    let runtime = start(vec![server("fx", fixture_stdio(&["--name", &first]))]);
+    runtime.wait_settled(SETTLE).await;
+    let step = runtime.bind_step(&[]).await.expect("bind");
+    let call = step.prepare_call("mcp__fx__echo").expect("prepare");
+
+    runtime.set_config(config(vec![server(
+        "fx",
+        fixture_stdio(&["--exit-at-start", "3", "--start-delay-ms", "300"]),
+    )]));
+    let during = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        call.call(args(json!({"message": "doomed"}))).await
+    };
+    let (refreshed, answer) = tokio::join!(runtime.refresh_if_dirty(), during);
+    refreshed.expect("refresh").expect("a change");
+    let err = answer.expect_err("the replacement failed");
+    assert!(
+        matches!(err, CallError::ServerUnavailable { .. })
+            && err.to_string().contains("a config edit replaced it"),
+        "{err}"
+    );
+    let s = runtime.snapshot();
+    assert!(matches!(s.servers["fx"].state, ServerState::Failed { .. }));
+    assert!(
+        s.tools().all(|t| t.server != "fx"),
+        "no ghost tools of a failed replacement"
+    );
+    runtime.shutdown().await;
+}

@@ -25,7 +25,8 @@ pub struct Snapshot {
     pub revision: u64,
     /// Every configured server's status.
     pub servers: BTreeMap<String, ServerStatus>,
-    /// Catalogs of connected servers only.
+    /// Catalogs of connected servers only (and of servers being replaced, see
+    /// [`SnapshotBuilder::replaced_server`]).
     pub catalogs: BTreeMap<String, Arc<ServerCatalog>>,
     /// What changed since the previous revision, and why.
     pub changes: Vec<Change>,
@@ -111,6 +112,19 @@ impl SnapshotBuilder {
             self.catalogs.insert(name.clone(), c);
         }
         self.servers.insert(name, status);
+        self
+    }
+
+    /// Adds a server that is being replaced (a config edit restarts it) with the catalog of
+    /// its replaced connection, whatever its state: the entries stay while the new connection
+    /// starts, so a restart that changes nothing changes nothing seen.
+    pub fn replaced_server(
+        &mut self,
+        status: ServerStatus,
+        catalog: Arc<ServerCatalog>,
+    ) -> &mut Self {
+        self.catalogs.insert(status.name.clone(), catalog);
+        self.servers.insert(status.name.clone(), status);
         self
     }
 

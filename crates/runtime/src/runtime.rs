@@ -764,7 +764,7 @@ fn handed_back_unasked(server: &str, what: &str) -> CallError {
 }
 
 fn bound_client(published: &Published, server: &str) -> Result<ServerClient, CallError> {
-    match published.clients.get(server) {
+    match published.clients.get(server).filter(|c| !c.retired) {
         Some(c) => Ok(c.clone()),
         None => Err(CallError::ServerUnavailable {
             server: server.to_string(),

@@ -140,6 +140,8 @@ impl CallContext {
     /// R7, one bounded restart at call time: when the connection `client` a call was bound to
     /// is no longer current because its stdio process exited, the server is restarted once
     /// (calls asking together share the restart) and waited for at most its startup deadline.
+    /// A connection a config edit replaced is waited for the same way (the new actor's first
+    /// connection is that restart).
     /// Returns the new connection when the new catalog has the same tool with the same
     /// definition, `None` when there is nothing to restart (the call goes on as bound), or the
     /// error that ends the call.
@@ -165,7 +167,7 @@ impl CallContext {
             let live = now
                 .clients
                 .get(server)
-                .filter(|c| epoch.is_none_or(|e| c.epoch == e))?;
+                .filter(|c| !c.retired && epoch.is_none_or(|e| c.epoch == e))?;
             let same_tool = now
                 .snapshot
                 .tool(&entry.qualified_name)
@@ -197,19 +199,23 @@ impl CallContext {
         };
         match tokio::time::timeout(deadline, asked).await {
             Err(_) => Err(unavailable(format!(
-                "restarting after its process exited; the one restart for this call did not finish within {}s (`startupTimeoutSec`)",
+                "restarting (its process exited, or a config edit replaced it); the restart this call waited for did not finish within {}s (`startupTimeoutSec`)",
                 deadline.as_secs_f64()
             ))),
             Ok(Err(_)) | Ok(Ok(Revival::NotApplicable)) => Ok(None),
-            Ok(Ok(Revival::Failed { error })) => Err(unavailable(format!(
-                "failed: {error}; it was restarted once for this call after its process exited and did not come back: fix it, restart it (`Runtime::restart`) and bind a new step"
+            Ok(Ok(Revival::Failed { error, replaced })) => Err(unavailable(format!(
+                "failed: {error}; {} and did not come back: fix it, restart it (`Runtime::restart`) and bind a new step",
+                match replaced {
+                    true => "a config edit replaced it (this call waited for the new connection)",
+                    false => "it was restarted once for this call after its process exited",
+                }
             ))),
             Ok(Ok(Revival::Connected { epoch })) => {
                 // The actor reported the new connection before answering: publish it now.
                 self.live.flush().await;
                 match current(Some(epoch)) {
                     Some(Ok(client)) => {
-                        tracing::info!(server = %server, tool = %entry.raw_name, "restarted after its process exited; the call goes ahead");
+                        tracing::info!(server = %server, tool = %entry.raw_name, "restarted (its process exited, or a config edit replaced it); the call goes ahead");
                         Ok(Some(client))
                     }
                     Some(Err(refused)) => Err(refused),

@@ -7,7 +7,10 @@
 //!   replacements: a stopped actor is marked stopped first (it can no longer reconnect or
 //!   report), then its session is closed, then the new actor starts with a new connection — an
 //!   old connection can never overwrite the new state (R6);
-//! - servers whose configuration did not change keep their actor and their connection.
+//! - servers whose configuration did not change keep their actor and their connection;
+//! - a changed server's entries stay published (its old client retired) while its new actor
+//!   connects — make before break, as far as the catalog goes: a restart that changes nothing a
+//!   client sees sends no change, and a call made meanwhile waits for the new connection.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -19,7 +22,11 @@ use mcp_harness_transport::auth::AuthContext;
 
 use crate::config::{Config, ServerConfig};
 use crate::connection::server::{SHUTDOWN_GRACE, ServerActor, ServerSettings, Shutdown};
-use crate::snapshot::publisher::{Publisher, RemoveServer, ServerUpdate};
+use crate::snapshot::publisher::{Publisher, RemoveServer, Replacing, ServerUpdate};
+
+/// Added to a replaced server's startup deadline before its kept entries leave the catalog
+/// (the publisher's safety net: the new actor reports a failure by then itself).
+const REPLACEMENT_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 struct Member {
     config: ServerConfig,
@@ -78,6 +85,12 @@ impl Registry {
 
     /// Starts the actor of `config` (or reports it disabled) and records it.
     pub(crate) fn add(&self, config: ServerConfig) -> Result<(), String> {
+        self.start(config, false)
+    }
+
+    /// [`Self::add`]; `replacing`: the server's previous actor was just stopped for a config
+    /// edit, and calls bound to its connections wait for this one's first connection.
+    fn start(&self, config: ServerConfig, replacing: bool) -> Result<(), String> {
         let addr = if config.enabled && config.untrusted.is_none() {
             let connector =
                 config
@@ -89,7 +102,8 @@ impl Registry {
                 self.settings.clone(),
             );
             Some(Supervisor::start_in_arbiter(&self.arbiter, move |_| {
-                ServerActor::new(shared, connector, publisher, settings)
+                let actor = ServerActor::new(shared, connector, publisher, settings);
+                if replacing { actor.replacing() } else { actor }
             }))
         } else {
             let (state, cause) = match &config.untrusted {
@@ -165,7 +179,22 @@ impl Registry {
                 }
             }
         }
+        let replaced: Vec<String> = stopping
+            .iter()
+            .filter(|(_, member, removed)| !removed && member.addr.is_some())
+            .map(|(name, _, _)| name.clone())
+            .collect();
         for (name, member, removed) in stopping {
+            if let (false, Some(_), Some(config)) =
+                (removed, &member.addr, desired.servers.get(&name))
+            {
+                // Make before break: its entries stay until the new connection is up (or
+                // failed, or late), so an edit that changes nothing seen changes nothing.
+                self.publisher.do_send(Replacing {
+                    name: name.clone(),
+                    limit: config.startup_timeout + REPLACEMENT_GRACE,
+                });
+            }
             if let Some(addr) = member.addr {
                 // Marks the actor stopped (no reconnect, no report) and closes its session;
                 // dropping the last address then ends the actor.
@@ -183,7 +212,7 @@ impl Registry {
             if outcome.kept.contains(name) {
                 continue;
             }
-            self.add(cfg.clone())?;
+            self.start(cfg.clone(), replaced.contains(name))?;
             outcome.started.push(name.clone());
         }
         Ok(outcome)

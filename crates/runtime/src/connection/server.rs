@@ -47,7 +47,7 @@ use crate::connection::refresh::Refreshes;
 use crate::connection::supervision::{ConnectQueues, ReconnectPolicy};
 use crate::snapshot::publisher::{Publisher, ServerClient, ServerUpdate};
 pub(crate) use phase::Revival;
-use phase::{Connecting, Live, Pace, Phase, Run};
+use phase::{Connecting, Live, Pace, Phase, Revive, Run};
 pub(crate) use revival::ReviveForCall;
 
 /// How often a needs-auth server's stored credentials are checked (a file stat, no network).
@@ -127,9 +127,10 @@ pub(crate) struct ServerSettings {
 /// new actor, whose connections must not share an epoch with the old actor's (a call bound to
 /// the old, closed connection would pass for one on the current connection).
 pub(super) fn next_epoch() -> u64 {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    NEXT_EPOCH.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
+
+static NEXT_EPOCH: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// A notification from the server of connection `epoch`.
 #[derive(Message)]
@@ -218,6 +219,20 @@ impl ServerActor {
         }
     }
 
+    /// The actor of a server a config edit is replacing: its first run of attempts is the
+    /// restart that calls bound to the replaced actor's connections wait for (as for a crashed
+    /// process, `revival.rs`).
+    pub(crate) fn replacing(mut self) -> Self {
+        let revive = Revive {
+            // Every connection made so far, the replaced ones among them.
+            origin: NEXT_EPOCH.load(std::sync::atomic::Ordering::Relaxed),
+            replaced: true,
+            waiters: Vec::new(),
+        };
+        self.phase = Phase::Connecting(Connecting::new(Pace::Recovering, Some(revive)));
+        self
+    }
+
     fn name(&self) -> &str {
         &self.config.name
     }
@@ -254,6 +269,7 @@ impl ServerActor {
             tool_timeout: self.config.tool_timeout,
             wire: live.session.wire().clone(),
             exit: live.session.exit_report(),
+            retired: false,
         });
         // Every printer of a status (tables, JSON, watch) reads this copy: redacted once here.
         status.last_error = status

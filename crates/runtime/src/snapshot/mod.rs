@@ -98,7 +98,7 @@ impl Live {
             .load()
             .clients
             .get(server)
-            .is_some_and(|c| c.epoch == epoch)
+            .is_some_and(|c| c.epoch == epoch && !c.retired)
     }
 
     /// The read side of the revision gate: no publication lands while it is held (R24).

@@ -7,7 +7,11 @@
 //! once, so nobody waits out a window for a catalog that is complete; each publication builds a
 //! whole new immutable [`Published`] with the next
 //! revision and swaps it in atomically, so readers see the whole old or the whole new; a server
-//! that is not connected contributes no entries and no client.
+//! that is not connected contributes no entries and no client — except one a config edit is
+//! replacing ([`Replacing`]): until its new connection is up, it fails, or its deadline passes,
+//! it keeps its last entries and its old client *retired* (never current, so a call made then
+//! waits for the new connection instead of using the closed one), and a restart that changes
+//! nothing a client sees publishes no change of its entries.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -35,6 +39,9 @@ pub(crate) struct ServerClient {
     pub wire: mcp_harness_transport::WireNotes,
     /// How the stdio server's process ended, for a call that failed because it did.
     pub exit: Option<mcp_harness_transport::ExitReport>,
+    /// The connection was closed because a config edit replaced the server; kept only so calls
+    /// bound to it wait for the new one. Never the current connection.
+    pub retired: bool,
 }
 
 /// A published runtime view: the snapshot plus the client of each connected server.
@@ -72,6 +79,16 @@ pub(crate) struct RemoveServer {
     pub cause: String,
 }
 
+/// A config edit is replacing `name`'s connection: its entries stay (see the module's
+/// invariants) until the new connection reports something other than pending, or `limit`
+/// passes.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct Replacing {
+    pub name: String,
+    pub limit: Duration,
+}
+
 /// Orders snapshot swaps against prepared calls: a call holds the read side from its
 /// staleness check until its request is handed to the transport; the publisher holds the
 /// write side while it swaps. A refresh therefore never lands between a call's check and its
@@ -90,6 +107,8 @@ struct Entry {
     status: ServerStatus,
     catalog: Option<Arc<ServerCatalog>>,
     client: Option<ServerClient>,
+    /// Set while a config edit replaces the server: which replacement (its deadline checks it).
+    replacing: Option<u64>,
 }
 
 /// The publisher actor.
@@ -106,6 +125,8 @@ pub(crate) struct Publisher {
     tx: watch::Sender<Arc<Snapshot>>,
     /// Every snapshot, for [`crate::Revisions`] readers (bounded; a lagging reader catches up).
     every: broadcast::Sender<Arc<Snapshot>>,
+    /// Numbers the replacements ([`Replacing`]).
+    replacements: u64,
 }
 
 impl Publisher {
@@ -142,6 +163,7 @@ impl Publisher {
                     status,
                     catalog: None,
                     client: None,
+                    replacing: None,
                 };
                 (entry.status.name.clone(), entry)
             })
@@ -158,14 +180,29 @@ impl Publisher {
             current,
             tx,
             every,
+            replacements: 0,
         }
     }
 
     fn apply(&mut self, update: ServerUpdate) {
         let name = update.status.name.clone();
         let connected = update.status.state == ServerState::Connected;
-        let new_catalog = if connected { update.catalog } else { None };
         let old = self.servers.get(&name);
+        // A server being replaced keeps its entries while its new connection is pending.
+        let replacing = old
+            .and_then(|e| e.replacing)
+            .filter(|_| update.status.state == ServerState::Pending);
+        let (new_catalog, client) = match (connected, replacing) {
+            (true, _) => (update.catalog, update.client),
+            (false, Some(_)) => (
+                old.and_then(|e| e.catalog.clone()),
+                old.and_then(|e| e.client.clone()).map(|mut client| {
+                    client.retired = true;
+                    client
+                }),
+            ),
+            (false, None) => (None, None),
+        };
         let old_state = old.map(|e| e.status.state.clone());
         if old_state.as_ref() != Some(&update.status.state) {
             let from = old_state.as_ref().map(ServerState::label).unwrap_or("new");
@@ -199,15 +236,38 @@ impl Publisher {
         }
         // Any status detail (errors, instructions) is worth a new revision too.
         self.dirty = true;
-        let client = if connected { update.client } else { None };
         self.servers.insert(
             name,
             Entry {
                 status: update.status,
                 catalog: new_catalog,
                 client,
+                replacing,
             },
         );
+    }
+
+    /// The replacement `replacement` of `name` did not connect within its limit: its kept
+    /// entries leave (as they would have at once without a replacement).
+    fn replacement_overdue(&mut self, name: &str, replacement: u64, ctx: &mut Context<Self>) {
+        let Some(entry) = self.servers.get(name) else {
+            return;
+        };
+        if entry.replacing != Some(replacement) {
+            return;
+        }
+        let status = entry.status.clone();
+        if let Some(entry) = self.servers.get_mut(name) {
+            entry.replacing = None;
+        }
+        tracing::info!(server = %name, "the replaced server did not connect in time; its entries leave the catalog");
+        self.apply(ServerUpdate {
+            status,
+            catalog: None,
+            client: None,
+            cause: "its replacement did not connect within `startupTimeoutSec`".into(),
+        });
+        self.schedule(ctx);
     }
 
     /// Publishes now if nothing was published within the last window (so a lone update is
@@ -243,7 +303,12 @@ impl Publisher {
         let mut builder = SnapshotBuilder::new();
         let mut clients = BTreeMap::new();
         for (name, entry) in &self.servers {
-            builder.server(entry.status.clone(), entry.catalog.clone());
+            match (&entry.replacing, &entry.catalog) {
+                (Some(_), Some(catalog)) => {
+                    builder.replaced_server(entry.status.clone(), catalog.clone())
+                }
+                _ => builder.server(entry.status.clone(), entry.catalog.clone()),
+            };
             if let Some(client) = &entry.client {
                 clients.insert(name.clone(), client.clone());
             }
@@ -319,6 +384,32 @@ impl Handler<Flush> for Publisher {
         // The swap runs as a waiting future; this answer is polled only after it completed.
         let revision = self.publish(ctx);
         Box::pin(actix::fut::ready(revision))
+    }
+}
+
+impl Handler<Replacing> for Publisher {
+    type Result = ();
+
+    fn handle(&mut self, msg: Replacing, ctx: &mut Self::Context) {
+        let Some(entry) = self.servers.get_mut(&msg.name) else {
+            return;
+        };
+        if entry.catalog.is_none() {
+            // Nothing listed to keep: the replacement is an ordinary start.
+            return;
+        }
+        self.replacements += 1;
+        let replacement = self.replacements;
+        entry.replacing = Some(replacement);
+        // The old connection is closing now: calls from here on wait for the new one.
+        if let Some(client) = &mut entry.client {
+            client.retired = true;
+        }
+        self.dirty = true;
+        self.schedule(ctx);
+        ctx.run_later(msg.limit, move |act, ctx| {
+            act.replacement_overdue(&msg.name, replacement, ctx);
+        });
     }
 }
 

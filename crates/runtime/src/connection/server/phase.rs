@@ -24,8 +24,9 @@ pub(crate) enum Revival {
     /// The server runs again on connection `epoch`, restarted after the crash of the bound
     /// connection (for this call or a concurrent one).
     Connected { epoch: u64 },
-    /// The one restart after the crash did not bring the server back.
-    Failed { error: String },
+    /// The one restart after the crash did not bring the server back (`replaced`: the restart
+    /// was the new connection of a server a config edit replaced).
+    Failed { error: String, replaced: bool },
     /// Nothing to restart: the server did not fail by its process exiting (or is being
     /// stopped); the call goes on as bound and its staleness check decides.
     NotApplicable,
@@ -35,6 +36,8 @@ pub(crate) enum Revival {
 /// waiting for it (owned by the [`Run`] it belongs to; made and finished in `revival.rs`).
 pub(super) struct Revive {
     pub(super) origin: u64,
+    /// The restart is the first connection of a server a config edit replaced (not a crash).
+    pub(super) replaced: bool,
     pub(super) waiters: Vec<tokio::sync::oneshot::Sender<Revival>>,
 }
 

@@ -20,14 +20,16 @@ pub(crate) struct ReviveForCall {
     pub(crate) bound_epoch: u64,
 }
 
-/// The last restart for calls: the epoch that crashed, and the new epoch or the error.
-pub(super) type Revived = (u64, Result<u64, String>);
+/// The last restart for calls: the epoch that crashed (or every epoch before a replacement),
+/// the new epoch or the error, and whether it was a replacement.
+pub(super) type Revived = (u64, Result<u64, String>, bool);
 
 impl ServerActor {
     /// `Exited` → `Connecting`: restarts the process once, for the calls that ask.
     fn revive(&mut self, ctx: &mut Context<Self>) {
         let revive = Revive {
             origin: self.epoch,
+            replaced: false,
             waiters: Vec::new(),
         };
         self.record.attempts = 0;
@@ -45,12 +47,13 @@ impl ServerActor {
             Ok(epoch) => Revival::Connected { epoch: *epoch },
             Err(error) => Revival::Failed {
                 error: error.clone(),
+                replaced: revive.replaced,
             },
         };
         for waiter in revive.waiters {
             let _ = waiter.send(answer.clone());
         }
-        self.revived = Some((revive.origin, outcome));
+        self.revived = Some((revive.origin, outcome, revive.replaced));
     }
 
     /// What a call bound to `bound_epoch` gets (see [`ReviveForCall`]); `None` when it has to
@@ -74,16 +77,17 @@ impl ServerActor {
         let failed = matches!(self.phase.public_state(), Some(ServerState::Failed { .. }));
         match &self.revived {
             // The connection that replaced the bound one came from a restart for calls.
-            Some((origin, Ok(epoch)))
+            Some((origin, Ok(epoch), _))
                 if *origin >= bound_epoch
                     && *epoch == self.epoch
                     && matches!(self.phase, Phase::Live(_)) =>
             {
                 Some(Revival::Connected { epoch: *epoch })
             }
-            Some((origin, Err(error))) if *origin >= bound_epoch && failed => {
+            Some((origin, Err(error), replaced)) if *origin >= bound_epoch && failed => {
                 Some(Revival::Failed {
                     error: error.clone(),
+                    replaced: *replaced,
                 })
             }
             _ => Some(Revival::NotApplicable),
@@ -105,6 +109,7 @@ impl Handler<ReviveForCall> for ServerActor {
         Box::pin(async move {
             rx.await.unwrap_or(Revival::Failed {
                 error: "the server was stopped while it restarted".into(),
+                replaced: false,
             })
         })
     }
