@@ -5,6 +5,7 @@
 
 mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
@@ -55,6 +56,21 @@ async fn http_stats(runtime: &Runtime, server: &str) -> Value {
         .await
         .expect("http_stats");
     serde_json::from_str(&text(&result)).expect("stats are JSON")
+}
+
+/// The in-process fixture over Streamable HTTP as server `web` of a runtime that retries up to
+/// `attempts` times quickly, once connected: the runtime, the fixture's task, the snapshot.
+async fn connected_http_fixture(
+    attempts: u32,
+) -> (Runtime, tokio::task::JoinHandle<()>, Arc<Snapshot>) {
+    let (url, task) = fixture_http(FixtureOptions::default()).await;
+    let runtime = RuntimeBuilder::new(config(vec![server("web", http(&url))]))
+        .reconnect(quick_policy(attempts))
+        .start()
+        .expect("start");
+    let s = runtime.wait_settled(SETTLE).await;
+    assert_eq!(s.servers["web"].state, ServerState::Connected);
+    (runtime, task, s)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -218,13 +234,7 @@ async fn an_http_server_that_stays_at_503_is_failed_after_the_attempts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_http_server_failing_mid_session_recovers() {
-    let (url, task) = fixture_http(FixtureOptions::default()).await;
-    let runtime = RuntimeBuilder::new(config(vec![server("web", http(&url))]))
-        .reconnect(quick_policy(20))
-        .start()
-        .expect("start");
-    let s = runtime.wait_settled(SETTLE).await;
-    assert_eq!(s.servers["web"].state, ServerState::Connected);
+    let (runtime, task, _) = connected_http_fixture(20).await;
     runtime
         .call_tool("mcp__web__fail_http", args(json!({"times": 4})))
         .await
@@ -255,13 +265,7 @@ async fn an_http_server_failing_mid_session_recovers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_http_session_is_reinitialised_and_the_call_retried_once() {
-    let (url, task) = fixture_http(FixtureOptions::default()).await;
-    let runtime = RuntimeBuilder::new(config(vec![server("web", http(&url))]))
-        .reconnect(quick_policy(5))
-        .start()
-        .expect("start");
-    let s = runtime.wait_settled(SETTLE).await;
-    assert_eq!(s.servers["web"].state, ServerState::Connected);
+    let (runtime, task, _) = connected_http_fixture(5).await;
     let before = http_stats(&runtime, "web").await;
     runtime
         .call_tool("mcp__web__expire_session", None)
@@ -299,12 +303,7 @@ async fn an_expired_http_session_is_reinitialised_and_the_call_retried_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_that_expires_again_on_the_retry_is_not_replayed() {
-    let (url, task) = fixture_http(FixtureOptions::default()).await;
-    let runtime = RuntimeBuilder::new(config(vec![server("web", http(&url))]))
-        .reconnect(quick_policy(5))
-        .start()
-        .expect("start");
-    runtime.wait_settled(SETTLE).await;
+    let (runtime, task, _) = connected_http_fixture(5).await;
     let before = http_stats(&runtime, "web").await;
     // The original call and its one retry each find their session forgotten.
     runtime
@@ -563,13 +562,7 @@ async fn reinitialise(runtime: &Runtime, times: u64) {
 /// and the connection is the same one throughout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_session_reinitialisations_keep_memory_flat() {
-    let (url, task) = fixture_http(FixtureOptions::default()).await;
-    let runtime = RuntimeBuilder::new(config(vec![server("web", http(&url))]))
-        .reconnect(quick_policy(5))
-        .start()
-        .expect("start");
-    let s = runtime.wait_settled(SETTLE).await;
-    assert_eq!(s.servers["web"].state, ServerState::Connected);
+    let (runtime, task, s) = connected_http_fixture(5).await;
     let since = s.servers["web"].since;
     let before = http_stats(&runtime, "web").await;
 

@@ -113,13 +113,11 @@ async fn a_call_whose_stream_breaks_is_resumed_not_resent() {
         progress.len() >= 3 && progress.windows(2).all(|w| w[0] < w[1]),
         "progress came twice or out of order across the break: {progress:?}"
     );
-    let st = st.lock().unwrap();
-    assert!(st.cut, "the gate cut the call's stream");
-    assert!(st.resumes >= 1, "the stream was resumed with Last-Event-ID");
-    assert_eq!(
-        st.slow_posts, 1,
-        "the call was sent again instead of resumed"
-    );
-    drop(st);
+    {
+        let st = st.lock().unwrap();
+        assert!(st.cut, "the gate cut the call's stream");
+        assert!(st.resumes >= 1, "the stream was resumed with Last-Event-ID");
+        assert_eq!(st.slow_posts, 1, "the call was sent again, not resumed");
+    }
     runtime.shutdown().await;
 }
