@@ -1130,3 +1130,49 @@ fn routing_headers_that_disagree_with_the_body_are_refused() {
     );
     drop(served);
 }
+
+/// A session freed after idling (`--idle-secs`) and restored from its sealed id numbers its
+/// events from 0 again: a new session stream after the restore gets the new worker's
+/// notifications, none of them taken for ones the freed worker's stream already carried (what
+/// the gateway remembered of the freed worker's streams is dropped by the sweep after the
+/// reaping, and at the latest when the session is restored).
+#[test]
+fn a_session_stream_after_an_idle_restore_gets_its_notifications() {
+    use common::gateway::{Served, Session, Sse};
+    let dir = temp_home("serve-resume", "restore");
+    let file = common::gateway::fixture_config(&dir, &[]);
+    let served = Served::start(&dir, &file, &["--idle-secs", "1"], Stdio::null());
+    let (session, _) = Session::open(&served.addr, "unused", json!({}), "restored");
+    session.wait_listed("mcp__fx__add_tool", Duration::from_secs(20));
+    let add = |name: &str| {
+        let answer = session.request(
+            "tools/call",
+            json!({"name": "mcp__fx__add_tool", "arguments": {"name": name}}),
+        );
+        assert!(answer["result"].is_object(), "add_tool {name}: {answer}");
+    };
+    let changed = |stream: &mut Sse, after: &str| {
+        let message = (0..20)
+            .map_while(|_| stream.next())
+            .find(|m| m.get("method").is_some())
+            .unwrap_or_else(|| panic!("no notification on the session stream after {after}"));
+        assert_eq!(
+            message["method"], "notifications/tools/list_changed",
+            "{message}"
+        );
+        session.request("tools/list", json!({}));
+    };
+    let mut stream = Sse::get(&session);
+    for name in ["before_1", "before_2", "before_3"] {
+        add(name);
+        changed(&mut stream, name);
+    }
+    drop(stream);
+    // Idle past the limit: the gateway frees the session; the next request restores it.
+    std::thread::sleep(Duration::from_millis(3_000));
+    session.request("tools/list", json!({}));
+    let mut stream = Sse::get(&session);
+    add("after_restore");
+    changed(&mut stream, "after_restore");
+    drop(served);
+}

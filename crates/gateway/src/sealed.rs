@@ -804,7 +804,12 @@ impl SessionManager for SealedSessionManager {
         id: SessionId,
     ) -> Result<RestoreOutcome<Self::Transport>, Self::Error> {
         let local = self.local(&id)?;
-        Ok(self.inner.restore_session(local).await?)
+        let outcome = self.inner.restore_session(local.clone()).await?;
+        if matches!(outcome, RestoreOutcome::Restored(_)) {
+            // A new worker numbers its events from 0: what an earlier one carried means nothing.
+            self.streams.forget(&local);
+        }
+        Ok(outcome)
     }
 }
 

@@ -16,7 +16,8 @@
 //! - a new stream opened without `Last-Event-ID` skips the replayed messages an earlier stream
 //!   of the session already handed to its response: it gets only what no stream carried;
 //! - the table holds one entry per session that opened a GET stream, and forgets it when the
-//!   session ends ([`SessionStreams::retain`]).
+//!   session ends ([`SessionStreams::retain`]) or a new worker takes the session over (it
+//!   numbers its events from 0 again).
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
