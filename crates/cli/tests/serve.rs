@@ -1006,6 +1006,34 @@ fn a_new_session_stream_gets_what_the_lost_one_never_carried() {
     resume_session_stream("fresh", true, false);
 }
 
+/// Adds tool `name` to the fixture upstream `fx` through `session`.
+fn add_fx_tool(session: &common::gateway::Session<'_>, name: &str) {
+    let answer = session.request(
+        "tools/call",
+        json!({"name": "mcp__fx__add_tool", "arguments": {"name": name}}),
+    );
+    assert!(answer["result"].is_object(), "add_tool {name}: {answer}");
+}
+
+/// The next notification on `stream` (the session stream of `session`) is
+/// `tools/list_changed`, sent after `after`; the session lists again, so the next change is one
+/// it can see.
+fn tools_changed(
+    session: &common::gateway::Session<'_>,
+    stream: &mut common::gateway::Sse,
+    after: &str,
+) {
+    let message = (0..20)
+        .map_while(|_| stream.next())
+        .find(|m| m.get("method").is_some())
+        .unwrap_or_else(|| panic!("no notification on the session stream after {after}"));
+    assert_eq!(
+        message["method"], "notifications/tools/list_changed",
+        "after {after}: {message}"
+    );
+    session.request("tools/list", json!({}));
+}
+
 /// Runs the resumption scenario: the old GET stream kept open or closed, the new one opened
 /// with the last event id or without.
 fn resume_session_stream(tag: &str, keep_old_open: bool, with_last_id: bool) {
@@ -1015,25 +1043,8 @@ fn resume_session_stream(tag: &str, keep_old_open: bool, with_last_id: bool) {
     let served = Served::start(&dir, &file, &[], Stdio::null());
     let (session, _) = Session::open(&served.addr, "unused", json!({}), "resume-get");
     session.wait_listed("mcp__fx__add_tool", Duration::from_secs(20));
-    let add = |name: &str| {
-        let answer = session.request(
-            "tools/call",
-            json!({"name": "mcp__fx__add_tool", "arguments": {"name": name}}),
-        );
-        assert!(answer["result"].is_object(), "add_tool {name}: {answer}");
-    };
-    let changed = |stream: &mut Sse, after: &str| {
-        let message = (0..20)
-            .map_while(|_| stream.next())
-            .find(|m| m.get("method").is_some())
-            .unwrap_or_else(|| panic!("no notification on the session stream after {after}"));
-        assert_eq!(
-            message["method"], "notifications/tools/list_changed",
-            "after {after}: {message}"
-        );
-        // Listing again makes the next change one this client can see.
-        session.request("tools/list", json!({}));
-    };
+    let add = |name: &str| add_fx_tool(&session, name);
+    let changed = |stream: &mut Sse, after: &str| tools_changed(&session, stream, after);
 
     let mut stream = Sse::get(&session);
     add("first_added");
@@ -1144,24 +1155,8 @@ fn a_session_stream_after_an_idle_restore_gets_its_notifications() {
     let served = Served::start(&dir, &file, &["--idle-secs", "1"], Stdio::null());
     let (session, _) = Session::open(&served.addr, "unused", json!({}), "restored");
     session.wait_listed("mcp__fx__add_tool", Duration::from_secs(20));
-    let add = |name: &str| {
-        let answer = session.request(
-            "tools/call",
-            json!({"name": "mcp__fx__add_tool", "arguments": {"name": name}}),
-        );
-        assert!(answer["result"].is_object(), "add_tool {name}: {answer}");
-    };
-    let changed = |stream: &mut Sse, after: &str| {
-        let message = (0..20)
-            .map_while(|_| stream.next())
-            .find(|m| m.get("method").is_some())
-            .unwrap_or_else(|| panic!("no notification on the session stream after {after}"));
-        assert_eq!(
-            message["method"], "notifications/tools/list_changed",
-            "{message}"
-        );
-        session.request("tools/list", json!({}));
-    };
+    let add = |name: &str| add_fx_tool(&session, name);
+    let changed = |stream: &mut Sse, after: &str| tools_changed(&session, stream, after);
     let mut stream = Sse::get(&session);
     for name in ["before_1", "before_2", "before_3"] {
         add(name);
