@@ -47,7 +47,7 @@ use rmcp::transport::streamable_http_server::session::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::session_stream::SessionStreams;
+use crate::session_stream::{EventStream, SessionStreams};
 
 /// The environment variable that holds the session keys: comma-separated base64 32-byte keys,
 /// the first seals, all open.
@@ -771,32 +771,25 @@ impl SessionManager for SealedSessionManager {
         last_event_id: String,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
         let local = self.local(id)?;
-        // An id without a `/` is one of the session stream's (a call's stream is
-        // `index/request`): resuming it replaces the one the client lost, which the gateway
-        // may still think open.
-        let session_stream = !last_event_id.contains('/');
-        // Event ids are this replica's own: one another replica gave (the client's stream was
-        // there before it failed over) may name a different event here. The id is ours when
-        // this replica's streams of the session carried that far.
-        let ours = match session_stream {
-            true => {
-                let carried = self.streams.replace(&local);
-                let named = last_event_id.parse::<usize>().ok();
-                named.is_some() && named <= carried
-            }
-            false => true,
-        };
-        let stream = self.inner.resume(&local, last_event_id.clone()).await?;
         // rmcp replays from the event the client named, which the client already has: a
         // progress line twice, or a request or result a second time. Only the events after it
         // are sent.
-        let stream = boxed(stream.skip_while(move |event| {
-            std::future::ready(ours && event.event_id.as_deref() == Some(last_event_id.as_str()))
-        }));
-        Ok(match session_stream {
-            true => boxed(self.streams.hold(&local, stream, None)),
-            false => stream,
-        })
+        if last_event_id.contains('/') {
+            // A call's stream (`index/request`).
+            let stream = self.inner.resume(&local, last_event_id.clone()).await?;
+            return Ok(boxed(stream.skip_while(move |event| {
+                std::future::ready(event.event_id.as_deref() == Some(last_event_id.as_str()))
+            })));
+        }
+        // The session stream: resuming it replaces the one the client lost, which the gateway
+        // may still think open. Event ids are this replica's own: one another replica gave (the
+        // client's stream was there before it failed over) may name a different event here, so
+        // the named event is skipped only when this replica's streams carried that far.
+        let carried = self.streams.replace(&local);
+        let named = last_event_id.parse::<usize>().ok();
+        let skip = named.filter(|_| named <= carried);
+        let stream = self.inner.resume(&local, last_event_id).await?;
+        Ok(boxed(self.streams.hold(&local, boxed(stream), skip)))
     }
 
     async fn restore_session(
@@ -814,9 +807,7 @@ impl SessionManager for SealedSessionManager {
 }
 
 /// A stream whose type no longer names the id it was opened with.
-fn boxed(
-    stream: impl Stream<Item = ServerSseMessage> + Send + Sync + 'static,
-) -> std::pin::Pin<Box<dyn Stream<Item = ServerSseMessage> + Send + Sync + 'static>> {
+fn boxed(stream: impl Stream<Item = ServerSseMessage> + Send + Sync + 'static) -> EventStream {
     Box::pin(stream)
 }
 
