@@ -22,7 +22,7 @@ use mcp_harness_transport::auth::AuthContext;
 
 use crate::config::{Config, ServerConfig};
 use crate::connection::server::{SHUTDOWN_GRACE, ServerActor, ServerSettings, Shutdown};
-use crate::snapshot::publisher::{Publisher, RemoveServer, Replacing, ServerUpdate};
+use crate::snapshot::publisher::{Flush, Publisher, RemoveServer, Replacing, ServerUpdate};
 
 /// Added to a replaced server's startup deadline before its kept entries leave the catalog
 /// (the publisher's safety net: the new actor reports a failure by then itself).
@@ -194,6 +194,9 @@ impl Registry {
                     name: name.clone(),
                     limit: config.startup_timeout + REPLACEMENT_GRACE,
                 });
+                // The old client is published retired before its session closes: a call bound
+                // from now on waits for the new connection instead of reaching the closing one.
+                let _ = tokio::time::timeout(SHUTDOWN_GRACE, self.publisher.send(Flush)).await;
             }
             if let Some(addr) = member.addr {
                 // Marks the actor stopped (no reconnect, no report) and closes its session;
