@@ -409,6 +409,48 @@ async fn a_replaced_server_keeps_its_entries_until_the_new_connection_is_up() {
     runtime.shutdown().await;
 }
 
+/// A call already running on a server's connection when a config edit replaces the server
+/// finishes there (the old connection drains before it closes), and a call made meanwhile waits
+/// and runs on the new process — neither fails with "the connection is closed".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replaced_server_finishes_the_calls_in_flight_before_it_stops() {
+    let (first, second) = (marker("drained"), marker("after-drain"));
+    let runtime = start(vec![server("fx", fixture_stdio(&["--name", &first]))]);
+    runtime.wait_settled(SETTLE).await;
+    let step = runtime.bind_step(&[]).await.expect("bind");
+    let slow = step.prepare_call("mcp__fx__slow").expect("prepare slow");
+    let echo = step.prepare_call("mcp__fx__echo").expect("prepare echo");
+
+    let in_flight = async { slow.call(args(json!({"ms": 1200}))).await };
+    let edit = async {
+        // The slow call is on the wire before the edit applies.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        runtime.set_config(config(vec![server(
+            "fx",
+            fixture_stdio(&["--name", &second]),
+        )]));
+        runtime.refresh_if_dirty().await
+    };
+    let meanwhile = async {
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        // The old connection is draining (the slow call runs until ~1.2 s).
+        echo.call(args(json!({"message": "after the drain"}))).await
+    };
+    let (slow_answer, refreshed, echo_answer) = tokio::join!(in_flight, edit, meanwhile);
+    refreshed.expect("refresh").expect("a change");
+    let slow_answer = slow_answer.expect("the call in flight finished on the old connection");
+    assert!(
+        !slow_answer.is_error(),
+        "the slow call: {}",
+        text(&slow_answer)
+    );
+    let echo_answer = echo_answer.expect("the call made meanwhile waited for the new connection");
+    assert_eq!(text(&echo_answer), "after the drain");
+    assert_eq!(processes_with(&second).len(), 1, "the new process runs");
+    assert_eq!(wait_gone(&first).await, Vec::<u32>::new());
+    runtime.shutdown().await;
+}
+
 /// When the replacement fails, the kept entries leave the catalog then, and a call made while
 /// it started fails with the replacement's error — not "the connection is closed".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

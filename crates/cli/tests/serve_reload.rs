@@ -159,8 +159,8 @@ fn a_config_edit_reaches_connected_clients() {
 /// A reload that changes nothing (the config file rewritten as it was) tells a connected
 /// client nothing, and a visible change afterwards still reaches the same stream (the silence
 /// was not a dead stream). An edit that restarts the upstream (a new process, the same
-/// tools) keeps the client's calls working without listing again (a call in flight on the old
-/// connection as it closes is the one exception) — before, every call of a
+/// tools) keeps the client's calls working without listing again, a call in flight on the old
+/// connection included (it finishes before the old process stops) — before, every call of a
 /// client that listed before the restart went to the closed connection, for good — and sends
 /// no tools/list_changed (the tools stay listed while the new process starts).
 #[test]
@@ -203,32 +203,49 @@ fn a_reload_that_changes_nothing_is_silent_and_a_restart_keeps_calls_working() {
     );
 
     // A changed environment: the server restarts and lists the tools it listed at first.
-    // Make before break: every call meanwhile — the session does not list again, so its calls
-    // bind to what it listed before the restart — is answered (one made while the new process
-    // starts waits for it), and the tools never left the catalog, so no tools/list_changed.
-    write_config_with(&file, &[("one", &marker)], &json!({"GW_QUIET_EDIT": "1"}));
+    // Make before break: a call already running on the old process finishes there (it drains
+    // before it stops), every call meanwhile — the session does not list again, so its calls
+    // bind to what it listed before the restart — is answered (one made while the old process
+    // drains or the new one starts waits for it), and the tools never left the catalog, so no
+    // tools/list_changed.
     let echo = json!({"name": "mcp__one__echo", "arguments": {"message": "back"}});
-    let start = Instant::now();
-    loop {
-        let answer = session.request("tools/call", echo.clone());
-        // A call bound while the server restarts waits for the new connection; only one already
-        // in flight on the old connection when it closes can fail, and then as that (the old
-        // process is stopped mid-call: draining before the stop is not built yet).
-        assert!(
-            answer["result"]["isError"] == json!(false)
-                || answer.to_string().contains("the connection is closed"),
-            "a call during the restart failed otherwise: {answer}"
-        );
-        let now = pids_with(&marker);
-        if now.len() == 1 && now != first {
-            break;
+    std::thread::scope(|scope| {
+        let slow = scope.spawn(|| {
+            // An id of its own: the echo calls below use 1 in the same session meanwhile.
+            let (status, _, body) = session.post(&json!({"jsonrpc": "2.0", "id": 2,
+                "method": "tools/call", "params": {"name": "mcp__one__slow", "arguments": {"ms": 3000}}}));
+            (status, body)
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        write_config_with(&file, &[("one", &marker)], &json!({"GW_QUIET_EDIT": "1"}));
+        let start = Instant::now();
+        loop {
+            let answer = session.request("tools/call", echo.clone());
+            assert_eq!(
+                answer["result"]["isError"],
+                json!(false),
+                "a call during the restart: {answer}"
+            );
+            let now = pids_with(&marker);
+            if now.len() == 1 && now != first {
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "the edited server was not restarted: {first:?} then {now:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "the edited server was not restarted: {first:?} then {now:?}"
+        let (status, slow) = slow.join().expect("the slow call's thread");
+        assert_eq!(
+            (
+                status,
+                common::gateway::message(&slow)["result"]["isError"].clone()
+            ),
+            (200, json!(false)),
+            "the call in flight as the edit applied: {slow}"
         );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    });
     let answer = session.request("tools/call", echo.clone());
     assert_eq!(answer["result"]["isError"], json!(false), "{answer}");
     let after = read_until(&mut stream, "tools/list_changed", Duration::from_secs(2));

@@ -704,9 +704,14 @@ impl Runtime {
 
     async fn close_servers(&self) {
         let addrs = self.registry.addrs();
-        let closing = addrs
-            .iter()
-            .map(|addr| tokio::time::timeout(SHUTDOWN_GRACE, addr.send(Shutdown)));
+        let closing = addrs.iter().map(|addr| {
+            tokio::time::timeout(
+                SHUTDOWN_GRACE,
+                addr.send(Shutdown {
+                    drain: Duration::ZERO,
+                }),
+            )
+        });
         futures::future::join_all(closing).await;
     }
 

@@ -18,6 +18,7 @@ use crate::ClientPeer;
 use crate::error::TransportError;
 use crate::handler::HarnessClient;
 use crate::ordered::{Delivered, InOrder};
+use crate::outstanding::{Outstanding, Tracked};
 use crate::process::ProcessGroup;
 use crate::stderr::StderrTail;
 use crate::wire::WireNotes;
@@ -125,6 +126,8 @@ pub struct Session {
     wire: WireNotes,
     /// For a remote session: fires when a request shows the server went away.
     broken: Option<crate::net::Breakage>,
+    /// The requests sent on this session that still wait for their answer.
+    outstanding: Arc<Outstanding>,
 }
 
 /// How a stdio server's process ended, for a request that failed because it did: its exit
@@ -248,6 +251,13 @@ impl Session {
         }))
     }
 
+    /// Waits until every request sent on this session so far (and any sent meanwhile) has its
+    /// answer, or was cancelled, or the connection ended — `limit` at the longest — so a
+    /// session closed after it cuts no call short. Returns how many were still waiting.
+    pub async fn drain(&self, limit: Duration) -> usize {
+        self.outstanding.settle(limit).await
+    }
+
     /// Closes the session: stops the service loop, then terminates the process group (TERM, and
     /// KILL after a grace period) for stdio servers.
     pub async fn shutdown(mut self) {
@@ -285,7 +295,11 @@ where
     // Notifications ahead of the responses sent after them (see `ordered`).
     let delivered = Arc::new(Delivered::default());
     let handler = handler.ordered(delivered.clone());
-    let transport = InOrder::new(transport.into_transport(), delivered);
+    let outstanding = Arc::new(Outstanding::default());
+    let transport = Tracked::new(
+        InOrder::new(transport.into_transport(), delivered),
+        outstanding.clone(),
+    );
     let started = tokio::time::timeout(
         options.startup_timeout,
         serve_client_with_lifecycle_and_ct(
@@ -355,6 +369,7 @@ where
         process,
         wire: options.wire.clone(),
         broken: None,
+        outstanding,
     })
 }
 

@@ -32,6 +32,7 @@ mod lines;
 mod listen;
 pub mod net;
 mod ordered;
+mod outstanding;
 mod process;
 pub mod reaper;
 pub mod redact;

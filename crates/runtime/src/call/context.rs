@@ -21,8 +21,8 @@ use super::result::ResultLimits;
 use super::validate::ArgumentValidator;
 use crate::config::OutputConfig;
 use crate::connection::progress::ProgressRoutes;
-use crate::connection::registry::Registry;
-use crate::connection::server::{Restart, Revival, ReviveForCall};
+use crate::connection::registry::{REPLACE_DRAIN, Registry};
+use crate::connection::server::{Restart, Revival, ReviveForCall, SHUTDOWN_GRACE};
 use crate::error::CallError;
 use crate::snapshot::Live;
 use crate::snapshot::publisher::ServerClient;
@@ -186,7 +186,17 @@ impl CallContext {
             tracing::debug!(server = %server, tool = %entry.raw_name, "the bound connection was replaced");
             return replaced.map(Some);
         }
-        let Some(addr) = self.registry.addr(server) else {
+        // A config edit replacing the server: its new actor starts once the calls already
+        // sent on the old connection are answered; wait for it rather than join them there.
+        let replacing = (self.live.published().clients.get(server)).is_some_and(|c| c.retired);
+        let addr = match replacing {
+            true => {
+                let limit = REPLACE_DRAIN + SHUTDOWN_GRACE;
+                self.registry.addr_within(server, limit).await
+            }
+            false => self.registry.addr(server),
+        };
+        let Some(addr) = addr else {
             return Ok(None);
         };
         let deadline = self.registry.startup_deadline(&[server]) + REVIVE_GRACE;

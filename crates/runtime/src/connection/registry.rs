@@ -5,8 +5,10 @@
 //!   disabled;
 //! - reconciling stops the actors of removed or changed servers *before* starting their
 //!   replacements: a stopped actor is marked stopped first (it can no longer reconnect or
-//!   report), then its session is closed, then the new actor starts with a new connection — an
-//!   old connection can never overwrite the new state (R6);
+//!   report), then its session is closed — once the calls already sent on it are answered,
+//!   [`REPLACE_DRAIN`] at the longest — then the new actor starts with a new connection — an
+//!   old connection can never overwrite the new state (R6), and a config edit cuts no call
+//!   short that could finish within the drain;
 //! - servers whose configuration did not change keep their actor and their connection;
 //! - a changed server's entries stay published (its old client retired) while its new actor
 //!   connects — make before break, as far as the catalog goes: a restart that changes nothing a
@@ -28,10 +30,20 @@ use crate::snapshot::publisher::{Flush, Publisher, RemoveServer, Replacing, Serv
 /// (the publisher's safety net: the new actor reports a failure by then itself).
 const REPLACEMENT_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// How long a config edit that removes or replaces a server waits for the calls already sent
+/// on its connection before closing it (as `serve --drain-secs` does for the whole gateway).
+pub(crate) const REPLACE_DRAIN: std::time::Duration = std::time::Duration::from_secs(10);
+
 struct Member {
     config: ServerConfig,
     /// `None` for a disabled server.
     addr: Option<Addr<ServerActor>>,
+}
+
+/// How a stopping server ended in a reconciliation.
+enum Stopped {
+    Removed(String),
+    Restarted(String),
 }
 
 /// What a reconciliation did.
@@ -54,6 +66,8 @@ pub(crate) struct Registry {
     /// The runtime's token store and step-up, for every connector made here.
     auth: AuthContext,
     members: Mutex<BTreeMap<String, Member>>,
+    /// Bumped whenever an actor is recorded, for calls waiting for a replacement to start.
+    recorded: tokio::sync::watch::Sender<u64>,
 }
 
 impl Registry {
@@ -71,6 +85,7 @@ impl Registry {
             in_process,
             auth,
             members: Mutex::new(BTreeMap::new()),
+            recorded: tokio::sync::watch::Sender::new(0),
         }
     }
 
@@ -128,6 +143,7 @@ impl Registry {
         };
         self.members()
             .insert(config.name.clone(), Member { config, addr });
+        self.recorded.send_modify(|n| *n += 1);
         Ok(())
     }
 
@@ -139,6 +155,25 @@ impl Registry {
     /// The actor of `server`, if it is configured and enabled.
     pub(crate) fn addr(&self, server: &str) -> Option<Addr<ServerActor>> {
         self.members().get(server).and_then(|m| m.addr.clone())
+    }
+
+    /// The actor of `server` once one is recorded, waiting `limit` at the longest: a replaced
+    /// server has none while its old connection drains.
+    pub(crate) async fn addr_within(
+        &self,
+        server: &str,
+        limit: std::time::Duration,
+    ) -> Option<Addr<ServerActor>> {
+        let mut recorded = self.recorded.subscribe();
+        let wait = async {
+            loop {
+                if let Some(addr) = self.addr(server) {
+                    return Some(addr);
+                }
+                recorded.changed().await.ok()?;
+            }
+        };
+        tokio::time::timeout(limit, wait).await.ok().flatten()
     }
 
     /// The longest startup deadline among `servers` (zero for unknown ones).
@@ -179,45 +214,59 @@ impl Registry {
                 }
             }
         }
-        let replaced: Vec<String> = stopping
-            .iter()
-            .filter(|(_, member, removed)| !removed && member.addr.is_some())
-            .map(|(name, _, _)| name.clone())
-            .collect();
-        for (name, member, removed) in stopping {
-            if let (false, Some(_), Some(config)) =
-                (removed, &member.addr, desired.servers.get(&name))
-            {
-                // Make before break: its entries stay until the new connection is up (or
-                // failed, or late), so an edit that changes nothing seen changes nothing.
-                self.publisher.do_send(Replacing {
-                    name: name.clone(),
-                    limit: config.startup_timeout + REPLACEMENT_GRACE,
-                });
-                // The old client is published retired before its session closes: a call bound
-                // from now on waits for the new connection instead of reaching the closing one.
-                let _ = tokio::time::timeout(SHUTDOWN_GRACE, self.publisher.send(Flush)).await;
-            }
-            if let Some(addr) = member.addr {
-                // Marks the actor stopped (no reconnect, no report) and closes its session;
-                // dropping the last address then ends the actor.
-                let _ = tokio::time::timeout(SHUTDOWN_GRACE, addr.send(Shutdown)).await;
-            }
-            if removed {
-                self.publisher.do_send(RemoveServer {
-                    name: name.clone(),
-                    cause: "no longer in the configuration".into(),
-                });
-                outcome.removed.push(name);
+        // Each stopping server on its own, together: one slow drain holds up only its server.
+        let stops = stopping
+            .into_iter()
+            .map(|(name, member, removed)| async move {
+                let replacement = desired.servers.get(&name).filter(|_| !removed);
+                if let (Some(_), Some(config)) = (&member.addr, replacement) {
+                    // Make before break: its entries stay until the new connection is up (or
+                    // failed, or late), so an edit that changes nothing seen changes nothing.
+                    self.publisher.do_send(Replacing {
+                        name: name.clone(),
+                        limit: REPLACE_DRAIN + config.startup_timeout + REPLACEMENT_GRACE,
+                    });
+                    // The old client is published retired before its session closes: a call bound
+                    // from now on waits for the new connection instead of reaching the closing one.
+                    let _ = tokio::time::timeout(SHUTDOWN_GRACE, self.publisher.send(Flush)).await;
+                }
+                if let Some(addr) = member.addr.clone() {
+                    // Marks the actor stopped (no reconnect, no report), lets the calls already
+                    // sent on its session finish, then closes it; dropping the last address then
+                    // ends the actor.
+                    let stop = addr.send(Shutdown {
+                        drain: REPLACE_DRAIN,
+                    });
+                    let _ = tokio::time::timeout(REPLACE_DRAIN + SHUTDOWN_GRACE, stop).await;
+                }
+                match replacement {
+                    None => {
+                        self.publisher.do_send(RemoveServer {
+                            name: name.clone(),
+                            cause: "no longer in the configuration".into(),
+                        });
+                        Ok::<_, String>(Stopped::Removed(name))
+                    }
+                    Some(config) => {
+                        self.start(config.clone(), member.addr.is_some())?;
+                        Ok(Stopped::Restarted(name))
+                    }
+                }
+            });
+        for stopped in futures::future::join_all(stops).await {
+            match stopped? {
+                Stopped::Removed(name) => outcome.removed.push(name),
+                Stopped::Restarted(name) => outcome.started.push(name),
             }
         }
         for (name, cfg) in &desired.servers {
-            if outcome.kept.contains(name) {
+            if outcome.kept.contains(name) || outcome.started.contains(name) {
                 continue;
             }
-            self.start(cfg.clone(), replaced.contains(name))?;
+            self.start(cfg.clone(), false)?;
             outcome.started.push(name.clone());
         }
+        outcome.started.sort();
         Ok(outcome)
     }
 }

@@ -140,10 +140,15 @@ struct Notified {
     event: ServerEvent,
 }
 
-/// Close the session and stay down (runtime shutdown).
+/// Close the session and stay down (runtime shutdown, or a config edit that removed or replaced
+/// the server). The actor is marked stopped at once (it neither reconnects nor reports again);
+/// its session is closed once the requests already sent on it are answered, `drain` at the
+/// longest (zero: at once).
 #[derive(Message)]
 #[rtype(result = "()")]
-pub(crate) struct Shutdown;
+pub(crate) struct Shutdown {
+    pub drain: Duration,
+}
 
 /// Close the current session (if any) and connect again with a new epoch.
 #[derive(Message)]
@@ -599,13 +604,19 @@ impl Handler<Restart> for ServerActor {
 impl Handler<Shutdown> for ServerActor {
     type Result = ResponseActFuture<Self, ()>;
 
-    fn handle(&mut self, _: Shutdown, ctx: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, msg: Shutdown, ctx: &mut Self::Context) -> Self::Result {
         let session = self.stop(ctx);
+        let name = self.config.name.clone();
         Box::pin(
             async move {
-                if let Some(session) = session {
-                    session.shutdown().await;
+                let Some(session) = session else { return };
+                if !msg.drain.is_zero() {
+                    let cut = session.drain(msg.drain).await;
+                    if cut > 0 {
+                        tracing::warn!(server = %name, requests = cut, "closing the connection with requests still unanswered after {:?}", msg.drain);
+                    }
                 }
+                session.shutdown().await;
             }
             .into_actor(self),
         )

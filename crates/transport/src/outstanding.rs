@@ -1,0 +1,182 @@
+//! Which of a session's requests are still waiting for their answer, so a session can be closed
+//! only after the calls already sent on it are answered ([`crate::Session::drain`]).
+//!
+//! Invariant: an id is counted from the moment its request is handed to the transport until
+//! its response or error comes back, the client cancels it (`notifications/cancelled`), or the
+//! connection ends (the inner transport has nothing more to receive, or is closed) — so a drain
+//! never waits for an answer that can no longer come. A `subscriptions/listen` request is a
+//! stream that lasts as long as the session, not a call: it is never counted.
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::RoleClient;
+use rmcp::model::{
+    ClientJsonRpcMessage, ClientNotification, JsonRpcMessage, RequestId, ServerJsonRpcMessage,
+};
+use rmcp::transport::Transport;
+use tokio::sync::Notify;
+
+/// The requests of one session that are waiting for their answer.
+#[derive(Debug, Default)]
+pub(crate) struct Outstanding {
+    ids: Mutex<HashSet<RequestId>>,
+    settled: Notify,
+}
+
+impl Outstanding {
+    fn ids(&self) -> std::sync::MutexGuard<'_, HashSet<RequestId>> {
+        self.ids.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn sent(&self, message: &ClientJsonRpcMessage) {
+        match message {
+            JsonRpcMessage::Request(r) if r.request.method() != "subscriptions/listen" => {
+                self.ids().insert(r.id.clone());
+            }
+            JsonRpcMessage::Notification(n) => {
+                if let ClientNotification::CancelledNotification(c) = &n.notification
+                    && let Some(id) = &c.params.request_id
+                {
+                    self.answered(id);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn answered(&self, id: &RequestId) {
+        let mut ids = self.ids();
+        if ids.remove(id) && ids.is_empty() {
+            self.settled.notify_waiters();
+        }
+    }
+
+    /// The connection ended: nothing outstanding can be answered any more.
+    fn ended(&self) {
+        self.ids().clear();
+        self.settled.notify_waiters();
+    }
+
+    /// Waits until no request is waiting for its answer, `limit` at the longest; how many
+    /// still were then.
+    pub(crate) async fn settle(&self, limit: Duration) -> usize {
+        let settled = async {
+            loop {
+                let notified = self.settled.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                if self.ids().is_empty() {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        let _ = tokio::time::timeout(limit, settled).await;
+        self.ids().len()
+    }
+}
+
+/// A transport that keeps [`Outstanding`] up to date with what passes through it.
+pub(crate) struct Tracked<T> {
+    inner: T,
+    outstanding: Arc<Outstanding>,
+}
+
+impl<T> Tracked<T> {
+    pub(crate) fn new(inner: T, outstanding: Arc<Outstanding>) -> Self {
+        Self { inner, outstanding }
+    }
+}
+
+impl<T> Transport<RoleClient> for Tracked<T>
+where
+    T: Transport<RoleClient>,
+{
+    type Error = T::Error;
+
+    fn name() -> Cow<'static, str> {
+        T::name()
+    }
+
+    fn send(
+        &mut self,
+        item: ClientJsonRpcMessage,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.outstanding.sent(&item);
+        self.inner.send(item)
+    }
+
+    // Cancel-safe as the inner transport's receive is: the bookkeeping runs only once a
+    // message was taken, and synchronously.
+    async fn receive(&mut self) -> Option<ServerJsonRpcMessage> {
+        let message = self.inner.receive().await;
+        match &message {
+            Some(JsonRpcMessage::Response(r)) => self.outstanding.answered(&r.id),
+            Some(JsonRpcMessage::Error(e)) => {
+                if let Some(id) = &e.id {
+                    self.outstanding.answered(id);
+                }
+            }
+            Some(_) => {}
+            None => self.outstanding.ended(),
+        }
+        message
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.outstanding.ended();
+        self.inner.close()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::NumberOrString;
+
+    fn message(json: serde_json::Value) -> ClientJsonRpcMessage {
+        serde_json::from_value(json).expect("a client message")
+    }
+
+    fn ping(id: i64) -> ClientJsonRpcMessage {
+        message(serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "ping"}))
+    }
+
+    #[tokio::test]
+    async fn settles_once_every_sent_request_is_answered_or_cancelled() {
+        let outstanding = Arc::new(Outstanding::default());
+        outstanding.sent(&ping(1));
+        outstanding.sent(&ping(2));
+        // Nothing answered: the wait ends at its limit with both still out.
+        assert_eq!(outstanding.settle(Duration::from_millis(20)).await, 2);
+
+        let later = outstanding.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            later.answered(&NumberOrString::Number(1));
+            later.sent(&message(serde_json::json!({"jsonrpc": "2.0",
+                "method": "notifications/cancelled", "params": {"requestId": 2}})));
+        });
+        assert_eq!(outstanding.settle(Duration::from_secs(5)).await, 0);
+    }
+
+    #[tokio::test]
+    async fn a_listen_stream_is_not_waited_for() {
+        let outstanding = Outstanding::default();
+        outstanding.sent(&message(serde_json::json!({"jsonrpc": "2.0", "id": 3,
+            "method": "subscriptions/listen", "params": {"notifications": {"toolsListChanged": true}}})));
+        assert_eq!(outstanding.settle(Duration::from_millis(1)).await, 0);
+    }
+
+    #[tokio::test]
+    async fn an_ended_connection_settles_at_once() {
+        let outstanding = Outstanding::default();
+        outstanding.sent(&ping(7));
+        outstanding.ended();
+        assert_eq!(outstanding.settle(Duration::from_secs(5)).await, 0);
+    }
+}
