@@ -263,12 +263,17 @@ async fn prewarm_requests_coalesce_into_few_refreshes() {
     runtime.shutdown().await;
 }
 
+/// A call still running on a removed server when the edit's drain ends is cut, promptly and
+/// with a classified error (the drain is 500 ms here; the call would take a minute).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_on_a_removed_server_ends_promptly_with_a_classified_error() {
-    let runtime = start(vec![
+    let runtime = mcp_harness_runtime::RuntimeBuilder::new(config(vec![
         server("leaving", fixture_stdio(&[])),
         server("staying", fixture_stdio(&[])),
-    ]);
+    ]))
+    .edit_drain(Duration::from_millis(500))
+    .start()
+    .expect("runtime starts");
     runtime.wait_settled(SETTLE).await;
     let call = runtime.call_tool("mcp__leaving__slow", args(json!({"ms": 60_000})));
     let remove = async {
@@ -276,11 +281,10 @@ async fn a_call_on_a_removed_server_ends_promptly_with_a_classified_error() {
         runtime.set_config(config(vec![server("staying", fixture_stdio(&[]))]));
         runtime.refresh_if_dirty().await.expect("refresh")
     };
-    let (result, outcome) = tokio::time::timeout(Duration::from_secs(20), async {
-        tokio::join!(call, remove)
-    })
-    .await
-    .expect("the call does not hang");
+    let (result, outcome) =
+        tokio::time::timeout(Duration::from_secs(8), async { tokio::join!(call, remove) })
+            .await
+            .expect("the call is cut when the drain ends");
     assert_eq!(
         outcome.map(|o| o.removed),
         Some(vec!["leaving".to_string()])
@@ -448,6 +452,55 @@ async fn a_replaced_server_finishes_the_calls_in_flight_before_it_stops() {
     assert_eq!(text(&echo_answer), "after the drain");
     assert_eq!(processes_with(&second).len(), 1, "the new process runs");
     assert_eq!(wait_gone(&first).await, Vec::<u32>::new());
+    runtime.shutdown().await;
+}
+
+/// A server removed from the config leaves the catalog at once, while a call already running on
+/// it finishes there before its process stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removed_server_leaves_at_once_and_finishes_its_calls_in_flight() {
+    let (gone, stays) = (marker("removed-drains"), marker("removed-stays"));
+    let runtime = start(vec![
+        server("fx", fixture_stdio(&["--name", &gone])),
+        server("other", fixture_stdio(&["--name", &stays])),
+    ]);
+    runtime.wait_settled(SETTLE).await;
+    let step = runtime.bind_step(&[]).await.expect("bind");
+    let slow = step.prepare_call("mcp__fx__slow").expect("prepare slow");
+
+    let in_flight = async { slow.call(args(json!({"ms": 1200}))).await };
+    let edit = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        runtime.set_config(config(vec![server(
+            "other",
+            fixture_stdio(&["--name", &stays]),
+        )]));
+        let refresh = runtime.refresh_if_dirty();
+        tokio::pin!(refresh);
+        // Before the slow call is answered, the removal is published.
+        let listed_while_draining = async {
+            for _ in 0..100 {
+                if runtime.snapshot().tool("mcp__fx__echo").is_none() {
+                    return false;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            true
+        };
+        let (refreshed, listed) = tokio::join!(refresh, listed_while_draining);
+        (refreshed, listed)
+    };
+    let (answer, (refreshed, listed)) = tokio::join!(in_flight, edit);
+    refreshed.expect("refresh").expect("a change");
+    assert!(!listed, "the removed server's tools stayed listed");
+    let answer = answer.expect("the call in flight finished on the removed server");
+    assert!(!answer.is_error(), "the slow call: {}", text(&answer));
+    assert_eq!(wait_gone(&gone).await, Vec::<u32>::new());
+    assert_eq!(
+        processes_with(&stays).len(),
+        1,
+        "the other server kept its process"
+    );
     runtime.shutdown().await;
 }
 

@@ -280,8 +280,11 @@ async fn run(cli: Cli) -> u8 {
             let mut builder = mcp_harness_runtime::RuntimeBuilder::new(config.clone())
                 .auth_context(auth)
                 .approver(approver);
-            builder = if serving {
-                builder.callbacks(bridge.callbacks())
+            builder = if let Command::Serve(args) = &cli.command {
+                // A config edit drains a replaced server's calls as SIGTERM drains the gateway.
+                builder
+                    .callbacks(bridge.callbacks())
+                    .edit_drain(args.drain())
             } else {
                 builder.callbacks(std::sync::Arc::new(terminal::TerminalCallbacks {
                     roots: roots.clone(),

@@ -57,6 +57,7 @@ pub struct RuntimeBuilder {
     io_threads: Option<IoThreads>,
     revision_buffer: usize,
     relist_window: Duration,
+    edit_drain: Duration,
     child_subreaper: bool,
     auth: AuthContext,
 }
@@ -88,6 +89,7 @@ impl RuntimeBuilder {
             io_threads: None,
             revision_buffer: crate::snapshot::revisions::DEFAULT_REVISION_BUFFER,
             relist_window: crate::connection::refresh::DEFAULT_RELIST_WINDOW,
+            edit_drain: crate::connection::registry::DEFAULT_EDIT_DRAIN,
             child_subreaper: false,
             auth: AuthContext::new(),
         }
@@ -115,6 +117,14 @@ impl RuntimeBuilder {
     /// the last notification.
     pub fn relist_window(mut self, window: Duration) -> Self {
         self.relist_window = window;
+        self
+    }
+
+    /// How long a config edit that removes or replaces a server lets the calls already sent on
+    /// its connection run before closing it (default 10 s; zero: closed at once, cutting them).
+    /// Calls made meanwhile to a replaced server wait for its new connection.
+    pub fn edit_drain(mut self, drain: Duration) -> Self {
+        self.edit_drain = drain;
         self
     }
 
@@ -330,6 +340,7 @@ impl RuntimeBuilder {
             reconnect: self.reconnect.clone(),
             queues: ConnectQueues::new(self.local_slots, self.remote_slots, DEFAULT_SLOT_HOLD),
             relist_window: self.relist_window,
+            edit_drain: self.edit_drain,
             io,
         };
         let window = self.window;

@@ -26,7 +26,7 @@ use crate::config::sources::Sources;
 use crate::connection::cache::ListingCache;
 use crate::connection::registry::{Reconciled, Registry};
 use crate::connection::server::{
-    ResourceUpdate, Restart, SHUTDOWN_GRACE, ServerLog, Shutdown, TaskStatusUpdate,
+    ResourceUpdate, Restart, SHUTDOWN_GRACE, ServerLog, Stop, TaskStatusUpdate,
 };
 use crate::desired::DesiredState;
 use crate::desired::reload::{self, ConfigLoader, ConfigWatch};
@@ -703,14 +703,11 @@ impl Runtime {
     }
 
     async fn close_servers(&self) {
-        let addrs = self.registry.addrs();
-        let closing = addrs.iter().map(|addr| {
-            tokio::time::timeout(
-                SHUTDOWN_GRACE,
-                addr.send(Shutdown {
-                    drain: Duration::ZERO,
-                }),
-            )
+        let closing = self.registry.addrs().into_iter().map(|addr| async move {
+            let stopped = tokio::time::timeout(SHUTDOWN_GRACE, addr.send(Stop)).await;
+            if let Ok(Ok(Some(session))) = stopped {
+                let _ = tokio::time::timeout(SHUTDOWN_GRACE, session.shutdown()).await;
+            }
         });
         futures::future::join_all(closing).await;
     }

@@ -97,9 +97,18 @@ pub(crate) struct ServeArgs {
     /// without a message, so proxies that cut idle connections keep long calls and GET streams.
     #[arg(long, value_name = "SECONDS", default_value_t = mcp_harness_gateway::DEFAULT_SSE_PING.as_secs())]
     sse_ping_secs: u64,
-    /// On SIGTERM, how long in-flight requests may take before the servers are shut down.
+    /// On SIGTERM, how long in-flight requests may take before the servers are shut down; on
+    /// a config edit that removes or replaces a server, how long its calls in flight may take
+    /// before its connection is closed.
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
     drain_secs: u64,
+}
+
+impl ServeArgs {
+    /// `--drain-secs`.
+    pub(crate) fn drain(&self) -> Duration {
+        Duration::from_secs(self.drain_secs)
+    }
 }
 
 /// Serves until the client leaves or a signal arrives; shuts the runtime down.

@@ -21,7 +21,7 @@ use super::result::ResultLimits;
 use super::validate::ArgumentValidator;
 use crate::config::OutputConfig;
 use crate::connection::progress::ProgressRoutes;
-use crate::connection::registry::{REPLACE_DRAIN, Registry};
+use crate::connection::registry::Registry;
 use crate::connection::server::{Restart, Revival, ReviveForCall, SHUTDOWN_GRACE};
 use crate::error::CallError;
 use crate::snapshot::Live;
@@ -191,7 +191,7 @@ impl CallContext {
         let replacing = (self.live.published().clients.get(server)).is_some_and(|c| c.retired);
         let addr = match replacing {
             true => {
-                let limit = REPLACE_DRAIN + SHUTDOWN_GRACE;
+                let limit = self.registry.edit_drain() + SHUTDOWN_GRACE;
                 self.registry.addr_within(server, limit).await
             }
             false => self.registry.addr(server),

@@ -6,7 +6,7 @@
 //! - reconciling stops the actors of removed or changed servers *before* starting their
 //!   replacements: a stopped actor is marked stopped first (it can no longer reconnect or
 //!   report), then its session is closed — once the calls already sent on it are answered,
-//!   [`REPLACE_DRAIN`] at the longest — then the new actor starts with a new connection — an
+//!   the edit drain (`ServerSettings::edit_drain`) at the longest — then the new actor starts with a new connection — an
 //!   old connection can never overwrite the new state (R6), and a config edit cuts no call
 //!   short that could finish within the drain;
 //! - servers whose configuration did not change keep their actor and their connection;
@@ -23,16 +23,17 @@ use mcp_harness_transport::InProcessServe;
 use mcp_harness_transport::auth::AuthContext;
 
 use crate::config::{Config, ServerConfig};
-use crate::connection::server::{SHUTDOWN_GRACE, ServerActor, ServerSettings, Shutdown};
+use crate::connection::server::{SHUTDOWN_GRACE, ServerActor, ServerSettings, Stop, close_session};
 use crate::snapshot::publisher::{Flush, Publisher, RemoveServer, Replacing, ServerUpdate};
 
 /// Added to a replaced server's startup deadline before its kept entries leave the catalog
 /// (the publisher's safety net: the new actor reports a failure by then itself).
 const REPLACEMENT_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// How long a config edit that removes or replaces a server waits for the calls already sent
-/// on its connection before closing it (as `serve --drain-secs` does for the whole gateway).
-pub(crate) const REPLACE_DRAIN: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long a config edit that removes or replaces a server waits, by default, for the calls
+/// already sent on its connection before closing it ([`crate::RuntimeBuilder::edit_drain`]; as
+/// `serve --drain-secs` does for the whole gateway).
+pub(crate) const DEFAULT_EDIT_DRAIN: std::time::Duration = std::time::Duration::from_secs(10);
 
 struct Member {
     config: ServerConfig,
@@ -157,6 +158,11 @@ impl Registry {
         self.members().get(server).and_then(|m| m.addr.clone())
     }
 
+    /// How long a config edit lets a removed or replaced server's calls in flight run.
+    pub(crate) fn edit_drain(&self) -> std::time::Duration {
+        self.settings.edit_drain
+    }
+
     /// The actor of `server` once one is recorded, waiting `limit` at the longest: a replaced
     /// server has none while its old connection drains.
     pub(crate) async fn addr_within(
@@ -224,29 +230,35 @@ impl Registry {
                     // failed, or late), so an edit that changes nothing seen changes nothing.
                     self.publisher.do_send(Replacing {
                         name: name.clone(),
-                        limit: REPLACE_DRAIN + config.startup_timeout + REPLACEMENT_GRACE,
+                        limit: self.settings.edit_drain
+                            + config.startup_timeout
+                            + REPLACEMENT_GRACE,
                     });
                     // The old client is published retired before its session closes: a call bound
                     // from now on waits for the new connection instead of reaching the closing one.
                     let _ = tokio::time::timeout(SHUTDOWN_GRACE, self.publisher.send(Flush)).await;
                 }
-                if let Some(addr) = member.addr.clone() {
-                    // Marks the actor stopped (no reconnect, no report), lets the calls already
-                    // sent on its session finish, then closes it; dropping the last address then
-                    // ends the actor.
-                    let stop = addr.send(Shutdown {
-                        drain: REPLACE_DRAIN,
+                // Marks the actor stopped (no reconnect, no report) and takes its session.
+                let session = match &member.addr {
+                    Some(addr) => tokio::time::timeout(SHUTDOWN_GRACE, addr.send(Stop))
+                        .await
+                        .ok()
+                        .and_then(Result::ok)
+                        .flatten(),
+                    None => None,
+                };
+                if replacement.is_none() {
+                    // A removed server's entries leave at once; its calls in flight still finish.
+                    self.publisher.do_send(RemoveServer {
+                        name: name.clone(),
+                        cause: "no longer in the configuration".into(),
                     });
-                    let _ = tokio::time::timeout(REPLACE_DRAIN + SHUTDOWN_GRACE, stop).await;
+                }
+                if let Some(session) = session {
+                    close_session(&name, session, self.settings.edit_drain).await;
                 }
                 match replacement {
-                    None => {
-                        self.publisher.do_send(RemoveServer {
-                            name: name.clone(),
-                            cause: "no longer in the configuration".into(),
-                        });
-                        Ok::<_, String>(Stopped::Removed(name))
-                    }
+                    None => Ok::<_, String>(Stopped::Removed(name)),
                     Some(config) => {
                         self.start(config.clone(), member.addr.is_some())?;
                         Ok(Stopped::Restarted(name))

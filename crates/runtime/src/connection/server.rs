@@ -121,6 +121,9 @@ pub(crate) struct ServerSettings {
     pub io: IoPlace,
     /// Least time between two listings of one kind caused by notifications.
     pub relist_window: std::time::Duration,
+    /// How long a config edit lets the calls in flight on a removed or replaced server's
+    /// connection run before closing it.
+    pub edit_drain: std::time::Duration,
 }
 
 /// A new connection epoch, unique in the process: a server a config edit replaced runs in a
@@ -140,14 +143,24 @@ struct Notified {
     event: ServerEvent,
 }
 
-/// Close the session and stay down (runtime shutdown, or a config edit that removed or replaced
-/// the server). The actor is marked stopped at once (it neither reconnects nor reports again);
-/// its session is closed once the requests already sent on it are answered, `drain` at the
-/// longest (zero: at once).
+/// Stay down: the actor is marked stopped (it neither reconnects nor reports again) and hands
+/// its session, if it has one, to the sender to close ([`close_session`]) — for the runtime's
+/// shutdown, or a config edit that removed or replaced the server. Dropping the last address
+/// then ends the actor.
 #[derive(Message)]
-#[rtype(result = "()")]
-pub(crate) struct Shutdown {
-    pub drain: Duration,
+#[rtype(result = "Option<Session>")]
+pub(crate) struct Stop;
+
+/// Closes a stopped actor's `session` once the requests already sent on it are answered,
+/// `drain` at the longest (zero: at once).
+pub(crate) async fn close_session(server: &str, session: Session, drain: Duration) {
+    if !drain.is_zero() {
+        let cut = session.drain(drain).await;
+        if cut > 0 {
+            tracing::warn!(server = %server, requests = cut, "closing the connection with requests still unanswered after {drain:?}");
+        }
+    }
+    session.shutdown().await;
 }
 
 /// Close the current session (if any) and connect again with a new epoch.
@@ -601,25 +614,11 @@ impl Handler<Restart> for ServerActor {
     }
 }
 
-impl Handler<Shutdown> for ServerActor {
-    type Result = ResponseActFuture<Self, ()>;
+impl Handler<Stop> for ServerActor {
+    type Result = Option<Session>;
 
-    fn handle(&mut self, msg: Shutdown, ctx: &mut Self::Context) -> Self::Result {
-        let session = self.stop(ctx);
-        let name = self.config.name.clone();
-        Box::pin(
-            async move {
-                let Some(session) = session else { return };
-                if !msg.drain.is_zero() {
-                    let cut = session.drain(msg.drain).await;
-                    if cut > 0 {
-                        tracing::warn!(server = %name, requests = cut, "closing the connection with requests still unanswered after {:?}", msg.drain);
-                    }
-                }
-                session.shutdown().await;
-            }
-            .into_actor(self),
-        )
+    fn handle(&mut self, _: Stop, ctx: &mut Self::Context) -> Self::Result {
+        self.stop(ctx)
     }
 }
 
