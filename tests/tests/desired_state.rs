@@ -414,8 +414,9 @@ async fn a_replaced_server_keeps_its_entries_until_the_new_connection_is_up() {
 }
 
 /// A call already running on a server's connection when a config edit replaces the server
-/// finishes there (the old connection drains before it closes), and a call made meanwhile waits
-/// and runs on the new process — neither fails with "the connection is closed".
+/// finishes there (the old connection drains before it closes), and a call or a resource read
+/// made meanwhile waits and runs on the new process — none fails with "the connection is
+/// closed" or "pending".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replaced_server_finishes_the_calls_in_flight_before_it_stops() {
     let (first, second) = (marker("drained"), marker("after-drain"));
@@ -438,9 +439,13 @@ async fn a_replaced_server_finishes_the_calls_in_flight_before_it_stops() {
     let meanwhile = async {
         tokio::time::sleep(Duration::from_millis(600)).await;
         // The old connection is draining (the slow call runs until ~1.2 s).
-        echo.call(args(json!({"message": "after the drain"}))).await
+        tokio::join!(
+            echo.call(args(json!({"message": "after the drain"}))),
+            runtime.read_resource("fx", "fixture://static/readme"),
+        )
     };
-    let (slow_answer, refreshed, echo_answer) = tokio::join!(in_flight, edit, meanwhile);
+    let (slow_answer, refreshed, (echo_answer, read)) = tokio::join!(in_flight, edit, meanwhile);
+    read.expect("a resource read meanwhile waited for the new connection too");
     refreshed.expect("refresh").expect("a change");
     let slow_answer = slow_answer.expect("the call in flight finished on the old connection");
     assert!(

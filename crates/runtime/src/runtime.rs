@@ -275,8 +275,7 @@ impl Runtime {
         trace: &TraceMeta,
         hand_back: bool,
     ) -> Result<Reply<GetPromptResult>, CallError> {
-        let published = self.live.published();
-        let client = bound_client(&published, server)?;
+        let client = self.live_client(server).await?;
         let request = input::Request::Prompt(name.to_string(), arguments);
         input::get_prompt(
             &self.calls,
@@ -312,8 +311,7 @@ impl Runtime {
         trace: &TraceMeta,
         hand_back: bool,
     ) -> Result<Reply<ReadResourceResult>, CallError> {
-        let published = self.live.published();
-        let client = bound_client(&published, server)?;
+        let client = self.live_client(server).await?;
         let request = input::Request::Resource(uri.to_string());
         input::read_resource(
             &self.calls,
@@ -334,8 +332,7 @@ impl Runtime {
         uri: &str,
     ) -> Result<ResourceSubscription, CallError> {
         let rx = self.resource_updates.subscribe();
-        let published = self.live.published();
-        let client = bound_client(&published, server)?;
+        let client = self.live_client(server).await?;
         if is_modern(&client) {
             // 2026-07-28 has no resources/subscribe: a listen stream for this resource.
             self.listens
@@ -380,8 +377,7 @@ impl Runtime {
         if self.listens.unsubscribe(server, uri) {
             return Ok(());
         }
-        let published = self.live.published();
-        let client = bound_client(&published, server)?;
+        let client = self.live_client(server).await?;
         #[allow(deprecated)]
         // resources/unsubscribe is how every protocol before 2026-07-28 does it
         let request = ClientRequest::UnsubscribeRequest(rmcp::model::UnsubscribeRequest::new(
@@ -399,8 +395,7 @@ impl Runtime {
         server: &str,
         params: rmcp::model::CompleteRequestParams,
     ) -> Result<rmcp::model::CompleteResult, CallError> {
-        let published = self.live.published();
-        let client = bound_client(&published, server)?;
+        let client = self.live_client(server).await?;
         let request = ClientRequest::CompleteRequest(rmcp::model::CompleteRequest::new(params));
         match send(&client, request, server, "completion/complete").await? {
             ServerResult::CompleteResult(r) => Ok(r),
@@ -411,8 +406,7 @@ impl Runtime {
     /// Sends `ping` to `server` and waits for its answer: the round-trip time (the server's
     /// request timeout bounds the wait).
     pub async fn ping(&self, server: &str) -> Result<Duration, CallError> {
-        let published = self.live.published();
-        let client = bound_client(&published, server)?;
+        let client = self.live_client(server).await?;
         let request = ClientRequest::PingRequest(rmcp::model::PingRequest::default());
         let started = std::time::Instant::now();
         send(&client, request, server, "ping").await?;
@@ -449,8 +443,7 @@ impl Runtime {
         server: &str,
         level: rmcp::model::LoggingLevel,
     ) -> Result<(), CallError> {
-        let published = self.live.published();
-        let client = bound_client(&published, server)?;
+        let client = self.live_client(server).await?;
         let request = ClientRequest::SetLevelRequest(rmcp::model::SetLevelRequest::new(
             rmcp::model::SetLevelRequestParams::new(level),
         ));
@@ -762,6 +755,30 @@ fn handed_back_unasked(server: &str, what: &str) -> CallError {
         server: server.to_string(),
         tool: what.to_string(),
         message: "an input_required answer was handed back unasked (a harness bug)".into(),
+    }
+}
+
+impl Runtime {
+    /// `server`'s current connection. While a config edit replaces the server (its client
+    /// published retired), waits for the new connection — the old one's drain, then the new
+    /// one's startup deadline at the longest — as a tool call bound to the old one does,
+    /// instead of failing because the server is momentarily pending.
+    async fn live_client(&self, server: &str) -> Result<ServerClient, CallError> {
+        let published = self.live.published();
+        if published.clients.get(server).is_some_and(|c| c.retired) {
+            let limit = self.registry.edit_drain() + SHUTDOWN_GRACE;
+            if self.registry.addr_within(server, limit).await.is_some() {
+                let startup = self.registry.startup_deadline(&[server]) + SHUTDOWN_GRACE;
+                self.live
+                    .wait_for(startup, |s| {
+                        s.servers
+                            .get(server)
+                            .is_none_or(|status| status.state != ServerState::Pending)
+                    })
+                    .await;
+            }
+        }
+        bound_client(&self.live.published(), server)
     }
 }
 
