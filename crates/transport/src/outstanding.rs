@@ -2,8 +2,8 @@
 //! only after the calls already sent on it are answered ([`crate::Session::drain`]).
 //!
 //! Invariant: an id is counted from the moment its request is handed to the transport until
-//! its response or error comes back, the client cancels it (`notifications/cancelled`), or the
-//! connection ends (the inner transport has nothing more to receive, or is closed) — so a drain
+//! its response or error comes back, its sending fails, the client cancels it
+//! (`notifications/cancelled`), or the connection ends (the inner transport has nothing more to receive, or is closed) — so a drain
 //! never waits for an answer that can no longer come. A `subscriptions/listen` request is a
 //! stream that lasts as long as the session, not a call: it is never counted.
 
@@ -32,10 +32,13 @@ impl Outstanding {
         self.ids.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn sent(&self, message: &ClientJsonRpcMessage) {
+    /// Records what `message` means for the outstanding requests; the id of a request now
+    /// counted.
+    fn sent(&self, message: &ClientJsonRpcMessage) -> Option<RequestId> {
         match message {
             JsonRpcMessage::Request(r) if r.request.method() != "subscriptions/listen" => {
                 self.ids().insert(r.id.clone());
+                return Some(r.id.clone());
             }
             JsonRpcMessage::Notification(n) => {
                 if let ClientNotification::CancelledNotification(c) = &n.notification
@@ -46,6 +49,7 @@ impl Outstanding {
             }
             _ => {}
         }
+        None
     }
 
     fn answered(&self, id: &RequestId) {
@@ -106,8 +110,17 @@ where
         &mut self,
         item: ClientJsonRpcMessage,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        self.outstanding.sent(&item);
-        self.inner.send(item)
+        let counted = self.outstanding.sent(&item);
+        let sending = self.inner.send(item);
+        let outstanding = self.outstanding.clone();
+        async move {
+            let sent = sending.await;
+            // A request that never left gets no answer: not waited for.
+            if let (Err(_), Some(id)) = (&sent, counted) {
+                outstanding.answered(&id);
+            }
+            sent
+        }
     }
 
     // Cancel-safe as the inner transport's receive is: the bookkeeping runs only once a
@@ -162,6 +175,36 @@ mod tests {
                 "method": "notifications/cancelled", "params": {"requestId": 2}})));
         });
         assert_eq!(outstanding.settle(Duration::from_secs(5)).await, 0);
+    }
+
+    /// A transport whose every send fails (a POST that never reached the server).
+    struct Unreachable;
+
+    impl Transport<RoleClient> for Unreachable {
+        type Error = std::io::Error;
+
+        fn send(
+            &mut self,
+            _: ClientJsonRpcMessage,
+        ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+            std::future::ready(Err(std::io::Error::other("connection refused")))
+        }
+
+        async fn receive(&mut self) -> Option<ServerJsonRpcMessage> {
+            std::future::pending().await
+        }
+
+        async fn close(&mut self) -> Result<(), Self::Error> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_request_that_was_never_sent_is_not_waited_for() {
+        let outstanding = Arc::new(Outstanding::default());
+        let mut transport = Tracked::new(Unreachable, outstanding.clone());
+        assert!(transport.send(ping(4)).await.is_err());
+        assert_eq!(outstanding.settle(Duration::from_millis(1)).await, 0);
     }
 
     #[tokio::test]
