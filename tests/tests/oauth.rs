@@ -191,3 +191,151 @@ async fn needs_auth_then_login_then_refresh_with_rotation() {
 
     runtime.shutdown().await;
 }
+
+/// `mcp-harness login SERVER --no-browser`, as over SSH: the CLI prints the authorization URL,
+/// the user opens it on another machine (here: one GET, whose redirect goes nowhere) and pastes
+/// back just the code; the CLI pairs it with its own `state`, finishes the login and stores
+/// the tokens, which a later command then uses — the loopback callback is never reached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn login_without_a_browser_takes_the_code_pasted_on_stdin() {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+
+    let st = AuthServer::start(AuthOptions::authorization_code(true, 300)).await;
+    let url = st.url();
+    let home = std::env::temp_dir().join(format!("mcp-harness-paste-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&home).expect("home");
+    let config = home.join("mcp.json");
+    let servers = json!({"mcpServers": {"secure": {"type": "http", "url": url}}});
+    std::fs::write(&config, servers.to_string()).expect("config");
+    let cli = std::env::current_exe()
+        .expect("test binary")
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target dir")
+        .join("mcp-harness");
+    assert!(
+        cli.exists(),
+        "{} is not built: run the tests with --workspace (or `cargo build -p mcp-harness`)",
+        cli.display()
+    );
+    let command = |args: &[&str]| {
+        let mut c = tokio::process::Command::new(&cli);
+        c.arg("--config")
+            .arg(&config)
+            .args(args)
+            .env("HOME", &home)
+            .env("XDG_CONFIG_HOME", &home)
+            .env("MCP_HARNESS_TOKEN_STORE", "file")
+            .env_remove("DISPLAY")
+            .env_remove("WAYLAND_DISPLAY")
+            .kill_on_drop(true);
+        c
+    };
+
+    let mut login = command(&["login", "secure", "--no-browser", "--port", "0"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("login starts");
+    let mut stderr = tokio::io::BufReader::new(login.stderr.take().expect("stderr")).lines();
+    let authorize = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(line) = stderr.next_line().await.expect("stderr line") {
+            if let Some(at) = line.find("http://") {
+                let found = line[at..].trim().to_string();
+                if found.contains("/authorize?") {
+                    return found;
+                }
+            }
+        }
+        panic!("login ended without printing an authorization URL");
+    })
+    .await
+    .expect("the authorization URL within 20 s");
+
+    // "Open it in a browser": the authorization server redirects to the loopback callback of
+    // the machine that runs the login, which this browser cannot reach; the user copies the code.
+    let target = authorize
+        .strip_prefix(&format!("{}/", url.trim_end_matches("/mcp")))
+        .expect("the URL is the test's authorization server");
+    let origin = url.trim_start_matches("http://").trim_end_matches("/mcp");
+    let mut browser = tokio::net::TcpStream::connect(origin)
+        .await
+        .expect("connect");
+    browser
+        .write_all(
+            format!("GET /{target} HTTP/1.1\r\nHost: {origin}\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .await
+        .expect("request");
+    let mut answer = String::new();
+    browser.read_to_string(&mut answer).await.expect("answer");
+    let location = answer
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("location: ")
+                .or_else(|| l.strip_prefix("Location: "))
+        })
+        .expect("a redirect")
+        .trim()
+        .to_string();
+    assert!(location.starts_with("http://127.0.0.1:"), "{location}");
+    let code = location
+        .split(['?', '&'])
+        .find_map(|p| p.strip_prefix("code="))
+        .expect("a code")
+        .to_string();
+
+    let mut stdin = login.stdin.take().expect("stdin");
+    stdin
+        .write_all(format!("{code}\n").as_bytes())
+        .await
+        .expect("paste");
+    let rest = tokio::time::timeout(Duration::from_secs(20), async {
+        let mut rest = String::new();
+        while let Some(line) = stderr.next_line().await.expect("stderr line") {
+            rest.push_str(&line);
+            rest.push('\n');
+        }
+        rest
+    })
+    .await
+    .expect("login ends after the paste");
+    let status = login.wait().await.expect("login exits");
+    let mut stdout = String::new();
+    login
+        .stdout
+        .take()
+        .expect("stdout")
+        .read_to_string(&mut stdout)
+        .await
+        .expect("stdout");
+    assert!(status.success(), "login: {status}\n{stdout}\n{rest}");
+    assert!(
+        format!("{stdout}{rest}").contains("Logged in to `secure`"),
+        "{stdout}\n{rest}"
+    );
+    {
+        let state = st.state();
+        assert_eq!(state.authorize_queries.len(), 1, "one authorization");
+    }
+    // Issued tokens end in `-secret`: none reaches the terminal.
+    assert!(
+        !format!("{stdout}{rest}").contains("-secret"),
+        "{stdout}\n{rest}"
+    );
+
+    // The stored tokens are the ones a later command uses: the real catalog, not authenticate.
+    let tools = command(&["tools"]).output().await.expect("tools runs");
+    let listed = String::from_utf8_lossy(&tools.stdout);
+    assert!(
+        tools.status.success(),
+        "{listed}\n{}",
+        String::from_utf8_lossy(&tools.stderr)
+    );
+    assert!(listed.contains("mcp__secure__echo"), "{listed}");
+    assert!(!listed.contains("-secret"), "{listed}");
+    assert!(!listed.contains("mcp__secure__authenticate"), "{listed}");
+    let _ = std::fs::remove_dir_all(&home);
+}
