@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::*;
 use mcp_harness_catalog::ServerState;
-use mcp_harness_runtime::CallError;
+use mcp_harness_runtime::{CallError, TransportConfig};
 use serde_json::json;
 
 fn marker(tag: &str) -> String {
@@ -420,7 +420,38 @@ async fn a_replaced_server_keeps_its_entries_until_the_new_connection_is_up() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replaced_server_finishes_the_calls_in_flight_before_it_stops() {
     let (first, second) = (marker("drained"), marker("after-drain"));
-    let runtime = start(vec![server("fx", fixture_stdio(&["--name", &first]))]);
+    let runtime = calls_across_a_replacement(
+        fixture_stdio(&["--name", &first]),
+        fixture_stdio(&["--name", &second]),
+    )
+    .await;
+    assert_eq!(processes_with(&second).len(), 1, "the new process runs");
+    assert_eq!(wait_gone(&first).await, Vec::<u32>::new());
+    runtime.shutdown().await;
+}
+
+/// The same over Streamable HTTP (an edit of the server's headers): the call in flight on the
+/// old session's response stream finishes before that session is closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replaced_http_server_finishes_the_calls_in_flight_before_it_stops() {
+    let (url, _served) = fixture_http(mcp_harness_fixture::FixtureOptions::default()).await;
+    let edited = TransportConfig::StreamableHttp {
+        url: url.clone(),
+        headers: [("X-Edited".to_string(), "1".to_string())].into(),
+        oauth: None,
+    };
+    let runtime = calls_across_a_replacement(http(&url), edited).await;
+    runtime.shutdown().await;
+}
+
+/// Starts server `fx` on `first`, starts a 1.2 s call on it, replaces it with `second` 300 ms
+/// later, and at 600 ms (while the old connection drains) calls again and reads a resource:
+/// each answered.
+async fn calls_across_a_replacement(
+    first: TransportConfig,
+    second: TransportConfig,
+) -> mcp_harness_runtime::Runtime {
+    let runtime = start(vec![server("fx", first)]);
     runtime.wait_settled(SETTLE).await;
     let step = runtime.bind_step(&[]).await.expect("bind");
     let slow = step.prepare_call("mcp__fx__slow").expect("prepare slow");
@@ -430,10 +461,7 @@ async fn a_replaced_server_finishes_the_calls_in_flight_before_it_stops() {
     let edit = async {
         // The slow call is on the wire before the edit applies.
         tokio::time::sleep(Duration::from_millis(300)).await;
-        runtime.set_config(config(vec![server(
-            "fx",
-            fixture_stdio(&["--name", &second]),
-        )]));
+        runtime.set_config(config(vec![server("fx", second)]));
         runtime.refresh_if_dirty().await
     };
     let meanwhile = async {
@@ -455,9 +483,8 @@ async fn a_replaced_server_finishes_the_calls_in_flight_before_it_stops() {
     );
     let echo_answer = echo_answer.expect("the call made meanwhile waited for the new connection");
     assert_eq!(text(&echo_answer), "after the drain");
-    assert_eq!(processes_with(&second).len(), 1, "the new process runs");
-    assert_eq!(wait_gone(&first).await, Vec::<u32>::new());
-    runtime.shutdown().await;
+    drop(step);
+    runtime
 }
 
 /// A server removed from the config leaves the catalog at once, while a call already running on

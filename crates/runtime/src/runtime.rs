@@ -768,14 +768,14 @@ impl Runtime {
         if published.clients.get(server).is_some_and(|c| c.retired) {
             let limit = self.registry.edit_drain() + SHUTDOWN_GRACE;
             if self.registry.addr_within(server, limit).await.is_some() {
+                // Until the retired client is replaced (connected) or dropped (failed). The
+                // published view is stored before its snapshot is announced.
                 let startup = self.registry.startup_deadline(&[server]) + SHUTDOWN_GRACE;
-                self.live
-                    .wait_for(startup, |s| {
-                        s.servers
-                            .get(server)
-                            .is_none_or(|status| status.state != ServerState::Pending)
-                    })
-                    .await;
+                let replaced = |_: &Snapshot| {
+                    let now = self.live.published();
+                    !now.clients.get(server).is_some_and(|c| c.retired)
+                };
+                self.live.wait_for(startup, replaced).await;
             }
         }
         bound_client(&self.live.published(), server)
