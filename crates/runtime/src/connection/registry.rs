@@ -6,9 +6,9 @@
 //! - reconciling stops the actors of removed or changed servers *before* starting their
 //!   replacements: a stopped actor is marked stopped first (it can no longer reconnect or
 //!   report), then its session is closed — once the calls already sent on it are answered,
-//!   the edit drain (`ServerSettings::edit_drain`) at the longest — then the new actor starts with a new connection — an
-//!   old connection can never overwrite the new state (R6), and a config edit cuts no call
-//!   short that could finish within the drain;
+//!   the edit drain (`ServerSettings::edit_drain`) at the longest — then the new actor starts
+//!   with a new connection: an old connection can never overwrite the new state (R6), and a
+//!   config edit cuts no call short that could finish within the drain;
 //! - servers whose configuration did not change keep their actor and their connection;
 //! - a changed server's entries stay published (its old client retired) while its new actor
 //!   connects — make before break, as far as the catalog goes: a restart that changes nothing a
