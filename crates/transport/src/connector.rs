@@ -258,6 +258,11 @@ impl Session {
         self.outstanding.settle(limit).await
     }
 
+    /// How many requests sent on this session wait for their answer now.
+    pub fn unanswered(&self) -> usize {
+        self.outstanding.count()
+    }
+
     /// Closes the session: stops the service loop, then terminates the process group (TERM, and
     /// KILL after a grace period) for stdio servers.
     pub async fn shutdown(mut self) {

@@ -65,6 +65,11 @@ impl Outstanding {
         self.settled.notify_waiters();
     }
 
+    /// How many requests wait for their answer now.
+    pub(crate) fn count(&self) -> usize {
+        self.ids().len()
+    }
+
     /// Waits until no request is waiting for its answer, `limit` at the longest; how many
     /// still were then.
     pub(crate) async fn settle(&self, limit: Duration) -> usize {
@@ -80,7 +85,7 @@ impl Outstanding {
             }
         };
         let _ = tokio::time::timeout(limit, settled).await;
-        self.ids().len()
+        self.count()
     }
 }
 

@@ -154,7 +154,9 @@ pub(crate) struct Stop;
 /// Closes a stopped actor's `session` once the requests already sent on it are answered,
 /// `drain` at the longest (zero: at once).
 pub(crate) async fn close_session(server: &str, session: Session, drain: Duration) {
-    if !drain.is_zero() {
+    let waiting = session.unanswered();
+    if !drain.is_zero() && waiting > 0 {
+        tracing::info!(server = %server, requests = waiting, "waiting up to {drain:?} for the requests in flight before closing the connection");
         let cut = session.drain(drain).await;
         if cut > 0 {
             tracing::warn!(server = %server, requests = cut, "closing the connection with requests still unanswered after {drain:?}");
