@@ -765,18 +765,15 @@ impl Runtime {
     /// instead of failing because the server is momentarily pending.
     async fn live_client(&self, server: &str) -> Result<ServerClient, CallError> {
         let published = self.live.published();
-        if published.clients.get(server).is_some_and(|c| c.retired) {
-            let limit = self.registry.edit_drain() + SHUTDOWN_GRACE;
-            if self.registry.addr_within(server, limit).await.is_some() {
-                // Until the retired client is replaced (connected) or dropped (failed). The
-                // published view is stored before its snapshot is announced.
-                let startup = self.registry.startup_deadline(&[server]) + SHUTDOWN_GRACE;
-                let replaced = |_: &Snapshot| {
-                    let now = self.live.published();
-                    !now.clients.get(server).is_some_and(|c| c.retired)
-                };
-                self.live.wait_for(startup, replaced).await;
-            }
+        if !published.replacing(server) {
+            return bound_client(&published, server);
+        }
+        if self.registry.replacement_addr(server).await.is_some() {
+            // Until the retired client is replaced (connected) or dropped (failed). The
+            // published view is stored before its snapshot is announced.
+            let startup = self.registry.startup_deadline(&[server]) + SHUTDOWN_GRACE;
+            let replaced = |_: &Snapshot| !self.live.published().replacing(server);
+            self.live.wait_for(startup, replaced).await;
         }
         bound_client(&self.live.published(), server)
     }

@@ -115,13 +115,13 @@ where
         &mut self,
         item: ClientJsonRpcMessage,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let counted = self.outstanding.sent(&item);
+        // The outstanding set is shared with the future only for a request it counted.
+        let counted = (self.outstanding.sent(&item)).map(|id| (id, self.outstanding.clone()));
         let sending = self.inner.send(item);
-        let outstanding = self.outstanding.clone();
         async move {
             let sent = sending.await;
             // A request that never left gets no answer: not waited for.
-            if let (Err(_), Some(id)) = (&sent, counted) {
+            if let (Err(_), Some((id, outstanding))) = (&sent, counted) {
                 outstanding.answered(&id);
             }
             sent

@@ -22,7 +22,7 @@ use super::validate::ArgumentValidator;
 use crate::config::OutputConfig;
 use crate::connection::progress::ProgressRoutes;
 use crate::connection::registry::Registry;
-use crate::connection::server::{Restart, Revival, ReviveForCall, SHUTDOWN_GRACE};
+use crate::connection::server::{Restart, Revival, ReviveForCall};
 use crate::error::CallError;
 use crate::snapshot::Live;
 use crate::snapshot::publisher::ServerClient;
@@ -188,12 +188,8 @@ impl CallContext {
         }
         // A config edit replacing the server: its new actor starts once the calls already
         // sent on the old connection are answered; wait for it rather than join them there.
-        let replacing = (self.live.published().clients.get(server)).is_some_and(|c| c.retired);
-        let addr = match replacing {
-            true => {
-                let limit = self.registry.edit_drain() + SHUTDOWN_GRACE;
-                self.registry.addr_within(server, limit).await
-            }
+        let addr = match self.live.published().replacing(server) {
+            true => self.registry.replacement_addr(server).await,
             false => self.registry.addr(server),
         };
         let Some(addr) = addr else {

@@ -158,18 +158,11 @@ impl Registry {
         self.members().get(server).and_then(|m| m.addr.clone())
     }
 
-    /// How long a config edit lets a removed or replaced server's calls in flight run.
-    pub(crate) fn edit_drain(&self) -> std::time::Duration {
-        self.settings.edit_drain
-    }
-
-    /// The actor of `server` once one is recorded, waiting `limit` at the longest: a replaced
-    /// server has none while its old connection drains.
-    pub(crate) async fn addr_within(
-        &self,
-        server: &str,
-        limit: std::time::Duration,
-    ) -> Option<Addr<ServerActor>> {
+    /// The actor replacing `server` once one is recorded: a replaced server has none while its
+    /// old connection drains, so this waits that drain (`edit_drain`) plus the grace to close
+    /// the old session at the longest.
+    pub(crate) async fn replacement_addr(&self, server: &str) -> Option<Addr<ServerActor>> {
+        let limit = self.settings.edit_drain + SHUTDOWN_GRACE;
         let mut recorded = self.recorded.subscribe();
         let wait = async {
             loop {

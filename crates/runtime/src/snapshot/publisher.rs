@@ -58,6 +58,11 @@ impl Published {
             clients: BTreeMap::new(),
         }
     }
+
+    /// A config edit is replacing `server`: its published client is the retired one.
+    pub(crate) fn replacing(&self, server: &str) -> bool {
+        self.clients.get(server).is_some_and(|c| c.retired)
+    }
 }
 
 /// A server's new status and, when connected, its complete current catalog and client.
