@@ -218,6 +218,25 @@ fn a_reload_that_changes_nothing_is_silent_and_a_restart_keeps_calls_working() {
         });
         std::thread::sleep(Duration::from_millis(200));
         write_config_with(&file, &[("one", &marker)], &json!({"GW_QUIET_EDIT": "1"}));
+        // While the old process drains, the server shows as pending (its new connection), and
+        // the replica stays ready: one server being replaced costs only its own entries. (Watched
+        // beside the calls: a call made during the drain waits for the new process.)
+        let watched = scope.spawn(|| {
+            let pending = "mcp_harness_server_state{server=\"one\",state=\"pending\"} 1";
+            let (mut seen_pending, mut unready) = (false, Vec::new());
+            let start = Instant::now();
+            while pids_with(&marker) == first && start.elapsed() < Duration::from_secs(30) {
+                let (ready, _, body) =
+                    common::gateway::http(&served.addr, "GET", "/readyz", &[], "");
+                if ready != 200 {
+                    unready.push(format!("{ready} {body}"));
+                }
+                let metrics = common::gateway::http(&served.addr, "GET", "/metrics", &[], "").2;
+                seen_pending |= metrics.contains(pending) && pids_with(&marker) == first;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            (seen_pending, unready)
+        });
         let start = Instant::now();
         loop {
             let answer = session.request("tools/call", echo.clone());
@@ -236,6 +255,12 @@ fn a_reload_that_changes_nothing_is_silent_and_a_restart_keeps_calls_working() {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+        let (seen_pending, unready) = watched.join().expect("the watching thread");
+        assert!(
+            seen_pending,
+            "the server never showed as pending while its old process drained"
+        );
+        assert_eq!(unready, Vec::<String>::new(), "/readyz during the restart");
         let (status, slow) = slow.join().expect("the slow call's thread");
         assert_eq!(
             (

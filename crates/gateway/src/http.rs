@@ -21,6 +21,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use mcp_harness_runtime::catalog::Snapshot;
 use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
 };
@@ -533,23 +534,39 @@ const TRIM_TICK: Duration = Duration::from_secs(5);
 
 /// 200 once the first catalog was published and every upstream settled (connected, failed or
 /// waiting for a login: a dead upstream costs only its own entries), else 503 naming the
-/// servers still starting.
+/// servers still starting. Once ready, it stays ready until the gateway drains: a server
+/// pending later (restarting, or replaced by a config edit) costs only its own entries, as a
+/// failed one does, and must not take the whole replica out of a load balancer.
 async fn readyz(State(ops): State<Ops>) -> Response {
-    let snapshot = ops.shared.runtime.snapshot();
+    use std::sync::atomic::Ordering;
+    if ops.drain.closing() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "draining\n").into_response();
+    }
+    if ops.shared.settled_once.load(Ordering::Relaxed) {
+        return (StatusCode::OK, "ready\n").into_response();
+    }
+    match starting(&ops.shared.runtime.snapshot()) {
+        None => {
+            ops.shared.settled_once.store(true, Ordering::Relaxed);
+            (StatusCode::OK, "ready\n").into_response()
+        }
+        Some(starting) => {
+            let body = format!("starting: {}\n", starting.join(", "));
+            (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
+        }
+    }
+}
+
+/// The servers of `snapshot` still starting, or `None` when it is a published catalog with
+/// every server settled.
+pub(crate) fn starting(snapshot: &Snapshot) -> Option<Vec<&str>> {
     let starting: Vec<&str> = snapshot
         .servers
         .iter()
         .filter(|(_, status)| !status.state.is_settled())
         .map(|(name, _)| name.as_str())
         .collect();
-    if ops.drain.closing() {
-        (StatusCode::SERVICE_UNAVAILABLE, "draining\n").into_response()
-    } else if snapshot.revision > 0 && starting.is_empty() {
-        (StatusCode::OK, "ready\n").into_response()
-    } else {
-        let body = format!("starting: {}\n", starting.join(", "));
-        (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
-    }
+    (snapshot.revision == 0 || !starting.is_empty()).then_some(starting)
 }
 
 /// The Prometheus text exposition.

@@ -29,6 +29,9 @@ pub(crate) fn spawn(shared: &Arc<Shared>) {
     tokio::spawn(async move {
         loop {
             let Some(shared) = weak.upgrade() else { break };
+            if crate::http::starting(&shared.runtime.snapshot()).is_none() {
+                shared.settled_once.store(true, Ordering::Relaxed);
+            }
             let (revision, current) = all_digests_now(&shared).await;
             {
                 let mut held = lock(&shared.current);

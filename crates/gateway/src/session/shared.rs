@@ -110,6 +110,9 @@ pub(crate) struct Shared {
     pub(crate) current: Mutex<HashMap<Option<String>, Digests>>,
     /// The catalog revision `current` was computed for.
     pub(crate) current_revision: AtomicU64,
+    /// A published catalog had every upstream settled: the gateway is ready (`/readyz`) from
+    /// then on until it drains.
+    pub(crate) settled_once: std::sync::atomic::AtomicBool,
     /// How many sessions subscribe to each (server, URI): upstream holds one subscription.
     subscribed: Mutex<HashMap<(String, String), usize>>,
     /// The latest distinct tool views, newest last (at most [`REMEMBERED_VIEWS`]).
@@ -150,6 +153,7 @@ impl Shared {
             clients,
             current: Mutex::new(HashMap::new()),
             current_revision: AtomicU64::new(0),
+            settled_once: Default::default(),
             subscribed: Mutex::new(HashMap::new()),
             views: Mutex::new(std::collections::VecDeque::new()),
             built: Mutex::new(Vec::new()),

@@ -84,9 +84,9 @@ pub(crate) struct RemoveServer {
     pub cause: String,
 }
 
-/// A config edit is replacing `name`'s connection: its entries stay (see the module's
-/// invariants) until the new connection reports something other than pending, or `limit`
-/// passes.
+/// A config edit is replacing `name`'s connection: it shows as pending from now on, and its
+/// entries stay (see the module's invariants) until the new connection reports something
+/// other than pending, or `limit` passes.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub(crate) struct Replacing {
@@ -409,6 +409,22 @@ impl Handler<Replacing> for Publisher {
         // The old connection is closing now: calls from here on wait for the new one.
         if let Some(client) = &mut entry.client {
             client.retired = true;
+        }
+        // And the server says so: pending (its new connection), not connected, while the old
+        // one drains.
+        if entry.status.state != ServerState::Pending {
+            self.pending.push(Change {
+                server: msg.name.clone(),
+                kind: None,
+                cause: format!(
+                    "{} → pending: a config edit replaces it (its calls in flight finish first)",
+                    entry.status.state.label()
+                ),
+                added: Vec::new(),
+                removed: Vec::new(),
+            });
+            entry.status.state = ServerState::Pending;
+            entry.status.since = std::time::SystemTime::now();
         }
         self.dirty = true;
         self.schedule(ctx);
