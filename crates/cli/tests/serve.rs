@@ -1145,8 +1145,9 @@ fn routing_headers_that_disagree_with_the_body_are_refused() {
 /// A session freed after idling (`--idle-secs`) and restored from its sealed id numbers its
 /// events from 0 again: a new session stream after the restore gets the new worker's
 /// notifications, none of them taken for ones the freed worker's stream already carried (what
-/// the gateway remembered of the freed worker's streams is dropped by the sweep after the
-/// reaping, and at the latest when the session is restored).
+/// the gateway remembered of the freed worker's streams is dropped when the worker ends, and
+/// again when the session is restored). The restore follows the freeing at once, before the
+/// periodic sweep (every 5 s) that would also drop it.
 #[test]
 fn a_session_stream_after_an_idle_restore_gets_its_notifications() {
     use common::gateway::{Served, Session, Sse};
@@ -1164,7 +1165,18 @@ fn a_session_stream_after_an_idle_restore_gets_its_notifications() {
     }
     drop(stream);
     // Idle past the limit: the gateway frees the session; the next request restores it.
-    std::thread::sleep(Duration::from_millis(3_000));
+    let freed = "mcp_harness_sessions{kind=\"http\"} 0";
+    let started = std::time::Instant::now();
+    while !common::gateway::http(&served.addr, "GET", "/metrics", &[], "")
+        .2
+        .contains(freed)
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the idle session was not freed"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     session.request("tools/list", json!({}));
     let mut stream = Sse::get(&session);
     add("after_restore");

@@ -634,9 +634,11 @@ impl SealedSessionManager {
             .map(|payload| payload.session)
     }
 
-    /// Forgets what was learnt about sessions this replica no longer runs (closed by the idle
-    /// reaper, which does not pass through [`SessionManager::close_session`]).
-    /// Maps keep their largest capacity, so after a burst of sessions they are shrunk too.
+    /// Forgets what was learnt about sessions this replica no longer runs. rmcp (3.11) ends
+    /// every session through [`SessionManager::close_session`] — a DELETE, and a worker that
+    /// ended (idle past `--idle-secs` included) — which forgets it here at once; this is the
+    /// net for any that ends another way. Maps keep their largest capacity, so after a burst
+    /// of sessions they are shrunk too.
     pub(crate) async fn sweep(&self) {
         let mut held = self.inner.sessions.write().await;
         self.sealer
@@ -800,6 +802,8 @@ impl SessionManager for SealedSessionManager {
         let outcome = self.inner.restore_session(local.clone()).await?;
         if matches!(outcome, RestoreOutcome::Restored(_)) {
             // A new worker numbers its events from 0: what an earlier one carried means nothing.
+            // (The earlier worker's end forgot it already when it passed through
+            // `close_session`; this holds when it did not.)
             self.streams.forget(&local);
         }
         Ok(outcome)
