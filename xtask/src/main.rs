@@ -20,6 +20,8 @@ mod cycles;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // The bench's embedded runtimes start stdio servers through this binary, as the CLI does.
+    mcp_harness_runtime::transport::reaper::spawn_trampoline();
     let mut args = std::env::args().skip(1);
     let task = args.next();
     let rest: Vec<String> = args.collect();

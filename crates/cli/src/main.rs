@@ -106,6 +106,8 @@ impl std::io::Write for RedactedStderr {
 }
 
 fn main() -> ExitCode {
+    // Before anything else: when started as the stdio servers' trampoline, this never returns.
+    mcp_harness_runtime::transport::reaper::spawn_trampoline();
     let cli = Cli::parse();
     init_logs(cli.verbose, !matches!(cli.command, Command::Serve(_)));
     if !matches!(cli.command, Command::FixtureServer { .. })

@@ -8,6 +8,11 @@
 //!   retire (tokio's blocking pool, a worker left by `block_in_place`) would kill a healthy
 //!   server; with one lasting thread the server dies exactly when the harness process does,
 //!   SIGKILL of the harness included;
+//! - the signal is set either by a `pre_exec` hook (which makes the standard library fork the
+//!   whole harness, ~5 ms each for a large process, one at a time) or, in a binary that calls
+//!   [`spawn_trampoline`] first thing in `main`, by that binary itself started as a trampoline
+//!   (`posix_spawn`, no copy of the harness): it sets the signal, checks its parent is still
+//!   the harness, and execs the server in its place — same pid, group, environment, stdio;
 //! - every stdio server carries [`OWNER_ENV`] = the harness's pid, which its descendants
 //!   inherit; when the harness is a child subreaper ([`become_subreaper`]), a descendant that
 //!   left the server's process group (`setsid`) is reparented to the harness once its parent
@@ -18,6 +23,7 @@
 //!   is unreadable); it stays a zombie until the harness process exits.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Mutex, OnceLock};
 
@@ -85,10 +91,136 @@ where
         .map_err(|_| std::io::Error::other("the process-spawning thread dropped a spawn"))?
 }
 
+/// The first argument that makes a binary calling [`spawn_trampoline`] the trampoline.
+const TRAMPOLINE_ARG: &str = "__mcp-harness-spawn-trampoline";
+
+/// This binary calls [`spawn_trampoline`] first thing in `main`: stdio servers start through it.
+static TRAMPOLINE: AtomicBool = AtomicBool::new(false);
+
+/// Call first thing in `main`, before any thread starts: stdio servers are then started through
+/// this binary (`/proc/self/exe`) as a trampoline — `posix_spawn`ed, it sets the death signal
+/// and execs the server — instead of by forking the whole process, which costs a few
+/// milliseconds per server in a large process, one server at a time. When this process *is*
+/// such a trampoline, this never returns. Nothing on other systems than Linux.
+pub fn spawn_trampoline() {
+    #[cfg(target_os = "linux")]
+    {
+        let mut args = std::env::args_os();
+        if args.nth(1).is_some_and(|a| a == TRAMPOLINE_ARG) {
+            std::process::exit(run_trampoline(args));
+        }
+        TRAMPOLINE.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The trampoline's work: `<harness pid> <program> [args…]`. Returns only when it failed (the
+/// exit code then: 127, as a shell's for a command it could not run).
+#[cfg(target_os = "linux")]
+fn run_trampoline(mut args: impl Iterator<Item = std::ffi::OsString>) -> i32 {
+    use std::os::unix::process::CommandExt as _;
+    let parent = args
+        .next()
+        .and_then(|p| p.to_str()?.parse::<libc::pid_t>().ok());
+    let (Some(parent), Some(program)) = (parent, args.next()) else {
+        eprintln!("mcp-harness: the spawn trampoline was started without its arguments");
+        return 127;
+    };
+    // SAFETY: prctl sets a flag of this process; getppid reads its parent's pid.
+    unsafe {
+        if libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        ) != 0
+        {
+            let error = std::io::Error::last_os_error();
+            eprintln!("mcp-harness: cannot set the server's death signal: {error}");
+            return 127;
+        }
+        // The harness died before the signal was set: start no server it cannot stop.
+        if libc::getppid() != parent {
+            return 137;
+        }
+    }
+    let error = std::process::Command::new(&program).args(args).exec();
+    eprintln!(
+        "mcp-harness: cannot run `{}`: {error}",
+        program.to_string_lossy()
+    );
+    127
+}
+
+/// The command that starts `program` with `args` so that it dies with the harness: through
+/// the trampoline when this binary has one ([`spawn_trampoline`]), else `program` itself with
+/// a `pre_exec` hook ([`die_with_parent`]). With the trampoline, `program` is looked up on the
+/// server's `PATH` (`path`) here first, so a missing or non-executable program fails the spawn
+/// as it would without it, instead of as an early exit.
+pub(crate) fn server_command(
+    program: &str,
+    args: &[String],
+    path: Option<&std::ffi::OsStr>,
+    cwd: Option<&std::path::Path>,
+) -> std::io::Result<tokio::process::Command> {
+    if TRAMPOLINE.load(Ordering::Relaxed) {
+        executable(program, path, cwd)?;
+        let mut cmd = tokio::process::Command::new("/proc/self/exe");
+        cmd.arg(TRAMPOLINE_ARG)
+            .arg(std::process::id().to_string())
+            .arg(program)
+            .args(args);
+        return Ok(cmd);
+    }
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(args);
+    die_with_parent(&mut cmd);
+    Ok(cmd)
+}
+
+/// Checks that `program` names an executable file, as `execvp` would find it: a name with a
+/// slash as it is (relative to `cwd`), any other on `path`. The error is the one the spawn
+/// would have given (not found, permission denied).
+fn executable(
+    program: &str,
+    path: Option<&std::ffi::OsStr>,
+    cwd: Option<&std::path::Path>,
+) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let runnable = |file: &std::path::Path| -> std::io::Result<()> {
+        let meta = std::fs::metadata(file)?;
+        if meta.is_file() && meta.permissions().mode() & 0o111 != 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::from_raw_os_error(libc::EACCES))
+        }
+    };
+    if program.contains('/') {
+        let file = match cwd {
+            Some(dir) => dir.join(program),
+            None => std::path::PathBuf::from(program),
+        };
+        return runnable(&file);
+    }
+    let mut denied = None;
+    for dir in std::env::split_paths(path.unwrap_or_default()) {
+        let dir = match (dir.is_relative(), cwd) {
+            (true, Some(cwd)) => cwd.join(dir),
+            _ => dir,
+        };
+        match runnable(&dir.join(program)) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => denied = Some(e),
+            Err(_) => {}
+        }
+    }
+    Err(denied.unwrap_or_else(|| std::io::Error::from_raw_os_error(libc::ENOENT)))
+}
+
 /// Asks the kernel to SIGKILL the child when the thread that forked it ends, and closes the race
 /// where the harness died between fork and this call. Installed as a `pre_exec` hook: it runs in
 /// the forked child and only makes async-signal-safe calls.
-pub(crate) fn die_with_parent(cmd: &mut tokio::process::Command) {
+fn die_with_parent(cmd: &mut tokio::process::Command) {
     #[cfg(target_os = "linux")]
     {
         let parent = std::process::id() as libc::pid_t;
@@ -235,4 +367,67 @@ fn tagged_children(me: u32, tag: &str, live: &HashSet<i32>) -> Vec<libc::pid_t> 
         }
     }
     found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    /// A directory of its own under the system's temp dir, removed at the end.
+    struct Dir(std::path::PathBuf);
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn dir(tag: &str) -> Dir {
+        let path = std::env::temp_dir().join(format!("reaper-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(path.join("bin")).expect("create the test dir");
+        Dir(path)
+    }
+
+    fn file(path: &std::path::Path, mode: u32) {
+        std::fs::write(path, "#!/bin/sh\n").expect("write");
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    }
+
+    /// The trampoline's look-up fails a spawn as `execvp` would: not found, or permission
+    /// denied when only a non-executable file of that name exists; a name with a slash is taken
+    /// as it is (relative to the server's `cwd`), any other is searched on the server's `PATH`.
+    #[test]
+    fn the_trampolines_look_up_fails_as_the_spawn_would() {
+        let d = dir("lookup");
+        let bin = d.0.join("bin");
+        file(&bin.join("server"), 0o755);
+        file(&bin.join("plain"), 0o644);
+        let path = std::env::join_paths([d.0.join("empty"), bin.clone()]).expect("PATH");
+        let kind =
+            |program: &str, path: Option<&std::ffi::OsStr>, cwd: Option<&std::path::Path>| {
+                executable(program, path, cwd).map_err(|e| e.kind())
+            };
+        use std::io::ErrorKind::{NotFound, PermissionDenied};
+        assert_eq!(kind("server", Some(&path), None), Ok(()));
+        assert_eq!(kind("missing", Some(&path), None), Err(NotFound));
+        assert_eq!(kind("plain", Some(&path), None), Err(PermissionDenied));
+        assert_eq!(
+            kind("server", None, None),
+            Err(NotFound),
+            "no PATH, nothing found"
+        );
+        assert_eq!(kind("bin/server", None, Some(&d.0)), Ok(()));
+        assert_eq!(kind("./bin/plain", None, Some(&d.0)), Err(PermissionDenied));
+        assert_eq!(kind("bin/server", None, Some(&bin)), Err(NotFound));
+        let absolute = bin.join("server");
+        assert_eq!(kind(absolute.to_str().expect("utf-8"), None, None), Ok(()));
+        // A relative PATH entry is taken relative to the server's working directory.
+        assert_eq!(kind("server", Some("bin".as_ref()), Some(&d.0)), Ok(()));
+        assert_eq!(
+            kind("bin", Some(d.0.as_os_str()), None),
+            Err(PermissionDenied)
+        );
+    }
 }

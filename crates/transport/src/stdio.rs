@@ -12,8 +12,6 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
 
-use tokio::process::Command;
-
 use crate::connector::{BoxFuture, ConnectOptions, Connector, Session, initialize};
 use crate::error::TransportError;
 use crate::handler::HarnessClient;
@@ -76,7 +74,23 @@ impl Connector for StdioConnector {
     ) -> BoxFuture<'static, Result<Session, TransportError>> {
         let spec = self.spec.clone();
         Box::pin(async move {
-            let mut cmd = Command::new(&spec.command);
+            let spawn_error = |source| TransportError::Spawn {
+                command: spec.command.clone(),
+                source,
+                stderr_tail: None,
+            };
+            // The server's PATH, where its program is looked up.
+            let path = match spec.env.get("PATH") {
+                Some(path) => Some(std::ffi::OsString::from(path)),
+                None => std::env::var_os("PATH"),
+            };
+            let mut cmd = crate::reaper::server_command(
+                &spec.command,
+                &spec.args,
+                path.as_deref(),
+                spec.cwd.as_deref(),
+            )
+            .map_err(spawn_error)?;
             if !spec.inherit_env {
                 cmd.env_clear();
                 for name in MINIMAL_ENV {
@@ -88,8 +102,7 @@ impl Connector for StdioConnector {
             for name in NEVER_INHERITED {
                 cmd.env_remove(name);
             }
-            cmd.args(&spec.args)
-                .envs(&spec.env)
+            cmd.envs(&spec.env)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
@@ -99,20 +112,16 @@ impl Connector for StdioConnector {
             if let Some(cwd) = &spec.cwd {
                 cmd.current_dir(cwd);
             }
-            crate::reaper::die_with_parent(&mut cmd);
-            // Forked by the process-lifetime spawner thread: the death signal follows the
-            // forking thread, and this task's thread may end before the harness does.
+            // Started by the process-lifetime spawner thread: the death signal follows the
+            // thread that started the process, and this task's thread may end before the
+            // harness does.
             let io = tokio::runtime::Handle::current();
             let spawned = crate::reaper::spawn_lasting(move || {
                 let _io = io.enter();
                 cmd.spawn()
             })
             .await;
-            let mut child = spawned.map_err(|source| TransportError::Spawn {
-                command: spec.command.clone(),
-                source,
-                stderr_tail: None,
-            })?;
+            let mut child = spawned.map_err(spawn_error)?;
             let (Some(stdin), Some(stdout), Some(stderr)) =
                 (child.stdin.take(), child.stdout.take(), child.stderr.take())
             else {
