@@ -205,7 +205,8 @@ fn executable(
         return runnable(&file);
     }
     let mut denied = None;
-    for dir in std::env::split_paths(path.unwrap_or_default()) {
+    // No PATH at all: `execvp` searches its default.
+    for dir in std::env::split_paths(path.unwrap_or("/bin:/usr/bin".as_ref())) {
         let dir = match (dir.is_relative(), cwd) {
             (true, Some(cwd)) => cwd.join(dir),
             _ => dir,
@@ -415,10 +416,11 @@ mod tests {
         assert_eq!(kind("server", Some(&path), None), Ok(()));
         assert_eq!(kind("missing", Some(&path), None), Err(NotFound));
         assert_eq!(kind("plain", Some(&path), None), Err(PermissionDenied));
+        assert_eq!(kind("sh", None, None), Ok(()), "no PATH: execvp's default");
         assert_eq!(
             kind("server", None, None),
             Err(NotFound),
-            "no PATH, nothing found"
+            "not on the default"
         );
         assert_eq!(kind("bin/server", None, Some(&d.0)), Ok(()));
         assert_eq!(kind("./bin/plain", None, Some(&d.0)), Err(PermissionDenied));
