@@ -466,13 +466,24 @@ async fn calls_across_a_replacement(
     };
     let meanwhile = async {
         tokio::time::sleep(Duration::from_millis(600)).await;
-        // The old connection is draining (the slow call runs until ~1.2 s).
-        tokio::join!(
+        // The old connection is draining (the slow call runs until ~1.2 s). A step that
+        // requires the server binds at once (its entries stay; it shows as pending).
+        let required = runtime.bind_step(&["fx"]).await.map(|_| ());
+        let bound_while_draining =
+            (runtime.snapshot().servers.get("fx")).is_some_and(|s| s.state == ServerState::Pending);
+        let answers = tokio::join!(
             echo.call(args(json!({"message": "after the drain"}))),
             runtime.read_resource("fx", "fixture://static/readme"),
-        )
+        );
+        (required, bound_while_draining, answers)
     };
-    let (slow_answer, refreshed, (echo_answer, read)) = tokio::join!(in_flight, edit, meanwhile);
+    let (slow_answer, refreshed, (required, bound_while_draining, (echo_answer, read))) =
+        tokio::join!(in_flight, edit, meanwhile);
+    required.expect("a step requiring the server being replaced binds");
+    assert!(
+        bound_while_draining,
+        "the step requiring the replaced server was bound only once it left pending"
+    );
     read.expect("a resource read meanwhile waited for the new connection too");
     refreshed.expect("refresh").expect("a change");
     let slow_answer = slow_answer.expect("the call in flight finished on the old connection");

@@ -183,21 +183,25 @@ impl Runtime {
         }
         if !required.is_empty() {
             let deadline = self.registry.startup_deadline(required) + Duration::from_secs(1);
+            // A server a config edit is replacing shows as pending while its old connection
+            // drains, but its entries stay and calls wait for the new connection: bound at
+            // once, as a connected one.
+            let replacing = |server: &str| self.live.published().replacing(server);
             let snapshot = self
                 .wait_for(deadline, |s| {
                     // A server that is not configured never settles; it is reported below. Revision 0
                     // (before the first publication) knows no server yet.
                     s.revision > 0
-                        && required
-                            .iter()
-                            .all(|r| s.servers.get(*r).is_none_or(|st| st.state.is_settled()))
+                        && required.iter().all(|r| {
+                            s.servers.get(*r).is_none_or(|st| st.state.is_settled()) || replacing(r)
+                        })
                 })
                 .await;
             let failures: Vec<(String, String)> = required
                 .iter()
                 .filter_map(|r| match snapshot.servers.get(*r) {
                     None => Some((r.to_string(), "not configured".to_string())),
-                    Some(st) if st.state == ServerState::Connected => None,
+                    Some(st) if st.state == ServerState::Connected || replacing(r) => None,
                     Some(st) => Some((
                         r.to_string(),
                         format!(
