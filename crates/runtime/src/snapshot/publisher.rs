@@ -94,6 +94,17 @@ pub(crate) struct Replacing {
     pub limit: Duration,
 }
 
+/// The change of `server` from the state labelled `from` to `to`, and why.
+fn state_change(server: &str, from: &str, to: &ServerState, cause: &str) -> Change {
+    Change {
+        server: server.to_string(),
+        kind: None,
+        cause: format!("{from} → {}: {cause}", to.label()),
+        added: Vec::new(),
+        removed: Vec::new(),
+    }
+}
+
 /// Orders snapshot swaps against prepared calls: a call holds the read side from its
 /// staleness check until its request is handed to the transport; the publisher holds the
 /// write side while it swaps. A refresh therefore never lands between a call's check and its
@@ -211,13 +222,8 @@ impl Publisher {
         let old_state = old.map(|e| e.status.state.clone());
         if old_state.as_ref() != Some(&update.status.state) {
             let from = old_state.as_ref().map(ServerState::label).unwrap_or("new");
-            self.pending.push(Change {
-                server: name.clone(),
-                kind: None,
-                cause: format!("{from} → {}: {}", update.status.state.label(), update.cause),
-                added: Vec::new(),
-                removed: Vec::new(),
-            });
+            let change = state_change(&name, from, &update.status.state, &update.cause);
+            self.pending.push(change);
         }
         for kind in Kind::ALL {
             let before = old
@@ -413,16 +419,10 @@ impl Handler<Replacing> for Publisher {
         // And the server says so: pending (its new connection), not connected, while the old
         // one drains.
         if entry.status.state != ServerState::Pending {
-            self.pending.push(Change {
-                server: msg.name.clone(),
-                kind: None,
-                cause: format!(
-                    "{} → pending: a config edit replaces it (its calls in flight finish first)",
-                    entry.status.state.label()
-                ),
-                added: Vec::new(),
-                removed: Vec::new(),
-            });
+            let cause = "a config edit replaces it (its calls in flight finish first)";
+            let from = entry.status.state.label();
+            let change = state_change(&msg.name, from, &ServerState::Pending, cause);
+            self.pending.push(change);
             entry.status.state = ServerState::Pending;
             entry.status.since = std::time::SystemTime::now();
         }
