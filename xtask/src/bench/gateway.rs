@@ -5,6 +5,11 @@
 //! HTTP client talks to both: direct to the fixture (the baseline) and through the gateway.
 //! - `gateway_echo_http[_p99]`: time per sequential 1 KiB echo call, the sides alternating every
 //!   chunk of calls; the added latency is the difference of the two figures;
+//! - `gateway_echo_http_keepalive[_p99]`: the same, with a hand-written HTTP/1.1 client that
+//!   keeps one connection per side (no SDK), chunks alternating with the rmcp client's: rmcp's
+//!   Streamable HTTP client closes its connection after most calls (it drops a response stream
+//!   before its end), so its figures include a TCP connect and accept per call on both sides;
+//!   hosts' clients (fetch, httpx) keep their connections;
 //! - `gateway_upstream_leg`: where the added latency goes — the upstream call alone, made as the
 //!   gateway makes it (its runtime's governed path over HTTP to the same fixture, a chunk after
 //!   each pair of chunks above), p50, against the added latency (p50 through − p50 direct): the
@@ -37,6 +42,7 @@ use rmcp::transport::StreamableHttpClientTransport;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use super::http::RawHttp;
 use super::report::{Metric, median, percentile};
 use super::{Bench, CALL_TIMEOUT, STARTUP_TIMEOUT, all_connected};
 
@@ -184,6 +190,34 @@ pub(super) async fn latencies(
         taken.push(started.elapsed().as_secs_f64());
     }
     Ok(taken)
+}
+
+/// `count` sequential echo calls of `raw`'s client; each call's seconds.
+async fn raw_latencies(raw: &mut RawHttp, count: usize) -> Result<Vec<f64>, String> {
+    let message = "x".repeat(1024);
+    let mut taken = Vec::with_capacity(count);
+    for _ in 0..count {
+        let started = Instant::now();
+        match tokio::time::timeout(CALL_TIMEOUT, raw.echo(&message)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(format!("keep-alive client: {e}")),
+            Err(_) => {
+                return Err(format!(
+                    "keep-alive client: echo took over {CALL_TIMEOUT:?}"
+                ));
+            }
+        }
+        taken.push(started.elapsed().as_secs_f64());
+    }
+    Ok(taken)
+}
+
+/// The address of a `http://ADDR/mcp` URL.
+fn mcp_addr(url: &str) -> Result<std::net::SocketAddr, String> {
+    url.strip_prefix("http://")
+        .and_then(|rest| rest.strip_suffix("/mcp"))
+        .and_then(|addr| addr.parse().ok())
+        .ok_or_else(|| format!("not an http://ADDR/mcp URL: {url}"))
 }
 
 /// `count` sequential echo calls the way the gateway makes each upstream call: `runtime`'s
@@ -370,6 +404,11 @@ impl Bench {
         calls(&direct, "echo", WARMUP).await?;
         calls(&through, THROUGH_TOOL, WARMUP).await?;
         upstream_leg(runtime, WARMUP).await?;
+        let mut kept_direct = RawHttp::connect(mcp_addr(direct_url)?, "echo").await?;
+        let mut kept_through = RawHttp::connect(mcp_addr(through_url)?, THROUGH_TOOL).await?;
+        raw_latencies(&mut kept_direct, WARMUP).await?;
+        raw_latencies(&mut kept_through, WARMUP).await?;
+        let (mut kh, mut kb, mut kpairs) = (Vec::new(), Vec::new(), Vec::new());
         let (mut h, mut b, mut pairs) = (Vec::new(), Vec::new(), Vec::new());
         let mut leg = Vec::new();
         let mut through_first = true;
@@ -385,6 +424,16 @@ impl Bench {
                     (latencies(&through, THROUGH_TOOL, n).await?, bc)
                 };
                 pairs.push(hc.iter().sum::<f64>() / bc.iter().sum::<f64>());
+                let (khc, kbc) = if through_first {
+                    let khc = raw_latencies(&mut kept_through, n).await?;
+                    (khc, raw_latencies(&mut kept_direct, n).await?)
+                } else {
+                    let kbc = raw_latencies(&mut kept_direct, n).await?;
+                    (raw_latencies(&mut kept_through, n).await?, kbc)
+                };
+                kpairs.push(khc.iter().sum::<f64>() / kbc.iter().sum::<f64>());
+                kh.extend(khc);
+                kb.extend(kbc);
                 leg.extend(upstream_leg(runtime, n).await?);
                 h.extend(hc);
                 b.extend(bc);
@@ -413,6 +462,16 @@ impl Bench {
                 "sequential 1 KiB echo over Streamable HTTP through mcp-harness serve vs the same client direct to the upstream (per call)",
                 h,
                 b,
+            )
+        };
+        let kept = Metric {
+            per_call: true,
+            pairs: Some(kpairs),
+            ..Metric::new(
+                "gateway_echo_http_keepalive",
+                "the same echo through mcp-harness serve vs direct, from a hand-written HTTP/1.1 client keeping one connection per side (per call)",
+                kh,
+                kb,
             )
         };
         let (mut th, mut tb) = (Vec::new(), Vec::new());
@@ -478,6 +537,8 @@ impl Bench {
         let mut metrics = vec![
             echo.p99(),
             echo,
+            kept.p99(),
+            kept,
             upstream,
             throughput,
             listed.p99(),

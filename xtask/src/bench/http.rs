@@ -152,7 +152,7 @@ impl Bench {
             }
         };
         let measured = async {
-            let mut raw = RawHttp::connect(http.addr).await?;
+            let mut raw = RawHttp::connect(http.addr, "echo").await?;
             let mut samples: [Samples; 4] = Default::default();
             let mut sink = Samples::default();
             for side in SIDES {
@@ -256,10 +256,10 @@ async fn timed(call: impl Future<Output = Result<(), String>>) -> Result<(), Str
     }
 }
 
-/// The echo call with id `id` as a JSON-RPC request body.
-fn echo_request(id: u64, message: &str) -> String {
+/// The call of echo tool `tool` with id `id` as a JSON-RPC request body.
+fn echo_request(id: u64, tool: &str, message: &str) -> String {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-        "params": {"name": "echo", "arguments": {"message": message}}})
+        "params": {"name": tool, "arguments": {"message": message}}})
     .to_string()
 }
 
@@ -347,9 +347,11 @@ impl HttpFixture {
     }
 }
 
-/// A hand-written HTTP/1.1 client on one keep-alive connection, in one MCP session.
-struct RawHttp {
+/// A hand-written HTTP/1.1 client on one keep-alive connection, in one MCP session, calling
+/// one echo tool.
+pub(super) struct RawHttp {
     stream: BufReader<TcpStream>,
+    tool: String,
     host: String,
     session: Option<String>,
     next_id: u64,
@@ -364,7 +366,9 @@ struct RawResponse {
 }
 
 impl RawHttp {
-    async fn connect(addr: SocketAddr) -> Result<Self, String> {
+    /// Connects to the server at `addr` (endpoint `/mcp`) and opens a session; its calls are of
+    /// the echo tool named `tool`.
+    pub(super) async fn connect(addr: SocketAddr, tool: &str) -> Result<Self, String> {
         let stream = TcpStream::connect(addr)
             .await
             .map_err(|e| format!("raw http: cannot connect to {addr}: {e}"))?;
@@ -374,6 +378,7 @@ impl RawHttp {
             .map_err(|e| format!("raw http: set_nodelay: {e}"))?;
         let mut raw = RawHttp {
             stream: BufReader::new(stream),
+            tool: tool.to_string(),
             host: addr.to_string(),
             session: None,
             next_id: 1,
@@ -398,10 +403,10 @@ impl RawHttp {
         Ok(raw)
     }
 
-    async fn echo(&mut self, message: &str) -> Result<(), String> {
+    pub(super) async fn echo(&mut self, message: &str) -> Result<(), String> {
         let id = self.next_id;
         self.next_id += 1;
-        let response = self.post(&echo_request(id, message)).await?;
+        let response = self.post(&echo_request(id, &self.tool, message)).await?;
         if response.status != 200 {
             return Err(format!("raw http: tools/call answered {}", response.status));
         }
@@ -619,7 +624,7 @@ impl RawStdio {
     async fn echo(&mut self, message: &str) -> Result<(), String> {
         let id = self.next_id;
         self.next_id += 1;
-        self.send(&echo_request(id, message)).await?;
+        self.send(&echo_request(id, "echo", message)).await?;
         self.answer(id).await
     }
 
