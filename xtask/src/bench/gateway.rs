@@ -20,6 +20,7 @@
 //!   direct client; its added latency is what `gateway_stdio_added_vs_supergateway` compares;
 //! - `gateway_throughput_32`: wall time per call with 32 concurrent clients (each its own
 //!   session) making a fixed number of calls each; the inverse ratio is the throughput ratio;
+//!   `gateway_throughput_32_keepalive`: the same with 32 hand-written keep-alive clients;
 //! - `gateway_list_changed[_p99]`: from just before an upstream `add_tool` until the client sees
 //!   `tools/list_changed` — through the gateway (upstream notification, relisting, publication,
 //!   the notifier) vs the same client connected directly to the fixture (the upstream's own
@@ -271,6 +272,24 @@ pub(super) async fn saturate(url: &str, tool: &str) -> Result<f64, String> {
     Ok(elapsed / (CLIENTS * CALLS_EACH) as f64)
 }
 
+/// The same with `CLIENTS` hand-written keep-alive clients (each its own session and
+/// connection); seconds per call.
+async fn saturate_kept(url: &str, tool: &str) -> Result<f64, String> {
+    let addr = mcp_addr(url)?;
+    let mut clients = Vec::with_capacity(CLIENTS);
+    for _ in 0..CLIENTS {
+        clients.push(RawHttp::connect(addr, tool).await?);
+    }
+    let started = Instant::now();
+    let runs = clients.iter_mut().map(|c| raw_latencies(c, CALLS_EACH));
+    let outcomes = futures::future::join_all(runs).await;
+    let elapsed = started.elapsed().as_secs_f64();
+    for outcome in outcomes {
+        outcome?;
+    }
+    Ok(elapsed / (CLIENTS * CALLS_EACH) as f64)
+}
+
 /// Calls per chunk and in all of the gateway in front of a stdio fixture (as supergateway is).
 const STDIO_CHUNK: usize = 50;
 const STDIO_CALLS: usize = 1000;
@@ -493,6 +512,25 @@ impl Bench {
                 tb,
             )
         };
+        let (mut kth, mut ktb) = (Vec::new(), Vec::new());
+        for round in 0..self.options.rounds.min(5) {
+            if round % 2 == 0 {
+                kth.push(saturate_kept(through_url, THROUGH_TOOL).await?);
+                ktb.push(saturate_kept(direct_url, "echo").await?);
+            } else {
+                ktb.push(saturate_kept(direct_url, "echo").await?);
+                kth.push(saturate_kept(through_url, THROUGH_TOOL).await?);
+            }
+        }
+        let kept_throughput = Metric {
+            per_call: true,
+            ..Metric::new(
+                "gateway_throughput_32_keepalive",
+                "wall time per call, 32 concurrent hand-written keep-alive clients, through the gateway vs direct",
+                kth,
+                ktb,
+            )
+        };
         let (mut lh, mut lb) = (Vec::new(), Vec::new());
         for i in 0..CHANGES {
             tokio::time::sleep(CHANGE_SPACING).await;
@@ -541,6 +579,7 @@ impl Bench {
             kept,
             upstream,
             throughput,
+            kept_throughput,
             listed.p99(),
             listed,
             seal,

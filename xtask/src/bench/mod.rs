@@ -53,7 +53,7 @@
 //!   every side, baseline included);
 //! - `gateway_echo_http[_p99]`, `gateway_echo_http_keepalive[_p99]` (the same from a
 //!   hand-written client keeping its connections), `gateway_upstream_leg` (the upstream call
-//!   alone vs the added latency), `gateway_throughput_32`, `gateway_list_changed[_p99]`, `gateway_session_seal`
+//!   alone vs the added latency), `gateway_throughput_32[_keepalive]`, `gateway_list_changed[_p99]`, `gateway_session_seal`
 //!   (sealed session id per request vs per-call time, goal < 1%), `gateway_stdio_upstream[_p99]`
 //!   (a gateway in front of the fixture over stdio): what `mcp-harness serve` adds over
 //!   Streamable HTTP, vs the same client direct to the same upstream (see `gateway.rs`);
