@@ -22,7 +22,7 @@ use axum::response::Response;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 
-use super::gateway::{CHUNK, connect, latencies, saturate};
+use super::gateway::{CHUNK, alternating, connect, latencies, saturate};
 use super::report::Metric;
 use super::{Bench, CALL_TIMEOUT};
 
@@ -177,16 +177,15 @@ impl Bench {
             metrics.push(metric.p99());
             metrics.push(metric);
         }
-        let (mut th, mut tb) = (Vec::new(), Vec::new());
-        for round in 0..self.options.rounds.min(3) {
-            if round % 2 == 0 {
-                th.push(saturate(&http.url(), "echo").await?);
-                tb.push(saturate(&direct_url, "echo").await?);
-            } else {
-                tb.push(saturate(&direct_url, "echo").await?);
-                th.push(saturate(&http.url(), "echo").await?);
-            }
-        }
+        let forwarder = http.url();
+        let rounds = self.options.rounds.min(3);
+        let (th, tb) = alternating(
+            rounds,
+            (&forwarder, "echo"),
+            (&direct_url, "echo"),
+            saturate,
+        )
+        .await?;
         metrics.push(Metric {
             per_call: true,
             ..Metric::new(

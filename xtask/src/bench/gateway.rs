@@ -272,6 +272,31 @@ pub(super) async fn saturate(url: &str, tool: &str) -> Result<f64, String> {
     Ok(elapsed / (CLIENTS * CALLS_EACH) as f64)
 }
 
+/// `rounds` runs of `run` on each side, (URL, tool) `through` and `direct`, the side going first
+/// alternating per round; each side's figures in run order.
+pub(super) async fn alternating<'a, F, Fut>(
+    rounds: usize,
+    through: (&'a str, &'a str),
+    direct: (&'a str, &'a str),
+    run: F,
+) -> Result<(Vec<f64>, Vec<f64>), String>
+where
+    F: Fn(&'a str, &'a str) -> Fut,
+    Fut: Future<Output = Result<f64, String>>,
+{
+    let (mut th, mut tb) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        if round % 2 == 0 {
+            th.push(run(through.0, through.1).await?);
+            tb.push(run(direct.0, direct.1).await?);
+        } else {
+            tb.push(run(direct.0, direct.1).await?);
+            th.push(run(through.0, through.1).await?);
+        }
+    }
+    Ok((th, tb))
+}
+
 /// The same with `CLIENTS` hand-written keep-alive clients (each its own session and
 /// connection); seconds per call.
 async fn saturate_kept(url: &str, tool: &str) -> Result<f64, String> {
@@ -493,16 +518,10 @@ impl Bench {
                 kb,
             )
         };
-        let (mut th, mut tb) = (Vec::new(), Vec::new());
-        for round in 0..self.options.rounds.min(5) {
-            if round % 2 == 0 {
-                th.push(saturate(through_url, THROUGH_TOOL).await?);
-                tb.push(saturate(direct_url, "echo").await?);
-            } else {
-                tb.push(saturate(direct_url, "echo").await?);
-                th.push(saturate(through_url, THROUGH_TOOL).await?);
-            }
-        }
+        let rounds = self.options.rounds.min(5);
+        let through_side = (through_url, THROUGH_TOOL);
+        let direct_side = (direct_url.as_str(), "echo");
+        let (th, tb) = alternating(rounds, through_side, direct_side, saturate).await?;
         let throughput = Metric {
             per_call: true,
             ..Metric::new(
@@ -512,16 +531,7 @@ impl Bench {
                 tb,
             )
         };
-        let (mut kth, mut ktb) = (Vec::new(), Vec::new());
-        for round in 0..self.options.rounds.min(5) {
-            if round % 2 == 0 {
-                kth.push(saturate_kept(through_url, THROUGH_TOOL).await?);
-                ktb.push(saturate_kept(direct_url, "echo").await?);
-            } else {
-                ktb.push(saturate_kept(direct_url, "echo").await?);
-                kth.push(saturate_kept(through_url, THROUGH_TOOL).await?);
-            }
-        }
+        let (kth, ktb) = alternating(rounds, through_side, direct_side, saturate_kept).await?;
         let kept_throughput = Metric {
             per_call: true,
             ..Metric::new(
