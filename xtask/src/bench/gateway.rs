@@ -213,12 +213,9 @@ async fn raw_latencies(raw: &mut RawHttp, count: usize) -> Result<Vec<f64>, Stri
     Ok(taken)
 }
 
-/// The address of a `http://ADDR/mcp` URL.
+/// The address of an `http://ADDR/mcp` URL, or an error naming it.
 fn mcp_addr(url: &str) -> Result<std::net::SocketAddr, String> {
-    url.strip_prefix("http://")
-        .and_then(|rest| rest.strip_suffix("/mcp"))
-        .and_then(|addr| addr.parse().ok())
-        .ok_or_else(|| format!("not an http://ADDR/mcp URL: {url}"))
+    super::http::mcp_addr(url).ok_or_else(|| format!("not an http://ADDR/mcp URL: {url}"))
 }
 
 /// `count` sequential echo calls the way the gateway makes each upstream call: `runtime`'s

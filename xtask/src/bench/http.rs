@@ -319,12 +319,7 @@ impl HttpFixture {
                 .map(str::to_string),
             _ => None,
         };
-        let addr = url.as_deref().and_then(|u| {
-            u.strip_prefix("http://")?
-                .strip_suffix("/mcp")?
-                .parse::<SocketAddr>()
-                .ok()
-        });
+        let addr = url.as_deref().and_then(mcp_addr);
         match (url, addr) {
             (Some(url), Some(addr)) => Ok(HttpFixture {
                 child,
@@ -345,6 +340,14 @@ impl HttpFixture {
         let _ = self.child.start_kill();
         let _ = tokio::time::timeout(STARTUP_TIMEOUT, self.child.wait()).await;
     }
+}
+
+/// The address of an `http://ADDR/mcp` URL.
+pub(super) fn mcp_addr(url: &str) -> Option<SocketAddr> {
+    url.strip_prefix("http://")?
+        .strip_suffix("/mcp")?
+        .parse()
+        .ok()
 }
 
 /// A hand-written HTTP/1.1 client on one keep-alive connection, in one MCP session, calling
