@@ -1,7 +1,9 @@
 //! Where the servers' connections run (spawn, initialize, each session's message loop).
 //! `RuntimeBuilder::io_runtime`: on the embedder's tokio runtime; they survive a restart there
 //! and leave neither a task on that runtime nor a process behind once the harness is shut down.
-//! A current-thread runtime is refused with a clear error. `RuntimeBuilder::io_threads`: on the
+//! A current-thread runtime is refused with a clear error, unless the embedder says it drives it
+//! (`RuntimeBuilder::io_runtime_driven`, as `mcp-harness serve --threads 1` does): then every
+//! connection runs on that one thread, with the same guarantees. `RuntimeBuilder::io_threads`: on the
 //! harness's own pinned or work-stealing threads, as many as asked, which stop with the harness
 //! (shut down or dropped) and take every server process with them. Contradictory or empty
 //! choices are refused before anything starts.
@@ -109,6 +111,66 @@ fn a_current_thread_runtime_is_refused() {
         err.contains("io_runtime") && err.contains("multi-threaded"),
         "{err}"
     );
+}
+
+/// `io_runtime_driven` on a current-thread runtime: the sessions, a call, a restart and the
+/// shutdown all happen on the one thread that `block_on` drives; nothing is left afterwards.
+#[test]
+fn a_driven_current_thread_runtime_carries_every_connection() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let marker = format!("io-driven-{}", uuid::Uuid::new_v4());
+    rt.block_on(async {
+        let handle = tokio::runtime::Handle::current();
+        let before = handle.metrics().num_alive_tasks();
+        let runtime = RuntimeBuilder::new(config(vec![
+            server("a", fixture_stdio(&["--name", &marker])),
+            server("b", fixture_stdio(&["--name", &marker])),
+        ]))
+        .io_runtime_driven(handle.clone())
+        .start()
+        .expect("start");
+        let s = runtime
+            .wait_for(SETTLE, |s| connected(s, &["a", "b"]))
+            .await;
+        assert!(connected(&s, &["a", "b"]), "{:?}", s.servers);
+        let during = handle.metrics().num_alive_tasks();
+        assert!(
+            during >= before + 2,
+            "the sessions run on this thread's runtime: {before} tasks before, {during} connected"
+        );
+        let calls = (0..8).map(|i| {
+            let runtime = &runtime;
+            async move {
+                let server = if i % 2 == 0 { "a" } else { "b" };
+                let message = format!("call {i}");
+                let result = runtime
+                    .call_tool(
+                        &format!("mcp__{server}__echo"),
+                        args(json!({"message": message})),
+                    )
+                    .await
+                    .expect("echo");
+                assert_eq!(text(&result), message);
+            }
+        });
+        futures::future::join_all(calls).await;
+        restarted(&runtime, "a").await;
+        let result = runtime
+            .call_tool("mcp__a__echo", args(json!({"message": "again"})))
+            .await
+            .expect("echo after the restart");
+        assert_eq!(text(&result), "again");
+        runtime.shutdown().await;
+        let after = tasks_down_to(&handle, before).await;
+        assert!(
+            after <= before,
+            "no task of the harness is left: {before} before, {after} after shutdown"
+        );
+    });
+    assert_eq!(rt.block_on(wait_gone(&marker)), Vec::<u32>::new());
 }
 
 /// The process-wide thread that forks every stdio server (`transport::reaper`): it lives as

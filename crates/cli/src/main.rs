@@ -115,11 +115,19 @@ fn main() -> ExitCode {
     {
         tracing::debug!(error = %e, "not a child subreaper; setsid'd server descendants may outlive us");
     }
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    // `serve --threads` picks the gateway's; every other command runs on two workers.
+    let threads = match &cli.command {
+        Command::Serve(args) => args.threads(),
+        _ => 2,
+    };
+    let mut rt = if threads == 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut rt = tokio::runtime::Builder::new_multi_thread();
+        rt.worker_threads(threads);
+        rt
+    };
+    let rt = match rt.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             say!("error: cannot start the async runtime: {e}");
@@ -284,9 +292,12 @@ async fn run(cli: Cli) -> u8 {
                 .approver(approver);
             builder = if let Command::Serve(args) = &cli.command {
                 // A config edit drains a replaced server's calls as SIGTERM drains the gateway.
+                // The gateway's sessions and its upstream connections on one runtime: a call
+                // is not handed from the server's thread to an I/O thread and back.
                 builder
                     .callbacks(bridge.callbacks())
                     .edit_drain(args.drain())
+                    .io_runtime_driven(tokio::runtime::Handle::current())
             } else {
                 builder.callbacks(std::sync::Arc::new(terminal::TerminalCallbacks {
                     roots: roots.clone(),

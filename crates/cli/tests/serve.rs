@@ -274,13 +274,14 @@ fn over_stdio(sdk: &str) {
     );
 }
 
-/// `serve --http 127.0.0.1:0` as its own process; SIGTERM at the end.
-fn over_http(sdk: &str) {
+/// `serve --http 127.0.0.1:0` (and `serve_args`) as its own process; SIGTERM at the end.
+fn over_http(sdk: &str, serve_args: &[&str]) {
     let dir = temp_home("serve-http", sdk);
     let marker = marker(sdk);
     let config = config(&dir, &marker);
     let mut gateway = Command::new(bin())
         .args(["--config", &config, "serve", "--http", "127.0.0.1:0"])
+        .args(serve_args)
         .env("HOME", dir.join("home"))
         .env("XDG_CONFIG_HOME", dir.join("xdg"))
         .env_remove("RUST_LOG")
@@ -350,7 +351,15 @@ fn python_sdk_client_over_stdio() {
 
 #[test]
 fn python_sdk_client_over_http() {
-    over_http("python");
+    over_http("python", &[]);
+}
+
+/// `--threads 1`: the HTTP server, the sessions and the upstream connections on one thread
+/// (a current-thread runtime the CLI drives); everything the client does still works and
+/// SIGTERM still drains and leaves no upstream.
+#[test]
+fn python_sdk_client_over_http_on_one_thread() {
+    over_http("python", &["--threads", "1"]);
 }
 
 #[test]
@@ -360,7 +369,7 @@ fn typescript_sdk_client_over_stdio() {
 
 #[test]
 fn typescript_sdk_client_over_http() {
-    over_http("typescript");
+    over_http("typescript", &[]);
 }
 
 /// Operable: `/healthz`, `/readyz`, `/metrics` with the call counted under its client and

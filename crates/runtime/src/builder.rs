@@ -54,6 +54,8 @@ pub struct RuntimeBuilder {
     local_slots: usize,
     remote_slots: usize,
     io: Option<tokio::runtime::Handle>,
+    /// The embedder drives `io` for the harness's whole life ([`Self::io_runtime_driven`]).
+    io_driven: bool,
     io_threads: Option<IoThreads>,
     revision_buffer: usize,
     relist_window: Duration,
@@ -86,6 +88,7 @@ impl RuntimeBuilder {
             local_slots: DEFAULT_LOCAL_SLOTS,
             remote_slots: DEFAULT_REMOTE_SLOTS,
             io: None,
+            io_driven: false,
             io_threads: None,
             revision_buffer: crate::snapshot::revisions::DEFAULT_REVISION_BUFFER,
             relist_window: crate::connection::refresh::DEFAULT_RELIST_WINDOW,
@@ -150,6 +153,18 @@ impl RuntimeBuilder {
     /// a runtime whose threads the embedder blocks also stalls the harness's connections.
     pub fn io_runtime(mut self, handle: tokio::runtime::Handle) -> Self {
         self.io = Some(handle);
+        self.io_driven = false;
+        self
+    }
+
+    /// [`Self::io_runtime`], a current-thread runtime accepted too: the embedder promises to
+    /// drive it (`block_on` around everything that uses the harness) until the [`Runtime`] is
+    /// shut down, and never to block that thread. One thread then carries the embedder's work
+    /// and every connection, with no hand-off between threads on a call — what
+    /// `mcp-harness serve --threads 1` does (`cargo xtask bench --only serve`).
+    pub fn io_runtime_driven(mut self, handle: tokio::runtime::Handle) -> Self {
+        self.io = Some(handle);
+        self.io_driven = true;
         self
     }
 
@@ -259,10 +274,12 @@ impl RuntimeBuilder {
         }
         if let Some(io) = &self.io
             && io.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread
+            && !self.io_driven
         {
             return Err(StartError::System(
                 "`RuntimeBuilder::io_runtime` needs a multi-threaded tokio runtime: a \
-                 current-thread runtime runs connections only while its owner polls it"
+                 current-thread runtime runs connections only while its owner polls it \
+                 (`RuntimeBuilder::io_runtime_driven` if it does for the harness's whole life)"
                     .into(),
             ));
         }

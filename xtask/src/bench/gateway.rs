@@ -48,7 +48,7 @@ use super::report::{Metric, median, percentile};
 use super::{Bench, CALL_TIMEOUT, STARTUP_TIMEOUT, all_connected};
 
 /// Calls per side before measuring.
-const WARMUP: usize = 200;
+pub(super) const WARMUP: usize = 200;
 /// Calls of one side in a row before the other's turn.
 pub(super) const CHUNK: usize = 100;
 /// Concurrent clients of the throughput figure, and calls each makes per round.
@@ -194,7 +194,7 @@ pub(super) async fn latencies(
 }
 
 /// `count` sequential echo calls of `raw`'s client; each call's seconds.
-async fn raw_latencies(raw: &mut RawHttp, count: usize) -> Result<Vec<f64>, String> {
+pub(super) async fn raw_latencies(raw: &mut RawHttp, count: usize) -> Result<Vec<f64>, String> {
     let message = "x".repeat(1024);
     let mut taken = Vec::with_capacity(count);
     for _ in 0..count {
@@ -214,7 +214,7 @@ async fn raw_latencies(raw: &mut RawHttp, count: usize) -> Result<Vec<f64>, Stri
 }
 
 /// The address of an `http://ADDR/mcp` URL, or an error naming it.
-fn mcp_addr(url: &str) -> Result<std::net::SocketAddr, String> {
+pub(super) fn mcp_addr(url: &str) -> Result<std::net::SocketAddr, String> {
     super::http::mcp_addr(url).ok_or_else(|| format!("not an http://ADDR/mcp URL: {url}"))
 }
 
@@ -296,7 +296,7 @@ where
 
 /// The same with `CLIENTS` hand-written keep-alive clients (each its own session and
 /// connection); seconds per call.
-async fn saturate_kept(url: &str, tool: &str) -> Result<f64, String> {
+pub(super) async fn saturate_kept(url: &str, tool: &str) -> Result<f64, String> {
     let addr = mcp_addr(url)?;
     let mut clients = Vec::with_capacity(CLIENTS);
     for _ in 0..CLIENTS {
@@ -352,7 +352,7 @@ fn session_seal(rounds: usize, calls: usize) -> Vec<f64> {
 }
 
 /// The fixture serving Streamable HTTP on `port`, tagged as this run's.
-fn upstream(bench: &Bench, port: u16) -> Result<tokio::process::Child, String> {
+pub(super) fn upstream(bench: &Bench, port: u16) -> Result<tokio::process::Child, String> {
     tokio::process::Command::new(&bench.fixture)
         .args([
             "--transport",

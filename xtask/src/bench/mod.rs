@@ -64,6 +64,9 @@
 //!   the same echo through FastMCP's proxy and supergateway, and the latency we add as a ratio of
 //!   theirs; `gateway_stdio_added_vs_supergateway[_p99]`: the same with our upstream on stdio, as
 //!   supergateway's is (see `peers.rs`);
+//! - `serve_echo_keepalive_threads{N}[_p99]`, `serve_throughput_32_keepalive_threads{N}`: the
+//!   release `mcp-harness serve --http --threads N` in its own process vs the same keep-alive
+//!   client direct to the fixture, N = 1 and 2 (see `serve.rs`; the group builds the release CLI);
 //! - `snapshot_build_<T>`: `SnapshotBuilder` + `build` over S catalogs of T/S realistic tools
 //!   (pure CPU) vs cloning the catalogs' `Arc`s into a map and indexing every qualified name;
 //! - `set_tools_<n>`: `ServerCatalog::set_tools` (sanitising and qualifying) of one server's n
@@ -84,6 +87,7 @@ mod http;
 mod list_changed;
 mod peers;
 mod report;
+mod serve;
 mod snapshot;
 mod sse;
 mod stdio;
@@ -119,7 +123,8 @@ same run (lower is better; 1.00x = no overhead). Results also go to target/bench
   --builds R    rounds of the snapshot-build and set_tools benches (default 200; median)
   --only G,...  run only these groups: echo, cold_start, list_changed, snapshot, http,
                 sse (server-everything over legacy SSE, Streamable HTTP and stdio; installs
-                the npm peers), gateway, cli (builds the release CLI too)
+                the npm peers), gateway, serve (the release `mcp-harness serve --http`
+                process), cli (these two build the release CLI too)
                 (default all)";
 
 const DEFAULT_CALLS: usize = 2000;
@@ -136,7 +141,7 @@ const MAX_ROUNDS: usize = 15;
 const MAX_CHANGES: usize = 5_000;
 const MAX_BUILDS: usize = 100_000;
 /// The metric groups `--only` can pick, in the order they run.
-const GROUPS: [&str; 8] = [
+const GROUPS: [&str; 9] = [
     "echo",
     "cold_start",
     "list_changed",
@@ -144,6 +149,7 @@ const GROUPS: [&str; 8] = [
     "http",
     "sse",
     "gateway",
+    "serve",
     "cli",
 ];
 
@@ -342,7 +348,7 @@ fn outer(options: &Options) -> ExitCode {
     if !release_self {
         build.args(["-p", "xtask", "--bin", "xtask"]);
     }
-    if options.runs("cli") {
+    if options.runs("cli") || options.runs("serve") {
         build.args(["-p", "mcp-harness", "--bin", "mcp-harness"]);
     }
     eprintln!("xtask bench: building release binaries (the first time takes minutes)...");
@@ -497,6 +503,9 @@ impl Bench {
         }
         if self.options.runs("gateway") {
             metrics.extend(self.gateway().await?);
+        }
+        if self.options.runs("serve") {
+            metrics.extend(self.serve().await?);
         }
         if self.options.runs("cli") {
             metrics.extend(self.cli().await?);

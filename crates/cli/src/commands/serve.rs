@@ -75,6 +75,12 @@ pub(crate) struct ServeArgs {
     /// Put each call's arguments in the audit log too (they may hold personal data).
     #[arg(long, requires = "audit")]
     audit_arguments: bool,
+    /// Threads of the gateway process (default: 1 over stdio, 2 with --http). 1: the server,
+    /// every session and every upstream connection on one thread, so a call is never handed
+    /// between threads (the lowest latency); N: shared by N workers (more calls at once). See
+    /// the README's benchmarks.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    threads: Option<u16>,
     /// At most this many open HTTP sessions; more initializes get 429 with Retry-After.
     #[arg(long, value_name = "N", default_value_t = mcp_harness_gateway::DEFAULT_MAX_SESSIONS)]
     max_sessions: usize,
@@ -104,7 +110,22 @@ pub(crate) struct ServeArgs {
     drain_secs: u64,
 }
 
+/// `serve --threads` when not given: one client over stdio calls one at a time (one thread
+/// answers it soonest); many over HTTP call at once (a second thread serves more of them:
+/// `cargo xtask bench --only serve`).
+const DEFAULT_THREADS_STDIO: u16 = 1;
+const DEFAULT_THREADS_HTTP: u16 = 2;
+
 impl ServeArgs {
+    /// `--threads`: how many threads the process's tokio runtime gets (1: current-thread).
+    pub(crate) fn threads(&self) -> usize {
+        let default = match self.http {
+            Some(_) => DEFAULT_THREADS_HTTP,
+            None => DEFAULT_THREADS_STDIO,
+        };
+        usize::from(self.threads.unwrap_or(default))
+    }
+
     /// `--drain-secs`.
     pub(crate) fn drain(&self) -> Duration {
         Duration::from_secs(self.drain_secs)
