@@ -49,16 +49,18 @@ async fn tasks_down_to(handle: &tokio::runtime::Handle, tasks: usize) -> usize {
     handle.metrics().num_alive_tasks()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn connections_run_on_the_embedders_runtime_and_leave_nothing_behind() {
-    let handle = tokio::runtime::Handle::current();
-    let marker = format!("io-runtime-{}", uuid::Uuid::new_v4());
-    let before = handle.metrics().num_alive_tasks();
-    let runtime = RuntimeBuilder::new(config(vec![
-        server("a", fixture_stdio(&["--name", &marker])),
-        server("b", fixture_stdio(&["--name", &marker])),
-    ]))
-    .io_runtime(handle.clone())
+/// Servers `a` and `b` (fixtures named `marker`) started by `builder` (which puts their
+/// connections on the current runtime), connected; asserts their sessions run on this runtime
+/// (at least two more alive tasks than `before`).
+async fn two_on_this_runtime(
+    builder: impl FnOnce(RuntimeBuilder) -> RuntimeBuilder,
+    marker: &str,
+    before: usize,
+) -> mcp_harness_runtime::Runtime {
+    let runtime = builder(RuntimeBuilder::new(config(vec![
+        server("a", fixture_stdio(&["--name", marker])),
+        server("b", fixture_stdio(&["--name", marker])),
+    ])))
     .start()
     .expect("start");
     let s = runtime
@@ -66,11 +68,22 @@ async fn connections_run_on_the_embedders_runtime_and_leave_nothing_behind() {
         .await;
     assert!(connected(&s, &["a", "b"]), "{:?}", s.servers);
     // Each session's message loop (and its process reaper) lives on this runtime now.
-    let during = handle.metrics().num_alive_tasks();
+    let during = tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks();
     assert!(
         during >= before + 2,
-        "the sessions run on the embedder's runtime: {before} tasks before, {during} connected"
+        "the sessions run on this runtime: {before} tasks before, {during} connected"
     );
+    runtime
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_run_on_the_embedders_runtime_and_leave_nothing_behind() {
+    let handle = tokio::runtime::Handle::current();
+    let marker = format!("io-runtime-{}", uuid::Uuid::new_v4());
+    let before = handle.metrics().num_alive_tasks();
+    let runtime = two_on_this_runtime(|b| b.io_runtime(handle.clone()), &marker, before).await;
     let result = runtime
         .call_tool(
             "mcp__a__echo",
@@ -125,22 +138,8 @@ fn a_driven_current_thread_runtime_carries_every_connection() {
     rt.block_on(async {
         let handle = tokio::runtime::Handle::current();
         let before = handle.metrics().num_alive_tasks();
-        let runtime = RuntimeBuilder::new(config(vec![
-            server("a", fixture_stdio(&["--name", &marker])),
-            server("b", fixture_stdio(&["--name", &marker])),
-        ]))
-        .io_runtime_driven(handle.clone())
-        .start()
-        .expect("start");
-        let s = runtime
-            .wait_for(SETTLE, |s| connected(s, &["a", "b"]))
-            .await;
-        assert!(connected(&s, &["a", "b"]), "{:?}", s.servers);
-        let during = handle.metrics().num_alive_tasks();
-        assert!(
-            during >= before + 2,
-            "the sessions run on this thread's runtime: {before} tasks before, {during} connected"
-        );
+        let runtime =
+            two_on_this_runtime(|b| b.io_runtime_driven(handle.clone()), &marker, before).await;
         let calls = (0..8).map(|i| {
             let runtime = &runtime;
             async move {

@@ -213,6 +213,23 @@ pub(super) async fn raw_latencies(raw: &mut RawHttp, count: usize) -> Result<Vec
     Ok(taken)
 }
 
+/// `count` calls of each keep-alive client, `through`'s first when `through_first`; each
+/// side's seconds per call, through's first.
+pub(super) async fn raw_chunks(
+    through: &mut RawHttp,
+    direct: &mut RawHttp,
+    count: usize,
+    through_first: bool,
+) -> Result<(Vec<f64>, Vec<f64>), String> {
+    if through_first {
+        let through = raw_latencies(through, count).await?;
+        Ok((through, raw_latencies(direct, count).await?))
+    } else {
+        let direct = raw_latencies(direct, count).await?;
+        Ok((raw_latencies(through, count).await?, direct))
+    }
+}
+
 /// The address of an `http://ADDR/mcp` URL, or an error naming it.
 pub(super) fn mcp_addr(url: &str) -> Result<std::net::SocketAddr, String> {
     super::http::mcp_addr(url).ok_or_else(|| format!("not an http://ADDR/mcp URL: {url}"))
@@ -465,13 +482,8 @@ impl Bench {
                     (latencies(&through, THROUGH_TOOL, n).await?, bc)
                 };
                 pairs.push(hc.iter().sum::<f64>() / bc.iter().sum::<f64>());
-                let (khc, kbc) = if through_first {
-                    let khc = raw_latencies(&mut kept_through, n).await?;
-                    (khc, raw_latencies(&mut kept_direct, n).await?)
-                } else {
-                    let kbc = raw_latencies(&mut kept_direct, n).await?;
-                    (raw_latencies(&mut kept_through, n).await?, kbc)
-                };
+                let (khc, kbc) =
+                    raw_chunks(&mut kept_through, &mut kept_direct, n, through_first).await?;
                 kpairs.push(khc.iter().sum::<f64>() / kbc.iter().sum::<f64>());
                 kh.extend(khc);
                 kb.extend(kbc);

@@ -20,7 +20,8 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 use super::gateway::{
-    CHUNK, WARMUP, alternating, mcp_addr, raw_latencies, saturate_kept, upstream, wait_listening,
+    CHUNK, WARMUP, alternating, mcp_addr, raw_chunks, raw_latencies, saturate_kept, upstream,
+    wait_listening,
 };
 use super::http::RawHttp;
 use super::report::Metric;
@@ -146,13 +147,8 @@ impl Bench {
             let mut done = 0;
             while done < self.options.calls {
                 let n = CHUNK.min(self.options.calls - done);
-                let (hc, bc) = if (round + done / CHUNK).is_multiple_of(2) {
-                    let hc = raw_latencies(&mut through, n).await?;
-                    (hc, raw_latencies(&mut direct, n).await?)
-                } else {
-                    let bc = raw_latencies(&mut direct, n).await?;
-                    (raw_latencies(&mut through, n).await?, bc)
-                };
+                let through_first = (round + done / CHUNK).is_multiple_of(2);
+                let (hc, bc) = raw_chunks(&mut through, &mut direct, n, through_first).await?;
                 pairs.push(hc.iter().sum::<f64>() / bc.iter().sum::<f64>());
                 h.extend(hc);
                 b.extend(bc);
