@@ -292,12 +292,18 @@ async fn run(cli: Cli) -> u8 {
                 .approver(approver);
             builder = if let Command::Serve(args) = &cli.command {
                 // A config edit drains a replaced server's calls as SIGTERM drains the gateway.
-                // The gateway's sessions and its upstream connections on one runtime: a call
-                // is not handed from the server's thread to an I/O thread and back.
-                builder
+                let builder = builder
                     .callbacks(bridge.callbacks())
-                    .edit_drain(args.drain())
-                    .io_runtime_driven(tokio::runtime::Handle::current())
+                    .edit_drain(args.drain());
+                // One thread: the gateway's sessions and its upstream connections on it, so a
+                // call is never handed to an I/O thread and back. With more, the connections
+                // keep their pinned I/O threads: on a work-stealing runtime the lines a server
+                // sends during a call can reach the client out of order.
+                if args.threads() == 1 {
+                    builder.io_runtime_driven(tokio::runtime::Handle::current())
+                } else {
+                    builder
+                }
             } else {
                 builder.callbacks(std::sync::Arc::new(terminal::TerminalCallbacks {
                     roots: roots.clone(),
