@@ -113,7 +113,8 @@ impl Bench {
 /// Each side's samples and the paired ratios, in seconds.
 type Sides = (Vec<f64>, Vec<f64>, Vec<f64>);
 
-fn write(dir: &Path, name: &str, config: serde_json::Value) -> Result<PathBuf, String> {
+/// `config` as the file `name` in `dir`; its path.
+pub(super) fn write(dir: &Path, name: &str, config: serde_json::Value) -> Result<PathBuf, String> {
     let path = dir.join(name);
     std::fs::write(&path, config.to_string())
         .map_err(|e| format!("cannot write {}: {e}", path.display()))?;

@@ -12,13 +12,14 @@
 //!
 //! Invariant: every process this group starts is killed and reaped before it returns.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
+use super::cli::write;
 use super::gateway::{
     CHUNK, WARMUP, alternating, mcp_addr, raw_chunks, raw_latencies, saturate_kept, upstream,
     wait_listening,
@@ -98,13 +99,11 @@ impl Bench {
             .and_then(|l| l.local_addr())
             .map_err(|e| format!("no free port: {e}"))?
             .port();
-        let dir = tempdir()?;
+        // Named by the run's tag, as the `cli` group's directory is.
+        let dir = std::env::temp_dir().join(format!("{}-serve", self.tag));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("temp dir: {e}"))?;
         let mut fixture = upstream(self, port)?;
-        let measured = tokio::time::timeout(
-            PHASE_LIMIT,
-            self.serve_layouts(port, &dir.join("serve.json")),
-        )
-        .await;
+        let measured = tokio::time::timeout(PHASE_LIMIT, self.serve_layouts(port, &dir)).await;
         let _ = fixture.kill().await;
         let _ = fixture.wait().await;
         let _ = std::fs::remove_dir_all(&dir);
@@ -112,19 +111,18 @@ impl Bench {
         measured.map_err(|_| format!("the serve group took over {PHASE_LIMIT:?}"))?
     }
 
-    async fn serve_layouts(&self, port: u16, config: &Path) -> Result<Vec<Metric>, String> {
+    async fn serve_layouts(&self, port: u16, dir: &Path) -> Result<Vec<Metric>, String> {
         wait_listening(port).await?;
         let direct_url = format!("http://127.0.0.1:{port}/mcp");
         let json = serde_json::json!({
             "mcpServers": {"fx": {"type": "http", "url": direct_url}},
             "permissions": {"allow": ["**"]},
         });
-        std::fs::write(config, json.to_string())
-            .map_err(|e| format!("cannot write {}: {e}", config.display()))?;
+        let config = write(dir, "serve.json", json)?;
         let cli = target_dir().join("release").join("mcp-harness");
         let mut metrics = Vec::new();
         for threads in THREADS {
-            let served = Served::start(&cli, config, threads).await?;
+            let served = Served::start(&cli, &config, threads).await?;
             let measured = self.serve_measure(&served.url, &direct_url, threads).await;
             served.stop().await;
             metrics.extend(measured?);
@@ -188,11 +186,4 @@ impl Bench {
         };
         Ok(vec![echo.p99(), echo, throughput])
     }
-}
-
-/// A fresh directory for the group's config file.
-fn tempdir() -> Result<PathBuf, String> {
-    let dir = std::env::temp_dir().join(format!("xtask-bench-serve-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    Ok(dir)
 }
