@@ -159,10 +159,11 @@ fn sigterm_leaves_no_process_and_no_temp_dir() {
 
 /// On SIGKILL nothing in the harness runs: the server dies through its death signal
 /// (`PR_SET_PDEATHSIG`). Its grandchildren are out of reach then (they are reparented past the
-/// dead harness), and so is the temp dir; the sweep kills them.
+/// dead harness), and so is the temp dir until the next harness starts: its output store
+/// removes the directories whose owner died (their lock is free).
 #[test]
 fn sigkill_takes_the_server_down_with_the_harness() {
-    let (mut child, marker, _tmp, _sweep) = start("kill");
+    let (mut child, marker, tmp, _sweep) = start("kill");
     let server = |m: &str| {
         marked(m)
             .into_iter()
@@ -176,5 +177,22 @@ fn sigkill_takes_the_server_down_with_the_harness() {
         gone,
         "the server outlived a SIGKILLed harness: {:?}",
         server(&marker)
+    );
+    assert_eq!(output_dirs(&tmp).len(), 1, "the killed harness's store");
+    let empty = tmp.join("empty.json");
+    std::fs::write(&empty, r#"{"mcpServers": {}}"#).expect("write empty config");
+    let next = Command::new(common::bin())
+        .args(["--config", empty.to_str().unwrap_or_default(), "servers"])
+        .env("HOME", tmp.join("home"))
+        .env("XDG_CONFIG_HOME", tmp.join("xdg"))
+        .env("TMPDIR", &tmp)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run mcp-harness servers");
+    assert!(next.status.success(), "{next:?}");
+    assert!(
+        output_dirs(&tmp).is_empty(),
+        "the next harness left the dead one's store: {:?}",
+        output_dirs(&tmp)
     );
 }

@@ -64,7 +64,15 @@ fn config(
     .map_err(|e| e.to_string())
 }
 
+/// Runs the scenario, then removes the run's private store (tokens, id tokens): one
+/// directory per scenario process would otherwise pile up in the temp dir.
 pub(crate) async fn run(runtime: &Runtime, url: &str) -> Result<(), String> {
+    let result = scenario(runtime, url).await;
+    let _ = std::fs::remove_dir_all(store_dir());
+    result
+}
+
+async fn scenario(runtime: &Runtime, url: &str) -> Result<(), String> {
     let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
     let mut snapshot = runtime.wait_settled(Duration::from_secs(25)).await;
     // What a user does on needs-auth: log in, then the server connects with the tokens. A server

@@ -8,6 +8,11 @@
 //!   [`std::env::temp_dir`], created with mode 0700 and removed when the store is dropped; a
 //!   configured root is created 0700 if missing and left in place (an existing one keeps its
 //!   mode). Stored files are created new with mode 0600;
+//! - a per-store temp directory holds an exclusive advisory lock (`.lock`, taken before the
+//!   file has that name) for the store's life; the OS drops it when the process dies, even by
+//!   SIGKILL. Opening a per-store directory removes the temp directories of stores whose lock
+//!   is free — owners that died without dropping their store — and never one without a lock
+//!   file (older versions, or a store being created);
 //! - a handle is `out-` followed by 32 lowercase hex digits and nothing else; anything else is
 //!   refused before the filesystem is touched, so a handle cannot name a path outside the
 //!   store. Only files the store indexed (written by it, or found in its root at open) are read;
@@ -339,6 +344,8 @@ struct Index {
 pub(crate) struct OutputStore {
     root: PathBuf,
     owned: bool,
+    /// The lock on a per-store temp directory, held until drop (see the module docs).
+    _lock: Option<File>,
     page_chars: usize,
     preview_chars: usize,
     max_total_bytes: u64,
@@ -360,6 +367,66 @@ impl Drop for OutputStore {
         if self.owned {
             let _ = fs::remove_dir_all(&self.root);
         }
+    }
+}
+
+/// How a per-store temp directory's name starts.
+const TEMP_DIR_PREFIX: &str = "mcp-harness-output-";
+/// The lock file of a per-store temp directory.
+const LOCK_FILE: &str = ".lock";
+
+/// Takes the store's lock in `dir`: the file is locked under another name and only then
+/// renamed to [`LOCK_FILE`], so a sweep never sees an unlocked lock file of a live store.
+fn lock_dir(dir: &Path) -> Result<File, OutputError> {
+    let pending = dir.join(".lock-pending");
+    let file = File::create_new(&pending).map_err(|e| OutputError::io(&pending, e))?;
+    file.try_lock().map_err(|e| {
+        let e = match e {
+            fs::TryLockError::Error(e) => e,
+            fs::TryLockError::WouldBlock => std::io::ErrorKind::WouldBlock.into(),
+        };
+        OutputError::io(&pending, e)
+    })?;
+    let lock = dir.join(LOCK_FILE);
+    fs::rename(&pending, &lock).map_err(|e| OutputError::io(&lock, e))?;
+    Ok(file)
+}
+
+/// Removes the per-store temp directories under `temp` whose lock file nobody holds: their
+/// stores' processes died without dropping them (SIGKILL, abort). Best effort: a directory
+/// that cannot be opened (another user's) or locked (alive) is left alone.
+fn sweep_orphans(temp: &Path) {
+    let Ok(listing) = fs::read_dir(temp) else {
+        return;
+    };
+    let mut removed = 0usize;
+    for item in listing.flatten() {
+        let name = item.file_name();
+        if !name
+            .to_str()
+            .is_some_and(|n| n.starts_with(TEMP_DIR_PREFIX))
+        {
+            continue;
+        }
+        let dir = item.path();
+        // A lock file is only ever a file the store created: never follow a link.
+        let lock = dir.join(LOCK_FILE);
+        if !fs::symlink_metadata(&lock).is_ok_and(|m| m.is_file()) {
+            continue;
+        }
+        let Ok(file) = File::open(&lock) else {
+            continue;
+        };
+        if file.try_lock().is_ok() && fs::remove_dir_all(&dir).is_ok() {
+            removed += 1;
+        }
+    }
+    if removed > 0 {
+        tracing::info!(
+            removed,
+            dir = %temp.display(),
+            "removed the output stores of processes that died without cleaning up"
+        );
     }
 }
 
@@ -392,8 +459,10 @@ impl OutputStore {
                 (root, false)
             }
             None => {
-                let root = std::env::temp_dir().join(format!(
-                    "mcp-harness-output-{}",
+                let temp = std::env::temp_dir();
+                sweep_orphans(&temp);
+                let root = temp.join(format!(
+                    "{TEMP_DIR_PREFIX}{}",
                     uuid::Uuid::new_v4().simple()
                 ));
                 // Not recursive: the directory must be new, hence ours.
@@ -401,9 +470,16 @@ impl OutputStore {
                 (root, true)
             }
         };
+        let lock = match owned {
+            true => Some(lock_dir(&root).inspect_err(|_| {
+                let _ = fs::remove_dir_all(&root);
+            })?),
+            false => None,
+        };
         let store = OutputStore {
             root,
             owned,
+            _lock: lock,
             page_chars: config.page_chars.max(1),
             preview_chars: config.preview_chars,
             max_total_bytes: config.max_total_bytes,
@@ -736,6 +812,42 @@ fn page_starts(text: &str, page_chars: usize) -> Vec<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_sweep_removes_only_stores_whose_owner_is_gone() {
+        let temp = std::env::temp_dir().join(format!("mcp-harness-sweep-{}", OutputHandle::new()));
+        let dir = |name: &str| {
+            let dir = temp.join(name);
+            fs::create_dir_all(&dir).unwrap();
+            fs::write(dir.join("out-x.txt"), "stored").unwrap();
+            dir
+        };
+        // Its owner died: the lock file is there and nobody holds it.
+        let dead = dir("mcp-harness-output-dead");
+        fs::write(dead.join(LOCK_FILE), "").unwrap();
+        // Alive: the lock is held (a second open file description cannot take it).
+        let alive = dir("mcp-harness-output-alive");
+        let held = lock_dir(&alive).unwrap();
+        // No lock file: an older version's, or one being created.
+        let unlocked = dir("mcp-harness-output-old");
+        // Not ours, whatever it holds.
+        let other = dir("other-output");
+        fs::write(other.join(LOCK_FILE), "").unwrap();
+        // A lock file that is a link is not one the store made.
+        let linked = dir("mcp-harness-output-linked");
+        #[cfg(unix)]
+        std::os::unix::fs::symlink(dead.join("out-x.txt"), linked.join(LOCK_FILE)).unwrap();
+
+        sweep_orphans(&temp);
+        assert!(!dead.exists());
+        for kept in [&alive, &unlocked, &other, &linked] {
+            assert!(kept.join("out-x.txt").exists(), "{}", kept.display());
+        }
+        drop(held);
+        sweep_orphans(&temp);
+        assert!(!alive.exists(), "its lock was released");
+        fs::remove_dir_all(&temp).unwrap();
+    }
 
     #[test]
     fn handles_are_strict() {
