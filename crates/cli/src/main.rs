@@ -297,8 +297,8 @@ async fn run(cli: Cli) -> u8 {
                     .edit_drain(args.drain());
                 // One thread: the gateway's sessions and its upstream connections on it, so a
                 // call is never handed to an I/O thread and back. With more, the connections
-                // keep their pinned I/O threads: on a work-stealing runtime the lines a server
-                // sends during a call can reach the client out of order.
+                // keep their pinned I/O threads, the layout that measured best at saturation
+                // (README, benchmarks, sessions 20 and 21).
                 if args.threads() == 1 {
                     builder.io_runtime_driven(tokio::runtime::Handle::current())
                 } else {

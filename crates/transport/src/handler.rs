@@ -27,7 +27,7 @@ use rmcp::service::{
 use crate::callbacks::{
     CallbackFuture, Callbacks, ClientCallbacks, RequestOrigin, apply_form_defaults,
 };
-use crate::ordered::Delivered;
+use crate::ordered::{Delivered, Sequence};
 
 /// What a connected server told us, outside any request/response pair.
 #[derive(Debug, Clone)]
@@ -104,11 +104,21 @@ impl HarnessClient {
         self
     }
 
-    /// After delivering a notification of a kind [`counted`](crate::ordered::counted) names:
-    /// counts it, as the transport did when it arrived outside a subscription stream.
-    fn delivered(&self, context: &NotificationContext<RoleClient>) {
-        if context.meta.subscription_id().is_none() {
-            self.delivered.one();
+    /// Delivers `event` (if any: a notification may carry nothing to deliver) to the sink — in
+    /// its session's arrival order when the transport numbered it (see [`crate::ordered`]).
+    async fn emit_in_turn(
+        &self,
+        event: Option<ServerEvent>,
+        context: &NotificationContext<RoleClient>,
+    ) {
+        let deliver = || {
+            if let Some(event) = event {
+                self.emit(event);
+            }
+        };
+        match context.extensions.get::<Sequence>() {
+            Some(sequence) => self.delivered.in_turn(*sequence, deliver).await,
+            None => deliver(),
         }
     }
 
@@ -341,8 +351,8 @@ impl ClientHandler for HarnessClient {
         params: ProgressNotificationParam,
         context: NotificationContext<RoleClient>,
     ) {
-        self.emit(ServerEvent::Progress(params));
-        self.delivered(&context);
+        self.emit_in_turn(Some(ServerEvent::Progress(params)), &context)
+            .await;
     }
 
     async fn on_logging_message(
@@ -350,8 +360,8 @@ impl ClientHandler for HarnessClient {
         params: LoggingMessageNotificationParam,
         context: NotificationContext<RoleClient>,
     ) {
-        self.emit(ServerEvent::Log(params));
-        self.delivered(&context);
+        self.emit_in_turn(Some(ServerEvent::Log(params)), &context)
+            .await;
     }
 
     async fn on_custom_notification(
@@ -359,17 +369,17 @@ impl ClientHandler for HarnessClient {
         notification: CustomNotification,
         context: NotificationContext<RoleClient>,
     ) {
-        self.custom_notification(notification);
-        self.delivered(&context);
+        let event = self.custom_notification(notification);
+        self.emit_in_turn(event, &context).await;
     }
 }
 
 impl HarnessClient {
-    /// A task status goes to the sink; any other custom notification is ignored.
-    fn custom_notification(&self, notification: CustomNotification) {
+    /// A task status is an event for the sink; any other custom notification is ignored.
+    fn custom_notification(&self, notification: CustomNotification) -> Option<ServerEvent> {
         if notification.method != TASK_STATUS_NOTIFICATION {
             tracing::trace!(server = %self.server, method = %notification.method, "custom notification ignored");
-            return;
+            return None;
         }
         match notification.params {
             Some(serde_json::Value::Object(params))
@@ -380,10 +390,11 @@ impl HarnessClient {
                         .get("status")
                         .is_some_and(serde_json::Value::is_string) =>
             {
-                self.emit(ServerEvent::TaskStatus(params));
+                Some(ServerEvent::TaskStatus(params))
             }
             _ => {
                 tracing::debug!(server = %self.server, "a notifications/tasks/status without a string taskId and status; dropped");
+                None
             }
         }
     }

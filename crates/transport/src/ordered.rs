@@ -1,17 +1,23 @@
-//! Keeps a server's notifications ahead of the responses it sent after them.
+//! Keeps a server's notifications in the order it sent them, and ahead of the responses it
+//! sent after them.
 //!
 //! rmcp hands each notification to its handler in a task of its own, but a response straight
 //! to the waiting request. A log line (or progress, or a task status) a server sent just before
 //! a call's result could therefore reach the [`EventSink`](crate::EventSink) after the caller
 //! already had the result — under load, every line of the call was lost to a caller that stops
-//! listening once it has its result.
+//! listening once it has its result. On a multi-threaded runtime those tasks also run side by
+//! side, so two log lines could reach the sink swapped.
 //!
-//! Invariant: a response (or error response) is handed to rmcp only after the handlers of every
-//! counted notification received before it have delivered it to the sink, or after
-//! [`ORDER_WAIT`] when one never does (the count then starts again from what was delivered, so
-//! one lost handler delays one response, not every later one). Counted are the notifications
-//! whose handlers deliver synchronously — logging, progress and custom ones (task statuses) —
-//! outside a 2026-07-28 subscription stream (rmcp routes those elsewhere).
+//! Invariants, for the counted notifications — those whose handlers deliver synchronously
+//! (logging, progress and custom ones: task statuses) outside a 2026-07-28 subscription stream
+//! (rmcp routes those elsewhere):
+//! - the transport numbers them in arrival order ([`Sequence`], in the notification's
+//!   extensions); a handler delivers number `n` only after every earlier one was delivered, or
+//!   after [`ORDER_WAIT`] when one never is;
+//! - a response (or error response) is handed to rmcp only after every counted notification
+//!   received before it was delivered, or after [`ORDER_WAIT`];
+//! - a handler that never runs delays at most the next delivery, once: whoever gives up
+//!   waiting for it marks it as passed, so later ones do not wait for it again.
 
 use std::borrow::Cow;
 use std::future::Future;
@@ -21,8 +27,8 @@ use std::time::Duration;
 
 use rmcp::RoleClient;
 use rmcp::model::{
-    ClientJsonRpcMessage, GetMeta, JsonRpcMessage, NotificationMetaObject, ServerJsonRpcMessage,
-    ServerNotification,
+    ClientJsonRpcMessage, GetExtensions, GetMeta, JsonRpcMessage, NotificationMetaObject,
+    ServerJsonRpcMessage, ServerNotification,
 };
 use rmcp::transport::Transport;
 use tokio::sync::Notify;
@@ -31,27 +37,48 @@ use tokio::sync::Notify;
 /// Handlers only call the sink, so they take microseconds unless the runtime is starved.
 pub(crate) const ORDER_WAIT: Duration = Duration::from_secs(1);
 
-/// How many counted notifications of one session the handler has delivered. Shared by the
-/// session's [`InOrder`] transport (which waits on it) and its handler (which bumps it).
+/// How far one session's counted notifications were delivered: every number below
+/// [`Delivered::next`] was delivered or given up on. Shared by the session's [`InOrder`]
+/// transport (which numbers them and holds responses behind them) and its handler (which
+/// delivers in number order).
 #[derive(Debug, Default)]
 pub(crate) struct Delivered {
-    count: AtomicU64,
+    next: AtomicU64,
     notify: Notify,
 }
 
+/// A counted notification's place in its session's arrival order (0 for the first), put in
+/// its extensions by [`InOrder`] for the handler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Sequence(pub u64);
+
 impl Delivered {
-    /// A handler delivered one counted notification.
-    pub(crate) fn one(&self) {
-        self.count.fetch_add(1, Ordering::AcqRel);
+    /// Everything up to and including `sequence` was delivered or given up on.
+    fn pass(&self, sequence: u64) {
+        self.next.fetch_max(sequence + 1, Ordering::AcqRel);
         self.notify.notify_waiters();
     }
 
     fn get(&self) -> u64 {
-        self.count.load(Ordering::Acquire)
+        self.next.load(Ordering::Acquire)
     }
 
-    /// Waits until at least `target` were delivered, until `deadline` at the latest; what was
-    /// delivered by then.
+    /// Delivers the counted notification numbered `sequence` through `deliver`, in its turn:
+    /// after every earlier one, or after [`ORDER_WAIT`] when one of them never comes.
+    pub(crate) async fn in_turn(&self, sequence: Sequence, deliver: impl FnOnce()) {
+        let deadline = tokio::time::Instant::now() + ORDER_WAIT;
+        if self.reach(sequence.0, deadline).await < sequence.0 {
+            tracing::warn!(
+                waiting = sequence.0 - self.get(),
+                "a server's notifications were not delivered within {ORDER_WAIT:?}; the next one goes on without them"
+            );
+        }
+        deliver();
+        self.pass(sequence.0);
+    }
+
+    /// Waits until every number below `target` was passed, until `deadline` at the latest;
+    /// how far it got by then.
     async fn reach(&self, target: u64, deadline: tokio::time::Instant) -> u64 {
         let reached = async {
             loop {
@@ -69,9 +96,9 @@ impl Delivered {
     }
 }
 
-/// Whether the handler of `notification` (with `meta`) counts itself in [`Delivered`]: the
-/// transport and the handler decide with this one function, so their counts agree.
-pub(crate) fn counted(notification: &ServerNotification, meta: &NotificationMetaObject) -> bool {
+/// Whether `notification` (with `meta`) is numbered and delivered in order (see the module
+/// doc).
+fn counted(notification: &ServerNotification, meta: &NotificationMetaObject) -> bool {
     matches!(
         notification,
         ServerNotification::LoggingMessageNotification(_)
@@ -124,11 +151,14 @@ where
     // future alone.
     async fn receive(&mut self) -> Option<ServerJsonRpcMessage> {
         if self.held.is_none() {
-            let message = self.inner.receive().await?;
-            match &message {
+            let mut message = self.inner.receive().await?;
+            match &mut message {
                 JsonRpcMessage::Notification(n)
                     if counted(&n.notification, n.notification.get_meta()) =>
                 {
+                    n.notification
+                        .extensions_mut()
+                        .insert(Sequence(self.received));
                     self.received += 1;
                     return Some(message);
                 }
@@ -147,7 +177,8 @@ where
                 waiting = self.received - delivered,
                 "notifications sent before a response were not delivered within {ORDER_WAIT:?}; the response goes on without them"
             );
-            self.received = delivered;
+            // Given up on: nothing later waits for them again.
+            self.delivered.pass(self.received - 1);
         }
         self.held.take().map(|(message, _)| message)
     }
@@ -167,8 +198,8 @@ mod tests {
         let bump = delivered.clone();
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(20)).await;
-            bump.one();
-            bump.one();
+            bump.pass(0);
+            bump.pass(1);
         });
         let after = |wait| tokio::time::Instant::now() + wait;
         assert_eq!(delivered.reach(2, after(Duration::from_secs(5))).await, 2);
@@ -212,11 +243,63 @@ mod tests {
             dropped.is_err(),
             "the response waited for the line before it"
         );
-        delivered.one();
+        delivered.pass(0);
         let next = tokio::time::timeout(Duration::from_secs(5), transport.receive())
             .await
             .expect("the held response comes out of the next receive");
         assert!(matches!(next, Some(JsonRpcMessage::Response(_))));
+    }
+
+    /// An in-process server that answers `initialize`, and every other request with the
+    /// notifications `before` and then a result, all in one write.
+    fn answers_after(before: Vec<serde_json::Value>) -> crate::InProcessServe {
+        use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+        Arc::new(move |pipe| {
+            let before = before.clone();
+            tokio::spawn(async move {
+                let (read, mut write) = tokio::io::split(pipe);
+                let mut lines = BufReader::new(read).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    let message: serde_json::Value = serde_json::from_str(&line).unwrap();
+                    let Some(id) = message.get("id").cloned() else {
+                        continue;
+                    };
+                    let mut out = String::new();
+                    if message["method"] == "initialize" {
+                        out += &serde_json::json!({"jsonrpc": "2.0", "id": id, "result": {
+                            "protocolVersion": "2025-06-18",
+                            "capabilities": {"tools": {}, "logging": {}},
+                            "serverInfo": {"name": "ordered", "version": "1"}}})
+                        .to_string();
+                    } else {
+                        for notification in &before {
+                            out += &notification.to_string();
+                            out += "\n";
+                        }
+                        out += &serde_json::json!({"jsonrpc": "2.0", "id": id, "result": {
+                            "content": [{"type": "text", "text": "done"}]}})
+                        .to_string();
+                    }
+                    if write
+                        .write_all(format!("{out}\n").as_bytes())
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        })
+    }
+
+    async fn call(session: &crate::Session) {
+        let call = session
+            .peer()
+            .call_tool(rmcp::model::CallToolRequestParams::new("echo"));
+        tokio::time::timeout(Duration::from_secs(10), call)
+            .await
+            .expect("the result is not lost while it waits")
+            .expect("the call answers");
     }
 
     /// A server writes a log line, a progress notification and the call's result in one write;
@@ -227,45 +310,13 @@ mod tests {
     async fn a_result_waits_for_the_log_line_sent_before_it() {
         use crate::{ConnectOptions, Connector, HarnessClient, InProcessConnector, ServerEvent};
         use std::sync::Mutex;
-        use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-        let serve: crate::InProcessServe = Arc::new(|pipe| {
-            tokio::spawn(async move {
-                let (read, mut write) = tokio::io::split(pipe);
-                let mut lines = BufReader::new(read).lines();
-                while let Ok(Some(line)) = lines.next_line().await {
-                    let message: serde_json::Value = serde_json::from_str(&line).unwrap();
-                    let Some(id) = message.get("id").cloned() else {
-                        continue;
-                    };
-                    let out = match message["method"].as_str() {
-                        Some("initialize") => {
-                            serde_json::json!({"jsonrpc": "2.0", "id": id, "result": {
-                            "protocolVersion": "2025-06-18",
-                            "capabilities": {"tools": {}, "logging": {}},
-                            "serverInfo": {"name": "ordered", "version": "1"}}})
-                            .to_string()
-                        }
-                        _ => format!(
-                            "{}\n{}\n{}",
-                            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/message",
-                                "params": {"level": "info", "data": "before the result"}}),
-                            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/progress",
-                                "params": {"progressToken": "p", "progress": 1}}),
-                            serde_json::json!({"jsonrpc": "2.0", "id": id, "result": {
-                                "content": [{"type": "text", "text": "done"}]}})
-                        ),
-                    };
-                    if write
-                        .write_all(format!("{out}\n").as_bytes())
-                        .await
-                        .is_err()
-                    {
-                        return;
-                    }
-                }
-            });
-        });
+        let serve = answers_after(vec![
+            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/message",
+                "params": {"level": "info", "data": "before the result"}}),
+            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                "params": {"progressToken": "p", "progress": 1}}),
+        ]);
         let seen = Arc::new(Mutex::new(Vec::new()));
         let sink_seen = seen.clone();
         let sink: crate::EventSink = Arc::new(move |event| {
@@ -282,18 +333,57 @@ mod tests {
             .await
             .expect("connects");
         for round in 1..=3 {
-            let call = session
-                .peer()
-                .call_tool(rmcp::model::CallToolRequestParams::new("echo"));
-            tokio::time::timeout(Duration::from_secs(10), call)
-                .await
-                .expect("the result is not lost while it waits")
-                .expect("the call answers");
+            call(&session).await;
             assert_eq!(
                 seen.lock().unwrap().len(),
                 2 * round,
                 "the log line and progress sent before result {round} reached the sink before it"
             );
+        }
+        session.shutdown().await;
+    }
+
+    /// On a multi-threaded runtime rmcp runs the handlers of a server's notifications side by
+    /// side: 60 log lines, a sink that dawdles over every fifth, and still the sink sees them
+    /// in the order the server wrote them, all before the result.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[allow(deprecated)] // logging is deprecated by SEP-2577; servers still send it
+    async fn log_lines_reach_the_sink_in_the_order_they_were_sent() {
+        use crate::{ConnectOptions, Connector, HarnessClient, InProcessConnector, ServerEvent};
+        use std::sync::Mutex;
+
+        const LINES: u64 = 60;
+        let serve = answers_after(
+            (0..LINES)
+                .map(|i| {
+                    serde_json::json!({"jsonrpc": "2.0", "method": "notifications/message",
+                        "params": {"level": "info", "data": i}})
+                })
+                .collect(),
+        );
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink_seen = seen.clone();
+        let sink: crate::EventSink = Arc::new(move |event| {
+            let ServerEvent::Log(line) = event else {
+                return;
+            };
+            let i = line.data.as_u64().unwrap();
+            if i % 5 == 0 {
+                std::thread::sleep(Duration::from_millis(3));
+            }
+            sink_seen.lock().unwrap().push(i);
+        });
+        let session = InProcessConnector { serve }
+            .connect(HarnessClient::new(sink), ConnectOptions::new("ordered"))
+            .await
+            .expect("connects");
+        for round in 0..3 {
+            call(&session).await;
+            let expected: Vec<u64> = (0..LINES)
+                .cycle()
+                .take(((round + 1) * LINES) as usize)
+                .collect();
+            assert_eq!(*seen.lock().unwrap(), expected, "round {round}");
         }
         session.shutdown().await;
     }
