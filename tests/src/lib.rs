@@ -14,6 +14,7 @@
 //! (`cargo xtask cycles`).
 
 pub mod options;
+pub mod scratch;
 
 mod conformance;
 

@@ -353,8 +353,7 @@ struct Launches {
 
 impl Launches {
     fn new() -> Self {
-        let log =
-            std::env::temp_dir().join(format!("mcp-harness-launches-{}", uuid::Uuid::new_v4()));
+        let log = mcp_harness_fixture::scratch::dir("launches").join("log");
         Self { log }
     }
 

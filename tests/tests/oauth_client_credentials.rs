@@ -104,8 +104,7 @@ async fn private_key_jwt_signs_an_assertion_for_the_authorization_server() {
     let ctx = common::auth_server::temp_auth("cc");
     let st = start_server().await;
     let url = st.url();
-    let key_dir = std::env::temp_dir().join(format!("mcp-harness-cc-key-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&key_dir).unwrap();
+    let key_dir = mcp_harness_fixture::scratch::dir("cc-key");
     let key_file = key_dir.join("client.pem");
     std::fs::write(&key_file, TEST_KEY).unwrap();
     let server = configured(

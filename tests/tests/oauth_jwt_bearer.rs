@@ -54,9 +54,7 @@ fn configured(url: &str, oauth: serde_json::Value) -> mcp_harness_runtime::Serve
 
 /// A new private directory for the JWT files of one test.
 fn jwt_dir() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("mcp-harness-jb-jwt-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    mcp_harness_fixture::scratch::dir("jb-jwt")
 }
 
 async fn call_echo(runtime: &mcp_harness_runtime::Runtime) {

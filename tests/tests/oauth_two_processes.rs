@@ -331,10 +331,7 @@ fn spawn_child(base: &str, dir: &Path) -> ChildGuard {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_processes_sharing_the_store_refresh_once() {
-    let dir = std::env::temp_dir().join(format!(
-        "mcp-harness-oauth-2p-test-{}",
-        uuid::Uuid::new_v4()
-    ));
+    let dir = mcp_harness_fixture::scratch::dir("oauth-2p-test").join("tokens");
     let ctx = auth::AuthContext::in_dir(dir.clone());
     let (server, app) = start_server(dir.clone()).await;
     let (base, url) = (server.base.clone(), server.url());

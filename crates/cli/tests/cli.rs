@@ -26,9 +26,7 @@ fn fixture_config(dir: &std::path::Path, marker: &str) -> std::path::PathBuf {
 }
 
 fn temp_dir() -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("mcp-harness-cli-{}", uuid_like()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
+    mcp_harness_fixture::scratch::dir("cli")
 }
 
 fn uuid_like() -> String {

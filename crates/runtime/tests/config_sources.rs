@@ -708,16 +708,7 @@ fn sources_merge_with_precedence_dedupe_policy_and_disabled_servers() {
 
 /// A fresh folder under the system temp dir.
 fn temp_dir(tag: &str) -> PathBuf {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let dir = std::env::temp_dir().join(format!(
-        "mcp-harness-sources-{tag}-{}-{nanos}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
+    mcp_harness_fixture::scratch::dir(&format!("sources-{tag}"))
 }
 
 #[test]

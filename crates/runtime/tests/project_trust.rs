@@ -12,14 +12,7 @@ use mcp_harness_runtime::{Runtime, RuntimeBuilder};
 
 /// A fresh folder with `xdg/mcp-harness/` (the user config dir) and `project/`.
 fn temp_dir(tag: &str) -> PathBuf {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let dir = std::env::temp_dir().join(format!(
-        "mcp-harness-trust-{tag}-{}-{nanos}",
-        std::process::id()
-    ));
+    let dir = mcp_harness_fixture::scratch::dir(&format!("trust-{tag}"));
     std::fs::create_dir_all(dir.join("xdg/mcp-harness")).expect("xdg");
     std::fs::create_dir_all(dir.join("project")).expect("project");
     dir

@@ -11,14 +11,27 @@ use rmcp::transport::auth::{CredentialStore, OAuthTokenResponse, StoredCredentia
 const ACCESS: &str = "access-SECRET-123";
 const REFRESH: &str = "refresh-SECRET-456";
 
-fn temp_dir() -> std::path::PathBuf {
+/// Removes a test's folder when the test ends, unless it failed (then it is kept to look at).
+struct Scratch(std::path::PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+/// A `tokens` folder not made yet, inside a fresh folder that goes with the returned guard.
+fn temp_dir() -> (Scratch, std::path::PathBuf) {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_nanos();
-    std::env::temp_dir()
-        .join(format!("mcp-harness-store-{}-{nanos}", std::process::id()))
-        .join("tokens")
+    let parent =
+        std::env::temp_dir().join(format!("mcp-harness-store-{}-{nanos}", std::process::id()));
+    let tokens = parent.join("tokens");
+    (Scratch(parent), tokens)
 }
 
 fn credentials() -> StoredCredentials {
@@ -32,7 +45,7 @@ fn credentials() -> StoredCredentials {
 
 #[tokio::test]
 async fn saves_0600_in_0700_and_round_trips() {
-    let dir = temp_dir();
+    let (_scratch, dir) = temp_dir();
     let store = FileCredentialStore::in_dir(dir.clone(), "srv", "https://example.com/mcp");
     assert!(store.load().await.unwrap().is_none());
     store.save(credentials()).await.unwrap();
@@ -77,7 +90,7 @@ async fn saves_0600_in_0700_and_round_trips() {
 
 #[tokio::test]
 async fn a_store_for_another_server_or_url_sees_nothing() {
-    let dir = temp_dir();
+    let (_scratch, dir) = temp_dir();
     let store = FileCredentialStore::in_dir(dir.clone(), "srv", "https://a.example/mcp");
     store.save(credentials()).await.unwrap();
     let moved = FileCredentialStore::in_dir(dir.clone(), "srv", "https://b.example/mcp");
@@ -88,7 +101,7 @@ async fn a_store_for_another_server_or_url_sees_nothing() {
 
 #[tokio::test]
 async fn no_token_in_errors_or_debug() {
-    let dir = temp_dir();
+    let (_scratch, dir) = temp_dir();
     let store = FileCredentialStore::in_dir(dir.clone(), "srv", "https://example.com/mcp");
     store.save(credentials()).await.unwrap();
     let debug = format!("{store:?} {:?}", store.load().await.unwrap());
@@ -113,7 +126,7 @@ async fn no_token_in_errors_or_debug() {
 
 #[tokio::test]
 async fn refresh_guard_excludes_a_second_holder() {
-    let dir = temp_dir();
+    let (_scratch, dir) = temp_dir();
     let a = FileCredentialStore::in_dir(dir.clone(), "srv", "https://example.com/mcp");
     let b = FileCredentialStore::in_dir(dir, "srv", "https://example.com/mcp");
     let guard = a.acquire_refresh_guard().await.unwrap();

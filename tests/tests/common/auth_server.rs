@@ -33,10 +33,10 @@ pub const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 const TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
 
 /// An auth context with a token store of its own in a new temporary directory (`label` in its
-/// name): a test's tokens never touch the user's store or another test's.
+/// name, `tokens/` inside it not made yet): a test's tokens never touch the user's store or
+/// another test's.
 pub fn temp_auth(label: &str) -> mcp_harness_runtime::transport::auth::AuthContext {
-    let dir =
-        std::env::temp_dir().join(format!("mcp-harness-{label}-test-{}", uuid::Uuid::new_v4()));
+    let dir = mcp_harness_fixture::scratch::dir(&format!("{label}-test")).join("tokens");
     mcp_harness_runtime::transport::auth::AuthContext::in_dir(dir)
 }
 

@@ -41,16 +41,10 @@ pub(crate) fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_mcp-harness")
 }
 
-/// A fresh folder `mcp-harness-<prefix>-<tag>-…` with `home/` and `xdg/mcp-harness/` inside.
+/// A fresh folder `mcp-harness-<prefix>-<tag>-…` with `home/` and `xdg/mcp-harness/` inside,
+/// removed when the test process exits unless the test failed (`scratch::dir`).
 pub(crate) fn temp_home(prefix: &str, tag: &str) -> PathBuf {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let dir = std::env::temp_dir().join(format!(
-        "mcp-harness-{prefix}-{tag}-{}-{nanos}",
-        std::process::id()
-    ));
+    let dir = mcp_harness_fixture::scratch::dir(&format!("{prefix}-{tag}"));
     std::fs::create_dir_all(dir.join("home")).expect("home");
     std::fs::create_dir_all(dir.join("xdg/mcp-harness")).expect("xdg");
     dir

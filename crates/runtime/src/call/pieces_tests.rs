@@ -279,9 +279,7 @@ fn store_in(dir: &std::path::Path, config: OutputStoreConfig) -> OutputStore {
 }
 
 fn scratch_dir() -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("mcp-harness-test-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir(&dir).unwrap();
-    dir
+    mcp_harness_fixture::scratch::dir("test")
 }
 
 #[test]
