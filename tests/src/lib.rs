@@ -8,10 +8,9 @@
 //! forgotten sessions), `skills` (the SEP-2640 skills behind `--skills`),
 //! `versioned`, `bad_results`, `hostile`, `client_requests` (tools that ask the client)),
 //! `wire_faults`, `serve` (transports and the program entry point), `conformance` (the
-//! official suite's reference server behind `--conformance`) and `tasks` (the separate task
-//! server of the SEP-2663
-//! tests). The parts name `handler` and `lists`, never each other in a circle
-//! (`cargo xtask cycles`).
+//! official suite's reference server behind `--conformance`), `tasks` (the separate task
+//! server of the SEP-2663 tests) and `scratch` (tests' temp folders, removed at exit). The
+//! parts name `handler` and `lists`, never each other in a circle (`cargo xtask cycles`).
 
 pub mod options;
 pub mod scratch;
