@@ -712,6 +712,14 @@ mod tests {
             .join("tokens")
     }
 
+    /// Removes the folder `temp_dir` made around `tokens`; called at a test's end, so a failed
+    /// test's folder stays to be looked at.
+    fn remove_temp(tokens: &Path) {
+        if let Some(parent) = tokens.parent() {
+            let _ = std::fs::remove_dir_all(parent);
+        }
+    }
+
     #[test]
     fn the_marker_holds_no_secret_and_is_told_from_a_token_file() {
         let marker = Marker {
@@ -749,7 +757,7 @@ mod tests {
     fn a_marker_in_a_private_dir_is_refused_clearly_and_kept_in_auto_mode() {
         // `in_dir` is never the user's own directory: `auto` keeps it off D-Bus.
         let dir = temp_dir("private");
-        let store = FileCredentialStore::in_dir(dir, "srv", "https://example.com/mcp");
+        let store = FileCredentialStore::in_dir(dir.clone(), "srv", "https://example.com/mcp");
         let marker = Marker {
             server: "srv".into(),
             url: "https://example.com/mcp".into(),
@@ -773,28 +781,31 @@ mod tests {
         let err = store.remove().unwrap_err().to_string();
         assert!(err.contains("OS keyring"), "{err}");
         assert!(store.path().exists(), "a marker whose item stays is kept");
+        remove_temp(&dir);
     }
 
     #[test]
     fn a_token_file_is_read_and_removed_in_auto_mode_without_the_keyring() {
         let dir = temp_dir("plain");
-        let store = FileCredentialStore::in_dir(dir, "srv", "https://example.com/mcp");
+        let store = FileCredentialStore::in_dir(dir.clone(), "srv", "https://example.com/mcp");
         assert_eq!(store.location().unwrap(), None);
         store.update(|f| f.login = Some("l-1".into())).unwrap();
         assert_eq!(store.location().unwrap(), Some(TokenLocation::File));
         assert_eq!(store.read().unwrap().unwrap().login.as_deref(), Some("l-1"));
         assert!(store.remove().unwrap());
         assert!(!store.remove().unwrap());
+        remove_temp(&dir);
     }
 
     #[test]
     fn an_unknown_storage_is_an_error_not_an_empty_store() {
         let dir = temp_dir("unknown");
-        let store = FileCredentialStore::in_dir(dir, "srv", "https://example.com/mcp");
+        let store = FileCredentialStore::in_dir(dir.clone(), "srv", "https://example.com/mcp");
         let text = r#"{"server":"srv","url":"https://example.com/mcp","storage":"vault"}"#;
         store.write_file(text.as_bytes()).unwrap();
         let err = store.read().unwrap_err().to_string();
         assert!(err.contains("unknown storage `vault`"), "{err}");
+        remove_temp(&dir);
     }
 
     #[test]
