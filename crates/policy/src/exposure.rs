@@ -281,8 +281,12 @@ impl ExposurePolicy {
 
     /// A budget for loading deferred tools in one step, with the search tool already counted.
     pub fn load_budget(&self) -> LoadBudget {
-        let search_bytes = definition_bytes(SEARCH_TOOL_NAME, &search_tool_definition())
-            .unwrap_or(self.total_schema_bytes);
+        // The search tool's definition is fixed: measured once, not at every step's binding
+        // (each call of a session that has not listed binds one).
+        static SEARCH_BYTES: std::sync::LazyLock<Option<usize>> = std::sync::LazyLock::new(|| {
+            definition_bytes(SEARCH_TOOL_NAME, &search_tool_definition())
+        });
+        let search_bytes = SEARCH_BYTES.unwrap_or(self.total_schema_bytes);
         LoadBudget {
             policy: self.clone(),
             used_bytes: search_bytes,
