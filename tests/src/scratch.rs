@@ -1,4 +1,4 @@
-//! Scratch folders for tests: `mcp-harness-<name>-<pid>-<n>` under the system temp dir.
+//! Scratch folders for tests: `mcp-harness-<name>-<pid>-<n>-<nanos>` under the system temp dir.
 //!
 //! Invariant: every folder made here is removed when the test process exits, unless something in
 //! that process panicked (a failing test): then the folders are kept and named on stderr, for
