@@ -429,7 +429,6 @@ async fn two_processes_sharing_the_store_refresh_once() {
     assert!(text.contains(&newest), "rotated refresh token kept");
     assert!(!text.contains("rt-1-secret"), "spent refresh token dropped");
     drop((st, meeting));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The second process of [`two_processes_sharing_the_store_refresh_once`]; a no-op unless run
