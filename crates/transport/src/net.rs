@@ -9,12 +9,20 @@
 //!   connection itself (refused, reset, cut short, timed out connecting): an HTTP status, a
 //!   refused authorization or an unreadable message never fires it, nor does the cut of an
 //!   event stream that can be resumed (an event on it carried an id: its resume request
-//!   reports whether the server is still there).
+//!   reports whether the server is still there);
+//! - a POST's event stream dropped before its end is read to its end in the background (at most
+//!   [`DRAIN_WINDOW`] and [`DRAIN_EVENTS`]), so its keep-alive connection goes back to the pool
+//!   instead of being closed ([`ReadToEnd`]).
 
 use std::error::Error;
+use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+use std::time::Duration;
 
-use futures::StreamExt;
+use futures::future::FutureExt as _;
+use futures::stream::BoxStream;
+use futures::{Stream, StreamExt};
 use rmcp::transport::streamable_http_client::{
     SseError, StreamableHttpError, StreamableHttpPostResponse,
 };
@@ -354,9 +362,12 @@ impl HttpLayer for Watch {
         Fut: std::future::Future<Output = PostResult<E>> + Send,
     {
         match send(auth).await {
-            Ok(StreamableHttpPostResponse::Sse(stream, session)) => Ok(
-                StreamableHttpPostResponse::Sse(self.watch_stream(stream), session),
-            ),
+            Ok(StreamableHttpPostResponse::Sse(stream, session)) => {
+                Ok(StreamableHttpPostResponse::Sse(
+                    self.watch_stream(ReadToEnd::boxed(stream)),
+                    session,
+                ))
+            }
             Err(e) => {
                 self.check("a request", &e);
                 Err(e)
@@ -381,9 +392,172 @@ impl HttpLayer for Watch {
     }
 }
 
+/// How long a dropped POST stream is read on for its end (the server closes it right after the
+/// answer; rmcp's own wait for that end is 50 ms).
+pub(crate) const DRAIN_WINDOW: Duration = Duration::from_millis(100);
+/// How many more events a dropped POST stream may carry before its connection is given up.
+pub(crate) const DRAIN_EVENTS: usize = 16;
+
+type Events = BoxStream<'static, Result<sse_stream::Sse, SseError>>;
+
+/// A POST's event stream that, dropped before its end, is read to its end in the background.
+///
+/// Why: rmcp's client stops reading a request's stream as soon as its worker has the answer,
+/// and the stream's last chunk (the end of the chunked body) often comes in a packet of its own
+/// a little later. Dropped unread, that body makes hyper close the connection, and the next
+/// request pays a new TCP connection on both sides: about one call in a hundred through the
+/// gateway at one call at a time, more under load — the tail of every sequential benchmark.
+/// Read to its end, the connection goes back to the pool. What is read after the drop is
+/// dropped too: the request it belonged to has its answer, or was given up.
+pub(crate) struct ReadToEnd {
+    inner: Option<Events>,
+    ended: bool,
+}
+
+impl ReadToEnd {
+    pub(crate) fn boxed(inner: Events) -> Events {
+        Self {
+            inner: Some(inner),
+            ended: false,
+        }
+        .boxed()
+    }
+}
+
+impl Stream for ReadToEnd {
+    type Item = Result<sse_stream::Sse, SseError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        let Some(inner) = this.inner.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let next = inner.poll_next_unpin(cx);
+        if matches!(next, Poll::Ready(None)) {
+            this.ended = true;
+        }
+        next
+    }
+}
+
+impl Drop for ReadToEnd {
+    fn drop(&mut self) {
+        let Some(mut inner) = self.inner.take() else {
+            return;
+        };
+        if self.ended {
+            return;
+        }
+        // Usually the end is already in the buffer by the time the stream is dropped.
+        let mut events = 0;
+        loop {
+            match inner.next().now_or_never() {
+                Some(None) => return,
+                Some(Some(_)) if events < DRAIN_EVENTS => events += 1,
+                Some(Some(_)) => return,
+                None => break,
+            }
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(async move {
+            let read = tokio::time::timeout(DRAIN_WINDOW, async {
+                while inner.next().await.is_some() {
+                    events += 1;
+                    if events > DRAIN_EVENTS {
+                        return false;
+                    }
+                }
+                true
+            })
+            .await;
+            if read != Ok(true) {
+                tracing::trace!(
+                    events,
+                    "a dropped POST stream did not end in time; its connection is closed"
+                );
+            }
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A stream of the events sent on `rx`, which sets `ended` when it reaches its end.
+    fn events(
+        rx: tokio::sync::mpsc::UnboundedReceiver<sse_stream::Sse>,
+        ended: Arc<std::sync::atomic::AtomicBool>,
+    ) -> Events {
+        futures::stream::unfold((rx, ended), |(mut rx, ended)| async move {
+            match rx.recv().await {
+                Some(event) => Some((Ok(event), (rx, ended))),
+                None => {
+                    ended.store(true, std::sync::atomic::Ordering::SeqCst);
+                    None
+                }
+            }
+        })
+        .boxed()
+    }
+
+    fn event(data: &str) -> sse_stream::Sse {
+        sse_stream::Sse::default().data(data.to_owned())
+    }
+
+    #[tokio::test]
+    async fn a_dropped_stream_is_read_to_its_late_end() {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let ended = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut stream = ReadToEnd::boxed(events(rx, ended.clone()));
+        tx.send(event("answer")).expect("open");
+        assert!(stream.next().await.is_some_and(|e| e.is_ok()));
+        drop(stream);
+        // The end (and one straggler) come after the drop: still read.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        tx.send(event("late")).expect("still read after the drop");
+        drop(tx);
+        for _ in 0..100 {
+            if ended.load(std::sync::atomic::Ordering::SeqCst) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the dropped stream was not read to its end");
+    }
+
+    #[tokio::test]
+    async fn a_dropped_stream_that_does_not_end_is_let_go() {
+        // No end within the window: given up (its connection closed).
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let ended = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        drop(ReadToEnd::boxed(events(rx, ended.clone())));
+        assert!(!tx.is_closed(), "read on in the background");
+        tokio::time::sleep(DRAIN_WINDOW + Duration::from_millis(200)).await;
+        assert!(tx.is_closed(), "given up after the window");
+        // More events than allowed: given up at once.
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        for _ in 0..=DRAIN_EVENTS {
+            tx.send(event("more")).expect("open");
+        }
+        drop(ReadToEnd::boxed(events(rx, ended.clone())));
+        assert!(tx.is_closed(), "a stream that keeps talking is not drained");
+        assert!(!ended.load(std::sync::atomic::Ordering::SeqCst));
+    }
+
+    #[tokio::test]
+    async fn a_stream_whose_end_is_buffered_is_read_at_the_drop() {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let ended = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stream = ReadToEnd::boxed(events(rx, ended.clone()));
+        tx.send(event("answer")).expect("open");
+        drop(tx);
+        // The end is in the buffer at the drop: read there and then.
+        drop(stream);
+        assert!(ended.load(std::sync::atomic::Ordering::SeqCst));
+    }
 
     #[test]
     fn urls_and_type_names_are_cut() {
