@@ -11,8 +11,8 @@
 //!   event stream that can be resumed (an event on it carried an id: its resume request
 //!   reports whether the server is still there);
 //! - a POST's event stream dropped before its end is read to its end in the background (at most
-//!   [`DRAIN_WINDOW`] and [`DRAIN_EVENTS`]), so its keep-alive connection goes back to the pool
-//!   instead of being closed ([`ReadToEnd`]).
+//!   `DRAIN_WINDOW` and `DRAIN_EVENTS`), so its keep-alive connection goes back to the pool
+//!   instead of being closed (`ReadToEnd`).
 
 use std::error::Error;
 use std::pin::Pin;
