@@ -16,11 +16,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use axum::body::{Body, to_bytes};
+use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{Method, StatusCode};
+use axum::http::Method;
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use common::*;
 use futures::StreamExt as _;
 use mcp_harness_catalog::qualify;
@@ -64,15 +64,12 @@ async fn gate(State(seen): State<Arc<Seen>>, req: Request, next: Next) -> Respon
     if req.method() != Method::POST {
         return next.run(req).await;
     }
-    let (parts, body) = req.into_parts();
-    let Ok(bytes) = to_bytes(body, 1 << 20).await else {
-        return StatusCode::PAYLOAD_TOO_LARGE.into_response();
+    let (message, req) = match read_message(req).await {
+        Ok(read) => read,
+        Err(refused) => return refused,
     };
-    let message: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
     let call = message["method"] == "tools/call";
-    let response = next
-        .run(Request::from_parts(parts, Body::from(bytes)))
-        .await;
+    let response = next.run(req).await;
     if !call {
         return response;
     }

@@ -11,11 +11,11 @@ mod common;
 
 use std::sync::{Arc, Mutex};
 
-use axum::body::{Body, to_bytes};
+use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{Method, StatusCode};
+use axum::http::Method;
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use common::*;
 use futures::StreamExt as _;
 use mcp_harness_catalog::qualify;
@@ -42,20 +42,17 @@ async fn gate(State(st): State<Shared>, req: Request, next: Next) -> Response {
         }
         return next.run(req).await;
     }
-    let (parts, body) = req.into_parts();
-    let Ok(bytes) = to_bytes(body, 1 << 20).await else {
-        return StatusCode::PAYLOAD_TOO_LARGE.into_response();
+    let (message, req) = match read_message(req).await {
+        Ok(read) => read,
+        Err(refused) => return refused,
     };
-    let message: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
     let slow = message["method"] == "tools/call" && message["params"]["name"] == "slow";
     let cut = slow && {
         let mut st = st.lock().unwrap();
         st.slow_posts += 1;
         !std::mem::replace(&mut st.cut, true)
     };
-    let response = next
-        .run(Request::from_parts(parts, Body::from(bytes)))
-        .await;
+    let response = next.run(req).await;
     if !cut {
         return response;
     }

@@ -10,7 +10,6 @@ mod common;
 
 use std::sync::{Arc, Mutex};
 
-use axum::body::{Body, to_bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
@@ -44,13 +43,12 @@ struct Gate {
 type Shared = Arc<Mutex<Gate>>;
 
 async fn gate(State(st): State<Shared>, req: Request, next: Next) -> Response {
-    let (parts, body) = req.into_parts();
-    let Ok(bytes) = to_bytes(body, 1 << 20).await else {
-        return StatusCode::PAYLOAD_TOO_LARGE.into_response();
+    let (message, req) = match read_message(req).await {
+        Ok(read) => read,
+        Err(refused) => return refused,
     };
-    let message: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
-    let session = parts
-        .headers
+    let session = req
+        .headers()
         .get("mcp-session-id")
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
@@ -89,8 +87,7 @@ async fn gate(State(st): State<Shared>, req: Request, next: Next) -> Response {
             }
         };
     }
-    next.run(Request::from_parts(parts, Body::from(bytes)))
-        .await
+    next.run(req).await
 }
 
 async fn serve() -> (String, Shared) {

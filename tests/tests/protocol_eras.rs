@@ -14,7 +14,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::body::{Body, to_bytes};
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
@@ -30,11 +29,10 @@ type Seen = Arc<Mutex<Vec<String>>>;
 
 /// Records every JSON-RPC method posted; refuses `initialize` when `refuse` is on.
 async fn gate(State((seen, refuse)): State<(Seen, bool)>, req: Request, next: Next) -> Response {
-    let (parts, body) = req.into_parts();
-    let Ok(bytes) = to_bytes(body, 1 << 20).await else {
-        return StatusCode::PAYLOAD_TOO_LARGE.into_response();
+    let (message, req) = match read_message(req).await {
+        Ok(read) => read,
+        Err(refused) => return refused,
     };
-    let message: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
     if let Some(method) = message.get("method").and_then(|m| m.as_str()) {
         seen.lock().unwrap().push(method.to_string());
         if refuse && method == "initialize" {
@@ -48,8 +46,7 @@ async fn gate(State((seen, refuse)): State<(Seen, bool)>, req: Request, next: Ne
                 .into_response();
         }
     }
-    next.run(Request::from_parts(parts, Body::from(bytes)))
-        .await
+    next.run(req).await
 }
 
 async fn serve(refuse_initialize: bool) -> (String, Seen) {
@@ -172,11 +169,10 @@ async fn classic_gate(
     req: Request,
     next: Next,
 ) -> Response {
-    let (parts, body) = req.into_parts();
-    let Ok(bytes) = to_bytes(body, 1 << 20).await else {
-        return StatusCode::PAYLOAD_TOO_LARGE.into_response();
+    let (message, req) = match read_message(req).await {
+        Ok(read) => read,
+        Err(refused) => return refused,
     };
-    let message: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
     if let Some(method) = message.get("method").and_then(|m| m.as_str()) {
         seen.lock().unwrap().push(method.to_string());
         if method == "server/discover" {
@@ -201,8 +197,7 @@ async fn classic_gate(
             return (StatusCode::BAD_REQUEST, "bad request").into_response();
         }
     }
-    next.run(Request::from_parts(parts, Body::from(bytes)))
-        .await
+    next.run(req).await
 }
 
 async fn serve_classic(failing_initializes: usize, failing_listings: usize) -> (String, Seen) {

@@ -26,9 +26,10 @@ use rmcp::transport::streamable_http_client::{
 
 /// What a POST (one message) gets back.
 pub(crate) type PostResult<E> = Result<StreamableHttpPostResponse, StreamableHttpError<E>>;
+/// A server's event stream, as rmcp's client reads it (a POST's answer or the GET stream).
+pub(crate) type Events = BoxStream<'static, Result<sse_stream::Sse, SseError>>;
 /// What a GET (the server's event stream) gets back.
-pub(crate) type StreamResult<E> =
-    Result<BoxStream<'static, Result<sse_stream::Sse, SseError>>, StreamableHttpError<E>>;
+pub(crate) type StreamResult<E> = Result<Events, StreamableHttpError<E>>;
 
 /// What one wrapper does around each request. `send` sends the request as it came, with the
 /// authorization header it is given; it may be called again (a retry with a new token).
@@ -231,10 +232,7 @@ impl<L: HttpLayer, C: StreamableHttpClient + Sync> StreamableHttpClient for Laye
 /// A resumed stream without the event it resumes after: some servers (rmcp's among them)
 /// replay from the named event, which the client already handled — a progress line twice, or
 /// a server request answered a second time.
-fn after_event(
-    stream: BoxStream<'static, Result<sse_stream::Sse, SseError>>,
-    last_event_id: Option<String>,
-) -> BoxStream<'static, Result<sse_stream::Sse, SseError>> {
+fn after_event(stream: Events, last_event_id: Option<String>) -> Events {
     let Some(last) = last_event_id else {
         return stream;
     };

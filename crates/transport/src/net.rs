@@ -21,14 +21,13 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::future::FutureExt as _;
-use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
 use rmcp::transport::streamable_http_client::{
     SseError, StreamableHttpError, StreamableHttpPostResponse,
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::layer::{HttpLayer, PostResult, StreamResult};
+use crate::layer::{Events, HttpLayer, PostResult, StreamResult};
 
 /// What went wrong with the connection to a server, as the user can act on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -333,10 +332,7 @@ impl Watch {
     /// no event on it carried an id. After one did, rmcp resumes it (a GET with
     /// `Last-Event-ID`), and if the server is gone that request's failure fires instead: a
     /// network blip mid-call costs a resume, not the session and every call in it.
-    fn watch_stream(
-        &self,
-        stream: futures::stream::BoxStream<'static, Result<sse_stream::Sse, SseError>>,
-    ) -> futures::stream::BoxStream<'static, Result<sse_stream::Sse, SseError>> {
+    fn watch_stream(&self, stream: Events) -> Events {
         let this = self.clone();
         let mut resumable = false;
         stream
@@ -398,8 +394,6 @@ pub(crate) const DRAIN_WINDOW: Duration = Duration::from_millis(100);
 /// How many more events a dropped POST stream may carry before its connection is given up.
 pub(crate) const DRAIN_EVENTS: usize = 16;
 
-type Events = BoxStream<'static, Result<sse_stream::Sse, SseError>>;
-
 /// A POST's event stream that, dropped before its end, is read to its end in the background.
 ///
 /// Why: rmcp's client stops reading a request's stream as soon as its worker has the answer,
@@ -410,17 +404,13 @@ type Events = BoxStream<'static, Result<sse_stream::Sse, SseError>>;
 /// Read to its end, the connection goes back to the pool. What is read after the drop is
 /// dropped too: the request it belonged to has its answer, or was given up.
 pub(crate) struct ReadToEnd {
+    /// The stream until its end was read (`None` after it).
     inner: Option<Events>,
-    ended: bool,
 }
 
 impl ReadToEnd {
     pub(crate) fn boxed(inner: Events) -> Events {
-        Self {
-            inner: Some(inner),
-            ended: false,
-        }
-        .boxed()
+        Self { inner: Some(inner) }.boxed()
     }
 }
 
@@ -434,7 +424,7 @@ impl Stream for ReadToEnd {
         };
         let next = inner.poll_next_unpin(cx);
         if matches!(next, Poll::Ready(None)) {
-            this.ended = true;
+            this.inner = None;
         }
         next
     }
@@ -442,12 +432,10 @@ impl Stream for ReadToEnd {
 
 impl Drop for ReadToEnd {
     fn drop(&mut self) {
+        // Read to its end already: nothing to do.
         let Some(mut inner) = self.inner.take() else {
             return;
         };
-        if self.ended {
-            return;
-        }
         // Usually the end is already in the buffer by the time the stream is dropped.
         let mut events = 0;
         loop {

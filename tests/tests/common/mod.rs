@@ -327,6 +327,22 @@ pub async fn spawn_server_everything(mode: &str) -> (tokio::process::Child, u16)
     (child, port)
 }
 
+/// What a test's gate (an axum middleware in front of a server) sees of a request: its JSON-RPC
+/// message (`Null` when the body is no JSON) and the request rebuilt around the same bytes, to
+/// pass on. A body over 1 MiB is refused with 413 (the `Err`, to return as it is).
+pub async fn read_message(
+    req: axum::extract::Request,
+) -> Result<(serde_json::Value, axum::extract::Request), axum::response::Response> {
+    use axum::response::IntoResponse as _;
+    let (parts, body) = req.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 1 << 20).await else {
+        return Err(axum::http::StatusCode::PAYLOAD_TOO_LARGE.into_response());
+    };
+    let message = serde_json::from_slice(&bytes).unwrap_or_default();
+    let req = axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes));
+    Ok((message, req))
+}
+
 /// The fixture as a Streamable HTTP service, to nest under `/mcp` in a test's own router
 /// (behind whatever gate, guard or authorization server the test puts around it).
 pub fn fixture_mcp_service(
