@@ -548,7 +548,7 @@ async fn lists_tools(request: Request) -> (Request, bool) {
     let Ok(bytes) = axum::body::to_bytes(body, MAX_PEEK).await else {
         return (Request::from_parts(parts, axum::body::Body::empty()), false);
     };
-    let lists = memchr_str(&bytes, b"tools/list")
+    let lists = memchr::memmem::find(&bytes, b"tools/list").is_some()
         && serde_json::from_slice::<serde_json::Value>(&bytes).is_ok_and(|message| {
             message.get("method").and_then(|m| m.as_str()) == Some("tools/list")
         });
@@ -556,12 +556,6 @@ async fn lists_tools(request: Request) -> (Request, bool) {
         Request::from_parts(parts, axum::body::Body::from(bytes)),
         lists,
     )
-}
-
-fn memchr_str(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack
-        .windows(needle.len())
-        .any(|window| window == needle)
 }
 
 /// 404 with a JSON-RPC error saying why and what to do (re-initialise).

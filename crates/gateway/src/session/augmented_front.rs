@@ -174,7 +174,7 @@ pub(crate) fn translate_request(bytes: &[u8], in_session: bool) -> Translated {
     let untouched = Translated::default;
     let interesting = [&b"\"initialize\""[..], b"\"task", b"\"tools/list\""]
         .iter()
-        .any(|needle| bytes.windows(needle.len()).any(|window| window == *needle));
+        .any(|needle| memchr::memmem::find(bytes, needle).is_some());
     if !interesting {
         return untouched();
     }

@@ -283,7 +283,7 @@ impl Session {
             options.traceparent = trace.traceparent;
             options.tracestate = trace.tracestate;
         }
-        let run = call.call_reply(request.arguments, options);
+        let run = Box::pin(call.call_reply(request.arguments, options));
         let outcome = if approved {
             as_caller(caller, crate::bridge::approved(name.to_string(), run)).await
         } else {

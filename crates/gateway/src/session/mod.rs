@@ -240,7 +240,9 @@ impl Session {
             context.extensions.insert(augmented_front::AugmentedCall);
         }
         rounds.forward.task = task;
-        let (server, attempt) = self.run_call(request, context, rounds).await;
+        // Boxed: the call's future is large, and every async frame above this one would
+        // otherwise hold (and move) a copy of its size.
+        let (server, attempt) = Box::pin(self.run_call(request, context, rounds)).await;
         let outcome = match &attempt {
             Ok(CallReply::Done(result)) if result.is_error() => Outcome::ToolError,
             Ok(CallReply::Done(_)) => Outcome::Ok,
