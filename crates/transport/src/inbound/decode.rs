@@ -59,6 +59,16 @@ pub enum Decoded {
     Dropped,
 }
 
+/// The id of the request `message` answers: `Some(id)` for a result or an error (an error
+/// without an id: `Some(None)`); `None` when it is no answer (a request or notification).
+pub(crate) fn answered(message: &ServerJsonRpcMessage) -> Option<Option<&RequestId>> {
+    match message {
+        ServerJsonRpcMessage::Response(r) => Some(Some(&r.id)),
+        ServerJsonRpcMessage::Error(e) => Some(e.id.as_ref()),
+        _ => None,
+    }
+}
+
 impl From<Option<ServerJsonRpcMessage>> for Decoded {
     fn from(m: Option<ServerJsonRpcMessage>) -> Self {
         m.map_or(Decoded::Dropped, Decoded::Replaced)
@@ -129,11 +139,7 @@ impl Inbound {
         origin: Option<&RequestId>,
     ) -> Option<ServerJsonRpcMessage> {
         let origin = origin?;
-        let got = match message {
-            ServerJsonRpcMessage::Response(r) => Some(&r.id),
-            ServerJsonRpcMessage::Error(e) => e.id.as_ref(),
-            _ => return None,
-        };
+        let got = answered(message)?;
         // An error without an id is the server's answer to a request it could not read: ours.
         let got = got?;
         if got == origin {
@@ -160,10 +166,8 @@ impl Inbound {
         let Some(pending) = &self.pending else {
             return;
         };
-        let id = match message {
-            ServerJsonRpcMessage::Response(r) => Some(&r.id),
-            ServerJsonRpcMessage::Error(e) => e.id.as_ref(),
-            _ => return,
+        let Some(id) = answered(message) else {
+            return;
         };
         let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
         let known = match id {

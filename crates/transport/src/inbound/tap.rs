@@ -14,7 +14,7 @@ use rmcp::transport::streamable_http_client::{
     SseError, StreamableHttpError, StreamableHttpPostResponse,
 };
 
-use super::decode::{Decoded, Inbound};
+use super::decode::{Decoded, Inbound, answered};
 use crate::layer::{Events, HttpLayer, PostResult, StreamResult};
 
 /// The [`HttpLayer`] that passes every SSE-framed server message (POST response streams and
@@ -147,11 +147,7 @@ fn tap_item(
 
 /// Whether `message` is the answer (a result or an error) to request `id`.
 fn answers(message: &ServerJsonRpcMessage, id: &RequestId) -> bool {
-    match message {
-        ServerJsonRpcMessage::Response(r) => &r.id == id,
-        ServerJsonRpcMessage::Error(e) => e.id.as_ref() == Some(id),
-        _ => false,
-    }
+    answered(message) == Some(Some(id))
 }
 
 impl HttpLayer for Tap {
@@ -284,7 +280,7 @@ mod tests {
     const ANSWER: &str = r#"{"jsonrpc":"2.0","id":7,"result":{"content":[]}}"#;
     const PROGRESS: &str = r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}"#;
 
-    /// The events sent on `rx` (then those of `tail`), then the end, which sets `ended`.
+    /// A stream of `items`, then its end, which sets `ended` when it is read.
     fn stream(items: Vec<Result<sse_stream::Sse, SseError>>, ended: Arc<AtomicBool>) -> Events {
         futures::stream::iter(items)
             .chain(futures::stream::poll_fn(move |_| {
