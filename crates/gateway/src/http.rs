@@ -240,16 +240,23 @@ pub(crate) async fn serve(
         stop.clone(),
     ));
     let front = shared.clone();
-    let service = StreamableHttpService::new(
+    let service = Arc::new(StreamableHttpService::new(
         move || {
             let tracer = shared.tracer.clone();
             Ok(Traced::new(Session::new(shared.clone()), tracer))
         },
         sessions,
         config,
-    );
+    ));
+    // rmcp's `Service::call` clones the whole service, config and all (its host and origin
+    // lists, its cancellation token), for every request, and axum clones the route's service
+    // once more: calling `handle` through an `Arc` costs a pointer copy instead.
+    let mcp = move |request: Request| {
+        let service = service.clone();
+        async move { service.handle(request).await }
+    };
     let router = axum::Router::new()
-        .nest_service("/mcp", service)
+        .nest_service("/mcp", axum::handler::Handler::with_state(mcp, ()))
         .layer(axum::middleware::from_fn(classify_unreadable))
         .layer(axum::middleware::from_fn_with_state(
             sealer,
