@@ -18,11 +18,13 @@ use std::sync::Arc;
 use futures::StreamExt as _;
 use futures::stream::BoxStream;
 use reqwest::header::{HeaderName, HeaderValue};
-use rmcp::model::{ClientJsonRpcMessage, RequestId};
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, RequestId};
 use rmcp::transport::streamable_http_client::{
     SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
     StreamableHttpResponseLimits,
 };
+
+use crate::inbound::Expect;
 
 /// What a POST (one message) gets back.
 pub(crate) type PostResult<E> = Result<StreamableHttpPostResponse, StreamableHttpError<E>>;
@@ -46,11 +48,11 @@ pub(crate) trait HttpLayer: Clone + Send + Sync + 'static {
         F: Fn(Option<String>) -> Fut + Send + Sync,
         Fut: Future<Output = PostResult<E>> + Send;
 
-    /// [`HttpLayer::post`] knowing the id of the request the POST carries (`None` for a
-    /// notification or a response); by default the same as `post`.
+    /// [`HttpLayer::post`] knowing the request the POST carries (`None` for a notification or
+    /// a response); by default the same as `post`.
     fn post_for<E, F, Fut>(
         &self,
-        _request: Option<RequestId>,
+        _request: Option<Posted>,
         attached: bool,
         auth: Option<String>,
         send: F,
@@ -107,7 +109,7 @@ impl<L: HttpLayer, C: StreamableHttpClient + Sync> StreamableHttpClient for Laye
     ) -> PostResult<Self::Error> {
         let attached = session_id.is_some();
         self.layer
-            .post_for(request_id(&message), attached, auth_header, |auth| {
+            .post_for(Posted::of(&message), attached, auth_header, |auth| {
                 self.inner.post_message(
                     uri.clone(),
                     message.clone(),
@@ -130,7 +132,7 @@ impl<L: HttpLayer, C: StreamableHttpClient + Sync> StreamableHttpClient for Laye
     ) -> PostResult<Self::Error> {
         let attached = session_id.is_some();
         self.layer
-            .post_for(request_id(&message), attached, auth_header, |auth| {
+            .post_for(Posted::of(&message), attached, auth_header, |auth| {
                 self.inner.post_message_with_max_sse_event_size(
                     uri.clone(),
                     message.clone(),
@@ -154,7 +156,7 @@ impl<L: HttpLayer, C: StreamableHttpClient + Sync> StreamableHttpClient for Laye
     ) -> PostResult<Self::Error> {
         let attached = session_id.is_some();
         self.layer
-            .post_for(request_id(&message), attached, auth_header, |auth| {
+            .post_for(Posted::of(&message), attached, auth_header, |auth| {
                 self.inner.post_message_with_response_limits(
                     uri.clone(),
                     message.clone(),
@@ -243,11 +245,31 @@ fn after_event(stream: Events, last_event_id: Option<String>) -> Events {
         .boxed()
 }
 
-/// The id of the request `message` carries, if it is one.
-fn request_id(message: &ClientJsonRpcMessage) -> Option<RequestId> {
-    match message {
-        ClientJsonRpcMessage::Request(r) => Some(r.id.clone()),
-        _ => None,
+/// The request a POST carries, as far as a layer needs it.
+#[derive(Debug, Clone)]
+pub(crate) struct Posted {
+    /// Its id: the answer must carry it.
+    pub(crate) id: RequestId,
+    /// What its answer can be.
+    pub(crate) expect: Expect,
+}
+
+impl Posted {
+    /// The request `message` carries, if it is one.
+    fn of(message: &ClientJsonRpcMessage) -> Option<Self> {
+        let ClientJsonRpcMessage::Request(r) = message else {
+            return None;
+        };
+        // A task-augmented call is a custom request (rmcp's params have no `task`), so a
+        // `tools/call` here asks for the tool's result, not for a task.
+        let expect = match r.request {
+            ClientRequest::CallToolRequest(_) => Expect::ToolResult,
+            _ => Expect::Any,
+        };
+        Some(Self {
+            id: r.id.clone(),
+            expect,
+        })
     }
 }
 

@@ -22,7 +22,8 @@ use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
-    ClientJsonRpcMessage, ClientNotification, RequestId, ServerJsonRpcMessage, ServerResult,
+    CallToolResult, ClientJsonRpcMessage, ClientNotification, JsonRpcResponse, JsonRpcVersion2_0,
+    RequestId, ServerJsonRpcMessage, ServerResult,
 };
 
 use super::fault::{MAX_MESSAGE_KEY, WireFault};
@@ -45,6 +46,16 @@ pub struct Inbound {
 struct Pending {
     open: HashSet<RequestId>,
     cancelled: VecDeque<RequestId>,
+}
+
+/// What the answer to a request can be, as far as the transport that sent it knows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum Expect {
+    /// Any result.
+    #[default]
+    Any,
+    /// A tool's result (or an error): a `tools/call` that asked for no task.
+    ToolResult,
 }
 
 /// What became of one raw message.
@@ -197,6 +208,17 @@ impl Inbound {
 
     /// [`Inbound::decode`], saying whether the message is the one the server sent.
     pub fn decode_raw(&self, bytes: &[u8], origin: Option<&RequestId>) -> Decoded {
+        self.decode_expecting(bytes, origin, Expect::Any)
+    }
+
+    /// [`Inbound::decode_raw`] of a message that may answer `origin`, whose answer can be only
+    /// what `expect` says: a tool's result is decoded as one first ([`tool_result`]).
+    pub(crate) fn decode_expecting(
+        &self,
+        bytes: &[u8],
+        origin: Option<&RequestId>,
+        expect: Expect,
+    ) -> Decoded {
         // An empty event (an SSE priming event, a blank line) carries no message.
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Decoded::Dropped;
@@ -208,7 +230,11 @@ impl Inbound {
                 .too_large(bytes.len(), true, scan(bytes), origin)
                 .into();
         }
-        match serde_json::from_slice::<ServerJsonRpcMessage>(bytes) {
+        let typed = match expect {
+            Expect::ToolResult => tool_result(bytes),
+            Expect::Any => None,
+        };
+        match typed.map_or_else(|| serde_json::from_slice::<ServerJsonRpcMessage>(bytes), Ok) {
             Ok(message) => {
                 // A listing with an entry rmcp's types refuse decodes as a catch-all result;
                 // keep the entries that decode.
@@ -348,12 +374,111 @@ impl Inbound {
     }
 }
 
+/// `bytes` decoded as the answer to a `tools/call`, when it is plainly one: a JSON-RPC result
+/// with only `jsonrpc`, `id` and `result`, whose result is a complete tool result. Decoded as
+/// any [`ServerJsonRpcMessage`], the same message is buffered, tried as a request before a
+/// response, and its result tried against the fifteen result types `ServerResult` lists before
+/// `CallToolResult`, each miss building an error: most of the cost of decoding a gateway's call.
+/// Anything else — an error, a notification, a result asking for input, a result that names a
+/// `"task"` anywhere (a server that made a task unasked is decoded as before, task first), an
+/// envelope with another field — is `None`, for the general decoder to decide.
+fn tool_result(bytes: &[u8]) -> Option<ServerJsonRpcMessage> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Answer {
+        jsonrpc: JsonRpcVersion2_0,
+        id: RequestId,
+        result: CallToolResult,
+    }
+    if memchr::memmem::find(bytes, b"\"task\"").is_some() {
+        return None;
+    }
+    let Answer {
+        jsonrpc,
+        id,
+        result,
+    } = serde_json::from_slice(bytes).ok()?;
+    Some(ServerJsonRpcMessage::Response(JsonRpcResponse {
+        jsonrpc,
+        id,
+        result: ServerResult::CallToolResult(result),
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::inbound::UNDECODABLE_META_KEY;
     use crate::inbound::scan::tests::deep;
     use serde_json::json;
+
+    /// The typed decode of a tool's answer gives what the general decoder gives, and is
+    /// taken for a plain tool result only.
+    #[test]
+    fn a_tool_answer_decodes_as_the_general_decoder_decodes_it() {
+        let id = RequestId::Number(4);
+        let plain = json!({"jsonrpc":"2.0","id":4,"result":{
+            "content":[{"type":"text","text":"hi \u{e9} \"quoted\""}],
+            "structuredContent":{"n":1},"isError":false,"_meta":{"k":"v"}}});
+        let cases = [
+            (plain, true),
+            // An error; a result asking for input; a task made unasked; a stray envelope
+            // field; a result with no tool field (a custom result).
+            (
+                json!({"jsonrpc":"2.0","id":4,"error":{"code":-32602,"message":"no"}}),
+                false,
+            ),
+            (
+                json!({"jsonrpc":"2.0","id":4,"result":{"resultType":"input_required",
+                    "inputRequests":{}}}),
+                false,
+            ),
+            (
+                json!({"jsonrpc":"2.0","id":4,"result":{"content":[],"task":{
+                    "taskId":"t","status":"working","createdAt":"2026-01-01T00:00:00Z",
+                    "lastUpdatedAt":"2026-01-01T00:00:00Z","ttl":null}}}),
+                false,
+            ),
+            (
+                json!({"jsonrpc":"2.0","id":4,"result":{"content":[]},"extra":1}),
+                false,
+            ),
+            (json!({"jsonrpc":"2.0","id":4,"result":{"other":1}}), false),
+        ];
+        let inbound = Inbound::new("s", 1 << 20, WireNotes::default(), false);
+        for (message, typed) in cases {
+            let bytes = serde_json::to_vec(&message).unwrap();
+            assert_eq!(tool_result(&bytes).is_some(), typed, "{message}");
+            let general = inbound.decode_raw(&bytes, Some(&id));
+            let expecting = inbound.decode_expecting(&bytes, Some(&id), Expect::ToolResult);
+            let (Decoded::AsSent(general), Decoded::AsSent(expecting)) = (general, expecting)
+            else {
+                panic!("{message} did not decode as sent");
+            };
+            assert_eq!(
+                serde_json::to_value(&expecting).unwrap(),
+                serde_json::to_value(&general).unwrap(),
+                "{message}"
+            );
+            assert_eq!(
+                matches!(
+                    expecting,
+                    ServerJsonRpcMessage::Response(JsonRpcResponse {
+                        result: ServerResult::CallToolResult(_),
+                        ..
+                    })
+                ),
+                matches!(
+                    general,
+                    ServerJsonRpcMessage::Response(JsonRpcResponse {
+                        result: ServerResult::CallToolResult(_),
+                        ..
+                    })
+                ),
+                "{message}"
+            );
+        }
+    }
 
     #[test]
     fn an_undecodable_answer_to_a_pending_request_fails_it_with_the_reason() {

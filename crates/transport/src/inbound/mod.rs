@@ -11,7 +11,7 @@ mod fault;
 mod scan;
 mod tap;
 
-pub(crate) use decode::Inbound;
+pub(crate) use decode::{Expect, Inbound};
 pub use fault::{DEFAULT_MAX_MESSAGE_BYTES, UNDECODABLE_META_KEY, WireFault};
 pub(crate) use scan::IdScan;
 pub(crate) use tap::Tap;

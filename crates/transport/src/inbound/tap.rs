@@ -14,8 +14,8 @@ use rmcp::transport::streamable_http_client::{
     SseError, StreamableHttpError, StreamableHttpPostResponse,
 };
 
-use super::decode::{Decoded, Inbound, answered};
-use crate::layer::{Events, HttpLayer, PostResult, StreamResult};
+use super::decode::{Decoded, Expect, Inbound, answered};
+use crate::layer::{Events, HttpLayer, PostResult, Posted, StreamResult};
 
 /// The [`HttpLayer`] that passes every SSE-framed server message (POST response streams and
 /// the GET stream) through [`Inbound`] before rmcp decodes it — the wire notes see it, a
@@ -41,7 +41,7 @@ impl Tap {
     fn tap_stream(&self, stream: Events, origin: Option<RequestId>) -> Events {
         let inbound = self.inbound.clone();
         stream
-            .map(move |item| tap_item(&inbound, item, origin.as_ref()).0)
+            .map(move |item| tap_item(&inbound, item, origin.as_ref(), Expect::Any).0)
             .boxed()
     }
 
@@ -61,7 +61,7 @@ impl Tap {
     async fn lone_answer(
         &self,
         mut stream: Events,
-        id: RequestId,
+        Posted { id, expect }: Posted,
         session: Option<String>,
     ) -> StreamableHttpPostResponse {
         let mut read = Vec::new();
@@ -70,7 +70,7 @@ impl Tap {
                 let replay = futures::stream::iter(read).boxed();
                 return StreamableHttpPostResponse::Sse(replay, session);
             };
-            let (item, message) = tap_item(&self.inbound, item, Some(&id));
+            let (item, message) = tap_item(&self.inbound, item, Some(&id), expect);
             if let Some(message) = message.filter(|m| answers(m, &id)) {
                 drop(crate::net::ReadToEnd::boxed(stream));
                 return StreamableHttpPostResponse::Json(message, session);
@@ -88,7 +88,7 @@ impl Tap {
 }
 
 /// One item of a server's stream through `inbound`, as rmcp should get it, and the message it
-/// carries, decoded:
+/// carries, decoded (an answer to `origin` as `expect` says it can be):
 /// - an event: its data replaced when the message was, none when it was dropped; an event
 ///   without a message as it came;
 /// - an error: an event over the size cap or not UTF-8 becomes the error message of the
@@ -97,6 +97,7 @@ fn tap_item(
     inbound: &Inbound,
     item: Result<sse_stream::Sse, SseError>,
     origin: Option<&RequestId>,
+    expect: Expect,
 ) -> (
     Result<sse_stream::Sse, SseError>,
     Option<ServerJsonRpcMessage>,
@@ -131,7 +132,7 @@ fn tap_item(
     let Some(data) = event.data.as_ref().filter(|_| message) else {
         return (Ok(event), None);
     };
-    match inbound.decode_raw(data.as_bytes(), origin) {
+    match inbound.decode_expecting(data.as_bytes(), origin, expect) {
         Decoded::AsSent(m) => (Ok(event), Some(m)),
         Decoded::Replaced(m) => {
             event.data = serde_json::to_string(&m).ok().or(event.data);
@@ -167,7 +168,7 @@ impl HttpLayer for Tap {
     /// a request sent in a session; rmcp then re-initialises once and resends.
     async fn post_for<E, F, Fut>(
         &self,
-        request: Option<RequestId>,
+        request: Option<Posted>,
         attached: bool,
         auth: Option<String>,
         send: F,
@@ -177,11 +178,15 @@ impl HttpLayer for Tap {
         F: Fn(Option<String>) -> Fut + Send + Sync,
         Fut: Future<Output = PostResult<E>> + Send,
     {
-        match send(auth).await {
-            Ok(StreamableHttpPostResponse::Sse(stream, session)) => Ok(match &request {
-                Some(id) => self.lone_answer(stream, id.clone(), session).await,
-                None => StreamableHttpPostResponse::Sse(self.tap_stream(stream, request), session),
-            }),
+        let response = send(auth).await;
+        if let Ok(StreamableHttpPostResponse::Sse(stream, session)) = response {
+            return Ok(match request {
+                Some(posted) => self.lone_answer(stream, posted, session).await,
+                None => StreamableHttpPostResponse::Sse(self.tap_stream(stream, None), session),
+            });
+        }
+        let request = request.map(|posted| posted.id);
+        match response {
             Err(StreamableHttpError::ResponseBodyTooLarge { max_size }) if request.is_some() => {
                 match self
                     .inbound
@@ -295,7 +300,10 @@ mod tests {
         let post = tap()
             .lone_answer(
                 stream(items, ended.clone()),
-                RequestId::Number(7),
+                Posted {
+                    id: RequestId::Number(7),
+                    expect: Expect::Any,
+                },
                 Some("s".into()),
             )
             .await;
