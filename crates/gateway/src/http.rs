@@ -255,18 +255,36 @@ pub(crate) async fn serve(
         let service = service.clone();
         async move { service.handle(request).await }
     };
-    let router = axum::Router::new()
-        .nest_service("/mcp", axum::handler::Handler::with_state(mcp, ()))
-        .layer(axum::middleware::from_fn(classify_unreadable))
+    // `/mcp`'s middleware, outermost first, stacked as one service: a `Router::layer` boxes the
+    // route once per layer, and every request then cloned each box (and `from_fn` each inner
+    // one again), ~50 allocations per request. Unboxed, cloning the stack copies its states'
+    // pointers; the router boxes it once.
+    let mcp = tower::ServiceBuilder::new()
+        // While draining, nothing is authenticated or opened any more.
         .layer(axum::middleware::from_fn_with_state(
-            sealer,
-            crate::sealed::layer,
+            drain.clone(),
+            drain::gate,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            ops.clone(),
+            authenticate,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            ops.clone(),
+            session_limit,
         ))
         // SEP-1686 wire fields rmcp drops, for 2025-11-25 clients (`session::augmented_front`).
         .layer(axum::middleware::from_fn_with_state(
             front,
             crate::session::augmented_front::layer,
         ))
+        .layer(axum::middleware::from_fn_with_state(
+            sealer,
+            crate::sealed::layer,
+        ))
+        .layer(axum::middleware::from_fn(classify_unreadable))
+        .service(axum::handler::Handler::with_state(mcp, ()));
+    let router = axum::Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
@@ -278,6 +296,8 @@ pub(crate) async fn serve(
             "/.well-known/oauth-protected-resource/{*path}",
             get(resource_metadata),
         )
+        // The same gates as `/mcp`'s, in the same order, for the routes above and the
+        // fallback (only the drain gate acts on them).
         .layer(axum::middleware::from_fn_with_state(
             ops.clone(),
             session_limit,
@@ -286,11 +306,15 @@ pub(crate) async fn serve(
             ops.clone(),
             authenticate,
         ))
-        // Outermost: while draining, nothing is authenticated or opened any more.
         .layer(axum::middleware::from_fn_with_state(
             drain.clone(),
             drain::gate,
         ))
+        // Added after the layers above: not wrapped in them again. Not `nest_service`: the
+        // path stays whole for the middleware, which reads it, and rmcp ignores it.
+        .route_service("/mcp", mcp.clone())
+        .route_service("/mcp/", mcp.clone())
+        .route_service("/mcp/{*rest}", mcp)
         .with_state(ops);
     let accept = CancellationToken::new();
     let task = tokio::spawn(accept_loop(listener, router, accept.clone()));
