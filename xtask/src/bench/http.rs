@@ -406,6 +406,34 @@ impl RawHttp {
         Ok(raw)
     }
 
+    /// Lists tools until the list has this client's tool, for at most `limit`: a gateway
+    /// under valgrind serves before its slow start has listed the upstream (fail open), and a
+    /// call of a tool this session has not seen is refused.
+    pub(super) async fn wait_listed(&mut self, limit: std::time::Duration) -> Result<(), String> {
+        let deadline = Instant::now() + limit;
+        let needle = format!("\"{}\"", self.tool);
+        loop {
+            let id = self.next_id;
+            self.next_id += 1;
+            let list = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/list"}}"#);
+            let response = self.post(&list).await?;
+            let listed = response
+                .body
+                .windows(needle.len())
+                .any(|w| w == needle.as_bytes());
+            if response.status == 200 && listed {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "raw http: `{}` was not listed within {limit:?}",
+                    self.tool
+                ));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    }
+
     pub(super) async fn echo(&mut self, message: &str) -> Result<(), String> {
         let id = self.next_id;
         self.next_id += 1;

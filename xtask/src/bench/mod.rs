@@ -67,6 +67,9 @@
 //! - `serve_echo_keepalive_threads{N}[_p99]`, `serve_throughput_32_keepalive_threads{N}`: the
 //!   release `mcp-harness serve --http --threads N` in its own process vs the same keep-alive
 //!   client direct to the fixture, N = 1 and 2 (see `serve.rs`; the group builds the release CLI);
+//! - `serve_instructions_per_call`: user-space instructions per sequential echo (valgrind's
+//!   callgrind) of `serve --http --threads 1` vs the fixture's own process, direct — a ratio
+//!   this host's timing noise cannot move (see `instructions.rs`; needs valgrind);
 //! - `snapshot_build_<T>`: `SnapshotBuilder` + `build` over S catalogs of T/S realistic tools
 //!   (pure CPU) vs cloning the catalogs' `Arc`s into a map and indexing every qualified name;
 //! - `set_tools_<n>`: `ServerCatalog::set_tools` (sanitising and qualifying) of one server's n
@@ -84,6 +87,7 @@ mod cli;
 mod floor;
 mod gateway;
 mod http;
+mod instructions;
 mod list_changed;
 mod peers;
 mod report;
@@ -124,7 +128,9 @@ same run (lower is better; 1.00x = no overhead). Results also go to target/bench
   --only G,...  run only these groups: echo, cold_start, list_changed, snapshot, http,
                 sse (server-everything over legacy SSE, Streamable HTTP and stdio; installs
                 the npm peers), gateway, serve (the release `mcp-harness serve --http`
-                process), cli (these two build the release CLI too)
+                process), instructions (the same process's instructions per call against the
+                fixture's, counted by valgrind's callgrind; needs valgrind), cli (these
+                three build the release CLI too)
                 (default all)";
 
 const DEFAULT_CALLS: usize = 2000;
@@ -141,7 +147,7 @@ const MAX_ROUNDS: usize = 15;
 const MAX_CHANGES: usize = 5_000;
 const MAX_BUILDS: usize = 100_000;
 /// The metric groups `--only` can pick, in the order they run.
-const GROUPS: [&str; 9] = [
+const GROUPS: [&str; 10] = [
     "echo",
     "cold_start",
     "list_changed",
@@ -150,6 +156,7 @@ const GROUPS: [&str; 9] = [
     "sse",
     "gateway",
     "serve",
+    "instructions",
     "cli",
 ];
 
@@ -348,7 +355,7 @@ fn outer(options: &Options) -> ExitCode {
     if !release_self {
         build.args(["-p", "xtask", "--bin", "xtask"]);
     }
-    if options.runs("cli") || options.runs("serve") {
+    if options.runs("cli") || options.runs("serve") || options.runs("instructions") {
         build.args(["-p", "mcp-harness", "--bin", "mcp-harness"]);
     }
     eprintln!("xtask bench: building release binaries (the first time takes minutes)...");
@@ -506,6 +513,9 @@ impl Bench {
         }
         if self.options.runs("serve") {
             metrics.extend(self.serve().await?);
+        }
+        if self.options.runs("instructions") {
+            metrics.extend(self.instructions().await?);
         }
         if self.options.runs("cli") {
             metrics.extend(self.cli().await?);

@@ -31,13 +31,40 @@ impl Stat {
     }
 }
 
-/// One metric: samples of both sides (rounds or individual events), in seconds.
+/// What a metric's samples count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Unit {
+    Seconds,
+    /// User-space instructions, as valgrind's callgrind counts them.
+    Instructions,
+}
+
+impl Unit {
+    fn label(self) -> &'static str {
+        match self {
+            Unit::Seconds => "seconds",
+            Unit::Instructions => "instructions",
+        }
+    }
+
+    /// A value in this unit, shown the way that suits it.
+    fn show(self, value: f64) -> String {
+        match self {
+            Unit::Seconds => human(value),
+            Unit::Instructions => format!("{:.1}k", value / 1e3),
+        }
+    }
+}
+
+/// One metric: samples of both sides (rounds or individual events), in seconds unless its
+/// `unit` says otherwise.
 pub(super) struct Metric {
     pub name: String,
     pub what: String,
     pub harness: Vec<f64>,
     pub baseline: Vec<f64>,
     pub stat: Stat,
+    pub unit: Unit,
     /// Per-call metrics show a throughput column.
     pub per_call: bool,
     /// Ratios of harness/baseline measurements taken back to back (echo chunks, cold-start
@@ -60,6 +87,7 @@ impl Metric {
             harness: h,
             baseline: b,
             stat: Stat::Median,
+            unit: Unit::Seconds,
             per_call: false,
             pairs: None,
         }
@@ -73,6 +101,7 @@ impl Metric {
             harness: self.harness.clone(),
             baseline: self.baseline.clone(),
             stat: Stat::P99,
+            unit: self.unit,
             per_call: self.per_call,
             pairs: None,
         }
@@ -131,14 +160,19 @@ pub(super) fn human(seconds: f64) -> String {
 }
 
 /// The samples of one side: every value when there are few, else their count and range.
-fn samples(values: &[f64]) -> String {
+fn samples(values: &[f64], unit: Unit) -> String {
     if values.len() <= 7 {
-        let all: Vec<String> = values.iter().map(|v| human(*v)).collect();
+        let all: Vec<String> = values.iter().map(|v| unit.show(*v)).collect();
         return all.join(" ");
     }
     let min = values.iter().copied().fold(f64::INFINITY, f64::min);
     let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    format!("n={} min {} max {}", values.len(), human(min), human(max))
+    format!(
+        "n={} min {} max {}",
+        values.len(),
+        unit.show(min),
+        unit.show(max)
+    )
 }
 
 pub(super) struct Report {
@@ -175,9 +209,9 @@ impl Report {
                     m.name,
                     side,
                     m.stat.label(),
-                    human(value),
+                    m.unit.show(value),
                     rate,
-                    samples(values)
+                    samples(values, m.unit)
                 );
             }
             println!(
@@ -217,8 +251,8 @@ impl Report {
             println!(
                 "bench {}: harness {} vs baseline {} = {:.2}x{paired}",
                 m.name,
-                human(m.harness_value()),
-                human(m.baseline_value()),
+                m.unit.show(m.harness_value()),
+                m.unit.show(m.baseline_value()),
                 m.ratio()
             );
         }
@@ -232,7 +266,7 @@ impl Report {
                 json!({
                     "name": m.name,
                     "what": m.what,
-                    "unit": "seconds",
+                    "unit": m.unit.label(),
                     "stat": m.stat.label(),
                     "harness": m.harness_value(),
                     "baseline": m.baseline_value(),

@@ -37,14 +37,35 @@ const THROUGH_TOOL: &str = "mcp__fx__echo";
 
 /// One `mcp-harness serve --http` process; [`Served::stop`] ends it with SIGTERM, as a user's
 /// service manager would, and reaps it.
-struct Served {
+pub(super) struct Served {
     child: Child,
-    url: String,
+    pub(super) url: String,
 }
 
 impl Served {
     async fn start(cli: &Path, config: &Path, threads: usize) -> Result<Self, String> {
-        let mut child = Command::new(cli)
+        Self::start_under(&[], cli, config, threads, STARTUP_TIMEOUT).await
+    }
+
+    /// `serve` run by `wrapper` (a program and its arguments, to which the CLI's command line
+    /// is appended: valgrind) or directly when it is empty, announcing its URL within
+    /// `startup`.
+    pub(super) async fn start_under(
+        wrapper: &[&str],
+        cli: &Path,
+        config: &Path,
+        threads: usize,
+        startup: Duration,
+    ) -> Result<Self, String> {
+        let mut command = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut command = Command::new(program);
+                command.args(args).arg(cli);
+                command
+            }
+            None => Command::new(cli),
+        };
+        let mut child = command
             .arg("serve")
             .arg("--config")
             .arg(config)
@@ -58,7 +79,7 @@ impl Served {
         let stderr = child.stderr.take().ok_or("serve: no stderr")?;
         let mut lines = BufReader::new(stderr).lines();
         // `mcp-harness: serving http://127.0.0.1:PORT/mcp` once every server is connected.
-        let announced = tokio::time::timeout(STARTUP_TIMEOUT, async {
+        let announced = tokio::time::timeout(startup, async {
             while let Ok(Some(line)) = lines.next_line().await {
                 if let Some(url) = line.strip_prefix("mcp-harness: serving ") {
                     return Some(url.trim().to_string());
@@ -70,7 +91,7 @@ impl Served {
         let Ok(Some(url)) = announced else {
             let _ = child.kill().await;
             return Err(format!(
-                "serve --threads {threads} did not announce its URL within {STARTUP_TIMEOUT:?}"
+                "serve --threads {threads} did not announce its URL within {startup:?}"
             ));
         };
         // Its later lines (the drain at SIGTERM) must not fill the pipe.
@@ -78,7 +99,12 @@ impl Served {
         Ok(Self { child, url })
     }
 
-    async fn stop(mut self) {
+    /// Its process id (valgrind's, when run under it: the same process).
+    pub(super) fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    pub(super) async fn stop(mut self) {
         if let Some(pid) = self.child.id() {
             // SAFETY: kill(2) on our own child's pid, which is not reaped before `wait` below.
             unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };

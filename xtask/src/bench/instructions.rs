@@ -1,0 +1,197 @@
+//! `instructions`: what one call costs in user-space instructions, as valgrind's callgrind
+//! counts them — a measure this host's timing noise cannot blur (two runs of the same binary
+//! agree to within a fraction of a percent, whatever else the machine is doing).
+//!
+//! `serve_instructions_per_call`: the release `mcp-harness serve --http --threads 1` (its own
+//! process) against the release HTTP fixture's own process, each counted over the same
+//! sequential 1 KiB echoes from a keep-alive client: the gateway through to the fixture, and
+//! the fixture direct. The ratio says how many upstream server hops of work the gateway does
+//! per call. Each side runs under callgrind with instrumentation off until its warm-up is over
+//! (`callgrind_control -i on`); the count is dumped (`callgrind_control -d`) right after the
+//! counted calls, so neither start-up nor shutdown is in it. Only the counted process is under
+//! valgrind: the fixture behind the gateway runs natively.
+//!
+//! Invariant: every process this group starts is killed and reaped before it returns.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::process::{Child, Command};
+
+use super::cli::write;
+use super::gateway::{WARMUP, mcp_addr, raw_latencies, upstream, wait_listening};
+use super::http::RawHttp;
+use super::report::{Metric, Unit};
+use super::serve::Served;
+use super::{Bench, target_dir};
+
+/// The calls counted on each side.
+const COUNTED: usize = 500;
+/// The whole group's time limit (valgrind runs each side's counted calls ~50× slower).
+const PHASE_LIMIT: Duration = Duration::from_secs(300);
+/// How long a process under valgrind may take to start serving.
+const VALGRIND_STARTUP: Duration = Duration::from_secs(120);
+/// The echo tool through the gateway (the fixture is configured as server `fx`).
+const THROUGH_TOOL: &str = "mcp__fx__echo";
+
+/// valgrind's command line for a counted process whose counts go to `out` (dumps to `out.N`).
+fn callgrind(out: &Path) -> Vec<String> {
+    vec![
+        "valgrind".into(),
+        "--tool=callgrind".into(),
+        "--instr-atstart=no".into(),
+        format!("--callgrind-out-file={}", out.display()),
+    ]
+}
+
+/// Runs `callgrind_control ARGS PID`, or says why it failed.
+async fn control(args: &[&str], pid: u32) -> Result<(), String> {
+    let out = Command::new("callgrind_control")
+        .args(args)
+        .arg(pid.to_string())
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .map_err(|e| format!("cannot run callgrind_control (Debian package valgrind): {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "callgrind_control {} {pid} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// The instructions per call of the process `pid` (under callgrind, writing to `out`) over
+/// [`COUNTED`] echoes of `raw`, after [`WARMUP`] uncounted ones.
+async fn per_call(pid: u32, raw: &mut RawHttp, out: &Path) -> Result<f64, String> {
+    raw_latencies(raw, WARMUP).await?;
+    control(&["-i", "on"], pid).await?;
+    raw_latencies(raw, COUNTED).await?;
+    control(&["-d"], pid).await?;
+    let dump = PathBuf::from(format!("{}.1", out.display()));
+    let text = tokio::fs::read_to_string(&dump)
+        .await
+        .map_err(|e| format!("callgrind's dump {}: {e}", dump.display()))?;
+    let total = text
+        .lines()
+        .find_map(|l| l.strip_prefix("summary:"))
+        .and_then(|n| n.trim().parse::<u64>().ok())
+        .ok_or_else(|| format!("no `summary:` line in {}", dump.display()))?;
+    Ok(total as f64 / COUNTED as f64)
+}
+
+/// Ends a child started here and reaps it.
+async fn end(mut child: Child) {
+    let _ = child.kill().await;
+    let _ = child.wait().await;
+}
+
+/// A free loopback port.
+fn free_port() -> Result<u16, String> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("no free port: {e}"))
+}
+
+impl Bench {
+    /// The `instructions` group (see the module's doc).
+    pub(super) async fn instructions(&self) -> Result<Vec<Metric>, String> {
+        let found = Command::new("valgrind")
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .await;
+        if !found.is_ok_and(|s| s.success()) {
+            return Err("the instructions group needs valgrind (Debian package valgrind); install it or leave the group out with --only".into());
+        }
+        let dir = std::env::temp_dir().join(format!("{}-instructions", self.tag));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("temp dir: {e}"))?;
+        let counted = tokio::time::timeout(PHASE_LIMIT, async {
+            let direct = self.fixture_per_call(&dir).await?;
+            let through = self.serve_per_call(&dir).await?;
+            Ok::<_, String>((through, direct))
+        })
+        .await;
+        let _ = std::fs::remove_dir_all(&dir);
+        self.wait_reaped().await?;
+        let (through, direct) =
+            counted.map_err(|_| format!("the instructions group took over {PHASE_LIMIT:?}"))??;
+        Ok(vec![Metric {
+            unit: Unit::Instructions,
+            ..Metric::new(
+                "serve_instructions_per_call",
+                "user-space instructions per sequential 1 KiB echo (callgrind): `mcp-harness serve --http --threads 1` in front of the HTTP fixture vs the fixture's own process, direct",
+                vec![through],
+                vec![direct],
+            )
+        }])
+    }
+
+    /// The fixture's own instructions per call, direct.
+    async fn fixture_per_call(&self, dir: &Path) -> Result<f64, String> {
+        let port = free_port()?;
+        let out = dir.join("fixture.out");
+        let mut line = callgrind(&out);
+        line.push(self.fixture.display().to_string());
+        let port_text = port.to_string();
+        let child = Command::new(&line[0])
+            .args(&line[1..])
+            .args(["--transport", "http", "--port", &port_text, "--name"])
+            .arg(&self.tag)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("cannot spawn valgrind: {e}"))?;
+        let pid = child
+            .id()
+            .ok_or("the fixture under valgrind exited at once")?;
+        let counted = async {
+            wait_listening(port).await?;
+            let url = format!("http://127.0.0.1:{port}/mcp");
+            let mut raw = RawHttp::connect(mcp_addr(&url)?, "echo").await?;
+            per_call(pid, &mut raw, &out).await
+        }
+        .await;
+        end(child).await;
+        counted
+    }
+
+    /// `serve`'s instructions per call, in front of the fixture (run natively).
+    async fn serve_per_call(&self, dir: &Path) -> Result<f64, String> {
+        let port = free_port()?;
+        let fixture = upstream(self, port)?;
+        let counted = async {
+            wait_listening(port).await?;
+            let json = serde_json::json!({
+                "mcpServers": {"fx": {"type": "http", "url": format!("http://127.0.0.1:{port}/mcp")}},
+                "permissions": {"allow": ["**"]},
+            });
+            let config = write(dir, "instructions.json", json)?;
+            let cli = target_dir().join("release").join("mcp-harness");
+            let out = dir.join("serve.out");
+            let line = callgrind(&out);
+            let wrapper: Vec<&str> = line.iter().map(String::as_str).collect();
+            let served = Served::start_under(&wrapper, &cli, &config, 1, VALGRIND_STARTUP).await?;
+            let counted = async {
+                let pid = served.pid().ok_or("serve under valgrind exited")?;
+                let mut raw = RawHttp::connect(mcp_addr(&served.url)?, THROUGH_TOOL).await?;
+                raw.wait_listed(VALGRIND_STARTUP).await?;
+                per_call(pid, &mut raw, &out).await
+            }
+            .await;
+            served.stop().await;
+            counted
+        }
+        .await;
+        end(fixture).await;
+        counted
+    }
+}
