@@ -255,24 +255,19 @@ pub(crate) async fn serve(
         let service = service.clone();
         async move { service.handle(request).await }
     };
+    // The gates every route passes, outermost first. While draining, nothing is
+    // authenticated or opened any more.
+    let gate = axum::middleware::from_fn_with_state(drain.clone(), drain::gate);
+    let authenticated = axum::middleware::from_fn_with_state(ops.clone(), authenticate);
+    let limited = axum::middleware::from_fn_with_state(ops.clone(), session_limit);
     // `/mcp`'s middleware, outermost first, stacked as one service: a `Router::layer` boxes the
     // route once per layer, and every request then cloned each box (and `from_fn` each inner
     // one again), ~50 allocations per request. Unboxed, cloning the stack copies its states'
     // pointers; the router boxes it once.
     let mcp = tower::ServiceBuilder::new()
-        // While draining, nothing is authenticated or opened any more.
-        .layer(axum::middleware::from_fn_with_state(
-            drain.clone(),
-            drain::gate,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            ops.clone(),
-            authenticate,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            ops.clone(),
-            session_limit,
-        ))
+        .layer(gate.clone())
+        .layer(authenticated.clone())
+        .layer(limited.clone())
         // SEP-1686 wire fields rmcp drops, for 2025-11-25 clients (`session::augmented_front`).
         .layer(axum::middleware::from_fn_with_state(
             front,
@@ -296,20 +291,11 @@ pub(crate) async fn serve(
             "/.well-known/oauth-protected-resource/{*path}",
             get(resource_metadata),
         )
-        // The same gates as `/mcp`'s, in the same order, for the routes above and the
-        // fallback (only the drain gate acts on them).
-        .layer(axum::middleware::from_fn_with_state(
-            ops.clone(),
-            session_limit,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            ops.clone(),
-            authenticate,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            drain.clone(),
-            drain::gate,
-        ))
+        // The same gates, in the same order (the last layer is the outermost), for the routes
+        // above and the fallback (only the drain gate acts on them).
+        .layer(limited)
+        .layer(authenticated)
+        .layer(gate)
         // Added after the layers above: not wrapped in them again. Not `nest_service`: the
         // path stays whole for the middleware, which reads it, and rmcp ignores it.
         .route_service("/mcp", mcp.clone())

@@ -284,6 +284,36 @@ mod tests {
 
     type Seen = Arc<Mutex<Vec<(&'static str, Option<String>)>>>;
 
+    /// A plain `tools/call` expects a tool's result; a task-augmented one (a custom request,
+    /// as the runtime sends it) and any other request expect anything; a notification is no
+    /// request.
+    #[test]
+    fn only_a_plain_tool_call_expects_a_tool_result() {
+        let message = |value: serde_json::Value| -> ClientJsonRpcMessage {
+            serde_json::from_value(value).unwrap()
+        };
+        let posted = Posted::of(&message(serde_json::json!({"jsonrpc": "2.0", "id": 3,
+            "method": "tools/call", "params": {"name": "echo"}})))
+        .unwrap();
+        assert_eq!(
+            (posted.id, posted.expect),
+            (RequestId::Number(3), Expect::ToolResult)
+        );
+        let augmented = ClientJsonRpcMessage::request(
+            ClientRequest::CustomRequest(rmcp::model::CustomRequest::new(
+                "tools/call",
+                Some(serde_json::json!({"name": "echo", "task": {"ttl": 1000}})),
+            )),
+            RequestId::Number(4),
+        );
+        assert_eq!(Posted::of(&augmented).unwrap().expect, Expect::Any);
+        let list = message(serde_json::json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list"}));
+        assert_eq!(Posted::of(&list).unwrap().expect, Expect::Any);
+        let note =
+            message(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        assert!(Posted::of(&note).is_none());
+    }
+
     /// An inner client that records the method each request arrived by, with its authorization
     /// header, and refuses (401) every request that does not carry "fresh" — except the DELETE.
     #[derive(Clone, Default)]
