@@ -24,8 +24,6 @@ use rmcp::transport::streamable_http_client::{
     StreamableHttpResponseLimits,
 };
 
-use crate::inbound::Expect;
-
 /// What a POST (one message) gets back.
 pub(crate) type PostResult<E> = Result<StreamableHttpPostResponse, StreamableHttpError<E>>;
 /// A server's event stream, as rmcp's client reads it (a POST's answer or the GET stream).
@@ -243,6 +241,16 @@ fn after_event(stream: Events, last_event_id: Option<String>) -> Events {
             std::future::ready(matches!(event, Ok(e) if e.id.as_deref() == Some(last.as_str())))
         })
         .boxed()
+}
+
+/// What the answer to a request can be, as far as the transport that sent it knows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum Expect {
+    /// Any result.
+    #[default]
+    Any,
+    /// A tool's result (or an error): a `tools/call` that asked for no task.
+    ToolResult,
 }
 
 /// The request a POST carries, as far as a layer needs it.

@@ -28,6 +28,7 @@ use rmcp::model::{
 
 use super::fault::{MAX_MESSAGE_KEY, WireFault};
 use super::scan::{Scanned, error_reason, salvage_listing, scan};
+use crate::layer::Expect;
 use crate::wire::WireNotes;
 
 /// How many ids of cancelled requests are remembered (a late answer to one is not an anomaly).
@@ -46,16 +47,6 @@ pub struct Inbound {
 struct Pending {
     open: HashSet<RequestId>,
     cancelled: VecDeque<RequestId>,
-}
-
-/// What the answer to a request can be, as far as the transport that sent it knows.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) enum Expect {
-    /// Any result.
-    #[default]
-    Any,
-    /// A tool's result (or an error): a `tools/call` that asked for no task.
-    ToolResult,
 }
 
 /// What became of one raw message.

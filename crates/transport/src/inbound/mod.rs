@@ -4,14 +4,16 @@
 //! layer that runs it on SSE events and JSON bodies (`tap`).
 //!
 //! Architecture invariant: the dependencies point one way — `tap` → `decode` → `scan` →
-//! `fault`, and `decode` reports to [`crate::wire`], which imports nothing from here.
+//! `fault`, and `decode` reports to [`crate::wire`], which imports nothing from here; what a
+//! request expects (`layer::Expect`) is the HTTP layer's, which imports nothing from
+//! here either.
 
 mod decode;
 mod fault;
 mod scan;
 mod tap;
 
-pub(crate) use decode::{Expect, Inbound};
+pub(crate) use decode::Inbound;
 pub use fault::{DEFAULT_MAX_MESSAGE_BYTES, UNDECODABLE_META_KEY, WireFault};
 pub(crate) use scan::IdScan;
 pub(crate) use tap::Tap;

@@ -14,8 +14,8 @@ use rmcp::transport::streamable_http_client::{
     SseError, StreamableHttpError, StreamableHttpPostResponse,
 };
 
-use super::decode::{Decoded, Expect, Inbound, answered};
-use crate::layer::{Events, HttpLayer, PostResult, Posted, StreamResult};
+use super::decode::{Decoded, Inbound, answered};
+use crate::layer::{Events, Expect, HttpLayer, PostResult, Posted, StreamResult};
 
 /// The [`HttpLayer`] that passes every SSE-framed server message (POST response streams and
 /// the GET stream) through [`Inbound`] before rmcp decodes it — the wire notes see it, a
