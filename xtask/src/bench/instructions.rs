@@ -22,6 +22,7 @@ use tokio::process::{Child, Command};
 use super::cli::write;
 use super::gateway::{WARMUP, mcp_addr, raw_latencies, upstream, wait_listening};
 use super::http::RawHttp;
+use super::peers::free_port;
 use super::report::{Metric, Unit};
 use super::serve::Served;
 use super::{Bench, target_dir};
@@ -88,14 +89,6 @@ async fn per_call(pid: u32, raw: &mut RawHttp, out: &Path) -> Result<f64, String
 async fn end(mut child: Child) {
     let _ = child.kill().await;
     let _ = child.wait().await;
-}
-
-/// A free loopback port.
-fn free_port() -> Result<u16, String> {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| format!("no free port: {e}"))
 }
 
 impl Bench {
