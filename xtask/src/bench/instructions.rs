@@ -36,14 +36,15 @@ const VALGRIND_STARTUP: Duration = Duration::from_secs(120);
 /// The echo tool through the gateway (the fixture is configured as server `fx`).
 const THROUGH_TOOL: &str = "mcp__fx__echo";
 
-/// valgrind's command line for a counted process whose counts go to `out` (dumps to `out.N`).
-fn callgrind(out: &Path) -> Vec<String> {
-    vec![
-        "valgrind".into(),
-        "--tool=callgrind".into(),
-        "--instr-atstart=no".into(),
-        format!("--callgrind-out-file={}", out.display()),
-    ]
+/// `program` under callgrind, counting nothing until told to, its counts going to `out` (dumps
+/// to `out.N`).
+fn callgrind(out: &Path, program: &Path) -> Command {
+    let mut command = Command::new("valgrind");
+    command
+        .args(["--tool=callgrind", "--instr-atstart=no"])
+        .arg(format!("--callgrind-out-file={}", out.display()))
+        .arg(program);
+    command
 }
 
 /// Runs `callgrind_control ARGS PID`, or says why it failed.
@@ -130,11 +131,8 @@ impl Bench {
     async fn fixture_per_call(&self, dir: &Path) -> Result<f64, String> {
         let port = free_port()?;
         let out = dir.join("fixture.out");
-        let mut line = callgrind(&out);
-        line.push(self.fixture.display().to_string());
         let port_text = port.to_string();
-        let child = Command::new(&line[0])
-            .args(&line[1..])
+        let child = callgrind(&out, &self.fixture)
             .args(["--transport", "http", "--port", &port_text, "--name"])
             .arg(&self.tag)
             .stdin(Stdio::null())
@@ -170,9 +168,8 @@ impl Bench {
             let config = write(dir, "instructions.json", json)?;
             let cli = target_dir().join("release").join("mcp-harness");
             let out = dir.join("serve.out");
-            let line = callgrind(&out);
-            let wrapper: Vec<&str> = line.iter().map(String::as_str).collect();
-            let served = Served::start_under(&wrapper, &cli, &config, 1, VALGRIND_STARTUP).await?;
+            let served =
+                Served::spawn(callgrind(&out, &cli), &config, 1, VALGRIND_STARTUP).await?;
             let counted = async {
                 let pid = served.pid().ok_or("serve under valgrind exited")?;
                 let mut raw = RawHttp::connect(mcp_addr(&served.url)?, THROUGH_TOOL).await?;

@@ -44,27 +44,18 @@ pub(super) struct Served {
 
 impl Served {
     async fn start(cli: &Path, config: &Path, threads: usize) -> Result<Self, String> {
-        Self::start_under(&[], cli, config, threads, STARTUP_TIMEOUT).await
+        Self::spawn(Command::new(cli), config, threads, STARTUP_TIMEOUT).await
     }
 
-    /// `serve` run by `wrapper` (a program and its arguments, to which the CLI's command line
-    /// is appended: valgrind) or directly when it is empty, announcing its URL within
-    /// `startup`.
-    pub(super) async fn start_under(
-        wrapper: &[&str],
-        cli: &Path,
+    /// `serve` run by `command` (the CLI, or a program that runs it, such as valgrind; the
+    /// `serve` arguments are appended), announcing its URL within `startup`.
+    pub(super) async fn spawn(
+        mut command: Command,
         config: &Path,
         threads: usize,
         startup: Duration,
     ) -> Result<Self, String> {
-        let mut command = match wrapper.split_first() {
-            Some((program, args)) => {
-                let mut command = Command::new(program);
-                command.args(args).arg(cli);
-                command
-            }
-            None => Command::new(cli),
-        };
+        let program = command.as_std().get_program().to_owned();
         let mut child = command
             .arg("serve")
             .arg("--config")
@@ -75,7 +66,7 @@ impl Served {
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
-            .map_err(|e| format!("cannot spawn {}: {e}", cli.display()))?;
+            .map_err(|e| format!("cannot spawn {}: {e}", program.display()))?;
         let stderr = child.stderr.take().ok_or("serve: no stderr")?;
         let mut lines = BufReader::new(stderr).lines();
         // `mcp-harness: serving http://127.0.0.1:PORT/mcp` once every server is connected.
