@@ -18,8 +18,11 @@
 //! - a request with a valid id whose session this replica does not hold is served: the session
 //!   is restored from the id (rmcp replays `initialize` with the sealed parameters);
 //! - an id is re-sealed (and re-sent in the response's `Mcp-Session-Id`) only when what it
-//!   carries changed or half its lifetime has passed, so seals per key stay far below the
-//!   2^32 that random 96-bit nonces allow;
+//!   carries changed or half its lifetime has passed, and an id sealed here for the same
+//!   content with more than half its lifetime left is re-sent instead of sealing another, so
+//!   seals per key stay far below the 2^32 that random 96-bit nonces allow;
+//! - a request's id is opened once: what it holds is remembered for the later looks (see
+//!   `recent`), and what depends on the time (expiry) is checked on every one;
 //! - a secret (a key, a whole id) never appears in a log line or an error.
 
 use std::sync::Arc;
@@ -48,6 +51,10 @@ use rmcp::transport::streamable_http_server::session::{
 use serde::{Deserialize, Serialize};
 
 use crate::session_stream::{EventStream, SessionStreams};
+
+mod recent;
+
+use recent::Recent;
 
 /// The environment variable that holds the session keys: comma-separated base64 32-byte keys,
 /// the first seals, all open.
@@ -333,6 +340,16 @@ pub(crate) struct Payload {
     pub(crate) listed: Option<ListedMark>,
 }
 
+impl Payload {
+    /// Whether `other` holds the same as this, its expiry aside.
+    fn holds_as(&self, other: &Payload) -> bool {
+        self.session == other.session
+            && self.listed == other.listed
+            && self.profile == other.profile
+            && self.init == other.init
+    }
+}
+
 /// The opened payload of the request's `Mcp-Session-Id` and the sealer of the server that
 /// opened it, put in the request's extensions for the session handler.
 #[derive(Clone)]
@@ -348,11 +365,38 @@ pub struct SessionProfile(pub String);
 
 /// What this replica learnt about a session since its id was sealed: the `initialize`
 /// parameters (when it served `initialize`) and its latest listing here.
-#[derive(Debug, Clone, Default)]
+#[derive(Default)]
 pub(crate) struct Learnt {
     init: Option<InitializeRequestParams>,
     profile: Option<String>,
     listed: Option<ListedMark>,
+    /// The id this replica sealed for the session last, and what it holds.
+    issued: Option<(Payload, HeaderValue)>,
+}
+
+impl Learnt {
+    /// `payload` with what was learnt since it was sealed, or `None` when nothing was.
+    fn merged(&self, payload: &Payload) -> Option<Payload> {
+        let init = payload.init.is_none() && self.init.is_some();
+        let profile = payload.profile.is_none() && self.profile.is_some();
+        let listed = self
+            .listed
+            .filter(|mark| payload.listed.is_none_or(|known| known.seq < mark.seq));
+        if !init && !profile && listed.is_none() {
+            return None;
+        }
+        let mut merged = payload.clone();
+        if init {
+            merged.init.clone_from(&self.init);
+        }
+        if profile {
+            merged.profile.clone_from(&self.profile);
+        }
+        if listed.is_some() {
+            merged.listed = listed;
+        }
+        Some(merged)
+    }
 }
 
 /// The sealing state of one HTTP server: its keys, the id lifetime, and what it learnt about
@@ -361,6 +405,8 @@ pub(crate) struct Sealer {
     pub(crate) keys: Arc<SessionKeys>,
     ttl: Duration,
     learnt: DashMap<String, Learnt>,
+    /// The ids opened lately, so a request's id is opened once.
+    recent: Recent,
     /// Sessions ended here (DELETE) → when their last id expires: an id of an ended session
     /// is refused (404) instead of restoring the session. Entries leave when they expire.
     ended: DashMap<String, u64>,
@@ -372,8 +418,29 @@ impl Sealer {
             keys,
             ttl: ttl.max(Duration::from_secs(1)),
             learnt: DashMap::new(),
+            recent: Recent::default(),
             ended: DashMap::new(),
         })
+    }
+
+    /// Opens `token` (or recalls it: see [`Recent`]), checking its expiry against `now`.
+    fn open(&self, token: &str, now: SystemTime) -> Result<Arc<Payload>, Refusal> {
+        let payload = self.opened(token)?;
+        if payload.expires <= unix(now) {
+            return Err(Refusal::Expired);
+        }
+        Ok(payload)
+    }
+
+    /// What `token` holds, whatever its expiry: recalled when it opened lately, else opened
+    /// with any key (and remembered).
+    fn opened(&self, token: &str) -> Result<Arc<Payload>, Refusal> {
+        if let Some(payload) = self.recent.get(token) {
+            return Ok(payload);
+        }
+        let payload = Arc::new(self.keys.open_any(token)?);
+        self.recent.insert(token, payload.clone());
+        Ok(payload)
     }
 
     /// Records the listing a session just got here.
@@ -397,29 +464,32 @@ impl Sealer {
     }
 
     /// The id to send back for `payload`, or `None` when the client's id still says it all
-    /// and has more than half its lifetime left.
-    fn reissue(&self, mut payload: Payload, now: SystemTime) -> Option<String> {
-        let before = payload.clone();
-        if let Some(learnt) = self.learnt.get(&payload.session) {
-            if payload.init.is_none() {
-                payload.init.clone_from(&learnt.init);
-            }
-            if payload.profile.is_none() {
-                payload.profile.clone_from(&learnt.profile);
-            }
-            if let Some(mark) = learnt.listed
-                && payload.listed.is_none_or(|known| known.seq < mark.seq)
-            {
-                payload.listed = Some(mark);
-            }
-        }
+    /// and has more than half its lifetime left. The id sealed here last is sent again when it
+    /// holds the same and has more than half its lifetime left: a client that keeps the id it
+    /// got at `initialize` (the Python SDK's does) would otherwise cost a seal per request.
+    fn reissue(&self, payload: &Payload, now: SystemTime) -> Option<HeaderValue> {
         let now = unix(now);
-        let half_gone = payload.expires.saturating_sub(now) < self.ttl.as_secs() / 2;
-        if payload == before && !half_gone {
+        let lasting = |expires: u64| expires.saturating_sub(now) >= self.ttl.as_secs() / 2;
+        let merged = self
+            .learnt
+            .get(&payload.session)
+            .and_then(|learnt| learnt.merged(payload));
+        if merged.is_none() && lasting(payload.expires) {
             return None;
         }
-        payload.expires = now + self.ttl.as_secs();
-        Some(self.keys.seal(&payload))
+        let mut content = merged.unwrap_or_else(|| payload.clone());
+        let mut learnt = self.learnt.entry(payload.session.clone()).or_default();
+        if let Some((issued, id)) = &learnt.issued
+            && lasting(issued.expires)
+            && issued.holds_as(&content)
+        {
+            return Some(id.clone());
+        }
+        content.expires = now + self.ttl.as_secs();
+        // Unpadded URL-safe base64: always a valid header value.
+        let id = HeaderValue::from_str(&self.keys.seal(&content)).ok()?;
+        learnt.issued = Some((content, id.clone()));
+        Some(id)
     }
 }
 
@@ -441,7 +511,7 @@ pub(crate) async fn layer(
             let opened = value
                 .to_str()
                 .map_err(|_| Refusal::Malformed)
-                .and_then(|token| sealer.keys.open(token, now));
+                .and_then(|token| sealer.open(token, now));
             let opened = opened.and_then(|payload| {
                 if sealer.ended.contains_key(&payload.session) {
                     Err(Refusal::Ended)
@@ -450,7 +520,7 @@ pub(crate) async fn layer(
                 }
             });
             match opened {
-                Ok(payload) => Some(Arc::new(payload)),
+                Ok(payload) => Some(payload),
                 Err(refusal) => {
                     tracing::debug!(%refusal, "session id refused");
                     return not_found(refusal);
@@ -500,7 +570,7 @@ pub(crate) async fn layer(
         response = Response::from_parts(parts, axum::body::Body::from(bytes));
     }
     let payload = match opened {
-        Some(payload) => (*payload).clone(),
+        Some(payload) => payload,
         // A fresh session: rmcp set the id `create_session` sealed.
         None => {
             let Some(token) = response
@@ -516,13 +586,11 @@ pub(crate) async fn layer(
             if let Some(SessionProfile(profile)) = profile {
                 payload.profile = Some(profile);
             }
-            payload
+            Arc::new(payload)
         }
     };
-    if let Some(token) = sealer.reissue(payload, now)
-        && let Ok(value) = HeaderValue::from_str(&token)
-    {
-        response.headers_mut().insert("mcp-session-id", value);
+    if let Some(id) = sealer.reissue(&payload, now) {
+        response.headers_mut().insert("mcp-session-id", id);
     }
     response
 }
@@ -622,10 +690,9 @@ impl SealedSessionManager {
     /// session — when the id opens under one of the keys.
     pub(crate) fn identity(&self, id: &str) -> Option<String> {
         self.sealer
-            .keys
-            .open_any(id)
+            .opened(id)
             .ok()
-            .map(|payload| payload.session)
+            .map(|payload| payload.session.clone())
     }
 
     /// Forgets what was learnt about sessions this replica no longer runs. rmcp (3.11) ends
@@ -639,6 +706,9 @@ impl SealedSessionManager {
             .learnt
             .retain(|session, _| held.contains_key(&SessionId::from(session.clone())));
         self.sealer.learnt.shrink_to_fit();
+        self.sealer
+            .recent
+            .retain(|session| held.contains_key(session));
         self.streams
             .retain(|session| held.contains_key(&SessionId::from(session.to_string())));
         let now = unix(SystemTime::now());
@@ -659,9 +729,8 @@ impl SealedSessionManager {
     /// closes a worker with the id it was made with, however old).
     fn local(&self, id: &SessionId) -> Result<SessionId, SealedError> {
         self.sealer
-            .keys
-            .open_any(id)
-            .map(|payload| SessionId::from(payload.session))
+            .opened(id)
+            .map(|payload| SessionId::from(payload.session.as_str()))
             .map_err(SealedError::Refused)
     }
 }
@@ -907,6 +976,70 @@ mod tests {
         let resealed = rotated.seal(&payload(far));
         assert_eq!(k1.open(&resealed, now), Err(Refusal::Unauthentic));
         assert_eq!(keys(K2).open(&resealed, now), Ok(payload(far)));
+    }
+
+    /// A client that keeps the id it got at `initialize` gets the id sealed for what this
+    /// replica learnt since, the same one each time (no seal per request), until there is
+    /// more to carry or it is half-way to expiry; one that adopts it gets none.
+    #[test]
+    fn a_kept_id_is_answered_with_the_id_already_sealed() {
+        let ttl = Duration::from_secs(3600);
+        let sealer = Sealer::new(Arc::new(keys(K1)), ttl);
+        let now = SystemTime::now();
+        let kept = Payload {
+            listed: None,
+            expires: unix(now) + 3600,
+            ..payload(0)
+        };
+        assert_eq!(sealer.reissue(&kept, now), None, "nothing learnt yet");
+        sealer.listed("s1", ListedMark { seq: 4, tools: 7 });
+        let first = sealer.reissue(&kept, now).expect("the listing is new");
+        assert_eq!(
+            sealer.reissue(&kept, now),
+            Some(first.clone()),
+            "not sealed again"
+        );
+        let adopted = sealer
+            .open(first.to_str().expect("ascii"), now)
+            .expect("opens");
+        assert_eq!(adopted.listed, Some(ListedMark { seq: 4, tools: 7 }));
+        assert_eq!(
+            sealer.reissue(&adopted, now),
+            None,
+            "the adopted id says it all"
+        );
+        sealer.listed("s1", ListedMark { seq: 5, tools: 8 });
+        let second = sealer.reissue(&kept, now).expect("another listing");
+        assert_ne!(second, first);
+        // Past half its lifetime, the id sealed last is not sent again.
+        let later = now + ttl / 2 + Duration::from_secs(1);
+        let third = sealer.reissue(&kept, later).expect("half-way");
+        assert_ne!(third, second);
+        let renewed = sealer
+            .open(third.to_str().expect("ascii"), later)
+            .expect("opens");
+        assert_eq!(renewed.expires, unix(later) + 3600);
+    }
+
+    /// An id is opened once and recalled after, and a recalled id is still refused once it
+    /// has expired.
+    #[test]
+    fn a_recalled_id_still_expires() {
+        let sealer = Sealer::new(Arc::new(keys(K1)), Duration::from_secs(60));
+        let now = SystemTime::now();
+        let token = sealer.keys.seal(&payload(unix(now) + 10));
+        let opened = sealer.open(&token, now).expect("opens");
+        assert!(Arc::ptr_eq(
+            &opened,
+            &sealer.open(&token, now).expect("recalled")
+        ));
+        let after = now + Duration::from_secs(11);
+        assert_eq!(sealer.open(&token, after), Err(Refusal::Expired));
+        assert_eq!(
+            sealer.opened(&token).map(|p| p.session.clone()),
+            Ok("s1".into())
+        );
+        assert_eq!(sealer.open("not a token", now), Err(Refusal::Malformed));
     }
 
     #[test]
