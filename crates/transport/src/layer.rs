@@ -63,6 +63,13 @@ pub(crate) trait HttpLayer: Clone + Send + Sync + 'static {
         self.post(attached, auth, send)
     }
 
+    /// Whether this layer may call a POST's `send` more than once (a retry). A layer that
+    /// answers `false` and sends twice gets an error for the second send: its message was moved
+    /// into the first (a large call's arguments are not copied once per layer).
+    fn sends_again(&self) -> bool {
+        true
+    }
+
     /// A GET of the server's event stream.
     fn get<E, F, Fut>(
         &self,
@@ -94,6 +101,65 @@ impl<L, C> Layered<L, C> {
     }
 }
 
+impl<L: HttpLayer, C: StreamableHttpClient + Sync> Layered<L, C> {
+    /// A POST of `message` through the layer, `send` making each attempt: the message is moved
+    /// into the only attempt when the layer never sends again, else each attempt gets a copy.
+    async fn post_once_or_again<F, Fut>(
+        &self,
+        message: ClientJsonRpcMessage,
+        attached: bool,
+        auth: Option<String>,
+        send: F,
+    ) -> PostResult<C::Error>
+    where
+        F: Fn(ClientJsonRpcMessage, Option<String>) -> Fut + Send + Sync,
+        Fut: Future<Output = PostResult<C::Error>> + Send,
+    {
+        let posted = Posted::of(&message);
+        let outgoing = Outgoing::new(message, self.layer.sends_again());
+        let send = &send;
+        self.layer
+            .post_for(posted, attached, auth, |auth| {
+                let message = outgoing.take();
+                async move {
+                    match message {
+                        Some(message) => send(message, auth).await,
+                        None => Err(StreamableHttpError::UnexpectedServerResponse(
+                            "internal error: an HTTP layer that sends a POST once sent it again"
+                                .into(),
+                        )),
+                    }
+                }
+            })
+            .await
+    }
+}
+
+/// A POST's message as a layer's attempts get it: moved out by the first when the layer sends
+/// once, copied for each when it may send again.
+enum Outgoing {
+    Once(std::sync::Mutex<Option<ClientJsonRpcMessage>>),
+    Again(ClientJsonRpcMessage),
+}
+
+impl Outgoing {
+    fn new(message: ClientJsonRpcMessage, again: bool) -> Self {
+        if again {
+            Self::Again(message)
+        } else {
+            Self::Once(std::sync::Mutex::new(Some(message)))
+        }
+    }
+
+    /// The message for the next attempt; `None` when it was moved into an earlier one.
+    fn take(&self) -> Option<ClientJsonRpcMessage> {
+        match self {
+            Self::Once(once) => once.lock().unwrap_or_else(|e| e.into_inner()).take(),
+            Self::Again(message) => Some(message.clone()),
+        }
+    }
+}
+
 impl<L: HttpLayer, C: StreamableHttpClient + Sync> StreamableHttpClient for Layered<L, C> {
     type Error = C::Error;
 
@@ -106,17 +172,16 @@ impl<L: HttpLayer, C: StreamableHttpClient + Sync> StreamableHttpClient for Laye
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> PostResult<Self::Error> {
         let attached = session_id.is_some();
-        self.layer
-            .post_for(Posted::of(&message), attached, auth_header, |auth| {
-                self.inner.post_message(
-                    uri.clone(),
-                    message.clone(),
-                    session_id.clone(),
-                    auth,
-                    custom_headers.clone(),
-                )
-            })
-            .await
+        self.post_once_or_again(message, attached, auth_header, |message, auth| {
+            self.inner.post_message(
+                uri.clone(),
+                message,
+                session_id.clone(),
+                auth,
+                custom_headers.clone(),
+            )
+        })
+        .await
     }
 
     async fn post_message_with_max_sse_event_size(
@@ -129,18 +194,17 @@ impl<L: HttpLayer, C: StreamableHttpClient + Sync> StreamableHttpClient for Laye
         max_sse_event_size: usize,
     ) -> PostResult<Self::Error> {
         let attached = session_id.is_some();
-        self.layer
-            .post_for(Posted::of(&message), attached, auth_header, |auth| {
-                self.inner.post_message_with_max_sse_event_size(
-                    uri.clone(),
-                    message.clone(),
-                    session_id.clone(),
-                    auth,
-                    custom_headers.clone(),
-                    max_sse_event_size,
-                )
-            })
-            .await
+        self.post_once_or_again(message, attached, auth_header, |message, auth| {
+            self.inner.post_message_with_max_sse_event_size(
+                uri.clone(),
+                message,
+                session_id.clone(),
+                auth,
+                custom_headers.clone(),
+                max_sse_event_size,
+            )
+        })
+        .await
     }
 
     async fn post_message_with_response_limits(
@@ -153,18 +217,17 @@ impl<L: HttpLayer, C: StreamableHttpClient + Sync> StreamableHttpClient for Laye
         limits: StreamableHttpResponseLimits,
     ) -> PostResult<Self::Error> {
         let attached = session_id.is_some();
-        self.layer
-            .post_for(Posted::of(&message), attached, auth_header, |auth| {
-                self.inner.post_message_with_response_limits(
-                    uri.clone(),
-                    message.clone(),
-                    session_id.clone(),
-                    auth,
-                    custom_headers.clone(),
-                    limits,
-                )
-            })
-            .await
+        self.post_once_or_again(message, attached, auth_header, |message, auth| {
+            self.inner.post_message_with_response_limits(
+                uri.clone(),
+                message,
+                session_id.clone(),
+                auth,
+                custom_headers.clone(),
+                limits,
+            )
+        })
+        .await
     }
 
     async fn delete_session(
@@ -474,6 +537,74 @@ mod tests {
         async fn delete_auth(&self, _auth: Option<String>) -> Option<String> {
             Some("closing".into())
         }
+    }
+
+    /// [`Renew`], claiming it never sends a POST again.
+    #[derive(Clone)]
+    struct ClaimsOnce;
+
+    impl HttpLayer for ClaimsOnce {
+        async fn post<E, F, Fut>(
+            &self,
+            attached: bool,
+            auth: Option<String>,
+            send: F,
+        ) -> PostResult<E>
+        where
+            E: std::error::Error + Send + Sync + 'static,
+            F: Fn(Option<String>) -> Fut + Send + Sync,
+            Fut: Future<Output = PostResult<E>> + Send,
+        {
+            Renew.post(attached, auth, send).await
+        }
+
+        async fn get<E, F, Fut>(&self, auth: Option<String>, send: F) -> StreamResult<E>
+        where
+            E: std::error::Error + Send + Sync + 'static,
+            F: Fn(Option<String>) -> Fut + Send + Sync,
+            Fut: Future<Output = StreamResult<E>> + Send,
+        {
+            Renew.get(auth, send).await
+        }
+
+        fn sends_again(&self) -> bool {
+            false
+        }
+    }
+
+    /// A layer that sends once gets the message moved into its send; one that may send again
+    /// gets a copy per send; one that claims once and sends again gets an error for the second
+    /// send, which never reaches the server.
+    #[tokio::test]
+    async fn a_post_is_moved_into_a_single_send_and_copied_for_a_retry() {
+        let message = ClientJsonRpcMessage::notification(
+            rmcp::model::ClientNotification::InitializedNotification(Default::default()),
+        );
+        let once = Outgoing::new(message.clone(), false);
+        assert!(once.take().is_some());
+        assert!(once.take().is_none());
+        let again = Outgoing::new(message.clone(), true);
+        assert!(again.take().is_some() && again.take().is_some());
+
+        let recorder = Recorder::default();
+        let client = Layered::new(ClaimsOnce, recorder.clone());
+        let sent = client
+            .post_message(
+                "http://127.0.0.1:1/mcp".into(),
+                message,
+                None,
+                None,
+                HashMap::new(),
+            )
+            .await;
+        assert!(
+            matches!(&sent, Err(StreamableHttpError::UnexpectedServerResponse(m)) if m.contains("sent it again")),
+            "{sent:?}"
+        );
+        assert_eq!(
+            *recorder.seen.lock().unwrap(),
+            [("post_message", Some("stale".to_string()))]
+        );
     }
 
     #[tokio::test]

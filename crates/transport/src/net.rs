@@ -351,6 +351,10 @@ impl Watch {
 }
 
 impl HttpLayer for Watch {
+    fn sends_again(&self) -> bool {
+        false
+    }
+
     async fn post<E, F, Fut>(&self, _attached: bool, auth: Option<String>, send: F) -> PostResult<E>
     where
         E: Error + Send + Sync + 'static,

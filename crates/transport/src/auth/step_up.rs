@@ -611,6 +611,11 @@ impl StepUp {
 }
 
 impl HttpLayer for StepUp {
+    /// Only with tokens: without them a refusal goes back as it came.
+    fn sends_again(&self) -> bool {
+        self.manager.is_some()
+    }
+
     /// On a 403 `insufficient_scope`: a step-up, then the request once more. A DELETE (closing
     /// a session) never starts an authorization: it goes as it came.
     async fn post<E, F, Fut>(&self, _attached: bool, auth: Option<String>, send: F) -> PostResult<E>

@@ -161,6 +161,10 @@ impl HttpLayer for Tap {
         self.post_for(None, attached, auth, send).await
     }
 
+    fn sends_again(&self) -> bool {
+        false
+    }
+
     /// Taps an SSE response; turns a JSON body over the cap or undecodable into the request's
     /// error; and recognises a lost session the way rmcp recognises a 404: some servers answer
     /// a request in a session they forgot with 400, or 200, and a JSON-RPC error "session not
