@@ -41,6 +41,8 @@ impl StreamableHttpConnector {
     fn client(&self) -> Result<reqwest::Client, TransportError> {
         reqwest::Client::builder()
             .default_headers(header_map(&self.headers)?)
+            // The headers must not travel to another origin, nor a message turn into a GET.
+            .redirect(crate::endpoint::same_origin_redirects(10, true))
             .connect_timeout(Duration::from_secs(10))
             // reqwest's default, stated: with Nagle's algorithm a request written in two
             // segments waits for the server's delayed ACK (~40 ms a request).

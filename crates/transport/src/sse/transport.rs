@@ -567,21 +567,10 @@ pub(crate) fn http_client(
     headers: &std::collections::BTreeMap<String, String>,
 ) -> Result<reqwest::Client, TransportError> {
     let headers = crate::endpoint::header_map(headers)?;
-    // Follow redirects only within the origin: the headers must not travel elsewhere.
-    let redirects = reqwest::redirect::Policy::custom(|attempt| {
-        let same_origin = attempt
-            .previous()
-            .first()
-            .is_some_and(|first| first.origin() == attempt.url().origin());
-        if same_origin && attempt.previous().len() <= 5 {
-            attempt.follow()
-        } else {
-            attempt.stop()
-        }
-    });
     reqwest::Client::builder()
         .default_headers(headers)
-        .redirect(redirects)
+        // The headers must not travel to another origin.
+        .redirect(crate::endpoint::same_origin_redirects(5, false))
         .connect_timeout(Duration::from_secs(10))
         // reqwest's default, stated: with Nagle's algorithm a POST written in two segments
         // waits for the server's delayed ACK (~40 ms a message).
