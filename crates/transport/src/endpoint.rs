@@ -32,11 +32,15 @@ pub(crate) fn same_origin_redirects(max: usize, keep_body: bool) -> reqwest::red
         if same_origin && kept && attempt.previous().len() <= max {
             return attempt.follow();
         }
+        let followed = if keep_body {
+            "a 307 or 308"
+        } else {
+            "a redirect"
+        };
         tracing::warn!(
             %status,
             to = %attempt.url().origin().ascii_serialization(),
-            "a redirect was not followed (only {max} within the server's origin{}); put the URL the server moved to in the config",
-            if keep_body { ", 307 or 308" } else { "" },
+            "a redirect was not followed: only {followed} within the server's origin is, at most {max} times; put the URL the server moved to in the config"
         );
         attempt.stop()
     })

@@ -9,7 +9,9 @@
 //!
 //! Invariant: every request reaches the inner client through the method it came in by, with
 //! its arguments unchanged except the authorization header, which the layer chooses; a layer
-//! may send a request again (with a new token) but never turns one shape into another.
+//! may send a request again (with a new token) but never turns one shape into another; a POST
+//! is sent again only by a layer whose `sends_again` says it may (the others get the message
+//! moved into their one send, not a copy).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -138,7 +140,9 @@ impl<L: HttpLayer, C: StreamableHttpClient + Sync> Layered<L, C> {
 /// A POST's message as a layer's attempts get it: moved out by the first when the layer sends
 /// once, copied for each when it may send again.
 enum Outgoing {
+    /// For a layer that sends once: taken by the first attempt.
     Once(std::sync::Mutex<Option<ClientJsonRpcMessage>>),
+    /// For a layer that may send again: kept, each attempt gets a copy.
     Again(ClientJsonRpcMessage),
 }
 
@@ -501,8 +505,11 @@ mod tests {
     }
 
     /// Sends with "stale" and, when refused, once more with "fresh"; closes with "closing".
+    /// `claims_once`: says it never sends a POST again (which it does).
     #[derive(Clone)]
-    struct Renew;
+    struct Renew {
+        claims_once: bool,
+    }
 
     impl HttpLayer for Renew {
         async fn post<E, F, Fut>(
@@ -537,38 +544,9 @@ mod tests {
         async fn delete_auth(&self, _auth: Option<String>) -> Option<String> {
             Some("closing".into())
         }
-    }
-
-    /// [`Renew`], claiming it never sends a POST again.
-    #[derive(Clone)]
-    struct ClaimsOnce;
-
-    impl HttpLayer for ClaimsOnce {
-        async fn post<E, F, Fut>(
-            &self,
-            attached: bool,
-            auth: Option<String>,
-            send: F,
-        ) -> PostResult<E>
-        where
-            E: std::error::Error + Send + Sync + 'static,
-            F: Fn(Option<String>) -> Fut + Send + Sync,
-            Fut: Future<Output = PostResult<E>> + Send,
-        {
-            Renew.post(attached, auth, send).await
-        }
-
-        async fn get<E, F, Fut>(&self, auth: Option<String>, send: F) -> StreamResult<E>
-        where
-            E: std::error::Error + Send + Sync + 'static,
-            F: Fn(Option<String>) -> Fut + Send + Sync,
-            Fut: Future<Output = StreamResult<E>> + Send,
-        {
-            Renew.get(auth, send).await
-        }
 
         fn sends_again(&self) -> bool {
-            false
+            !self.claims_once
         }
     }
 
@@ -587,7 +565,7 @@ mod tests {
         assert!(again.take().is_some() && again.take().is_some());
 
         let recorder = Recorder::default();
-        let client = Layered::new(ClaimsOnce, recorder.clone());
+        let client = Layered::new(Renew { claims_once: true }, recorder.clone());
         let sent = client
             .post_message(
                 "http://127.0.0.1:1/mcp".into(),
@@ -610,7 +588,7 @@ mod tests {
     #[tokio::test]
     async fn each_request_reaches_the_inner_client_by_its_own_method_with_the_layers_header() {
         let recorder = Recorder::default();
-        let client = Layered::new(Renew, recorder.clone());
+        let client = Layered::new(Renew { claims_once: false }, recorder.clone());
         let uri: Arc<str> = "http://127.0.0.1:1/mcp".into();
         let message = || {
             ClientJsonRpcMessage::notification(
