@@ -9,8 +9,8 @@
 //!   `Retry-After` and a JSON-RPC error naming the shutdown (a client retries elsewhere), while
 //!   the operational routes keep answering (`/readyz` says 503, so a load balancer stops
 //!   sending);
-//! - the allocator is asked to return freed memory ([`trim`]) only after many sessions closed,
-//!   at most once per tick, never on a request path.
+//! - the allocator is asked to return freed memory (`HttpOptions::release_memory`) only after
+//!   many sessions closed, at most once per tick, never on a request path.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -172,15 +172,14 @@ const TRIM_AFTER_CLOSED: u64 = 256;
 /// Every `tick`, after sessions ended, drops what the sealer kept about them; when
 /// [`TRIM_AFTER_CLOSED`] sessions ended since the last trim, or sessions ended since the last
 /// trim and none during the last tick (a burst of closings is over: what its last sessions and
-/// their tasks freed after the previous trim is returned too), also returns freed heap memory
-/// to the system. glibc keeps the freed memory of many small allocations in its arenas:
-/// measured, 10,000 abandoned sessions left the resident size at 225 MB after every one was
-/// closed, 35 MB after a trim; without the trim at the end of a burst, a loaded machine kept
+/// their tasks freed after the previous trim is returned too), also has `release` return freed
+/// heap memory to the system. Without the trim at the end of a burst, a loaded machine kept
 /// 30 MB more (the sessions reaped after the last full batch).
 pub(crate) async fn trim_after_sessions_close(
     shared: Arc<Shared>,
     sessions: Arc<SealedSessionManager>,
     tick: Duration,
+    release: fn(),
     stop: tokio_util::sync::CancellationToken,
 ) {
     let mut trimmed_at = shared.closed.load(Ordering::Relaxed);
@@ -200,21 +199,8 @@ pub(crate) async fn trim_after_sessions_close(
             swept_at = closed;
         }
         if closed - trimmed_at >= TRIM_AFTER_CLOSED || (quiet && closed != trimmed_at) {
-            trim();
+            release();
             trimmed_at = closed;
         }
-    }
-}
-
-/// Returns freed heap memory to the system (glibc's `malloc_trim`; nothing elsewhere).
-fn trim() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        // SAFETY: malloc_trim only walks and releases the allocator's own free lists.
-        let released = unsafe { libc::malloc_trim(0) };
-        tracing::debug!(
-            released,
-            "returned freed memory to the system after sessions closed"
-        );
     }
 }

@@ -81,6 +81,10 @@ pub struct HttpOptions {
     /// A comment line is sent on every open event stream (a call's, the GET stream) after this
     /// long without a message, so proxies with an idle timeout keep it open.
     pub sse_ping: Duration,
+    /// Returns freed heap memory to the system; called after many sessions closed, at most once
+    /// per tick, never on a request path. Default [`release_freed_memory`] (glibc's
+    /// `malloc_trim`); a binary with its own global allocator passes that allocator's.
+    pub release_memory: fn(),
 }
 
 /// The default bound of open HTTP sessions.
@@ -104,7 +108,23 @@ impl HttpOptions {
             session_keys: None,
             session_ttl: crate::sealed::DEFAULT_SESSION_TTL,
             sse_ping: DEFAULT_SSE_PING,
+            release_memory: release_freed_memory,
         }
+    }
+}
+
+/// Returns freed heap memory to the system: glibc's `malloc_trim` (nothing elsewhere). glibc
+/// keeps the freed memory of many small allocations in its arenas: measured, 10,000 abandoned
+/// sessions left the resident size at 225 MB after every one was closed, 35 MB after a trim.
+pub fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: malloc_trim only walks and releases the allocator's own free lists.
+        let released = unsafe { libc::malloc_trim(0) };
+        tracing::debug!(
+            released,
+            "returned freed memory to the system after sessions closed"
+        );
     }
 }
 
@@ -237,6 +257,7 @@ pub(crate) async fn serve(
         shared.clone(),
         sessions.clone(),
         TRIM_TICK,
+        options.release_memory,
         stop.clone(),
     ));
     let front = shared.clone();

@@ -43,7 +43,7 @@ pub use auth::ClientsError;
 pub use bridge::ClientBridge;
 pub use http::{
     DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, DEFAULT_SSE_PING, HttpOptions, HttpServer,
-    ServeError,
+    ServeError, release_freed_memory,
 };
 pub use sealed::{
     DEFAULT_SESSION_TTL, KeyError, Refusal, SESSION_KEYS_ENV, SessionKeys, SessionProfile,
