@@ -41,6 +41,8 @@ macro_rules! emitln {
     }};
 }
 
+#[cfg(feature = "mimalloc")]
+mod allocator;
 mod args;
 mod commands;
 mod connect;
@@ -127,6 +129,8 @@ fn main() -> ExitCode {
         rt.worker_threads(threads);
         rt
     };
+    #[cfg(feature = "mimalloc")]
+    allocator::install(&mut rt, threads);
     let rt = match rt.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

@@ -220,6 +220,10 @@ async fn serve(
     http.idle_timeout = Duration::from_secs(args.idle_secs.max(1));
     http.sse_ping = Duration::from_secs(args.sse_ping_secs.max(1));
     http.public_url = public_url;
+    #[cfg(feature = "mimalloc")]
+    {
+        http.release_memory = crate::allocator::release;
+    }
     let mut server = match gateway.serve_http(http).await {
         Ok(server) => server,
         Err(e) => return crate::fail(&e.to_string(), Exit::Usage),
