@@ -104,15 +104,27 @@ impl Bench {
         if !found.is_ok_and(|s| s.success()) {
             return Err("the instructions group needs valgrind (Debian package valgrind); install it or leave the group out with --only".into());
         }
-        let dir = std::env::temp_dir().join(format!("{}-instructions", self.tag));
-        std::fs::create_dir_all(&dir).map_err(|e| format!("temp dir: {e}"))?;
+        let kept = self.options.keep_profiles.clone();
+        let dir = kept
+            .clone()
+            .unwrap_or_else(|| std::env::temp_dir().join(format!("{}-instructions", self.tag)));
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("the profiles' directory {}: {e}", dir.display()))?;
         let counted = tokio::time::timeout(PHASE_LIMIT, async {
             let direct = self.fixture_per_call(&dir).await?;
             let through = self.serve_per_call(&dir).await?;
             Ok::<_, String>((through, direct))
         })
         .await;
-        let _ = std::fs::remove_dir_all(&dir);
+        match kept {
+            Some(dir) => eprintln!(
+                "instructions: callgrind's counts kept in {} (fixture.out.1, serve.out.1)",
+                dir.display()
+            ),
+            None => {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+        }
         self.wait_reaped().await?;
         let (through, direct) =
             counted.map_err(|_| format!("the instructions group took over {PHASE_LIMIT:?}"))??;

@@ -112,6 +112,7 @@ use stdio::Placement;
 const USAGE: &str = "\
 usage: cargo xtask bench [--calls N] [--servers N] [--parallel P] [--rounds N] [--warmup N]
                          [--changes K] [--builds R] [--only GROUP[,GROUP...]]
+                         [--keep-profiles DIR]
 
 Benchmarks the harness against a baseline (a bare rmcp client on the release fixture server, or
 the minimum in-memory work) and prints every figure as a ratio harness/baseline measured in the
@@ -131,7 +132,11 @@ same run (lower is better; 1.00x = no overhead). Results also go to target/bench
                 process), instructions (the same process's instructions per call against the
                 fixture's, counted by valgrind's callgrind; needs valgrind), cli (these
                 three build the release CLI too)
-                (default all)";
+                (default all)
+  --keep-profiles DIR
+                instructions: keep callgrind's counts of the measured calls in DIR
+                (fixture.out.1, serve.out.1; read them with callgrind_annotate; symbols need
+                CARGO_PROFILE_RELEASE_STRIP=false) instead of deleting them";
 
 const DEFAULT_CALLS: usize = 2000;
 const DEFAULT_SERVERS: usize = 100;
@@ -196,6 +201,8 @@ struct Options {
     builds: usize,
     /// The metric groups to run (a subset of [`GROUPS`]); all by default.
     only: Vec<String>,
+    /// Where the `instructions` group leaves callgrind's counts (deleted when `None`).
+    keep_profiles: Option<PathBuf>,
     /// Run the measurements in this process (set by the outer invocation).
     inner: bool,
     fixture: Option<PathBuf>,
@@ -212,6 +219,7 @@ impl Options {
             changes: DEFAULT_CHANGES,
             builds: DEFAULT_BUILDS,
             only: GROUPS.iter().map(|g| g.to_string()).collect(),
+            keep_profiles: None,
             inner: false,
             fixture: None,
         };
@@ -236,6 +244,7 @@ impl Options {
                 "--changes" => o.changes = number(flag, &value()?, 1, MAX_CHANGES)?,
                 "--builds" => o.builds = number(flag, &value()?, 1, MAX_BUILDS)?,
                 "--only" => o.only = groups(&value()?)?,
+                "--keep-profiles" => o.keep_profiles = Some(PathBuf::from(value()?)),
                 "--fixture" => o.fixture = Some(PathBuf::from(value()?)),
                 "--inner" => o.inner = true,
                 other => return Err(format!("unknown argument `{other}`")),
@@ -246,7 +255,7 @@ impl Options {
 
     /// The arguments the inner run needs to measure the same thing.
     fn inner_args(&self, fixture: &Path) -> Vec<String> {
-        vec![
+        let mut args = vec![
             "bench".into(),
             "--inner".into(),
             "--fixture".into(),
@@ -267,7 +276,11 @@ impl Options {
             self.builds.to_string(),
             "--only".into(),
             self.only.join(","),
-        ]
+        ];
+        if let Some(dir) = &self.keep_profiles {
+            args.extend(["--keep-profiles".into(), dir.display().to_string()]);
+        }
+        args
     }
 
     fn runs(&self, group: &str) -> bool {
@@ -655,5 +668,9 @@ mod tests {
         let inner = Options::parse(&p.inner_args(Path::new("/f"))[1..]).expect("inner args");
         assert_eq!(inner.parallel, 5);
         assert!(Options::parse(&["--parallel".into(), "0".into()]).is_err());
+        assert_eq!(inner.keep_profiles, None);
+        let kept = Options::parse(&["--keep-profiles=/tmp/p".into()]).expect("a directory");
+        let inner = Options::parse(&kept.inner_args(Path::new("/f"))[1..]).expect("inner args");
+        assert_eq!(inner.keep_profiles, Some(PathBuf::from("/tmp/p")));
     }
 }
