@@ -10,8 +10,8 @@
 //!
 //! Invariant: after each request of a [`release`], every runtime worker collects its own heap
 //! once before it next sleeps; a worker that is not asked never collects (the call path pays
-//! one atomic load per park). mimalloc is built without transparent huge pages (`no_thp`): with them, a heap that
-//! touched a few KiB of a 2 MiB page kept all of it resident.
+//! one atomic load per park). mimalloc is built without transparent huge pages (`no_thp`):
+//! with them, a heap that touched a few KiB of a 2 MiB page kept all of it resident.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
