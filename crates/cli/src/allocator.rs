@@ -14,16 +14,13 @@
 //! with them, a heap that touched a few KiB of a 2 MiB page kept all of it resident.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Bumped by each [`release`]; a worker whose last collection saw an older value collects.
 static RELEASES: AtomicU64 = AtomicU64::new(0);
-
-/// The runtime's worker threads ([`install`]).
-static WORKERS: AtomicUsize = AtomicUsize::new(1);
 
 thread_local! {
     /// The [`RELEASES`] value this thread last collected at.
@@ -36,9 +33,8 @@ unsafe extern "C" {
     fn mi_collect(force: bool);
 }
 
-/// Has the runtime that `builder` builds (with `workers` worker threads) collect on [`release`].
-pub(crate) fn install(builder: &mut tokio::runtime::Builder, workers: usize) {
-    WORKERS.store(workers.max(1), Ordering::Relaxed);
+/// Has the runtime that `builder` builds collect on [`release`].
+pub(crate) fn install(builder: &mut tokio::runtime::Builder) {
     builder.on_thread_park(on_park);
 }
 
@@ -66,7 +62,8 @@ const FOLLOW_UP_EVERY: std::time::Duration = std::time::Duration::from_millis(50
 /// (a worker that runs one goes idle again, and collects then).
 fn ask_workers() {
     RELEASES.fetch_add(1, Ordering::Relaxed);
-    for _ in 0..WORKERS.load(Ordering::Relaxed) {
+    let workers = tokio::runtime::Handle::current().metrics().num_workers();
+    for _ in 0..workers {
         tokio::spawn(async {});
     }
 }

@@ -130,7 +130,7 @@ fn main() -> ExitCode {
         rt
     };
     #[cfg(feature = "mimalloc")]
-    allocator::install(&mut rt, threads);
+    allocator::install(&mut rt);
     let rt = match rt.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
