@@ -1,4 +1,5 @@
-//! The Streamable HTTP transport (rmcp's reqwest client; https through rustls).
+//! The Streamable HTTP transport (rmcp's reqwest client, a request's POST sent by
+//! [`Direct`]; https through rustls).
 //!
 //! Invariants: header values from the config are sent on every request and never logged; the
 //! SSE stream reconnects a bounded number of times (rmcp's default retries forever); a server
@@ -15,6 +16,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 
 use crate::auth::StepUp;
 use crate::connector::{BoxFuture, ConnectOptions, Connector, Session, initialize};
+use crate::direct::Direct;
 use crate::endpoint::{header_map, http_url, shown};
 use crate::error::TransportError;
 use crate::handler::HarnessClient;
@@ -132,6 +134,7 @@ impl StreamableHttpConnector {
             // The first token before the handshake: a refused client is needs-auth (fix
             // the config), an unreachable authorization server is retried.
             source.token().await.map_err(client_credentials_error)?;
+            let client = Direct::new(client);
             let client = Layered::new(crate::auth::ClientCredentialsAuth::new(source), client);
             let step_up = StepUp::unauthorized(step_ups, &options.server, &this.url, store);
             let client = Layered::new(step_up, client);
@@ -161,7 +164,7 @@ impl StreamableHttpConnector {
             }
             None => {
                 let step_up = StepUp::unauthorized(step_ups, &options.server, &this.url, store);
-                let client = Layered::new(step_up, client);
+                let client = Layered::new(step_up, Direct::new(client));
                 let client = Layered::new(Tap::new(options.inbound(false)), client);
                 let client = Layered::new(watch, client);
                 let transport = StreamableHttpClientTransport::with_client(client, config);

@@ -17,6 +17,7 @@
 pub mod auth;
 pub mod callbacks;
 mod connector;
+mod direct;
 mod endpoint;
 mod error;
 pub mod fetch;
@@ -37,6 +38,7 @@ mod process;
 pub mod reaper;
 pub mod redact;
 pub mod sse;
+mod sse_lines;
 mod stderr;
 mod stdio;
 pub mod wire;

@@ -378,7 +378,7 @@ impl OAuthHttpClient for DpopTokenClient {
 /// `use_dpop_nonce` once with the server's nonce; without one it is the plain client.
 #[derive(Clone)]
 pub struct DpopHttpClient {
-    inner: reqwest::Client,
+    inner: crate::direct::Direct,
     key: Option<Arc<DpopKey>>,
     nonce: Nonce,
 }
@@ -387,7 +387,7 @@ impl DpopHttpClient {
     /// `inner` sending proofs made with `key` (a DPoP-bound token), or plainly (`None`).
     pub fn new(inner: reqwest::Client, key: Option<Arc<DpopKey>>) -> Self {
         Self {
-            inner,
+            inner: crate::direct::Direct::new(inner),
             key,
             nonce: Nonce::default(),
         }
@@ -479,6 +479,7 @@ impl DpopHttpClient {
         let headers = self.headers("POST", uri, token, custom).ok()??;
         let mut request = self
             .inner
+            .http()
             .post(uri)
             .header(
                 reqwest::header::ACCEPT,

@@ -29,8 +29,9 @@ pub(crate) struct Tap {
     inbound: Inbound,
 }
 
-/// The start of rmcp's error for a JSON body that is no JSON-RPC message.
-const JSON_PARSE_ERROR: &str = "could not parse JSON response as ServerJsonRpcMessage: ";
+/// The start of rmcp's error for a JSON body that is no JSON-RPC message (`crate::direct` makes
+/// the same).
+pub(crate) const JSON_PARSE_ERROR: &str = "could not parse JSON response as ServerJsonRpcMessage: ";
 
 impl Tap {
     /// A tap decoding through `inbound` (which reports to its wire notes).

@@ -30,8 +30,8 @@
 //! - everything the transport starts (a stream reader task and a POST task) stops when the
 //!   transport is closed or dropped.
 //!
-//! Layout: `parser` (bytes → events) ← `transport` (the stream, the POSTs) ←
-//! `connector` (the [`Connector`](crate::Connector)); nothing points back.
+//! Layout: `parser` (lines → events, the lines cut by `crate::sse_lines`) ← `transport` (the
+//! stream, the POSTs) ← `connector` (the [`Connector`](crate::Connector)); nothing points back.
 
 mod connector;
 mod parser;

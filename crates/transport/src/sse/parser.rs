@@ -9,6 +9,8 @@
 
 use std::time::Duration;
 
+use crate::sse_lines::LineSplitter;
+
 /// The most bytes one SSE event (its lines, before dispatch) may take.
 pub const MAX_EVENT_BYTES: usize = 16 << 20;
 
@@ -41,10 +43,7 @@ pub enum SseError {
 #[derive(Debug)]
 pub struct SseParser {
     limit: usize,
-    /// The current, not yet terminated line.
-    line: Vec<u8>,
-    /// The previous chunk ended in CR: a leading LF of the next chunk belongs to it.
-    after_cr: bool,
+    lines: LineSplitter,
     /// Whether the first line of this stream was seen (a BOM may precede it).
     seen_first_line: bool,
     event: String,
@@ -64,8 +63,7 @@ impl SseParser {
     pub fn with_limit(limit: usize) -> Self {
         Self {
             limit,
-            line: Vec::new(),
-            after_cr: false,
+            lines: LineSplitter::default(),
             seen_first_line: false,
             event: String::new(),
             data: String::new(),
@@ -87,51 +85,34 @@ impl SseParser {
     /// Starts a new stream (after a reconnect): a partial event is discarded, the last event ID
     /// and the reconnection time are kept.
     pub fn restart(&mut self) {
-        self.line.clear();
-        self.after_cr = false;
+        self.lines.clear();
         self.seen_first_line = false;
         self.event.clear();
         self.data.clear();
     }
 
     /// Parses `chunk`, appending every event it completes to `out`.
-    pub fn feed(&mut self, mut chunk: &[u8], out: &mut Vec<SseEvent>) -> Result<(), SseError> {
-        while !chunk.is_empty() {
-            if std::mem::take(&mut self.after_cr) && chunk[0] == b'\n' {
-                chunk = &chunk[1..];
-                continue;
+    pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<SseEvent>) -> Result<(), SseError> {
+        let mut lines = std::mem::take(&mut self.lines);
+        let mut fed = lines.feed(chunk, |line| {
+            if line.len() + self.data.len() + self.event.len() > self.limit {
+                return Err(self.too_large());
             }
-            match chunk.iter().position(|&b| b == b'\n' || b == b'\r') {
-                Some(end) => {
-                    self.push_line_bytes(&chunk[..end])?;
-                    self.after_cr = chunk[end] == b'\r';
-                    chunk = &chunk[end + 1..];
-                    let line = std::mem::take(&mut self.line);
-                    if let Some(event) = self.process_line(&line)? {
-                        out.push(event);
-                    }
-                    self.line = line;
-                    self.line.clear();
-                }
-                None => {
-                    self.push_line_bytes(chunk)?;
-                    break;
-                }
-            }
+            out.extend(self.process_line(line)?);
+            Ok(())
+        });
+        if fed.is_ok() && lines.pending() + self.data.len() + self.event.len() > self.limit {
+            fed = Err(self.too_large());
         }
-        Ok(())
+        if fed.is_err() {
+            lines.clear();
+        }
+        self.lines = lines;
+        fed
     }
 
     fn too_large(&self) -> SseError {
         SseError::EventTooLarge { limit: self.limit }
-    }
-
-    fn push_line_bytes(&mut self, bytes: &[u8]) -> Result<(), SseError> {
-        if self.line.len() + bytes.len() + self.data.len() + self.event.len() > self.limit {
-            return Err(self.too_large());
-        }
-        self.line.extend_from_slice(bytes);
-        Ok(())
     }
 
     fn process_line(&mut self, mut line: &[u8]) -> Result<Option<SseEvent>, SseError> {
