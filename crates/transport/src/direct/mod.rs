@@ -497,6 +497,10 @@ mod tests {
         (400, &[JSON], b"{\"detail\":\"a JSON body that is not JSON-RPC at all\"}"),
         (400, &[JSON], br#"{"detail":"0123456789012345678901234567890123456789012345678901234567890123"}"#),
         (400, &[("content-type", "text/html")], b"<html>a long diagnostic page</html>"),
+        // A diagnostic in another charset, and one after a BOM, decode as rmcp's build does.
+        (400, &[("content-type", "text/plain; charset=iso-8859-1")], b"caf\xe9"),
+        (500, &[("content-type", "text/plain")], b"\xef\xbb\xbfbom"),
+        (418, &[("content-type", "text/plain")], b"\xef\xbb\xbfbom"),
         (429, &[JSON, ("retry-after", "17")], ERROR),
         (429, &[("retry-after", "Fri, 23 Oct 2026 12:00:00 GMT")], b""),
         (429, &[("retry-after", "in été")], b""),
