@@ -23,7 +23,10 @@ impl LineSplitter {
         mut chunk: &[u8],
         mut on_line: impl FnMut(&[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
-        if std::mem::take(&mut self.after_cr) && chunk.first() == Some(&b'\n') {
+        if chunk.is_empty() {
+            return Ok(()); // keeps a CR that ended the last chunk waiting for its LF
+        }
+        if std::mem::take(&mut self.after_cr) && chunk[0] == b'\n' {
             chunk = &chunk[1..];
         }
         while let Some(end) = memchr::memchr2(b'\n', b'\r', chunk) {
@@ -94,6 +97,11 @@ mod tests {
         for at in 1..text.len() {
             let (a, b) = text.split_at(at);
             assert_eq!(lines(&[a, b]).0, want, "split at {at}");
+            assert_eq!(
+                lines(&[a, b"", b]).0,
+                want,
+                "split at {at}, an empty chunk between"
+            );
         }
     }
 
