@@ -9,8 +9,6 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use futures::StreamExt;
-
 use crate::endpoint::{header_map, http_url, shown};
 use crate::net::describe_request as describe;
 
@@ -73,19 +71,15 @@ pub async fn fetch_text(
                 shown(&parsed)
             )));
         }
-        let mut body = Vec::new();
-        let mut stream = response.bytes_stream();
-        while let Some(chunk) = stream.next().await {
-            let chunk =
-                chunk.map_err(|e| FetchError(format!("{}: {}", shown(&parsed), describe(&e))))?;
-            if body.len() + chunk.len() > max_bytes {
-                return Err(FetchError(format!(
+        let body = crate::net::read_capped(response, max_bytes)
+            .await
+            .map_err(|e| FetchError(format!("{}: {}", shown(&parsed), describe(&e))))?
+            .ok_or_else(|| {
+                FetchError(format!(
                     "{} sent more than {max_bytes} bytes",
                     shown(&parsed)
-                )));
-            }
-            body.extend_from_slice(&chunk);
-        }
+                ))
+            })?;
         String::from_utf8(body)
             .map_err(|_| FetchError(format!("{} sent a body that is not UTF-8", shown(&parsed))))
     };

@@ -12,7 +12,8 @@
 //!   reports whether the server is still there);
 //! - a POST's event stream dropped before its end is read to its end in the background (at most
 //!   `DRAIN_WINDOW` and `DRAIN_EVENTS`), so its keep-alive connection goes back to the pool
-//!   instead of being closed (`ReadToEnd`).
+//!   instead of being closed (`ReadToEnd`);
+//! - a body read whole is read through [`read_capped`]: never more than its cap is kept.
 
 use std::error::Error;
 use std::pin::Pin;
@@ -84,6 +85,27 @@ impl std::fmt::Display for NetFailure {
             NetFailure::NotFound => "the server answered HTTP 404 Not Found (nothing at that path)",
         })
     }
+}
+
+/// `response`'s whole body, or `None` as soon as it is known to be larger than `max` bytes (its
+/// `Content-Length` says so, or the bytes read pass it); no more than `max` bytes are kept.
+pub(crate) async fn read_capped(
+    response: reqwest::Response,
+    max: usize,
+) -> reqwest::Result<Option<Vec<u8>>> {
+    if response.content_length().is_some_and(|n| n > max as u64) {
+        return Ok(None);
+    }
+    let mut body = Vec::new();
+    let mut stream = response.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk?;
+        if chunk.len() > max - body.len() {
+            return Ok(None);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Some(body))
 }
 
 /// rmcp's error of the Streamable HTTP transport over reqwest.

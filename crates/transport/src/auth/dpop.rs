@@ -22,7 +22,6 @@ use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use futures::StreamExt;
 use futures::stream::BoxStream;
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::ClientJsonRpcMessage;
@@ -289,15 +288,9 @@ impl DpopTokenClient {
             response.version(),
             response.headers().clone(),
         );
-        let mut body = Vec::new();
-        let mut stream = response.bytes_stream();
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk?;
-            if chunk.len() > MAX_TOKEN_BODY - body.len() {
-                return Err("the token endpoint's answer is larger than 1 MiB".into());
-            }
-            body.extend_from_slice(&chunk);
-        }
+        let body = crate::net::read_capped(response, MAX_TOKEN_BODY)
+            .await?
+            .ok_or("the token endpoint's answer is larger than 1 MiB")?;
         Ok(Answer {
             status,
             version,

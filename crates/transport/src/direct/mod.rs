@@ -30,8 +30,7 @@ use reqwest::header::{
 };
 use rmcp::model::{ClientJsonRpcMessage, ClientRequest, ServerJsonRpcMessage};
 use rmcp::transport::common::http_header::{
-    EVENT_STREAM_MIME_TYPE, HEADER_LAST_EVENT_ID, HEADER_MCP_PROTOCOL_VERSION, HEADER_SESSION_ID,
-    JSON_MIME_TYPE,
+    EVENT_STREAM_MIME_TYPE, HEADER_LAST_EVENT_ID, HEADER_SESSION_ID, JSON_MIME_TYPE,
 };
 use rmcp::transport::streamable_http_client::{
     AuthRequiredError, HttpStatusError, InsufficientScopeError, StreamableHttpClient,
@@ -168,15 +167,12 @@ fn sent_here(message: &ClientJsonRpcMessage) -> bool {
         if !matches!(r.request, ClientRequest::DiscoverRequest(_)))
 }
 
-/// Whether a custom header would override one the client sets itself (rmcp's rule: the
-/// protocol version header is set by rmcp's worker through the custom headers).
+/// Whether a custom header would override one the client sets itself (rmcp's list, less the
+/// protocol version header, which rmcp's worker itself sends as a custom header).
 fn reserved(name: &HeaderName) -> bool {
     ["accept", HEADER_SESSION_ID, HEADER_LAST_EVENT_ID]
         .iter()
         .any(|r| name.as_str().eq_ignore_ascii_case(r))
-        && !name
-            .as_str()
-            .eq_ignore_ascii_case(HEADER_MCP_PROTOCOL_VERSION)
 }
 
 /// Whether the `Content-Type` `ct` names the media type `mime` (parameters ignored).
@@ -285,25 +281,13 @@ async fn failure(
 
 /// The whole body, refused (`ResponseBodyTooLarge`) as soon as it is known to pass `max`.
 async fn read_bounded(
-    mut response: reqwest::Response,
+    response: reqwest::Response,
     max: usize,
 ) -> Result<Vec<u8>, StreamableHttpError<reqwest::Error>> {
-    let too_large = StreamableHttpError::ResponseBodyTooLarge { max_size: max };
-    if response.content_length().is_some_and(|n| n > max as u64) {
-        return Err(too_large);
-    }
-    let mut body = Vec::new();
-    while let Some(chunk) = response
-        .chunk()
+    crate::net::read_capped(response, max)
         .await
         .map_err(StreamableHttpError::Client)?
-    {
-        if chunk.len() > max - body.len() {
-            return Err(too_large);
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
+        .ok_or(StreamableHttpError::ResponseBodyTooLarge { max_size: max })
 }
 
 /// At most the first `max` bytes of the body (a diagnostic); the rest is not read.
