@@ -13,7 +13,7 @@
 //! - a POST's event stream dropped before its end is read to its end in the background (at most
 //!   `DRAIN_WINDOW` and `DRAIN_EVENTS`), so its keep-alive connection goes back to the pool
 //!   instead of being closed (`ReadToEnd`);
-//! - a body read whole is read through [`read_capped`]: never more than its cap is kept.
+//! - a body read whole is read through `read_capped`: never more than its cap is kept.
 
 use std::error::Error;
 use std::pin::Pin;
