@@ -33,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::auth::{Clients, Identity, Refusal, origin};
 use crate::drain::{self, Drain};
+use crate::in_session::{InSession, Rebinding};
 use crate::session::{Session, Shared};
 use crate::traced::Traced;
 
@@ -85,6 +86,10 @@ pub struct HttpOptions {
     /// per tick, never on a request path. Default [`release_freed_memory`] (glibc's
     /// `malloc_trim`); a binary with its own global allocator passes that allocator's.
     pub release_memory: fn(),
+    /// Serve the requests of established sessions on the gateway's own POST path
+    /// ([`crate::in_session`]: rmcp's checks, a decode by method). `false` hands every request
+    /// to rmcp's handler: for comparison, or to rule the own path out when something looks off.
+    pub own_posts: bool,
 }
 
 /// The default bound of open HTTP sessions.
@@ -109,6 +114,7 @@ impl HttpOptions {
             session_ttl: crate::sealed::DEFAULT_SESSION_TTL,
             sse_ping: DEFAULT_SSE_PING,
             release_memory: release_freed_memory,
+            own_posts: true,
         }
     }
 }
@@ -261,20 +267,29 @@ pub(crate) async fn serve(
         stop.clone(),
     ));
     let front = shared.clone();
-    let service = Arc::new(StreamableHttpService::new(
-        move || {
-            let tracer = shared.tracer.clone();
-            Ok(Traced::new(Session::new(shared.clone()), tracer))
-        },
-        sessions,
-        config,
-    ));
+    let posts = InSession {
+        sessions: sessions.clone(),
+        keep_alive: config.sse_keep_alive,
+        cancel: config.cancellation_token.clone(),
+        max_body: config.max_request_body_bytes,
+        own_posts: options.own_posts && config.legacy_session_mode,
+        rebinding: Rebinding::default(),
+        service: Arc::new(StreamableHttpService::new(
+            move || {
+                let tracer = shared.tracer.clone();
+                Ok(Traced::new(Session::new(shared.clone()), tracer))
+            },
+            sessions,
+            config,
+        )),
+    };
     // rmcp's `Service::call` clones the whole service, config and all (its host and origin
     // lists, its cancellation token), for every request, and axum clones the route's service
     // once more: calling `handle` through an `Arc` costs a pointer copy instead.
+    let posts = Arc::new(posts);
     let mcp = move |request: Request| {
-        let service = service.clone();
-        async move { service.handle(request).await }
+        let posts = posts.clone();
+        async move { posts.handle(request).await }
     };
     // The gates every route passes, outermost first. While draining, nothing is
     // authenticated or opened any more.

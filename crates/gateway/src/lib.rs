@@ -20,6 +20,7 @@ mod auth;
 mod bridge;
 mod drain;
 mod http;
+mod in_session;
 mod log_level;
 mod names;
 mod notify;

@@ -108,6 +108,11 @@ pub(crate) struct ServeArgs {
     /// before its connection is closed.
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
     drain_secs: u64,
+    /// Hand every HTTP request to rmcp's handler, the requests of established sessions too
+    /// (by default the gateway serves those itself: the same checks, a cheaper decode). For
+    /// comparing the two, or ruling the gateway's own path out when something looks off.
+    #[arg(long, requires = "http")]
+    rmcp_posts: bool,
 }
 
 /// `serve --threads` when not given: one client over stdio calls one at a time (one thread
@@ -220,6 +225,7 @@ async fn serve(
     http.idle_timeout = Duration::from_secs(args.idle_secs.max(1));
     http.sse_ping = Duration::from_secs(args.sse_ping_secs.max(1));
     http.public_url = public_url;
+    http.own_posts = !args.rmcp_posts;
     #[cfg(feature = "mimalloc")]
     {
         http.release_memory = crate::allocator::release;

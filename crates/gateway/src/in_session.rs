@@ -1,0 +1,406 @@
+//! The POSTs of an established session, served without rmcp's trial decode.
+//!
+//! rmcp's `StreamableHttpService` decodes every POST body by trying each request variant in
+//! turn (see [`decode`]); for a `tools/call` that is about 30k of the gateway's ~340k
+//! instructions per call. [`InSession`] stands in front of it at `/mcp` and serves the common
+//! case itself: a request of a method in [`decode`]'s table, in a session this process holds,
+//! under a protocol version that has a session. It then does what rmcp's handler does for such
+//! a request — the same checks in the same order, the request's HTTP parts in its extensions,
+//! the session manager's `create_stream`, the same event stream with the same keep-alive —
+//! only the decode differs.
+//!
+//! Invariants:
+//! - a POST is answered here only when every check rmcp's handler makes would pass; anything
+//!   else (another method or verb, an unknown or 2026-07-28 protocol version, `_meta` naming a
+//!   protocol version, a session this process does not hold, any header rmcp would refuse or
+//!   that is not plainly one it accepts) goes to rmcp's handler with its body untouched, so rmcp
+//!   decides every refusal, restore and stateless request;
+//! - the DNS-rebinding check (`Host`, `Origin`) is rmcp's own: its answer for a pair of values
+//!   is asked once, with a body-less request rmcp refuses by method only after that check, and
+//!   remembered ([`Rebinding`]);
+//! - with `own_posts` off, every request goes to rmcp's handler (the comparison in the tests).
+
+mod decode;
+
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::Request;
+use axum::http::{HeaderMap, HeaderValue, Method, Response, StatusCode, header};
+use futures::StreamExt as _;
+use http_body::Body as _;
+use http_body_util::BodyExt as _;
+use http_body_util::combinators::BoxBody;
+use rmcp::model::{ClientJsonRpcMessage, GetExtensions as _, GetMeta as _, ProtocolVersion};
+use rmcp::transport::streamable_http_server::session::ServerSseMessage;
+use rmcp::transport::streamable_http_server::{
+    SessionId, SessionManager as _, StreamableHttpService,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::sealed::SealedSessionManager;
+use crate::traced::Traced;
+
+/// rmcp's HTTP service as the gateway builds it.
+pub(crate) type Service =
+    StreamableHttpService<Traced<crate::session::Session>, SealedSessionManager>;
+/// An answer as rmcp's HTTP service makes it.
+pub(crate) type Answer = Response<BoxBody<Bytes, Infallible>>;
+
+/// The `/mcp` handler: in-session requests served here, everything else by rmcp's service.
+pub(crate) struct InSession {
+    /// rmcp's handler, for everything not served here.
+    pub(crate) service: Arc<Service>,
+    /// The session manager rmcp's handler was built with.
+    pub(crate) sessions: Arc<SealedSessionManager>,
+    /// `StreamableHttpServerConfig::sse_keep_alive` of `service`.
+    pub(crate) keep_alive: Option<Duration>,
+    /// `StreamableHttpServerConfig::cancellation_token` of `service`.
+    pub(crate) cancel: CancellationToken,
+    /// `StreamableHttpServerConfig::max_request_body_bytes` of `service`.
+    pub(crate) max_body: usize,
+    /// Serve in-session requests here (`false`: all go to rmcp's handler).
+    pub(crate) own_posts: bool,
+    /// rmcp's DNS-rebinding answers, remembered.
+    pub(crate) rebinding: Rebinding,
+}
+
+impl InSession {
+    /// Answers `request` as rmcp's handler would.
+    pub(crate) async fn handle(&self, request: Request) -> Answer {
+        if !self.own_posts || request.method() != Method::POST || !self.plainly_acceptable(&request)
+        {
+            return self.service.handle(request).await;
+        }
+        if !self
+            .rebinding
+            .allows(&self.service, request.uri(), request.headers())
+            .await
+        {
+            return self.service.handle(request).await;
+        }
+        let (parts, body) = request.into_parts();
+        let bytes = match read_body(body, self.max_body).await {
+            Ok(bytes) => bytes,
+            Err(answer) => return answer,
+        };
+        let Some(mut request) = decode::decode(&bytes)
+            .filter(|request| request.request.get_meta().protocol_version().is_none())
+        else {
+            return self.rmcp(parts, bytes).await;
+        };
+        let Some(session) = parts
+            .headers
+            .get(SESSION_ID)
+            .and_then(|value| value.to_str().ok())
+            .map(SessionId::from)
+        else {
+            return self.rmcp(parts, bytes).await;
+        };
+        // Not held here (idle-closed, another replica's, ended): rmcp restores it or says 404.
+        if !matches!(self.sessions.has_session(&session).await, Ok(true)) {
+            return self.rmcp(parts, bytes).await;
+        }
+        tracing::trace!(
+            method = request.request.method(),
+            "served on the own POST path"
+        );
+        // rmcp's handler moves the parts into the request; the session reads them there.
+        request.request.extensions_mut().insert(parts);
+        let message = ClientJsonRpcMessage::Request(request);
+        match self.sessions.create_stream(&session, message).await {
+            Ok(stream) => sse_answer(stream, self.keep_alive, self.cancel.child_token()),
+            Err(error) => {
+                tracing::error!("Internal server error when get session: {error}");
+                text(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("Encounter an error when get session: {error}"),
+                )
+            }
+        }
+    }
+
+    /// The request, its body read already, to rmcp's handler.
+    async fn rmcp(&self, parts: axum::http::request::Parts, bytes: Bytes) -> Answer {
+        self.service
+            .handle(Request::from_parts(parts, axum::body::Body::from(bytes)))
+            .await
+    }
+
+    /// Whether the headers are ones rmcp's handler plainly accepts for an in-session request:
+    /// both media types accepted, a JSON body, a session id, and a protocol version that is
+    /// absent or known and has sessions. "Plainly": an `Accept` with parameters or quotes is
+    /// left to rmcp's parser, never guessed at.
+    fn plainly_acceptable(&self, request: &Request) -> bool {
+        let headers = request.headers();
+        headers.contains_key(SESSION_ID)
+            && accepts_both(headers)
+            && json_body(headers)
+            && match headers.get(PROTOCOL_VERSION) {
+                None => true,
+                Some(value) => value.to_str().is_ok_and(|version| {
+                    version < ProtocolVersion::STANDARD_HEADERS.as_str()
+                        && ProtocolVersion::KNOWN_VERSIONS
+                            .iter()
+                            .any(|known| known.as_str() == version)
+                }),
+            }
+    }
+}
+
+/// The session id header.
+const SESSION_ID: &str = "mcp-session-id";
+/// The protocol version header.
+const PROTOCOL_VERSION: &str = "mcp-protocol-version";
+
+/// Whether `Accept` lists both `application/json` and `text/event-stream` as plain entries (no
+/// parameters): then rmcp's parser finds both too. `false` means "not plainly", not "no".
+fn accepts_both(headers: &HeaderMap) -> bool {
+    let (mut json, mut sse) = (false, false);
+    for value in headers.get_all(header::ACCEPT) {
+        let Ok(value) = value.to_str() else { continue };
+        if value.contains('"') {
+            return false;
+        }
+        for entry in value.split(',').map(str::trim) {
+            json |= entry.eq_ignore_ascii_case("application/json");
+            sse |= entry.eq_ignore_ascii_case("text/event-stream");
+        }
+    }
+    json && sse
+}
+
+/// rmcp's own `Content-Type` check: its essence is `application/json`.
+fn json_body(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| {
+            let essence = value.split_once(';').map_or(value, |(essence, _)| essence);
+            essence.trim().eq_ignore_ascii_case("application/json")
+        })
+}
+
+/// The body, read as rmcp's handler reads it: at most `max` bytes (413 beyond, its words), a
+/// read error 500 (its words).
+async fn read_body(body: axum::body::Body, max: usize) -> Result<Bytes, Answer> {
+    let mut collected = bytes::BytesMut::new();
+    let mut body = std::pin::pin!(body);
+    while let Some(frame) = std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
+        match frame {
+            Ok(frame) => {
+                let Ok(data) = frame.into_data() else {
+                    continue;
+                };
+                if data.len() > max.saturating_sub(collected.len()) {
+                    return Err(text(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        format!("Payload Too Large: request body exceeds {max} bytes"),
+                    ));
+                }
+                if collected.is_empty() && body.is_end_stream() {
+                    // One frame, the whole body: no copy.
+                    return Ok(data);
+                }
+                collected.extend_from_slice(&data);
+            }
+            Err(error) => {
+                return Err(text(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("Failed to read request body: {error}"),
+                ));
+            }
+        }
+    }
+    Ok(collected.freeze())
+}
+
+/// A plain-text answer, as rmcp makes its refusals.
+fn text(status: StatusCode, body: String) -> Answer {
+    let mut answer = Response::new(http_body_util::Full::new(Bytes::from(body)).boxed());
+    *answer.status_mut() = status;
+    answer
+}
+
+/// The event stream answering a request, as rmcp's handler makes it: each message one event
+/// (its id and retry hint kept; a priming event has empty data), a comment every `keep_alive`
+/// without one, and the end when `cancel` fires; dropping the answer cancels `cancel`.
+fn sse_answer(
+    stream: impl futures::Stream<Item = ServerSseMessage> + Send + Sync + 'static,
+    keep_alive: Option<Duration>,
+    cancel: CancellationToken,
+) -> Answer {
+    let cancelled = cancel.clone();
+    let guard = cancel.drop_guard();
+    let stream = stream
+        .map(move |message| {
+            let _held_until_the_stream_drops = &guard;
+            let mut sse = match &message.message {
+                Some(message) => sse_stream::Sse::default()
+                    .data(serde_json::to_string(message.as_ref()).expect("a message serialises")),
+                None => sse_stream::Sse::default().data(""),
+            };
+            sse.id = message.event_id;
+            sse.retry = message.retry.map(|retry| retry.as_millis() as u64);
+            Ok::<_, Infallible>(sse)
+        })
+        .take_until(async move { cancelled.cancelled().await });
+    let body = sse_stream::SseBody::new(stream);
+    let body = match keep_alive {
+        Some(interval) => body
+            .with_keep_alive::<Timer>(sse_stream::KeepAlive::new().interval(interval))
+            .boxed(),
+        None => body.boxed(),
+    };
+    let mut answer = Response::new(body);
+    let headers = answer.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    answer
+}
+
+/// The keep-alive timer of an event stream: a tokio sleep.
+struct Timer(std::pin::Pin<Box<tokio::time::Sleep>>);
+
+impl std::future::Future for Timer {
+    type Output = ();
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        self.0.as_mut().poll(cx)
+    }
+}
+
+impl sse_stream::Timer for Timer {
+    fn from_duration(duration: Duration) -> Self {
+        Self(Box::pin(tokio::time::sleep(duration)))
+    }
+
+    fn reset(mut self: std::pin::Pin<&mut Self>, when: std::time::Instant) {
+        self.0.as_mut().reset(tokio::time::Instant::from_std(when));
+    }
+}
+
+/// rmcp's DNS-rebinding answers (is this `Host`, with this `Origin`, allowed?), remembered for a
+/// few pairs of values. rmcp's answer depends on those values and its configuration only, and
+/// its handler makes the check before it looks at the method: a body-less `PUT` with the same
+/// values gets 405 when they pass, 400/403 when they do not.
+#[derive(Default)]
+pub(crate) struct Rebinding {
+    answers: Mutex<Vec<(Pair, bool)>>,
+}
+
+/// The values rmcp's check reads: the URI's authority (used without a `Host`), `Host`, `Origin`.
+#[derive(PartialEq)]
+struct Pair {
+    authority: Option<axum::http::uri::Authority>,
+    host: Option<HeaderValue>,
+    origin: Option<HeaderValue>,
+}
+
+/// At most this many pairs are remembered (a deployment has a few names; beyond, each is asked).
+const REMEMBERED: usize = 16;
+
+impl Rebinding {
+    /// Whether rmcp's check lets a request to `uri` with `headers` through.
+    async fn allows(&self, service: &Service, uri: &axum::http::Uri, headers: &HeaderMap) -> bool {
+        let pair = Pair {
+            authority: uri.authority().cloned(),
+            host: headers.get(header::HOST).cloned(),
+            origin: headers.get(header::ORIGIN).cloned(),
+        };
+        // Several values of one of them: rmcp reads the first; not worth remembering.
+        let single = headers.get_all(header::HOST).iter().count() <= 1
+            && headers.get_all(header::ORIGIN).iter().count() <= 1;
+        if let Some((_, allowed)) = self
+            .answers
+            .lock()
+            .expect("not poisoned")
+            .iter()
+            .find(|(known, _)| *known == pair)
+        {
+            return *allowed;
+        }
+        let mut probe = Request::new(axum::body::Body::empty());
+        *probe.method_mut() = Method::PUT;
+        *probe.uri_mut() = uri.clone();
+        for name in [header::HOST, header::ORIGIN] {
+            for value in headers.get_all(&name) {
+                probe.headers_mut().append(name.clone(), value.clone());
+            }
+        }
+        let allowed = service.handle(probe).await.status() == StatusCode::METHOD_NOT_ALLOWED;
+        let mut answers = self.answers.lock().expect("not poisoned");
+        if single && answers.len() < REMEMBERED && !answers.iter().any(|(known, _)| *known == pair)
+        {
+            answers.push((pair, allowed));
+        }
+        allowed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(
+                axum::http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_str(value).unwrap(),
+            );
+        }
+        map
+    }
+
+    /// Only plain lists naming both types are taken as accepting both; weights, parameters
+    /// and quotes are left to rmcp's parser (which may well accept them too).
+    #[test]
+    fn accept_is_plain_or_left_to_rmcp() {
+        for yes in [
+            vec![("accept", "application/json, text/event-stream")],
+            vec![("accept", "TEXT/EVENT-STREAM,application/json")],
+            vec![
+                ("accept", "application/json"),
+                ("accept", "text/event-stream"),
+            ],
+            vec![("accept", "*/*, application/json, text/event-stream")],
+        ] {
+            assert!(accepts_both(&headers(&yes)), "{yes:?}");
+        }
+        for not_plainly in [
+            vec![("accept", "application/json")],
+            vec![("accept", "*/*")],
+            vec![("accept", "application/json, text/event-stream;q=0")],
+            vec![("accept", "application/json;q=1, text/event-stream")],
+            vec![("accept", "application/json, text/event-stream, x/y;a=\",\"")],
+            vec![],
+        ] {
+            assert!(!accepts_both(&headers(&not_plainly)), "{not_plainly:?}");
+        }
+    }
+
+    #[test]
+    fn content_type_is_read_as_rmcp_reads_it() {
+        assert!(json_body(&headers(&[("content-type", "application/json")])));
+        assert!(json_body(&headers(&[(
+            "content-type",
+            " Application/JSON ; charset=utf-8"
+        )])));
+        assert!(!json_body(&headers(&[("content-type", "text/plain")])));
+        assert!(!json_body(&headers(&[(
+            "content-type",
+            "application/jsonx"
+        )])));
+        assert!(!json_body(&headers(&[])));
+    }
+}
