@@ -86,9 +86,9 @@ pub struct HttpOptions {
     /// per tick, never on a request path. Default [`release_freed_memory`] (glibc's
     /// `malloc_trim`); a binary with its own global allocator passes that allocator's.
     pub release_memory: fn(),
-    /// Serve the requests of established sessions on the gateway's own POST path
-    /// ([`crate::in_session`]: rmcp's checks, a decode by method). `false` hands every request
-    /// to rmcp's handler: for comparison, or to rule the own path out when something looks off.
+    /// Serve the common requests of established sessions on the gateway's own POST path (its
+    /// `in_session` module: rmcp's checks, a decode by method). `false` hands every request to
+    /// rmcp's handler: for comparison, or to rule the own path out when something looks off.
     pub own_posts: bool,
 }
 
@@ -274,14 +274,14 @@ pub(crate) async fn serve(
         max_body: config.max_request_body_bytes,
         own_posts: options.own_posts && config.legacy_session_mode,
         rebinding: Rebinding::default(),
-        service: Arc::new(StreamableHttpService::new(
+        service: StreamableHttpService::new(
             move || {
                 let tracer = shared.tracer.clone();
                 Ok(Traced::new(Session::new(shared.clone()), tracer))
             },
             sessions,
             config,
-        )),
+        ),
     };
     // rmcp's `Service::call` clones the whole service, config and all (its host and origin
     // lists, its cancellation token), for every request, and axum clones the route's service

@@ -52,7 +52,7 @@ pub(crate) type Answer = Response<BoxBody<Bytes, Infallible>>;
 /// The `/mcp` handler: in-session requests served here, everything else by rmcp's service.
 pub(crate) struct InSession {
     /// rmcp's handler, for everything not served here.
-    pub(crate) service: Arc<Service>,
+    pub(crate) service: Service,
     /// The session manager rmcp's handler was built with.
     pub(crate) sessions: Arc<SealedSessionManager>,
     /// `StreamableHttpServerConfig::sse_keep_alive` of `service`.
