@@ -298,7 +298,8 @@ pub(crate) struct Rebinding {
     answers: Mutex<Vec<(Pair, bool)>>,
 }
 
-/// The values rmcp's check reads: the URI's authority (used without a `Host`), `Host`, `Origin`.
+/// The values rmcp's check reads: the URI's authority (used without a `Host`), `Host`, `Origin`
+/// (the first of each header: rmcp reads no other).
 #[derive(PartialEq)]
 struct Pair {
     authority: Option<axum::http::uri::Authority>,
@@ -317,9 +318,6 @@ impl Rebinding {
             host: headers.get(header::HOST).cloned(),
             origin: headers.get(header::ORIGIN).cloned(),
         };
-        // Several values of one of them: rmcp reads the first; not worth remembering.
-        let single = headers.get_all(header::HOST).iter().count() <= 1
-            && headers.get_all(header::ORIGIN).iter().count() <= 1;
         if let Some((_, allowed)) = self
             .answers
             .lock()
@@ -339,8 +337,7 @@ impl Rebinding {
         }
         let allowed = service.handle(probe).await.status() == StatusCode::METHOD_NOT_ALLOWED;
         let mut answers = self.answers.lock().expect("not poisoned");
-        if single && answers.len() < REMEMBERED && !answers.iter().any(|(known, _)| *known == pair)
-        {
+        if answers.len() < REMEMBERED && !answers.iter().any(|(known, _)| *known == pair) {
             answers.push((pair, allowed));
         }
         allowed
