@@ -21,9 +21,11 @@ mod events;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 
 use futures::StreamExt as _;
+use futures::future::BoxFuture;
 use reqwest::StatusCode;
 use reqwest::header::{
     ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER, WWW_AUTHENTICATE,
@@ -364,7 +366,9 @@ impl StreamableHttpClient for Direct {
         .await
     }
 
-    async fn post_message_with_response_limits(
+    /// Boxed, so that the layers above and rmcp's worker hold a pointer, not the 3 KiB of a
+    /// request in flight (see `Layered`'s POST).
+    fn post_message_with_response_limits(
         &self,
         uri: Arc<str>,
         message: ClientJsonRpcMessage,
@@ -372,23 +376,21 @@ impl StreamableHttpClient for Direct {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
-    ) -> PostResult<Self::Error> {
-        if sent_here(&message) {
+    ) -> impl Future<Output = PostResult<Self::Error>> + Send + '_ {
+        let post: BoxFuture<'_, _> = if sent_here(&message) {
             let headers = custom_headers;
-            return self
-                .request(uri, message, session_id, auth_header, headers, limits)
-                .await;
-        }
-        self.http
-            .post_message_with_response_limits(
+            Box::pin(self.request(uri, message, session_id, auth_header, headers, limits))
+        } else {
+            Box::pin(self.http.post_message_with_response_limits(
                 uri,
                 message,
                 session_id,
                 auth_header,
                 custom_headers,
                 limits,
-            )
-            .await
+            ))
+        };
+        post
     }
 
     async fn delete_session(
