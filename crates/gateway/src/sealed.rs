@@ -404,12 +404,13 @@ impl Learnt {
 pub(crate) struct Sealer {
     pub(crate) keys: Arc<SessionKeys>,
     ttl: Duration,
-    learnt: DashMap<String, Learnt>,
+    /// Keyed by the session a sealed id names (foldhash, as `Recent`: looked up per request).
+    learnt: DashMap<String, Learnt, foldhash::quality::RandomState>,
     /// The ids opened lately, so a request's id is opened once.
     recent: Recent,
     /// Sessions ended here (DELETE) → when their last id expires: an id of an ended session
     /// is refused (404) instead of restoring the session. Entries leave when they expire.
-    ended: DashMap<String, u64>,
+    ended: DashMap<String, u64, foldhash::quality::RandomState>,
 }
 
 impl Sealer {
@@ -417,9 +418,9 @@ impl Sealer {
         Arc::new(Self {
             keys,
             ttl: ttl.max(Duration::from_secs(1)),
-            learnt: DashMap::new(),
+            learnt: DashMap::default(),
             recent: Recent::default(),
-            ended: DashMap::new(),
+            ended: DashMap::default(),
         })
     }
 

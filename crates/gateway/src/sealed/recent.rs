@@ -20,10 +20,12 @@ use super::Payload;
 /// At most this many ids are remembered (a few hundred bytes each, with their payloads).
 const CAPACITY: usize = 4096;
 
-/// Opened ids → what they hold.
+/// Opened ids → what they hold. Hashed with foldhash, not SipHash: each request looks its id
+/// (a few hundred bytes) up several times, and only ids that opened under our keys go in, so a
+/// client cannot choose the keys.
 #[derive(Default)]
 pub(super) struct Recent {
-    opened: DashMap<Box<str>, Arc<Payload>>,
+    opened: DashMap<Box<str>, Arc<Payload>, foldhash::quality::RandomState>,
 }
 
 impl Recent {
