@@ -110,7 +110,7 @@ impl<L: HttpLayer, C: StreamableHttpClient + Sync> Layered<L, C> {
     ///
     /// The future is boxed: a layer's future holds its inner client's, so unboxed, the three
     /// layers around a client made a future of 11 KiB that every caller moved (memcpy) again —
-    /// about 5% of a gateway call's instructions. Boxed, each level holds a pointer.
+    /// about 4% of a gateway call's instructions. Boxed, each level holds a pointer.
     fn post_once_or_again<'a, F, Fut>(
         &'a self,
         message: ClientJsonRpcMessage,
