@@ -621,8 +621,10 @@ fn all_connected(snapshot: &Snapshot, n: usize) -> bool {
             .all(|s| s.state == ServerState::Connected)
 }
 
-/// How many processes `pgrep -f pattern` finds (0 when pgrep finds none or cannot run).
+/// How many processes other than this one `pgrep -f pattern` finds (this one names the
+/// fixture's path in its own arguments); 0 when pgrep finds none or cannot run.
 fn pgrep(pattern: &str) -> usize {
+    let me = std::process::id().to_string();
     match Command::new("pgrep")
         .args(["-f", pattern])
         .stderr(Stdio::null())
@@ -630,7 +632,8 @@ fn pgrep(pattern: &str) -> usize {
     {
         Ok(out) => String::from_utf8_lossy(&out.stdout)
             .lines()
-            .filter(|l| !l.trim().is_empty())
+            .map(str::trim)
+            .filter(|pid| !pid.is_empty() && *pid != me)
             .count(),
         Err(_) => 0,
     }
