@@ -8,7 +8,18 @@
 //! - `serve_echo_keepalive_threads{N}[_p99]`: sequential 1 KiB echo, one keep-alive connection
 //!   per side, chunks alternating with the direct side;
 //! - `serve_throughput_32_keepalive_threads{N}`: 32 keep-alive clients at saturation, rounds
-//!   alternating with the direct side.
+//!   alternating with the direct side;
+//! - `serve_cpu_per_call_threads{N}`, `serve_kernel_cpu_per_call_threads{N}`: the CPU the
+//!   `serve` process spends per sequential echo (all its threads, from `/proc/PID/stat`; the
+//!   second counts only its time in the kernel: syscalls and the loopback TCP work a send does
+//!   for its receiver) against what the fixture spends per call direct; one sample per round
+//!   (`/proc` counts clock ticks of 10 ms: at 2,000 calls a round, steps of 5 µs);
+//! - `serve_floor_haproxy_echo[_p99]`, `serve_floor_haproxy_throughput_32`,
+//!   `serve_floor_haproxy[_kernel]_cpu_per_call`: the same workloads through HAProxy (HTTP
+//!   mode, keep-alive on both sides, its default threads) in front of the same fixture: what a
+//!   production proxy that parses HTTP but no JSON adds on this machine, in the same run — the
+//!   floor the `serve_*` figures sit above. Left out, with a line saying so, where HAProxy is
+//!   not installed (`.ci/install-peers.sh` installs it).
 //!
 //! Invariant: every process this group starts is killed and reaped before it returns.
 
@@ -21,8 +32,7 @@ use tokio::process::{Child, Command};
 
 use super::cli::write;
 use super::gateway::{
-    CHUNK, WARMUP, alternating, mcp_addr, raw_chunks, raw_latencies, saturate_kept, upstream,
-    wait_listening,
+    CHUNK, WARMUP, alternating, mcp_addr, raw_latencies, saturate_kept, upstream, wait_listening,
 };
 use super::http::RawHttp;
 use super::report::Metric;
@@ -34,6 +44,8 @@ const THREADS: [usize; 2] = [1, 2];
 const PHASE_LIMIT: Duration = Duration::from_secs(240);
 /// The echo tool through the gateway (the fixture is configured as server `fx`).
 const THROUGH_TOOL: &str = "mcp__fx__echo";
+/// Where Debian and others put HAProxy.
+const HAPROXY: [&str; 2] = ["/usr/sbin/haproxy", "/usr/bin/haproxy"];
 
 /// One `mcp-harness serve --http` process; [`Served::stop`] ends it with SIGTERM, as a user's
 /// service manager would, and reaps it.
@@ -120,7 +132,8 @@ impl Bench {
         let dir = std::env::temp_dir().join(format!("{}-serve", self.tag));
         std::fs::create_dir_all(&dir).map_err(|e| format!("temp dir: {e}"))?;
         let mut fixture = upstream(self, port)?;
-        let measured = tokio::time::timeout(PHASE_LIMIT, self.serve_layouts(port, &dir)).await;
+        let measured =
+            tokio::time::timeout(PHASE_LIMIT, self.serve_layouts(port, fixture.id(), &dir)).await;
         let _ = fixture.kill().await;
         let _ = fixture.wait().await;
         let _ = std::fs::remove_dir_all(&dir);
@@ -128,7 +141,12 @@ impl Bench {
         measured.map_err(|_| format!("the serve group took over {PHASE_LIMIT:?}"))?
     }
 
-    async fn serve_layouts(&self, port: u16, dir: &Path) -> Result<Vec<Metric>, String> {
+    async fn serve_layouts(
+        &self,
+        port: u16,
+        fixture: Option<u32>,
+        dir: &Path,
+    ) -> Result<Vec<Metric>, String> {
         wait_listening(port).await?;
         let direct_url = format!("http://127.0.0.1:{port}/mcp");
         let json = serde_json::json!({
@@ -140,43 +158,117 @@ impl Bench {
         let mut metrics = Vec::new();
         for threads in THREADS {
             let served = Served::start(&cli, &config, threads).await?;
-            let measured = self.serve_measure(&served.url, &direct_url, threads).await;
+            let through = Through {
+                url: &served.url,
+                tool: THROUGH_TOOL,
+                pid: served.pid(),
+                echo: format!("serve_echo_keepalive_threads{threads}"),
+                throughput: format!("serve_throughput_32_keepalive_threads{threads}"),
+                cpu: format!("serve_cpu_per_call_threads{threads}"),
+                kernel: format!("serve_kernel_cpu_per_call_threads{threads}"),
+                what: format!("`mcp-harness serve --http --threads {threads}` (its own process)"),
+            };
+            let measured = self.serve_measure(&through, &direct_url, fixture).await;
             served.stop().await;
             metrics.extend(measured?);
         }
+        let Some(haproxy) = HAPROXY.into_iter().find(|p| Path::new(p).exists()) else {
+            eprintln!(
+                "serve_floor_haproxy_*: left out, HAProxy is not installed (`bash .ci/install-peers.sh` or `apt-get install haproxy`)"
+            );
+            return Ok(metrics);
+        };
+        let proxy = Haproxy::start(haproxy, dir, port).await?;
+        let through = Through {
+            url: &proxy.url,
+            tool: "echo",
+            pid: proxy.child.id(),
+            echo: "serve_floor_haproxy_echo".into(),
+            throughput: "serve_floor_haproxy_throughput_32".into(),
+            cpu: "serve_floor_haproxy_cpu_per_call".into(),
+            kernel: "serve_floor_haproxy_kernel_cpu_per_call".into(),
+            what: "HAProxy (HTTP mode, keep-alive both sides; the floor)".into(),
+        };
+        let measured = self.serve_measure(&through, &direct_url, fixture).await;
+        proxy.stop().await;
+        metrics.extend(measured?);
         Ok(metrics)
     }
 
     async fn serve_measure(
         &self,
-        through_url: &str,
+        through: &Through<'_>,
         direct_url: &str,
-        threads: usize,
+        fixture: Option<u32>,
     ) -> Result<Vec<Metric>, String> {
+        let Through {
+            url: through_url,
+            tool: through_tool,
+            what: through_what,
+            ..
+        } = through;
         let mut direct = RawHttp::connect(mcp_addr(direct_url)?, "echo").await?;
-        let mut through = RawHttp::connect(mcp_addr(through_url)?, THROUGH_TOOL).await?;
+        let mut through_client = RawHttp::connect(mcp_addr(through_url)?, through_tool).await?;
         raw_latencies(&mut direct, WARMUP).await?;
-        raw_latencies(&mut through, WARMUP).await?;
+        raw_latencies(&mut through_client, WARMUP).await?;
         let (mut h, mut b, mut pairs) = (Vec::new(), Vec::new(), Vec::new());
+        // CPU per call of each round: the process in the middle over the calls through it,
+        // the fixture over the calls direct to it.
+        let (mut cpu_h, mut cpu_b) = (Vec::new(), Vec::new());
         for round in 0..self.options.rounds {
+            let (mut spent_h, mut spent_b) = (Cpu::default(), Cpu::default());
             let mut done = 0;
             while done < self.options.calls {
                 let n = CHUNK.min(self.options.calls - done);
                 let through_first = (round + done / CHUNK).is_multiple_of(2);
-                let (hc, bc) = raw_chunks(&mut through, &mut direct, n, through_first).await?;
+                let (hc, bc) = if through_first {
+                    let hc = spent(&mut through_client, n, through.pid, &mut spent_h).await?;
+                    (hc, spent(&mut direct, n, fixture, &mut spent_b).await?)
+                } else {
+                    let bc = spent(&mut direct, n, fixture, &mut spent_b).await?;
+                    (
+                        spent(&mut through_client, n, through.pid, &mut spent_h).await?,
+                        bc,
+                    )
+                };
                 pairs.push(hc.iter().sum::<f64>() / bc.iter().sum::<f64>());
                 h.extend(hc);
                 b.extend(bc);
                 done += n;
             }
+            let calls = self.options.calls as f64;
+            cpu_h.push(spent_h / calls);
+            cpu_b.push(spent_b / calls);
         }
+        let cpu = Metric {
+            per_call: true,
+            ..Metric::new(
+                through.cpu.clone(),
+                format!(
+                    "CPU (user + kernel, from /proc) per sequential echo of {through_what} vs the fixture's own direct (per call; one sample per round)"
+                ),
+                cpu_h.iter().map(|c| c.user + c.kernel).collect(),
+                cpu_b.iter().map(|c| c.user + c.kernel).collect(),
+            )
+        };
+        let kernel = Metric {
+            per_call: true,
+            ..Metric::new(
+                through.kernel.clone(),
+                format!(
+                    "kernel CPU (system time: syscalls, loopback TCP) per sequential echo of {through_what} vs the fixture's own direct (per call)"
+                ),
+                cpu_h.iter().map(|c| c.kernel).collect(),
+                cpu_b.iter().map(|c| c.kernel).collect(),
+            )
+        };
         let echo = Metric {
             per_call: true,
             pairs: Some(pairs),
             ..Metric::new(
-                format!("serve_echo_keepalive_threads{threads}"),
+                through.echo.clone(),
                 format!(
-                    "sequential 1 KiB echo through `mcp-harness serve --http --threads {threads}` (its own process) vs direct to the fixture, a hand-written keep-alive HTTP/1.1 client per side (per call)"
+                    "sequential 1 KiB echo through {through_what} vs direct to the fixture, a hand-written keep-alive HTTP/1.1 client per side (per call)"
                 ),
                 h,
                 b,
@@ -185,7 +277,7 @@ impl Bench {
         let rounds = self.options.rounds.min(5);
         let (th, tb) = alternating(
             rounds,
-            (through_url, THROUGH_TOOL),
+            (through_url, through_tool),
             (direct_url, "echo"),
             saturate_kept,
         )
@@ -193,14 +285,138 @@ impl Bench {
         let throughput = Metric {
             per_call: true,
             ..Metric::new(
-                format!("serve_throughput_32_keepalive_threads{threads}"),
+                through.throughput.clone(),
                 format!(
-                    "wall time per call, 32 concurrent keep-alive clients, through `mcp-harness serve --http --threads {threads}` vs direct"
+                    "wall time per call, 32 concurrent keep-alive clients, through {through_what} vs direct"
                 ),
                 th,
                 tb,
             )
         };
-        Ok(vec![echo.p99(), echo, throughput])
+        Ok(vec![echo.p99(), echo, throughput, cpu, kernel])
+    }
+}
+
+/// What one measured side goes through: its URL, the echo tool's name there, and the names of
+/// its metrics.
+struct Through<'a> {
+    url: &'a str,
+    tool: &'a str,
+    /// The process the calls go through (its CPU is read from `/proc`).
+    pid: Option<u32>,
+    echo: String,
+    throughput: String,
+    cpu: String,
+    kernel: String,
+    what: String,
+}
+
+/// CPU seconds a process spent, in user space and in the kernel.
+#[derive(Debug, Default, Clone, Copy)]
+struct Cpu {
+    user: f64,
+    kernel: f64,
+}
+
+impl Cpu {
+    /// What `pid` has spent so far (all its threads), from `/proc/PID/stat`.
+    fn of(pid: u32) -> Result<Self, String> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map_err(|e| format!("cannot read /proc/{pid}/stat: {e}"))?;
+        // Fields after the command's closing parenthesis: state is the first, utime the 12th
+        // and stime the 13th (proc(5), fields 14 and 15).
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.split_whitespace().collect())
+            .unwrap_or_default();
+        let ticks = |i: usize| -> Result<f64, String> {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<u64>().ok())
+                .map(|t| t as f64)
+                .ok_or_else(|| format!("/proc/{pid}/stat: no CPU time field {i}"))
+        };
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+        Ok(Self {
+            user: ticks(11)? / hz,
+            kernel: ticks(12)? / hz,
+        })
+    }
+}
+
+impl std::ops::Div<f64> for Cpu {
+    type Output = Cpu;
+    fn div(self, n: f64) -> Cpu {
+        Cpu {
+            user: self.user / n,
+            kernel: self.kernel / n,
+        }
+    }
+}
+
+/// `count` calls of `client` (each call's seconds), adding what `pid` spent meanwhile to
+/// `total`.
+async fn spent(
+    client: &mut RawHttp,
+    count: usize,
+    pid: Option<u32>,
+    total: &mut Cpu,
+) -> Result<Vec<f64>, String> {
+    let pid = pid.ok_or("the measured process has exited")?;
+    let before = Cpu::of(pid)?;
+    let taken = raw_latencies(client, count).await?;
+    let after = Cpu::of(pid)?;
+    total.user += after.user - before.user;
+    total.kernel += after.kernel - before.kernel;
+    Ok(taken)
+}
+
+/// HAProxy in front of the fixture on `upstream`: HTTP mode, keep-alive to the client and to
+/// the server (`http-reuse always`), as many threads as it picks by default (one per CPU).
+/// [`Haproxy::stop`] kills and reaps it.
+struct Haproxy {
+    child: Child,
+    url: String,
+}
+
+impl Haproxy {
+    async fn start(bin: &str, dir: &Path, upstream: u16) -> Result<Self, String> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| format!("no free port: {e}"))?
+            .port();
+        let config = format!(
+            "defaults\n  mode http\n  timeout connect 5s\n  timeout client 60s\n  \
+             timeout server 60s\n  http-reuse always\n\
+             frontend mcp\n  bind 127.0.0.1:{port}\n  default_backend fixture\n\
+             backend fixture\n  server fx 127.0.0.1:{upstream}\n"
+        );
+        let path = dir.join("haproxy.cfg");
+        std::fs::write(&path, config).map_err(|e| format!("write {}: {e}", path.display()))?;
+        let child = Command::new(bin)
+            .arg("-db")
+            .arg("-f")
+            .arg(&path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("cannot spawn {bin}: {e}"))?;
+        let mut proxy = Self {
+            child,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        };
+        if let Err(e) = wait_listening(port).await {
+            proxy.child.kill().await.ok();
+            return Err(format!("HAProxy: {e}"));
+        }
+        Ok(proxy)
+    }
+
+    async fn stop(mut self) {
+        let _ = self.child.kill().await;
+        let _ = self.child.wait().await;
     }
 }
