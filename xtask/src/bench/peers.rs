@@ -4,14 +4,15 @@
 //! - FastMCP's proxy (PyPI `fastmcp`, `create_proxy(URL).run(transport="http")`) in front of the
 //!   same fixture over Streamable HTTP, exactly as our gateway is;
 //! - supergateway (npm, `--stdio CMD --outputTransport streamableHttp --stateful`) in front of
-//!   the fixture over stdio (it cannot front an HTTP upstream), served as Streamable HTTP.
+//!   the fixture over stdio (it cannot front an HTTP upstream), served as Streamable HTTP;
+//! - HAProxy, the `serve` group's floor (see `serve.rs`), started here as the others are.
 //!
 //! Each peer's figure alternates chunks of sequential 1 KiB echo calls with the direct client
 //! (the fixture over HTTP), as the gateway figure does. The peers are installed by
 //! `PEERS_BENCH=1 .ci/install-peers.sh` (run here; idempotent). Invariant: every process
 //! started here is killed and reaped before the group returns, whatever failed.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::gateway::{Client, connect, latencies, wait_listening};
@@ -31,6 +32,11 @@ pub(super) struct Peer {
 }
 
 impl Peer {
+    /// Its process id, while it runs.
+    pub(super) fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
     pub(super) async fn stop(mut self) {
         let _ = self.child.kill().await;
         let _ = self.child.wait().await;
@@ -109,6 +115,37 @@ pub(super) async fn supergateway(fixture: &std::path::Path, tag: &str) -> Result
         .map_err(|e| format!("cannot start supergateway: {e}"))?;
     let peer = Peer {
         name: "supergateway",
+        child,
+        url: format!("http://127.0.0.1:{port}/mcp"),
+    };
+    settle(peer, port).await
+}
+
+/// Starts HAProxy (`bin`) in front of the fixture on `upstream`: HTTP mode, keep-alive to the
+/// client and to the server (`http-reuse always`), as many threads as it picks by default (one
+/// per CPU); its config is written into `dir`.
+pub(super) async fn haproxy(bin: &str, dir: &Path, upstream: u16) -> Result<Peer, String> {
+    let port = free_port()?;
+    let config = format!(
+        "defaults\n  mode http\n  timeout connect 5s\n  timeout client 60s\n  \
+         timeout server 60s\n  http-reuse always\n\
+         frontend mcp\n  bind 127.0.0.1:{port}\n  default_backend fixture\n\
+         backend fixture\n  server fx 127.0.0.1:{upstream}\n"
+    );
+    let path = dir.join("haproxy.cfg");
+    std::fs::write(&path, config).map_err(|e| format!("write {}: {e}", path.display()))?;
+    let child = tokio::process::Command::new(bin)
+        .arg("-db")
+        .arg("-f")
+        .arg(&path)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("cannot spawn {bin}: {e}"))?;
+    let peer = Peer {
+        name: "HAProxy",
         child,
         url: format!("http://127.0.0.1:{port}/mcp"),
     };

@@ -35,6 +35,7 @@ use super::gateway::{
     CHUNK, WARMUP, alternating, mcp_addr, raw_latencies, saturate_kept, upstream, wait_listening,
 };
 use super::http::RawHttp;
+use super::peers;
 use super::report::Metric;
 use super::{Bench, STARTUP_TIMEOUT, target_dir};
 
@@ -124,10 +125,7 @@ impl Served {
 impl Bench {
     /// The `serve_*` metrics (see the module's doc).
     pub(super) async fn serve(&self) -> Result<Vec<Metric>, String> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| format!("no free port: {e}"))?
-            .port();
+        let port = peers::free_port()?;
         // Named by the run's tag, as the `cli` group's directory is.
         let dir = std::env::temp_dir().join(format!("{}-serve", self.tag));
         std::fs::create_dir_all(&dir).map_err(|e| format!("temp dir: {e}"))?;
@@ -178,11 +176,11 @@ impl Bench {
             );
             return Ok(metrics);
         };
-        let proxy = Haproxy::start(haproxy, dir, port).await?;
+        let proxy = peers::haproxy(haproxy, dir, port).await?;
         let through = Through {
             url: &proxy.url,
             tool: "echo",
-            pid: proxy.child.id(),
+            pid: proxy.pid(),
             echo: "serve_floor_haproxy_echo".into(),
             throughput: "serve_floor_haproxy_throughput_32".into(),
             cpu: "serve_floor_haproxy_cpu_per_call".into(),
@@ -240,28 +238,25 @@ impl Bench {
             cpu_h.push(spent_h / calls);
             cpu_b.push(spent_b / calls);
         }
-        let cpu = Metric {
+        let cpu_metric = |name: &str, what: &str, part: fn(&Cpu) -> f64| Metric {
             per_call: true,
             ..Metric::new(
-                through.cpu.clone(),
+                name,
                 format!(
-                    "CPU (user + kernel, from /proc) per sequential echo of {through_what} vs the fixture's own direct (per call; one sample per round)"
+                    "{what} per sequential echo of {through_what} vs the fixture's own direct (per call; one sample per round)"
                 ),
-                cpu_h.iter().map(|c| c.user + c.kernel).collect(),
-                cpu_b.iter().map(|c| c.user + c.kernel).collect(),
+                cpu_h.iter().map(part).collect(),
+                cpu_b.iter().map(part).collect(),
             )
         };
-        let kernel = Metric {
-            per_call: true,
-            ..Metric::new(
-                through.kernel.clone(),
-                format!(
-                    "kernel CPU (system time: syscalls, loopback TCP) per sequential echo of {through_what} vs the fixture's own direct (per call)"
-                ),
-                cpu_h.iter().map(|c| c.kernel).collect(),
-                cpu_b.iter().map(|c| c.kernel).collect(),
-            )
-        };
+        let cpu = cpu_metric(&through.cpu, "CPU (user + kernel, from /proc)", |c| {
+            c.user + c.kernel
+        });
+        let kernel = cpu_metric(
+            &through.kernel,
+            "kernel CPU (system time: syscalls, loopback TCP)",
+            |c| c.kernel,
+        );
         let echo = Metric {
             per_call: true,
             pairs: Some(pairs),
@@ -370,53 +365,4 @@ async fn spent(
     total.user += after.user - before.user;
     total.kernel += after.kernel - before.kernel;
     Ok(taken)
-}
-
-/// HAProxy in front of the fixture on `upstream`: HTTP mode, keep-alive to the client and to
-/// the server (`http-reuse always`), as many threads as it picks by default (one per CPU).
-/// [`Haproxy::stop`] kills and reaps it.
-struct Haproxy {
-    child: Child,
-    url: String,
-}
-
-impl Haproxy {
-    async fn start(bin: &str, dir: &Path, upstream: u16) -> Result<Self, String> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| format!("no free port: {e}"))?
-            .port();
-        let config = format!(
-            "defaults\n  mode http\n  timeout connect 5s\n  timeout client 60s\n  \
-             timeout server 60s\n  http-reuse always\n\
-             frontend mcp\n  bind 127.0.0.1:{port}\n  default_backend fixture\n\
-             backend fixture\n  server fx 127.0.0.1:{upstream}\n"
-        );
-        let path = dir.join("haproxy.cfg");
-        std::fs::write(&path, config).map_err(|e| format!("write {}: {e}", path.display()))?;
-        let child = Command::new(bin)
-            .arg("-db")
-            .arg("-f")
-            .arg(&path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| format!("cannot spawn {bin}: {e}"))?;
-        let mut proxy = Self {
-            child,
-            url: format!("http://127.0.0.1:{port}/mcp"),
-        };
-        if let Err(e) = wait_listening(port).await {
-            proxy.child.kill().await.ok();
-            return Err(format!("HAProxy: {e}"));
-        }
-        Ok(proxy)
-    }
-
-    async fn stop(mut self) {
-        let _ = self.child.kill().await;
-        let _ = self.child.wait().await;
-    }
 }
