@@ -15,9 +15,7 @@ use std::io::{Read as _, Write as _};
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::gateway::{
-    MCP_POST, Served, fixture_config, http, http_bytes, open_session, session_headers,
-};
+use common::gateway::{MCP_POST, Served, Session, fixture_config, http, http_bytes, open_session};
 use common::temp_home;
 use serde_json::json;
 
@@ -216,26 +214,18 @@ fn the_own_post_path_answers_as_rmcps_handler_does() {
     );
 }
 
-/// A `tools/call` of `tool` in session `id` on a fresh connection: what the client's first read
+/// A `tools/call` of `tool` in `session` on a fresh connection: what the client's first read
 /// brought, and the whole response (read to its end; every read bounded by 20 s).
-fn first_read(addr: &str, id: &str, tool: &str, arguments: serde_json::Value) -> (String, String) {
-    let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
-        "name": tool, "arguments": arguments}})
-    .to_string();
-    let mut request = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (k, v) in session_headers(id) {
-        request.push_str(&format!("{k}: {v}\r\n"));
-    }
-    request.push_str("\r\n");
-    request.push_str(&body);
-    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+fn first_read(session: &Session<'_>, tool: &str, arguments: serde_json::Value) -> (String, String) {
+    let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": tool, "arguments": arguments}});
+    let mut stream = std::net::TcpStream::connect(session.addr).expect("connect");
     stream
         .set_read_timeout(Some(Duration::from_secs(20)))
         .expect("timeout");
-    stream.write_all(request.as_bytes()).expect("send");
+    stream
+        .write_all(session.raw_post(&call).as_bytes())
+        .expect("send");
     let mut buffer = vec![0; 64 * 1024];
     let read = stream.read(&mut buffer).expect("the first read");
     let first = String::from_utf8_lossy(&buffer[..read]).into_owned();
@@ -255,25 +245,15 @@ fn a_quick_answer_leaves_with_its_head_and_a_slow_ones_head_does_not_wait() {
     let dir = temp_home("serve-posts", "held");
     let config = fixture_config(&dir, &[]);
     let served = Served::start(&dir, &config, &[], Stdio::null());
-    let addr = served.addr.as_str();
-    let id = open_session(addr, false).expect("session");
-    let echo = |text: &str| first_read(addr, &id, "mcp__fx__echo", json!({"message": text}));
-    // The fixture connects in the background: the first echo that is answered.
-    let start = std::time::Instant::now();
-    while !echo("ready").1.contains("\"text\":\"ready\"") {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "echo never answered"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let (session, _) = Session::open(&served.addr, "unused", json!({}), "held");
+    session.wait_listed("mcp__fx__slow", Duration::from_secs(20));
     // Without the hold the first read is the head and priming event alone, every time: the
     // answer needs the upstream's round trip. A loaded machine may keep an answer past the hold
     // now and then, hence 8 of 10.
     let whole = (0..10)
         .filter(|n| {
             let text = format!("quick {n}");
-            let (first, all) = echo(&text);
+            let (first, all) = first_read(&session, "mcp__fx__echo", json!({"message": text}));
             assert!(all.contains(&text), "{all}");
             first.starts_with("HTTP/1.1 200") && first.contains(&text)
         })
@@ -283,7 +263,7 @@ fn a_quick_answer_leaves_with_its_head_and_a_slow_ones_head_does_not_wait() {
         "{whole} of 10 quick answers came with their head"
     );
 
-    let (first, all) = first_read(addr, &id, "mcp__fx__slow", json!({"ms": 2000}));
+    let (first, all) = first_read(&session, "mcp__fx__slow", json!({"ms": 2000}));
     assert!(
         first.starts_with("HTTP/1.1 200") && first.contains("text/event-stream"),
         "{first}"

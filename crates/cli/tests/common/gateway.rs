@@ -464,6 +464,24 @@ impl<'a> Session<'a> {
         message(&body)
     }
 
+    /// The bytes of a POST of `body` in this session, on a connection of its own
+    /// (`Connection: close`).
+    #[allow(dead_code)] // not every test binary that includes `common` sends raw POSTs
+    pub(crate) fn raw_post(&self, body: &Value) -> String {
+        let body = body.to_string();
+        let mut request = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Length: {}\r\n",
+            self.addr,
+            body.len()
+        );
+        for (k, v) in self.headers() {
+            request.push_str(&format!("{k}: {v}\r\n"));
+        }
+        request.push_str("\r\n");
+        request.push_str(&body);
+        request
+    }
+
     pub(crate) fn post(&self, body: &Value) -> (u16, String, String) {
         http(
             self.addr,
@@ -502,18 +520,7 @@ pub(crate) struct Sse {
 impl Sse {
     /// POSTs `body` in `session` and reads the head of its streamed answer.
     pub(crate) fn post(session: &Session<'_>, body: &Value) -> Self {
-        let body = body.to_string();
-        let mut request = format!(
-            "POST /mcp HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Length: {}\r\n",
-            session.addr,
-            body.len()
-        );
-        for (k, v) in session.headers() {
-            request.push_str(&format!("{k}: {v}\r\n"));
-        }
-        request.push_str("\r\n");
-        request.push_str(&body);
-        Self::open(session.addr, &request)
+        Self::open(session.addr, &session.raw_post(body))
     }
 
     /// Opens the GET stream of `session`.
