@@ -11,11 +11,13 @@
 
 mod common;
 
-use std::io::{Read as _, Write as _};
+use std::io::Read as _;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::gateway::{MCP_POST, Served, Session, fixture_config, http, http_bytes, open_session};
+use common::gateway::{
+    MCP_POST, Served, Session, fixture_config, http, http_bytes, open_session, send_raw,
+};
 use common::temp_home;
 use serde_json::json;
 
@@ -219,13 +221,7 @@ fn the_own_post_path_answers_as_rmcps_handler_does() {
 fn first_read(session: &Session<'_>, tool: &str, arguments: serde_json::Value) -> (String, String) {
     let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
         "name": tool, "arguments": arguments}});
-    let mut stream = std::net::TcpStream::connect(session.addr).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .expect("timeout");
-    stream
-        .write_all(session.raw_post(&call).as_bytes())
-        .expect("send");
+    let mut stream = send_raw(session.addr, &session.raw_post(&call));
     let mut buffer = vec![0; 64 * 1024];
     let read = stream.read(&mut buffer).expect("the first read");
     let first = String::from_utf8_lossy(&buffer[..read]).into_owned();

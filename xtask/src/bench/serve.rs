@@ -316,14 +316,9 @@ struct Cpu {
 impl Cpu {
     /// What `pid` has spent so far (all its threads), from `/proc/PID/stat`.
     fn of(pid: u32) -> Result<Self, String> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map_err(|e| format!("cannot read /proc/{pid}/stat: {e}"))?;
-        // Fields after the command's closing parenthesis: state is the first, utime the 12th
-        // and stime the 13th (proc(5), fields 14 and 15).
-        let fields: Vec<&str> = stat
-            .rsplit_once(')')
-            .map(|(_, rest)| rest.split_whitespace().collect())
-            .unwrap_or_default();
+        // After the command: state is the first field, utime the 12th and stime the 13th
+        // (proc(5), fields 14 and 15).
+        let fields = crate::chaos::procs::stat_fields(pid)?;
         let ticks = |i: usize| -> Result<f64, String> {
             fields
                 .get(i)

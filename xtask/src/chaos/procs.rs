@@ -48,13 +48,22 @@ pub(crate) fn carrying(var: &str, value: &str) -> Vec<u32> {
 }
 
 fn is_zombie(pid: u32) -> bool {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let state = stat
-        .rsplit(')')
-        .next()
-        .and_then(|s| s.split_whitespace().next())
-        .unwrap_or("Z");
+    let state = stat_fields(pid)
+        .ok()
+        .and_then(|fields| fields.into_iter().next())
+        .unwrap_or_else(|| "Z".into());
     state == "Z" || state == "X"
+}
+
+/// The fields of `/proc/PID/stat` after the command's closing parenthesis (the command may hold
+/// spaces and parentheses): the state first, then proc(5)'s fields 4 onwards.
+pub(crate) fn stat_fields(pid: u32) -> Result<Vec<String>, String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map_err(|e| format!("cannot read /proc/{pid}/stat: {e}"))?;
+    let (_, rest) = stat
+        .rsplit_once(')')
+        .ok_or_else(|| format!("/proc/{pid}/stat: no command field"))?;
+    Ok(rest.split_whitespace().map(String::from).collect())
 }
 
 /// The command line of `pid`, for reports.

@@ -498,6 +498,16 @@ pub(crate) fn sep1686_tasks() -> Value {
     json!({"tasks": {"cancel": {}, "requests": {"tools": {"call": {}}}}})
 }
 
+/// A new connection to `addr` with `request` sent on it, its reads bounded by 20 s.
+pub(crate) fn send_raw(addr: &str, request: &str) -> std::net::TcpStream {
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    stream.write_all(request.as_bytes()).expect("send");
+    stream
+}
+
 /// An SSE response body read as it arrives (chunked transfer decoded): its `data:` messages.
 /// Every wait for a message is bounded by a count and 20 s (keep-alives included).
 pub(crate) struct Sse {
@@ -549,12 +559,7 @@ impl Sse {
 
     /// Sends `request` and reads the head of its streamed answer.
     fn open(addr: &str, request: &str) -> Self {
-        let mut stream = std::net::TcpStream::connect(addr).expect("connect");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(20)))
-            .expect("timeout");
-        stream.write_all(request.as_bytes()).expect("send");
-        let mut reader = std::io::BufReader::new(stream);
+        let mut reader = std::io::BufReader::new(send_raw(addr, request));
         let mut head = String::new();
         for _ in 0..100 {
             let mut line = String::new();
