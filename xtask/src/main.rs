@@ -34,6 +34,8 @@ fn main() -> ExitCode {
         // The two halves of a chaos run, started by `chaos` itself.
         Some("chaos-probe") => chaos::probe::main(&rest),
         Some("chaos-server") => chaos::raw::serve_stdio(&rest),
+        // The bench's HTTP forwarder as a process of its own, started by `bench` itself.
+        Some("bench-forwarder") => bench::floor::main(&rest),
         Some("-h" | "--help" | "help") | None => {
             eprintln!(
                 "usage: cargo xtask <task> [args]\n\ntasks:\n  conformance   run the MCP conformance suite against our client (see `cargo xtask conformance --help`)\n  ci            install the peers, run every test and the conformance matrix (what .ci/run does)\n  bench         harness overhead vs a bare rmcp client, as same-run ratios (see `cargo xtask bench --help`)\n  chaos         the fault matrix: broken servers and signals, N runs each beside a healthy server (see `cargo xtask chaos --help`)\n  cycles        fail naming any module cycle inside a workspace crate"

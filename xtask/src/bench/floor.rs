@@ -13,7 +13,14 @@
 //!
 //! Each is against the same client direct to the fixture, chunks alternating; the added latency
 //! of a floor (its p50 − direct p50) bounds from below what `gateway_echo_http` can reach here.
+//!
+//! The HTTP forwarder also runs as a process of its own on one thread (`xtask bench-forwarder`,
+//! [`main`]), which the `serve` group measures beside `serve --threads 1` and HAProxy
+//! (`serve_floor_rust_*`) and the `instructions` group counts
+//! (`serve_floor_rust_instructions_per_call`): the floor of a gateway built on our HTTP stack.
 
+use std::future::{Future, IntoFuture as _};
+use std::process::ExitCode;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -65,19 +72,10 @@ impl Forwarder {
     async fn http(upstream: u16) -> Result<Self, String> {
         let listener = bind().await?;
         let port = listener.local_addr().map_err(|e| e.to_string())?.port();
-        let client = reqwest::Client::builder()
-            .tcp_nodelay(true)
-            .build()
-            .map_err(|e| format!("the forwarder's HTTP client: {e}"))?;
-        let app = axum::Router::new()
-            .fallback(forward)
-            .with_state((client, upstream));
+        let served = serve_http(listener, upstream)?;
         let mut tasks = JoinSet::new();
         tasks.spawn(async move {
-            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-                let _ = tcp.set_nodelay(true);
-            });
-            let _ = axum::serve(listener, app).await;
+            let _ = served.await;
         });
         Ok(Self {
             port,
@@ -92,10 +90,108 @@ async fn bind() -> Result<TcpListener, String> {
         .map_err(|e| format!("no loopback port for a forwarder: {e}"))
 }
 
+/// The HTTP/1.1 forwarder to `upstream` on `listener` (TCP_NODELAY on every accepted socket and
+/// on the pooled upstream connections), until the future is dropped.
+fn serve_http(
+    listener: TcpListener,
+    upstream: u16,
+) -> Result<impl Future<Output = std::io::Result<()>>, String> {
+    let client = reqwest::Client::builder()
+        .tcp_nodelay(true)
+        .build()
+        .map_err(|e| format!("the forwarder's HTTP client: {e}"))?;
+    // The URL of every request the bench sends, parsed once.
+    let mcp = reqwest::Url::parse(&format!("http://127.0.0.1:{upstream}/mcp"))
+        .map_err(|e| format!("the forwarder's upstream URL: {e}"))?;
+    let app = axum::Router::new()
+        .fallback(forward)
+        .with_state((client, upstream, mcp));
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    Ok(axum::serve(listener, app).into_future())
+}
+
+/// This program, which runs the forwarder as a process (in the bench's measuring process: the
+/// release xtask).
+pub(super) fn this_program() -> Result<std::path::PathBuf, String> {
+    std::env::current_exe().map_err(|e| format!("the bench's own binary: {e}"))
+}
+
+/// The HTTP/1.1 forwarder to the fixture at `upstream` as a process of its own on `threads`
+/// threads: `program` (this
+/// xtask, or valgrind running it; the forwarder's arguments are appended), carrying `tag` so the
+/// bench's check for leftovers sees it.
+pub(super) async fn process(
+    mut program: tokio::process::Command,
+    upstream: u16,
+    threads: usize,
+    tag: &str,
+) -> Result<super::peers::Peer, String> {
+    let port = super::peers::free_port()?;
+    program
+        .arg("bench-forwarder")
+        .args(["--listen", &port.to_string()])
+        .args(["--upstream", &upstream.to_string()])
+        .args(["--threads", &threads.to_string()])
+        .args(["--name", tag]);
+    super::peers::start("the bench's HTTP forwarder", program, port).await
+}
+
+/// `xtask bench-forwarder --listen PORT --upstream PORT [--threads N] [--name TAG]`: the HTTP/1.1
+/// forwarder as a process of its own, on one thread (a current-thread runtime, as
+/// `serve --threads 1` has) or on N tokio workers (as `serve --threads N`), so the `serve`
+/// and `instructions` groups can measure it as they measure `serve` — the floor of a gateway
+/// built on the same HTTP stack as ours (hyper under axum, reqwest), which reads no JSON. It
+/// serves on 127.0.0.1 until it is killed.
+pub(crate) fn main(args: &[String]) -> ExitCode {
+    let number = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .and_then(|p| p.parse::<u16>().ok())
+    };
+    let (Some(listen), Some(upstream)) = (number("--listen"), number("--upstream")) else {
+        eprintln!("usage: xtask bench-forwarder --listen PORT --upstream PORT [--threads N]");
+        return ExitCode::from(2);
+    };
+    let threads = number("--threads").map_or(1, usize::from);
+    let mut builder = match threads {
+        0 | 1 => tokio::runtime::Builder::new_current_thread(),
+        _ => tokio::runtime::Builder::new_multi_thread(),
+    };
+    if threads > 1 {
+        builder.worker_threads(threads);
+    }
+    let runtime = match builder.enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("xtask bench-forwarder: no runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let served = runtime.block_on(async {
+        let listener = TcpListener::bind(("127.0.0.1", listen))
+            .await
+            .map_err(|e| format!("cannot listen on 127.0.0.1:{listen}: {e}"))?;
+        serve_http(listener, upstream)?
+            .await
+            .map_err(|e| format!("serving: {e}"))
+    });
+    match served {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask bench-forwarder: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// One request forwarded as it came (method, path, headers but `Host`, body); the answer
-/// streamed back as it comes.
+/// streamed back as it comes. The URL of `/mcp`, the only path the bench asks for, is parsed
+/// once, as `serve`'s upstream POST parses its own.
 async fn forward(
-    State((client, upstream)): State<(reqwest::Client, u16)>,
+    State((client, upstream, mcp)): State<(reqwest::Client, u16, reqwest::Url)>,
     request: Request,
 ) -> Response {
     let (parts, body) = request.into_parts();
@@ -111,19 +207,27 @@ async fn forward(
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let mut headers = parts.headers;
     headers.remove(axum::http::header::HOST);
+    let url = if path == "/mcp" {
+        mcp.clone()
+    } else {
+        match reqwest::Url::parse(&format!("http://127.0.0.1:{upstream}{path}")) {
+            Ok(url) => url,
+            Err(e) => return failed(e.to_string()),
+        }
+    };
     let sent = client
-        .request(parts.method, format!("http://127.0.0.1:{upstream}{path}"))
+        .request(parts.method, url)
         .headers(headers)
         .body(body)
         .send()
         .await;
-    let answer = match sent {
+    let mut answer = match sent {
         Ok(answer) => answer,
         Err(e) => return failed(e.to_string()),
     };
     let mut response = Response::builder().status(answer.status());
     if let Some(headers) = response.headers_mut() {
-        *headers = answer.headers().clone();
+        *headers = std::mem::take(answer.headers_mut());
     }
     response
         .body(Body::from_stream(answer.bytes_stream()))

@@ -11,6 +11,10 @@
 //! counted calls, so neither start-up nor shutdown is in it. Only the counted process is under
 //! valgrind: the fixture behind the gateway runs natively.
 //!
+//! `serve_floor_rust_instructions_per_call`: the same count for the bench's axum + reqwest
+//! forwarder on one thread (`xtask bench-forwarder`), which reads no JSON: the least a gateway on
+//! our HTTP stack costs per call. It runs with glibc's malloc, `serve` with mimalloc.
+//!
 //! Invariant: every process this group starts is killed and reaped before it returns.
 
 use std::path::{Path, PathBuf};
@@ -113,12 +117,13 @@ impl Bench {
         let counted = tokio::time::timeout(PHASE_LIMIT, async {
             let direct = self.fixture_per_call(&dir).await?;
             let through = self.serve_per_call(&dir).await?;
-            Ok::<_, String>((through, direct))
+            let floor = self.forwarder_per_call(&dir).await?;
+            Ok::<_, String>((through, floor, direct))
         })
         .await;
         match kept {
             Some(dir) => eprintln!(
-                "instructions: callgrind's counts kept in {} (fixture.out.1, serve.out.1)",
+                "instructions: callgrind's counts kept in {} (fixture.out.1, serve.out.1, forwarder.out.1)",
                 dir.display()
             ),
             None => {
@@ -126,17 +131,66 @@ impl Bench {
             }
         }
         self.wait_reaped().await?;
-        let (through, direct) =
+        let (through, floor, direct) =
             counted.map_err(|_| format!("the instructions group took over {PHASE_LIMIT:?}"))??;
-        Ok(vec![Metric {
-            unit: Unit::Instructions,
-            ..Metric::new(
-                "serve_instructions_per_call",
-                "user-space instructions per sequential 1 KiB echo (callgrind): `mcp-harness serve --http --threads 1` in front of the HTTP fixture vs the fixture's own process, direct",
-                vec![through],
-                vec![direct],
-            )
-        }])
+        Ok(vec![
+            Metric {
+                unit: Unit::Instructions,
+                ..Metric::new(
+                    "serve_instructions_per_call",
+                    "user-space instructions per sequential 1 KiB echo (callgrind): `mcp-harness serve --http --threads 1` in front of the HTTP fixture vs the fixture's own process, direct",
+                    vec![through],
+                    vec![direct],
+                )
+            },
+            Metric {
+                unit: Unit::Instructions,
+                ..Metric::new(
+                    "serve_floor_rust_instructions_per_call",
+                    "the same count for the bench's axum + reqwest HTTP/1.1 forwarder on one thread (its own process, glibc's malloc; reads no JSON) in front of the HTTP fixture vs the fixture's own process, direct",
+                    vec![floor],
+                    vec![direct],
+                )
+            },
+        ])
+    }
+
+    /// The bench's HTTP forwarder's instructions per call (`xtask bench-forwarder` under
+    /// callgrind), in front of the fixture (run natively).
+    async fn forwarder_per_call(&self, dir: &Path) -> Result<f64, String> {
+        self.in_front_of_fixture(async |port| {
+            let out = dir.join("forwarder.out");
+            let exe = super::floor::this_program()?;
+            let forwarder =
+                super::floor::process(callgrind(&out, &exe), port, 1, &self.tag).await?;
+            let counted = async {
+                let pid = forwarder
+                    .pid()
+                    .ok_or("the forwarder under valgrind exited")?;
+                let mut raw = RawHttp::connect(mcp_addr(&forwarder.url)?, "echo").await?;
+                per_call(pid, &mut raw, &out).await
+            }
+            .await;
+            forwarder.stop().await;
+            counted
+        })
+        .await
+    }
+
+    /// `count(port)` with the fixture running natively on `port` (it listens before `count`
+    /// starts, and is ended and reaped after it returns).
+    async fn in_front_of_fixture(
+        &self,
+        count: impl AsyncFnOnce(u16) -> Result<f64, String>,
+    ) -> Result<f64, String> {
+        let port = free_port()?;
+        let fixture = upstream(self, port)?;
+        let counted = match wait_listening(port).await {
+            Ok(()) => count(port).await,
+            Err(e) => Err(e),
+        };
+        end(fixture).await;
+        counted
     }
 
     /// The fixture's own instructions per call, direct.
@@ -169,10 +223,7 @@ impl Bench {
 
     /// `serve`'s instructions per call, in front of the fixture (run natively).
     async fn serve_per_call(&self, dir: &Path) -> Result<f64, String> {
-        let port = free_port()?;
-        let fixture = upstream(self, port)?;
-        let counted = async {
-            wait_listening(port).await?;
+        self.in_front_of_fixture(async |port| {
             let json = serde_json::json!({
                 "mcpServers": {"fx": {"type": "http", "url": format!("http://127.0.0.1:{port}/mcp")}},
                 "permissions": {"allow": ["**"]},
@@ -191,9 +242,7 @@ impl Bench {
             .await;
             served.stop().await;
             counted
-        }
-        .await;
-        end(fixture).await;
-        counted
+        })
+        .await
     }
 }

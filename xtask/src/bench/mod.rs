@@ -70,6 +70,8 @@
 //! - `serve_instructions_per_call`: user-space instructions per sequential echo (valgrind's
 //!   callgrind) of `serve --http --threads 1` vs the fixture's own process, direct — a ratio
 //!   this host's timing noise cannot move (see `instructions.rs`; needs valgrind);
+//!   `serve_floor_rust_instructions_per_call`: the same for the bench's HTTP forwarder as a
+//!   process on one thread (`serve_floor_rust_*` in the `serve` group measure its time and CPU);
 //! - `snapshot_build_<T>`: `SnapshotBuilder` + `build` over S catalogs of T/S realistic tools
 //!   (pure CPU) vs cloning the catalogs' `Arc`s into a map and indexing every qualified name;
 //! - `set_tools_<n>`: `ServerCatalog::set_tools` (sanitising and qualifying) of one server's n
@@ -84,7 +86,7 @@
 //!   (goal ≈1.00x) (`cli.rs`; the group builds the release CLI).
 
 mod cli;
-mod floor;
+pub(crate) mod floor;
 mod gateway;
 mod http;
 mod instructions;

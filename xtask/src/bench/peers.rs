@@ -120,7 +120,7 @@ pub(super) async fn haproxy(bin: &str, dir: &Path, upstream: u16) -> Result<Peer
 
 /// Starts `command` as peer `name` (no stdio, killed when dropped), serving `/mcp` on `port`
 /// once it listens there.
-async fn start(
+pub(super) async fn start(
     name: &'static str,
     mut command: tokio::process::Command,
     port: u16,

@@ -19,7 +19,12 @@
 //!   mode, keep-alive on both sides, its default threads) in front of the same fixture: what a
 //!   production proxy that parses HTTP but no JSON adds on this machine, in the same run — the
 //!   floor the `serve_*` figures sit above. Left out, with a line saying so, where HAProxy is
-//!   not installed (`.ci/install-peers.sh` installs it).
+//!   not installed (`.ci/install-peers.sh` installs it);
+//! - `serve_floor_rust_echo_threads{N}[_p99]`, `serve_floor_rust_throughput_32_threads{N}`,
+//!   `serve_floor_rust[_kernel]_cpu_per_call_threads{N}`: the same through the bench's axum +
+//!   reqwest forwarder as a process on the same thread layouts (`xtask bench-forwarder`, see
+//!   `floor.rs`): the floor of a gateway on our own HTTP stack, which parses HTTP and reads no
+//!   JSON.
 //!
 //! Invariant: every process this group starts is killed and reaped before it returns.
 
@@ -31,6 +36,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 use super::cli::write;
+use super::floor;
 use super::gateway::{
     CHUNK, WARMUP, alternating, mcp_addr, raw_latencies, saturate_kept, upstream, wait_listening,
 };
@@ -168,6 +174,25 @@ impl Bench {
             };
             let measured = self.serve_measure(&through, &direct_url, fixture).await;
             served.stop().await;
+            metrics.extend(measured?);
+        }
+        for threads in THREADS {
+            let program = Command::new(floor::this_program()?);
+            let forwarder = floor::process(program, port, threads, &self.tag).await?;
+            let through = Through {
+                url: &forwarder.url,
+                tool: "echo",
+                pid: forwarder.pid(),
+                echo: format!("serve_floor_rust_echo_threads{threads}"),
+                throughput: format!("serve_floor_rust_throughput_32_threads{threads}"),
+                cpu: format!("serve_floor_rust_cpu_per_call_threads{threads}"),
+                kernel: format!("serve_floor_rust_kernel_cpu_per_call_threads{threads}"),
+                what: format!(
+                    "an axum + reqwest HTTP/1.1 forwarder on {threads} thread(s) (its own process; the floor of our HTTP stack)"
+                ),
+            };
+            let measured = self.serve_measure(&through, &direct_url, fixture).await;
+            forwarder.stop().await;
             metrics.extend(measured?);
         }
         let Some(haproxy) = HAPROXY.into_iter().find(|p| Path::new(p).exists()) else {
