@@ -14,10 +14,11 @@
 //! Each is against the same client direct to the fixture, chunks alternating; the added latency
 //! of a floor (its p50 − direct p50) bounds from below what `gateway_echo_http` can reach here.
 //!
-//! The HTTP forwarder also runs as a process of its own on one thread (`xtask bench-forwarder`,
-//! [`main`]), which the `serve` group measures beside `serve --threads 1` and HAProxy
-//! (`serve_floor_rust_*`) and the `instructions` group counts
-//! (`serve_floor_rust_instructions_per_call`): the floor of a gateway built on our HTTP stack.
+//! Both also run as processes of their own (`xtask bench-forwarder`, [`main`]), which the `serve`
+//! group measures beside `serve --threads N` and HAProxy (`serve_floor_rust_*` for the HTTP
+//! forwarder, the floor of a gateway built on our HTTP stack; `serve_floor_tcp_*` for the
+//! relay, the floor of any middle process on tokio); the `instructions` group counts the HTTP
+//! forwarder (`serve_floor_rust_instructions_per_call`).
 
 use std::future::{Future, IntoFuture as _};
 use std::process::ExitCode;
@@ -49,19 +50,7 @@ impl Forwarder {
         let listener = bind().await?;
         let port = listener.local_addr().map_err(|e| e.to_string())?.port();
         let mut tasks = JoinSet::new();
-        tasks.spawn(async move {
-            let mut relays = JoinSet::new();
-            while let Ok((mut down, _)) = listener.accept().await {
-                relays.spawn(async move {
-                    let Ok(mut up) = TcpStream::connect(("127.0.0.1", upstream)).await else {
-                        return;
-                    };
-                    let _ = down.set_nodelay(true);
-                    let _ = up.set_nodelay(true);
-                    let _ = tokio::io::copy_bidirectional(&mut down, &mut up).await;
-                });
-            }
-        });
+        tasks.spawn(relay_tcp(listener, upstream));
         Ok(Self {
             port,
             _tasks: tasks,
@@ -88,6 +77,22 @@ async fn bind() -> Result<TcpListener, String> {
     TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(|e| format!("no loopback port for a forwarder: {e}"))
+}
+
+/// The TCP relay to `upstream` on `listener`: each accepted connection copied byte for byte to
+/// a connection of its own to `upstream` (TCP_NODELAY on both), until the future is dropped.
+async fn relay_tcp(listener: TcpListener, upstream: u16) {
+    let mut relays = JoinSet::new();
+    while let Ok((mut down, _)) = listener.accept().await {
+        relays.spawn(async move {
+            let Ok(mut up) = TcpStream::connect(("127.0.0.1", upstream)).await else {
+                return;
+            };
+            let _ = down.set_nodelay(true);
+            let _ = up.set_nodelay(true);
+            let _ = tokio::io::copy_bidirectional(&mut down, &mut up).await;
+        });
+    }
 }
 
 /// The HTTP/1.1 forwarder to `upstream` on `listener` (TCP_NODELAY on every accepted socket and
@@ -118,12 +123,31 @@ pub(super) fn this_program() -> Result<std::path::PathBuf, String> {
     std::env::current_exe().map_err(|e| format!("the bench's own binary: {e}"))
 }
 
-/// The HTTP/1.1 forwarder to the fixture at `upstream` as a process of its own on `threads`
-/// threads: `program` (this
-/// xtask, or valgrind running it; the forwarder's arguments are appended), carrying `tag` so the
-/// bench's check for leftovers sees it.
+/// What a forwarder process does with each connection.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Relay {
+    /// Copies its bytes to an upstream connection of its own (see [`relay_tcp`]).
+    Tcp,
+    /// Forwards each HTTP request (see [`serve_http`]).
+    Http,
+}
+
+impl Relay {
+    /// Its value of `--relay`.
+    fn arg(self) -> &'static str {
+        match self {
+            Relay::Tcp => "tcp",
+            Relay::Http => "http",
+        }
+    }
+}
+
+/// A forwarder (`relay`) to the fixture at `upstream` as a process of its own on `threads`
+/// threads: `program` (this xtask, or valgrind running it; the forwarder's arguments are
+/// appended), carrying `tag` so the bench's check for leftovers sees it.
 pub(super) async fn process(
     mut program: tokio::process::Command,
+    relay: Relay,
     upstream: u16,
     threads: usize,
     tag: &str,
@@ -131,29 +155,35 @@ pub(super) async fn process(
     let port = super::peers::free_port()?;
     program
         .arg("bench-forwarder")
+        .args(["--relay", relay.arg()])
         .args(["--listen", &port.to_string()])
         .args(["--upstream", &upstream.to_string()])
         .args(["--threads", &threads.to_string()])
         .args(["--name", tag]);
-    super::peers::start("the bench's HTTP forwarder", program, port).await
+    super::peers::start("the bench's forwarder", program, port).await
 }
 
-/// `xtask bench-forwarder --listen PORT --upstream PORT [--threads N] [--name TAG]`: the HTTP/1.1
-/// forwarder as a process of its own, on one thread (a current-thread runtime, as
-/// `serve --threads 1` has) or on N tokio workers (as `serve --threads N`), so the `serve`
-/// and `instructions` groups can measure it as they measure `serve` — the floor of a gateway
-/// built on the same HTTP stack as ours (hyper under axum, reqwest), which reads no JSON. It
-/// serves on 127.0.0.1 until it is killed.
+/// `xtask bench-forwarder [--relay tcp|http] --listen PORT --upstream PORT [--threads N]
+/// [--name TAG]`: the HTTP/1.1 forwarder (`http`, the default) or the TCP relay (`tcp`) as a
+/// process of its own, on one thread (a current-thread runtime, as `serve --threads 1` has) or
+/// on N tokio workers (as `serve --threads N`), so the `serve` and `instructions` groups can
+/// measure it as they measure `serve`: the floor of a gateway built on the same HTTP stack as
+/// ours (hyper under axum, reqwest) that reads no JSON, and of anything on tokio that parses
+/// nothing at all. It serves on 127.0.0.1 until it is killed.
 pub(crate) fn main(args: &[String]) -> ExitCode {
-    let number = |name: &str| {
+    let value = |name: &str| {
         args.iter()
             .position(|a| a == name)
             .and_then(|i| args.get(i + 1))
-            .and_then(|p| p.parse::<u16>().ok())
+    };
+    let number = |name: &str| value(name).and_then(|p| p.parse::<u16>().ok());
+    let relay = match value("--relay").map(String::as_str) {
+        None | Some("http") => Relay::Http,
+        Some("tcp") => Relay::Tcp,
+        Some(_) => return usage(),
     };
     let (Some(listen), Some(upstream)) = (number("--listen"), number("--upstream")) else {
-        eprintln!("usage: xtask bench-forwarder --listen PORT --upstream PORT [--threads N]");
-        return ExitCode::from(2);
+        return usage();
     };
     let threads = number("--threads").map_or(1, usize::from);
     let mut builder = match threads {
@@ -174,9 +204,15 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
         let listener = TcpListener::bind(("127.0.0.1", listen))
             .await
             .map_err(|e| format!("cannot listen on 127.0.0.1:{listen}: {e}"))?;
-        serve_http(listener, upstream)?
-            .await
-            .map_err(|e| format!("serving: {e}"))
+        match relay {
+            Relay::Tcp => {
+                relay_tcp(listener, upstream).await;
+                Err("the listener failed".to_string())
+            }
+            Relay::Http => serve_http(listener, upstream)?
+                .await
+                .map_err(|e| format!("serving: {e}")),
+        }
     });
     match served {
         Ok(()) => ExitCode::SUCCESS,
@@ -185,6 +221,13 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn usage() -> ExitCode {
+    eprintln!(
+        "usage: xtask bench-forwarder [--relay tcp|http] --listen PORT --upstream PORT [--threads N]"
+    );
+    ExitCode::from(2)
 }
 
 /// One request forwarded as it came (method, path, headers but `Host`, body); the answer

@@ -24,6 +24,7 @@ use std::time::Duration;
 use tokio::process::{Child, Command};
 
 use super::cli::write;
+use super::floor::Relay;
 use super::gateway::{WARMUP, mcp_addr, raw_latencies, upstream, wait_listening};
 use super::http::RawHttp;
 use super::peers::free_port;
@@ -162,7 +163,8 @@ impl Bench {
             let out = dir.join("forwarder.out");
             let exe = super::floor::this_program()?;
             let forwarder =
-                super::floor::process(callgrind(&out, &exe), port, 1, &self.tag).await?;
+                super::floor::process(callgrind(&out, &exe), Relay::Http, port, 1, &self.tag)
+                    .await?;
             let counted = async {
                 let pid = forwarder
                     .pid()

@@ -24,7 +24,8 @@
 //!   `serve_floor_rust[_kernel]_cpu_per_call_threads{N}`: the same through the bench's axum +
 //!   reqwest forwarder as a process on the same thread layouts (`xtask bench-forwarder`, see
 //!   `floor.rs`): the floor of a gateway on our own HTTP stack, which parses HTTP and reads no
-//!   JSON.
+//!   JSON; `serve_floor_tcp_*_threads{N}`: the same for its TCP relay, which parses nothing —
+//!   the floor of any middle process on tokio.
 //!
 //! Invariant: every process this group starts is killed and reaped before it returns.
 
@@ -36,7 +37,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 use super::cli::write;
-use super::floor;
+use super::floor::{self, Relay};
 use super::gateway::{
     CHUNK, WARMUP, alternating, mcp_addr, raw_latencies, saturate_kept, upstream, wait_listening,
 };
@@ -176,24 +177,35 @@ impl Bench {
             served.stop().await;
             metrics.extend(measured?);
         }
-        for threads in THREADS {
-            let program = Command::new(floor::this_program()?);
-            let forwarder = floor::process(program, port, threads, &self.tag).await?;
-            let through = Through {
-                url: &forwarder.url,
-                tool: "echo",
-                pid: forwarder.pid(),
-                echo: format!("serve_floor_rust_echo_threads{threads}"),
-                throughput: format!("serve_floor_rust_throughput_32_threads{threads}"),
-                cpu: format!("serve_floor_rust_cpu_per_call_threads{threads}"),
-                kernel: format!("serve_floor_rust_kernel_cpu_per_call_threads{threads}"),
-                what: format!(
-                    "an axum + reqwest HTTP/1.1 forwarder on {threads} thread(s) (its own process; the floor of our HTTP stack)"
-                ),
-            };
-            let measured = self.serve_measure(&through, &direct_url, fixture).await;
-            forwarder.stop().await;
-            metrics.extend(measured?);
+        for (relay, name, what) in [
+            (
+                Relay::Http,
+                "rust",
+                "an axum + reqwest HTTP/1.1 forwarder (the floor of our HTTP stack)",
+            ),
+            (
+                Relay::Tcp,
+                "tcp",
+                "a tokio TCP relay (the floor of anything on tokio)",
+            ),
+        ] {
+            for threads in THREADS {
+                let program = Command::new(floor::this_program()?);
+                let forwarder = floor::process(program, relay, port, threads, &self.tag).await?;
+                let through = Through {
+                    url: &forwarder.url,
+                    tool: "echo",
+                    pid: forwarder.pid(),
+                    echo: format!("serve_floor_{name}_echo_threads{threads}"),
+                    throughput: format!("serve_floor_{name}_throughput_32_threads{threads}"),
+                    cpu: format!("serve_floor_{name}_cpu_per_call_threads{threads}"),
+                    kernel: format!("serve_floor_{name}_kernel_cpu_per_call_threads{threads}"),
+                    what: format!("{what}, its own process on {threads} thread(s)"),
+                };
+                let measured = self.serve_measure(&through, &direct_url, fixture).await;
+                forwarder.stop().await;
+                metrics.extend(measured?);
+            }
         }
         let Some(haproxy) = HAPROXY.into_iter().find(|p| Path::new(p).exists()) else {
             eprintln!(
