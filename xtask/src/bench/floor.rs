@@ -14,11 +14,13 @@
 //! Each is against the same client direct to the fixture, chunks alternating; the added latency
 //! of a floor (its p50 − direct p50) bounds from below what `gateway_echo_http` can reach here.
 //!
-//! Both also run as processes of their own (`xtask bench-forwarder`, [`main`]), which the `serve`
-//! group measures beside `serve --threads N` and HAProxy (`serve_floor_rust_*` for the HTTP
-//! forwarder, the floor of a gateway built on our HTTP stack; `serve_floor_tcp_*` for the
-//! relay, the floor of any middle process on tokio); the `instructions` group counts the HTTP
-//! forwarder (`serve_floor_rust_instructions_per_call`).
+//! Both also run as processes of their own (`xtask bench-forwarder`, [`main`]), with a third, a
+//! hand-written HTTP/1.1 relay (`relay_h1.rs`), which the `serve` group measures beside
+//! `serve --threads N` and HAProxy: `serve_floor_rust_*` for the HTTP forwarder (the floor of a
+//! gateway built on our HTTP stack), `serve_floor_h1_*` for the hand-written relay (the floor of
+//! an HTTP layer of our own), `serve_floor_tcp_*` for the TCP relay (the floor of any middle
+//! process on tokio). The `instructions` group counts the first two
+//! (`serve_floor_{rust,h1}_instructions_per_call`).
 
 use std::future::{Future, IntoFuture as _};
 use std::process::ExitCode;
@@ -128,16 +130,19 @@ pub(super) fn this_program() -> Result<std::path::PathBuf, String> {
 pub(super) enum Relay {
     /// Copies its bytes to an upstream connection of its own (see [`relay_tcp`]).
     Tcp,
-    /// Forwards each HTTP request (see [`serve_http`]).
+    /// Forwards each HTTP request through axum and reqwest (see [`serve_http`]).
     Http,
+    /// Relays each HTTP/1.1 request and answer by hand (see `relay_h1.rs`).
+    H1,
 }
 
 impl Relay {
     /// Its value of `--relay`.
-    fn arg(self) -> &'static str {
+    pub(super) fn arg(self) -> &'static str {
         match self {
             Relay::Tcp => "tcp",
             Relay::Http => "http",
+            Relay::H1 => "h1",
         }
     }
 }
@@ -163,9 +168,9 @@ pub(super) async fn process(
     super::peers::start("the bench's forwarder", program, port).await
 }
 
-/// `xtask bench-forwarder [--relay tcp|http] --listen PORT --upstream PORT [--threads N]
-/// [--name TAG]`: the HTTP/1.1 forwarder (`http`, the default) or the TCP relay (`tcp`) as a
-/// process of its own, on one thread (a current-thread runtime, as `serve --threads 1` has) or
+/// `xtask bench-forwarder [--relay tcp|http|h1] --listen PORT --upstream PORT [--threads N]
+/// [--name TAG]`: the HTTP/1.1 forwarder (`http`, the default), the TCP relay (`tcp`) or the
+/// hand-written HTTP/1.1 relay (`h1`, see `relay_h1.rs`) as a process of its own, on one thread (a current-thread runtime, as `serve --threads 1` has) or
 /// on N tokio workers (as `serve --threads N`), so the `serve` and `instructions` groups can
 /// measure it as they measure `serve`: the floor of a gateway built on the same HTTP stack as
 /// ours (hyper under axum, reqwest) that reads no JSON, and of anything on tokio that parses
@@ -180,6 +185,7 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
     let relay = match value("--relay").map(String::as_str) {
         None | Some("http") => Relay::Http,
         Some("tcp") => Relay::Tcp,
+        Some("h1") => Relay::H1,
         Some(_) => return usage(),
     };
     let (Some(listen), Some(upstream)) = (number("--listen"), number("--upstream")) else {
@@ -212,6 +218,10 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
             Relay::Http => serve_http(listener, upstream)?
                 .await
                 .map_err(|e| format!("serving: {e}")),
+            Relay::H1 => {
+                super::relay_h1::relay(listener, upstream).await;
+                Err("the listener failed".to_string())
+            }
         }
     });
     match served {
@@ -225,7 +235,7 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: xtask bench-forwarder [--relay tcp|http] --listen PORT --upstream PORT [--threads N]"
+        "usage: xtask bench-forwarder [--relay tcp|http|h1] --listen PORT --upstream PORT [--threads N]"
     );
     ExitCode::from(2)
 }

@@ -13,7 +13,9 @@
 //!
 //! `serve_floor_rust_instructions_per_call`: the same count for the bench's axum + reqwest
 //! forwarder on one thread (`xtask bench-forwarder`), which reads no JSON: the least a gateway on
-//! our HTTP stack costs per call. It runs with glibc's malloc, `serve` with mimalloc.
+//! our HTTP stack costs per call; `serve_floor_h1_instructions_per_call`: the same for its
+//! hand-written HTTP/1.1 relay (`--relay h1`), the least an HTTP layer of our own would cost.
+//! Both run with glibc's malloc, `serve` with mimalloc.
 //!
 //! Invariant: every process this group starts is killed and reaped before it returns.
 
@@ -118,13 +120,14 @@ impl Bench {
         let counted = tokio::time::timeout(PHASE_LIMIT, async {
             let direct = self.fixture_per_call(&dir).await?;
             let through = self.serve_per_call(&dir).await?;
-            let floor = self.forwarder_per_call(&dir).await?;
-            Ok::<_, String>((through, floor, direct))
+            let floor = self.forwarder_per_call(&dir, Relay::Http).await?;
+            let h1 = self.forwarder_per_call(&dir, Relay::H1).await?;
+            Ok::<_, String>((through, floor, h1, direct))
         })
         .await;
         match kept {
             Some(dir) => eprintln!(
-                "instructions: callgrind's counts kept in {} (fixture.out.1, serve.out.1, forwarder.out.1)",
+                "instructions: callgrind's counts kept in {} (fixture.out.1, serve.out.1, forwarder-http.out.1, forwarder-h1.out.1)",
                 dir.display()
             ),
             None => {
@@ -132,7 +135,7 @@ impl Bench {
             }
         }
         self.wait_reaped().await?;
-        let (through, floor, direct) =
+        let (through, floor, h1, direct) =
             counted.map_err(|_| format!("the instructions group took over {PHASE_LIMIT:?}"))??;
         Ok(vec![
             Metric {
@@ -153,18 +156,26 @@ impl Bench {
                     vec![direct],
                 )
             },
+            Metric {
+                unit: Unit::Instructions,
+                ..Metric::new(
+                    "serve_floor_h1_instructions_per_call",
+                    "the same count for the bench's hand-written HTTP/1.1 relay on one thread (its own process, httparse; reads no JSON) in front of the HTTP fixture vs the fixture's own process, direct",
+                    vec![h1],
+                    vec![direct],
+                )
+            },
         ])
     }
 
-    /// The bench's HTTP forwarder's instructions per call (`xtask bench-forwarder` under
-    /// callgrind), in front of the fixture (run natively).
-    async fn forwarder_per_call(&self, dir: &Path) -> Result<f64, String> {
+    /// A forwarder's instructions per call (`xtask bench-forwarder --relay R` under callgrind,
+    /// one thread), in front of the fixture (run natively).
+    async fn forwarder_per_call(&self, dir: &Path, relay: Relay) -> Result<f64, String> {
         self.in_front_of_fixture(async |port| {
-            let out = dir.join("forwarder.out");
+            let out = dir.join(format!("forwarder-{}.out", relay.arg()));
             let exe = super::floor::this_program()?;
             let forwarder =
-                super::floor::process(callgrind(&out, &exe), Relay::Http, port, 1, &self.tag)
-                    .await?;
+                super::floor::process(callgrind(&out, &exe), relay, port, 1, &self.tag).await?;
             let counted = async {
                 let pid = forwarder
                     .pid()

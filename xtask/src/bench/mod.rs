@@ -71,8 +71,9 @@
 //!   callgrind) of `serve --http --threads 1` vs the fixture's own process, direct — a ratio
 //!   this host's timing noise cannot move (see `instructions.rs`; needs valgrind);
 //!   `serve_floor_rust_instructions_per_call`: the same for the bench's HTTP forwarder as a
-//!   process on one thread (`serve_floor_rust_*` and, for its TCP relay, `serve_floor_tcp_*` in
-//!   the `serve` group measure their time and CPU);
+//!   process on one thread, and `serve_floor_h1_instructions_per_call` for its hand-written
+//!   HTTP/1.1 relay (`serve_floor_{rust,h1,tcp}_*` in the `serve` group measure the two and the
+//!   TCP relay in time and CPU);
 //! - `snapshot_build_<T>`: `SnapshotBuilder` + `build` over S catalogs of T/S realistic tools
 //!   (pure CPU) vs cloning the catalogs' `Arc`s into a map and indexing every qualified name;
 //! - `set_tools_<n>`: `ServerCatalog::set_tools` (sanitising and qualifying) of one server's n
@@ -93,6 +94,7 @@ mod http;
 mod instructions;
 mod list_changed;
 mod peers;
+mod relay_h1;
 mod report;
 mod serve;
 mod snapshot;

@@ -24,8 +24,9 @@
 //!   `serve_floor_rust[_kernel]_cpu_per_call_threads{N}`: the same through the bench's axum +
 //!   reqwest forwarder as a process on the same thread layouts (`xtask bench-forwarder`, see
 //!   `floor.rs`): the floor of a gateway on our own HTTP stack, which parses HTTP and reads no
-//!   JSON; `serve_floor_tcp_*_threads{N}`: the same for its TCP relay, which parses nothing —
-//!   the floor of any middle process on tokio.
+//!   JSON; `serve_floor_h1_*_threads{N}`: the same for its hand-written HTTP/1.1 relay (the floor
+//!   of an HTTP layer of our own); `serve_floor_tcp_*_threads{N}`: for its TCP relay, which parses
+//!   nothing — the floor of any middle process on tokio.
 //!
 //! Invariant: every process this group starts is killed and reaped before it returns.
 
@@ -182,6 +183,11 @@ impl Bench {
                 Relay::Http,
                 "rust",
                 "an axum + reqwest HTTP/1.1 forwarder (the floor of our HTTP stack)",
+            ),
+            (
+                Relay::H1,
+                "h1",
+                "a hand-written HTTP/1.1 relay on tokio (httparse; the floor of an HTTP layer of our own)",
             ),
             (
                 Relay::Tcp,
