@@ -137,6 +137,9 @@ pub(super) enum Relay {
 }
 
 impl Relay {
+    /// Every relay, in the order the `serve` group measures them.
+    pub(super) const ALL: [Relay; 3] = [Relay::Http, Relay::H1, Relay::Tcp];
+
     /// Its value of `--relay`.
     pub(super) fn arg(self) -> &'static str {
         match self {
@@ -144,6 +147,40 @@ impl Relay {
             Relay::Http => "http",
             Relay::H1 => "h1",
         }
+    }
+
+    /// Its part of its metrics' names (`serve_floor_{name}_*`).
+    pub(super) fn metric(self) -> &'static str {
+        match self {
+            Relay::Http => "rust",
+            other => other.arg(),
+        }
+    }
+
+    /// What it is, for the metrics' descriptions.
+    pub(super) fn what(self) -> &'static str {
+        match self {
+            Relay::Http => "an axum + reqwest HTTP/1.1 forwarder (the floor of our HTTP stack)",
+            Relay::H1 => {
+                "a hand-written HTTP/1.1 relay on tokio (httparse; the floor of an HTTP layer of our own)"
+            }
+            Relay::Tcp => "a tokio TCP relay (the floor of anything on tokio)",
+        }
+    }
+
+    /// Relays the connections accepted on `listener` to `upstream`; returns only when
+    /// accepting fails.
+    async fn serve(self, listener: TcpListener, upstream: u16) -> Result<(), String> {
+        match self {
+            Relay::Tcp => relay_tcp(listener, upstream).await,
+            Relay::H1 => super::relay_h1::relay(listener, upstream).await,
+            Relay::Http => {
+                return serve_http(listener, upstream)?
+                    .await
+                    .map_err(|e| format!("serving: {e}"));
+            }
+        }
+        Err("the listener failed".to_string())
     }
 }
 
@@ -170,8 +207,9 @@ pub(super) async fn process(
 
 /// `xtask bench-forwarder [--relay tcp|http|h1] --listen PORT --upstream PORT [--threads N]
 /// [--name TAG]`: the HTTP/1.1 forwarder (`http`, the default), the TCP relay (`tcp`) or the
-/// hand-written HTTP/1.1 relay (`h1`, see `relay_h1.rs`) as a process of its own, on one thread (a current-thread runtime, as `serve --threads 1` has) or
-/// on N tokio workers (as `serve --threads N`), so the `serve` and `instructions` groups can
+/// hand-written HTTP/1.1 relay (`h1`, see `relay_h1.rs`) as a process of its own, on one thread
+/// (a current-thread runtime, as `serve --threads 1` has) or on N tokio workers (as
+/// `serve --threads N`), so the `serve` and `instructions` groups can
 /// measure it as they measure `serve`: the floor of a gateway built on the same HTTP stack as
 /// ours (hyper under axum, reqwest) that reads no JSON, and of anything on tokio that parses
 /// nothing at all. It serves on 127.0.0.1 until it is killed.
@@ -182,11 +220,12 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
             .and_then(|i| args.get(i + 1))
     };
     let number = |name: &str| value(name).and_then(|p| p.parse::<u16>().ok());
-    let relay = match value("--relay").map(String::as_str) {
-        None | Some("http") => Relay::Http,
-        Some("tcp") => Relay::Tcp,
-        Some("h1") => Relay::H1,
-        Some(_) => return usage(),
+    let relay = match value("--relay") {
+        None => Relay::Http,
+        Some(arg) => match Relay::ALL.into_iter().find(|relay| relay.arg() == arg) {
+            Some(relay) => relay,
+            None => return usage(),
+        },
     };
     let (Some(listen), Some(upstream)) = (number("--listen"), number("--upstream")) else {
         return usage();
@@ -210,19 +249,7 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
         let listener = TcpListener::bind(("127.0.0.1", listen))
             .await
             .map_err(|e| format!("cannot listen on 127.0.0.1:{listen}: {e}"))?;
-        match relay {
-            Relay::Tcp => {
-                relay_tcp(listener, upstream).await;
-                Err("the listener failed".to_string())
-            }
-            Relay::Http => serve_http(listener, upstream)?
-                .await
-                .map_err(|e| format!("serving: {e}")),
-            Relay::H1 => {
-                super::relay_h1::relay(listener, upstream).await;
-                Err("the listener failed".to_string())
-            }
-        }
+        relay.serve(listener, upstream).await
     });
     match served {
         Ok(()) => ExitCode::SUCCESS,

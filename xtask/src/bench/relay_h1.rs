@@ -96,9 +96,9 @@ async fn read_request(
     }
 }
 
-/// Reads what has come into the spare capacity of `buffer` (growing it when full).
+/// Reads what has come into the spare capacity of `buffer` (kept at least [`READ`] bytes).
 async fn read_more(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> std::io::Result<usize> {
-    buffer.reserve(READ.saturating_sub(buffer.capacity() - buffer.len()));
+    buffer.reserve(READ);
     stream.read_buf(buffer).await
 }
 

@@ -181,23 +181,7 @@ impl Bench {
             served.stop().await;
             metrics.extend(measured?);
         }
-        for (relay, name, what) in [
-            (
-                Relay::Http,
-                "rust",
-                "an axum + reqwest HTTP/1.1 forwarder (the floor of our HTTP stack)",
-            ),
-            (
-                Relay::H1,
-                "h1",
-                "a hand-written HTTP/1.1 relay on tokio (httparse; the floor of an HTTP layer of our own)",
-            ),
-            (
-                Relay::Tcp,
-                "tcp",
-                "a tokio TCP relay (the floor of anything on tokio)",
-            ),
-        ] {
+        for relay in Relay::ALL {
             for threads in THREADS {
                 let program = Command::new(floor::this_program()?);
                 let forwarder = floor::process(program, relay, port, threads, &self.tag).await?;
@@ -205,8 +189,8 @@ impl Bench {
                     &forwarder.url,
                     "echo",
                     forwarder.pid(),
-                    format!("{what}, its own process on {threads} thread(s)"),
-                    |metric| format!("serve_floor_{name}_{metric}_threads{threads}"),
+                    format!("{}, its own process on {threads} thread(s)", relay.what()),
+                    |metric| format!("serve_floor_{}_{metric}_threads{threads}", relay.metric()),
                 );
                 let measured = self.serve_measure(&through, &direct_url, fixture).await;
                 forwarder.stop().await;
