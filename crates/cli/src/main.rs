@@ -302,7 +302,7 @@ async fn run(cli: Cli) -> u8 {
                 // One thread: the gateway's sessions and its upstream connections on it, so a
                 // call is never handed to an I/O thread and back. With more, the connections
                 // keep their pinned I/O threads, the layout that measured best at saturation
-                // (README, benchmarks, sessions 20 and 21).
+                // (docs/benchmark-history.md, sessions 20 and 21).
                 if args.threads() == 1 {
                     builder.io_runtime_driven(tokio::runtime::Handle::current())
                 } else {
