@@ -19,8 +19,10 @@
 //! `serve --threads N` and HAProxy: `serve_floor_rust_*` for the HTTP forwarder (the floor of a
 //! gateway built on our HTTP stack), `serve_floor_h1_*` for the hand-written relay (the floor of
 //! an HTTP layer of our own), `serve_floor_tcp_*` for the TCP relay (the floor of any middle
-//! process on tokio). The `instructions` group counts the first two
-//! (`serve_floor_{rust,h1}_instructions_per_call`).
+//! process on tokio). A fourth is not a floor: the hand-written relay with a `tools/call`'s MCP
+//! work on top (`relay_mcp.rs`, `serve_proto_mcp_*`), a prototype of an MCP path of our own. The
+//! `instructions` group counts all but the TCP relay
+//! (`serve_floor_{rust,h1}_instructions_per_call`, `serve_proto_mcp_instructions_per_call`).
 
 use std::future::{Future, IntoFuture as _};
 use std::process::ExitCode;
@@ -134,11 +136,13 @@ pub(super) enum Relay {
     Http,
     /// Relays each HTTP/1.1 request and answer by hand (see `relay_h1.rs`).
     H1,
+    /// The same, decoding, checking and re-encoding each `tools/call` (see `relay_mcp.rs`).
+    Mcp,
 }
 
 impl Relay {
     /// Every relay, in the order the `serve` group measures them.
-    pub(super) const ALL: [Relay; 3] = [Relay::Http, Relay::H1, Relay::Tcp];
+    pub(super) const ALL: [Relay; 4] = [Relay::Http, Relay::H1, Relay::Tcp, Relay::Mcp];
 
     /// Its value of `--relay`.
     pub(super) fn arg(self) -> &'static str {
@@ -146,14 +150,27 @@ impl Relay {
             Relay::Tcp => "tcp",
             Relay::Http => "http",
             Relay::H1 => "h1",
+            Relay::Mcp => "mcp",
         }
     }
 
-    /// Its part of its metrics' names (`serve_floor_{name}_*`).
+    /// The start of its metrics' names: `serve_floor_{name}` for the floors, `serve_proto_mcp`
+    /// for the prototype, which is not a floor.
     pub(super) fn metric(self) -> &'static str {
         match self {
-            Relay::Http => "rust",
-            other => other.arg(),
+            Relay::Http => "serve_floor_rust",
+            Relay::H1 => "serve_floor_h1",
+            Relay::Tcp => "serve_floor_tcp",
+            Relay::Mcp => "serve_proto_mcp",
+        }
+    }
+
+    /// The echo tool's name through it (the prototype serves the fixture's tools as `serve`
+    /// does, under `mcp__fx__`).
+    pub(super) fn tool(self) -> &'static str {
+        match self {
+            Relay::Mcp => "mcp__fx__echo",
+            _ => "echo",
         }
     }
 
@@ -165,6 +182,9 @@ impl Relay {
                 "a hand-written HTTP/1.1 relay on tokio (httparse; the floor of an HTTP layer of our own)"
             }
             Relay::Tcp => "a tokio TCP relay (the floor of anything on tokio)",
+            Relay::Mcp => {
+                "the hand-written HTTP/1.1 relay decoding, validating and re-encoding each tools/call (a prototype of an MCP path of our own)"
+            }
         }
     }
 
@@ -174,6 +194,7 @@ impl Relay {
         match self {
             Relay::Tcp => relay_tcp(listener, upstream).await,
             Relay::H1 => super::relay_h1::relay(listener, upstream).await,
+            Relay::Mcp => return super::relay_mcp::relay(listener, upstream).await,
             Relay::Http => {
                 return serve_http(listener, upstream)?
                     .await
@@ -205,9 +226,10 @@ pub(super) async fn process(
     super::peers::start("the bench's forwarder", program, port).await
 }
 
-/// `xtask bench-forwarder [--relay tcp|http|h1] --listen PORT --upstream PORT [--threads N]
-/// [--name TAG]`: the HTTP/1.1 forwarder (`http`, the default), the TCP relay (`tcp`) or the
-/// hand-written HTTP/1.1 relay (`h1`, see `relay_h1.rs`) as a process of its own, on one thread
+/// `xtask bench-forwarder [--relay tcp|http|h1|mcp] --listen PORT --upstream PORT [--threads N]
+/// [--name TAG]`: the HTTP/1.1 forwarder (`http`, the default), the TCP relay (`tcp`), the
+/// hand-written HTTP/1.1 relay (`h1`, see `relay_h1.rs`) or the MCP relay prototype on it
+/// (`mcp`, see `relay_mcp.rs`) as a process of its own, on one thread
 /// (a current-thread runtime, as `serve --threads 1` has) or on N tokio workers (as
 /// `serve --threads N`), so the `serve` and `instructions` groups can
 /// measure it as they measure `serve`: the floor of a gateway built on the same HTTP stack as
@@ -262,7 +284,7 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: xtask bench-forwarder [--relay tcp|http|h1] --listen PORT --upstream PORT [--threads N]"
+        "usage: xtask bench-forwarder [--relay tcp|http|h1|mcp] --listen PORT --upstream PORT [--threads N]"
     );
     ExitCode::from(2)
 }

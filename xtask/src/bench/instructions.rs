@@ -14,8 +14,10 @@
 //! `serve_floor_rust_instructions_per_call`: the same count for the bench's axum + reqwest
 //! forwarder on one thread (`xtask bench-forwarder`), which reads no JSON: the least a gateway on
 //! our HTTP stack costs per call; `serve_floor_h1_instructions_per_call`: the same for its
-//! hand-written HTTP/1.1 relay (`--relay h1`), the least an HTTP layer of our own would cost.
-//! Both run with glibc's malloc, `serve` with mimalloc.
+//! hand-written HTTP/1.1 relay (`--relay h1`), the least an HTTP layer of our own would cost;
+//! `serve_proto_mcp_instructions_per_call`: the same for that relay with a `tools/call`'s MCP
+//! work on top (`--relay mcp`, a prototype: decode, look up, validate, re-encode both ways).
+//! The three run with glibc's malloc, `serve` with mimalloc.
 //!
 //! Invariant: every process this group starts is killed and reaped before it returns.
 
@@ -122,12 +124,13 @@ impl Bench {
             let through = self.serve_per_call(&dir).await?;
             let floor = self.forwarder_per_call(&dir, Relay::Http).await?;
             let h1 = self.forwarder_per_call(&dir, Relay::H1).await?;
-            Ok::<_, String>((through, floor, h1, direct))
+            let mcp = self.forwarder_per_call(&dir, Relay::Mcp).await?;
+            Ok::<_, String>((through, floor, h1, mcp, direct))
         })
         .await;
         match kept {
             Some(dir) => eprintln!(
-                "instructions: callgrind's counts kept in {} (fixture.out.1, serve.out.1, forwarder-http.out.1, forwarder-h1.out.1)",
+                "instructions: callgrind's counts kept in {} (fixture.out.1, serve.out.1, forwarder-http.out.1, forwarder-h1.out.1, forwarder-mcp.out.1)",
                 dir.display()
             ),
             None => {
@@ -135,7 +138,7 @@ impl Bench {
             }
         }
         self.wait_reaped().await?;
-        let (through, floor, h1, direct) =
+        let (through, floor, h1, mcp, direct) =
             counted.map_err(|_| format!("the instructions group took over {PHASE_LIMIT:?}"))??;
         Ok(vec![
             Metric {
@@ -165,6 +168,15 @@ impl Bench {
                     vec![direct],
                 )
             },
+            Metric {
+                unit: Unit::Instructions,
+                ..Metric::new(
+                    "serve_proto_mcp_instructions_per_call",
+                    "the same count for the bench's MCP relay prototype on one thread (its own process, glibc's malloc; the hand-written HTTP/1.1 relay decoding, validating and re-encoding each tools/call with rmcp's types) in front of the HTTP fixture vs the fixture's own process, direct",
+                    vec![mcp],
+                    vec![direct],
+                )
+            },
         ])
     }
 
@@ -180,7 +192,7 @@ impl Bench {
                 let pid = forwarder
                     .pid()
                     .ok_or("the forwarder under valgrind exited")?;
-                let mut raw = RawHttp::connect(mcp_addr(&forwarder.url)?, "echo").await?;
+                let mut raw = RawHttp::connect(mcp_addr(&forwarder.url)?, relay.tool()).await?;
                 per_call(pid, &mut raw, &out).await
             }
             .await;

@@ -73,7 +73,9 @@
 //!   `serve_floor_rust_instructions_per_call`: the same for the bench's HTTP forwarder as a
 //!   process on one thread, and `serve_floor_h1_instructions_per_call` for its hand-written
 //!   HTTP/1.1 relay (`serve_floor_{rust,h1,tcp}_*` in the `serve` group measure the two and the
-//!   TCP relay in time and CPU);
+//!   TCP relay in time and CPU); `serve_proto_mcp_instructions_per_call` (and
+//!   `serve_proto_mcp_*` in the `serve` group) for that relay with a `tools/call`'s MCP work on
+//!   top, a prototype (see `relay_mcp.rs`);
 //! - `snapshot_build_<T>`: `SnapshotBuilder` + `build` over S catalogs of T/S realistic tools
 //!   (pure CPU) vs cloning the catalogs' `Arc`s into a map and indexing every qualified name;
 //! - `set_tools_<n>`: `ServerCatalog::set_tools` (sanitising and qualifying) of one server's n
@@ -95,6 +97,7 @@ mod instructions;
 mod list_changed;
 mod peers;
 mod relay_h1;
+mod relay_mcp;
 mod report;
 mod serve;
 mod snapshot;

@@ -18,11 +18,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 
 /// The most headers a head may have.
-const HEADERS: usize = 32;
+pub(super) const HEADERS: usize = 32;
 /// The largest request (head and body) or answer head relayed.
-const LIMIT: usize = 1 << 20;
+pub(super) const LIMIT: usize = 1 << 20;
 /// The read buffer of the answers.
-const READ: usize = 64 * 1024;
+pub(super) const READ: usize = 64 * 1024;
 
 /// Relays every connection accepted on `listener` to `upstream`, until the future is dropped.
 pub(super) async fn relay(listener: TcpListener, upstream: u16) {
@@ -44,7 +44,7 @@ async fn connection(mut down: TcpStream, upstream: u16) -> std::io::Result<()> {
     let mut request = Vec::with_capacity(READ);
     let mut head = Vec::with_capacity(4096);
     let mut read = vec![0; READ];
-    while let Some(length) = read_request(&mut down, &mut request).await? {
+    while let Some((_, length)) = read_request(&mut down, &mut request).await? {
         up.write_all(&request[..length]).await?;
         request.drain(..length);
         relay_answer(&mut up, &mut down, &mut head, &mut read).await?;
@@ -52,12 +52,12 @@ async fn connection(mut down: TcpStream, upstream: u16) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Reads into `buffer` until it holds a whole request; its length, or `None` when the client
-/// closed the connection between requests.
-async fn read_request(
+/// Reads into `buffer` until it holds a whole request; the length of its head and its whole
+/// length, or `None` when the client closed the connection between requests.
+pub(super) async fn read_request(
     down: &mut TcpStream,
     buffer: &mut Vec<u8>,
-) -> std::io::Result<Option<usize>> {
+) -> std::io::Result<Option<(usize, usize)>> {
     loop {
         let mut headers = [httparse::EMPTY_HEADER; HEADERS];
         let mut request = httparse::Request::new(&mut headers);
@@ -81,7 +81,7 @@ async fn read_request(
                     return Err(ErrorKind::UnexpectedEof.into());
                 }
             }
-            return Ok(Some(total));
+            return Ok(Some((head, total)));
         }
         if buffer.len() > LIMIT {
             return Err(invalid("a request head over the relay's limit"));
@@ -97,13 +97,16 @@ async fn read_request(
 }
 
 /// Reads what has come into the spare capacity of `buffer` (kept at least [`READ`] bytes).
-async fn read_more(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> std::io::Result<usize> {
+pub(super) async fn read_more(
+    stream: &mut TcpStream,
+    buffer: &mut Vec<u8>,
+) -> std::io::Result<usize> {
     buffer.reserve(READ);
     stream.read_buf(buffer).await
 }
 
 /// Sends the answer coming from `up` to `down` as it comes, until its end.
-async fn relay_answer(
+pub(super) async fn relay_answer(
     up: &mut TcpStream,
     down: &mut TcpStream,
     head: &mut Vec<u8>,
@@ -145,7 +148,7 @@ async fn relay_answer(
 }
 
 /// Where an answer's body ends, tracked over its bytes as they come.
-enum Body {
+pub(super) enum Body {
     /// This many bytes are still to come.
     Length(usize),
     /// Chunked framing, at this point of it.
@@ -154,7 +157,7 @@ enum Body {
 
 /// The position in chunked framing (RFC 9112 §7.1; chunk extensions skipped).
 #[derive(Clone, Copy)]
-enum Chunk {
+pub(super) enum Chunk {
     /// In a chunk's size line: the size so far, and whether an extension began.
     Size(usize, bool),
     /// After the size line's CR.
@@ -174,7 +177,7 @@ enum Chunk {
 
 impl Body {
     /// The framing `answer`'s head announces.
-    fn of(answer: &httparse::Response<'_, '_>) -> std::io::Result<Self> {
+    pub(super) fn of(answer: &httparse::Response<'_, '_>) -> std::io::Result<Self> {
         let code = answer.code.unwrap_or(0);
         if (100..200).contains(&code) || code == 204 || code == 304 {
             return Ok(Body::Length(0));
@@ -195,7 +198,7 @@ impl Body {
     }
 
     /// Takes in the next bytes of the body; whether it has ended with them.
-    fn feed(&mut self, mut bytes: &[u8]) -> std::io::Result<bool> {
+    pub(super) fn feed(&mut self, mut bytes: &[u8]) -> std::io::Result<bool> {
         match self {
             Body::Length(left) => {
                 if bytes.len() > *left {
@@ -251,12 +254,12 @@ impl Body {
 }
 
 /// A `Content-Length` value, if it is a number.
-fn content_length(value: &[u8]) -> Option<usize> {
+pub(super) fn content_length(value: &[u8]) -> Option<usize> {
     std::str::from_utf8(value).ok()?.trim().parse().ok()
 }
 
 /// An error of this relay: what it met that it does not relay.
-fn invalid(what: impl std::fmt::Display) -> Error {
+pub(super) fn invalid(what: impl std::fmt::Display) -> Error {
     Error::new(ErrorKind::InvalidData, what.to_string())
 }
 

@@ -26,7 +26,11 @@
 //!   `floor.rs`): the floor of a gateway on our own HTTP stack, which parses HTTP and reads no
 //!   JSON; `serve_floor_h1_*_threads{N}`: the same for its hand-written HTTP/1.1 relay (the floor
 //!   of an HTTP layer of our own); `serve_floor_tcp_*_threads{N}`: for its TCP relay, which parses
-//!   nothing — the floor of any middle process on tokio.
+//!   nothing — the floor of any middle process on tokio;
+//! - `serve_proto_mcp_*_threads{N}`: the same for the hand-written relay with a `tools/call`'s
+//!   MCP work on top (`relay_mcp.rs`: decoded into rmcp's types, its tool looked up, its
+//!   arguments validated, re-encoded both ways) — not a floor but a prototype, a lower bound of
+//!   what an MCP path of our own would cost.
 //!
 //! Invariant: every process this group starts is killed and reaped before it returns.
 
@@ -187,10 +191,10 @@ impl Bench {
                 let forwarder = floor::process(program, relay, port, threads, &self.tag).await?;
                 let through = Through::new(
                     &forwarder.url,
-                    "echo",
+                    relay.tool(),
                     forwarder.pid(),
                     format!("{}, its own process on {threads} thread(s)", relay.what()),
-                    |metric| format!("serve_floor_{}_{metric}_threads{threads}", relay.metric()),
+                    |metric| format!("{}_{metric}_threads{threads}", relay.metric()),
                 );
                 let measured = self.serve_measure(&through, &direct_url, fixture).await;
                 forwarder.stop().await;
