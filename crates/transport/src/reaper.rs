@@ -109,9 +109,22 @@ pub fn spawn_trampoline() {
         if args.nth(1).is_some_and(|a| a == TRAMPOLINE_ARG) {
             std::process::exit(run_trampoline(args));
         }
-        // Without /proc (some sandboxes) there is no path to this binary: fork, as without.
-        let reachable = std::fs::metadata("/proc/self/exe").is_ok();
-        TRAMPOLINE.store(reachable, Ordering::Relaxed);
+        TRAMPOLINE.store(self_exe_is_this_program(), Ordering::Relaxed);
+    }
+}
+
+/// Whether `/proc/self/exe` runs this program. Without /proc (some sandboxes) there is no path
+/// to it; under valgrind or qemu-user it is the tool's binary while `readlink` (which the tool
+/// answers) names this program: both the same file, or stdio servers are forked as without a
+/// trampoline (a trampoline through the tool's binary starts no server at all).
+#[cfg(target_os = "linux")]
+fn self_exe_is_this_program() -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    let kernel = std::fs::metadata("/proc/self/exe");
+    let named = std::env::current_exe().and_then(std::fs::metadata);
+    match (kernel, named) {
+        (Ok(kernel), Ok(named)) => kernel.dev() == named.dev() && kernel.ino() == named.ino(),
+        _ => false,
     }
 }
 
@@ -396,6 +409,16 @@ mod tests {
     fn file(path: &std::path::Path, mode: u32) {
         std::fs::write(path, "#!/bin/sh\n").expect("write");
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    }
+
+    /// Run natively, `/proc/self/exe` is this test binary, so the trampoline is used; under
+    /// valgrind it is not (`xtask bench --only instructions` counts `serve` with a stdio server
+    /// there, which starts only by the fork path).
+    #[test]
+    fn a_native_process_runs_itself_through_proc_self_exe() {
+        let running_under_a_tool = std::env::var_os("LD_PRELOAD")
+            .is_some_and(|p| p.to_string_lossy().contains("valgrind"));
+        assert_eq!(self_exe_is_this_program(), !running_under_a_tool);
     }
 
     /// The trampoline's look-up fails a spawn as `execvp` would: not found, or permission

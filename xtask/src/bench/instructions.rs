@@ -6,7 +6,9 @@
 //! process) against the release HTTP fixture's own process, each counted over the same
 //! sequential 1 KiB echoes from a keep-alive client: the gateway through to the fixture, and
 //! the fixture direct. The ratio says how many upstream server hops of work the gateway does
-//! per call. Each side runs under callgrind with instrumentation off until its warm-up is over
+//! per call. `serve_stdio_instructions_per_call`: the same gateway with the fixture as its stdio
+//! child instead (the upstream the supergateway comparison is made on), against the same direct
+//! count; callgrind does not follow the child, so only the gateway is counted. Each side runs under callgrind with instrumentation off until its warm-up is over
 //! (`callgrind_control -i on`); the count is dumped (`callgrind_control -d`) right after the
 //! counted calls, so neither start-up nor shutdown is in it. Only the counted process is under
 //! valgrind: the fixture behind the gateway runs natively.
@@ -122,15 +124,16 @@ impl Bench {
         let counted = tokio::time::timeout(PHASE_LIMIT, async {
             let direct = self.fixture_per_call(&dir).await?;
             let through = self.serve_per_call(&dir).await?;
+            let stdio = self.serve_stdio_per_call(&dir).await?;
             let floor = self.forwarder_per_call(&dir, Relay::Http).await?;
             let h1 = self.forwarder_per_call(&dir, Relay::H1).await?;
             let mcp = self.forwarder_per_call(&dir, Relay::Mcp).await?;
-            Ok::<_, String>((through, floor, h1, mcp, direct))
+            Ok::<_, String>((through, stdio, floor, h1, mcp, direct))
         })
         .await;
         match kept {
             Some(dir) => eprintln!(
-                "instructions: callgrind's counts kept in {} (fixture.out.1, serve.out.1, forwarder-http.out.1, forwarder-h1.out.1, forwarder-mcp.out.1)",
+                "instructions: callgrind's counts kept in {} (fixture.out.1, serve.out.1, serve-stdio.out.1, forwarder-http.out.1, forwarder-h1.out.1, forwarder-mcp.out.1)",
                 dir.display()
             ),
             None => {
@@ -138,7 +141,7 @@ impl Bench {
             }
         }
         self.wait_reaped().await?;
-        let (through, floor, h1, mcp, direct) =
+        let (through, stdio, floor, h1, mcp, direct) =
             counted.map_err(|_| format!("the instructions group took over {PHASE_LIMIT:?}"))??;
         Ok(vec![
             Metric {
@@ -147,6 +150,15 @@ impl Bench {
                     "serve_instructions_per_call",
                     "user-space instructions per sequential 1 KiB echo (callgrind): `mcp-harness serve --http --threads 1` in front of the HTTP fixture vs the fixture's own process, direct",
                     vec![through],
+                    vec![direct],
+                )
+            },
+            Metric {
+                unit: Unit::Instructions,
+                ..Metric::new(
+                    "serve_stdio_instructions_per_call",
+                    "the same count for `mcp-harness serve --http --threads 1` with the fixture as its stdio child (the upstream supergateway is compared on; the child is not counted) vs the fixture's own HTTP process, direct",
+                    vec![stdio],
                     vec![direct],
                 )
             },
@@ -246,28 +258,50 @@ impl Bench {
         counted
     }
 
-    /// `serve`'s instructions per call, in front of the fixture (run natively).
+    /// `serve`'s instructions per call, in front of the fixture (run natively) over HTTP.
     async fn serve_per_call(&self, dir: &Path) -> Result<f64, String> {
         self.in_front_of_fixture(async |port| {
-            let json = serde_json::json!({
-                "mcpServers": {"fx": {"type": "http", "url": format!("http://127.0.0.1:{port}/mcp")}},
-                "permissions": {"allow": ["**"]},
-            });
-            let config = write(dir, "instructions.json", json)?;
-            let cli = target_dir().join("release").join("mcp-harness");
-            let out = dir.join("serve.out");
-            let served =
-                Served::spawn(callgrind(&out, &cli), &config, 1, VALGRIND_STARTUP).await?;
-            let counted = async {
-                let pid = served.pid().ok_or("serve under valgrind exited")?;
-                let mut raw = RawHttp::connect(mcp_addr(&served.url)?, THROUGH_TOOL).await?;
-                raw.wait_listed(VALGRIND_STARTUP).await?;
-                per_call(pid, &mut raw, &out).await
-            }
-            .await;
-            served.stop().await;
-            counted
+            let url = format!("http://127.0.0.1:{port}/mcp");
+            let server = serde_json::json!({"type": "http", "url": url});
+            self.serve_counted(dir, "serve", server).await
         })
         .await
+    }
+
+    /// `serve`'s instructions per call with the fixture as its stdio child (not counted:
+    /// callgrind does not follow children).
+    async fn serve_stdio_per_call(&self, dir: &Path) -> Result<f64, String> {
+        let server = serde_json::json!({
+            "command": self.fixture.display().to_string(),
+            "args": ["--name", self.tag],
+        });
+        self.serve_counted(dir, "serve-stdio", server).await
+    }
+
+    /// `serve --threads 1` under callgrind, the fixture configured as server `fx` by `server`,
+    /// counted over the echoes; its counts go to `DIR/NAME.out`.
+    async fn serve_counted(
+        &self,
+        dir: &Path,
+        name: &str,
+        server: serde_json::Value,
+    ) -> Result<f64, String> {
+        let json = serde_json::json!({
+            "mcpServers": {"fx": server},
+            "permissions": {"allow": ["**"]},
+        });
+        let config = write(dir, &format!("{name}.json"), json)?;
+        let cli = target_dir().join("release").join("mcp-harness");
+        let out = dir.join(format!("{name}.out"));
+        let served = Served::spawn(callgrind(&out, &cli), &config, 1, VALGRIND_STARTUP).await?;
+        let counted = async {
+            let pid = served.pid().ok_or("serve under valgrind exited")?;
+            let mut raw = RawHttp::connect(mcp_addr(&served.url)?, THROUGH_TOOL).await?;
+            raw.wait_listed(VALGRIND_STARTUP).await?;
+            per_call(pid, &mut raw, &out).await
+        }
+        .await;
+        served.stop().await;
+        counted
     }
 }
