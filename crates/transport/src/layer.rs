@@ -327,6 +327,18 @@ pub(crate) enum Expect {
     ToolResult,
 }
 
+impl Expect {
+    /// What the answer to `request` can be.
+    pub(crate) fn of(request: &ClientRequest) -> Self {
+        // A task-augmented call is a custom request (rmcp's params have no `task`), so a
+        // `tools/call` here asks for the tool's result, not for a task.
+        match request {
+            ClientRequest::CallToolRequest(_) => Expect::ToolResult,
+            _ => Expect::Any,
+        }
+    }
+}
+
 /// The request a POST carries, as far as a layer needs it.
 #[derive(Debug, Clone)]
 pub(crate) struct Posted {
@@ -342,15 +354,9 @@ impl Posted {
         let ClientJsonRpcMessage::Request(r) = message else {
             return None;
         };
-        // A task-augmented call is a custom request (rmcp's params have no `task`), so a
-        // `tools/call` here asks for the tool's result, not for a task.
-        let expect = match r.request {
-            ClientRequest::CallToolRequest(_) => Expect::ToolResult,
-            _ => Expect::Any,
-        };
         Some(Self {
             id: r.id.clone(),
-            expect,
+            expect: Expect::of(&r.request),
         })
     }
 }

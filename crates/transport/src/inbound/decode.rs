@@ -18,7 +18,7 @@
 //! - the decoded common case costs one `serde_json` decode, as before; the lenient paths run
 //!   only for messages that failed it.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
@@ -45,8 +45,26 @@ pub struct Inbound {
 
 #[derive(Debug, Default)]
 struct Pending {
-    open: HashSet<RequestId>,
+    /// Each open request with what its answer can be.
+    open: HashMap<RequestId, Expect>,
+    /// How many of `open` are `tools/call`s ([`Expect::ToolResult`]).
+    tool_calls: usize,
     cancelled: VecDeque<RequestId>,
+}
+
+impl Pending {
+    /// Closes `id`; whether it was open.
+    fn close(&mut self, id: &RequestId) -> bool {
+        match self.open.remove(id) {
+            Some(expect) => {
+                if expect == Expect::ToolResult {
+                    self.tool_calls -= 1;
+                }
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 /// What became of one raw message.
@@ -108,12 +126,18 @@ impl Inbound {
         let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
         match message {
             ClientJsonRpcMessage::Request(r) => {
-                p.open.insert(r.id.clone());
+                let expect = Expect::of(&r.request);
+                // A reused id replaces its request (as rmcp's own table does).
+                p.close(&r.id);
+                if expect == Expect::ToolResult {
+                    p.tool_calls += 1;
+                }
+                p.open.insert(r.id.clone(), expect);
             }
             ClientJsonRpcMessage::Notification(n) => {
                 if let ClientNotification::CancelledNotification(c) = &n.notification
                     && let Some(id) = &c.params.request_id
-                    && p.open.remove(id)
+                    && p.close(id)
                 {
                     if p.cancelled.len() == RECENT_CANCELLED {
                         p.cancelled.pop_front();
@@ -130,8 +154,24 @@ impl Inbound {
             p.lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .open
-                .contains(id)
+                .contains_key(id)
         })
+    }
+
+    /// Whether a `tools/call` sent here is waiting for its answer (tracked transports only).
+    fn tool_calls_open(&self) -> bool {
+        self.pending
+            .as_ref()
+            .is_some_and(|p| p.lock().unwrap_or_else(|e| e.into_inner()).tool_calls > 0)
+    }
+
+    /// Whether `message` answers an open `tools/call` (tracked transports only).
+    fn answers_a_tool_call(&self, message: &ServerJsonRpcMessage) -> bool {
+        let (Some(pending), Some(Some(id))) = (&self.pending, answered(message)) else {
+            return false;
+        };
+        let p = pending.lock().unwrap_or_else(|e| e.into_inner());
+        p.open.get(id) == Some(&Expect::ToolResult)
     }
 
     /// On a channel that answers `origin` only, a response with another id fails `origin`.
@@ -173,7 +213,7 @@ impl Inbound {
         };
         let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
         let known = match id {
-            Some(id) => p.open.remove(id) || p.cancelled.contains(id),
+            Some(id) => p.close(id) || p.cancelled.contains(id),
             None => false,
         };
         drop(p);
@@ -223,6 +263,11 @@ impl Inbound {
         }
         let typed = match expect {
             Expect::ToolResult => tool_result(bytes),
+            // A transport that sees both directions knows which open requests are tool calls:
+            // a plain tool answer to one of them skips the general decoder too.
+            Expect::Any if self.tool_calls_open() => {
+                tool_result(bytes).filter(|m| self.answers_a_tool_call(m))
+            }
             Expect::Any => None,
         };
         match typed.map_or_else(|| serde_json::from_slice::<ServerJsonRpcMessage>(bytes), Ok) {
@@ -346,7 +391,7 @@ impl Inbound {
             Some(id) => {
                 tracing::warn!(server = %self.server, id = %id, "{fault}; the request fails");
                 if let Some(p) = &self.pending {
-                    p.lock().unwrap_or_else(|e| e.into_inner()).open.remove(&id);
+                    p.lock().unwrap_or_else(|e| e.into_inner()).close(&id);
                 }
                 Some(ServerJsonRpcMessage::error(fault.to_error(), Some(id)))
             }
@@ -469,6 +514,81 @@ mod tests {
                 "{message}"
             );
         }
+    }
+
+    /// On a transport that sees both directions (stdio), a plain tool answer to an open
+    /// `tools/call` takes the typed decode; an answer that would decode as a tool result but
+    /// answers another request (a `ping`) is decoded by the general decoder, as are all
+    /// answers when no tool call is open; closing a call (answer, cancel, fault) is counted.
+    #[test]
+    fn a_tracked_transport_decodes_tool_answers_by_the_request_they_answer() {
+        let request = |id: i64, method: &str, params: serde_json::Value| {
+            serde_json::from_value::<ClientJsonRpcMessage>(
+                json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}),
+            )
+            .unwrap()
+        };
+        let call = |id| request(id, "tools/call", json!({"name":"echo","arguments":{}}));
+        let tracked = Inbound::new("s", 1 << 20, WireNotes::default(), true);
+        let general = Inbound::new("s", 1 << 20, WireNotes::default(), false);
+        let as_tool_result = |m: &Decoded| {
+            matches!(
+                m,
+                Decoded::AsSent(ServerJsonRpcMessage::Response(JsonRpcResponse {
+                    result: ServerResult::CallToolResult(_),
+                    ..
+                }))
+            )
+        };
+        let same = |bytes: &[u8]| {
+            let (Decoded::AsSent(a), Decoded::AsSent(b)) = (
+                tracked.decode_raw(bytes, None),
+                general.decode_raw(bytes, None),
+            ) else {
+                panic!("{} did not decode as sent", String::from_utf8_lossy(bytes));
+            };
+            assert_eq!(
+                serde_json::to_value(&a).unwrap(),
+                serde_json::to_value(&b).unwrap()
+            );
+            Decoded::AsSent(a)
+        };
+        tracked.sent(&call(4));
+        tracked.sent(&request(5, "ping", json!({})));
+        assert!(tracked.tool_calls_open());
+        // A ping answered while a call is open, by a result that reads as a tool's: still
+        // the general decoder's answer.
+        let pong = br#"{"jsonrpc":"2.0","id":5,"result":{"content":[]}}"#;
+        assert!(tool_result(pong).is_some(), "reads as a tool result");
+        same(pong);
+        assert!(tracked.tool_calls_open());
+        let answer =
+            br#"{"jsonrpc":"2.0","id":4,"result":{"content":[{"type":"text","text":"hi"}]}}"#;
+        assert!(as_tool_result(&same(answer)));
+        assert!(!tracked.tool_calls_open(), "the answer closed the call");
+        // A cancelled call and one failed by an oversized answer are closed too.
+        tracked.sent(&call(6));
+        tracked.sent(&call(7));
+        tracked.sent(&call(7));
+        let cancel = serde_json::from_value::<ClientJsonRpcMessage>(json!({"jsonrpc":"2.0",
+            "method":"notifications/cancelled","params":{"requestId":6}}))
+        .unwrap();
+        tracked.sent(&cancel);
+        assert!(tracked.tool_calls_open(), "a reused id is one open call");
+        let small = Inbound::new("s", 64, WireNotes::default(), true);
+        small.sent(&call(7));
+        let big = format!(
+            r#"{{"jsonrpc":"2.0","id":7,"result":{{"content":[{{"type":"text","text":"{}"}}]}}}}"#,
+            "x".repeat(100)
+        );
+        assert!(matches!(
+            small.decode_raw(big.as_bytes(), None),
+            Decoded::Replaced(ServerJsonRpcMessage::Error(_))
+        ));
+        assert!(!small.tool_calls_open());
+        let late = br#"{"jsonrpc":"2.0","id":7,"result":{"content":[]}}"#;
+        assert!(as_tool_result(&same(late)));
+        assert!(!tracked.tool_calls_open());
     }
 
     #[test]
