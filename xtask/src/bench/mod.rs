@@ -70,6 +70,7 @@
 //! - `serve_instructions_per_call`: user-space instructions per sequential echo (valgrind's
 //!   callgrind) of `serve --http --threads 1` vs the fixture's own process, direct — a ratio
 //!   this host's timing noise cannot move (see `instructions.rs`; needs valgrind);
+//!   `serve_stdio_instructions_per_call`: the same with the fixture as serve's stdio child;
 //!   `serve_floor_rust_instructions_per_call`: the same for the bench's HTTP forwarder as a
 //!   process on one thread, and `serve_floor_h1_instructions_per_call` for its hand-written
 //!   HTTP/1.1 relay (`serve_floor_{rust,h1,tcp}_*` in the `serve` group measure the two and the
