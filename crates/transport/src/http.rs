@@ -1,5 +1,5 @@
 //! The Streamable HTTP transport (rmcp's reqwest client, a request's POST sent by
-//! [`Direct`]; https through rustls).
+//! [`Direct`] — written by hand over plain `http://`; https through rustls).
 //!
 //! Invariants: header values from the config are sent on every request and never logged; the
 //! SSE stream reconnects a bounded number of times (rmcp's default retries forever); a server
@@ -53,6 +53,12 @@ impl StreamableHttpConnector {
             .map_err(|e| {
                 TransportError::InvalidConfig(format!("could not build the HTTP client: {e}"))
             })
+    }
+
+    /// `client` with a request's POST to an `http://` URL written without it (it sends the
+    /// configured headers as `client` does).
+    fn direct(&self, client: reqwest::Client) -> Result<Direct, TransportError> {
+        Ok(Direct::plain_http_here(client, header_map(&self.headers)?))
     }
 }
 
@@ -134,7 +140,7 @@ impl StreamableHttpConnector {
             // The first token before the handshake: a refused client is needs-auth (fix
             // the config), an unreachable authorization server is retried.
             source.token().await.map_err(client_credentials_error)?;
-            let client = Direct::new(client);
+            let client = this.direct(client)?;
             let client = Layered::new(crate::auth::ClientCredentialsAuth::new(source), client);
             let step_up = StepUp::unauthorized(step_ups, &options.server, &this.url, store);
             let client = Layered::new(step_up, client);
@@ -164,7 +170,7 @@ impl StreamableHttpConnector {
             }
             None => {
                 let step_up = StepUp::unauthorized(step_ups, &options.server, &this.url, store);
-                let client = Layered::new(step_up, Direct::new(client));
+                let client = Layered::new(step_up, this.direct(client)?);
                 let client = Layered::new(Tap::new(options.inbound(false)), client);
                 let client = Layered::new(watch, client);
                 let transport = StreamableHttpClientTransport::with_client(client, config);

@@ -93,11 +93,21 @@ pub(crate) async fn read_capped(
     response: reqwest::Response,
     max: usize,
 ) -> reqwest::Result<Option<Vec<u8>>> {
-    if response.content_length().is_some_and(|n| n > max as u64) {
+    let length = response.content_length();
+    read_capped_body(length, response.bytes_stream(), max).await
+}
+
+/// A body of `length` (when its answer says it) read from `chunks` as [`read_capped`] reads one.
+pub(crate) async fn read_capped_body<E>(
+    length: Option<u64>,
+    chunks: impl Stream<Item = Result<bytes::Bytes, E>>,
+    max: usize,
+) -> Result<Option<Vec<u8>>, E> {
+    if length.is_some_and(|n| n > max as u64) {
         return Ok(None);
     }
     let mut body = Vec::new();
-    let mut stream = response.bytes_stream();
+    let mut stream = std::pin::pin!(chunks);
     while let Some(chunk) = stream.next().await {
         let chunk = chunk?;
         if chunk.len() > max - body.len() {

@@ -33,9 +33,12 @@ pub(crate) struct EventTooLarge {
     max_size: usize,
 }
 
+/// A failure reading a body, as the client that read it reported it.
+pub(crate) type BodyFailure = Box<dyn std::error::Error + Send + Sync>;
+
 /// Events out of a response body's bytes.
 pub(crate) struct EventStream {
-    body: BoxStream<'static, reqwest::Result<Bytes>>,
+    body: BoxStream<'static, Result<Bytes, BodyFailure>>,
     parser: EventParser,
     ready: VecDeque<Result<Sse, SseError>>,
     ended: bool,
@@ -43,7 +46,10 @@ pub(crate) struct EventStream {
 
 impl EventStream {
     /// The events of `body`, none larger than `max_size` bytes.
-    pub(crate) fn new(body: BoxStream<'static, reqwest::Result<Bytes>>, max_size: usize) -> Self {
+    pub(crate) fn new(
+        body: BoxStream<'static, Result<Bytes, BodyFailure>>,
+        max_size: usize,
+    ) -> Self {
         Self {
             body,
             parser: EventParser::new(max_size),
@@ -74,7 +80,7 @@ impl Stream for EventStream {
                     }
                 }
                 Some(Err(e)) => {
-                    this.ready.push_back(Err(SseError::Body(Box::new(e))));
+                    this.ready.push_back(Err(SseError::Body(e)));
                     this.ended = true;
                 }
                 // An event not ended by a blank line is not dispatched (the specification).
@@ -201,8 +207,8 @@ mod tests {
 
     use super::*;
 
-    fn body(chunks: &[&[u8]]) -> BoxStream<'static, reqwest::Result<Bytes>> {
-        let chunks: Vec<reqwest::Result<Bytes>> = chunks
+    fn body(chunks: &[&[u8]]) -> BoxStream<'static, Result<Bytes, BodyFailure>> {
+        let chunks: Vec<Result<Bytes, BodyFailure>> = chunks
             .iter()
             .map(|c| Ok(Bytes::copy_from_slice(c)))
             .collect();
@@ -290,7 +296,7 @@ mod tests {
             .expect_err("a bad URL");
         let body = futures::stream::iter(vec![
             Ok(Bytes::from_static(b"id: 0\n\n")),
-            Err(broken),
+            Err(BodyFailure::from(broken)),
             Ok(Bytes::from_static(b"data: never\n\n")),
         ])
         .boxed();

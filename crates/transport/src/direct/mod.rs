@@ -4,8 +4,10 @@
 //! Why: rmcp reads a POST's event stream a byte at a time twice over (its size check, then
 //! `sse_stream`'s line search) — a tenth of the gateway's instructions per call. [`Direct`]
 //! sends a request's POST the way rmcp's client does and reads the stream with one vectorised
-//! line search ([`events`]). Notifications, responses, `server/discover` (which has its own
-//! fallback for servers that predate it), the GET stream and the DELETE stay rmcp's.
+//! line search ([`events`]); to a plain `http://` server it writes and reads the POST itself
+//! ([`h1`]) instead of through reqwest and hyper. Notifications, responses, `server/discover`
+//! (which has its own fallback for servers that predate it), the GET stream and the DELETE stay
+//! rmcp's.
 //!
 //! Invariant: for every response a request's POST can get, [`Direct`] gives rmcp what rmcp's
 //! own reqwest client gives it — the same `StreamableHttpPostResponse` or the same
@@ -18,17 +20,21 @@
 //! unknown field, a line without a colon) is ignored, where rmcp's parser failed the stream.
 
 mod events;
+mod h1;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 
-use futures::StreamExt as _;
+use bytes::Bytes;
 use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use futures::{StreamExt as _, TryStreamExt as _};
 use reqwest::StatusCode;
 use reqwest::header::{
-    ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER, WWW_AUTHENTICATE,
+    ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER,
+    WWW_AUTHENTICATE,
 };
 use rmcp::model::{ClientJsonRpcMessage, ClientRequest, ServerJsonRpcMessage};
 use rmcp::transport::common::http_header::{
@@ -49,6 +55,9 @@ const MAX_RETRY_AFTER_BYTES: usize = 128;
 /// What a body that could not be read shows in its place (rmcp's words).
 const BODY_READ_FAILURE: &str = "<failed to read response body>";
 
+/// The `Accept` of a request's POST (rmcp's).
+const ACCEPTED: &str = "text/event-stream, application/json";
+
 /// A reqwest client whose request POSTs are sent and read here (see the module docs).
 #[derive(Clone)]
 pub(crate) struct Direct {
@@ -56,31 +65,52 @@ pub(crate) struct Direct {
     /// The last URI posted to, parsed: rmcp passes the same one with every request, and
     /// reqwest would parse its text each time.
     parsed: Arc<std::sync::Mutex<Option<Parsed>>>,
+    /// Plain-HTTP POSTs written here, with the default headers `http` was built with.
+    h1: Option<Arc<h1::H1>>,
 }
 
-/// A URI's text and the URL it parses to.
-type Parsed = (Arc<str>, reqwest::Url);
+/// A URI's text and what it parses to.
+type Parsed = (Arc<str>, Arc<ParsedUri>);
+
+/// A URI parsed: its URL, and where its POSTs go when they are written here.
+struct ParsedUri {
+    url: reqwest::Url,
+    target: Option<h1::Target>,
+}
 
 impl Direct {
+    /// Every request's POST through `http`.
     pub(crate) fn new(http: reqwest::Client) -> Self {
         Self {
             http,
             parsed: Arc::default(),
+            h1: None,
+        }
+    }
+
+    /// A request's POST to an `http://` URL written here (see [`h1`]), with `defaults`: the
+    /// default headers `http` was built with, which it sends on every other request.
+    pub(crate) fn plain_http_here(http: reqwest::Client, defaults: HeaderMap) -> Self {
+        Self {
+            h1: Some(h1::H1::new(defaults)),
+            ..Self::new(http)
         }
     }
 
     /// `uri` parsed (once while it stays the same); `None` when it is no URL, which reqwest
     /// then reports as it always does.
-    fn url(&self, uri: &Arc<str>) -> Option<reqwest::Url> {
+    fn url(&self, uri: &Arc<str>) -> Option<Arc<ParsedUri>> {
         let mut parsed = self.parsed.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((text, url)) = parsed.as_ref()
+        if let Some((text, known)) = parsed.as_ref()
             && text == uri
         {
-            return Some(url.clone());
+            return Some(known.clone());
         }
         let url = reqwest::Url::parse(uri).ok()?;
-        *parsed = Some((uri.clone(), url.clone()));
-        Some(url)
+        let target = self.h1.as_ref().and_then(|h1| h1.serves(&url));
+        let known = Arc::new(ParsedUri { url, target });
+        *parsed = Some((uri.clone(), known.clone()));
+        Some(known)
     }
 
     /// The reqwest client underneath, for requests of another kind.
@@ -98,11 +128,28 @@ impl Direct {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> PostResult<reqwest::Error> {
-        let request = match self.url(&uri) {
-            Some(url) => self.http.post(url),
+        let url = self.url(&uri);
+        let attached = session_id.is_some();
+        if let Some(h1) = &self.h1
+            && let Some(target) = url.as_ref().and_then(|url| url.target.as_ref())
+            && let Some(headers) =
+                h1_headers(auth.as_deref(), &custom_headers, session_id.as_deref())
+            && let Ok(body) = serde_json::to_vec(&message)
+        {
+            match h1.post(target, headers, &body).await {
+                Ok(Some(answer)) if !answer.status.is_redirection() => {
+                    return answered(Response::H1(answer), attached, limits).await;
+                }
+                // A redirect, or no connection: reqwest sends it and reports what it gets.
+                Ok(_) => {}
+                Err(e) => return Err(StreamableHttpError::Io(e)),
+            }
+        }
+        let request = match url {
+            Some(url) => self.http.post(url.url.clone()),
             None => self.http.post(uri.as_ref()),
         };
-        let mut request = request.header(ACCEPT, "text/event-stream, application/json");
+        let mut request = request.header(ACCEPT, ACCEPTED);
         if let Some(auth) = auth {
             request = request.bearer_auth(auth);
         }
@@ -114,7 +161,6 @@ impl Direct {
             }
             request = request.header(name, value);
         }
-        let attached = session_id.is_some();
         if let Some(session_id) = session_id {
             request = request.header(HEADER_SESSION_ID, session_id.as_ref());
         }
@@ -123,43 +169,145 @@ impl Direct {
             .send()
             .await
             .map_err(StreamableHttpError::Client)?;
-        let status = response.status();
-        let headers = response.headers();
-        if let Some(refusal) = challenge(status, headers) {
-            return Err(refusal);
+        answered(Response::Reqwest(response), attached, limits).await
+    }
+}
+
+/// The headers reqwest's request would carry (before its client's defaults) for a POST with
+/// `auth`, `custom` and `session`; `None` when reqwest would refuse the request (it then does).
+fn h1_headers(
+    auth: Option<&str>,
+    custom: &HashMap<HeaderName, HeaderValue>,
+    session: Option<&str>,
+) -> Option<HeaderMap> {
+    let mut headers = HeaderMap::with_capacity(4 + custom.len());
+    headers.append(ACCEPT, HeaderValue::from_static(ACCEPTED));
+    if let Some(auth) = auth {
+        let mut value = HeaderValue::from_str(&format!("Bearer {auth}")).ok()?;
+        value.set_sensitive(true);
+        headers.append(AUTHORIZATION, value);
+    }
+    for (name, value) in custom {
+        if reserved(name) {
+            return None;
         }
-        if matches!(status, StatusCode::ACCEPTED | StatusCode::NO_CONTENT) {
-            return Ok(StreamableHttpPostResponse::Accepted);
+        headers.append(name.clone(), value.clone());
+    }
+    if let Some(session) = session {
+        let name = HeaderName::from_bytes(HEADER_SESSION_ID.as_bytes()).ok()?;
+        headers.append(name, HeaderValue::from_str(session).ok()?);
+    }
+    if !headers.contains_key(CONTENT_TYPE) {
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static(JSON_MIME_TYPE));
+    }
+    Some(headers)
+}
+
+/// An answer to a request's POST, read by reqwest or here.
+enum Response {
+    Reqwest(reqwest::Response),
+    H1(h1::Answer),
+}
+
+/// A failure reading an answer's body.
+#[derive(Debug)]
+enum BodyError {
+    Reqwest(reqwest::Error),
+    Io(std::io::Error),
+}
+
+impl BodyError {
+    /// The error itself, boxed (so that the failure classification finds its type).
+    fn boxed(self) -> events::BodyFailure {
+        match self {
+            BodyError::Reqwest(e) => Box::new(e),
+            BodyError::Io(e) => Box::new(e),
         }
-        if status == StatusCode::NOT_FOUND && attached {
-            return Err(StreamableHttpError::SessionExpired);
+    }
+}
+
+impl From<BodyError> for StreamableHttpError<reqwest::Error> {
+    fn from(e: BodyError) -> Self {
+        match e {
+            BodyError::Reqwest(e) => StreamableHttpError::Client(e),
+            BodyError::Io(e) => StreamableHttpError::Io(e),
         }
-        let content_type = headers.get(CONTENT_TYPE).map(HeaderValue::as_bytes);
-        let is = |mime: &str| content_type.is_some_and(|ct| media_type_is(ct, mime));
-        let (json, sse) = (is(JSON_MIME_TYPE), is(EVENT_STREAM_MIME_TYPE));
-        let session = headers
-            .get(HEADER_SESSION_ID)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
-        if !status.is_success() {
-            return failure(response, json, session, limits).await;
+    }
+}
+
+impl Response {
+    fn status(&self) -> StatusCode {
+        match self {
+            Response::Reqwest(r) => r.status(),
+            Response::H1(a) => a.status,
         }
-        if sse {
-            let body = response.bytes_stream().boxed();
-            let events = EventStream::new(body, limits.max_sse_event_size).boxed();
-            return Ok(StreamableHttpPostResponse::Sse(events, session));
+    }
+
+    fn headers(&self) -> &HeaderMap {
+        match self {
+            Response::Reqwest(r) => r.headers(),
+            Response::H1(a) => &a.headers,
         }
-        if !json {
-            let content_type = content_type.map(|ct| String::from_utf8_lossy(ct).into_owned());
-            return Err(StreamableHttpError::UnexpectedContentType(content_type));
+    }
+
+    fn content_length(&self) -> Option<u64> {
+        match self {
+            Response::Reqwest(r) => r.content_length(),
+            Response::H1(a) => a.body.content_length(),
         }
-        let body = read_bounded(response, limits.max_json_response_size).await?;
-        match serde_json::from_slice::<ServerJsonRpcMessage>(&body) {
-            Ok(message) => Ok(StreamableHttpPostResponse::Json(message, session)),
-            Err(e) => Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(
-                format!("{JSON_PARSE_ERROR}{e}: {}", preview(&body)),
-            ))),
+    }
+
+    /// The body's chunks.
+    fn into_body(self) -> BoxStream<'static, Result<Bytes, BodyError>> {
+        match self {
+            Response::Reqwest(r) => r.bytes_stream().map_err(BodyError::Reqwest).boxed(),
+            Response::H1(a) => a.body.into_stream().map_err(BodyError::Io).boxed(),
         }
+    }
+}
+
+/// What rmcp's client makes of `response` to a request's POST (`attached`: sent in a session).
+async fn answered(
+    response: Response,
+    attached: bool,
+    limits: StreamableHttpResponseLimits,
+) -> PostResult<reqwest::Error> {
+    let status = response.status();
+    let headers = response.headers();
+    if let Some(refusal) = challenge(status, headers) {
+        return Err(refusal);
+    }
+    if matches!(status, StatusCode::ACCEPTED | StatusCode::NO_CONTENT) {
+        return Ok(StreamableHttpPostResponse::Accepted);
+    }
+    if status == StatusCode::NOT_FOUND && attached {
+        return Err(StreamableHttpError::SessionExpired);
+    }
+    let content_type = headers.get(CONTENT_TYPE).map(HeaderValue::as_bytes);
+    let is = |mime: &str| content_type.is_some_and(|ct| media_type_is(ct, mime));
+    let (json, sse) = (is(JSON_MIME_TYPE), is(EVENT_STREAM_MIME_TYPE));
+    let session = headers
+        .get(HEADER_SESSION_ID)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    if !status.is_success() {
+        return failure(response, json, session, limits).await;
+    }
+    if sse {
+        let body = response.into_body().map_err(BodyError::boxed).boxed();
+        let events = EventStream::new(body, limits.max_sse_event_size).boxed();
+        return Ok(StreamableHttpPostResponse::Sse(events, session));
+    }
+    if !json {
+        let content_type = content_type.map(|ct| String::from_utf8_lossy(ct).into_owned());
+        return Err(StreamableHttpError::UnexpectedContentType(content_type));
+    }
+    let body = read_bounded(response, limits.max_json_response_size).await?;
+    match serde_json::from_slice::<ServerJsonRpcMessage>(&body) {
+        Ok(message) => Ok(StreamableHttpPostResponse::Json(message, session)),
+        Err(e) => Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(
+            format!("{JSON_PARSE_ERROR}{e}: {}", preview(&body)),
+        ))),
     }
 }
 
@@ -238,7 +386,7 @@ fn status_error(status: StatusCode, headers: &HeaderMap) -> Option<HttpStatusErr
 /// carries, as the answer; else the status error, or the status with a bounded prefix of the
 /// body.
 async fn failure(
-    response: reqwest::Response,
+    response: Response,
     json: bool,
     session: Option<String>,
     limits: StreamableHttpResponseLimits,
@@ -283,20 +431,21 @@ async fn failure(
 
 /// The whole body, refused (`ResponseBodyTooLarge`) as soon as it is known to pass `max`.
 async fn read_bounded(
-    response: reqwest::Response,
+    response: Response,
     max: usize,
 ) -> Result<Vec<u8>, StreamableHttpError<reqwest::Error>> {
-    crate::net::read_capped(response, max)
-        .await
-        .map_err(StreamableHttpError::Client)?
+    let length = response.content_length();
+    crate::net::read_capped_body(length, response.into_body(), max)
+        .await?
         .ok_or(StreamableHttpError::ResponseBodyTooLarge { max_size: max })
 }
 
 /// At most the first `max` bytes of the body (a diagnostic); the rest is not read.
-async fn read_prefix(mut response: reqwest::Response, max: usize) -> reqwest::Result<Vec<u8>> {
+async fn read_prefix(response: Response, max: usize) -> Result<Vec<u8>, BodyError> {
     let mut body = Vec::new();
+    let mut chunks = response.into_body();
     while body.len() < max {
-        let Some(chunk) = response.chunk().await? else {
+        let Some(chunk) = chunks.next().await.transpose()? else {
             break;
         };
         body.extend_from_slice(&chunk[..chunk.len().min(max - body.len())]);
@@ -442,6 +591,8 @@ impl StreamableHttpClient for Direct {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use axum::response::{IntoResponse, Response};
     use rmcp::model::{PingRequest, RequestId};
 
@@ -569,13 +720,307 @@ mod tests {
     async fn every_answer_to_a_request_comes_out_as_rmcp_makes_it() {
         let url = serve().await;
         let (rmcp, direct) = (reqwest::Client::new(), Direct::new(reqwest::Client::new()));
+        let written = plain();
         for (n, case) in CASES.iter().enumerate() {
             for session in [false, true] {
                 let want = outcome(&rmcp, &url, n, session).await;
                 let got = outcome(&direct, &url, n, session).await;
                 assert_eq!(got, want, "case {n} {case:?}, in a session: {session}");
+                let got = outcome(&written, &url, n, session).await;
+                assert_eq!(
+                    got, want,
+                    "written here: case {n} {case:?}, in a session: {session}"
+                );
             }
         }
+    }
+
+    /// A `Direct` writing plain-HTTP POSTs itself (no default headers).
+    fn plain() -> Direct {
+        Direct::plain_http_here(reqwest::Client::new(), HeaderMap::new())
+    }
+
+    /// A server answering each request to `/n` with the raw bytes `answers[n]`, recording the
+    /// head of each request and counting connections; it closes a connection after an answer
+    /// that says `connection: close`, and with `close` after every answer.
+    struct Raw {
+        url: String,
+        heads: Arc<std::sync::Mutex<Vec<String>>>,
+        connections: Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    impl Raw {
+        async fn start(answers: Vec<Vec<u8>>, close: bool) -> Raw {
+            use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let url = format!("http://{}", listener.local_addr().unwrap());
+            let heads = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let connections = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let answers = Arc::new(answers);
+            let (kept, count) = (heads.clone(), connections.clone());
+            tokio::spawn(async move {
+                while let Ok((mut socket, _)) = listener.accept().await {
+                    count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let (answers, heads) = (answers.clone(), kept.clone());
+                    tokio::spawn(async move {
+                        let mut buf = Vec::new();
+                        loop {
+                            let end = loop {
+                                if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                                    break at + 4;
+                                }
+                                let mut chunk = [0u8; 4096];
+                                match socket.read(&mut chunk).await {
+                                    Ok(0) | Err(_) => return,
+                                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                                }
+                            };
+                            let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+                            let length: usize = head
+                                .lines()
+                                .find_map(|l| l.strip_prefix("content-length: "))
+                                .map_or(0, |v| v.trim().parse().unwrap());
+                            while buf.len() < end + length {
+                                let mut chunk = [0u8; 4096];
+                                match socket.read(&mut chunk).await {
+                                    Ok(0) | Err(_) => return,
+                                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                                }
+                            }
+                            buf.drain(..end + length);
+                            let path = head.split(' ').nth(1).unwrap_or("/0").to_string();
+                            heads.lock().unwrap().push(head);
+                            let n: usize = path.trim_start_matches('/').parse().unwrap_or(0);
+                            let says_close =
+                                answers[n].windows(17).any(|w| w == b"connection: close");
+                            if socket.write_all(&answers[n]).await.is_err() || close || says_close {
+                                return;
+                            }
+                        }
+                    });
+                }
+            });
+            Raw {
+                url,
+                heads,
+                connections,
+            }
+        }
+
+        fn connections(&self) -> usize {
+            self.connections.load(std::sync::atomic::Ordering::SeqCst)
+        }
+    }
+
+    /// Answers framed in every way HTTP/1.1 allows, and interim answers before them.
+    const FRAMED: &[&[u8]] = &[
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n\
+          5;ext=1\r\nid: 0\r\n\
+          2\r\n\n\n\r\n\
+          2C\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n\r\n\
+          0\r\nx-trailer: yes\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n\
+          11\r\n{\"jsonrpc\":\"2.0\",\r\n13\r\n\"id\":1,\"result\":{}}\r\n0\r\n\r\n",
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+          content-length: 36\r\n\r\n{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}",
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n\
+          {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}",
+        b"HTTP/1.0 200 OK\r\ncontent-type: application/json\r\ncontent-length: 36\r\n\r\n\
+          {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}",
+        b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n",
+        b"HTTP/1.1 404 Not Found\r\ncontent-type: text/plain\r\ncontent-length: 4\r\n\r\ngone",
+        b"HTTP/1.1 503 Busy\r\nretry-after: 5\r\ncontent-length: 0\r\n\r\n",
+    ];
+
+    #[tokio::test]
+    async fn answers_framed_every_way_come_out_as_rmcp_makes_them() {
+        let answers: Vec<Vec<u8>> = FRAMED.iter().map(|a| a.to_vec()).collect();
+        let server = Raw::start(answers, false).await;
+        let rmcp = reqwest::Client::new();
+        for n in 0..FRAMED.len() {
+            for session in [false, true] {
+                let want = outcome(&rmcp, &server.url, n, session).await;
+                let before = server.connections();
+                // A client of its own: the request on a connection of its own.
+                let got = outcome(&plain(), &server.url, n, session).await;
+                assert_eq!(got, want, "answer {n}, in a session: {session}");
+                assert_eq!(
+                    server.connections(),
+                    before + 1,
+                    "answer {n} sent once, here"
+                );
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_connection_is_kept_alive_only_when_both_sides_may_go_on() {
+        let keep = FRAMED[2].to_vec();
+        let answers = vec![
+            keep,
+            FRAMED[3].to_vec(),
+            FRAMED[4].to_vec(),
+            FRAMED[0].to_vec(),
+        ];
+        let server = Raw::start(answers, false).await;
+        let written = plain();
+        for n in [0, 0, 0, 3, 3, 0] {
+            let got = outcome(&written, &server.url, n, false).await;
+            assert!(got.contains("result"), "{got}");
+        }
+        assert_eq!(
+            server.connections(),
+            1,
+            "six answers with a length or chunks, one connection"
+        );
+        // After `connection: close`, and after an HTTP/1.0 answer, the next request opens
+        // another connection.
+        for (n, opened) in [(1, 0), (0, 1), (2, 0), (0, 1)] {
+            let before = server.connections();
+            let got = outcome(&written, &server.url, n, false).await;
+            assert!(got.contains("result"), "{got}");
+            assert_eq!(server.connections(), before + opened, "answer {n}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_redirect_is_followed_by_reqwest_as_before() {
+        let moved = b"HTTP/1.1 307 Temporary Redirect\r\nlocation: /1\r\ncontent-length: 0\r\n\r\n";
+        let server = Raw::start(vec![moved.to_vec(), FRAMED[2].to_vec()], false).await;
+        let want = outcome(&reqwest::Client::new(), &server.url, 0, true).await;
+        assert!(want.contains("result"), "{want}");
+        let got = outcome(&plain(), &server.url, 0, true).await;
+        assert_eq!(got, want);
+        let paths: Vec<String> = server
+            .heads
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|h| h[..7].to_string())
+            .collect();
+        assert_eq!(
+            paths,
+            ["POST /0", "POST /1", "POST /0", "POST /0", "POST /1"]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_connection_the_server_closed_while_idle_is_not_used_again() {
+        let server = Raw::start(vec![FRAMED[2].to_vec()], true).await;
+        let written = plain();
+        for round in 1..=3 {
+            let got = outcome(&written, &server.url, 0, false).await;
+            assert!(got.contains("result"), "round {round}: {got}");
+            assert_eq!(server.connections(), round);
+            // The server's close reaches this side while the connection is idle.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_request_written_here_carries_the_headers_reqwest_sends() {
+        let answers = vec![FRAMED[2].to_vec()];
+        let server = Raw::start(answers, false).await;
+        let mut defaults = HeaderMap::new();
+        defaults.insert("x-api-key", HeaderValue::from_static("k-1"));
+        defaults.insert(ACCEPT, HeaderValue::from_static("text/plain"));
+        defaults.insert("x-trace", HeaderValue::from_static("from-config"));
+        let rmcp = reqwest::Client::builder()
+            .default_headers(defaults.clone())
+            .build()
+            .unwrap();
+        let written = Direct::plain_http_here(rmcp.clone(), defaults);
+        let mut custom = HashMap::new();
+        custom.insert(
+            HeaderName::from_static("mcp-protocol-version"),
+            HeaderValue::from_static("2025-11-25"),
+        );
+        custom.insert(
+            HeaderName::from_static("x-trace"),
+            HeaderValue::from_static("own"),
+        );
+        post_ping(&rmcp, &server.url, custom.clone()).await;
+        post_ping(&written, &server.url, custom).await;
+        let heads = server.heads.lock().unwrap().clone();
+        let lines = |head: &str| {
+            let mut lines: Vec<String> = head.lines().map(str::to_ascii_lowercase).collect();
+            lines.sort();
+            lines
+        };
+        assert_eq!(heads.len(), 2, "{heads:?}");
+        assert_eq!(
+            lines(&heads[1]),
+            lines(&heads[0]),
+            "written here vs reqwest"
+        );
+        assert!(
+            heads[1].contains("authorization: Bearer t-1"),
+            "{}",
+            heads[1]
+        );
+        assert!(heads[1].contains("x-trace: own") && !heads[1].contains("from-config"));
+    }
+
+    /// A ping POSTed by `client` to `url` in session `s-7` with token `t-1` and `custom`.
+    async fn post_ping<C: StreamableHttpClient>(
+        client: &C,
+        url: &str,
+        custom: HashMap<HeaderName, HeaderValue>,
+    ) {
+        let ping = ClientRequest::PingRequest(PingRequest::default());
+        let message = ClientJsonRpcMessage::request(ping, RequestId::Number(1));
+        let uri = Arc::<str>::from(format!("{url}/0"));
+        let (session, auth) = (Some("s-7".into()), Some("t-1".into()));
+        let sent = client
+            .post_message(uri, message, session, auth, custom)
+            .await;
+        assert!(sent.is_ok(), "{:?}", sent.err());
+    }
+
+    #[tokio::test]
+    async fn a_body_cut_short_or_a_head_too_large_is_a_classified_failure() {
+        let cut = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 90\r\n\
+                    connection: close\r\n\r\n{\"jsonrpc\":"
+            .to_vec();
+        let mut huge = b"HTTP/1.1 200 OK\r\n".to_vec();
+        huge.extend(
+            format!("x-filler: {}\r\n", "0".repeat(1000))
+                .repeat(90)
+                .as_bytes(),
+        );
+        huge.extend_from_slice(b"content-length: 0\r\n\r\n");
+        let chunk = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                      transfer-encoding: chunked\r\nconnection: close\r\n\r\nzz\r\n"
+            .to_vec();
+        let server = Raw::start(vec![cut, huge, chunk], false).await;
+        let ping = || {
+            ClientJsonRpcMessage::request(
+                ClientRequest::PingRequest(PingRequest::default()),
+                RequestId::Number(1),
+            )
+        };
+        let post = |n: usize| {
+            let uri = Arc::<str>::from(format!("{}/{n}", server.url));
+            async move {
+                plain()
+                    .post_message(uri, ping(), None, None, HashMap::new())
+                    .await
+                    .expect_err("a failure")
+            }
+        };
+        let cut = post(0).await;
+        assert_eq!(
+            crate::net::http_failure(&cut),
+            Some(crate::net::NetFailure::Reset),
+            "{cut:?}"
+        );
+        let huge = post(1).await;
+        assert!(huge.to_string().contains("larger than 64 KiB"), "{huge}");
+        let chunk = post(2).await;
+        assert!(
+            chunk.to_string().contains("chunk size is no number"),
+            "{chunk}"
+        );
     }
 
     #[tokio::test]
@@ -599,10 +1044,22 @@ mod tests {
         let direct = Direct::new(reqwest::Client::new());
         let (a, b): (Arc<str>, Arc<str>) = ("http://127.0.0.1:1/a".into(), "http://h/b?q=1".into());
         for uri in [&a, &a, &b, &a] {
-            assert_eq!(direct.url(uri).map(String::from).as_deref(), Some(&**uri));
+            assert_eq!(
+                direct
+                    .url(uri)
+                    .map(|p| String::from(p.url.clone()))
+                    .as_deref(),
+                Some(&**uri)
+            );
         }
-        assert_eq!(direct.url(&"not a url".into()), None);
-        assert_eq!(direct.url(&a).map(String::from).as_deref(), Some(&*a));
+        assert!(direct.url(&"not a url".into()).is_none());
+        assert_eq!(
+            direct
+                .url(&a)
+                .map(|p| String::from(p.url.clone()))
+                .as_deref(),
+            Some(&*a)
+        );
     }
 
     #[test]
