@@ -19,9 +19,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes, HttpBody};
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderValue, Method, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tokio::sync::Notify;
 
@@ -114,36 +113,41 @@ impl HttpBody for Counted {
     }
 }
 
-/// Middleware: counts POSTs to `/mcp` while they are answered; refuses `/mcp` once closing.
-pub(crate) async fn gate(
-    State(drain): State<Arc<Drain>>,
-    request: Request,
-    next: Next,
-) -> Response {
+/// A request let through the drain gate: a POST to `/mcp` counted until its answer's body ends.
+pub(crate) struct Admitted(Option<InFlight>);
+
+/// The drain gate: a POST to `/mcp` is counted while it is answered ([`Admitted::counted`]);
+/// `/mcp` is refused once closing (`None`: answer it with [`shutting_down`]); other paths
+/// always pass.
+pub(crate) fn admit(drain: &Arc<Drain>, request: &Request) -> Option<Admitted> {
     if request.uri().path() != "/mcp" {
-        return next.run(request).await;
+        return Some(Admitted(None));
     }
     if request.method() != Method::POST {
-        if drain.closing() {
-            return shutting_down();
-        }
-        return next.run(request).await;
+        return (!drain.closing()).then_some(Admitted(None));
     }
-    let Some(in_flight) = drain.enter() else {
-        return shutting_down();
-    };
-    let response = next.run(request).await;
-    let (parts, inner) = response.into_parts();
-    Response::from_parts(
-        parts,
-        Body::new(Counted {
-            inner,
-            _in_flight: in_flight,
-        }),
-    )
+    drain.enter().map(|in_flight| Admitted(Some(in_flight)))
 }
 
-fn shutting_down() -> Response {
+impl Admitted {
+    /// `response`, its body holding the count of a POST until it ends.
+    pub(crate) fn counted(self, response: Response) -> Response {
+        let Some(in_flight) = self.0 else {
+            return response;
+        };
+        let (parts, inner) = response.into_parts();
+        Response::from_parts(
+            parts,
+            Body::new(Counted {
+                inner,
+                _in_flight: in_flight,
+            }),
+        )
+    }
+}
+
+/// The answer to a request to `/mcp` refused while the gateway drains.
+pub(crate) fn shutting_down() -> Response {
     let body = serde_json::json!({
         "jsonrpc": "2.0",
         "id": null,

@@ -291,19 +291,15 @@ pub(crate) async fn serve(
         let posts = posts.clone();
         async move { posts.handle(request).await }
     };
-    // The gates every route passes, outermost first. While draining, nothing is
-    // authenticated or opened any more.
-    let gate = axum::middleware::from_fn_with_state(drain.clone(), drain::gate);
-    let authenticated = axum::middleware::from_fn_with_state(ops.clone(), authenticate);
-    let limited = axum::middleware::from_fn_with_state(ops.clone(), session_limit);
+    // The gates every route passes. While draining, nothing is authenticated or opened any
+    // more.
+    let gates = axum::middleware::from_fn_with_state(ops.clone(), gates);
     // `/mcp`'s middleware, outermost first, stacked as one service: a `Router::layer` boxes the
     // route once per layer, and every request then cloned each box (and `from_fn` each inner
     // one again), ~50 allocations per request. Unboxed, cloning the stack copies its states'
     // pointers; the router boxes it once.
     let mcp = tower::ServiceBuilder::new()
-        .layer(gate.clone())
-        .layer(authenticated.clone())
-        .layer(limited.clone())
+        .layer(gates.clone())
         // SEP-1686 wire fields rmcp drops, for 2025-11-25 clients (`session::augmented_front`).
         .layer(axum::middleware::from_fn_with_state(
             front,
@@ -327,11 +323,9 @@ pub(crate) async fn serve(
             "/.well-known/oauth-protected-resource/{*path}",
             get(resource_metadata),
         )
-        // The same gates, in the same order (the last layer is the outermost), for the routes
-        // above and the fallback (only the drain gate acts on them).
-        .layer(limited)
-        .layer(authenticated)
-        .layer(gate)
+        // The same gates for the routes above and the fallback (only the drain gate acts on
+        // them).
+        .layer(gates)
         // Added after the layers above: not wrapped in them again. Not `nest_service`: the
         // path stays whole for the middleware, which reads it, and rmcp ignores it.
         .route_service("/mcp", mcp.clone())
@@ -479,15 +473,49 @@ fn refused(refusal: &Refusal, metadata_url: &str) -> Response {
     response
 }
 
+/// The gates every route passes, in this order: the drain gate ([`drain::admit`]), the client
+/// profiles ([`authenticate`]), the session limit ([`session_limit`]). One middleware, not
+/// three: each `from_fn` layer clones its state and boxes the rest of the stack per request.
+async fn gates(State(ops): State<Ops>, request: Request, next: Next) -> Response {
+    let Some(admitted) = drain::admit(&ops.drain, &request) else {
+        return drain::shutting_down();
+    };
+    let (request, owner) = match authenticate(&ops, request).await {
+        Ok(passed) => passed,
+        Err(refusal) => return refusal,
+    };
+    if opens_session(&request)
+        && let Some(refusal) = session_limit(&ops).await
+    {
+        return refusal;
+    }
+    let response = next.run(request).await;
+    if let Some(owner) = owner {
+        // Read before awaiting: a response is not `Sync`.
+        let succeeded = response.status().is_success();
+        let opened = response
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|id| ops.sessions.identity(id));
+        owner.record(&ops, succeeded, opened).await;
+    }
+    admitted.counted(response)
+}
+
 /// With profiles: proves the request's profile (or refuses it), checks that a session is used
-/// only by the profile that opened it, and hands the profile to the session's handler.
-async fn authenticate(State(ops): State<Ops>, mut request: Request, next: Next) -> Response {
+/// only by the profile that opened it, and hands the profile to the session's handler. What is
+/// left to do once the request is answered comes back with it.
+async fn authenticate(
+    ops: &Ops,
+    mut request: Request,
+) -> Result<(Request, Option<Owner>), Response> {
     let Some(guard) = ops.guard.clone() else {
-        return next.run(request).await;
+        return Ok((request, None));
     };
     let path = request.uri().path();
     if path != "/mcp" && !path.starts_with("/mcp/") {
-        return next.run(request).await;
+        return Ok((request, None));
     }
     let authorization = request
         .headers()
@@ -501,7 +529,7 @@ async fn authenticate(State(ops): State<Ops>, mut request: Request, next: Next) 
         Ok(profile) => profile,
         Err(refusal) => {
             tracing::info!(status = refusal.status, reason = %refusal.description, "request refused");
-            return refused(&refusal, &guard.metadata_url);
+            return Err(refused(&refusal, &guard.metadata_url));
         }
     };
     // Keyed by the session's identity inside its sealed id: every re-sealed id of a session
@@ -529,38 +557,63 @@ async fn authenticate(State(ops): State<Ops>, mut request: Request, next: Next) 
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
-        return response;
+        return Err(response);
     }
     let deleting = request.method() == axum::http::Method::DELETE;
     let name = profile.name.clone();
     request.extensions_mut().insert(Identity(profile));
-    let response = next.run(request).await;
-    match session {
-        Some(id) if deleting && response.status().is_success() => {
-            guard.owners.remove(&id);
-        }
-        Some(_) => {}
-        None => {
-            if let Some(id) = response
-                .headers()
-                .get("mcp-session-id")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|id| ops.sessions.identity(id))
-            {
-                if guard.owners.len() >= ops.max_sessions.saturating_mul(2) {
-                    // Forget the sessions that closed (idle, deleted, ended).
-                    let known: Vec<String> = guard.owners.iter().map(|e| e.key().clone()).collect();
-                    for identity in known {
-                        if !ops.sessions.holds(&identity).await {
-                            guard.owners.remove(&identity);
+    let owner = Owner {
+        guard,
+        session,
+        deleting,
+        name,
+    };
+    Ok((request, Some(owner)))
+}
+
+/// An authenticated `/mcp` request's session and profile, for the owners' table once it is
+/// answered.
+struct Owner {
+    guard: Arc<Guard>,
+    /// The identity of the session the request named.
+    session: Option<String>,
+    deleting: bool,
+    /// The profile's name.
+    name: String,
+}
+
+impl Owner {
+    /// A session deleted (`succeeded`) is forgotten; a session opened (`opened`: the identity
+    /// of the one the answer names) is its profile's.
+    async fn record(self, ops: &Ops, succeeded: bool, opened: Option<String>) {
+        let Owner {
+            guard,
+            session,
+            deleting,
+            name,
+        } = self;
+        match session {
+            Some(id) if deleting && succeeded => {
+                guard.owners.remove(&id);
+            }
+            Some(_) => {}
+            None => {
+                if let Some(id) = opened {
+                    if guard.owners.len() >= ops.max_sessions.saturating_mul(2) {
+                        // Forget the sessions that closed (idle, deleted, ended).
+                        let known: Vec<String> =
+                            guard.owners.iter().map(|e| e.key().clone()).collect();
+                        for identity in known {
+                            if !ops.sessions.holds(&identity).await {
+                                guard.owners.remove(&identity);
+                            }
                         }
                     }
+                    guard.owners.insert(id, name);
                 }
-                guard.owners.insert(id, name);
             }
         }
     }
-    response
 }
 
 /// RFC 9728 protected-resource metadata (404 without client profiles).
@@ -636,17 +689,22 @@ async fn metrics(State(ops): State<Ops>) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }
 
-/// Refuses a new session (a POST to `/mcp` without `Mcp-Session-Id`, at a protocol that has
-/// sessions) when `max_sessions` are open: 429 with `Retry-After` and a JSON-RPC error body.
-async fn session_limit(State(ops): State<Ops>, request: Request, next: Next) -> Response {
-    let opens_session = request.uri().path() == "/mcp"
+/// Whether `request` opens a session: a POST to `/mcp` without `Mcp-Session-Id`, at a protocol
+/// that has sessions.
+fn opens_session(request: &Request) -> bool {
+    request.uri().path() == "/mcp"
         && request.method() == axum::http::Method::POST
         && !request.headers().contains_key("mcp-session-id")
         && request
             .headers()
             .get("mcp-protocol-version")
-            .is_none_or(|v| v.as_bytes() < b"2026-07-28".as_slice());
-    if opens_session && ops.sessions.len().await >= ops.max_sessions {
+            .is_none_or(|v| v.as_bytes() < b"2026-07-28".as_slice())
+}
+
+/// Refuses a new session when `max_sessions` are open: 429 with `Retry-After` and a JSON-RPC
+/// error body.
+async fn session_limit(ops: &Ops) -> Option<Response> {
+    if ops.sessions.len().await >= ops.max_sessions {
         let body = serde_json::json!({
             "jsonrpc": "2.0",
             "id": null,
@@ -667,7 +725,7 @@ async fn session_limit(State(ops): State<Ops>, request: Request, next: Next) -> 
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
-        return response;
+        return Some(response);
     }
-    next.run(request).await
+    None
 }
