@@ -289,7 +289,7 @@ pub(crate) async fn serve(
     let posts = Arc::new(posts);
     let mcp = move |request: Request| {
         let posts = posts.clone();
-        async move { posts.handle(request).await }
+        async move { classify_unreadable(posts.handle(request).await.into_response()).await }
     };
     // The gates every route passes. While draining, nothing is authenticated or opened any
     // more.
@@ -309,7 +309,6 @@ pub(crate) async fn serve(
             sealer,
             crate::sealed::layer,
         ))
-        .layer(axum::middleware::from_fn(classify_unreadable))
         .service(axum::handler::Handler::with_state(mcp, ()));
     let router = axum::Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
@@ -394,8 +393,7 @@ const UNREADABLE: &str = "fail to deserialize request body";
 /// clients show: such an answer becomes 400 with `-32700` (not JSON, or not UTF-8) or `-32600`
 /// (JSON, but not one JSON-RPC message: a batch, an object of another shape), rmcp's reason
 /// kept. Every other answer passes unchanged (415 for a wrong `Content-Type` included).
-async fn classify_unreadable(request: Request, next: Next) -> Response {
-    let response = next.run(request).await;
+async fn classify_unreadable(response: Response) -> Response {
     if response.status() != StatusCode::UNSUPPORTED_MEDIA_TYPE {
         return response;
     }
