@@ -16,15 +16,16 @@
 //!   `content-length`; a request whose headers set `content-length` or `transfer-encoding`
 //!   themselves is not sent here;
 //! - a connection goes back to the pool only when its answer was read to the end that its
-//!   framing names (`Content-Length`, or `chunked`), over HTTP/1.1, with no `close` from the
-//!   server and no byte beyond the answer; an idle connection is kept at most [`IDLE`] (under
+//!   framing names (`Content-Length`, or `chunked`), over HTTP/1.1, with no `close` from
+//!   either side and no byte beyond the answer; an idle connection is kept at most [`IDLE`] (under
 //!   the 5 s after which Node's and uvicorn's servers close one, so a request does not race
 //!   that close), at most [`MAX_IDLE`] of them, and is checked for a close before reuse;
 //! - a request is written at most twice, the second time only when writing it on a reused
 //!   connection failed; once written, it is never sent again;
 //! - nothing read grows without bound: an answer's head is at most [`MAX_HEAD`] bytes and
-//!   [`MAX_HEADERS`] headers, a chunk-size line at most [`MAX_LINE`], its trailers at most
-//!   [`MAX_HEAD`]; a body is kept only as its reader's caller keeps it.
+//!   [`MAX_HEADERS`] headers after at most [`MAX_INTERIM`] interim answers, a chunk-size line
+//!   at most [`MAX_LINE`], its trailers at most [`MAX_HEAD`]; a body is kept only as its
+//!   reader's caller keeps it.
 
 use std::io::{Error, ErrorKind};
 use std::net::{IpAddr, SocketAddr};
@@ -46,6 +47,8 @@ pub(crate) const IDLE: Duration = Duration::from_secs(4);
 pub(crate) const MAX_IDLE: usize = 64;
 /// The largest answer head, and the most bytes of trailers, read.
 pub(crate) const MAX_HEAD: usize = 64 * 1024;
+/// The most interim (1xx) answers read before the answer.
+pub(crate) const MAX_INTERIM: usize = 16;
 /// The most headers of an answer.
 pub(crate) const MAX_HEADERS: usize = 100;
 /// The longest chunk-size line.
@@ -166,6 +169,8 @@ impl H1 {
         if headers.contains_key(CONTENT_LENGTH) || headers.contains_key(TRANSFER_ENCODING) {
             return Ok(None);
         }
+        // A request that asks to close (a configured `Connection: close`) leaves no connection.
+        let closing = has_token(&headers, &CONNECTION, "close");
         let request = encode(target, &headers, body);
         let (mut conn, reused) = match self.take(&target.key) {
             Some(conn) => (conn, true),
@@ -192,7 +197,7 @@ impl H1 {
             body: BodyReader {
                 conn: Some(conn),
                 framing,
-                keep,
+                keep: keep && !closing,
                 pool: Arc::clone(self),
                 key: target.key.clone(),
             },
@@ -203,8 +208,9 @@ impl H1 {
     fn take(&self, key: &Arc<str>) -> Option<Conn> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         idle.retain(|i| i.since.elapsed() < IDLE);
+        // The newest first; `remove` keeps the rest oldest first for `put`.
         while let Some(at) = idle.iter().rposition(|i| i.key == *key) {
-            let Idle { conn, .. } = idle.swap_remove(at);
+            let Idle { conn, .. } = idle.remove(at);
             if still_open(&conn.stream) {
                 return Some(conn);
             }
@@ -316,6 +322,7 @@ enum Chunked {
 /// The answer's head (interim 1xx answers skipped): status, headers, how its body ends, and
 /// whether the connection may carry another request after it.
 async fn read_head(conn: &mut Conn) -> Result<(StatusCode, HeaderMap, Framing, bool), Error> {
+    let mut interim = 0;
     loop {
         if !conn.buf.is_empty() {
             let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
@@ -338,6 +345,12 @@ async fn read_head(conn: &mut Conn) -> Result<(StatusCode, HeaderMap, Framing, b
                     if status.is_informational() {
                         if status == StatusCode::SWITCHING_PROTOCOLS {
                             return Err(invalid("the server switched protocols unasked"));
+                        }
+                        interim += 1;
+                        if interim > MAX_INTERIM {
+                            return Err(invalid(format!(
+                                "the server sent more than {MAX_INTERIM} interim (1xx) answers"
+                            )));
                         }
                         continue;
                     }

@@ -905,6 +905,22 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_configured_connection_close_leaves_no_connection_to_reuse() {
+        let server = Raw::start(vec![FRAMED[2].to_vec()], false).await;
+        let mut defaults = HeaderMap::new();
+        defaults.insert(
+            reqwest::header::CONNECTION,
+            HeaderValue::from_static("close"),
+        );
+        let written = Direct::plain_http_here(reqwest::Client::new(), defaults);
+        for round in 1..=2 {
+            let got = outcome(&written, &server.url, 0, false).await;
+            assert!(got.contains("result"), "{got}");
+            assert_eq!(server.connections(), round);
+        }
+    }
+
+    #[tokio::test]
     async fn a_connection_the_server_closed_while_idle_is_not_used_again() {
         let server = Raw::start(vec![FRAMED[2].to_vec()], true).await;
         let written = plain();
@@ -992,7 +1008,9 @@ mod tests {
         let chunk = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
                       transfer-encoding: chunked\r\nconnection: close\r\n\r\nzz\r\n"
             .to_vec();
-        let server = Raw::start(vec![cut, huge, chunk], false).await;
+        let mut interim = b"HTTP/1.1 100 Continue\r\n\r\n".repeat(17);
+        interim.extend_from_slice(FRAMED[2]);
+        let server = Raw::start(vec![cut, huge, chunk, interim], false).await;
         let ping = || {
             ClientJsonRpcMessage::request(
                 ClientRequest::PingRequest(PingRequest::default()),
@@ -1020,6 +1038,11 @@ mod tests {
         assert!(
             chunk.to_string().contains("chunk size is no number"),
             "{chunk}"
+        );
+        let interim = post(3).await;
+        assert!(
+            interim.to_string().contains("more than 16 interim"),
+            "{interim}"
         );
     }
 
