@@ -255,9 +255,6 @@ impl Session {
                 }
             })
         });
-        let logs = server
-            .clone()
-            .map(|server| self.forward_logs(server, &context));
         let in_flight = server
             .as_deref()
             .map(|server| self.shared().bridge.enter(server, caller.clone()));
@@ -284,10 +281,16 @@ impl Session {
             options.tracestate = trace.tracestate;
         }
         let run = Box::pin(call.call_reply(request.arguments, options));
-        let outcome = if approved {
-            as_caller(caller, crate::bridge::approved(name.to_string(), run)).await
-        } else {
-            as_caller(caller, run).await
+        let run = async {
+            if approved {
+                as_caller(caller, crate::bridge::approved(name.to_string(), run)).await
+            } else {
+                as_caller(caller, run).await
+            }
+        };
+        let outcome = match server.clone() {
+            Some(server) => self.forwarding_logs(server, &context, run).await,
+            None => run.await,
         };
         if let Some(span) = upstream {
             crate::spans::end_upstream(
@@ -300,10 +303,6 @@ impl Session {
         if let Some(forward) = forward {
             // The sender went with the options: the forwarder ends after the last progress.
             let _ = forward.await;
-        }
-        if let Some((stop, forwarder)) = logs {
-            let _ = stop.send(());
-            let _ = forwarder.await;
         }
         if name == SEARCH_TOOL && outcome.is_ok() {
             self.after_search(&listed, profile.as_ref(), &context).await;
@@ -344,83 +343,77 @@ impl Session {
         }
     }
 
-    /// Forwards the log notifications `server` sends from now on to `peer` (the client calling
-    /// it), at or above the level that client set. Sending on the returned stop ends it after
-    /// it forwarded what had arrived by then (the runtime broadcasts a log line before the
-    /// call's result comes back, so the caller gets its call's lines before the result).
+    /// Runs `call` while forwarding the log notifications `server` sends meanwhile to the
+    /// client calling it (`context`), at or above the level that client set; once `call` is
+    /// done, the lines that had arrived by then go too before its output is returned (the
+    /// runtime broadcasts a log line before the call's result comes back, so the caller gets
+    /// its call's lines before the result). On the call's own task: no task, channel or join
+    /// per call.
     #[allow(deprecated)] // logging: every protocol before 2026-07-28
-    pub(super) fn forward_logs(
+    pub(super) async fn forwarding_logs<F: Future>(
         &self,
         server: String,
         context: &RequestContext<RoleServer>,
-    ) -> (
-        tokio::sync::oneshot::Sender<()>,
-        tokio::task::JoinHandle<()>,
-    ) {
+        call: F,
+    ) -> F::Output {
         use tokio::sync::broadcast::error::{RecvError, TryRecvError};
         let mut rx = self.runtime().server_logs();
-        let state = self.state.clone();
+        let state = &self.state;
         // The call's own response stream when it is an HTTP session's event stream; else (stdio,
         // a stream already gone) the session's notification channel.
         let sidecar = self.shared().sidecars.of(context);
-        let peer = context.peer.clone();
-        let send = move |params: rmcp::model::LoggingMessageNotificationParam| {
-            let (peer, sidecar) = (peer.clone(), sidecar.clone());
-            async move {
-                let Some(sidecar) = sidecar else {
-                    return peer.notify_logging_message(params).await;
-                };
-                let line = rmcp::model::ServerJsonRpcMessage::notification(
-                    rmcp::model::ServerNotification::LoggingMessageNotification(
-                        rmcp::model::LoggingMessageNotification::new(params),
-                    ),
-                );
-                // Full: the client does not read its own call's stream; closed: it left it.
-                if sidecar.try_send(line).is_err() {
-                    tracing::debug!("a log line of a call not taken by its client; skipped");
+        let peer = &context.peer;
+        let send = async |params: rmcp::model::LoggingMessageNotificationParam| {
+            let Some(sidecar) = &sidecar else {
+                return peer.notify_logging_message(params).await;
+            };
+            let line = rmcp::model::ServerJsonRpcMessage::notification(
+                rmcp::model::ServerNotification::LoggingMessageNotification(
+                    rmcp::model::LoggingMessageNotification::new(params),
+                ),
+            );
+            // Full: the client does not read its own call's stream; closed: it left it.
+            if sidecar.try_send(line).is_err() {
+                tracing::debug!("a log line of a call not taken by its client; skipped");
+            }
+            Ok(())
+        };
+        let wanted = |log: &mcp_harness_runtime::ServerLog| {
+            log.server == server && (log.params.level as u8) >= state.log_level()
+        };
+        let mut call = std::pin::pin!(call);
+        let output = loop {
+            let log = tokio::select! {
+                biased;
+                output = &mut call => break output,
+                log = rx.recv() => log,
+            };
+            match log {
+                Ok(log) if wanted(&log) => {
+                    if send(log.params).await.is_err() {
+                        // The client is gone: nothing more to forward.
+                        return call.await;
+                    }
                 }
-                Ok(())
+                Ok(_) => {}
+                Err(RecvError::Lagged(missed)) => {
+                    tracing::warn!(%server, missed, "log forwarder fell behind");
+                }
+                Err(RecvError::Closed) => return call.await,
             }
         };
-        let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let wanted = |log: &mcp_harness_runtime::ServerLog| {
-                log.server == server && (log.params.level as u8) >= state.log_level()
+        // The call ended. The transport hands a result on only once the lines its upstream sent
+        // before it were broadcast, so they are all here already: take them, wait for nothing.
+        loop {
+            let log = match rx.try_recv() {
+                Ok(log) => log,
+                Err(TryRecvError::Lagged(_)) => continue,
+                Err(TryRecvError::Empty | TryRecvError::Closed) => return output,
             };
-            loop {
-                let log = tokio::select! {
-                    biased;
-                    _ = &mut stopped => break,
-                    log = rx.recv() => log,
-                };
-                match log {
-                    Ok(log) if wanted(&log) => {
-                        if send(log.params).await.is_err() {
-                            return;
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(RecvError::Lagged(missed)) => {
-                        tracing::warn!(%server, missed, "log forwarder fell behind");
-                    }
-                    Err(RecvError::Closed) => return,
-                }
+            if wanted(&log) && send(log.params).await.is_err() {
+                return output;
             }
-            // The call ended. The transport hands a result on only once the lines its upstream
-            // sent before it were broadcast, so they are all here already: take them, wait for
-            // nothing.
-            loop {
-                let log = match rx.try_recv() {
-                    Ok(log) => log,
-                    Err(TryRecvError::Lagged(_)) => continue,
-                    Err(TryRecvError::Empty | TryRecvError::Closed) => return,
-                };
-                if wanted(&log) && send(log.params).await.is_err() {
-                    return;
-                }
-            }
-        });
-        (stop, task)
+        }
     }
 }
 
