@@ -157,15 +157,13 @@ impl H1 {
         mut headers: HeaderMap,
         body: &[u8],
     ) -> Result<Option<Answer>, Error> {
-        if headers.contains_key(CONTENT_LENGTH) || headers.contains_key(TRANSFER_ENCODING) {
-            return Ok(None);
-        }
         // reqwest's precedence: the request's own headers, then a default for each name they lack.
         for (name, value) in &self.defaults {
             if let reqwest::header::Entry::Vacant(entry) = headers.entry(name) {
                 entry.insert(value.clone());
             }
         }
+        // Framing of their own (from the request or the defaults): reqwest sends it.
         if headers.contains_key(CONTENT_LENGTH) || headers.contains_key(TRANSFER_ENCODING) {
             return Ok(None);
         }
