@@ -33,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::auth::{Clients, Identity, Refusal, origin};
 use crate::drain::{self, Drain};
+use crate::hold::HoldClock;
 use crate::in_session::{InSession, Rebinding};
 use crate::session::{Session, Shared};
 use crate::traced::Traced;
@@ -374,7 +375,16 @@ async fn accept_loop(listener: TcpListener, router: axum::Router, stop: Cancella
         if let Err(error) = socket.set_nodelay(true) {
             tracing::debug!(%error, "TCP_NODELAY not set on an accepted socket");
         }
-        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        // The connection's hold timer, for each of its answers (see `hold`).
+        let clock = Arc::new(HoldClock::new());
+        let service =
+            hyper_util::service::TowerToHyperService::new(tower::ServiceExt::map_request(
+                router.clone(),
+                move |mut request: Request<hyper::body::Incoming>| {
+                    request.extensions_mut().insert(clock.clone());
+                    request
+                },
+            ));
         let connection = graceful.watch(http.serve_connection(TokioIo::new(socket), service));
         tokio::spawn(async move {
             if let Err(error) = connection.await {

@@ -41,6 +41,7 @@ use rmcp::transport::streamable_http_server::{
 };
 use tokio_util::sync::CancellationToken;
 
+use crate::hold::HoldClock;
 use crate::sealed::SealedSessionManager;
 use crate::traced::Traced;
 
@@ -108,12 +109,13 @@ impl InSession {
             method = request.request.method(),
             "served on the own POST path"
         );
+        let clock = parts.extensions.get::<Arc<HoldClock>>().cloned();
         // rmcp's handler moves the parts into the request; the session reads them there.
         request.request.extensions_mut().insert(parts);
         let message = ClientJsonRpcMessage::Request(request);
         match self.sessions.create_stream(&session, message).await {
             Ok(stream) => sse_answer(
-                held(stream, HOLD).await,
+                held(stream, HOLD, clock.as_deref()).await,
                 self.keep_alive,
                 self.cancel.child_token(),
             ),
@@ -233,13 +235,17 @@ const HOLD: Duration = Duration::from_millis(50);
 /// woken for each: a cross-CPU wake-up the gateway pays in the kernel on every call. Gathered,
 /// a call answered within `hold` goes out in one write with its head. A slower call's head and
 /// priming event go out at `hold`, and every message is still sent the moment it comes.
+///
+/// Timed by the connection's `clock` when it has one (see [`crate::hold`]), else by a timer of
+/// its own.
 async fn held(
     stream: impl futures::Stream<Item = ServerSseMessage> + Send + Sync + 'static,
     hold: Duration,
+    clock: Option<&HoldClock>,
 ) -> impl futures::Stream<Item = ServerSseMessage> + Send + Sync + 'static {
     let mut stream = Box::pin(stream.fuse());
     let mut first = Vec::new();
-    let _ = tokio::time::timeout(hold, async {
+    let gather = async {
         while let Some(event) = stream.next().await {
             let message = event.message.is_some();
             first.push(event);
@@ -247,8 +253,19 @@ async fn held(
                 break;
             }
         }
-    })
-    .await;
+    };
+    match clock {
+        Some(clock) => {
+            tokio::select! {
+                biased;
+                () = gather => {}
+                () = clock.until(tokio::time::Instant::now() + hold) => {}
+            }
+        }
+        None => {
+            let _ = tokio::time::timeout(hold, gather).await;
+        }
+    }
     futures::stream::iter(first).chain(stream)
 }
 

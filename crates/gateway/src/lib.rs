@@ -19,6 +19,7 @@
 mod auth;
 mod bridge;
 mod drain;
+mod hold;
 mod http;
 mod in_session;
 mod log_level;

@@ -31,7 +31,14 @@ const DEPTH: usize = 256;
 /// The side channels of the response streams open now.
 #[derive(Default)]
 pub(crate) struct Sidecars {
-    channels: DashMap<(Arc<str>, RequestId), mpsc::Sender<ServerJsonRpcMessage>>,
+    /// Hashed with foldhash, not SipHash (as the sealed ids' maps: a call hashes its long
+    /// session id here three times); only requests of sessions held here are inserted, at most
+    /// their calls in flight each.
+    channels: DashMap<
+        (Arc<str>, RequestId),
+        mpsc::Sender<ServerJsonRpcMessage>,
+        foldhash::quality::RandomState,
+    >,
 }
 
 /// Where a request's extra messages go.
