@@ -752,6 +752,39 @@ fn long_tool_names_are_shortened_to_the_hosts_budget() {
     drop(served);
 }
 
+/// `--audit-arguments`: each call's audit line carries the arguments the client sent (the
+/// gateway keeps a copy of them only when this is on).
+#[test]
+fn audit_lines_carry_arguments_when_asked() {
+    use common::gateway::{Served, Session};
+    let dir = temp_home("serve-audit", "arguments");
+    let file = common::gateway::fixture_config(&dir, &[]);
+    let audit = dir.join("audit.jsonl");
+    let served = Served::start(
+        &dir,
+        &file,
+        &["--audit", &path(audit.clone()), "--audit-arguments"],
+        Stdio::null(),
+    );
+    let (session, _) = Session::open(&served.addr, "unused", json!({}), "audited");
+    session.wait_listed("mcp__fx__echo", Duration::from_secs(20));
+    let answer = session.request(
+        "tools/call",
+        json!({"name": "mcp__fx__echo", "arguments": {"message": "logged-argument-value"}}),
+    );
+    assert_eq!(answer["result"]["isError"], json!(false), "{answer}");
+    let lines = std::fs::read_to_string(&audit).expect("audit log");
+    let record: Value = serde_json::from_str(lines.lines().last().expect("an audit line"))
+        .expect("an audit line is JSON");
+    assert_eq!(record["tool"], "mcp__fx__echo", "{record}");
+    assert_eq!(
+        record["arguments"],
+        json!({"message": "logged-argument-value"}),
+        "{record}"
+    );
+    drop(served);
+}
+
 /// A result over the output budget reaches a gateway client as a bounded summary with a handle,
 /// and the client pages through the rest with `mcp_harness__read_output`, which the gateway
 /// lists; a handle that was never given is refused as a tool error saying so.

@@ -22,6 +22,7 @@
 //! - with `own_posts` off, every request goes to rmcp's handler (the comparison in the tests).
 
 mod decode;
+mod events;
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
@@ -117,7 +118,7 @@ impl InSession {
             Ok(stream) => sse_answer(
                 held(stream, HOLD, clock.as_deref()).await,
                 self.keep_alive,
-                self.cancel.child_token(),
+                self.cancel.clone(),
             ),
             Err(error) => {
                 tracing::error!("Internal server error when get session: {error}");
@@ -242,7 +243,7 @@ async fn held(
     stream: impl futures::Stream<Item = ServerSseMessage> + Send + Sync + 'static,
     hold: Duration,
     clock: Option<&HoldClock>,
-) -> impl futures::Stream<Item = ServerSseMessage> + Send + Sync + 'static {
+) -> impl futures::Stream<Item = ServerSseMessage> + Unpin + Send + Sync + 'static {
     let mut stream = Box::pin(stream.fuse());
     let mut first = Vec::new();
     let gather = async {
@@ -278,35 +279,13 @@ fn text(status: StatusCode, body: String) -> Answer {
 
 /// The event stream answering a request, as rmcp's handler makes it: each message one event
 /// (its id and retry hint kept; a priming event has empty data), a comment every `keep_alive`
-/// without one, and the end when `cancel` fires; dropping the answer cancels `cancel`.
+/// without one, and the end when the server's token `shutdown` is cancelled (see [`events`]).
 fn sse_answer(
-    stream: impl futures::Stream<Item = ServerSseMessage> + Send + Sync + 'static,
+    stream: impl futures::Stream<Item = ServerSseMessage> + Unpin + Send + Sync + 'static,
     keep_alive: Option<Duration>,
-    cancel: CancellationToken,
+    shutdown: CancellationToken,
 ) -> Answer {
-    let cancelled = cancel.clone();
-    let guard = cancel.drop_guard();
-    let stream = stream
-        .map(move |message| {
-            let _held_until_the_stream_drops = &guard;
-            let mut sse = match &message.message {
-                Some(message) => sse_stream::Sse::default()
-                    .data(serde_json::to_string(message.as_ref()).expect("a message serialises")),
-                None => sse_stream::Sse::default().data(""),
-            };
-            sse.id = message.event_id;
-            sse.retry = message.retry.map(|retry| retry.as_millis() as u64);
-            Ok::<_, Infallible>(sse)
-        })
-        .take_until(async move { cancelled.cancelled().await });
-    let body = sse_stream::SseBody::new(stream);
-    let body = match keep_alive {
-        Some(interval) => body
-            .with_keep_alive::<Timer>(sse_stream::KeepAlive::new().interval(interval))
-            .boxed(),
-        None => body.boxed(),
-    };
-    let mut answer = Response::new(body);
+    let mut answer = Response::new(events::EventBody::new(stream, keep_alive, shutdown).boxed());
     let headers = answer.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
@@ -315,30 +294,6 @@ fn sse_answer(
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
     answer
-}
-
-/// The keep-alive timer of an event stream: a tokio sleep.
-struct Timer(std::pin::Pin<Box<tokio::time::Sleep>>);
-
-impl std::future::Future for Timer {
-    type Output = ();
-
-    fn poll(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<()> {
-        self.0.as_mut().poll(cx)
-    }
-}
-
-impl sse_stream::Timer for Timer {
-    fn from_duration(duration: Duration) -> Self {
-        Self(Box::pin(tokio::time::sleep(duration)))
-    }
-
-    fn reset(mut self: std::pin::Pin<&mut Self>, when: std::time::Instant) {
-        self.0.as_mut().reset(tokio::time::Instant::from_std(when));
-    }
 }
 
 /// rmcp's DNS-rebinding answers (is this `Host`, with this `Origin`, allowed?), remembered for a

@@ -119,6 +119,11 @@ impl Audit {
         })
     }
 
+    /// Whether its lines carry a call's arguments (so the caller keeps them for it).
+    pub(crate) fn wants_arguments(&self) -> bool {
+        self.arguments
+    }
+
     fn write(&self, record: &CallRecord<'_>) {
         let mut line = json!({
             "time": rfc3339_now(),

@@ -228,7 +228,12 @@ impl Session {
         };
         let tool = request.name.to_string();
         let notes = crate::spans::notes(&context.extensions);
-        let arguments = request.arguments.clone();
+        // Kept for the audit line only when it carries them: a deep copy of every call's
+        // arguments otherwise.
+        let arguments = match &self.shared().audit {
+            Some(audit) if audit.wants_arguments() => request.arguments.clone(),
+            _ => None,
+        };
         let rounds = mrtr::Rounds::of(
             &context,
             request.input_responses.clone(),
