@@ -3,8 +3,10 @@
 //!
 //! Invariants:
 //! - label values are escaped and bounded (a client's self-chosen name cannot break the text
-//!   format), and the number of distinct call series is capped: past the cap new series are
-//!   counted under `client="other"`, so memory stays bounded whatever clients send;
+//!   format), and the number of distinct call series is capped: past the cap a new series is
+//!   counted under `server`, `tool` and `client` `"other"` (its outcome kept), so memory stays
+//!   bounded whatever clients send — a client's own name or the names of tools it calls;
+//! - a call of a series already counted allocates nothing to be counted;
 //! - the audit log never holds a secret: no arguments unless the operator enabled them, and no
 //!   client token ever (the gateway does not put one in a record).
 
@@ -77,13 +79,79 @@ pub(crate) struct CallRecord<'a> {
     pub(crate) arguments: Option<&'a Map<String, Value>>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// One call series: its labels (each [`bounded`]).
+#[derive(Debug, Clone)]
 struct Series {
     server: String,
     tool: String,
     client: String,
     outcome: Outcome,
 }
+
+impl Series {
+    /// Where a new series goes once the map holds [`MAX_SERIES`].
+    fn overflow(outcome: Outcome) -> Self {
+        let other = || String::from("other");
+        Self {
+            server: other(),
+            tool: other(),
+            client: other(),
+            outcome,
+        }
+    }
+}
+
+/// A series' labels, owned ([`Series`]) or borrowed (a call's own), so the map is searched
+/// without making a [`Series`]. Equal labels hash and compare equal either way.
+trait SeriesKey {
+    fn labels(&self) -> (&str, &str, &str, Outcome);
+}
+
+impl SeriesKey for Series {
+    fn labels(&self) -> (&str, &str, &str, Outcome) {
+        (&self.server, &self.tool, &self.client, self.outcome)
+    }
+}
+
+impl SeriesKey for (&str, &str, &str, Outcome) {
+    fn labels(&self) -> (&str, &str, &str, Outcome) {
+        *self
+    }
+}
+
+impl<'a> std::borrow::Borrow<dyn SeriesKey + 'a> for Series {
+    fn borrow(&self) -> &(dyn SeriesKey + 'a) {
+        self
+    }
+}
+
+impl std::hash::Hash for dyn SeriesKey + '_ {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.labels().hash(state);
+    }
+}
+
+impl PartialEq for dyn SeriesKey + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.labels() == other.labels()
+    }
+}
+
+impl Eq for dyn SeriesKey + '_ {}
+
+impl std::hash::Hash for Series {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (self as &dyn SeriesKey).hash(state);
+    }
+}
+
+impl PartialEq for Series {
+    fn eq(&self, other: &Self) -> bool {
+        self.labels() == other.labels()
+    }
+}
+
+impl Eq for Series {}
 
 #[derive(Default)]
 struct Stats {
@@ -95,7 +163,8 @@ struct Stats {
 /// Counters and histograms of calls.
 #[derive(Default)]
 pub(crate) struct Metrics {
-    calls: DashMap<Series, Mutex<Stats>>,
+    /// On foldhash, seeded per process: a key is labels a client chose.
+    calls: DashMap<Series, Mutex<Stats>, foldhash::quality::RandomState>,
 }
 
 /// Where audit lines go, and whether they carry arguments.
@@ -155,16 +224,28 @@ fn rfc3339_now() -> String {
 
 impl Metrics {
     pub(crate) fn record(&self, record: &CallRecord<'_>, audit: Option<&Audit>) {
-        let mut series = Series {
-            server: bounded(record.server),
-            tool: bounded(record.tool),
-            client: bounded(record.client),
-            outcome: record.outcome,
+        let labels = (
+            bounded(record.server),
+            bounded(record.tool),
+            bounded(record.client),
+            record.outcome,
+        );
+        let stats = match self.calls.get(&labels as &dyn SeriesKey) {
+            Some(stats) => stats,
+            None => {
+                let series = if self.calls.len() >= MAX_SERIES {
+                    Series::overflow(record.outcome)
+                } else {
+                    Series {
+                        server: labels.0.to_owned(),
+                        tool: labels.1.to_owned(),
+                        client: labels.2.to_owned(),
+                        outcome: record.outcome,
+                    }
+                };
+                self.calls.entry(series).or_default().downgrade()
+            }
         };
-        if self.calls.len() >= MAX_SERIES && !self.calls.contains_key(&series) {
-            series.client = "other".into();
-        }
-        let stats = self.calls.entry(series).or_default();
         let mut stats = crate::sync::lock(stats.value());
         let secs = record.duration.as_secs_f64();
         stats.count += 1;
@@ -249,7 +330,7 @@ impl Metrics {
             let _ = writeln!(
                 out,
                 "mcp_harness_server_state{{server=\"{}\",state=\"{}\"}} 1",
-                escape(&bounded(name)),
+                escape(bounded(name)),
                 status.state.label()
             );
         }
@@ -265,8 +346,11 @@ impl Metrics {
 }
 
 /// At most 64 characters of `value`.
-fn bounded(value: &str) -> String {
-    value.chars().take(64).collect()
+fn bounded(value: &str) -> &str {
+    match value.char_indices().nth(64) {
+        Some((end, _)) => &value[..end],
+        None => value,
+    }
 }
 
 /// Escapes a label value for the Prometheus text format.
@@ -330,6 +414,45 @@ mod tests {
             metrics.calls.len() <= MAX_SERIES + 1,
             "{}",
             metrics.calls.len()
+        );
+    }
+
+    /// A client that calls ever new (unknown) tool names under one name of its own fills the
+    /// cap and then one overflow series, not a series per name.
+    #[test]
+    fn series_stay_capped_whatever_tools_are_called() {
+        let metrics = Metrics::default();
+        for i in 0..MAX_SERIES + 50 {
+            let tool = format!("no-such-tool-{i}");
+            let call = CallRecord {
+                tool: &tool,
+                server: "-",
+                ..record("prober", Outcome::Unknown, 1)
+            };
+            metrics.record(&call, None);
+        }
+        assert_eq!(metrics.calls.len(), MAX_SERIES + 1);
+        let overflow = metrics
+            .calls
+            .get(&("other", "other", "other", Outcome::Unknown) as &dyn SeriesKey)
+            .expect("the overflow series");
+        assert_eq!(crate::sync::lock(overflow.value()).count, 50);
+    }
+
+    /// Labels are cut at 64 characters, not bytes, and a cut label finds its series again.
+    #[test]
+    fn labels_are_bounded_by_characters() {
+        let long = "é".repeat(70);
+        assert_eq!(bounded(&long).chars().count(), 64);
+        assert_eq!(bounded("short"), "short");
+        let metrics = Metrics::default();
+        metrics.record(&record(&long, Outcome::Ok, 1), None);
+        metrics.record(&record(&"é".repeat(80), Outcome::Ok, 1), None);
+        assert_eq!(metrics.calls.len(), 1);
+        let text = metrics.render(&Snapshot::empty(), 0, 0);
+        assert!(
+            text.contains(&format!("client=\"{}\",outcome=\"ok\"}} 2", "é".repeat(64))),
+            "{text}"
         );
     }
 }
