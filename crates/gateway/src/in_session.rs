@@ -255,17 +255,18 @@ async fn held(
             }
         }
     };
-    match clock {
-        Some(clock) => {
-            tokio::select! {
-                biased;
-                () = gather => {}
-                () = clock.until(tokio::time::Instant::now() + hold) => {}
-            }
-        }
+    let own;
+    let clock = match clock {
+        Some(clock) => clock,
         None => {
-            let _ = tokio::time::timeout(hold, gather).await;
+            own = HoldClock::new();
+            &own
         }
+    };
+    tokio::select! {
+        biased;
+        () = gather => {}
+        () = clock.until(tokio::time::Instant::now() + hold) => {}
     }
     futures::stream::iter(first).chain(stream)
 }

@@ -141,7 +141,7 @@ impl Eq for dyn SeriesKey + '_ {}
 
 impl std::hash::Hash for Series {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        (self as &dyn SeriesKey).hash(state);
+        self.labels().hash(state);
     }
 }
 
