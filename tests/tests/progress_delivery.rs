@@ -86,8 +86,21 @@ async fn streamable_http_delivers_the_last_progress_before_the_result() {
 /// that was never cut would have returned its result).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn progress_extends_the_timeout_up_to_ten_times_it() {
+    progress_extends_the_timeout(fixture_stdio(&[])).await;
+}
+
+/// The same over Streamable HTTP, where such a call is an express call (sent from the caller's
+/// task, its progress passing through its wait, `mcp_harness_transport::Express`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_http_progress_extends_the_timeout_up_to_ten_times_it() {
+    let (url, task) = fixture_http(mcp_harness_fixture::FixtureOptions::default()).await;
+    progress_extends_the_timeout(http(&url)).await;
+    task.abort();
+}
+
+async fn progress_extends_the_timeout(transport: TransportConfig) {
     use mcp_harness_runtime::CallError;
-    let runtime = start(vec![server("fx", fixture_stdio(&[]))]);
+    let runtime = start(vec![server("fx", transport)]);
     settled_connected(&runtime, "fx").await;
     let slow = qualify("fx", "slow");
     let timeout = Duration::from_millis(300);

@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::ClientPeer;
 use crate::error::TransportError;
+use crate::express::{Express, ExpressSetup, Injected};
 use crate::handler::HarnessClient;
 use crate::ordered::{Delivered, InOrder};
 use crate::outstanding::{Outstanding, Tracked};
@@ -128,6 +129,8 @@ pub struct Session {
     broken: Option<crate::net::Breakage>,
     /// The requests sent on this session that still wait for their answer.
     outstanding: Arc<Outstanding>,
+    /// Where a `tools/call` can be sent past rmcp's worker (Streamable HTTP only).
+    express: Option<Express>,
 }
 
 /// How a stdio server's process ended, for a request that failed because it did: its exit
@@ -193,6 +196,12 @@ impl Session {
     /// session is closed.
     pub fn peer(&self) -> &ClientPeer {
         &self.peer
+    }
+
+    /// Where this session's `tools/call` requests can be sent from the caller's task, past
+    /// rmcp's worker (see [`Express`]); `None` for a transport without it.
+    pub fn express(&self) -> Option<&Express> {
+        self.express.as_ref()
     }
 
     /// What initialize negotiated.
@@ -296,13 +305,37 @@ where
     T: IntoTransport<RoleClient, E, A>,
     E: std::error::Error + Send + Sync + 'static,
 {
+    initialize_with(handler, transport, options, stderr, process, None).await
+}
+
+/// [`initialize`], for a transport whose session can also make express calls
+/// (`crate::express`) when `express` is given.
+pub(crate) async fn initialize_with<T, E, A>(
+    handler: HarnessClient,
+    transport: T,
+    options: &ConnectOptions,
+    stderr: Option<StderrTail>,
+    process: Option<Arc<ProcessGroup>>,
+    express: Option<ExpressSetup>,
+) -> Result<Session, TransportError>
+where
+    T: IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
     let cancel = CancellationToken::new();
     // Notifications ahead of the responses sent after them (see `ordered`).
     let delivered = Arc::new(Delivered::default());
     let handler = handler.ordered(delivered.clone());
     let outstanding = Arc::new(Outstanding::default());
+    let (express, side) = match express {
+        Some(setup) => {
+            let (lane, side) = setup.lane(outstanding.clone(), delivered.clone());
+            (Some(lane), Some(side))
+        }
+        None => (None, None),
+    };
     let transport = Tracked::new(
-        InOrder::new(transport.into_transport(), delivered),
+        InOrder::new(Injected::new(transport.into_transport(), side), delivered),
         outstanding.clone(),
     );
     let started = tokio::time::timeout(
@@ -356,6 +389,7 @@ where
         }
     };
     tracing::debug!(server = %options.server, protocol = %info.protocol_version, "initialized");
+    let has_initialize = info.protocol_version.has_initialize();
     if !info.protocol_version.has_initialize() {
         crate::listen::spawn(
             &options.server,
@@ -375,6 +409,8 @@ where
         wire: options.wire.clone(),
         broken: None,
         outstanding,
+        // Express calls only in the eras with `initialize` (sessions, no per-request `_meta`).
+        express: express.filter(|_| has_initialize),
     })
 }
 

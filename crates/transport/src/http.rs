@@ -12,13 +12,18 @@ use std::time::Duration;
 
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::common::client_side_sse::ExponentialBackoff;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClient, StreamableHttpClientTransportConfig,
+};
 
 use crate::auth::StepUp;
-use crate::connector::{BoxFuture, ConnectOptions, Connector, Session, initialize};
+use crate::connector::{
+    BoxFuture, ConnectOptions, Connector, Session, initialize, initialize_with,
+};
 use crate::direct::Direct;
 use crate::endpoint::{header_map, http_url, shown};
 use crate::error::TransportError;
+use crate::express::{AttachmentSlot, ExpressSetup, Recording};
 use crate::handler::HarnessClient;
 use crate::inbound::Tap;
 use crate::layer::Layered;
@@ -146,8 +151,7 @@ impl StreamableHttpConnector {
             let client = Layered::new(step_up, client);
             let client = Layered::new(Tap::new(options.inbound(false)), client);
             let client = Layered::new(watch, client);
-            let transport = StreamableHttpClientTransport::with_client(client, config);
-            return initialize(handler, transport, &options, None, None).await;
+            return start(handler, client, config, &options).await;
         }
         // Tokens from `mcp-harness login`: requests carry them and refresh before expiry.
         let authorized = crate::auth::stored_client(&store, client.clone(), &this.url)
@@ -165,19 +169,48 @@ impl StreamableHttpConnector {
                 let auth_client = Layered::new(step_up, auth_client);
                 let auth_client = Layered::new(Tap::new(options.inbound(false)), auth_client);
                 let auth_client = Layered::new(watch, auth_client);
-                let transport = StreamableHttpClientTransport::with_client(auth_client, config);
-                initialize(handler, transport, &options, None, None).await
+                start(handler, auth_client, config, &options).await
             }
             None => {
                 let step_up = StepUp::unauthorized(step_ups, &options.server, &this.url, store);
                 let client = Layered::new(step_up, this.direct(client)?);
                 let client = Layered::new(Tap::new(options.inbound(false)), client);
                 let client = Layered::new(watch, client);
-                let transport = StreamableHttpClientTransport::with_client(client, config);
-                initialize(handler, transport, &options, None, None).await
+                start(handler, client, config, &options).await
             }
         }
     }
+}
+
+/// The environment variable that, set to `0`, sends every request through rmcp's worker (no
+/// express calls): for comparing the two paths, and a way out should a server mind.
+pub const EXPRESS_ENV: &str = "MCP_HARNESS_EXPRESS";
+
+/// Initialises a session over `client`, whose `tools/call` requests can then be sent as
+/// express calls (`crate::express`) unless [`EXPRESS_ENV`] is `0`.
+async fn start<C>(
+    handler: HarnessClient,
+    client: C,
+    config: StreamableHttpClientTransportConfig,
+    options: &ConnectOptions,
+) -> Result<Session, TransportError>
+where
+    C: StreamableHttpClient + Clone + Send + Sync + 'static,
+{
+    if std::env::var(EXPRESS_ENV).is_ok_and(|v| v.trim() == "0") {
+        let transport = StreamableHttpClientTransport::with_client(client, config);
+        return initialize(handler, transport, options, None, None).await;
+    }
+    let slot = AttachmentSlot::default();
+    let express = ExpressSetup::new(
+        client.clone(),
+        slot.clone(),
+        config.retry_config.clone(),
+        SSE_MAX_RECONNECTS,
+    );
+    let transport =
+        StreamableHttpClientTransport::with_client(Recording::new(client, slot), config);
+    initialize_with(handler, transport, options, None, None, Some(express)).await
 }
 
 /// A failed client credentials grant as the connection's error.

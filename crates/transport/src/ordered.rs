@@ -45,6 +45,8 @@ pub(crate) const ORDER_WAIT: Duration = Duration::from_secs(1);
 pub(crate) struct Delivered {
     next: AtomicU64,
     notify: Notify,
+    /// How many counted notifications [`InOrder`] has numbered so far.
+    received: AtomicU64,
 }
 
 /// A counted notification's place in its session's arrival order (0 for the first), put in
@@ -61,6 +63,24 @@ impl Delivered {
 
     fn get(&self) -> u64 {
         self.next.load(Ordering::Acquire)
+    }
+
+    /// Waits until every counted notification received so far was delivered, or
+    /// [`ORDER_WAIT`]: what an answer that bypassed [`InOrder`] (an express call's,
+    /// `crate::express`) waits for before it is handed on. Nothing to wait for: no await.
+    pub(crate) async fn caught_up(&self) {
+        let target = self.received.load(Ordering::Acquire);
+        if self.get() >= target {
+            return;
+        }
+        let deadline = tokio::time::Instant::now() + ORDER_WAIT;
+        if self.reach(target, deadline).await < target {
+            tracing::warn!(
+                waiting = target - self.get(),
+                "notifications sent before an answer were not delivered within {ORDER_WAIT:?}; the answer goes on without them"
+            );
+            self.pass(target - 1);
+        }
     }
 
     /// Delivers the counted notification numbered `sequence` through `deliver`, in its turn:
@@ -160,6 +180,9 @@ where
                         .extensions_mut()
                         .insert(Sequence(self.received));
                     self.received += 1;
+                    self.delivered
+                        .received
+                        .store(self.received, Ordering::Release);
                     return Some(message);
                 }
                 JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_)

@@ -8,8 +8,9 @@
 //! stream that lasts as long as the session, not a call: it is never counted.
 
 use std::borrow::Cow;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -18,13 +19,17 @@ use rmcp::model::{
     ClientJsonRpcMessage, ClientNotification, JsonRpcMessage, RequestId, ServerJsonRpcMessage,
 };
 use rmcp::transport::Transport;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, oneshot};
 
 /// The requests of one session that are waiting for their answer.
 #[derive(Debug, Default)]
 pub(crate) struct Outstanding {
     ids: Mutex<HashSet<RequestId>>,
     settled: Notify,
+    /// Answers to hand to their caller instead of rmcp; `diverting` counts them, so a
+    /// session without any takes no lock per answer.
+    diverted: Mutex<HashMap<RequestId, oneshot::Sender<ServerJsonRpcMessage>>>,
+    diverting: AtomicUsize,
 }
 
 impl Outstanding {
@@ -52,16 +57,50 @@ impl Outstanding {
         None
     }
 
-    fn answered(&self, id: &RequestId) {
+    /// A request sent past rmcp (an express call) waits for its answer from now on.
+    pub(crate) fn sent_id(&self, id: &RequestId) {
+        self.ids().insert(id.clone());
+    }
+
+    pub(crate) fn answered(&self, id: &RequestId) {
         let mut ids = self.ids();
         if ids.remove(id) && ids.is_empty() {
             self.settled.notify_waiters();
         }
     }
 
-    /// The connection ended: nothing outstanding can be answered any more.
+    /// The answer to `id`, when it comes through the transport, goes to `to` instead of rmcp.
+    pub(crate) fn divert(&self, id: RequestId, to: oneshot::Sender<ServerJsonRpcMessage>) {
+        let mut diverted = self.diverted.lock().unwrap_or_else(|p| p.into_inner());
+        if diverted.insert(id, to).is_none() {
+            self.diverting.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Who `id`'s answer goes to instead of rmcp, if anyone (taken: it is handed once).
+    fn diverted(&self, id: &RequestId) -> Option<oneshot::Sender<ServerJsonRpcMessage>> {
+        if self.diverting.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let taken = self
+            .diverted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+        if taken.is_some() {
+            self.diverting.fetch_sub(1, Ordering::AcqRel);
+        }
+        taken
+    }
+
+    /// The connection ended: nothing outstanding can be answered any more (a diverted answer's
+    /// caller sees its channel closed).
     fn ended(&self) {
         self.ids().clear();
+        let mut diverted = self.diverted.lock().unwrap_or_else(|p| p.into_inner());
+        diverted.clear();
+        self.diverting.store(0, Ordering::Release);
+        drop(diverted);
         self.settled.notify_waiters();
     }
 
@@ -130,19 +169,29 @@ where
 
     // Cancel-safe as the inner transport's receive is: the bookkeeping runs only once a
     // message was taken, and synchronously.
+    // A diverted answer is handed to its caller here, synchronously, and the next message
+    // awaited: nothing is held across that await.
     async fn receive(&mut self) -> Option<ServerJsonRpcMessage> {
-        let message = self.inner.receive().await;
-        match &message {
-            Some(JsonRpcMessage::Response(r)) => self.outstanding.answered(&r.id),
-            Some(JsonRpcMessage::Error(e)) => {
-                if let Some(id) = &e.id {
-                    self.outstanding.answered(id);
+        loop {
+            let message = self.inner.receive().await;
+            let id = match &message {
+                Some(JsonRpcMessage::Response(r)) => Some(&r.id),
+                Some(JsonRpcMessage::Error(e)) => e.id.as_ref(),
+                Some(_) => None,
+                None => {
+                    self.outstanding.ended();
+                    return None;
+                }
+            };
+            if let Some(id) = id {
+                self.outstanding.answered(id);
+                if let Some(to) = self.outstanding.diverted(id) {
+                    let _ = to.send(message.expect("an answer was received"));
+                    continue;
                 }
             }
-            Some(_) => {}
-            None => self.outstanding.ended(),
+            return message;
         }
-        message
     }
 
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {

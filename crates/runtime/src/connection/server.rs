@@ -290,6 +290,7 @@ impl ServerActor {
             wire: live.session.wire().clone(),
             exit: live.session.exit_report(),
             retired: false,
+            express: live.session.express().cloned(),
         });
         // Every printer of a status (tables, JSON, watch) reads this copy: redacted once here.
         status.last_error = status

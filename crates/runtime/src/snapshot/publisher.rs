@@ -42,6 +42,8 @@ pub(crate) struct ServerClient {
     /// The connection was closed because a config edit replaced the server; kept only so calls
     /// bound to it wait for the new one. Never the current connection.
     pub retired: bool,
+    /// Where a plain `tools/call` is sent from the caller's task (Streamable HTTP).
+    pub express: Option<mcp_harness_transport::Express>,
 }
 
 /// A published runtime view: the snapshot plus the client of each connected server.

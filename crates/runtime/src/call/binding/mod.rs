@@ -29,11 +29,13 @@ use std::time::Duration;
 
 use mcp_harness_catalog::{HiddenEntry, Snapshot, ToolEntry};
 use mcp_harness_policy::{Approval, ApprovalRequest, Decision, SearchRequest};
+use mcp_harness_transport::{ExpressCall, ExpressError};
+use rmcp::RoleClient;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, CancelledNotificationParam, ClientNotification,
-    ClientRequest, JsonObject, ProgressNotificationParam, ServerResult,
+    ClientRequest, JsonObject, ProgressNotificationParam, RequestId, ServerResult,
 };
-use rmcp::service::PeerRequestOptions;
+use rmcp::service::{PeerRequestOptions, RequestHandle};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -515,51 +517,109 @@ impl PreparedCall {
             let tags = self.ctx.callbacks.as_ref()?.call_tags()?.clone();
             Some((tags, tag))
         });
+        // A plain call (no task) goes as an express call where the session has them: POSTed
+        // from this task instead of through rmcp's worker (`Express`).
+        let prepared = match client.express.as_ref() {
+            Some(lane) if !task_augmented && request_options.meta.is_none() => {
+                lane.prepare(request, options.progress.is_some())
+            }
+            _ => Err(request),
+        };
         // The staleness check and the hand-off to the transport happen under the gate's read
         // side; the publisher swaps only under its write side.
-        let (handle, _tagged) = {
+        let mut kept_options = None;
+        let (sent, _tagged) = {
             let _gate = self.ctx.live.gate_read().await;
             self.check_current(entry, client)?;
             let registration = match &tags {
                 Some((tags, _)) => Some(tags.begin().await),
                 None => None,
             };
-            let handle = client
-                .peer
-                .send_request_with_option(request, request_options)
-                .await
-                .map_err(classify)?;
+            let sent = match prepared {
+                Ok(call) => {
+                    // Kept: a server that refuses the express POST gets the call from rmcp.
+                    kept_options = Some(request_options);
+                    Sent::Express(call)
+                }
+                Err(request) => Sent::Rmcp(
+                    client
+                        .peer
+                        .send_request_with_option(request, request_options)
+                        .await
+                        .map_err(classify)?,
+                ),
+            };
             let tagged = registration
-                .zip(tags)
-                .map(|(r, (_, tag))| r.finish(&entry.server, handle.id.clone(), tag));
-            (handle, tagged)
+                .zip(tags.as_ref())
+                .map(|(r, (_, tag))| r.finish(&entry.server, sent.id().clone(), *tag));
+            (sent, tagged)
         };
-        let progress_token = handle.progress_token.clone();
-        // Progress goes to the caller while this lives: to the result, since the transport hands
-        // a response on only once the notifications sent before it were delivered.
-        let _route = options.progress.map(|tx| {
-            self.ctx
-                .progress
-                .register_sender(&entry.server, client.epoch, &progress_token, tx)
-        });
-        let response = match options.cancel.clone() {
-            None => handle.await_response().await,
-            Some(cancel) => Box::pin(async {
-                let (peer, id) = (handle.peer.clone(), handle.id.clone());
-                tokio::select! {
-                    r = handle.await_response() => Ok(r),
-                    () = cancel.cancelled() => {
-                        let note = CancelledNotificationParam::new(Some(id), Some("cancelled by the user".into()));
-                        let _ = peer.send_notification(ClientNotification::CancelledNotification(rmcp::model::CancelledNotification::new(note))).await;
-                        Err(CallError::Transport {
-                            server: entry.server.clone(),
-                            tool: entry.raw_name.clone(),
-                            message: "cancelled by the caller; the server was told (notifications/cancelled)".into(),
-                        })
+        // Progress goes to the caller while this lives — to the result, since the transport
+        // hands a response on only once the notifications sent before it were delivered, and
+        // through a task's further rounds. An express call's passes through its wait, which
+        // each one keeps alive (as rmcp does for its own).
+        let mut express_progress = None;
+        let mut _route = match (&sent, options.progress) {
+            (Sent::Rmcp(handle), Some(tx)) => Some(self.ctx.progress.register_sender(
+                &entry.server,
+                client.epoch,
+                &handle.progress_token,
+                tx,
+            )),
+            (Sent::Express(call), Some(tx)) => {
+                let (seen, progress) = tokio::sync::mpsc::unbounded_channel();
+                express_progress = Some((progress, tx));
+                Some(self.ctx.progress.register_sender(
+                    &entry.server,
+                    client.epoch,
+                    &call.progress_token(),
+                    seen,
+                ))
+            }
+            _ => None,
+        };
+        let response = match sent {
+            Sent::Rmcp(handle) => self.rmcp_answer(handle, entry, &options.cancel).await?,
+            Sent::Express(call) => {
+                let answered = self.express_answer(
+                    call,
+                    entry,
+                    client,
+                    timeout,
+                    &options.cancel,
+                    &mut express_progress,
+                );
+                match Box::pin(answered).await? {
+                    Ok(response) => response,
+                    Err(request) => {
+                        tracing::debug!(
+                            server = %entry.server,
+                            "the server refused an express call before running it; sent through rmcp"
+                        );
+                        let registration = match &tags {
+                            Some((tags, _)) => Some(tags.begin().await),
+                            None => None,
+                        };
+                        let handle = client
+                            .peer
+                            .send_request_with_option(*request, kept_options.unwrap_or_default())
+                            .await
+                            .map_err(classify)?;
+                        let _retagged = registration
+                            .zip(tags.as_ref())
+                            .map(|(r, (_, tag))| r.finish(&entry.server, handle.id.clone(), *tag));
+                        _route = express_progress.map(|(_, tx)| {
+                            self.ctx.progress.register_sender(
+                                &entry.server,
+                                client.epoch,
+                                &handle.progress_token,
+                                tx,
+                            )
+                        });
+                        Box::pin(self.rmcp_answer(handle, entry, &options.cancel)).await?
                     }
                 }
-            })
-            .await?,
+            }
         };
         // A stdio server that died during the call: say how, as at start (exit status, tail).
         let response = match response {
@@ -622,8 +682,92 @@ impl PreparedCall {
         }))
     }
 
-    /// Refuses the call unless the current catalog has the same tool, with the same definition,
-    /// on the same connection as the binding.
+    /// The answer to a request rmcp sent, the server told when `cancel` fires first.
+    async fn rmcp_answer(
+        &self,
+        handle: RequestHandle<RoleClient>,
+        entry: &ToolEntry,
+        cancel: &Option<CancellationToken>,
+    ) -> Result<Result<ServerResult, rmcp::ServiceError>, CallError> {
+        let Some(cancel) = cancel else {
+            return Ok(handle.await_response().await);
+        };
+        // Boxed: the caller's future stays small (it is moved whole, once per call).
+        Box::pin(async {
+            let (peer, id) = (handle.peer.clone(), handle.id.clone());
+            tokio::select! {
+                r = handle.await_response() => Ok(r),
+                () = cancel.cancelled() => Err(told_cancelled(&peer, id, entry).await),
+            }
+        })
+        .await
+    }
+
+    /// The answer to an express call, within `timeout` of its start or of its last progress
+    /// when `progress` is given (then within [`MAX_TOTAL_FACTOR`] × `timeout` in all, and each
+    /// progress goes on to the caller) — the server told when a limit passes, as rmcp does —
+    /// the server told when `cancel` fires first; the request back when the server refused it
+    /// before running it (it is to be sent through rmcp).
+    async fn express_answer(
+        &self,
+        call: ExpressCall,
+        entry: &ToolEntry,
+        client: &ServerClient,
+        timeout: Duration,
+        cancel: &Option<CancellationToken>,
+        progress: &mut Option<ExpressProgress>,
+    ) -> Result<Result<Result<ServerResult, rmcp::ServiceError>, Box<ClientRequest>>, CallError>
+    {
+        let id = call.id().clone();
+        let cancelled = async {
+            match cancel {
+                Some(cancel) => cancel.cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
+        let answer = call.answer();
+        let idle = tokio::time::sleep(timeout);
+        let total = timeout.saturating_mul(MAX_TOTAL_FACTOR);
+        let all = tokio::time::sleep(total);
+        tokio::pin!(answer, idle, all, cancelled);
+        let limited = |limit: Duration, reason: &'static str| {
+            let (peer, id) = (client.peer.clone(), id.clone());
+            async move {
+                tell_cancelled(&peer, id, reason).await;
+                Ok(Ok(Err(rmcp::ServiceError::Timeout { timeout: limit })))
+            }
+        };
+        loop {
+            tokio::select! {
+                biased;
+                answered = &mut answer => {
+                    // The progress sent before the answer was delivered before it: on first.
+                    if let Some((seen, to)) = progress.as_mut() {
+                        while let Ok(p) = seen.try_recv() {
+                            let _ = to.send(p);
+                        }
+                    }
+                    return Ok(match answered {
+                        Ok(result) => Ok(Ok(result)),
+                        Err(ExpressError::Failed(e)) => Ok(Err(e)),
+                        Err(ExpressError::Unsent(request)) => Err(request),
+                    });
+                }
+                Some(p) = async { progress.as_mut()?.0.recv().await }, if progress.is_some() => {
+                    if let Some((_, to)) = progress.as_ref() {
+                        let _ = to.send(p);
+                    }
+                    idle.as_mut().reset(tokio::time::Instant::now() + timeout);
+                }
+                () = &mut idle => return limited(timeout, "request timeout").await,
+                () = &mut all, if progress.is_some() => {
+                    return limited(total, "maximum total timeout exceeded").await;
+                }
+                () = &mut cancelled => return Err(told_cancelled(&client.peer, id, entry).await),
+            }
+        }
+    }
+
     fn check_current(&self, entry: &ToolEntry, client: &ServerClient) -> Result<(), CallError> {
         let now = self.ctx.live.published();
         // The view bound is still the current one (the common case). A call that runs on a
@@ -769,3 +913,48 @@ impl PreparedCall {
 /// With progress, the timeout restarts on each progress notification, up to this many times
 /// the configured timeout in total (a server reporting progress forever still ends).
 const MAX_TOTAL_FACTOR: u32 = 10;
+
+/// An express call's progress as it reaches the call (`.0`), and the caller's channel (`.1`).
+type ExpressProgress = (
+    tokio::sync::mpsc::UnboundedReceiver<ProgressNotificationParam>,
+    tokio::sync::mpsc::UnboundedSender<ProgressNotificationParam>,
+);
+
+/// A call handed to its transport: through rmcp, or as an express call.
+enum Sent {
+    Rmcp(RequestHandle<RoleClient>),
+    Express(ExpressCall),
+}
+
+impl Sent {
+    fn id(&self) -> &RequestId {
+        match self {
+            Sent::Rmcp(handle) => &handle.id,
+            Sent::Express(call) => call.id(),
+        }
+    }
+}
+
+/// Tells the server that request `id` is cancelled, for `reason`.
+async fn tell_cancelled(peer: &mcp_harness_transport::ClientPeer, id: RequestId, reason: &str) {
+    let note = CancelledNotificationParam::new(Some(id), Some(reason.into()));
+    let _ = peer
+        .send_notification(ClientNotification::CancelledNotification(
+            rmcp::model::CancelledNotification::new(note),
+        ))
+        .await;
+}
+
+/// The error of a call its caller cancelled, once the server was told.
+async fn told_cancelled(
+    peer: &mcp_harness_transport::ClientPeer,
+    id: RequestId,
+    entry: &ToolEntry,
+) -> CallError {
+    tell_cancelled(peer, id, "cancelled by the user").await;
+    CallError::Transport {
+        server: entry.server.clone(),
+        tool: entry.raw_name.clone(),
+        message: "cancelled by the caller; the server was told (notifications/cancelled)".into(),
+    }
+}
