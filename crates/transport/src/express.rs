@@ -22,9 +22,10 @@
 //!   on, and the call's answer after them then goes the same way (behind them, in order) and is
 //!   handed back to the caller ([`Outstanding::divert`]); an answer alone is handed back at
 //!   once, after the session's earlier counted notifications ([`Delivered::caught_up`]);
-//! - a stream that ends before the answer is resumed from its last event id (`Last-Event-ID`),
-//!   at most [`crate::http`]'s reconnect bound in a row, after the server's `retry` or the
-//!   connection's backoff; without an event id the call fails at once with the reason;
+//! - a stream that ends before the answer is resumed from its last event id (`Last-Event-ID`):
+//!   a broken one at once the first time, one the server ended after its `retry`, any further
+//!   attempt after the connection's backoff, at most [`crate::http`]'s reconnect bound in a row
+//!   without an event; without an event id the call fails at once with the reason;
 //! - while it waits, the call is counted in the session's [`Outstanding`] requests.
 
 use std::borrow::Cow;
@@ -410,8 +411,8 @@ pub(crate) struct ExpressSetup {
 }
 
 impl ExpressSetup {
-    /// Express calls through `client` (the same stack rmcp's worker was given, wrapped in
-    /// [`Recording`] with `slot`).
+    /// Express calls through `client` — the stack rmcp's worker is given, but without the
+    /// [`Recording`] around it (an express call's own POST notes nothing in `slot`).
     pub(crate) fn new<C>(
         client: C,
         slot: AttachmentSlot,

@@ -768,6 +768,8 @@ impl PreparedCall {
         }
     }
 
+    /// Refuses the call unless the current catalog has the same tool, with the same definition,
+    /// on the same connection as the binding.
     fn check_current(&self, entry: &ToolEntry, client: &ServerClient) -> Result<(), CallError> {
         let now = self.ctx.live.published();
         // The view bound is still the current one (the common case). A call that runs on a
