@@ -390,7 +390,7 @@ where
     };
     tracing::debug!(server = %options.server, protocol = %info.protocol_version, "initialized");
     let has_initialize = info.protocol_version.has_initialize();
-    if !info.protocol_version.has_initialize() {
+    if !has_initialize {
         crate::listen::spawn(
             &options.server,
             peer.clone(),

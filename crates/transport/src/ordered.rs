@@ -65,19 +65,35 @@ impl Delivered {
         self.next.load(Ordering::Acquire)
     }
 
+    /// Numbers a counted notification just received: its place in the arrival order.
+    fn number_next(&self) -> u64 {
+        self.received.fetch_add(1, Ordering::AcqRel)
+    }
+
+    /// How many counted notifications were received so far.
+    fn received(&self) -> u64 {
+        self.received.load(Ordering::Acquire)
+    }
+
     /// Waits until every counted notification received so far was delivered, or
     /// [`ORDER_WAIT`]: what an answer that bypassed [`InOrder`] (an express call's,
     /// `crate::express`) waits for before it is handed on. Nothing to wait for: no await.
     pub(crate) async fn caught_up(&self) {
-        let target = self.received.load(Ordering::Acquire);
+        self.caught_up_by(tokio::time::Instant::now() + ORDER_WAIT)
+            .await;
+    }
+
+    /// As [`Delivered::caught_up`], until `deadline`; past it the notifications still waited
+    /// for are given up on, so nothing later waits for them again.
+    async fn caught_up_by(&self, deadline: tokio::time::Instant) {
+        let target = self.received();
         if self.get() >= target {
             return;
         }
-        let deadline = tokio::time::Instant::now() + ORDER_WAIT;
         if self.reach(target, deadline).await < target {
             tracing::warn!(
                 waiting = target - self.get(),
-                "notifications sent before an answer were not delivered within {ORDER_WAIT:?}; the answer goes on without them"
+                "notifications sent before a response were not delivered within {ORDER_WAIT:?}; the response goes on without them"
             );
             self.pass(target - 1);
         }
@@ -132,8 +148,6 @@ fn counted(notification: &ServerNotification, meta: &NotificationMetaObject) -> 
 pub(crate) struct InOrder<T> {
     inner: T,
     delivered: Arc<Delivered>,
-    /// Counted notifications received so far (only `receive` touches it: it is sequential).
-    received: u64,
     /// A response taken from `inner`, waiting for earlier notifications until the instant.
     held: Option<(ServerJsonRpcMessage, tokio::time::Instant)>,
 }
@@ -143,7 +157,6 @@ impl<T> InOrder<T> {
         Self {
             inner,
             delivered,
-            received: 0,
             held: None,
         }
     }
@@ -178,31 +191,20 @@ where
                 {
                     n.notification
                         .extensions_mut()
-                        .insert(Sequence(self.received));
-                    self.received += 1;
-                    self.delivered
-                        .received
-                        .store(self.received, Ordering::Release);
+                        .insert(Sequence(self.delivered.number_next()));
                     return Some(message);
                 }
                 JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_)
-                    if self.delivered.get() < self.received =>
+                    if self.delivered.get() < self.delivered.received() =>
                 {
                     self.held = Some((message, tokio::time::Instant::now() + ORDER_WAIT));
                 }
                 _ => return Some(message),
             }
         }
+        // Only this receive numbers notifications: while a response is held, none arrives.
         let deadline = self.held.as_ref().map(|(_, deadline)| *deadline)?;
-        let delivered = self.delivered.reach(self.received, deadline).await;
-        if delivered < self.received {
-            tracing::warn!(
-                waiting = self.received - delivered,
-                "notifications sent before a response were not delivered within {ORDER_WAIT:?}; the response goes on without them"
-            );
-            // Given up on: nothing later waits for them again.
-            self.delivered.pass(self.received - 1);
-        }
+        self.delivered.caught_up_by(deadline).await;
         self.held.take().map(|(message, _)| message)
     }
 

@@ -558,23 +558,18 @@ impl PreparedCall {
         // hands a response on only once the notifications sent before it were delivered, and
         // through a task's further rounds. An express call's passes through its wait, which
         // each one keeps alive (as rmcp does for its own).
+        let route = |token: &rmcp::model::ProgressToken, tx| {
+            self.ctx
+                .progress
+                .register_sender(&entry.server, client.epoch, token, tx)
+        };
         let mut express_progress = None;
         let mut _route = match (&sent, options.progress) {
-            (Sent::Rmcp(handle), Some(tx)) => Some(self.ctx.progress.register_sender(
-                &entry.server,
-                client.epoch,
-                &handle.progress_token,
-                tx,
-            )),
+            (Sent::Rmcp(handle), Some(tx)) => Some(route(&handle.progress_token, tx)),
             (Sent::Express(call), Some(tx)) => {
                 let (seen, progress) = tokio::sync::mpsc::unbounded_channel();
                 express_progress = Some((progress, tx));
-                Some(self.ctx.progress.register_sender(
-                    &entry.server,
-                    client.epoch,
-                    &call.progress_token(),
-                    seen,
-                ))
+                Some(route(&call.progress_token(), seen))
             }
             _ => None,
         };
@@ -608,14 +603,7 @@ impl PreparedCall {
                         let _retagged = registration
                             .zip(tags.as_ref())
                             .map(|(r, (_, tag))| r.finish(&entry.server, handle.id.clone(), *tag));
-                        _route = express_progress.map(|(_, tx)| {
-                            self.ctx.progress.register_sender(
-                                &entry.server,
-                                client.epoch,
-                                &handle.progress_token,
-                                tx,
-                            )
-                        });
+                        _route = express_progress.map(|(_, tx)| route(&handle.progress_token, tx));
                         Box::pin(self.rmcp_answer(handle, entry, &options.cancel)).await?
                     }
                 }
