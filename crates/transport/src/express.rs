@@ -619,7 +619,9 @@ impl Lane {
                 let event = match item {
                     Ok(event) => event,
                     Err(e) => {
-                        tracing::debug!("an express call's event stream failed: {e}");
+                        // Described without URLs: a query value may be a secret.
+                        let why = crate::net::describe(&e);
+                        tracing::debug!("an express call's event stream failed: {why}");
                         broken = true;
                         break;
                     }
@@ -705,7 +707,7 @@ impl Lane {
                 Err(e) => {
                     tracing::debug!(
                         "resuming an express call's event stream failed: {}",
-                        e.error
+                        crate::net::describe(e.error.as_ref())
                     );
                     futures::stream::empty().boxed()
                 }
