@@ -288,9 +288,13 @@ pub(crate) async fn serve(
     // lists, its cancellation token), for every request, and axum clones the route's service
     // once more: calling `handle` through an `Arc` costs a pointer copy instead.
     let posts = Arc::new(posts);
-    let mcp = move |request: Request| {
+    // Boxed as it is made: every layer and axum's route wrap the answer's future in their own
+    // (and move it) — a pointer then, instead of the whole future each time.
+    let mcp = move |request: Request| -> futures::future::BoxFuture<'static, Response> {
         let posts = posts.clone();
-        async move { classify_unreadable(posts.handle(request).await.into_response()).await }
+        Box::pin(
+            async move { classify_unreadable(posts.handle(request).await.into_response()).await },
+        )
     };
     // The gates every route passes. While draining, nothing is authenticated or opened any
     // more.
