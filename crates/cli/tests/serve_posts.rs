@@ -28,7 +28,51 @@ type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, String);
 type Seen = (u16, Vec<String>, String);
 
 /// The headers compared (a re-sealed session id differs by design: only its presence counts).
+/// An answer that is one JSON-RPC message is compared by that message, whether it came as a
+/// JSON body or as an event stream of that one message (and a priming event): a direct call
+/// answers a lone result as JSON where rmcp's handler makes a stream.
 fn seen((status, head, body): (u16, String, String)) -> Seen {
+    let mut kept = headers_kept(&head);
+    let body = without_revisions(&body);
+    if let Some(message) = one_message(&kept, &body) {
+        kept.retain(|header| {
+            !["content-type:", "cache-control:", "x-accel-buffering:"]
+                .iter()
+                .any(|name| header.starts_with(name))
+        });
+        kept.push("content-type:(one JSON-RPC message)".into());
+        kept.sort();
+        return (status, kept, message);
+    }
+    (status, kept, body)
+}
+
+/// The one JSON-RPC message an answer carries, as a JSON body or as the only message of its
+/// event stream.
+fn one_message(headers: &[String], body: &str) -> Option<String> {
+    if headers.iter().any(|h| h == "content-type:application/json") {
+        return Some(body.trim().to_string());
+    }
+    if !headers
+        .iter()
+        .any(|h| h == "content-type:text/event-stream")
+    {
+        return None;
+    }
+    let messages: Vec<&str> = body
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .map(str::trim)
+        .filter(|data| !data.is_empty())
+        .collect();
+    match messages.as_slice() {
+        [only] => Some((*only).to_string()),
+        _ => None,
+    }
+}
+
+/// The headers compared, as `name:value`, sorted.
+fn headers_kept(head: &str) -> Vec<String> {
     let mut kept: Vec<String> = head
         .lines()
         .filter_map(|line| {
@@ -42,7 +86,7 @@ fn seen((status, head, body): (u16, String, String)) -> Seen {
         })
         .collect();
     kept.sort();
-    (status, kept, without_revisions(&body))
+    kept
 }
 
 /// `body` with each catalog revision number replaced by `N`: each gateway counts its own

@@ -67,6 +67,9 @@ pub(crate) async fn as_caller<F: std::future::Future>(caller: Caller, call: F) -
 pub(crate) struct Caller {
     peer: Peer<RoleServer>,
     request: RequestId,
+    /// The request is a direct call (`crate::session::direct`): its own stream carries what
+    /// is asked for it, which rmcp's session worker does not know.
+    direct: Option<crate::direct::DirectCall>,
 }
 
 impl Caller {
@@ -75,11 +78,18 @@ impl Caller {
         Self {
             peer: context.peer.clone(),
             request: context.id.clone(),
+            direct: context
+                .extensions
+                .get::<crate::direct::DirectCall>()
+                .cloned(),
         }
     }
 
     /// Sends `request` to the client on the stream of the request this caller makes.
     async fn ask(&self, mut request: ServerRequest) -> Result<ClientResult, ServiceError> {
+        if let Some(direct) = &self.direct {
+            return direct.ask(request).await;
+        }
         request
             .extensions_mut()
             .insert(OriginatingRequestId(self.request.clone()));

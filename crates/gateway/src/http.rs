@@ -239,7 +239,9 @@ pub(crate) async fn serve(
         manager,
         sealer.clone(),
         shared.sidecars.clone(),
+        shared.held.calls.clone(),
     ));
+    shared.held.calls.stop_with(stop.clone());
     let drain = Arc::new(Drain::default());
     let resource = options
         .public_url
@@ -275,6 +277,13 @@ pub(crate) async fn serve(
         max_body: config.max_request_body_bytes,
         own_posts: options.own_posts && config.legacy_session_mode,
         rebinding: Rebinding::default(),
+        shared: shared.clone(),
+        direct: options.own_posts
+            && config.legacy_session_mode
+            && std::env::var_os(DIRECT_ENV).is_none_or(|value| value != "0"),
+        replays: Arc::default(),
+        retry: config.sse_retry,
+        touch_every: options.idle_timeout / 4,
         service: StreamableHttpService::new(
             move || {
                 let tracer = shared.tracer.clone();
@@ -347,6 +356,11 @@ pub(crate) async fn serve(
         task,
     })
 }
+
+/// Set to `0`, every `tools/call` goes through rmcp's session worker instead of being served
+/// as a direct call on the task that read it (see `crate::in_session::direct`): the
+/// comparison in the benchmarks, and a way back should a direct call misbehave.
+pub(crate) const DIRECT_ENV: &str = "MCP_HARNESS_DIRECT";
 
 /// How long a client may take to send a request's head (request line and headers) once it
 /// started one, before its connection is closed: a client that opens connections and never

@@ -22,6 +22,7 @@
 //! - with `own_posts` off, every request goes to rmcp's handler (the comparison in the tests).
 
 mod decode;
+pub(crate) mod direct;
 mod events;
 
 use std::convert::Infallible;
@@ -68,11 +69,29 @@ pub(crate) struct InSession {
     pub(crate) own_posts: bool,
     /// rmcp's DNS-rebinding answers, remembered.
     pub(crate) rebinding: Rebinding,
+    /// What the sessions share (the sessions that serve direct calls among it).
+    pub(crate) shared: Arc<crate::session::Shared>,
+    /// Serve a `tools/call` on the task that read it, a direct call (`false`: every call
+    /// through rmcp's session worker).
+    pub(crate) direct: bool,
+    /// The events of direct calls' streams, for resumptions.
+    pub(crate) replays: Arc<direct::Replays>,
+    /// `StreamableHttpServerConfig::sse_retry` of `service`: the retry hint of a priming event.
+    pub(crate) retry: Option<Duration>,
+    /// How often a session that only makes direct calls is shown to rmcp's worker as in use
+    /// (a fraction of the worker's idle limit).
+    pub(crate) touch_every: Duration,
 }
 
 impl InSession {
     /// Answers `request` as rmcp's handler would.
-    pub(crate) async fn handle(&self, request: Request) -> Answer {
+    pub(crate) async fn handle(&self, mut request: Request) -> Answer {
+        if self.direct
+            && request.method() == Method::GET
+            && let Some(answer) = self.resume(&mut request).await
+        {
+            return answer;
+        }
         if !self.own_posts || request.method() != Method::POST || !self.plainly_acceptable(&request)
         {
             return self.service.handle(request).await;
@@ -92,6 +111,13 @@ impl InSession {
         let Some(mut request) = decode::decode(&bytes)
             .filter(|request| request.request.get_meta().protocol_version().is_none())
         else {
+            if self.direct
+                && self.shared.held.calls.expects_client_messages()
+                && let Some(identity) = identity(&parts)
+                && let Some(accepted) = direct::intercept(&bytes, identity, &self.shared.held.calls)
+            {
+                return accepted;
+            }
             return self.rmcp(parts, bytes).await;
         };
         let Some(session) = parts
@@ -110,6 +136,16 @@ impl InSession {
             method = request.request.method(),
             "served on the own POST path"
         );
+        if self.direct
+            && matches!(
+                request.request,
+                rmcp::model::ClientRequest::CallToolRequest(_)
+            )
+            && let Some(identity) = identity(&parts).map(Arc::<str>::from)
+            && let Some(held) = self.shared.held.get(&identity, self.touch_every)
+        {
+            return Box::pin(self.direct_call(held, identity, request, parts, session)).await;
+        }
         let clock = parts.extensions.get::<Arc<HoldClock>>().cloned();
         // rmcp's handler moves the parts into the request; the session reads them there.
         request.request.extensions_mut().insert(parts);
@@ -128,6 +164,83 @@ impl InSession {
                 )
             }
         }
+    }
+
+    /// Runs `request` of session `session` (of identity `identity`) on this task, a direct
+    /// call (see [`direct`]).
+    async fn direct_call(
+        &self,
+        held: crate::session::direct::Held,
+        identity: Arc<str>,
+        mut request: rmcp::model::JsonRpcRequest<rmcp::model::ClientRequest>,
+        parts: axum::http::request::Parts,
+        session: SessionId,
+    ) -> Answer {
+        tracing::trace!("a direct call");
+        if held.touch_due {
+            let sessions = self.sessions.clone();
+            let session = session.clone();
+            tokio::spawn(async move { sessions.touch(&session).await });
+        }
+        let shared = self.shared.clone();
+        let id = request.id.clone();
+        let (stream, side, sidecar) = shared.sidecars.open_direct(&session, id.clone());
+        let ct = held.call_token();
+        let in_flight = shared
+            .held
+            .calls
+            .call_in_flight(identity.clone(), id, ct.clone());
+        let clock = parts.extensions.get::<Arc<HoldClock>>().cloned();
+        request.request.extensions_mut().insert(parts);
+        let call = crate::direct::DirectCall {
+            stream,
+            identity: identity.clone(),
+            calls: shared.held.calls.clone(),
+        };
+        let mut live = direct::Live::new(
+            Box::pin(held.serve(request, shared, call, ct)),
+            side,
+            sidecar,
+            in_flight,
+        );
+        let own;
+        let clock = match clock.as_deref() {
+            Some(clock) => clock,
+            None => {
+                own = HoldClock::new();
+                &own
+            }
+        };
+        live.gather(HOLD, clock).await;
+        if let Some(answer) = live.lone_answer() {
+            return direct::json(&answer);
+        }
+        let events = direct::Events::new(live, identity, &self.replays, self.retry);
+        sse_answer(events, self.keep_alive, self.cancel.clone())
+    }
+
+    /// A `GET` resuming a direct call's stream (its `Last-Event-ID` names one) in a session
+    /// this process holds: the stream's events after that id; `None` for every other `GET`,
+    /// which rmcp's handler serves.
+    async fn resume(&self, request: &mut Request) -> Option<Answer> {
+        let (last, identity) = resumption(request)?;
+        let (uri, headers) = (request.uri().clone(), std::mem::take(request.headers_mut()));
+        let allowed = self.rebinding.allows(&self.service, &uri, &headers).await;
+        *request.headers_mut() = headers;
+        if !allowed {
+            return None;
+        }
+        let last = last.as_str();
+        Some(match self.replays.resume(&identity, last) {
+            Some(events) => sse_answer(events, self.keep_alive, self.cancel.clone()),
+            None => text(
+                StatusCode::NOT_FOUND,
+                format!(
+                    "the stream of event `{last}` cannot be resumed: its call ended and its result was delivered or kept for {}s only; make the call again",
+                    direct::REPLAY_TTL.as_secs()
+                ),
+            ),
+        })
     }
 
     /// The request, its body read already, to rmcp's handler.
@@ -156,6 +269,28 @@ impl InSession {
                 }),
             }
     }
+}
+
+/// What a `GET` resuming a direct call's stream names: the `Last-Event-ID`, and the identity
+/// of the session it is made in; `None` for another `GET`.
+fn resumption(request: &Request) -> Option<(String, Arc<str>)> {
+    let last = request.headers().get("last-event-id")?.to_str().ok()?;
+    if !direct::is_direct_event_id(last) || !request.headers().contains_key(SESSION_ID) {
+        return None;
+    }
+    let identity = request
+        .extensions()
+        .get::<crate::sealed::Opened>()
+        .map(|opened| Arc::<str>::from(opened.payload.session.as_str()))?;
+    Some((last.to_owned(), identity))
+}
+
+/// The identity of the session a request's sealed id names (the sealing layer opened it).
+fn identity(parts: &axum::http::request::Parts) -> Option<&str> {
+    parts
+        .extensions
+        .get::<crate::sealed::Opened>()
+        .map(|opened| opened.payload.session.as_str())
 }
 
 /// The session id header.

@@ -18,6 +18,7 @@
 
 mod auth;
 mod bridge;
+mod direct;
 mod drain;
 mod hold;
 mod http;

@@ -666,6 +666,8 @@ pub(crate) struct SealedSessionManager {
     sidecars: Arc<crate::sidecar::Sidecars>,
     /// Each session's newest GET stream, which replaces the one before it.
     streams: Arc<SessionStreams>,
+    /// The direct calls' open ends (`crate::direct`): told when a session closes.
+    direct: Arc<crate::direct::DirectCalls>,
 }
 
 impl SealedSessionManager {
@@ -673,12 +675,26 @@ impl SealedSessionManager {
         inner: LocalSessionManager,
         sealer: Arc<Sealer>,
         sidecars: Arc<crate::sidecar::Sidecars>,
+        direct: Arc<crate::direct::DirectCalls>,
     ) -> Self {
         Self {
             inner,
             sealer,
             sidecars,
             streams: Arc::default(),
+            direct,
+        }
+    }
+
+    /// Tells rmcp's worker of session `id` that the session is in use (a request it closes
+    /// nothing with): its idle limit counts from now. A direct call (`crate::in_session`)
+    /// does not pass the worker, which would otherwise end a session that only calls tools.
+    pub(crate) async fn touch(&self, id: &SessionId) {
+        let Ok(local) = self.local(id) else { return };
+        let handle = self.inner.sessions.read().await.get(&local).cloned();
+        if let Some(handle) = handle {
+            // No stream has this number (rmcp counts them from 0).
+            let _ = handle.close_request_wise_channel(u64::MAX).await;
         }
     }
 
@@ -783,6 +799,7 @@ impl SessionManager for SealedSessionManager {
         let local = self.local(id)?;
         self.sealer.forget(&local);
         self.streams.forget(&local);
+        self.direct.close(&local);
         Ok(self.inner.close_session(&local).await?)
     }
 

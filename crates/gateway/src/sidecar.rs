@@ -65,6 +65,25 @@ impl Sidecars {
         })
     }
 
+    /// Opens the side channel of the direct call `request` of session `session` (see
+    /// `crate::in_session::direct`), whose stream is made from the receiver: the sender (what
+    /// the call sends its client on its stream), the receiver, and the registration, which
+    /// removes the channel when dropped.
+    pub(crate) fn open_direct(
+        self: &Arc<Self>,
+        session: &str,
+        request: RequestId,
+    ) -> (Sidecar, mpsc::Receiver<ServerJsonRpcMessage>, Registered) {
+        let key = (Arc::<str>::from(session), request);
+        let (tx, side) = mpsc::channel(DEPTH);
+        self.channels.insert(key.clone(), tx.clone());
+        let registered = Registered {
+            sidecars: self.clone(),
+            key,
+        };
+        (tx, side, registered)
+    }
+
     /// The side channel of the request `context` answers, while its response stream is open.
     pub(crate) fn of(&self, context: &RequestContext<RoleServer>) -> Option<Sidecar> {
         let session = context
@@ -101,7 +120,7 @@ impl Opened {
 }
 
 /// Removes its side channel when the stream goes.
-struct Registered {
+pub(crate) struct Registered {
     sidecars: Arc<Sidecars>,
     key: (Arc<str>, RequestId),
 }

@@ -119,6 +119,15 @@ fn listing_mark(meta: &rmcp::model::RequestMetaObject) -> Option<ListedMark> {
     Some(ListedMark { seq: 0, tools })
 }
 
+/// `progress` as the notification rmcp's peer would send.
+fn progress_message(progress: ProgressNotificationParam) -> rmcp::model::ServerJsonRpcMessage {
+    rmcp::model::ServerJsonRpcMessage::notification(
+        rmcp::model::ServerNotification::ProgressNotification(rmcp::model::Notification::new(
+            progress,
+        )),
+    )
+}
+
 /// Why a call produced no result.
 pub(super) enum Failure {
     /// The runtime refused or failed the call.
@@ -246,10 +255,19 @@ impl Session {
             let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ProgressNotificationParam>();
             options.progress = Some(tx);
             let peer = context.peer.clone();
+            // A direct call's progress rides its own stream, which rmcp's worker does not know.
+            let direct = context
+                .extensions
+                .get::<crate::direct::DirectCall>()
+                .cloned();
             tokio::spawn(async move {
                 while let Some(mut progress) = rx.recv().await {
                     progress.progress_token = token.clone();
-                    if peer.notify_progress(progress).await.is_err() {
+                    let sent = match &direct {
+                        Some(direct) => direct.send(progress_message(progress)).await,
+                        None => peer.notify_progress(progress).await.is_ok(),
+                    };
+                    if !sent {
                         break;
                     }
                 }

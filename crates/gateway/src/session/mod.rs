@@ -43,6 +43,7 @@ pub(crate) mod augmented_front;
 pub(crate) mod augmented_lines;
 pub(crate) mod augmented_status;
 mod call;
+pub(crate) mod direct;
 mod mrtr;
 mod shared;
 mod skills;
@@ -88,6 +89,8 @@ struct SessionState {
     log_asked: std::sync::atomic::AtomicU8,
     /// The stdio front of SEP-1686 pass-through, for the stdio session.
     lines: Option<Arc<augmented_lines::Lines>>,
+    /// The session identity it is found by in [`Shared::held`], once its client initialized.
+    http_key: std::sync::OnceLock<Arc<str>>,
 }
 
 impl SessionState {
@@ -103,6 +106,9 @@ impl SessionState {
 impl Drop for SessionState {
     fn drop(&mut self) {
         self.shared.sessions.remove(&self.id);
+        if let Some(key) = self.http_key.get() {
+            self.shared.held.remove(key, self);
+        }
         self.shared.task_ids.routes.forget_session(self.id);
         self.shared.closed.fetch_add(1, Ordering::Relaxed);
         let subscriptions = std::mem::take(&mut *lock(&self.subscriptions));
@@ -160,6 +166,7 @@ impl Session {
                 subscriptions: Mutex::new(HashMap::new()),
                 log_asked: std::sync::atomic::AtomicU8::new(0),
                 lines,
+                http_key: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -377,6 +384,12 @@ impl ServerHandler for Session {
             client = profile.as_ref().map(|p| p.name.as_str()),
             "client initialized"
         );
+        // An HTTP session (its id opened by the sealing layer) can serve direct calls now.
+        if let Some(opened) = sealed::opened(&context.extensions) {
+            self.shared()
+                .held
+                .insert(&opened.payload.session, &self.state, context.peer.clone());
+        }
         self.shared()
             .register(self.state.id, Listener::Peer(context.peer), profile);
     }

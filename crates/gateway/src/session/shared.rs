@@ -129,6 +129,8 @@ pub(crate) struct Shared {
     pub(crate) log_level: crate::log_level::UpstreamLogLevel,
     /// The side channels of the HTTP requests' response streams open now.
     pub(crate) sidecars: Arc<crate::sidecar::Sidecars>,
+    /// The HTTP sessions of this process, by session id (see [`super::direct`]).
+    pub(crate) held: Arc<super::direct::HeldSessions>,
 }
 
 impl Shared {
@@ -160,6 +162,7 @@ impl Shared {
             task_ids: crate::task_ids::TaskIds::default(),
             log_level: Default::default(),
             sidecars: Default::default(),
+            held: Default::default(),
         }
     }
 

@@ -1,0 +1,147 @@
+//! Direct calls (`tools/call` served on the task that read its POST, not through rmcp's
+//! session worker) keep what a call through the worker has: a stream whose client went away is
+//! resumed from its last event id with the call's later events and result, the call running
+//! on meanwhile; closing the session cancels its calls; and a session whose client only calls
+//! tools is not ended as idle.
+
+mod common;
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::gateway::{Served, Session, Sse, fixture_config, http};
+use common::temp_home;
+use serde_json::json;
+
+fn slow_call(id: u64, ms: u64, progress: Option<&str>) -> serde_json::Value {
+    let mut params = json!({"name": "mcp__fx__slow", "arguments": {"ms": ms}});
+    if let Some(token) = progress {
+        params["_meta"] = json!({"progressToken": token});
+    }
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
+}
+
+/// A client reads two progress events of a slow call, drops the connection, and resumes with
+/// the last event id it saw: it gets the progress it had not seen yet (none twice) and the
+/// result — the call ran on without a reader.
+#[test]
+fn a_direct_calls_stream_resumes_after_its_client_went_away() {
+    let dir = temp_home("serve-direct", "resume");
+    let config = fixture_config(&dir, &[]);
+    let served = Served::start(&dir, &config, &[], Stdio::null());
+    let (session, _) = Session::open(&served.addr, "unused", json!({}), "resumer");
+    session.wait_listed("mcp__fx__slow", Duration::from_secs(20));
+
+    let mut first = Sse::post(&session, &slow_call(7, 1500, Some("p7")));
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        let progress = first.next().expect("a progress notification");
+        assert_eq!(progress["method"], "notifications/progress", "{progress}");
+        seen.push(progress["params"]["progress"].as_f64().expect("progress"));
+    }
+    let last = first.last_id().expect("events carry ids").to_string();
+    drop(first);
+
+    let mut resumed = Sse::resume(&session, Some(&last));
+    let mut later = Vec::new();
+    let result = loop {
+        let message = resumed
+            .next()
+            .expect("the resumed stream ended before the result");
+        match message["method"].as_str() {
+            Some("notifications/progress") => {
+                later.push(message["params"]["progress"].as_f64().expect("progress"));
+            }
+            _ => break message,
+        }
+    };
+    assert_eq!(result["id"], 7, "{result}");
+    assert!(result["result"]["content"].is_array(), "{result}");
+    assert!(
+        later
+            .first()
+            .is_none_or(|first| first > seen.last().unwrap()),
+        "progress seen before the resumption came again: {seen:?} then {later:?}"
+    );
+}
+
+/// Deleting a session while a direct call of it runs cancels the call: its stream ends within
+/// moments, not when the 10 s tool would have finished.
+#[test]
+fn deleting_the_session_cancels_its_direct_calls() {
+    let dir = temp_home("serve-direct", "delete");
+    let config = fixture_config(&dir, &[]);
+    let served = Served::start(&dir, &config, &[], Stdio::null());
+    let (session, _) = Session::open(&served.addr, "unused", json!({}), "deleter");
+    session.wait_listed("mcp__fx__slow", Duration::from_secs(20));
+
+    let started = Instant::now();
+    let mut stream = Sse::post(&session, &slow_call(8, 10_000, None));
+    let (status, head, body) = http(&served.addr, "DELETE", "/mcp", &session.headers(), "");
+    assert!(
+        status == 200 || status == 202,
+        "DELETE: {status} {head}\n{body}"
+    );
+    // The call's answer (it was cancelled, and the upstream told so) or the end of its
+    // stream, whichever comes.
+    while let Some(message) = stream.next() {
+        if message.get("id") == Some(&json!(8)) {
+            let text = message.to_string();
+            assert!(
+                text.contains("cancelled") && !text.contains("\"isError\":false"),
+                "{message}"
+            );
+            break;
+        }
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "the call ran on after its session was deleted ({:?})",
+        started.elapsed()
+    );
+}
+
+/// rmcp's session worker ends a session it hears nothing of for the idle limit (its GET stream
+/// ends with it; sealed ids let the next request restore it, with a new handler that lost the
+/// session's state). A client that only calls tools talks to direct calls alone, and its
+/// session must not end for it. Without calls the same session does end: the limit is in force.
+#[test]
+fn a_session_that_only_calls_tools_is_not_ended_as_idle() {
+    let dir = temp_home("serve-direct", "idle");
+    let config = fixture_config(&dir, &[]);
+    let served = Served::start(
+        &dir,
+        &config,
+        &["--idle-secs", "2", "--sse-ping-secs", "1"],
+        Stdio::null(),
+    );
+    let (session, _) = Session::open(&served.addr, "unused", json!({}), "busy");
+    session.wait_listed("mcp__fx__echo", Duration::from_secs(20));
+    let mut stream = Sse::get(&session);
+
+    // A call at least every second (each waits for the next ping), for more than twice the
+    // idle limit.
+    let busy_until = Instant::now() + Duration::from_secs(5);
+    let mut calls = 0;
+    while Instant::now() < busy_until {
+        let answer = session.request(
+            "tools/call",
+            json!({"name": "mcp__fx__echo", "arguments": {"message": "still here"}}),
+        );
+        assert!(answer.to_string().contains("still here"), "{answer}");
+        calls += 1;
+        // A ping a second while the session lives; the end of the stream once it ended.
+        assert!(
+            stream.ping(),
+            "the session ended while its client called tools (after {calls} calls)"
+        );
+    }
+
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while stream.ping() {
+        assert!(
+            Instant::now() < deadline,
+            "an idle session was never ended: the idle limit is not in force"
+        );
+    }
+}
