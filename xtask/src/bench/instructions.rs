@@ -89,10 +89,12 @@ async fn per_call(pid: u32, raw: &mut RawHttp, out: &Path) -> Result<f64, String
     let text = tokio::fs::read_to_string(&dump)
         .await
         .map_err(|e| format!("callgrind's dump {}: {e}", dump.display()))?;
+    // The first event is `Ir`; with `VALGRIND_OPTS=--cache-sim=yes` (or `--branch-sim`) the
+    // line carries the simulated misses after it.
     let total = text
         .lines()
         .find_map(|l| l.strip_prefix("summary:"))
-        .and_then(|n| n.trim().parse::<u64>().ok())
+        .and_then(|n| n.split_whitespace().next()?.parse::<u64>().ok())
         .ok_or_else(|| format!("no `summary:` line in {}", dump.display()))?;
     Ok(total as f64 / COUNTED as f64)
 }
