@@ -19,6 +19,11 @@
 //! - the DNS-rebinding check (`Host`, `Origin`) is rmcp's own: its answer for a pair of values
 //!   is asked once, with a body-less request rmcp refuses by method only after that check, and
 //!   remembered ([`Rebinding`]);
+//! - a `tools/call` answered here is a direct call ([`direct`]): run on this task instead of
+//!   through `create_stream`, answered as one JSON body when its result is all there is; the
+//!   only `GET` taken here is one whose `Last-Event-ID` names a direct call's stream, and the
+//!   only messages other than requests are a client's responses to a direct call's requests
+//!   (a cancellation of one is seen here and still goes on to rmcp);
 //! - with `own_posts` off, every request goes to rmcp's handler (the comparison in the tests).
 
 mod decode;
