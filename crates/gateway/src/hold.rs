@@ -49,6 +49,15 @@ impl HoldClock {
     }
 }
 
+/// Completes at `deadline`: on `clock` when the request came with its connection's, else on
+/// a timer of its own.
+pub(crate) async fn hold_until(clock: Option<&HoldClock>, deadline: Instant) {
+    match clock {
+        Some(clock) => clock.until(deadline).await,
+        None => tokio::time::sleep_until(deadline).await,
+    }
+}
+
 /// A wait on a connection's hold timer (see [`HoldClock::until`]).
 pub(crate) struct Until<'a> {
     clock: &'a HoldClock,

@@ -208,15 +208,7 @@ impl InSession {
             sidecar,
             in_flight,
         );
-        let own;
-        let clock = match clock.as_deref() {
-            Some(clock) => clock,
-            None => {
-                own = HoldClock::new();
-                &own
-            }
-        };
-        live.gather(HOLD, clock).await;
+        live.gather(HOLD, clock.as_deref()).await;
         if let Some(answer) = live.lone_answer() {
             return direct::json(&answer);
         }
@@ -395,18 +387,10 @@ async fn held(
             }
         }
     };
-    let own;
-    let clock = match clock {
-        Some(clock) => clock,
-        None => {
-            own = HoldClock::new();
-            &own
-        }
-    };
     tokio::select! {
         biased;
         () = gather => {}
-        () = clock.until(tokio::time::Instant::now() + hold) => {}
+        () = crate::hold::hold_until(clock, tokio::time::Instant::now() + hold) => {}
     }
     futures::stream::iter(first).chain(stream)
 }

@@ -53,20 +53,12 @@ impl Sidecars {
         session: &str,
         request: Option<RequestId>,
     ) -> Option<Opened> {
-        let key = (Arc::<str>::from(session), request?);
-        let (tx, side) = mpsc::channel(DEPTH);
-        self.channels.insert(key.clone(), tx);
-        Some(Opened {
-            side,
-            registered: Registered {
-                sidecars: self.clone(),
-                key,
-            },
-        })
+        let (_, side, registered) = self.open_direct(session, request?);
+        Some(Opened { side, registered })
     }
 
-    /// Opens the side channel of the direct call `request` of session `session` (see
-    /// `crate::in_session::direct`), whose stream is made from the receiver: the sender (what
+    /// Opens the side channel of request `request` of session `session`, for a stream made
+    /// from the receiver (a direct call's, see `crate::in_session::direct`): the sender (what
     /// the call sends its client on its stream), the receiver, and the registration, which
     /// removes the channel when dropped.
     pub(crate) fn open_direct(

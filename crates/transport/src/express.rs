@@ -51,7 +51,7 @@ use rmcp::transport::streamable_http_client::{
 use rmcp::transport::{DynamicTransportError, Transport};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::layer::{Events, PostResult, StreamResult};
+use crate::layer::{Events, PostResult};
 use crate::ordered::Delivered;
 use crate::outstanding::Outstanding;
 
@@ -278,39 +278,7 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Recording<C> {
             .await
     }
 
-    async fn get_stream(
-        &self,
-        uri: Arc<str>,
-        session_id: Option<Arc<str>>,
-        last_event_id: Option<String>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> StreamResult<Self::Error> {
-        self.inner
-            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
-            .await
-    }
-
-    async fn get_stream_with_max_sse_event_size(
-        &self,
-        uri: Arc<str>,
-        session_id: Option<Arc<str>>,
-        last_event_id: Option<String>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        max_sse_event_size: usize,
-    ) -> StreamResult<Self::Error> {
-        self.inner
-            .get_stream_with_max_sse_event_size(
-                uri,
-                session_id,
-                last_event_id,
-                auth_header,
-                custom_headers,
-                max_sse_event_size,
-            )
-            .await
-    }
+    forward_get_streams!(inner);
 }
 
 /// Why a POST or a resumption failed, as far as the caller decides on it, and the error.

@@ -14,6 +14,52 @@
 //! This crate knows nothing of catalogs, actors or supervision: it opens, initialises and closes
 //! connections. A new transport is a new [`Connector`] implementation; nothing else changes.
 
+/// The two `StreamableHttpClient` methods that open a GET stream, forwarded unchanged to the
+/// client in field `$inner` (for wrappers that change only how messages are POSTed).
+macro_rules! forward_get_streams {
+    ($inner:ident) => {
+        async fn get_stream(
+            &self,
+            uri: std::sync::Arc<str>,
+            session_id: Option<std::sync::Arc<str>>,
+            last_event_id: Option<String>,
+            auth_header: Option<String>,
+            custom_headers: std::collections::HashMap<
+                reqwest::header::HeaderName,
+                reqwest::header::HeaderValue,
+            >,
+        ) -> $crate::layer::StreamResult<Self::Error> {
+            self.$inner
+                .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
+                .await
+        }
+
+        async fn get_stream_with_max_sse_event_size(
+            &self,
+            uri: std::sync::Arc<str>,
+            session_id: Option<std::sync::Arc<str>>,
+            last_event_id: Option<String>,
+            auth_header: Option<String>,
+            custom_headers: std::collections::HashMap<
+                reqwest::header::HeaderName,
+                reqwest::header::HeaderValue,
+            >,
+            max_sse_event_size: usize,
+        ) -> $crate::layer::StreamResult<Self::Error> {
+            self.$inner
+                .get_stream_with_max_sse_event_size(
+                    uri,
+                    session_id,
+                    last_event_id,
+                    auth_header,
+                    custom_headers,
+                    max_sse_event_size,
+                )
+                .await
+        }
+    };
+}
+
 pub mod auth;
 pub mod callbacks;
 mod connector;

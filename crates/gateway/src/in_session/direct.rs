@@ -103,13 +103,14 @@ impl Live {
         }
     }
 
-    /// Waits for the result or the first message, for at most `hold` by `clock`.
-    pub(crate) async fn gather(&mut self, hold: Duration, clock: &crate::hold::HoldClock) {
+    /// Waits for the result or the first message, for at most `hold` (by the connection's
+    /// `clock` when there is one).
+    pub(crate) async fn gather(&mut self, hold: Duration, clock: Option<&crate::hold::HoldClock>) {
         let progress = std::future::poll_fn(|cx| self.poll_progress(cx));
         tokio::select! {
             biased;
             () = progress => {}
-            () = clock.until(tokio::time::Instant::now() + hold) => {}
+            () = crate::hold::hold_until(clock, tokio::time::Instant::now() + hold) => {}
         }
     }
 
@@ -380,11 +381,7 @@ pub(crate) fn intercept(
         }
         _ => return None,
     };
-    answered.then(|| {
-        let mut answer = Response::new(http_body_util::Full::new(Bytes::new()).boxed());
-        *answer.status_mut() = StatusCode::ACCEPTED;
-        answer
-    })
+    answered.then(|| super::text(StatusCode::ACCEPTED, String::new()))
 }
 
 #[cfg(test)]

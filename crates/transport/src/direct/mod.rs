@@ -46,7 +46,7 @@ use rmcp::transport::streamable_http_client::{
 };
 
 use crate::inbound::JSON_PARSE_ERROR;
-use crate::layer::{PostResult, StreamResult};
+use crate::layer::PostResult;
 use events::EventStream;
 
 /// The most bytes of a `Retry-After` kept (rmcp's bound).
@@ -565,39 +565,7 @@ impl StreamableHttpClient for Direct {
             .await
     }
 
-    async fn get_stream(
-        &self,
-        uri: Arc<str>,
-        session_id: Option<Arc<str>>,
-        last_event_id: Option<String>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> StreamResult<Self::Error> {
-        self.http
-            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
-            .await
-    }
-
-    async fn get_stream_with_max_sse_event_size(
-        &self,
-        uri: Arc<str>,
-        session_id: Option<Arc<str>>,
-        last_event_id: Option<String>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        max_sse_event_size: usize,
-    ) -> StreamResult<Self::Error> {
-        self.http
-            .get_stream_with_max_sse_event_size(
-                uri,
-                session_id,
-                last_event_id,
-                auth_header,
-                custom_headers,
-                max_sse_event_size,
-            )
-            .await
-    }
+    forward_get_streams!(http);
 }
 
 #[cfg(test)]
