@@ -564,6 +564,10 @@ impl PreparedCall {
                 .register_sender(&entry.server, client.epoch, token, tx)
         };
         let mut express_progress = None;
+        let express_token = match &sent {
+            Sent::Express(call) => Some(call.progress_token()),
+            Sent::Rmcp(_) => None,
+        };
         let mut _route = match (&sent, options.progress) {
             (Sent::Rmcp(handle), Some(tx)) => Some(route(&handle.progress_token, tx)),
             (Sent::Express(call), Some(tx)) => {
@@ -603,7 +607,9 @@ impl PreparedCall {
                         let _retagged = registration
                             .zip(tags.as_ref())
                             .map(|(r, (_, tag))| r.finish(&entry.server, handle.id.clone(), *tag));
-                        _route = express_progress.map(|(_, tx)| route(&handle.progress_token, tx));
+                        _route = express_progress
+                            .take()
+                            .map(|(_, tx)| route(&handle.progress_token, tx));
                         Box::pin(self.rmcp_answer(handle, entry, &options.cancel)).await?
                     }
                 }
@@ -629,6 +635,18 @@ impl PreparedCall {
         let result = match response.map_err(classify)? {
             ServerResult::CallToolResult(r) => r,
             other => {
+                // An express call's progress went through its wait; through a task's further
+                // rounds it goes straight to the caller. The old route goes first (a route is
+                // one per token); what reaches neither meanwhile is held for the new one.
+                if let (Some((mut seen, tx)), Some(token)) =
+                    (express_progress.take(), express_token.as_ref())
+                {
+                    drop(_route.take());
+                    while let Ok(p) = seen.try_recv() {
+                        let _ = tx.send(p);
+                    }
+                    _route = Some(route(token, tx));
+                }
                 let rest = FurtherRounds {
                     entry,
                     client,
