@@ -129,7 +129,8 @@ pub struct Session {
     broken: Option<crate::net::Breakage>,
     /// The requests sent on this session that still wait for their answer.
     outstanding: Arc<Outstanding>,
-    /// Where a `tools/call` can be sent past rmcp's worker (Streamable HTTP only).
+    /// Where a `tools/call` can be sent past rmcp's service loop (Streamable HTTP, stdio,
+    /// in-process).
     express: Option<Express>,
 }
 
@@ -330,7 +331,7 @@ where
     let (express, side) = match express {
         Some(setup) => {
             let (lane, side) = setup.lane(outstanding.clone(), delivered.clone());
-            (Some(lane), Some(side))
+            (Some(lane), side)
         }
         None => (None, None),
     };

@@ -1,15 +1,20 @@
-//! Express calls: a `tools/call` to a Streamable HTTP server POSTed from the caller's own task.
+//! Express calls: a `tools/call` sent from the caller's own task, past rmcp's service loop.
 //!
-//! Why: through rmcp, a call's request and its answer each cross two tasks — rmcp's service
-//! loop and its Streamable HTTP worker — with a channel hop and a move of the message at each.
-//! Profiled through the gateway, that was about a quarter of the task polls of a call. An
-//! express call sends its POST through the same client stack rmcp's worker uses (so the same
-//! authorization, wire tap, size limits and connection watch), from the task that awaits the
-//! answer, and takes a lone answer there.
+//! Why: through rmcp, a call's request and its answer each cross rmcp's service loop — and for
+//! Streamable HTTP its worker, for a line transport (stdio, in-process) a task spawned per
+//! send — with a channel hop and a move of the message at each. Profiled through the gateway,
+//! that was about a quarter of the task polls of a call. Two ways:
+//! - **POSTed** (Streamable HTTP): the call's POST goes through the same client stack rmcp's
+//!   worker uses (so the same authorization, wire tap, size limits and connection watch), and
+//!   a lone answer is taken there;
+//! - **written** (a line transport): the call's line goes through the transport's own writer
+//!   (noted as its own sends are), and its answer is taken out of what rmcp's service loop
+//!   reads, before rmcp sees it, behind the notifications the server sent before it — as
+//!   rmcp's own answers are.
 //!
 //! Invariants:
-//! - an express call is sent only in a session rmcp's worker has already used (its session id
-//!   and protocol headers are the ones the worker last sent a message with); before that, or
+//! - an express call is sent only in a session rmcp has already used: a POSTed one with the
+//!   session id and protocol headers rmcp's worker last sent a message with; before that, or
 //!   for a request the caller does not hand here, rmcp sends it;
 //! - its id never collides with rmcp's (rmcp counts up from 0 in `u32`; these start at 2^32);
 //! - a server that refused the POST before running it (session gone, authorization refused)
@@ -17,11 +22,15 @@
 //!   recovers the session or reports the refusal; a call the server may have run is never
 //!   sent twice. A session found gone is not asked again: rmcp's worker gets "session
 //!   expired" for its next message in it at once, and re-initialises;
-//! - every other message on the call's event stream (progress, logs, the server's own requests)
-//!   goes to rmcp's service loop as if its worker had read it, marked with the stream it came
-//!   on, and the call's answer after them then goes the same way (behind them, in order) and is
-//!   handed back to the caller ([`Outstanding::divert`]); an answer alone is handed back at
-//!   once, after the session's earlier counted notifications ([`Delivered::caught_up`]);
+//! - every other message on a POSTed call's event stream (progress, logs, the server's own
+//!   requests) goes to rmcp's service loop as if its worker had read it, marked with the
+//!   stream it came on, and the call's answer after them then goes the same way (behind them,
+//!   in order) and is handed back to the caller ([`Outstanding::divert`]); an answer alone is
+//!   handed back at once, after the session's earlier counted notifications
+//!   ([`Delivered::caught_up`]);
+//! - a written call's answer is diverted from before its line is written until the call ends;
+//!   one that comes after (an abandoned call) goes to rmcp, which drops it; once the
+//!   connection ended, a waiting or new written call fails as closed at once;
 //! - a stream that ends before the answer is resumed from its last event id (`Last-Event-ID`):
 //!   a broken one at once the first time, one the server ended after its `retry`, any further
 //!   attempt after the connection's backoff, at most [`crate::http`]'s reconnect bound in a row
@@ -52,6 +61,7 @@ use rmcp::transport::{DynamicTransportError, Transport};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::layer::{Events, PostResult};
+use crate::lines::LineSend;
 use crate::ordered::Delivered;
 use crate::outstanding::Outstanding;
 
@@ -371,7 +381,15 @@ where
 }
 
 /// What a connector hands [`crate::connector`] so that its session can make express calls.
-pub(crate) struct ExpressSetup {
+pub(crate) enum ExpressSetup {
+    /// POSTed through the session's Streamable HTTP client.
+    Post(PostSetup),
+    /// Written as a line to the server's input (stdio, in-process).
+    Line(Box<dyn LineSend>),
+}
+
+/// [`ExpressSetup::Post`]'s parts.
+pub(crate) struct PostSetup {
     poster: Box<dyn Poster>,
     slot: AttachmentSlot,
     retry: Arc<dyn SseRetryPolicy>,
@@ -390,28 +408,37 @@ impl ExpressSetup {
     where
         C: StreamableHttpClient + Send + Sync + 'static,
     {
-        Self {
+        Self::Post(PostSetup {
             poster: Box::new(Through(Arc::new(client))),
             slot,
             retry,
             max_reconnects,
-        }
+        })
     }
 
-    /// The session's side of it: the lane, and where rmcp's service loop reads what its
-    /// calls' streams bring.
+    /// The session's side of it: the lane, and (for POSTed calls) where rmcp's service loop
+    /// reads what their streams bring.
     pub(crate) fn lane(
         self,
         outstanding: Arc<Outstanding>,
         delivered: Arc<Delivered>,
-    ) -> (Express, mpsc::Receiver<ServerJsonRpcMessage>) {
-        let (side, received) = mpsc::channel(SIDE_CAPACITY);
+    ) -> (Express, Option<mpsc::Receiver<ServerJsonRpcMessage>>) {
+        let (way, received) = match self {
+            Self::Post(setup) => {
+                let (side, received) = mpsc::channel(SIDE_CAPACITY);
+                let way = Way::Post(Posting {
+                    poster: setup.poster,
+                    slot: setup.slot,
+                    retry: setup.retry,
+                    max_reconnects: setup.max_reconnects,
+                    side,
+                });
+                (way, Some(received))
+            }
+            Self::Line(line) => (Way::Line(line), None),
+        };
         let lane = Lane {
-            poster: self.poster,
-            slot: self.slot,
-            retry: self.retry,
-            max_reconnects: self.max_reconnects,
-            side,
+            way,
             outstanding,
             delivered,
             next: AtomicI64::new(FIRST_ID),
@@ -420,19 +447,38 @@ impl ExpressSetup {
     }
 }
 
+/// Whether express calls are made: unless [`crate::EXPRESS_ENV`] is `0`.
+pub(crate) fn enabled() -> bool {
+    !std::env::var(crate::EXPRESS_ENV).is_ok_and(|v| v.trim() == "0")
+}
+
 /// A session's express lane (see the module doc). Cheap to clone.
 #[derive(Clone)]
 pub struct Express(Arc<Lane>);
 
 struct Lane {
+    way: Way,
+    outstanding: Arc<Outstanding>,
+    delivered: Arc<Delivered>,
+    next: AtomicI64,
+}
+
+/// How a lane's calls reach the server.
+enum Way {
+    /// POSTed; the call's event stream read by the call.
+    Post(Posting),
+    /// Written as a line; the answer taken out of what rmcp's service loop reads, before rmcp
+    /// sees it ([`Outstanding::divert`]), behind the notifications sent before it.
+    Line(Box<dyn LineSend>),
+}
+
+/// [`Way::Post`]'s parts.
+struct Posting {
     poster: Box<dyn Poster>,
     slot: AttachmentSlot,
     retry: Arc<dyn SseRetryPolicy>,
     max_reconnects: usize,
     side: mpsc::Sender<ServerJsonRpcMessage>,
-    outstanding: Arc<Outstanding>,
-    delivered: Arc<Delivered>,
-    next: AtomicI64,
 }
 
 impl std::fmt::Debug for Express {
@@ -455,8 +501,12 @@ impl Express {
         if !matches!(request, ClientRequest::CallToolRequest(_)) {
             return Err(request);
         }
-        let Some(attachment) = self.0.slot.get() else {
-            return Err(request);
+        let attachment = match &self.0.way {
+            Way::Post(post) => match post.slot.get() {
+                Some(attachment) => Some(attachment),
+                None => return Err(request),
+            },
+            Way::Line(_) => None,
         };
         let id = NumberOrString::Number(self.0.next.fetch_add(1, Ordering::Relaxed));
         let mut sent = request.clone();
@@ -495,7 +545,8 @@ struct Call {
     message: ClientJsonRpcMessage,
     /// The request as the caller gave it, handed back should the server refuse the POST.
     request: ClientRequest,
-    attachment: Arc<Attachment>,
+    /// How the session's messages are POSTed (`None` for a line).
+    attachment: Option<Arc<Attachment>>,
 }
 
 /// Counts a call among the session's outstanding requests while it lives.
@@ -504,6 +555,16 @@ struct Counted<'a>(&'a Outstanding, &'a RequestId);
 impl Drop for Counted<'_> {
     fn drop(&mut self) {
         self.0.answered(self.1);
+    }
+}
+
+/// Takes a written call's diversion back when the call ends unanswered (abandoned, timed out):
+/// an answer after that goes to rmcp, which drops an answer to no request of its own.
+struct Diverted<'a>(&'a Outstanding, &'a RequestId);
+
+impl Drop for Diverted<'_> {
+    fn drop(&mut self) {
+        self.0.undivert(self.1);
     }
 }
 
@@ -530,32 +591,14 @@ impl ExpressCall {
         } = *self.0;
         lane.outstanding.sent_id(&id);
         let _counted = Counted(&lane.outstanding, &id);
-        let posted = lane.poster.post(message, &attachment).await;
-        let message = match posted {
-            Ok(StreamableHttpPostResponse::Json(message, _)) => {
-                lane.delivered.caught_up().await;
-                message
+        let message = match (&lane.way, attachment) {
+            (Way::Line(line), _) => lane.written(line.as_ref(), &id, message).await?,
+            (Way::Post(post), Some(attachment)) => {
+                lane.posted(post, &id, message, request, &attachment)
+                    .await?
             }
-            Ok(StreamableHttpPostResponse::Sse(events, _)) => {
-                lane.read(events, &id, &attachment).await?
-            }
-            Ok(StreamableHttpPostResponse::Accepted) => {
-                return Err(failed(
-                    "the server accepted the call (HTTP 202) without answering it".into(),
-                ));
-            }
-            Ok(_) => {
-                return Err(failed(
-                    "the server answered the call in a way this client does not know".into(),
-                ));
-            }
-            Err(e) if e.refused => {
-                if e.expired {
-                    lane.slot.gone(&attachment.session);
-                }
-                return Err(ExpressError::Unsent(Box::new(request)));
-            }
-            Err(e) => return Err(ExpressError::Failed(send_error(e.error))),
+            // Not prepared for a POST (`prepare` gives every POSTed call its attachment).
+            (Way::Post(_), None) => return Err(ExpressError::Unsent(Box::new(request))),
         };
         match message {
             ServerJsonRpcMessage::Response(r) if r.id == id => Ok(r.result),
@@ -568,10 +611,66 @@ impl ExpressCall {
 }
 
 impl Lane {
+    /// Writes call `id` as a line; its answer is taken out of what rmcp's service loop reads
+    /// (behind the notifications before it, as rmcp's own answers are).
+    async fn written(
+        &self,
+        line: &dyn LineSend,
+        id: &RequestId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<ServerJsonRpcMessage, ExpressError> {
+        let (to, answered) = oneshot::channel();
+        // Before the line is written: its answer may be read before the write returns.
+        self.outstanding.divert(id.clone(), to);
+        let _diverted = Diverted(&self.outstanding, id);
+        if let Err(e) = line.send(message).await {
+            return Err(ExpressError::Failed(send_error(line.name(), Box::new(e))));
+        }
+        answered
+            .await
+            .map_err(|_| ExpressError::Failed(ServiceError::TransportClosed))
+    }
+
+    /// POSTs call `id` and reads its answer: the server's refusal before running it hands
+    /// `request` back ([`ExpressError::Unsent`]).
+    async fn posted(
+        &self,
+        post: &Posting,
+        id: &RequestId,
+        message: ClientJsonRpcMessage,
+        request: ClientRequest,
+        attachment: &Attachment,
+    ) -> Result<ServerJsonRpcMessage, ExpressError> {
+        let posted = post.poster.post(message, attachment).await;
+        match posted {
+            Ok(StreamableHttpPostResponse::Json(message, _)) => {
+                self.delivered.caught_up().await;
+                Ok(message)
+            }
+            Ok(StreamableHttpPostResponse::Sse(events, _)) => {
+                self.read(post, events, id, attachment).await
+            }
+            Ok(StreamableHttpPostResponse::Accepted) => Err(failed(
+                "the server accepted the call (HTTP 202) without answering it".into(),
+            )),
+            Ok(_) => Err(failed(
+                "the server answered the call in a way this client does not know".into(),
+            )),
+            Err(e) if e.refused => {
+                if e.expired {
+                    post.slot.gone(&attachment.session);
+                }
+                Err(ExpressError::Unsent(Box::new(request)))
+            }
+            Err(e) => Err(ExpressError::Failed(send_error(TRANSPORT_NAME, e.error))),
+        }
+    }
+
     /// Reads call `id`'s event stream (resuming it as needed) up to its answer; everything
     /// else on it goes to rmcp's service loop, and the answer too when anything went before it.
     async fn read(
         &self,
+        post: &Posting,
         mut events: Events,
         id: &RequestId,
         attachment: &Attachment,
@@ -633,7 +732,7 @@ impl Lane {
                     self.outstanding.divert(id.clone(), to);
                     from
                 });
-                if self.side.send(message).await.is_err() {
+                if post.side.send(message).await.is_err() {
                     return Err(ExpressError::Failed(ServiceError::TransportClosed));
                 }
                 handed_on = true;
@@ -655,10 +754,10 @@ impl Lane {
             };
             let wait = match (attempts, broken) {
                 (0, true) => Some(std::time::Duration::ZERO),
-                (0, false) => server_retry.or_else(|| self.retry.retry(0)),
-                (n, _) => self.retry.retry(n),
+                (0, false) => server_retry.or_else(|| post.retry.retry(0)),
+                (n, _) => post.retry.retry(n),
             };
-            let Some(wait) = wait.filter(|_| attempts < self.max_reconnects) else {
+            let Some(wait) = wait.filter(|_| attempts < post.max_reconnects) else {
                 return Err(failed(
                     format!(
                         "the call's event stream could not be resumed after event `{last}` ({attempts} attempts)"
@@ -669,9 +768,11 @@ impl Lane {
             attempts += 1;
             tokio::time::sleep(wait).await;
             tracing::debug!(after = %last, "resuming an express call's event stream");
-            events = match self.poster.resume(attachment, last).await {
+            events = match post.poster.resume(attachment, last).await {
                 Ok(events) => events,
-                Err(e) if e.refused => return Err(ExpressError::Failed(send_error(e.error))),
+                Err(e) if e.refused => {
+                    return Err(ExpressError::Failed(send_error(TRANSPORT_NAME, e.error)));
+                }
                 Err(e) => {
                     tracing::debug!(
                         "resuming an express call's event stream failed: {}",
@@ -684,19 +785,19 @@ impl Lane {
     }
 }
 
-/// The transport name express calls' errors carry.
+/// The transport name POSTed express calls' errors carry.
 const TRANSPORT_NAME: &str = "streamable-http (express)";
 
-/// `message` as a failed send.
+/// `message` as a failed POSTed call.
 fn failed(message: Cow<'static, str>) -> ExpressError {
     let error = StreamableHttpError::<std::io::Error>::UnexpectedServerResponse(message);
-    ExpressError::Failed(send_error(Box::new(error)))
+    ExpressError::Failed(send_error(TRANSPORT_NAME, Box::new(error)))
 }
 
-/// `error` as rmcp reports a request its transport could not send.
-fn send_error(error: Box<dyn std::error::Error + Send + Sync>) -> ServiceError {
+/// `error` as rmcp reports a request its transport (`name`) could not send.
+fn send_error(name: &'static str, error: Box<dyn std::error::Error + Send + Sync>) -> ServiceError {
     ServiceError::TransportSend(DynamicTransportError::from_parts(
-        TRANSPORT_NAME,
+        name,
         std::any::TypeId::of::<Express>(),
         error,
     ))
@@ -760,9 +861,17 @@ mod tests {
     };
     use rmcp::transport::common::client_side_sse::FixedInterval;
 
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, DuplexStream, ReadHalf, WriteHalf};
+
     use super::*;
+    use crate::inbound::Inbound;
+    use crate::lines::LineTransport;
     use crate::ordered::{InOrder, Sequence};
     use crate::outstanding::Tracked;
+    use crate::wire::WireNotes;
+
+    /// The test's end of a line session's pipe, line by line.
+    type ServerLines = tokio::io::Lines<tokio::io::BufReader<ReadHalf<DuplexStream>>>;
 
     type Post = Result<StreamableHttpPostResponse, Failure>;
 
@@ -847,8 +956,6 @@ mod tests {
         serde_json::from_str(json).expect("a server message")
     }
 
-    /// A session's express lane over `poster`, attached; what rmcp's service loop would
-    /// receive comes out of the returned channel (counted notifications delivered in turn).
     /// A session's express lane, what its rmcp service loop receives, its outstanding
     /// requests, and how many counted notifications its handlers delivered.
     struct Session {
@@ -858,6 +965,7 @@ mod tests {
         deliveries: Arc<std::sync::atomic::AtomicUsize>,
     }
 
+    /// A session's express lane over `poster`, attached.
     fn lane(poster: Scripted) -> Session {
         let slot = AttachmentSlot::default();
         let notified = ClientJsonRpcMessage::notification(
@@ -871,7 +979,7 @@ mod tests {
             &HashMap::new(),
             StreamableHttpResponseLimits::default(),
         );
-        let setup = ExpressSetup {
+        let setup = ExpressSetup::Post(PostSetup {
             poster: Box::new(poster),
             slot,
             retry: Arc::new({
@@ -880,12 +988,22 @@ mod tests {
                 quick
             }),
             max_reconnects: 2,
-        };
+        });
+        run(setup, Silent)
+    }
+
+    /// A session's express lane from `setup` over `inner`; what rmcp's service loop would
+    /// receive comes out of [`Session::rmcp`] (counted notifications delivered in turn, each
+    /// after 50 ms).
+    fn run<T>(setup: ExpressSetup, inner: T) -> Session
+    where
+        T: Transport<RoleClient> + Send + 'static,
+    {
         let outstanding = Arc::new(Outstanding::default());
         let delivered = Arc::new(Delivered::default());
         let (express, side) = setup.lane(outstanding.clone(), delivered.clone());
         let mut transport = Tracked::new(
-            InOrder::new(Injected::new(Silent, Some(side)), delivered.clone()),
+            InOrder::new(Injected::new(inner, side), delivered.clone()),
             outstanding.clone(),
         );
         let (to_rmcp, from_session) = mpsc::unbounded_channel();
@@ -1180,7 +1298,10 @@ mod tests {
         assert_eq!(outstanding.count(), 0);
         // The session is gone: no express call in it, and rmcp's worker is told at once.
         assert!(express.prepare(echo(), false).is_err());
-        let slot = &express.0.slot;
+        let Way::Post(post) = &express.0.way else {
+            panic!("a POSTing lane")
+        };
+        let slot = &post.slot;
         assert!(slot.is_gone(&Some(Arc::from("s"))));
         let notified = ClientJsonRpcMessage::notification(
             ClientNotification::InitializedNotification(Default::default()),
@@ -1211,5 +1332,107 @@ mod tests {
             matches!(answered(call(&express)).await, Err(ExpressError::Failed(_))),
             "a server that may have run the call is never sent it again"
         );
+    }
+
+    /// A session whose express calls are written as lines to a server played by the test: its
+    /// end of the pipe, read and written line by line.
+    fn line_session() -> (Session, ServerLines, WriteHalf<DuplexStream>) {
+        let (client, server) = tokio::io::duplex(1 << 16);
+        let (read, write) = tokio::io::split(client);
+        let inbound = Inbound::new("s", 1 << 20, WireNotes::default(), true);
+        let transport = LineTransport::new(read, write, inbound);
+        let setup = ExpressSetup::Line(Box::new(transport.sender("stdio (express)")));
+        let (server_read, server_write) = tokio::io::split(server);
+        (
+            run(setup, transport),
+            tokio::io::BufReader::new(server_read).lines(),
+            server_write,
+        )
+    }
+
+    /// The next message rmcp's service loop gets, within 5 s.
+    async fn to_rmcp(session: &mut Session) -> ServerJsonRpcMessage {
+        tokio::time::timeout(Duration::from_secs(5), session.rmcp.recv())
+            .await
+            .expect("a message for rmcp within 5 s")
+            .expect("the session is open")
+    }
+
+    async fn line_of(lines: &mut ServerLines) -> serde_json::Value {
+        let line = tokio::time::timeout(Duration::from_secs(5), lines.next_line())
+            .await
+            .expect("a line within 5 s")
+            .expect("readable")
+            .expect("a line");
+        serde_json::from_str(&line).expect("JSON")
+    }
+
+    #[tokio::test]
+    async fn a_written_call_takes_its_answer_before_rmcp_and_after_the_progress_before_it() {
+        let (mut session, mut lines, mut server) = line_session();
+        let call = session
+            .express
+            .prepare(echo(), true)
+            .unwrap_or_else(|_| panic!("a line lane is ready at once"));
+        let answering = tokio::spawn(answered(call));
+        let sent = line_of(&mut lines).await;
+        assert_eq!(sent["method"], "tools/call");
+        assert_eq!(sent["id"].to_string(), FIRST);
+        assert_eq!(sent["params"]["_meta"]["progressToken"].to_string(), FIRST);
+        assert_eq!(session.outstanding.count(), 1);
+        let progress = format!(
+            r#"{{"jsonrpc":"2.0","method":"notifications/progress","params":{{"progressToken":{FIRST},"progress":1}}}}"#
+        );
+        server
+            .write_all(format!("{progress}\n{}\n", answer()).as_bytes())
+            .await
+            .unwrap();
+        // The answer waits for the progress's (slow) handler, then is the call's alone.
+        assert_eq!(text(answering.await.unwrap().expect("answered")), "ok");
+        assert_eq!(session.deliveries.load(Ordering::SeqCst), 1);
+        let seen = to_rmcp(&mut session).await;
+        assert!(matches!(seen, JsonRpcMessage::Notification(_)), "{seen:?}");
+        assert_eq!(session.outstanding.count(), 0);
+        // Nothing else reached rmcp: the next thing it sees is the next line.
+        server
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n")
+            .await
+            .unwrap();
+        let next = to_rmcp(&mut session).await;
+        assert!(matches!(next, JsonRpcMessage::Notification(_)), "{next:?}");
+    }
+
+    #[tokio::test]
+    async fn an_abandoned_written_call_leaves_its_answer_to_rmcp_and_a_closed_pipe_fails_calls() {
+        let (mut session, mut lines, mut server) = line_session();
+        // Abandoned once its line is written (as a cancelled call is).
+        let abandoned =
+            tokio::time::timeout(Duration::from_millis(100), call(&session.express).answer()).await;
+        assert!(abandoned.is_err(), "no answer yet");
+        assert_eq!(line_of(&mut lines).await["id"].to_string(), FIRST);
+        assert_eq!(session.outstanding.count(), 0);
+        server
+            .write_all(format!("{}\n", answer()).as_bytes())
+            .await
+            .unwrap();
+        let late = to_rmcp(&mut session).await;
+        assert!(matches!(late, JsonRpcMessage::Response(_)), "{late:?}");
+
+        // The server goes away: a call waiting for its answer, and any later one, fails as
+        // rmcp's own would — closed, at once.
+        let waiting = tokio::spawn(answered(call(&session.express)));
+        line_of(&mut lines).await;
+        drop((server, lines));
+        let failed = waiting.await.unwrap();
+        assert!(
+            matches!(
+                failed,
+                Err(ExpressError::Failed(ServiceError::TransportClosed))
+            ),
+            "{failed:?}"
+        );
+        let later = answered(call(&session.express)).await;
+        assert!(matches!(later, Err(ExpressError::Failed(_))), "{later:?}");
+        assert_eq!(session.outstanding.count(), 0);
     }
 }

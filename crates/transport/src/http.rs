@@ -182,8 +182,9 @@ impl StreamableHttpConnector {
     }
 }
 
-/// The environment variable that, set to `0`, sends every request through rmcp's worker (no
-/// express calls): for comparing the two paths, and a way out should a server mind.
+/// The environment variable that, set to `0`, sends every request through rmcp's service loop
+/// (no express calls, on any transport): for comparing the two paths, and a way out should a
+/// server mind.
 pub const EXPRESS_ENV: &str = "MCP_HARNESS_EXPRESS";
 
 /// Initialises a session over `client`, whose `tools/call` requests can then be sent as
@@ -197,7 +198,7 @@ async fn start<C>(
 where
     C: StreamableHttpClient + Clone + Send + Sync + 'static,
 {
-    if std::env::var(EXPRESS_ENV).is_ok_and(|v| v.trim() == "0") {
+    if !crate::express::enabled() {
         let transport = StreamableHttpClientTransport::with_client(client, config);
         return initialize(handler, transport, options, None, None).await;
     }

@@ -5,8 +5,9 @@ use std::sync::Arc;
 
 use tokio::io::DuplexStream;
 
-use crate::connector::{BoxFuture, ConnectOptions, Connector, Session, initialize};
+use crate::connector::{BoxFuture, ConnectOptions, Connector, Session, initialize_with};
 use crate::error::TransportError;
+use crate::express::ExpressSetup;
 use crate::handler::HarnessClient;
 
 /// Starts serving one client on the server end of a duplex pipe (typically by spawning an rmcp
@@ -45,7 +46,9 @@ impl Connector for InProcessConnector {
             serve(server_end);
             let (read, write) = tokio::io::split(client_end);
             let transport = crate::lines::LineTransport::new(read, write, options.inbound(true));
-            initialize(handler, transport, &options, None, None).await
+            let express = crate::express::enabled()
+                .then(|| ExpressSetup::Line(Box::new(transport.sender("in-process (express)"))));
+            initialize_with(handler, transport, &options, None, None, express).await
         })
     }
 }

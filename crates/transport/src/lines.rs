@@ -155,6 +155,71 @@ where
     }
 }
 
+impl<R, W: AsyncWrite + Send + Unpin + 'static> LineTransport<R, W> {
+    /// Writes to this transport's output from outside rmcp's loop (express calls), named
+    /// `name` in errors.
+    pub(crate) fn sender(&self, name: &'static str) -> LineSender<W> {
+        LineSender {
+            name,
+            write: self.write.clone(),
+            inbound: self.inbound.clone(),
+        }
+    }
+}
+
+/// Writes `item` as one line through `lock`'s writer. The whole line goes into the writer's
+/// buffer before anything is written, so a dropped future leaves no partial line (the next
+/// write flushes it).
+async fn write_line<W: AsyncWrite + Unpin>(
+    lock: Arc<Mutex<Option<Writer<W>>>>,
+    item: ClientJsonRpcMessage,
+) -> std::io::Result<()> {
+    let mut write = lock.lock().await;
+    match write.as_mut() {
+        Some(w) => w.send(item).await.map_err(Into::into),
+        None => Err(std::io::Error::new(
+            std::io::ErrorKind::NotConnected,
+            "the transport is closed",
+        )),
+    }
+}
+
+/// Writes a client message to a line transport's output from the caller's task (an express
+/// call's, `crate::express`), noting it as the transport notes what rmcp sends. The line is
+/// whole on the wire even when the future is dropped part-way (it is encoded into the writer's
+/// buffer at once; the next write flushes it).
+pub(crate) trait LineSend: Send + Sync {
+    /// The transport's name, for errors (`stdio`, `in-process`).
+    fn name(&self) -> &'static str;
+
+    fn send(
+        &self,
+        message: ClientJsonRpcMessage,
+    ) -> futures::future::BoxFuture<'static, std::io::Result<()>>;
+}
+
+/// A [`LineTransport`]'s output, shared with express calls ([`LineSend`]):
+/// what it sends is noted as the transport's own sends are.
+pub(crate) struct LineSender<W> {
+    name: &'static str,
+    write: Arc<Mutex<Option<Writer<W>>>>,
+    inbound: Inbound,
+}
+
+impl<W: AsyncWrite + Send + Unpin + 'static> LineSend for LineSender<W> {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn send(
+        &self,
+        message: ClientJsonRpcMessage,
+    ) -> futures::future::BoxFuture<'static, std::io::Result<()>> {
+        self.inbound.sent(&message);
+        Box::pin(write_line(self.write.clone(), message))
+    }
+}
+
 impl<R, W> Transport<RoleClient> for LineTransport<R, W>
 where
     R: AsyncRead + Send + Unpin,
@@ -167,17 +232,7 @@ where
         item: ClientJsonRpcMessage,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         self.inbound.sent(&item);
-        let lock = self.write.clone();
-        async move {
-            let mut write = lock.lock().await;
-            match write.as_mut() {
-                Some(w) => w.send(item).await.map_err(Into::into),
-                None => Err(std::io::Error::new(
-                    std::io::ErrorKind::NotConnected,
-                    "the transport is closed",
-                )),
-            }
-        }
+        write_line(self.write.clone(), item)
     }
 
     fn receive(&mut self) -> impl Future<Output = Option<ServerJsonRpcMessage>> + Send {

@@ -10,7 +10,7 @@
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -30,6 +30,9 @@ pub(crate) struct Outstanding {
     /// session without any takes no lock per answer.
     diverted: Mutex<HashMap<RequestId, oneshot::Sender<ServerJsonRpcMessage>>>,
     diverting: AtomicUsize,
+    /// The connection ended: an answer diverted from now on never comes (set and read under
+    /// `diverted`'s lock).
+    over: AtomicBool,
 }
 
 impl Outstanding {
@@ -69,12 +72,21 @@ impl Outstanding {
         }
     }
 
-    /// The answer to `id`, when it comes through the transport, goes to `to` instead of rmcp.
+    /// The answer to `id`, when it comes through the transport, goes to `to` instead of rmcp;
+    /// once the connection ended, `to` is dropped at once (its receiver sees it closed).
     pub(crate) fn divert(&self, id: RequestId, to: oneshot::Sender<ServerJsonRpcMessage>) {
         let mut diverted = self.diverted.lock().unwrap_or_else(|p| p.into_inner());
+        if self.over.load(Ordering::Acquire) {
+            return;
+        }
         if diverted.insert(id, to).is_none() {
             self.diverting.fetch_add(1, Ordering::AcqRel);
         }
+    }
+
+    /// `id`'s answer goes to rmcp again (its call ended without it), if it was diverted.
+    pub(crate) fn undivert(&self, id: &RequestId) {
+        drop(self.diverted(id));
     }
 
     /// Who `id`'s answer goes to instead of rmcp, if anyone (taken: it is handed once).
@@ -98,6 +110,7 @@ impl Outstanding {
     fn ended(&self) {
         self.ids().clear();
         let mut diverted = self.diverted.lock().unwrap_or_else(|p| p.into_inner());
+        self.over.store(true, Ordering::Release);
         diverted.clear();
         self.diverting.store(0, Ordering::Release);
         drop(diverted);

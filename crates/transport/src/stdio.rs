@@ -12,8 +12,9 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
 
-use crate::connector::{BoxFuture, ConnectOptions, Connector, Session, initialize};
+use crate::connector::{BoxFuture, ConnectOptions, Connector, Session, initialize_with};
 use crate::error::TransportError;
+use crate::express::ExpressSetup;
 use crate::handler::HarnessClient;
 use crate::lines::LineTransport;
 use crate::process::ProcessGroup;
@@ -136,7 +137,17 @@ impl Connector for StdioConnector {
             tail.drain(options.server.clone(), stderr);
             tracing::debug!(server = %options.server, command = %spec.command, pgid = group.pgid(), "spawned stdio server");
             let transport = LineTransport::new(stdout, stdin, options.inbound(true));
-            initialize(handler, transport, &options, Some(tail), Some(group)).await
+            let express = crate::express::enabled()
+                .then(|| ExpressSetup::Line(Box::new(transport.sender("stdio (express)"))));
+            initialize_with(
+                handler,
+                transport,
+                &options,
+                Some(tail),
+                Some(group),
+                express,
+            )
+            .await
         })
     }
 }
