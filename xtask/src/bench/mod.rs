@@ -377,9 +377,10 @@ fn outer(options: &Options) -> ExitCode {
     if !release_self {
         build.args(["-p", "xtask", "--bin", "xtask"]);
     }
-    if options.runs("cli") || options.runs("serve") || options.runs("instructions") {
-        build.args(["-p", "mcp-harness", "--bin", "mcp-harness"]);
-    }
+    // Always the CLI too, whichever groups run: a build without it unifies its dependencies'
+    // features differently, so alternating `--only gateway` and `--only serve` rebuilt the
+    // shared crates in release (minutes) on every switch.
+    build.args(["-p", "mcp-harness", "--bin", "mcp-harness"]);
     eprintln!("xtask bench: building release binaries (the first time takes minutes)...");
     match build.status() {
         Ok(s) if s.success() => {}
