@@ -299,14 +299,18 @@ async fn run(cli: Cli) -> u8 {
                 let builder = builder
                     .callbacks(bridge.callbacks())
                     .edit_drain(args.drain());
-                // One thread: the gateway's sessions and its upstream connections on it, so a
-                // call is never handed to an I/O thread and back. With more, the connections
-                // keep their pinned I/O threads, the layout that measured best at saturation
-                // (docs/benchmark-history.md, sessions 20 and 21).
+                // The upstream connections run on the gateway's own runtime, so a call is never
+                // handed to an I/O thread and back: with one thread, that thread carries
+                // everything; with more, the workers share sessions and connections. Since
+                // calls are written from the caller's task (express and direct calls), this
+                // measured as fast as the pinned I/O threads at saturation and cheaper in CPU
+                // per call (docs/benchmark-history.md, session 41; sessions 20 and 21 chose the
+                // pinned threads before that).
+                let here = tokio::runtime::Handle::current();
                 if args.threads() == 1 {
-                    builder.io_runtime_driven(tokio::runtime::Handle::current())
+                    builder.io_runtime_driven(here)
                 } else {
-                    builder
+                    builder.io_runtime(here)
                 }
             } else {
                 builder.callbacks(std::sync::Arc::new(terminal::TerminalCallbacks {

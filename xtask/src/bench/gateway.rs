@@ -1,7 +1,8 @@
 //! `gateway_*`: what `mcp-harness serve` adds in front of one upstream over Streamable HTTP.
 //!
-//! One fixture process serves Streamable HTTP; the gateway (in this process, on its own runtime
-//! connected to that fixture over Streamable HTTP) serves it again. The same rmcp Streamable
+//! One fixture process serves Streamable HTTP; the gateway (in this process, its runtime
+//! connected to that fixture over Streamable HTTP, the connections on the bench's two tokio
+//! workers as `serve --threads 2` runs them) serves it again. The same rmcp Streamable
 //! HTTP client talks to both: direct to the fixture (the baseline) and through the gateway.
 //! - `gateway_echo_http[_p99]`: time per sequential 1 KiB echo call, the sides alternating every
 //!   chunk of calls; the added latency is the difference of the two figures;
@@ -78,9 +79,11 @@ impl Fronted {
     /// `what` names this gateway in errors.
     async fn start(config: Config, what: &str) -> Result<Self, String> {
         let bridge = ClientBridge::new();
+        // The connections on this runtime, as `serve --threads 2` runs them.
         let runtime = RuntimeBuilder::new(config)
             .callbacks(bridge.callbacks())
             .approver(bridge.approver())
+            .io_runtime(tokio::runtime::Handle::current())
             .start()
             .map_err(|e| format!("{what}'s runtime: {e}"))?;
         let runtime = Arc::new(runtime);
