@@ -416,6 +416,12 @@ impl ExpressSetup {
         })
     }
 
+    /// Express calls written through `line` (a line transport's [`LineSend`]), unless they are
+    /// turned off ([`enabled`]).
+    pub(crate) fn written(line: impl LineSend + 'static) -> Option<Self> {
+        enabled().then(|| Self::Line(Box::new(line)))
+    }
+
     /// The session's side of it: the lane, and (for POSTed calls) where rmcp's service loop
     /// reads what their streams bring.
     pub(crate) fn lane(

@@ -46,8 +46,7 @@ impl Connector for InProcessConnector {
             serve(server_end);
             let (read, write) = tokio::io::split(client_end);
             let transport = crate::lines::LineTransport::new(read, write, options.inbound(true));
-            let express = crate::express::enabled()
-                .then(|| ExpressSetup::Line(Box::new(transport.sender("in-process (express)"))));
+            let express = ExpressSetup::written(transport.sender("in-process (express)"));
             initialize_with(handler, transport, &options, None, None, express).await
         })
     }

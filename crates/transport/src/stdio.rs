@@ -137,8 +137,7 @@ impl Connector for StdioConnector {
             tail.drain(options.server.clone(), stderr);
             tracing::debug!(server = %options.server, command = %spec.command, pgid = group.pgid(), "spawned stdio server");
             let transport = LineTransport::new(stdout, stdin, options.inbound(true));
-            let express = crate::express::enabled()
-                .then(|| ExpressSetup::Line(Box::new(transport.sender("stdio (express)"))));
+            let express = ExpressSetup::written(transport.sender("stdio (express)"));
             initialize_with(
                 handler,
                 transport,
