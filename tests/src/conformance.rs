@@ -58,6 +58,11 @@ const AUDIO_WAV: &str = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQI
 const TTL_MS: u64 = 300_000;
 /// Pause between the notifications of the logging and progress tools.
 const STEP: Duration = Duration::from_millis(50);
+/// How long `test_reconnection` runs: well past the 50 ms a gateway in front holds a call's
+/// answer to send it as one JSON body (`crates/gateway/src/in_session.rs`, `HOLD`), so the
+/// answer comes on an event stream with its priming event there too, as the scenario checks.
+/// At `STEP` the two raced, and a fast path answered in JSON.
+const RECONNECTION_RUN: Duration = Duration::from_millis(200);
 
 /// The conformance suite's reference server behaviour. Clones share the subscription set and
 /// the open `subscriptions/listen` streams.
@@ -294,7 +299,7 @@ impl ServerHandler for ConformanceServer {
             // rmcp offers a handler no way to close the POST stream mid-call, so the result
             // comes on the stream whose priming event (id + retry) the scenario checks.
             "test_reconnection" => {
-                tokio::time::sleep(STEP).await;
+                tokio::time::sleep(RECONNECTION_RUN).await;
                 tool_result(vec![text(
                     "Reconnection test completed successfully. If you received this, the client \
                      properly reconnected after stream closure.",
