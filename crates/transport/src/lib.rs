@@ -70,6 +70,7 @@ mod express;
 pub mod fetch;
 pub mod handler;
 mod http;
+pub mod http1;
 // Its tests run in `--lib` test builds without the feature (axum is a dev-dependency).
 #[cfg(any(feature = "http-server", test))]
 pub mod http_server;

@@ -41,6 +41,8 @@ use reqwest::header::{
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
+use crate::http1::{BodyEnd, LengthError, body_end, has_token};
+
 /// How long an idle connection is kept.
 pub(crate) const IDLE: Duration = Duration::from_secs(4);
 /// The most idle connections kept (over all origins).
@@ -387,51 +389,18 @@ fn framing(status: StatusCode, headers: &HeaderMap) -> Result<Framing, Error> {
     if status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
         return Ok(Framing::Done);
     }
-    if headers.contains_key(TRANSFER_ENCODING) {
-        let last = headers
-            .get_all(TRANSFER_ENCODING)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .map(str::trim)
-            .rfind(|coding| !coding.is_empty());
-        return Ok(match last {
-            Some(coding) if coding.eq_ignore_ascii_case("chunked") => {
-                Framing::Chunked(Chunked::Size)
-            }
-            _ => Framing::Close,
-        });
-    }
-    let mut length = None;
-    for value in headers.get_all(CONTENT_LENGTH) {
-        for part in value.as_bytes().split(|&b| b == b',') {
-            let part = part.trim_ascii();
-            let n = std::str::from_utf8(part)
-                .ok()
-                .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
-                .and_then(|s| s.parse::<u64>().ok())
-                .ok_or_else(|| invalid("the answer's content-length is no number"))?;
-            if length.is_some_and(|l| l != n) {
-                return Err(invalid("the answer has two different content-lengths"));
-            }
-            length = Some(n);
+    Ok(match body_end(headers) {
+        Ok(BodyEnd::Chunked) => Framing::Chunked(Chunked::Size),
+        Ok(BodyEnd::OtherCoding | BodyEnd::Unsaid) => Framing::Close,
+        Ok(BodyEnd::Length(0)) => Framing::Done,
+        Ok(BodyEnd::Length(n)) => Framing::Length(n),
+        Err(LengthError::NotANumber) => {
+            return Err(invalid("the answer's content-length is no number"));
         }
-    }
-    Ok(match length {
-        Some(0) => Framing::Done,
-        Some(n) => Framing::Length(n),
-        None => Framing::Close,
+        Err(LengthError::Different) => {
+            return Err(invalid("the answer has two different content-lengths"));
+        }
     })
-}
-
-/// Whether a comma-separated header `name` holds `token` (case-insensitive).
-fn has_token(headers: &HeaderMap, name: &HeaderName, token: &str) -> bool {
-    headers
-        .get_all(name)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|t| t.trim().eq_ignore_ascii_case(token))
 }
 
 /// Reads what the connection has into its buffer: the bytes read, 0 at its end.

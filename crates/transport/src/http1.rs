@@ -1,0 +1,133 @@
+//! What an HTTP/1.1 message's headers say about its body and its connection, read once for
+//! both hand-written sides: the client's POST (`direct::h1`) and the gateway's own server.
+//!
+//! Invariant: a body's length is read from `Transfer-Encoding` before `Content-Length`
+//! (RFC 9112 §6.3); `Content-Length` values, in one header or several, must all be the same
+//! number, or the length is unknown and the message refused by the caller.
+
+use reqwest::header::{CONTENT_LENGTH, HeaderMap, HeaderName, TRANSFER_ENCODING};
+
+/// How a message's body ends, as its headers say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyEnd {
+    /// With its last chunk (`Transfer-Encoding` ends in `chunked`).
+    Chunked,
+    /// Unknowable from here: a `Transfer-Encoding` that does not end in `chunked`.
+    OtherCoding,
+    /// After this many bytes.
+    Length(u64),
+    /// Neither header: a request has no body, an answer ends with its connection.
+    Unsaid,
+}
+
+/// Why a message's `Content-Length` cannot be used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LengthError {
+    /// A value that is not a decimal number.
+    NotANumber,
+    /// Two values that differ.
+    Different,
+}
+
+/// How the body of a message with `headers` ends.
+pub fn body_end(headers: &HeaderMap) -> Result<BodyEnd, LengthError> {
+    if headers.contains_key(TRANSFER_ENCODING) {
+        let last = headers
+            .get_all(TRANSFER_ENCODING)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .flat_map(|value| value.split(','))
+            .map(str::trim)
+            .rfind(|coding| !coding.is_empty());
+        return Ok(match last {
+            Some(coding) if coding.eq_ignore_ascii_case("chunked") => BodyEnd::Chunked,
+            _ => BodyEnd::OtherCoding,
+        });
+    }
+    let mut length = None;
+    for value in headers.get_all(CONTENT_LENGTH) {
+        for part in value.as_bytes().split(|&b| b == b',') {
+            let n = std::str::from_utf8(part.trim_ascii())
+                .ok()
+                .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|s| s.parse::<u64>().ok())
+                .ok_or(LengthError::NotANumber)?;
+            if length.is_some_and(|known| known != n) {
+                return Err(LengthError::Different);
+            }
+            length = Some(n);
+        }
+    }
+    Ok(length.map_or(BodyEnd::Unsaid, BodyEnd::Length))
+}
+
+/// Whether a comma-separated header `name` holds `token` (case-insensitive).
+pub fn has_token(headers: &HeaderMap, name: &HeaderName, token: &str) -> bool {
+    headers
+        .get_all(name)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|each| each.trim().eq_ignore_ascii_case(token))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(
+                HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                value.parse().unwrap(),
+            );
+        }
+        map
+    }
+
+    #[test]
+    fn the_body_end_follows_rfc_9112() {
+        type Case<'a> = (&'a [(&'a str, &'a str)], Result<BodyEnd, LengthError>);
+        let cases: [Case<'_>; 8] = [
+            (&[], Ok(BodyEnd::Unsaid)),
+            (&[("content-length", "12")], Ok(BodyEnd::Length(12))),
+            (
+                &[("content-length", "3, 3"), ("content-length", "3")],
+                Ok(BodyEnd::Length(3)),
+            ),
+            (
+                &[("content-length", "3"), ("content-length", "4")],
+                Err(LengthError::Different),
+            ),
+            (&[("content-length", "-1")], Err(LengthError::NotANumber)),
+            (&[("content-length", "")], Err(LengthError::NotANumber)),
+            (
+                &[
+                    ("transfer-encoding", "gzip, Chunked"),
+                    ("content-length", "x"),
+                ],
+                Ok(BodyEnd::Chunked),
+            ),
+            (
+                &[("transfer-encoding", "chunked, gzip")],
+                Ok(BodyEnd::OtherCoding),
+            ),
+        ];
+        for (pairs, expected) in cases {
+            assert_eq!(body_end(&headers(pairs)), expected, "{pairs:?}");
+        }
+    }
+
+    #[test]
+    fn tokens_are_found_in_lists_case_insensitively() {
+        let map = headers(&[
+            ("connection", "Keep-Alive, Upgrade"),
+            ("connection", "close"),
+        ]);
+        let name = reqwest::header::CONNECTION;
+        assert!(has_token(&map, &name, "keep-alive"));
+        assert!(has_token(&map, &name, "CLOSE"));
+        assert!(!has_token(&map, &name, "keep"));
+    }
+}
