@@ -274,14 +274,16 @@ fn over_stdio(sdk: &str) {
     );
 }
 
-/// `serve --http 127.0.0.1:0` (and `serve_args`) as its own process; SIGTERM at the end.
-fn over_http(sdk: &str, serve_args: &[&str]) {
+/// `serve --http 127.0.0.1:0` (and `serve_args`, with `env` set) as its own process; SIGTERM
+/// at the end.
+fn over_http(sdk: &str, serve_args: &[&str], env: &[(&str, &str)]) {
     let dir = temp_home("serve-http", sdk);
     let marker = marker(sdk);
     let config = config(&dir, &marker);
     let mut gateway = Command::new(bin())
         .args(["--config", &config, "serve", "--http", "127.0.0.1:0"])
         .args(serve_args)
+        .envs(env.iter().copied())
         .env("HOME", dir.join("home"))
         .env("XDG_CONFIG_HOME", dir.join("xdg"))
         .env_remove("RUST_LOG")
@@ -351,7 +353,7 @@ fn python_sdk_client_over_stdio() {
 
 #[test]
 fn python_sdk_client_over_http() {
-    over_http("python", &[]);
+    over_http("python", &[], &[]);
 }
 
 /// `--threads 1`: the HTTP server, the sessions and the upstream connections on one thread
@@ -359,7 +361,7 @@ fn python_sdk_client_over_http() {
 /// SIGTERM still drains and leaves no upstream.
 #[test]
 fn python_sdk_client_over_http_on_one_thread() {
-    over_http("python", &["--threads", "1"]);
+    over_http("python", &["--threads", "1"], &[]);
 }
 
 #[test]
@@ -369,7 +371,14 @@ fn typescript_sdk_client_over_stdio() {
 
 #[test]
 fn typescript_sdk_client_over_http() {
-    over_http("typescript", &[]);
+    over_http("typescript", &[], &[]);
+}
+
+/// `MCP_HARNESS_OWN_H1=0`: the connections on hyper's HTTP/1.1 server instead of the
+/// gateway's own (`h1`), the way back kept working.
+#[test]
+fn typescript_sdk_client_over_http_on_hyper() {
+    over_http("typescript", &[], &[("MCP_HARNESS_OWN_H1", "0")]);
 }
 
 /// Operable: `/healthz`, `/readyz`, `/metrics` with the call counted under its client and

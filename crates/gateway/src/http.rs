@@ -270,6 +270,7 @@ pub(crate) async fn serve(
         stop.clone(),
     ));
     let front = shared.clone();
+    let max_body = config.max_request_body_bytes;
     let posts = InSession {
         sessions: sessions.clone(),
         keep_alive: config.sse_keep_alive,
@@ -346,7 +347,17 @@ pub(crate) async fn serve(
         .route_service("/mcp/{*rest}", mcp)
         .with_state(ops);
     let accept = CancellationToken::new();
-    let task = tokio::spawn(accept_loop(listener, router, accept.clone()));
+    let limits = crate::h1::Limits {
+        head_timeout: HEADER_READ_TIMEOUT,
+        max_body,
+    };
+    let own_h1 = std::env::var_os(OWN_H1_ENV).is_none_or(|value| value != "0");
+    let task = tokio::spawn(accept_loop(
+        listener,
+        router,
+        accept.clone(),
+        own_h1.then_some(limits),
+    ));
     tracing::info!(url = %format!("http://{addr}/mcp"), "serving Streamable HTTP");
     Ok(HttpServer {
         addr,
@@ -362,6 +373,11 @@ pub(crate) async fn serve(
 /// comparison in the benchmarks, and a way back should a direct call misbehave.
 pub(crate) const DIRECT_ENV: &str = "MCP_HARNESS_DIRECT";
 
+/// Set to `0`, connections are served by hyper's HTTP/1.1 server instead of the gateway's own
+/// ([`crate::h1`]): the comparison in the benchmarks, and a way back should the own one
+/// misbehave.
+pub(crate) const OWN_H1_ENV: &str = "MCP_HARNESS_OWN_H1";
+
 /// How long a client may take to send a request's head (request line and headers) once it
 /// started one, before its connection is closed: a client that opens connections and never
 /// finishes a request would otherwise hold each open for good.
@@ -369,17 +385,25 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Serves HTTP/1.1 connections from `listener` until `stop`: each accepted socket with
 /// TCP_NODELAY (a response written in pieces must not wait for the client's delayed ACK) and
-/// [`HEADER_READ_TIMEOUT`]; at `stop` no connection is accepted any more, each open one closes
-/// after the request it is serving, and this returns when all have.
-async fn accept_loop(listener: TcpListener, router: axum::Router, stop: CancellationToken) {
+/// [`HEADER_READ_TIMEOUT`], on the gateway's own HTTP/1.1 server with `own` limits, else on
+/// hyper's; at `stop` no connection is accepted any more, each open one closes after the
+/// request it is serving, and this returns when all have.
+async fn accept_loop(
+    listener: TcpListener,
+    router: axum::Router,
+    stop: CancellationToken,
+    own: Option<crate::h1::Limits>,
+) {
     use hyper_util::rt::{TokioIo, TokioTimer};
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut connections = tokio::task::JoinSet::new();
     loop {
         let (socket, _) = tokio::select! {
             () = stop.cancelled() => break,
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(error) => {
@@ -393,6 +417,15 @@ async fn accept_loop(listener: TcpListener, router: axum::Router, stop: Cancella
         if let Err(error) = socket.set_nodelay(true) {
             tracing::debug!(%error, "TCP_NODELAY not set on an accepted socket");
         }
+        if let Some(limits) = own {
+            connections.spawn(crate::h1::serve(
+                socket,
+                router.clone(),
+                limits,
+                stop.clone(),
+            ));
+            continue;
+        }
         // The connection's hold timer, for each of its answers (see `hold`).
         let clock = Arc::new(HoldClock::new());
         let service =
@@ -404,13 +437,14 @@ async fn accept_loop(listener: TcpListener, router: axum::Router, stop: Cancella
                 },
             ));
         let connection = graceful.watch(http.serve_connection(TokioIo::new(socket), service));
-        tokio::spawn(async move {
+        connections.spawn(async move {
             if let Err(error) = connection.await {
                 tracing::debug!(%error, "an HTTP connection ended with an error");
             }
         });
     }
     graceful.shutdown().await;
+    while connections.join_next().await.is_some() {}
 }
 
 /// What rmcp says before the reason when a body is not one JSON-RPC message.

@@ -20,6 +20,7 @@ mod auth;
 mod bridge;
 mod direct;
 mod drain;
+mod h1;
 mod hold;
 mod http;
 mod in_session;

@@ -1,0 +1,1134 @@
+//! The gateway's own HTTP/1.1 server side: one accepted connection read and written here,
+//! each request handed to the router whole, each answer written as its body becomes ready.
+//!
+//! Why: hyper's server dispatcher, its body channel and the service adapters around it were a
+//! large share of the code a call runs through (see the README's benchmark section); a
+//! request-response loop over one buffer each way does the same job for what the gateway
+//! serves — bodies of a bounded size, answers of a known length or event streams.
+//!
+//! Invariants:
+//! - nothing read grows without bound: a request head is at most [`MAX_HEAD`] bytes and
+//!   [`MAX_HEADERS`] headers, a chunk-size line at most [`MAX_LINE`], trailers at most
+//!   [`MAX_HEAD`], a body at most the connection's `max_body` (413 beyond, before the service
+//!   sees it), and what a client sends ahead while its request is served at most
+//!   [`MAX_AHEAD`];
+//! - a head started and not finished within `head_timeout` closes the connection; an idle
+//!   connection (no request started) is kept until the client closes it or the server stops;
+//! - a request the connection cannot read (a malformed head, an unreadable body framing, a head
+//!   or body over its limit) gets a plain-text 4xx naming what was wrong and closes the
+//!   connection; nothing of it reaches the service;
+//! - a client that closes its connection while its request is served or its answer streams
+//!   drops the request's future and its body, as hyper does without half-close: what the
+//!   service does for it is cancelled unless the body hands it on when dropped (a direct
+//!   call's event stream does, for a resumption);
+//! - an answer goes out with `content-length` when its body's size is known, else chunked
+//!   (HTTP/1.1) or delimited by the connection's close (HTTP/1.0); the frames a body has ready
+//!   go out in one write with its head, and nothing ready is held back;
+//! - after `stop` no new request is read: an idle connection closes at once, a busy one after
+//!   its answer (which says `connection: close`).
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::header::{CONNECTION, CONTENT_LENGTH, DATE, EXPECT, TRANSFER_ENCODING};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, Version};
+use axum::response::Response;
+use bytes::{Buf as _, Bytes, BytesMut};
+use futures::FutureExt as _;
+use http_body::Body as _;
+use http_body_util::BodyExt as _;
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
+use tokio::net::TcpStream;
+use tokio_util::sync::CancellationToken;
+
+use mcp_harness_runtime::transport::http1::{BodyEnd, LengthError, body_end, has_token};
+
+use crate::hold::HoldClock;
+
+/// The largest request head, and the most bytes of a chunked body's trailers.
+pub(crate) const MAX_HEAD: usize = 64 * 1024;
+/// The most headers of a request.
+pub(crate) const MAX_HEADERS: usize = 100;
+/// The longest chunk-size line of a chunked body.
+pub(crate) const MAX_LINE: usize = 4 * 1024;
+/// The most bytes read ahead of the request being served (a pipelined next request).
+pub(crate) const MAX_AHEAD: usize = 64 * 1024;
+/// How much is read at a time.
+const READ: usize = 8 * 1024;
+/// A body chunk at least this large is written on its own rather than copied behind the head.
+const WRITE_THROUGH: usize = 16 * 1024;
+/// How long a connection closed after a refusal keeps reading (and dropping) what the client
+/// still sends, so its kernel does not reset the connection before the refusal is read.
+const LINGER: Duration = Duration::from_secs(2);
+/// The most bytes dropped that way.
+const LINGER_BYTES: usize = 64 << 20;
+
+/// What one connection is allowed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// How long a started request head may take to arrive.
+    pub(crate) head_timeout: Duration,
+    /// The largest request body.
+    pub(crate) max_body: usize,
+}
+
+/// A request the connection refuses without the service: the status and a line saying why
+/// (no status: the client closed the connection in the middle of it, nobody to answer).
+#[derive(Debug)]
+struct Refusal {
+    status: Option<StatusCode>,
+    why: String,
+}
+
+fn refusal(status: StatusCode, why: impl Into<String>) -> Refusal {
+    Refusal {
+        status: Some(status),
+        why: why.into(),
+    }
+}
+
+fn bad_request(why: impl Into<String>) -> Refusal {
+    refusal(StatusCode::BAD_REQUEST, why)
+}
+
+/// How a request's body ends.
+#[derive(Debug, PartialEq, Eq)]
+enum Framing {
+    /// After this many bytes.
+    Length(usize),
+    /// With its last chunk.
+    Chunked,
+}
+
+/// A request's head as the connection read it.
+struct Head {
+    request: Request<()>,
+    framing: Framing,
+    /// The client waits for `100 Continue` before sending the body.
+    expects_continue: bool,
+    /// The connection may carry another request after this one.
+    keep_alive: bool,
+}
+
+/// Serves `socket` until the client closes it, a request cannot be read, or `stop`: every
+/// request goes to `router` with the connection's hold timer in its extensions.
+pub(crate) async fn serve(
+    mut socket: TcpStream,
+    router: axum::Router,
+    limits: Limits,
+    stop: CancellationToken,
+) {
+    let clock = Arc::new(HoldClock::new());
+    let (mut reader, mut writer) = socket.split();
+    let mut connection = Connection {
+        reader: &mut reader,
+        writer: &mut writer,
+        // Both grow at their first use: an idle connection holds no more than it read.
+        input: BytesMut::new(),
+        output: Vec::new(),
+        limits,
+    };
+    if let Err(error) = connection.run(router, clock, &stop).await {
+        tracing::debug!(%error, "an HTTP connection ended with an error");
+    }
+}
+
+/// One connection's two directions and buffers.
+struct Connection<'a, R, W> {
+    reader: &'a mut R,
+    writer: &'a mut W,
+    /// Read and not yet used.
+    input: BytesMut,
+    /// Made and not yet written.
+    output: Vec<u8>,
+    limits: Limits,
+}
+
+/// How serving one request ended.
+enum Served {
+    /// The connection may read the next request.
+    Again,
+    /// The connection closes (the client's wish, HTTP/1.0, a refusal, the client gone).
+    Close,
+}
+
+impl<R, W> Connection<'_, R, W>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    async fn run(
+        &mut self,
+        router: axum::Router,
+        clock: Arc<HoldClock>,
+        stop: &CancellationToken,
+    ) -> std::io::Result<()> {
+        let mut router = router;
+        loop {
+            let head = tokio::select! {
+                biased;
+                () = stop.cancelled(), if self.input.is_empty() => return Ok(()),
+                head = self.read_head() => head,
+            };
+            let head = match head {
+                Ok(Some(head)) => head,
+                Ok(None) => return Ok(()),
+                Err(refusal) => return self.refuse(refusal).await,
+            };
+            let refused_unread = match head.framing {
+                Framing::Length(n) => n == 0 || n > self.limits.max_body,
+                Framing::Chunked => false,
+            };
+            if head.expects_continue && !refused_unread && self.input.is_empty() {
+                self.writer
+                    .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+                    .await?;
+            }
+            let body = match self.read_body(&head.framing).await {
+                Ok(body) => body,
+                Err(refusal) => return self.refuse(refusal).await,
+            };
+            let (parts, ()) = head.request.into_parts();
+            let mut request = Request::from_parts(parts, Body::from(body));
+            request.extensions_mut().insert(clock.clone());
+            let keep_alive = head.keep_alive && !stop.is_cancelled();
+            match self
+                .exchange(&mut router, request, keep_alive, stop)
+                .await?
+            {
+                Served::Again if !stop.is_cancelled() => {}
+                _ => return self.writer.shutdown().await,
+            }
+        }
+    }
+
+    /// The next request's head; `None` when the client closed the connection between requests.
+    async fn read_head(&mut self) -> Result<Option<Head>, Refusal> {
+        let mut deadline = None;
+        loop {
+            if !self.input.is_empty() {
+                if let Some(head) = self.parse_head()? {
+                    return Ok(Some(head));
+                }
+                if self.input.len() >= MAX_HEAD {
+                    return Err(refusal(
+                        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                        format!("the request head is larger than {} KiB", MAX_HEAD / 1024),
+                    ));
+                }
+            }
+            let read = match deadline {
+                None if self.input.is_empty() => self.read_more().await,
+                _ => {
+                    let at = *deadline.get_or_insert_with(|| {
+                        tokio::time::Instant::now() + self.limits.head_timeout
+                    });
+                    match tokio::time::timeout_at(at, self.read_more()).await {
+                        Ok(read) => read,
+                        Err(_) => {
+                            tracing::debug!("a request head unfinished at the header timeout");
+                            return Ok(None);
+                        }
+                    }
+                }
+            };
+            match read {
+                Ok(0) if self.input.is_empty() => return Ok(None),
+                Ok(0) => {
+                    tracing::debug!("the client closed the connection in a request head");
+                    return Ok(None);
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::debug!(%error, "reading a request head failed");
+                    return Ok(None);
+                }
+            }
+        }
+    }
+
+    /// The head at the start of the input, taken out of it; `None` while it is incomplete.
+    fn parse_head(&mut self) -> Result<Option<Head>, Refusal> {
+        let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut parsed = httparse::Request::new(&mut slots);
+        let length = match parsed.parse(&self.input) {
+            Ok(httparse::Status::Complete(length)) => length,
+            Ok(httparse::Status::Partial) => return Ok(None),
+            Err(httparse::Error::TooManyHeaders) => {
+                return Err(refusal(
+                    StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                    format!("the request has more than {MAX_HEADERS} headers"),
+                ));
+            }
+            Err(error) => {
+                return Err(bad_request(format!(
+                    "the request is not HTTP/1.1 ({error})"
+                )));
+            }
+        };
+        let method = Method::from_bytes(parsed.method.unwrap_or_default().as_bytes())
+            .map_err(|_| bad_request("the request's method is not a valid token"))?;
+        let uri: Uri = parsed
+            .path
+            .unwrap_or_default()
+            .parse()
+            .map_err(|_| bad_request("the request's target is not a valid URI"))?;
+        let version = if parsed.version == Some(1) {
+            Version::HTTP_11
+        } else {
+            Version::HTTP_10
+        };
+        let mut headers = HeaderMap::with_capacity(parsed.headers.len());
+        for header in parsed.headers.iter() {
+            let name = HeaderName::from_bytes(header.name.as_bytes())
+                .map_err(|_| bad_request("the request has an invalid header name"))?;
+            let value = HeaderValue::from_bytes(header.value)
+                .map_err(|_| bad_request("the request has an invalid header value"))?;
+            headers.append(name, value);
+        }
+        self.input.advance(length);
+        let framing = framing(&headers)?;
+        // Both framings named: read as chunked, and the connection not trusted with another
+        // request (a proxy in front may have read it the other way).
+        let both = headers.contains_key(TRANSFER_ENCODING) && headers.contains_key(CONTENT_LENGTH);
+        let keep_alive = !both
+            && match version {
+                Version::HTTP_11 => !has_token(&headers, &CONNECTION, "close"),
+                _ => has_token(&headers, &CONNECTION, "keep-alive"),
+            };
+        let expects_continue = version == Version::HTTP_11
+            && headers
+                .get(EXPECT)
+                .is_some_and(|value| value.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+        let mut request = Request::new(());
+        *request.method_mut() = method;
+        *request.uri_mut() = uri;
+        *request.version_mut() = version;
+        *request.headers_mut() = headers;
+        Ok(Some(Head {
+            request,
+            framing,
+            expects_continue,
+            keep_alive,
+        }))
+    }
+
+    /// The request's body, whole.
+    async fn read_body(&mut self, framing: &Framing) -> Result<Bytes, Refusal> {
+        let max = self.limits.max_body;
+        match *framing {
+            Framing::Length(0) => Ok(Bytes::new()),
+            Framing::Length(length) if length > max => Err(too_large(max)),
+            Framing::Length(length) => {
+                while self.input.len() < length {
+                    self.input.reserve(length - self.input.len());
+                    self.read_or_cut().await?;
+                }
+                Ok(self.input.split_to(length).freeze())
+            }
+            Framing::Chunked => self.read_chunked().await,
+        }
+    }
+
+    /// A chunked body, its chunks joined; trailers read and dropped.
+    async fn read_chunked(&mut self) -> Result<Bytes, Refusal> {
+        let max = self.limits.max_body;
+        let mut body = BytesMut::new();
+        loop {
+            let line = self.line(MAX_LINE, "a chunk-size line").await?;
+            let size = line.split(|&b| b == b';').next().unwrap_or_default();
+            let size = std::str::from_utf8(size.trim_ascii())
+                .ok()
+                .filter(|hex| !hex.is_empty() && hex.len() <= 16)
+                .and_then(|hex| usize::from_str_radix(hex, 16).ok())
+                .ok_or_else(|| bad_request("a chunk size of the request body is not hex"))?;
+            if size == 0 {
+                break;
+            }
+            if size > max - body.len() {
+                return Err(too_large(max));
+            }
+            while self.input.len() < size + 2 {
+                self.input.reserve(size + 2 - self.input.len());
+                self.read_or_cut().await?;
+            }
+            body.extend_from_slice(&self.input[..size]);
+            if &self.input[size..size + 2] != b"\r\n" {
+                return Err(bad_request(
+                    "a chunk of the request body does not end its line",
+                ));
+            }
+            self.input.advance(size + 2);
+        }
+        let mut trailers = 0;
+        loop {
+            let line = self.line(MAX_HEAD - trailers, "the trailers").await?;
+            if line.is_empty() {
+                return Ok(body.freeze());
+            }
+            trailers += line.len() + 2;
+        }
+    }
+
+    /// The next line of the input (without its CRLF), at most `max` bytes long.
+    async fn line(&mut self, max: usize, what: &str) -> Result<Bytes, Refusal> {
+        let mut searched = 0;
+        loop {
+            if let Some(at) = memchr::memchr(b'\n', &self.input[searched..]) {
+                let end = searched + at;
+                let line = self.input.split_to(end + 1).freeze();
+                let line = line.slice(..end);
+                return Ok(match line.last() {
+                    Some(b'\r') => line.slice(..line.len() - 1),
+                    _ => line,
+                });
+            }
+            searched = self.input.len();
+            if searched > max {
+                return Err(bad_request(format!(
+                    "{what} of the request body is longer than {max} bytes"
+                )));
+            }
+            self.read_or_cut().await?;
+        }
+    }
+
+    /// Reads more of a request that was started; the client closing it then is a refusal
+    /// nobody is left to read.
+    async fn read_or_cut(&mut self) -> Result<(), Refusal> {
+        match self.read_more().await {
+            Ok(0) | Err(_) => Err(Refusal {
+                status: None,
+                why: "the client closed the connection in a request".into(),
+            }),
+            Ok(_) => Ok(()),
+        }
+    }
+
+    async fn read_more(&mut self) -> std::io::Result<usize> {
+        self.input.reserve(READ);
+        self.reader.read_buf(&mut self.input).await
+    }
+
+    /// `request` served by `router` and its answer written; the client closing the connection
+    /// meanwhile drops both.
+    async fn exchange(
+        &mut self,
+        router: &mut axum::Router,
+        request: Request,
+        keep_alive: bool,
+        stop: &CancellationToken,
+    ) -> std::io::Result<Served> {
+        let head_only = request.method() == Method::HEAD;
+        let version = request.version();
+        // A router is always ready (axum's `poll_ready` returns `Ready` at once).
+        let answer = tower::Service::call(router, request);
+        let answer = match self.unless_closed(answer).await {
+            Some(Ok(answer)) => answer,
+            Some(Err(never)) => match never {},
+            None => return Ok(Served::Close),
+        };
+        let (parts, body) = answer.into_parts();
+        let bodiless = head_only
+            || parts.status.is_informational()
+            || parts.status == StatusCode::NO_CONTENT
+            || parts.status == StatusCode::NOT_MODIFIED;
+        let length = (!bodiless).then(|| body.size_hint().exact()).flatten();
+        let chunked = !bodiless && length.is_none() && version == Version::HTTP_11;
+        let keep_alive = keep_alive
+            && !stop.is_cancelled()
+            && !has_token(&parts.headers, &CONNECTION, "close")
+            && (bodiless || length.is_some() || chunked);
+        self.write_head(&parts, version, length, chunked, keep_alive);
+        if bodiless {
+            self.flush().await?;
+        } else if !self.write_body(body, chunked).await? {
+            return Ok(Served::Close);
+        }
+        Ok(if keep_alive {
+            Served::Again
+        } else {
+            Served::Close
+        })
+    }
+
+    /// `future`'s output, or `None` when the client closed the connection first. What the
+    /// client sends meanwhile is kept (up to [`MAX_AHEAD`]) for the next request.
+    async fn unless_closed<F: Future>(&mut self, future: F) -> Option<F::Output> {
+        let mut future = pin!(future);
+        loop {
+            let room = self.input.len() < MAX_AHEAD;
+            if room {
+                self.input.reserve(READ);
+            }
+            tokio::select! {
+                biased;
+                output = &mut future => return Some(output),
+                read = self.reader.read_buf(&mut self.input), if room => match read {
+                    Ok(0) | Err(_) => {
+                        tracing::debug!("the client closed its connection while its request was served");
+                        return None;
+                    }
+                    Ok(_) => {}
+                },
+            }
+        }
+    }
+
+    /// Puts the answer's head in the output.
+    fn write_head(
+        &mut self,
+        parts: &axum::http::response::Parts,
+        version: Version,
+        length: Option<u64>,
+        chunked: bool,
+        keep_alive: bool,
+    ) {
+        let out = &mut self.output;
+        out.extend_from_slice(b"HTTP/1.1 ");
+        out.extend_from_slice(parts.status.as_str().as_bytes());
+        out.push(b' ');
+        out.extend_from_slice(parts.status.canonical_reason().unwrap_or("").as_bytes());
+        out.extend_from_slice(b"\r\n");
+        for (name, value) in &parts.headers {
+            if name == CONNECTION
+                || name == TRANSFER_ENCODING
+                || (name == CONTENT_LENGTH && (length.is_some() || chunked))
+            {
+                continue;
+            }
+            header_line(out, name.as_str().as_bytes(), value.as_bytes());
+        }
+        if !parts.headers.contains_key(DATE) {
+            date::put(out);
+        }
+        if let Some(length) = length {
+            header_line(out, b"content-length", length.to_string().as_bytes());
+        }
+        if chunked {
+            header_line(out, b"transfer-encoding", b"chunked");
+        }
+        if !keep_alive {
+            header_line(out, b"connection", b"close");
+        } else if version == Version::HTTP_10 {
+            header_line(out, b"connection", b"keep-alive");
+        }
+        out.extend_from_slice(b"\r\n");
+    }
+
+    /// Writes `body` after the head in the output: each run of frames ready at once in one
+    /// write. `false` when the client closed the connection meanwhile, or the body failed (the
+    /// answer is then cut, and the connection closes).
+    async fn write_body(&mut self, body: Body, chunked: bool) -> std::io::Result<bool> {
+        let mut body = body;
+        loop {
+            let frame = match body.frame().now_or_never() {
+                Some(frame) => frame,
+                None => {
+                    self.flush().await?;
+                    match self.unless_closed(body.frame()).await {
+                        Some(frame) => frame,
+                        None => return Ok(false),
+                    }
+                }
+            };
+            let data = match frame {
+                None => break,
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) => data,
+                    // Trailers: not sent.
+                    Err(_) => continue,
+                },
+                Some(Err(error)) => {
+                    tracing::debug!(%error, "an answer's body failed; its connection closes");
+                    self.flush().await?;
+                    return Ok(false);
+                }
+            };
+            if data.is_empty() {
+                continue;
+            }
+            if chunked {
+                self.output
+                    .extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+            }
+            if data.len() >= WRITE_THROUGH {
+                self.flush().await?;
+                self.writer.write_all(&data).await?;
+            } else {
+                self.output.extend_from_slice(&data);
+            }
+            if chunked {
+                self.output.extend_from_slice(b"\r\n");
+            }
+        }
+        if chunked {
+            self.output.extend_from_slice(b"0\r\n\r\n");
+        }
+        self.flush().await?;
+        Ok(true)
+    }
+
+    async fn flush(&mut self) -> std::io::Result<()> {
+        if !self.output.is_empty() {
+            self.writer.write_all(&self.output).await?;
+            self.output.clear();
+        }
+        Ok(())
+    }
+
+    /// Answers a request the connection could not read with `refusal`, then closes: the write
+    /// side at once, the read side once the client stops sending (at most [`LINGER`] and
+    /// [`LINGER_BYTES`]), so its kernel does not reset the connection over unread bytes before
+    /// the client read the answer.
+    async fn refuse(&mut self, refusal: Refusal) -> std::io::Result<()> {
+        let Some(status) = refusal.status else {
+            tracing::debug!(why = %refusal.why, "a request was cut short");
+            return Ok(());
+        };
+        tracing::debug!(%status, why = %refusal.why, "refused a request it cannot read");
+        let text = format!("{status}: {}\n", refusal.why);
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            axum::http::header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        let mut parts = Response::new(()).into_parts().0;
+        parts.status = status;
+        parts.headers = headers;
+        self.write_head(
+            &parts,
+            Version::HTTP_11,
+            Some(text.len() as u64),
+            false,
+            false,
+        );
+        self.output.extend_from_slice(text.as_bytes());
+        self.flush().await?;
+        self.writer.shutdown().await?;
+        let mut dropped = 0;
+        let _ = tokio::time::timeout(LINGER, async {
+            while dropped < LINGER_BYTES {
+                self.input.clear();
+                match self.read_more().await {
+                    Ok(0) | Err(_) => break,
+                    Ok(read) => dropped += read,
+                }
+            }
+        })
+        .await;
+        Ok(())
+    }
+}
+
+/// The refusal of a body over `max` bytes, in the words of rmcp's own check.
+fn too_large(max: usize) -> Refusal {
+    refusal(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("Payload Too Large: request body exceeds {max} bytes"),
+    )
+}
+
+fn header_line(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.extend_from_slice(name);
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// How a request with `headers` frames its body: `Transfer-Encoding` ending in `chunked` (any
+/// other coding is refused: its end could not be found), else `Content-Length` (several
+/// values must agree), else none.
+fn framing(headers: &HeaderMap) -> Result<Framing, Refusal> {
+    match body_end(headers) {
+        Ok(BodyEnd::Chunked) => Ok(Framing::Chunked),
+        Ok(BodyEnd::OtherCoding) => Err(bad_request(
+            "the request's transfer-encoding does not end in chunked",
+        )),
+        Ok(BodyEnd::Length(length)) => Ok(Framing::Length(
+            usize::try_from(length).unwrap_or(usize::MAX),
+        )),
+        Ok(BodyEnd::Unsaid) => Ok(Framing::Length(0)),
+        Err(LengthError::NotANumber) => {
+            Err(bad_request("the request's content-length is not a number"))
+        }
+        Err(LengthError::Different) => {
+            Err(bad_request("the request has two different content-lengths"))
+        }
+    }
+}
+
+/// The `date` header, formatted once a second per thread.
+mod date {
+    use std::cell::RefCell;
+    use std::time::{SystemTime, UNIX_EPOCH};
+
+    thread_local! {
+        /// The second it was made for, and the header line.
+        static LINE: RefCell<(u64, Vec<u8>)> = const { RefCell::new((u64::MAX, Vec::new())) };
+    }
+
+    /// Puts `date: <now>` and its line end in `out`.
+    pub(super) fn put(out: &mut Vec<u8>) {
+        let now = SystemTime::now();
+        let second = now
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |since| since.as_secs());
+        LINE.with_borrow_mut(|(made, line)| {
+            if *made != second {
+                line.clear();
+                line.extend_from_slice(b"date: ");
+                line.extend_from_slice(httpdate::fmt_http_date(now).as_bytes());
+                line.extend_from_slice(b"\r\n");
+                *made = second;
+            }
+            out.extend_from_slice(line);
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use std::net::SocketAddr;
+    use std::sync::Mutex;
+
+    use axum::routing::{get, post};
+    use tokio::net::TcpListener;
+    use tokio::sync::{mpsc, oneshot};
+
+    const LIMITS: Limits = Limits {
+        head_timeout: Duration::from_millis(300),
+        max_body: 1024,
+    };
+    /// How long a test waits for anything the server should do at once.
+    const SOON: Duration = Duration::from_secs(5);
+
+    /// What the test routes share with the test.
+    #[derive(Clone, Default)]
+    struct Hooks {
+        /// Dropped with `/hang`'s future.
+        hung: Arc<Mutex<Option<oneshot::Sender<()>>>>,
+        /// `/stream`'s frames.
+        frames: Arc<Mutex<Option<mpsc::Receiver<Bytes>>>>,
+    }
+
+    fn router(hooks: Hooks) -> axum::Router {
+        let Hooks { hung, frames } = hooks;
+        axum::Router::new()
+            .route("/hello", get(|| async { "hello" }))
+            .route("/echo", post(|body: Bytes| async move { body }))
+            .route(
+                "/hang",
+                get(move || async move {
+                    let _dropped_with_me = hung.lock().unwrap().take();
+                    std::future::pending::<&str>().await
+                }),
+            )
+            .route(
+                "/stream",
+                get(move || async move {
+                    let frames = frames.lock().unwrap().take().expect("one stream");
+                    Body::from_stream(futures::stream::unfold(frames, |mut frames| async move {
+                        let frame = frames.recv().await?;
+                        Some((Ok::<_, std::io::Error>(frame), frames))
+                    }))
+                }),
+            )
+    }
+
+    /// Serves `router` on loopback until the token is cancelled; the task ends when every
+    /// connection has.
+    async fn start(
+        router: axum::Router,
+    ) -> (SocketAddr, CancellationToken, tokio::task::JoinHandle<()>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = CancellationToken::new();
+        let token = stop.clone();
+        let task = tokio::spawn(async move {
+            let mut connections = tokio::task::JoinSet::new();
+            loop {
+                tokio::select! {
+                    () = token.cancelled() => break,
+                    accepted = listener.accept() => {
+                        let (socket, _) = accepted.unwrap();
+                        connections.spawn(serve(socket, router.clone(), LIMITS, token.clone()));
+                    }
+                }
+            }
+            while connections.join_next().await.is_some() {}
+        });
+        (addr, stop, task)
+    }
+
+    /// An answer as a client reads it: status, lower-cased head, body (chunks joined).
+    #[derive(Debug)]
+    struct Answer {
+        status: u16,
+        head: String,
+        body: String,
+    }
+
+    /// Reads one answer from `stream`, with `pending` holding what was read beyond it.
+    async fn read_answer(stream: &mut TcpStream, pending: &mut Vec<u8>) -> Answer {
+        tokio::time::timeout(SOON, async {
+            let end = loop {
+                if let Some(at) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+                    break at + 4;
+                }
+                fill(stream, pending).await;
+            };
+            let head = String::from_utf8(pending.drain(..end).collect())
+                .unwrap()
+                .to_ascii_lowercase();
+            let status = head[9..12].parse().unwrap();
+            let mut body = Vec::new();
+            if let Some(length) = header(&head, "content-length") {
+                let length: usize = length.parse().unwrap();
+                while pending.len() < length {
+                    fill(stream, pending).await;
+                }
+                body.extend(pending.drain(..length));
+            } else if header(&head, "transfer-encoding") == Some("chunked") {
+                loop {
+                    let line = loop {
+                        if let Some(at) = pending.windows(2).position(|w| w == b"\r\n") {
+                            break at;
+                        }
+                        fill(stream, pending).await;
+                    };
+                    let size =
+                        usize::from_str_radix(std::str::from_utf8(&pending[..line]).unwrap(), 16)
+                            .unwrap();
+                    while pending.len() < line + 2 + size + 2 {
+                        fill(stream, pending).await;
+                    }
+                    body.extend_from_slice(&pending[line + 2..line + 2 + size]);
+                    pending.drain(..line + 2 + size + 2);
+                    if size == 0 {
+                        break;
+                    }
+                }
+            }
+            Answer {
+                status,
+                head,
+                body: String::from_utf8(body).unwrap(),
+            }
+        })
+        .await
+        .expect("an answer in time")
+    }
+
+    async fn fill(stream: &mut TcpStream, pending: &mut Vec<u8>) {
+        let mut buf = [0u8; 4096];
+        let read = stream.read(&mut buf).await.unwrap();
+        assert!(
+            read > 0,
+            "closed before the answer ended: {:?}",
+            String::from_utf8_lossy(pending)
+        );
+        pending.extend_from_slice(&buf[..read]);
+    }
+
+    fn header<'h>(head: &'h str, name: &str) -> Option<&'h str> {
+        head.lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+            .map(str::trim)
+    }
+
+    /// Whether the server closed `stream` (soon).
+    async fn closed(stream: &mut TcpStream) -> bool {
+        let mut buf = [0u8; 64];
+        matches!(
+            tokio::time::timeout(SOON, stream.read(&mut buf)).await,
+            Ok(Ok(0) | Err(_))
+        )
+    }
+
+    async fn connect(addr: SocketAddr) -> TcpStream {
+        TcpStream::connect(addr).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn keep_alive_pipelined_and_chunked_requests_are_answered_in_order() {
+        let (addr, stop, task) = start(router(Hooks::default())).await;
+        let mut client = connect(addr).await;
+        let mut pending = Vec::new();
+        client
+            .write_all(b"GET /hello HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let first = read_answer(&mut client, &mut pending).await;
+        assert_eq!(
+            (first.status, first.body.as_str()),
+            (200, "hello"),
+            "{first:?}"
+        );
+        assert_eq!(header(&first.head, "content-length"), Some("5"));
+        assert!(header(&first.head, "date").is_some(), "{first:?}");
+        assert!(header(&first.head, "connection").is_none(), "{first:?}");
+        // Two requests in one write, the first with a chunked body (extension, trailer).
+        client
+            .write_all(
+                b"POST /echo HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n\
+                  3;ext=1\r\nabc\r\n2\r\nde\r\n0\r\ntrailer: t\r\n\r\n\
+                  POST /echo HTTP/1.1\r\nhost: x\r\ncontent-length: 3\r\n\r\nxyz",
+            )
+            .await
+            .unwrap();
+        let second = read_answer(&mut client, &mut pending).await;
+        let third = read_answer(&mut client, &mut pending).await;
+        assert_eq!(
+            (second.status, second.body.as_str()),
+            (200, "abcde"),
+            "{second:?}"
+        );
+        assert_eq!(
+            (third.status, third.body.as_str()),
+            (200, "xyz"),
+            "{third:?}"
+        );
+        // HEAD: the length, no body; the connection still carries the next request.
+        client
+            .write_all(b"HEAD /hello HTTP/1.1\r\nhost: x\r\n\r\nGET /hello HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let end = loop {
+            if let Some(at) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+                break at + 4;
+            }
+            fill(&mut client, &mut pending).await;
+        };
+        let head = String::from_utf8(pending.drain(..end).collect()).unwrap();
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        let last = read_answer(&mut client, &mut pending).await;
+        assert_eq!(
+            (last.status, last.body.as_str()),
+            (200, "hello"),
+            "HEAD sent a body? {last:?}"
+        );
+        assert_eq!(header(&last.head, "connection"), Some("close"));
+        assert!(
+            closed(&mut client).await,
+            "`connection: close` kept the connection"
+        );
+        stop.cancel();
+        tokio::time::timeout(SOON, task).await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
+    async fn http_1_0_closes_unless_kept_alive() {
+        let (addr, stop, task) = start(router(Hooks::default())).await;
+        let mut client = connect(addr).await;
+        let mut pending = Vec::new();
+        client
+            .write_all(b"GET /hello HTTP/1.0\r\nconnection: keep-alive\r\n\r\n")
+            .await
+            .unwrap();
+        let kept = read_answer(&mut client, &mut pending).await;
+        assert_eq!(
+            header(&kept.head, "connection"),
+            Some("keep-alive"),
+            "{kept:?}"
+        );
+        client
+            .write_all(b"GET /hello HTTP/1.0\r\n\r\n")
+            .await
+            .unwrap();
+        let last = read_answer(&mut client, &mut pending).await;
+        assert_eq!((last.status, last.body.as_str()), (200, "hello"));
+        assert_eq!(header(&last.head, "connection"), Some("close"), "{last:?}");
+        assert!(closed(&mut client).await);
+        stop.cancel();
+        tokio::time::timeout(SOON, task).await.unwrap().unwrap();
+    }
+
+    /// Each frame of a streamed answer reaches the client when it is made, chunked.
+    #[tokio::test]
+    async fn a_streamed_answer_goes_out_frame_by_frame() {
+        let hooks = Hooks::default();
+        let (send, frames) = mpsc::channel(4);
+        *hooks.frames.lock().unwrap() = Some(frames);
+        let (addr, stop, task) = start(router(hooks)).await;
+        let mut client = connect(addr).await;
+        client
+            .write_all(b"GET /stream HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .unwrap();
+        send.send(Bytes::from_static(b"data: one\n\n"))
+            .await
+            .unwrap();
+        let mut seen = Vec::new();
+        while !String::from_utf8_lossy(&seen).contains("data: one") {
+            fill(&mut client, &mut seen).await;
+        }
+        let text = String::from_utf8_lossy(&seen).to_ascii_lowercase();
+        assert!(text.contains("transfer-encoding: chunked"), "{text}");
+        assert!(!text.contains("0\r\n\r\n"), "ended early: {text}");
+        send.send(Bytes::from_static(b"data: two\n\n"))
+            .await
+            .unwrap();
+        drop(send);
+        while !String::from_utf8_lossy(&seen).ends_with("0\r\n\r\n") {
+            fill(&mut client, &mut seen).await;
+        }
+        assert!(String::from_utf8_lossy(&seen).contains("b\r\ndata: two\n\n\r\n"));
+        stop.cancel();
+        tokio::time::timeout(SOON, task).await.unwrap().unwrap();
+    }
+
+    /// A client that goes away while its request is served cancels it.
+    #[tokio::test]
+    async fn a_client_closing_drops_its_request() {
+        let hooks = Hooks::default();
+        let (guard, dropped) = oneshot::channel();
+        *hooks.hung.lock().unwrap() = Some(guard);
+        let (addr, stop, task) = start(router(hooks)).await;
+        let mut client = connect(addr).await;
+        client
+            .write_all(b"GET /hang HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        drop(client);
+        let dropped = tokio::time::timeout(SOON, dropped).await;
+        assert!(
+            matches!(dropped, Ok(Err(_))),
+            "the request's future lived on: {dropped:?}"
+        );
+        stop.cancel();
+        tokio::time::timeout(SOON, task).await.unwrap().unwrap();
+    }
+
+    /// What cannot be read is refused at once, in words, and closes the connection; the server
+    /// goes on serving others.
+    #[tokio::test]
+    async fn unreadable_requests_are_refused_and_closed() {
+        let (addr, stop, task) = start(router(Hooks::default())).await;
+        let over = format!(
+            "POST /echo HTTP/1.1\r\nhost: x\r\ncontent-length: 2000\r\n\r\n{}",
+            "x".repeat(2000)
+        );
+        let many = format!(
+            "GET /hello HTTP/1.1\r\n{}\r\n",
+            (0..MAX_HEADERS + 1)
+                .map(|n| format!("x-{n}: y\r\n"))
+                .collect::<String>()
+        );
+        let long = format!("GET /hello HTTP/1.1\r\nx: {}\r\n", "y".repeat(MAX_HEAD));
+        let cases: [(&str, &[u8], u16, &str); 8] = [
+            (
+                "a body over the limit",
+                over.as_bytes(),
+                413,
+                "exceeds 1024 bytes",
+            ),
+            (
+                "a chunked body over the limit",
+                b"POST /echo HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n401\r\n",
+                413,
+                "exceeds",
+            ),
+            ("not HTTP", b"hello there\r\n\r\n", 400, "not HTTP/1.1"),
+            (
+                "a bad chunk size",
+                b"POST /echo HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n",
+                400,
+                "not hex",
+            ),
+            (
+                "another transfer coding",
+                b"POST /echo HTTP/1.1\r\ntransfer-encoding: gzip\r\n\r\n",
+                400,
+                "does not end in chunked",
+            ),
+            (
+                "two lengths",
+                b"POST /echo HTTP/1.1\r\ncontent-length: 1\r\ncontent-length: 2\r\n\r\nab",
+                400,
+                "two different",
+            ),
+            (
+                "too many headers",
+                many.as_bytes(),
+                431,
+                "more than 100 headers",
+            ),
+            (
+                "a head too large",
+                long.as_bytes(),
+                431,
+                "larger than 64 KiB",
+            ),
+        ];
+        for (what, request, status, words) in cases {
+            let mut client = connect(addr).await;
+            client.write_all(request).await.unwrap();
+            let answer = read_answer(&mut client, &mut Vec::new()).await;
+            assert_eq!(answer.status, status, "{what}: {answer:?}");
+            assert!(answer.body.contains(words), "{what}: {answer:?}");
+            assert_eq!(header(&answer.head, "connection"), Some("close"), "{what}");
+            assert!(closed(&mut client).await, "{what}: still open");
+        }
+        // An over-limit body announced with `Expect: 100-continue` is refused unsent.
+        let mut client = connect(addr).await;
+        client
+            .write_all(
+                b"POST /echo HTTP/1.1\r\ncontent-length: 5000\r\nexpect: 100-continue\r\n\r\n",
+            )
+            .await
+            .unwrap();
+        let answer = read_answer(&mut client, &mut Vec::new()).await;
+        assert_eq!(answer.status, 413, "{answer:?}");
+        drop(client);
+        // One within the limit is asked for.
+        let mut client = connect(addr).await;
+        client
+            .write_all(b"POST /echo HTTP/1.1\r\ncontent-length: 2\r\nexpect: 100-continue\r\n\r\n")
+            .await
+            .unwrap();
+        let mut pending = Vec::new();
+        let go_on = read_answer(&mut client, &mut pending).await;
+        assert_eq!(go_on.status, 100, "{go_on:?}");
+        client.write_all(b"ok").await.unwrap();
+        let echoed = read_answer(&mut client, &mut pending).await;
+        assert_eq!((echoed.status, echoed.body.as_str()), (200, "ok"));
+        stop.cancel();
+        tokio::time::timeout(SOON, task).await.unwrap().unwrap();
+    }
+
+    /// A started head must finish within the head timeout; an idle connection may wait, and
+    /// closes when the server stops.
+    #[tokio::test]
+    async fn an_unfinished_head_is_cut_and_idle_connections_close_at_stop() {
+        let (addr, stop, task) = start(router(Hooks::default())).await;
+        let mut slow = connect(addr).await;
+        slow.write_all(b"GET /hello HTTP/1.1\r\n").await.unwrap();
+        let mut idle = connect(addr).await;
+        let started = tokio::time::Instant::now();
+        assert!(closed(&mut slow).await, "the unfinished head was not cut");
+        assert!(started.elapsed() >= LIMITS.head_timeout / 2);
+        tokio::time::sleep(LIMITS.head_timeout).await;
+        idle.write_all(b"GET /hello HTTP/1.1\r\n\r\n")
+            .await
+            .unwrap();
+        let answer = read_answer(&mut idle, &mut Vec::new()).await;
+        assert_eq!(
+            answer.status, 200,
+            "the idle connection was cut: {answer:?}"
+        );
+        stop.cancel();
+        assert!(
+            closed(&mut idle).await,
+            "the idle connection outlived the stop"
+        );
+        tokio::time::timeout(SOON, task).await.unwrap().unwrap();
+    }
+}
