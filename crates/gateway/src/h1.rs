@@ -12,8 +12,9 @@
 //!   [`MAX_HEAD`], a body at most the connection's `max_body` (413 beyond, before the service
 //!   sees it), and what a client sends ahead while its request is served at most
 //!   [`MAX_AHEAD`];
-//! - a head started and not finished within `head_timeout` closes the connection; an idle
-//!   connection (no request started) is kept until the client closes it or the server stops;
+//! - a head started and not finished within `head_timeout` closes the connection, a body of
+//!   which nothing more arrives for `head_timeout` gets 408; an idle connection (no request
+//!   started) is kept until the client closes it or the server stops;
 //! - a request the connection cannot read (a malformed head, an unreadable body framing, a head
 //!   or body over its limit) gets a plain-text 4xx naming what was wrong and closes the
 //!   connection; nothing of it reaches the service;
@@ -70,7 +71,8 @@ const LINGER_BYTES: usize = 64 << 20;
 /// What one connection is allowed.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Limits {
-    /// How long a started request head may take to arrive.
+    /// How long a started request head may take to arrive, and the longest wait for more of
+    /// a request's body.
     pub(crate) head_timeout: Duration,
     /// The largest request body.
     pub(crate) max_body: usize,
@@ -397,15 +399,23 @@ where
         }
     }
 
-    /// Reads more of a request that was started; the client closing it then is a refusal
-    /// nobody is left to read.
+    /// Reads more of a request's body; the client closing the connection then is a refusal
+    /// nobody is left to read, one sending nothing for `head_timeout` gets 408.
     async fn read_or_cut(&mut self) -> Result<(), Refusal> {
-        match self.read_more().await {
-            Ok(0) | Err(_) => Err(Refusal {
+        let wait = self.limits.head_timeout;
+        match tokio::time::timeout(wait, self.read_more()).await {
+            Ok(Ok(0) | Err(_)) => Err(Refusal {
                 status: None,
                 why: "the client closed the connection in a request".into(),
             }),
-            Ok(_) => Ok(()),
+            Ok(Ok(_)) => Ok(()),
+            Err(_) => Err(refusal(
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "the request body stalled: nothing of it arrived for {} s",
+                    wait.as_secs_f32()
+                ),
+            )),
         }
     }
 
@@ -1104,17 +1114,30 @@ mod tests {
         tokio::time::timeout(SOON, task).await.unwrap().unwrap();
     }
 
-    /// A started head must finish within the head timeout; an idle connection may wait, and
-    /// closes when the server stops.
+    /// A started head must finish within the head timeout, a body must not stall for longer;
+    /// an idle connection may wait, and closes when the server stops.
     #[tokio::test]
-    async fn an_unfinished_head_is_cut_and_idle_connections_close_at_stop() {
+    async fn stalled_heads_and_bodies_are_cut_and_idle_connections_close_at_stop() {
         let (addr, stop, task) = start(router(Hooks::default())).await;
         let mut slow = connect(addr).await;
         slow.write_all(b"GET /hello HTTP/1.1\r\n").await.unwrap();
+        let mut trickle = connect(addr).await;
+        trickle
+            .write_all(b"POST /echo HTTP/1.1\r\ncontent-length: 10\r\n\r\nabc")
+            .await
+            .unwrap();
         let mut idle = connect(addr).await;
         let started = tokio::time::Instant::now();
         assert!(closed(&mut slow).await, "the unfinished head was not cut");
         assert!(started.elapsed() >= LIMITS.head_timeout / 2);
+        let stalled = read_answer(&mut trickle, &mut Vec::new()).await;
+        assert_eq!(stalled.status, 408, "{stalled:?}");
+        assert!(stalled.body.contains("stalled"), "{stalled:?}");
+        assert!(
+            closed(&mut trickle).await,
+            "the stalled body's connection stayed open"
+        );
+        drop(trickle);
         tokio::time::sleep(LIMITS.head_timeout).await;
         idle.write_all(b"GET /hello HTTP/1.1\r\n\r\n")
             .await
