@@ -36,7 +36,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::header::{CONNECTION, CONTENT_LENGTH, DATE, EXPECT, TRANSFER_ENCODING};
-use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, Version};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, Version};
 use axum::response::Response;
 use bytes::{Buf as _, Bytes, BytesMut};
 use futures::FutureExt as _;
@@ -46,7 +46,9 @@ use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
-use mcp_harness_runtime::transport::http1::{BodyEnd, LengthError, body_end, has_token};
+use mcp_harness_runtime::transport::http1::{
+    BadHeader, BodyEnd, LengthError, body_end, chunk_size, has_token, header_map,
+};
 
 use crate::hold::HoldClock;
 
@@ -165,11 +167,10 @@ where
 {
     async fn run(
         &mut self,
-        router: axum::Router,
+        mut router: axum::Router,
         clock: Arc<HoldClock>,
         stop: &CancellationToken,
     ) -> std::io::Result<()> {
-        let mut router = router;
         loop {
             let head = tokio::select! {
                 biased;
@@ -181,11 +182,12 @@ where
                 Ok(None) => return Ok(()),
                 Err(refusal) => return self.refuse(refusal).await,
             };
-            let refused_unread = match head.framing {
-                Framing::Length(n) => n == 0 || n > self.limits.max_body,
-                Framing::Chunked => false,
+            // No `100 Continue` for no body, or one refused unread.
+            let wanted = match head.framing {
+                Framing::Length(n) => n > 0 && n <= self.limits.max_body,
+                Framing::Chunked => true,
             };
-            if head.expects_continue && !refused_unread && self.input.is_empty() {
+            if head.expects_continue && wanted && self.input.is_empty() {
                 self.writer
                     .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
                     .await?;
@@ -197,9 +199,8 @@ where
             let (parts, ()) = head.request.into_parts();
             let mut request = Request::from_parts(parts, Body::from(body));
             request.extensions_mut().insert(clock.clone());
-            let keep_alive = head.keep_alive && !stop.is_cancelled();
             match self
-                .exchange(&mut router, request, keep_alive, stop)
+                .exchange(&mut router, request, head.keep_alive, stop)
                 .await?
             {
                 Served::Again if !stop.is_cancelled() => {}
@@ -284,14 +285,10 @@ where
         } else {
             Version::HTTP_10
         };
-        let mut headers = HeaderMap::with_capacity(parsed.headers.len());
-        for header in parsed.headers.iter() {
-            let name = HeaderName::from_bytes(header.name.as_bytes())
-                .map_err(|_| bad_request("the request has an invalid header name"))?;
-            let value = HeaderValue::from_bytes(header.value)
-                .map_err(|_| bad_request("the request has an invalid header value"))?;
-            headers.append(name, value);
-        }
+        let headers = header_map(parsed.headers).map_err(|bad| match bad {
+            BadHeader::Name => bad_request("the request has an invalid header name"),
+            BadHeader::Value => bad_request("the request has an invalid header value"),
+        })?;
         self.input.advance(length);
         let framing = framing(&headers)?;
         // Both framings named: read as chunked, and the connection not trusted with another
@@ -342,11 +339,8 @@ where
         let mut body = BytesMut::new();
         loop {
             let line = self.line(MAX_LINE, "a chunk-size line").await?;
-            let size = line.split(|&b| b == b';').next().unwrap_or_default();
-            let size = std::str::from_utf8(size.trim_ascii())
-                .ok()
-                .filter(|hex| !hex.is_empty() && hex.len() <= 16)
-                .and_then(|hex| usize::from_str_radix(hex, 16).ok())
+            let size = chunk_size(&line)
+                .and_then(|size| usize::try_from(size).ok())
                 .ok_or_else(|| bad_request("a chunk size of the request body is not hex"))?;
             if size == 0 {
                 break;
@@ -788,15 +782,7 @@ mod tests {
     /// Reads one answer from `stream`, with `pending` holding what was read beyond it.
     async fn read_answer(stream: &mut TcpStream, pending: &mut Vec<u8>) -> Answer {
         tokio::time::timeout(SOON, async {
-            let end = loop {
-                if let Some(at) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
-                    break at + 4;
-                }
-                fill(stream, pending).await;
-            };
-            let head = String::from_utf8(pending.drain(..end).collect())
-                .unwrap()
-                .to_ascii_lowercase();
+            let head = read_head_text(stream, pending).await.to_ascii_lowercase();
             let status = head[9..12].parse().unwrap();
             let mut body = Vec::new();
             if let Some(length) = header(&head, "content-length") {
@@ -834,6 +820,18 @@ mod tests {
         })
         .await
         .expect("an answer in time")
+    }
+
+    /// Reads an answer's head (through its blank line) from `stream`, `pending` holding what
+    /// was read beyond it.
+    async fn read_head_text(stream: &mut TcpStream, pending: &mut Vec<u8>) -> String {
+        let end = loop {
+            if let Some(at) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+                break at + 4;
+            }
+            fill(stream, pending).await;
+        };
+        String::from_utf8(pending.drain(..end).collect()).unwrap()
     }
 
     async fn fill(stream: &mut TcpStream, pending: &mut Vec<u8>) {
@@ -910,13 +908,7 @@ mod tests {
             .write_all(b"HEAD /hello HTTP/1.1\r\nhost: x\r\n\r\nGET /hello HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
             .await
             .unwrap();
-        let end = loop {
-            if let Some(at) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
-                break at + 4;
-            }
-            fill(&mut client, &mut pending).await;
-        };
-        let head = String::from_utf8(pending.drain(..end).collect()).unwrap();
+        let head = read_head_text(&mut client, &mut pending).await;
         assert!(head.starts_with("HTTP/1.1 200"), "{head}");
         let last = read_answer(&mut client, &mut pending).await;
         assert_eq!(

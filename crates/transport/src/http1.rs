@@ -5,7 +5,7 @@
 //! (RFC 9112 §6.3); `Content-Length` values, in one header or several, must all be the same
 //! number, or the length is unknown and the message refused by the caller.
 
-use reqwest::header::{CONTENT_LENGTH, HeaderMap, HeaderName, TRANSFER_ENCODING};
+use reqwest::header::{CONTENT_LENGTH, HeaderMap, HeaderName, HeaderValue, TRANSFER_ENCODING};
 
 /// How a message's body ends, as its headers say.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +59,36 @@ pub fn body_end(headers: &HeaderMap) -> Result<BodyEnd, LengthError> {
         }
     }
     Ok(length.map_or(BodyEnd::Unsaid, BodyEnd::Length))
+}
+
+/// Which part of a parsed header is not a valid `http` header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BadHeader {
+    /// Its name.
+    Name,
+    /// Its value.
+    Value,
+}
+
+/// The headers `httparse` parsed, as a map (each kept, in order).
+pub fn header_map(parsed: &[httparse::Header<'_>]) -> Result<HeaderMap, BadHeader> {
+    let mut headers = HeaderMap::with_capacity(parsed.len());
+    for header in parsed {
+        let name = HeaderName::from_bytes(header.name.as_bytes()).map_err(|_| BadHeader::Name)?;
+        let value = HeaderValue::from_bytes(header.value).map_err(|_| BadHeader::Value)?;
+        headers.append(name, value);
+    }
+    Ok(headers)
+}
+
+/// The size a chunk-size line (without its line end) names: hex digits, at most 16, before any
+/// `;` extension; `None` when it names none.
+pub fn chunk_size(line: &[u8]) -> Option<u64> {
+    let digits = line.split(|&b| b == b';').next().unwrap_or_default();
+    std::str::from_utf8(digits.trim_ascii())
+        .ok()
+        .filter(|hex| !hex.is_empty() && hex.len() <= 16)
+        .and_then(|hex| u64::from_str_radix(hex, 16).ok())
 }
 
 /// Whether a comma-separated header `name` holds `token` (case-insensitive).
@@ -116,6 +146,16 @@ mod tests {
         ];
         for (pairs, expected) in cases {
             assert_eq!(body_end(&headers(pairs)), expected, "{pairs:?}");
+        }
+    }
+
+    #[test]
+    fn chunk_sizes_are_hex_before_extensions() {
+        assert_eq!(chunk_size(b"1a"), Some(26));
+        assert_eq!(chunk_size(b" 0 ;name=value"), Some(0));
+        assert_eq!(chunk_size(b"FFFFFFFFFFFFFFFF"), Some(u64::MAX));
+        for none in [&b""[..], b"zz", b"-1", b"10000000000000000", b";ext"] {
+            assert_eq!(chunk_size(none), None, "{none:?}");
         }
     }
 

@@ -36,12 +36,12 @@ use bytes::{Buf as _, Bytes, BytesMut};
 use futures::stream::BoxStream;
 use reqwest::StatusCode;
 use reqwest::header::{
-    CONNECTION, CONTENT_LENGTH, HOST, HeaderMap, HeaderName, HeaderValue, TRANSFER_ENCODING,
+    CONNECTION, CONTENT_LENGTH, HOST, HeaderMap, HeaderValue, TRANSFER_ENCODING,
 };
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
-use crate::http1::{BodyEnd, LengthError, body_end, has_token};
+use crate::http1::{BadHeader, BodyEnd, LengthError, body_end, chunk_size, has_token, header_map};
 
 /// How long an idle connection is kept.
 pub(crate) const IDLE: Duration = Duration::from_secs(4);
@@ -333,14 +333,10 @@ async fn read_head(conn: &mut Conn) -> Result<(StatusCode, HeaderMap, Framing, b
                     let status = StatusCode::from_u16(code)
                         .map_err(|_| invalid(format!("the answer's status {code} is no status")))?;
                     let http11 = response.version == Some(1);
-                    let mut headers = HeaderMap::with_capacity(response.headers.len());
-                    for h in response.headers.iter() {
-                        let name = HeaderName::from_bytes(h.name.as_bytes())
-                            .map_err(|_| invalid("the answer has an invalid header name"))?;
-                        let value = HeaderValue::from_bytes(h.value)
-                            .map_err(|_| invalid("the answer has an invalid header value"))?;
-                        headers.append(name, value);
-                    }
+                    let headers = header_map(response.headers).map_err(|bad| match bad {
+                        BadHeader::Name => invalid("the answer has an invalid header name"),
+                        BadHeader::Value => invalid("the answer has an invalid header value"),
+                    })?;
                     conn.buf.advance(len);
                     if status.is_informational() {
                         if status == StatusCode::SWITCHING_PROTOCOLS {
@@ -538,15 +534,7 @@ async fn next_chunk(conn: &mut Conn, framing: &mut Framing) -> Result<Option<Byt
                     .ok_or_else(|| invalid("a chunked body's line does not end with CR LF"))?;
                 *framing = Framing::Chunked(match state {
                     Chunked::Size => {
-                        let digits = line
-                            .split(|&b| b == b';')
-                            .next()
-                            .unwrap_or_default()
-                            .trim_ascii();
-                        let size = std::str::from_utf8(digits)
-                            .ok()
-                            .filter(|s| !s.is_empty() && s.len() <= 16)
-                            .and_then(|s| u64::from_str_radix(s, 16).ok())
+                        let size = chunk_size(line)
                             .ok_or_else(|| invalid("a chunked body's chunk size is no number"))?;
                         if size == 0 {
                             Chunked::Trailers(0)
