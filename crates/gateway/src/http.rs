@@ -540,9 +540,15 @@ async fn gates(State(ops): State<Ops>, request: Request, next: Next) -> Response
     let Some(admitted) = drain::admit(&ops.drain, &request) else {
         return drain::shutting_down();
     };
-    let (request, owner) = match authenticate(&ops, request).await {
-        Ok(passed) => passed,
-        Err(refusal) => return refusal,
+    // Boxed, and only with profiles: inline, its state (a JWKS fetch's) would be part of every
+    // request's future, which is moved whole.
+    let (request, owner) = if ops.guard.is_some() {
+        match Box::pin(authenticate(&ops, request)).await {
+            Ok(passed) => passed,
+            Err(refusal) => return refusal,
+        }
+    } else {
+        (request, None)
     };
     if opens_session(&request)
         && let Some(refusal) = session_limit(&ops).await

@@ -90,23 +90,27 @@ pub(crate) struct InSession {
 
 impl InSession {
     /// Answers `request` as rmcp's handler would.
+    ///
+    /// Every path but a held session's POST awaits a boxed future: this one's state is as
+    /// large as the largest future it awaits inline, and the whole state is copied each time
+    /// it is moved (into its caller's, into a box) — several KiB on every call otherwise.
     pub(crate) async fn handle(&self, mut request: Request) -> Answer {
         if self.direct
             && request.method() == Method::GET
-            && let Some(answer) = self.resume(&mut request).await
+            && let Some(answer) = Box::pin(self.resume(&mut request)).await
         {
             return answer;
         }
         if !self.own_posts || request.method() != Method::POST || !self.plainly_acceptable(&request)
         {
-            return self.service.handle(request).await;
+            return Box::pin(self.service.handle(request)).await;
         }
         if !self
             .rebinding
             .allows(&self.service, request.uri(), request.headers())
             .await
         {
-            return self.service.handle(request).await;
+            return Box::pin(self.service.handle(request)).await;
         }
         let (parts, body) = request.into_parts();
         let bytes = match read_body(body, self.max_body).await {
@@ -123,7 +127,7 @@ impl InSession {
             {
                 return accepted;
             }
-            return self.rmcp(parts, bytes).await;
+            return Box::pin(self.rmcp(parts, bytes)).await;
         };
         let Some(session) = parts
             .headers
@@ -131,11 +135,11 @@ impl InSession {
             .and_then(|value| value.to_str().ok())
             .map(SessionId::from)
         else {
-            return self.rmcp(parts, bytes).await;
+            return Box::pin(self.rmcp(parts, bytes)).await;
         };
         // Not held here (idle-closed, another replica's, ended): rmcp restores it or says 404.
         if !matches!(self.sessions.has_session(&session).await, Ok(true)) {
-            return self.rmcp(parts, bytes).await;
+            return Box::pin(self.rmcp(parts, bytes)).await;
         }
         tracing::trace!(
             method = request.request.method(),
@@ -155,7 +159,7 @@ impl InSession {
         // rmcp's handler moves the parts into the request; the session reads them there.
         request.request.extensions_mut().insert(parts);
         let message = ClientJsonRpcMessage::Request(request);
-        match self.sessions.create_stream(&session, message).await {
+        match Box::pin(self.sessions.create_stream(&session, message)).await {
             Ok(stream) => sse_answer(
                 held(stream, HOLD, clock.as_deref()).await,
                 self.keep_alive,
@@ -467,7 +471,8 @@ impl Rebinding {
                 probe.headers_mut().append(name.clone(), value.clone());
             }
         }
-        let allowed = service.handle(probe).await.status() == StatusCode::METHOD_NOT_ALLOWED;
+        let allowed =
+            Box::pin(service.handle(probe)).await.status() == StatusCode::METHOD_NOT_ALLOWED;
         let mut answers = self.answers.lock().expect("not poisoned");
         if answers.len() < REMEMBERED && !answers.iter().any(|(known, _)| *known == pair) {
             answers.push((pair, allowed));

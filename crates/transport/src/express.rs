@@ -738,7 +738,8 @@ impl Lane {
                     self.outstanding.divert(id.clone(), to);
                     from
                 });
-                if post.side.send(message).await.is_err() {
+                // Boxed: inline, the channel's send would be part of every call's future.
+                if Box::pin(post.side.send(message)).await.is_err() {
                     return Err(ExpressError::Failed(ServiceError::TransportClosed));
                 }
                 handed_on = true;

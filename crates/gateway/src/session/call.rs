@@ -383,7 +383,7 @@ impl Session {
         let peer = &context.peer;
         let send = async |params: rmcp::model::LoggingMessageNotificationParam| {
             let Some(sidecar) = &sidecar else {
-                return peer.notify_logging_message(params).await;
+                return Box::pin(peer.notify_logging_message(params)).await;
             };
             let line = rmcp::model::ServerJsonRpcMessage::notification(
                 rmcp::model::ServerNotification::LoggingMessageNotification(

@@ -302,7 +302,8 @@ async fn answered(
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     if !status.is_success() {
-        return failure(response, json, session, limits).await;
+        // Boxed: inline, the failure's reading would be part of every answer's future.
+        return Box::pin(failure(response, json, session, limits)).await;
     }
     if sse {
         let body = response.into_body().map_err(BodyError::boxed).boxed();

@@ -541,12 +541,16 @@ impl PreparedCall {
                     kept_options = Some(request_options);
                     Sent::Express(call)
                 }
+                // Boxed, as every await off the express path: this future's state is as
+                // large as the largest future it awaits inline, and it is moved whole.
                 Err(request) => Sent::Rmcp(
-                    client
-                        .peer
-                        .send_request_with_option(request, request_options)
-                        .await
-                        .map_err(classify)?,
+                    Box::pin(
+                        client
+                            .peer
+                            .send_request_with_option(request, request_options),
+                    )
+                    .await
+                    .map_err(classify)?,
                 ),
             };
             let tagged = registration
@@ -578,7 +582,9 @@ impl PreparedCall {
             _ => None,
         };
         let response = match sent {
-            Sent::Rmcp(handle) => self.rmcp_answer(handle, entry, &options.cancel).await?,
+            Sent::Rmcp(handle) => {
+                Box::pin(self.rmcp_answer(handle, entry, &options.cancel)).await?
+            }
             Sent::Express(call) => {
                 let answered = self.express_answer(
                     call,
@@ -599,9 +605,11 @@ impl PreparedCall {
                             Some((tags, _)) => Some(tags.begin().await),
                             None => None,
                         };
-                        let handle = client
-                            .peer
-                            .send_request_with_option(*request, kept_options.unwrap_or_default())
+                        let handle =
+                            Box::pin(client.peer.send_request_with_option(
+                                *request,
+                                kept_options.unwrap_or_default(),
+                            ))
                             .await
                             .map_err(classify)?;
                         let _retagged = registration
@@ -765,11 +773,14 @@ impl PreparedCall {
                     }
                     idle.as_mut().reset(tokio::time::Instant::now() + timeout);
                 }
-                () = &mut idle => return limited(timeout, "request timeout").await,
+                // The ends below are boxed: inline, each would be part of every call's future.
+                () = &mut idle => return Box::pin(limited(timeout, "request timeout")).await,
                 () = &mut all, if progress.is_some() => {
-                    return limited(total, "maximum total timeout exceeded").await;
+                    return Box::pin(limited(total, "maximum total timeout exceeded")).await;
                 }
-                () = &mut cancelled => return Err(told_cancelled(&client.peer, id, entry).await),
+                () = &mut cancelled => {
+                    return Err(Box::pin(told_cancelled(&client.peer, id, entry)).await);
+                }
             }
         }
     }
