@@ -525,3 +525,93 @@ fn a_request_head_never_finished_is_cut_after_the_header_timeout() {
         "closed after {took:?}, not at the 30 s header timeout ({read:?})"
     );
 }
+
+/// One keep-alive `GET /healthz` on `stream`: the answer's status (0: none, the connection
+/// closed or timed out).
+fn healthz_on(stream: &mut std::net::TcpStream, addr: &str) -> u16 {
+    use std::io::{Read as _, Write as _};
+    let request = format!("GET /healthz HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+    if stream.write_all(request.as_bytes()).is_err() {
+        return 0;
+    }
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 1024];
+    // The whole answer: its head, then `ok\n`.
+    while !answer.ends_with(b"\r\n\r\nok\n") && answer.len() < 64 * 1024 {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return 0,
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+        }
+    }
+    String::from_utf8_lossy(&answer)
+        .get(9..12)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Connections over `--max-connections` are turned away at once with 503, `Retry-After` and
+/// the flag to raise, while the open ones are served on; a closed one frees its place; and a
+/// connection with no request for `--connection-idle-secs` is closed — so a client cannot
+/// hold the gateway's memory or file descriptors with connections it does not use.
+#[test]
+fn connections_over_the_limit_are_turned_away_and_idle_ones_closed() {
+    use std::io::Read as _;
+    let dir = temp_home("serve-load", "connections");
+    let config = fixture_config(&dir, &[]);
+    let served = Served::start(
+        &dir,
+        &config,
+        &["--max-connections", "2", "--connection-idle-secs", "2"],
+        Stdio::null(),
+    );
+    let addr = served.addr.as_str();
+    let connect = || {
+        let stream = std::net::TcpStream::connect(addr).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        stream
+    };
+    let mut first = connect();
+    let mut second = connect();
+    assert_eq!(healthz_on(&mut first, addr), 200);
+    assert_eq!(healthz_on(&mut second, addr), 200);
+
+    let (status, head, body) = http(addr, "GET", "/healthz", &[], "");
+    assert_eq!(
+        status, 503,
+        "a third connection was not turned away: {head}{body}"
+    );
+    assert!(
+        head.to_ascii_lowercase().contains("retry-after: 1"),
+        "no Retry-After: {head}"
+    );
+    assert!(body.contains("--max-connections"), "{body}");
+    assert_eq!(
+        healthz_on(&mut first, addr),
+        200,
+        "an open connection was not served on"
+    );
+
+    drop(first);
+    let freed = Instant::now();
+    let mut status = 0;
+    while status != 200 && freed.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(100));
+        status = http(addr, "GET", "/healthz", &[], "").0;
+    }
+    assert_eq!(status, 200, "a closed connection's place was not freed");
+
+    assert_eq!(healthz_on(&mut second, addr), 200);
+    let answered = Instant::now();
+    let read = second.read(&mut [0u8; 64]);
+    let took = answered.elapsed();
+    assert!(
+        matches!(read, Ok(0)),
+        "the idle connection was not closed ({read:?} after {took:?})"
+    );
+    assert!(
+        took >= Duration::from_secs(1) && took < Duration::from_secs(8),
+        "closed after {took:?}, not at the 2 s idle timeout"
+    );
+}

@@ -14,7 +14,8 @@
 //!   [`MAX_AHEAD`];
 //! - a head started and not finished within `head_timeout` closes the connection, a body of
 //!   which nothing more arrives for `head_timeout` gets 408; an idle connection (no request
-//!   started) is kept until the client closes it or the server stops;
+//!   started) is closed after `idle_timeout` without one (timed by one timer per connection,
+//!   armed again only when it fires), or when the server stops;
 //! - a request the connection cannot read (a malformed head, an unreadable body framing, a head
 //!   or body over its limit) gets a plain-text 4xx naming what was wrong and closes the
 //!   connection; nothing of it reaches the service;
@@ -76,6 +77,8 @@ pub(crate) struct Limits {
     /// How long a started request head may take to arrive, and the longest wait for more of
     /// a request's body.
     pub(crate) head_timeout: Duration,
+    /// How long the connection stays open with no request in progress.
+    pub(crate) idle_timeout: Duration,
     /// The largest request body.
     pub(crate) max_body: usize,
 }
@@ -86,12 +89,15 @@ pub(crate) struct Limits {
 struct Refusal {
     status: Option<StatusCode>,
     why: String,
+    /// Seconds the client should wait before it tries again (`Retry-After`).
+    retry_after: Option<u64>,
 }
 
 fn refusal(status: StatusCode, why: impl Into<String>) -> Refusal {
     Refusal {
         status: Some(status),
         why: why.into(),
+        retry_after: None,
     }
 }
 
@@ -128,16 +134,24 @@ pub(crate) async fn serve(
 ) {
     let clock = Arc::new(HoldClock::new());
     let (mut reader, mut writer) = socket.split();
-    let mut connection = Connection {
-        reader: &mut reader,
-        writer: &mut writer,
-        // Both grow at their first use: an idle connection holds no more than it read.
-        input: BytesMut::new(),
-        output: Vec::new(),
-        limits,
-    };
+    let mut connection = Connection::new(&mut reader, &mut writer, limits);
     if let Err(error) = connection.run(router, clock, &stop).await {
         tracing::debug!(%error, "an HTTP connection ended with an error");
+    }
+}
+
+/// Answers whatever `socket` sends with 503 saying `why` and closes it: a connection over the
+/// server's limit.
+pub(crate) async fn turn_away(mut socket: TcpStream, limits: Limits, why: String) {
+    let (mut reader, mut writer) = socket.split();
+    let mut connection = Connection::new(&mut reader, &mut writer, limits);
+    let refusal = Refusal {
+        status: Some(StatusCode::SERVICE_UNAVAILABLE),
+        why,
+        retry_after: Some(1),
+    };
+    if let Err(error) = connection.refuse(refusal).await {
+        tracing::debug!(%error, "turning a connection away failed");
     }
 }
 
@@ -150,6 +164,11 @@ struct Connection<'a, R, W> {
     /// Made and not yet written.
     output: Vec<u8>,
     limits: Limits,
+    /// Fires at the latest `idle_timeout` after `active`; armed again, not made anew, when it
+    /// fires early (no timer is registered per request).
+    idle: std::pin::Pin<Box<tokio::time::Sleep>>,
+    /// When the connection last finished an answer (or opened).
+    active: tokio::time::Instant,
 }
 
 /// How serving one request ended.
@@ -160,11 +179,24 @@ enum Served {
     Close,
 }
 
-impl<R, W> Connection<'_, R, W>
+impl<'a, R, W> Connection<'a, R, W>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
+    fn new(reader: &'a mut R, writer: &'a mut W, limits: Limits) -> Self {
+        Self {
+            reader,
+            writer,
+            // Both grow at their first use: an idle connection holds no more than it read.
+            input: BytesMut::new(),
+            output: Vec::new(),
+            limits,
+            idle: Box::pin(tokio::time::sleep(limits.idle_timeout)),
+            active: tokio::time::Instant::now(),
+        }
+    }
+
     async fn run(
         &mut self,
         mut router: axum::Router,
@@ -203,7 +235,7 @@ where
                 .exchange(&mut router, request, head.keep_alive, stop)
                 .await?
             {
-                Served::Again if !stop.is_cancelled() => {}
+                Served::Again if !stop.is_cancelled() => self.active = tokio::time::Instant::now(),
                 _ => return self.writer.shutdown().await,
             }
         }
@@ -225,7 +257,13 @@ where
                 }
             }
             let read = match deadline {
-                None if self.input.is_empty() => self.read_more().await,
+                None if self.input.is_empty() => match self.read_idle().await {
+                    Some(read) => read,
+                    None => {
+                        tracing::debug!("an idle connection closed at the idle timeout");
+                        return Ok(None);
+                    }
+                },
                 _ => {
                     let at = *deadline.get_or_insert_with(|| {
                         tokio::time::Instant::now() + self.limits.head_timeout
@@ -400,6 +438,7 @@ where
         match tokio::time::timeout(wait, self.read_more()).await {
             Ok(Ok(0) | Err(_)) => Err(Refusal {
                 status: None,
+                retry_after: None,
                 why: "the client closed the connection in a request".into(),
             }),
             Ok(Ok(_)) => Ok(()),
@@ -416,6 +455,25 @@ where
     async fn read_more(&mut self) -> std::io::Result<usize> {
         self.input.reserve(READ);
         self.reader.read_buf(&mut self.input).await
+    }
+
+    /// As [`Self::read_more`] on an idle connection; `None` once it has been idle for
+    /// `idle_timeout`.
+    async fn read_idle(&mut self) -> Option<std::io::Result<usize>> {
+        self.input.reserve(READ);
+        loop {
+            tokio::select! {
+                biased;
+                read = self.reader.read_buf(&mut self.input) => return Some(read),
+                () = self.idle.as_mut() => {
+                    let due = self.active + self.limits.idle_timeout;
+                    if tokio::time::Instant::now() >= due {
+                        return None;
+                    }
+                    self.idle.as_mut().reset(due);
+                }
+            }
+        }
     }
 
     /// `request` served by `router` and its answer written; the client closing the connection
@@ -601,6 +659,9 @@ where
             axum::http::header::CONTENT_TYPE,
             HeaderValue::from_static("text/plain; charset=utf-8"),
         );
+        if let Some(seconds) = refusal.retry_after {
+            headers.insert(axum::http::header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
         let mut parts = Response::new(()).into_parts().0;
         parts.status = status;
         parts.headers = headers;
@@ -708,6 +769,7 @@ mod tests {
 
     const LIMITS: Limits = Limits {
         head_timeout: Duration::from_millis(300),
+        idle_timeout: Duration::from_secs(60),
         max_body: 1024,
     };
     /// How long a test waits for anything the server should do at once.
@@ -751,6 +813,14 @@ mod tests {
     async fn start(
         router: axum::Router,
     ) -> (SocketAddr, CancellationToken, tokio::task::JoinHandle<()>) {
+        start_with(router, LIMITS).await
+    }
+
+    /// As [`start`], each connection with `limits`.
+    async fn start_with(
+        router: axum::Router,
+        limits: Limits,
+    ) -> (SocketAddr, CancellationToken, tokio::task::JoinHandle<()>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let stop = CancellationToken::new();
@@ -762,7 +832,7 @@ mod tests {
                     () = token.cancelled() => break,
                     accepted = listener.accept() => {
                         let (socket, _) = accepted.unwrap();
-                        connections.spawn(serve(socket, router.clone(), LIMITS, token.clone()));
+                        connections.spawn(serve(socket, router.clone(), limits, token.clone()));
                     }
                 }
             }
@@ -1145,5 +1215,66 @@ mod tests {
             "the idle connection outlived the stop"
         );
         tokio::time::timeout(SOON, task).await.unwrap().unwrap();
+    }
+
+    /// A connection with no request in progress closes once it has been idle for the idle
+    /// timeout; one whose requests keep coming stays open past it (its timer is armed again,
+    /// not made anew per request).
+    #[tokio::test]
+    async fn idle_connections_close_at_the_idle_timeout_and_busy_ones_stay() {
+        const IDLE: Duration = Duration::from_millis(400);
+        let limits = Limits {
+            idle_timeout: IDLE,
+            ..LIMITS
+        };
+        let (addr, stop, task) = start_with(router(Hooks::default()), limits).await;
+        let mut idle = connect(addr).await;
+        let mut busy = connect(addr).await;
+        idle.write_all(b"GET /hello HTTP/1.1\r\n\r\n")
+            .await
+            .unwrap();
+        assert_eq!(read_answer(&mut idle, &mut Vec::new()).await.status, 200);
+        let answered = tokio::time::Instant::now();
+        // Four idle timeouts of requests a quarter of one apart.
+        for _ in 0..16 {
+            busy.write_all(b"GET /hello HTTP/1.1\r\n\r\n")
+                .await
+                .unwrap();
+            let answer = read_answer(&mut busy, &mut Vec::new()).await;
+            assert_eq!(
+                answer.status, 200,
+                "the busy connection was cut: {answer:?}"
+            );
+            tokio::time::sleep(IDLE / 4).await;
+        }
+        assert!(
+            answered.elapsed() > IDLE * 2,
+            "the busy connection was not kept past the idle timeout"
+        );
+        assert!(closed(&mut idle).await, "the idle connection stayed open");
+        stop.cancel();
+        tokio::time::timeout(SOON, task).await.unwrap().unwrap();
+    }
+
+    /// A connection turned away (over the server's limit) reads 503 with `Retry-After` and
+    /// the reason, then the close — the request it sent is read and dropped, not reset.
+    #[tokio::test]
+    async fn a_connection_turned_away_reads_503_with_retry_after() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut client = connect(addr).await;
+        let (socket, _) = listener.accept().await.unwrap();
+        let turning = tokio::spawn(turn_away(socket, LIMITS, "too many connections".into()));
+        client
+            .write_all(b"POST /echo HTTP/1.1\r\ncontent-length: 5\r\n\r\nhello")
+            .await
+            .unwrap();
+        let answer = read_answer(&mut client, &mut Vec::new()).await;
+        assert_eq!(answer.status, 503, "{answer:?}");
+        assert_eq!(header(&answer.head, "retry-after"), Some("1"), "{answer:?}");
+        assert!(answer.body.contains("too many connections"), "{answer:?}");
+        assert!(closed(&mut client).await, "the connection stayed open");
+        drop(client);
+        tokio::time::timeout(SOON, turning).await.unwrap().unwrap();
     }
 }

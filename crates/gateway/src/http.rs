@@ -69,6 +69,12 @@ pub struct HttpOptions {
     pub allowed_origins: Vec<String>,
     /// At most this many open sessions; an `initialize` beyond gets 429 with `Retry-After`.
     pub max_sessions: usize,
+    /// At most this many open HTTP connections; one accepted beyond gets 503 with
+    /// `Retry-After` and is closed.
+    pub max_connections: usize,
+    /// A connection with no request in progress for this long is closed (a client's next
+    /// request opens another).
+    pub connection_idle: Duration,
     /// A session with no request for this long is closed here (a later request with its id
     /// restores it from the id).
     pub idle_timeout: Duration,
@@ -95,6 +101,13 @@ pub struct HttpOptions {
 
 /// The default bound of open HTTP sessions.
 pub const DEFAULT_MAX_SESSIONS: usize = 1000;
+/// The default bound of open HTTP connections (under the common soft limit of 1024 open
+/// files with room for the upstreams': a refusal in words instead of `accept` failing).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 900;
+/// The default time a connection may stay open with no request in progress: longer than the
+/// idle time of common HTTP clients' connection pools (reqwest's 90 s, undici's 4 s), so a
+/// client does not send its next request into a connection the gateway is closing.
+pub const DEFAULT_CONNECTION_IDLE: Duration = Duration::from_secs(120);
 /// The default idle time after which a session is closed.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 /// The default time without a message after which an event stream gets a ping (well under
@@ -109,6 +122,8 @@ impl HttpOptions {
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             max_sessions: DEFAULT_MAX_SESSIONS,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            connection_idle: DEFAULT_CONNECTION_IDLE,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             public_url: None,
             session_keys: None,
@@ -349,6 +364,7 @@ pub(crate) async fn serve(
     let accept = CancellationToken::new();
     let limits = crate::h1::Limits {
         head_timeout: HEADER_READ_TIMEOUT,
+        idle_timeout: options.connection_idle,
         max_body,
     };
     let own_h1 = std::env::var_os(OWN_H1_ENV).is_none_or(|value| value != "0");
@@ -356,7 +372,11 @@ pub(crate) async fn serve(
         listener,
         router,
         accept.clone(),
-        own_h1.then_some(limits),
+        Connections {
+            max: options.max_connections.max(1),
+            limits,
+            own: own_h1,
+        },
     ));
     tracing::info!(url = %format!("http://{addr}/mcp"), "serving Streamable HTTP");
     Ok(HttpServer {
@@ -383,16 +403,32 @@ pub(crate) const OWN_H1_ENV: &str = "MCP_HARNESS_OWN_H1";
 /// finishes a request would otherwise hold each open for good.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How connections are served.
+struct Connections {
+    /// At most this many open at once.
+    max: usize,
+    /// What each may do (the own server's; hyper's keeps its header read timeout).
+    limits: crate::h1::Limits,
+    /// Served by the gateway's own HTTP/1.1 server, else by hyper's.
+    own: bool,
+}
+
+/// At most this many connections turned away are still being closed at once (each reads what
+/// its client still sends for a moment, so the refusal is read instead of a reset); beyond, a
+/// connection turned away is closed at once.
+const TURNING_AWAY: usize = 64;
+
 /// Serves HTTP/1.1 connections from `listener` until `stop`: each accepted socket with
 /// TCP_NODELAY (a response written in pieces must not wait for the client's delayed ACK) and
-/// [`HEADER_READ_TIMEOUT`], on the gateway's own HTTP/1.1 server with `own` limits, else on
-/// hyper's; at `stop` no connection is accepted any more, each open one closes after the
-/// request it is serving, and this returns when all have.
+/// [`HEADER_READ_TIMEOUT`], on the gateway's own HTTP/1.1 server with its limits, else on
+/// hyper's; a connection beyond `max` open ones gets 503 and is closed; at `stop` no
+/// connection is accepted any more, each open one closes after the request it is serving, and
+/// this returns when all have.
 async fn accept_loop(
     listener: TcpListener,
     router: axum::Router,
     stop: CancellationToken,
-    own: Option<crate::h1::Limits>,
+    served: Connections,
 ) {
     use hyper_util::rt::{TokioIo, TokioTimer};
     let mut http = hyper::server::conn::http1::Builder::new();
@@ -400,10 +436,12 @@ async fn accept_loop(
         .header_read_timeout(HEADER_READ_TIMEOUT);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut connections = tokio::task::JoinSet::new();
+    let mut turning_away = tokio::task::JoinSet::new();
     loop {
         let (socket, _) = tokio::select! {
             () = stop.cancelled() => break,
             Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+            Some(_) = turning_away.join_next(), if !turning_away.is_empty() => continue,
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(error) => {
@@ -417,11 +455,27 @@ async fn accept_loop(
         if let Err(error) = socket.set_nodelay(true) {
             tracing::debug!(%error, "TCP_NODELAY not set on an accepted socket");
         }
-        if let Some(limits) = own {
+        // Ended ones are not counted (the join branch above may not have run yet).
+        while connections.try_join_next().is_some() {}
+        if connections.len() >= served.max {
+            tracing::warn!(
+                max = served.max,
+                "a connection was turned away: too many open (serve --max-connections)"
+            );
+            if turning_away.len() < TURNING_AWAY {
+                let why = format!(
+                    "the gateway has {} connections open, its limit; retry shortly, or raise `serve --max-connections`",
+                    served.max
+                );
+                turning_away.spawn(crate::h1::turn_away(socket, served.limits, why));
+            }
+            continue;
+        }
+        if served.own {
             connections.spawn(crate::h1::serve(
                 socket,
                 router.clone(),
-                limits,
+                served.limits,
                 stop.clone(),
             ));
             continue;
@@ -444,6 +498,7 @@ async fn accept_loop(
         });
     }
     graceful.shutdown().await;
+    turning_away.abort_all();
     while connections.join_next().await.is_some() {}
 }
 

@@ -46,8 +46,8 @@ use mcp_harness_runtime::Runtime;
 pub use auth::ClientsError;
 pub use bridge::ClientBridge;
 pub use http::{
-    DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, DEFAULT_SSE_PING, HttpOptions, HttpServer,
-    ServeError, release_freed_memory,
+    DEFAULT_CONNECTION_IDLE, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS,
+    DEFAULT_SSE_PING, HttpOptions, HttpServer, ServeError, release_freed_memory,
 };
 pub use sealed::{
     DEFAULT_SESSION_TTL, KeyError, Refusal, SESSION_KEYS_ENV, SessionKeys, SessionProfile,

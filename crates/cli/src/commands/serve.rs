@@ -84,6 +84,14 @@ pub(crate) struct ServeArgs {
     /// At most this many open HTTP sessions; more initializes get 429 with Retry-After.
     #[arg(long, value_name = "N", default_value_t = mcp_harness_gateway::DEFAULT_MAX_SESSIONS)]
     max_sessions: usize,
+    /// At most this many open HTTP connections; one more gets 503 with Retry-After and is
+    /// closed (keep it under the process's open-file limit, `ulimit -n`).
+    #[arg(long, value_name = "N", default_value_t = mcp_harness_gateway::DEFAULT_MAX_CONNECTIONS)]
+    max_connections: usize,
+    /// Close an HTTP connection after this many seconds with no request in progress (the
+    /// client's next request opens another; its session is kept).
+    #[arg(long, value_name = "SECONDS", default_value_t = mcp_harness_gateway::DEFAULT_CONNECTION_IDLE.as_secs())]
+    connection_idle_secs: u64,
     /// Free an HTTP session's memory after this many seconds without a request (its next
     /// request restores it from its sealed id).
     #[arg(long, value_name = "SECONDS", default_value_t = mcp_harness_gateway::DEFAULT_IDLE_TIMEOUT.as_secs())]
@@ -222,6 +230,8 @@ async fn serve(
     http.allowed_hosts = args.allow_hosts.clone();
     http.allowed_origins = args.allow_origins.clone();
     http.max_sessions = args.max_sessions;
+    http.max_connections = args.max_connections.max(1);
+    http.connection_idle = Duration::from_secs(args.connection_idle_secs.max(1));
     http.idle_timeout = Duration::from_secs(args.idle_secs.max(1));
     http.sse_ping = Duration::from_secs(args.sse_ping_secs.max(1));
     http.public_url = public_url;
