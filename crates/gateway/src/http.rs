@@ -437,6 +437,7 @@ async fn accept_loop(
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut connections = tokio::task::JoinSet::new();
     let mut turning_away = tokio::task::JoinSet::new();
+    let mut at_limit = false;
     loop {
         let (socket, _) = tokio::select! {
             () = stop.cancelled() => break,
@@ -458,10 +459,17 @@ async fn accept_loop(
         // Ended ones are not counted (the join branch above may not have run yet).
         while connections.try_join_next().is_some() {}
         if connections.len() >= served.max {
-            tracing::warn!(
-                max = served.max,
-                "a connection was turned away: too many open (serve --max-connections)"
-            );
+            // Said once each time the limit is reached: a flood of connections is not a flood
+            // of log lines.
+            if at_limit {
+                tracing::debug!(max = served.max, "a connection was turned away");
+            } else {
+                at_limit = true;
+                tracing::warn!(
+                    max = served.max,
+                    "connections are being turned away: too many open (serve --max-connections)"
+                );
+            }
             if turning_away.len() < TURNING_AWAY {
                 let why = format!(
                     "the gateway has {} connections open, its limit; retry shortly, or raise `serve --max-connections`",
@@ -471,6 +479,7 @@ async fn accept_loop(
             }
             continue;
         }
+        at_limit = false;
         if served.own {
             connections.spawn(crate::h1::serve(
                 socket,
