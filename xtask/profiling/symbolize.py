@@ -30,10 +30,32 @@ sites = sorted(
 )
 
 
+def load_segments(path):
+    """(file offset, virtual address, size) of each LOAD segment of the ELF file at `path`."""
+    out = subprocess.run(["readelf", "-lW", path], capture_output=True, text=True).stdout
+    segments = []
+    for line in out.splitlines():
+        parts = line.split()
+        if parts[:1] == ["LOAD"]:
+            segments.append((int(parts[1], 16), int(parts[2], 16), int(parts[4], 16)))
+    return segments
+
+
+segments_of = {}
+
+
 def locate(address):
+    """The file mapped at `address` and the address as addr2line wants it (the ELF virtual
+    address, which differs from the file offset by the segment's alignment)."""
     for start, end, offset, path in maps:
         if start <= address < end:
-            return path, address - start + offset
+            at = address - start + offset
+            if path not in segments_of:
+                segments_of[path] = load_segments(path)
+            for file_offset, vaddr, size in segments_of[path]:
+                if file_offset <= at < file_offset + size:
+                    return path, at - file_offset + vaddr
+            return path, at
     return None, None
 
 
@@ -46,7 +68,7 @@ for index, (address, _, _) in enumerate(sites):
 names = ["?"] * len(sites)
 for path, wanted in by_binary.items():
     out = subprocess.run(
-        ["addr2line", "-f", "-C", "-e", path] + [hex(o) for _, o in wanted],
+        ["addr2line", "-f", "-C", "-e", path] + [hex(o - 1) for _, o in wanted],
         capture_output=True, text=True,
     ).stdout.splitlines()
     for (index, _), name in zip(wanted, out[0::2]):
