@@ -566,17 +566,28 @@ fn connections_over_the_limit_are_turned_away_and_idle_ones_closed() {
         Stdio::null(),
     );
     let addr = served.addr.as_str();
-    let connect = || {
-        let stream = std::net::TcpStream::connect(addr).expect("connect");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .expect("timeout");
-        stream
+    // A connection that has been served. The start's readiness probes hold places until the
+    // gateway has seen them close, so a connection may be turned away at first: tried again,
+    // for a bounded time.
+    let served_connection = || {
+        let started = Instant::now();
+        loop {
+            let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+            stream
+                .set_read_timeout(Some(Duration::from_secs(10)))
+                .expect("timeout");
+            if healthz_on(&mut stream, addr) == 200 {
+                return stream;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "no place for a connection under the limit"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
     };
-    let mut first = connect();
-    let mut second = connect();
-    assert_eq!(healthz_on(&mut first, addr), 200);
-    assert_eq!(healthz_on(&mut second, addr), 200);
+    let mut first = served_connection();
+    let mut second = served_connection();
 
     let (status, head, body) = http(addr, "GET", "/healthz", &[], "");
     assert_eq!(
