@@ -10,7 +10,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::gateway::{Served, call, fixture_config, http, open_session, session_headers};
+use common::gateway::{
+    Served, call, fixture_config, http, open_session, send_raw, session_headers,
+};
 use common::{pids_with, temp_home};
 use serde_json::json;
 
@@ -526,14 +528,24 @@ fn a_request_head_never_finished_is_cut_after_the_header_timeout() {
     );
 }
 
+/// A keep-alive `GET /healthz`.
+fn healthz_request(addr: &str) -> String {
+    format!("GET /healthz HTTP/1.1\r\nHost: {addr}\r\n\r\n")
+}
+
 /// One keep-alive `GET /healthz` on `stream`: the answer's status (0: none, the connection
 /// closed or timed out).
 fn healthz_on(stream: &mut std::net::TcpStream, addr: &str) -> u16 {
-    use std::io::{Read as _, Write as _};
-    let request = format!("GET /healthz HTTP/1.1\r\nHost: {addr}\r\n\r\n");
-    if stream.write_all(request.as_bytes()).is_err() {
+    use std::io::Write as _;
+    if stream.write_all(healthz_request(addr).as_bytes()).is_err() {
         return 0;
     }
+    healthz_status(stream)
+}
+
+/// The status of the `/healthz` answer read whole from `stream` (0: none).
+fn healthz_status(stream: &mut std::net::TcpStream) -> u16 {
+    use std::io::Read as _;
     let mut answer = Vec::new();
     let mut buf = [0u8; 1024];
     // The whole answer: its head, then `ok\n`.
@@ -572,11 +584,8 @@ fn connections_over_the_limit_are_turned_away_and_idle_ones_closed() {
     let served_connection = || {
         let started = Instant::now();
         loop {
-            let mut stream = std::net::TcpStream::connect(addr).expect("connect");
-            stream
-                .set_read_timeout(Some(Duration::from_secs(10)))
-                .expect("timeout");
-            if healthz_on(&mut stream, addr) == 200 {
+            let mut stream = send_raw(addr, &healthz_request(addr));
+            if healthz_status(&mut stream) == 200 {
                 return stream;
             }
             assert!(

@@ -146,9 +146,8 @@ pub(crate) async fn turn_away(mut socket: TcpStream, limits: Limits, why: String
     let (mut reader, mut writer) = socket.split();
     let mut connection = Connection::new(&mut reader, &mut writer, limits);
     let refusal = Refusal {
-        status: Some(StatusCode::SERVICE_UNAVAILABLE),
-        why,
         retry_after: Some(1),
+        ..refusal(StatusCode::SERVICE_UNAVAILABLE, why)
     };
     if let Err(error) = connection.refuse(refusal).await {
         tracing::debug!(%error, "turning a connection away failed");

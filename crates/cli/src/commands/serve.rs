@@ -230,7 +230,7 @@ async fn serve(
     http.allowed_hosts = args.allow_hosts.clone();
     http.allowed_origins = args.allow_origins.clone();
     http.max_sessions = args.max_sessions;
-    http.max_connections = args.max_connections.max(1);
+    http.max_connections = args.max_connections;
     http.connection_idle = Duration::from_secs(args.connection_idle_secs.max(1));
     http.idle_timeout = Duration::from_secs(args.idle_secs.max(1));
     http.sse_ping = Duration::from_secs(args.sse_ping_secs.max(1));
