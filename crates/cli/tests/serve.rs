@@ -381,6 +381,13 @@ fn typescript_sdk_client_over_http_on_hyper() {
     over_http("typescript", &[], &[("MCP_HARNESS_OWN_H1", "0")]);
 }
 
+/// `MCP_HARNESS_LEAN=0`: every request through the router and its middleware, none on the
+/// lean entry (`gateway::lean`), the way back kept working.
+#[test]
+fn typescript_sdk_client_over_http_through_the_router() {
+    over_http("typescript", &[], &[("MCP_HARNESS_LEAN", "0")]);
+}
+
 /// Operable: `/healthz`, `/readyz`, `/metrics` with the call counted under its client and
 /// outcome, the audit log line without arguments, and the session limit answering 429 with
 /// `Retry-After` instead of growing.

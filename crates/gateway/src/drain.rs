@@ -126,6 +126,11 @@ pub(crate) fn admit(drain: &Arc<Drain>, request: &Request) -> Option<Admitted> {
     if request.method() != Method::POST {
         return (!drain.closing()).then_some(Admitted(None));
     }
+    admit_post(drain)
+}
+
+/// As [`admit`] for a POST to `/mcp`: counted while it is served, refused once draining.
+pub(crate) fn admit_post(drain: &Arc<Drain>) -> Option<Admitted> {
     drain.enter().map(|in_flight| Admitted(Some(in_flight)))
 }
 

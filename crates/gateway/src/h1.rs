@@ -1,5 +1,5 @@
 //! The gateway's own HTTP/1.1 server side: one accepted connection read and written here,
-//! each request handed to the router whole, each answer written as its body becomes ready.
+//! each request handed to its service whole, each answer written as its body becomes ready.
 //!
 //! Why: hyper's server dispatcher, its body channel and the service adapters around it were a
 //! large share of the code a call runs through (see the README's benchmark section); a
@@ -124,18 +124,36 @@ struct Head {
     keep_alive: bool,
 }
 
+/// What answers the requests a connection reads, each with its body read whole.
+pub(crate) trait Service: Clone + Send + 'static {
+    /// The answer to `request`, whose body is `body`.
+    fn call(&mut self, request: Request<()>, body: Bytes) -> impl Future<Output = Response> + Send;
+}
+
+impl Service for axum::Router {
+    fn call(&mut self, request: Request<()>, body: Bytes) -> impl Future<Output = Response> + Send {
+        let (parts, ()) = request.into_parts();
+        // A router is always ready (axum's `poll_ready` returns `Ready` at once).
+        let answer = tower::Service::call(self, Request::from_parts(parts, Body::from(body)));
+        answer.map(|answer| match answer {
+            Ok(answer) => answer,
+            Err(never) => match never {},
+        })
+    }
+}
+
 /// Serves `socket` until the client closes it, a request cannot be read, or `stop`: every
-/// request goes to `router` with the connection's hold timer in its extensions.
-pub(crate) async fn serve(
+/// request goes to `service` with the connection's hold timer in its extensions.
+pub(crate) async fn serve<S: Service>(
     mut socket: TcpStream,
-    router: axum::Router,
+    service: S,
     limits: Limits,
     stop: CancellationToken,
 ) {
     let clock = Arc::new(HoldClock::new());
     let (mut reader, mut writer) = socket.split();
     let mut connection = Connection::new(&mut reader, &mut writer, limits);
-    if let Err(error) = connection.run(router, clock, &stop).await {
+    if let Err(error) = connection.run(service, clock, &stop).await {
         tracing::debug!(%error, "an HTTP connection ended with an error");
     }
 }
@@ -196,9 +214,9 @@ where
         }
     }
 
-    async fn run(
+    async fn run<S: Service>(
         &mut self,
-        mut router: axum::Router,
+        mut service: S,
         clock: Arc<HoldClock>,
         stop: &CancellationToken,
     ) -> std::io::Result<()> {
@@ -227,11 +245,10 @@ where
                 Ok(body) => body,
                 Err(refusal) => return self.refuse(refusal).await,
             };
-            let (parts, ()) = head.request.into_parts();
-            let mut request = Request::from_parts(parts, Body::from(body));
+            let mut request = head.request;
             request.extensions_mut().insert(clock.clone());
             match self
-                .exchange(&mut router, request, head.keep_alive, stop)
+                .exchange(&mut service, request, body, head.keep_alive, stop)
                 .await?
             {
                 Served::Again if !stop.is_cancelled() => self.active = tokio::time::Instant::now(),
@@ -475,23 +492,21 @@ where
         }
     }
 
-    /// `request` served by `router` and its answer written; the client closing the connection
-    /// meanwhile drops both.
-    async fn exchange(
+    /// `request` (with `body`) served by `service` and its answer written; the client closing
+    /// the connection meanwhile drops both.
+    async fn exchange<S: Service>(
         &mut self,
-        router: &mut axum::Router,
-        request: Request,
+        service: &mut S,
+        request: Request<()>,
+        body: Bytes,
         keep_alive: bool,
         stop: &CancellationToken,
     ) -> std::io::Result<Served> {
         let head_only = request.method() == Method::HEAD;
         let version = request.version();
-        // A router is always ready (axum's `poll_ready` returns `Ready` at once).
-        let answer = tower::Service::call(router, request);
-        let answer = match self.unless_closed(answer).await {
-            Some(Ok(answer)) => answer,
-            Some(Err(never)) => match never {},
-            None => return Ok(Served::Close),
+        let answer = service.call(request, body);
+        let Some(answer) = self.unless_closed(answer).await else {
+            return Ok(Served::Close);
         };
         let (parts, body) = answer.into_parts();
         let bodiless = head_only

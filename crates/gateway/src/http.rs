@@ -313,13 +313,25 @@ pub(crate) async fn serve(
     // lists, its cancellation token), for every request, and axum clones the route's service
     // once more: calling `handle` through an `Arc` costs a pointer copy instead.
     let posts = Arc::new(posts);
+    let lean = std::env::var_os(crate::lean::LEAN_ENV)
+        .is_none_or(|value| value != "0")
+        .then(|| {
+            Arc::new(crate::lean::Lean {
+                drain: drain.clone(),
+                guarded: ops.guard.is_some(),
+                sealer: sealer.clone(),
+                shared: front.clone(),
+                posts: posts.clone(),
+            })
+        });
     // Boxed as it is made: every layer and axum's route wrap the answer's future in their own
     // (and move it) — a pointer then, instead of the whole future each time.
     let mcp = move |request: Request| -> futures::future::BoxFuture<'static, Response> {
         let posts = posts.clone();
-        Box::pin(
-            async move { classify_unreadable(posts.handle(request).await.into_response()).await },
-        )
+        Box::pin(async move {
+            crate::in_session::classify_unreadable(posts.handle(request).await.into_response())
+                .await
+        })
     };
     // The gates every route passes. While draining, nothing is authenticated or opened any
     // more.
@@ -370,7 +382,7 @@ pub(crate) async fn serve(
     let own_h1 = std::env::var_os(OWN_H1_ENV).is_none_or(|value| value != "0");
     let task = tokio::spawn(accept_loop(
         listener,
-        router,
+        crate::lean::Front { router, lean },
         accept.clone(),
         Connections {
             max: options.max_connections.max(1),
@@ -426,7 +438,7 @@ const TURNING_AWAY: usize = 64;
 /// this returns when all have.
 async fn accept_loop(
     listener: TcpListener,
-    router: axum::Router,
+    front: crate::lean::Front,
     stop: CancellationToken,
     served: Connections,
 ) {
@@ -483,7 +495,7 @@ async fn accept_loop(
         if served.own {
             connections.spawn(crate::h1::serve(
                 socket,
-                router.clone(),
+                front.clone(),
                 served.limits,
                 stop.clone(),
             ));
@@ -493,7 +505,7 @@ async fn accept_loop(
         let clock = Arc::new(HoldClock::new());
         let service =
             hyper_util::service::TowerToHyperService::new(tower::ServiceExt::map_request(
-                router.clone(),
+                front.router.clone(),
                 move |mut request: Request<hyper::body::Incoming>| {
                     request.extensions_mut().insert(clock.clone());
                     request
@@ -509,50 +521,6 @@ async fn accept_loop(
     graceful.shutdown().await;
     turning_away.abort_all();
     while connections.join_next().await.is_some() {}
-}
-
-/// What rmcp says before the reason when a body is not one JSON-RPC message.
-const UNREADABLE: &str = "fail to deserialize request body";
-
-/// rmcp answers a body it cannot read as a JSON-RPC message with 415 and a line of text. The
-/// spec asks for an HTTP error and allows a JSON-RPC error without an id, which is what SDK
-/// clients show: such an answer becomes 400 with `-32700` (not JSON, or not UTF-8) or `-32600`
-/// (JSON, but not one JSON-RPC message: a batch, an object of another shape), rmcp's reason
-/// kept. Every other answer passes unchanged (415 for a wrong `Content-Type` included).
-async fn classify_unreadable(response: Response) -> Response {
-    if response.status() != StatusCode::UNSUPPORTED_MEDIA_TYPE {
-        return response;
-    }
-    let (parts, body) = response.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, 64 * 1024).await else {
-        return Response::from_parts(parts, axum::body::Body::empty());
-    };
-    let text = String::from_utf8_lossy(&bytes);
-    let Some(reason) = text.strip_prefix(UNREADABLE).map(str::trim) else {
-        return Response::from_parts(parts, axum::body::Body::from(bytes));
-    };
-    let (code, message) = if reason.contains("unrecognized JSON-RPC message") {
-        (
-            -32600,
-            "Invalid Request: the body is JSON but not one JSON-RPC request, notification or response (batches are not accepted)".to_string(),
-        )
-    } else {
-        (
-            -32700,
-            format!("Parse error: the body is not a JSON message ({reason})"),
-        )
-    };
-    let error = serde_json::json!({
-        "jsonrpc": "2.0",
-        "id": null,
-        "error": {"code": code, "message": message}
-    });
-    (
-        StatusCode::BAD_REQUEST,
-        [(header::CONTENT_TYPE, "application/json")],
-        error.to_string(),
-    )
-        .into_response()
 }
 
 /// What the operational routes and the session limit read.

@@ -37,6 +37,7 @@ use std::time::Duration;
 use axum::body::Bytes;
 use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, Method, Response, StatusCode, header};
+use axum::response::IntoResponse as _;
 use futures::StreamExt as _;
 use http_body::Body as _;
 use http_body_util::BodyExt as _;
@@ -101,7 +102,9 @@ impl InSession {
         {
             return answer;
         }
-        if !self.own_posts || request.method() != Method::POST || !self.plainly_acceptable(&request)
+        if !self.own_posts
+            || request.method() != Method::POST
+            || !self.plainly_acceptable(request.headers())
         {
             return Box::pin(self.service.handle(request)).await;
         }
@@ -117,6 +120,31 @@ impl InSession {
             Ok(bytes) => bytes,
             Err(answer) => return answer,
         };
+        self.post(parts, bytes).await
+    }
+
+    /// Answers a POST whose body was read already (`bytes`) as [`Self::handle`] would.
+    pub(crate) async fn handle_read(
+        &self,
+        parts: axum::http::request::Parts,
+        bytes: Bytes,
+    ) -> Answer {
+        debug_assert_eq!(parts.method, Method::POST);
+        if !self.own_posts
+            || bytes.len() > self.max_body
+            || !self.plainly_acceptable(&parts.headers)
+            || !self
+                .rebinding
+                .allows(&self.service, &parts.uri, &parts.headers)
+                .await
+        {
+            return Box::pin(self.rmcp(parts, bytes)).await;
+        }
+        self.post(parts, bytes).await
+    }
+
+    /// A POST of headers rmcp plainly accepts, from a `Host`/`Origin` it allows, its body read.
+    async fn post(&self, parts: axum::http::request::Parts, bytes: Bytes) -> Answer {
         let Some(mut request) = decode::decode(&bytes)
             .filter(|request| request.request.get_meta().protocol_version().is_none())
         else {
@@ -255,8 +283,7 @@ impl InSession {
     /// both media types accepted, a JSON body, a session id, and a protocol version that is
     /// absent or known and has sessions. "Plainly": an `Accept` with parameters or quotes is
     /// left to rmcp's parser, never guessed at.
-    fn plainly_acceptable(&self, request: &Request) -> bool {
-        let headers = request.headers();
+    fn plainly_acceptable(&self, headers: &HeaderMap) -> bool {
         headers.contains_key(SESSION_ID)
             && accepts_both(headers)
             && json_body(headers)
@@ -479,6 +506,52 @@ impl Rebinding {
         }
         allowed
     }
+}
+
+/// What rmcp says before the reason when a body is not one JSON-RPC message.
+const UNREADABLE: &str = "fail to deserialize request body";
+
+/// rmcp answers a body it cannot read as a JSON-RPC message with 415 and a line of text. The
+/// spec asks for an HTTP error and allows a JSON-RPC error without an id, which is what SDK
+/// clients show: such an answer becomes 400 with `-32700` (not JSON, or not UTF-8) or `-32600`
+/// (JSON, but not one JSON-RPC message: a batch, an object of another shape), rmcp's reason
+/// kept. Every other answer passes unchanged (415 for a wrong `Content-Type` included).
+pub(crate) async fn classify_unreadable(
+    response: axum::response::Response,
+) -> axum::response::Response {
+    if response.status() != StatusCode::UNSUPPORTED_MEDIA_TYPE {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 64 * 1024).await else {
+        return Response::from_parts(parts, axum::body::Body::empty());
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    let Some(reason) = text.strip_prefix(UNREADABLE).map(str::trim) else {
+        return Response::from_parts(parts, axum::body::Body::from(bytes));
+    };
+    let (code, message) = if reason.contains("unrecognized JSON-RPC message") {
+        (
+            -32600,
+            "Invalid Request: the body is JSON but not one JSON-RPC request, notification or response (batches are not accepted)".to_string(),
+        )
+    } else {
+        (
+            -32700,
+            format!("Parse error: the body is not a JSON message ({reason})"),
+        )
+    };
+    let error = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": code, "message": message}
+    });
+    (
+        StatusCode::BAD_REQUEST,
+        [(header::CONTENT_TYPE, "application/json")],
+        error.to_string(),
+    )
+        .into_response()
 }
 
 #[cfg(test)]

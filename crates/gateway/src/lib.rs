@@ -24,6 +24,7 @@ mod h1;
 mod hold;
 mod http;
 mod in_session;
+mod lean;
 mod log_level;
 mod names;
 mod notify;

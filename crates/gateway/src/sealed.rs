@@ -506,28 +506,9 @@ pub(crate) async fn layer(
         return next.run(request).await;
     }
     let now = SystemTime::now();
-    let opened = match request.headers().get("mcp-session-id") {
-        None => None,
-        Some(value) => {
-            let opened = value
-                .to_str()
-                .map_err(|_| Refusal::Malformed)
-                .and_then(|token| sealer.open(token, now));
-            let opened = opened.and_then(|payload| {
-                if sealer.ended.contains_key(&payload.session) {
-                    Err(Refusal::Ended)
-                } else {
-                    Ok(payload)
-                }
-            });
-            match opened {
-                Ok(payload) => Some(payload),
-                Err(refusal) => {
-                    tracing::debug!(%refusal, "session id refused");
-                    return not_found(refusal);
-                }
-            }
-        }
+    let opened = match open_request(&sealer, request.headers(), now) {
+        Ok(opened) => opened,
+        Err(refusal) => return not_found(refusal),
     };
     if let Some(payload) = &opened {
         request.extensions_mut().insert(Opened {
@@ -590,10 +571,57 @@ pub(crate) async fn layer(
             Arc::new(payload)
         }
     };
-    if let Some(id) = sealer.reissue(&payload, now) {
+    reissue(&sealer, &payload, now, &mut response);
+    response
+}
+
+/// The payload of the `Mcp-Session-Id` in `headers` (`None`: there is none), or why it is
+/// refused (it does not open, it expired, or its session was ended: answer [`not_found`]).
+pub(crate) fn open_request(
+    sealer: &Sealer,
+    headers: &axum::http::HeaderMap,
+    now: SystemTime,
+) -> Result<Option<Arc<Payload>>, Refusal> {
+    let Some(value) = headers.get("mcp-session-id") else {
+        return Ok(None);
+    };
+    let opened = value
+        .to_str()
+        .map_err(|_| Refusal::Malformed)
+        .and_then(|token| sealer.open(token, now))
+        .and_then(|payload| {
+            if sealer.ended.contains_key(&payload.session) {
+                Err(Refusal::Ended)
+            } else {
+                Ok(payload)
+            }
+        });
+    match opened {
+        Ok(payload) => Ok(Some(payload)),
+        Err(refusal) => {
+            tracing::debug!(%refusal, "session id refused");
+            Err(refusal)
+        }
+    }
+}
+
+/// Puts the id to send back for `payload` in a successful POST's `response` when the client's
+/// id no longer says it all (see [`Sealer::reissue`]).
+pub(crate) fn reissue(
+    sealer: &Sealer,
+    payload: &Payload,
+    now: SystemTime,
+    response: &mut Response,
+) {
+    if let Some(id) = sealer.reissue(payload, now) {
         response.headers_mut().insert("mcp-session-id", id);
     }
-    response
+}
+
+/// Whether a request body may be a `tools/list` (its answer's listing is recorded in the
+/// session id): cheap, and never `false` for one.
+pub(crate) fn may_list_tools(body: &[u8]) -> bool {
+    memchr::memmem::find(body, b"tools/list").is_some()
 }
 
 /// At most this much of a `tools/list` answer is read before its head is sent.
@@ -617,7 +645,7 @@ async fn lists_tools(request: Request) -> (Request, bool) {
     let Ok(bytes) = axum::body::to_bytes(body, MAX_PEEK).await else {
         return (Request::from_parts(parts, axum::body::Body::empty()), false);
     };
-    let lists = memchr::memmem::find(&bytes, b"tools/list").is_some()
+    let lists = may_list_tools(&bytes)
         && serde_json::from_slice::<serde_json::Value>(&bytes).is_ok_and(|message| {
             message.get("method").and_then(|m| m.as_str()) == Some("tools/list")
         });
@@ -628,7 +656,7 @@ async fn lists_tools(request: Request) -> (Request, bool) {
 }
 
 /// 404 with a JSON-RPC error saying why and what to do (re-initialise).
-fn not_found(refusal: Refusal) -> Response {
+pub(crate) fn not_found(refusal: Refusal) -> Response {
     let body = serde_json::json!({
         "jsonrpc": "2.0",
         "id": null,

@@ -65,6 +65,28 @@ pub(crate) struct Front;
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct AugmentedCall;
 
+/// Whether a POST to `/mcp` with `headers` goes through this front: a 2025-11-25 request (an
+/// `initialize` may name no version) with a body of known length up to [`MAX_BODY`], while an
+/// upstream declares task-augmented calls.
+pub(crate) fn in_front(headers: &axum::http::HeaderMap, shared: &Shared) -> bool {
+    let in_session = headers.contains_key("mcp-session-id");
+    let version = headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok());
+    // An `initialize` comes without a session; a 2025-11-25 session names its version.
+    let candidate = if in_session {
+        version == Some(VERSION)
+    } else {
+        version.is_none_or(|v| v == VERSION)
+    };
+    let small = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        .is_some_and(|len| len <= MAX_BODY);
+    candidate && small && serves_augmented(shared)
+}
+
 /// Whether the request's client declared `capabilities.tasks` (SEP-1686) at `initialize`.
 pub(crate) fn declares_augmented(context: &RequestContext<RoleServer>) -> bool {
     context.peer.peer_info().is_some_and(|info| {
@@ -119,6 +141,13 @@ pub(crate) struct Translated {
     pub(crate) front_id: Option<Value>,
 }
 
+impl Translated {
+    /// Whether the request and its answer pass this front unchanged.
+    pub(crate) fn untouched(&self) -> bool {
+        self.rewritten.is_none() && self.answer == Answer::Untouched
+    }
+}
+
 /// The middleware (see the module doc).
 pub(crate) async fn layer(
     State(shared): State<Arc<Shared>>,
@@ -128,23 +157,8 @@ pub(crate) async fn layer(
     if request.uri().path() != "/mcp" || request.method() != Method::POST {
         return next.run(request).await;
     }
-    let headers = request.headers();
-    let in_session = headers.contains_key("mcp-session-id");
-    let version = headers
-        .get("mcp-protocol-version")
-        .and_then(|v| v.to_str().ok());
-    // An `initialize` comes without a session; a 2025-11-25 session names its version.
-    let candidate = if in_session {
-        version == Some(VERSION)
-    } else {
-        version.is_none_or(|v| v == VERSION)
-    };
-    let small = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok())
-        .is_some_and(|len| len <= MAX_BODY);
-    if !candidate || !small || !serves_augmented(&shared) {
+    let in_session = request.headers().contains_key("mcp-session-id");
+    if !in_front(request.headers(), &shared) {
         return next.run(request).await;
     }
     request.extensions_mut().insert(Front);
