@@ -13,7 +13,8 @@
 //!   sees it), and what a client sends ahead while its request is served at most
 //!   [`MAX_AHEAD`];
 //! - a head started and not finished within `head_timeout` closes the connection, a body of
-//!   which nothing more arrives for `head_timeout` gets 408; an idle connection (no request
+//!   which nothing more arrives for `head_timeout`, or which arrives slower than
+//!   [`MIN_BODY_RATE`] once its first `head_timeout` is over, gets 408; an idle connection (no request
 //!   started) is closed after `idle_timeout` without one (timed by one timer per connection,
 //!   armed again only when it fires), or when the server stops;
 //! - a request the connection cannot read (a malformed head, an unreadable body framing, a head
@@ -70,6 +71,10 @@ const WRITE_THROUGH: usize = 16 * 1024;
 const LINGER: Duration = Duration::from_secs(2);
 /// The most bytes dropped that way.
 const LINGER_BYTES: usize = 64 << 20;
+/// The slowest a request body may arrive, in bytes a second, once its first `head_timeout` is
+/// over (Apache's `RequestReadTimeout body=20,MinRate=500` rule): a body trickled just fast
+/// enough never to stall would otherwise hold its connection for as long as its client likes.
+pub(crate) const MIN_BODY_RATE: usize = 500;
 
 /// What one connection is allowed.
 #[derive(Debug, Clone, Copy)]
@@ -186,6 +191,9 @@ struct Connection<'a, R, W> {
     idle: std::pin::Pin<Box<tokio::time::Sleep>>,
     /// When the connection last finished an answer (or opened).
     active: tokio::time::Instant,
+    /// When the body being read started, and how much of it has arrived since (see
+    /// [`MIN_BODY_RATE`]).
+    body: (tokio::time::Instant, usize),
 }
 
 /// How serving one request ended.
@@ -211,6 +219,7 @@ where
             limits,
             idle: Box::pin(tokio::time::sleep(limits.idle_timeout)),
             active: tokio::time::Instant::now(),
+            body: (tokio::time::Instant::now(), 0),
         }
     }
 
@@ -377,6 +386,10 @@ where
             Framing::Length(0) => Ok(Bytes::new()),
             Framing::Length(length) if length > max => Err(too_large(max)),
             Framing::Length(length) => {
+                // Timed only when it did not all come with its head.
+                if self.input.len() < length {
+                    self.body = (tokio::time::Instant::now(), 0);
+                }
                 while self.input.len() < length {
                     self.input.reserve(length - self.input.len());
                     self.read_or_cut().await?;
@@ -390,6 +403,7 @@ where
     /// A chunked body, its chunks joined; trailers read and dropped.
     async fn read_chunked(&mut self) -> Result<Bytes, Refusal> {
         let max = self.limits.max_body;
+        self.body = (tokio::time::Instant::now(), 0);
         let mut body = BytesMut::new();
         loop {
             let line = self.line(MAX_LINE, "a chunk-size line").await?;
@@ -448,21 +462,38 @@ where
     }
 
     /// Reads more of a request's body; the client closing the connection then is a refusal
-    /// nobody is left to read, one sending nothing for `head_timeout` gets 408.
+    /// nobody is left to read, one sending nothing for `head_timeout` gets 408, and so does one
+    /// sending slower than [`MIN_BODY_RATE`] once the body's first `head_timeout` is over.
     async fn read_or_cut(&mut self) -> Result<(), Refusal> {
-        let wait = self.limits.head_timeout;
+        let stall = self.limits.head_timeout;
+        let (started, received) = self.body;
+        let due = started + stall + Duration::from_secs_f64(received as f64 / MIN_BODY_RATE as f64);
+        let now = tokio::time::Instant::now();
+        let wait = stall.min(due.saturating_duration_since(now));
         match tokio::time::timeout(wait, self.read_more()).await {
             Ok(Ok(0) | Err(_)) => Err(Refusal {
                 status: None,
                 retry_after: None,
                 why: "the client closed the connection in a request".into(),
             }),
-            Ok(Ok(_)) => Ok(()),
+            Ok(Ok(read)) => {
+                self.body.1 += read;
+                Ok(())
+            }
+            // Something came, not enough of it: the rate's deadline, not a stall.
+            Err(_) if received > 0 && wait < stall => Err(refusal(
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "the request body arrived too slowly: {received} bytes in {:.1} s; after its first {} s a body must keep up {MIN_BODY_RATE} bytes a second",
+                    started.elapsed().as_secs_f32(),
+                    stall.as_secs_f32()
+                ),
+            )),
             Err(_) => Err(refusal(
                 StatusCode::REQUEST_TIMEOUT,
                 format!(
                     "the request body stalled: nothing of it arrived for {} s",
-                    wait.as_secs_f32()
+                    stall.as_secs_f32()
                 ),
             )),
         }
@@ -1228,6 +1259,70 @@ mod tests {
             closed(&mut idle).await,
             "the idle connection outlived the stop"
         );
+        tokio::time::timeout(SOON, task).await.unwrap().unwrap();
+    }
+
+    /// A body that never stalls but arrives slower than [`MIN_BODY_RATE`] gets 408 once its
+    /// first head timeout (plus a second per 500 bytes it sent) is over, not when its client
+    /// is done; one that keeps up is read whole.
+    #[tokio::test]
+    async fn bodies_slower_than_the_minimum_rate_are_cut() {
+        // Room for a loaded machine's late timers: the steady body's pieces come 0.8 s
+        // inside the stall limit.
+        let limits = Limits {
+            head_timeout: Duration::from_secs(1),
+            ..LIMITS
+        };
+        let (addr, stop, task) = start_with(router(Hooks::default()), limits).await;
+        let mut slow = connect(addr).await;
+        let started = tokio::time::Instant::now();
+        slow.write_all(b"POST /echo HTTP/1.1\r\ncontent-length: 1000\r\n\r\n")
+            .await
+            .unwrap();
+        let tick = limits.head_timeout / 5;
+        // One byte a tick: never a stall, ~5 bytes a second. Bounded: at most 100 bytes.
+        let mut cut = false;
+        for _ in 0..100 {
+            if slow.write_all(b"x").await.is_err() {
+                cut = true;
+                break;
+            }
+            let mut byte = [0u8; 1];
+            // The answer arrived: the body was cut.
+            if let Ok(Ok(_)) = tokio::time::timeout(tick, slow.peek(&mut byte)).await {
+                cut = true;
+                break;
+            }
+        }
+        assert!(cut, "the trickled body was never cut");
+        let answer = read_answer(&mut slow, &mut Vec::new()).await;
+        assert_eq!(answer.status, 408, "{answer:?}");
+        assert!(answer.body.contains("too slowly"), "{answer:?}");
+        // Cut at its deadline, long before its client would have finished (1000 ticks).
+        assert!(started.elapsed() >= limits.head_timeout, "cut too early");
+        assert!(
+            started.elapsed() < SOON,
+            "cut too late: {:?}",
+            started.elapsed()
+        );
+
+        // In pieces, each well inside the stall limit and faster than the rate: read whole.
+        let mut steady = connect(addr).await;
+        steady
+            .write_all(b"POST /echo HTTP/1.1\r\ncontent-length: 1000\r\n\r\n")
+            .await
+            .unwrap();
+        for _ in 0..4 {
+            tokio::time::sleep(tick).await;
+            steady.write_all(&[b'y'; 250]).await.unwrap();
+        }
+        let echoed = read_answer(&mut steady, &mut Vec::new()).await;
+        assert_eq!(
+            (echoed.status, echoed.body.len()),
+            (200, 1000),
+            "{echoed:?}"
+        );
+        stop.cancel();
         tokio::time::timeout(SOON, task).await.unwrap().unwrap();
     }
 
