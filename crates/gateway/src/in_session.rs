@@ -102,16 +102,7 @@ impl InSession {
         {
             return answer;
         }
-        if !self.own_posts
-            || request.method() != Method::POST
-            || !self.plainly_acceptable(request.headers())
-        {
-            return Box::pin(self.service.handle(request)).await;
-        }
-        if !self
-            .rebinding
-            .allows(&self.service, request.uri(), request.headers())
-            .await
+        if request.method() != Method::POST || !self.serves(request.uri(), request.headers()).await
         {
             return Box::pin(self.service.handle(request)).await;
         }
@@ -130,17 +121,18 @@ impl InSession {
         bytes: Bytes,
     ) -> Answer {
         debug_assert_eq!(parts.method, Method::POST);
-        if !self.own_posts
-            || bytes.len() > self.max_body
-            || !self.plainly_acceptable(&parts.headers)
-            || !self
-                .rebinding
-                .allows(&self.service, &parts.uri, &parts.headers)
-                .await
-        {
+        if bytes.len() > self.max_body || !self.serves(&parts.uri, &parts.headers).await {
             return Box::pin(self.rmcp(parts, bytes)).await;
         }
         self.post(parts, bytes).await
+    }
+
+    /// Whether a POST of this target and these headers is served here: own POSTs are on, its
+    /// headers are plainly ones rmcp accepts, and rmcp's DNS-rebinding check lets them through.
+    async fn serves(&self, uri: &axum::http::Uri, headers: &HeaderMap) -> bool {
+        self.own_posts
+            && self.plainly_acceptable(headers)
+            && self.rebinding.allows(&self.service, uri, headers).await
     }
 
     /// A POST of headers rmcp plainly accepts, from a `Host`/`Origin` it allows, its body read.
