@@ -156,7 +156,7 @@ pub struct ClientBridge {
 #[derive(Default)]
 struct Inner {
     /// Per upstream server: the calls in flight on it, oldest first.
-    inflight: DashMap<String, Vec<Entry>>,
+    inflight: DashMap<String, Vec<Entry>, foldhash::quality::RandomState>,
     next: AtomicU64,
     /// Which call (its in-flight id) each in-flight upstream request belongs to; the runtime
     /// fills it for calls given a `caller` tag.

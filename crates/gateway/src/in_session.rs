@@ -52,6 +52,7 @@ use tokio_util::sync::CancellationToken;
 use crate::hold::HoldClock;
 use crate::sealed::SealedSessionManager;
 use crate::traced::Traced;
+use crate::{PROTOCOL_VERSION, SESSION_ID};
 
 /// rmcp's HTTP service as the gateway builds it.
 pub(crate) type Service =
@@ -151,7 +152,7 @@ impl InSession {
         };
         let Some(session) = parts
             .headers
-            .get(SESSION_ID)
+            .get(&SESSION_ID)
             .and_then(|value| value.to_str().ok())
             .map(SessionId::from)
         else {
@@ -276,10 +277,10 @@ impl InSession {
     /// absent or known and has sessions. "Plainly": an `Accept` with parameters or quotes is
     /// left to rmcp's parser, never guessed at.
     fn plainly_acceptable(&self, headers: &HeaderMap) -> bool {
-        headers.contains_key(SESSION_ID)
+        headers.contains_key(&SESSION_ID)
             && accepts_both(headers)
             && json_body(headers)
-            && match headers.get(PROTOCOL_VERSION) {
+            && match headers.get(&PROTOCOL_VERSION) {
                 None => true,
                 Some(value) => value.to_str().is_ok_and(|version| {
                     version < ProtocolVersion::STANDARD_HEADERS.as_str()
@@ -295,7 +296,7 @@ impl InSession {
 /// of the session it is made in; `None` for another `GET`.
 fn resumption(request: &Request) -> Option<(String, Arc<str>)> {
     let last = request.headers().get("last-event-id")?.to_str().ok()?;
-    if !direct::is_direct_event_id(last) || !request.headers().contains_key(SESSION_ID) {
+    if !direct::is_direct_event_id(last) || !request.headers().contains_key(&SESSION_ID) {
         return None;
     }
     let identity = request
@@ -312,11 +313,6 @@ fn identity(parts: &axum::http::request::Parts) -> Option<&str> {
         .get::<crate::sealed::Opened>()
         .map(|opened| opened.payload.session.as_str())
 }
-
-/// The session id header.
-const SESSION_ID: &str = "mcp-session-id";
-/// The protocol version header.
-const PROTOCOL_VERSION: &str = "mcp-protocol-version";
 
 /// Whether `Accept` lists both `application/json` and `text/event-stream` as plain entries (no
 /// parameters): then rmcp's parser finds both too. `false` means "not plainly", not "no".
@@ -462,26 +458,45 @@ struct Pair {
     origin: Option<HeaderValue>,
 }
 
+impl Pair {
+    /// Whether these are the values of the pair (compared without copying them).
+    fn is(
+        &self,
+        authority: Option<&axum::http::uri::Authority>,
+        host: Option<&HeaderValue>,
+        origin: Option<&HeaderValue>,
+    ) -> bool {
+        self.authority.as_ref() == authority
+            && self.host.as_ref() == host
+            && self.origin.as_ref() == origin
+    }
+}
+
 /// At most this many pairs are remembered (a deployment has a few names; beyond, each is asked).
 const REMEMBERED: usize = 16;
 
 impl Rebinding {
     /// Whether rmcp's check lets a request to `uri` with `headers` through.
     async fn allows(&self, service: &Service, uri: &axum::http::Uri, headers: &HeaderMap) -> bool {
-        let pair = Pair {
-            authority: uri.authority().cloned(),
-            host: headers.get(header::HOST).cloned(),
-            origin: headers.get(header::ORIGIN).cloned(),
-        };
+        let (authority, host, origin) = (
+            uri.authority(),
+            headers.get(header::HOST),
+            headers.get(header::ORIGIN),
+        );
         if let Some((_, allowed)) = self
             .answers
             .lock()
             .expect("not poisoned")
             .iter()
-            .find(|(known, _)| *known == pair)
+            .find(|(known, _)| known.is(authority, host, origin))
         {
             return *allowed;
         }
+        let pair = Pair {
+            authority: authority.cloned(),
+            host: host.cloned(),
+            origin: origin.cloned(),
+        };
         let mut probe = Request::new(axum::body::Body::empty());
         *probe.method_mut() = Method::PUT;
         *probe.uri_mut() = uri.clone();

@@ -118,7 +118,7 @@ fn admits(
     if request.method() != Method::POST
         || request.uri().path() != "/mcp"
         || guarded
-        || !headers.contains_key("mcp-session-id")
+        || !headers.contains_key(&crate::SESSION_ID)
         || sealed::may_list_tools(body)
     {
         return None;

@@ -42,6 +42,14 @@ mod traced;
 
 use std::sync::Arc;
 
+/// `Mcp-Session-Id` as a header name: a lookup by a `&str` parses the name again each time
+/// (several lookups on every request).
+pub(crate) const SESSION_ID: axum::http::HeaderName =
+    axum::http::HeaderName::from_static("mcp-session-id");
+/// `Mcp-Protocol-Version` as a header name (see [`SESSION_ID`]).
+pub(crate) const PROTOCOL_VERSION: axum::http::HeaderName =
+    axum::http::HeaderName::from_static("mcp-protocol-version");
+
 use mcp_harness_runtime::Runtime;
 
 pub use auth::ClientsError;

@@ -372,9 +372,27 @@ pub(crate) struct Learnt {
     listed: Option<ListedMark>,
     /// The id this replica sealed for the session last, and what it holds.
     issued: Option<(Payload, HeaderValue)>,
+    /// The payload of the request `issued` was last sent back for, while nothing was learnt
+    /// since: a client that keeps its id sends the same one each time, recalled as the same
+    /// `Arc` (see [`Recent`]), and gets `issued` again without a merge and a comparison.
+    answered: Option<Arc<Payload>>,
 }
 
 impl Learnt {
+    /// Records the session's latest listing here (an older one is ignored).
+    fn learn_listing(&mut self, mark: ListedMark) {
+        if self.listed.is_none_or(|known| known.seq < mark.seq) {
+            self.listed = Some(mark);
+            self.answered = None;
+        }
+    }
+
+    /// Records the session's `initialize` parameters.
+    fn learn_init(&mut self, init: InitializeRequestParams) {
+        self.init = Some(init);
+        self.answered = None;
+    }
+
     /// `payload` with what was learnt since it was sealed, or `None` when nothing was.
     fn merged(&self, payload: &Payload) -> Option<Payload> {
         let init = payload.init.is_none() && self.init.is_some();
@@ -446,10 +464,10 @@ impl Sealer {
 
     /// Records the listing a session just got here.
     pub(crate) fn listed(&self, session: &str, mark: ListedMark) {
-        let mut learnt = self.learnt.entry(session.to_string()).or_default();
-        if learnt.listed.is_none_or(|known| known.seq < mark.seq) {
-            learnt.listed = Some(mark);
-        }
+        self.learnt
+            .entry(session.to_string())
+            .or_default()
+            .learn_listing(mark);
     }
 
     fn forget(&self, session: &str) {
@@ -468,28 +486,40 @@ impl Sealer {
     /// and has more than half its lifetime left. The id sealed here last is sent again when it
     /// holds the same and has more than half its lifetime left: a client that keeps the id it
     /// got at `initialize` (the Python SDK's does) would otherwise cost a seal per request.
-    fn reissue(&self, payload: &Payload, now: SystemTime) -> Option<HeaderValue> {
+    fn reissue(&self, payload: &Arc<Payload>, now: SystemTime) -> Option<HeaderValue> {
         let now = unix(now);
         let lasting = |expires: u64| expires.saturating_sub(now) >= self.ttl.as_secs() / 2;
-        let merged = self
-            .learnt
-            .get(&payload.session)
-            .and_then(|learnt| learnt.merged(payload));
+        let merged = match self.learnt.get(&payload.session) {
+            Some(learnt) => {
+                // The id this very payload got last, nothing learnt since: the same answer.
+                if let (Some(answered), Some((issued, id))) = (&learnt.answered, &learnt.issued)
+                    && Arc::ptr_eq(answered, payload)
+                    && lasting(issued.expires)
+                {
+                    return Some(id.clone());
+                }
+                learnt.merged(payload)
+            }
+            None => None,
+        };
         if merged.is_none() && lasting(payload.expires) {
             return None;
         }
-        let mut content = merged.unwrap_or_else(|| payload.clone());
+        let mut content = merged.unwrap_or_else(|| Payload::clone(payload));
         let mut learnt = self.learnt.entry(payload.session.clone()).or_default();
         if let Some((issued, id)) = &learnt.issued
             && lasting(issued.expires)
             && issued.holds_as(&content)
         {
-            return Some(id.clone());
+            let id = id.clone();
+            learnt.answered = Some(payload.clone());
+            return Some(id);
         }
         content.expires = now + self.ttl.as_secs();
         // Unpadded URL-safe base64: always a valid header value.
         let id = HeaderValue::from_str(&self.keys.seal(&content)).ok()?;
         learnt.issued = Some((content, id.clone()));
+        learnt.answered = Some(payload.clone());
         Some(id)
     }
 }
@@ -582,7 +612,7 @@ pub(crate) fn open_request(
     headers: &axum::http::HeaderMap,
     now: SystemTime,
 ) -> Result<Option<Arc<Payload>>, Refusal> {
-    let Some(value) = headers.get("mcp-session-id") else {
+    let Some(value) = headers.get(&crate::SESSION_ID) else {
         return Ok(None);
     };
     let opened = value
@@ -609,19 +639,22 @@ pub(crate) fn open_request(
 /// id no longer says it all (see [`Sealer::reissue`]).
 pub(crate) fn reissue(
     sealer: &Sealer,
-    payload: &Payload,
+    payload: &Arc<Payload>,
     now: SystemTime,
     response: &mut Response,
 ) {
     if let Some(id) = sealer.reissue(payload, now) {
-        response.headers_mut().insert("mcp-session-id", id);
+        response.headers_mut().insert(crate::SESSION_ID, id);
     }
 }
 
 /// Whether a request body may be a `tools/list` (its answer's listing is recorded in the
 /// session id): cheap, and never `false` for one.
 pub(crate) fn may_list_tools(body: &[u8]) -> bool {
-    memchr::memmem::find(body, b"tools/list").is_some()
+    // Built once: `memmem::find` builds its searcher on every call.
+    static LISTS: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"tools/list"));
+    LISTS.find(body).is_some()
 }
 
 /// At most this much of a `tools/list` answer is read before its head is sent.
@@ -955,8 +988,11 @@ impl SessionStore for SealedStore {
             .keys
             .open_any(session_id)
             .map_err(|refusal| Box::new(refusal) as SessionStoreError)?;
-        self.sealer.learnt.entry(payload.session).or_default().init =
-            Some(state.initialize_params.clone());
+        self.sealer
+            .learnt
+            .entry(payload.session)
+            .or_default()
+            .learn_init(state.initialize_params.clone());
         Ok(())
     }
 
@@ -1032,11 +1068,11 @@ mod tests {
         let ttl = Duration::from_secs(3600);
         let sealer = Sealer::new(Arc::new(keys(K1)), ttl);
         let now = SystemTime::now();
-        let kept = Payload {
+        let kept = Arc::new(Payload {
             listed: None,
             expires: unix(now) + 3600,
             ..payload(0)
-        };
+        });
         assert_eq!(sealer.reissue(&kept, now), None, "nothing learnt yet");
         sealer.listed("s1", ListedMark { seq: 4, tools: 7 });
         let first = sealer.reissue(&kept, now).expect("the listing is new");
@@ -1057,10 +1093,32 @@ mod tests {
         sealer.listed("s1", ListedMark { seq: 5, tools: 8 });
         let second = sealer.reissue(&kept, now).expect("another listing");
         assert_ne!(second, first);
+        // The same id again, an equal payload opened anew, and what was learnt since.
+        assert_eq!(sealer.reissue(&kept, now), Some(second.clone()));
+        let equal = Arc::new(Payload::clone(&kept));
+        assert_eq!(sealer.reissue(&equal, now), Some(second.clone()));
+        sealer.listed("s1", ListedMark { seq: 3, tools: 9 });
+        assert_eq!(
+            sealer.reissue(&kept, now),
+            Some(second.clone()),
+            "an older listing is not learnt"
+        );
+        sealer
+            .learnt
+            .get_mut("s1")
+            .expect("learnt")
+            .learn_init(InitializeRequestParams::default());
+        let with_init = sealer.reissue(&kept, now).expect("the init is new");
+        assert_ne!(with_init, second, "sealed again with what was learnt");
+        let carried = sealer
+            .open(with_init.to_str().expect("ascii"), now)
+            .expect("opens");
+        assert!(carried.init.is_some());
+        assert_eq!(sealer.reissue(&kept, now), Some(with_init.clone()));
         // Past half its lifetime, the id sealed last is not sent again.
         let later = now + ttl / 2 + Duration::from_secs(1);
         let third = sealer.reissue(&kept, later).expect("half-way");
-        assert_ne!(third, second);
+        assert_ne!(third, with_init);
         let renewed = sealer
             .open(third.to_str().expect("ascii"), later)
             .expect("opens");

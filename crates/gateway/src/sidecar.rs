@@ -82,7 +82,7 @@ impl Sidecars {
             .extensions
             .get::<axum::http::request::Parts>()?
             .headers
-            .get("mcp-session-id")?
+            .get(&crate::SESSION_ID)?
             .to_str()
             .ok()?;
         let key = (Arc::<str>::from(session), context.id.clone());

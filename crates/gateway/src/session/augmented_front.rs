@@ -69,9 +69,9 @@ pub(crate) struct AugmentedCall;
 /// `initialize` may name no version) with a body of known length up to [`MAX_BODY`], while an
 /// upstream declares task-augmented calls.
 pub(crate) fn in_front(headers: &axum::http::HeaderMap, shared: &Shared) -> bool {
-    let in_session = headers.contains_key("mcp-session-id");
+    let in_session = headers.contains_key(&crate::SESSION_ID);
     let version = headers
-        .get("mcp-protocol-version")
+        .get(&crate::PROTOCOL_VERSION)
         .and_then(|v| v.to_str().ok());
     // An `initialize` comes without a session; a 2025-11-25 session names its version.
     let candidate = if in_session {
@@ -157,7 +157,7 @@ pub(crate) async fn layer(
     if request.uri().path() != "/mcp" || request.method() != Method::POST {
         return next.run(request).await;
     }
-    let in_session = request.headers().contains_key("mcp-session-id");
+    let in_session = request.headers().contains_key(&crate::SESSION_ID);
     if !in_front(request.headers(), &shared) {
         return next.run(request).await;
     }
@@ -186,9 +186,12 @@ pub(crate) async fn layer(
 /// Read only when it names one of the methods translated.
 pub(crate) fn translate_request(bytes: &[u8], in_session: bool) -> Translated {
     let untouched = Translated::default;
-    let interesting = [&b"\"initialize\""[..], b"\"task", b"\"tools/list\""]
-        .iter()
-        .any(|needle| memchr::memmem::find(bytes, needle).is_some());
+    // Built once: `memmem::find` builds its searcher on every call.
+    static NEEDLES: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 3]> =
+        std::sync::LazyLock::new(|| {
+            [&b"\"initialize\""[..], b"\"task", b"\"tools/list\""].map(memchr::memmem::Finder::new)
+        });
+    let interesting = NEEDLES.iter().any(|needle| needle.find(bytes).is_some());
     if !interesting {
         return untouched();
     }

@@ -168,25 +168,21 @@ impl Session {
             };
             return (None, Err(Failure::Call(error)));
         };
-        let server = listed
-            .binding
-            .snapshot()
-            .tool(name)
-            .map(|entry| entry.server.clone());
+        // Looked up once: each lookup is two ordered-map searches by name.
+        let entry = listed.binding.snapshot().tool(name);
+        let server = entry.map(|entry| entry.server.clone());
         let call = match listed.binding.prepare_call(name) {
             Ok(call) => call,
             Err(error) => return (server, Err(Failure::Call(error))),
         };
         // SEP-2663: a declaring client gets the upstream's task; a task-only tool is refused
         // for one that did not declare tasks.
-        let hand_back_tasks = match (&server, listed.binding.snapshot().tool(name)) {
-            (Some(server), Some(entry)) => {
-                match self.task_hand_back(&context, server, &entry.raw_name) {
-                    Ok(hand_back) => hand_back,
-                    Err(error) => return (Some(server.clone()), Err(Failure::Rpc(error))),
-                }
-            }
-            _ => false,
+        let hand_back_tasks = match entry {
+            Some(entry) => match self.task_hand_back(&context, &entry.server, &entry.raw_name) {
+                Ok(hand_back) => hand_back,
+                Err(error) => return (server, Err(Failure::Rpc(error))),
+            },
+            None => false,
         };
         let mut approved = false;
         if let Some(profile) = &profile {
@@ -212,11 +208,7 @@ impl Session {
                             server: server.clone().unwrap_or_default(),
                             args,
                             reason: format!("{text} asks before `{name}` runs"),
-                            annotations: listed
-                                .binding
-                                .snapshot()
-                                .tool(name)
-                                .and_then(|entry| entry.tool.annotations.clone()),
+                            annotations: entry.and_then(|entry| entry.tool.annotations.clone()),
                         };
                         let answer =
                             as_caller(caller.clone(), self.shared().bridge.approver().approve(ask))
@@ -279,10 +271,7 @@ impl Session {
         // The upstream's requests of this very call reach this client (by the call's tag).
         options.caller = in_flight.as_ref().map(crate::bridge::InFlight::tag);
         let upstream = self.shared().tracer.as_ref().and_then(|tracer| {
-            let snapshot = listed.binding.snapshot();
-            let raw = snapshot
-                .tool(name)
-                .map_or(name, |entry| entry.raw_name.as_str());
+            let raw = entry.map_or(name, |entry| entry.raw_name.as_str());
             let server = server.as_deref().unwrap_or("-");
             let target = crate::spans::Target::Tool(raw);
             crate::spans::upstream(

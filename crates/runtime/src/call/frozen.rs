@@ -7,6 +7,10 @@
 //! `outputSchema` comes only from the very definition the snapshot holds.
 
 use std::collections::HashMap;
+
+/// A map from a tool's name, looked up on every call (foldhash: SipHash costs several hundred
+/// instructions a lookup).
+type ByName<V> = HashMap<String, V, foldhash::quality::RandomState>;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use mcp_harness_catalog::{HiddenEntry, ServerState, Snapshot, ToolEntry};
@@ -71,13 +75,13 @@ pub(crate) struct Frozen {
     pub(super) direct: Vec<BoundTool>,
     pub(super) deferred: Vec<ExposedTool>,
     pub(super) hidden: Vec<HiddenEntry>,
-    pub(super) index: HashMap<String, ToolEntry>,
+    pub(super) index: ByName<ToolEntry>,
     /// For each server waiting for authorization, by its authenticate tool's name: the server
     /// and why it waits.
-    pub(super) authenticate: HashMap<String, (String, String)>,
+    pub(super) authenticate: ByName<(String, String)>,
     /// The `outputSchema` of each tool in `index` that has one, compiled on the first result
     /// that needs it and then reused by every call of every step bound to this snapshot.
-    outputs: HashMap<String, OutputSlot>,
+    outputs: ByName<OutputSlot>,
 }
 
 /// One tool's compiled `outputSchema`, with the definition it was compiled from.
@@ -89,7 +93,7 @@ struct OutputSlot {
 impl Frozen {
     pub(crate) fn new(policy: &mcp_harness_policy::ExposurePolicy, snapshot: &Snapshot) -> Self {
         let exposure = policy.expose(snapshot.tools());
-        let mut index = HashMap::new();
+        let mut index = ByName::default();
         let mut direct: Vec<BoundTool> = exposure
             .direct
             .iter()
@@ -106,7 +110,7 @@ impl Frozen {
         }
         direct.push(builtin(READ_OUTPUT_TOOL, read_output_tool()));
         // R4: a server waiting for authorization shows only a tool that says how to log in.
-        let mut authenticate = HashMap::new();
+        let mut authenticate = ByName::default();
         for (server, status) in &snapshot.servers {
             if let ServerState::NeedsAuth { reason } = &status.state {
                 let name = mcp_harness_catalog::qualify(server, AUTHENTICATE_TOOL);

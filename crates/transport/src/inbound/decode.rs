@@ -426,7 +426,10 @@ fn tool_result(bytes: &[u8]) -> Option<ServerJsonRpcMessage> {
         id: RequestId,
         result: CallToolResult,
     }
-    if memchr::memmem::find(bytes, b"\"task\"").is_some() {
+    // Built once: `memmem::find` builds its searcher on every call.
+    static TASK: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"task\""));
+    if TASK.find(bytes).is_some() {
         return None;
     }
     let Answer {

@@ -742,8 +742,17 @@ impl PreparedCall {
         let answer = call.answer();
         let idle = tokio::time::sleep(timeout);
         let total = timeout.saturating_mul(MAX_TOTAL_FACTOR);
-        let all = tokio::time::sleep(total);
-        tokio::pin!(answer, idle, all, cancelled);
+        // Only a call with progress has a total limit: no second timer for the others.
+        let mut all = progress
+            .is_some()
+            .then(|| Box::pin(tokio::time::sleep(total)));
+        let all_passed = async {
+            match all.as_mut() {
+                Some(all) => all.await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(answer, idle, all_passed, cancelled);
         let limited = |limit: Duration, reason: &'static str| {
             let (peer, id) = (client.peer.clone(), id.clone());
             async move {
@@ -775,7 +784,7 @@ impl PreparedCall {
                 }
                 // The ends below are boxed: inline, each would be part of every call's future.
                 () = &mut idle => return Box::pin(limited(timeout, "request timeout")).await,
-                () = &mut all, if progress.is_some() => {
+                () = &mut all_passed => {
                     return Box::pin(limited(total, "maximum total timeout exceeded")).await;
                 }
                 () = &mut cancelled => {
