@@ -467,9 +467,7 @@ where
     async fn read_or_cut(&mut self) -> Result<(), Refusal> {
         let stall = self.limits.head_timeout;
         let (started, received) = self.body;
-        let due = started + stall + Duration::from_secs_f64(received as f64 / MIN_BODY_RATE as f64);
-        let now = tokio::time::Instant::now();
-        let wait = stall.min(due.saturating_duration_since(now));
+        let wait = body_wait(started, received, stall);
         match tokio::time::timeout(wait, self.read_more()).await {
             Ok(Ok(0) | Err(_)) => Err(Refusal {
                 status: None,
@@ -480,22 +478,7 @@ where
                 self.body.1 += read;
                 Ok(())
             }
-            // Something came, not enough of it: the rate's deadline, not a stall.
-            Err(_) if received > 0 && wait < stall => Err(refusal(
-                StatusCode::REQUEST_TIMEOUT,
-                format!(
-                    "the request body arrived too slowly: {received} bytes in {:.1} s; after its first {} s a body must keep up {MIN_BODY_RATE} bytes a second",
-                    started.elapsed().as_secs_f32(),
-                    stall.as_secs_f32()
-                ),
-            )),
-            Err(_) => Err(refusal(
-                StatusCode::REQUEST_TIMEOUT,
-                format!(
-                    "the request body stalled: nothing of it arrived for {} s",
-                    stall.as_secs_f32()
-                ),
-            )),
+            Err(_) => Err(body_late(started, received, wait, stall)),
         }
     }
 
@@ -733,6 +716,96 @@ where
         .await;
         Ok(())
     }
+}
+
+/// How long a request body begun at `started`, `received` bytes of it so far, may wait for
+/// more: `stall` at most, and no later than its first `stall` plus a second per
+/// [`MIN_BODY_RATE`] bytes it sent.
+fn body_wait(started: tokio::time::Instant, received: usize, stall: Duration) -> Duration {
+    let due = started + stall + Duration::from_secs_f64(received as f64 / MIN_BODY_RATE as f64);
+    stall.min(due.saturating_duration_since(tokio::time::Instant::now()))
+}
+
+/// The 408 of a body whose wait ([`body_wait`]) passed with nothing more: too slow when
+/// something came and the rate's deadline cut the wait short, else a stall.
+fn body_late(
+    started: tokio::time::Instant,
+    received: usize,
+    wait: Duration,
+    stall: Duration,
+) -> Refusal {
+    let why = if received > 0 && wait < stall {
+        format!(
+            "the request body arrived too slowly: {received} bytes in {:.1} s; after its first {} s a body must keep up {MIN_BODY_RATE} bytes a second",
+            started.elapsed().as_secs_f32(),
+            stall.as_secs_f32()
+        )
+    } else {
+        format!(
+            "the request body stalled: nothing of it arrived for {} s",
+            stall.as_secs_f32()
+        )
+    };
+    refusal(StatusCode::REQUEST_TIMEOUT, why)
+}
+
+/// A request body another HTTP/1.1 server read the head of (hyper's, with
+/// `MCP_HARNESS_OWN_H1=0`), read whole under this server's rules: over `limits.max_body`
+/// bytes 413, nothing more for `limits.head_timeout` or slower than [`MIN_BODY_RATE`] after
+/// it 408 — the same answers, each closing the connection. A body that fails (its client
+/// went) gets a 400 nobody may read.
+pub(crate) async fn read_whole<B>(body: B, limits: Limits) -> Result<Bytes, Response>
+where
+    B: http_body::Body<Data = Bytes>,
+    B::Error: std::fmt::Display,
+{
+    let max = limits.max_body;
+    if body.size_hint().lower() > max as u64 {
+        return Err(refused(too_large(max)));
+    }
+    let stall = limits.head_timeout;
+    let started = tokio::time::Instant::now();
+    let mut body = pin!(body);
+    let mut collected = BytesMut::new();
+    let mut received = 0;
+    loop {
+        let wait = body_wait(started, received, stall);
+        let frame = std::future::poll_fn(|cx| body.as_mut().poll_frame(cx));
+        match tokio::time::timeout(wait, frame).await {
+            Ok(None) => return Ok(collected.freeze()),
+            Ok(Some(Ok(frame))) => {
+                let Ok(data) = frame.into_data() else {
+                    continue; // trailers: dropped, as this server drops them
+                };
+                if data.len() > max - collected.len() {
+                    return Err(refused(too_large(max)));
+                }
+                received += data.len();
+                collected.extend_from_slice(&data);
+            }
+            Ok(Some(Err(error))) => {
+                return Err(refused(bad_request(format!(
+                    "the request body could not be read: {error}"
+                ))));
+            }
+            Err(_) => return Err(refused(body_late(started, received, wait, stall))),
+        }
+    }
+}
+
+/// `refusal` as an answer that closes the connection (for another server to write).
+fn refused(refusal: Refusal) -> Response {
+    let status = refusal.status.unwrap_or(StatusCode::BAD_REQUEST);
+    tracing::debug!(%status, why = %refusal.why, "refused a request body it cannot read");
+    let mut answer = Response::new(Body::from(format!("{status}: {}\n", refusal.why)));
+    *answer.status_mut() = status;
+    let headers = answer.headers_mut();
+    headers.insert(
+        axum::http::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    headers.insert(CONNECTION, HeaderValue::from_static("close"));
+    answer
 }
 
 /// The refusal of a body over `max` bytes, in the words of rmcp's own check.
@@ -1260,6 +1333,82 @@ mod tests {
             "the idle connection outlived the stop"
         );
         tokio::time::timeout(SOON, task).await.unwrap().unwrap();
+    }
+
+    /// A body in `pieces` of `piece` bytes, one every `every` (from its start), as hyper's
+    /// connection hands a body on.
+    fn trickled(
+        piece: usize,
+        pieces: usize,
+        every: Duration,
+    ) -> impl http_body::Body<Data = Bytes, Error = std::convert::Infallible> {
+        let frames = futures::stream::unfold(0, move |sent| async move {
+            if sent == pieces {
+                return None;
+            }
+            tokio::time::sleep(every).await;
+            let frame = http_body::Frame::data(Bytes::from(vec![b'x'; piece]));
+            Some((Ok(frame), sent + 1))
+        });
+        http_body_util::StreamBody::new(frames)
+    }
+
+    /// What `read_whole` refused, as status and text.
+    async fn refused_with(answer: Response) -> (StatusCode, String) {
+        assert_eq!(answer.headers()[CONNECTION], "close");
+        let status = answer.status();
+        let text = answer.into_body().collect().await.unwrap().to_bytes();
+        (status, String::from_utf8_lossy(&text).into_owned())
+    }
+
+    /// A body read from hyper's connection (`MCP_HARNESS_OWN_H1=0`) gets this server's
+    /// answers: read whole when it keeps up, 408 when it trickles slower than
+    /// [`MIN_BODY_RATE`] past its first head timeout or stalls for one, 413 beyond the limit
+    /// (at once when its length says so) — each closing the connection. Timed on tokio's
+    /// paused clock: the limits are the real 30 s ones.
+    #[tokio::test(start_paused = true)]
+    async fn bodies_from_hyper_are_read_under_the_same_rules() {
+        let limits = Limits {
+            head_timeout: Duration::from_secs(30),
+            ..LIMITS
+        };
+        let second = Duration::from_secs(1);
+
+        let whole = read_whole(trickled(100, 10, second), limits).await;
+        assert_eq!(whole.ok().map(|body| body.len()), Some(1000));
+
+        // 5 bytes a second: never a stall, cut once 30 s + a second per 500 bytes are over.
+        let started = tokio::time::Instant::now();
+        let slow = read_whole(trickled(5, 1000, second), limits).await;
+        let took = started.elapsed();
+        let (status, text) = refused_with(slow.expect_err("cut")).await;
+        assert_eq!(status, StatusCode::REQUEST_TIMEOUT, "{text}");
+        assert!(text.contains("too slowly"), "{text}");
+        assert!(
+            took >= limits.head_timeout && took < Duration::from_secs(32),
+            "{took:?}"
+        );
+
+        let (status, text) = refused_with(
+            read_whole(trickled(5, 1, Duration::from_secs(31)), limits)
+                .await
+                .expect_err("stalled"),
+        )
+        .await;
+        assert_eq!(status, StatusCode::REQUEST_TIMEOUT, "{text}");
+        assert!(text.contains("stalled"), "{text}");
+
+        let (status, text) = refused_with(
+            read_whole(trickled(600, 2, second), limits)
+                .await
+                .expect_err("large"),
+        )
+        .await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{text}");
+        let announced = http_body_util::Full::new(Bytes::from(vec![b'x'; 2000]));
+        let (status, _) =
+            refused_with(read_whole(announced, limits).await.expect_err("large")).await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
     }
 
     /// A body that never stalls but arrives slower than [`MIN_BODY_RATE`] gets 408 once its

@@ -433,7 +433,7 @@ const TURNING_AWAY: usize = 64;
 /// Serves HTTP/1.1 connections from `listener` until `stop`: each accepted socket with
 /// TCP_NODELAY (a response written in pieces must not wait for the client's delayed ACK) and
 /// [`HEADER_READ_TIMEOUT`], on the gateway's own HTTP/1.1 server with its limits, else on
-/// hyper's; a connection beyond `max` open ones gets 503 and is closed; at `stop` no
+/// hyper's with the same body limits (`h1::read_whole`) and the same service; a connection beyond `max` open ones gets 503 and is closed; at `stop` no
 /// connection is accepted any more, each open one closes after the request it is serving, and
 /// this returns when all have.
 async fn accept_loop(
@@ -503,14 +503,24 @@ async fn accept_loop(
         }
         // The connection's hold timer, for each of its answers (see `hold`).
         let clock = Arc::new(HoldClock::new());
-        let service =
-            hyper_util::service::TowerToHyperService::new(tower::ServiceExt::map_request(
-                front.router.clone(),
-                move |mut request: Request<hyper::body::Incoming>| {
-                    request.extensions_mut().insert(clock.clone());
-                    request
-                },
-            ));
+        // Each body read whole under the own server's limits and rate, then the same service
+        // (the lean entry included): the two servers differ in the connection only.
+        let (front, limits) = (front.clone(), served.limits);
+        let service = hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
+            let (mut front, clock) = (front.clone(), clock.clone());
+            async move {
+                let (mut parts, body) = request.into_parts();
+                parts.extensions.insert(clock);
+                let answer = match crate::h1::read_whole(body, limits).await {
+                    Ok(body) => {
+                        let request = Request::from_parts(parts, ());
+                        crate::h1::Service::call(&mut front, request, body).await
+                    }
+                    Err(refused) => refused,
+                };
+                Ok::<_, std::convert::Infallible>(answer)
+            }
+        });
         let connection = graceful.watch(http.serve_connection(TokioIo::new(socket), service));
         connections.spawn(async move {
             if let Err(error) = connection.await {

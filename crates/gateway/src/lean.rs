@@ -40,7 +40,7 @@ pub(crate) struct Lean {
     pub(crate) posts: Arc<InSession>,
 }
 
-/// The gateway's service for its own HTTP/1.1 connections: the lean entry where it applies,
+/// The gateway's service for its HTTP/1.1 connections (on either server): the lean entry where it applies,
 /// else the router.
 #[derive(Clone)]
 pub(crate) struct Front {
