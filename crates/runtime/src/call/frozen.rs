@@ -73,6 +73,9 @@ impl BoundTool {
 /// snapshot and shared by every step bound to it.
 pub(crate) struct Frozen {
     pub(super) direct: Vec<BoundTool>,
+    /// The names in `direct`, for a call's check that its step shows the tool: a lookup, not a
+    /// scan of every tool the step shows.
+    shown: std::collections::HashSet<String, foldhash::quality::RandomState>,
     pub(super) deferred: Vec<ExposedTool>,
     pub(super) hidden: Vec<HiddenEntry>,
     pub(super) index: ByName<ToolEntry>,
@@ -137,14 +140,21 @@ impl Frozen {
         // they are hidden here, with the reason, like those the policy hides.
         let mut hidden = exposure.hidden;
         hidden.extend(snapshot.name_conflicts.iter().cloned());
+        let shown = direct.iter().map(|t| t.name.clone()).collect();
         Self {
             direct,
+            shown,
             deferred: exposure.deferred,
             hidden,
             index,
             authenticate,
             outputs,
         }
+    }
+
+    /// Whether the step shows `name` directly (loaded tools aside).
+    pub(super) fn shows(&self, name: &str) -> bool {
+        self.shown.contains(name)
     }
 
     /// The compiled `outputSchema` of `entry`'s tool (`None` if it has none): compiled once per

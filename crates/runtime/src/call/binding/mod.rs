@@ -152,7 +152,7 @@ impl StepBinding {
     /// The call of `name` as this step shows it: pinned to the bound connection, schema and
     /// revision. Refused if the step does not show `name`.
     pub fn prepare_call(&self, name: &str) -> Result<PreparedCall, CallError> {
-        if name == SEARCH_TOOL && self.frozen.direct.iter().any(|t| t.name == SEARCH_TOOL) {
+        if name == SEARCH_TOOL && self.frozen.shows(SEARCH_TOOL) {
             return Ok(self.builtin_call(Builtin::Search));
         }
         if name == READ_OUTPUT_TOOL {
@@ -170,8 +170,8 @@ impl StepBinding {
                 search: self.search.clone(),
             });
         }
-        let visible = self.frozen.direct.iter().any(|t| t.name == name)
-            || self.search.loaded().1.iter().any(|t| t.name == name);
+        let visible =
+            self.frozen.shows(name) || self.search.loaded().1.iter().any(|t| t.name == name);
         let entry =
             self.frozen
                 .index
