@@ -14,8 +14,8 @@
 //!   [`MAX_AHEAD`];
 //! - a head started and not finished within `head_timeout` closes the connection, a body of
 //!   which nothing more arrives for `head_timeout`, or which arrives slower than
-//!   [`MIN_BODY_RATE`] once its first `head_timeout` is over, gets 408; an idle connection (no request
-//!   started) is closed after `idle_timeout` without one (timed by one timer per connection,
+//!   [`MIN_BODY_RATE`] once its first `head_timeout` is over, gets 408; an idle connection (no
+//!   request started) is closed after `idle_timeout` without one (timed by one timer per connection,
 //!   armed again only when it fires), or when the server stops;
 //! - a request the connection cannot read (a malformed head, an unreadable body framing, a head
 //!   or body over its limit) gets a plain-text 4xx naming what was wrong and closes the
@@ -96,6 +96,23 @@ struct Refusal {
     why: String,
     /// Seconds the client should wait before it tries again (`Retry-After`).
     retry_after: Option<u64>,
+}
+
+impl Refusal {
+    /// The answer saying it: `status`, a line of text, `Retry-After` when it has one.
+    fn answer(&self, status: StatusCode) -> Response<String> {
+        let mut answer = Response::new(format!("{status}: {}\n", self.why));
+        *answer.status_mut() = status;
+        let headers = answer.headers_mut();
+        headers.insert(
+            axum::http::header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        if let Some(seconds) = self.retry_after {
+            headers.insert(axum::http::header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        answer
+    }
 }
 
 fn refusal(status: StatusCode, why: impl Into<String>) -> Refusal {
@@ -681,18 +698,7 @@ where
             return Ok(());
         };
         tracing::debug!(%status, why = %refusal.why, "refused a request it cannot read");
-        let text = format!("{status}: {}\n", refusal.why);
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            axum::http::header::CONTENT_TYPE,
-            HeaderValue::from_static("text/plain; charset=utf-8"),
-        );
-        if let Some(seconds) = refusal.retry_after {
-            headers.insert(axum::http::header::RETRY_AFTER, HeaderValue::from(seconds));
-        }
-        let mut parts = Response::new(()).into_parts().0;
-        parts.status = status;
-        parts.headers = headers;
+        let (parts, text) = refusal.answer(status).into_parts();
         self.write_head(
             &parts,
             Version::HTTP_11,
@@ -797,14 +803,10 @@ where
 fn refused(refusal: Refusal) -> Response {
     let status = refusal.status.unwrap_or(StatusCode::BAD_REQUEST);
     tracing::debug!(%status, why = %refusal.why, "refused a request body it cannot read");
-    let mut answer = Response::new(Body::from(format!("{status}: {}\n", refusal.why)));
-    *answer.status_mut() = status;
-    let headers = answer.headers_mut();
-    headers.insert(
-        axum::http::header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    headers.insert(CONNECTION, HeaderValue::from_static("close"));
+    let mut answer = refusal.answer(status).map(Body::from);
+    answer
+        .headers_mut()
+        .insert(CONNECTION, HeaderValue::from_static("close"));
     answer
 }
 

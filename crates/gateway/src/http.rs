@@ -433,9 +433,9 @@ const TURNING_AWAY: usize = 64;
 /// Serves HTTP/1.1 connections from `listener` until `stop`: each accepted socket with
 /// TCP_NODELAY (a response written in pieces must not wait for the client's delayed ACK) and
 /// [`HEADER_READ_TIMEOUT`], on the gateway's own HTTP/1.1 server with its limits, else on
-/// hyper's with the same body limits (`h1::read_whole`) and the same service; a connection beyond `max` open ones gets 503 and is closed; at `stop` no
-/// connection is accepted any more, each open one closes after the request it is serving, and
-/// this returns when all have.
+/// hyper's with the same body limits (`h1::read_whole`) and the same service; a connection
+/// beyond `max` open ones gets 503 and is closed; at `stop` no connection is accepted any
+/// more, each open one closes after the request it is serving, and this returns when all have.
 async fn accept_loop(
     listener: TcpListener,
     front: crate::lean::Front,

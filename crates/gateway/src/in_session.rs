@@ -451,7 +451,6 @@ pub(crate) struct Rebinding {
 
 /// The values rmcp's check reads: the URI's authority (used without a `Host`), `Host`, `Origin`
 /// (the first of each header: rmcp reads no other).
-#[derive(PartialEq)]
 struct Pair {
     authority: Option<axum::http::uri::Authority>,
     host: Option<HeaderValue>,
@@ -492,11 +491,6 @@ impl Rebinding {
         {
             return *allowed;
         }
-        let pair = Pair {
-            authority: authority.cloned(),
-            host: host.cloned(),
-            origin: origin.cloned(),
-        };
         let mut probe = Request::new(axum::body::Body::empty());
         *probe.method_mut() = Method::PUT;
         *probe.uri_mut() = uri.clone();
@@ -508,7 +502,16 @@ impl Rebinding {
         let allowed =
             Box::pin(service.handle(probe)).await.status() == StatusCode::METHOD_NOT_ALLOWED;
         let mut answers = self.answers.lock().expect("not poisoned");
-        if answers.len() < REMEMBERED && !answers.iter().any(|(known, _)| *known == pair) {
+        if answers.len() < REMEMBERED
+            && !answers
+                .iter()
+                .any(|(known, _)| known.is(authority, host, origin))
+        {
+            let pair = Pair {
+                authority: authority.cloned(),
+                host: host.cloned(),
+                origin: origin.cloned(),
+            };
             answers.push((pair, allowed));
         }
         allowed

@@ -40,8 +40,8 @@ pub(crate) struct Lean {
     pub(crate) posts: Arc<InSession>,
 }
 
-/// The gateway's service for its HTTP/1.1 connections (on either server): the lean entry where it applies,
-/// else the router.
+/// The gateway's service for its HTTP/1.1 connections (on either server): the lean entry
+/// where it applies, else the router.
 #[derive(Clone)]
 pub(crate) struct Front {
     pub(crate) router: axum::Router,
