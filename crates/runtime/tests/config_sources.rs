@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use mcp_harness_runtime::sources::{self, Format, Scope, Sources};
 use mcp_harness_runtime::{Config, ServerConfig, TransportConfig};
+use mcp_harness_transport::auth::OAuthConfig;
 
 fn sample(relative: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -106,11 +107,27 @@ fn claude_code_mcp_json() {
     assert_eq!(headers["X-Api-Key"], "SECRET_events");
     assert!(http(&c, "sentry").1.is_empty());
     assert!(http(&c, "internal").1.is_empty());
+    // Claude Code's pre-registered client is the default of `login`; its space-separated scopes
+    // are our list; the keys the harness does not use are dropped with a note each.
+    let TransportConfig::StreamableHttp { oauth, .. } = &c.servers["sentry"].transport else {
+        panic!("sentry: http");
+    };
+    assert_eq!(
+        oauth,
+        &Some(OAuthConfig::AuthorizationCode {
+            client_id: Some("sentry-client".into()),
+            client_secret: None,
+            client_metadata_url: None,
+            scopes: vec!["org:read".into(), "event:read".into()],
+        })
+    );
     let (_, notes) = import_text("claude-code/.mcp.json");
     let notes = notes.join("\n");
     assert!(
         notes.contains("\"internal\": `headersHelper` ignored")
-            && notes.contains("\"sentry\": `oauth` ignored"),
+            && notes.contains("\"sentry\": `oauth.callbackPort` ignored")
+            && notes.contains("\"sentry\": `oauth.authServerMetadataUrl` ignored")
+            && !notes.contains("`oauth` ignored"),
         "{notes}"
     );
 }
@@ -387,6 +404,28 @@ fn formats_are_detected_by_name_folder_and_shape() {
         shape(serde_json::json!({"mcpServers": {"a": {"command": "x"}}})),
         Some(Format::Harness)
     );
+    // An `oauth` is Claude Code's only with a key or a shape of Claude Code's: ours (a grant,
+    // a list of scopes) or one with only `clientId` is read in our format, all of it kept.
+    for (oauth, format) in [
+        (
+            serde_json::json!({"clientId": "c", "callbackPort": 8080}),
+            Format::ClaudeCode,
+        ),
+        (
+            serde_json::json!({"authServerMetadataUrl": "https://a"}),
+            Format::ClaudeCode,
+        ),
+        (serde_json::json!({"scopes": "a b"}), Format::ClaudeCode),
+        (serde_json::json!({"clientId": "c"}), Format::Harness),
+        (serde_json::json!({"scopes": ["a"]}), Format::Harness),
+        (
+            serde_json::json!({"grant": "client_credentials", "clientId": "c"}),
+            Format::Harness,
+        ),
+    ] {
+        let server = serde_json::json!({"mcpServers": {"a": {"url": "https://x", "oauth": oauth}}});
+        assert_eq!(shape(server), Some(format), "{oauth}");
+    }
     assert_eq!(
         detect(
             "/a/settings.json",

@@ -143,7 +143,7 @@ pub(crate) fn parse(
     lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Result<GatewayConfig, (String, String)> {
     let raw: RawGateway =
-        serde_json::from_value(value).map_err(|e| ("gateway".to_string(), e.to_string()))?;
+        super::decode(value, "").map_err(|message| ("gateway".to_string(), message))?;
     let session_keys = match &raw.session_keys {
         None => None,
         Some(text) => {
@@ -174,8 +174,7 @@ pub(crate) fn parse(
         if name.trim().is_empty() {
             return Err((key, "a client profile needs a non-empty name".into()));
         }
-        let raw: RawProfile =
-            serde_json::from_value(value).map_err(|e| (key.clone(), e.to_string()))?;
+        let raw: RawProfile = super::decode(value, "").map_err(|message| (key.clone(), message))?;
         let auth =
             auth(raw.auth).map_err(|(sub, message)| (format!("{key}.auth{sub}"), message))?;
         let filter = |what: &str, raw: Option<RawFilter>, kind| match raw {
@@ -185,8 +184,9 @@ pub(crate) fn parse(
         };
         let permissions = match raw.permissions {
             None => PermissionRules::default(),
-            Some(v) => serde_json::from_value(v)
-                .map_err(|e| (format!("{key}.permissions"), e.to_string()))?,
+            Some(v) => {
+                super::decode(v, "").map_err(|message| (format!("{key}.permissions"), message))?
+            }
         };
         clients.insert(
             name.clone(),
@@ -209,7 +209,7 @@ pub(crate) fn parse(
 }
 
 fn auth(value: serde_json::Value) -> Result<ProfileAuth, (String, String)> {
-    let raw: RawAuth = serde_json::from_value(value).map_err(|e| {
+    let raw: RawAuth = super::decode(value, "").map_err(|e| {
         (
             String::new(),
             format!("{e} (expected {{\"type\": \"bearer\", \"tokenEnv\": \"VAR\"}} or {{\"type\": \"oauth\", \"issuer\": ..., \"jwksUri\": ...}})"),

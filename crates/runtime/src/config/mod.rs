@@ -238,9 +238,9 @@ impl Config {
                     ),
                 });
             }
-            let server: RawServer = serde_json::from_value(value).map_err(|e| ConfigError {
+            let server: RawServer = decode(value, "").map_err(|message| ConfigError {
                 location: location.clone(),
-                message: e.to_string(),
+                message,
             })?;
             let base = path.parent().unwrap_or(Path::new("."));
             let config =
@@ -252,9 +252,9 @@ impl Config {
         }
         let metadata_limits = match raw.metadata_limits {
             None => MetadataLimits::default(),
-            Some(v) => serde_json::from_value(v).map_err(|e| ConfigError {
+            Some(v) => decode(v, "").map_err(|message| ConfigError {
                 location: format!("{file}: metadataLimits"),
-                message: e.to_string(),
+                message,
             })?,
         };
         let exposure = section(&file, "exposure", raw.exposure)?;
@@ -287,9 +287,9 @@ fn section<T: serde::de::DeserializeOwned + Default>(
 ) -> Result<T, ConfigError> {
     match value {
         None => Ok(T::default()),
-        Some(v) => serde_json::from_value(v).map_err(|e| ConfigError {
+        Some(v) => decode(v, "").map_err(|message| ConfigError {
             location: format!("{file}: {key}"),
-            message: e.to_string(),
+            message,
         }),
     }
 }
@@ -321,8 +321,7 @@ fn oauth_config(
     lookup: &dyn Fn(&str) -> Option<String>,
     base: &Path,
 ) -> Result<OAuthConfig, String> {
-    // serde_json's messages quote keys and types, never string values.
-    let raw: RawOAuth = serde_json::from_value(value).map_err(|e| format!("`oauth`: {e}"))?;
+    let raw: RawOAuth = decode(value, "oauth")?;
     let ex = |key: &str, v: &str| expand(v, lookup).map_err(|e| format!("`oauth.{key}`: {e}"));
     let secret = |key: &str, v: &str| {
         expand(v, lookup).map_err(|e| {
@@ -711,6 +710,80 @@ fn message_bytes(value: Option<u64>) -> Result<usize, String> {
     }
 }
 
+/// Deserializes `value` (the object at `at`, empty for the object an error's location already
+/// names), an error saying which key is wrong (`startupTimeoutSec`, `oauth.scopes[0]`) and how in
+/// plain words — and never quoting a string the file holds there: a string in the wrong place
+/// may be a secret (`"env": "TOKEN=..."` for `"env": {"TOKEN": "..."}`).
+pub(crate) fn decode<T: serde::de::DeserializeOwned>(
+    value: serde_json::Value,
+    at: &str,
+) -> Result<T, String> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let inner = e.path().to_string();
+        let path = match (at, inner.as_str()) {
+            (at, ".") => at.to_string(),
+            ("", inner) => inner.to_string(),
+            (at, inner) if inner.starts_with('[') => format!("{at}{inner}"),
+            (at, inner) => format!("{at}.{inner}"),
+        };
+        let message = plain(&e.into_inner().to_string());
+        // An unknown key's path ends with the key, which the message names already.
+        let path = match message.starts_with("unknown field `") {
+            true => path
+                .rsplit_once('.')
+                .map_or("", |(parent, _)| parent)
+                .to_string(),
+            false => path,
+        };
+        if path.is_empty() {
+            message
+        } else {
+            format!("`{path}`: {message}")
+        }
+    })
+}
+
+/// serde's message with every quoted string left out and its type names in the config's words.
+fn plain(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(at) = rest.find("string \"") {
+        out.push_str(&rest[..at]);
+        out.push_str("a string");
+        // The string is written as Rust debug-formats it: `\"` and `\\` inside.
+        let quoted = &rest[at + "string \"".len()..];
+        let mut end = quoted.len();
+        let mut escaped = false;
+        for (i, c) in quoted.char_indices() {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => {
+                    end = i + 1;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        rest = &quoted[end..];
+    }
+    out.push_str(rest);
+    let Some((what, expected)) = out.rsplit_once(", expected ") else {
+        return out;
+    };
+    let expected = match expected {
+        "f64" | "f32" => "a number",
+        "u8" | "u16" | "u32" | "u64" | "usize" => "a whole number, 0 or more",
+        "i8" | "i16" | "i32" | "i64" | "isize" => "a whole number",
+        "a boolean" => "true or false",
+        "a map" => "an object",
+        "a sequence" => "a list",
+        other if other.starts_with("struct ") => "an object",
+        other => other,
+    };
+    format!("{what}, expected {expected}")
+}
+
 fn seconds(key: &str, value: Option<f64>, default: Duration) -> Result<Duration, String> {
     match value {
         None => Ok(default),
@@ -785,6 +858,60 @@ pub(crate) fn expand(
 
 #[cfg(test)]
 mod tests {
+    /// A wrong value's error names its key and says what is expected in plain words, and never
+    /// quotes a string of the file: one in the wrong place may be a secret.
+    #[test]
+    fn wrong_values_name_their_key_and_quote_no_string() {
+        let error = |server: &str| {
+            let text = format!(r#"{{"mcpServers": {{"s": {server}}}}}"#);
+            Config::parse(&text, Path::new("c.json"), &|_| None)
+                .expect_err(server)
+                .to_string()
+        };
+        for (server, says) in [
+            (
+                r#"{"command": "x", "startupTimeoutSec": "sixty"}"#,
+                "`startupTimeoutSec`: invalid type: a string, expected a number",
+            ),
+            (
+                r#"{"command": "x", "env": "TOKEN=CANARY\"q\\"}"#,
+                "`env`: invalid type: a string, expected an object",
+            ),
+            (
+                r#"{"command": "x", "args": "--key=CANARY"}"#,
+                "`args`: invalid type: a string, expected a list",
+            ),
+            (
+                r#"{"command": "x", "maxMessageBytes": -5}"#,
+                "`maxMessageBytes`: invalid value: integer `-5`, expected a whole number, 0 or more",
+            ),
+            (
+                r#"{"url": "https://x", "headers": {"A": 1}}"#,
+                "`headers.A`: invalid type: integer `1`, expected a string",
+            ),
+            (
+                r#"{"url": "https://x", "oauth": {"scopes": ["a", 2]}}"#,
+                "`oauth.scopes[1]`: invalid type: integer `2`, expected a string",
+            ),
+            (
+                r#"{"url": "https://x", "oauth": {"grant": "x", "scope": "CANARY"}}"#,
+                "server \"s\": `oauth`: unknown field `scope`, expected one of `grant`",
+            ),
+            (
+                r#"{"command": "x", "comand": "CANARY"}"#,
+                "server \"s\": unknown field `comand`, expected one of `command`",
+            ),
+            (
+                r#"{"url": "https://x", "oauth": {"clientSecret": ["CANARY"]}}"#,
+                "`oauth.clientSecret`: invalid type: sequence, expected a string",
+            ),
+        ] {
+            let message = error(server);
+            assert!(message.contains(says), "{server}: {message}");
+            assert!(!message.contains("CANARY"), "{message}");
+        }
+    }
+
     use super::*;
 
     #[test]

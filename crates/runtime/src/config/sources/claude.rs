@@ -3,7 +3,8 @@
 //!
 //! Invariant: these share our own server keys, so a server is copied as written (references
 //! unexpanded) and [`Config::parse`](crate::Config::parse) rejects any key that is neither ours
-//! nor one of [`IGNORED_KEYS`], which Claude Code documents and the harness does not use.
+//! nor one Claude Code documents: `headersHelper` and the `oauth` keys the harness does not use
+//! are dropped with a note, and the `oauth` keys it does use (`clientId`, `scopes`) are kept.
 
 use serde_json::{Map, Value};
 
@@ -12,18 +13,56 @@ use super::policy::Policy;
 use crate::config::ConfigError;
 
 /// Server keys Claude Code documents that the harness does not use, with why.
-pub(super) const IGNORED_KEYS: &[&str] = &["headersHelper", "oauth"];
+const IGNORED: &[(&str, &str)] = &[(
+    "headersHelper",
+    "a Claude Code command that prints headers; set `headers` with ${VAR} instead",
+)];
 
-const IGNORED: &[(&str, &str)] = &[
+/// `oauth` keys Claude Code documents that the harness does not use, with why.
+const IGNORED_OAUTH: &[(&str, &str)] = &[
     (
-        "headersHelper",
-        "a Claude Code command that prints headers; set `headers` with ${VAR} instead",
+        "callbackPort",
+        "the callback port is an option of the login: `mcp-harness login SERVER --port PORT` \
+         (default 33418)",
     ),
     (
-        "oauth",
-        "Claude Code's OAuth client settings; mcp-harness does not run OAuth from the config yet",
+        "authServerMetadataUrl",
+        "the authorization server is discovered from the server's metadata",
     ),
 ];
+
+/// Whether `server` (an `mcpServers` entry) is written the way only Claude Code writes one:
+/// `headersHelper`, or an `oauth` with a key of Claude Code's or its space-separated `scopes`.
+/// An `oauth` with only `clientId` reads the same in both formats.
+pub(super) fn only_claude_code(server: &Map<String, Value>) -> bool {
+    server.contains_key("headersHelper")
+        || server
+            .get("oauth")
+            .and_then(Value::as_object)
+            .is_some_and(|oauth| {
+                IGNORED_OAUTH
+                    .iter()
+                    .any(|(key, _)| oauth.contains_key(*key))
+                    || oauth.get("scopes").is_some_and(Value::is_string)
+            })
+}
+
+/// Drops the keys of Claude Code's `oauth` the harness does not use (with a note each) and
+/// reads its `scopes`, one space-separated string there, as our list.
+fn convert_oauth(name: &str, oauth: &mut Map<String, Value>, notes: &mut Vec<String>) {
+    for (key, why) in IGNORED_OAUTH {
+        if oauth.remove(*key).is_some() {
+            notes.push(format!("server \"{name}\": `oauth.{key}` ignored ({why})"));
+        }
+    }
+    if let Some(Value::String(scopes)) = oauth.get("scopes") {
+        let list = scopes
+            .split_whitespace()
+            .map(|s| Value::String(s.to_owned()))
+            .collect();
+        oauth.insert("scopes".into(), Value::Array(list));
+    }
+}
 
 /// Top-level keys of our own format besides `mcpServers` (validated by `Config::parse`).
 pub(super) const HARNESS_SECTIONS: &[&str] = &[
@@ -82,6 +121,9 @@ pub(super) fn convert(
                     out.notes
                         .push(format!("server \"{name}\": `{key}` ignored ({why})"));
                 }
+            }
+            if let Some(Value::Object(oauth)) = server.get_mut("oauth") {
+                convert_oauth(&name, oauth, &mut out.notes);
             }
         }
         canonical.insert(name, Value::Object(server));

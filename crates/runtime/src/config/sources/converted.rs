@@ -21,7 +21,8 @@ pub enum Format {
     /// `metadataLimits`, `exposure`, `permissions`, `output`, and (user config only)
     /// `allowedServers` / `deniedServers`.
     Harness,
-    /// Claude Code: `.mcp.json` (our format plus `headersHelper` and `oauth`, which are ignored),
+    /// Claude Code: `.mcp.json` (our format plus `headersHelper`, ignored, and `oauth` with
+    /// `callbackPort` and `authServerMetadataUrl`, ignored, and `scopes` as one string),
     /// or `~/.claude.json` (only `mcpServers` is read).
     ClaudeCode,
     /// Claude Desktop's `claude_desktop_config.json`: only `mcpServers` is read.

@@ -68,13 +68,10 @@ impl Format {
             return Err(error(path, "a config file must be a JSON object"));
         };
         let servers = root.get("mcpServers").and_then(Value::as_object);
-        let server_has = |keys: &[&str]| {
-            servers.is_some_and(|s| {
-                s.values()
-                    .filter_map(Value::as_object)
-                    .any(|o| keys.iter().any(|k| o.contains_key(*k)))
-            })
+        let any_server = |test: &dyn Fn(&serde_json::Map<String, Value>) -> bool| {
+            servers.is_some_and(|s| s.values().filter_map(Value::as_object).any(test))
         };
+        let server_has = |keys: &[&str]| any_server(&|o| keys.iter().any(|k| o.contains_key(*k)));
         if root.contains_key("servers") && !root.contains_key("mcpServers")
             || name == "settings.json"
                 && root.get("mcp").is_some_and(|m| m.get("servers").is_some())
@@ -82,7 +79,7 @@ impl Format {
             Ok(Format::VsCode)
         } else if name == "settings.json" && servers.is_some() || server_has(gemini::ONLY_KEYS) {
             Ok(Format::Gemini)
-        } else if server_has(claude::IGNORED_KEYS) {
+        } else if any_server(&claude::only_claude_code) {
             Ok(Format::ClaudeCode)
         } else if servers.is_some()
             || root
