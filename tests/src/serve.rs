@@ -273,6 +273,10 @@ fn say(line: &str) {
 /// (2 for bad arguments, the requested code for `--exit-at-start`, 1 on
 /// serving errors, 0 when the client disconnects).
 pub async fn run_main(args: Vec<String>) -> i32 {
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{}", crate::options::USAGE);
+        return 0;
+    }
     let opts = match FixtureOptions::from_args(args) {
         Ok(opts) => opts,
         Err(message) => {

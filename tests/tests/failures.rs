@@ -38,6 +38,10 @@ async fn a_server_that_exits_at_start_is_failed_with_its_stderr() {
     assert!(error.contains("server stderr"), "{error}");
     assert!(error.contains("loading plugin xyz"), "{error}");
     assert!(error.contains("exiting at start with code 3"), "{error}");
+    assert!(
+        error.contains("the server process ended (exit status: 3)"),
+        "how it ended: {error}"
+    );
     assert!(s.tools().all(|t| t.server == "good"));
     let err = runtime
         .call_tool("mcp__dies__echo", None)

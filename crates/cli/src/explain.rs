@@ -33,7 +33,7 @@ pub(crate) fn describe(error: &CallError, asked: Asked, snapshot: &Snapshot) -> 
     match error {
         CallError::UnknownTool { name, .. } => unknown_name(name, asked, snapshot),
         CallError::ServerUnavailable { server, .. } => match snapshot.servers.get(server) {
-            Some(status) => failure(server_down(status), Exit::Server),
+            Some(status) => failure(server_down_told(status), Exit::Server),
             None => failure(
                 format!(
                     "no server named `{server}` ({})",
@@ -84,7 +84,7 @@ fn unknown_name(name: &str, asked: Asked, snapshot: &Snapshot) -> Failure {
         && status.state != ServerState::Connected
     {
         return Failure {
-            message: format!("`{name}` is unavailable: {}", server_down(status)),
+            message: format!("`{name}` is unavailable: {}", server_down_told(status)),
             exit: Exit::Server,
         };
     }
@@ -185,6 +185,39 @@ pub(crate) fn note_incomplete(snapshot: &Snapshot) {
             say!("warning: {} (not listed)", server_down(status));
         }
     }
+}
+
+/// The stderr tail a failed server's error carries (see the transport's errors).
+const TAIL_MARK: &str = "\n--- server stderr (tail) ---\n";
+
+/// How many of the tail's last lines a one-shot command's failure shows (`servers` shows all).
+const TAIL_LINES: usize = 10;
+
+/// [`server_down`], followed for a failed server by the last lines its process wrote on
+/// stderr, which usually say why: the failure of a command that needed the server.
+pub(crate) fn server_down_told(status: &ServerStatus) -> String {
+    let mut told = server_down(status);
+    let ServerState::Failed { error } = &status.state else {
+        return told;
+    };
+    let Some((_, tail)) = error.split_once(TAIL_MARK) else {
+        return told;
+    };
+    // The runtime's note on background probing follows the tail.
+    let tail = tail
+        .rsplit_once(" (")
+        .filter(|(_, note)| note.contains("probing again in the background"))
+        .map_or(tail, |(tail, _)| tail);
+    let lines: Vec<&str> = tail.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        return told;
+    }
+    told.push_str("\n  its stderr ended with (`mcp-harness servers` shows more):");
+    for line in &lines[lines.len().saturating_sub(TAIL_LINES)..] {
+        told.push_str("\n    ");
+        told.extend(line.chars().filter(|c| !c.is_control()));
+    }
+    told
 }
 
 /// Why a configured server cannot answer, as one line with what to do.

@@ -186,13 +186,13 @@ async fn run(cli: Cli) -> u8 {
         Command::Login(args) => {
             return match commands::auth::login(cli.config.as_deref(), &auth, args).await {
                 Ok(()) => exit::Exit::Ok.code(),
-                Err(e) => fail(&e, exit::Exit::Failed),
+                Err(e) => fail(&e.message, e.exit),
             };
         }
         Command::Logout { server } => {
             return match commands::auth::logout(cli.config.as_deref(), &auth, server).await {
                 Ok(()) => exit::Exit::Ok.code(),
-                Err(e) => fail(&e, exit::Exit::Failed),
+                Err(e) => fail(&e.message, e.exit),
             };
         }
         _ => {}

@@ -62,7 +62,7 @@ fn run(args: &[&str]) -> (i32, String, String) {
 fn exit_statuses_follow_the_documented_table() {
     let dir = temp_dir("exit");
     let c = fixture(&dir);
-    let cases: [(&[&str], i32, &str); 6] = [
+    let cases: [(&[&str], i32, &str); 9] = [
         (&["call", "mcp__fx__echo", r#"{"message": "ok"}"#], 0, "ok"),
         (&["call", "mcp__fx__fail"], 1, "tool error"),
         (
@@ -81,6 +81,17 @@ fn exit_statuses_follow_the_documented_table() {
             "refused by a deny rule",
         ),
         (&["call", "mcp__fx__nope"], 5, "not in the catalog"),
+        (
+            &["login", "nope"],
+            2,
+            "config: login to a server not configured",
+        ),
+        (
+            &["logout", "nope"],
+            2,
+            "config: logout of a server not configured",
+        ),
+        (&["login", "fx"], 2, "config: login to a stdio server"),
     ];
     for (args, expected, why) in cases {
         let mut all = args.to_vec();
@@ -92,12 +103,26 @@ fn exit_statuses_follow_the_documented_table() {
         &dir,
         serde_json::json!({
             "fx": {"command": bin(), "args": ["fixture-server"]},
-            "down": {"command": bin(), "args": ["fixture-server", "--exit-at-start", "7"]}
+            "down": {"command": bin(), "args": ["fixture-server", "--stderr-banner",
+                     "boom: API_KEY is not set", "--exit-at-start", "7"]}
         }),
     );
     for listing in ["servers", "tools"] {
         let (code, out, err) = run(&[listing, "--config", &failing]);
         assert_eq!(code, 3, "{listing} with a failed server: {out}{err}");
+    }
+    // A command that needed the server says how it ended and what it last wrote.
+    for args in [&["call", "mcp__down__echo", "{}"][..], &["ping", "down"]] {
+        let mut all = args.to_vec();
+        all.extend(["--config", failing.as_str()]);
+        let (code, out, err) = run(&all);
+        assert_eq!(code, 3, "{args:?}: {out}{err}");
+        assert!(
+            err.contains("server `down` failed")
+                && err.contains("(exit status: 7)")
+                && err.contains("\n    boom: API_KEY is not set"),
+            "{args:?}: {err}"
+        );
     }
     let (code, _, err) = run(&["--server", "fx", "tools", "--config", &failing]);
     assert_eq!(code, 0, "the failed server is left out: {err}");

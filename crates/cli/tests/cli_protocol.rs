@@ -70,9 +70,10 @@ fn complete_asks_the_prompts_or_templates_server() {
     let (code, _, err) = cli(&dir, &["complete", "mcp__fx__greeting", "who"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("it has: name"), "{err}");
-    // A server that does not declare completion is not asked.
+    // A server that does not declare completion is not asked: a usage error, as a request of
+    // any other capability a server lacks.
     let (code, _, err) = cli(&dir, &["complete", "mcp__plain__greeting", "name", "A"]);
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 2, "{err}");
     assert!(
         err.contains("server plain does not offer completion") && err.contains("nothing was sent"),
         "{err}"

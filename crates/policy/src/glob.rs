@@ -59,6 +59,26 @@ impl Glob {
         Self { tokens, separator }
     }
 
+    /// Whether `value` would match were every `*` a `**`, while as written it does not: the
+    /// pattern's author likely meant `*` to cross the separator (`mcp__*` for every tool).
+    pub(crate) fn misses_by_a_star(&self, value: &str) -> bool {
+        if !self.tokens.contains(&Token::Star) || self.is_match(value) {
+            return false;
+        }
+        let crossing = Glob {
+            tokens: self
+                .tokens
+                .iter()
+                .map(|t| match t {
+                    Token::Star => Token::AnyStar,
+                    other => other.clone(),
+                })
+                .collect(),
+            separator: self.separator,
+        };
+        crossing.is_match(value)
+    }
+
     /// Whether the whole of `value` matches.
     pub(crate) fn is_match(&self, value: &str) -> bool {
         // The shapes most rules have (checked on every call) need no table.

@@ -151,7 +151,19 @@ impl PermissionRules {
     fn default_decision(&self, name: &str, annotations: Option<&ToolAnnotations>) -> Decision {
         let read_only = annotations.and_then(|a| a.read_only_hint) == Some(true);
         let destructive_hint = annotations.and_then(|a| a.destructive_hint);
-        let add = format!("add \"{name}\" to `{CONFIG_KEY}.allow` to run it without asking");
+        let mut add = format!("add \"{name}\" to `{CONFIG_KEY}.allow` to run it without asking");
+        // An allow rule that would match with `**` for its `*`: say why it does not.
+        if let Some(rule) = self
+            .rules
+            .iter()
+            .find(|r| r.effect == Effect::Allow && r.tool.misses_by_a_star(name))
+        {
+            add.push_str(&format!(
+                " (the rule \"{}\" does not match it: in a rule `*` stays within one `__` \
+                 segment of the name, `**` crosses them)",
+                rule.text
+            ));
+        }
         let reason = if read_only && destructive_hint != Some(true) {
             if self.trust_read_only_hint {
                 return Decision::Allow;
@@ -446,12 +458,17 @@ pub struct DenyAll;
 
 impl Approver for DenyAll {
     fn approve(&self, request: ApprovalRequest) -> BoxFuture<'static, Approval> {
-        let reason = format!(
-            "`{name}` needs approval ({why}), and this session cannot ask: add \"{name}\" to \
-             `{CONFIG_KEY}.allow` to allow it",
-            name = request.qualified_name,
-            why = request.reason,
-        );
+        let name = &request.qualified_name;
+        let why = &request.reason;
+        // The reason of a call no rule matched says already what to add.
+        let reason = if why.contains(&format!("`{CONFIG_KEY}.allow`")) {
+            format!("`{name}` needs approval and this session cannot ask: {why}")
+        } else {
+            format!(
+                "`{name}` needs approval ({why}), and this session cannot ask: add \"{name}\" \
+                 to `{CONFIG_KEY}.allow` to allow it"
+            )
+        };
         Box::pin(std::future::ready(Approval::Denied { reason }))
     }
 }

@@ -360,11 +360,37 @@ where
         }
         Ok(Err(e)) => {
             cancel.cancel();
-            // A server that died during initialize usually explains why on stderr: let it drain.
-            if let Some(s) = &stderr {
-                s.wait_finished(Duration::from_millis(300)).await;
-            }
-            return Err(init_error(e, tail(&stderr)));
+            // A server that died during initialize usually explains why on stderr, and its
+            // exit status says how it ended: let it drain and be reaped (together, 300 ms).
+            let limit = Duration::from_millis(300);
+            let drained = async {
+                if let Some(s) = &stderr {
+                    s.wait_finished(limit).await;
+                }
+            };
+            let ended = async {
+                match process.as_ref().and_then(|p| p.exit_status_within(limit)) {
+                    Some(status) => status.await,
+                    None => None,
+                }
+            };
+            let ((), status) = tokio::join!(drained, ended);
+            let error = init_error(e, tail(&stderr));
+            return Err(match (error, status) {
+                (
+                    TransportError::Initialize {
+                        message,
+                        auth_required,
+                        stderr_tail,
+                    },
+                    Some(status),
+                ) => TransportError::Initialize {
+                    message: format!("{message}; the server process ended ({status})"),
+                    auth_required,
+                    stderr_tail,
+                },
+                (error, _) => error,
+            });
         }
         Ok(Ok(service)) => service,
     };

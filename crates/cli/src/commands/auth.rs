@@ -10,6 +10,25 @@ use std::path::Path;
 use mcp_harness_runtime::TransportConfig;
 use mcp_harness_transport::auth;
 
+use crate::exit::Exit;
+
+/// Why `login` or `logout` failed, and its exit status: a server that is not configured, or
+/// not a Streamable HTTP one, is a usage or config error (2); a failure of the flow itself or of
+/// the token store is 1.
+pub(crate) struct AuthFailure {
+    pub message: String,
+    pub exit: Exit,
+}
+
+impl From<String> for AuthFailure {
+    fn from(message: String) -> Self {
+        AuthFailure {
+            message,
+            exit: Exit::Failed,
+        }
+    }
+}
+
 /// The options of `login`.
 #[derive(clap::Args)]
 pub(crate) struct LoginArgs {
@@ -40,7 +59,7 @@ pub(crate) struct LoginArgs {
 }
 
 /// The URL of `server`, which must be a configured Streamable HTTP server.
-fn server_url(config_path: Option<&Path>, server: &str) -> Result<String, String> {
+fn server_url(config_path: Option<&Path>, server: &str) -> Result<String, AuthFailure> {
     server_entry(config_path, server).map(|(url, _)| url)
 }
 
@@ -48,19 +67,25 @@ fn server_url(config_path: Option<&Path>, server: &str) -> Result<String, String
 fn server_entry(
     config_path: Option<&Path>,
     server: &str,
-) -> Result<(String, Option<auth::OAuthConfig>), String> {
-    let config = super::config::load(config_path, true)?;
-    let entry = config
-        .servers
-        .get(server)
-        .ok_or_else(|| format!("server `{server}` is not configured (see `mcp-harness config`)"))?;
+) -> Result<(String, Option<auth::OAuthConfig>), AuthFailure> {
+    let usage = |message: String| AuthFailure {
+        message,
+        exit: Exit::Usage,
+    };
+    let config = super::config::load(config_path, true).map_err(usage)?;
+    let entry = config.servers.get(server).ok_or_else(|| {
+        usage(format!(
+            "server `{server}` is not configured ({}; see `mcp-harness config`)",
+            crate::explain::configured(config.servers.keys())
+        ))
+    })?;
     match &entry.transport {
         TransportConfig::StreamableHttp { url, oauth, .. } => Ok((url.clone(), oauth.clone())),
-        other => Err(format!(
+        other => Err(usage(format!(
             "server `{server}` uses the {} transport; OAuth login is for Streamable HTTP servers \
              (`type: \"http\"` with a `url`)",
             other.kind()
-        )),
+        ))),
     }
 }
 
@@ -68,7 +93,7 @@ pub(crate) async fn login(
     config_path: Option<&Path>,
     context: &auth::AuthContext,
     args: &LoginArgs,
-) -> Result<(), String> {
+) -> Result<(), AuthFailure> {
     let (url, oauth) = server_entry(config_path, &args.server)?;
     let store = context.store(&args.server, &url);
     // A machine-to-machine server needs no user: get its token now (which checks the config).
@@ -147,7 +172,7 @@ pub(crate) async fn logout(
     config_path: Option<&Path>,
     context: &auth::AuthContext,
     server: &str,
-) -> Result<(), String> {
+) -> Result<(), AuthFailure> {
     let url = server_url(config_path, server)?;
     let store = context.store(server, &url);
     // Revoke at the authorization server first (best effort); the local tokens go regardless.

@@ -156,7 +156,7 @@ pub(crate) async fn complete(
                  capability); nothing was sent",
                 target.server
             ),
-            Exit::Failed,
+            Exit::Usage,
         );
     }
     if !target.arguments.is_empty() && !target.arguments.iter().any(|a| a == argument) {

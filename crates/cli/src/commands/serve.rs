@@ -77,8 +77,8 @@ pub(crate) struct ServeArgs {
     audit_arguments: bool,
     /// Threads of the gateway process (default: 1 over stdio, 2 with --http). 1: the server,
     /// every session and every upstream connection on one thread, so a call is never handed
-    /// between threads (the lowest latency); N: the server and sessions on N workers, upstream
-    /// connections on their own I/O threads (more calls at once). See the README's benchmarks.
+    /// between threads; N: N workers share the server, the sessions and the upstream
+    /// connections (no I/O threads of the harness's own). See the README's benchmarks.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     threads: Option<u16>,
     /// At most this many open HTTP sessions; more initializes get 429 with Retry-After.

@@ -306,3 +306,32 @@ fn allow_all_approves() {
     assert!(a.is_approved());
     assert!(!Approval::Cancelled.is_approved());
 }
+
+/// An allow rule written with `*` where `**` was meant is named in the reason, with the rule
+/// for `*`; a session that cannot ask says what to add once.
+#[test]
+fn a_rule_that_misses_by_a_star_is_explained() {
+    let r = rules(json!({"allow": ["mcp__*", "mcp__fx__*"]}));
+    assert_eq!(r.decide("mcp__fx__echo", &none(), None), Decision::Allow);
+    let ask = r.decide("mcp__gh__get_issue", &none(), None);
+    let why = reason(&ask);
+    assert!(
+        why.contains("the rule \"mcp__*\" does not match it") && why.contains("`**` crosses them"),
+        "{why}"
+    );
+    // A rule that does not match for another reason is not named.
+    let r = rules(json!({"allow": ["mcp__gh__list_*"]}));
+    let why = reason(&r.decide("mcp__gh__get_issue", &none(), None)).to_string();
+    assert!(!why.contains("does not match it"), "{why}");
+    let request = ApprovalRequest {
+        qualified_name: "mcp__gh__get_issue".into(),
+        server: "gh".into(),
+        args: none(),
+        reason: why,
+        annotations: None,
+    };
+    let Approval::Denied { reason } = futures::executor::block_on(DenyAll.approve(request)) else {
+        panic!("denied");
+    };
+    assert_eq!(reason.matches("permissions.allow").count(), 1, "{reason}");
+}
