@@ -37,7 +37,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::Request;
-use axum::http::header::{CONNECTION, CONTENT_LENGTH, DATE, EXPECT, TRANSFER_ENCODING};
+use axum::http::header::{CONNECTION, CONTENT_LENGTH, DATE, EXPECT, HOST, TRANSFER_ENCODING};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, Version};
 use axum::response::Response;
 use bytes::{Buf as _, Bytes, BytesMut};
@@ -64,6 +64,10 @@ pub(crate) const MAX_LINE: usize = 4 * 1024;
 pub(crate) const MAX_AHEAD: usize = 64 * 1024;
 /// How much is read at a time.
 const READ: usize = 8 * 1024;
+/// A connection's buffer larger than this after a request (a large body read through it) is
+/// let go, so a connection idle after one large request holds no more than one that sent small
+/// ones.
+const KEEP_BETWEEN: usize = 64 * 1024;
 /// A body chunk at least this large is written on its own rather than copied behind the head.
 const WRITE_THROUGH: usize = 16 * 1024;
 /// How long a connection closed after a refusal keeps reading (and dropping) what the client
@@ -277,9 +281,23 @@ where
                 .exchange(&mut service, request, body, head.keep_alive, stop)
                 .await?
             {
-                Served::Again if !stop.is_cancelled() => self.active = tokio::time::Instant::now(),
+                Served::Again if !stop.is_cancelled() => {
+                    self.active = tokio::time::Instant::now();
+                    self.shed();
+                }
                 _ => return self.writer.shutdown().await,
             }
+        }
+    }
+
+    /// Lets go of buffers a large request or answer grew past [`KEEP_BETWEEN`], keeping what
+    /// was read ahead.
+    fn shed(&mut self) {
+        if self.input.capacity() > KEEP_BETWEEN {
+            self.input = BytesMut::from(&self.input[..]);
+        }
+        if self.output.capacity() > KEEP_BETWEEN {
+            self.output = Vec::new();
         }
     }
 
@@ -313,8 +331,13 @@ where
                     match tokio::time::timeout_at(at, self.read_more()).await {
                         Ok(read) => read,
                         Err(_) => {
-                            tracing::debug!("a request head unfinished at the header timeout");
-                            return Ok(None);
+                            return Err(refusal(
+                                StatusCode::REQUEST_TIMEOUT,
+                                format!(
+                                    "the request head did not arrive in full within {} s",
+                                    self.limits.head_timeout.as_secs_f64()
+                                ),
+                            ));
                         }
                     }
                 }
@@ -370,6 +393,10 @@ where
             BadHeader::Value => bad_request("the request has an invalid header value"),
         })?;
         self.input.advance(length);
+        // Two `Host`s: a proxy in front may have read the other (RFC 9112, 3.2).
+        if headers.get_all(HOST).iter().nth(1).is_some() {
+            return Err(bad_request("the request has more than one Host header"));
+        }
         let framing = framing(&headers)?;
         // Both framings named: read as chunked, and the connection not trusted with another
         // request (a proxy in front may have read it the other way).
@@ -424,6 +451,9 @@ where
         let mut body = BytesMut::new();
         loop {
             let line = self.line(MAX_LINE, "a chunk-size line").await?;
+            // The minimum rate counts the body's data, not its framing: extensions do not
+            // keep a slow body alive.
+            self.body.1 = self.body.1.saturating_sub(line.len() + 2);
             let size = chunk_size(&line)
                 .and_then(|size| usize::try_from(size).ok())
                 .ok_or_else(|| bad_request("a chunk size of the request body is not hex"))?;
@@ -444,10 +474,15 @@ where
                 ));
             }
             self.input.advance(size + 2);
+            self.body.1 = self.body.1.saturating_sub(2);
         }
+        // The trailers, together at most as long as a head.
         let mut trailers = 0;
         loop {
-            let line = self.line(MAX_HEAD - trailers, "the trailers").await?;
+            let line = self
+                .line(MAX_HEAD.saturating_sub(trailers), "the trailers")
+                .await?;
+            self.body.1 = self.body.1.saturating_sub(line.len() + 2);
             if line.is_empty() {
                 return Ok(body.freeze());
             }
@@ -455,24 +490,32 @@ where
         }
     }
 
-    /// The next line of the input (without its CRLF), at most `max` bytes long.
+    /// The next line of the input, at most `max` bytes long without its CRLF (a bare LF ends
+    /// no line of the body's framing: 400).
     async fn line(&mut self, max: usize, what: &str) -> Result<Bytes, Refusal> {
+        let too_long = || {
+            bad_request(format!(
+                "{what} of the request body is longer than {max} bytes"
+            ))
+        };
         let mut searched = 0;
         loop {
             if let Some(at) = memchr::memchr(b'\n', &self.input[searched..]) {
                 let end = searched + at;
+                if end > max + 1 {
+                    return Err(too_long());
+                }
                 let line = self.input.split_to(end + 1).freeze();
-                let line = line.slice(..end);
-                return Ok(match line.last() {
-                    Some(b'\r') => line.slice(..line.len() - 1),
-                    _ => line,
-                });
+                return match line[..end].last() {
+                    Some(b'\r') => Ok(line.slice(..end - 1)),
+                    _ => Err(bad_request(format!(
+                        "{what} of the request body does not end with CRLF"
+                    ))),
+                };
             }
             searched = self.input.len();
-            if searched > max {
-                return Err(bad_request(format!(
-                    "{what} of the request body is longer than {max} bytes"
-                )));
+            if searched > max + 1 {
+                return Err(too_long());
             }
             self.read_or_cut().await?;
         }
@@ -832,7 +875,7 @@ fn framing(headers: &HeaderMap) -> Result<Framing, Refusal> {
     match body_end(headers) {
         Ok(BodyEnd::Chunked) => Ok(Framing::Chunked),
         Ok(BodyEnd::OtherCoding) => Err(bad_request(
-            "the request's transfer-encoding does not end in chunked",
+            "the request's transfer-encoding must name chunked once, last",
         )),
         Ok(BodyEnd::Length(length)) => Ok(Framing::Length(
             usize::try_from(length).unwrap_or(usize::MAX),
@@ -1215,7 +1258,18 @@ mod tests {
                 .collect::<String>()
         );
         let long = format!("GET /hello HTTP/1.1\r\nx: {}\r\n", "y".repeat(MAX_HEAD));
-        let cases: [(&str, &[u8], u16, &str); 8] = [
+        let chunked =
+            |rest: &str| format!("POST /echo HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n{rest}");
+        // Each line whole in one write: the limits hold for a line that arrives at once.
+        let extension = chunked(&format!("2;{}\r\n{{}}\r\n0\r\n\r\n", "e".repeat(MAX_LINE)));
+        let trailers = chunked(&format!(
+            "2\r\n{{}}\r\n0\r\n{}x-last: {}\r\n\r\n",
+            format!("x-t: {}\r\n", "a".repeat(95)).repeat(MAX_HEAD / 100),
+            "b".repeat(200)
+        ));
+        let signed = chunked("+2\r\n{}\r\n0\r\n\r\n");
+        let bare_lf = chunked("2\n{}\r\n0\n\n");
+        let cases: [(&str, &[u8], u16, &str); 15] = [
             (
                 "a body over the limit",
                 over.as_bytes(),
@@ -1239,7 +1293,44 @@ mod tests {
                 "another transfer coding",
                 b"POST /echo HTTP/1.1\r\ntransfer-encoding: gzip\r\n\r\n",
                 400,
-                "does not end in chunked",
+                "must name chunked once, last",
+            ),
+            (
+                "chunked twice in one header",
+                b"POST /echo HTTP/1.1\r\ntransfer-encoding: chunked, chunked\r\n\r\n",
+                400,
+                "must name chunked once, last",
+            ),
+            (
+                "chunked in two headers",
+                b"POST /echo HTTP/1.1\r\ntransfer-encoding: chunked\r\ntransfer-encoding: chunked\r\n\r\n",
+                400,
+                "must name chunked once, last",
+            ),
+            (
+                "a chunk-size line too long",
+                extension.as_bytes(),
+                400,
+                "a chunk-size line of the request body is longer than 4096 bytes",
+            ),
+            (
+                "trailers too long",
+                trailers.as_bytes(),
+                400,
+                "the trailers of the request body is longer than",
+            ),
+            ("a signed chunk size", signed.as_bytes(), 400, "not hex"),
+            (
+                "a chunk-size line ended by LF alone",
+                bare_lf.as_bytes(),
+                400,
+                "does not end with CRLF",
+            ),
+            (
+                "two hosts",
+                b"GET /hello HTTP/1.1\r\nhost: 127.0.0.1\r\nhost: evil.example\r\n\r\n",
+                400,
+                "more than one Host",
             ),
             (
                 "two lengths",
@@ -1296,6 +1387,33 @@ mod tests {
         tokio::time::timeout(SOON, task).await.unwrap().unwrap();
     }
 
+    /// A large chunked body grows the connection's buffer to its chunk's size; what stays of it
+    /// between requests is no larger than a small request leaves, the bytes read ahead kept.
+    #[tokio::test]
+    async fn a_large_body_leaves_no_large_buffer_behind() {
+        let (mut client, server) = tokio::io::duplex(1 << 20);
+        let (mut reader, mut writer) = tokio::io::split(server);
+        let limits = Limits {
+            max_body: 1 << 20,
+            ..LIMITS
+        };
+        let mut connection = Connection::new(&mut reader, &mut writer, limits);
+        let size = 512 * 1024;
+        let mut request =
+            format!("POST /echo HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n{size:x}\r\n")
+                .into_bytes();
+        request.extend(std::iter::repeat_n(b'x', size));
+        request.extend_from_slice(b"\r\n0\r\n\r\nGET /hello HTTP/1.1\r\n");
+        client.write_all(&request).await.unwrap();
+        let head = connection.read_head().await.unwrap().expect("a head");
+        let body = connection.read_body(&head.framing).await.unwrap();
+        assert_eq!(body.len(), size);
+        assert!(connection.input.capacity() > KEEP_BETWEEN);
+        connection.shed();
+        assert!(connection.input.capacity() <= KEEP_BETWEEN);
+        assert_eq!(&connection.input[..], b"GET /hello HTTP/1.1\r\n");
+    }
+
     /// A started head must finish within the head timeout, a body must not stall for longer;
     /// an idle connection may wait, and closes when the server stops.
     #[tokio::test]
@@ -1310,6 +1428,9 @@ mod tests {
             .unwrap();
         let mut idle = connect(addr).await;
         let started = tokio::time::Instant::now();
+        let cut = read_answer(&mut slow, &mut Vec::new()).await;
+        assert_eq!(cut.status, 408, "{cut:?}");
+        assert!(cut.body.contains("did not arrive in full"), "{cut:?}");
         assert!(closed(&mut slow).await, "the unfinished head was not cut");
         assert!(started.elapsed() >= LIMITS.head_timeout / 2);
         let stalled = read_answer(&mut trickle, &mut Vec::new()).await;

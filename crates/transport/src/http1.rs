@@ -32,15 +32,21 @@ pub enum LengthError {
 /// How the body of a message with `headers` ends.
 pub fn body_end(headers: &HeaderMap) -> Result<BodyEnd, LengthError> {
     if headers.contains_key(TRANSFER_ENCODING) {
-        let last = headers
-            .get_all(TRANSFER_ENCODING)
-            .iter()
-            .filter_map(|value| value.to_str().ok())
-            .flat_map(|value| value.split(','))
-            .map(str::trim)
-            .rfind(|coding| !coding.is_empty());
-        return Ok(match last {
-            Some(coding) if coding.eq_ignore_ascii_case("chunked") => BodyEnd::Chunked,
+        let codings = || {
+            headers
+                .get_all(TRANSFER_ENCODING)
+                .iter()
+                .filter_map(|value| value.to_str().ok())
+                .flat_map(|value| value.split(','))
+                .map(str::trim)
+                .filter(|coding| !coding.is_empty())
+        };
+        let chunked = |coding: &str| coding.eq_ignore_ascii_case("chunked");
+        // Chunked is applied once, last (RFC 9112, 6.1): named twice, the framing is not
+        // chunked as far as this end goes, whatever a proxy in front made of it.
+        let once = codings().filter(|c| chunked(c)).count() == 1;
+        return Ok(match codings().next_back() {
+            Some(coding) if chunked(coding) && once => BodyEnd::Chunked,
             _ => BodyEnd::OtherCoding,
         });
     }
@@ -81,13 +87,16 @@ pub fn header_map(parsed: &[httparse::Header<'_>]) -> Result<HeaderMap, BadHeade
     Ok(headers)
 }
 
-/// The size a chunk-size line (without its line end) names: hex digits, at most 16, before any
-/// `;` extension; `None` when it names none.
+/// The size a chunk-size line (without its line end) names: hex digits only (no sign, no
+/// leading space), at most 16, before any `;` extension; `None` when it names none.
 pub fn chunk_size(line: &[u8]) -> Option<u64> {
     let digits = line.split(|&b| b == b';').next().unwrap_or_default();
-    std::str::from_utf8(digits.trim_ascii())
+    let hex = digits.trim_ascii_end();
+    if hex.is_empty() || hex.len() > 16 || !hex.iter().all(u8::is_ascii_hexdigit) {
+        return None;
+    }
+    std::str::from_utf8(hex)
         .ok()
-        .filter(|hex| !hex.is_empty() && hex.len() <= 16)
         .and_then(|hex| u64::from_str_radix(hex, 16).ok())
 }
 
@@ -119,7 +128,7 @@ mod tests {
     #[test]
     fn the_body_end_follows_rfc_9112() {
         type Case<'a> = (&'a [(&'a str, &'a str)], Result<BodyEnd, LengthError>);
-        let cases: [Case<'_>; 8] = [
+        let cases: [Case<'_>; 11] = [
             (&[], Ok(BodyEnd::Unsaid)),
             (&[("content-length", "12")], Ok(BodyEnd::Length(12))),
             (
@@ -143,6 +152,19 @@ mod tests {
                 &[("transfer-encoding", "chunked, gzip")],
                 Ok(BodyEnd::OtherCoding),
             ),
+            // Chunked once, last, empty list elements aside.
+            (&[("transfer-encoding", ",chunked,")], Ok(BodyEnd::Chunked)),
+            (
+                &[("transfer-encoding", "chunked, chunked")],
+                Ok(BodyEnd::OtherCoding),
+            ),
+            (
+                &[
+                    ("transfer-encoding", "chunked"),
+                    ("transfer-encoding", "chunked"),
+                ],
+                Ok(BodyEnd::OtherCoding),
+            ),
         ];
         for (pairs, expected) in cases {
             assert_eq!(body_end(&headers(pairs)), expected, "{pairs:?}");
@@ -152,9 +174,18 @@ mod tests {
     #[test]
     fn chunk_sizes_are_hex_before_extensions() {
         assert_eq!(chunk_size(b"1a"), Some(26));
-        assert_eq!(chunk_size(b" 0 ;name=value"), Some(0));
+        assert_eq!(chunk_size(b"0 ;name=value"), Some(0));
         assert_eq!(chunk_size(b"FFFFFFFFFFFFFFFF"), Some(u64::MAX));
-        for none in [&b""[..], b"zz", b"-1", b"10000000000000000", b";ext"] {
+        // Hex digits only: no sign (which `from_str_radix` takes) and nothing before them.
+        for none in [
+            &b""[..],
+            b"zz",
+            b"-1",
+            b"+2",
+            b" 2",
+            b"10000000000000000",
+            b";ext",
+        ] {
             assert_eq!(chunk_size(none), None, "{none:?}");
         }
     }

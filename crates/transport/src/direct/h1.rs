@@ -514,19 +514,24 @@ async fn next_chunk(conn: &mut Conn, framing: &mut Framing) -> Result<Option<Byt
                 return Ok(Some(bytes));
             }
             Framing::Chunked(state) => {
+                let limit = match state {
+                    Chunked::Trailers(read) => MAX_HEAD.saturating_sub(read),
+                    _ => MAX_LINE,
+                };
+                let too_long = || invalid("a chunked body's line is too long");
                 let Some(end) = memchr::memchr(b'\n', &conn.buf) else {
-                    let limit = match state {
-                        Chunked::Trailers(read) => MAX_HEAD.saturating_sub(read),
-                        _ => MAX_LINE,
-                    };
                     if conn.buf.len() > limit {
-                        return Err(invalid("a chunked body's line is too long"));
+                        return Err(too_long());
                     }
                     if read_more(conn).await? == 0 {
                         return Err(cut_short());
                     }
                     continue;
                 };
+                // The limit holds for a line that came whole in one read too.
+                if end > limit {
+                    return Err(too_long());
+                }
                 let line = conn.buf.split_to(end + 1);
                 // Every line of the framing ends with CR LF (as hyper reads it).
                 let line = line
