@@ -460,6 +460,21 @@ fn health_metrics_audit_and_session_limit() {
         assert!(head.contains("retry-after: 5"), "{head}");
         assert!(body.contains("retryAfterMs"), "{body}");
 
+        // A page rebound to the loopback gateway reads nothing it serves, its metrics
+        // included; the probes answer any name (a load balancer's check may send none).
+        let probe = http(&addr, "GET", "/readyz", &[("Host", "evil.example")], "");
+        assert_eq!(probe.0, 200, "{probe:?}");
+        for path in ["/metrics", "/.well-known/oauth-protected-resource", "/mcp"] {
+            for rebound in [
+                &[("Host", "evil.example:80")][..],
+                &[("Host", "127.0.0.1.evil.example")],
+                &[("Origin", "http://evil.example")],
+            ] {
+                let (status, _, body) = http(&addr, "GET", path, rebound, "");
+                assert_eq!(status, 403, "{path} {rebound:?}: {body}");
+                assert!(!body.contains("mcp_harness_"), "{body}");
+            }
+        }
         let (status, _, metrics) = http(&addr, "GET", "/metrics", &[], "");
         assert_eq!(status, 200);
         assert!(

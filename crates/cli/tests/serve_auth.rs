@@ -342,14 +342,16 @@ fn per_client_views_hide_and_refuse_what_a_profile_may_not_see() {
             }
         }}
     });
-    let mut gateway = Gateway::start(
-        &dir,
-        &config,
-        &[
-            ("GW_FULL_TOKEN", FULL_TOKEN),
-            ("GW_NARROW_TOKEN", NARROW_TOKEN),
-        ],
-    );
+    // Session keys shared with the replica started below.
+    let env = [
+        ("GW_FULL_TOKEN", FULL_TOKEN),
+        ("GW_NARROW_TOKEN", NARROW_TOKEN),
+        (
+            "MCP_HARNESS_SESSION_KEYS",
+            "AwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwM=",
+        ),
+    ];
+    let mut gateway = Gateway::start(&dir, &config, &env);
     let addr = gateway.addr.clone();
     let outcome = std::panic::catch_unwind(|| {
         // No token: 401 naming the metadata, no error code (RFC 6750 §3.1).
@@ -467,6 +469,26 @@ fn per_client_views_hide_and_refuse_what_a_profile_may_not_see() {
             thief.post(&json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}));
         assert_eq!(status, 403, "{body}");
         assert!(body.contains("another client"), "{body}");
+        // So on another replica with the same keys (or this one restarted), which never saw
+        // the session opened: the profile is sealed into its id.
+        let mut replica = Gateway::start(&dir, &config, &env);
+        let mut thief = Client::new(&replica.addr, NARROW_TOKEN);
+        thief.session = full.session.clone();
+        let list = json!({"jsonrpc": "2.0", "id": 10, "method": "tools/list"});
+        let (status, _, body) = thief.post(&list);
+        assert_eq!(status, 403, "another replica: {body}");
+        let session = full.session.clone().expect("a session");
+        let delete = [
+            ("Authorization", thief.token.as_str()),
+            ("Mcp-Session-Id", session.as_str()),
+        ];
+        let (status, _, body) = http(&replica.addr, "DELETE", "/mcp", &delete, "");
+        assert_eq!(status, 403, "another replica, DELETE: {body}");
+        let mut owner = Client::new(&replica.addr, FULL_TOKEN);
+        owner.session = full.session.clone();
+        let (status, _, body) = owner.post(&list);
+        assert_eq!(status, 200, "the owner on another replica: {body}");
+        replica.stop();
         // Without a token, not even an existing session answers.
         let mut anonymous = Client::new(&addr, "");
         anonymous.session = full.session.clone();

@@ -4,7 +4,9 @@
 //! - every accepted socket has TCP_NODELAY (a response written in pieces is not held back by
 //!   Nagle's algorithm against the client's delayed ACK);
 //! - `Host` must be one the server was told to accept (loopback by default) and, when origins
-//!   are configured, a browser `Origin` must be one of them: DNS rebinding gets 403;
+//!   are configured, a browser `Origin` must be one of them: DNS rebinding gets 403 — on `/mcp`
+//!   always, and on `/metrics` and the metadata (they name servers, tools and clients) while
+//!   the gateway listens on loopback;
 //! - shutting the server down refuses new requests at once, answers the admitted ones within
 //!   the drain deadline ([`crate::drain`]), then closes every session and stream;
 //! - with client profiles, no request reaches `/mcp` without proving one (401 with a
@@ -263,7 +265,8 @@ pub(crate) async fn serve(
         .clone()
         .unwrap_or_else(|| format!("http://{addr}/mcp"));
     let metadata_url = format!("{}/.well-known/oauth-protected-resource", origin(&resource));
-    let ops = Ops {
+    let mut ops = Ops {
+        hosts: None,
         shared: shared.clone(),
         sessions: sessions.clone(),
         max_sessions: options.max_sessions.max(1),
@@ -313,6 +316,11 @@ pub(crate) async fn serve(
     // lists, its cancellation token), for every request, and axum clones the route's service
     // once more: calling `handle` through an `Arc` costs a pointer copy instead.
     let posts = Arc::new(posts);
+    // On loopback the threat is a browser page rebound to it: every route checks. Elsewhere the
+    // operational routes answer by any name (a load balancer's or a scraper's).
+    if addr.ip().is_loopback() {
+        ops.hosts = Some(posts.clone());
+    }
     let lean = std::env::var_os(crate::lean::LEAN_ENV)
         .is_none_or(|value| value != "0")
         .then(|| {
@@ -536,6 +544,9 @@ async fn accept_loop(
 /// What the operational routes and the session limit read.
 #[derive(Clone)]
 struct Ops {
+    /// The `/mcp` service whose `Host`/`Origin` check the other routes pass too (`None`: they
+    /// do not; the gateway listens beyond loopback).
+    hosts: Option<Arc<InSession>>,
     shared: Arc<Shared>,
     sessions: Arc<SealedSessionManager>,
     max_sessions: usize,
@@ -582,6 +593,21 @@ async fn gates(State(ops): State<Ops>, request: Request, next: Next) -> Response
     let Some(admitted) = drain::admit(&ops.drain, &request) else {
         return drain::shutting_down();
     };
+    if let Some(posts) = &ops.hosts
+        && names_the_gateway(request.uri().path())
+        && !posts.host_allowed(request.uri(), request.headers()).await
+    {
+        tracing::info!(
+            path = request.uri().path(),
+            "refused a request by its Host or Origin"
+        );
+        return (
+            StatusCode::FORBIDDEN,
+            "Forbidden: this request's Host or Origin is not one the gateway serves (DNS \
+             rebinding protection); `serve --allow-host` / `--allow-origin` add one\n",
+        )
+            .into_response();
+    }
     // Boxed, and only with profiles: inline, its state (a JWKS fetch's) would be part of every
     // request's future, which is moved whole.
     let (request, owner) = if ops.guard.is_some() {
@@ -611,6 +637,19 @@ async fn gates(State(ops): State<Ops>, request: Request, next: Next) -> Response
     admitted.counted(response)
 }
 
+/// Whether `path` is the MCP endpoint's (rmcp's service makes its own `Host`/`Origin` check).
+fn is_mcp(path: &str) -> bool {
+    path == "/mcp" || path.starts_with("/mcp/")
+}
+
+/// Whether a route other than `/mcp` answers with what the gateway serves (`/metrics`: servers,
+/// tools, clients; the protected-resource metadata), so a page rebound to a loopback gateway
+/// must not read it. The probes answer `ok`/`ready` to anything: a load balancer's check
+/// (HAProxy's `httpchk` sends no `Host`) must pass.
+fn names_the_gateway(path: &str) -> bool {
+    !is_mcp(path) && path != "/healthz" && path != "/readyz"
+}
+
 /// With profiles: proves the request's profile (or refuses it), checks that a session is used
 /// only by the profile that opened it, and hands the profile to the session's handler. What is
 /// left to do once the request is answered comes back with it.
@@ -621,8 +660,7 @@ async fn authenticate(
     let Some(guard) = ops.guard.clone() else {
         return Ok((request, None));
     };
-    let path = request.uri().path();
-    if path != "/mcp" && !path.starts_with("/mcp/") {
+    if !is_mcp(request.uri().path()) {
         return Ok((request, None));
     }
     let authorization = request
@@ -641,16 +679,23 @@ async fn authenticate(
         }
     };
     // Keyed by the session's identity inside its sealed id: every re-sealed id of a session
-    // is the same session.
-    let session = request
+    // is the same session. The profile sealed into the id holds on every replica and after a
+    // restart; the table, for an id sealed before its profile was.
+    let opened = request
         .headers()
-        .get("mcp-session-id")
+        .get(&crate::SESSION_ID)
         .and_then(|v| v.to_str().ok())
-        .and_then(|id| ops.sessions.identity(id));
-    if let Some(id) = &session
-        && let Some(owner) = guard.owners.get(id)
-        && *owner != profile.name
-    {
+        .and_then(|id| ops.sessions.identity_and_profile(id));
+    let (session, sealed_owner) = opened.unzip();
+    let owned_by_another = match (&session, sealed_owner.flatten()) {
+        (_, Some(owner)) => owner != profile.name,
+        (Some(id), None) => guard
+            .owners
+            .get(id)
+            .is_some_and(|owner| *owner != profile.name),
+        (None, None) => false,
+    };
+    if owned_by_another {
         tracing::warn!(client = %profile.name, "a request on another client's session was refused");
         let body = serde_json::json!({
             "jsonrpc": "2.0",
@@ -669,6 +714,10 @@ async fn authenticate(
     }
     let deleting = request.method() == axum::http::Method::DELETE;
     let name = profile.name.clone();
+    // Sealed into the id of a session this request opens (`crate::sealed::layer`).
+    request
+        .extensions_mut()
+        .insert(crate::sealed::SessionProfile(name.clone()));
     request.extensions_mut().insert(Identity(profile));
     let owner = Owner {
         guard,

@@ -128,6 +128,12 @@ impl InSession {
         self.post(parts, bytes).await
     }
 
+    /// Whether rmcp's DNS-rebinding check lets a request to `uri` with `headers` through (the
+    /// gateway's other routes ask it too).
+    pub(crate) async fn host_allowed(&self, uri: &axum::http::Uri, headers: &HeaderMap) -> bool {
+        self.rebinding.allows(&self.service, uri, headers).await
+    }
+
     /// Whether a POST of this target and these headers is served here: own POSTs are on, its
     /// headers are plainly ones rmcp accepts, and rmcp's DNS-rebinding check lets them through.
     async fn serves(&self, uri: &axum::http::Uri, headers: &HeaderMap) -> bool {

@@ -387,6 +387,12 @@ impl Learnt {
         }
     }
 
+    /// Records the profile that opened the session.
+    fn learn_profile(&mut self, profile: String) {
+        self.profile = Some(profile);
+        self.answered = None;
+    }
+
     /// Records the session's `initialize` parameters.
     fn learn_init(&mut self, init: InitializeRequestParams) {
         self.init = Some(init);
@@ -592,11 +598,17 @@ pub(crate) async fn layer(
             else {
                 return response;
             };
-            let Ok(mut payload) = sealer.keys.open(token, now) else {
+            let Ok(payload) = sealer.keys.open(token, now) else {
                 return response;
             };
             if let Some(SessionProfile(profile)) = profile {
-                payload.profile = Some(profile);
+                // Learnt, so the id sent back (made anew: rmcp's lacks it) carries it: the
+                // session is the profile's on every replica and after a restart.
+                sealer
+                    .learnt
+                    .entry(payload.session.clone())
+                    .or_default()
+                    .learn_profile(profile);
             }
             Arc::new(payload)
         }
@@ -771,6 +783,15 @@ impl SealedSessionManager {
             .opened(id)
             .ok()
             .map(|payload| payload.session.clone())
+    }
+
+    /// [`Self::identity`], and the client profile sealed into the id (the one that opened the
+    /// session, when one did).
+    pub(crate) fn identity_and_profile(&self, id: &str) -> Option<(String, Option<String>)> {
+        self.sealer
+            .opened(id)
+            .ok()
+            .map(|payload| (payload.session.clone(), payload.profile.clone()))
     }
 
     /// Forgets what was learnt about sessions this replica no longer runs. rmcp (3.11) ends

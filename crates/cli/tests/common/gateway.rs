@@ -39,8 +39,13 @@ pub(crate) fn http_bytes(
         return (0, String::new(), "connection refused".into());
     };
     let _ = stream.set_read_timeout(Some(Duration::from_secs(20)));
+    // The address is the `Host` unless the headers name one.
+    let host = match headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        true => String::new(),
+        false => format!("Host: {addr}\r\n"),
+    };
     let mut request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        "{method} {path} HTTP/1.1\r\n{host}Connection: close\r\nContent-Length: {}\r\n",
         body.len()
     );
     for (k, v) in headers {

@@ -244,7 +244,7 @@ impl Session {
         options.hand_back.tasks = hand_back_tasks;
         options.decline_tasks = !hand_back_tasks;
         let forward = context.meta.get_progress_token().map(|token| {
-            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ProgressNotificationParam>();
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<ProgressNotificationParam>();
             options.progress = Some(tx);
             let peer = context.peer.clone();
             // A direct call's progress rides its own stream, which rmcp's worker does not know.
@@ -252,15 +252,13 @@ impl Session {
                 .extensions
                 .get::<crate::direct::DirectCall>()
                 .cloned();
-            tokio::spawn(async move {
-                while let Some(mut progress) = rx.recv().await {
-                    progress.progress_token = token.clone();
-                    let sent = match &direct {
+            super::progress::forward(rx, move |mut progress| {
+                progress.progress_token = token.clone();
+                let (peer, direct) = (peer.clone(), direct.clone());
+                async move {
+                    match &direct {
                         Some(direct) => direct.send(progress_message(progress)).await,
                         None => peer.notify_progress(progress).await.is_ok(),
-                    };
-                    if !sent {
-                        break;
                     }
                 }
             })

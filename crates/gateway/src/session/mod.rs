@@ -45,6 +45,7 @@ pub(crate) mod augmented_status;
 mod call;
 pub(crate) mod direct;
 mod mrtr;
+mod progress;
 mod shared;
 mod skills;
 mod tasks;
