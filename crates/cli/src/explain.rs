@@ -129,15 +129,6 @@ fn unknown_name(name: &str, asked: Asked, snapshot: &Snapshot) -> Failure {
         Asked::Tool => ("tool", "tools"),
         Asked::Prompt => ("prompt", "prompts"),
     };
-    let mut message = format!("no {noun} named `{name}`");
-    if let Some(server) = server
-        && !snapshot.servers.contains_key(server)
-    {
-        message.push_str(&format!(
-            ": no server named `{server}` is configured ({})",
-            configured(snapshot.servers.keys())
-        ));
-    }
     let names: Vec<&str> = match asked {
         Asked::Tool => catalogs()
             .flat_map(|c| c.tools.iter().map(|t| t.qualified_name.as_str()))
@@ -146,6 +137,18 @@ fn unknown_name(name: &str, asked: Asked, snapshot: &Snapshot) -> Failure {
             .flat_map(|c| c.prompts.iter().map(|p| p.qualified_name.as_str()))
             .collect(),
     };
+    let mut message = format!("no {noun} named `{name}`");
+    // A server listed under its names as they are (`names: "as-listed"`, a gateway's) shows
+    // `mcp__<its upstream>__...`: that part names no configured server, and is no mistake.
+    if let Some(server) = server
+        && !snapshot.servers.contains_key(server)
+        && !names.iter().any(|n| qualified_server(n) == Some(server))
+    {
+        message.push_str(&format!(
+            ": no server named `{server}` is configured ({})",
+            configured(snapshot.servers.keys())
+        ));
+    }
     let close = closest(name, &names);
     if !close.is_empty() {
         let quoted: Vec<String> = close.iter().map(|n| format!("`{n}`")).collect();
@@ -389,8 +392,13 @@ pub(crate) fn check_prompt_args(
         ));
     }
     if !not_text.is_empty() {
+        let (what, be) = match not_text.len() {
+            1 => ("", "is"),
+            _ => ("s", "are"),
+        };
         problems.push(format!(
-            "prompt arguments are strings, not {}",
+            "the value{what} of {} {be} not a string (a prompt's arguments are strings: \
+             write \"3\", not 3)",
             quote(&not_text)
         ));
     }

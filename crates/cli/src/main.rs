@@ -160,19 +160,21 @@ async fn run(cli: Cli) -> u8 {
         return mcp_harness_fixture::run_main(args).await.clamp(0, 255) as u8;
     }
     if cli.json
-        && let Some(name) = match &cli.command {
-            Command::Login(_) => Some("login"),
-            Command::Logout { .. } => Some("logout"),
-            Command::Trust { .. } => Some("trust"),
-            Command::Demo => Some("demo"),
-            Command::ConformanceClient { .. } => Some("conformance-client"),
-            Command::Completions { .. } => Some("completions"),
-            Command::Man => Some("man"),
+        && let Some((name, why)) = match &cli.command {
+            Command::Login(_) => Some(("login", "talks to a person")),
+            Command::Logout { .. } => Some(("logout", "talks to a person")),
+            Command::Trust { .. } => Some(("trust", "talks to a person")),
+            Command::Demo => Some(("demo", "talks to a person")),
+            Command::ConformanceClient { .. } => {
+                Some(("conformance-client", "speaks to the conformance suite"))
+            }
+            Command::Completions { .. } => Some(("completions", "prints a shell script")),
+            Command::Man => Some(("man", "prints a manual page (roff)")),
             _ => None,
         }
     {
         return fail(
-            &format!("`{name}` talks to a person and has no JSON output; run it without --json"),
+            &format!("`{name}` {why} and has no JSON output; run it without --json"),
             exit::Exit::Usage,
         );
     }

@@ -102,6 +102,13 @@ fn commands_use_the_gateways_names_and_its_upstreams_state() {
         &[],
     );
     assert_eq!(code, 5, "{err}");
+    // A misspelt name of an upstream the gateway has: a typo, not a server that is missing.
+    let (code, _, err) = run_in(&dir, &["--connect", &url, "call", "mcp__fx__ech"], &[]);
+    assert_eq!(code, 5, "{err}");
+    assert!(
+        err.contains("did you mean `mcp__fx__echo`") && !err.contains("no server named"),
+        "{err}"
+    );
     let (code, _, err) = run_in(&dir, &["--connect", "127.0.0.1:1", "tools"], &[]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("serve --http"), "{err}");

@@ -213,9 +213,25 @@ impl Config {
         lookup: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Config, ConfigError> {
         let file = path.display().to_string();
-        let raw: RawFile = serde_json::from_str(text).map_err(|e| ConfigError {
-            location: file.clone(),
-            message: format!("{e} (expected {{\"mcpServers\": {{\"NAME\": {{...}}}}}})"),
+        let raw: RawFile = serde_json::from_str(text).map_err(|e| {
+            let message = plain(&e.to_string());
+            // serde names only this struct's fields; the user config's own are read before.
+            let message = match message
+                .strip_prefix("unknown field `")
+                .and_then(|rest| rest.split_once('`'))
+            {
+                Some((key, _)) => format!(
+                    "unknown key `{key}`: a config file's keys are `mcpServers`, \
+                     `metadataLimits`, `exposure`, `permissions`, `output` and `gateway`, and \
+                     the user config's also `allowedServers`, `deniedServers`, \
+                     `remoteSources` and `trustProjectPermissions`"
+                ),
+                None => format!("{message} (expected {{\"mcpServers\": {{\"NAME\": {{...}}}}}})"),
+            };
+            ConfigError {
+                location: file.clone(),
+                message,
+            }
         })?;
         let mut servers = BTreeMap::new();
         for (name, value) in raw.mcp_servers {
@@ -910,6 +926,22 @@ mod tests {
             assert!(message.contains(says), "{server}: {message}");
             assert!(!message.contains("CANARY"), "{message}");
         }
+        // The file itself: an unknown key gets every key there is; a wrong type no quote.
+        let file = |text: &str| {
+            Config::parse(text, Path::new("c.json"), &|_| None)
+                .expect_err(text)
+                .to_string()
+        };
+        let message = file(r#"{"mcpServers": {}, "remoteSource": []}"#);
+        assert!(
+            message.contains("unknown key `remoteSource`") && message.contains("`remoteSources`"),
+            "{message}"
+        );
+        let message = file(r#"{"mcpServers": "CANARY"}"#);
+        assert!(
+            message.contains("invalid type: a string") && !message.contains("CANARY"),
+            "{message}"
+        );
     }
 
     use super::*;

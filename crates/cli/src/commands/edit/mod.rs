@@ -139,10 +139,17 @@ pub(crate) struct ToggleArgs {
 /// `json` (the global `--json`) makes `get` and `list` print JSON.
 pub(crate) fn run(explicit: Option<&Path>, edit: &Edit, json: bool) -> u8 {
     if explicit.is_some() {
-        say!(
-            "error: the config-editing commands write the user or the project config \
-             (`--scope user|project`), not a `--config` file; drop --config"
-        );
+        let what = match edit {
+            Edit::Get { .. } | Edit::List { .. } => {
+                "`get` and `list` show the user or the project config (`--scope user|project`); \
+                 `mcp-harness --config FILE config` shows a file"
+            }
+            _ => {
+                "the config-editing commands write the user or the project config \
+                 (`--scope user|project`), not a `--config` file"
+            }
+        };
+        say!("error: {what}; drop --config");
         return crate::exit::Exit::Usage.code();
     }
     let result = match edit {
