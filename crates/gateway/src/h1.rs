@@ -83,8 +83,10 @@ pub(crate) const MIN_BODY_RATE: usize = 500;
 /// What one connection is allowed.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Limits {
-    /// How long a started request head may take to arrive, and the longest wait for more of
-    /// a request's body.
+    /// How long a started request head may take to arrive, the longest wait for more of a
+    /// request's body, and the longest a client may leave an answer unread (a write that makes
+    /// no progress for this long closes the connection: a client that reads nothing holds no
+    /// connection, and no answer, for good).
     pub(crate) head_timeout: Duration,
     /// How long the connection stays open with no request in progress.
     pub(crate) idle_timeout: Duration,
@@ -267,9 +269,7 @@ where
                 Framing::Chunked => true,
             };
             if head.expects_continue && wanted && self.input.is_empty() {
-                self.writer
-                    .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
-                    .await?;
+                self.send(b"HTTP/1.1 100 Continue\r\n\r\n").await?;
             }
             let body = match self.read_body(&head.framing).await {
                 Ok(body) => body,
@@ -708,7 +708,7 @@ where
             }
             if data.len() >= WRITE_THROUGH {
                 self.flush().await?;
-                self.writer.write_all(&data).await?;
+                self.send(&data).await?;
             } else {
                 self.output.extend_from_slice(&data);
             }
@@ -725,8 +725,32 @@ where
 
     async fn flush(&mut self) -> std::io::Result<()> {
         if !self.output.is_empty() {
-            self.writer.write_all(&self.output).await?;
+            let output = std::mem::take(&mut self.output);
+            let sent = self.send(&output).await;
+            self.output = output;
             self.output.clear();
+            sent?;
+        }
+        Ok(())
+    }
+
+    /// Writes all of `bytes`; an error once the client has taken none of them for
+    /// `head_timeout` (its connection then closes).
+    async fn send(&mut self, mut bytes: &[u8]) -> std::io::Result<()> {
+        let stall = self.limits.head_timeout;
+        while !bytes.is_empty() {
+            match tokio::time::timeout(stall, self.writer.write(bytes)).await {
+                Ok(Ok(0)) => return Err(std::io::ErrorKind::WriteZero.into()),
+                Ok(Ok(written)) => bytes = &bytes[written..],
+                Ok(Err(error)) => return Err(error),
+                Err(_) => {
+                    tracing::debug!("a client left its answer unread; its connection closes");
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!("the client read nothing for {} s", stall.as_secs_f64()),
+                    ));
+                }
+            }
         }
         Ok(())
     }
@@ -1215,6 +1239,43 @@ mod tests {
             fill(&mut client, &mut seen).await;
         }
         assert!(String::from_utf8_lossy(&seen).contains("b\r\ndata: two\n\n\r\n"));
+        stop.cancel();
+        tokio::time::timeout(SOON, task).await.unwrap().unwrap();
+    }
+
+    /// A client that reads nothing of a streamed answer holds its connection no longer than
+    /// the stall limit: the connection closes and the answer's stream is dropped.
+    #[tokio::test]
+    async fn a_client_that_reads_nothing_is_let_go() {
+        let hooks = Hooks::default();
+        let (send, frames) = mpsc::channel(4);
+        *hooks.frames.lock().unwrap() = Some(frames);
+        let (addr, stop, task) = start(router(hooks)).await;
+        let mut client = connect(addr).await;
+        client
+            .write_all(b"GET /stream HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .unwrap();
+        // Frames until the socket buffers are full and the server's write stalls; then the
+        // answer is dropped and sending fails. Bounded in count and time.
+        let frame = Bytes::from(vec![b'x'; 64 * 1024]);
+        let started = tokio::time::Instant::now();
+        let mut dropped = false;
+        for _ in 0..100_000 {
+            if started.elapsed() > SOON * 2 {
+                break;
+            }
+            match tokio::time::timeout(SOON, send.send(frame.clone())).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => {
+                    dropped = true;
+                    break;
+                }
+                Err(_) => panic!("the stalled write was not cut within {SOON:?}"),
+            }
+        }
+        assert!(dropped, "the unread answer was never dropped");
+        drop(client);
         stop.cancel();
         tokio::time::timeout(SOON, task).await.unwrap().unwrap();
     }
