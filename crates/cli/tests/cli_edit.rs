@@ -225,6 +225,24 @@ fn an_add_keeps_unknown_keys_key_order_and_permissions() {
     let (code, out, _) = run_in(&dir, &["list"], &[]);
     assert_eq!(code, 0);
     assert!(out.contains("zz-mcp"), "{out}");
+    // A pair without its separator may be the value alone: it is not echoed.
+    let (code, _, err) = run_in(
+        &dir,
+        &[
+            "add",
+            "tok",
+            "--env",
+            "A=1",
+            "--env",
+            "ghp_CANARY_TOKEN",
+            "--",
+            "x",
+        ],
+        &[],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--env number 2 has no `=`"), "{err}");
+    assert!(!err.contains("CANARY"), "{err}");
 }
 
 #[test]

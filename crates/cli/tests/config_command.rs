@@ -140,6 +140,33 @@ fn import_converts_and_keeps_references_not_values() {
     );
     assert!(err.contains("`required` ignored"), "{err}");
 
+    // Values written literally are printed redacted (a terminal, a log), written whole by --out.
+    write(
+        &dir.join("literal.toml"),
+        "[mcp_servers.lit]\nurl = \"http://u:pw-LITERAL@h/mcp?key=q-LITERAL\"\n\
+         http_headers = { \"X-Key\" = \"hdr-LITERAL\" }\n",
+    );
+    let (code, out, err) = run_in(&dir, &["config", "import", "literal.toml"], &secrets);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("LITERAL"), "{out}");
+    assert!(err.contains("--out"), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("the import is JSON");
+    assert_eq!(
+        v["mcpServers"]["lit"]["url"],
+        "http://u:[redacted]@h/mcp?key=[redacted]"
+    );
+    let (code, _, err) = run_in(
+        &dir,
+        &["config", "import", "literal.toml", "--out", "literal.json"],
+        &secrets,
+    );
+    assert_eq!(code, 0, "{err}");
+    let written = std::fs::read_to_string(dir.join("literal.json")).expect("written");
+    assert!(
+        written.contains("hdr-LITERAL"),
+        "--out writes the file whole: {written}"
+    );
+
     let (code, out, err) = run_in(
         &dir,
         &[

@@ -32,7 +32,7 @@ use crate::layer::Layered;
 const SSE_MAX_RECONNECTS: usize = 5;
 
 /// Connects to a Streamable HTTP endpoint.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct StreamableHttpConnector {
     /// The server's URL.
     pub url: String,
@@ -42,6 +42,17 @@ pub struct StreamableHttpConnector {
     pub oauth: Option<crate::auth::OAuthConfig>,
     /// The token store and step-up of the runtime this connector belongs to.
     pub auth: crate::auth::AuthContext,
+}
+
+/// Header values hidden, the URL redacted.
+impl std::fmt::Debug for StreamableHttpConnector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamableHttpConnector")
+            .field("url", &crate::redact::Url(&self.url))
+            .field("headers", &crate::redact::Values(&self.headers))
+            .field("oauth", &self.oauth)
+            .finish_non_exhaustive()
+    }
 }
 
 impl StreamableHttpConnector {

@@ -79,10 +79,41 @@ pub fn text(text: &str) -> String {
             }
         }
     }
-    if out.contains("://") && out.contains('?') {
+    if out.contains("://") && (out.contains('?') || out.contains('@')) {
         out = urls_in(&out);
     }
     out
+}
+
+/// A map of secret values (env, headers) for `Debug`: its keys, each value `[redacted]`.
+pub struct Values<'a>(pub &'a std::collections::BTreeMap<String, String>);
+
+impl std::fmt::Debug for Values<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(self.0.keys().map(|key| (key, MARKER)))
+            .finish()
+    }
+}
+
+/// A URL for `Debug`, through [`url`].
+pub struct Url<'a>(pub &'a str);
+
+impl std::fmt::Debug for Url<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&url(self.0), f)
+    }
+}
+
+/// Arguments of a command line for `Debug`, each through [`text`].
+pub struct Args<'a>(pub &'a [String]);
+
+impl std::fmt::Debug for Args<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|arg| text(arg)))
+            .finish()
+    }
 }
 
 /// `url` without its user info, query and fragment: the scheme, host and path, for people
@@ -153,20 +184,23 @@ fn redact_password(base: &str) -> String {
 fn url_secrets(url: &str) -> Vec<String> {
     let mut found = Vec::new();
     let before_fragment = url.split('#').next().unwrap_or(url);
-    if let Some((base, query)) = before_fragment.split_once('?') {
-        for pair in query.split('&') {
-            let value = pair.split_once('=').map_or(pair, |(_, v)| v);
-            if !value.is_empty() {
-                found.push(value.to_string());
-            }
+    let (base, query) = before_fragment
+        .split_once('?')
+        .map_or((before_fragment, None), |(base, query)| (base, Some(query)));
+    for pair in query.into_iter().flat_map(|query| query.split('&')) {
+        let value = pair.split_once('=').map_or(pair, |(_, v)| v);
+        if !value.is_empty() {
+            found.push(value.to_string());
         }
-        if let Some((_, rest)) = base.split_once("://") {
-            let authority = rest.split('/').next().unwrap_or("");
-            if let Some((userinfo, _)) = authority.rsplit_once('@')
-                && let Some((_, password)) = userinfo.split_once(':')
-            {
-                found.push(password.to_string());
-            }
+    }
+    // The password, with a query or without one.
+    if let Some((_, rest)) = base.split_once("://") {
+        let authority = rest.split('/').next().unwrap_or("");
+        if let Some((userinfo, _)) = authority.rsplit_once('@')
+            && let Some((_, password)) = userinfo.split_once(':')
+            && !password.is_empty()
+        {
+            found.push(password.to_string());
         }
     }
     found
@@ -202,6 +236,19 @@ mod tests {
             "https://u:[redacted]@example.test/mcp?api_key=[redacted]&x=[redacted]&[redacted]#top"
         );
         assert_eq!(url("http://h/mcp"), "http://h/mcp");
+    }
+
+    /// A URL's password is a secret with a query or without one, registered or found in text.
+    #[test]
+    fn a_password_without_a_query_is_hidden_too() {
+        assert_eq!(
+            url_secrets("http://u:pw-no-query-123@h:9/mcp"),
+            ["pw-no-query-123"]
+        );
+        assert_eq!(
+            text("`url` http://u:other-pw-4567@127.0.0.1:9/mcp: unreachable"),
+            "`url` http://u:[redacted]@127.0.0.1:9/mcp: unreachable"
+        );
     }
 
     #[test]

@@ -21,7 +21,7 @@ use crate::process::ProcessGroup;
 use crate::stderr::StderrTail;
 
 /// How to start a stdio server.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct StdioSpec {
     /// Program to run, looked up on `PATH` when it has no slash.
     pub command: String,
@@ -36,6 +36,19 @@ pub struct StdioSpec {
     /// that were not given them. Either way without `NEVER_INHERITED` (the harness's own
     /// secrets).
     pub inherit_env: bool,
+}
+
+/// Env values hidden, URLs in arguments redacted: a spec in a log holds no secret.
+impl std::fmt::Debug for StdioSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StdioSpec")
+            .field("command", &self.command)
+            .field("args", &crate::redact::Args(&self.args))
+            .field("env", &crate::redact::Values(&self.env))
+            .field("cwd", &self.cwd)
+            .field("inherit_env", &self.inherit_env)
+            .finish()
+    }
 }
 
 /// What a stdio server gets from the harness's environment when `inherit_env` is off.

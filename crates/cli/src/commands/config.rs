@@ -304,7 +304,8 @@ fn to_table(merged: &Merged) -> String {
     out
 }
 
-/// Converts `file`; prints it, or writes it to `out` (never over an existing file).
+/// Converts `file`; prints it with the secrets written literally in it redacted (as `get`
+/// shows servers), or writes it whole to `out` (never over an existing file).
 fn import(file: &Path, out: Option<&Path>) -> Result<String, String> {
     let converted = sources::import(file).map_err(|e| e.to_string())?;
     for note in &converted.notes {
@@ -313,7 +314,32 @@ fn import(file: &Path, out: Option<&Path>) -> Result<String, String> {
     let text = table::pretty(&converted.document);
     let count = converted.servers().map_or(0, |s| s.len());
     let Some(out) = out else {
-        return Ok(text);
+        let mut shown = crate::commands::edit::ordered::Json::from(&converted.document);
+        let mut hidden = false;
+        if let Some(servers) = shown
+            .as_object_mut()
+            .and_then(|root| root.get_mut("mcpServers"))
+            .and_then(crate::commands::edit::ordered::Json::as_object_mut)
+        {
+            let names: Vec<String> = servers.iter().map(|(name, _)| name.clone()).collect();
+            for name in names {
+                let Some(server) = servers.get(&name).and_then(|s| s.as_object()) else {
+                    continue;
+                };
+                let redacted = crate::commands::edit::redacted(server);
+                hidden |= redacted.as_object() != Some(server);
+                servers.insert(&name, redacted);
+            }
+        }
+        if hidden {
+            say!(
+                "note: values written literally in {} that may be secrets are shown as {}; \
+                 `--out PATH` writes them (to a new file only you can read)",
+                file.display(),
+                mcp_harness_transport::redact::MARKER
+            );
+        }
+        return Ok(table::pretty(&shown.to_value()));
     };
     write_new(out, &text).map_err(|e| format!("{}: cannot write: {e}", out.display()))?;
     Ok(format!(

@@ -138,7 +138,13 @@ pub(crate) fn describe(file: &Path, bytes: &[u8], sources: &Sources) -> Result<S
                 let args: Vec<String> = server
                     .get("args")
                     .and_then(Value::as_array)
-                    .map(|a| a.iter().filter_map(Value::as_str).map(quote).collect())
+                    .map(|a| {
+                        // Shown as the process gets them, but for a URL's password and query.
+                        a.iter()
+                            .filter_map(Value::as_str)
+                            .map(|arg| quote(&mcp_harness_transport::redact::text(arg)))
+                            .collect()
+                    })
                     .unwrap_or_default();
                 let mut line = format!("runs: {} {}", quote(command), args.join(" "));
                 if let Some(env) = keys("env") {

@@ -759,8 +759,40 @@ pub(crate) fn decode<T: serde::de::DeserializeOwned>(
     })
 }
 
-/// serde's message with every quoted string left out and its type names in the config's words.
+/// serde's message with every value it quotes left out (strings, and numbers: a PIN is one)
+/// and its type names in the config's words.
 fn plain(message: &str) -> String {
+    let mut out = strings_left_out(message);
+    for (quoted, plain) in [
+        ("integer `", "an integer"),
+        ("floating point `", "a number"),
+    ] {
+        while let Some(at) = out.find(quoted) {
+            let value = at + quoted.len();
+            let Some(end) = out[value..].find('`').map(|end| value + end + 1) else {
+                break;
+            };
+            out.replace_range(at..end, plain);
+        }
+    }
+    let Some((what, expected)) = out.rsplit_once(", expected ") else {
+        return out;
+    };
+    let expected = match expected {
+        "f64" | "f32" => "a number",
+        "u8" | "u16" | "u32" | "u64" | "usize" => "a whole number, 0 or more",
+        "i8" | "i16" | "i32" | "i64" | "isize" => "a whole number",
+        "a boolean" => "true or false",
+        "a map" => "an object",
+        "a sequence" => "a list",
+        other if other.starts_with("struct ") => "an object",
+        other => other,
+    };
+    format!("{what}, expected {expected}")
+}
+
+/// `message` with each `string "..."` serde wrote in it said as `a string`.
+fn strings_left_out(message: &str) -> String {
     let mut out = String::with_capacity(message.len());
     let mut rest = message;
     while let Some(at) = rest.find("string \"") {
@@ -784,20 +816,7 @@ fn plain(message: &str) -> String {
         rest = &quoted[end..];
     }
     out.push_str(rest);
-    let Some((what, expected)) = out.rsplit_once(", expected ") else {
-        return out;
-    };
-    let expected = match expected {
-        "f64" | "f32" => "a number",
-        "u8" | "u16" | "u32" | "u64" | "usize" => "a whole number, 0 or more",
-        "i8" | "i16" | "i32" | "i64" | "isize" => "a whole number",
-        "a boolean" => "true or false",
-        "a map" => "an object",
-        "a sequence" => "a list",
-        other if other.starts_with("struct ") => "an object",
-        other => other,
-    };
-    format!("{what}, expected {expected}")
+    out
 }
 
 fn seconds(key: &str, value: Option<f64>, default: Duration) -> Result<Duration, String> {
@@ -874,6 +893,27 @@ pub(crate) fn expand(
 
 #[cfg(test)]
 mod tests {
+    /// A config in a log (`{:?}`) holds none of its secrets: env and header values, a URL's
+    /// password and query values, arguments' URLs.
+    #[test]
+    fn debug_output_holds_no_secret() {
+        let text = r#"{"mcpServers": {
+            "s": {"command": "x", "args": ["--url", "http://u:CANARY1@h/x"],
+                  "env": {"TOKEN": "CANARY2"}},
+            "h": {"url": "http://u:CANARY3@h/mcp?key=CANARY4",
+                  "headers": {"Authorization": "Bearer CANARY5"},
+                  "oauth": {"clientId": "c", "clientSecret": "CANARY6"}},
+            "e": {"type": "sse", "url": "http://h/sse?k=CANARY7", "headers": {"K": "CANARY8"}}
+        }}"#;
+        let config = Config::parse(text, Path::new("c.json"), &|_| None).expect("valid");
+        let shown = format!("{config:?}");
+        assert!(!shown.contains("CANARY"), "{shown}");
+        assert!(
+            shown.contains("TOKEN") && shown.contains("Authorization"),
+            "{shown}"
+        );
+    }
+
     /// A wrong value's error names its key and says what is expected in plain words, and never
     /// quotes a string of the file: one in the wrong place may be a secret.
     #[test]
@@ -899,15 +939,15 @@ mod tests {
             ),
             (
                 r#"{"command": "x", "maxMessageBytes": -5}"#,
-                "`maxMessageBytes`: invalid value: integer `-5`, expected a whole number, 0 or more",
+                "`maxMessageBytes`: invalid value: an integer, expected a whole number, 0 or more",
             ),
             (
                 r#"{"url": "https://x", "headers": {"A": 1}}"#,
-                "`headers.A`: invalid type: integer `1`, expected a string",
+                "`headers.A`: invalid type: an integer, expected a string",
             ),
             (
                 r#"{"url": "https://x", "oauth": {"scopes": ["a", 2]}}"#,
-                "`oauth.scopes[1]`: invalid type: integer `2`, expected a string",
+                "`oauth.scopes[1]`: invalid type: an integer, expected a string",
             ),
             (
                 r#"{"url": "https://x", "oauth": {"grant": "x", "scope": "CANARY"}}"#,
@@ -916,6 +956,10 @@ mod tests {
             (
                 r#"{"command": "x", "comand": "CANARY"}"#,
                 "server \"s\": unknown field `comand`, expected one of `command`",
+            ),
+            (
+                r#"{"command": "x", "env": {"PIN": 12345678909}}"#,
+                "`env.PIN`: invalid type: an integer, expected a string",
             ),
             (
                 r#"{"url": "https://x", "oauth": {"clientSecret": ["CANARY"]}}"#,

@@ -15,8 +15,9 @@ use mcp_harness_transport::{
     StreamableHttpConnector,
 };
 
-/// How to reach a server.
-#[derive(Debug, Clone, PartialEq)]
+/// How to reach a server. Its `Debug` holds no secret (header and env values hidden, URLs
+/// redacted).
+#[derive(Clone, PartialEq)]
 pub enum TransportConfig {
     /// `command` (+ `args`, `env`, `cwd`); `type` absent or `"stdio"`.
     Stdio(StdioSpec),
@@ -39,6 +40,31 @@ pub enum TransportConfig {
     },
     /// Registered in code through [`crate::RuntimeBuilder::in_process`], not in files.
     InProcess,
+}
+
+impl std::fmt::Debug for TransportConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use mcp_harness_transport::redact::{Url, Values};
+        match self {
+            TransportConfig::Stdio(spec) => f.debug_tuple("Stdio").field(spec).finish(),
+            TransportConfig::StreamableHttp {
+                url,
+                headers,
+                oauth,
+            } => f
+                .debug_struct("StreamableHttp")
+                .field("url", &Url(url))
+                .field("headers", &Values(headers))
+                .field("oauth", oauth)
+                .finish(),
+            TransportConfig::LegacySse { url, headers } => f
+                .debug_struct("LegacySse")
+                .field("url", &Url(url))
+                .field("headers", &Values(headers))
+                .finish(),
+            TransportConfig::InProcess => f.write_str("InProcess"),
+        }
+    }
 }
 
 impl TransportConfig {

@@ -63,7 +63,7 @@ pub enum AuthFlowError {
     Discovery {
         /// The server's name.
         server: String,
-        /// The server's URL.
+        /// The server's URL, its password and query values hidden.
         url: String,
         /// What failed, in words (never a secret).
         message: String,
@@ -138,7 +138,7 @@ pub async fn login(
     let store = context.store(server, url);
     let discovery = |message: String| AuthFlowError::Discovery {
         server: server.to_string(),
-        url: url.to_string(),
+        url: crate::redact::url(url),
         message,
     };
     let http = reqwest::Client::builder()
@@ -413,7 +413,7 @@ pub async fn stored_client(
     };
     let discovery = |message: String| AuthFlowError::Discovery {
         server: store.server().to_string(),
-        url: url.to_string(),
+        url: crate::redact::url(url),
         message,
     };
     // A token bound to the stored DPoP key is refreshed and sent with proofs of that key.

@@ -128,7 +128,7 @@ impl std::fmt::Debug for TokenFile {
         // `ClientRecord` and rmcp's `StoredCredentials` redact their secrets themselves.
         f.debug_struct("TokenFile")
             .field("server", &self.server)
-            .field("url", &self.url)
+            .field("url", &crate::redact::Url(&self.url))
             .field("client", &self.client)
             .field("credentials", &self.credentials)
             .field("challenge", &self.challenge)

@@ -28,12 +28,22 @@ use crate::handler::HarnessClient;
 ///   (retrying cannot help);
 /// - secrets: header values are sensitive `HeaderValue`s, never formatted; URLs are shown
 ///   without query or user info.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct LegacySseConnector {
     /// The SSE stream URL (e.g. `http://host:3001/sse`).
     pub url: String,
     /// Sent with every request, GET and POST (e.g. `Authorization`). Values are never logged.
     pub headers: BTreeMap<String, String>,
+}
+
+/// Header values hidden, the URL redacted.
+impl std::fmt::Debug for LegacySseConnector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LegacySseConnector")
+            .field("url", &crate::redact::Url(&self.url))
+            .field("headers", &crate::redact::Values(&self.headers))
+            .finish()
+    }
 }
 
 impl LegacySseConnector {

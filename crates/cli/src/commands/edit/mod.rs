@@ -20,7 +20,7 @@ use mcp_harness_runtime::sources::Scope;
 
 pub(crate) use file::{ConfigFile, EditError, shown};
 use ordered::{Json, Object};
-pub(crate) use show::target;
+pub(crate) use show::{redacted, target};
 
 /// Which files an edit writes.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -333,14 +333,13 @@ fn add_json(args: &AddJsonArgs) -> Result<String, EditError> {
 /// `KEY=VALUE` / `KEY: VALUE` arguments as an object, in the order given.
 fn pairs(items: &[String], sep: char, flag: &str, shape: &str) -> Result<Json, EditError> {
     let mut out = Object::default();
-    for item in items {
+    for (n, item) in items.iter().enumerate() {
         let Some((key, value)) = item.split_once(sep) else {
-            let key: String = item
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '-')
-                .collect();
+            // Not quoted: without its separator it may be the value alone, a token.
             return Err(EditError::Usage(format!(
-                "{flag} \"{key}…\" has no `{sep}`: write {flag} '{shape}'"
+                "{flag} number {} has no `{sep}` (what it says is not shown: it may be a \
+                 secret): write {flag} '{shape}'",
+                n + 1
             )));
         };
         let key = key.trim();

@@ -227,40 +227,83 @@ fn compact(v: &Json) -> String {
     serde_json::to_string(v).unwrap_or_default()
 }
 
-/// A copy of `server` with every secret replaced (see the module invariant).
+/// A copy of `server` with every secret replaced (see the module invariant). Keys are matched
+/// whatever their case, and a secret-bearing key of the wrong shape (`"env": "TOKEN=..."`) is
+/// replaced whole: the file is shown as written, before anything checked it.
 pub(crate) fn redacted(server: &Object) -> Json {
     let mut out = server.clone();
-    for key in ["env", "headers"] {
-        if let Some(Json::Object(members)) = out.get_mut(key) {
-            *members = members.iter().map(|(k, v)| (k.clone(), hide(v))).collect();
-        }
-    }
-    if let Some(Json::Object(oauth)) = out.get_mut("oauth") {
-        for key in OAUTH_SECRETS {
-            if let Some(v) = oauth.get(key).map(hide) {
-                oauth.insert(key, v);
+    let keys: Vec<String> = out.iter().map(|(k, _)| k.clone()).collect();
+    for key in keys {
+        let Some(value) = out.get_mut(&key) else {
+            continue;
+        };
+        match (key.to_ascii_lowercase().as_str(), value) {
+            ("env" | "headers", Json::Object(members)) => {
+                *members = members.iter().map(|(k, v)| (k.clone(), hide(v))).collect();
             }
-        }
-    }
-    if let Some(url) = out.get("url").and_then(Json::as_str).map(redact::url) {
-        out.insert("url", Json::String(url));
-    }
-    if let Some(Json::Array(args)) = out.get_mut("args") {
-        for arg in args.iter_mut() {
-            if let Json::String(s) = arg {
-                *s = redact::text(s);
+            ("oauth", Json::Object(oauth)) => {
+                let keys: Vec<String> = oauth.iter().map(|(k, _)| k.clone()).collect();
+                for key in keys {
+                    let shown = match oauth.get(&key) {
+                        Some(v) if OAUTH_SECRETS.contains(&key.as_str()) => hide(v),
+                        Some(Json::String(s)) => Json::String(redact::text(s)),
+                        Some(v) if v.as_object().is_some() || matches!(v, Json::Array(_)) => {
+                            Json::from(redact::MARKER)
+                        }
+                        _ => continue,
+                    };
+                    oauth.insert(&key, shown);
+                }
             }
+            ("url", Json::String(url)) => *url = redact::url(url),
+            ("args", Json::Array(args)) => {
+                for arg in args.iter_mut() {
+                    if let Json::String(s) = arg {
+                        *s = redact::text(s);
+                    }
+                }
+            }
+            ("env" | "headers" | "oauth" | "url" | "args", other) => {
+                *other = Json::from(redact::MARKER);
+            }
+            _ => {}
         }
     }
     Json::Object(out)
 }
 
-/// `[redacted]`, unless the value only names variables.
+/// `[redacted]`, unless the value only names variables (then it is shown with any default a
+/// reference gives, `${VAR:-...}`, redacted: a default may be the secret itself).
 fn hide(value: &Json) -> Json {
     match value.as_str() {
-        Some(s) if only_references(s) => value.clone(),
+        Some(s) if only_references(s) => Json::String(without_defaults(s)),
         _ => Json::from(redact::MARKER),
     }
+}
+
+/// `s` with the default of each `${VAR:-default}` replaced by [`redact::MARKER`].
+fn without_defaults(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut tail = s;
+    while let Some(start) = tail.find("${") {
+        let Some(end) = tail[start..].find('}').map(|end| start + end) else {
+            break;
+        };
+        let reference = &tail[start..end];
+        out.push_str(&tail[..start]);
+        match reference.split_once(":-") {
+            Some((name, _)) => {
+                out.push_str(name);
+                out.push_str(":-");
+                out.push_str(redact::MARKER);
+            }
+            None => out.push_str(reference),
+        }
+        out.push('}');
+        tail = &tail[end + 1..];
+    }
+    out.push_str(tail);
+    out
 }
 
 /// Whether `s` is `${VAR}` references, optionally after an auth scheme word, and nothing else.
@@ -293,6 +336,36 @@ fn clean(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Secrets in any shape are hidden: a default inside a reference, a key of the wrong
+    /// type or case, a URL's password without a query, URLs in `oauth` and in arguments.
+    #[test]
+    fn secrets_of_every_shape_are_hidden() {
+        let server = Json::parse(
+            r#"{
+                "url": "http://u:CANARY1@h/mcp",
+                "headers": {"Authorization": "Bearer ${UNSET:-CANARY2}", "X": "${KEY}"},
+                "env": "TOKEN=CANARY3",
+                "Headers": {"A": "CANARY4"},
+                "oauth": {"clientId": "id", "clientSecret": "${S:-CANARY5}",
+                          "clientMetadataUrl": "http://u:CANARY6@x/?k=CANARY7"},
+                "args": ["--url", "http://u:CANARY8@h/x"],
+                "URL": ["http://h/?key=CANARY9"]
+            }"#,
+        )
+        .unwrap();
+        let shown = redacted(server.as_object().unwrap()).to_value().to_string();
+        assert!(!shown.contains("CANARY"), "{shown}");
+        for kept in [
+            "Bearer ${UNSET:-[redacted]}",
+            "${KEY}",
+            "http://u:[redacted]@h/mcp",
+            "\"clientId\":\"id\"",
+            "${S:-[redacted]}",
+        ] {
+            assert!(shown.contains(kept), "{kept}: {shown}");
+        }
+    }
 
     #[test]
     fn references_are_shown_and_values_are_not() {

@@ -39,8 +39,9 @@ pub(crate) const REMOTE_MAX_BYTES: usize = 1 << 20;
 /// The longest `timeoutSec` accepted.
 const MAX_TIMEOUT_SECS: u64 = 120;
 
-/// One entry of `remoteSources`. Header values stay unexpanded (`${VAR}`) until fetched.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One entry of `remoteSources`. Header values stay unexpanded (`${VAR}`) until fetched; its
+/// `Debug` shows none of them, and the URL redacted.
+#[derive(Clone, PartialEq, Eq)]
 pub struct RemoteSource {
     /// Its position in `remoteSources`, for messages.
     pub index: usize,
@@ -52,6 +53,21 @@ pub struct RemoteSource {
     pub headers: BTreeMap<String, String>,
     /// `allowStdio`: whether the source may define stdio servers.
     pub allow_stdio: bool,
+}
+
+impl std::fmt::Debug for RemoteSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteSource")
+            .field("index", &self.index)
+            .field("url", &mcp_harness_transport::redact::Url(&self.url))
+            .field("timeout", &self.timeout)
+            .field(
+                "headers",
+                &mcp_harness_transport::redact::Values(&self.headers),
+            )
+            .field("allow_stdio", &self.allow_stdio)
+            .finish()
+    }
 }
 
 impl RemoteSource {
