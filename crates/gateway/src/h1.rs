@@ -739,18 +739,24 @@ where
     async fn send(&mut self, mut bytes: &[u8]) -> std::io::Result<()> {
         let stall = self.limits.head_timeout;
         while !bytes.is_empty() {
-            match tokio::time::timeout(stall, self.writer.write(bytes)).await {
-                Ok(Ok(0)) => return Err(std::io::ErrorKind::WriteZero.into()),
-                Ok(Ok(written)) => bytes = &bytes[written..],
-                Ok(Err(error)) => return Err(error),
-                Err(_) => {
-                    tracing::debug!("a client left its answer unread; its connection closes");
-                    return Err(std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
-                        format!("the client read nothing for {} s", stall.as_secs_f64()),
-                    ));
-                }
+            // A write the socket takes at once (nearly all) arms no timer.
+            let written = match self.writer.write(bytes).now_or_never() {
+                Some(written) => written?,
+                None => match tokio::time::timeout(stall, self.writer.write(bytes)).await {
+                    Ok(written) => written?,
+                    Err(_) => {
+                        tracing::debug!("a client left its answer unread; its connection closes");
+                        return Err(std::io::Error::new(
+                            std::io::ErrorKind::TimedOut,
+                            format!("the client read nothing for {} s", stall.as_secs_f64()),
+                        ));
+                    }
+                },
+            };
+            if written == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
             }
+            bytes = &bytes[written..];
         }
         Ok(())
     }
