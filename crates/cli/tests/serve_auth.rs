@@ -338,7 +338,8 @@ fn per_client_views_hide_and_refuse_what_a_profile_may_not_see() {
                 "tools": {"deny": ["mcp__fx__add"]},
                 "prompts": {"deny": ["mcp__fx__greeting"]},
                 "resources": {"deny": ["fixture://static/*"]},
-                "permissions": {"deny": ["mcp__fx__echo"]}
+                "permissions": {"deny": ["mcp__fx__echo"]},
+                "maxSessions": 2
             }
         }}
     });
@@ -489,6 +490,32 @@ fn per_client_views_hide_and_refuse_what_a_profile_may_not_see() {
         let (status, _, body) = owner.post(&list);
         assert_eq!(status, 200, "the owner on another replica: {body}");
         replica.stop();
+        // `maxSessions`: the profile's third session is refused, another profile's is not,
+        // and one closed makes room.
+        let mut second = Client::new(&addr, NARROW_TOKEN);
+        second.open().expect("the narrow profile's second session");
+        let (status, head, body) = Client::new(&addr, NARROW_TOKEN)
+            .open()
+            .expect_err("a third session of the narrow profile");
+        assert_eq!(status, 429, "{head}\n{body}");
+        assert!(head.contains("retry-after: 5"), "{head}");
+        assert!(
+            body.contains("gateway.clients.narrow.maxSessions"),
+            "{body}"
+        );
+        Client::new(&addr, FULL_TOKEN)
+            .open()
+            .expect("another profile is not limited by this one's sessions");
+        let session = second.session.clone().expect("a session");
+        let delete = [
+            ("Authorization", second.token.as_str()),
+            ("Mcp-Session-Id", session.as_str()),
+        ];
+        let (status, _, body) = http(&addr, "DELETE", "/mcp", &delete, "");
+        assert!(status < 300, "DELETE: {status} {body}");
+        Client::new(&addr, NARROW_TOKEN)
+            .open()
+            .expect("a session once one was closed");
         // Without a token, not even an existing session answers.
         let mut anonymous = Client::new(&addr, "");
         anonymous.session = full.session.clone();

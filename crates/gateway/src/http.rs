@@ -277,6 +277,7 @@ pub(crate) async fn serve(
                 resource,
                 metadata_url,
                 owners: dashmap::DashMap::new(),
+                opening: dashmap::DashMap::new(),
             })
         }),
     };
@@ -564,6 +565,8 @@ struct Guard {
     metadata_url: String,
     /// Session id → the profile that opened it.
     owners: dashmap::DashMap<String, String>,
+    /// Profile → sessions of it being opened now (see [`profile_session_limit`]).
+    opening: dashmap::DashMap<String, usize>,
 }
 
 /// The answer to a request without valid credentials.
@@ -618,11 +621,18 @@ async fn gates(State(ops): State<Ops>, request: Request, next: Next) -> Response
     } else {
         (request, None)
     };
-    if opens_session(&request)
-        && let Some(refusal) = session_limit(&ops).await
-    {
+    let opens = opens_session(&request);
+    if opens && let Some(refusal) = session_limit(&ops).await {
         return refusal;
     }
+    // Held until the answer is recorded (the session's owner with it).
+    let _opening = match opens {
+        true => match profile_session_limit(&ops, request.extensions().get::<Identity>()).await {
+            Ok(opening) => opening,
+            Err(refusal) => return refusal,
+        },
+        false => None,
+    };
     let response = next.run(request).await;
     if let Some(owner) = owner {
         // Read before awaiting: a response is not `Sync`.
@@ -862,27 +872,87 @@ fn opens_session(request: &Request) -> bool {
 /// error body.
 async fn session_limit(ops: &Ops) -> Option<Response> {
     if ops.sessions.len().await >= ops.max_sessions {
-        let body = serde_json::json!({
-            "jsonrpc": "2.0",
-            "id": null,
-            "error": {
-                "code": -32000,
-                "message": format!(
-                    "the gateway has {} open sessions, its limit; retry later or close idle sessions",
-                    ops.max_sessions
-                ),
-                "data": {"retryAfterMs": 5000}
-            }
-        });
-        let mut response = (StatusCode::TOO_MANY_REQUESTS, body.to_string()).into_response();
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
-        response.headers_mut().insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
-        return Some(response);
+        return Some(too_many_sessions(format!(
+            "the gateway has {} open sessions, its limit; retry later or close idle sessions",
+            ops.max_sessions
+        )));
     }
     None
+}
+
+/// 429 with `Retry-After: 5` and a JSON-RPC error saying `message`.
+fn too_many_sessions(message: String) -> Response {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": -32000, "message": message, "data": {"retryAfterMs": 5000}}
+    });
+    let mut response = (StatusCode::TOO_MANY_REQUESTS, body.to_string()).into_response();
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// A session being opened by a profile with `maxSessions`, counted until dropped.
+struct Opening {
+    guard: Arc<Guard>,
+    profile: String,
+}
+
+impl Drop for Opening {
+    fn drop(&mut self) {
+        if let Some(mut opening) = self.guard.opening.get_mut(&self.profile) {
+            *opening = opening.saturating_sub(1);
+        }
+    }
+}
+
+/// Refuses a new session of a profile with `gateway.clients.NAME.maxSessions` that has that many
+/// open on this replica (or being opened: two at once do not both pass); otherwise the opening,
+/// counted until the answer is recorded.
+async fn profile_session_limit(
+    ops: &Ops,
+    identity: Option<&Identity>,
+) -> Result<Option<Opening>, Response> {
+    let (Some(guard), Some(Identity(profile))) = (&ops.guard, identity) else {
+        return Ok(None);
+    };
+    let Some(max) = profile.max_sessions else {
+        return Ok(None);
+    };
+    let name = profile.name.clone();
+    let before = {
+        let mut opening = guard.opening.entry(name.clone()).or_default();
+        *opening += 1;
+        *opening - 1
+    };
+    let opening = Opening {
+        guard: guard.clone(),
+        profile: name.clone(),
+    };
+    let theirs: Vec<String> = guard
+        .owners
+        .iter()
+        .filter(|owner| *owner.value() == name)
+        .map(|owner| owner.key().clone())
+        .collect();
+    let mut open = 0;
+    for identity in &theirs {
+        if ops.sessions.holds(identity).await {
+            open += 1;
+        }
+    }
+    if open + before >= max {
+        tracing::info!(client = %name, max, "a session over the client's own limit was refused");
+        return Err(too_many_sessions(format!(
+            "client `{name}` has {max} open sessions, its limit \
+             (`gateway.clients.{name}.maxSessions`); close one (DELETE) or retry later"
+        )));
+    }
+    Ok(Some(opening))
 }

@@ -70,6 +70,10 @@ pub struct ClientProfile {
     /// matching `deny` refuses, `ask` asks this client; `allow` answers the top-level rules'
     /// *ask* for this client. A top-level `deny` holds for every client. Default: none.
     pub permissions: PermissionRules,
+    /// `maxSessions`: at most this many sessions of this profile open on a replica at once (a
+    /// new one beyond gets 429), so one client cannot take every session of `--max-sessions`.
+    /// Default: no limit of its own.
+    pub max_sessions: Option<usize>,
 }
 
 /// How a client proves who it is (`gateway.clients.NAME.auth`).
@@ -115,6 +119,7 @@ struct RawProfile {
     prompts: Option<RawFilter>,
     resources: Option<RawFilter>,
     permissions: Option<serde_json::Value>,
+    max_sessions: Option<usize>,
 }
 
 #[derive(Deserialize)]
@@ -182,6 +187,12 @@ pub(crate) fn parse(
             Some(raw) => NameFilter::new(raw.allow, raw.deny, kind)
                 .map_err(|message| (format!("{key}.{what}"), message)),
         };
+        if raw.max_sessions == Some(0) {
+            return Err((
+                format!("{key}.maxSessions"),
+                "must be 1 or more (leave it out for no limit of the profile's own)".into(),
+            ));
+        }
         let permissions = match raw.permissions {
             None => PermissionRules::default(),
             Some(v) => {
@@ -197,6 +208,7 @@ pub(crate) fn parse(
                 prompts: filter("prompts", raw.prompts, PatternKind::Name)?,
                 resources: filter("resources", raw.resources, PatternKind::Uri)?,
                 permissions,
+                max_sessions: raw.max_sessions,
                 name,
             },
         );
@@ -334,5 +346,11 @@ mod tests {
         assert_eq!(key, "gateway.clients.ci.tools");
         let (key, _) = err(json!({"client": {}}));
         assert_eq!(key, "gateway");
+        let bearer = json!({"type": "bearer", "tokenEnv": "X"});
+        let (key, _) = err(json!({"clients": {"ci": {"auth": bearer, "maxSessions": 0}}}));
+        assert_eq!(key, "gateway.clients.ci.maxSessions");
+        let limited = parse(&json!({"clients": {"ci": {"auth": bearer, "maxSessions": 3}}}));
+        assert_eq!(limited.expect("valid").clients["ci"].max_sessions, Some(3));
+        assert_eq!(config.clients["alice"].max_sessions, None);
     }
 }
