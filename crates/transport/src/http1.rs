@@ -31,7 +31,12 @@ pub enum LengthError {
 
 /// How the body of a message with `headers` ends.
 pub fn body_end(headers: &HeaderMap) -> Result<BodyEnd, LengthError> {
-    if headers.contains_key(TRANSFER_ENCODING) {
+    let mut encodings = headers.get_all(TRANSFER_ENCODING).iter();
+    if let Some(first) = encodings.next() {
+        // The usual answer (once per streamed answer): one header, just `chunked`.
+        if encodings.next().is_none() && first.as_bytes().eq_ignore_ascii_case(b"chunked") {
+            return Ok(BodyEnd::Chunked);
+        }
         let codings = || {
             headers
                 .get_all(TRANSFER_ENCODING)
@@ -49,6 +54,17 @@ pub fn body_end(headers: &HeaderMap) -> Result<BodyEnd, LengthError> {
             Some(coding) if chunked(coding) && once => BodyEnd::Chunked,
             _ => BodyEnd::OtherCoding,
         });
+    }
+    let mut lengths = headers.get_all(CONTENT_LENGTH).iter();
+    // The usual request (once per call): one header, digits only.
+    if let (Some(only), None) = (lengths.next(), lengths.next()) {
+        let digits = only.as_bytes();
+        if !digits.is_empty() && digits.len() <= 19 && digits.iter().all(u8::is_ascii_digit) {
+            let n = digits
+                .iter()
+                .fold(0u64, |n, digit| n * 10 + u64::from(digit - b'0'));
+            return Ok(BodyEnd::Length(n));
+        }
     }
     let mut length = None;
     for value in headers.get_all(CONTENT_LENGTH) {
