@@ -328,6 +328,83 @@ fn resource_subscriptions_per_session_are_bounded() {
     );
 }
 
+/// A resource's updates reach the sessions subscribed to it and no other: two sessions on one
+/// resource both hear of it, a session on another resource hears only of its own, and one
+/// that unsubscribed no longer hears (each checked by order: the next update a session hears
+/// is the one it should).
+#[test]
+fn resource_updates_reach_only_their_subscribers() {
+    use common::gateway::{Session, Sse};
+    let dir = temp_home("serve-load", "updates");
+    let config = fixture_config(&dir, &[]);
+    let served = Served::start(&dir, &config, &[], Stdio::null());
+    let open = |name| Session::open(&served.addr, "unused", json!({}), name).0;
+    let (a, b, c) = (open("a"), open("b"), open("c"));
+    a.wait_listed("mcp__fx__echo", Duration::from_secs(20));
+    let uri = |n: &str| format!("fixture://updates/{n}");
+    let tool = |name: &str, arguments: serde_json::Value| {
+        let answer = a.request(
+            "tools/call",
+            json!({"name": format!("mcp__fx__{name}"), "arguments": arguments}),
+        );
+        assert_eq!(
+            answer["result"]["isError"],
+            json!(false),
+            "{name}: {answer}"
+        );
+    };
+    for n in ["x", "y", "z"] {
+        tool("add_resource", json!({"uri": uri(n)}));
+    }
+    let mut streams = [Sse::get(&a), Sse::get(&b), Sse::get(&c)];
+    // Subscribed once the gateway lists the new resources (bounded).
+    let subscribe = |session: &Session<'_>, n: &str| {
+        let start = std::time::Instant::now();
+        loop {
+            let answer = session.request("resources/subscribe", json!({"uri": uri(n)}));
+            if answer.get("result").is_some() {
+                return;
+            }
+            assert!(start.elapsed() < Duration::from_secs(20), "{answer}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    subscribe(&a, "x");
+    subscribe(&a, "z");
+    subscribe(&b, "x");
+    subscribe(&c, "y");
+    let update = |n: &str| tool("update_resource", json!({"uri": uri(n), "text": "new"}));
+    let next_update = |stream: &mut Sse| -> Option<String> {
+        for _ in 0..100 {
+            let message = stream.next()?;
+            if message["method"] == "notifications/resources/updated" {
+                return message["params"]["uri"].as_str().map(str::to_string);
+            }
+        }
+        None
+    };
+    let [sa, sb, sc] = &mut streams;
+    update("x");
+    update("y");
+    assert_eq!(next_update(sa), Some(uri("x")));
+    assert_eq!(next_update(sb), Some(uri("x")));
+    assert_eq!(next_update(sc), Some(uri("y")), "c heard of x");
+    let gone = a.request("resources/unsubscribe", json!({"uri": uri("x")}));
+    assert!(gone.get("result").is_some(), "{gone}");
+    update("x");
+    update("z");
+    assert_eq!(
+        next_update(sa),
+        Some(uri("z")),
+        "a heard of x after unsubscribing"
+    );
+    assert_eq!(
+        next_update(sb),
+        Some(uri("x")),
+        "b lost x with a's unsubscribe"
+    );
+}
+
 /// Bad requests to `/mcp`, each in a live session: malformed JSON, bytes that are not UTF-8,
 /// a JSON-RPC batch, JSON that is not JSON-RPC, a body over the limit, a wrong content type.
 /// Each gets a 4xx at once that says what was wrong — a JSON-RPC error without id where the

@@ -718,23 +718,21 @@ impl ServerHandler for Session {
                 ));
             }
         }
-        let first = self.state.shared.hold(&server, &upstream);
-        let subscription = if first {
-            self.runtime().subscribe_resource(&server, &upstream).await
-        } else {
-            Ok(self.runtime().resource_updates(&server, &upstream))
-        };
-        let mut subscription = match subscription {
-            Ok(subscription) => subscription,
-            Err(error) => {
-                self.state.shared.release(server, upstream);
-                return Err(McpError::internal_error(error.to_string(), None));
-            }
-        };
+        let (first, mut updates) = self.state.shared.hold(&server, &upstream);
+        if first && let Err(error) = self.runtime().subscribe_resource(&server, &upstream).await {
+            self.state.shared.release(server, upstream);
+            return Err(McpError::internal_error(error.to_string(), None));
+        }
         let peer = context.peer.clone();
         let forwarded = uri.clone();
         let task = tokio::spawn(async move {
-            while subscription.next().await.is_some() {
+            use tokio::sync::broadcast::error::RecvError;
+            loop {
+                match updates.recv().await {
+                    // Updates this session fell behind on say no more than the next one.
+                    Ok(()) | Err(RecvError::Lagged(_)) => {}
+                    Err(RecvError::Closed) => break,
+                }
                 let update = ResourceUpdatedNotificationParam::new(forwarded.clone());
                 if peer.notify_resource_updated(update).await.is_err() {
                     break;

@@ -20,6 +20,20 @@ use crate::bridge::ClientBridge;
 use crate::names::ToolView;
 use crate::ops::{Audit, Metrics};
 use crate::sync::lock;
+use tokio::sync::broadcast;
+
+/// How many updates of one resource a session may not have forwarded yet before the older
+/// ones merge (each says only that the resource changed).
+const UPDATES_BEHIND: usize = 16;
+
+/// The sessions subscribed to one upstream resource.
+struct Subscribed {
+    count: usize,
+    /// Tells each subscribed session that the resource changed.
+    updates: broadcast::Sender<()>,
+    /// Takes the resource's updates off the runtime's stream.
+    forward: tokio::task::JoinHandle<()>,
+}
 
 /// How many recent tool views a gateway remembers by digest, to check a call bound to a
 /// listing made on another replica against the definition that listing showed.
@@ -113,8 +127,11 @@ pub(crate) struct Shared {
     /// A published catalog had every upstream settled: the gateway is ready (`/readyz`) from
     /// then on until it drains.
     pub(crate) settled_once: std::sync::atomic::AtomicBool,
-    /// How many sessions subscribe to each (server, URI): upstream holds one subscription.
-    subscribed: Mutex<HashMap<(String, String), usize>>,
+    /// The sessions' subscriptions per (server, URI): upstream holds one subscription, and one
+    /// task per resource takes its updates off the runtime's stream of all updates and tells
+    /// only that resource's subscribers — an update wakes one task per subscribed resource and
+    /// the sessions subscribed to it, not every subscription of every session.
+    subscribed: Mutex<HashMap<(String, String), Subscribed>>,
     /// The latest distinct tool views, newest last (at most [`REMEMBERED_VIEWS`]).
     views: Mutex<std::collections::VecDeque<Arc<ToolView>>>,
     /// The tool views of the newest snapshot bound, per profile: a call without a listing of
@@ -280,14 +297,33 @@ impl Shared {
         }
     }
 
-    /// Counts one more session subscribed to `uri` on `server`; true for the first.
-    pub(super) fn hold(&self, server: &str, uri: &str) -> bool {
+    /// Counts one more session subscribed to `uri` on `server`: whether it is the first (which
+    /// subscribes upstream), and where that session hears of the resource's updates.
+    pub(super) fn hold(&self, server: &str, uri: &str) -> (bool, broadcast::Receiver<()>) {
         let mut held = lock(&self.subscribed);
-        let count = held
-            .entry((server.to_string(), uri.to_string()))
-            .or_default();
-        *count += 1;
-        *count == 1
+        let key = (server.to_string(), uri.to_string());
+        if let Some(subscribed) = held.get_mut(&key) {
+            subscribed.count += 1;
+            return (false, subscribed.updates.subscribe());
+        }
+        let (updates, heard) = broadcast::channel(UPDATES_BEHIND);
+        let mut stream = self.runtime.resource_updates(server, uri);
+        let told = updates.clone();
+        let forward = tokio::spawn(async move {
+            while stream.next().await.is_some() {
+                // No subscriber left for a moment: the task ends with the last release.
+                let _ = told.send(());
+            }
+        });
+        held.insert(
+            key,
+            Subscribed {
+                count: 1,
+                updates,
+                forward,
+            },
+        );
+        (true, heard)
     }
 
     /// Counts one session fewer subscribed to `uri` on `server`; the last one unsubscribes
@@ -297,12 +333,14 @@ impl Shared {
             let mut held = lock(&self.subscribed);
             let key = (server.clone(), uri.clone());
             match held.get_mut(&key) {
-                Some(count) if *count > 1 => {
-                    *count -= 1;
+                Some(subscribed) if subscribed.count > 1 => {
+                    subscribed.count -= 1;
                     false
                 }
                 Some(_) => {
-                    held.remove(&key);
+                    if let Some(subscribed) = held.remove(&key) {
+                        subscribed.forward.abort();
+                    }
                     true
                 }
                 None => false,
