@@ -468,6 +468,24 @@ fn bad_requests_get_a_clear_4xx_and_break_nothing() {
     let (status, _, answer) = http(addr, "POST", "/mcp", &text, ping);
     assert_eq!(status, 415, "a wrong content type: {answer}");
     assert!(answer.contains("application/json"), "{answer}");
+    // A known method with params of the wrong shape is -32602 naming the method, not "method
+    // not found", and quotes none of them.
+    for (method, params) in [
+        ("tools/call", json!({"name": 5})),
+        (
+            "tools/call",
+            json!({"name": "mcp__fx__echo", "arguments": "SECRET-ARG"}),
+        ),
+        ("resources/read", json!({})),
+    ] {
+        let error = &session.request(method, params)["error"];
+        assert_eq!(error["code"], -32602, "{method}: {error}");
+        let message = error["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains(&format!("the params of `{method}`")) && !message.contains("SECRET"),
+            "{method}: {message}"
+        );
+    }
 
     // Nothing else broke.
     let listed = session.request("tools/list", json!({}));

@@ -43,6 +43,48 @@ const SETTLE: std::time::Duration = std::time::Duration::from_secs(10);
 /// The `_meta` key under which a result may name the task it relates to.
 const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 
+/// The protocol's methods whose params rmcp reads into its own types, with the shape they take.
+/// rmcp hands such a request here, as a custom one, only when its params did not fit.
+const SHAPES: &[(&str, &str)] = &[
+    ("initialize", "protocolVersion, capabilities and clientInfo"),
+    ("tools/call", "`name`, a string, and `arguments`, an object"),
+    (
+        "prompts/get",
+        "`name`, a string, and `arguments`, an object of strings",
+    ),
+    ("resources/read", "`uri`, a string"),
+    ("resources/subscribe", "`uri`, a string"),
+    ("resources/unsubscribe", "`uri`, a string"),
+    (
+        "completion/complete",
+        "`ref` (a prompt or a resource template) and `argument` {name, value}",
+    ),
+    ("logging/setLevel", "`level`, one of the syslog level names"),
+    ("tools/list", "an optional `cursor`, a string"),
+    ("prompts/list", "an optional `cursor`, a string"),
+    ("resources/list", "an optional `cursor`, a string"),
+    ("resources/templates/list", "an optional `cursor`, a string"),
+    (
+        "subscriptions/listen",
+        "`notifications`, an object naming the notifications to send",
+    ),
+    ("server/discover", "no params of its own besides `_meta`"),
+    ("ping", "no params besides `_meta`"),
+];
+
+/// `-32602` for a protocol method whose params are not the protocol's shape (rmcp could not
+/// read them, and handed the request on as an unknown one): never "method not found". The
+/// params are not quoted (an argument may be a secret).
+fn malformed(method: &str) -> Option<McpError> {
+    let (_, shape) = SHAPES.iter().find(|(known, _)| *known == method)?;
+    Some(McpError::invalid_params(
+        format!(
+            "the params of `{method}` do not have the protocol's shape ({shape}); nothing was done"
+        ),
+        None,
+    ))
+}
+
 impl Session {
     /// The custom requests the gateway serves: the SEP-1686 ones (see the module doc).
     pub(super) async fn augmented_request(
@@ -51,6 +93,9 @@ impl Session {
         context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, McpError> {
         let params = request.params.clone().unwrap_or_else(|| json!({}));
+        if let Some(error) = malformed(&request.method) {
+            return Err(error);
+        }
         // Only a 2025-11-25 request through the front speaks SEP-1686 (`tasks/result` is a
         // removed method for SEP-2663 clients: -32601, like any unknown one).
         let front = self.through_front(&context);
