@@ -44,22 +44,21 @@ const SETTLE: std::time::Duration = std::time::Duration::from_secs(10);
 const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 
 /// The protocol's methods whose params rmcp reads into its own types, with the shape they take.
-/// rmcp hands such a request here, as a custom one, only when its params did not fit.
+/// rmcp hands such a request here, as a custom one, only when its params did not fit. Not the
+/// methods 2026-07-28 removed (`initialize`, `ping`, `logging/setLevel`,
+/// `resources/subscribe`/`unsubscribe`): a stateless request for one reaches here as well, and
+/// must be `-32601` (SEP-2575).
 const SHAPES: &[(&str, &str)] = &[
-    ("initialize", "protocolVersion, capabilities and clientInfo"),
     ("tools/call", "`name`, a string, and `arguments`, an object"),
     (
         "prompts/get",
         "`name`, a string, and `arguments`, an object of strings",
     ),
     ("resources/read", "`uri`, a string"),
-    ("resources/subscribe", "`uri`, a string"),
-    ("resources/unsubscribe", "`uri`, a string"),
     (
         "completion/complete",
         "`ref` (a prompt or a resource template) and `argument` {name, value}",
     ),
-    ("logging/setLevel", "`level`, one of the syslog level names"),
     ("tools/list", "an optional `cursor`, a string"),
     ("prompts/list", "an optional `cursor`, a string"),
     ("resources/list", "an optional `cursor`, a string"),
@@ -69,7 +68,6 @@ const SHAPES: &[(&str, &str)] = &[
         "`notifications`, an object naming the notifications to send",
     ),
     ("server/discover", "no params of its own besides `_meta`"),
-    ("ping", "no params besides `_meta`"),
 ];
 
 /// `-32602` for a protocol method whose params are not the protocol's shape (rmcp could not
