@@ -190,9 +190,6 @@ pub(crate) fn note_incomplete(snapshot: &Snapshot) {
     }
 }
 
-/// The stderr tail a failed server's error carries (see the transport's errors).
-const TAIL_MARK: &str = "\n--- server stderr (tail) ---\n";
-
 /// How many of the tail's last lines a one-shot command's failure shows (`servers` shows all).
 const TAIL_LINES: usize = 10;
 
@@ -203,7 +200,7 @@ pub(crate) fn server_down_told(status: &ServerStatus) -> String {
     let ServerState::Failed { error } = &status.state else {
         return told;
     };
-    let Some((_, tail)) = error.split_once(TAIL_MARK) else {
+    let Some((_, tail)) = error.split_once(mcp_harness_transport::STDERR_TAIL_MARK) else {
         return told;
     };
     // The runtime's note on background probing follows the tail.

@@ -1215,9 +1215,14 @@ mod tests {
         tokio::time::timeout(SOON, task).await.unwrap().unwrap();
     }
 
-    /// Each frame of a streamed answer reaches the client when it is made, chunked.
-    #[tokio::test]
-    async fn a_streamed_answer_goes_out_frame_by_frame() {
+    /// A server whose `/stream` answers with the frames sent on the channel returned, and a
+    /// client that asked for it.
+    async fn streaming() -> (
+        mpsc::Sender<Bytes>,
+        TcpStream,
+        CancellationToken,
+        tokio::task::JoinHandle<()>,
+    ) {
         let hooks = Hooks::default();
         let (send, frames) = mpsc::channel(4);
         *hooks.frames.lock().unwrap() = Some(frames);
@@ -1227,6 +1232,13 @@ mod tests {
             .write_all(b"GET /stream HTTP/1.1\r\nhost: x\r\n\r\n")
             .await
             .unwrap();
+        (send, client, stop, task)
+    }
+
+    /// Each frame of a streamed answer reaches the client when it is made, chunked.
+    #[tokio::test]
+    async fn a_streamed_answer_goes_out_frame_by_frame() {
+        let (send, mut client, stop, task) = streaming().await;
         send.send(Bytes::from_static(b"data: one\n\n"))
             .await
             .unwrap();
@@ -1253,15 +1265,7 @@ mod tests {
     /// the stall limit: the connection closes and the answer's stream is dropped.
     #[tokio::test]
     async fn a_client_that_reads_nothing_is_let_go() {
-        let hooks = Hooks::default();
-        let (send, frames) = mpsc::channel(4);
-        *hooks.frames.lock().unwrap() = Some(frames);
-        let (addr, stop, task) = start(router(hooks)).await;
-        let mut client = connect(addr).await;
-        client
-            .write_all(b"GET /stream HTTP/1.1\r\nhost: x\r\n\r\n")
-            .await
-            .unwrap();
+        let (send, client, stop, task) = streaming().await;
         // Frames until the socket buffers are full and the server's write stalls; then the
         // answer is dropped and sending fails. Bounded in count and time.
         let frame = Bytes::from(vec![b'x'; 64 * 1024]);

@@ -169,7 +169,7 @@ impl ExitReport {
             None => return None,
         };
         Some(match tail.as_deref().map(str::trim_end) {
-            Some(t) if !t.is_empty() => format!("{head}\n--- server stderr (tail) ---\n{t}"),
+            Some(t) if !t.is_empty() => format!("{head}{}{t}", crate::error::STDERR_TAIL_MARK),
             _ => head,
         })
     }

@@ -218,9 +218,13 @@ impl TransportError {
     }
 }
 
+/// What separates an error's message from the stdio server's stderr tail it carries (the
+/// CLI finds the tail after it).
+pub const STDERR_TAIL_MARK: &str = "\n--- server stderr (tail) ---\n";
+
 fn tail_suffix(tail: &Option<String>) -> String {
     match tail.as_deref().map(str::trim_end) {
-        Some(t) if !t.is_empty() => format!("\n--- server stderr (tail) ---\n{t}"),
+        Some(t) if !t.is_empty() => format!("{STDERR_TAIL_MARK}{t}"),
         _ => String::new(),
     }
 }

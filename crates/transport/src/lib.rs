@@ -93,7 +93,7 @@ pub mod wire;
 
 pub use callbacks::{CallbackFuture, Callbacks, ClientCallbacks, Supported};
 pub use connector::{ConnectOptions, Connector, ExitReport, Session, SessionInfo};
-pub use error::{ErrorKind, TransportError};
+pub use error::{ErrorKind, STDERR_TAIL_MARK, TransportError};
 pub use express::{Express, ExpressCall, ExpressError};
 pub use handler::{EventSink, HarnessClient, ServerEvent, TASK_STATUS_NOTIFICATION};
 pub use http::{EXPRESS_ENV, StreamableHttpConnector};
