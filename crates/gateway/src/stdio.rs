@@ -4,6 +4,14 @@
 //! are read and written without a blocking-pool hop per message. The lines pass the SEP-1686
 //! front ([`crate::session::augmented_lines`]), which leaves them untouched unless the client
 //! speaks 2025-11-25 while an upstream declares task-augmented `tools/call`.
+//!
+//! The lines themselves are read, decoded and written by [`transport::LineTransport`], which answers
+//! every line it cannot take (rmcp's own line transport drops them without a word) and applies
+//! backpressure ([`backlog`]): a client that writes requests and never reads their answers
+//! stalls in its own write instead of growing the gateway.
+
+mod backlog;
+mod transport;
 
 use std::os::fd::AsFd as _;
 use std::pin::Pin;
@@ -29,8 +37,9 @@ where
     let lines = Arc::new(Lines::new(shared.clone()));
     let read = FrontRead::new(read, lines.clone());
     let write = FrontWrite::new(write, lines.clone());
+    let transport = transport::LineTransport::new(read, write);
     let running = Traced::new(Session::with_lines(shared, Some(lines)), tracer)
-        .serve((read, write))
+        .serve(transport)
         .await
         .map_err(|e| ServeError::Initialize(e.to_string()))?;
     let reason = running

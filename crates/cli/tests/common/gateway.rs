@@ -153,6 +153,16 @@ pub(crate) fn free_addr() -> String {
     format!("127.0.0.1:{port}")
 }
 
+/// The resident memory (`VmRSS`) of process `pid` in KiB, 0 when it is gone.
+pub(crate) fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
 /// A running `mcp-harness serve --http`; killed on drop if still running.
 pub(crate) struct Served {
     pub(crate) child: Child,
@@ -206,12 +216,7 @@ impl Served {
 
     /// The gateway's resident memory in KiB (`VmRSS`), 0 when it is gone.
     pub(crate) fn rss_kib(&self) -> u64 {
-        std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .unwrap_or_default()
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .unwrap_or(0)
+        rss_kib(self.child.id())
     }
 
     /// SIGTERM, then waits (≤ `limit`) for the exit code; kills it past the limit (None).

@@ -1,0 +1,149 @@
+//! `mcp-harness serve` over stdio against a client that misbehaves: one that writes requests
+//! and does not read its answers (the gateway stops reading once a bounded backlog of answers
+//! waits for stdout, so its memory stays bounded, and every answer arrives once the client
+//! reads), and one that writes lines that are not messages (each gets its JSON-RPC error, the
+//! session goes on). Memory is read from the gateway's `/proc/PID/status` (VmRSS); every loop here is
+//! bounded in count and time.
+
+mod common;
+
+use std::collections::HashSet;
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use common::gateway::{Killed, rss_kib, serve_stdio};
+use common::temp_home;
+use serde_json::{Value, json};
+
+/// The next line of `lines` as JSON.
+fn next(lines: &mut impl Iterator<Item = std::io::Result<String>>) -> Value {
+    let line = lines
+        .next()
+        .expect("the gateway closed stdout")
+        .expect("read stdout");
+    serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON on stdout ({e}): {line}"))
+}
+
+/// `serve` over stdio, initialized at 2025-06-18: the child, its stdin and its stdout's lines.
+fn initialized(
+    tag: &str,
+) -> (
+    Killed,
+    std::process::ChildStdin,
+    std::io::Lines<BufReader<std::process::ChildStdout>>,
+) {
+    let dir = temp_home("serve-stdio-abuse", tag);
+    let mut child = serve_stdio(&dir, &json!({"mcpServers": {}}));
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let initialize = json!({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": tag, "version": "1"}}});
+    writeln!(stdin, "{initialize}").expect("write initialize");
+    assert_eq!(next(&mut lines)["id"], "init");
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .expect("write initialized");
+    (Killed(child), stdin, lines)
+}
+
+#[test]
+fn lines_that_are_not_messages_get_their_error_and_the_session_goes_on() {
+    let (_child, mut stdin, mut lines) = initialized("unreadable");
+    let cases: [(&[u8], i64, Value); 4] = [
+        (b"not json at all", -32700, Value::Null),
+        (
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\"}",
+            -32700,
+            Value::Null,
+        ),
+        (
+            br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":"x"}"#,
+            -32600,
+            json!(2),
+        ),
+        (br#"{"id":"three","method":"ping"}"#, -32600, json!("three")),
+    ];
+    for (at, (line, code, id)) in cases.into_iter().enumerate() {
+        stdin.write_all(line).expect("write a bad line");
+        writeln!(
+            stdin,
+            "\n{{\"jsonrpc\":\"2.0\",\"id\":\"after-{at}\",\"method\":\"ping\"}}"
+        )
+        .expect("write a ping");
+        let refusal = next(&mut lines);
+        assert_eq!(refusal["error"]["code"], code, "line {at}: {refusal}");
+        assert_eq!(refusal["id"], id, "line {at}: {refusal}");
+        let pong = next(&mut lines);
+        assert_eq!(pong["id"], format!("after-{at}"), "{pong}");
+        assert!(pong.get("result").is_some(), "{pong}");
+    }
+}
+
+#[test]
+fn a_client_that_does_not_read_gets_backpressure_not_unbounded_memory() {
+    const PINGS: usize = 10_000;
+    let (child, mut stdin, mut lines) = initialized("unread");
+    let before = rss_kib(child.0.id());
+
+    // Pings written from another thread, none of their answers read yet.
+    let written = Arc::new(AtomicUsize::new(0));
+    let writer = {
+        let written = written.clone();
+        std::thread::spawn(move || {
+            for id in 0..PINGS {
+                let ping = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"ping\"}}\n");
+                if stdin.write_all(ping.as_bytes()).is_err() {
+                    return stdin;
+                }
+                written.fetch_add(1, Ordering::Relaxed);
+            }
+            stdin
+        })
+    };
+
+    // The writer stalls: the gateway stopped reading. Bounded: 60 s.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = (0, Instant::now());
+    let stalled_at = loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let now = written.load(Ordering::Relaxed);
+        if now != last.0 {
+            last = (now, Instant::now());
+        } else if last.1.elapsed() > Duration::from_secs(2) || Instant::now() > deadline {
+            break now;
+        }
+    };
+    let grown = rss_kib(child.0.id()).saturating_sub(before);
+    assert!(
+        stalled_at < PINGS,
+        "the gateway read all {PINGS} requests while none of their answers was read"
+    );
+    assert!(
+        grown < 64 * 1024,
+        "the gateway grew by {grown} KiB holding the answers of {stalled_at} requests"
+    );
+
+    // Once the client reads, every answer comes, each once. Bounded: PINGS answers, 60 s.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut answered = HashSet::new();
+    while answered.len() < PINGS && Instant::now() < deadline {
+        let answer = next(&mut lines);
+        assert!(answer.get("error").is_none(), "{answer}");
+        let id = answer["id"].as_u64().expect("a numeric id");
+        assert!(answered.insert(id), "ping {id} answered twice");
+    }
+    assert_eq!(
+        answered.len(),
+        PINGS,
+        "answers missing after the client read"
+    );
+    let stdin = writer.join().expect("the writer thread");
+    assert_eq!(written.load(Ordering::Relaxed), PINGS);
+    drop(stdin);
+    eprintln!("stalled after {stalled_at} pings, grown {grown} KiB");
+}
