@@ -731,3 +731,139 @@ fn connections_over_the_limit_are_turned_away_and_idle_ones_closed() {
         "closed after {took:?}, not at the 3 s idle timeout"
     );
 }
+
+/// A 2026-07-28 `subscriptions/listen` POST with `token` (empty: none) on a new connection: the
+/// stream and what came before the head's end (the whole answer when it is not a stream).
+fn open_listen(addr: &str, token: &str) -> (std::net::TcpStream, String) {
+    use std::io::Read as _;
+    let listen = json!({"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": {
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "listens", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {}
+        },
+        "notifications": {"toolsListChanged": true}}})
+    .to_string();
+    let authorization = match token {
+        "" => String::new(),
+        token => format!("Authorization: Bearer {token}\r\n"),
+    };
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMcp-Protocol-Version: 2026-07-28\r\n\
+         Mcp-Method: subscriptions/listen\r\n{authorization}Content-Length: {}\r\n\r\n{listen}",
+        listen.len()
+    );
+    let mut stream = send_raw(addr, &request);
+    stream
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .expect("timeout");
+    // Bounded: 10 s; a refusal's whole body, or a stream's head.
+    let start = Instant::now();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while start.elapsed() < Duration::from_secs(10) {
+        let text = String::from_utf8_lossy(&seen);
+        if text.starts_with("HTTP/1.1 200") && text.contains("\r\n\r\n")
+            || text.contains("\r\n\r\n") && text.trim_end().ends_with('}')
+        {
+            break;
+        }
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => seen.extend_from_slice(&buf[..n]),
+            Err(_) => {}
+        }
+    }
+    (stream, String::from_utf8_lossy(&seen).into_owned())
+}
+
+/// `subscriptions/listen` streams, which hold their connection for as long as the client is
+/// interested, take at most half of `--max-connections` (here 10: five) and at most a
+/// profile's `maxSessions` of that profile's: one more is 429 naming what to change, while
+/// ordinary requests still get a connection; a closed stream gives its place back.
+#[test]
+fn listen_streams_cannot_take_every_connection() {
+    const GREEDY: &str = "greedy-listener-token";
+    const OTHER: &str = "other-listener-token";
+    let dir = temp_home("serve-load", "listens");
+    let config = dir.join("gateway.json");
+    let document = json!({
+        "mcpServers": {},
+        "gateway": {"clients": {
+            "greedy": {"auth": {"type": "bearer", "tokenEnv": "GW_GREEDY"}, "maxSessions": 3},
+            "other": {"auth": {"type": "bearer", "tokenEnv": "GW_OTHER"}}
+        }}
+    });
+    std::fs::write(&config, document.to_string()).expect("write config");
+    let served = Served::start_with_env(
+        &dir,
+        &config,
+        &["--max-connections", "10", "--sse-ping-secs", "1"],
+        Stdio::null(),
+        &[("GW_GREEDY", GREEDY), ("GW_OTHER", OTHER)],
+    );
+    let addr = served.addr.as_str();
+    let listen = |token: &str| {
+        let (stream, seen) = open_listen(addr, token);
+        assert!(
+            seen.starts_with("HTTP/1.1 200"),
+            "a listen under the limits: {seen}"
+        );
+        stream
+    };
+    let mut greedy: Vec<_> = (0..3).map(|_| listen(GREEDY)).collect();
+    let (_, refused) = open_listen(addr, GREEDY);
+    assert!(refused.starts_with("HTTP/1.1 429"), "{refused}");
+    assert!(
+        refused.to_ascii_lowercase().contains("retry-after: 5"),
+        "{refused}"
+    );
+    assert!(
+        refused.contains("gateway.clients.greedy.maxSessions"),
+        "{refused}"
+    );
+
+    let mut others: Vec<_> = (0..2).map(|_| listen(OTHER)).collect();
+    let (_, refused) = open_listen(addr, OTHER);
+    assert!(refused.starts_with("HTTP/1.1 429"), "{refused}");
+    assert!(refused.contains("--max-connections"), "{refused}");
+    let discover = json!({"jsonrpc": "2.0", "id": 2, "method": "server/discover", "params": {
+    "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "listens", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {}
+    }}})
+    .to_string();
+    let bearer = format!("Bearer {OTHER}");
+    let headers = [
+        ("Authorization", bearer.as_str()),
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("Mcp-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "server/discover"),
+    ];
+    let (status, _, body) = http(addr, "POST", "/mcp", &headers, &discover);
+    assert_eq!(
+        status, 200,
+        "an ordinary request beside the listens: {body}"
+    );
+
+    // A closed stream's place comes back once the gateway sees it gone (its next ping, 1 s).
+    drop(greedy.pop());
+    let closed = Instant::now();
+    let reopened = loop {
+        let (stream, seen) = open_listen(addr, OTHER);
+        if seen.starts_with("HTTP/1.1 200") || closed.elapsed() > Duration::from_secs(10) {
+            break (stream, seen);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(
+        reopened.1.starts_with("HTTP/1.1 200"),
+        "the place was not given back: {}",
+        reopened.1
+    );
+    others.push(reopened.0);
+    drop((greedy, others));
+}

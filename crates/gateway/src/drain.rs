@@ -87,13 +87,20 @@ impl Drop for InFlight {
     }
 }
 
-/// A response body that holds its request's [`InFlight`] until it is sent or dropped.
-struct Counted {
+/// A response body that holds `T` (its request's [`InFlight`], a listen stream's place) until
+/// it is sent or dropped.
+struct Holding<T> {
     inner: Body,
-    _in_flight: InFlight,
+    _held: T,
 }
 
-impl HttpBody for Counted {
+/// `response`, its body holding `held` until it ends or is dropped.
+pub(crate) fn held_until_sent<T: Send + Unpin + 'static>(response: Response, held: T) -> Response {
+    let (parts, inner) = response.into_parts();
+    Response::from_parts(parts, Body::new(Holding { inner, _held: held }))
+}
+
+impl<T: Unpin> HttpBody for Holding<T> {
     type Data = Bytes;
     type Error = axum::Error;
 
@@ -137,17 +144,10 @@ pub(crate) fn admit_post(drain: &Arc<Drain>) -> Option<Admitted> {
 impl Admitted {
     /// `response`, its body holding the count of a POST until it ends.
     pub(crate) fn counted(self, response: Response) -> Response {
-        let Some(in_flight) = self.0 else {
-            return response;
-        };
-        let (parts, inner) = response.into_parts();
-        Response::from_parts(
-            parts,
-            Body::new(Counted {
-                inner,
-                _in_flight: in_flight,
-            }),
-        )
+        match self.0 {
+            Some(in_flight) => held_until_sent(response, in_flight),
+            None => response,
+        }
     }
 }
 

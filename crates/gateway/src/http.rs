@@ -12,7 +12,11 @@
 //! - with client profiles, no request reaches `/mcp` without proving one (401 with a
 //!   `WWW-Authenticate` challenge naming the protected-resource metadata, or 403
 //!   `insufficient_scope`), and a request on a session opened by another profile is refused
-//!   (403): a session serves only the client that opened it.
+//!   (403): a session serves only the client that opened it;
+//! - `subscriptions/listen` streams take at most half of `--max-connections` (and a profile
+//!   with `maxSessions` at most that many): one more is 429 ([`listens`]).
+
+mod listens;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -39,6 +43,7 @@ use crate::hold::HoldClock;
 use crate::in_session::{InSession, Rebinding};
 use crate::session::{Session, Shared};
 use crate::traced::Traced;
+use listens::ListenLimit;
 
 /// Why serving failed.
 #[derive(Debug, thiserror::Error)]
@@ -271,6 +276,7 @@ pub(crate) async fn serve(
         sessions: sessions.clone(),
         max_sessions: options.max_sessions.max(1),
         drain: drain.clone(),
+        listens: Arc::new(ListenLimit::new(options.max_connections.max(1))),
         guard: shared.clients.clone().map(|clients| {
             Arc::new(Guard {
                 clients,
@@ -552,6 +558,8 @@ struct Ops {
     sessions: Arc<SealedSessionManager>,
     max_sessions: usize,
     drain: Arc<Drain>,
+    /// Open `subscriptions/listen` streams.
+    listens: Arc<ListenLimit>,
     /// The client profiles' check (`None`: no profiles, no authentication).
     guard: Option<Arc<Guard>>,
 }
@@ -590,7 +598,8 @@ fn refused(refusal: &Refusal, metadata_url: &str) -> Response {
 }
 
 /// The gates every route passes, in this order: the drain gate ([`drain::admit`]), the client
-/// profiles ([`authenticate`]), the session limit ([`session_limit`]). One middleware, not
+/// profiles ([`authenticate`]), the session limits ([`session_limit`],
+/// [`profile_session_limit`]), the listen limit ([`listens`]). One middleware, not
 /// three: each `from_fn` layer clones its state and boxes the rest of the stack per request.
 async fn gates(State(ops): State<Ops>, request: Request, next: Next) -> Response {
     let Some(admitted) = drain::admit(&ops.drain, &request) else {
@@ -633,7 +642,14 @@ async fn gates(State(ops): State<Ops>, request: Request, next: Next) -> Response
         },
         false => None,
     };
-    let response = next.run(request).await;
+    let listening = match ops.listens.admit(&request) {
+        Ok(listening) => listening,
+        Err(refusal) => return too_many(refusal),
+    };
+    let mut response = next.run(request).await;
+    if let Some(listening) = listening {
+        response = drain::held_until_sent(response, listening);
+    }
     if let Some(owner) = owner {
         // Read before awaiting: a response is not `Sync`.
         let succeeded = response.status().is_success();
@@ -872,7 +888,7 @@ fn opens_session(request: &Request) -> bool {
 /// error body.
 async fn session_limit(ops: &Ops) -> Option<Response> {
     if ops.sessions.len().await >= ops.max_sessions {
-        return Some(too_many_sessions(format!(
+        return Some(too_many(format!(
             "the gateway has {} open sessions, its limit; retry later or close idle sessions",
             ops.max_sessions
         )));
@@ -881,7 +897,7 @@ async fn session_limit(ops: &Ops) -> Option<Response> {
 }
 
 /// 429 with `Retry-After: 5` and a JSON-RPC error saying `message`.
-fn too_many_sessions(message: String) -> Response {
+fn too_many(message: String) -> Response {
     let body = serde_json::json!({
         "jsonrpc": "2.0",
         "id": null,
@@ -949,7 +965,7 @@ async fn profile_session_limit(
     }
     if open + before >= max {
         tracing::info!(client = %name, max, "a session over the client's own limit was refused");
-        return Err(too_many_sessions(format!(
+        return Err(too_many(format!(
             "client `{name}` has {max} open sessions, its limit \
              (`gateway.clients.{name}.maxSessions`); close one (DELETE) or retry later"
         )));
