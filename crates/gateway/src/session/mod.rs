@@ -92,6 +92,9 @@ struct SessionState {
     lines: Option<Arc<augmented_lines::Lines>>,
     /// The session identity it is found by in [`Shared::held`], once its client initialized.
     http_key: std::sync::OnceLock<Arc<str>>,
+    /// `initialize` was answered: a second one is refused (it would change the client's
+    /// declared capabilities and version mid-session).
+    initialized: std::sync::atomic::AtomicBool,
 }
 
 impl SessionState {
@@ -168,6 +171,7 @@ impl Session {
                 log_asked: std::sync::atomic::AtomicU8::new(0),
                 lines,
                 http_key: std::sync::OnceLock::new(),
+                initialized: std::sync::atomic::AtomicBool::new(false),
             }),
         }
     }
@@ -370,6 +374,13 @@ impl ServerHandler for Session {
         request: rmcp::model::InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::InitializeResult, McpError> {
+        if self.state.initialized.swap(true, Ordering::AcqRel) {
+            return Err(McpError::invalid_request(
+                "this session is already initialized: `initialize` comes once, first (open a \
+                 new session to start over)",
+                None,
+            ));
+        }
         context.peer.set_peer_info(request.clone());
         self.augmented_initialize(&request, &context).await;
         let profile = profile_of(&context.extensions);
