@@ -2,7 +2,7 @@
 //! and does not read its answers (the gateway stops reading once a bounded backlog of answers
 //! waits for stdout, so its memory stays bounded, and every answer arrives once the client
 //! reads), and one that writes lines that are not messages (each gets its JSON-RPC error, the
-//! session goes on). Memory is read from the gateway's `/proc/PID/status` (VmRSS); every loop here is
+//! session goes on); and a stop signal ends it with 0, as over HTTP. Memory is read from the gateway's `/proc/PID/status` (VmRSS); every loop here is
 //! bounded in count and time.
 
 mod common;
@@ -85,6 +85,26 @@ fn lines_that_are_not_messages_get_their_error_and_the_session_goes_on() {
 }
 
 #[test]
+fn a_second_initialize_is_refused_and_the_session_keeps_the_first() {
+    let (_child, mut stdin, mut lines) = initialized("reinit");
+    let again = json!({"jsonrpc": "2.0", "id": "again", "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
+        "clientInfo": {"name": "someone else", "version": "2"}}});
+    writeln!(stdin, "{again}").expect("write initialize");
+    let refusal = next(&mut lines);
+    assert_eq!(refusal["id"], "again", "{refusal}");
+    assert_eq!(refusal["error"]["code"], -32600, "{refusal}");
+    assert!(
+        refusal["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("already initialized")),
+        "{refusal}"
+    );
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":"after","method":"ping"}}"#).expect("write ping");
+    assert_eq!(next(&mut lines)["id"], "after");
+}
+
+#[test]
 fn a_client_that_does_not_read_gets_backpressure_not_unbounded_memory() {
     const PINGS: usize = 10_000;
     let (child, mut stdin, mut lines) = initialized("unread");
@@ -146,4 +166,23 @@ fn a_client_that_does_not_read_gets_backpressure_not_unbounded_memory() {
     assert_eq!(written.load(Ordering::Relaxed), PINGS);
     drop(stdin);
     eprintln!("stalled after {stalled_at} pings, grown {grown} KiB");
+}
+
+#[test]
+fn a_stop_signal_ends_the_stdio_gateway_with_0() {
+    let (mut child, stdin, _lines) = initialized("sigterm");
+    // SAFETY: kill(2) on the pid of a child this test started.
+    unsafe { libc::kill(child.0.id() as i32, libc::SIGTERM) };
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.0.try_wait().expect("wait") {
+            break Some(status);
+        }
+        if started.elapsed() > Duration::from_secs(20) {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    drop(stdin);
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{status:?}");
 }

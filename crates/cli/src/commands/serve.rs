@@ -214,9 +214,11 @@ async fn serve(
                 Ok(()) => Exit::Ok.code(),
                 Err(e) => crate::fail(&e.to_string(), Exit::Failed),
             },
+            // A stop signal is how a service is stopped: 0, as over HTTP (a service manager
+            // counts 130 as a failure).
             signal = crate::interrupted() => {
                 tracing::info!(signal, "stopping the stdio gateway");
-                Exit::Interrupted.code()
+                Exit::Ok.code()
             }
         };
     };
