@@ -200,7 +200,13 @@ async fn run(cli: Cli) -> u8 {
         _ => {}
     }
     if let Command::Edit(edit) = &cli.command {
-        return commands::edit::run(cli.config.as_deref(), edit, cli.json);
+        return commands::edit::run(
+            cli.config.as_deref(),
+            cli.connect.is_some(),
+            &cli.servers,
+            edit,
+            cli.json,
+        );
     }
     if let Command::Trust { path, revoke } = &cli.command {
         return commands::trust::run(path.as_deref(), *revoke);

@@ -281,6 +281,49 @@ fn adding_an_existing_name_needs_force_and_invalid_servers_are_refused() {
     assert!(json(&read(&path))["mcpServers"].get("bad").is_none());
 }
 
+/// `list --server NAME` shows only those servers (a name not configured is an error listing
+/// the configured ones); `--server` on an edit and `--connect` on any of these commands are
+/// refused with what to use instead, nothing written.
+#[test]
+fn list_server_filters_and_flags_that_do_not_apply_are_refused() {
+    let dir = temp_dir("flags");
+    let path = user_config(&dir);
+    for name in ["alpha", "beta"] {
+        let (code, _, err) = run_in(&dir, &["add", name, "--", "x"], &[]);
+        assert_eq!(code, 0, "{err}");
+    }
+    let (code, out, err) = run_in(&dir, &["list", "--server", "beta", "--json"], &[]);
+    assert_eq!(code, 0, "{err}");
+    let names: Vec<String> = json(&out)
+        .as_array()
+        .map(|servers| {
+            servers
+                .iter()
+                .filter_map(|s| s["name"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(names, ["beta"], "{out}");
+    let (code, _, err) = run_in(&dir, &["list", "--server", "gamma"], &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("gamma") && err.contains("alpha, beta"),
+        "{err}"
+    );
+
+    let before = read(&path);
+    let (code, _, err) = run_in(&dir, &["remove", "alpha", "--server", "beta"], &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("drop --server"), "{err}");
+    let (code, _, err) = run_in(&dir, &["--connect", "http://127.0.0.1:9/mcp", "list"], &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("servers") && err.contains("drop --connect"),
+        "{err}"
+    );
+    assert_eq!(read(&path), before, "nothing written");
+}
+
 /// The qualified names `tools --json` lists.
 fn tools(dir: &Path) -> Vec<String> {
     let (code, out, err) = run_in(dir, &["tools", "--json"], &[]);

@@ -137,7 +137,32 @@ pub(crate) struct ToggleArgs {
 
 /// Runs an edit command; returns the exit code.
 /// `json` (the global `--json`) makes `get` and `list` print JSON.
-pub(crate) fn run(explicit: Option<&Path>, edit: &Edit, json: bool) -> u8 {
+/// The config-editing commands; `connect` and `servers`: the `--connect` and `--server`
+/// flags, which only `list --server` uses (to show those servers).
+pub(crate) fn run(
+    explicit: Option<&Path>,
+    connect: bool,
+    servers: &[String],
+    edit: &Edit,
+    json: bool,
+) -> u8 {
+    let listing = matches!(edit, Edit::List { .. });
+    if connect || (!servers.is_empty() && !listing) {
+        let (flag, why) = match connect {
+            true => (
+                "--connect",
+                "talks to a running gateway, while this command reads and edits the config files \
+                 (`mcp-harness --connect URL servers` shows the gateway's servers)",
+            ),
+            false => (
+                "--server",
+                "chooses which servers a command starts, and this one starts none (`list \
+                 --server NAME` shows only those)",
+            ),
+        };
+        say!("error: {flag} {why}; drop {flag}");
+        return crate::exit::Exit::Usage.code();
+    }
     if explicit.is_some() {
         let what = match edit {
             Edit::Get { .. } | Edit::List { .. } => {
@@ -157,7 +182,7 @@ pub(crate) fn run(explicit: Option<&Path>, edit: &Edit, json: bool) -> u8 {
         Edit::AddJson(args) => add_json(args),
         Edit::Remove { name, scope } => remove(name, *scope),
         Edit::Get { name, scope } => show::get(name, *scope, json),
-        Edit::List { scope } => show::list(*scope, json),
+        Edit::List { scope } => show::list(*scope, servers, json),
         Edit::Enable(args) => toggle::run(args, true),
         Edit::Disable(args) => toggle::run(args, false),
     };

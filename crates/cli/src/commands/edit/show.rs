@@ -64,6 +64,14 @@ fn scope_is_optional(scope: ScopeArg) -> bool {
     scope == ScopeArg::Project
 }
 
+/// The files a scope reads, as an error names them.
+fn looked(scope: Option<ScopeArg>) -> String {
+    match scope {
+        Some(s) => format!("the {} config", scope_name(s)),
+        None => "the user or project config".to_string(),
+    }
+}
+
 /// `get NAME`.
 pub(super) fn get(name: &str, scope: Option<ScopeArg>, json: bool) -> Result<String, EditError> {
     let found: Vec<Found> = servers(scope)?
@@ -71,13 +79,9 @@ pub(super) fn get(name: &str, scope: Option<ScopeArg>, json: bool) -> Result<Str
         .filter(|f| f.name == name)
         .collect();
     if found.is_empty() {
-        let looked = match scope {
-            Some(s) => format!("the {} config", scope_name(s)),
-            None => "the user or project config".to_string(),
-        };
         return Err(EditError::NotFound {
             server: name.to_string(),
-            looked,
+            looked: looked(scope),
             hint: "; `mcp-harness list` shows the configured servers".into(),
         });
     }
@@ -102,8 +106,30 @@ pub(super) fn get(name: &str, scope: Option<ScopeArg>, json: bool) -> Result<Str
 }
 
 /// `list`.
-pub(super) fn list(scope: Option<ScopeArg>, json: bool) -> Result<String, EditError> {
-    let found = servers(scope)?;
+/// The configured servers (all, or those named in `only`: each must be configured).
+pub(super) fn list(
+    scope: Option<ScopeArg>,
+    only: &[String],
+    json: bool,
+) -> Result<String, EditError> {
+    let mut found = servers(scope)?;
+    if !only.is_empty() {
+        if let Some(missing) = only
+            .iter()
+            .find(|name| !found.iter().any(|f| f.name == **name))
+        {
+            let configured: Vec<String> = found.iter().map(|f| clean(&f.name)).collect();
+            return Err(EditError::NotFound {
+                server: clean(missing),
+                looked: looked(scope),
+                hint: match configured.is_empty() {
+                    true => "; none is configured".into(),
+                    false => format!("; configured: {}", configured.join(", ")),
+                },
+            });
+        }
+        found.retain(|f| only.contains(&f.name));
+    }
     if json {
         let items: Vec<serde_json::Value> = found.iter().map(to_json).collect();
         return Ok(table::pretty(&serde_json::Value::Array(items)));
