@@ -76,17 +76,38 @@ fn init_logs(verbose: u8, quiet: bool) {
         2 => "debug",
         _ => "trace",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::filter::{FilterExt as _, filter_fn};
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let from_env = tracing_subscriber::EnvFilter::try_from_default_env().ok();
+    // Below -vv and without RUST_LOG, rmcp's reports of an answer that found its peer gone
+    // are left out (see `peer_gone_report`).
+    let routine = from_env.is_none() && verbose < 2;
+    let filter = from_env.unwrap_or_else(|| tracing_subscriber::EnvFilter::new(default));
+    let filter = filter.and(filter_fn(move |meta| !(routine && peer_gone_report(meta))));
     use std::io::IsTerminal;
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let layer = tracing_subscriber::fmt::layer()
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(|| RedactedStderr)
         // tracing-subscriber reports a failed write with `eprintln!`, which panics when stderr
         // is gone; `RedactedStderr` never fails, and this keeps it that way.
         .log_internal_errors(false)
-        .init();
+        .with_filter(filter);
+    tracing_subscriber::registry().with(layer).init();
+}
+
+/// Whether `meta` is one of rmcp's ERROR reports that an answer could not be sent (`%error` and
+/// a message, from its service loop): the client went away first — a closed
+/// `subscriptions/listen` stream makes one every time it ends. Routine for a gateway, so not an
+/// ERROR line in its log; `-vv` or `RUST_LOG` show them.
+fn peer_gone_report(meta: &tracing::Metadata<'_>) -> bool {
+    meta.is_event()
+        && *meta.level() == tracing::Level::ERROR
+        && meta.target() == "rmcp::service"
+        && meta.fields().len() == 2
+        && meta.fields().field("error").is_some()
+        && meta.fields().field("message").is_some()
 }
 
 /// The log's stderr: each formatted event (written whole) passes through the one redaction
