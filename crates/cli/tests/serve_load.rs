@@ -468,6 +468,15 @@ fn bad_requests_get_a_clear_4xx_and_break_nothing() {
     let (status, _, answer) = http(addr, "POST", "/mcp", &text, ping);
     assert_eq!(status, 415, "a wrong content type: {answer}");
     assert!(answer.contains("application/json"), "{answer}");
+    // An MCP header given twice (a proxy in front may have read the other one) is 400.
+    let mut twice = headers.to_vec();
+    twice.push(("Mcp-Protocol-Version", "2025-06-18"));
+    let (status, _, answer) = http(addr, "POST", "/mcp", &twice, ping);
+    assert_eq!(status, 400, "a repeated MCP-Protocol-Version: {answer}");
+    assert!(
+        answer.contains("more than one mcp-protocol-version"),
+        "{answer}"
+    );
     // A known method with params of the wrong shape is -32602 naming the method, not "method
     // not found", and quotes none of them.
     for (method, params) in [

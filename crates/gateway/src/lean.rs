@@ -49,17 +49,46 @@ pub(crate) struct Front {
     pub(crate) lean: Option<Arc<Lean>>,
 }
 
+/// The MCP headers a request may carry once: with two, rmcp reads the first while a proxy in
+/// front (routing on SEP-2243's `Mcp-Method`, say) may have read the other.
+const ONCE: [&str; 4] = [
+    "mcp-protocol-version",
+    "mcp-session-id",
+    "mcp-method",
+    "mcp-name",
+];
+
+/// The first of [`ONCE`] that `headers` repeat (only looked for when some header repeats).
+fn repeated_mcp_header(headers: &HeaderMap) -> Option<&'static str> {
+    if headers.len() == headers.keys_len() {
+        return None;
+    }
+    ONCE.into_iter()
+        .find(|name| headers.get_all(*name).iter().nth(1).is_some())
+}
+
 impl crate::h1::Service for Front {
     fn call(&mut self, request: Request<()>, body: Bytes) -> impl Future<Output = Response> + Send {
+        if let Some(name) = repeated_mcp_header(request.headers()) {
+            let refusal = (
+                axum::http::StatusCode::BAD_REQUEST,
+                format!("Bad Request: the request has more than one {name} header; send it once\n"),
+            );
+            return futures::future::Either::Left(futures::future::ready(refusal.into_response()));
+        }
         let taken = self.lean.as_ref().and_then(|lean| {
             lean.admits(&request, &body)
                 .map(|front| (lean.clone(), front))
         });
         match taken {
             Some((lean, front)) => {
-                futures::future::Either::Left(async move { lean.serve(request, body, front).await })
+                futures::future::Either::Right(futures::future::Either::Left(async move {
+                    lean.serve(request, body, front).await
+                }))
             }
-            None => futures::future::Either::Right(self.router.call(request, body)),
+            None => futures::future::Either::Right(futures::future::Either::Right(
+                self.router.call(request, body),
+            )),
         }
     }
 }
@@ -147,6 +176,21 @@ mod tests {
                 .insert("mcp-session-id", "sealed".parse().unwrap());
         }
         request
+    }
+
+    #[test]
+    fn a_repeated_mcp_header_is_found_and_other_repeats_pass() {
+        let mut headers = HeaderMap::new();
+        headers.insert("mcp-method", "tools/call".parse().unwrap());
+        headers.append("accept", "application/json".parse().unwrap());
+        headers.append("accept", "text/event-stream".parse().unwrap());
+        assert_eq!(repeated_mcp_header(&headers), None);
+        headers.append("mcp-method", "tools/list".parse().unwrap());
+        assert_eq!(repeated_mcp_header(&headers), Some("mcp-method"));
+        let mut headers = HeaderMap::new();
+        headers.insert("mcp-session-id", "a".parse().unwrap());
+        headers.append("mcp-session-id", "b".parse().unwrap());
+        assert_eq!(repeated_mcp_header(&headers), Some("mcp-session-id"));
     }
 
     #[test]
