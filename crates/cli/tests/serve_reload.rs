@@ -471,3 +471,80 @@ fn idle_event_streams_get_pings() {
     assert_ne!(answer["result"]["isError"], true, "{answer}");
     assert!(events.ping(), "no ping on the GET stream");
 }
+
+/// Calls racing config edits are never lost: three sessions that never list call the echo tool
+/// back to back while four edits in a row restart its server. A call that found the old
+/// connection current as an edit retired it is waited for by the edit's drain; one bound while
+/// the old connection drains (its client retired) waits for the new connection. Every call is
+/// answered without error.
+#[test]
+fn calls_racing_config_edits_are_never_lost() {
+    use common::gateway::Session;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = temp_home("serve-reload", "racing");
+    let marker = format!("gw-reload-racing-{}", std::process::id());
+    let file = dir.join("gateway.json");
+    write_config(&file, &[("one", &marker)]);
+    let served = Served::start(&dir, &file, &["--drain-secs", "5"], Stdio::null());
+    // One session lists until the server is up; the racers never list, so each call binds to
+    // the catalog of the moment (the case a replacement in progress used to break).
+    let (lister, _) = Session::open(&served.addr, "unused", json!({}), "lister");
+    lister.wait_listed("mcp__one__echo", Duration::from_secs(20));
+    let sessions: Vec<Session> = (0..3)
+        .map(|i| Session::open(&served.addr, "unused", json!({}), &format!("racer{i}")).0)
+        .collect();
+    let done = AtomicBool::new(false);
+    let echo = json!({"name": "mcp__one__echo", "arguments": {"message": "racing"}});
+    let (calls, failures) = std::thread::scope(|scope| {
+        let racers: Vec<_> = sessions
+            .iter()
+            .map(|session| {
+                let (done, echo) = (&done, echo.clone());
+                scope.spawn(move || {
+                    let (mut calls, mut failures) = (0, Vec::new());
+                    // Bounded: until the edits are over, 90 s at most.
+                    let start = Instant::now();
+                    while !done.load(Ordering::Relaxed) && start.elapsed() < Duration::from_secs(90)
+                    {
+                        let answer = session.request("tools/call", echo.clone());
+                        calls += 1;
+                        if answer["result"]["isError"] != json!(false) {
+                            failures.push(answer.to_string());
+                        }
+                    }
+                    (calls, failures)
+                })
+            })
+            .collect();
+        for edit in 0..4 {
+            let before = pids_with(&marker);
+            write_config_with(
+                &file,
+                &[("one", &marker)],
+                &json!({"GW_RACE": edit.to_string()}),
+            );
+            let start = Instant::now();
+            while pids_with(&marker) == before && start.elapsed() < Duration::from_secs(30) {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            assert_ne!(
+                pids_with(&marker),
+                before,
+                "edit {edit} did not restart the server"
+            );
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        done.store(true, Ordering::Relaxed);
+        racers
+            .into_iter()
+            .map(|racer| racer.join().expect("a racing thread"))
+            .fold((0, Vec::new()), |(n, mut all), (calls, failures)| {
+                all.extend(failures);
+                (n + calls, all)
+            })
+    });
+    assert!(calls > 30, "only {calls} calls were made");
+    assert_eq!(failures, Vec::<String>::new(), "of {calls} calls");
+    drop(served);
+    assert_eq!(common::wait_gone(&marker), Vec::<u32>::new());
+}

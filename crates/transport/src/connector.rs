@@ -268,9 +268,18 @@ impl Session {
         self.outstanding.settle(limit).await
     }
 
-    /// How many requests sent on this session wait for their answer now.
+    /// How many requests sent on this session wait for their answer now (and callers hold it
+    /// to send: [`Session::sends`]).
     pub fn unanswered(&self) -> usize {
+        // Against a caller's hold taken before it read the published connection: with the
+        // retirement published before this, one of the two sees the other.
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
         self.outstanding.count()
+    }
+
+    /// Where a caller holds this session before sending on it, so a drain waits for its call.
+    pub fn sends(&self) -> crate::Sends {
+        crate::Sends::new(self.outstanding.clone())
     }
 
     /// Closes the session: stops the service loop, then terminates the process group (TERM, and

@@ -99,6 +99,7 @@ pub use handler::{EventSink, HarnessClient, ServerEvent, TASK_STATUS_NOTIFICATIO
 pub use http::{EXPRESS_ENV, StreamableHttpConnector};
 pub use in_process::{InProcessConnector, InProcessServe};
 pub use inbound::{DEFAULT_MAX_MESSAGE_BYTES, WireFault};
+pub use outstanding::{SendHold, Sends};
 pub use sse::LegacySseConnector;
 pub use stdio::{StdioConnector, StdioSpec};
 pub use wire::{TaskSupport, WireNotes};

@@ -5,7 +5,10 @@
 //! its response or error comes back, its sending fails, the client cancels it
 //! (`notifications/cancelled`), or the connection ends (the inner transport has nothing more to receive, or is closed) — so a drain
 //! never waits for an answer that can no longer come. A `subscriptions/listen` request is a
-//! stream that lasts as long as the session, not a call: it is never counted.
+//! stream that lasts as long as the session, not a call: it is never counted. A caller about to
+//! send on the session holds it ([`Sends::hold`]) from before it checks the connection is still
+//! current until its call ends, and a drain waits for the holds as for the ids: a call that
+//! found the connection current is never cut by a close that began before it sent.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -33,6 +36,36 @@ pub(crate) struct Outstanding {
     /// The connection ended: an answer diverted from now on never comes (set and read under
     /// `diverted`'s lock).
     over: AtomicBool,
+    /// Callers holding the session to send on it ([`SendHold`]).
+    holds: AtomicUsize,
+}
+
+/// Where callers hold a session before sending on it (see the module doc). Cheap to clone.
+#[derive(Debug, Clone, Default)]
+pub struct Sends(Arc<Outstanding>);
+
+/// One caller's hold on a session, released when dropped.
+#[derive(Debug)]
+pub struct SendHold(Arc<Outstanding>);
+
+impl Sends {
+    pub(crate) fn new(outstanding: Arc<Outstanding>) -> Self {
+        Self(outstanding)
+    }
+
+    /// Holds the session until the hold is dropped: a drain waits for it.
+    pub fn hold(&self) -> SendHold {
+        self.0.holds.fetch_add(1, Ordering::SeqCst);
+        SendHold(self.0.clone())
+    }
+}
+
+impl Drop for SendHold {
+    fn drop(&mut self) {
+        if self.0.holds.fetch_sub(1, Ordering::SeqCst) == 1 && self.0.ids().is_empty() {
+            self.0.settled.notify_waiters();
+        }
+    }
 }
 
 impl Outstanding {
@@ -67,7 +100,7 @@ impl Outstanding {
 
     pub(crate) fn answered(&self, id: &RequestId) {
         let mut ids = self.ids();
-        if ids.remove(id) && ids.is_empty() {
+        if ids.remove(id) && ids.is_empty() && self.holds.load(Ordering::SeqCst) == 0 {
             self.settled.notify_waiters();
         }
     }
@@ -117,9 +150,9 @@ impl Outstanding {
         self.settled.notify_waiters();
     }
 
-    /// How many requests wait for their answer now.
+    /// How many requests wait for their answer now, and callers hold the session to send.
     pub(crate) fn count(&self) -> usize {
-        self.ids().len()
+        self.ids().len() + self.holds.load(Ordering::SeqCst)
     }
 
     /// Waits until no request is waiting for its answer, `limit` at the longest; how many
@@ -130,7 +163,8 @@ impl Outstanding {
                 let notified = self.settled.notified();
                 tokio::pin!(notified);
                 notified.as_mut().enable();
-                if self.ids().is_empty() {
+                let idle = self.ids().is_empty() && self.holds.load(Ordering::SeqCst) == 0;
+                if idle || self.over.load(Ordering::Acquire) {
                     return;
                 }
                 notified.await;

@@ -291,6 +291,7 @@ impl ServerActor {
             exit: live.session.exit_report(),
             retired: false,
             express: live.session.express().cloned(),
+            sends: live.session.sends(),
         });
         // Every printer of a status (tables, JSON, watch) reads this copy: redacted once here.
         status.last_error = status

@@ -44,6 +44,9 @@ pub(crate) struct ServerClient {
     pub retired: bool,
     /// Where a plain `tools/call` is sent from the caller's task (Streamable HTTP).
     pub express: Option<mcp_harness_transport::Express>,
+    /// Held by a call from before it checks this connection is current until it ends, so a
+    /// config edit's drain waits for it rather than closing the connection under it.
+    pub sends: mcp_harness_transport::Sends,
 }
 
 /// A published runtime view: the snapshot plus the client of each connected server.

@@ -426,13 +426,24 @@ impl PreparedCall {
         if let Some(ask) = self.permission(entry, &args)? {
             Box::pin(self.ask_approval(ask)).await?;
         }
-        // R7: a stdio server whose process exited since the binding is restarted once.
-        let revived = if self.nothing_published_since()
-            || self.ctx.is_current_connection(&entry.server, client.epoch)
-        {
-            None
-        } else {
-            Box::pin(self.ctx.revive_for_call(entry, client, self.revision())).await?
+        // Held before the connection is checked, until the call ends: a config edit that
+        // retires this connection after the check waits for the call in its drain.
+        let held = client.sends.hold();
+        // A binding made while a config edit replaces the server holds its retired client:
+        // never current, even when nothing was published since.
+        let current = (self.nothing_published_since() && !client.retired)
+            || self.ctx.is_current_connection(&entry.server, client.epoch);
+        // R7: a stdio server whose process exited since the binding is restarted once. The
+        // old connection is let go first: its drain is what the restart may wait for.
+        let (revived, _held) = match current {
+            true => (None, held),
+            false => {
+                drop(held);
+                let revived =
+                    Box::pin(self.ctx.revive_for_call(entry, client, self.revision())).await?;
+                let held = revived.as_ref().unwrap_or(client).sends.hold();
+                (revived, held)
+            }
         };
         let client = revived.as_ref().unwrap_or(client);
 
