@@ -53,8 +53,8 @@ pub(super) const WARMUP: usize = 200;
 /// Calls of one side in a row before the other's turn.
 pub(super) const CHUNK: usize = 100;
 /// Concurrent clients of the throughput figure, and calls each makes per round.
-const CLIENTS: usize = 32;
-const CALLS_EACH: usize = 25;
+pub(super) const CLIENTS: usize = 32;
+pub(super) const CALLS_EACH: usize = 25;
 /// The echo tool through the gateway (the fixture is configured as server `fx`).
 const THROUGH_TOOL: &str = "mcp__fx__echo";
 /// Changes for the list_changed figure.
@@ -197,7 +197,10 @@ pub(super) async fn latencies(
 }
 
 /// `count` sequential echo calls of `raw`'s client; each call's seconds.
-pub(super) async fn raw_latencies(raw: &mut RawHttp, count: usize) -> Result<Vec<f64>, String> {
+pub(super) async fn raw_latencies(
+    raw: &mut impl super::http::Echo,
+    count: usize,
+) -> Result<Vec<f64>, String> {
     let message = "x".repeat(1024);
     let mut taken = Vec::with_capacity(count);
     for _ in 0..count {

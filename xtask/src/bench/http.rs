@@ -336,7 +336,7 @@ impl HttpFixture {
         }
     }
 
-    async fn stop(&mut self) {
+    pub(super) async fn stop(&mut self) {
         let _ = self.child.start_kill();
         let _ = tokio::time::timeout(STARTUP_TIMEOUT, self.child.wait()).await;
     }
@@ -575,34 +575,70 @@ fn answer(response: &RawResponse, id: u64) -> Result<(), String> {
     }
 }
 
-/// Hand-written JSON-RPC lines over a stdio fixture's pipes.
-struct RawStdio {
+/// A hand-written client making sequential 1 KiB echo calls (over HTTP or stdio).
+pub(super) trait Echo {
+    async fn echo(&mut self, message: &str) -> Result<(), String>;
+}
+
+impl Echo for RawHttp {
+    async fn echo(&mut self, message: &str) -> Result<(), String> {
+        RawHttp::echo(self, message).await
+    }
+}
+
+impl Echo for RawStdio {
+    async fn echo(&mut self, message: &str) -> Result<(), String> {
+        RawStdio::echo(self, message).await
+    }
+}
+
+/// Hand-written JSON-RPC lines over a process's pipes: the stdio fixture, or `mcp-harness
+/// serve` over stdio.
+pub(super) struct RawStdio {
     child: Child,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
+    tool: String,
     next_id: u64,
 }
 
 impl RawStdio {
     async fn start(bench: &Bench) -> Result<Self, String> {
-        let mut child = Command::new(&bench.fixture)
-            .args(["--name", &bench.tag])
+        let mut command = Command::new(&bench.fixture);
+        command.args(["--name", &bench.tag]);
+        Self::spawn(command, "echo", STARTUP_TIMEOUT).await
+    }
+
+    /// Starts `command` with piped stdin and stdout and initializes it within `startup`; its
+    /// calls are of the echo tool named `tool`.
+    pub(super) async fn spawn(
+        mut command: Command,
+        tool: &str,
+        startup: std::time::Duration,
+    ) -> Result<Self, String> {
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .kill_on_drop(true)
             .spawn()
-            .map_err(|e| format!("cannot spawn {}: {e}", bench.fixture.display()))?;
+            .map_err(|e| {
+                format!(
+                    "raw stdio: cannot spawn {:?}: {e}",
+                    command.as_std().get_program()
+                )
+            })?;
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-            return Err("raw stdio: the fixture has no pipes".into());
+            return Err("raw stdio: the process has no pipes".into());
         };
         let mut raw = RawStdio {
             child,
             stdin,
             stdout: BufReader::new(stdout),
+            tool: tool.to_string(),
             next_id: 1,
         };
-        let started = tokio::time::timeout(STARTUP_TIMEOUT, async {
+        let started = tokio::time::timeout(startup, async {
             raw.send(&initialize_request()).await?;
             raw.answer(0).await?;
             raw.send(INITIALIZED).await
@@ -616,11 +652,78 @@ impl RawStdio {
             }
             Err(_) => {
                 raw.stop().await;
-                Err(format!(
-                    "raw stdio: initialize took over {STARTUP_TIMEOUT:?}"
-                ))
+                Err(format!("raw stdio: initialize took over {startup:?}"))
             }
         }
+    }
+
+    /// The process's id while it runs.
+    pub(super) fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// Lists tools until the list has this client's tool, for at most `limit` (a gateway
+    /// serves before its upstream is listed).
+    pub(super) async fn wait_listed(&mut self, limit: std::time::Duration) -> Result<(), String> {
+        let deadline = Instant::now() + limit;
+        let needle = format!("\"{}\"", self.tool);
+        loop {
+            let id = self.next_id;
+            self.next_id += 1;
+            self.send(&format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/list"}}"#
+            ))
+            .await?;
+            if self.answer_text(id).await?.contains(&needle) {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "raw stdio: `{}` was not listed within {limit:?}",
+                    self.tool
+                ));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    }
+
+    /// `total` echoes of `message` with `window` in flight at a time on the pipes (their one
+    /// client writing a new request for each answer it reads, as a host with that many calls
+    /// at once does); seconds per call.
+    pub(super) async fn pipelined(
+        &mut self,
+        message: &str,
+        window: usize,
+        total: usize,
+    ) -> Result<f64, String> {
+        let first = self.next_id;
+        let end = first + total as u64;
+        self.next_id = end;
+        let started = Instant::now();
+        let mut sent = first;
+        while sent < end && sent < first + window as u64 {
+            self.send(&echo_request(sent, &self.tool, message)).await?;
+            sent += 1;
+        }
+        // Bounded: `total` answers, each line read bounded by MAX_RAW.
+        let mut line = String::new();
+        let mut answered = 0;
+        while answered < total {
+            let message_in = self.next_message(&mut line).await?;
+            let Some(id) = message_in.get("id").and_then(Value::as_u64) else {
+                continue;
+            };
+            if !(first..end).contains(&id) {
+                continue;
+            }
+            check_answer(&message_in, id)?;
+            answered += 1;
+            if sent < end {
+                self.send(&echo_request(sent, &self.tool, message)).await?;
+                sent += 1;
+            }
+        }
+        Ok(started.elapsed().as_secs_f64() / total as f64)
     }
 
     async fn send(&mut self, message: &str) -> Result<(), String> {
@@ -631,23 +734,38 @@ impl RawStdio {
             .map_err(|e| format!("raw stdio: {e}"))
     }
 
+    /// The next line as JSON (`line` is the buffer).
+    async fn next_message(&mut self, line: &mut String) -> Result<Value, String> {
+        line.clear();
+        let n = (&mut self.stdout)
+            .take(MAX_RAW as u64)
+            .read_line(line)
+            .await
+            .map_err(|e| format!("raw stdio: {e}"))?;
+        if n == 0 {
+            return Err("raw stdio: the process closed its stdout".into());
+        }
+        serde_json::from_str(line).map_err(|e| format!("raw stdio: not a JSON line: {e}"))
+    }
+
     /// Reads lines until the answer to `id` (notifications are skipped) and checks it.
     async fn answer(&mut self, id: u64) -> Result<(), String> {
         let mut line = String::new();
         loop {
-            line.clear();
-            let n = (&mut self.stdout)
-                .take(MAX_RAW as u64)
-                .read_line(&mut line)
-                .await
-                .map_err(|e| format!("raw stdio: {e}"))?;
-            if n == 0 {
-                return Err("raw stdio: the fixture closed its stdout".into());
-            }
-            let message: Value = serde_json::from_str(&line)
-                .map_err(|e| format!("raw stdio: not a JSON line: {e}"))?;
+            let message = self.next_message(&mut line).await?;
             if message.get("id") == Some(&json!(id)) {
                 return check_answer(&message, id);
+            }
+        }
+    }
+
+    /// The answer to `id` as text (not checked).
+    async fn answer_text(&mut self, id: u64) -> Result<String, String> {
+        let mut line = String::new();
+        loop {
+            let message = self.next_message(&mut line).await?;
+            if message.get("id") == Some(&json!(id)) {
+                return Ok(line);
             }
         }
     }
@@ -655,11 +773,11 @@ impl RawStdio {
     async fn echo(&mut self, message: &str) -> Result<(), String> {
         let id = self.next_id;
         self.next_id += 1;
-        self.send(&echo_request(id, "echo", message)).await?;
+        self.send(&echo_request(id, &self.tool, message)).await?;
         self.answer(id).await
     }
 
-    async fn stop(&mut self) {
+    pub(super) async fn stop(&mut self) {
         let _ = self.child.start_kill();
         let _ = tokio::time::timeout(STARTUP_TIMEOUT, self.child.wait()).await;
     }

@@ -8,7 +8,9 @@
 //! the fixture direct. The ratio says how many upstream server hops of work the gateway does
 //! per call. `serve_stdio_instructions_per_call`: the same gateway with the fixture as its stdio
 //! child instead (the upstream the supergateway comparison is made on), against the same direct
-//! count; callgrind does not follow the child, so only the gateway is counted. Each side runs under callgrind with instrumentation off until its warm-up is over
+//! count; callgrind does not follow the child, so only the gateway is counted.
+//! `serve_downstream_stdio_instructions_per_call`: `serve` over stdio, its client a hand-written
+//! JSON-RPC line writer on its pipes, in front of the HTTP fixture, against the same count. Each side runs under callgrind with instrumentation off until its warm-up is over
 //! (`callgrind_control -i on`); the count is dumped (`callgrind_control -d`) right after the
 //! counted calls, so neither start-up nor shutdown is in it. Only the counted process is under
 //! valgrind: the fixture behind the gateway runs natively.
@@ -32,7 +34,7 @@ use tokio::process::{Child, Command};
 use super::cli::write;
 use super::floor::Relay;
 use super::gateway::{WARMUP, mcp_addr, raw_latencies, upstream, wait_listening};
-use super::http::RawHttp;
+use super::http::{RawHttp, RawStdio};
 use super::peers::free_port;
 use super::report::{Metric, Unit};
 use super::serve::Served;
@@ -80,7 +82,7 @@ async fn control(args: &[&str], pid: u32) -> Result<(), String> {
 
 /// The instructions per call of the process `pid` (under callgrind, writing to `out`) over
 /// [`COUNTED`] echoes of `raw`, after [`WARMUP`] uncounted ones.
-async fn per_call(pid: u32, raw: &mut RawHttp, out: &Path) -> Result<f64, String> {
+async fn per_call(pid: u32, raw: &mut impl super::http::Echo, out: &Path) -> Result<f64, String> {
     raw_latencies(raw, WARMUP).await?;
     control(&["-i", "on"], pid).await?;
     raw_latencies(raw, COUNTED).await?;
@@ -127,15 +129,16 @@ impl Bench {
             let direct = self.fixture_per_call(&dir).await?;
             let through = self.serve_per_call(&dir).await?;
             let stdio = self.serve_stdio_per_call(&dir).await?;
+            let downstream = self.serve_downstream_stdio_per_call(&dir).await?;
             let floor = self.forwarder_per_call(&dir, Relay::Http).await?;
             let h1 = self.forwarder_per_call(&dir, Relay::H1).await?;
             let mcp = self.forwarder_per_call(&dir, Relay::Mcp).await?;
-            Ok::<_, String>((through, stdio, floor, h1, mcp, direct))
+            Ok::<_, String>((through, stdio, downstream, floor, h1, mcp, direct))
         })
         .await;
         match kept {
             Some(dir) => eprintln!(
-                "instructions: callgrind's counts kept in {} (fixture.out.1, serve.out.1, serve-stdio.out.1, forwarder-http.out.1, forwarder-h1.out.1, forwarder-mcp.out.1)",
+                "instructions: callgrind's counts kept in {} (fixture.out.1, serve.out.1, serve-stdio.out.1, serve-downstream-stdio.out.1, forwarder-http.out.1, forwarder-h1.out.1, forwarder-mcp.out.1)",
                 dir.display()
             ),
             None => {
@@ -143,7 +146,7 @@ impl Bench {
             }
         }
         self.wait_reaped().await?;
-        let (through, stdio, floor, h1, mcp, direct) =
+        let (through, stdio, downstream, floor, h1, mcp, direct) =
             counted.map_err(|_| format!("the instructions group took over {PHASE_LIMIT:?}"))??;
         Ok(vec![
             Metric {
@@ -161,6 +164,15 @@ impl Bench {
                     "serve_stdio_instructions_per_call",
                     "the same count for `mcp-harness serve --http --threads 1` with the fixture as its stdio child (the upstream supergateway is compared on; the child is not counted) vs the fixture's own HTTP process, direct",
                     vec![stdio],
+                    vec![direct],
+                )
+            },
+            Metric {
+                unit: Unit::Instructions,
+                ..Metric::new(
+                    "serve_downstream_stdio_instructions_per_call",
+                    "the same count for `mcp-harness serve` over stdio (its client a hand-written JSON-RPC line writer on its pipes) in front of the HTTP fixture vs the fixture's own process, direct",
+                    vec![downstream],
                     vec![direct],
                 )
             },
@@ -278,6 +290,36 @@ impl Bench {
             "args": ["--name", self.tag],
         });
         self.serve_counted(dir, "serve-stdio", server).await
+    }
+
+    /// `serve` over stdio under callgrind, in front of the fixture (run natively) over HTTP,
+    /// its one client writing JSON-RPC lines on its pipes.
+    async fn serve_downstream_stdio_per_call(&self, dir: &Path) -> Result<f64, String> {
+        self.in_front_of_fixture(async |port| {
+            let url = format!("http://127.0.0.1:{port}/mcp");
+            let json = serde_json::json!({
+                "mcpServers": {"fx": {"type": "http", "url": url}},
+                "permissions": {"allow": ["**"]},
+            });
+            let config = write(dir, "serve-downstream-stdio.json", json)?;
+            let cli = target_dir().join("release").join("mcp-harness");
+            let out = dir.join("serve-downstream-stdio.out");
+            let mut command = callgrind(&out, &cli);
+            command
+                .arg("--config")
+                .arg(&config)
+                .args(["serve", "--threads", "1"]);
+            let mut lines = RawStdio::spawn(command, THROUGH_TOOL, VALGRIND_STARTUP).await?;
+            let counted = async {
+                let pid = lines.pid().ok_or("serve under valgrind exited")?;
+                lines.wait_listed(VALGRIND_STARTUP).await?;
+                per_call(pid, &mut lines, &out).await
+            }
+            .await;
+            lines.stop().await;
+            counted
+        })
+        .await
     }
 
     /// `serve --threads 1` under callgrind, the fixture configured as server `fx` by `server`,

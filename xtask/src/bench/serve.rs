@@ -14,6 +14,11 @@
 //!   second counts only its time in the kernel: syscalls and the loopback TCP work a send does
 //!   for its receiver) against what the fixture spends per call direct; one sample per round
 //!   (`/proc` counts clock ticks of 10 ms: at 2,000 calls a round, steps of 5 µs);
+//! - `serve_downstream_stdio_echo[_p99]`, `serve_downstream_stdio[_kernel]_cpu_per_call`,
+//!   `serve_downstream_stdio_pipelined_32`: `mcp-harness serve` over stdio (its one client a
+//!   hand-written JSON-RPC line writer on its pipes; one thread, stdio's default) in front of the
+//!   same HTTP fixture, against the keep-alive client direct: sequential echo, CPU per call, and
+//!   32 calls in flight on the pipes vs 32 keep-alive clients direct;
 //! - `serve_floor_haproxy_echo[_p99]`, `serve_floor_haproxy_throughput_32`,
 //!   `serve_floor_haproxy[_kernel]_cpu_per_call`: the same workloads through HAProxy (HTTP
 //!   mode, keep-alive on both sides, its default threads) in front of the same fixture: what a
@@ -44,9 +49,10 @@ use tokio::process::{Child, Command};
 use super::cli::write;
 use super::floor::{self, Relay};
 use super::gateway::{
-    CHUNK, WARMUP, alternating, mcp_addr, raw_latencies, saturate_kept, upstream, wait_listening,
+    CALLS_EACH, CHUNK, CLIENTS, WARMUP, alternating, mcp_addr, raw_latencies, saturate_kept,
+    upstream, wait_listening,
 };
-use super::http::RawHttp;
+use super::http::{Echo, RawHttp, RawStdio};
 use super::peers;
 use super::report::Metric;
 use super::{Bench, STARTUP_TIMEOUT, target_dir};
@@ -185,6 +191,10 @@ impl Bench {
             served.stop().await;
             metrics.extend(measured?);
         }
+        metrics.extend(
+            self.serve_stdio_measure(&cli, &config, &direct_url, fixture)
+                .await?,
+        );
         for relay in Relay::ALL {
             for threads in THREADS {
                 let program = Command::new(floor::this_program()?);
@@ -227,20 +237,115 @@ impl Bench {
         direct_url: &str,
         fixture: Option<u32>,
     ) -> Result<Vec<Metric>, String> {
-        let Through {
-            url: through_url,
-            tool: through_tool,
-            what: through_what,
-            ..
-        } = through;
         let mut direct = RawHttp::connect(mcp_addr(direct_url)?, "echo").await?;
-        let mut through_client = RawHttp::connect(mcp_addr(through_url)?, through_tool).await?;
-        raw_latencies(&mut direct, WARMUP).await?;
-        raw_latencies(&mut through_client, WARMUP).await?;
-        let (mut h, mut b, mut pairs) = (Vec::new(), Vec::new(), Vec::new());
-        // CPU per call of each round: the process in the middle over the calls through it,
-        // the fixture over the calls direct to it.
-        let (mut cpu_h, mut cpu_b) = (Vec::new(), Vec::new());
+        let mut through_client = RawHttp::connect(mcp_addr(through.url)?, through.tool).await?;
+        let sequential = self
+            .sequential(&mut through_client, through.pid, &mut direct, fixture)
+            .await?;
+        let mut metrics = sequential.metrics(
+            through,
+            "a hand-written keep-alive HTTP/1.1 client per side",
+        );
+        let rounds = self.options.rounds.min(5);
+        let (th, tb) = alternating(
+            rounds,
+            (through.url, through.tool),
+            (direct_url, "echo"),
+            saturate_kept,
+        )
+        .await?;
+        metrics.push(Metric {
+            per_call: true,
+            ..Metric::new(
+                through.throughput.clone(),
+                format!(
+                    "wall time per call, 32 concurrent keep-alive clients, through {} vs direct",
+                    through.what
+                ),
+                th,
+                tb,
+            )
+        });
+        Ok(metrics)
+    }
+
+    /// `serve` over stdio (`--threads 1`, the default there) in front of the same fixture,
+    /// driven by a hand-written JSON-RPC line client on its pipes, against the keep-alive
+    /// client direct to the fixture (see the module doc).
+    async fn serve_stdio_measure(
+        &self,
+        cli: &Path,
+        config: &Path,
+        direct_url: &str,
+        fixture: Option<u32>,
+    ) -> Result<Vec<Metric>, String> {
+        let mut command = Command::new(cli);
+        command
+            .arg("--config")
+            .arg(config)
+            .args(["serve", "--threads", "1"]);
+        let mut lines = RawStdio::spawn(command, THROUGH_TOOL, STARTUP_TIMEOUT).await?;
+        let measured = async {
+            lines.wait_listed(STARTUP_TIMEOUT).await?;
+            let mut direct = RawHttp::connect(mcp_addr(direct_url)?, "echo").await?;
+            let through = Through::new(
+                "",
+                THROUGH_TOOL,
+                lines.pid(),
+                "`mcp-harness serve` over stdio (its own process, one thread)".into(),
+                |metric| format!("serve_downstream_stdio_{metric}"),
+            );
+            let sequential = self
+                .sequential(&mut lines, through.pid, &mut direct, fixture)
+                .await?;
+            let mut metrics = sequential.metrics(
+                &through,
+                "a hand-written client per side (JSON-RPC lines on the pipes; keep-alive HTTP/1.1 direct)",
+            );
+            let message = "x".repeat(1024);
+            let (mut th, mut tb) = (Vec::new(), Vec::new());
+            for round in 0..self.options.rounds.min(5) {
+                let direct_round = async { saturate_kept(direct_url, "echo").await };
+                if round % 2 == 0 {
+                    th.push(lines.pipelined(&message, CLIENTS, CLIENTS * CALLS_EACH).await?);
+                    tb.push(direct_round.await?);
+                } else {
+                    tb.push(direct_round.await?);
+                    th.push(lines.pipelined(&message, CLIENTS, CLIENTS * CALLS_EACH).await?);
+                }
+            }
+            metrics.push(Metric {
+                per_call: true,
+                ..Metric::new(
+                    "serve_downstream_stdio_pipelined_32",
+                    format!(
+                        "wall time per call with 32 calls in flight: through {} (one client, 32 requests written ahead of their answers) vs 32 keep-alive clients direct",
+                        through.what
+                    ),
+                    th,
+                    tb,
+                )
+            });
+            Ok::<_, String>(metrics)
+        }
+        .await;
+        lines.stop().await;
+        measured
+    }
+
+    /// Sequential echoes through `through_client` (its process `through_pid`) and direct to
+    /// the fixture, in chunks alternating which side goes first, with the CPU each process
+    /// spent per call in each round.
+    async fn sequential(
+        &self,
+        through_client: &mut impl Echo,
+        through_pid: Option<u32>,
+        direct: &mut RawHttp,
+        fixture: Option<u32>,
+    ) -> Result<Sequential, String> {
+        raw_latencies(direct, WARMUP).await?;
+        raw_latencies(through_client, WARMUP).await?;
+        let mut out = Sequential::default();
         for round in 0..self.options.rounds {
             let (mut spent_h, mut spent_b) = (Cpu::default(), Cpu::default());
             let mut done = 0;
@@ -248,24 +353,44 @@ impl Bench {
                 let n = CHUNK.min(self.options.calls - done);
                 let through_first = (round + done / CHUNK).is_multiple_of(2);
                 let (hc, bc) = if through_first {
-                    let hc = spent(&mut through_client, n, through.pid, &mut spent_h).await?;
-                    (hc, spent(&mut direct, n, fixture, &mut spent_b).await?)
+                    let hc = spent(through_client, n, through_pid, &mut spent_h).await?;
+                    (hc, spent(direct, n, fixture, &mut spent_b).await?)
                 } else {
-                    let bc = spent(&mut direct, n, fixture, &mut spent_b).await?;
+                    let bc = spent(direct, n, fixture, &mut spent_b).await?;
                     (
-                        spent(&mut through_client, n, through.pid, &mut spent_h).await?,
+                        spent(through_client, n, through_pid, &mut spent_h).await?,
                         bc,
                     )
                 };
-                pairs.push(hc.iter().sum::<f64>() / bc.iter().sum::<f64>());
-                h.extend(hc);
-                b.extend(bc);
+                out.pairs
+                    .push(hc.iter().sum::<f64>() / bc.iter().sum::<f64>());
+                out.h.extend(hc);
+                out.b.extend(bc);
                 done += n;
             }
             let calls = self.options.calls as f64;
-            cpu_h.push(spent_h / calls);
-            cpu_b.push(spent_b / calls);
+            out.cpu_h.push(spent_h / calls);
+            out.cpu_b.push(spent_b / calls);
         }
+        Ok(out)
+    }
+}
+
+/// What [`Bench::sequential`] measured: each call's seconds through and direct, each chunk's
+/// ratio, and each round's CPU per call of the process in the middle and of the fixture.
+#[derive(Default)]
+struct Sequential {
+    h: Vec<f64>,
+    b: Vec<f64>,
+    pairs: Vec<f64>,
+    cpu_h: Vec<Cpu>,
+    cpu_b: Vec<Cpu>,
+}
+
+impl Sequential {
+    /// The echo (p99 and p50) and CPU metrics of `through`, whose clients are `clients`.
+    fn metrics(self, through: &Through<'_>, clients: &str) -> Vec<Metric> {
+        let through_what = &through.what;
         let cpu_metric = |name: &str, what: &str, part: fn(&Cpu) -> f64| Metric {
             per_call: true,
             ..Metric::new(
@@ -273,8 +398,8 @@ impl Bench {
                 format!(
                     "{what} per sequential echo of {through_what} vs the fixture's own direct (per call; one sample per round)"
                 ),
-                cpu_h.iter().map(part).collect(),
-                cpu_b.iter().map(part).collect(),
+                self.cpu_h.iter().map(part).collect(),
+                self.cpu_b.iter().map(part).collect(),
             )
         };
         let cpu = cpu_metric(&through.cpu, "CPU (user + kernel, from /proc)", |c| {
@@ -287,36 +412,17 @@ impl Bench {
         );
         let echo = Metric {
             per_call: true,
-            pairs: Some(pairs),
+            pairs: Some(self.pairs),
             ..Metric::new(
                 through.echo.clone(),
                 format!(
-                    "sequential 1 KiB echo through {through_what} vs direct to the fixture, a hand-written keep-alive HTTP/1.1 client per side (per call)"
+                    "sequential 1 KiB echo through {through_what} vs direct to the fixture, {clients} (per call)"
                 ),
-                h,
-                b,
+                self.h,
+                self.b,
             )
         };
-        let rounds = self.options.rounds.min(5);
-        let (th, tb) = alternating(
-            rounds,
-            (through_url, through_tool),
-            (direct_url, "echo"),
-            saturate_kept,
-        )
-        .await?;
-        let throughput = Metric {
-            per_call: true,
-            ..Metric::new(
-                through.throughput.clone(),
-                format!(
-                    "wall time per call, 32 concurrent keep-alive clients, through {through_what} vs direct"
-                ),
-                th,
-                tb,
-            )
-        };
-        Ok(vec![echo.p99(), echo, throughput, cpu, kernel])
+        vec![echo.p99(), echo, cpu, kernel]
     }
 }
 
@@ -400,7 +506,7 @@ impl std::ops::Div<f64> for Cpu {
 /// `count` calls of `client` (each call's seconds), adding what `pid` spent meanwhile to
 /// `total`.
 async fn spent(
-    client: &mut RawHttp,
+    client: &mut impl Echo,
     count: usize,
     pid: Option<u32>,
     total: &mut Cpu,
