@@ -186,3 +186,95 @@ fn a_stop_signal_ends_the_stdio_gateway_with_0() {
     drop(stdin);
     assert_eq!(status.and_then(|s| s.code()), Some(0), "{status:?}");
 }
+
+/// A request id with a line break in it cannot forge a log line: each event is one line (here
+/// with `RUST_LOG=warn`, so rmcp's report of the error answer, which quotes the id, is shown).
+#[test]
+fn a_line_break_in_a_request_id_forges_no_log_line() {
+    let dir = temp_home("serve-stdio-abuse", "forge");
+    std::fs::write(
+        dir.join("gateway.json"),
+        json!({"mcpServers": {}}).to_string(),
+    )
+    .expect("write config");
+    let log = dir.join("serve.log");
+    let mut child = std::process::Command::new(common::bin())
+        .arg("--config")
+        .arg(dir.join("gateway.json"))
+        .arg("serve")
+        .env("HOME", dir.join("home"))
+        .env("XDG_CONFIG_HOME", dir.join("xdg"))
+        .env("RUST_LOG", "warn")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .spawn()
+        .expect("start serve");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let child = Killed(child);
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "forger", "version": "1"}}});
+    writeln!(stdin, "{initialize}").expect("write initialize");
+    next(&mut lines);
+    let forged = "x\n2026-01-01T00:00:00.000000Z ERROR mcp_harness: FORGED";
+    let request = json!({"jsonrpc": "2.0", "id": forged, "method": "no/such/method"});
+    writeln!(stdin, "{request}").expect("write request");
+    let refusal = next(&mut lines);
+    assert_eq!(refusal["id"], forged, "{refusal}");
+    drop(stdin);
+    drop(child);
+    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        !logged
+            .lines()
+            .any(|l| l.contains("FORGED") && l.starts_with("2026-01-01")),
+        "{logged}"
+    );
+}
+
+/// Refusals are owed like answers: a client that writes requests refused with their id (no
+/// `jsonrpc`) or repeating an id in flight, and reads nothing, stalls in its own write too.
+#[test]
+fn refused_requests_meet_the_same_backpressure() {
+    const LINES: usize = 20_000;
+    let (child, mut stdin, _lines) = initialized("refused");
+    let before = rss_kib(child.0.id());
+    let written = Arc::new(AtomicUsize::new(0));
+    let writer = {
+        let written = written.clone();
+        std::thread::spawn(move || {
+            for n in 0..LINES {
+                let line = match n % 2 {
+                    0 => format!("{{\"id\":{n},\"method\":\"ping\"}}\n"),
+                    _ => "{\"jsonrpc\":\"2.0\",\"id\":\"same\",\"method\":\"ping\"}\n".to_string(),
+                };
+                if stdin.write_all(line.as_bytes()).is_err() {
+                    return;
+                }
+                written.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+    };
+    // The writer stalls. Bounded: 60 s.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = (0, Instant::now());
+    let stalled_at = loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let now = written.load(Ordering::Relaxed);
+        if now != last.0 {
+            last = (now, Instant::now());
+        } else if last.1.elapsed() > Duration::from_secs(2) || Instant::now() > deadline {
+            break now;
+        }
+    };
+    let grown = rss_kib(child.0.id()).saturating_sub(before);
+    assert!(
+        stalled_at < LINES,
+        "all {LINES} refused lines were read unanswered"
+    );
+    assert!(grown < 64 * 1024, "grew by {grown} KiB");
+    drop(child);
+    let _ = writer.join();
+}

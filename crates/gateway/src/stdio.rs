@@ -41,13 +41,27 @@ where
     let running = Traced::new(Session::with_lines(shared, Some(lines)), tracer)
         .serve(transport)
         .await
-        .map_err(|e| ServeError::Initialize(e.to_string()))?;
+        .map_err(|e| ServeError::Initialize(initialize_failure(&e)))?;
     let reason = running
         .waiting()
         .await
         .map_err(|e| ServeError::Session(e.to_string()))?;
     tracing::debug!(?reason, "stdio client ended the session");
     Ok(())
+}
+
+/// Why the client's start failed, in words that quote nothing it sent (rmcp's own text for a
+/// message other than `initialize` prints the message, secrets and all; and for an answer it
+/// could not read, the answer).
+fn initialize_failure(error: &rmcp::service::ServerInitializeError) -> String {
+    use rmcp::service::ServerInitializeError as Failed;
+    match error {
+        Failed::ExpectedInitializeRequest(_) => {
+            "the client's first message was not `initialize` (nor a request the session can start with)".into()
+        }
+        Failed::UnexpectedInitializeResponse(_) => "the client answered `initialize` unexpectedly".into(),
+        other => other.to_string(),
+    }
 }
 
 /// Standard input as a non-blocking pipe when it is one, else tokio's `stdin()` (a socketpair

@@ -192,6 +192,9 @@ pub(crate) struct FrontRead<R> {
     lines: Arc<Lines>,
     /// Read but not handed out yet; starts a line unless `passing`.
     pending: Vec<u8>,
+    /// How much of `pending` is known to hold no newline (each byte is looked at once, however
+    /// long the line).
+    scanned: usize,
     /// One line (or a piece of a passing one) to hand out.
     out: Ready,
     /// Inside a line that passes untouched (begun while the front was idle, or too long).
@@ -205,6 +208,7 @@ impl<R> FrontRead<R> {
             inner,
             lines,
             pending: Vec::new(),
+            scanned: 0,
             out: Ready::default(),
             passing: false,
             eof: false,
@@ -228,7 +232,15 @@ impl<R: AsyncRead + Unpin> AsyncRead for FrontRead<R> {
                 this.out.pos += n;
                 return Poll::Ready(Ok(()));
             }
-            let newline = this.pending.iter().position(|b| *b == b'\n');
+            let from = this.scanned.min(this.pending.len());
+            let newline = this.pending[from..]
+                .iter()
+                .position(|b| *b == b'\n')
+                .map(|at| at + from);
+            this.scanned = match newline {
+                Some(_) => 0,
+                None => this.pending.len(),
+            };
             match newline {
                 Some(at) if this.passing => {
                     this.passing = false;
@@ -243,11 +255,13 @@ impl<R: AsyncRead + Unpin> AsyncRead for FrontRead<R> {
                 }
                 None if this.passing && !this.pending.is_empty() => {
                     this.out.set(std::mem::take(&mut this.pending));
+                    this.scanned = 0;
                     continue;
                 }
                 None if this.pending.len() > MAX_BODY || (this.eof && !this.pending.is_empty()) => {
                     this.passing = !this.eof;
                     this.out.set(std::mem::take(&mut this.pending));
+                    this.scanned = 0;
                     continue;
                 }
                 None => {}

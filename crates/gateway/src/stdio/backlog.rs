@@ -1,15 +1,23 @@
 //! Backpressure for the stdio client: what the gateway owes it, and when to stop reading.
 //!
-//! Invariant: [`Backlog::owed`] counts the requests received whose id is still open (neither
-//! answered with the answer written or dropped, nor cancelled by the client) plus the other
-//! messages handed out to be written and not yet written or dropped; each is counted once and
-//! released once, so the count cannot drift. A receive waits only while the count is at
-//! [`OWED`] and is woken by the release that takes it below. Requests a receive waits behind are
-//! still released by their answers (a hung upstream call ends at its timeout).
+//! Invariants:
+//! - [`Backlog::owed`] counts every request received until its answer is written or dropped,
+//!   and every other message handed out to be written until it is written or dropped: each
+//!   counted once, released once (an answer takes over its request's count), so the count
+//!   cannot drift;
+//! - a request the client cancels stays counted for [`CANCEL_GRACE`] unless its answer is handed
+//!   out first (rmcp drops the answer of a request cancelled before it is answered, and its
+//!   handler may still be running): a client cancelling what it sends cannot read past the
+//!   bound;
+//! - an id in flight (or cancelled within the grace) is one entry: a request repeating it is
+//!   refused by the transport, never handed to rmcp (which would answer only one of them);
+//! - a receive waits only while the count is at [`OWED`], and is woken by the release that
+//!   takes it below or by the end of a cancellation's grace.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use rmcp::RoleServer;
 use rmcp::model::{ClientNotification, JsonRpcMessage, RequestId};
@@ -22,17 +30,28 @@ use crate::sync::lock;
 /// waiting for standard output, before standard input is no longer read.
 pub(crate) const OWED: usize = 1024;
 
+/// How long a cancelled request stays counted when no answer is handed out for it.
+pub(crate) const CANCEL_GRACE: Duration = Duration::from_secs(1);
+
 /// What the gateway owes its stdio client (see the module doc).
 #[derive(Default)]
 pub(super) struct Backlog {
     owed: AtomicUsize,
-    /// Ids of the requests received and not yet answered nor cancelled (rmcp answers one id in
-    /// flight once: a repeated id is one entry).
-    open: Mutex<HashSet<RequestId>>,
-    /// Woken when `owed` falls below [`OWED`].
+    /// The requests received and not yet answered: `None` while running, the time of its
+    /// cancellation once cancelled.
+    open: Mutex<HashMap<RequestId, Option<Instant>>>,
+    /// Woken when `owed` falls below [`OWED`] (or by any release while `every_release`).
     room: Notify,
     /// A receive is waiting (logged once per wait).
     waiting: AtomicBool,
+    /// The client closed its input: every release wakes the wait for the last answers.
+    every_release: AtomicBool,
+}
+
+/// Why a received message is not handed to rmcp.
+pub(super) enum Refused {
+    /// A request whose id is in flight.
+    IdInUse(RequestId),
 }
 
 impl Backlog {
@@ -41,53 +60,81 @@ impl Backlog {
     }
 
     fn release(&self) {
-        if self.owed.fetch_sub(1, Ordering::AcqRel) == OWED {
+        let before = self.owed.fetch_sub(1, Ordering::AcqRel);
+        if before == OWED || self.every_release.load(Ordering::Acquire) {
             self.waiting.store(false, Ordering::Relaxed);
             self.room.notify_waiters();
         }
     }
 
-    /// `message` was received: a request opens its id, a cancellation settles the one it names.
-    pub(super) fn received(&self, message: &RxJsonRpcMessage<RoleServer>) {
+    /// `message` was received: a request opens its id (or is refused when the id is open), a
+    /// cancellation starts its request's grace.
+    pub(super) fn received(&self, message: &RxJsonRpcMessage<RoleServer>) -> Result<(), Refused> {
         match message {
             JsonRpcMessage::Request(request) => {
-                if lock(&self.open).insert(request.id.clone()) {
-                    self.owe();
+                let mut open = lock(&self.open);
+                if open.contains_key(&request.id) {
+                    return Err(Refused::IdInUse(request.id.clone()));
                 }
+                open.insert(request.id.clone(), None);
+                self.owe();
             }
             JsonRpcMessage::Notification(notification) => {
                 if let ClientNotification::CancelledNotification(cancelled) =
                     &notification.notification
                     && let Some(id) = &cancelled.params.request_id
+                    && let Some(at) = lock(&self.open).get_mut(id)
                 {
-                    self.settled(id);
+                    at.get_or_insert_with(Instant::now);
                 }
             }
             JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_) => {}
         }
+        Ok(())
     }
 
-    /// The request `id` was answered (the answer written or dropped) or cancelled.
-    fn settled(&self, id: &RequestId) {
-        if lock(&self.open).remove(id) {
+    /// Releases the cancelled requests whose grace is over; when the next one ends, if any.
+    fn sweep(&self) -> Option<Instant> {
+        let now = Instant::now();
+        let mut next = None;
+        let mut released = 0;
+        lock(&self.open).retain(|_, cancelled| match cancelled {
+            Some(at) if now.duration_since(*at) >= CANCEL_GRACE => {
+                released += 1;
+                false
+            }
+            Some(at) => {
+                let ends = *at + CANCEL_GRACE;
+                next = Some(next.map_or(ends, |n: Instant| n.min(ends)));
+                true
+            }
+            None => true,
+        });
+        for _ in 0..released {
             self.release();
         }
+        next
     }
 
-    /// `message` is handed out to be written: outstanding until the guard is dropped.
-    pub(super) fn sending(self: &Arc<Self>, message: &TxJsonRpcMessage<RoleServer>) -> Outstanding {
+    /// `message` is handed out to be written: outstanding until the guard is dropped. An
+    /// answer takes over its request's count; anything else is counted anew.
+    pub(super) fn sending(self: &Arc<Self>, message: &TxJsonRpcMessage<RoleServer>) -> Owed {
         let answered = match message {
-            JsonRpcMessage::Response(response) => Some(response.id.clone()),
-            JsonRpcMessage::Error(error) => error.id.clone(),
+            JsonRpcMessage::Response(response) => Some(&response.id),
+            JsonRpcMessage::Error(error) => error.id.as_ref(),
             JsonRpcMessage::Request(_) | JsonRpcMessage::Notification(_) => None,
         };
-        match answered {
-            Some(id) => Outstanding::Answer(self.clone(), id),
-            None => {
-                self.owe();
-                Outstanding::Other(self.clone())
-            }
+        let taken_over = answered.is_some_and(|id| lock(&self.open).remove(id).is_some());
+        if !taken_over {
+            self.owe();
         }
+        Owed(self.clone())
+    }
+
+    /// A message of the transport's own (a refusal) handed out to be written: counted anew.
+    pub(super) fn sending_own(self: &Arc<Self>) -> Owed {
+        self.owe();
+        Owed(self.clone())
     }
 
     /// Returns once fewer than [`OWED`] are outstanding.
@@ -95,6 +142,7 @@ impl Backlog {
         loop {
             // Registered before the check, so the release that makes room cannot be missed.
             let room = self.room.notified();
+            let next_grace = self.sweep();
             let owed = self.owed.load(Ordering::Acquire);
             if owed < OWED {
                 return;
@@ -105,7 +153,31 @@ impl Backlog {
                     "the stdio client is not reading its answers; standard input waits"
                 );
             }
-            room.await;
+            wait(room, next_grace).await;
+        }
+    }
+
+    /// Waits until nothing is owed, giving up once `idle` passes without a release: the
+    /// client closed its input, and the answers already due are written before the session
+    /// ends.
+    pub(super) async fn drained(&self, idle: Duration) {
+        self.every_release.store(true, Ordering::Release);
+        loop {
+            let released = self.room.notified();
+            let next_grace = self.sweep();
+            let owed = self.owed.load(Ordering::Acquire);
+            if owed == 0 {
+                return;
+            }
+            let deadline = tokio::time::Instant::now() + idle;
+            let woken = tokio::time::timeout_at(deadline, wait(released, next_grace)).await;
+            if woken.is_err() {
+                tracing::info!(
+                    owed,
+                    "the stdio client closed its input; answers still owed after {idle:?} without progress are not waited for"
+                );
+                return;
+            }
         }
     }
 
@@ -115,17 +187,21 @@ impl Backlog {
     }
 }
 
-/// One message handed out to be written, released when dropped (written or not).
-pub(super) enum Outstanding {
-    Answer(Arc<Backlog>, RequestId),
-    Other(Arc<Backlog>),
+/// Waits for `notified`, or until `until` when given.
+async fn wait(notified: tokio::sync::futures::Notified<'_>, until: Option<Instant>) {
+    match until {
+        Some(until) => {
+            let _ = tokio::time::timeout_at(until.into(), notified).await;
+        }
+        None => notified.await,
+    }
 }
 
-impl Drop for Outstanding {
+/// One message handed out to be written, released when dropped (written or not).
+pub(super) struct Owed(Arc<Backlog>);
+
+impl Drop for Owed {
     fn drop(&mut self) {
-        match self {
-            Self::Answer(backlog, id) => backlog.settled(id),
-            Self::Other(backlog) => backlog.release(),
-        }
+        self.0.release();
     }
 }

@@ -11,14 +11,22 @@
 //! - a refusal names what is wrong, never quotes the line (it may carry secrets);
 //! - `receive` is cancel safe (rmcp polls it in a `select!`): a line is consumed from the
 //!   buffer and decoded with no await between, a refusal is written by its own task;
-//! - reading waits on the [`Backlog`]; every send is outstanding there until written or dropped.
+//! - reading waits on the [`Backlog`]; every send is outstanding there until written or
+//!   dropped; a request repeating an id in flight is refused here (rmcp would answer one);
+//! - until the lifecycle starts (an `initialize`, or a request with the 2026-07-28 metadata), a
+//!   notification or an answer is dropped, not handed to rmcp (which ends the session on one);
+//! - at the end of input, the answers already owed are written before the session ends (at
+//!   most [`EOF_IDLE`] without one being written); a refusal is among them.
 
 use std::fmt;
 use std::io;
 use std::sync::Arc;
+use std::time::Duration;
 
 use rmcp::RoleServer;
-use rmcp::model::{ErrorCode, ErrorData, JsonRpcMessage, RequestId};
+use rmcp::model::{
+    ClientRequest, ErrorCode, ErrorData, GetMeta as _, JsonRpcMessage, ProtocolVersion, RequestId,
+};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde::Deserialize;
@@ -27,10 +35,13 @@ use serde_json::Value;
 use serde_json::error::Category;
 use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncWrite, AsyncWriteExt as _, BufReader};
 
-use super::backlog::Backlog;
+use super::backlog::{Backlog, Owed, Refused};
 
-/// The longest line taken (rmcp's limit for its line transport).
+/// The longest line taken, its line end not counted (rmcp's limit for its line transport).
 pub(crate) const MAX_LINE: usize = 16 * 1024 * 1024;
+
+/// After the end of input, how long the session waits for an owed answer to be written.
+pub(crate) const EOF_IDLE: Duration = Duration::from_secs(10);
 
 /// The stdio transport (see the module doc).
 pub(crate) struct LineTransport<R, W> {
@@ -41,6 +52,8 @@ pub(crate) struct LineTransport<R, W> {
     skipping: bool,
     write: Arc<tokio::sync::Mutex<Option<W>>>,
     backlog: Arc<Backlog>,
+    /// The lifecycle started: rmcp takes notifications and answers from now on.
+    started: bool,
 }
 
 /// What one bounded line read found.
@@ -69,6 +82,7 @@ impl<R: AsyncRead + Unpin, W> LineTransport<R, W> {
             skipping: false,
             write: Arc::new(tokio::sync::Mutex::new(Some(write))),
             backlog: Arc::default(),
+            started: false,
         }
     }
 
@@ -92,7 +106,7 @@ impl<R: AsyncRead + Unpin, W> LineTransport<R, W> {
             let found = if self.skipping {
                 self.skipping = newline.is_none();
                 None
-            } else if self.line.len().saturating_add(take) > MAX_LINE {
+            } else if self.line.len().saturating_add(take) > MAX_LINE + 2 {
                 self.line = Vec::new();
                 self.skipping = newline.is_none();
                 Some(Line::TooLong)
@@ -119,20 +133,8 @@ where
         &mut self,
         item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let outstanding = self.backlog.sending(&item);
-        let write = self.write.clone();
-        async move {
-            let mut bytes = serde_json::to_vec(&item).map_err(io::Error::other)?;
-            bytes.push(b'\n');
-            let mut write = write.lock().await;
-            let Some(write) = write.as_mut() else {
-                return Err(io::ErrorKind::NotConnected.into());
-            };
-            write.write_all(&bytes).await?;
-            write.flush().await?;
-            drop(outstanding);
-            Ok(())
-        }
+        let owed = self.backlog.sending(&item);
+        write_message(self.write.clone(), item, owed)
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
@@ -143,33 +145,29 @@ where
                     let decoded = decode(&self.line);
                     self.line.clear();
                     match decoded {
-                        Decoded::Message(message) => {
-                            self.backlog.received(&message);
-                            return Some(*message);
-                        }
+                        Decoded::Message(message) => match self.take(*message) {
+                            Ok(Some(message)) => return Some(message),
+                            Ok(None) => continue,
+                            Err(refused) => refused,
+                        },
                         Decoded::Nothing => continue,
                         Decoded::Refused(id, refusal) => (id, refusal),
                     }
                 }
-                Line::TooLong => (
-                    None,
-                    ErrorData::invalid_request(
-                        format!(
-                            "the line is longer than {} MiB, the most the gateway reads as one \
-                             message",
-                            MAX_LINE >> 20
-                        ),
-                        None,
-                    ),
-                ),
-                Line::End => return None,
+                Line::TooLong => (None, too_long()),
+                Line::End => {
+                    self.backlog.drained(EOF_IDLE).await;
+                    return None;
+                }
                 Line::Failed(error) => {
                     tracing::error!(%error, "reading standard input failed; the session ends");
                     return None;
                 }
             };
             tracing::debug!(code = refusal.code.0, message = %refusal.message, "a line refused");
-            let refused = self.send(JsonRpcMessage::error(refusal, id));
+            let owed = self.backlog.sending_own();
+            let refused =
+                write_message(self.write.clone(), JsonRpcMessage::error(refusal, id), owed);
             tokio::spawn(async move {
                 if let Err(error) = refused.await {
                     tracing::debug!(%error, "a refusal could not be written");
@@ -184,10 +182,93 @@ where
     }
 }
 
+impl<R, W> LineTransport<R, W> {
+    /// A decoded message as rmcp gets it: `None` when it is dropped (a notification or an
+    /// answer before the lifecycle started), or the refusal of a request repeating an id in
+    /// flight.
+    fn take(
+        &mut self,
+        message: RxJsonRpcMessage<RoleServer>,
+    ) -> Result<Option<RxJsonRpcMessage<RoleServer>>, (Option<RequestId>, ErrorData)> {
+        if !self.started {
+            match &message {
+                JsonRpcMessage::Request(request) => {
+                    self.started = starts_lifecycle(&request.request)
+                }
+                JsonRpcMessage::Notification(_)
+                | JsonRpcMessage::Response(_)
+                | JsonRpcMessage::Error(_) => {
+                    tracing::debug!("a notification or an answer before initialize was dropped");
+                    return Ok(None);
+                }
+            }
+        }
+        match self.backlog.received(&message) {
+            Ok(()) => Ok(Some(message)),
+            Err(Refused::IdInUse(id)) => Err((
+                Some(id),
+                ErrorData::invalid_request(
+                    "this request's id is already used by a request in flight; an id names one \
+                     request of the session",
+                    None,
+                ),
+            )),
+        }
+    }
+}
+
+/// Whether rmcp starts the session's lifecycle with `request`: `initialize`, or a request
+/// other than `ping` and `server/discover` that carries the 2026-07-28 metadata whole.
+fn starts_lifecycle(request: &ClientRequest) -> bool {
+    match request {
+        ClientRequest::InitializeRequest(_) => true,
+        ClientRequest::PingRequest(_) | ClientRequest::DiscoverRequest(_) => false,
+        request => {
+            let meta = request.get_meta();
+            meta.protocol_version().is_some()
+                && meta
+                    .missing_required_keys(&ProtocolVersion::V_2026_07_28)
+                    .is_empty()
+        }
+    }
+}
+
+/// The refusal of a line over [`MAX_LINE`].
+fn too_long() -> ErrorData {
+    ErrorData::invalid_request(
+        format!(
+            "the line is longer than {} MiB, the most the gateway reads as one message",
+            MAX_LINE >> 20
+        ),
+        None,
+    )
+}
+
+/// Writes `item` as one line through `write`, outstanding (`owed`) until written or dropped.
+async fn write_message<W: AsyncWrite + Send + Unpin + 'static>(
+    write: Arc<tokio::sync::Mutex<Option<W>>>,
+    item: TxJsonRpcMessage<RoleServer>,
+    owed: Owed,
+) -> io::Result<()> {
+    let mut bytes = serde_json::to_vec(&item).map_err(io::Error::other)?;
+    bytes.push(b'\n');
+    let mut write = write.lock().await;
+    let Some(write) = write.as_mut() else {
+        return Err(io::ErrorKind::NotConnected.into());
+    };
+    write.write_all(&bytes).await?;
+    write.flush().await?;
+    drop(owed);
+    Ok(())
+}
+
 /// A line (its newline included) as a message, or what to answer (see the module doc).
 fn decode(line: &[u8]) -> Decoded {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
     let line = line.strip_suffix(b"\r").unwrap_or(line);
+    if line.len() > MAX_LINE {
+        return Decoded::Refused(None, too_long());
+    }
     let line = line.strip_prefix("\u{feff}".as_bytes()).unwrap_or(line);
     if line.iter().all(u8::is_ascii_whitespace) {
         return Decoded::Nothing;
@@ -327,7 +408,7 @@ fn unfit(line: &[u8]) -> Decoded {
 }
 #[cfg(test)]
 mod tests {
-    use super::super::backlog::OWED;
+    use super::super::backlog::{CANCEL_GRACE, OWED};
     use super::*;
     use futures::FutureExt as _;
     use rmcp::model::{ServerJsonRpcMessage, ServerNotification, ServerResult};
@@ -336,8 +417,16 @@ mod tests {
 
     type Pipe = LineTransport<ReadHalf<DuplexStream>, WriteHalf<DuplexStream>>;
 
-    /// The stdio transport over an in-memory pipe, and the client's end.
+    /// The stdio transport over an in-memory pipe, its lifecycle started, and the client's
+    /// end.
     fn transport() -> (Pipe, DuplexStream) {
+        let (mut transport, client) = fresh();
+        transport.started = true;
+        (transport, client)
+    }
+
+    /// The same before the client's first message.
+    fn fresh() -> (Pipe, DuplexStream) {
         let (client, server) = tokio::io::duplex(1 << 20);
         let (read, write) = tokio::io::split(server);
         (LineTransport::new(read, write), client)
@@ -401,22 +490,112 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_repeated_id_is_owed_once_and_a_cancel_settles_it() {
+    async fn a_repeated_id_is_refused_and_a_cancel_holds_its_place_for_the_grace() {
         let (mut transport, mut client) = transport();
-        let mut lines: Vec<String> = (0..OWED - 1).map(ping).collect();
-        lines.push(ping(0));
+        write_lines(&mut client, &[ping(1), ping(1), ping(2)]).await;
+        assert!(
+            matches!(transport.receive().await, Some(JsonRpcMessage::Request(r)) if r.id == RequestId::Number(1))
+        );
+        // The repeat is refused (and not handed on); the next line is taken.
+        assert!(
+            matches!(transport.receive().await, Some(JsonRpcMessage::Request(r)) if r.id == RequestId::Number(2))
+        );
+        let refusal = read_answer(&mut client).await;
+        assert_eq!(
+            (refusal["id"].clone(), refusal["error"]["code"].clone()),
+            (json!(1), json!(-32600)),
+            "{refusal}"
+        );
+        assert_eq!(transport.backlog.owed(), 2);
+
+        // A cancelled request keeps its place until its grace is over (or its answer).
+        let mut lines: Vec<String> = (3..OWED).map(ping).collect();
         lines.push(
-            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}}"#
                 .into(),
         );
-        lines.extend([ping(OWED - 1), ping(OWED), ping(OWED + 1)]);
+        lines.extend([ping(OWED), ping(OWED + 1)]);
         write_lines(&mut client, &lines).await;
-        // OWED - 1 ids, the repeat, the cancel (OWED - 2 owed), then two more reach the limit.
-        for _ in 0..OWED + 3 {
-            assert!(transport.receive().now_or_never().flatten().is_some());
+        for _ in 3..OWED {
+            assert!(transport.receive().await.is_some());
         }
-        assert!(transport.receive().now_or_never().is_none());
+        let cancel = transport.receive().now_or_never().flatten();
+        assert!(
+            matches!(cancel, Some(JsonRpcMessage::Notification(_))),
+            "{cancel:?}"
+        );
+        let cancelled = std::time::Instant::now();
+        assert!(transport.receive().now_or_never().flatten().is_some());
         assert_eq!(transport.backlog.owed(), OWED);
+        assert!(
+            transport.receive().now_or_never().is_none(),
+            "released at the cancel"
+        );
+        let next = tokio::time::timeout(Duration::from_secs(5), transport.receive()).await;
+        assert!(
+            matches!(next, Ok(Some(JsonRpcMessage::Request(r))) if r.id == RequestId::Number(OWED as i64 + 1))
+        );
+        assert!(
+            cancelled.elapsed() >= CANCEL_GRACE,
+            "{:?}",
+            cancelled.elapsed()
+        );
+        // An answer handed out for a cancelled request takes over its place until written.
+        assert_eq!(transport.backlog.owed(), OWED);
+    }
+
+    #[tokio::test]
+    async fn before_initialize_a_notification_or_an_answer_is_dropped() {
+        let (mut transport, mut client) = fresh();
+        let lines = [
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_string(),
+            r#"{"jsonrpc":"2.0","id":5,"result":{}}"#.to_string(),
+            ping(1),
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#.to_string(),
+            r#"{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#.to_string(),
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_string(),
+        ];
+        write_lines(&mut client, &lines).await;
+        assert!(
+            matches!(transport.receive().await, Some(JsonRpcMessage::Request(r)) if r.id == RequestId::Number(1))
+        );
+        assert!(
+            matches!(transport.receive().await, Some(JsonRpcMessage::Request(r)) if r.id == RequestId::Number(2))
+        );
+        assert!(matches!(
+            transport.receive().await,
+            Some(JsonRpcMessage::Notification(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn at_the_end_of_input_owed_answers_and_refusals_are_written_first() {
+        let (mut transport, mut client) = transport();
+        client
+            .write_all(format!("{}\nnot json", ping(1)).as_bytes())
+            .await
+            .expect("write");
+        client.shutdown().await.expect("shutdown");
+        assert!(matches!(
+            transport.receive().await,
+            Some(JsonRpcMessage::Request(_))
+        ));
+        let answered = transport.send(answer(1));
+        let ended = tokio::spawn(async move {
+            let end = transport.receive().await;
+            (transport, end)
+        });
+        // The refusal of the last line is written before the end is reported.
+        let refusal = read_answer(&mut client).await;
+        assert_eq!(refusal["error"]["code"], -32700, "{refusal}");
+        assert!(!ended.is_finished(), "the end came before the owed answer");
+        answered.await.expect("send");
+        assert_eq!(read_answer(&mut client).await["id"], 1);
+        let (_, end) = tokio::time::timeout(Duration::from_secs(5), ended)
+            .await
+            .expect("the end once nothing is owed")
+            .expect("the task");
+        assert!(end.is_none());
     }
 
     #[tokio::test]
@@ -546,6 +725,7 @@ mod tests {
             transport.receive().await,
             Some(JsonRpcMessage::Request(_))
         ));
+        transport.send(answer(1)).await.expect("send");
         assert!(transport.receive().await.is_none());
     }
 }
