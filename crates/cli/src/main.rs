@@ -85,7 +85,9 @@ fn init_logs(verbose: u8, quiet: bool) {
     // are left out (see `peer_gone_report`).
     let routine = from_env.is_none() && verbose < 2;
     let filter = from_env.unwrap_or_else(|| tracing_subscriber::EnvFilter::new(default));
-    let filter = filter.and(filter_fn(move |meta| !(routine && peer_gone_report(meta))));
+    let filter = filter.and(filter_fn(move |meta| {
+        !(routine && routine_rmcp_report(meta))
+    }));
     use std::io::IsTerminal;
     let layer = tracing_subscriber::fmt::layer()
         .with_ansi(std::io::stderr().is_terminal())
@@ -97,17 +99,22 @@ fn init_logs(verbose: u8, quiet: bool) {
     tracing_subscriber::registry().with(layer).init();
 }
 
-/// Whether `meta` is one of rmcp's ERROR reports that an answer could not be sent (`%error` and
-/// a message, from its service loop): the client went away first — a closed
-/// `subscriptions/listen` stream makes one every time it ends. Routine for a gateway, so not an
-/// ERROR line in its log; `-vv` or `RUST_LOG` show them.
-fn peer_gone_report(meta: &tracing::Metadata<'_>) -> bool {
+/// Whether `meta` is one of rmcp's reports that are routine for a gateway, left out of the log
+/// below `-vv` (`RUST_LOG` or `-vv` show them): its ERROR that an answer could not be sent
+/// (`%error` and a message, from its service loop) — the client went away first, and a closed
+/// `subscriptions/listen` stream makes one every time it ends — and its WARN for every error
+/// answered (`id`, `error`): one line per refused request, quoting what the client sent.
+fn routine_rmcp_report(meta: &tracing::Metadata<'_>) -> bool {
+    let fields = meta.fields();
     meta.is_event()
-        && *meta.level() == tracing::Level::ERROR
         && meta.target() == "rmcp::service"
-        && meta.fields().len() == 2
-        && meta.fields().field("error").is_some()
-        && meta.fields().field("message").is_some()
+        && fields.field("error").is_some()
+        && fields.field("message").is_some()
+        && match *meta.level() {
+            tracing::Level::ERROR => fields.len() == 2,
+            tracing::Level::WARN => fields.len() == 3 && fields.field("id").is_some(),
+            _ => false,
+        }
 }
 
 /// The log's stderr: each formatted event (written whole) passes through the one redaction
@@ -118,6 +125,9 @@ struct RedactedStderr;
 impl std::io::Write for RedactedStderr {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let shown = mcp_harness_transport::redact::text(&String::from_utf8_lossy(buf));
+        // One event, one line: a value with a line break in it (a client's request id, say)
+        // cannot forge a log line of its own.
+        let shown = one_line(&shown);
         let _ = std::io::stderr().write_all(shown.as_bytes());
         Ok(buf.len())
     }
@@ -126,6 +136,20 @@ impl std::io::Write for RedactedStderr {
         let _ = std::io::stderr().flush();
         Ok(())
     }
+}
+
+/// `event` (a formatted log event, ending with its newline) with the line breaks inside it
+/// written as `\n` and `\r`.
+fn one_line(event: &str) -> std::borrow::Cow<'_, str> {
+    let body = event.strip_suffix('\n').unwrap_or(event);
+    if !body.contains(['\n', '\r']) {
+        return std::borrow::Cow::Borrowed(event);
+    }
+    let mut escaped = body.replace('\n', "\\n").replace('\r', "\\r");
+    if body.len() < event.len() {
+        escaped.push('\n');
+    }
+    std::borrow::Cow::Owned(escaped)
 }
 
 fn main() -> ExitCode {
