@@ -548,3 +548,66 @@ fn calls_racing_config_edits_are_never_lost() {
     drop(served);
     assert_eq!(common::wait_gone(&marker), Vec::<u32>::new());
 }
+
+/// A `permissions` edit applies live (a deny added is in force for calls at once, in a session
+/// opened before it); a change to a setting that applies only at start (`exposure`) is said in
+/// the log, naming the key.
+#[test]
+fn a_permissions_edit_applies_live_and_other_settings_say_they_need_a_restart() {
+    use common::gateway::Session;
+    let dir = temp_home("serve-reload", "permissions");
+    let marker = format!("gw-reload-permissions-{}", std::process::id());
+    let file = dir.join("gateway.json");
+    let server = json!({"command": bin(), "args": ["fixture-server", "--name", marker]});
+    let write = |permissions: Value, exposure: Value| {
+        let config = json!({"mcpServers": {"one": server}, "permissions": permissions,
+            "exposure": exposure});
+        let tmp = file.with_extension("tmp");
+        std::fs::write(&tmp, config.to_string()).expect("write config");
+        std::fs::rename(&tmp, &file).expect("replace config");
+    };
+    write(json!({"allow": ["mcp__**"]}), json!({}));
+    let log = dir.join("serve.log");
+    let served = Served::start(
+        &dir,
+        &file,
+        &[],
+        Stdio::from(std::fs::File::create(&log).expect("log file")),
+    );
+    let (session, _) = Session::open(&served.addr, "unused", json!({}), "permissions");
+    session.wait_listed("mcp__one__echo", Duration::from_secs(20));
+    let echo = json!({"name": "mcp__one__echo", "arguments": {"message": "hi"}});
+    assert_eq!(
+        session.request("tools/call", echo.clone())["result"]["isError"],
+        json!(false)
+    );
+
+    write(
+        json!({"allow": ["mcp__**"], "deny": ["mcp__one__echo"]}),
+        json!({"maxTools": 3}),
+    );
+    // Bounded: 20 s for the watcher (1 s) and the refresh.
+    let start = Instant::now();
+    let refused = loop {
+        let answer = session.request("tools/call", echo.clone());
+        if answer["result"]["isError"] == json!(true) || answer.get("error").is_some() {
+            break answer;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the deny added live was not in force: {answer}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(
+        refused.to_string().contains("permissions.deny"),
+        "{refused}"
+    );
+    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        logged.contains("exposure") && logged.contains("restart"),
+        "no word that `exposure` needs a restart: {logged}"
+    );
+    drop(served);
+    assert_eq!(common::wait_gone(&marker), Vec::<u32>::new());
+}

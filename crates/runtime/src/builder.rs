@@ -17,7 +17,7 @@ use mcp_harness_transport::{Callbacks, InProcessServe};
 use rmcp::model::ProtocolVersion;
 use tokio::sync::{broadcast, watch};
 
-use crate::call::context::{CallContext, Policy};
+use crate::call::context::{CallContext, LivePermissions, Policy};
 use crate::call::output::{OutputStore, OutputStoreConfig};
 use crate::config::{
     Config, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, ServerConfig, TransportConfig,
@@ -414,6 +414,7 @@ impl RuntimeBuilder {
         })
         .map_err(|e| StartError::System(format!("`output.dir`: {e}")))?;
         let live = Arc::new(Live::new(current, rx, revisions, publisher, gate));
+        let permissions = Arc::new(LivePermissions::new(self.config.permissions.clone()));
         let calls = Arc::new(CallContext::new(
             live.clone(),
             registry.clone(),
@@ -421,15 +422,19 @@ impl RuntimeBuilder {
             self.callbacks,
             Policy {
                 exposure: self.config.exposure.clone(),
-                permissions: self.config.permissions.clone(),
+                permissions: permissions.clone(),
                 approver: self.approver,
                 approval_timeout: self.approval_timeout,
             },
             output,
             self.config.output.clone(),
         ));
-        let (desired, prewarm_rx) =
-            DesiredState::new(self.config.clone(), registry.clone(), live.clone());
+        let (desired, prewarm_rx) = DesiredState::new(
+            self.config.clone(),
+            registry.clone(),
+            live.clone(),
+            permissions,
+        );
         let desired = Arc::new(desired);
         arbiter.spawn(prewarmer(Arc::downgrade(&desired), prewarm_rx));
         Ok(Runtime::assemble(Parts {

@@ -69,12 +69,40 @@ impl CallContext {
     }
 }
 
-/// What decides exposure and permission, frozen at start.
+/// What decides exposure and permission: exposure frozen at start, the permission rules
+/// replaced by a config reload ([`LivePermissions`]).
 pub(crate) struct Policy {
     pub(crate) exposure: ExposurePolicy,
-    pub(crate) permissions: PermissionRules,
+    pub(crate) permissions: Arc<LivePermissions>,
     pub(crate) approver: Arc<dyn Approver>,
     pub(crate) approval_timeout: Duration,
+}
+
+/// The permission rules calls are decided by. Invariant: replaced whole when a config reload
+/// is applied (with the servers it changes, R19), read whole by each decision: a call is
+/// decided by the rules of one configuration, never half of two.
+#[derive(Debug)]
+pub(crate) struct LivePermissions(std::sync::RwLock<Arc<PermissionRules>>);
+
+impl LivePermissions {
+    pub(crate) fn new(rules: PermissionRules) -> Self {
+        Self(std::sync::RwLock::new(Arc::new(rules)))
+    }
+
+    /// The rules in force now.
+    pub(crate) fn current(&self) -> Arc<PermissionRules> {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Puts `rules` in force; whether they differ from the rules before.
+    pub(crate) fn replace(&self, rules: &PermissionRules) -> bool {
+        let mut current = self.0.write().unwrap_or_else(|p| p.into_inner());
+        let changed = format!("{:?}", **current) != format!("{rules:?}");
+        if changed {
+            *current = Arc::new(rules.clone());
+        }
+        changed
+    }
 }
 
 /// Compiled argument validators, one per tool definition: reused while the definition stays

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
+use crate::call::context::LivePermissions;
 use crate::config::Config;
 use crate::connection::registry::{Reconciled, Registry};
 use crate::error::StartError;
@@ -122,6 +123,11 @@ pub(crate) struct DesiredState {
     control: RefreshControl,
     registry: Arc<Registry>,
     live: Arc<Live>,
+    /// The permission rules calls are decided by, replaced with the servers.
+    permissions: Arc<LivePermissions>,
+    /// The configuration last applied, to tell what a reload changed that applies only at the
+    /// next start.
+    applied: Mutex<Config>,
 }
 
 impl DesiredState {
@@ -131,16 +137,57 @@ impl DesiredState {
         config: Config,
         registry: Arc<Registry>,
         live: Arc<Live>,
+        permissions: Arc<LivePermissions>,
     ) -> (Self, mpsc::Receiver<()>) {
+        let applied = Mutex::new(config.clone());
         let (control, rx) = RefreshControl::new(config);
         (
             Self {
                 control,
                 registry,
                 live,
+                permissions,
+                applied,
             },
             rx,
         )
+    }
+
+    /// Puts `config`'s permission rules in force and says (WARN) which of its other settings
+    /// changed, which apply only when the runtime starts again.
+    fn apply_settings(&self, config: &Config) {
+        let source = config.source.as_ref().map_or_else(
+            || "the configuration".to_string(),
+            |p| p.display().to_string(),
+        );
+        if self.permissions.replace(&config.permissions) {
+            tracing::info!(file = %source, "`permissions` reloaded: calls from now on are decided by the new rules");
+        }
+        let mut applied = self.applied.lock().unwrap_or_else(|p| p.into_inner());
+        let changed = |before: &dyn std::fmt::Debug, after: &dyn std::fmt::Debug| {
+            format!("{before:?}") != format!("{after:?}")
+        };
+        let mut later = Vec::new();
+        if changed(&applied.exposure, &config.exposure) {
+            later.push("exposure");
+        }
+        if changed(&applied.metadata_limits, &config.metadata_limits) {
+            later.push("metadataLimits");
+        }
+        if changed(&applied.output, &config.output) {
+            later.push("output");
+        }
+        if changed(&applied.gateway, &config.gateway) {
+            later.push("gateway");
+        }
+        if !later.is_empty() {
+            tracing::warn!(
+                file = %source,
+                keys = %later.join(", "),
+                "these settings changed and apply only when the runtime starts again (restart `mcp-harness serve`); `mcpServers` and `permissions` apply live"
+            );
+        }
+        *applied = config.clone();
     }
 
     /// Makes `config` the desired configuration (marks the runtime dirty; applies nothing).
@@ -178,6 +225,7 @@ impl DesiredState {
             .reconcile(&guard.claim.config)
             .await
             .map_err(StartError::System)?;
+        self.apply_settings(&guard.claim.config);
         // The new runtime is complete when every desired server has settled — the ones started
         // now, and any a cancelled refresh started before us.
         let desired: Vec<String> = guard.claim.config.servers.keys().cloned().collect();

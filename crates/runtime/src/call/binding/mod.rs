@@ -842,12 +842,11 @@ impl PreparedCall {
         args: &JsonObject,
     ) -> Result<Option<ApprovalRequest>, CallError> {
         let name = &entry.qualified_name;
-        match self
-            .ctx
-            .policy
-            .permissions
-            .decide(name, args, entry.tool.annotations.as_ref())
-        {
+        match self.ctx.policy.permissions.current().decide(
+            name,
+            args,
+            entry.tool.annotations.as_ref(),
+        ) {
             Decision::Allow => Ok(None),
             Decision::Deny { reason } => Err(CallError::Permission {
                 name: name.clone(),
