@@ -611,3 +611,63 @@ fn a_permissions_edit_applies_live_and_other_settings_say_they_need_a_restart() 
     drop(served);
     assert_eq!(common::wait_gone(&marker), Vec::<u32>::new());
 }
+
+/// A server slow to start costs only its own entries during a config edit too: while one added
+/// live hangs at start (its startup timeout 30 s), listings and calls of the healthy server are
+/// answered at once, and a server removed by a later edit leaves the listing without waiting
+/// for the hung one.
+#[test]
+fn a_server_hanging_at_start_holds_up_no_listing_and_no_later_edit() {
+    use common::gateway::Session;
+    let dir = temp_home("serve-reload", "hanging");
+    let marker = format!("gw-reload-hanging-{}", std::process::id());
+    let file = dir.join("gateway.json");
+    let fixture = |extra: &[&str]| {
+        let mut args = vec!["fixture-server", "--name", marker.as_str()];
+        args.extend_from_slice(extra);
+        json!({"command": bin(), "args": args, "startupTimeoutSec": 30})
+    };
+    let write = |servers: Value| {
+        let config = json!({"mcpServers": servers, "permissions": {"allow": ["mcp__**"]}});
+        let tmp = file.with_extension("tmp");
+        std::fs::write(&tmp, config.to_string()).expect("write config");
+        std::fs::rename(&tmp, &file).expect("replace config");
+    };
+    write(json!({"fx": fixture(&[]), "fr": fixture(&[])}));
+    let served = Served::start(&dir, &file, &[], Stdio::null());
+    let (session, _) = Session::open(&served.addr, "unused", json!({}), "hanging");
+    session.wait_listed("mcp__fr__echo", Duration::from_secs(20));
+    session.wait_listed("mcp__fx__echo", Duration::from_secs(20));
+
+    write(json!({"fx": fixture(&[]), "fr": fixture(&[]), "hg": fixture(&["--hang-at-start"])}));
+    std::thread::sleep(Duration::from_secs(2));
+    let started = Instant::now();
+    let names = session.tool_names();
+    let echo = json!({"name": "mcp__fx__echo", "arguments": {"message": "now"}});
+    let answer = session.request("tools/call", echo);
+    assert_eq!(answer["result"]["isError"], json!(false), "{answer}");
+    assert!(names.iter().any(|n| n == "mcp__fx__echo"), "{names:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "a listing and a call waited {:?} for a server hanging at start",
+        started.elapsed()
+    );
+
+    write(json!({"fx": fixture(&[]), "hg": fixture(&["--hang-at-start"])}));
+    // Bounded: 10 s, well under the hung server's 30 s startup timeout.
+    let removed = Instant::now();
+    loop {
+        let names = session.tool_names();
+        if !names.iter().any(|n| n.starts_with("mcp__fr__")) {
+            break;
+        }
+        assert!(
+            removed.elapsed() < Duration::from_secs(10),
+            "the removed server was still listed after {:?}: {names:?}",
+            removed.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    drop(served);
+    assert_eq!(common::wait_gone(&marker), Vec::<u32>::new());
+}

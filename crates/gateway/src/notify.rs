@@ -54,13 +54,7 @@ pub(crate) fn spawn(shared: &Arc<Shared>) {
 /// all from one binding; with the revision of the snapshot they were computed from.
 async fn all_digests_now(shared: &Shared) -> (u64, HashMap<Option<String>, Digests>) {
     let snapshot = shared.runtime.snapshot();
-    let binding = match shared.runtime.bind_step(&[]).await {
-        Ok(binding) => Some(binding),
-        Err(error) => {
-            tracing::warn!(%error, "binding the catalog for change notifications failed");
-            None
-        }
-    };
+    let binding = Some(shared.runtime.bind_current());
     let previous = lock(&shared.current).clone();
     let revision = snapshot.revision;
     let mut profiles: Vec<Option<&Arc<ClientProfile>>> = vec![None];

@@ -222,6 +222,18 @@ impl Runtime {
         Ok(StepBinding::new(self.calls.clone(), self.live.published()))
     }
 
+    /// A binding of the runtime published now, without waiting for a configuration change to
+    /// be applied (one is requested at once, as [`Runtime::prewarm`] does): for a server in
+    /// front of many clients (the gateway), where a change applied later reaches each client
+    /// as `list_changed`, and a server slow to start must not hold up every listing. A model
+    /// step binds with [`Runtime::bind_step`], which applies the change first (R20).
+    pub fn bind_current(&self) -> StepBinding {
+        if self.desired.is_dirty() {
+            self.desired.prewarm();
+        }
+        StepBinding::new(self.calls.clone(), self.live.published())
+    }
+
     /// Calls the tool the model knows as `qualified_name` through a binding of the current
     /// catalog — the same governed path as [`Runtime::bind_step`] + `prepare_call` + `call`:
     /// argument validation, permission, staleness check, timeout, normalisation, output budget.

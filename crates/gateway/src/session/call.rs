@@ -30,11 +30,9 @@ impl Session {
         &self,
         profile: Option<&Arc<ClientProfile>>,
     ) -> Result<Listed, McpError> {
-        let binding = self
-            .runtime()
-            .bind_step(&[])
-            .await
-            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        // Not waiting for a config change in progress: a server slow to start must not hold
+        // up every client's listing; the change reaches clients as `list_changed`.
+        let binding = self.runtime().bind_current();
         let loaded = lock(&self.state.loaded).clone();
         let view = if loaded.is_empty() {
             self.shared().tool_view(&binding, profile)

@@ -211,33 +211,38 @@ impl DesiredState {
         if !control.is_dirty() {
             return Ok(None);
         }
-        let _single = control.single.lock().await;
-        let Some(claim) = control.claim() else {
-            return Ok(None); // another refresh published it while we waited
+        let (mut guard, outcome, desired, deadline) = {
+            let _single = control.single.lock().await;
+            let Some(claim) = control.claim() else {
+                return Ok(None); // another refresh published it while we waited
+            };
+            let guard = DirtyGuard {
+                control,
+                claim,
+                published: false,
+            };
+            let outcome = self
+                .registry
+                .reconcile(&guard.claim.config)
+                .await
+                .map_err(StartError::System)?;
+            self.apply_settings(&guard.claim.config);
+            let desired: Vec<String> = guard.claim.config.servers.keys().cloned().collect();
+            let deadline = guard
+                .claim
+                .config
+                .servers
+                .values()
+                .map(|s| s.startup_timeout)
+                .max()
+                .unwrap_or(Duration::ZERO)
+                + Duration::from_secs(1);
+            (guard, outcome, desired, deadline)
         };
-        let mut guard = DirtyGuard {
-            control,
-            claim,
-            published: false,
-        };
-        let outcome = self
-            .registry
-            .reconcile(&guard.claim.config)
-            .await
-            .map_err(StartError::System)?;
-        self.apply_settings(&guard.claim.config);
         // The new runtime is complete when every desired server has settled — the ones started
-        // now, and any a cancelled refresh started before us.
-        let desired: Vec<String> = guard.claim.config.servers.keys().cloned().collect();
-        let deadline = guard
-            .claim
-            .config
-            .servers
-            .values()
-            .map(|s| s.startup_timeout)
-            .max()
-            .unwrap_or(Duration::ZERO)
-            + Duration::from_secs(1);
+        // now, and any a cancelled refresh started before us. Awaited without the lock: a
+        // server slow to start holds up this caller, never the next edit (cancelled here, the
+        // claim is restored unless a later edit was claimed meanwhile).
         self.live
             .wait_for(deadline, |s| {
                 desired
@@ -251,14 +256,17 @@ impl DesiredState {
     }
 }
 
-/// Serves pre-warm requests until the runtime goes away.
+/// Serves pre-warm requests until the runtime goes away, each refresh on its own task: one
+/// waiting for its new servers to settle does not hold up the next edit's.
 pub(crate) async fn prewarmer(desired: Weak<DesiredState>, mut rx: mpsc::Receiver<()>) {
     while rx.recv().await.is_some() {
         let Some(desired) = desired.upgrade() else {
             return;
         };
-        if let Err(e) = desired.refresh_if_dirty().await {
-            tracing::warn!(error = %e, "pre-warm refresh failed; the next step will retry");
-        }
+        tokio::spawn(async move {
+            if let Err(e) = desired.refresh_if_dirty().await {
+                tracing::warn!(error = %e, "pre-warm refresh failed; the next step will retry");
+            }
+        });
     }
 }
