@@ -278,3 +278,36 @@ fn refused_requests_meet_the_same_backpressure() {
     drop(child);
     let _ = writer.join();
 }
+
+/// An upstream listing two tools under one name shows none of its tools (R15) and the gateway
+/// says so in its log, naming the server, instead of only keeping it for `tools --hidden`.
+#[test]
+fn a_server_listing_one_name_twice_is_warned_about() {
+    let dir = temp_home("serve-stdio-abuse", "duplicate");
+    let server = json!({"command": common::bin(),
+        "args": ["fixture-server", "--duplicate-tool", "echo"]});
+    let document = json!({"mcpServers": {"dup": server}, "permissions": {"allow": ["mcp__**"]}});
+    let mut child = serve_stdio(&dir, &document);
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let _child = Killed(child);
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "dup", "version": "1"}}});
+    writeln!(stdin, "{initialize}").expect("write initialize");
+    next(&mut lines);
+    // Bounded: 20 s for the upstream to connect and be listed.
+    let start = Instant::now();
+    loop {
+        let logged = std::fs::read_to_string(dir.join("serve.log")).unwrap_or_default();
+        if logged.contains("two entries under one name") {
+            assert!(logged.contains("server=dup"), "{logged}");
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no warning: {logged}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

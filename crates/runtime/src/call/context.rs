@@ -238,7 +238,7 @@ impl CallContext {
             ))),
             Ok(Err(_)) | Ok(Ok(Revival::NotApplicable)) => Ok(None),
             Ok(Ok(Revival::Failed { error, replaced })) => Err(unavailable(format!(
-                "failed: {error}; {} and did not come back: fix it, restart it (`Runtime::restart`) and bind a new step",
+                "failed: {error}; {} and did not come back: fix its command or configuration (a config edit, or a restart, starts it again), then list tools again",
                 match replaced {
                     true => "a config edit replaced it (this call waited for the new connection)",
                     false => "it was restarted once for this call after its process exited",

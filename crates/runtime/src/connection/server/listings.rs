@@ -54,6 +54,20 @@ impl ServerActor {
             Listed::Templates(t) => catalog.set_templates(name, t.clone(), limits),
             Listed::Skills(k) => catalog.set_skills(name, k.clone(), limits),
         }
+        // R15 rolls a kind with two entries under one name back to none of them: said, not
+        // only kept for `tools --hidden`.
+        if let Some(conflict) = catalog
+            .hidden
+            .iter()
+            .find(|h| h.kind == kind && h.reason.starts_with("name conflict"))
+        {
+            tracing::warn!(
+                server = %name,
+                kind = ?kind,
+                reason = %conflict.reason,
+                "the server lists two entries under one name: none of this kind of its is shown (`mcp-harness tools --hidden` lists them)"
+            );
+        }
     }
 
     /// Rebuilds each derived kind in `kinds` from the current generation of its inputs. An
