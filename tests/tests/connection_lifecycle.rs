@@ -510,7 +510,10 @@ async fn a_restart_that_fails_is_tried_once_and_never_again() {
         message.contains("no second life"),
         "the new stderr is shown: {message}"
     );
-    assert!(message.contains("fix its command or configuration"), "{message}");
+    assert!(
+        message.contains("fix its command or configuration"),
+        "{message}"
+    );
     assert_eq!(launches.count(), 2);
 
     // Further calls do not restart it again: it failed at start, not by exiting.

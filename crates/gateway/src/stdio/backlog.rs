@@ -137,8 +137,12 @@ impl Backlog {
         Owed(self.clone())
     }
 
-    /// Returns once fewer than [`OWED`] are outstanding.
+    /// Returns once fewer than [`OWED`] are outstanding (cancelled requests past their grace
+    /// are released only here and at the end: below the bound they cost nothing).
     pub(super) async fn room(&self) {
+        if self.owed.load(Ordering::Acquire) < OWED {
+            return;
+        }
         loop {
             // Registered before the check, so the release that makes room cannot be missed.
             let room = self.room.notified();
