@@ -173,14 +173,16 @@ async fn counting_fixture_http() -> (String, Arc<AtomicUsize>) {
     (format!("http://{addr}/mcp"), sessions)
 }
 
-/// R20: pre-warm requests coalesce. While a pre-warm refresh is busy (it claimed the first
-/// change, and a server that hangs at start holds it until its startup timeout), many more
-/// changes each followed by a pre-warm request end in one more refresh that applies the newest. Counted where it happens: each
-/// configuration names a new server `n{i}` on a fixture that counts the sessions it opened, so
-/// every configuration a refresh applied is one session there — at least one (the last is
-/// connected), at most two (the one the first refresh claimed, and the newest), never one per
-/// request; the revisions agree, and nothing is left dirty — with no `refresh_if_dirty` or
-/// `bind_step` from the test.
+/// R20: pre-warm requests coalesce. The first change's refresh claims it and waits for its
+/// servers to settle (one hangs at start until its startup timeout) — outside the refresh lock,
+/// so the next changes do not wait behind it: many more changes, each followed by a pre-warm
+/// request, arrive in a burst and end in a few refreshes that apply the newest. Counted where
+/// it happens: each configuration names a new server `n{i}` on a fixture that counts the
+/// sessions it opened, so every configuration a refresh applied is one session there — at
+/// least one (the last is connected), a few (a refresh takes the newest configuration when it
+/// gets the lock; while one reconciles, the requests of the burst coalesce in the one-slot
+/// channel), never one per request; the revisions agree, and nothing is left dirty — with no
+/// `refresh_if_dirty` or `bind_step` from the test.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prewarm_requests_coalesce_into_few_refreshes() {
     const CHANGES: usize = 20;
@@ -230,9 +232,9 @@ async fn prewarm_requests_coalesce_into_few_refreshes() {
     assert_eq!(s.servers[&last].state, ServerState::Connected, "applied");
     let opened = sessions.load(Ordering::SeqCst);
     assert!(
-        (1..=2).contains(&opened),
+        (1..=CHANGES / 2).contains(&opened),
         "{CHANGES} pre-warm requests applied {opened} configurations (sessions the fixture \
-         opened for an `n` server); coalesced, they apply at most two"
+         opened for an `n` server); coalesced, they apply a few"
     );
     // The refresh publishes once everything settled; then nothing is dirty (bounded wait).
     let mut tries = 0;

@@ -181,6 +181,11 @@ impl Runtime {
         if let Err(e) = self.refresh_if_dirty().await {
             tracing::warn!(error = %e, "applying the configuration change failed; binding the current runtime");
         }
+        // A change another caller (the pre-warm) applied is complete only once its new
+        // servers settled: the step binds that, as if it had applied the change itself.
+        self.desired
+            .settled(self.registry.longest_startup() + Duration::from_secs(1))
+            .await;
         if !required.is_empty() {
             let deadline = self.registry.startup_deadline(required) + Duration::from_secs(1);
             // A server a config edit is replacing shows as pending while its old connection

@@ -186,6 +186,15 @@ impl Registry {
             .unwrap_or_default()
     }
 
+    /// The longest startup deadline of any configured server.
+    pub(crate) fn longest_startup(&self) -> std::time::Duration {
+        self.members()
+            .values()
+            .map(|m| m.config.startup_timeout)
+            .max()
+            .unwrap_or_default()
+    }
+
     /// Every live actor.
     pub(crate) fn addrs(&self) -> Vec<Addr<ServerActor>> {
         self.members()

@@ -128,6 +128,17 @@ pub(crate) struct DesiredState {
     /// The configuration last applied, to tell what a reload changed that applies only at the
     /// next start.
     applied: Mutex<Config>,
+    /// Refreshes applied and waiting for their new servers to settle (outside the lock).
+    settling: tokio::sync::watch::Sender<usize>,
+}
+
+/// One refresh waiting for its servers to settle, counted until dropped.
+struct Settling<'a>(&'a tokio::sync::watch::Sender<usize>);
+
+impl Drop for Settling<'_> {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
 }
 
 impl DesiredState {
@@ -148,6 +159,7 @@ impl DesiredState {
                 live,
                 permissions,
                 applied,
+                settling: tokio::sync::watch::Sender::new(0),
             },
             rx,
         )
@@ -200,6 +212,13 @@ impl DesiredState {
         self.control.is_dirty()
     }
 
+    /// Waits (at most `limit`) until no applied refresh is still waiting for its new servers
+    /// to settle: a model step binds the complete new runtime, whichever caller applied it.
+    pub(crate) async fn settled(&self, limit: Duration) {
+        let mut settling = self.settling.subscribe();
+        let _ = tokio::time::timeout(limit, settling.wait_for(|n| *n == 0)).await;
+    }
+
     /// Asks for a refresh ahead of need (coalesced).
     pub(crate) fn prewarm(&self) {
         self.control.prewarm();
@@ -243,6 +262,8 @@ impl DesiredState {
         // now, and any a cancelled refresh started before us. Awaited without the lock: a
         // server slow to start holds up this caller, never the next edit (cancelled here, the
         // claim is restored unless a later edit was claimed meanwhile).
+        self.settling.send_modify(|n| *n += 1);
+        let _settling = Settling(&self.settling);
         self.live
             .wait_for(deadline, |s| {
                 desired
