@@ -30,7 +30,12 @@ fn write_config_with(file: &Path, servers: &[(&str, &str)], env: &Value) {
         })
         .collect();
     let config = json!({"mcpServers": servers, "permissions": {"allow": ["mcp__**"]}});
-    // Written to a temporary file and renamed: the watcher never reads half a file.
+    replace_config(file, &config);
+}
+
+/// Writes `config` to `file` through a temporary file renamed over it: the watcher never
+/// reads half a file.
+fn replace_config(file: &Path, config: &Value) {
     let tmp = file.with_extension("tmp");
     std::fs::write(&tmp, config.to_string()).expect("write config");
     std::fs::rename(&tmp, file).expect("replace config");
@@ -562,9 +567,7 @@ fn a_permissions_edit_applies_live_and_other_settings_say_they_need_a_restart() 
     let write = |permissions: Value, exposure: Value| {
         let config = json!({"mcpServers": {"one": server}, "permissions": permissions,
             "exposure": exposure});
-        let tmp = file.with_extension("tmp");
-        std::fs::write(&tmp, config.to_string()).expect("write config");
-        std::fs::rename(&tmp, &file).expect("replace config");
+        replace_config(&file, &config);
     };
     write(json!({"allow": ["mcp__**"]}), json!({}));
     let log = dir.join("serve.log");
@@ -628,10 +631,10 @@ fn a_server_hanging_at_start_holds_up_no_listing_and_no_later_edit() {
         json!({"command": bin(), "args": args, "startupTimeoutSec": 30})
     };
     let write = |servers: Value| {
-        let config = json!({"mcpServers": servers, "permissions": {"allow": ["mcp__**"]}});
-        let tmp = file.with_extension("tmp");
-        std::fs::write(&tmp, config.to_string()).expect("write config");
-        std::fs::rename(&tmp, &file).expect("replace config");
+        replace_config(
+            &file,
+            &json!({"mcpServers": servers, "permissions": {"allow": ["mcp__**"]}}),
+        );
     };
     write(json!({"fx": fixture(&[]), "fr": fixture(&[])}));
     let served = Served::start(&dir, &file, &[], Stdio::null());

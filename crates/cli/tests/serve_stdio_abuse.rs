@@ -17,6 +17,22 @@ use common::gateway::{Killed, rss_kib, serve_stdio};
 use common::temp_home;
 use serde_json::{Value, json};
 
+/// How many lines a writer thread counting them in `written` had written once it made no
+/// progress for 2 s (it stalled: the gateway stopped reading). Bounded: 60 s.
+fn stalled(written: &AtomicUsize) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = (0, Instant::now());
+    loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let now = written.load(Ordering::Relaxed);
+        if now != last.0 {
+            last = (now, Instant::now());
+        } else if last.1.elapsed() > Duration::from_secs(2) || Instant::now() > deadline {
+            return now;
+        }
+    }
+}
+
 /// The next line of `lines` as JSON.
 fn next(lines: &mut impl Iterator<Item = std::io::Result<String>>) -> Value {
     let line = lines
@@ -126,18 +142,8 @@ fn a_client_that_does_not_read_gets_backpressure_not_unbounded_memory() {
         })
     };
 
-    // The writer stalls: the gateway stopped reading. Bounded: 60 s.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut last = (0, Instant::now());
-    let stalled_at = loop {
-        std::thread::sleep(Duration::from_millis(100));
-        let now = written.load(Ordering::Relaxed);
-        if now != last.0 {
-            last = (now, Instant::now());
-        } else if last.1.elapsed() > Duration::from_secs(2) || Instant::now() > deadline {
-            break now;
-        }
-    };
+    // The writer stalls: the gateway stopped reading.
+    let stalled_at = stalled(&written);
     let grown = rss_kib(child.0.id()).saturating_sub(before);
     assert!(
         stalled_at < PINGS,
@@ -257,18 +263,7 @@ fn refused_requests_meet_the_same_backpressure() {
             }
         })
     };
-    // The writer stalls. Bounded: 60 s.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut last = (0, Instant::now());
-    let stalled_at = loop {
-        std::thread::sleep(Duration::from_millis(100));
-        let now = written.load(Ordering::Relaxed);
-        if now != last.0 {
-            last = (now, Instant::now());
-        } else if last.1.elapsed() > Duration::from_secs(2) || Instant::now() > deadline {
-            break now;
-        }
-    };
+    let stalled_at = stalled(&written);
     let grown = rss_kib(child.0.id()).saturating_sub(before);
     assert!(
         stalled_at < LINES,
