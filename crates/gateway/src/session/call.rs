@@ -427,7 +427,7 @@ pub(super) fn refusal(requested: &str, error: CallError) -> Result<CallToolRespo
         CallError::UnknownTool { revision, .. } | CallError::NotInStep { revision, .. } => {
             Err(McpError::invalid_params(
                 format!(
-                    "unknown tool `{requested}`: not in the catalog this session's calls bind to (revision {revision}: its last tools/list, or the current catalog if it never listed); list tools (tools/list) to see what there is"
+                    "unknown tool `{requested}`: not in the catalog this session's calls bind to (catalog revision {revision}: its last tools/list, or the current catalog if it never listed); list tools (tools/list) to see what there is"
                 ),
                 None,
             ))
