@@ -583,3 +583,134 @@ async fn a_replacement_that_fails_takes_the_entries_with_it() {
     );
     runtime.shutdown().await;
 }
+
+/// An edit applies while an earlier edit's replaced server still drains: another server's
+/// removal is published at once (not after the drain), and a second edit of the draining server
+/// decides what starts after the drain — the newest configuration, never the one in between.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edit_applies_while_an_earlier_one_drains() {
+    let (old, between, newest, other) = (
+        marker("drain-old"),
+        marker("drain-between"),
+        marker("drain-newest"),
+        marker("drain-other"),
+    );
+    let runtime = mcp_harness_runtime::RuntimeBuilder::new(config(vec![
+        server("fx", fixture_stdio(&["--name", &old])),
+        server("other", fixture_stdio(&["--name", &other])),
+    ]))
+    .edit_drain(Duration::from_secs(10))
+    .start()
+    .expect("runtime starts");
+    runtime.wait_settled(SETTLE).await;
+    let answered = std::sync::atomic::AtomicBool::new(false);
+    let slow = async {
+        let answer = runtime
+            .call_tool("mcp__fx__slow", args(json!({"ms": 2500})))
+            .await;
+        answered.store(true, Ordering::SeqCst);
+        answer
+    };
+    let edits = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        runtime.set_config(config(vec![
+            server("fx", fixture_stdio(&["--name", &between])),
+            server("other", fixture_stdio(&["--name", &other])),
+        ]));
+        let first = runtime.refresh_if_dirty();
+        let second = async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            runtime.set_config(config(vec![server(
+                "fx",
+                fixture_stdio(&["--name", &newest]),
+            )]));
+            let second = runtime.refresh_if_dirty();
+            tokio::pin!(second);
+            let mut removed_while_draining = false;
+            for _ in 0..100 {
+                tokio::select! {
+                    biased;
+                    _ = tokio::time::sleep(Duration::from_millis(10)) => {}
+                    _ = &mut second => break,
+                }
+                if runtime.snapshot().tool("mcp__other__echo").is_none() {
+                    removed_while_draining = !answered.load(Ordering::SeqCst);
+                    break;
+                }
+            }
+            (second.await, removed_while_draining)
+        };
+        let (first, (second, removed_while_draining)) = tokio::join!(first, second);
+        (first, second, removed_while_draining)
+    };
+    let (answer, (first, second, removed_while_draining)) = tokio::join!(slow, edits);
+    let answer = answer.expect("the call in flight finished on the old connection");
+    assert!(!answer.is_error(), "the slow call: {}", text(&answer));
+    first.expect("first refresh").expect("a change");
+    let second = second.expect("second refresh").expect("a change");
+    assert_eq!(second.removed, vec!["other".to_string()]);
+    assert!(
+        removed_while_draining,
+        "the removal waited for the other server's drain"
+    );
+    assert_eq!(wait_gone(&old).await, Vec::<u32>::new());
+    assert_eq!(wait_gone(&other).await, Vec::<u32>::new());
+    assert_eq!(
+        processes_with(&between),
+        Vec::<u32>::new(),
+        "the configuration in between never started"
+    );
+    assert_eq!(processes_with(&newest).len(), 1, "the newest one runs");
+    let echo = runtime
+        .call_tool("mcp__fx__echo", args(json!({"message": "newest"})))
+        .await
+        .expect("the newest server answers");
+    assert_eq!(text(&echo), "newest");
+    runtime.shutdown().await;
+}
+
+/// A server removed while an edit's replacement of it drains starts nothing after the drain,
+/// and its entries leave at once; the call in flight still finishes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_removed_while_it_drains_does_not_start_again() {
+    let (old, replacement) = (marker("removed-old"), marker("removed-replacement"));
+    let runtime = start(vec![server("fx", fixture_stdio(&["--name", &old]))]);
+    runtime.wait_settled(SETTLE).await;
+    let slow = runtime.call_tool("mcp__fx__slow", args(json!({"ms": 1500})));
+    let edits = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        runtime.set_config(config(vec![server(
+            "fx",
+            fixture_stdio(&["--name", &replacement]),
+        )]));
+        let first = runtime.refresh_if_dirty();
+        let second = async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            runtime.set_config(config(Vec::new()));
+            let outcome = runtime.refresh_if_dirty().await;
+            let gone = runtime.snapshot().tool("mcp__fx__echo").is_none();
+            (outcome, gone)
+        };
+        tokio::join!(first, second)
+    };
+    let (answer, (first, (second, gone))) = tokio::join!(slow, edits);
+    let answer = answer.expect("the call in flight finished on the old connection");
+    assert!(!answer.is_error(), "the slow call: {}", text(&answer));
+    first.expect("first refresh").expect("a change");
+    let second = second.expect("second refresh").expect("a change");
+    assert_eq!(second.removed, vec!["fx".to_string()]);
+    assert!(gone, "the removed server's entries stayed");
+    assert_eq!(wait_gone(&old).await, Vec::<u32>::new());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        processes_with(&replacement),
+        Vec::<u32>::new(),
+        "the replacement started after its server was removed"
+    );
+    let err = runtime
+        .call_tool("mcp__fx__echo", args(json!({"message": "x"})))
+        .await
+        .expect_err("the server is gone");
+    assert!(!err.to_string().is_empty());
+    runtime.shutdown().await;
+}

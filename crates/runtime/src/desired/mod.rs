@@ -255,25 +255,47 @@ impl DesiredState {
                 .map(|s| s.startup_timeout)
                 .max()
                 .unwrap_or(Duration::ZERO)
+                + self.registry.drain_left()
                 + Duration::from_secs(1);
             (guard, outcome, desired, deadline)
         };
         // The new runtime is complete when every desired server has settled — the ones started
-        // now, and any a cancelled refresh started before us. Awaited without the lock: a
-        // server slow to start holds up this caller, never the next edit (cancelled here, the
-        // claim is restored unless a later edit was claimed meanwhile).
-        self.settling.send_modify(|n| *n += 1);
-        let _settling = Settling(&self.settling);
+        // now, the ones starting once their old connection drained, and any a cancelled refresh
+        // started before us. Awaited without the lock: a server slow to start or to drain holds
+        // up this caller, never the next edit (cancelled here, the claim is restored unless a
+        // later edit was claimed meanwhile). A model step another caller binds meanwhile waits
+        // only for the servers not draining: a replaced one keeps its entries (calls wait for
+        // its new connection) and binds at once.
+        let draining = self.registry.draining();
+        let starting: Vec<String> = desired
+            .iter()
+            .filter(|n| !draining.contains(*n))
+            .cloned()
+            .collect();
+        let started = tokio::time::Instant::now();
+        {
+            self.settling.send_modify(|n| *n += 1);
+            let _settling = Settling(&self.settling);
+            self.live
+                .wait_for(deadline, |s| self.all_settled(s, &starting))
+                .await;
+        }
+        let left = deadline.saturating_sub(started.elapsed());
         self.live
-            .wait_for(deadline, |s| {
-                desired
-                    .iter()
-                    .all(|n| s.servers.get(n).is_some_and(|st| st.state.is_settled()))
-            })
+            .wait_for(left, |s| self.all_settled(s, &desired))
             .await;
         self.live.flush().await;
         guard.published = true;
         Ok(Some(outcome))
+    }
+
+    /// Whether every server of `names` has settled in `snapshot`, or is no longer configured
+    /// (a later edit removed it: its removal is published, so this is asked again then).
+    fn all_settled(&self, snapshot: &mcp_harness_catalog::Snapshot, names: &[String]) -> bool {
+        names.iter().all(|n| match snapshot.servers.get(n) {
+            Some(status) if status.state.is_settled() => true,
+            _ => !self.registry.is_configured(n),
+        })
     }
 }
 
