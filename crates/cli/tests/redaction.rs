@@ -117,8 +117,9 @@ fn an_unterminated_reference_does_not_quote_the_value() {
 }
 
 /// A stdio server inherits the harness's environment but not its own secrets: the gateway's
-/// session keys and the OTLP exporter's headers (a collector's credentials) are left out, the
-/// other `OTEL_*` variables pass; a server whose `env` names one of them gets that value.
+/// session keys, the OTLP exporter's headers (a collector's credentials) and the variables the
+/// configuration names as holding secrets (`tokenEnv`, `assertionEnv`) are left out, the other
+/// `OTEL_*` variables pass; a server whose `env` names one of them gets that value.
 #[test]
 fn the_harness_secrets_in_its_environment_never_reach_a_stdio_server() {
     let dir = common::temp_home("redaction", "env");
@@ -134,8 +135,12 @@ fn the_harness_secrets_in_its_environment_never_reach_a_stdio_server() {
         serde_json::json!({"mcpServers": {
             "plain": {"command": "sh", "args": ["-c", dumping("plain")]},
             "given": {"command": "sh", "args": ["-c", dumping("given")],
-                      "env": {"OTEL_EXPORTER_OTLP_HEADERS": "given-to-server"}}
-        }}),
+                      "env": {"OTEL_EXPORTER_OTLP_HEADERS": "given-to-server"}},
+            "remote": {"url": "http://127.0.0.1:9/mcp", "enabled": false,
+                       "oauth": {"grant": "jwt_bearer", "assertionEnv": "WORKLOAD_JWT"}}
+        },
+        "gateway": {"clients": {"ci": {"auth": {"type": "bearer", "tokenEnv": "GW_CI_TOKEN"}}}}
+        }),
     );
     let secrets = [
         (
@@ -151,6 +156,9 @@ fn the_harness_secrets_in_its_environment_never_reach_a_stdio_server() {
             "OTEL_EXPORTER_OTLP_LOGS_HEADERS",
             "Api-Key=collector-secret-3",
         ),
+        // Named by the configuration: a gateway client's token, a workload's JWT.
+        ("GW_CI_TOKEN", "gateway-client-token-1"),
+        ("WORKLOAD_JWT", "eyJ-workload-jwt-1"),
     ];
     let mut env = secrets.to_vec();
     env.push(("OTEL_SERVICE_NAME", "passed-on"));

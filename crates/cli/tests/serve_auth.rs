@@ -384,6 +384,32 @@ fn per_client_views_hide_and_refuse_what_a_profile_may_not_see() {
         let doc: Value = serde_json::from_str(&body).expect("metadata JSON");
         assert_eq!(doc["resource"], format!("http://{addr}/mcp"), "{doc}");
         assert_eq!(doc["bearer_methods_supported"], json!(["header"]), "{doc}");
+        // At its path-inserted address too (RFC 9728 §3.1), and at no other path.
+        let at = |path: &str| http(&addr, "GET", path, &[], "");
+        let (status, _, inserted) = at("/.well-known/oauth-protected-resource/mcp");
+        assert_eq!((status, inserted), (200, body.clone()));
+        let (status, _, _) = at("/.well-known/oauth-protected-resource/other/mcp");
+        assert_eq!(status, 404, "another resource's metadata");
+        // Without a token the body carries no `error` either.
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string();
+        let post = |headers: &[(&str, &str)]| {
+            let mut all = vec![
+                ("Content-Type", "application/json"),
+                ("Accept", "application/json, text/event-stream"),
+            ];
+            all.extend_from_slice(headers);
+            http(&addr, "POST", "/mcp", &all, &init)
+        };
+        let (status, _, body) = post(&[]);
+        assert_eq!(status, 401, "{body}");
+        assert!(!body.contains("\"error\""), "{body}");
+        // Two Authorization headers: which one a proxy in front checked is unknown.
+        let full = format!("Bearer {FULL_TOKEN}");
+        let (status, _, body) = post(&[("Authorization", &full), ("Authorization", "Bearer x")]);
+        assert_eq!(status, 400, "{body}");
+        assert!(body.contains("authorization"), "{body}");
+        let (status, _, body) = post(&[("Authorization", "Bearer x"), ("Authorization", &full)]);
+        assert_eq!(status, 400, "{body}");
 
         let mut full = Client::new(&addr, FULL_TOKEN);
         full.open().expect("the full profile opens a session");
@@ -609,6 +635,24 @@ fn jwt_access_tokens_are_checked_against_jwks_issuer_audience_expiry_and_scope()
             vec!["mcp__fx__echo".to_string()],
             "the profile's view"
         );
+        // The session is its user's: another user of the same profile is refused on it, the
+        // same user with a new token is not.
+        let ping = json!({"jsonrpc": "2.0", "id": 90, "method": "ping"});
+        let as_user = |sub: &str| {
+            let mut claims = good.clone();
+            claims["sub"] = json!(sub);
+            claims["iat"] = json!(now() + 1);
+            let token = ec.sign("ec1", &claims);
+            let mut other = Client::new(&addr, &token);
+            other.session.clone_from(&client.session);
+            (token, other.post(&ping))
+        };
+        let (token, (status, _, body)) = as_user("user-2");
+        tokens.push(token);
+        assert_eq!(status, 403, "another user on the session: {body}");
+        let (token, (status, _, body)) = as_user("user-1");
+        tokens.push(token);
+        assert_eq!(status, 200, "the same user with a new token: {body}");
 
         let wrong_audience = ec.sign(
             "ec1",

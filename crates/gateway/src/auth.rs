@@ -8,11 +8,19 @@
 //!   what failed (expired, audience, issuer, signature, scope), never the token;
 //! - every bearer profile is compared on every request (no early exit), so timing does not
 //!   tell which profile, if any, was close;
-//! - a JWT is accepted only with an asymmetric signature (RS*, PS*, ES256/384) by a key of its
-//!   issuer's JWKS; an unknown `kid` refetches that JWKS at most once per
-//!   [`REFETCH_INTERVAL`], so a flood of made-up key ids costs the authorization server
-//!   nothing.
+//! - a JWT is accepted only with an asymmetric signature (RS*, PS*, ES256/384) by a key of the
+//!   JWKS of a profile whose issuer it names, and it proves the first such profile (in name
+//!   order) whose keys, client ids and scopes it all satisfies;
+//! - each JWKS is fetched at most once per [`REFETCH_INTERVAL`], whether the fetch succeeded or
+//!   not, so a flood of made-up key ids or of tokens naming a broken issuer costs the
+//!   authorization server (and the log) nothing; one fetch at a time per JWKS, and a slow one
+//!   holds up only the tokens that need it; a body is read up to [`MAX_JWKS_BYTES`], never
+//!   further;
+//! - keys are trusted for [`JWKS_MAX_AGE`] after their fetch: a key removed from the JWKS stops
+//!   verifying by then (while the authorization server cannot be reached, the last keys
+//!   fetched stay in use, and each failed refetch is a WARN).
 
+use std::cmp::Reverse;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -26,10 +34,38 @@ use serde::Deserialize;
 
 /// Clock skew tolerated on `exp` and `nbf`.
 pub(crate) const LEEWAY_SECS: u64 = 30;
-/// An unknown `kid` refetches a JWKS at most this often.
+/// A JWKS is fetched at most this often (an unknown `kid`, an expired set, a failed fetch).
 pub(crate) const REFETCH_INTERVAL: Duration = Duration::from_secs(10);
+/// How long a fetched JWKS is trusted before it is fetched again.
+pub(crate) const JWKS_MAX_AGE: Duration = Duration::from_secs(300);
+/// How long one JWKS fetch may take.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 /// The largest JWKS document read.
 const MAX_JWKS_BYTES: usize = 1 << 20;
+
+/// What a request's credentials proved: the profile, and for an access token with a `sub`, the
+/// user (a digest of issuer and subject), so a session serves only the user who opened it.
+pub(crate) struct Proven {
+    pub(crate) profile: Arc<ClientProfile>,
+    pub(crate) subject: Option<String>,
+}
+
+impl Proven {
+    /// Who owns a session this request opens: the profile, and the user when there is one.
+    pub(crate) fn owner(&self) -> String {
+        match &self.subject {
+            Some(subject) => format!("{}\u{1f}{subject}", self.profile.name),
+            None => self.profile.name.clone(),
+        }
+    }
+}
+
+/// A short digest of a token's issuer and subject: the same user gets the same one, and the
+/// sealed session id carries no user name.
+fn subject(issuer: &str, sub: &str) -> String {
+    let digest = sha256(format!("{issuer}\0{sub}").as_bytes());
+    digest[..12].iter().map(|b| format!("{b:02x}")).collect()
+}
 
 /// An authenticated client: the profile it proved.
 #[derive(Clone)]
@@ -49,7 +85,8 @@ pub(crate) struct Refusal {
 }
 
 impl Refusal {
-    fn invalid(description: impl Into<String>) -> Self {
+    /// A 401 `invalid_token` saying `description`.
+    pub(crate) fn invalid(description: impl Into<String>) -> Self {
         Self {
             status: 401,
             error: Some("invalid_token"),
@@ -111,6 +148,36 @@ struct OAuthProfile {
     profile: Arc<ClientProfile>,
 }
 
+impl OAuthProfile {
+    /// Whether verified `claims` prove this profile: its client (`client_id`, else `azp`) among
+    /// `clientIds`, and every scope of `scopes` granted. Refused: how far it got (1: the
+    /// client, 2: scopes), how many scopes are missing, and the refusal.
+    fn admits(&self, claims: &Claims) -> Result<(), (u8, usize, Refusal)> {
+        let client = claims.client_id.as_deref().or(claims.azp.as_deref());
+        let known = self
+            .client_ids
+            .as_ref()
+            .is_none_or(|ids| client.is_some_and(|c| ids.iter().any(|id| id == c)));
+        if !known {
+            let refusal =
+                Refusal::invalid("the token's client is not in `clientIds` of any client profile");
+            return Err((1, 0, refusal));
+        }
+        let granted = granted_scopes(claims);
+        let missing = self.scopes.iter().filter(|s| !granted.contains(s)).count();
+        if missing > 0 {
+            let refusal = Refusal {
+                status: 403,
+                error: Some("insufficient_scope"),
+                description: "the token lacks a scope this client needs".into(),
+                scope: Some(self.scopes.join(" ")),
+            };
+            return Err((2, missing, refusal));
+        }
+        Ok(())
+    }
+}
+
 /// The client profiles and what checks them.
 pub(crate) struct Clients {
     /// Every profile by name.
@@ -118,18 +185,45 @@ pub(crate) struct Clients {
     /// (SHA-256 of the token, profile).
     bearer: Vec<([u8; 32], Arc<ClientProfile>)>,
     oauth: Vec<OAuthProfile>,
-    jwks: tokio::sync::Mutex<HashMap<String, Fetched>>,
+    /// Every profile's JWKS by its URI (fixed at start: nothing a client sends adds one).
+    jwks: HashMap<String, Jwks>,
     http: reqwest::Client,
+    /// [`REFETCH_INTERVAL`] and [`JWKS_MAX_AGE`] (shorter in tests).
+    refetch: Duration,
+    max_age: Duration,
 }
 
-struct Fetched {
-    keys: JwkSet,
-    at: Instant,
+/// One JWKS: the keys last fetched, and the one fetch at a time.
+#[derive(Default)]
+struct Jwks {
+    cached: std::sync::Mutex<Cached>,
+    fetching: tokio::sync::Mutex<()>,
+}
+
+#[derive(Default)]
+struct Cached {
+    keys: Option<Arc<JwkSet>>,
+    /// When `keys` were fetched.
+    fetched: Option<Instant>,
+    /// When the last fetch started, whatever came of it.
+    tried: Option<Instant>,
+}
+
+impl Cached {
+    fn fresh(&self, max_age: Duration) -> bool {
+        self.fetched.is_some_and(|at| at.elapsed() < max_age)
+    }
+
+    fn tried_recently(&self, refetch: Duration) -> bool {
+        self.tried.is_some_and(|at| at.elapsed() < refetch)
+    }
 }
 
 /// The claims the gateway reads (the rest are checked by `jsonwebtoken`'s validation).
-#[derive(Deserialize)]
+#[derive(Deserialize, Clone)]
 struct Claims {
+    #[serde(default)]
+    sub: Option<String>,
     #[serde(default)]
     scope: Option<String>,
     #[serde(default)]
@@ -193,8 +287,12 @@ impl Clients {
                 }),
             }
         }
+        let jwks = oauth
+            .iter()
+            .map(|o| (o.jwks_uri.clone(), Jwks::default()))
+            .collect();
         let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(10))
+            .timeout(FETCH_TIMEOUT)
             .redirect(reqwest::redirect::Policy::none())
             .tcp_nodelay(true)
             .build()
@@ -203,8 +301,10 @@ impl Clients {
             profiles,
             bearer,
             oauth,
-            jwks: tokio::sync::Mutex::new(HashMap::new()),
+            jwks,
             http,
+            refetch: REFETCH_INTERVAL,
+            max_age: JWKS_MAX_AGE,
         }))
     }
 
@@ -224,13 +324,13 @@ impl Clients {
         out
     }
 
-    /// The profile the request's `Authorization` header proves, for the gateway at
-    /// `resource` (the audience a JWT must name).
+    /// Who the request's `Authorization` header proves, for the gateway at `resource` (the
+    /// audience a JWT must name).
     pub(crate) async fn authenticate(
         &self,
         authorization: Option<&str>,
         resource: &str,
-    ) -> Result<Arc<ClientProfile>, Refusal> {
+    ) -> Result<Proven, Refusal> {
         let token = authorization.and_then(|value| {
             let (scheme, token) = value.trim().split_once(' ')?;
             scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
@@ -251,7 +351,10 @@ impl Clients {
             }
         }
         if let Some(profile) = found {
-            return Ok(profile);
+            return Ok(Proven {
+                profile,
+                subject: None,
+            });
         }
         if self.oauth.is_empty() {
             return Err(Refusal::invalid(
@@ -261,28 +364,80 @@ impl Clients {
         self.check_jwt(token, resource).await
     }
 
-    async fn check_jwt(&self, token: &str, resource: &str) -> Result<Arc<ClientProfile>, Refusal> {
+    async fn check_jwt(&self, token: &str, resource: &str) -> Result<Proven, Refusal> {
         let header = jsonwebtoken::decode_header(token).map_err(|_| {
             Refusal::invalid("the token is neither a configured bearer token nor a JWT")
         })?;
-        let issuer = unverified_issuer(token)
-            .ok_or_else(|| Refusal::invalid("the token has no `iss` claim"))?;
+        let payload = unverified_payload(token)
+            .ok_or_else(|| Refusal::invalid("the token's payload is not a JSON object"))?;
+        let issuer = match payload.get("iss") {
+            Some(serde_json::Value::String(issuer)) => issuer,
+            Some(_) => return Err(Refusal::invalid("the token's `iss` claim is not a string")),
+            None => return Err(Refusal::invalid("the token has no `iss` claim")),
+        };
         let candidates: Vec<&OAuthProfile> =
-            self.oauth.iter().filter(|o| o.issuer == issuer).collect();
-        let Some(first) = candidates.first() else {
+            self.oauth.iter().filter(|o| o.issuer == *issuer).collect();
+        if candidates.is_empty() {
             return Err(Refusal::invalid(
                 "the token's issuer is not the issuer of any client profile",
             ));
-        };
+        }
+        // Each candidate in name order; the refusal is the one that got furthest (a verified
+        // token of the wrong client, then one short of scopes: the fewest missing).
+        let mut verified: Vec<(&str, Result<Claims, Refusal>)> = Vec::new();
+        let mut best: Option<(u8, usize, Refusal)> = None;
+        for candidate in candidates {
+            let claims = match verified.iter().find(|(uri, _)| *uri == candidate.jwks_uri) {
+                Some((_, done)) => done.clone(),
+                None => {
+                    let done = self
+                        .verify(token, &header, &payload, candidate, resource)
+                        .await;
+                    verified.push((&candidate.jwks_uri, done.clone()));
+                    done
+                }
+            };
+            let refusal = match claims {
+                Ok(claims) => match candidate.admits(&claims) {
+                    Ok(()) => {
+                        return Ok(Proven {
+                            profile: candidate.profile.clone(),
+                            subject: claims.sub.as_deref().map(|sub| subject(issuer, sub)),
+                        });
+                    }
+                    Err(refused) => refused,
+                },
+                Err(refusal) => (0, 0, refusal),
+            };
+            let rank = |(stage, missing, _): &(u8, usize, Refusal)| (*stage, Reverse(*missing));
+            if best.as_ref().is_none_or(|b| rank(&refusal) > rank(b)) {
+                best = Some(refusal);
+            }
+        }
+        Err(best
+            .map(|(_, _, refusal)| refusal)
+            .expect("at least one candidate"))
+    }
+
+    /// The claims of `token` verified as `profile` expects: signed by a key of its JWKS,
+    /// issued by its issuer, for `resource`, within its time.
+    async fn verify(
+        &self,
+        token: &str,
+        header: &jsonwebtoken::Header,
+        payload: &serde_json::Value,
+        profile: &OAuthProfile,
+        resource: &str,
+    ) -> Result<Claims, Refusal> {
         let key = self
-            .key(&first.jwks_uri, header.kid.as_deref(), header.alg)
+            .key(&profile.jwks_uri, header.kid.as_deref(), header.alg)
             .await?;
         let mut validation = Validation::new(header.alg);
         validation.algorithms = allowed_algorithms(&key.1);
         validation.leeway = LEEWAY_SECS;
         validation.validate_nbf = true;
         validation.set_required_spec_claims(&["exp", "iss", "aud"]);
-        validation.set_issuer(&[&first.issuer]);
+        validation.set_issuer(&[&profile.issuer]);
         let trimmed = resource.trim_end_matches('/');
         validation.set_audience(&[trimmed.to_string(), format!("{trimmed}/")]);
         let data = jsonwebtoken::decode::<Claims>(token, &key.0, &validation).map_err(|e| {
@@ -298,80 +453,70 @@ impl Clients {
                 ErrorKind::InvalidAlgorithm => {
                     "the token's algorithm does not fit its key".to_string()
                 }
-                ErrorKind::MissingRequiredClaim(claim) => {
-                    format!("the token has no `{claim}` claim")
+                ErrorKind::MissingRequiredClaim(claim) => match payload.get(claim.as_str()) {
+                    Some(_) => format!("the token's `{claim}` claim is not of its type"),
+                    None => format!("the token has no `{claim}` claim"),
+                },
+                ErrorKind::Json(_) => {
+                    "a claim of the token is not of its type (`exp`, `nbf` and `iat` are whole \
+                     seconds; `aud` a string or a list of them)"
+                        .to_string()
                 }
                 _ => "the token could not be verified".to_string(),
             })
         })?;
-        let claims = data.claims;
-        let client = claims.client_id.as_deref().or(claims.azp.as_deref());
-        let profile = candidates
-            .iter()
-            .find(|o| {
-                o.client_ids
-                    .as_ref()
-                    .is_none_or(|ids| client.is_some_and(|c| ids.iter().any(|id| id == c)))
-            })
-            .ok_or_else(|| {
-                Refusal::invalid("the token's client is not in `clientIds` of any client profile")
-            })?;
-        let granted = granted_scopes(&claims);
-        let missing: Vec<&String> = profile
-            .scopes
-            .iter()
-            .filter(|s| !granted.contains(s))
-            .collect();
-        if !missing.is_empty() {
-            return Err(Refusal {
-                status: 403,
-                error: Some("insufficient_scope"),
-                description: "the token lacks a scope this client needs".into(),
-                scope: Some(profile.scopes.join(" ")),
-            });
-        }
-        Ok(profile.profile.clone())
+        Ok(data.claims)
     }
 
-    /// The verification key `kid` (or the only key usable with `alg`) of the JWKS at `uri`,
-    /// refetching the set when the key is not known (at most once per [`REFETCH_INTERVAL`]).
+    /// The verification key `kid` (or the only key usable with `alg`) of the JWKS at `uri`:
+    /// from the keys fetched within [`JWKS_MAX_AGE`], else fetched again (at most once per
+    /// [`REFETCH_INTERVAL`]; while fetches fail, from the last keys fetched).
     async fn key(
         &self,
         uri: &str,
         kid: Option<&str>,
         alg: Algorithm,
     ) -> Result<(DecodingKey, AlgorithmParameters), Refusal> {
-        let mut cache = self.jwks.lock().await;
-        if let Some(found) = cache.get(uri).and_then(|f| pick(&f.keys, kid, alg)) {
-            return Ok(found);
+        let not_found = || Refusal::invalid("the token's signing key is not in its issuer's JWKS");
+        let jwks = self.jwks.get(uri).ok_or_else(not_found)?;
+        let cached = |jwks: &Jwks| {
+            let cached = jwks.cached.lock().unwrap_or_else(|p| p.into_inner());
+            let found = cached.keys.as_ref().and_then(|keys| pick(keys, kid, alg));
+            let fresh = cached.fresh(self.max_age);
+            (found, fresh, cached.tried_recently(self.refetch))
+        };
+        match cached(jwks) {
+            (Some(found), true, _) => return Ok(found),
+            (found, _, true) => return found.ok_or_else(not_found),
+            _ => {}
         }
-        let recent = cache
-            .get(uri)
-            .is_some_and(|f| f.at.elapsed() < REFETCH_INTERVAL);
-        if !recent {
+        // One fetch at a time: a token waiting here uses what the fetch before it got.
+        let _fetching = jwks.fetching.lock().await;
+        let tried = {
+            let mut cached = jwks.cached.lock().unwrap_or_else(|p| p.into_inner());
+            let tried = cached.tried_recently(self.refetch);
+            if !tried {
+                cached.tried = Some(Instant::now());
+            }
+            tried
+        };
+        if !tried {
             match self.fetch(uri).await {
                 Ok(keys) => {
-                    cache.insert(
-                        uri.to_string(),
-                        Fetched {
-                            keys,
-                            at: Instant::now(),
-                        },
-                    );
+                    let mut cached = jwks.cached.lock().unwrap_or_else(|p| p.into_inner());
+                    cached.keys = Some(Arc::new(keys));
+                    cached.fetched = Some(Instant::now());
                 }
                 Err(error) => {
-                    tracing::warn!(jwks = %uri, %error, "the authorization server's JWKS could not be fetched");
+                    tracing::warn!(jwks = %uri, %error, "the authorization server's JWKS could not be fetched (tried again in {}s at the soonest; the keys fetched before stay in use)", self.refetch.as_secs());
                 }
             }
         }
-        cache
-            .get(uri)
-            .and_then(|f| pick(&f.keys, kid, alg))
-            .ok_or_else(|| Refusal::invalid("the token's signing key is not in its issuer's JWKS"))
+        cached(jwks).0.ok_or_else(not_found)
     }
 
     async fn fetch(&self, uri: &str) -> Result<JwkSet, String> {
-        let response = self
+        let mut response = self
             .http
             .get(uri)
             .header("accept", "application/json")
@@ -381,18 +526,24 @@ impl Clients {
         if !response.status().is_success() {
             return Err(format!("HTTP {}", response.status()));
         }
+        let too_large = || format!("larger than {MAX_JWKS_BYTES} bytes");
         if response
             .content_length()
             .is_some_and(|n| n > MAX_JWKS_BYTES as u64)
         {
-            return Err(format!("larger than {MAX_JWKS_BYTES} bytes"));
+            return Err(too_large());
         }
-        let body = response
-            .bytes()
+        // Read chunk by chunk: a body that declares no length stops at the limit.
+        let mut body = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
             .await
-            .map_err(|e| e.without_url().to_string())?;
-        if body.len() > MAX_JWKS_BYTES {
-            return Err(format!("larger than {MAX_JWKS_BYTES} bytes"));
+            .map_err(|e| e.without_url().to_string())?
+        {
+            if body.len() + chunk.len() > MAX_JWKS_BYTES {
+                return Err(too_large());
+            }
+            body.extend_from_slice(&chunk);
         }
         serde_json::from_slice(&body).map_err(|e| format!("not a JWK set: {e}"))
     }
@@ -447,15 +598,15 @@ fn allowed_algorithms(params: &AlgorithmParameters) -> Vec<Algorithm> {
     }
 }
 
-/// The `iss` of a JWT's payload, read before verification only to choose the profiles (and so
-/// the JWKS) to verify it with.
-fn unverified_issuer(token: &str) -> Option<String> {
+/// A JWT's payload, read before verification only to choose the profiles (and so the JWKS) to
+/// verify it with by its `iss`, and to say which claim is malformed.
+fn unverified_payload(token: &str) -> Option<serde_json::Value> {
     let payload = token.split('.').nth(1)?;
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(payload.trim_end_matches('='))
         .ok()?;
     let value: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
-    value.get("iss")?.as_str().map(str::to_string)
+    value.is_object().then_some(value)
 }
 
 /// The scopes a token grants: `scope` (space-separated) and `scp` (a list or a string).
@@ -487,6 +638,10 @@ pub(crate) fn origin(url: &str) -> &str {
         None => url,
     }
 }
+
+#[cfg(test)]
+#[path = "auth_tests.rs"]
+mod jwks_tests;
 
 #[cfg(test)]
 mod tests {

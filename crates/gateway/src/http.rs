@@ -377,7 +377,7 @@ pub(crate) async fn serve(
         )
         .route(
             "/.well-known/oauth-protected-resource/{*path}",
-            get(resource_metadata),
+            get(resource_metadata_at),
         )
         // The same gates for the routes above and the fallback (only the drain gate acts on
         // them).
@@ -580,10 +580,14 @@ struct Guard {
 /// The answer to a request without valid credentials.
 fn refused(refusal: &Refusal, metadata_url: &str) -> Response {
     let status = StatusCode::from_u16(refusal.status).unwrap_or(StatusCode::UNAUTHORIZED);
-    let body = serde_json::json!({
-        "error": refusal.error.unwrap_or("invalid_request"),
-        "error_description": refusal.description,
-    });
+    // As the challenge: without a token there is no `error` (RFC 6750 §3.1).
+    let body = match refusal.error {
+        Some(error) => serde_json::json!({
+            "error": error,
+            "error_description": refusal.description,
+        }),
+        None => serde_json::json!({ "error_description": refusal.description }),
+    };
     let mut response = (status, body.to_string()).into_response();
     if let Ok(value) = HeaderValue::from_str(&refusal.challenge(metadata_url)) {
         response
@@ -689,16 +693,24 @@ async fn authenticate(
     if !is_mcp(request.uri().path()) {
         return Ok((request, None));
     }
-    let authorization = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    let profile = match guard
+    let authorization = match request.headers().get(header::AUTHORIZATION) {
+        None => None,
+        Some(value) => match value.to_str() {
+            Ok(value) => Some(value),
+            Err(_) => {
+                let refusal = Refusal::invalid(
+                    "the Authorization header is not visible ASCII text (a token never is)",
+                );
+                return Err(refused(&refusal, &guard.metadata_url));
+            }
+        },
+    };
+    let proven = match guard
         .clients
         .authenticate(authorization, &guard.resource)
         .await
     {
-        Ok(profile) => profile,
+        Ok(proven) => proven,
         Err(refusal) => {
             tracing::info!(status = refusal.status, reason = %refusal.description, "request refused");
             return Err(refused(&refusal, &guard.metadata_url));
@@ -713,14 +725,15 @@ async fn authenticate(
         .and_then(|v| v.to_str().ok())
         .and_then(|id| ops.sessions.identity_and_profile(id));
     let (session, sealed_owner) = opened.unzip();
+    // The owner is the profile, and with an access token naming its user (`sub`), that user:
+    // another user of the same profile does not get into the session either.
+    let name = proven.owner();
     let owned_by_another = match (&session, sealed_owner.flatten()) {
-        (_, Some(owner)) => owner != profile.name,
-        (Some(id), None) => guard
-            .owners
-            .get(id)
-            .is_some_and(|owner| *owner != profile.name),
+        (_, Some(owner)) => owner != name,
+        (Some(id), None) => guard.owners.get(id).is_some_and(|owner| *owner != name),
         (None, None) => false,
     };
+    let profile = proven.profile;
     if owned_by_another {
         tracing::warn!(client = %profile.name, "a request on another client's session was refused");
         let body = serde_json::json!({
@@ -728,7 +741,7 @@ async fn authenticate(
             "id": null,
             "error": {
                 "code": -32600,
-                "message": "this session was opened by another client; initialize a session of your own"
+                "message": "this session was opened by another client (or another user of this client); initialize a session of your own"
             }
         });
         let mut response = (StatusCode::FORBIDDEN, body.to_string()).into_response();
@@ -739,7 +752,6 @@ async fn authenticate(
         return Err(response);
     }
     let deleting = request.method() == axum::http::Method::DELETE;
-    let name = profile.name.clone();
     // Sealed into the id of a session this request opens (`crate::sealed::layer`).
     request
         .extensions_mut()
@@ -761,7 +773,7 @@ struct Owner {
     /// The identity of the session the request named.
     session: Option<String>,
     deleting: bool,
-    /// The profile's name.
+    /// The owner ([`crate::auth::Proven::owner`]).
     name: String,
 }
 
@@ -800,6 +812,30 @@ impl Owner {
 }
 
 /// RFC 9728 protected-resource metadata (404 without client profiles).
+/// The metadata at its path-inserted address (RFC 9728 §3.1): only the gateway's own path
+/// after the well-known prefix (`/.well-known/oauth-protected-resource/mcp` for
+/// `https://gw.example/mcp`); another path names another resource, which this is not.
+async fn resource_metadata_at(
+    State(ops): State<Ops>,
+    axum::extract::Path(path): axum::extract::Path<String>,
+) -> Response {
+    let own = ops.guard.as_ref().map(|guard| {
+        let resource = guard.resource.as_str();
+        let after_origin = &resource[origin(resource).len()..];
+        after_origin.trim_matches('/').to_string()
+    });
+    match own {
+        Some(own) if own == path.trim_matches('/') => resource_metadata(State(ops)).await,
+        Some(_) => (
+            StatusCode::NOT_FOUND,
+            "no protected resource at this path; the gateway's metadata is at \
+             /.well-known/oauth-protected-resource\n",
+        )
+            .into_response(),
+        None => resource_metadata(State(ops)).await,
+    }
+}
+
 async fn resource_metadata(State(ops): State<Ops>) -> Response {
     let Some(guard) = &ops.guard else {
         return (StatusCode::NOT_FOUND, "no client profiles are configured\n").into_response();

@@ -49,13 +49,15 @@ pub(crate) struct Front {
     pub(crate) lean: Option<Arc<Lean>>,
 }
 
-/// The MCP headers a request may carry once: with two, rmcp reads the first while a proxy in
-/// front (routing on SEP-2243's `Mcp-Method`, say) may have read the other.
-const ONCE: [&str; 4] = [
+/// The headers a request may carry once: with two, rmcp (or the profile check, for
+/// `Authorization`) reads the first while a proxy in front (routing on SEP-2243's
+/// `Mcp-Method`, say, or checking the token) may have read the other.
+const ONCE: [&str; 5] = [
     "mcp-protocol-version",
     "mcp-session-id",
     "mcp-method",
     "mcp-name",
+    "authorization",
 ];
 
 /// The first of [`ONCE`] that `headers` repeat (only looked for when some header repeats).

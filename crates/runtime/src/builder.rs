@@ -362,6 +362,7 @@ impl RuntimeBuilder {
         };
         let window = self.window;
         let servers: Vec<ServerConfig> = self.config.servers.values().cloned().collect();
+        mcp_harness_transport::withhold_env(self.config.secret_env_names());
         let in_process = self.in_process;
         let auth = self.auth;
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();

@@ -42,7 +42,7 @@ pub use config::sources;
 pub use config::{
     ClientProfile, Config, ConfigError, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_STARTUP_TIMEOUT,
     DEFAULT_TOOL_TIMEOUT, GatewayConfig, OutputConfig, ProfileAuth, SecretText, ServerConfig,
-    TransportConfig,
+    TransportConfig, public_url_problem,
 };
 pub use connection::io_threads::IoThreads;
 pub use connection::registry::Reconciled;

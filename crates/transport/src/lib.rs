@@ -101,7 +101,7 @@ pub use in_process::{InProcessConnector, InProcessServe};
 pub use inbound::{DEFAULT_MAX_MESSAGE_BYTES, WireFault};
 pub use outstanding::{SendHold, Sends};
 pub use sse::LegacySseConnector;
-pub use stdio::{StdioConnector, StdioSpec};
+pub use stdio::{StdioConnector, StdioSpec, withhold_env};
 pub use wire::{TaskSupport, WireNotes};
 
 /// The rmcp client peer type every session exposes for requests.

@@ -33,8 +33,8 @@ pub struct StdioSpec {
     pub cwd: Option<PathBuf>,
     /// The base environment: the harness's whole environment (`true`, the default), or only
     /// `MINIMAL_ENV` (`false`), so secrets in the harness's environment do not reach servers
-    /// that were not given them. Either way without `NEVER_INHERITED` (the harness's own
-    /// secrets).
+    /// that were not given them. Either way without `NEVER_INHERITED` and [`withhold_env`]'s
+    /// variables (the harness's own secrets).
     pub inherit_env: bool,
 }
 
@@ -68,6 +68,20 @@ pub(crate) const NEVER_INHERITED: [&str; 5] = [
     "OTEL_EXPORTER_OTLP_METRICS_HEADERS",
     "OTEL_EXPORTER_OTLP_LOGS_HEADERS",
 ];
+
+/// Variables the harness's configuration names as holding its own secrets (the gateway's client
+/// tokens, a workload's JWT for an upstream's token endpoint): like [`NEVER_INHERITED`], never
+/// inherited by a stdio server.
+static WITHHELD: std::sync::RwLock<std::collections::BTreeSet<String>> =
+    std::sync::RwLock::new(std::collections::BTreeSet::new());
+
+/// Adds `names` to the environment variables no stdio server inherits (one whose `env` names
+/// one still gets that value). Kept for the process's life: a variable that held a secret
+/// under an earlier configuration may still hold it.
+pub fn withhold_env(names: impl IntoIterator<Item = String>) {
+    let mut withheld = WITHHELD.write().unwrap_or_else(|p| p.into_inner());
+    withheld.extend(names);
+}
 
 /// Starts a child process and speaks MCP over its stdio.
 #[derive(Debug, Clone)]
@@ -114,6 +128,9 @@ impl Connector for StdioConnector {
                 }
             }
             for name in NEVER_INHERITED {
+                cmd.env_remove(name);
+            }
+            for name in WITHHELD.read().unwrap_or_else(|p| p.into_inner()).iter() {
                 cmd.env_remove(name);
             }
             cmd.envs(&spec.env)

@@ -101,7 +101,7 @@ pub(crate) struct ServeArgs {
     max_calls_per_session: usize,
     /// The gateway's URL as clients reach it (its /mcp endpoint), the audience client access
     /// tokens must name; overrides `gateway.publicUrl`. Default: http://ADDR/mcp.
-    #[arg(long, value_name = "URL", requires = "http")]
+    #[arg(long, value_name = "URL", requires = "http", value_parser = public_url)]
     public_url: Option<String>,
     /// How long an HTTP session id stays valid after it was last re-sealed (ids are sealed with
     /// the keys in MCP_HARNESS_SESSION_KEYS; without it, a random key made at start).
@@ -121,6 +121,14 @@ pub(crate) struct ServeArgs {
     /// comparing the two, or ruling the gateway's own path out when something looks off.
     #[arg(long, requires = "http")]
     rmcp_posts: bool,
+}
+
+/// `--public-url`, checked as `gateway.publicUrl` is.
+fn public_url(url: &str) -> Result<String, String> {
+    match mcp_harness_runtime::public_url_problem(url) {
+        Some(problem) => Err(problem.to_string()),
+        None => Ok(url.to_string()),
+    }
 }
 
 /// `serve --threads` when not given: one client over stdio calls one at a time (one thread

@@ -165,13 +165,8 @@ pub(crate) fn parse(
             (!expanded.trim().is_empty()).then_some(SecretText(expanded))
         }
     };
-    if let Some(url) = &raw.public_url
-        && !(url.starts_with("http://") || url.starts_with("https://"))
-    {
-        return Err((
-            "gateway.publicUrl".into(),
-            "must be an http:// or https:// URL (the `/mcp` endpoint as clients reach it)".into(),
-        ));
+    if let Some(problem) = raw.public_url.as_deref().and_then(public_url_problem) {
+        return Err(("gateway.publicUrl".into(), problem.into()));
     }
     let mut clients = BTreeMap::new();
     for (name, value) in raw.clients {
@@ -282,6 +277,33 @@ fn auth(value: serde_json::Value) -> Result<ProfileAuth, (String, String)> {
             format!("unknown type `{other}`: use \"bearer\" or \"oauth\""),
         )),
     }
+}
+
+/// What is wrong with `url` as the gateway's public URL (`gateway.publicUrl`, `serve
+/// --public-url`), if anything: it is the audience of client tokens and the metadata's
+/// `resource`, so an absolute http(s) URL with a host and no fragment (RFC 9728 §1.2).
+pub fn public_url_problem(url: &str) -> Option<&'static str> {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"));
+    let Some(rest) = rest else {
+        return Some(
+            "must be an http:// or https:// URL (the `/mcp` endpoint as clients reach it)",
+        );
+    };
+    let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if host.is_empty() || host.starts_with(':') {
+        return Some(
+            "must name a host (the `/mcp` endpoint as clients reach it, e.g. https://gw.example/mcp)",
+        );
+    }
+    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Some("must not contain spaces or control characters");
+    }
+    if url.contains('#') {
+        return Some("must not have a fragment (`#...`): it names the resource, RFC 9728");
+    }
+    None
 }
 
 #[cfg(test)]

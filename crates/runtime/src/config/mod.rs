@@ -10,7 +10,7 @@ mod gateway;
 pub mod sources;
 mod transport;
 
-pub use gateway::{ClientProfile, GatewayConfig, ProfileAuth, SecretText};
+pub use gateway::{ClientProfile, GatewayConfig, ProfileAuth, SecretText, public_url_problem};
 pub(crate) use transport::DedupKey;
 pub use transport::TransportConfig;
 
@@ -197,6 +197,31 @@ struct RawOAuth {
 }
 
 impl Config {
+    /// The environment variables this configuration names as holding the harness's own
+    /// secrets: the gateway's client tokens (`gateway.clients.*.auth.tokenEnv`) and the JWTs
+    /// an upstream's OAuth grant reads (`oauth.assertionEnv`, `oauth.idTokenEnv`). No stdio
+    /// server inherits them ([`mcp_harness_transport::withhold_env`]).
+    pub(crate) fn secret_env_names(&self) -> Vec<String> {
+        let tokens = self.gateway.clients.values().filter_map(|c| match &c.auth {
+            gateway::ProfileAuth::Bearer { token_env } => Some(token_env.clone()),
+            gateway::ProfileAuth::OAuth { .. } => None,
+        });
+        let grants = self.servers.values().filter_map(|s| match &s.transport {
+            TransportConfig::StreamableHttp {
+                oauth: Some(oauth), ..
+            } => match &oauth.client_credentials()?.grant {
+                Grant::JwtBearer(JwtSource::Env(var)) => Some(var.clone()),
+                Grant::EnterpriseManaged(idp) => match &idp.id_token {
+                    JwtSource::Env(var) => Some(var.clone()),
+                    JwtSource::File(_) => None,
+                },
+                _ => None,
+            },
+            _ => None,
+        });
+        tokens.chain(grants).collect()
+    }
+
     /// Reads and validates a config file, expanding `${VAR}` from the process environment.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError {

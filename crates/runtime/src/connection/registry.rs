@@ -293,6 +293,7 @@ impl Registry {
     ) -> Result<Reconciled, String> {
         let mut outcome = Reconciled::default();
         let mut stopping = Vec::new();
+        mcp_harness_transport::withhold_env(desired.secret_env_names());
         {
             let mut members = self.members();
             for (name, config) in &desired.servers {
