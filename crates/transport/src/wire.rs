@@ -44,6 +44,13 @@ pub enum TaskSupport {
 /// How many recent anomalies a connection remembers.
 const RECENT_ANOMALIES: usize = 8;
 
+/// At most this many of a connection's anomalies are logged per [`LOG_WINDOW`]; the others are
+/// counted, and the next one logged says how many were not: a server sending a flood of them
+/// cannot flood the log.
+const LOG_BUDGET: u32 = 10;
+/// See [`LOG_BUDGET`].
+const LOG_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Something a connection received that it could not deliver, kept for the error of a request
 /// that then times out.
 #[derive(Debug, Default)]
@@ -54,11 +61,38 @@ pub(crate) struct Anomalies {
     pub(crate) unknown_ids: u64,
     /// Messages that could not be decoded, or were over the cap, and answered nothing.
     pub(crate) undeliverable: u64,
+    /// When the current log window began, how many were logged in it, and how many were not
+    /// logged since the last one that was ([`LOG_BUDGET`]).
+    window: Option<std::time::Instant>,
+    logged: u32,
+    unlogged: u64,
 }
 
 impl Anomalies {
     pub(crate) fn mark(&self) -> u64 {
         self.seq
+    }
+
+    /// Whether the anomaly just recorded is logged: `Some` with what to add to its line (how
+    /// many before it were not), `None` past this window's [`LOG_BUDGET`].
+    fn log_turn(&mut self) -> Option<String> {
+        let now = std::time::Instant::now();
+        if self
+            .window
+            .is_none_or(|w| now.duration_since(w) >= LOG_WINDOW)
+        {
+            self.window = Some(now);
+            self.logged = 0;
+        }
+        if self.logged >= LOG_BUDGET {
+            self.unlogged += 1;
+            return None;
+        }
+        self.logged += 1;
+        Some(match std::mem::take(&mut self.unlogged) {
+            0 => String::new(),
+            n => format!(" ({n} more like it before this one were not logged)"),
+        })
     }
 
     pub(crate) fn record(&mut self, what: String) {
@@ -143,10 +177,14 @@ impl WireNotes {
         (a.unknown_ids, a.undeliverable)
     }
 
-    pub(crate) fn anomaly(&self, what: &str, count: impl FnOnce(&mut Anomalies)) {
+    /// Records an anomaly (counted by `count`); `Some` when it is to be logged, with what to
+    /// add to the line (see [`LOG_BUDGET`]).
+    #[must_use]
+    pub(crate) fn anomaly(&self, what: &str, count: impl FnOnce(&mut Anomalies)) -> Option<String> {
         let mut a = self.anomalies();
         count(&mut a);
         a.record(what.to_string());
+        a.log_turn()
     }
 
     fn anomalies(&self) -> std::sync::MutexGuard<'_, Anomalies> {
@@ -305,6 +343,29 @@ mod tests {
 
     const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"tasks":{"list":{},"requests":{"tools":{"call":{}}}}},"serverInfo":{"name":"s","version":"1"}}}"#;
     const LIST: &str = r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"research","inputSchema":{"type":"object"},"execution":{"taskSupport":"required"}},{"name":"maybe","inputSchema":{"type":"object"},"execution":{"taskSupport":"optional"}},{"name":"plain","inputSchema":{"type":"object"}}]}}"#;
+
+    #[test]
+    fn a_flood_of_anomalies_logs_a_few_per_window_and_says_how_many_it_did_not() {
+        let notes = WireNotes::default();
+        let logged: Vec<Option<String>> = (0..25)
+            .map(|n| notes.anomaly(&format!("message {n}"), |a| a.unknown_ids += 1))
+            .collect();
+        let shown = logged.iter().filter(|l| l.is_some()).count();
+        assert_eq!(shown, LOG_BUDGET as usize);
+        assert!(
+            logged[..LOG_BUDGET as usize]
+                .iter()
+                .all(|l| l.as_deref() == Some(""))
+        );
+        assert_eq!(notes.counts(), (25, 0), "every one is counted");
+        // The next window: the first one logged says how many were not.
+        notes.anomalies().window = Some(std::time::Instant::now() - LOG_WINDOW);
+        let next = notes.anomaly("message 25", |a| a.unknown_ids += 1);
+        assert_eq!(
+            next.as_deref(),
+            Some(" (15 more like it before this one were not logged)")
+        );
+    }
 
     #[tokio::test]
     async fn the_tap_passes_bytes_unchanged_and_notes_task_tools_split_across_reads() {

@@ -15,9 +15,11 @@
 //! `AuthRequired` / `InsufficientScope`; 202 and 204 are `Accepted`; a 404 in a session is
 //! `SessionExpired`; a 429, or a 5xx without a JSON-RPC error, is `HttpStatus` with its bounded
 //! `Retry-After`; a JSON-RPC error body under any status is that error; any other failure is
-//! `UnexpectedServerResponse` with the status and a bounded prefix of the body. The one
-//! difference is in reading an event stream: what the SSE specification says to ignore (an
-//! unknown field, a line without a colon) is ignored, where rmcp's parser failed the stream.
+//! `UnexpectedServerResponse` with the status and a bounded prefix of the body. Two
+//! differences: in reading an event stream, what the SSE specification says to ignore (an
+//! unknown field, a line without a colon) is ignored, where rmcp's parser failed the stream;
+//! and a listing in a JSON body with an entry rmcp's types refuse keeps its other entries (the
+//! bad ones become placeholders naming why), as an event stream's listing does.
 
 mod events;
 mod h1;
@@ -36,7 +38,7 @@ use reqwest::header::{
     ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER,
     WWW_AUTHENTICATE,
 };
-use rmcp::model::{ClientJsonRpcMessage, ClientRequest, ServerJsonRpcMessage};
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, ServerJsonRpcMessage, ServerResult};
 use rmcp::transport::common::http_header::{
     EVENT_STREAM_MIME_TYPE, HEADER_LAST_EVENT_ID, HEADER_SESSION_ID, JSON_MIME_TYPE,
 };
@@ -45,7 +47,7 @@ use rmcp::transport::streamable_http_client::{
     StreamableHttpError, StreamableHttpPostResponse, StreamableHttpResponseLimits,
 };
 
-use crate::inbound::JSON_PARSE_ERROR;
+use crate::inbound::{JSON_PARSE_ERROR, salvage_listing};
 use crate::layer::PostResult;
 use events::EventStream;
 
@@ -315,12 +317,28 @@ async fn answered(
         return Err(StreamableHttpError::UnexpectedContentType(content_type));
     }
     let body = read_bounded(response, limits.max_json_response_size).await?;
-    match serde_json::from_slice::<ServerJsonRpcMessage>(&body) {
-        Ok(message) => Ok(StreamableHttpPostResponse::Json(message, session)),
-        Err(e) => Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(
-            format!("{JSON_PARSE_ERROR}{e}: {}", preview(&body)),
-        ))),
-    }
+    // A listing with an entry rmcp's types refuse decodes as a catch-all result, or not at all
+    // (a schema nested past serde's depth): handed on with the entries that decode and the
+    // others as placeholders naming why, as the harness's decoder does for an event stream's
+    // answer — where rmcp would hand on the catch-all, or fail the request whole.
+    let message = match serde_json::from_slice::<ServerJsonRpcMessage>(&body) {
+        Ok(ServerJsonRpcMessage::Response(r))
+            if matches!(
+                r.result,
+                ServerResult::CustomResult(_) | ServerResult::EmptyResult(_)
+            ) =>
+        {
+            salvage_listing(&body).unwrap_or(ServerJsonRpcMessage::Response(r))
+        }
+        Ok(message) => message,
+        Err(e) => salvage_listing(&body).ok_or_else(|| {
+            StreamableHttpError::UnexpectedServerResponse(Cow::Owned(format!(
+                "{JSON_PARSE_ERROR}{e}: {}",
+                preview(&body)
+            )))
+        })?,
+    };
+    Ok(StreamableHttpPostResponse::Json(message, session))
 }
 
 /// Whether `message` is a request whose POST is sent here (every one but `server/discover`).
@@ -683,19 +701,23 @@ mod tests {
         n: usize,
         session: bool,
     ) -> String {
+        outcome_within(client, url, n, session, limits()).await
+    }
+
+    /// [`outcome`] under `limits`.
+    async fn outcome_within<C: StreamableHttpClient>(
+        client: &C,
+        url: &str,
+        n: usize,
+        session: bool,
+        limits: StreamableHttpResponseLimits,
+    ) -> String {
         let ping = ClientRequest::PingRequest(PingRequest::default());
         let message = ClientJsonRpcMessage::request(ping, RequestId::Number(1));
         let session = session.then(|| Arc::<str>::from("s-0"));
         let uri = Arc::<str>::from(format!("{url}/{n}"));
         let sent = client
-            .post_message_with_response_limits(
-                uri,
-                message,
-                session,
-                None,
-                HashMap::new(),
-                limits(),
-            )
+            .post_message_with_response_limits(uri, message, session, None, HashMap::new(), limits)
             .await;
         match sent {
             Ok(StreamableHttpPostResponse::Accepted) => "accepted".into(),
@@ -878,6 +900,46 @@ mod tests {
             let got = outcome(&written, &server.url, n, false).await;
             assert!(got.contains("result"), "{got}");
             assert_eq!(server.connections(), before + opened, "answer {n}");
+        }
+    }
+
+    /// A listing in a JSON body with entries rmcp's types refuse — one that decodes as a
+    /// catch-all result, one nested past serde's depth that does not decode at all — keeps
+    /// its good entry, the others as placeholders; rmcp's client hands on the catch-all, or
+    /// fails the request.
+    #[tokio::test]
+    async fn a_json_listing_keeps_the_entries_that_decode() {
+        let json = |body: String| {
+            format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .into_bytes()
+        };
+        let good = r#"{"name":"echo","inputSchema":{"type":"object"}}"#;
+        let bad =
+            format!(r#"{{"jsonrpc":"2.0","id":1,"result":{{"tools":[{good},{{"name":5}}]}}}}"#);
+        let deep_schema = format!(
+            "{}{}",
+            r#"{"a":"#.repeat(200),
+            "1".to_string() + &"}".repeat(200)
+        );
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"result":{{"tools":[{good},{{"name":"deep","inputSchema":{deep_schema}}}]}}}}"#
+        );
+        let server = Raw::start(vec![json(bad), json(deep)], false).await;
+        let limits = StreamableHttpResponseLimits::default;
+        for n in [0, 1] {
+            let rmcp =
+                outcome_within(&reqwest::Client::new(), &server.url, n, false, limits()).await;
+            let got = outcome_within(&plain(), &server.url, n, false, limits()).await;
+            assert!(got.starts_with("json"), "{n}: {got}");
+            assert!(got.contains(r#""name":"echo""#), "{n}: {got}");
+            assert!(
+                got.contains(crate::inbound::UNDECODABLE_META_KEY),
+                "{n}: {got}"
+            );
+            assert_ne!(got, rmcp, "{n}: rmcp's client salvages nothing");
         }
     }
 

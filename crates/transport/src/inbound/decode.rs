@@ -192,11 +192,13 @@ impl Inbound {
             expected: origin.to_string(),
             got: got.to_string(),
         };
-        tracing::warn!(server = %self.server, "{fault}; the request fails");
-        self.wire.anomaly(
+        let logged = self.wire.anomaly(
             &format!("a response with id {got}, which matches no request"),
             |a| a.unknown_ids += 1,
         );
+        if let Some(note) = logged {
+            tracing::warn!(server = %self.server, "{fault}; the request fails{note}");
+        }
         Some(ServerJsonRpcMessage::error(
             fault.to_error(),
             Some(origin.clone()),
@@ -222,8 +224,9 @@ impl Inbound {
                 Some(id) => format!("a response with id {id}, which matches no request"),
                 None => "an error response without an id".to_string(),
             };
-            tracing::warn!(server = %self.server, "the server sent {what}; ignored");
-            self.wire.anomaly(&what, |a| a.unknown_ids += 1);
+            if let Some(note) = self.wire.anomaly(&what, |a| a.unknown_ids += 1) {
+                tracing::warn!(server = %self.server, "the server sent {what}; ignored{note}");
+            }
         }
     }
 
@@ -401,9 +404,12 @@ impl Inbound {
                     .id
                     .map(|id| format!(" (id {id})"))
                     .unwrap_or_default();
-                tracing::warn!(server = %self.server, "the server sent {what}{id}; ignored");
-                self.wire
+                let logged = self
+                    .wire
                     .anomaly(&format!("{what}{id}"), |a| a.undeliverable += 1);
+                if let Some(note) = logged {
+                    tracing::warn!(server = %self.server, "the server sent {what}{id}; ignored{note}");
+                }
                 None
             }
         }

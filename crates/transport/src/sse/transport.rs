@@ -27,6 +27,13 @@ use crate::net::{NetFailure, net_failure};
 pub(super) const MAX_RECONNECTS: u32 = 5;
 /// The first reconnect delay when the server sent no `retry:`.
 const DEFAULT_RETRY: Duration = Duration::from_millis(500);
+/// The shortest reconnect delay, whatever the server's `retry:` says (`retry: 0` would
+/// reconnect in a busy loop).
+const MIN_RETRY: Duration = Duration::from_millis(100);
+/// A re-opened stream counts as healthy again — its reconnects start over — once it has
+/// carried a message after staying open this long: a server that answers each reconnect with
+/// a message and a close does not reconnect for ever.
+const HEALTHY_AFTER: Duration = Duration::from_secs(5);
 /// Backoff never grows beyond this (unless the server's own `retry:` is longer).
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// A POST must be answered within this.
@@ -280,7 +287,7 @@ impl LegacySseTransport {
             parser
                 .feed(&bytes, &mut events)
                 .map_err(|e| TransportError::Initialize {
-                    message: e.to_string(),
+                    message: with_limit_hint(&e, &server),
                     auth_required: false,
                     stderr_tail: None,
                 })?;
@@ -291,6 +298,20 @@ impl LegacySseTransport {
                         let url = resolve_endpoint(&base, &event.data)
                             .map_err(TransportError::InvalidConfig)?;
                         endpoint = Some(url);
+                    }
+                    "message" if early.len() >= INBOUND_BUFFER => {
+                        // Nothing can answer a request yet: a stream of messages here is a
+                        // server misbehaving, held in memory until the endpoint comes.
+                        return Err(TransportError::Initialize {
+                            message: format!(
+                                "the SSE stream at {} sent more than {INBOUND_BUFFER} messages \
+                                 before announcing its message endpoint (a legacy HTTP+SSE server \
+                                 sends its `endpoint` event first)",
+                                shown(&sse_url)
+                            ),
+                            auth_required: false,
+                            stderr_tail: None,
+                        });
                     }
                     "message" => early.extend(inbound.decode(event.data.as_bytes(), None)),
                     _ => {}
@@ -394,7 +415,8 @@ impl Reader {
         }
         let mut failures = 0u32;
         loop {
-            let why = match self.pump(&mut stream, &mut failures).await {
+            let opened = tokio::time::Instant::now();
+            let why = match self.pump(&mut stream, &mut failures, opened).await {
                 StreamEnd::Stopped => return,
                 StreamEnd::Fatal(why) => {
                     tracing::warn!(server = %self.server, "legacy SSE session ends: {why}");
@@ -448,7 +470,14 @@ impl Reader {
         }
     }
 
-    async fn pump(&mut self, stream: &mut ByteStream, failures: &mut u32) -> StreamEnd {
+    /// Reads `stream` (open since `opened`) until it ends; a message on it once it has been
+    /// open [`HEALTHY_AFTER`] starts the reconnects over.
+    async fn pump(
+        &mut self,
+        stream: &mut ByteStream,
+        failures: &mut u32,
+        opened: tokio::time::Instant,
+    ) -> StreamEnd {
         let mut events = Vec::new();
         loop {
             let chunk = tokio::select! {
@@ -461,12 +490,14 @@ impl Reader {
                 Some(Ok(bytes)) => bytes,
             };
             if let Err(e) = self.parser.feed(&bytes, &mut events) {
-                return StreamEnd::Fatal(e.to_string());
+                return StreamEnd::Fatal(with_limit_hint(&e, &self.server));
             }
             for event in std::mem::take(&mut events) {
                 match event.event.as_str() {
                     "message" => {
-                        *failures = 0;
+                        if opened.elapsed() >= HEALTHY_AFTER {
+                            *failures = 0;
+                        }
                         if let Some(message) = self.decoder.decode(event.data.as_bytes(), None)
                             && !self.deliver(message).await
                         {
@@ -491,10 +522,15 @@ impl Reader {
     }
 }
 
-/// The delay before reconnect `attempt` (1-based): the server's `retry:` (or 500 ms), doubled
-/// per attempt, at most 30 s (or the server's `retry:` when that is longer).
+/// `e` (an event over the cap) with the config key that raises the cap.
+fn with_limit_hint(e: &super::parser::SseError, server: &str) -> String {
+    format!("{e}; raise `maxMessageBytes` of server \"{server}\" if it sends messages that large")
+}
+
+/// The delay before reconnect `attempt` (1-based): the server's `retry:` (or 500 ms; at least
+/// 100 ms), doubled per attempt, at most 30 s (or the server's `retry:` when that is longer).
 fn backoff(retry: Option<Duration>, attempt: u32) -> Duration {
-    let base = retry.unwrap_or(DEFAULT_RETRY);
+    let base = retry.unwrap_or(DEFAULT_RETRY).max(MIN_RETRY);
     let grown = base.saturating_mul(1 << attempt.saturating_sub(1).min(16));
     grown.min(MAX_BACKOFF.max(base))
 }
@@ -626,8 +662,10 @@ mod tests {
         assert_eq!(backoff(None, 3), Duration::from_secs(2));
         assert_eq!(
             backoff(Some(Duration::from_millis(10)), 5),
-            Duration::from_millis(160)
+            Duration::from_millis(1600),
+            "never below 100 ms"
         );
+        assert_eq!(backoff(Some(Duration::ZERO), 1), MIN_RETRY);
         assert_eq!(backoff(None, 40), MAX_BACKOFF);
         assert_eq!(
             backoff(Some(Duration::from_secs(60)), 3),
@@ -756,6 +794,32 @@ mod tests {
 
     const PING: &str = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
 
+    /// Messages before the endpoint are held until it comes: a server sending more than the
+    /// inbound buffer of them first is refused, not buffered without end.
+    #[tokio::test]
+    async fn a_flood_of_messages_before_the_endpoint_is_refused() {
+        let flood = format!("data: {PING}\n\n").repeat(INBOUND_BUFFER + 1);
+        let (url, _) = fake_server(Arc::new(move |_: &Request, _| stream(&flood, true))).await;
+        let refused = LegacySseTransport::open(client(&[]), url, "t".into())
+            .await
+            .err()
+            .expect("refused");
+        let text = refused.to_string();
+        assert!(
+            text.contains("before announcing its message endpoint"),
+            "{text}"
+        );
+        // A few messages first are kept for after it.
+        let few = format!("data: {PING}\n\n").repeat(3) + "event: endpoint\ndata: /m\n\n";
+        let (url, _) = fake_server(Arc::new(move |_: &Request, _| stream(&few, true))).await;
+        let mut transport = LegacySseTransport::open(client(&[]), url, "t".into())
+            .await
+            .expect("opens");
+        for _ in 0..3 {
+            transport.receive().await.expect("an early message");
+        }
+    }
+
     #[tokio::test]
     async fn posts_to_the_endpoint_and_receives_message_events() {
         let (url, seen) = fake_server(Arc::new(|req: &Request, _| match req.method.as_str() {
@@ -834,6 +898,30 @@ mod tests {
                 .all(|r| r.header("last-event-id") == Some("41"))
         );
         assert_eq!(seen[0].header("last-event-id"), None);
+    }
+
+    /// `retry: 0` and a message on every re-opened stream before it drops: the reconnects
+    /// still wait (at least 100 ms, doubling) and still give up — a message on a stream that
+    /// stayed up only a moment is no sign of health.
+    #[tokio::test]
+    async fn a_server_dropping_each_reopened_stream_after_a_message_is_given_up() {
+        let (url, seen) = fake_server(Arc::new(|_: &Request, _| {
+            stream(
+                &format!("retry: 0\nevent: endpoint\ndata: /m?s=1\n\ndata: {PING}\n\n"),
+                false,
+            )
+        }))
+        .await;
+        let mut transport = LegacySseTransport::open(client(&[]), url, "t".into())
+            .await
+            .expect("opens");
+        let ended = tokio::time::timeout(Duration::from_secs(20), async {
+            while transport.receive().await.is_some() {}
+        })
+        .await;
+        assert!(ended.is_ok(), "the reconnects never ended");
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(seen.len(), 1 + MAX_RECONNECTS as usize);
     }
 
     #[tokio::test]
