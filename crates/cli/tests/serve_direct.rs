@@ -78,10 +78,8 @@ fn deleting_the_session_cancels_its_direct_calls() {
     let started = Instant::now();
     let mut stream = Sse::post(&session, &slow_call(8, 10_000, None));
     let (status, head, body) = http(&served.addr, "DELETE", "/mcp", &session.headers(), "");
-    assert!(
-        status == 200 || status == 202,
-        "DELETE: {status} {head}\n{body}"
-    );
+    // 200, as the SDKs' servers answer (their clients log anything else as a failure).
+    assert_eq!(status, 200, "DELETE: {head}\n{body}");
     // The call's answer (it was cancelled, and the upstream told so) or the end of its
     // stream, whichever comes.
     while let Some(message) = stream.next() {

@@ -556,10 +556,13 @@ pub(crate) async fn layer(
         && let Some(payload) = &opened
     {
         let session = payload.session.clone();
-        let response = next.run(request).await;
+        let mut response = next.run(request).await;
         if response.status().is_success() {
             // Only an explicit DELETE ends a session for good; idle ones may come back.
             sealer.end(&session);
+            // rmcp says 202; the SDKs' clients take 200 or 204 as "ended" (the Python SDK
+            // logs a failed termination for anything else) and 200 is what theirs answer.
+            *response.status_mut() = StatusCode::OK;
         }
         return response;
     }
