@@ -403,6 +403,35 @@ fn resource_updates_reach_only_their_subscribers() {
         Some(uri("x")),
         "b lost x with a's unsubscribe"
     );
+    // Concurrent subscribes of one URI no session holds yet, in one session, are one
+    // subscription: a single unsubscribe ends it (it was held twice while the first waited for
+    // the upstream, and the second forwarder lived on).
+    tool("add_resource", json!({"uri": uri("w")}));
+    subscribe(&b, "w");
+    let gone = b.request("resources/unsubscribe", json!({"uri": uri("w")}));
+    assert!(gone.get("result").is_some(), "{gone}");
+    let together = std::sync::Barrier::new(16);
+    std::thread::scope(|scope| {
+        for id in 0..16 {
+            let (a, together) = (&a, &together);
+            scope.spawn(move || {
+                together.wait();
+                let request = json!({"jsonrpc": "2.0", "id": 100 + id, "method": "resources/subscribe",
+                                     "params": {"uri": uri("w")}});
+                let (status, _, body) = a.post(&request);
+                assert!(status == 200 && body.contains("\"result\""), "{status} {body}");
+            });
+        }
+    });
+    let gone = a.request("resources/unsubscribe", json!({"uri": uri("w")}));
+    assert!(gone.get("result").is_some(), "{gone}");
+    update("w");
+    update("z");
+    assert_eq!(
+        next_update(sa),
+        Some(uri("z")),
+        "a heard of w after its one unsubscribe"
+    );
 }
 
 /// Bad requests to `/mcp`, each in a live session: malformed JSON, bytes that are not UTF-8,

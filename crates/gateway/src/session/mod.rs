@@ -81,8 +81,10 @@ struct SessionState {
     loaded: Mutex<Vec<String>>,
     /// Bounds the calls in flight in this session.
     calls: Arc<tokio::sync::Semaphore>,
-    /// This session's resource subscriptions: (server, URI) → the task forwarding updates.
-    subscriptions: Mutex<HashMap<(String, String), tokio::task::JoinHandle<()>>>,
+    /// This session's resource subscriptions: (server, URI) → the task forwarding updates
+    /// (`None` while the subscription is being made: a concurrent subscribe of the same URI
+    /// finds it taken, and an unsubscribe meanwhile leaves the maker to undo it).
+    subscriptions: Mutex<HashMap<(String, String), Option<tokio::task::JoinHandle<()>>>>,
     /// The level this client last asked for (`logging/setLevel`; the `LoggingLevel`
     /// discriminant) plus one, 0 while it never asked: it is forwarded log lines at or above
     /// that level (everything until it asks), and the ask is counted in the level asked of the
@@ -117,8 +119,10 @@ impl Drop for SessionState {
         self.shared.closed.fetch_add(1, Ordering::Relaxed);
         let subscriptions = std::mem::take(&mut *lock(&self.subscriptions));
         for ((server, uri), task) in subscriptions {
-            task.abort();
-            self.shared.release(server, uri);
+            if let Some(task) = task {
+                task.abort();
+                self.shared.release(server, uri);
+            }
         }
         let asked = *self.log_asked.get_mut();
         if let Some(level) = asked.checked_sub(1)
@@ -716,7 +720,7 @@ impl ServerHandler for Session {
             })?;
         let key = (server.clone(), upstream.clone());
         {
-            let held = lock(&self.state.subscriptions);
+            let mut held = lock(&self.state.subscriptions);
             if held.contains_key(&key) {
                 return Ok(());
             }
@@ -728,10 +732,16 @@ impl ServerHandler for Session {
                     None,
                 ));
             }
+            // Taken from now on: concurrent subscribes of one URI hold it upstream once.
+            held.insert(key.clone(), None);
         }
         let (first, mut updates) = self.state.shared.hold(&server, &upstream);
         if first && let Err(error) = self.runtime().subscribe_resource(&server, &upstream).await {
             self.state.shared.release(server, upstream);
+            let mut held = lock(&self.state.subscriptions);
+            if held.get(&key).is_some_and(Option::is_none) {
+                held.remove(&key);
+            }
             return Err(McpError::internal_error(error.to_string(), None));
         }
         let peer = context.peer.clone();
@@ -750,7 +760,16 @@ impl ServerHandler for Session {
                 }
             }
         });
-        lock(&self.state.subscriptions).insert(key, task);
+        let mut held = lock(&self.state.subscriptions);
+        match held.get_mut(&key) {
+            Some(slot @ None) => *slot = Some(task),
+            // Unsubscribed while it was being made: undone here.
+            _ => {
+                drop(held);
+                task.abort();
+                self.state.shared.release(server, upstream);
+            }
+        }
         Ok(())
     }
 
@@ -770,7 +789,8 @@ impl ServerHandler for Session {
                 .cloned();
             key.and_then(|key| subscriptions.remove(&key).map(|task| (key, task)))
         };
-        if let Some(((server, uri), task)) = found {
+        // One still being made (`None`) is undone by its maker.
+        if let Some(((server, uri), Some(task))) = found {
             task.abort();
             self.state.shared.release(server, uri);
         }
