@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 
 const FULL_TOKEN: &str = "full-skills-token-1234567890";
 const NARROW_TOKEN: &str = "narrow-skills-token-1234567890";
+const PARTIAL_TOKEN: &str = "partial-skills-token-1234567890";
 
 /// A session of one bearer token over raw Streamable HTTP.
 struct Client<'a> {
@@ -81,6 +82,7 @@ impl Gateway {
             .env("XDG_CONFIG_HOME", dir.join("xdg"))
             .env("GW_FULL_TOKEN", FULL_TOKEN)
             .env("GW_NARROW_TOKEN", NARROW_TOKEN)
+            .env("GW_PARTIAL_TOKEN", PARTIAL_TOKEN)
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -145,7 +147,9 @@ fn skills_are_served_under_server_uris_routed_to_their_owner_and_hidden_per_prof
         "gateway": {"clients": {
             "full": {"auth": {"type": "bearer", "tokenEnv": "GW_FULL_TOKEN"}},
             "narrow": {"auth": {"type": "bearer", "tokenEnv": "GW_NARROW_TOKEN"},
-                       "servers": {"deny": ["sk"]}}
+                       "servers": {"deny": ["sk"]}},
+            "partial": {"auth": {"type": "bearer", "tokenEnv": "GW_PARTIAL_TOKEN"},
+                        "resources": {"deny": ["skill://sk/pdf-processing/SKILL.md"]}}
         }}
     });
     let gateway = Gateway::start(&dir, &config);
@@ -223,6 +227,37 @@ fn skills_are_served_under_server_uris_routed_to_their_owner_and_hidden_per_prof
     );
     let not_a_directory = full.request("resources/directory/read", json!({"uri": pdf}));
     assert_eq!(error_code(&not_a_directory), -32602, "{not_a_directory}");
+
+    // A profile denied one file: the directory's listing leaves it out, and a path that walks
+    // back into it with `..` (which an upstream might resolve) is refused too.
+    let (mut partial, _) = Client::open(&addr, PARTIAL_TOKEN);
+    let directory = partial.request(
+        "resources/directory/read",
+        json!({"uri": "skill://sk/pdf-processing"}),
+    );
+    let listed: Vec<&str> = directory["result"]["resources"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{directory}"))
+        .iter()
+        .filter_map(|c| c["uri"].as_str())
+        .collect();
+    assert!(!listed.contains(&pdf), "{listed:?}");
+    assert!(
+        listed.contains(&"skill://sk/pdf-processing/references"),
+        "{listed:?}"
+    );
+    for walked in [
+        "skill://sk/release-notes/../pdf-processing/SKILL.md",
+        "skill://sk/release-notes/%2E%2E/pdf-processing/SKILL.md",
+    ] {
+        let refused = partial.request("resources/read", json!({"uri": walked}));
+        assert!(refused.get("error").is_some(), "{walked}: {refused}");
+    }
+    assert_eq!(
+        full.reads("sk")[upstream],
+        json!(1),
+        "a denied read reached sk"
+    );
 
     // The narrow profile may not see `sk`: none of its skills, and nothing of it resolves.
     let (mut narrow, _) = Client::open(&addr, NARROW_TOKEN);

@@ -312,7 +312,12 @@ impl ResourceView {
     /// `skill://S/…` URI (under [`Prefix::Server`]) goes to server `S` when the profile may see
     /// it; under [`Prefix::None`] a URI no listing or template claims goes to the one server.
     pub(crate) fn route(&self, uri: &str) -> Option<(String, String)> {
-        if self.denied.as_ref().is_some_and(|f| !f.admits(uri)) {
+        // A `.`/`..` segment could name, once an upstream resolves it, what a rule denies.
+        if self
+            .denied
+            .as_ref()
+            .is_some_and(|f| !f.admits(uri) || has_dot_segment(uri))
+        {
             return None;
         }
         if let Some((server, upstream)) = upstream_of(self.prefix, uri) {
@@ -333,8 +338,25 @@ impl ResourceView {
         Some((server.to_string(), uri.to_string()))
     }
 
+    /// Whether `server`'s `uri` is one this client may be shown: routed back to that server
+    /// and URI (so the profile's rules admit it).
+    pub(crate) fn shows(&self, server: &str, uri: &str) -> bool {
+        let shown = self.shown(server, uri);
+        self.route(&shown)
+            .is_some_and(|(s, u)| s == server && u == uri)
+    }
+
     /// How `server`'s `uri` is shown to this client.
     pub(crate) fn shown(&self, server: &str, uri: &str) -> String {
         downstream_uri(self.prefix, server, uri)
     }
+}
+
+/// Whether a path segment of `uri` is `.` or `..`, spelled plainly or percent-encoded.
+pub(crate) fn has_dot_segment(uri: &str) -> bool {
+    let path = uri.split(['?', '#']).next().unwrap_or_default();
+    path.split('/').any(|segment| {
+        let decoded = segment.to_ascii_lowercase().replace("%2e", ".");
+        decoded == "." || decoded == ".."
+    })
 }
