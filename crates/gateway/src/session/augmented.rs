@@ -40,9 +40,6 @@ use crate::task_ids::{Route, TaskKind, UpstreamTask};
 /// The longest an `initialize` that declared SEP-1686 tasks waits for the upstreams to settle.
 const SETTLE: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// The `_meta` key under which a result may name the task it relates to.
-const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
-
 /// The protocol's methods whose params rmcp reads into its own types, with the shape they take.
 /// rmcp hands such a request here, as a custom one, only when its params did not fit. Not the
 /// methods 2026-07-28 removed (`initialize`, `ping`, `logging/setLevel`,
@@ -112,7 +109,7 @@ impl Session {
             "tasks/list" => {
                 return Err(McpError::new(
                     ErrorCode::METHOD_NOT_FOUND,
-                    "tasks/list is not served by this gateway: it keeps no record of the tasks it hands out (their ids are sealed, not stored), and an upstream's list holds every client's tasks; keep the ids tasks/call returned, and follow each with tasks/get or tasks/result",
+                    "tasks/list is not served by this gateway: it keeps no record of the tasks it hands out (their ids are sealed, not stored), and an upstream's list holds every client's tasks; keep the ids tools/call returned, and follow each with tasks/get or tasks/result",
                     None,
                 ));
             }
@@ -235,15 +232,19 @@ impl Session {
             .ok_or_else(|| {
                 McpError::invalid_params(format!("{method}: `taskId` is missing"), None)
             })?;
-        let task = self
-            .shared()
-            .task_ids
-            .open_kind(TaskKind::Augmented, id, &super::tasks::owner(context))
+        let owner = super::tasks::owner(context);
+        let task_ids = &self.shared().task_ids;
+        let task = task_ids
+            .open_kind(TaskKind::Augmented, id, &owner)
             .ok_or_else(|| {
-                McpError::invalid_params(
-                    "unknown task id: not a task this client created through this gateway (or it was issued under a session key no longer configured)",
-                    None,
-                )
+                let message = match task_ids.open(id, &owner) {
+                    // This client's task, of the tasks extension: another method follows it.
+                    Some(_) => format!(
+                        "this task was made under the tasks extension (SEP-2663), not MCP 2025-11-25's tasks: follow it with tasks/get (and tasks/cancel), not {method}"
+                    ),
+                    None => "unknown task id: not a task this client created through this gateway (or it was issued under a session key no longer configured)".to_string(),
+                };
+                McpError::invalid_params(message, None)
             })?;
         let mut upstream = JsonObject::new();
         upstream.insert("taskId".into(), task.task_id.clone().into());
@@ -262,7 +263,7 @@ impl Session {
         );
         let mut answer = crate::bridge::as_caller(crate::bridge::Caller::of(context), sent)
             .await
-            .map_err(upstream_error)?;
+            .map_err(|e| super::tasks::task_error(upstream_error(e), &task.task_id, id))?;
         if let Some(meta) = answer.get_mut("_meta") {
             translate_related(meta, &task.task_id, id);
         }
@@ -386,9 +387,7 @@ fn legacy_result(mut result: Value) -> Value {
 
 /// Rewrites a related-task `_meta` entry naming task `from` to name `to`.
 pub(super) fn translate_related(meta: &mut Value, from: &str, to: &str) {
-    if let Some(id) = meta.pointer_mut(&format!("/{}/taskId", RELATED_TASK.replace('/', "~1")))
-        && id.as_str() == Some(from)
-    {
-        *id = to.into();
+    if let Some(meta) = meta.as_object_mut() {
+        super::tasks::translate_related(meta, from, to);
     }
 }

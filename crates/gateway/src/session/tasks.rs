@@ -171,8 +171,16 @@ impl Session {
             .runtime()
             .get_task(&task.server, GetTaskParams::new(task.task_id.clone()))
             .await
-            .map_err(upstream_error)?;
+            .map_err(|e| task_error(upstream_error(e), &task.task_id, &request.task_id))?;
         translate_meta(&mut got.meta, &task.task_id, &request.task_id);
+        // The final result's own `_meta` names the task too (SEP-2663 related-task).
+        if let rmcp::model::TaskPayload::Completed { result } = &mut got.task.payload
+            && let Some(meta) = result
+                .get_mut("_meta")
+                .and_then(serde_json::Value::as_object_mut)
+        {
+            translate_related(meta, &task.task_id, &request.task_id);
+        }
         got.task.task.task_id = request.task_id;
         Ok(got)
     }
@@ -184,11 +192,11 @@ impl Session {
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let task = self.upstream_task(&request.task_id, &context)?;
-        let params = UpdateTaskParams::new(task.task_id, request.input_responses);
+        let params = UpdateTaskParams::new(task.task_id.clone(), request.input_responses);
         self.runtime()
             .update_task(&task.server, params)
             .await
-            .map_err(upstream_error)
+            .map_err(|e| task_error(upstream_error(e), &task.task_id, &request.task_id))
     }
 
     /// `tasks/cancel`, routed to the owning server.
@@ -199,10 +207,29 @@ impl Session {
     ) -> Result<(), McpError> {
         let task = self.upstream_task(&request.task_id, &context)?;
         self.runtime()
-            .cancel_task(&task.server, CancelTaskParams::new(task.task_id))
+            .cancel_task(&task.server, CancelTaskParams::new(task.task_id.clone()))
             .await
-            .map_err(upstream_error)
+            .map_err(|e| task_error(upstream_error(e), &task.task_id, &request.task_id))
     }
+}
+
+/// An upstream's error about its task `upstream`, with that id (in the message and the data)
+/// replaced by the client's `id`: an upstream id never reaches a client.
+pub(super) fn task_error(mut error: McpError, upstream: &str, id: &str) -> McpError {
+    if upstream.is_empty() {
+        return error;
+    }
+    if error.message.contains(upstream) {
+        error.message = error.message.replace(upstream, id).into();
+    }
+    if let Some(data) = &error.data
+        && let Ok(text) = serde_json::to_string(data)
+        && text.contains(upstream)
+    {
+        let replaced = text.replace(upstream, id);
+        error.data = serde_json::from_str(&replaced).ok();
+    }
+    error
 }
 
 /// Whether the request's client declared the tasks extension (in the request's `_meta`, else
@@ -224,13 +251,55 @@ pub(super) fn owner(context: &RequestContext<RoleServer>) -> Owner {
 
 /// Rewrites a related-task `_meta` entry naming task `from` to name `to`.
 fn translate_meta(meta: &mut Option<MetaObject>, from: &str, to: &str) {
-    let related = meta
-        .as_mut()
-        .and_then(|meta| meta.0.get_mut(RELATED_TASK))
-        .and_then(|related| related.get_mut("taskId"));
-    if let Some(id) = related
-        && id.as_str() == Some(from)
-    {
-        *id = to.into();
+    if let Some(meta) = meta.as_mut() {
+        translate_related(&mut meta.0, from, to);
+    }
+}
+
+/// In a `_meta` object: a related-task entry naming upstream task `from` names `to`; one naming
+/// any other upstream task is dropped (an upstream id never reaches a client, and this client
+/// could use no other).
+pub(super) fn translate_related(
+    meta: &mut serde_json::Map<String, serde_json::Value>,
+    from: &str,
+    to: &str,
+) {
+    let Some(related) = meta.get_mut(RELATED_TASK) else {
+        return;
+    };
+    match related.get_mut("taskId") {
+        Some(id) if id.as_str() == Some(from) => *id = to.into(),
+        _ => {
+            meta.remove(RELATED_TASK);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_upstream_task_id_never_reaches_the_client() {
+        let mut meta = json!({RELATED_TASK: {"taskId": "up-1"}, "other": 1});
+        let object = meta.as_object_mut().expect("object");
+        translate_related(object, "up-1", "ours");
+        assert_eq!(meta, json!({RELATED_TASK: {"taskId": "ours"}, "other": 1}));
+        let mut meta = json!({RELATED_TASK: {"taskId": "UPSTREAM-SECRET"}, "other": 1});
+        translate_related(meta.as_object_mut().expect("object"), "up-1", "ours");
+        assert_eq!(
+            meta,
+            json!({"other": 1}),
+            "another upstream task's id is dropped"
+        );
+
+        let error = McpError::invalid_params(
+            "unknown task: up-1",
+            Some(json!({"taskId": "up-1", "why": "gone"})),
+        );
+        let error = task_error(error, "up-1", "ours");
+        assert_eq!(error.message, "unknown task: ours");
+        assert_eq!(error.data, Some(json!({"taskId": "ours", "why": "gone"})));
     }
 }
