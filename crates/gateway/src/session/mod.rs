@@ -63,6 +63,9 @@ struct Listed {
     seq: u32,
 }
 
+/// A subscription's task forwarding updates to the session (`None` while it is being made).
+type Forwarder = Option<tokio::task::JoinHandle<()>>;
+
 /// The most resource subscriptions one session holds (a template lets a client name any
 /// number of URIs; each held subscription costs a task and, for the first holder, an upstream
 /// subscription). Concurrent subscribes of one session may pass it by at most its calls in
@@ -84,7 +87,7 @@ struct SessionState {
     /// This session's resource subscriptions: (server, URI) → the task forwarding updates
     /// (`None` while the subscription is being made: a concurrent subscribe of the same URI
     /// finds it taken, and an unsubscribe meanwhile leaves the maker to undo it).
-    subscriptions: Mutex<HashMap<(String, String), Option<tokio::task::JoinHandle<()>>>>,
+    subscriptions: Mutex<HashMap<(String, String), Forwarder>>,
     /// The level this client last asked for (`logging/setLevel`; the `LoggingLevel`
     /// discriminant) plus one, 0 while it never asked: it is forwarded log lines at or above
     /// that level (everything until it asks), and the ask is counted in the level asked of the
