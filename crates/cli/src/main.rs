@@ -10,8 +10,7 @@
 /// the rest is dropped instead of panicking, so the command still shuts its servers down.
 macro_rules! emit {
     ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = write!(std::io::stdout(), $($arg)*);
+        $crate::output::write_stdout(format_args!($($arg)*), false);
     }};
 }
 
@@ -35,9 +34,11 @@ macro_rules! say_part {
 
 /// `println!` with the same behaviour as [`emit!`].
 macro_rules! emitln {
+    () => {{
+        $crate::output::write_stdout(format_args!(""), true);
+    }};
     ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), $($arg)*);
+        $crate::output::write_stdout(format_args!($($arg)*), true);
     }};
 }
 
@@ -184,7 +185,7 @@ fn main() -> ExitCode {
         }
     };
     let code = rt.block_on(run(cli));
-    ExitCode::from(code)
+    ExitCode::from(output::finish_stdout(code))
 }
 
 /// Startup deadline used when waiting for servers to settle: the longest configured one, plus
@@ -586,6 +587,7 @@ async fn execute(
             });
             loop {
                 tokio::select! {
+                    () = output::stdout_closed() => return Exit::Ok.code(),
                     item = revisions.recv() => {
                         let Some(item) = item else { return Exit::Ok.code() };
                         if json {
@@ -695,7 +697,12 @@ async fn execute(
                 );
             }
             let mut seen = 0u64;
-            while let Some(update) = sub.next().await {
+            loop {
+                let update = tokio::select! {
+                    () = output::stdout_closed() => break,
+                    update = sub.next() => update,
+                };
+                let Some(update) = update else { break };
                 if json {
                     emitln!("{}", line("updated", &update.uri, &update.server));
                 } else {

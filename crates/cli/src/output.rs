@@ -5,7 +5,8 @@
 //! to a pipe or a file, and in JSON, it is passed on as the server sent it. Times in JSON are
 //! RFC 3339 in UTC.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write as _};
+use std::sync::OnceLock;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -105,4 +106,67 @@ mod tests {
         let t = UNIX_EPOCH + Duration::from_secs(951_868_800); // 2000-03-01
         assert_eq!(rfc3339(t), "2000-03-01T00:00:00.000Z");
     }
+}
+
+/// The first failure writing stdout: later output is dropped, a command that streams ends, and
+/// one that is not a closed reader (a full disk) makes the command fail saying so.
+static STDOUT_FAILED: OnceLock<std::io::Error> = OnceLock::new();
+
+/// Writes `args` (and a line end) to stdout, noting a failure instead of panicking.
+pub(crate) fn write_stdout(args: std::fmt::Arguments<'_>, newline: bool) {
+    if STDOUT_FAILED.get().is_some() {
+        return;
+    }
+    let mut out = std::io::stdout().lock();
+    let written = out
+        .write_fmt(args)
+        .and_then(|()| if newline { out.write_all(b"\n") } else { Ok(()) });
+    if let Err(e) = written {
+        let _ = STDOUT_FAILED.set(e);
+    }
+}
+
+/// The exit code once the command returned `code`: what is still buffered is flushed; when
+/// stdout could not be written for another reason than its reader leaving, that is said and a
+/// command that otherwise succeeded fails (exit 1) — a script writing `--json` to a full disk
+/// must not take an empty file for success.
+pub(crate) fn finish_stdout(code: u8) -> u8 {
+    if STDOUT_FAILED.get().is_none()
+        && let Err(e) = std::io::stdout().flush()
+    {
+        let _ = STDOUT_FAILED.set(e);
+    }
+    match STDOUT_FAILED.get() {
+        Some(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "error: the output could not be written to stdout: {e}"
+            );
+            if code == 0 { 1 } else { code }
+        }
+        _ => code,
+    }
+}
+
+/// Resolves once stdout can no longer be written: a write failed, or its reader went away (the
+/// read end of a pipe closed — `watch | head -1`), looked at once a second without writing.
+pub(crate) async fn stdout_closed() {
+    loop {
+        if STDOUT_FAILED.get().is_some() || reader_gone() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+}
+
+/// Whether stdout is a pipe whose read end is closed (`POLLERR` on its write end).
+fn reader_gone() -> bool {
+    let mut fd = libc::pollfd {
+        fd: libc::STDOUT_FILENO,
+        events: 0,
+        revents: 0,
+    };
+    // SAFETY: poll(2) on one valid pollfd, without waiting.
+    let ready = unsafe { libc::poll(&mut fd, 1, 0) };
+    ready > 0 && fd.revents & (libc::POLLERR | libc::POLLHUP) != 0
 }

@@ -355,6 +355,61 @@ fn subscribe_json_lines_and_interrupted_status() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A streaming command ends once its reader goes away (`subscribe | head -1`), though nothing
+/// more is written; a command whose output cannot be written (a full disk) fails saying so.
+#[test]
+fn a_gone_reader_ends_a_stream_and_an_unwritable_stdout_fails_the_command() {
+    use std::io::BufRead;
+    let dir = temp_dir("stdout-gone");
+    let c = fixture(&dir);
+    let mut child = Command::new(bin())
+        .args(["subscribe", "fx", "fixture://static/readme", "--config", &c])
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start subscribe");
+    let mut first = String::new();
+    {
+        let stdout = child.stdout.take().expect("stdout");
+        let _ = std::io::BufReader::new(stdout).read_line(&mut first);
+        // The reader goes away here, as `head -1` does.
+    }
+    assert!(first.contains("subscribed"), "{first:?}");
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break Some(status);
+        }
+        if start.elapsed() > std::time::Duration::from_secs(15) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let status = status.expect("subscribe ran on after its reader left");
+    assert_eq!(status.code(), Some(0));
+
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("/dev/full");
+    let out = Command::new(bin())
+        .args(["tools", "--json", "--config", &c])
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(full)
+        .stderr(Stdio::piped())
+        .output()
+        .expect("run tools");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("could not be written to stdout"), "{err}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// A server's stderr lines reach the log at debug (`RUST_LOG=mcp_harness::server_stderr=debug`),
 /// with the configured secrets it echoes redacted; without that level they are not logged.
 #[test]
