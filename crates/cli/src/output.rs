@@ -86,28 +86,6 @@ pub(crate) fn short(path: &Path) -> String {
     path.display().to_string()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Duration;
-
-    #[test]
-    fn counted_nouns() {
-        assert_eq!(count(0, "tool"), "0 tools");
-        assert_eq!(count(1, "tool"), "1 tool");
-        assert_eq!(count(2, "server"), "2 servers");
-    }
-
-    #[test]
-    fn times_are_rfc3339_utc() {
-        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
-        let t = UNIX_EPOCH + Duration::from_millis(1_709_251_199_500); // leap-year February
-        assert_eq!(rfc3339(t), "2024-02-29T23:59:59.500Z");
-        let t = UNIX_EPOCH + Duration::from_secs(951_868_800); // 2000-03-01
-        assert_eq!(rfc3339(t), "2000-03-01T00:00:00.000Z");
-    }
-}
-
 /// The first failure writing stdout: later output is dropped, a command that streams ends, and
 /// one that is not a closed reader (a full disk) makes the command fail saying so.
 static STDOUT_FAILED: OnceLock<std::io::Error> = OnceLock::new();
@@ -169,4 +147,26 @@ fn reader_gone() -> bool {
     // SAFETY: poll(2) on one valid pollfd, without waiting.
     let ready = unsafe { libc::poll(&mut fd, 1, 0) };
     ready > 0 && fd.revents & (libc::POLLERR | libc::POLLHUP) != 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn counted_nouns() {
+        assert_eq!(count(0, "tool"), "0 tools");
+        assert_eq!(count(1, "tool"), "1 tool");
+        assert_eq!(count(2, "server"), "2 servers");
+    }
+
+    #[test]
+    fn times_are_rfc3339_utc() {
+        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        let t = UNIX_EPOCH + Duration::from_millis(1_709_251_199_500); // leap-year February
+        assert_eq!(rfc3339(t), "2024-02-29T23:59:59.500Z");
+        let t = UNIX_EPOCH + Duration::from_secs(951_868_800); // 2000-03-01
+        assert_eq!(rfc3339(t), "2000-03-01T00:00:00.000Z");
+    }
 }
