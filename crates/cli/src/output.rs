@@ -6,8 +6,8 @@
 //! RFC 3339 in UTC.
 
 use std::io::{IsTerminal, Write as _};
-use std::sync::OnceLock;
 use std::path::Path;
+use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// `text` as written to stdout for a person: without control characters when stdout is a
@@ -96,9 +96,13 @@ pub(crate) fn write_stdout(args: std::fmt::Arguments<'_>, newline: bool) {
         return;
     }
     let mut out = std::io::stdout().lock();
-    let written = out
-        .write_fmt(args)
-        .and_then(|()| if newline { out.write_all(b"\n") } else { Ok(()) });
+    let written = out.write_fmt(args).and_then(|()| {
+        if newline {
+            out.write_all(b"\n")
+        } else {
+            Ok(())
+        }
+    });
     if let Err(e) = written {
         let _ = STDOUT_FAILED.set(e);
     }

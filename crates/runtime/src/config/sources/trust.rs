@@ -8,7 +8,9 @@
 //! Invariants: a file is trusted exactly when the store holds its canonical path with the
 //! SHA-256 of the bytes read now — any change to the bytes ends the trust, and a store that
 //! cannot be read trusts nothing; the store is written whole to a temporary file (0600) and
-//! renamed, so a crash never leaves half a store; it holds paths and digests, never content.
+//! renamed, so a crash never leaves half a store; one change at a time across processes (an
+//! exclusive lock on `trusted-projects.json.lock` from the read to the rename), so concurrent
+//! `trust` commands all land; it holds paths and digests, never content.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -185,9 +187,35 @@ impl TrustStore {
         })
     }
 
+    /// One change of the store at a time, across processes: an exclusive lock on
+    /// `<store>.lock`, held from the read to the rename (released when the file closes), so
+    /// two `trust` commands at once both land.
+    fn locked(&self) -> Result<std::fs::File, TrustError> {
+        let err = |source| TrustError::Write {
+            path: self.path.clone(),
+            source,
+        };
+        if let Some(dir) = self.path.parent() {
+            std::fs::create_dir_all(dir).map_err(err)?;
+        }
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create(true).truncate(false);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600);
+        }
+        let lock = options
+            .open(self.path.with_extension("json.lock"))
+            .map_err(err)?;
+        lock.lock().map_err(err)?;
+        Ok(lock)
+    }
+
     /// Records that the user trusts `file` with exactly `bytes` (what they were shown).
     pub fn trust(&self, file: &Path, bytes: &[u8]) -> Result<(), TrustError> {
         let key = canonical(file)?;
+        let _lock = self.locked()?;
         let mut store = self.read()?;
         let trusted_at = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -212,6 +240,7 @@ impl TrustStore {
                 .map(|p| p.display().to_string())
                 .map_err(|_| e)
         })?;
+        let _lock = self.locked()?;
         let mut store = self.read()?;
         let removed = store.files.remove(&key).is_some();
         if removed {
@@ -276,5 +305,34 @@ impl UntrustedFile {
                 "{file} is a project config file not trusted yet; review it and trust it to start its servers"
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Trusting files from many processes (here threads, each with its own lock descriptor) at
+    /// once loses none: each read-change-write holds the store's lock.
+    #[test]
+    fn concurrent_trusts_all_land() {
+        let dir = std::env::temp_dir().join(format!("trust-concurrent-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        let store = dir.join("trusted-projects.json");
+        std::thread::scope(|scope| {
+            for n in 0..16 {
+                let (dir, store) = (&dir, &store);
+                scope.spawn(move || {
+                    let file = dir.join(format!("p{n}.json"));
+                    std::fs::write(&file, format!("{{\"n\": {n}}}")).expect("write");
+                    TrustStore::at(store)
+                        .trust(&file, format!("{{\"n\": {n}}}").as_bytes())
+                        .expect("trust");
+                });
+            }
+        });
+        assert_eq!(TrustStore::at(&store).list().expect("list").len(), 16);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
