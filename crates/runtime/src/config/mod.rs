@@ -260,7 +260,18 @@ impl Config {
         })?;
         let mut servers = BTreeMap::new();
         for (name, value) in raw.mcp_servers {
-            let location = format!("{file}: server \"{name}\"");
+            let location = format!("{file}: server \"{}\"", name.escape_debug());
+            if name.chars().any(char::is_control) {
+                // Shown in tables, warnings and logs: a line break or an escape sequence there
+                // could hide or fake what the user reads (an untrusted project file's trust
+                // prompt among it).
+                return Err(ConfigError {
+                    location,
+                    message: "server names must not contain control characters (line breaks, \
+                              tabs, escape sequences); rename the server key"
+                        .into(),
+                });
+            }
             if name.trim().is_empty() {
                 return Err(ConfigError {
                     location,
@@ -1081,6 +1092,14 @@ mod tests {
         assert!(
             parse(r#"{"mcpServers": {"x_y_z": {"command": "srv"}, "_x": {"command": "srv"}}}"#)
                 .is_ok()
+        );
+        // A control character would reach tables and warnings: refused, the key shown escaped.
+        let err = parse(r#"{"mcpServers": {"x\r\u001b[2K": {"command": "srv"}}}"#).unwrap_err();
+        assert_eq!(err.location, "/p/.mcp.json: server \"x\\r\\u{1b}[2K\"");
+        assert!(
+            err.message.contains("control characters"),
+            "{}",
+            err.message
         );
     }
 
