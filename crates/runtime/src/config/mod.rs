@@ -363,7 +363,27 @@ fn remote(
     for (k, v) in &raw.headers {
         headers.insert(k.clone(), ex(&format!("headers.{k}"), v)?);
     }
-    Ok((ex("url", url)?, headers))
+    let url = ex("url", url)?;
+    let rest = (url.strip_prefix("https://")).or_else(|| url.strip_prefix("http://"));
+    let host = rest.map(|r| r.split(['/', '?', '#']).next().unwrap_or_default());
+    match host {
+        // The value itself is not quoted: its query may hold a key.
+        None => {
+            return Err(
+                "`url` must be an http:// or https:// URL (the server's MCP endpoint, e.g. \
+                 https://mcp.example.com/mcp)"
+                    .into(),
+            );
+        }
+        Some(host) if host.is_empty() || host.starts_with(':') || host.ends_with('@') => {
+            return Err("`url` names no host (e.g. https://mcp.example.com/mcp)".into());
+        }
+        Some(_) if url.chars().any(|c| c.is_whitespace() || c.is_control()) => {
+            return Err("`url` must not contain spaces or control characters".into());
+        }
+        Some(_) => {}
+    }
+    Ok((url, headers))
 }
 
 /// The `oauth` object of an http server. Secrets (`clientSecret`, `privateKey`) are expanded
@@ -1186,6 +1206,29 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("headers.X") && err.contains("NOPE"), "{err}");
+    }
+
+    /// A `url` that is no http(s) URL with a host is refused at load (not at connect), without
+    /// quoting it (its query may hold a key).
+    #[test]
+    fn a_url_that_is_not_http_is_refused_unquoted() {
+        for (url, says) in [
+            ("notaurl?key=s3cret-value", "http:// or https://"),
+            (
+                "ftp://127.0.0.1/mcp?key=s3cret-value",
+                "http:// or https://",
+            ),
+            ("http:///mcp?key=s3cret-value", "no host"),
+            ("https://:8080/mcp?key=s3cret-value", "no host"),
+            ("http://h/a b?key=s3cret-value", "spaces"),
+        ] {
+            for kind in ["http", "sse"] {
+                let text = serde_json::json!({"mcpServers": {"r": {"type": kind, "url": url}}});
+                let err = parse(&text.to_string()).unwrap_err().to_string();
+                assert!(err.contains(says) && err.contains("`url`"), "{url}: {err}");
+                assert!(!err.contains("s3cret"), "{err}");
+            }
+        }
     }
 
     #[test]
