@@ -1058,3 +1058,33 @@ fn gateway_profiles_come_from_the_user_config_only() {
         "{err}"
     );
 }
+
+/// A user config that is there but cannot be read (a folder, a link to nothing) fails the merge
+/// naming it, instead of being skipped as absent with its servers gone unsaid.
+#[test]
+fn an_unreadable_user_config_is_an_error_not_an_absence() {
+    let dir = std::env::temp_dir().join(format!("unreadable-user-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let merge = |user: &Path| {
+        Sources::new()
+            .with_user_file(Some(user.to_path_buf()))
+            .with_project_dir(None)
+            .with_env(env)
+            .merge()
+    };
+    let folder = dir.join("folder.json");
+    std::fs::create_dir_all(&folder).expect("folder");
+    let err = merge(&folder).expect_err("a folder").to_string();
+    assert!(
+        err.contains("folder.json") && err.contains("it is a folder"),
+        "{err}"
+    );
+    let dangling = dir.join("dangling.json");
+    std::os::unix::fs::symlink(dir.join("missing.json"), &dangling).expect("symlink");
+    let err = merge(&dangling).expect_err("a dangling link").to_string();
+    assert!(err.contains("does not exist"), "{err}");
+    let absent = merge(&dir.join("absent.json")).expect("nothing there is no config");
+    assert!(absent.config.servers.is_empty());
+    let _ = std::fs::remove_dir_all(dir);
+}

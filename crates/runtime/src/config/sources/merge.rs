@@ -340,7 +340,7 @@ impl Sources {
         // From the user config, which `files()` lists before the project files.
         let mut project_permissions = self.trust == ProjectTrust::All;
         for (scope, path) in self.files() {
-            if !path.is_file() {
+            if !present(&path)? {
                 continue;
             }
             let text = std::fs::read_to_string(&path).map_err(|e| ConfigError {
@@ -676,4 +676,27 @@ fn merged_sections(
     }
     let text = Value::Object(sections).to_string();
     Config::parse(&text, Path::new("(merged config sections)"), lookup)
+}
+
+/// Whether a config file is at `path`: `false` when nothing is there; an error when something
+/// is that cannot be one (a folder, a link to nothing or in a loop) — a user config that cannot
+/// be read must not be skipped as if absent, taking its servers away unsaid.
+fn present(path: &std::path::Path) -> Result<bool, ConfigError> {
+    let unusable = |why: String| ConfigError {
+        location: path.display().to_string(),
+        message: format!("cannot read the config file: {why}; fix or remove it"),
+    };
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(unusable(e.to_string())),
+        Ok(_) => match std::fs::metadata(path) {
+            Ok(meta) if meta.is_file() => Ok(true),
+            Ok(meta) if meta.is_dir() => Err(unusable("it is a folder".into())),
+            Ok(_) => Err(unusable("it is not a regular file".into())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(unusable(
+                "it is a symbolic link to a file that does not exist".into(),
+            )),
+            Err(e) => Err(unusable(e.to_string())),
+        },
+    }
 }
