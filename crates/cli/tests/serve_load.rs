@@ -434,6 +434,59 @@ fn resource_updates_reach_only_their_subscribers() {
     );
 }
 
+/// A session whose client listens on its GET stream is not idle: past `--idle-secs` without a
+/// request its subscription still delivers (rmcp counted only requests and messages, freed the
+/// session, and the subscription ended unsaid).
+#[test]
+fn a_listening_session_outlives_the_idle_timeout() {
+    use common::gateway::{Session, Sse};
+    let dir = temp_home("serve-load", "listening");
+    let config = fixture_config(&dir, &[]);
+    let served = Served::start(&dir, &config, &["--idle-secs", "1"], Stdio::null());
+    let (session, _) = Session::open(&served.addr, "unused", json!({}), "listener");
+    session.wait_listed("mcp__fx__echo", Duration::from_secs(20));
+    let (other, _) = Session::open(&served.addr, "unused", json!({}), "updater");
+    let uri = "fixture://updates/idle";
+    let tool = |name: &str, arguments: serde_json::Value| {
+        let answer = other.request(
+            "tools/call",
+            json!({"name": format!("mcp__fx__{name}"), "arguments": arguments}),
+        );
+        assert_eq!(
+            answer["result"]["isError"],
+            json!(false),
+            "{name}: {answer}"
+        );
+    };
+    tool("add_resource", json!({"uri": uri}));
+    let start = std::time::Instant::now();
+    loop {
+        let answer = session.request("resources/subscribe", json!({"uri": uri}));
+        if answer.get("result").is_some() {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "{answer}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut stream = Sse::get(&session);
+    // Three idle periods without a request of this session.
+    std::thread::sleep(Duration::from_secs(3));
+    tool("update_resource", json!({"uri": uri, "text": "new"}));
+    let mut heard = None;
+    for _ in 0..100 {
+        let Some(message) = stream.next() else { break };
+        if message["method"] == "notifications/resources/updated" {
+            heard = message["params"]["uri"].as_str().map(str::to_string);
+            break;
+        }
+    }
+    assert_eq!(
+        heard.as_deref(),
+        Some(uri),
+        "the listening session was freed as idle"
+    );
+}
+
 /// Bad requests to `/mcp`, each in a live session: malformed JSON, bytes that are not UTF-8,
 /// a JSON-RPC batch, JSON that is not JSON-RPC, a body over the limit, a wrong content type.
 /// Each gets a 4xx at once that says what was wrong — a JSON-RPC error without id where the

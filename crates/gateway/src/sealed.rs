@@ -735,6 +735,9 @@ pub(crate) enum SealedError {
 /// rmcp's session manager for sealed ids: the sessions this replica runs are rmcp's in-memory
 /// ones, keyed by the session identity inside the id (so every re-sealed id of a session
 /// reaches the same worker), and a session it does not hold is restored from its id.
+/// A request channel id rmcp never hands out (it counts up from 0): closing it changes nothing.
+const NO_CHANNEL: u64 = u64::MAX;
+
 pub(crate) struct SealedSessionManager {
     inner: LocalSessionManager,
     sealer: Arc<Sealer>,
@@ -829,6 +832,30 @@ impl SealedSessionManager {
 
     /// The in-memory key of the session `id` names (its expiry is the layer's business: rmcp
     /// closes a worker with the id it was made with, however old).
+    /// Keeps session `local` from being freed as idle while what this returns lives (a GET
+    /// stream holds it): rmcp frees a session after `--idle-secs` without a request or a
+    /// message, though a client listening on its stream is no idle client — its subscriptions
+    /// would end unsaid. Until dropped, the session's worker is sent a no-op (closing a request
+    /// channel that never exists) every half idle period, which is activity to it.
+    async fn keep_alive(&self, local: &SessionId) -> Option<tokio_util::sync::DropGuard> {
+        let every = self.inner.session_config.keep_alive? / 2;
+        let handle = self.inner.sessions.read().await.get(local).cloned()?;
+        let open = tokio_util::sync::CancellationToken::new();
+        let closed = open.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = closed.cancelled() => return,
+                    () = tokio::time::sleep(every) => {}
+                }
+                if handle.close_request_wise_channel(NO_CHANNEL).await.is_err() {
+                    return; // the session ended
+                }
+            }
+        });
+        Some(open.drop_guard())
+    }
+
     fn local(&self, id: &SessionId) -> Result<SessionId, SealedError> {
         self.sealer
             .opened(id)
@@ -930,7 +957,13 @@ impl SessionManager for SealedSessionManager {
         // of what rmcp replays, the new one passes on only what no stream carried.
         let carried = self.streams.replace(&local);
         let stream = self.inner.create_standalone_stream(&local).await?;
-        Ok(self.streams.hold(&local, boxed(stream), carried))
+        let keep = self.keep_alive(&local).await;
+        Ok(
+            boxed(self.streams.hold(&local, boxed(stream), carried)).map(move |event| {
+                let _ = &keep;
+                event
+            }),
+        )
     }
 
     async fn resume(
@@ -957,7 +990,13 @@ impl SessionManager for SealedSessionManager {
         let named = last_event_id.parse::<usize>().ok();
         let skip = named.filter(|_| named <= carried);
         let stream = self.inner.resume(&local, last_event_id).await?;
-        Ok(boxed(self.streams.hold(&local, boxed(stream), skip)))
+        let keep = self.keep_alive(&local).await;
+        Ok(boxed(
+            boxed(self.streams.hold(&local, boxed(stream), skip)).map(move |event| {
+                let _ = &keep;
+                event
+            }),
+        ))
     }
 
     async fn restore_session(

@@ -92,8 +92,8 @@ pub(crate) struct ServeArgs {
     /// client's next request opens another; its session is kept).
     #[arg(long, value_name = "SECONDS", default_value_t = mcp_harness_gateway::DEFAULT_CONNECTION_IDLE.as_secs())]
     connection_idle_secs: u64,
-    /// Free an HTTP session's memory after this many seconds without a request (its next
-    /// request restores it from its sealed id).
+    /// Free an HTTP session's memory after this many seconds without a request and without an
+    /// open GET stream (its next request restores it from its sealed id).
     #[arg(long, value_name = "SECONDS", default_value_t = mcp_harness_gateway::DEFAULT_IDLE_TIMEOUT.as_secs())]
     idle_secs: u64,
     /// At most this many calls in flight per client session; more are refused with a retry hint.
