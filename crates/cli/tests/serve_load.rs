@@ -434,6 +434,57 @@ fn resource_updates_reach_only_their_subscribers() {
     );
 }
 
+/// Requests sharing one id in flight in a session each get an answer at once — the one that
+/// took the id runs, the others are refused with -32600 — where rmcp, routing answers by id,
+/// left all but one waiting for ever.
+#[test]
+fn requests_repeating_an_id_in_flight_are_each_answered() {
+    use common::gateway::Session;
+    let dir = temp_home("serve-load", "repeated-id");
+    let config = fixture_config(&dir, &[]);
+    let served = Served::start(&dir, &config, &[], Stdio::null());
+    let (session, _) = Session::open(&served.addr, "unused", json!({}), "repeater");
+    session.wait_listed("mcp__fx__echo", Duration::from_secs(20));
+    let (answers, answered) = std::sync::mpsc::channel();
+    let together = std::sync::Arc::new(std::sync::Barrier::new(8));
+    let headers: Vec<(String, String)> = (session.headers().iter())
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    // Threads of their own (not scoped): one left waiting must not hold the test up.
+    for n in 0..8 {
+        let (addr, headers) = (served.addr.clone(), headers.clone());
+        let (together, answers) = (together.clone(), answers.clone());
+        std::thread::spawn(move || {
+            let headers: Vec<(&str, &str)> = headers
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            let request = json!({"jsonrpc": "2.0", "id": 7, "method": "resources/subscribe",
+                                 "params": {"uri": format!("fixture://items/{n}")}});
+            together.wait();
+            let _ = answers.send(common::gateway::http(
+                &addr,
+                "POST",
+                "/mcp",
+                &headers,
+                &request.to_string(),
+            ));
+        });
+    }
+    drop(answers);
+    for n in 0..8 {
+        let (status, _, body) = answered
+            .recv_timeout(Duration::from_secs(15))
+            .unwrap_or_else(|_| panic!("only {n} of 8 requests were answered"));
+        assert_eq!(status, 200, "{body}");
+        assert!(
+            body.contains("\"result\"")
+                || (body.contains("-32600") && body.contains("already in flight")),
+            "{body}"
+        );
+    }
+}
+
 /// A session whose client listens on its GET stream is not idle: past `--idle-secs` without a
 /// request its subscription still delivers (rmcp counted only requests and messages, freed the
 /// session, and the subscription ended unsaid).

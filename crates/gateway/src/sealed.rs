@@ -747,6 +747,20 @@ pub(crate) struct SealedSessionManager {
     streams: Arc<SessionStreams>,
     /// The direct calls' open ends (`crate::direct`): told when a session closes.
     direct: Arc<crate::direct::DirectCalls>,
+    /// The requests in flight on rmcp's streams, by (session, request id).
+    in_flight: Arc<DashMap<(SessionId, rmcp::model::RequestId), ()>>,
+}
+
+/// A request's place in [`SealedSessionManager::in_flight`], given up when its stream ends.
+struct InFlight {
+    requests: Arc<DashMap<(SessionId, rmcp::model::RequestId), ()>>,
+    key: (SessionId, rmcp::model::RequestId),
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.requests.remove(&self.key);
+    }
 }
 
 impl SealedSessionManager {
@@ -762,6 +776,7 @@ impl SealedSessionManager {
             sidecars,
             streams: Arc::default(),
             direct,
+            in_flight: Arc::default(),
         }
     }
 
@@ -921,6 +936,28 @@ impl SessionManager for SealedSessionManager {
         message: ClientJsonRpcMessage,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
         let local = self.local(id)?;
+        // rmcp routes an answer by its request id: a second request with an id in flight would
+        // take the first one's answer and leave the other waiting for ever. Refused at once.
+        let in_flight = match &message {
+            ClientJsonRpcMessage::Request(request) => {
+                let key = (local.clone(), request.id.clone());
+                match self.in_flight.entry(key.clone()) {
+                    dashmap::Entry::Occupied(_) => {
+                        return Ok(boxed(futures::stream::once(std::future::ready(
+                            repeated_id(&request.id),
+                        ))));
+                    }
+                    dashmap::Entry::Vacant(place) => {
+                        place.insert(());
+                        Some(InFlight {
+                            requests: self.in_flight.clone(),
+                            key,
+                        })
+                    }
+                }
+            }
+            _ => None,
+        };
         // Only a call forwards its upstream's log lines.
         let request = match &message {
             ClientJsonRpcMessage::Request(request)
@@ -933,10 +970,14 @@ impl SessionManager for SealedSessionManager {
         // Open before the request can reach its handler, which looks the channel up.
         let opened = self.sidecars.open(id, request);
         let stream = self.inner.create_stream(&local, message).await?;
-        Ok(match opened {
+        let stream = match opened {
             Some(opened) => boxed(opened.around(stream)),
             None => boxed(stream),
-        })
+        };
+        Ok(boxed(stream.map(move |event| {
+            let _ = &in_flight;
+            event
+        })))
     }
 
     async fn accept_message(
@@ -1016,6 +1057,20 @@ impl SessionManager for SealedSessionManager {
 }
 
 /// A stream whose type no longer names the id it was opened with.
+/// The answer to a request whose id `id` is already in flight in its session.
+fn repeated_id(id: &rmcp::model::RequestId) -> ServerSseMessage {
+    let error = rmcp::ErrorData::invalid_request(
+        format!(
+            "request id {id} is already in flight in this session; give each request of a session its own id"
+        ),
+        None,
+    );
+    ServerSseMessage::from_message(rmcp::model::ServerJsonRpcMessage::error(
+        error,
+        Some(id.clone()),
+    ))
+}
+
 fn boxed(stream: impl Stream<Item = ServerSseMessage> + Send + Sync + 'static) -> EventStream {
     Box::pin(stream)
 }
