@@ -599,7 +599,8 @@ fn jwt_access_tokens_are_checked_against_jwks_issuer_audience_expiry_and_scope()
             "agent": {
                 "auth": {"type": "oauth", "issuer": jwks.issuer, "jwksUri": jwks.url,
                          "scopes": ["mcp:tools"]},
-                "tools": {"allow": ["mcp__fx__echo"]}
+                "tools": {"allow": ["mcp__fx__echo"]},
+                "maxSessions": 2
             }
         }}
     });
@@ -706,6 +707,11 @@ fn jwt_access_tokens_are_checked_against_jwks_issuer_audience_expiry_and_scope()
             client.names("tools/list", "tools", "name"),
             vec!["mcp__fx__echo".to_string()]
         );
+        // `maxSessions` counts every user's sessions of the profile: a third is refused.
+        let (status, _, body) = Client::new(&addr, &valid)
+            .open()
+            .expect_err("a third session");
+        assert_eq!(status, 429, "{body}");
     }));
     let stderr = gateway.stop();
     if let Err(panic) = outcome {

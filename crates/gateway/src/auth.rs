@@ -60,6 +60,13 @@ impl Proven {
     }
 }
 
+/// Whether a session owner ([`Proven::owner`]) is of profile `profile` (any of its users).
+pub(crate) fn owned_by_profile(owner: &str, profile: &str) -> bool {
+    owner
+        .strip_prefix(profile)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('\u{1f}'))
+}
+
 /// A short digest of a token's issuer and subject: the same user gets the same one, and the
 /// sealed session id carries no user name.
 fn subject(issuer: &str, sub: &str) -> String {
@@ -485,13 +492,17 @@ impl Clients {
             let fresh = cached.fresh(self.max_age);
             (found, fresh, cached.tried_recently(self.refetch))
         };
+        if let (Some(found), true, _) = cached(jwks) {
+            return Ok(found);
+        }
+        // One fetch at a time: a token waiting here uses what the fetch before it got (it
+        // waits for a fetch under way rather than being refused for want of its keys).
+        let _fetching = jwks.fetching.lock().await;
         match cached(jwks) {
             (Some(found), true, _) => return Ok(found),
             (found, _, true) => return found.ok_or_else(not_found),
             _ => {}
         }
-        // One fetch at a time: a token waiting here uses what the fetch before it got.
-        let _fetching = jwks.fetching.lock().await;
         let tried = {
             let mut cached = jwks.cached.lock().unwrap_or_else(|p| p.into_inner());
             let tried = cached.tried_recently(self.refetch);

@@ -23,6 +23,8 @@ enum Answer {
     Status500,
     /// Reads the request and never answers.
     Hang,
+    /// These keys, after this many milliseconds.
+    Slow(Vec<Value>, u64),
     /// A chunked body of this many bytes, no `Content-Length`.
     Endless(usize),
 }
@@ -56,6 +58,10 @@ impl Endpoint {
                     counted.fetch_add(1, Ordering::SeqCst);
                     let body = match answer {
                         Answer::Keys(keys) => json!({ "keys": keys }).to_string(),
+                        Answer::Slow(keys, ms) => {
+                            tokio::time::sleep(Duration::from_millis(ms)).await;
+                            json!({ "keys": keys }).to_string()
+                        }
                         Answer::Status500 => {
                             let _ = stream
                                 .write_all(b"HTTP/1.1 500 Oops\r\nContent-Length: 0\r\n\r\n")
@@ -384,4 +390,22 @@ async fn a_malformed_claim_is_named() {
         .expect_err("exp not a number");
     assert!(!refused.description.contains("no `exp`"), "{refused:?}");
     assert!(refused.description.contains("type"), "{refused:?}");
+}
+
+#[tokio::test]
+async fn tokens_arriving_during_a_fetch_wait_for_it() {
+    let key = Key::new();
+    let endpoint = Endpoint::start(Answer::Slow(vec![key.jwk("k1")], 300)).await;
+    let clients = clients(
+        json!({"a": oauth(&endpoint.issuer, &endpoint.url, &[])}),
+        Duration::from_secs(600),
+        Duration::from_secs(600),
+    );
+    let token = key.sign("k1", &claims(&endpoint.issuer, ""));
+    // A cold cache and four logins at once: one fetch, every one admitted.
+    let checks = (0..4).map(|_| check(&clients, &token));
+    for admitted in futures::future::join_all(checks).await {
+        assert_eq!(admitted, Ok("a".to_string()));
+    }
+    assert_eq!(endpoint.requests(), 1);
 }

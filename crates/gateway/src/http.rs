@@ -811,7 +811,6 @@ impl Owner {
     }
 }
 
-/// RFC 9728 protected-resource metadata (404 without client profiles).
 /// The metadata at its path-inserted address (RFC 9728 §3.1): only the gateway's own path
 /// after the well-known prefix (`/.well-known/oauth-protected-resource/mcp` for
 /// `https://gw.example/mcp`); another path names another resource, which this is not.
@@ -836,6 +835,7 @@ async fn resource_metadata_at(
     }
 }
 
+/// RFC 9728 protected-resource metadata (404 without client profiles).
 async fn resource_metadata(State(ops): State<Ops>) -> Response {
     let Some(guard) = &ops.guard else {
         return (StatusCode::NOT_FOUND, "no client profiles are configured\n").into_response();
@@ -990,7 +990,7 @@ async fn profile_session_limit(
     let theirs: Vec<String> = guard
         .owners
         .iter()
-        .filter(|owner| *owner.value() == name)
+        .filter(|owner| crate::auth::owned_by_profile(owner.value(), &name))
         .map(|owner| owner.key().clone())
         .collect();
     let mut open = 0;
