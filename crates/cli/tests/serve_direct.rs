@@ -99,10 +99,11 @@ fn deleting_the_session_cancels_its_direct_calls() {
     );
 }
 
-/// rmcp's session worker ends a session it hears nothing of for the idle limit (its GET stream
-/// ends with it; sealed ids let the next request restore it, with a new handler that lost the
-/// session's state). A client that only calls tools talks to direct calls alone, and its
-/// session must not end for it. Without calls the same session does end: the limit is in force.
+/// rmcp's session worker ends a session it hears nothing of for the idle limit (sealed ids let
+/// the next request restore it, with a new handler that lost the session's state). A client
+/// that only calls tools talks to direct calls alone, and its session must not end for it; nor
+/// while it listens on its GET stream. Without calls and without the stream the same session
+/// does end: the limit is in force.
 #[test]
 fn a_session_that_only_calls_tools_is_not_ended_as_idle() {
     let dir = temp_home("serve-direct", "idle");
@@ -135,11 +136,25 @@ fn a_session_that_only_calls_tools_is_not_ended_as_idle() {
         );
     }
 
+    // Listening only: still open past the idle limit.
+    let listening_until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < listening_until {
+        assert!(stream.ping(), "a listening session was ended as idle");
+    }
+    drop(stream);
+    let sessions = || {
+        let (_, _, body) = common::gateway::http(&served.addr, "GET", "/metrics", &[], "");
+        body.lines()
+            .find_map(|l| l.strip_prefix("mcp_harness_sessions{kind=\"http\"} "))
+            .and_then(|n| n.trim().parse::<u64>().ok())
+    };
+    assert_eq!(sessions(), Some(1), "the session is held");
     let deadline = Instant::now() + Duration::from_secs(10);
-    while stream.ping() {
+    while sessions() != Some(0) {
         assert!(
             Instant::now() < deadline,
             "an idle session was never ended: the idle limit is not in force"
         );
+        std::thread::sleep(Duration::from_millis(200));
     }
 }

@@ -483,6 +483,43 @@ fn requests_repeating_an_id_in_flight_are_each_answered() {
             "{body}"
         );
     }
+    // Calls (served on the gateway's direct path) the same: one runs, the others are refused.
+    let (answers, answered) = std::sync::mpsc::channel();
+    let together = std::sync::Arc::new(std::sync::Barrier::new(4));
+    for _ in 0..4 {
+        let (addr, headers) = (served.addr.clone(), headers.clone());
+        let (together, answers) = (together.clone(), answers.clone());
+        std::thread::spawn(move || {
+            let headers: Vec<(&str, &str)> = headers
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            let request = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                                 "params": {"name": "mcp__fx__slow", "arguments": {"ms": 2000}}});
+            together.wait();
+            let _ = answers.send(common::gateway::http(
+                &addr,
+                "POST",
+                "/mcp",
+                &headers,
+                &request.to_string(),
+            ));
+        });
+    }
+    drop(answers);
+    let mut ran = 0;
+    for n in 0..4 {
+        let (status, _, body) = answered
+            .recv_timeout(Duration::from_secs(15))
+            .unwrap_or_else(|_| panic!("only {n} of 4 calls were answered"));
+        assert_eq!(status, 200, "{body}");
+        if body.contains("\"result\"") {
+            ran += 1;
+        } else {
+            assert!(body.contains("already in flight"), "{body}");
+        }
+    }
+    assert_eq!(ran, 1, "calls sharing an id in flight ran");
 }
 
 /// A session whose client listens on its GET stream is not idle: past `--idle-secs` without a

@@ -93,19 +93,25 @@ impl DirectCalls {
     }
 
     /// Registers the direct call `request` of session `identity`, cancelled by `ct`, until
-    /// the guard drops.
+    /// the guard drops; `None` when a call of that id is in flight in the session already (a
+    /// cancel could not tell them apart).
     pub(crate) fn call_in_flight(
         self: &Arc<Self>,
         identity: Arc<str>,
         request: RequestId,
         ct: CancellationToken,
-    ) -> InFlight {
+    ) -> Option<InFlight> {
         let key = (identity, request);
-        self.calls.insert(key.clone(), ct);
-        InFlight {
+        match self.calls.entry(key.clone()) {
+            dashmap::Entry::Occupied(_) => return None,
+            dashmap::Entry::Vacant(place) => {
+                place.insert(ct);
+            }
+        }
+        Some(InFlight {
             calls: self.clone(),
             key,
-        }
+        })
     }
 
     /// Whether any direct call is in flight or waits for its client: only then can a

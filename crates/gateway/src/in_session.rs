@@ -220,12 +220,16 @@ impl InSession {
         }
         let shared = self.shared.clone();
         let id = request.id.clone();
-        let (stream, side, sidecar) = shared.sidecars.open_direct(&session, id.clone());
         let ct = held.call_token();
-        let in_flight = shared
-            .held
-            .calls
-            .call_in_flight(identity.clone(), id, ct.clone());
+        // A call whose id is in flight in this session already is refused, as on rmcp's path
+        // (`SealedSessionManager::create_stream`): its answer and a cancel could not be told
+        // apart from the other's.
+        let Some(in_flight) =
+            (shared.held.calls).call_in_flight(identity.clone(), id.clone(), ct.clone())
+        else {
+            return direct::json(&crate::sealed::repeated_id_answer(&id));
+        };
+        let (stream, side, sidecar) = shared.sidecars.open_direct(&session, id.clone());
         let clock = parts.extensions.get::<Arc<HoldClock>>().cloned();
         request.request.extensions_mut().insert(parts);
         let call = crate::direct::DirectCall {

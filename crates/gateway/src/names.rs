@@ -338,12 +338,12 @@ impl ResourceView {
         Some((server.to_string(), uri.to_string()))
     }
 
-    /// Whether `server`'s `uri` is one this client may be shown: routed back to that server
-    /// and URI (so the profile's rules admit it).
-    pub(crate) fn shows(&self, server: &str, uri: &str) -> bool {
+    /// Whether the profile's resource rules admit `server`'s `uri` as this client is shown it.
+    pub(crate) fn admits(&self, server: &str, uri: &str) -> bool {
         let shown = self.shown(server, uri);
-        self.route(&shown)
-            .is_some_and(|(s, u)| s == server && u == uri)
+        self.denied
+            .as_ref()
+            .is_none_or(|f| f.admits(&shown) && !has_dot_segment(&shown))
     }
 
     /// How `server`'s `uri` is shown to this client.

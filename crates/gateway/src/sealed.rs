@@ -732,12 +732,12 @@ pub(crate) enum SealedError {
     Local(#[from] LocalSessionManagerError),
 }
 
-/// rmcp's session manager for sealed ids: the sessions this replica runs are rmcp's in-memory
-/// ones, keyed by the session identity inside the id (so every re-sealed id of a session
-/// reaches the same worker), and a session it does not hold is restored from its id.
 /// A request channel id rmcp never hands out (it counts up from 0): closing it changes nothing.
 const NO_CHANNEL: u64 = u64::MAX;
 
+/// rmcp's session manager for sealed ids: the sessions this replica runs are rmcp's in-memory
+/// ones, keyed by the session identity inside the id (so every re-sealed id of a session
+/// reaches the same worker), and a session it does not hold is restored from its id.
 pub(crate) struct SealedSessionManager {
     inner: LocalSessionManager,
     sealer: Arc<Sealer>,
@@ -787,8 +787,7 @@ impl SealedSessionManager {
         let Ok(local) = self.local(id) else { return };
         let handle = self.inner.sessions.read().await.get(&local).cloned();
         if let Some(handle) = handle {
-            // No stream has this number (rmcp counts them from 0).
-            let _ = handle.close_request_wise_channel(u64::MAX).await;
+            let _ = handle.close_request_wise_channel(NO_CHANNEL).await;
         }
     }
 
@@ -845,15 +844,13 @@ impl SealedSessionManager {
             .contains_key(&SessionId::from(identity.to_string()))
     }
 
-    /// The in-memory key of the session `id` names (its expiry is the layer's business: rmcp
-    /// closes a worker with the id it was made with, however old).
     /// Keeps session `local` from being freed as idle while what this returns lives (a GET
     /// stream holds it): rmcp frees a session after `--idle-secs` without a request or a
     /// message, though a client listening on its stream is no idle client — its subscriptions
-    /// would end unsaid. Until dropped, the session's worker is sent a no-op (closing a request
-    /// channel that never exists) every half idle period, which is activity to it.
+    /// would end unsaid. Until dropped, the session's worker is touched (as by [`Self::touch`])
+    /// every half idle period.
     async fn keep_alive(&self, local: &SessionId) -> Option<tokio_util::sync::DropGuard> {
-        let every = self.inner.session_config.keep_alive? / 2;
+        let every = (self.inner.session_config.keep_alive? / 2).max(Duration::from_millis(100));
         let handle = self.inner.sessions.read().await.get(local).cloned()?;
         let open = tokio_util::sync::CancellationToken::new();
         let closed = open.clone();
@@ -871,6 +868,8 @@ impl SealedSessionManager {
         Some(open.drop_guard())
     }
 
+    /// The in-memory key of the session `id` names (its expiry is the layer's business: rmcp
+    /// closes a worker with the id it was made with, however old).
     fn local(&self, id: &SessionId) -> Result<SessionId, SealedError> {
         self.sealer
             .opened(id)
@@ -1056,21 +1055,23 @@ impl SessionManager for SealedSessionManager {
     }
 }
 
-/// A stream whose type no longer names the id it was opened with.
 /// The answer to a request whose id `id` is already in flight in its session.
-fn repeated_id(id: &rmcp::model::RequestId) -> ServerSseMessage {
+pub(crate) fn repeated_id_answer(id: &rmcp::model::RequestId) -> rmcp::model::ServerJsonRpcMessage {
     let error = rmcp::ErrorData::invalid_request(
         format!(
             "request id {id} is already in flight in this session; give each request of a session its own id"
         ),
         None,
     );
-    ServerSseMessage::from_message(rmcp::model::ServerJsonRpcMessage::error(
-        error,
-        Some(id.clone()),
-    ))
+    rmcp::model::ServerJsonRpcMessage::error(error, Some(id.clone()))
 }
 
+/// [`repeated_id_answer`] as its stream's event.
+fn repeated_id(id: &rmcp::model::RequestId) -> ServerSseMessage {
+    ServerSseMessage::from_message(repeated_id_answer(id))
+}
+
+/// A stream whose type no longer names the id it was opened with.
 fn boxed(stream: impl Stream<Item = ServerSseMessage> + Send + Sync + 'static) -> EventStream {
     Box::pin(stream)
 }

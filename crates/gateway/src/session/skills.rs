@@ -111,11 +111,12 @@ impl Session {
         // Only what is in this directory and this client may see: a child the upstream names
         // elsewhere (another scheme, a path out of it, a `.`/`..` segment) or that the
         // profile's rules deny is left out.
-        let directory = upstream.trim_end_matches('/');
+        let directory = upstream.split(['?', '#']).next().unwrap_or_default();
+        let directory = directory.trim_end_matches('/');
         result.resources.retain_mut(|child| {
             let inside = (child.uri.strip_prefix(directory)).is_some_and(|rest| rest.starts_with('/'))
                 && !crate::names::has_dot_segment(&child.uri);
-            if !inside || !view.shows(&server, &child.uri) {
+            if !inside || !view.admits(&server, &child.uri) {
                 tracing::debug!(%server, child = %child.uri, "a directory entry outside the directory or hidden from this client; left out");
                 return false;
             }

@@ -174,12 +174,24 @@ impl Session {
             .map_err(|e| task_error(upstream_error(e), &task.task_id, &request.task_id))?;
         translate_meta(&mut got.meta, &task.task_id, &request.task_id);
         // The final result's own `_meta` names the task too (SEP-2663 related-task).
-        if let rmcp::model::TaskPayload::Completed { result } = &mut got.task.payload
-            && let Some(meta) = result
-                .get_mut("_meta")
-                .and_then(serde_json::Value::as_object_mut)
-        {
-            translate_related(meta, &task.task_id, &request.task_id);
+        match &mut got.task.payload {
+            rmcp::model::TaskPayload::Completed { result } => {
+                if let Some(meta) =
+                    (result.get_mut("_meta")).and_then(serde_json::Value::as_object_mut)
+                {
+                    translate_related(meta, &task.task_id, &request.task_id);
+                }
+            }
+            // The error a task failed with may name it too.
+            rmcp::model::TaskPayload::Failed { error } => {
+                if let Some(serde_json::Value::String(message)) = error.get_mut("message") {
+                    *message = replace_token(message, &task.task_id, &request.task_id);
+                }
+                if let Some(data) = error.get_mut("data") {
+                    replace_strings(data, &task.task_id, &request.task_id);
+                }
+            }
+            _ => {}
         }
         got.task.task.task_id = request.task_id;
         Ok(got)
@@ -213,23 +225,55 @@ impl Session {
     }
 }
 
-/// An upstream's error about its task `upstream`, with that id (in the message and the data)
-/// replaced by the client's `id`: an upstream id never reaches a client.
+/// An upstream's error about its task `upstream`, with that id (standing alone in the message,
+/// and as a whole string value in the data) replaced by the client's `id`: an upstream id never
+/// reaches a client, and nothing else of the error changes.
 pub(super) fn task_error(mut error: McpError, upstream: &str, id: &str) -> McpError {
     if upstream.is_empty() {
         return error;
     }
     if error.message.contains(upstream) {
-        error.message = error.message.replace(upstream, id).into();
+        error.message = replace_token(&error.message, upstream, id).into();
     }
-    if let Some(data) = &error.data
-        && let Ok(text) = serde_json::to_string(data)
-        && text.contains(upstream)
-    {
-        let replaced = text.replace(upstream, id);
-        error.data = serde_json::from_str(&replaced).ok();
+    if let Some(data) = &mut error.data {
+        replace_strings(data, upstream, id);
     }
     error
+}
+
+/// `text` with each occurrence of `from` that stands alone (not inside a longer word or id)
+/// replaced by `to`.
+fn replace_token(text: &str, from: &str, to: &str) -> String {
+    if from.is_empty() {
+        return text.to_string();
+    }
+    let part = |c: char| c.is_alphanumeric() || c == '-' || c == '_';
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(from) {
+        let (before, after) = (&rest[..at], &rest[at + from.len()..]);
+        let alone = !before.chars().next_back().is_some_and(part)
+            && !after.chars().next().is_some_and(part);
+        out.push_str(before);
+        out.push_str(if alone { to } else { from });
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Every string value of `value` equal to `from` becomes `to`.
+fn replace_strings(value: &mut serde_json::Value, from: &str, to: &str) {
+    match value {
+        serde_json::Value::String(s) if s == from => *s = to.to_string(),
+        serde_json::Value::Array(items) => {
+            items.iter_mut().for_each(|v| replace_strings(v, from, to));
+        }
+        serde_json::Value::Object(map) => {
+            map.values_mut().for_each(|v| replace_strings(v, from, to));
+        }
+        _ => {}
+    }
 }
 
 /// Whether the request's client declared the tasks extension (in the request's `_meta`, else
@@ -301,5 +345,16 @@ mod tests {
         let error = task_error(error, "up-1", "ours");
         assert_eq!(error.message, "unknown task: ours");
         assert_eq!(error.data, Some(json!({"taskId": "ours", "why": "gone"})));
+        // A short id is replaced only where it stands alone, and only whole string values.
+        let error = McpError::invalid_params(
+            "task 1 failed after 10s (task 1)",
+            Some(json!({"taskId": "1", "retry": 10, "note": "1 of 1"})),
+        );
+        let error = task_error(error, "1", "ours");
+        assert_eq!(error.message, "task ours failed after 10s (task ours)");
+        assert_eq!(
+            error.data,
+            Some(json!({"taskId": "ours", "retry": 10, "note": "1 of 1"}))
+        );
     }
 }
