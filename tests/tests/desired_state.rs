@@ -606,7 +606,7 @@ async fn an_edit_applies_while_an_earlier_one_drains() {
     let answered = std::sync::atomic::AtomicBool::new(false);
     let slow = async {
         let answer = runtime
-            .call_tool("mcp__fx__slow", args(json!({"ms": 2500})))
+            .call_tool("mcp__fx__slow", args(json!({"ms": 5000})))
             .await;
         answered.store(true, Ordering::SeqCst);
         answer
@@ -627,7 +627,7 @@ async fn an_edit_applies_while_an_earlier_one_drains() {
             let second = runtime.refresh_if_dirty();
             tokio::pin!(second);
             let mut removed_while_draining = false;
-            for _ in 0..100 {
+            for _ in 0..300 {
                 tokio::select! {
                     biased;
                     _ = tokio::time::sleep(Duration::from_millis(10)) => {}

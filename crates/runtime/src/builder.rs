@@ -235,6 +235,7 @@ impl RuntimeBuilder {
                 include_tools: None,
                 exclude_tools: Vec::new(),
                 untrusted: None,
+                unusable: None,
                 names: Default::default(),
                 protocol_version: None,
             },

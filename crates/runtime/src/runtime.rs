@@ -717,6 +717,7 @@ impl Runtime {
     }
 
     async fn close_servers(&self) {
+        self.registry.close();
         let closing = self.registry.addrs().into_iter().map(|addr| async move {
             let stopped = tokio::time::timeout(SHUTDOWN_GRACE, addr.send(Stop)).await;
             if let Ok(Ok(Some(session))) = stopped {

@@ -572,11 +572,6 @@ fn host_specific_mistakes_are_explained() {
             r#"{"mcpServers": {"a": {"command": "x", "env": {"K": "${input:k}"}}}}"#,
             "VS Code variable",
         ),
-        (
-            "/p/.mcp.json",
-            r#"{"mcpServers": {"a": {"command": "${NOT_SET_ANYWHERE}"}}}"#,
-            "NOT_SET_ANYWHERE",
-        ),
         ("/p/.vscode/mcp.json", "{\"servers\": {", "not valid JSON"),
     ] {
         let err = parse_err(text, path);
@@ -585,6 +580,16 @@ fn host_specific_mistakes_are_explained() {
             "{path}: {err}"
         );
     }
+    // A variable not set fails only the server that needs it, saying which and where.
+    let text =
+        r#"{"mcpServers": {"a": {"command": "${NOT_SET_ANYWHERE}"}, "b": {"command": "x"}}}"#;
+    let (c, _) = sources::parse_any(text, Path::new("/p/.mcp.json"), &env).expect("kept");
+    let why = c.servers["a"].unusable.clone().unwrap_or_default();
+    assert!(
+        why.contains("/p/.mcp.json") && why.contains("NOT_SET_ANYWHERE") && !c.servers["a"].enabled,
+        "{why}"
+    );
+    assert!(c.servers["b"].enabled && c.servers["b"].unusable.is_none());
 }
 
 #[test]

@@ -33,6 +33,7 @@ pub fn server(name: &str, transport: TransportConfig) -> ServerConfig {
         include_tools: None,
         exclude_tools: Vec::new(),
         untrusted: None,
+        unusable: None,
         names: Default::default(),
         protocol_version: None,
     }

@@ -566,6 +566,7 @@ impl Bench {
                 include_tools: None,
                 exclude_tools: Vec::new(),
                 untrusted: None,
+                unusable: None,
                 names: Default::default(),
                 protocol_version: None,
             };

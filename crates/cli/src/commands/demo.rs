@@ -43,6 +43,7 @@ pub(crate) fn build() -> Result<Runtime, String> {
             include_tools: None,
             exclude_tools: Vec::new(),
             untrusted: None,
+            unusable: None,
             names: Default::default(),
             protocol_version: None,
         },

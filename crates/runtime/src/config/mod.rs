@@ -109,6 +109,10 @@ pub struct ServerConfig {
     /// not trusted: why it is not started. Such a server also has `enabled: false`, so nothing
     /// starts it; it is shown as `untrusted` with this reason.
     pub untrusted: Option<String>,
+    /// Set when the server's definition names an environment variable that is not set (a
+    /// `${VAR}` without a default): why it cannot start. Such a server also has `enabled:
+    /// false` and is shown as failed with this reason, while the other servers run.
+    pub unusable: Option<String>,
     /// `names`: `"qualified"` (default, `mcp__<server>__<name>`) or `"as-listed"` (the names
     /// the server lists, kept as they are: for an `mcp-harness serve` gateway, whose names are
     /// already qualified).
@@ -290,16 +294,28 @@ impl Config {
                     ),
                 });
             }
-            let server: RawServer = decode(value, "").map_err(|message| ConfigError {
+            let server: RawServer = decode(value.clone(), "").map_err(|message| ConfigError {
                 location: location.clone(),
                 message,
             })?;
             let base = path.parent().unwrap_or(Path::new("."));
-            let config =
-                server_config(&name, server, lookup, base).map_err(|message| ConfigError {
-                    location: location.clone(),
-                    message,
-                })?;
+            let config = match server_config(&name, server, lookup, base) {
+                Ok(config) => config,
+                // A variable this server needs is not set: the server cannot start, the others
+                // can. Read again with unset variables empty, kept as failed with why.
+                Err(message) if message.contains(UNSET_VARIABLE) => {
+                    let empty = |var: &str| lookup(var).or_else(|| Some(String::new()));
+                    let again = decode::<RawServer>(value, "")
+                        .and_then(|raw| server_config(&name, raw, &empty, base));
+                    let Ok(mut config) = again else {
+                        return Err(ConfigError { location, message });
+                    };
+                    config.enabled = false;
+                    config.unusable = Some(format!("{location}: {message}"));
+                    config
+                }
+                Err(message) => return Err(ConfigError { location, message }),
+            };
             servers.insert(name, config);
         }
         let metadata_limits = match raw.metadata_limits {
@@ -736,6 +752,7 @@ fn server_config(
         include_tools: raw.include_tools,
         exclude_tools: raw.exclude_tools,
         untrusted: None,
+        unusable: None,
         names: match raw.names.as_deref() {
             None | Some("qualified") => mcp_harness_catalog::Naming::Qualified,
             Some("as-listed") => mcp_harness_catalog::Naming::AsListed,
@@ -900,6 +917,10 @@ pub(crate) enum ExpandError {
     #[error("environment variable {var} is not set (set it, or write ${{{var}:-default}})")]
     Unset { var: String },
 }
+
+/// What the message of [`ExpandError::Unset`] says (a server needing a variable not set is
+/// kept, as failed, rather than failing the whole configuration).
+const UNSET_VARIABLE: &str = "is not set (set it, or write ${";
 
 /// Expands `${VAR}` and `${VAR:-default}`; `$$` is not special. An unset variable without a
 /// default is an error naming the variable (never its value).
@@ -1178,12 +1199,10 @@ mod tests {
         );
         assert!(!err.message.contains("not a var"), "{}", err.message);
         // An unset variable is named, with no value around it.
-        let err = parse(&config("${NOT_SET_ANYWHERE}")).expect_err("unset");
+        let why = unusable(&config("${NOT_SET_ANYWHERE}"));
         assert!(
-            err.message
-                .contains("environment variable NOT_SET_ANYWHERE is not set"),
-            "{}",
-            err.message
+            why.contains("environment variable NOT_SET_ANYWHERE is not set"),
+            "{why}"
         );
     }
 
@@ -1202,10 +1221,10 @@ mod tests {
             }
         );
         assert_eq!(old.kind(), "sse");
-        let err = parse(r#"{"mcpServers": {"a": {"type": "sse", "url": "http://h", "headers": {"X": "${NOPE}"}}}}"#)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("headers.X") && err.contains("NOPE"), "{err}");
+        let why = unusable(
+            r#"{"mcpServers": {"a": {"type": "sse", "url": "http://h", "headers": {"X": "${NOPE}"}}}}"#,
+        );
+        assert!(why.contains("headers.X") && why.contains("NOPE"), "{why}");
     }
 
     /// A `url` that is no http(s) URL with a host is refused at load (not at connect), without
@@ -1273,14 +1292,22 @@ mod tests {
                 r#"{"mcpServers": {"a": {"command": "x", "toolTimeoutSec": -1}}}"#,
                 "toolTimeoutSec",
             ),
-            (
-                r#"{"mcpServers": {"a": {"command": "${MISSING}"}}}"#,
-                "MISSING",
-            ),
         ] {
             let err = parse(text).unwrap_err().to_string();
             assert!(err.contains(needle), "{text}: {err}");
         }
+        // A variable not set: that server kept as failed, naming it (the others run).
+        assert!(
+            unusable(r#"{"mcpServers": {"a": {"command": "${MISSING}"}}}"#).contains("MISSING")
+        );
+    }
+
+    /// The reason the only server of `text` cannot start.
+    fn unusable(text: &str) -> String {
+        let c = parse(text).expect("kept");
+        let server = c.servers.values().next().expect("a server");
+        assert!(!server.enabled, "{server:?}");
+        server.unusable.clone().expect("unusable")
     }
 
     #[test]

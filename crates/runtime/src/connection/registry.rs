@@ -94,6 +94,8 @@ pub(crate) struct Registry {
     members: Mutex<Members>,
     /// Bumped whenever an actor is recorded, for calls waiting for a replacement to start.
     recorded: tokio::sync::watch::Sender<u64>,
+    /// Set when the runtime shuts down: a drain ending after it starts nothing.
+    closing: std::sync::atomic::AtomicBool,
 }
 
 impl Registry {
@@ -112,6 +114,7 @@ impl Registry {
             auth,
             members: Mutex::new(Members::default()),
             recorded: tokio::sync::watch::Sender::new(0),
+            closing: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -158,14 +161,21 @@ impl Registry {
                 if replacing { actor.replacing() } else { actor }
             }))
         } else {
-            let (state, cause) = match &config.untrusted {
-                Some(reason) => (
+            let (state, cause) = match (&config.untrusted, &config.unusable) {
+                (Some(reason), _) => (
                     ServerState::Untrusted {
                         reason: reason.clone(),
                     },
                     reason.clone(),
                 ),
-                None => (
+                // It could not start: said as a failure, naming the variable to set.
+                (None, Some(error)) => (
+                    ServerState::Failed {
+                        error: error.clone(),
+                    },
+                    error.clone(),
+                ),
+                (None, None) => (
                     ServerState::Disabled,
                     "`enabled: false` in the config".into(),
                 ),
@@ -309,6 +319,9 @@ impl Registry {
             // A draining server starts as the newest configuration says, once drained.
             for (name, drain) in draining.iter_mut() {
                 let next = desired.servers.get(name).cloned();
+                if drain.next == next {
+                    continue; // untouched by this edit
+                }
                 if drain.next.is_some() && next.is_none() {
                     drain.replacing = false;
                     self.publisher.do_send(RemoveServer {
@@ -422,12 +435,21 @@ impl Registry {
         });
     }
 
+    /// The runtime is shutting down: a drain that ends from now on starts nothing.
+    pub(crate) fn close(&self) {
+        self.closing
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
     /// `server`'s old connection is closed: what the configuration says now starts.
     fn drained(&self, server: &str) {
         let mut members = self.members();
         let Some(Draining { next, replacing }) = members.draining.remove(server) else {
             return;
         };
+        if self.closing.load(std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
         let Some(config) = next else {
             self.recorded.send_modify(|n| *n += 1);
             return;

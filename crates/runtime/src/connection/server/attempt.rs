@@ -279,8 +279,24 @@ impl ServerActor {
                 }
                 (TransportError::StartupTimeout { .. }, _) => {}
                 _ if out_of_time => {
+                    // Said as it happened: the time spent, and why the next attempt was not
+                    // made. Raising the budget helps a server slow to come up, not one that
+                    // answers with an error each time.
+                    let spent = deadline.map_or(0, |d| {
+                        let left = d.saturating_duration_since(now);
+                        self.config.startup_timeout.saturating_sub(left).as_secs()
+                    });
+                    let attempts = self.record.attempts + 1;
+                    let hint = match e.kind() {
+                        mcp_harness_transport::ErrorKind::Unavailable
+                        | mcp_harness_transport::ErrorKind::Unreachable
+                        | mcp_harness_transport::ErrorKind::Closed => {
+                            "; raise it if the server needs longer to come up"
+                        }
+                        _ => "",
+                    };
                     message = format!(
-                        "{message} (startup gave up after {budget}s of attempts; raise `startupTimeoutSec`)"
+                        "{message} (gave up starting after {attempts} attempts in {spent}s: another would pass `startupTimeoutSec` ({budget}s){hint})"
                     );
                 }
                 _ => {}
