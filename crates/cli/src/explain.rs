@@ -125,6 +125,31 @@ fn unknown_name(name: &str, asked: Asked, snapshot: &Snapshot) -> Failure {
             resource.server, resource.resource.uri
         ));
     }
+    // A tool its server lists but the config hides (`excludeTools`, `includeTools`, a bad
+    // schema): said with the reason, and how to show it again when a command does that.
+    if asked == Asked::Tool
+        && let Some(server) = server
+        && let Some(hidden) = snapshot.catalogs.get(server).and_then(|c| {
+            c.hidden.iter().find(|h| {
+                h.kind == mcp_harness_catalog::Kind::Tools
+                    && name.strip_prefix(&format!("mcp__{server}__")) == Some(h.raw_name.as_str())
+            })
+        })
+    {
+        let again = match hidden.reason.contains("excludeTools")
+            || hidden.reason.contains("includeTools")
+        {
+            true => format!(
+                "; `mcp-harness enable {server} {}` shows it again",
+                hidden.raw_name
+            ),
+            false => String::new(),
+        };
+        return usage(format!(
+            "`{name}` is hidden: {}{again} (see `mcp-harness tools --hidden`)",
+            hidden.reason
+        ));
+    }
     let (noun, listing) = match asked {
         Asked::Tool => ("tool", "tools"),
         Asked::Prompt => ("prompt", "prompts"),

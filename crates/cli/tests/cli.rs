@@ -177,6 +177,26 @@ fn inspect_and_call_against_a_stdio_server() {
     let (code, _, err) = run(&["call", "mcp__fx__echo", "[1,2]", "--config", c]);
     assert_eq!(code, 2);
     assert!(err.contains("JSON object"), "{err}");
+    // A tool the config hides is said to be hidden, with why and how to show it again.
+    let hiding = dir.join("hiding.json");
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(c).expect("read")).expect("json");
+    config["mcpServers"]["fx"]["excludeTools"] = serde_json::json!(["echo"]);
+    std::fs::write(&hiding, config.to_string()).expect("write");
+    let h = hiding.to_str().unwrap_or_default();
+    let (code, _, err) = run(&[
+        "call",
+        "mcp__fx__echo",
+        r#"{"message": "x"}"#,
+        "--config",
+        h,
+    ]);
+    assert_eq!(code, 5, "{err}");
+    assert!(
+        err.contains("`mcp__fx__echo` is hidden: excluded by `excludeTools`")
+            && err.contains("mcp-harness enable fx echo"),
+        "{err}"
+    );
     assert!(
         wait_until(Duration::from_secs(5), || processes_with(&marker) == 0),
         "a fixture outlived the CLI"
