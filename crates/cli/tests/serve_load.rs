@@ -445,78 +445,57 @@ fn requests_repeating_an_id_in_flight_are_each_answered() {
     let served = Served::start(&dir, &config, &[], Stdio::null());
     let (session, _) = Session::open(&served.addr, "unused", json!({}), "repeater");
     session.wait_listed("mcp__fx__echo", Duration::from_secs(20));
-    let (answers, answered) = std::sync::mpsc::channel();
-    let together = std::sync::Arc::new(std::sync::Barrier::new(8));
     let headers: Vec<(String, String)> = (session.headers().iter())
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    // Threads of their own (not scoped): one left waiting must not hold the test up.
-    for n in 0..8 {
-        let (addr, headers) = (served.addr.clone(), headers.clone());
-        let (together, answers) = (together.clone(), answers.clone());
-        std::thread::spawn(move || {
-            let headers: Vec<(&str, &str)> = headers
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_str()))
-                .collect();
-            let request = json!({"jsonrpc": "2.0", "id": 7, "method": "resources/subscribe",
-                                 "params": {"uri": format!("fixture://items/{n}")}});
-            together.wait();
-            let _ = answers.send(common::gateway::http(
-                &addr,
-                "POST",
-                "/mcp",
-                &headers,
-                &request.to_string(),
-            ));
-        });
-    }
-    drop(answers);
-    for n in 0..8 {
-        let (status, _, body) = answered
-            .recv_timeout(Duration::from_secs(15))
-            .unwrap_or_else(|_| panic!("only {n} of 8 requests were answered"));
+    // Each request POSTed at once from a thread of its own (not scoped: one left waiting must
+    // not hold the test up); the answers (status, body) as they come, 15 s at most each.
+    let at_once = |requests: Vec<serde_json::Value>| -> Vec<(u16, String)> {
+        let count = requests.len();
+        let (answers, answered) = std::sync::mpsc::channel();
+        let together = std::sync::Arc::new(std::sync::Barrier::new(count));
+        for request in requests {
+            let (addr, headers) = (served.addr.clone(), headers.clone());
+            let (together, answers) = (together.clone(), answers.clone());
+            std::thread::spawn(move || {
+                let headers: Vec<(&str, &str)> = headers
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str()))
+                    .collect();
+                together.wait();
+                let (status, _, body) =
+                    common::gateway::http(&addr, "POST", "/mcp", &headers, &request.to_string());
+                let _ = answers.send((status, body));
+            });
+        }
+        (0..count)
+            .map(|n| {
+                answered
+                    .recv_timeout(Duration::from_secs(15))
+                    .unwrap_or_else(|_| panic!("only {n} of {count} requests were answered"))
+            })
+            .collect()
+    };
+    let refused = |body: &str| body.contains("-32600") && body.contains("already in flight");
+    let subscribes = (0..8)
+        .map(|n| {
+            json!({"jsonrpc": "2.0", "id": 7, "method": "resources/subscribe",
+                        "params": {"uri": format!("fixture://items/{n}")}})
+        })
+        .collect();
+    for (status, body) in at_once(subscribes) {
         assert_eq!(status, 200, "{body}");
-        assert!(
-            body.contains("\"result\"")
-                || (body.contains("-32600") && body.contains("already in flight")),
-            "{body}"
-        );
+        assert!(body.contains("\"result\"") || refused(&body), "{body}");
     }
     // Calls (served on the gateway's direct path) the same: one runs, the others are refused.
-    let (answers, answered) = std::sync::mpsc::channel();
-    let together = std::sync::Arc::new(std::sync::Barrier::new(4));
-    for _ in 0..4 {
-        let (addr, headers) = (served.addr.clone(), headers.clone());
-        let (together, answers) = (together.clone(), answers.clone());
-        std::thread::spawn(move || {
-            let headers: Vec<(&str, &str)> = headers
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_str()))
-                .collect();
-            let request = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
-                                 "params": {"name": "mcp__fx__slow", "arguments": {"ms": 2000}}});
-            together.wait();
-            let _ = answers.send(common::gateway::http(
-                &addr,
-                "POST",
-                "/mcp",
-                &headers,
-                &request.to_string(),
-            ));
-        });
-    }
-    drop(answers);
+    let call = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                      "params": {"name": "mcp__fx__slow", "arguments": {"ms": 2000}}});
     let mut ran = 0;
-    for n in 0..4 {
-        let (status, _, body) = answered
-            .recv_timeout(Duration::from_secs(15))
-            .unwrap_or_else(|_| panic!("only {n} of 4 calls were answered"));
+    for (status, body) in at_once(vec![call; 4]) {
         assert_eq!(status, 200, "{body}");
-        if body.contains("\"result\"") {
-            ran += 1;
-        } else {
-            assert!(body.contains("already in flight"), "{body}");
+        match body.contains("\"result\"") {
+            true => ran += 1,
+            false => assert!(refused(&body), "{body}"),
         }
     }
     assert_eq!(ran, 1, "calls sharing an id in flight ran");
