@@ -330,11 +330,14 @@ fn subscribe_json_lines_and_interrupted_status() {
         .expect("start subscribe");
     let stdout = child.stdout.take().expect("stdout");
     let mut first = String::new();
-    // Bounded: the CLI exits (closing stdout) if the subscription fails.
-    let _ = std::io::BufReader::new(stdout).read_line(&mut first);
+    // Bounded: the CLI exits (closing stdout) if the subscription fails. The reader stays
+    // open until the CLI ended: with its reader gone, subscribe ends by itself (exit 0).
+    let mut reader = std::io::BufReader::new(stdout);
+    let _ = reader.read_line(&mut first);
     // SAFETY: signals only the CLI process this test started.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let out = child.wait_with_output().expect("wait");
+    drop(reader);
     let err = String::from_utf8_lossy(&out.stderr);
     let line: serde_json::Value =
         serde_json::from_str(&first).unwrap_or_else(|e| panic!("{e}: {first:?} {err}"));
