@@ -195,3 +195,14 @@ fn an_unresolvable_host_says_check_the_host_name() {
     fails_readably(&dir, &url, "check the host name");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A server that wants a login: `servers` says so and what to run, as `tools` and `call` do.
+#[test]
+fn servers_says_which_login_a_locked_server_needs() {
+    let dir = temp_dir("locked");
+    let url = common::locked_server();
+    let c = config(&dir, "http", &url);
+    let (code, out, err) = run(&["servers", "--config", &c]);
+    assert_eq!(code, 3, "{out}\n{err}");
+    assert!(out.contains("mcp-harness login r"), "{out}");
+}

@@ -847,31 +847,7 @@ fn profile_mistakes_name_the_key() {
 #[test]
 fn an_upstream_that_wants_a_login_shows_its_authenticate_tool() {
     use common::gateway::{Served, Session};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let locked = format!("http://{}/mcp", listener.local_addr().expect("addr"));
-    // Answers at most 200 requests, each with 401 and a challenge, then stops.
-    std::thread::spawn(move || {
-        for stream in listener.incoming().take(200).flatten() {
-            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-            let mut length = 0usize;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    length = v.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut body = vec![0u8; length];
-            let _ = std::io::Read::read_exact(&mut reader, &mut body);
-            let mut stream = stream;
-            let _ = stream.write_all(
-                b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer realm=\"locked\"\r\n\
-                  Content-Length: 0\r\nConnection: close\r\n\r\n",
-            );
-        }
-    });
+    let locked = common::locked_server();
     let dir = temp_home("serve-auth", "locked");
     let marker = format!("gw-locked-{}", std::process::id());
     let file = dir.join("gateway.json");

@@ -138,6 +138,10 @@ pub(crate) fn servers(snapshot: &Snapshot, as_json: bool, sources: &ServerSource
                 s.state.label(),
                 indent(error)
             ));
+            if matches!(s.state, ServerState::NeedsAuth { .. }) {
+                // What to run, as `tools` and `call` say it.
+                out.push_str(&format!("  {}\n", crate::explain::server_down_told(s)));
+            }
             if let Some(next) = s.next_retry {
                 out.push_str(&format!("  next try: {}\n", until(next)));
             }

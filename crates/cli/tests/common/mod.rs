@@ -257,3 +257,36 @@ impl Drop for Pty {
         }
     }
 }
+
+/// A server on 127.0.0.1 that answers each of its first 200 requests 401 with a bearer
+/// challenge (it wants a login the harness does not have); its `/mcp` URL. The thread ends
+/// with the process.
+#[allow(dead_code)] // not every test binary that includes `common` needs one
+pub(crate) fn locked_server() -> String {
+    use std::io::{BufRead as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(200).flatten() {
+            let mut reader = std::io::BufReader::new(stream.try_clone().expect("clone"));
+            let mut length = 0usize;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0u8; length];
+            let _ = std::io::Read::read_exact(&mut reader, &mut body);
+            let mut stream = stream;
+            let _ = stream.write_all(
+                b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer realm=\"locked\"\r\n\
+                  Content-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+        }
+    });
+    url
+}
