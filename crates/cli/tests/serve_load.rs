@@ -326,6 +326,10 @@ fn resource_subscriptions_per_session_are_bounded() {
         answer.get("result").is_some(),
         "room after an unsubscribe: {answer}"
     );
+    // The upstream's own refusal reaches the client as sent (its -32002), not as -32603.
+    session.request("resources/unsubscribe", item(256));
+    let unknown = session.request("resources/subscribe", json!({"uri": "fixture://nope/1"}));
+    assert_eq!(unknown["error"]["code"], -32002, "{unknown}");
 }
 
 /// A resource's updates reach the sessions subscribed to it and no other: two sessions on one

@@ -745,7 +745,8 @@ impl ServerHandler for Session {
             if held.get(&key).is_some_and(Option::is_none) {
                 held.remove(&key);
             }
-            return Err(McpError::internal_error(error.to_string(), None));
+            // An upstream's JSON-RPC error (its -32002 for a URI it does not know) as sent.
+            return Err(upstream_error(error));
         }
         let peer = context.peer.clone();
         let forwarded = uri.clone();
