@@ -169,10 +169,13 @@ fn unknown_name(name: &str, asked: Asked, snapshot: &Snapshot) -> Failure {
         && !snapshot.servers.contains_key(server)
         && !names.iter().any(|n| qualified_server(n) == Some(server))
     {
-        message.push_str(&format!(
-            ": no server named `{server}` is configured ({})",
-            configured(snapshot.servers.keys())
-        ));
+        message.push_str(&match crate::commands::config::dropped(server) {
+            Some(why) => format!(": server `{server}` is not loaded: {why}"),
+            None => format!(
+                ": no server named `{server}` is configured ({})",
+                configured(snapshot.servers.keys())
+            ),
+        });
     }
     let close = closest(name, &names);
     if !close.is_empty() {

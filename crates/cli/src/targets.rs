@@ -48,10 +48,13 @@ pub(crate) fn plan(config: Config, wants: &Wants<'_>, only: &[String]) -> Result
     };
     for name in only {
         if !config.servers.contains_key(name) {
-            return Err(format!(
-                "--server {name}: no server named `{name}` ({})",
-                configured()
-            ));
+            return Err(match crate::commands::config::dropped(name) {
+                Some(why) => format!("--server {name}: server `{name}` is not loaded: {why}"),
+                None => format!(
+                    "--server {name}: no server named `{name}` ({})",
+                    configured()
+                ),
+            });
         }
     }
     let limited = if only.is_empty() {

@@ -241,3 +241,27 @@ fn watch_with_server_keeps_the_limit_across_a_reload() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A server the merge left out (a duplicate of another: the same command and arguments) is
+/// named as such where a command asks for it, not as a server that is not configured.
+#[test]
+fn a_server_left_out_as_a_duplicate_is_named_so() {
+    let dir = common::temp_home("targeted", "duplicate");
+    let user = dir.join("xdg").join("mcp-harness");
+    std::fs::create_dir_all(&user).expect("dir");
+    let server = serde_json::json!({"command": common::bin(), "args": ["fixture-server"]});
+    let config = serde_json::json!({"mcpServers": {"a": server, "b": server}});
+    std::fs::write(user.join("config.json"), config.to_string()).expect("write");
+    let (code, _, err) = common::run_in(&dir, &["--server", "b", "tools"], &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("server `b` is not loaded: a duplicate"),
+        "{err}"
+    );
+    let (code, _, err) = common::run_in(&dir, &["--yes", "call", "mcp__b__echo", "{}"], &[]);
+    assert_ne!(code, 0, "{err}");
+    assert!(
+        err.contains("server `b` is not loaded: a duplicate"),
+        "{err}"
+    );
+}
