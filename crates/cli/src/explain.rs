@@ -169,7 +169,7 @@ fn unknown_name(name: &str, asked: Asked, snapshot: &Snapshot) -> Failure {
         && !snapshot.servers.contains_key(server)
         && !names.iter().any(|n| qualified_server(n) == Some(server))
     {
-        message.push_str(&match crate::commands::config::dropped(server) {
+        message.push_str(&match crate::sources::dropped(server) {
             Some(why) => format!(": server `{server}` is not loaded: {why}"),
             None => format!(
                 ": no server named `{server}` is configured ({})",

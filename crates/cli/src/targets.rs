@@ -48,7 +48,7 @@ pub(crate) fn plan(config: Config, wants: &Wants<'_>, only: &[String]) -> Result
     };
     for name in only {
         if !config.servers.contains_key(name) {
-            return Err(match crate::commands::config::dropped(name) {
+            return Err(match crate::sources::dropped(name) {
                 Some(why) => format!("--server {name}: server `{name}` is not loaded: {why}"),
                 None => format!(
                     "--server {name}: no server named `{name}` ({})",

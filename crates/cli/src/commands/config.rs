@@ -41,19 +41,6 @@ pub(crate) enum Action {
 /// sources (remote ones as far as fetched). Dropped servers are logged (with why). With `ask`, an
 /// untrusted project file is shown and asked about on a terminal; otherwise (or without a
 /// terminal) its servers stay untrusted and a warning names the command that trusts it.
-/// The servers the merged configuration left out, with why (a duplicate, a policy, one of the
-/// same name taking precedence): so a command naming one says why it is not there.
-static DROPPED: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
-
-/// Why server `name` was left out of the configuration, if it was.
-pub(crate) fn dropped(name: &str) -> Option<&'static str> {
-    DROPPED
-        .get()?
-        .iter()
-        .find(|(server, _)| server == name)
-        .map(|(_, reason)| reason.as_str())
-}
-
 pub(crate) fn load(explicit: Option<&Path>, ask: bool) -> Result<Config, String> {
     if let Some(path) = explicit {
         return sources::load_any_asking(
@@ -76,7 +63,7 @@ pub(crate) fn load(explicit: Option<&Path>, ask: bool) -> Result<Config, String>
     for (server, reason) in &merged.dropped {
         tracing::warn!(%server, "not loaded: {reason}");
     }
-    let _ = DROPPED.set(merged.dropped.clone());
+    crate::sources::remember_dropped(merged.dropped.clone());
     for note in &merged.notes {
         tracing::info!("{note}");
     }
