@@ -283,27 +283,19 @@ fn auth(value: serde_json::Value) -> Result<ProfileAuth, (String, String)> {
 /// --public-url`), if anything: it is the audience of client tokens and the metadata's
 /// `resource`, so an absolute http(s) URL with a host and no fragment (RFC 9728 §1.2).
 pub fn public_url_problem(url: &str) -> Option<&'static str> {
-    let rest = url
-        .strip_prefix("https://")
-        .or_else(|| url.strip_prefix("http://"));
-    let Some(rest) = rest else {
-        return Some(
-            "must be an http:// or https:// URL (the `/mcp` endpoint as clients reach it)",
-        );
-    };
-    let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    if host.is_empty() || host.starts_with(':') {
-        return Some(
+    match super::http_url_fault(url) {
+        Some(super::UrlFault::Scheme) => {
+            Some("must be an http:// or https:// URL (the `/mcp` endpoint as clients reach it)")
+        }
+        Some(super::UrlFault::Host) => Some(
             "must name a host (the `/mcp` endpoint as clients reach it, e.g. https://gw.example/mcp)",
-        );
+        ),
+        Some(super::UrlFault::Characters) => Some("must not contain spaces or control characters"),
+        None if url.contains('#') => {
+            Some("must not have a fragment (`#...`): it names the resource, RFC 9728")
+        }
+        None => None,
     }
-    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Some("must not contain spaces or control characters");
-    }
-    if url.contains('#') {
-        return Some("must not have a fragment (`#...`): it names the resource, RFC 9728");
-    }
-    None
 }
 
 #[cfg(test)]

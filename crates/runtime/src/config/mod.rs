@@ -362,6 +362,31 @@ fn section<T: serde::de::DeserializeOwned + Default>(
     }
 }
 
+/// What makes a string no usable http(s) URL (a server's `url`, the gateway's `publicUrl`).
+pub(crate) enum UrlFault {
+    /// Not `http://` or `https://`.
+    Scheme,
+    /// No host after the scheme.
+    Host,
+    /// A space or a control character in it.
+    Characters,
+}
+
+/// The first [`UrlFault`] of `url`, if it has one.
+pub(crate) fn http_url_fault(url: &str) -> Option<UrlFault> {
+    let rest = (url.strip_prefix("https://")).or_else(|| url.strip_prefix("http://"));
+    let Some(rest) = rest else {
+        return Some(UrlFault::Scheme);
+    };
+    let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if host.is_empty() || host.starts_with(':') || host.ends_with('@') {
+        return Some(UrlFault::Host);
+    }
+    url.chars()
+        .any(|c| c.is_whitespace() || c.is_control())
+        .then_some(UrlFault::Characters)
+}
+
 /// The expanded `url` and `headers` of a remote (HTTP or SSE) server, refusing stdio keys.
 fn remote(
     raw: &RawServer,
@@ -380,24 +405,22 @@ fn remote(
         headers.insert(k.clone(), ex(&format!("headers.{k}"), v)?);
     }
     let url = ex("url", url)?;
-    let rest = (url.strip_prefix("https://")).or_else(|| url.strip_prefix("http://"));
-    let host = rest.map(|r| r.split(['/', '?', '#']).next().unwrap_or_default());
-    match host {
-        // The value itself is not quoted: its query may hold a key.
-        None => {
+    // The value itself is not quoted: its query may hold a key.
+    match http_url_fault(&url) {
+        Some(UrlFault::Scheme) => {
             return Err(
                 "`url` must be an http:// or https:// URL (the server's MCP endpoint, e.g. \
                  https://mcp.example.com/mcp)"
                     .into(),
             );
         }
-        Some(host) if host.is_empty() || host.starts_with(':') || host.ends_with('@') => {
+        Some(UrlFault::Host) => {
             return Err("`url` names no host (e.g. https://mcp.example.com/mcp)".into());
         }
-        Some(_) if url.chars().any(|c| c.is_whitespace() || c.is_control()) => {
+        Some(UrlFault::Characters) => {
             return Err("`url` must not contain spaces or control characters".into());
         }
-        Some(_) => {}
+        None => {}
     }
     Ok((url, headers))
 }
