@@ -5,7 +5,8 @@
 //! server replays the event the resume names; the harness skips it).
 //!
 //! The server is the fixture behind a gate that cuts the first `slow` call's response stream
-//! right after its first progress event.
+//! right after its first progress event. A server that answers every GET with `retry: 0` and
+//! nothing else is asked again only a handful of times, paced.
 
 mod common;
 
@@ -31,14 +32,27 @@ struct Gate {
     resumes: u32,
     /// Whether a stream was cut.
     cut: bool,
+    /// Answer each GET with `retry: 0` and an empty stream (a server that never delivers).
+    stall: bool,
+    /// GETs seen.
+    gets: u32,
 }
 
 type Shared = Arc<Mutex<Gate>>;
 
 async fn gate(State(st): State<Shared>, req: Request, next: Next) -> Response {
     if req.method() == Method::GET {
-        if req.headers().contains_key("last-event-id") {
-            st.lock().unwrap().resumes += 1;
+        let stall = {
+            let mut st = st.lock().unwrap();
+            st.gets += 1;
+            st.resumes += u32::from(req.headers().contains_key("last-event-id"));
+            st.stall
+        };
+        if stall {
+            return Response::builder()
+                .header("content-type", "text/event-stream")
+                .body(Body::from("retry: 0\n\n"))
+                .expect("a response");
         }
         return next.run(req).await;
     }
@@ -82,12 +96,7 @@ async fn a_call_whose_stream_breaks_is_resumed_not_resent() {
         .expect("bind");
     let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
     let st: Shared = Arc::default();
-    let router = axum::Router::new()
-        .nest_service("/mcp", fixture_mcp_service(FixtureOptions::default()))
-        .layer(axum::middleware::from_fn_with_state(st.clone(), gate));
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, router).await;
-    });
+    serve(listener, st.clone());
 
     let runtime = start(vec![server("web", http(&url))]);
     let slow = qualify("web", "slow");
@@ -116,5 +125,60 @@ async fn a_call_whose_stream_breaks_is_resumed_not_resent() {
         assert!(st.resumes >= 1, "the stream was resumed with Last-Event-ID");
         assert_eq!(st.slow_posts, 1, "the call was sent again, not resumed");
     }
+    runtime.shutdown().await;
+}
+
+/// The fixture behind `gate`, on `listener`.
+fn serve(listener: tokio::net::TcpListener, st: Shared) {
+    let router = axum::Router::new()
+        .nest_service("/mcp", fixture_mcp_service(FixtureOptions::default()))
+        .layer(axum::middleware::from_fn_with_state(st, gate));
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+}
+
+/// A server that answers every GET — the session's own event stream, and a resume — with
+/// `retry: 0` and an empty stream: the harness asks again a handful of times, paced, not
+/// thousands of times a second for as long as the session lives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_stream_answered_with_nothing_is_paced() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
+    let st: Shared = Arc::new(Mutex::new(Gate {
+        stall: true,
+        ..Gate::default()
+    }));
+    serve(listener, st.clone());
+
+    let runtime = start(vec![server("web", http(&url))]);
+    let slow = qualify("web", "slow");
+    runtime.wait_for(SETTLE, |s| s.tool(&slow).is_some()).await;
+    // A call whose stream is cut (after its first progress event) is resumed into the same
+    // nothing; it ends at its timeout.
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let options = CallOptions {
+        timeout: Some(std::time::Duration::from_secs(4)),
+        progress: Some(tx),
+        ..Default::default()
+    };
+    let answer = runtime
+        .call_tool_with(&slow, args(json!({"ms": 20_000})), options)
+        .await;
+    assert!(answer.is_err(), "the call had no way to its result");
+    let (gets, resumes) = {
+        let st = st.lock().unwrap();
+        (st.gets, st.resumes)
+    };
+    // Unpaced, these 4 s held thousands; paced (3 at once, then 100 ms doubling to 5 s): a
+    // dozen or so.
+    assert!(resumes >= 1, "the cut call was never resumed ({gets} GETs)");
+    assert!(gets <= 40, "{gets} GETs ({resumes} resumes) in 4 s");
     runtime.shutdown().await;
 }

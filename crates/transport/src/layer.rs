@@ -84,6 +84,22 @@ pub(crate) trait HttpLayer: Clone + Send + Sync + 'static {
         F: Fn(Option<String>) -> Fut + Send + Sync,
         Fut: Future<Output = StreamResult<E>> + Send;
 
+    /// [`HttpLayer::get`] knowing whether the GET resumes a broken stream (it carries
+    /// `Last-Event-ID`) or opens the session's own stream; by default the same as `get`.
+    fn get_for<E, F, Fut>(
+        &self,
+        _resume: bool,
+        auth: Option<String>,
+        send: F,
+    ) -> impl Future<Output = StreamResult<E>> + Send
+    where
+        E: std::error::Error + Send + Sync + 'static,
+        F: Fn(Option<String>) -> Fut + Send + Sync,
+        Fut: Future<Output = StreamResult<E>> + Send,
+    {
+        self.get(auth, send)
+    }
+
     /// The authorization header of the DELETE that closes the session (sent once, never
     /// retried): by default the one it came with.
     fn delete_auth(&self, auth: Option<String>) -> impl Future<Output = Option<String>> + Send {
@@ -264,7 +280,7 @@ impl<L: HttpLayer, C: StreamableHttpClient + Sync> StreamableHttpClient for Laye
     ) -> StreamResult<Self::Error> {
         let stream = self
             .layer
-            .get(auth_header, |auth| {
+            .get_for(last_event_id.is_some(), auth_header, |auth| {
                 self.inner.get_stream(
                     uri.clone(),
                     session_id.clone(),
@@ -288,7 +304,7 @@ impl<L: HttpLayer, C: StreamableHttpClient + Sync> StreamableHttpClient for Laye
     ) -> StreamResult<Self::Error> {
         let stream = self
             .layer
-            .get(auth_header, |auth| {
+            .get_for(last_event_id.is_some(), auth_header, |auth| {
                 self.inner.get_stream_with_max_sse_event_size(
                     uri.clone(),
                     session_id.clone(),

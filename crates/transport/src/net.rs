@@ -13,7 +13,11 @@
 //! - a POST's event stream dropped before its end is read to its end in the background (at most
 //!   `DRAIN_WINDOW` and `DRAIN_EVENTS`), so its keep-alive connection goes back to the pool
 //!   instead of being closed (`ReadToEnd`);
-//! - a body read whole is read through `read_capped`: never more than its cap is kept.
+//! - a body read whole is read through `read_capped`: never more than its cap is kept;
+//! - a connection's event-stream GETs are paced ([`Pace`]): after a few streams in a row that
+//!   ended without a message, each GET first waits, 100 ms doubled up to 5 s, so a server that
+//!   answers every GET with `retry: 0` and nothing else is asked a handful of times, not
+//!   thousands of times a second.
 
 use std::error::Error;
 use std::pin::Pin;
@@ -339,18 +343,114 @@ impl Breakage {
 }
 
 /// The `HttpLayer` that fires a [`Breakage`] when a request cannot reach the server or an
-/// event stream is cut short.
+/// event stream is cut short, and paces the connection's event-stream GETs ([`Pace`]: one for
+/// the session's own stream, one for resumes).
 #[derive(Clone)]
 pub struct Watch {
     breakage: Breakage,
     /// The server's URL as shown (no query).
     url: String,
+    /// Paces the session's own event stream.
+    standalone: Arc<Pace>,
+    /// Paces the resumes of broken response streams (their own count: a session stream the
+    /// server keeps closing does not hold up a call's resume).
+    resumes: Arc<Pace>,
+}
+
+/// How many event streams in a row may end without a message before the next GET waits.
+const FREE_GETS: u32 = 3;
+/// The first wait before a GET once [`FREE_GETS`] streams in a row were fruitless.
+const FIRST_PACE: Duration = Duration::from_millis(100);
+/// The longest wait before a GET.
+const MAX_PACE: Duration = Duration::from_secs(5);
+/// A stream open this long counts as fruitful even if it carried no message (a quiet server's
+/// stream that it closes now and then).
+const FRUITFUL_AFTER: Duration = Duration::from_secs(5);
+
+/// Paces one connection's event-stream GETs: the standalone stream and the resumes of broken
+/// response streams (`Last-Event-ID`).
+///
+/// Why: rmcp opens such a stream again as soon as the server's `retry:` says once it ends, and
+/// starts its count of attempts over whenever a GET succeeds, so a server that answers every
+/// GET with `retry: 0` and an empty stream was asked thousands of times a second until the
+/// call waiting on the stream timed out. Invariant: a GET that follows [`FREE_GETS`] or more
+/// fruitless streams in a row (ended without a message, open less than [`FRUITFUL_AFTER`])
+/// first waits [`FIRST_PACE`], doubled for each further one, at most [`MAX_PACE`]; a fruitful
+/// stream starts the count over.
+#[derive(Debug, Default)]
+pub(crate) struct Pace {
+    /// Fruitless streams in a row.
+    fruitless: std::sync::atomic::AtomicU32,
+}
+
+impl Pace {
+    /// How long the next GET waits.
+    fn delay(&self) -> Duration {
+        let fruitless = self.fruitless.load(std::sync::atomic::Ordering::Relaxed);
+        if fruitless < FREE_GETS {
+            return Duration::ZERO;
+        }
+        let doublings = (fruitless - FREE_GETS).min(16);
+        FIRST_PACE.saturating_mul(1 << doublings).min(MAX_PACE)
+    }
+
+    /// One stream ended (or was dropped).
+    fn ended(&self, fruitful: bool) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if fruitful {
+            self.fruitless.store(0, Relaxed);
+        } else {
+            let _ = self
+                .fruitless
+                .fetch_update(Relaxed, Relaxed, |n| Some(n.saturating_add(1)));
+        }
+    }
+
+    /// `stream` counted when it ends or is dropped.
+    fn count(self: &Arc<Self>, stream: Events) -> Events {
+        let mut outcome = Outcome {
+            pace: self.clone(),
+            opened: std::time::Instant::now(),
+            fruitful: false,
+        };
+        stream
+            .inspect(move |item| {
+                // The whole `Outcome` lives in the closure (not a copy of its flag): it is
+                // told to its pace when the stream is dropped.
+                let outcome = &mut outcome;
+                if let Ok(event) = item {
+                    let message = matches!(event.event.as_deref(), None | Some("" | "message"));
+                    outcome.fruitful |=
+                        message && event.data.as_ref().is_some_and(|d| !d.is_empty());
+                }
+            })
+            .boxed()
+    }
+}
+
+/// One GET stream's outcome, told to its [`Pace`] when the stream is dropped.
+struct Outcome {
+    pace: Arc<Pace>,
+    opened: std::time::Instant,
+    fruitful: bool,
+}
+
+impl Drop for Outcome {
+    fn drop(&mut self) {
+        self.pace
+            .ended(self.fruitful || self.opened.elapsed() >= FRUITFUL_AFTER);
+    }
 }
 
 impl Watch {
     /// Made from its parts.
     pub fn new(breakage: Breakage, url: String) -> Self {
-        Self { breakage, url }
+        Self {
+            breakage,
+            url,
+            standalone: Arc::default(),
+            resumes: Arc::default(),
+        }
     }
 
     fn check<E: Error + Send + Sync + 'static>(&self, what: &str, err: &StreamableHttpError<E>) {
@@ -414,8 +514,32 @@ impl HttpLayer for Watch {
         F: Fn(Option<String>) -> Fut + Send + Sync,
         Fut: std::future::Future<Output = StreamResult<E>> + Send,
     {
+        self.get_for(false, auth, send).await
+    }
+
+    async fn get_for<E, F, Fut>(
+        &self,
+        resume: bool,
+        auth: Option<String>,
+        send: F,
+    ) -> StreamResult<E>
+    where
+        E: Error + Send + Sync + 'static,
+        F: Fn(Option<String>) -> Fut + Send + Sync,
+        Fut: std::future::Future<Output = StreamResult<E>> + Send,
+    {
+        let pace = if resume {
+            &self.resumes
+        } else {
+            &self.standalone
+        };
+        let wait = pace.delay();
+        if !wait.is_zero() {
+            tracing::debug!(url = %self.url, ?wait, resume, "the server's last event streams ended without a message: waiting before the next GET");
+            tokio::time::sleep(wait).await;
+        }
         match send(auth).await {
-            Ok(stream) => Ok(self.watch_stream(stream)),
+            Ok(stream) => Ok(pace.count(self.watch_stream(stream))),
             Err(e) => {
                 self.check("the event stream's request", &e);
                 Err(e)
@@ -509,6 +633,40 @@ impl Drop for ReadToEnd {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A stream of `events`, then its end.
+    fn ending(events: Vec<sse_stream::Sse>) -> Events {
+        futures::stream::iter(events.into_iter().map(Ok)).boxed()
+    }
+
+    #[tokio::test]
+    async fn fruitless_streams_pace_the_next_gets_and_a_message_starts_over() {
+        let pace = Arc::new(Pace::default());
+        let retry_only = || sse_stream::Sse::default().retry(0);
+        let mut waits = Vec::new();
+        for _ in 0..8 {
+            waits.push(pace.delay());
+            pace.count(ending(vec![retry_only()])).count().await;
+        }
+        let ms: Vec<u128> = waits.iter().map(Duration::as_millis).collect();
+        assert_eq!(ms, [0, 0, 0, 100, 200, 400, 800, 1600]);
+        for _ in 0..10 {
+            pace.count(ending(vec![retry_only()])).count().await;
+        }
+        assert_eq!(pace.delay(), MAX_PACE);
+        // A non-message event (a priming event, a ping) is not a message.
+        let ping = sse_stream::Sse::default().event("ping").data("x");
+        pace.count(ending(vec![ping])).count().await;
+        assert_eq!(pace.delay(), MAX_PACE);
+        let message = sse_stream::Sse::default().data(r#"{"jsonrpc":"2.0","method":"x"}"#);
+        pace.count(ending(vec![message])).count().await;
+        assert_eq!(pace.delay(), Duration::ZERO);
+        // A stream dropped unread counts too.
+        for _ in 0..3 {
+            drop(pace.count(ending(Vec::new())));
+        }
+        assert_eq!(pace.delay(), FIRST_PACE);
+    }
 
     /// A stream of the events sent on `rx`, which sets `ended` when it reaches its end.
     fn events(
