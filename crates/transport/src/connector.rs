@@ -465,7 +465,10 @@ fn unavailable_status_in(err: &(dyn std::error::Error + 'static)) -> Option<u16>
 /// [`TransportError::Unreachable`]; otherwise the message says what failed without rmcp's Rust
 /// type names or a URL (the connector adds the URL, without its query).
 fn init_error(e: ClientInitializeError, stderr_tail: Option<String>) -> TransportError {
-    let auth_required = e.is_authorization_required();
+    // rmcp refuses a 401 whose `WWW-Authenticate` is not ASCII before it can say it was a 401:
+    // still a request for authorization (`mcp-harness login` reads the challenge itself).
+    let auth_required = e.is_authorization_required()
+        || crate::net::describe(&e).contains("invalid www-authenticate header value");
     let message = match &e {
         ClientInitializeError::TransportError { error, context } => {
             if !auth_required

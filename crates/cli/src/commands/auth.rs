@@ -182,7 +182,8 @@ pub(crate) async fn logout(
     };
     match &revoked {
         auth::revoke::Revocation::Revoked { tokens } => {
-            say!("Revoked {tokens} token(s) of `{server}` at its authorization server.");
+            let noun = if *tokens == 1 { "token" } else { "tokens" };
+            say!("Revoked {tokens} {noun} of `{server}` at its authorization server.");
         }
         auth::revoke::Revocation::NotSupported => say!(
             "`{server}`'s authorization server offers no revocation endpoint; its tokens stay \

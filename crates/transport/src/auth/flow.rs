@@ -8,7 +8,11 @@
 //! Invariants: the only piece that differs between a user and a test is the [`Browser`] (it
 //! turns an authorization URL into the redirect URL the authorization server sent back); every
 //! result lands in the store before `login` returns, with what a later refresh needs (client id,
-//! secret, metadata); errors name the server and the config key to change, never a token.
+//! secret, metadata), in one write once the whole flow succeeded (a failed or abandoned login
+//! leaves the store as it was); the code, the verifier, the client secret and the tokens go
+//! only to https (or loopback) endpoints; errors name the server and the config key to change,
+//! never a token or the code, and show an authorization server's words without control
+//! characters, at most 300 characters of them.
 
 use rmcp::transport::auth::{
     AuthClient, AuthError, AuthorizationManager, AuthorizationRequest, AuthorizationSession,
@@ -143,6 +147,8 @@ pub async fn login(
     };
     let http = reqwest::Client::builder()
         .connect_timeout(std::time::Duration::from_secs(10))
+        // A server that takes the request and never answers fails the login, not hangs it.
+        .timeout(std::time::Duration::from_secs(30))
         .build()
         .map_err(|e| discovery(e.to_string()))?;
     let probed = challenge(&http, url)
@@ -156,7 +162,10 @@ pub async fn login(
     let mut manager = AuthorizationManager::new(url)
         .await
         .map_err(|e| discovery(e.to_string()))?;
-    manager.set_credential_store(store.clone());
+    // What the code exchange saves is held here until the whole flow succeeded, then written
+    // with the client it belongs to.
+    let staged = Staged::default();
+    manager.set_credential_store(staged.clone());
     let metadata = match manager
         .resolve_metadata_from_challenge(challenge.as_deref())
         .await
@@ -171,6 +180,28 @@ pub async fn login(
         Err(e) => return Err(discovery(format!("OAuth discovery failed: {e}"))),
     };
     manager.set_metadata(metadata.clone());
+    // The code, the PKCE verifier, the client secret and the tokens go to these two: never in
+    // the clear across a network.
+    let endpoints = [
+        ("token_endpoint", Some(metadata.token_endpoint.as_str())),
+        (
+            "registration_endpoint",
+            metadata.registration_endpoint.as_deref(),
+        ),
+    ];
+    for (key, endpoint) in endpoints {
+        let Some(endpoint) = endpoint else { continue };
+        let secure =
+            reqwest::Url::parse(endpoint).is_ok_and(|u| super::token_endpoint::secure_endpoint(&u));
+        if !secure {
+            return Err(discovery(format!(
+                "the authorization server's `{key}` {} is not https (nor a loopback address): \
+                 the code, the client secret and the tokens are sent only over https, so nothing \
+                 was sent; the authorization server must publish https endpoints",
+                crate::redact::url(endpoint)
+            )));
+        }
+    }
 
     let cimd_supported = metadata
         .additional_fields
@@ -219,7 +250,7 @@ pub async fn login(
                 &refs,
             )
             .await
-            .map_err(|e| registration("dynamic registration", e.to_string()))?;
+            .map_err(|e| registration("dynamic registration", shown_error(&e.to_string(), &[])))?;
         ClientRecord {
             client_id: config.client_id,
             client_secret: config.client_secret,
@@ -242,7 +273,7 @@ pub async fn login(
         let key = std::sync::Arc::new(
             super::dpop::DpopKey::generate().map_err(|e| registration("DPoP", e.to_string()))?,
         );
-        manager = dpop_manager(url, &metadata, key.clone(), &store)
+        manager = dpop_manager(url, &metadata, key.clone(), staged.clone())
             .await
             .map_err(&discovery)?;
         Some(key)
@@ -259,15 +290,6 @@ pub async fn login(
     let session = AuthorizationSession::new(manager, request)
         .await
         .map_err(|(_, e)| registration("`oauth.clientId`", e.to_string()))?;
-    let record = client.clone();
-    let metadata_for_store = metadata.clone();
-    let stored_key = dpop_key.as_ref().map(|k| k.to_stored());
-    store.update(|f| {
-        f.client = Some(record);
-        f.metadata = Some(metadata_for_store);
-        f.dpop_key = stored_key;
-    })?;
-
     let redirect = browser
         .authorize(session.get_authorization_url())
         .await
@@ -275,16 +297,41 @@ pub async fn login(
             server: server.to_string(),
             message,
         })?;
+    let code = redirect_param(&redirect, "code");
+    // The code is a secret until it is spent (rmcp logs it at debug): never in a log line.
+    crate::redact::register(code.iter());
+    if code.is_none()
+        && let Some(error) = redirect_param(&redirect, "error")
+    {
+        let description = redirect_param(&redirect, "error_description").unwrap_or_default();
+        return Err(AuthFlowError::Authorization {
+            server: server.to_string(),
+            message: shown_error(
+                &format!("the authorization server refused: {error}: {description}"),
+                &[],
+            ),
+        });
+    }
     session
         .handle_callback_url(&redirect)
         .await
         .map_err(|e| AuthFlowError::Token {
             server: server.to_string(),
-            message: auth_error_message(&e),
+            message: callback_error_message(&e, code.as_deref()),
         })?;
-    // A fresh grant: what the server asked for before is settled, its step-up budget renewed
-    // (here, and through the new login id in every process sharing the store).
+    let credentials = staged.take().ok_or_else(|| AuthFlowError::Token {
+        server: server.to_string(),
+        message: "the code exchange saved no tokens".into(),
+    })?;
+    // One write: the client, its metadata and key, its tokens; and, a fresh grant, what the
+    // server asked for before is settled, its step-up budget renewed (here, and through the new
+    // login id in every process sharing the store).
+    let stored_key = dpop_key.as_ref().map(|k| k.to_stored());
     store.update(|f| {
+        f.client = Some(client);
+        f.metadata = Some(metadata);
+        f.dpop_key = stored_key;
+        f.credentials = Some(credentials);
         f.challenge = None;
         f.step_up_scopes.clear();
         f.login = Some(login_id());
@@ -293,12 +340,87 @@ pub async fn login(
     Ok(())
 }
 
+/// The credentials a login's code exchange saves, held in memory until the whole flow
+/// succeeded: a login that fails, is abandoned or loses a race with another never leaves its
+/// client's record beside another client's tokens (the next refresh would find them apart and
+/// need a new login).
+#[derive(Clone, Default)]
+struct Staged(std::sync::Arc<std::sync::Mutex<Option<rmcp::transport::auth::StoredCredentials>>>);
+
+impl Staged {
+    fn take(&self) -> Option<rmcp::transport::auth::StoredCredentials> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
+#[async_trait::async_trait]
+impl rmcp::transport::auth::CredentialStore for Staged {
+    async fn load(&self) -> Result<Option<rmcp::transport::auth::StoredCredentials>, AuthError> {
+        Ok(self.0.lock().unwrap_or_else(|e| e.into_inner()).clone())
+    }
+
+    async fn save(
+        &self,
+        credentials: rmcp::transport::auth::StoredCredentials,
+    ) -> Result<(), AuthError> {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(credentials);
+        Ok(())
+    }
+
+    async fn clear(&self) -> Result<(), AuthError> {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        Ok(())
+    }
+}
+
+/// The value of query parameter `name` of the redirect URL, if it has one.
+fn redirect_param(redirect: &str, name: &str) -> Option<String> {
+    let url = reqwest::Url::parse(redirect).ok()?;
+    url.query_pairs()
+        .find(|(key, _)| key == name)
+        .map(|(_, value)| value.into_owned())
+}
+
+/// Why the redirect could not be turned into tokens, in words (the code never in them).
+fn callback_error_message(e: &AuthError, code: Option<&str>) -> String {
+    let text = auth_error_message(e);
+    if text.contains("state not found") || text.contains("CSRF") {
+        return "the redirect's `state` is not this login's (a stale or forged redirect); run \
+                the login again"
+            .into();
+    }
+    shown_error(&text, &[code.unwrap_or_default()])
+}
+
+/// The longest error text of an authorization server shown.
+const MAX_SHOWN_ERROR: usize = 300;
+
+/// `text` (what an authorization server said, in an error) fit for a terminal and a log line:
+/// its first line, control characters dropped, at most [`MAX_SHOWN_ERROR`] characters, and each
+/// of `secrets` replaced.
+fn shown_error(text: &str, secrets: &[&str]) -> String {
+    let mut line: String = text
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .filter(|c| !c.is_control())
+        .collect();
+    for secret in secrets.iter().filter(|s| s.len() >= 4) {
+        line = line.replace(secret, "[redacted]");
+    }
+    if line.chars().count() > MAX_SHOWN_ERROR {
+        line = line.chars().take(MAX_SHOWN_ERROR).collect::<String>() + "…";
+    }
+    line
+}
+
 /// An authorization manager for `url` whose token requests carry DPoP proofs made with `key`.
 async fn dpop_manager(
     url: &str,
     metadata: &rmcp::transport::auth::AuthorizationMetadata,
     key: std::sync::Arc<super::dpop::DpopKey>,
-    store: &FileCredentialStore,
+    store: impl rmcp::transport::auth::CredentialStore + 'static,
 ) -> Result<AuthorizationManager, String> {
     let client = super::dpop::DpopTokenClient::new(key, &metadata.token_endpoint)?;
     let mut manager =
@@ -306,7 +428,7 @@ async fn dpop_manager(
             .await
             .map_err(|e| e.to_string())?;
     manager.set_metadata(metadata.clone());
-    manager.set_credential_store(store.clone());
+    manager.set_credential_store(store);
     Ok(manager)
 }
 
@@ -433,7 +555,7 @@ pub async fn stored_client(
         _ => None,
     };
     let mut manager = match &key {
-        Some(key) => dpop_manager(url, &metadata, key.clone(), store)
+        Some(key) => dpop_manager(url, &metadata, key.clone(), store.clone())
             .await
             .map_err(discovery)?,
         None => {

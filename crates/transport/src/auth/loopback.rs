@@ -3,7 +3,8 @@
 //! (`http://127.0.0.1:PORT/callback`) or pasted on stdin (the whole redirect URL, or just the
 //! code), whichever comes first.
 //!
-//! Invariants: the listener binds 127.0.0.1 only and answers only the callback path; a pasted
+//! Invariants: the listener binds 127.0.0.1 only and takes only a callback carrying this
+//! login's `state` (any other request is answered and the wait goes on); a pasted
 //! bare code is paired with the `state` of the URL this process generated, so a redirect for
 //! another login is never accepted; the URL and prompts go to stderr, never a token.
 
@@ -79,11 +80,7 @@ pub fn pasted_redirect(line: &str, redirect_uri: &str, auth_url: &str) -> Option
     if line.starts_with("http://") || line.starts_with("https://") {
         return Some(line.to_string());
     }
-    let state = reqwest::Url::parse(auth_url)
-        .ok()?
-        .query_pairs()
-        .find(|(k, _)| k == "state")
-        .map(|(_, v)| v.into_owned())?;
+    let state = query_param(auth_url, "state")?;
     let mut url = reqwest::Url::parse(redirect_uri).ok()?;
     url.query_pairs_mut()
         .append_pair("code", line)
@@ -91,8 +88,23 @@ pub fn pasted_redirect(line: &str, redirect_uri: &str, auth_url: &str) -> Option
     Some(url.to_string())
 }
 
-/// Reads one request from `stream`; the redirect URL when it is the callback.
-async fn callback(mut stream: tokio::net::TcpStream, redirect_uri: &str) -> Option<String> {
+/// The value of query parameter `name` of `url`.
+fn query_param(url: &str, name: &str) -> Option<String> {
+    reqwest::Url::parse(url)
+        .ok()?
+        .query_pairs()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.into_owned())
+}
+
+/// Reads one request from `stream`; the redirect URL when it is the callback of this login (its
+/// `state` is `state`). Any other request — another path, or a callback with another `state`
+/// (a stale tab, another process probing the port) — is answered and does not end the wait.
+async fn callback(
+    mut stream: tokio::net::TcpStream,
+    redirect_uri: &str,
+    state: Option<&str>,
+) -> Option<String> {
     let mut buf = vec![0u8; 8192];
     let mut len = 0;
     while len < buf.len() {
@@ -107,16 +119,21 @@ async fn callback(mut stream: tokio::net::TcpStream, redirect_uri: &str) -> Opti
     }
     let head = String::from_utf8_lossy(&buf[..len]);
     let target = head.lines().next()?.split_whitespace().nth(1)?.to_string();
-    let is_callback = target.starts_with("/callback");
-    let body = if is_callback {
-        "Authorization received. You can close this window and return to mcp-harness."
-    } else {
-        "Not found"
-    };
-    let status = if is_callback {
-        "200 OK"
-    } else {
-        "404 Not Found"
+    let base = redirect_uri.trim_end_matches("/callback");
+    let redirect = format!("{base}{target}");
+    let on_path = target.starts_with("/callback");
+    let ours =
+        on_path && state.is_none_or(|s| query_param(&redirect, "state").as_deref() == Some(s));
+    let (status, body) = match (on_path, ours) {
+        (_, true) => (
+            "200 OK",
+            "Authorization received. You can close this window and return to mcp-harness.",
+        ),
+        (true, false) => (
+            "400 Bad Request",
+            "This redirect is not for the login in progress (its state does not match); it was ignored.",
+        ),
+        (false, _) => ("404 Not Found", "Not found"),
     };
     let _ = stream
         .write_all(
@@ -127,8 +144,7 @@ async fn callback(mut stream: tokio::net::TcpStream, redirect_uri: &str) -> Opti
             .as_bytes(),
         )
         .await;
-    let base = redirect_uri.trim_end_matches("/callback");
-    is_callback.then(|| format!("{base}{target}"))
+    ours.then_some(redirect)
 }
 
 impl Browser for LoopbackBrowser {
@@ -158,12 +174,14 @@ impl Browser for LoopbackBrowser {
                 }
             );
             let redirect_uri = self.redirect_uri.clone();
+            let state = query_param(&url, "state");
             let from_listener = async {
                 loop {
                     let Ok((stream, _)) = listener.accept().await else {
                         continue;
                     };
-                    if let Some(redirect) = callback(stream, &redirect_uri).await {
+                    if let Some(redirect) = callback(stream, &redirect_uri, state.as_deref()).await
+                    {
                         return redirect;
                     }
                 }

@@ -5,14 +5,15 @@
 //! Invariants: revocation is best effort and bounded ([`REVOKE_TIMEOUT`] per request) — its
 //! outcome is reported, and the local tokens are deleted whatever it says; the client
 //! authenticates as it registered (HTTP Basic with a client secret, else `client_id` in the
-//! form); no token or secret appears in an outcome, a log line or an error.
+//! form); tokens go only to an https (or loopback) endpoint; no token or secret appears in an
+//! outcome, a log line or an error.
 
 use std::time::Duration;
 
 use serde_json::Value;
 
 use super::store::TokenFile;
-use super::token_endpoint::form_body;
+use super::token_endpoint::{form_body, secure_endpoint};
 
 /// How long one revocation request may take.
 pub const REVOKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -60,6 +61,13 @@ pub async fn revoke_with(http: &reqwest::Client, file: &TokenFile) -> Revocation
     else {
         return Revocation::NotSupported;
     };
+    if !secure_endpoint(&endpoint) {
+        return Revocation::Failed(format!(
+            "its revocation endpoint {} is plain http on a host that is not loopback; the tokens \
+             and the client secret are sent only over https, so they were not sent",
+            crate::endpoint::shown(&endpoint)
+        ));
+    }
     let client_id = file
         .client
         .as_ref()
@@ -249,5 +257,13 @@ mod tests {
         let mut empty = file(Some(&url), None);
         empty.credentials = None;
         assert_eq!(revoke_with(&http, &empty).await, Revocation::NothingStored);
+        // Plain http to a host that is not loopback: nothing is sent (the host does not exist;
+        // a request would fail differently).
+        let plain = file(Some("http://as.invalid/revoke"), Some("shh"));
+        let outcome = revoke_with(&http, &plain).await;
+        let Revocation::Failed(why) = &outcome else {
+            panic!("{outcome:?}");
+        };
+        assert!(why.contains("were not sent"), "{why}");
     }
 }
