@@ -3,7 +3,7 @@
 //!
 //! Invariants:
 //! - every configured secret — each stdio `env` value, each HTTP header value, each URL query
-//!   value and a URL's password — is registered ([`register_server`]) before the server's
+//!   value, path parameter value and fragment, and a URL's password — is registered ([`register_server`]) before the server's
 //!   connector exists, and from then on [`text`] replaces each occurrence of it with
 //!   [`MARKER`] in any text: errors, server states, stderr tails (a server that echoes its
 //!   environment), log lines;
@@ -130,11 +130,12 @@ pub fn bare_url(url: &str) -> String {
             shown = format!("{}{}", &shown[..scheme_end + 3], &rest[at + 1..]);
         }
     }
-    shown
+    redact_path_params(&shown)
 }
 
-/// `url` with each query value (`?key=value&flag`: `value` and `flag`) and the password of its
-/// user info replaced by [`MARKER`]; the scheme, host, path and keys stay readable.
+/// `url` with each query value (`?key=value&flag`: `value` and `flag`), each path parameter's
+/// value (`;jsessionid=value`), the fragment and the password of its user info replaced by
+/// [`MARKER`]; the scheme, host, path and keys stay readable.
 pub fn url(url: &str) -> String {
     let (before_fragment, fragment) = match url.split_once('#') {
         Some((b, f)) => (b, Some(f)),
@@ -144,7 +145,7 @@ pub fn url(url: &str) -> String {
         Some((b, q)) => (b, Some(q)),
         None => (before_fragment, None),
     };
-    let mut out = redact_password(base);
+    let mut out = redact_path_params(&redact_password(base));
     if let Some(query) = query {
         out.push('?');
         let pairs: Vec<String> = query
@@ -159,9 +160,41 @@ pub fn url(url: &str) -> String {
     }
     if let Some(fragment) = fragment {
         out.push('#');
-        out.push_str(fragment);
+        if !fragment.is_empty() {
+            out.push_str(MARKER);
+        }
     }
     out
+}
+
+/// `base` (a URL without query and fragment) with the value of each path parameter
+/// (`;jsessionid=value`, `;value`) replaced by [`MARKER`].
+fn redact_path_params(base: &str) -> String {
+    let Some((scheme, rest)) = base.split_once("://") else {
+        return base.to_string();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    if !path.contains(';') {
+        return base.to_string();
+    }
+    let segments: Vec<String> = path
+        .split('/')
+        .map(|segment| match segment.split_once(';') {
+            Some((name, params)) => {
+                let hidden: Vec<String> = params
+                    .split(';')
+                    .map(|param| match param.split_once('=') {
+                        Some((key, _)) => format!("{key}={MARKER}"),
+                        None => MARKER.to_string(),
+                    })
+                    .collect();
+                format!("{name};{}", hidden.join(";"))
+            }
+            None => segment.to_string(),
+        })
+        .collect();
+    format!("{scheme}://{authority}{}", segments.join("/"))
 }
 
 /// `scheme://user:password@host` → `scheme://user:[redacted]@host`.
@@ -183,7 +216,20 @@ fn redact_password(base: &str) -> String {
 /// The query values and password of `url` (what [`url`] hides).
 fn url_secrets(url: &str) -> Vec<String> {
     let mut found = Vec::new();
-    let before_fragment = url.split('#').next().unwrap_or(url);
+    let (before_fragment, fragment) = url.split_once('#').unwrap_or((url, ""));
+    if !fragment.is_empty() {
+        found.push(fragment.to_string());
+    }
+    let path = before_fragment.split('?').next().unwrap_or("");
+    let path = path.split_once("://").map_or("", |(_, rest)| rest);
+    for segment in path.split('/').skip(1) {
+        for param in segment.split(';').skip(1) {
+            let value = param.split_once('=').map_or(param, |(_, v)| v);
+            if !value.is_empty() {
+                found.push(value.to_string());
+            }
+        }
+    }
     let (base, query) = before_fragment
         .split_once('?')
         .map_or((before_fragment, None), |(base, query)| (base, Some(query)));
@@ -233,9 +279,18 @@ mod tests {
     fn url_query_values_and_passwords_are_hidden() {
         assert_eq!(
             url("https://u:pw@example.test/mcp?api_key=abc&x=1&flag#top"),
-            "https://u:[redacted]@example.test/mcp?api_key=[redacted]&x=[redacted]&[redacted]#top"
+            "https://u:[redacted]@example.test/mcp?api_key=[redacted]&x=[redacted]&[redacted]#[redacted]"
         );
         assert_eq!(url("http://h/mcp"), "http://h/mcp");
+        // Path parameters and the fragment may carry a session or a token too.
+        assert_eq!(
+            url("http://h:1/a;jsessionid=PATHSECRET/mcp;v#frag=FRAGSECRET"),
+            "http://h:1/a;jsessionid=[redacted]/mcp;[redacted]#[redacted]"
+        );
+        assert_eq!(
+            url_secrets("http://h/a;jsessionid=PATHSECRET/mcp#frag=FRAGSECRET"),
+            ["frag=FRAGSECRET", "PATHSECRET"]
+        );
     }
 
     /// A URL's password is a secret with a query or without one, registered or found in text.
