@@ -6,7 +6,8 @@
 //! `tasks/*` from a client that did not declare tasks answer `-32021`; such a client gets a
 //! task-only tool refused with `-32021` and a tool that may run as a task answered with its
 //! final result. Two 2025-11-25 sessions of one profile are two clients: a task of one is
-//! unknown to the other. Metrics count the created task as outcome `task`.
+//! unknown to the other. Metrics count the created task as outcome `task`. A task outlives its
+//! server's removal: `tasks/get` about it names the server instead of `-32601`.
 
 mod common;
 
@@ -172,6 +173,94 @@ fn serve_passes_tasks_through_bound_to_the_client_that_created_them() {
             .any(|l| l.contains("tool=\"slow_compute\"") && l.contains("outcome=\"task\"")),
         "no call counted as a task:\n{metrics}"
     );
+}
+
+/// A task outlives its server: once the config no longer has the server, the gateway still
+/// declares tasks and a `tasks/get` about the task is answered with that server's state, not
+/// `-32601`; a `tasks/*` request whose params are not the protocol's shape is `-32602` naming
+/// the method.
+#[test]
+fn a_task_of_a_server_that_went_away_is_answered_about() {
+    let dir = temp_home("serve-tasks", "gone");
+    let config = dir.join("gateway.json");
+    let fixture = json!({"command": bin(), "args": ["fixture-server", "--conformance"]});
+    let gateway_section = json!({"clients": {
+        "alice": {"auth": {"type": "bearer", "tokenEnv": "GW_ALICE"}}
+    }});
+    let document = json!({
+        "mcpServers": {"conf": fixture},
+        "permissions": {"allow": ["mcp__conf__*"]},
+        "gateway": gateway_section,
+    });
+    std::fs::write(&config, document.to_string()).expect("write config");
+    let stderr = std::fs::File::create(dir.join("serve.log")).expect("log file");
+    let gateway = Served::start_with_env(
+        &dir,
+        &config,
+        &["--prefix", "none", "--drain-secs", "1"],
+        Stdio::from(stderr),
+        &[("GW_ALICE", ALICE)],
+    );
+    let addr = gateway.addr.as_str();
+    let alice = client(addr, ALICE, true);
+    let start = Instant::now();
+    while !alice
+        .request("tools/list", json!({}), None)
+        .to_string()
+        .contains("slow_compute")
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the upstream's tools never appeared"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let created = alice.call("slow_compute", json!({"seconds": 30, "label": "orphan"}));
+    let id = created["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no task: {created}"))
+        .to_string();
+    for (method, params, name) in [
+        ("tasks/get", json!({"taskId": 5}), None),
+        ("tasks/cancel", json!({}), None),
+        ("tasks/update", json!({"taskId": id}), Some(id.as_str())),
+    ] {
+        let malformed = alice.request(method, params, name);
+        assert_eq!(malformed["error"]["code"], -32602, "{method}: {malformed}");
+        let message = malformed["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains(&format!("the params of `{method}`")),
+            "{method}: {message}"
+        );
+    }
+
+    let without = json!({"mcpServers": {}, "gateway": gateway_section});
+    std::fs::write(&config, without.to_string()).expect("rewrite config");
+    let start = Instant::now();
+    while alice
+        .request("tools/list", json!({}), None)
+        .to_string()
+        .contains("slow_compute")
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the removed server's tools are still listed"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let discovered = alice.request("server/discover", json!({}), None);
+    assert!(
+        discovered["result"]["capabilities"]["extensions"][TASKS].is_object(),
+        "the gateway stopped declaring tasks: {discovered}"
+    );
+    let got = task(&alice, "tasks/get", &id);
+    let error = &got["error"];
+    assert_ne!(error["code"], -32601, "{got}");
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(message.contains("conf"), "the server is not named: {got}");
+    // Nothing else broke: a fresh id is still unknown, not "method not found".
+    let unknown = task(&alice, "tasks/get", "tasks-nonexistent-12345");
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
 }
 
 /// A 2025-11-25 session (declaring tasks at `initialize`) of one bearer token.

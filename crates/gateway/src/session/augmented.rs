@@ -65,6 +65,18 @@ const SHAPES: &[(&str, &str)] = &[
         "`notifications`, an object naming the notifications to send",
     ),
     ("server/discover", "no params of its own besides `_meta`"),
+    ("tasks/get", "`taskId`, a string"),
+    (
+        "tasks/update",
+        "`taskId`, a string, and `inputResponses`, an object",
+    ),
+    ("tasks/cancel", "`taskId`, a string"),
+    ("skills/list", "an optional `cursor`, a string"),
+    ("skills/get", "`uri`, a string"),
+    (
+        "resources/directory/read",
+        "`uri`, a string, and an optional `cursor`, a string",
+    ),
 ];
 
 /// `-32602` for a protocol method whose params are not the protocol's shape (rmcp could not
@@ -88,7 +100,9 @@ impl Session {
         context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, McpError> {
         let params = request.params.clone().unwrap_or_else(|| json!({}));
-        if let Some(error) = malformed(&request.method) {
+        if self.declares(&request.method)
+            && let Some(error) = malformed(&request.method)
+        {
             return Err(error);
         }
         // Only a 2025-11-25 request through the front speaks SEP-1686 (`tasks/result` is a
@@ -122,6 +136,20 @@ impl Session {
             }
         };
         Ok(CustomResult(answer))
+    }
+
+    /// Whether the gateway declares `method`'s extension to this client (always, for a method
+    /// of the protocol's core): a malformed request for a method it does not declare is
+    /// `-32601`, like a well-formed one.
+    fn declares(&self, method: &str) -> bool {
+        match method {
+            "tasks/get" | "tasks/update" | "tasks/cancel" => self.serves_tasks(),
+            "skills/list" | "skills/get" => self.skills_capability().is_some(),
+            "resources/directory/read" => self
+                .skills_capability()
+                .is_some_and(|skills| skills.directory_read),
+            _ => true,
+        }
     }
 
     /// A task-augmented `tools/call`: the upstream's task under a gateway id, or the refusal

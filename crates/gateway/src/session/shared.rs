@@ -142,6 +142,10 @@ pub(crate) struct Shared {
     pub(crate) tracer: Option<Arc<crate::trace::Tracer>>,
     /// Seals the ids of upstream tasks handed to clients (SEP-2663 pass-through).
     pub(crate) task_ids: crate::task_ids::TaskIds,
+    /// Some upstream declared tasks since the gateway started: the gateway declares them from
+    /// then on, so a client holding a task id of a server that went away is answered about
+    /// it (that server is not connected) instead of `-32601`.
+    pub(crate) tasks_declared: std::sync::atomic::AtomicBool,
     /// The log level asked of the upstreams for the sessions' `logging/setLevel`.
     pub(crate) log_level: crate::log_level::UpstreamLogLevel,
     /// The side channels of the HTTP requests' response streams open now.
@@ -177,6 +181,7 @@ impl Shared {
             views: Mutex::new(std::collections::VecDeque::new()),
             built: Mutex::new(Vec::new()),
             task_ids: crate::task_ids::TaskIds::default(),
+            tasks_declared: Default::default(),
             log_level: Default::default(),
             sidecars: Default::default(),
             held: Default::default(),

@@ -20,6 +20,9 @@
 //!   SEP-2663 listings do not say which tools need a task); its refusal reaches the client as
 //!   the JSON-RPC error it is. Any other tool is answered with its final result (a server
 //!   that still makes a task gets it followed by the runtime);
+//! - the gateway declares tasks from the first time a connected upstream does, for as long
+//!   as it runs: a task id outlives its server's connection, and its `tasks/*` are answered
+//!   with that server's state (not connected, reconnecting) rather than `-32601`;
 //! - rmcp answers `tasks/*` with `-32601` while the gateway declares no tasks, and with
 //!   `-32021` for a client that did not declare them (its `validate_tasks_capability`).
 
@@ -45,14 +48,24 @@ pub(super) const MISSING_CAPABILITY: i32 = -32021;
 const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 
 impl Session {
-    /// Whether the gateway declares the tasks extension: some connected upstream does.
+    /// Whether the gateway declares the tasks extension: some connected upstream does, or did
+    /// since the gateway started ([`super::shared::Shared::tasks_declared`]).
     pub(super) fn serves_tasks(&self) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        let declared = &self.shared().tasks_declared;
+        if declared.load(Relaxed) {
+            return true;
+        }
         let snapshot = self.runtime().snapshot();
-        snapshot.catalogs.keys().any(|server| {
+        let live = snapshot.catalogs.keys().any(|server| {
             self.runtime()
                 .server_capabilities(server)
                 .is_some_and(|c| c.supports_tasks())
-        })
+        });
+        if live {
+            declared.store(true, Relaxed);
+        }
+        live
     }
 
     /// Whether a call of `tool` on `server` hands an upstream task back to the client (it
