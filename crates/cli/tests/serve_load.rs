@@ -294,6 +294,76 @@ fn sigterm_under_load_drains_in_flight_calls() {
     );
 }
 
+/// A session holds at most `--max-calls-per-session` calls in flight: the next is refused at
+/// once with a retry hint, and counted — in `/metrics` and the audit file — as `throttled`.
+#[test]
+fn calls_beyond_the_session_limit_are_refused_and_counted() {
+    use common::gateway::{Session, http};
+    let dir = temp_home("serve-load", "throttled");
+    let config = fixture_config(&dir, &[]);
+    let audit = dir.join("audit.jsonl");
+    let audit_arg = audit.to_str().expect("utf-8 path");
+    let served = Served::start(
+        &dir,
+        &config,
+        &["--max-calls-per-session", "1", "--audit", audit_arg],
+        Stdio::null(),
+    );
+    let addr = served.addr.as_str();
+    let (session, _) = Session::open(addr, "unused", json!({}), "eager");
+    session.wait_listed("mcp__fx__echo", Duration::from_secs(20));
+    // The slow call holds the session's one slot while an echo asks for another; should the
+    // echo win the race for it, the round is tried again (at most 5 rounds).
+    let mut refused = None;
+    for round in 1..=5u64 {
+        let (slow, echo) = std::thread::scope(|scope| {
+            let slow = scope.spawn(|| {
+                session.request(
+                    "tools/call",
+                    json!({"name": "mcp__fx__slow", "arguments": {"ms": 1500}}),
+                )
+            });
+            std::thread::sleep(Duration::from_millis(200 * round));
+            let (_, _, body) = session.post(&json!({"jsonrpc": "2.0", "id": 2,
+                "method": "tools/call",
+                "params": {"name": "mcp__fx__echo", "arguments": {"message": "x"}}}));
+            let echo = common::gateway::message(&body);
+            (slow.join().expect("the slow call's thread"), echo)
+        });
+        if slow.get("result").is_some() && echo.get("error").is_some() {
+            refused = Some(echo);
+            break;
+        }
+    }
+    let refused = refused.expect("a call beyond the limit was refused");
+    assert_eq!(refused["error"]["code"], -32000, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("too many calls in flight"),
+        "{refused}"
+    );
+    assert!(
+        refused["error"]["data"]["retryAfterMs"].is_number(),
+        "{refused}"
+    );
+    let (_, _, metrics) = http(addr, "GET", "/metrics", &[], "");
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.contains("tool=\"mcp__fx__echo\"") && l.contains("outcome=\"throttled\"")),
+        "the refusal is not counted:\n{metrics}"
+    );
+    let lines = std::fs::read_to_string(&audit).expect("the audit file");
+    assert!(
+        lines
+            .lines()
+            .any(|l| l.contains("\"throttled\"") && l.contains("\"not_run\"")),
+        "{lines}"
+    );
+}
+
 /// A session holds at most 256 resource subscriptions (a template names endless URIs, and each
 /// held one costs a task and an upstream subscription): the next is refused, saying so and what
 /// to do; one already held is still fine, and an unsubscribe makes room again.
@@ -648,6 +718,10 @@ fn bad_requests_get_a_clear_4xx_and_break_nothing() {
             "{method}: {message}"
         );
     }
+    // A method of an extension the gateway does not declare (no upstream serves tasks) is
+    // -32601 whatever its params, as a well-formed one is.
+    let error = &session.request("tasks/get", json!({"taskId": 5}))["error"];
+    assert_eq!(error["code"], -32601, "{error}");
 
     // Nothing else broke.
     let listed = session.request("tools/list", json!({}));

@@ -885,10 +885,12 @@ async fn readyz(State(ops): State<Ops>) -> Response {
 /// The servers of `snapshot` still starting, or `None` when it is a published catalog with
 /// every server settled.
 pub(crate) fn starting(snapshot: &Snapshot) -> Option<Vec<&str>> {
+    // A server pending again after a failure (a remote one probed in the background between
+    // its retries) has had its say: it costs only its own entries, as a failed one does.
     let starting: Vec<&str> = snapshot
         .servers
         .iter()
-        .filter(|(_, status)| !status.state.is_settled())
+        .filter(|(_, status)| !status.state.is_settled() && status.attempts == 0)
         .map(|(name, _)| name.as_str())
         .collect();
     (snapshot.revision == 0 || !starting.is_empty()).then_some(starting)

@@ -43,6 +43,8 @@ pub(crate) enum Outcome {
     /// The upstream needs input first (SEP-2322), handed to a client that answers its own
     /// rounds: the call goes on in the client's retry, counted on its own.
     InputRequired,
+    /// Refused before anything else: the session had `--max-calls-per-session` calls in flight.
+    Throttled,
 }
 
 impl Outcome {
@@ -56,6 +58,7 @@ impl Outcome {
             Outcome::Failed => "failed",
             Outcome::Task => "task",
             Outcome::InputRequired => "input_required",
+            Outcome::Throttled => "throttled",
         }
     }
 
@@ -63,7 +66,7 @@ impl Outcome {
     fn decision(self) -> &'static str {
         match self {
             Outcome::Refused => "refused",
-            Outcome::Stale | Outcome::Unknown => "not_run",
+            Outcome::Stale | Outcome::Unknown | Outcome::Throttled => "not_run",
             _ => "allowed",
         }
     }

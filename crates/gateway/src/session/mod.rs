@@ -225,16 +225,6 @@ impl Session {
         mut context: RequestContext<RoleServer>,
         task: Option<rmcp::model::JsonObject>,
     ) -> Result<(Option<String>, Result<CallReply, Failure>, bool), McpError> {
-        let Ok(_permit) = self.state.calls.clone().try_acquire_owned() else {
-            let limit = self.shared().options.max_calls_per_session;
-            return Err(McpError::new(
-                rmcp::model::ErrorCode(-32000),
-                format!(
-                    "too many calls in flight in this session (at most {limit}); retry when one has finished"
-                ),
-                Some(serde_json::json!({"retryAfterMs": 1000})),
-            ));
-        };
         let started = std::time::Instant::now();
         // The profile's name when the client proved one, else the name it gave itself.
         let client = match profile_of(&context.extensions) {
@@ -246,6 +236,28 @@ impl Session {
                 .unwrap_or_else(|| "unknown".into()),
         };
         let tool = request.name.to_string();
+        let Ok(_permit) = self.state.calls.clone().try_acquire_owned() else {
+            // Counted (and audited) like any call the gateway refused before running it.
+            self.shared().metrics.record(
+                &CallRecord {
+                    client: &client,
+                    server: "-",
+                    tool: &tool,
+                    outcome: Outcome::Throttled,
+                    duration: started.elapsed(),
+                    arguments: None,
+                },
+                self.shared().audit.as_ref(),
+            );
+            let limit = self.shared().options.max_calls_per_session;
+            return Err(McpError::new(
+                rmcp::model::ErrorCode(-32000),
+                format!(
+                    "too many calls in flight in this session (at most {limit}); retry when one has finished"
+                ),
+                Some(serde_json::json!({"retryAfterMs": 1000})),
+            ));
+        };
         let notes = crate::spans::notes(&context.extensions);
         // Kept for the audit line only when it carries them: a deep copy of every call's
         // arguments otherwise.
@@ -303,6 +315,34 @@ impl Session {
             notes.call(server.as_deref(), outcome.as_str());
         }
         Ok((server, attempt, pass_through))
+    }
+}
+
+/// A resource subscription being made by one session, which holds its reservation and an
+/// upstream hold ([`Shared::hold`]): dropped while still armed (the upstream refused it, or the
+/// request was cancelled and its future dropped), it removes the reservation and gives the
+/// hold back, so neither outlives the request.
+struct Making<'a> {
+    state: &'a SessionState,
+    /// (server, the upstream's URI).
+    key: (String, String),
+    /// Not yet in place.
+    armed: bool,
+}
+
+impl Drop for Making<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        {
+            let mut held = lock(&self.state.subscriptions);
+            if held.get(&self.key).is_some_and(Option::is_none) {
+                held.remove(&self.key);
+            }
+        }
+        let (server, uri) = self.key.clone();
+        self.state.shared.release(server, uri);
     }
 }
 
@@ -739,12 +779,14 @@ impl ServerHandler for Session {
             held.insert(key.clone(), None);
         }
         let (first, mut updates) = self.state.shared.hold(&server, &upstream);
+        // Undone however this ends before the subscription is in place (refused, or this
+        // request cancelled and its future dropped mid-way).
+        let mut making = Making {
+            state: &self.state,
+            key: key.clone(),
+            armed: true,
+        };
         if first && let Err(error) = self.runtime().subscribe_resource(&server, &upstream).await {
-            self.state.shared.release(server, upstream);
-            let mut held = lock(&self.state.subscriptions);
-            if held.get(&key).is_some_and(Option::is_none) {
-                held.remove(&key);
-            }
             // An upstream's JSON-RPC error (its -32002 for a URI it does not know) as sent.
             return Err(upstream_error(error));
         }
@@ -766,13 +808,12 @@ impl ServerHandler for Session {
         });
         let mut held = lock(&self.state.subscriptions);
         match held.get_mut(&key) {
-            Some(slot @ None) => *slot = Some(task),
-            // Unsubscribed while it was being made: undone here.
-            _ => {
-                drop(held);
-                task.abort();
-                self.state.shared.release(server, upstream);
+            Some(slot @ None) => {
+                *slot = Some(task);
+                making.armed = false;
             }
+            // Unsubscribed while it was being made: undone here (`making` gives the hold back).
+            _ => task.abort(),
         }
         Ok(())
     }
