@@ -549,6 +549,39 @@ async fn a_removed_server_leaves_at_once_and_finishes_its_calls_in_flight() {
     runtime.shutdown().await;
 }
 
+/// Shutdown while a removed server drains closes its old connection as it closes the others:
+/// the call still running there finishes (within the shutdown's grace), and its process is
+/// gone when shutdown returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_lets_a_draining_connection_close() {
+    let gone = marker("shutdown-drains");
+    let runtime = mcp_harness_runtime::RuntimeBuilder::new(config(vec![server(
+        "fx",
+        fixture_stdio(&["--name", &gone]),
+    )]))
+    .edit_drain(Duration::from_secs(20))
+    .start()
+    .expect("start");
+    runtime.wait_settled(SETTLE).await;
+    let step = runtime.bind_step(&[]).await.expect("bind");
+    let slow = step.prepare_call("mcp__fx__slow").expect("prepare slow");
+    let in_flight = async { slow.call(args(json!({"ms": 1500}))).await };
+    let edit_then_shutdown = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        runtime.set_config(config(Vec::new()));
+        runtime
+            .refresh_if_dirty()
+            .await
+            .expect("refresh")
+            .expect("a change");
+        runtime.shutdown().await;
+    };
+    let (answer, ()) = tokio::join!(in_flight, edit_then_shutdown);
+    let answer = answer.expect("the call on the draining connection finished");
+    assert!(!answer.is_error(), "the slow call: {}", text(&answer));
+    assert_eq!(wait_gone(&gone).await, Vec::<u32>::new());
+}
+
 /// When the replacement fails, the kept entries leave the catalog then, and a call made while
 /// it started fails with the replacement's error — not "the connection is closed".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -725,6 +725,8 @@ impl Runtime {
             }
         });
         futures::future::join_all(closing).await;
+        // Old connections still draining after a config edit close on their own, gracefully.
+        self.registry.drains_closed(SHUTDOWN_GRACE).await;
     }
 
     async fn stop_thread_blocking_in_place(&mut self) {

@@ -441,6 +441,24 @@ impl Registry {
             .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
+    /// Waits, `limit` at the longest, until every old connection draining now has closed
+    /// (shutdown closes them as it closes the running ones, instead of dropping them with the
+    /// actor thread).
+    pub(crate) async fn drains_closed(&self, limit: std::time::Duration) {
+        let mut recorded = self.recorded.subscribe();
+        let wait = async {
+            while !self.members().draining.is_empty() {
+                if recorded.changed().await.is_err() {
+                    return;
+                }
+            }
+        };
+        if tokio::time::timeout(limit, wait).await.is_err() {
+            let left: Vec<String> = self.members().draining.keys().cloned().collect();
+            tracing::warn!(servers = ?left, "closing the old connections of servers still draining after a config edit, without waiting further");
+        }
+    }
+
     /// `server`'s old connection is closed: what the configuration says now starts.
     fn drained(&self, server: &str) {
         let mut members = self.members();
@@ -448,6 +466,8 @@ impl Registry {
             return;
         };
         if self.closing.load(std::sync::atomic::Ordering::SeqCst) {
+            drop(members);
+            self.recorded.send_modify(|n| *n += 1);
             return;
         }
         let Some(config) = next else {
