@@ -4,7 +4,8 @@
 //! Invariants: a file that fails to load leaves the running configuration as it is (the error
 //! is logged and kept for [`ConfigWatch::last_error`]); a reload never stops or starts servers
 //! itself — the single refresh path does, stopping old connections before new ones start;
-//! watching ends when the [`ConfigWatch`] is dropped.
+//! watching ends when the [`ConfigWatch`] is dropped; a change is any change of a file's
+//! existence, modified time, length or content (hashed, up to 4 MiB).
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Weak};
@@ -39,14 +40,30 @@ impl Drop for ConfigWatch {
     }
 }
 
-/// What a file looks like now: (modified time, length), or nothing when it does not exist.
-fn fingerprint(files: &[PathBuf]) -> Vec<Option<(SystemTime, u64)>> {
+/// A file's content is hashed into its fingerprint up to this size (a config file is a few
+/// KiB); a larger one is known by its modified time and length alone.
+const HASHED_BYTES: u64 = 4 << 20;
+
+/// What a file looks like now: (modified time, length, a hash of its content), or nothing when
+/// it does not exist. The hash catches an edit that keeps both the length and the modified
+/// time (a file replaced by a copy of the same size whose time was kept, `cp -p`, a checkout,
+/// or two writes within the filesystem's time granularity).
+fn fingerprint(files: &[PathBuf]) -> Vec<Option<(SystemTime, u64, u64)>> {
     files
         .iter()
         .map(|f| {
-            std::fs::metadata(f)
-                .ok()
-                .and_then(|m| Some((m.modified().ok()?, m.len())))
+            let metadata = std::fs::metadata(f).ok()?;
+            let modified = metadata.modified().ok()?;
+            let hash = match metadata.len() <= HASHED_BYTES {
+                true => std::fs::read(f).map_or(0, |bytes| {
+                    use std::hash::{Hash as _, Hasher as _};
+                    let mut hasher = std::hash::DefaultHasher::new();
+                    bytes.hash(&mut hasher);
+                    hasher.finish()
+                }),
+                false => 0,
+            };
+            Some((modified, metadata.len(), hash))
         })
         .collect()
 }
@@ -142,4 +159,32 @@ pub(crate) fn join_remote(
         }
         report
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_edit_that_keeps_length_and_time_is_seen() {
+        let dir = std::env::temp_dir().join(format!("reload-fp-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let file = dir.join("config.json");
+        std::fs::write(&file, r#"{"mcpServers":{"a":{}}}"#).expect("write");
+        let before = fingerprint(std::slice::from_ref(&file));
+        let modified = std::fs::metadata(&file)
+            .and_then(|m| m.modified())
+            .expect("mtime");
+        std::fs::write(&file, r#"{"mcpServers":{"b":{}}}"#).expect("write");
+        std::fs::File::options()
+            .write(true)
+            .open(&file)
+            .and_then(|f| f.set_modified(modified))
+            .expect("set mtime");
+        let after = fingerprint(std::slice::from_ref(&file));
+        assert_eq!(before[0].map(|f| (f.0, f.1)), after[0].map(|f| (f.0, f.1)));
+        assert_ne!(before, after, "the edit was not seen");
+        assert_eq!(fingerprint(&[dir.join("absent.json")]), vec![None]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
