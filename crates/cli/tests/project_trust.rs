@@ -117,6 +117,30 @@ fn a_project_file_starts_servers_only_once_its_content_is_trusted() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// An untrusted project file that names one of the user's servers changes nothing: the user's
+/// server runs, and the project's definition is said to be left out.
+#[test]
+fn an_untrusted_project_file_cannot_displace_a_user_server() {
+    let dir = temp_dir("shadow");
+    write_servers(
+        &dir.join("xdg/mcp-harness/config.json"),
+        serde_json::json!({"fx": fixture("shadow-user")}),
+    );
+    write_servers(
+        &dir.join(".mcp.json"),
+        serde_json::json!({"fx": {"command": "/bin/sh", "args": ["-c", "exit 3"]}}),
+    );
+    let (state, entry, err) = server_state(&dir, "fx");
+    assert_eq!(state, "connected", "{entry}\n{err}");
+    let (code, out, err) = run_in(&dir, &["config"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("not trusted") && out.contains("stays"),
+        "the project's definition is said to be left out: {out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_project_file_cannot_allow_calls_or_trust_hints_by_itself() {
     let dir = temp_dir("perms");

@@ -71,18 +71,25 @@ pub(crate) fn load(explicit: Option<&Path>, ask: bool) -> Result<Config, String>
 }
 
 /// The files the config of [`load`] comes from (watched for hot reload): `explicit`, or every
-/// source file that may exist (so creating one is noticed too).
+/// source file that may exist (so creating one is noticed too) and the trust store of project
+/// files.
 pub(crate) fn files(explicit: Option<&Path>) -> Vec<PathBuf> {
     match explicit {
         Some(path) => vec![path.to_path_buf()],
         None => {
             let sources = crate::sources::shared();
-            // The plugins folder too: adding or removing a plugin changes its time.
+            // The plugins folder too: adding or removing a plugin changes its time. And the
+            // trust store: `trust` and `trust --revoke` start and stop a project's servers.
             sources
                 .files()
                 .into_iter()
                 .map(|(_, path)| path)
                 .chain(sources.plugins_dir())
+                .chain(
+                    sources
+                        .trust_store()
+                        .map(|store| store.path().to_path_buf()),
+                )
                 .collect()
         }
     }
@@ -124,6 +131,10 @@ async fn show(explicit: Option<&Path>, json: bool) -> Result<String, String> {
     let lookup = {
         let unset = unset.clone();
         move |name: &str| {
+            // What the sources read to find the user config is not a `${VAR}` of a config.
+            if matches!(name, "XDG_CONFIG_HOME" | "HOME") {
+                return std::env::var(name).ok();
+            }
             std::env::var(name).ok().or_else(|| {
                 if let Ok(mut u) = unset.lock() {
                     u.insert(name.to_string());
@@ -342,7 +353,13 @@ fn import(file: &Path, out: Option<&Path>) -> Result<String, String> {
         }
         return Ok(table::pretty(&shown.to_value()));
     };
-    write_new(out, &text).map_err(|e| format!("{}: cannot write: {e}", out.display()))?;
+    write_new(out, &text).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AlreadyExists => format!(
+            "{} already exists; `--out` writes only a new file (it may hold secrets): choose              another path, or remove that file first",
+            out.display()
+        ),
+        _ => format!("{}: cannot write: {e}", out.display()),
+    })?;
     Ok(format!(
         "wrote {} ({count} server{} from {})\n",
         out.display(),

@@ -360,7 +360,7 @@ fn ago(t: std::time::SystemTime) -> String {
 /// How long until `t` ("in 2s").
 fn until(t: std::time::SystemTime) -> String {
     match t.duration_since(std::time::SystemTime::now()) {
-        Ok(d) => format!("in {}s", d.as_secs()),
-        Err(_) => "now".into(),
+        Ok(d) if d.as_millis() >= 500 => format!("in {}s", d.as_secs_f64().round()),
+        _ => "now".into(),
     }
 }

@@ -58,9 +58,13 @@ pub(crate) enum EditError {
 }
 
 impl EditError {
-    /// The exit status: 2 for usage and config problems, 1 when the file system failed.
+    /// The exit status: 2 for usage and config problems (a config file that cannot be read is
+    /// one, as for every other command), 1 when writing failed.
     pub(crate) fn exit_code(&self) -> u8 {
         match self {
+            EditError::Io {
+                action: "read it", ..
+            } => crate::exit::Exit::Usage,
             EditError::Io { .. } => crate::exit::Exit::Failed,
             _ => crate::exit::Exit::Usage,
         }

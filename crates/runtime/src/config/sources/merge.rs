@@ -27,7 +27,8 @@
 //!
 //! Project files (2, 3) come with the folder, not from the user (see [`super::trust`]): a project
 //! file the user has not trusted with its current content adds its servers only as `untrusted`
-//! (disabled, with the reason, listed in [`Merged::untrusted`]) and nothing else; a trusted one
+//! (disabled, with the reason, listed in [`Merged::untrusted`]) and nothing else — a server of
+//! it named like one of an earlier source does not replace that one; a trusted one
 //! adds its sections, except the permission relaxations (`permissions.allow`,
 //! `trustReadOnlyHint`), which count only when the user config sets
 //! `trustProjectPermissions: true` (otherwise they are dropped with a note).
@@ -448,7 +449,20 @@ impl Sources {
         let mut chosen: BTreeMap<String, (ServerConfig, Origin)> = BTreeMap::new();
         let mut keep =
             |name: String, server: ServerConfig, origin: Origin, dropped: &mut Vec<_>| {
-                if let Some((_, old)) = chosen.get(&name) {
+                if let Some((kept, old)) = chosen.get(&name) {
+                    // A file the user has not trusted changes nothing: not even which of the
+                    // user's servers runs under a name it also uses.
+                    if server.untrusted.is_some() && kept.untrusted.is_none() {
+                        dropped.push((
+                            name.clone(),
+                            format!(
+                                "the definition in {origin} is not used: that file is not \
+                                 trusted, so the one in {old} stays (trusting the file lets it \
+                                 take precedence)"
+                            ),
+                        ));
+                        return;
+                    }
                     dropped.push((
                     name.clone(),
                     format!(
