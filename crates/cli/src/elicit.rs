@@ -104,9 +104,10 @@ impl Field {
     /// What the field is, as shown above its prompt (several lines, each indented).
     pub(crate) fn describe(&self, index: usize, total: usize) -> String {
         let title = self.schema.get("title").and_then(Value::as_str).map(clean);
-        let label = match &title {
-            Some(t) if t != &self.name => format!("{t} ({})", self.name),
-            _ => self.name.clone(),
+        let name = clean(&self.name);
+        let label = match title {
+            Some(t) if t != name => format!("{t} ({name})"),
+            _ => name,
         };
         let mut kind = match self.kind() {
             "boolean" => "yes/no".to_string(),
@@ -376,7 +377,7 @@ where
             let field = &fields[i];
             say(field.describe(i + 1, total).trim_end());
             loop {
-                let Some(line) = ask(format!("  {}> ", field.name)).await else {
+                let Some(line) = ask(format!("  {}> ", clean(&field.name))).await else {
                     return Answer::Cancel;
                 };
                 match field.parse(&line) {

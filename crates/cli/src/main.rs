@@ -17,10 +17,13 @@ macro_rules! emit {
 /// `eprintln!` that never panics: when stderr is gone (a closed pipe, a hung-up terminal) the line
 /// is dropped. A panic there would take down whichever thread was speaking (an approval prompt,
 /// a progress line) and, on the main thread, turn any exit into 101.
+/// What it writes passes through [`output::for_terminal`]: a server's words in an error (its
+/// JSON-RPC error message, an authorization server's description) cannot drive the terminal.
 macro_rules! say {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
+        let text = $crate::output::for_terminal(&format!($($arg)*));
+        let _ = writeln!(std::io::stderr(), "{text}");
     }};
 }
 
@@ -28,7 +31,8 @@ macro_rules! say {
 macro_rules! say_part {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = write!(std::io::stderr(), $($arg)*);
+        let text = $crate::output::for_terminal(&format!($($arg)*));
+        let _ = write!(std::io::stderr(), "{text}");
     }};
 }
 
@@ -90,9 +94,10 @@ fn init_logs(verbose: u8, quiet: bool) {
         !(routine && routine_rmcp_report(meta))
     }));
     use std::io::IsTerminal;
+    let ansi = std::io::stderr().is_terminal();
     let layer = tracing_subscriber::fmt::layer()
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(|| RedactedStderr)
+        .with_ansi(ansi)
+        .with_writer(move || RedactedStderr { ansi })
         // tracing-subscriber reports a failed write with `eprintln!`, which panics when stderr
         // is gone; `RedactedStderr` never fails, and this keeps it that way.
         .log_internal_errors(false)
@@ -121,14 +126,17 @@ fn routine_rmcp_report(meta: &tracing::Metadata<'_>) -> bool {
 /// The log's stderr: each formatted event (written whole) passes through the one redaction
 /// (`transport::redact`), so neither our logs nor rmcp's show a configured secret. A write that
 /// fails (stderr closed) is dropped, never reported: the log must not break what it describes.
-struct RedactedStderr;
+struct RedactedStderr {
+    /// The log is written with colours (stderr is a terminal).
+    ansi: bool,
+}
 
 impl std::io::Write for RedactedStderr {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let shown = mcp_harness_transport::redact::text(&String::from_utf8_lossy(buf));
         // One event, one line: a value with a line break in it (a client's request id, say)
         // cannot forge a log line of its own.
-        let shown = one_line(&shown);
+        let shown = log_line(&shown, self.ansi);
         let _ = std::io::stderr().write_all(shown.as_bytes());
         Ok(buf.len())
     }
@@ -139,18 +147,54 @@ impl std::io::Write for RedactedStderr {
     }
 }
 
-/// `event` (a formatted log event, ending with its newline) with the line breaks inside it
-/// written as `\n` and `\r`.
-fn one_line(event: &str) -> std::borrow::Cow<'_, str> {
+/// `event` (a formatted log event, ending with its newline) made safe for a terminal: the line
+/// breaks inside it written as `\n` and `\r` (a value cannot forge a log line of its own), and
+/// every other control character but a tab as `\u{..}` (an escape sequence in a value — a
+/// client's request id, a server's message — cannot retitle the terminal, clear it or move its
+/// cursor). With `ansi`, the log's own colours stay: an SGR sequence (`ESC [ digits ; m`) is
+/// kept.
+fn log_line(event: &str, ansi: bool) -> std::borrow::Cow<'_, str> {
     let body = event.strip_suffix('\n').unwrap_or(event);
-    if !body.contains(['\n', '\r']) {
+    if !body.chars().any(|c| c.is_control() && c != '\t') {
         return std::borrow::Cow::Borrowed(event);
     }
-    let mut escaped = body.replace('\n', "\\n").replace('\r', "\\r");
-    if body.len() < event.len() {
-        escaped.push('\n');
+    let mut out = String::with_capacity(body.len() + 16);
+    let mut rest = body;
+    while let Some(c) = rest.chars().next() {
+        if ansi
+            && c == '\u{1b}'
+            && let Some(len) = sgr_len(rest)
+        {
+            out.push_str(&rest[..len]);
+            rest = &rest[len..];
+            continue;
+        }
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push('\t'),
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", u32::from(c))),
+            c => out.push(c),
+        }
+        rest = &rest[c.len_utf8()..];
     }
-    std::borrow::Cow::Owned(escaped)
+    if body.len() < event.len() {
+        out.push('\n');
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// The length of the SGR sequence (`ESC [`, digits and `;`, `m`) at the start of `s`, if one
+/// is there.
+fn sgr_len(s: &str) -> Option<usize> {
+    let bytes = s.as_bytes();
+    if bytes.get(1) != Some(&b'[') {
+        return None;
+    }
+    let end = 2 + bytes[2..]
+        .iter()
+        .position(|b| !(b.is_ascii_digit() || *b == b';'))?;
+    (bytes[end] == b'm').then_some(end + 1)
 }
 
 fn main() -> ExitCode {
@@ -185,6 +229,9 @@ fn main() -> ExitCode {
         }
     };
     let code = rt.block_on(run(cli));
+    // Every server is closed by now. A blocking thread may still be in a read of stdin (a
+    // question given up at Ctrl-C stops within 100 ms): exit without waiting longer for it.
+    rt.shutdown_timeout(Duration::from_millis(300));
     ExitCode::from(output::finish_stdout(code))
 }
 
@@ -423,7 +470,9 @@ async fn run(cli: Cli) -> u8 {
             only: cli.servers.clone(),
             roots,
         };
-        // Ctrl-C stops the command running, not the shell; SIGTERM and SIGHUP end it.
+        // Ctrl-C stops the command running, not the shell; SIGTERM and SIGHUP end it (and the
+        // terminal gets back the settings it had, whatever the line editor left).
+        let _terminal = terminal::Restore::now();
         let code = tokio::select! {
             code = commands::shell::run(&runtime, session) => code,
             signal = ended() => {
@@ -821,4 +870,32 @@ fn fail(message: &str, code: exit::Exit) -> u8 {
 /// A request's error on stderr in words for a person ([`explain`]), with its exit status.
 fn fail_call(runtime: &Runtime, error: &mcp_harness_runtime::CallError) -> u8 {
     explain::fail(runtime, error, explain::Asked::Tool)
+}
+
+#[cfg(test)]
+mod log_tests {
+    use super::log_line;
+
+    #[test]
+    fn a_value_cannot_forge_a_line_nor_drive_the_terminal() {
+        let plain = "INFO a plain line\n";
+        assert_eq!(log_line(plain, false), plain);
+        let forged = "WARN id=a\nERROR forged\r\n";
+        assert_eq!(log_line(forged, false), "WARN id=a\\nERROR forged\\r\n");
+        let hostile = "WARN id=i\u{1b}]0;PWNED\u{7}\u{1b}[2J\u{1b}[31mRED\u{1b}[0m\n";
+        assert_eq!(
+            log_line(hostile, false),
+            "WARN id=i\\u{1b}]0;PWNED\\u{7}\\u{1b}[2J\\u{1b}[31mRED\\u{1b}[0m\n"
+        );
+        // On a terminal the log's colours stay (a value may colour itself; it cannot retitle
+        // the terminal nor clear it).
+        assert_eq!(
+            log_line(hostile, true),
+            "WARN id=i\\u{1b}]0;PWNED\\u{7}\\u{1b}[2J\u{1b}[31mRED\u{1b}[0m\n"
+        );
+        assert_eq!(
+            log_line("\u{1b}[2mdim\u{1b}[0m\tx\n", true),
+            "\u{1b}[2mdim\u{1b}[0m\tx\n"
+        );
+    }
 }

@@ -19,20 +19,56 @@ pub(crate) fn interactive() -> bool {
 }
 
 /// Reads one line from stdin on a blocking thread; `None` on end of input.
+///
+/// Dropped before a line came (its command was interrupted, or timed out), the question stops
+/// waiting within [`ASK_POLL`]: it reads nothing more, so the line typed next goes to whoever
+/// reads stdin then (the shell's prompt), and the process can exit without an Enter.
 async fn ask(prompt: String) -> Option<String> {
+    let given_up = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let _give_up = GiveUpOnDrop(given_up.clone());
     tokio::task::spawn_blocking(move || {
         let mut err = std::io::stderr();
         let _ = write!(err, "{prompt}");
         let _ = err.flush();
-        let mut line = String::new();
-        match std::io::stdin().lock().read_line(&mut line) {
-            Ok(0) | Err(_) => None,
-            Ok(_) => Some(line.trim_end_matches(['\r', '\n']).to_string()),
+        while !given_up.load(std::sync::atomic::Ordering::SeqCst) {
+            if stdin_ready(ASK_POLL) {
+                let mut line = String::new();
+                return match std::io::stdin().lock().read_line(&mut line) {
+                    Ok(0) | Err(_) => None,
+                    Ok(_) => Some(line.trim_end_matches(['\r', '\n']).to_string()),
+                };
+            }
         }
+        None
     })
     .await
     .ok()
     .flatten()
+}
+
+/// How often a question waiting for its line checks whether it was given up.
+const ASK_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Sets its flag when dropped: the future waiting for a question's answer is gone.
+struct GiveUpOnDrop(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for GiveUpOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Whether stdin has something to read (a line, on a terminal; or its end) within `wait`.
+fn stdin_ready(wait: std::time::Duration) -> bool {
+    let mut fd = libc::pollfd {
+        fd: libc::STDIN_FILENO,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let millis = libc::c_int::try_from(wait.as_millis()).unwrap_or(libc::c_int::MAX);
+    // SAFETY: poll(2) on one valid pollfd.
+    let ready = unsafe { libc::poll(&mut fd, 1, millis) };
+    ready > 0
 }
 
 /// Asks a yes/no question on the terminal (blocking); only "y" or "yes" is a yes, and without a
@@ -74,7 +110,7 @@ pub(crate) fn ask_input(request: &mcp_harness_runtime::sources::InputRequest) ->
         request.server, request.id, request.variable
     );
     let _ = err.flush();
-    let _echo = request.password.then(EchoOff::new);
+    let _echo = request.password.then(echo_off);
     let mut line = String::new();
     let read = std::io::stdin().lock().read_line(&mut line);
     if request.password {
@@ -86,20 +122,17 @@ pub(crate) fn ask_input(request: &mcp_harness_runtime::sources::InputRequest) ->
     }
 }
 
-/// Turns terminal echo off on stdin until dropped.
-struct EchoOff(Option<libc::termios>);
+/// The terminal settings of stdin as they were when made, put back when dropped: a shell that
+/// a signal ends while its line editor has the terminal raw leaves it as it found it.
+pub(crate) struct Restore(Option<libc::termios>);
 
-impl EchoOff {
-    fn new() -> Self {
-        // SAFETY: tcgetattr/tcsetattr on fd 0 with a termios we own; failure leaves echo as is.
+impl Restore {
+    /// The settings now (nothing to put back when stdin is not a terminal).
+    pub(crate) fn now() -> Self {
+        // SAFETY: tcgetattr on fd 0 into a termios we own.
         unsafe {
             let mut saved: libc::termios = std::mem::zeroed();
             if libc::tcgetattr(0, &mut saved) != 0 {
-                return Self(None);
-            }
-            let mut quiet = saved;
-            quiet.c_lflag &= !libc::ECHO;
-            if libc::tcsetattr(0, libc::TCSANOW, &quiet) != 0 {
                 return Self(None);
             }
             Self(Some(saved))
@@ -107,15 +140,29 @@ impl EchoOff {
     }
 }
 
-impl Drop for EchoOff {
+impl Drop for Restore {
     fn drop(&mut self) {
         if let Some(saved) = &self.0 {
-            // SAFETY: restores the settings read in `new`.
+            // SAFETY: restores the settings read in `now`.
             unsafe {
                 libc::tcsetattr(0, libc::TCSANOW, saved);
             }
         }
     }
+}
+
+/// Turns terminal echo off on stdin until the returned guard is dropped.
+fn echo_off() -> Restore {
+    let restore = Restore::now();
+    if let Some(saved) = &restore.0 {
+        let mut quiet = *saved;
+        quiet.c_lflag &= !libc::ECHO;
+        // SAFETY: tcsetattr on fd 0 with a termios we own; failure leaves echo as is.
+        unsafe {
+            libc::tcsetattr(0, libc::TCSANOW, &quiet);
+        }
+    }
+    restore
 }
 
 /// Asks on the terminal before each call that needs approval.

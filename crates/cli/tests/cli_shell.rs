@@ -105,6 +105,53 @@ call mcp__fx__calls
     assert!(counts[1].get("echo").is_none(), "{out}");
 }
 
+/// `restart SERVER` returns once the server is back: the next line meets the new process (its
+/// call count starts over), not the closing one. A line that is not UTF-8 is said and skipped;
+/// the lines after it run.
+#[test]
+fn a_restart_is_done_before_the_next_line_and_a_bad_line_is_skipped() {
+    let dir = setup("restart");
+    let script: &[u8] = b"call mcp__fx__echo {\"message\": \"a\"}\nrestart fx\ncall mcp__fx__calls\necho \xff\ncall mcp__fx__echo {\"message\": \"after\"}\n";
+    let mut child = Command::new(bin())
+        .args(["shell", "--yes", "--config", "mcp.json"])
+        .current_dir(&dir)
+        .env("HOME", dir.join("home"))
+        .env("XDG_CONFIG_HOME", dir.join("xdg"))
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run mcp-harness shell");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(script)
+        .expect("pipe the script");
+    let out = child.wait_with_output().expect("wait");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stdout.contains("restarted fx"), "{stdout}");
+    let counts: Value = stdout
+        .lines()
+        .find(|l| l.starts_with("{\"calls\""))
+        .and_then(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| panic!("no call counts in:\n{stdout}\n{stderr}"));
+    assert!(
+        counts.get("echo").is_none(),
+        "the old process answered: {counts}"
+    );
+    assert!(stderr.contains("line 4 is not UTF-8"), "{stderr}");
+    assert!(
+        stdout.contains("after"),
+        "the lines after the bad one ran: {stdout}"
+    );
+}
+
 #[test]
 fn a_piped_script_honours_json_and_reports_the_last_status() {
     let dir = setup("json");

@@ -92,12 +92,29 @@ fn json_value(before: &str) -> Option<(&str, &str)> {
     Some((key, typed))
 }
 
+/// Where the word being typed at the end of `before` starts: after its last whitespace
+/// character, whatever that character's width (a no-break space is two bytes).
+pub(crate) fn word_start(before: &str) -> usize {
+    before
+        .char_indices()
+        .rfind(|(_, c)| c.is_whitespace())
+        .map_or(0, |(i, c)| i + c.len_utf8())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_word_starts_after_any_whitespace() {
+        assert_eq!(word_start("call mc"), 5);
+        assert_eq!(word_start("call\u{a0}mc"), 6);
+        assert_eq!(word_start("mc"), 0);
+        assert_eq!(word_start("call "), 5);
+    }
+
     fn ask(line: &str, templates: &[&str]) -> Option<Query> {
-        let start = line.rfind(char::is_whitespace).map(|i| i + 1).unwrap_or(0);
+        let start = word_start(line);
         let earlier: Vec<&str> = line[..start].split_whitespace().collect();
         let templates: Vec<String> = templates.iter().map(|t| t.to_string()).collect();
         query(line, &earlier, &line[start..], start, &templates)

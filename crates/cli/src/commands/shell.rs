@@ -252,8 +252,12 @@ impl Helper {
             return (start, Vec::new());
         }
         let values = rx.recv_timeout(VALUES_WAIT).unwrap_or_default();
+        // A server's values reach the terminal: without control characters (an escape
+        // sequence would retitle or clear it).
         let pairs = values
             .into_iter()
+            .map(|v| v.chars().filter(|c| !c.is_control()).collect::<String>())
+            .filter(|v| !v.is_empty())
             .map(|v| Pair {
                 display: v.clone(),
                 replacement: format!("{prefix}{v}{suffix}"),
@@ -287,10 +291,7 @@ impl Completer for Helper {
         _ctx: &rustyline::Context<'_>,
     ) -> rustyline::Result<(usize, Vec<Pair>)> {
         let before = &line[..pos];
-        let start = before
-            .rfind(char::is_whitespace)
-            .map(|i| i + 1)
-            .unwrap_or(0);
+        let start = complete_line::word_start(before);
         let word = &before[start..];
         let earlier: Vec<&str> = before[..start].split_whitespace().collect();
         let servers = self.servers.lock().map(|s| s.clone()).unwrap_or_default();
@@ -396,7 +397,8 @@ impl rustyline::Helper for Helper {}
 /// stdin read line by line.
 struct Input {
     ask: std::sync::mpsc::Sender<()>,
-    lines: tokio::sync::mpsc::Receiver<Option<String>>,
+    /// Each line read (`Err`: one that is not text, said), `None` at end of input.
+    lines: tokio::sync::mpsc::Receiver<Option<Result<String, String>>>,
     /// The editor's requests for completed values, answered while a line is awaited.
     values: tokio::sync::mpsc::UnboundedReceiver<ValueRequest>,
 }
@@ -439,21 +441,31 @@ impl Input {
             } else {
                 None
             };
+            let mut read = 0u64;
             while asked.recv().is_ok() {
                 let line = match editor.as_mut() {
                     Some(editor) => loop {
                         match editor.readline("mcp> ") {
-                            Ok(line) => break Some(line),
+                            Ok(line) => break Some(Ok(line)),
                             // Ctrl-C at the prompt clears the line, as in a shell.
                             Err(rustyline::error::ReadlineError::Interrupted) => continue,
                             Err(_) => break None,
                         }
                     },
                     None => {
-                        let mut line = String::new();
-                        match std::io::stdin().read_line(&mut line) {
+                        use std::io::BufRead as _;
+                        let mut bytes = Vec::new();
+                        read += 1;
+                        match std::io::stdin().lock().read_until(b'\n', &mut bytes) {
                             Ok(0) | Err(_) => None,
-                            Ok(_) => Some(line.trim_end_matches(['\r', '\n']).to_string()),
+                            // A line that is not text is said and skipped, not the end.
+                            Ok(_) => Some(
+                                String::from_utf8(bytes)
+                                    .map(|l| l.trim_end_matches(['\r', '\n']).to_string())
+                                    .map_err(|_| {
+                                        format!("line {read} is not UTF-8 text; it was skipped")
+                                    }),
+                            ),
                         }
                     }
                 };
@@ -468,7 +480,7 @@ impl Input {
 
     /// The next line; `None` at end of input. Meanwhile, answers the editor's requests for
     /// completed values from `runtime`.
-    async fn next(&mut self, runtime: &Runtime) -> Option<String> {
+    async fn next(&mut self, runtime: &Runtime) -> Option<Result<String, String>> {
         self.ask.send(()).ok()?;
         loop {
             tokio::select! {
@@ -514,8 +526,16 @@ pub(crate) async fn run(runtime: &Runtime, mut session: Session) -> u8 {
         .collect();
     let servers = Arc::new(Mutex::new(Vec::new()));
     let mut input = Input::start(runtime.watch(), servers.clone(), commands);
-    // Every server connects first (with the spinner on a terminal), as for `servers`.
-    crate::progress::settle(runtime, session.deadline).await;
+    // Every server connects first (with the spinner on a terminal), as for `servers`. Ctrl-C
+    // meanwhile ends the shell as it ends a one-shot command: the servers are closed, none
+    // left behind.
+    tokio::select! {
+        _ = crate::progress::settle(runtime, session.deadline) => {}
+        _ = tokio::signal::ctrl_c() => {
+            say!("\ninterrupted by Ctrl-C; closing servers");
+            return Exit::Interrupted.code();
+        }
+    }
     if crate::terminal::interactive() {
         say!("mcp-harness shell: `help` lists the commands; Tab completes; Ctrl-D leaves.");
     }
@@ -524,8 +544,13 @@ pub(crate) async fn run(runtime: &Runtime, mut session: Session) -> u8 {
         if let Ok(mut names) = servers.lock() {
             *names = session.config.servers.keys().cloned().collect();
         }
-        let Some(line) = input.next(runtime).await else {
-            break;
+        let line = match input.next(runtime).await {
+            Some(Ok(line)) => line,
+            Some(Err(unreadable)) => {
+                last = crate::fail(&unreadable, Exit::Usage);
+                continue;
+            }
+            None => break,
         };
         let words = match split(&line) {
             Ok(w) if w.is_empty() || w[0].starts_with('#') => continue,
@@ -606,9 +631,21 @@ async fn one(runtime: &Runtime, session: &mut Session, step: Step) -> u8 {
         },
         Step::Ping { server } => crate::Command::Ping { server },
         Step::Restart { server } => {
+            let before = runtime.snapshot().servers.get(&server).map(|s| s.since);
             return match runtime.restart(&server) {
                 Ok(()) => {
-                    done(session.json, "restart", &server, "restarting");
+                    // The actor restarts in the background: the next line must not meet the
+                    // old connection's state. Wait for its first new report, then until it
+                    // settled (as `enable` does).
+                    runtime
+                        .wait_for(session.deadline, |s| {
+                            s.servers
+                                .get(&server)
+                                .is_some_and(|st| Some(st.since) != before)
+                        })
+                        .await;
+                    crate::progress::settle(runtime, session.deadline).await;
+                    done(session.json, "restart", &server, "restarted");
                     Exit::Ok.code()
                 }
                 Err(e) => crate::fail_call(runtime, &e),
