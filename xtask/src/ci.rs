@@ -1,7 +1,8 @@
 //! `cargo xtask ci`: the whole test run, exactly as CI does it (`.ci/run` calls this).
 //!
 //! Invariant: the steps run in order and the first failing step fails the run; nothing is
-//! skipped silently — missing peers are installed, not ignored.
+//! skipped silently — missing peers are installed, not ignored. Cargo builds without
+//! incremental artifacts (`CARGO_INCREMENTAL=0`): a run builds once, and they only cost disk.
 //! 1. `cargo fmt --all --check`, `cargo xtask cycles` (no module cycle inside a crate) and
 //!    `cargo clippy --workspace --all-targets -- -D warnings` (with the workspace lints): the
 //!    cheap gates first, so a formatting slip or a lint fails in a minute, not after the tests;
@@ -74,10 +75,14 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
             eprintln!("== xtask ci: no server process outlived the tests");
         }
         eprintln!("== xtask ci: {program} {}", step_args.join(" "));
-        let status = Command::new(program)
-            .args(step_args)
-            .envs(env.iter().copied())
-            .status();
+        let mut command = Command::new(program);
+        if program == "cargo" {
+            // CI builds a clean clone once: incremental artifacts would only take disk (3.9 of
+            // the 11 GB a full run's target/ held, measured 2026-12-06; a CI link once died of
+            // SIGBUS, as the linker does when the disk fills).
+            command.env("CARGO_INCREMENTAL", "0");
+        }
+        let status = command.args(step_args).envs(env.iter().copied()).status();
         match status {
             Ok(s) if s.success() => {}
             Ok(s) => {
