@@ -14,7 +14,7 @@
 //!   `DRAIN_WINDOW` and `DRAIN_EVENTS`), so its keep-alive connection goes back to the pool
 //!   instead of being closed (`ReadToEnd`);
 //! - a body read whole is read through `read_capped`: never more than its cap is kept;
-//! - a connection's event-stream GETs are paced ([`Pace`]): after a few streams in a row that
+//! - a connection's event-stream GETs are paced (`Pace`): after a few streams in a row that
 //!   ended without a message, each GET first waits, 100 ms doubled up to 5 s, so a server that
 //!   answers every GET with `retry: 0` and nothing else is asked a handful of times, not
 //!   thousands of times a second.
@@ -343,7 +343,7 @@ impl Breakage {
 }
 
 /// The `HttpLayer` that fires a [`Breakage`] when a request cannot reach the server or an
-/// event stream is cut short, and paces the connection's event-stream GETs ([`Pace`]: one for
+/// event stream is cut short, and paces the connection's event-stream GETs (`Pace`: one for
 /// the session's own stream, one for resumes).
 #[derive(Clone)]
 pub struct Watch {
