@@ -490,15 +490,34 @@ async fn run(cli: Cli) -> u8 {
         progress::settle(&runtime, deadline).await;
         level.apply(&runtime).await;
     }
-    let code = tokio::select! {
-        code = execute(&runtime, cli.command, deadline, cli.config.clone(), widen_to, cli.json, cli.servers.clone()) => code,
-        signal = interrupted() => {
-            // After SIGHUP the terminal may be gone: a failed write must not stop the shutdown.
-            {
-                use std::io::Write as _;
-                let _ = writeln!(std::io::stderr(), "\ninterrupted by {signal}; closing servers");
+    let interrupt = tokio_util::sync::CancellationToken::new();
+    let code = {
+        let command = INTERRUPT.scope(
+            interrupt.clone(),
+            execute(
+                &runtime,
+                cli.command,
+                deadline,
+                cli.config.clone(),
+                widen_to,
+                cli.json,
+                cli.servers.clone(),
+            ),
+        );
+        tokio::pin!(command);
+        tokio::select! {
+            code = &mut command => code,
+            signal = interrupted() => {
+                // After SIGHUP the terminal may be gone: a failed write must not stop the shutdown.
+                {
+                    use std::io::Write as _;
+                    let _ = writeln!(std::io::stderr(), "\ninterrupted by {signal}; closing servers");
+                }
+                // A call in flight tells its server it is cancelled before the command ends.
+                interrupt.cancel();
+                let _ = tokio::time::timeout(INTERRUPT_GRACE, &mut command).await;
+                exit::Exit::Interrupted.code()
             }
-            exit::Exit::Interrupted.code()
         }
     };
     // After the shutdown: log lines still on their way when the command ended are shown.
@@ -506,6 +525,15 @@ async fn run(cli: Cli) -> u8 {
     logs.finish().await;
     code
 }
+
+tokio::task_local! {
+    /// Cancelled when the user interrupts the running command (Ctrl-C, SIGTERM): a call in
+    /// flight then sends its server `notifications/cancelled` before the command ends.
+    pub(crate) static INTERRUPT: tokio_util::sync::CancellationToken;
+}
+
+/// How long an interrupted command gets to end on its own (a call telling its server).
+pub(crate) const INTERRUPT_GRACE: Duration = Duration::from_secs(2);
 
 /// Applies edits of the config files (`--config`, or every file the merge reads) while the
 /// command runs, checked every second; an edited config keeps the `--server` limit.
@@ -860,10 +888,11 @@ async fn ended() -> &'static str {
     }
 }
 
+/// `error: MESSAGE` on stderr (secrets redacted, control characters dropped: the message may
+/// quote a server, its JSON-RPC error message say), and `code`'s status.
 fn fail(message: &str, code: exit::Exit) -> u8 {
-    use std::io::Write as _;
     let message = mcp_harness_transport::redact::text(message);
-    let _ = writeln!(std::io::stderr(), "error: {message}");
+    say!("error: {message}");
     code.code()
 }
 

@@ -152,6 +152,75 @@ fn a_restart_is_done_before_the_next_line_and_a_bad_line_is_skipped() {
     );
 }
 
+/// Ctrl-C (SIGINT) during a call stops it and tells its server (`notifications/cancelled`);
+/// the shell goes on with the next line.
+#[test]
+fn ctrl_c_cancels_the_running_call_at_its_server() {
+    let dir = setup("interrupt");
+    let mut child = Command::new(bin())
+        .args(["shell", "--yes", "--config", "mcp.json"])
+        .current_dir(&dir)
+        .env("HOME", dir.join("home"))
+        .env("XDG_CONFIG_HOME", dir.join("xdg"))
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run mcp-harness shell");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin
+        .write_all(b"call mcp__fx__slow {\"ms\": 20000}\n")
+        .expect("type the call");
+    stdin.flush().expect("flush");
+    // Once the call reports progress it is running at the server: then Ctrl-C.
+    let stderr = child.stderr.take().expect("stderr");
+    let (lines_tx, lines) = std::sync::mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead as _;
+        let mut all = String::new();
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = lines_tx.send(line.clone());
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    let started = std::time::Instant::now();
+    while !lines
+        .recv_timeout(std::time::Duration::from_secs(1))
+        .is_ok_and(|l| l.starts_with("progress"))
+    {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "the call never reported progress"
+        );
+    }
+    // SAFETY: signals only the CLI process this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    stdin
+        .write_all(b"call mcp__fx__cancellations {}\n")
+        .expect("type the next command");
+    drop(stdin);
+    let out = child.wait_with_output().expect("wait");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = reader.join().expect("the stderr reader");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    let seen: Value = stdout
+        .lines()
+        .find(|l| l.starts_with("{\"cancelled\""))
+        .and_then(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| panic!("no cancellations in:\n{stdout}\n{stderr}"));
+    assert_eq!(
+        seen["cancelled"].as_array().map(Vec::len),
+        Some(1),
+        "the server was not told: {seen}"
+    );
+}
+
 #[test]
 fn a_piped_script_honours_json_and_reports_the_last_status() {
     let dir = setup("json");

@@ -68,6 +68,8 @@ pub(crate) async fn run(
     let options = CallOptions {
         progress: Some(progress_tx),
         task_status: Some(status_tx),
+        // Interrupted (Ctrl-C), the call tells its server before the command ends.
+        cancel: crate::INTERRUPT.try_with(Clone::clone).ok(),
         ..Default::default()
     };
     let call = runtime.call_tool_with(name, args, options);

@@ -581,10 +581,16 @@ pub(crate) async fn run(runtime: &Runtime, mut session: Session) -> u8 {
         if matches!(step, Step::Exit) {
             break;
         }
+        let interrupt = tokio_util::sync::CancellationToken::new();
+        let command = crate::INTERRUPT.scope(interrupt.clone(), one(runtime, &mut session, step));
+        tokio::pin!(command);
         last = tokio::select! {
-            code = one(runtime, &mut session, step) => code,
+            code = &mut command => code,
             _ = tokio::signal::ctrl_c() => {
                 say!("\ninterrupted");
+                // A call in flight tells its server it is cancelled before the prompt returns.
+                interrupt.cancel();
+                let _ = tokio::time::timeout(crate::INTERRUPT_GRACE, &mut command).await;
                 Exit::Interrupted.code()
             }
         };
@@ -631,17 +637,16 @@ async fn one(runtime: &Runtime, session: &mut Session, step: Step) -> u8 {
         },
         Step::Ping { server } => crate::Command::Ping { server },
         Step::Restart { server } => {
-            let before = runtime.snapshot().servers.get(&server).map(|s| s.since);
+            let asked = std::time::SystemTime::now();
             return match runtime.restart(&server) {
                 Ok(()) => {
                     // The actor restarts in the background: the next line must not meet the
-                    // old connection's state. Wait for its first new report, then until it
-                    // settled (as `enable` does).
+                    // old connection's state. Wait for a report made after the restart was
+                    // asked (not one still on its way from before), then until it settled (as
+                    // `enable` does).
                     runtime
                         .wait_for(session.deadline, |s| {
-                            s.servers
-                                .get(&server)
-                                .is_some_and(|st| Some(st.since) != before)
+                            s.servers.get(&server).is_some_and(|st| st.since >= asked)
                         })
                         .await;
                     crate::progress::settle(runtime, session.deadline).await;
