@@ -452,6 +452,11 @@ fn health_metrics_audit_and_session_limit() {
             body.contains("secret-argument-value"),
             "echo result: {body}"
         );
+        // Arguments that do not match the schema: refused before sending, counted as such.
+        let invalid = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "mcp__fx__echo", "arguments": {"message": 5}}});
+        let (status, _, body) = http(&addr, "POST", "/mcp", &headers, &invalid.to_string());
+        assert_eq!(status, 200, "{body}");
 
         open_session(&addr, false).expect("second session");
         let (status, head, body) =
@@ -484,6 +489,12 @@ fn health_metrics_audit_and_session_limit() {
             "{metrics}"
         );
         assert!(
+            metrics.contains(
+                "mcp_harness_calls_total{server=\"fx\",tool=\"mcp__fx__echo\",client=\"ops-test\",outcome=\"invalid_arguments\"} 1"
+            ),
+            "{metrics}"
+        );
+        assert!(
             metrics.contains("mcp_harness_server_state{server=\"fx\",state=\"connected\"} 1"),
             "{metrics}"
         );
@@ -502,6 +513,12 @@ fn health_metrics_audit_and_session_limit() {
         assert!(
             !lines.contains("secret-argument-value"),
             "arguments logged without --audit-arguments: {lines}"
+        );
+        assert!(
+            lines
+                .lines()
+                .any(|l| l.contains("\"invalid_arguments\"") && l.contains("\"not_run\"")),
+            "{lines}"
         );
     });
     // SAFETY: kill(2) on the pid of a child this test started.

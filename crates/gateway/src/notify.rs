@@ -32,6 +32,8 @@ pub(crate) fn spawn(shared: &Arc<Shared>) {
             if crate::http::starting(&shared.runtime.snapshot()).is_none() {
                 shared.settled_once.store(true, Ordering::Relaxed);
             }
+            // An upstream that declared tasks, seen connected: declared from now on.
+            shared.serves_tasks();
             let (revision, current) = all_digests_now(&shared).await;
             {
                 let mut held = lock(&shared.current);

@@ -45,6 +45,10 @@ pub(crate) enum Outcome {
     InputRequired,
     /// Refused before anything else: the session had `--max-calls-per-session` calls in flight.
     Throttled,
+    /// Refused before it was sent: its arguments do not match the tool's input schema.
+    InvalidArguments,
+    /// Sent, and not answered within the server's `toolTimeoutSec` (or the call's own limit).
+    Timeout,
 }
 
 impl Outcome {
@@ -59,6 +63,8 @@ impl Outcome {
             Outcome::Task => "task",
             Outcome::InputRequired => "input_required",
             Outcome::Throttled => "throttled",
+            Outcome::InvalidArguments => "invalid_arguments",
+            Outcome::Timeout => "timeout",
         }
     }
 
@@ -66,7 +72,9 @@ impl Outcome {
     fn decision(self) -> &'static str {
         match self {
             Outcome::Refused => "refused",
-            Outcome::Stale | Outcome::Unknown | Outcome::Throttled => "not_run",
+            Outcome::Stale | Outcome::Unknown | Outcome::Throttled | Outcome::InvalidArguments => {
+                "not_run"
+            }
             _ => "allowed",
         }
     }
@@ -177,14 +185,26 @@ pub(crate) struct Audit {
 }
 
 impl Audit {
-    /// Appends to `path` (created if missing, mode 0600).
+    /// Appends to `path` (created if missing, mode 0600; an existing one open to others is
+    /// warned about).
     pub(crate) fn open(path: &Path, arguments: bool) -> std::io::Result<Self> {
         use std::os::unix::fs::OpenOptionsExt as _;
+        use std::os::unix::fs::PermissionsExt as _;
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .mode(0o600)
             .open(path)?;
+        // An existing file keeps its mode: said when others may read who called what.
+        if let Ok(metadata) = file.metadata()
+            && metadata.permissions().mode() & 0o077 != 0
+        {
+            tracing::warn!(
+                file = %path.display(),
+                mode = format!("{:o}", metadata.permissions().mode() & 0o777),
+                "the audit file is readable or writable by others; `chmod 600` it"
+            );
+        }
         Ok(Self {
             file: Mutex::new(file),
             arguments,
@@ -356,12 +376,21 @@ fn bounded(value: &str) -> &str {
     }
 }
 
-/// Escapes a label value for the Prometheus text format.
+/// Escapes a label value for the Prometheus text format; another control character (a CR, a
+/// tab, a NUL a client put in its name) becomes U+FFFD, so no line-based reader of the
+/// exposition can be misled.
 fn escape(value: &str) -> String {
-    value
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c if c.is_control() => out.push('\u{fffd}'),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -397,6 +426,12 @@ mod tests {
         );
         assert!(
             text.contains("client=\"evil\\\"} 1\\nmcp_harness_catalog_revision 999\""),
+            "{text}"
+        );
+        metrics.record(&record("cr\rtab\tnul\0", Outcome::Ok, 3), None);
+        let text = metrics.render(&Snapshot::empty(), 0, 0);
+        assert!(
+            text.contains("client=\"cr\u{fffd}tab\u{fffd}nul\u{fffd}\""),
             "{text}"
         );
     }

@@ -288,6 +288,8 @@ impl Session {
                 CallError::UnknownTool { .. } | CallError::NotInStep { .. } => Outcome::Unknown,
                 CallError::Stale { .. } => Outcome::Stale,
                 CallError::Permission { .. } => Outcome::Refused,
+                CallError::InvalidArguments { .. } => Outcome::InvalidArguments,
+                CallError::Timeout { .. } => Outcome::Timeout,
                 _ => Outcome::Failed,
             },
             // A task-only tool called plainly, or a task asked of a tool that takes none.

@@ -188,6 +188,26 @@ impl Shared {
         }
     }
 
+    /// Whether the gateway declares the tasks extension: some connected upstream does, or did
+    /// since the gateway started ([`Shared::tasks_declared`]; looked at on every request that
+    /// asks and at every catalog publication, so a task handed out is never missed).
+    pub(crate) fn serves_tasks(&self) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.tasks_declared.load(Relaxed) {
+            return true;
+        }
+        let snapshot = self.runtime.snapshot();
+        let live = snapshot.catalogs.keys().any(|server| {
+            self.runtime
+                .server_capabilities(server)
+                .is_some_and(|c| c.supports_tasks())
+        });
+        if live {
+            self.tasks_declared.store(true, Relaxed);
+        }
+        live
+    }
+
     /// The view of `binding` for `profile`, built now (not cached: a binding a session loaded
     /// tools into shows more than the shared view of its snapshot).
     pub(crate) fn fresh_view(

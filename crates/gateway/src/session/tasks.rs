@@ -48,24 +48,9 @@ pub(super) const MISSING_CAPABILITY: i32 = -32021;
 const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 
 impl Session {
-    /// Whether the gateway declares the tasks extension: some connected upstream does, or did
-    /// since the gateway started ([`super::shared::Shared::tasks_declared`]).
+    /// Whether the gateway declares the tasks extension (see [`super::shared::Shared::serves_tasks`]).
     pub(super) fn serves_tasks(&self) -> bool {
-        use std::sync::atomic::Ordering::Relaxed;
-        let declared = &self.shared().tasks_declared;
-        if declared.load(Relaxed) {
-            return true;
-        }
-        let snapshot = self.runtime().snapshot();
-        let live = snapshot.catalogs.keys().any(|server| {
-            self.runtime()
-                .server_capabilities(server)
-                .is_some_and(|c| c.supports_tasks())
-        });
-        if live {
-            declared.store(true, Relaxed);
-        }
-        live
+        self.shared().serves_tasks()
     }
 
     /// Whether a call of `tool` on `server` hands an upstream task back to the client (it
