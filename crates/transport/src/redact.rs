@@ -79,7 +79,7 @@ pub fn text(text: &str) -> String {
             }
         }
     }
-    if out.contains("://") && (out.contains('?') || out.contains('@')) {
+    if out.contains("://") && out.contains(['?', '@', ';', '#']) {
         out = urls_in(&out);
     }
     out
@@ -186,6 +186,7 @@ fn redact_path_params(base: &str) -> String {
                     .split(';')
                     .map(|param| match param.split_once('=') {
                         Some((key, _)) => format!("{key}={MARKER}"),
+                        None if param.is_empty() => String::new(),
                         None => MARKER.to_string(),
                     })
                     .collect();
@@ -290,6 +291,15 @@ mod tests {
         assert_eq!(
             url_secrets("http://h/a;jsessionid=PATHSECRET/mcp#frag=FRAGSECRET"),
             ["frag=FRAGSECRET", "PATHSECRET"]
+        );
+        // In free text too, however short the value; a `;` or `#` that ends a URL stays.
+        assert_eq!(
+            text("GET http://h/a;jsessionid=ab12c and http://h/cb#tok=xy1"),
+            "GET http://h/a;jsessionid=[redacted] and http://h/cb#[redacted]"
+        );
+        assert_eq!(
+            text("see http://h/mcp; then retry"),
+            "see http://h/mcp; then retry"
         );
     }
 

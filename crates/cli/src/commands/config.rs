@@ -355,7 +355,7 @@ fn import(file: &Path, out: Option<&Path>) -> Result<String, String> {
     };
     write_new(out, &text).map_err(|e| match e.kind() {
         std::io::ErrorKind::AlreadyExists => format!(
-            "{} already exists; `--out` writes only a new file (it may hold secrets): choose              another path, or remove that file first",
+            "{} already exists; `--out` writes only a new file (it may hold secrets): choose another path, or remove that file first",
             out.display()
         ),
         _ => format!("{}: cannot write: {e}", out.display()),

@@ -88,7 +88,12 @@ pub(crate) fn watch_files(
                     () = token.cancelled() => return,
                     () = tokio::time::sleep(interval) => {}
                 }
-                let now = fingerprint(&files);
+                // Read off the actor thread: a slow filesystem must not stall the actors.
+                let looked = files.clone();
+                let Ok(now) = tokio::task::spawn_blocking(move || fingerprint(&looked)).await
+                else {
+                    continue;
+                };
                 if now == seen {
                     continue;
                 }

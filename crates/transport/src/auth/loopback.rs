@@ -88,6 +88,11 @@ pub fn pasted_redirect(line: &str, redirect_uri: &str, auth_url: &str) -> Option
     Some(url.to_string())
 }
 
+/// The longest one connection to the callback listener is read for.
+const CALLBACK_READ: Duration = Duration::from_secs(10);
+/// The most connections to the callback listener read at once (others are dropped).
+const MAX_CALLBACK_READS: usize = 16;
+
 /// The value of query parameter `name` of `url`.
 fn query_param(url: &str, name: &str) -> Option<String> {
     reqwest::Url::parse(url)
@@ -175,14 +180,28 @@ impl Browser for LoopbackBrowser {
             );
             let redirect_uri = self.redirect_uri.clone();
             let state = query_param(&url, "state");
+            // Connections are read side by side, each for at most `CALLBACK_READ`: one that
+            // sends nothing (a browser's speculative connection) does not hold up the redirect.
             let from_listener = async {
+                use futures::StreamExt as _;
+                let mut reading = futures::stream::FuturesUnordered::new();
                 loop {
-                    let Ok((stream, _)) = listener.accept().await else {
-                        continue;
-                    };
-                    if let Some(redirect) = callback(stream, &redirect_uri, state.as_deref()).await
-                    {
-                        return redirect;
+                    tokio::select! {
+                        accepted = listener.accept() => {
+                            if let Ok((stream, _)) = accepted
+                                && reading.len() < MAX_CALLBACK_READS
+                            {
+                                reading.push(tokio::time::timeout(
+                                    CALLBACK_READ,
+                                    callback(stream, &redirect_uri, state.as_deref()),
+                                ));
+                            }
+                        }
+                        Some(read) = reading.next(), if !reading.is_empty() => {
+                            if let Ok(Some(redirect)) = read {
+                                return redirect;
+                            }
+                        }
                     }
                 }
             };
