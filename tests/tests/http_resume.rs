@@ -87,16 +87,7 @@ async fn gate(State(st): State<Shared>, req: Request, next: Next) -> Response {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_whose_stream_breaks_is_resumed_not_resent() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
-    let st: Shared = Arc::default();
-    serve(listener, st.clone());
+    let (st, url) = gated(Gate::default()).await;
 
     let runtime = start(vec![server("web", http(&url))]);
     let slow = qualify("web", "slow");
@@ -128,21 +119,9 @@ async fn a_call_whose_stream_breaks_is_resumed_not_resent() {
     runtime.shutdown().await;
 }
 
-/// The fixture behind `gate`, on `listener`.
-fn serve(listener: tokio::net::TcpListener, st: Shared) {
-    let router = axum::Router::new()
-        .nest_service("/mcp", fixture_mcp_service(FixtureOptions::default()))
-        .layer(axum::middleware::from_fn_with_state(st, gate));
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, router).await;
-    });
-}
-
-/// A server that answers every GET — the session's own event stream, and a resume — with
-/// `retry: 0` and an empty stream: the harness asks again a handful of times, paced, not
-/// thousands of times a second for as long as the session lives.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_event_stream_answered_with_nothing_is_paced() {
+/// The fixture behind `gate` starting as `state`, on a loopback port: the gate's state and the
+/// server's URL (logs go to the test's output as `RUST_LOG` says).
+async fn gated(state: Gate) -> (Shared, String) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
@@ -151,11 +130,26 @@ async fn an_event_stream_answered_with_nothing_is_paced() {
         .await
         .expect("bind");
     let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
-    let st: Shared = Arc::new(Mutex::new(Gate {
+    let st: Shared = Arc::new(Mutex::new(state));
+    let router = axum::Router::new()
+        .nest_service("/mcp", fixture_mcp_service(FixtureOptions::default()))
+        .layer(axum::middleware::from_fn_with_state(st.clone(), gate));
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    (st, url)
+}
+
+/// A server that answers every GET — the session's own event stream, and a resume — with
+/// `retry: 0` and an empty stream: the harness asks again a handful of times, paced, not
+/// thousands of times a second for as long as the session lives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_stream_answered_with_nothing_is_paced() {
+    let (st, url) = gated(Gate {
         stall: true,
         ..Gate::default()
-    }));
-    serve(listener, st.clone());
+    })
+    .await;
 
     let runtime = start(vec![server("web", http(&url))]);
     let slow = qualify("web", "slow");

@@ -20,9 +20,9 @@ fn setup(tag: &str) -> std::path::PathBuf {
     dir
 }
 
-/// Runs `shell` in `dir` with `script` piped to stdin: (exit status, stdout, stderr).
-fn piped(dir: &std::path::Path, extra: &[&str], script: &str) -> (i32, String, String) {
-    let mut child = Command::new(bin())
+/// `shell` started in `dir` with `extra` arguments, its stdin, stdout and stderr piped.
+fn shell(dir: &std::path::Path, extra: &[&str]) -> std::process::Child {
+    Command::new(bin())
         .args(["shell", "--yes", "--config", "mcp.json"])
         .args(extra)
         .current_dir(dir)
@@ -33,7 +33,12 @@ fn piped(dir: &std::path::Path, extra: &[&str], script: &str) -> (i32, String, S
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("run mcp-harness shell");
+        .expect("run mcp-harness shell")
+}
+
+/// Runs `shell` in `dir` with `script` piped to stdin: (exit status, stdout, stderr).
+fn piped(dir: &std::path::Path, extra: &[&str], script: &str) -> (i32, String, String) {
+    let mut child = shell(dir, extra);
     child
         .stdin
         .take()
@@ -112,17 +117,7 @@ call mcp__fx__calls
 fn a_restart_is_done_before_the_next_line_and_a_bad_line_is_skipped() {
     let dir = setup("restart");
     let script: &[u8] = b"call mcp__fx__echo {\"message\": \"a\"}\nrestart fx\ncall mcp__fx__calls\necho \xff\ncall mcp__fx__echo {\"message\": \"after\"}\n";
-    let mut child = Command::new(bin())
-        .args(["shell", "--yes", "--config", "mcp.json"])
-        .current_dir(&dir)
-        .env("HOME", dir.join("home"))
-        .env("XDG_CONFIG_HOME", dir.join("xdg"))
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run mcp-harness shell");
+    let mut child = shell(&dir, &[]);
     child
         .stdin
         .take()
@@ -157,17 +152,7 @@ fn a_restart_is_done_before_the_next_line_and_a_bad_line_is_skipped() {
 #[test]
 fn ctrl_c_cancels_the_running_call_at_its_server() {
     let dir = setup("interrupt");
-    let mut child = Command::new(bin())
-        .args(["shell", "--yes", "--config", "mcp.json"])
-        .current_dir(&dir)
-        .env("HOME", dir.join("home"))
-        .env("XDG_CONFIG_HOME", dir.join("xdg"))
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run mcp-harness shell");
+    let mut child = shell(&dir, &[]);
     let mut stdin = child.stdin.take().expect("stdin");
     stdin
         .write_all(b"call mcp__fx__slow {\"ms\": 20000}\n")

@@ -41,6 +41,22 @@ fn task(client: &Stateless<'_>, method: &str, id: &str) -> Value {
     client.request(method, params, Some(id))
 }
 
+/// Waits (30 s at most) until `client` is listed the upstream's `slow_compute`.
+fn wait_listed(client: &Stateless<'_>) {
+    let start = Instant::now();
+    while !client
+        .request("tools/list", json!({}), None)
+        .to_string()
+        .contains("slow_compute")
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the upstream's tools never appeared"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 #[test]
 fn serve_passes_tasks_through_bound_to_the_client_that_created_them() {
     let dir = temp_home("serve-tasks", "http");
@@ -69,18 +85,7 @@ fn serve_passes_tasks_through_bound_to_the_client_that_created_them() {
     let plain = client(addr, ALICE, false);
 
     // The upstream connects in the background: wait (bounded) until its tools are listed.
-    let start = Instant::now();
-    while !alice
-        .request("tools/list", json!({}), None)
-        .to_string()
-        .contains("slow_compute")
-    {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "the upstream's tools never appeared"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_listed(&alice);
     let discovered = alice.request("server/discover", json!({}), None);
     assert!(
         discovered["result"]["capabilities"]["extensions"][TASKS].is_object(),
@@ -203,18 +208,7 @@ fn a_task_of_a_server_that_went_away_is_answered_about() {
     );
     let addr = gateway.addr.as_str();
     let alice = client(addr, ALICE, true);
-    let start = Instant::now();
-    while !alice
-        .request("tools/list", json!({}), None)
-        .to_string()
-        .contains("slow_compute")
-    {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "the upstream's tools never appeared"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_listed(&alice);
     let created = alice.call("slow_compute", json!({"seconds": 30, "label": "orphan"}));
     let id = created["result"]["taskId"]
         .as_str()
