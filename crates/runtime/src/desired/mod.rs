@@ -245,6 +245,14 @@ impl DesiredState {
                 .reconcile(&guard.claim.config)
                 .await
                 .map_err(StartError::System)?;
+            if !outcome.started.is_empty() || !outcome.removed.is_empty() {
+                tracing::info!(
+                    started = ?outcome.started,
+                    removed = ?outcome.removed,
+                    kept = outcome.kept.len(),
+                    "servers changed by the configuration"
+                );
+            }
             self.apply_settings(&guard.claim.config);
             let desired: Vec<String> = guard.claim.config.servers.keys().cloned().collect();
             let deadline = guard

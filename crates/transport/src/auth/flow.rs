@@ -90,7 +90,10 @@ pub enum AuthFlowError {
         /// What failed, in words (never a secret).
         message: String,
     },
-    #[error("server `{server}`: the authorization server refused the code: {message}")]
+    #[error(
+        "server `{server}`: the code exchange at the token endpoint failed: {message}; the code \
+         is spent, run `mcp-harness login {server}` again"
+    )]
     /// The code exchange failed.
     Token {
         /// The server's name.
@@ -389,7 +392,14 @@ fn callback_error_message(e: &AuthError, code: Option<&str>) -> String {
                 the login again"
             .into();
     }
-    shown_error(&text, &[code.unwrap_or_default()])
+    let shown = shown_error(&text, &[code.unwrap_or_default()]);
+    // rmcp's words for a token endpoint that did not answer say only that the request failed.
+    if shown.contains("Request failed") || shown.contains("error sending request") {
+        return format!(
+            "{shown} (the token endpoint could not be reached or did not answer within 30 s)"
+        );
+    }
+    shown
 }
 
 /// The longest error text of an authorization server shown.
