@@ -169,8 +169,8 @@ fn unknown_name(name: &str, asked: Asked, snapshot: &Snapshot) -> Failure {
         && !snapshot.servers.contains_key(server)
         && !names.iter().any(|n| qualified_server(n) == Some(server))
     {
-        message.push_str(&match crate::sources::dropped(server) {
-            Some(why) => format!(": server `{server}` is not loaded: {why}"),
+        message.push_str(&match crate::sources::not_loaded(server) {
+            Some(not_loaded) => format!(": {not_loaded}"),
             None => format!(
                 ": no server named `{server}` is configured ({})",
                 configured(snapshot.servers.keys())

@@ -39,3 +39,9 @@ pub(crate) fn dropped(name: &str) -> Option<&'static str> {
         .find(|(server, _)| server == name)
         .map(|(_, reason)| reason.as_str())
 }
+
+/// What a command says of server `name` when the merge left it out ("server … is not loaded:
+/// why").
+pub(crate) fn not_loaded(name: &str) -> Option<String> {
+    dropped(name).map(|why| format!("server `{name}` is not loaded: {why}"))
+}

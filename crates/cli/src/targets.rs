@@ -48,8 +48,8 @@ pub(crate) fn plan(config: Config, wants: &Wants<'_>, only: &[String]) -> Result
     };
     for name in only {
         if !config.servers.contains_key(name) {
-            return Err(match crate::sources::dropped(name) {
-                Some(why) => format!("--server {name}: server `{name}` is not loaded: {why}"),
+            return Err(match crate::sources::not_loaded(name) {
+                Some(not_loaded) => format!("--server {name}: {not_loaded}"),
                 None => format!(
                     "--server {name}: no server named `{name}` ({})",
                     configured()

@@ -148,15 +148,7 @@ pub fn url(url: &str) -> String {
     let mut out = redact_path_params(&redact_password(base));
     if let Some(query) = query {
         out.push('?');
-        let pairs: Vec<String> = query
-            .split('&')
-            .map(|pair| match pair.split_once('=') {
-                Some((key, _)) => format!("{key}={MARKER}"),
-                None if pair.is_empty() => String::new(),
-                None => MARKER.to_string(),
-            })
-            .collect();
-        out.push_str(&pairs.join("&"));
+        out.push_str(&hide_values(query, '&'));
     }
     if let Some(fragment) = fragment {
         out.push('#');
@@ -170,41 +162,49 @@ pub fn url(url: &str) -> String {
 /// `base` (a URL without query and fragment) with the value of each path parameter
 /// (`;jsessionid=value`, `;value`) replaced by [`MARKER`].
 fn redact_path_params(base: &str) -> String {
-    let Some((scheme, rest)) = base.split_once("://") else {
+    let Some((scheme, authority, path)) = split_base(base) else {
         return base.to_string();
     };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let (authority, path) = rest.split_at(authority_end);
     if !path.contains(';') {
         return base.to_string();
     }
     let segments: Vec<String> = path
         .split('/')
         .map(|segment| match segment.split_once(';') {
-            Some((name, params)) => {
-                let hidden: Vec<String> = params
-                    .split(';')
-                    .map(|param| match param.split_once('=') {
-                        Some((key, _)) => format!("{key}={MARKER}"),
-                        None if param.is_empty() => String::new(),
-                        None => MARKER.to_string(),
-                    })
-                    .collect();
-                format!("{name};{}", hidden.join(";"))
-            }
+            Some((name, params)) => format!("{name};{}", hide_values(params, ';')),
             None => segment.to_string(),
         })
         .collect();
     format!("{scheme}://{authority}{}", segments.join("/"))
 }
 
+/// `params` (`key=value` pairs or bare values, separated by `separator`) with each value
+/// replaced by [`MARKER`]; an empty one stays empty.
+fn hide_values(params: &str, separator: char) -> String {
+    let hidden: Vec<String> = params
+        .split(separator)
+        .map(|param| match param.split_once('=') {
+            Some((key, _)) => format!("{key}={MARKER}"),
+            None if param.is_empty() => String::new(),
+            None => MARKER.to_string(),
+        })
+        .collect();
+    hidden.join(&separator.to_string())
+}
+
+/// `base` (a URL without query and fragment) as scheme, authority and path; `None` without
+/// `://`.
+fn split_base(base: &str) -> Option<(&str, &str, &str)> {
+    let (scheme, rest) = base.split_once("://")?;
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    Some((scheme, authority, path))
+}
+
 /// `scheme://user:password@host` → `scheme://user:[redacted]@host`.
 fn redact_password(base: &str) -> String {
-    let Some((scheme, rest)) = base.split_once("://") else {
+    let Some((scheme, authority, path)) = split_base(base) else {
         return base.to_string();
     };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let (authority, path) = rest.split_at(authority_end);
     match authority.rsplit_once('@') {
         Some((userinfo, host)) => match userinfo.split_once(':') {
             Some((user, _)) => format!("{scheme}://{user}:{MARKER}@{host}{path}"),

@@ -143,7 +143,7 @@ impl Session {
     /// `-32601`, like a well-formed one.
     fn declares(&self, method: &str) -> bool {
         match method {
-            "tasks/get" | "tasks/update" | "tasks/cancel" => self.serves_tasks(),
+            "tasks/get" | "tasks/update" | "tasks/cancel" => self.shared().serves_tasks(),
             "skills/list" | "skills/get" => self.skills_capability().is_some(),
             "resources/directory/read" => self
                 .skills_capability()

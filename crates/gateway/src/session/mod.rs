@@ -368,7 +368,7 @@ impl ServerHandler for Session {
             Some(_) => capabilities.enable_skills(),
             None => capabilities,
         };
-        let capabilities = if self.serves_tasks() {
+        let capabilities = if self.shared().serves_tasks() {
             capabilities.enable_tasks()
         } else {
             capabilities

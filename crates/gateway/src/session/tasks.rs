@@ -48,11 +48,6 @@ pub(super) const MISSING_CAPABILITY: i32 = -32021;
 const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 
 impl Session {
-    /// Whether the gateway declares the tasks extension (see [`super::shared::Shared::serves_tasks`]).
-    pub(super) fn serves_tasks(&self) -> bool {
-        self.shared().serves_tasks()
-    }
-
     /// Whether a call of `tool` on `server` hands an upstream task back to the client (it
     /// declared the tasks extension), or its refusal: `-32021` for a task-only tool called by
     /// a client that did not.

@@ -300,13 +300,14 @@ pub async fn login(
             server: server.to_string(),
             message,
         })?;
-    let code = redirect_param(&redirect, "code");
+    let code = super::loopback::query_param(&redirect, "code");
     // The code is a secret until it is spent (rmcp logs it at debug): never in a log line.
     crate::redact::register(code.iter());
     if code.is_none()
-        && let Some(error) = redirect_param(&redirect, "error")
+        && let Some(error) = super::loopback::query_param(&redirect, "error")
     {
-        let description = redirect_param(&redirect, "error_description").unwrap_or_default();
+        let description =
+            super::loopback::query_param(&redirect, "error_description").unwrap_or_default();
         return Err(AuthFlowError::Authorization {
             server: server.to_string(),
             message: shown_error(
@@ -374,14 +375,6 @@ impl rmcp::transport::auth::CredentialStore for Staged {
         *self.0.lock().unwrap_or_else(|e| e.into_inner()) = None;
         Ok(())
     }
-}
-
-/// The value of query parameter `name` of the redirect URL, if it has one.
-fn redirect_param(redirect: &str, name: &str) -> Option<String> {
-    let url = reqwest::Url::parse(redirect).ok()?;
-    url.query_pairs()
-        .find(|(key, _)| key == name)
-        .map(|(_, value)| value.into_owned())
 }
 
 /// Why the redirect could not be turned into tokens, in words (the code never in them).

@@ -94,7 +94,7 @@ const CALLBACK_READ: Duration = Duration::from_secs(10);
 const MAX_CALLBACK_READS: usize = 16;
 
 /// The value of query parameter `name` of `url`.
-fn query_param(url: &str, name: &str) -> Option<String> {
+pub(crate) fn query_param(url: &str, name: &str) -> Option<String> {
     reqwest::Url::parse(url)
         .ok()?
         .query_pairs()
