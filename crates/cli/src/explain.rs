@@ -248,6 +248,12 @@ pub(crate) fn server_down_told(status: &ServerStatus) -> String {
     told
 }
 
+tokio::task_local! {
+    /// Set while the interactive shell runs: its hints name the shell's own commands, which
+    /// change only the session, instead of the CLI's, which edit the config.
+    pub(crate) static IN_SHELL: ();
+}
+
 /// Why a configured server cannot answer, as one line with what to do.
 pub(crate) fn server_down(status: &ServerStatus) -> String {
     let name = &status.name;
@@ -271,6 +277,9 @@ pub(crate) fn server_down(status: &ServerStatus) -> String {
             Some(hint) => format!("server `{name}`: {hint}"),
             None => format!("server `{name}` needs authorization: run `mcp-harness login {name}`"),
         },
+        ServerState::Disabled if IN_SHELL.try_with(|_| ()).is_ok() => {
+            format!("server `{name}` is disabled: `enable {name}` starts it for this session")
+        }
         ServerState::Disabled => format!(
             "server `{name}` is disabled in the config (`enabled: false`; `mcp-harness enable {name}`)"
         ),
@@ -389,19 +398,31 @@ pub(crate) fn check_prompt_args(
         return Ok(());
     };
     let declared = prompt.prompt.arguments.as_deref().unwrap_or_default();
-    let given = |key: &str| args.and_then(|a| a.get(key));
+    // A null counts as not given: required, it is missing; optional, it is better left out.
+    let given = |key: &str| args.and_then(|a| a.get(key)).filter(|v| !v.is_null());
+    let required = |key: &str| {
+        declared
+            .iter()
+            .any(|a| a.name == key && a.required == Some(true))
+    };
     let missing: Vec<&str> = declared
         .iter()
         .filter(|a| a.required == Some(true) && given(&a.name).is_none())
         .map(|a| a.name.as_str())
         .collect();
+    let null: Vec<&str> = args
+        .into_iter()
+        .flatten()
+        .filter(|(k, v)| v.is_null() && !required(k))
+        .map(|(k, _)| k.as_str())
+        .collect();
     let not_text: Vec<&str> = args
         .into_iter()
         .flatten()
-        .filter(|(_, v)| !v.is_string())
+        .filter(|(_, v)| !v.is_string() && !v.is_null())
         .map(|(k, _)| k.as_str())
         .collect();
-    if missing.is_empty() && not_text.is_empty() {
+    if missing.is_empty() && null.is_empty() && not_text.is_empty() {
         return Ok(());
     }
     let mut problems = Vec::new();
@@ -414,6 +435,13 @@ pub(crate) fn check_prompt_args(
                 "arguments"
             },
             quote(&missing)
+        ));
+    }
+    if !null.is_empty() {
+        problems.push(format!(
+            "{} {} null: leave an optional argument out instead",
+            quote(&null),
+            if null.len() == 1 { "is" } else { "are" }
         ));
     }
     if !not_text.is_empty() {

@@ -474,7 +474,7 @@ async fn run(cli: Cli) -> u8 {
         // terminal gets back the settings it had, whatever the line editor left).
         let _terminal = terminal::Restore::now();
         let code = tokio::select! {
-            code = commands::shell::run(&runtime, session) => code,
+            code = explain::IN_SHELL.scope((), commands::shell::run(&runtime, session)) => code,
             signal = ended() => {
                 say!("\n{signal}: closing servers");
                 exit::Exit::Interrupted.code()

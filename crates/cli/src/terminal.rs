@@ -206,18 +206,18 @@ impl Roots {
             })?]
         } else {
             dirs.iter()
-                .map(|d| Self::resolve(d))
+                .map(|d| Self::resolve(d).map_err(|e| format!("--root {e}")))
                 .collect::<Result<_, _>>()?
         };
         Ok(Self(std::sync::RwLock::new(dirs)))
     }
 
-    /// `dir` as an absolute directory path; an `Err` says it is not a directory.
+    /// `dir` as an absolute directory path; an `Err` (`DIR: why`) says it is not a directory.
     pub(crate) fn resolve(dir: &std::path::Path) -> Result<std::path::PathBuf, String> {
         match std::fs::canonicalize(dir) {
             Ok(path) if path.is_dir() => Ok(path),
-            Ok(_) => Err(format!("--root {}: not a directory", dir.display())),
-            Err(e) => Err(format!("--root {}: {e}", dir.display())),
+            Ok(_) => Err(format!("{}: not a directory", dir.display())),
+            Err(e) => Err(format!("{}: {e}", dir.display())),
         }
     }
 

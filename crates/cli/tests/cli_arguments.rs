@@ -251,6 +251,26 @@ fn prompts_show_and_check_their_required_arguments() {
     );
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("strings") && err.contains("`name`"), "{err}");
+    // A null is not given: a required argument is missing, an optional one is better left out.
+    let (code, _, err) = run(
+        &[
+            "--server",
+            "fx",
+            "prompt",
+            "mcp__fx__greeting",
+            r#"{"name": null, "tone": null}"#,
+            "--config",
+            &c,
+        ],
+        None,
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("missing required argument `name`")
+            && err.contains("`tone` is null: leave an optional argument out instead")
+            && !err.contains("not a string"),
+        "{err}"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }
 

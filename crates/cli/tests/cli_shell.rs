@@ -65,8 +65,10 @@ read fx fixture://static/readme
 call mcp__fx__calls
 roots elsewhere
 call mcp__fx__ask_roots
+roots nowhere
 disable fx
 servers
+call mcp__fx__echo {"message": "while disabled"}
 enable fx
 call mcp__fx__calls
 "#;
@@ -100,7 +102,16 @@ call mcp__fx__calls
         "{out}"
     );
     assert!(err.contains("roots changed; told 1 server"), "{err}");
-    // Disabled for the session, then enabled again: a new process, counting afresh.
+    assert!(
+        err.contains("roots nowhere: ") && err.contains("the roots stay as they were"),
+        "the shell's own command is named, not --root: {err}"
+    );
+    // Disabled for the session, then enabled again: a new process, counting afresh. Meanwhile
+    // the hint names the shell's `enable`, not the one editing the config.
+    assert!(
+        err.contains("server `fx` is disabled: `enable fx` starts it for this session"),
+        "{err}"
+    );
     assert!(out.contains("disabled for this session: fx"), "{out}");
     assert!(
         out.lines()

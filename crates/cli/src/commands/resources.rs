@@ -9,6 +9,7 @@ use mcp_harness_runtime::LoadedSkill;
 use rmcp::model::{GetPromptResult, ReadResourceResult, ResourceContents};
 use serde_json::json;
 
+use crate::output;
 use crate::table::{pretty, render};
 
 /// Skills as a table (server, name, description), or JSON.
@@ -59,10 +60,42 @@ pub(crate) fn prompt(result: &GetPromptResult, as_json: bool) -> String {
     out
 }
 
-/// Writes resource contents to `path` (a new file or one overwritten): each text as is, each
-/// blob decoded from base64, in order. Returns the bytes written.
-pub(crate) fn write_contents(result: &ReadResourceResult, path: &Path) -> Result<usize, String> {
+/// A blob's bytes, decoded from base64 (surrounding whitespace ignored).
+fn decode_blob(blob: &str) -> Result<Vec<u8>, base64::DecodeError> {
     use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.decode(blob.trim())
+}
+
+/// The URI a content part names.
+fn content_uri(c: &ResourceContents) -> Option<&str> {
+    match c {
+        ResourceContents::TextResourceContents { uri, .. }
+        | ResourceContents::BlobResourceContents { uri, .. } => Some(uri),
+        _ => None,
+    }
+}
+
+/// Writes resource contents to `path` (a new file or one overwritten): each text as is, each
+/// blob decoded from base64, in order. Parts of one resource (all naming the same URI) are
+/// joined; contents naming several resources are refused, since one file would glue them
+/// together with no way to tell them apart. Returns the bytes written.
+pub(crate) fn write_contents(result: &ReadResourceResult, path: &Path) -> Result<usize, String> {
+    let uris: Vec<&str> = result.contents.iter().filter_map(content_uri).collect();
+    if uris.iter().any(|u| *u != uris[0]) {
+        let mut named: Vec<&str> = Vec::new();
+        for u in &uris {
+            if !named.contains(u) {
+                named.push(u);
+            }
+        }
+        let shown = named.iter().take(5).copied().collect::<Vec<_>>().join(", ");
+        let more = if named.len() > 5 { ", …" } else { "" };
+        return Err(format!(
+            "the server returned {} resources ({shown}{more}) and --out writes one file; read one of \
+             them by its URI, or use --json to get them all; nothing was written",
+            named.len()
+        ));
+    }
     let mut bytes = Vec::new();
     for c in &result.contents {
         match c {
@@ -70,11 +103,9 @@ pub(crate) fn write_contents(result: &ReadResourceResult, path: &Path) -> Result
                 bytes.extend_from_slice(text.as_bytes())
             }
             ResourceContents::BlobResourceContents { uri, blob, .. } => {
-                let decoded = base64::engine::general_purpose::STANDARD
-                    .decode(blob.trim())
-                    .map_err(|e| {
-                        format!("the blob of {uri} is not valid base64 ({e}); nothing was written")
-                    })?;
+                let decoded = decode_blob(blob).map_err(|e| {
+                    format!("the blob of {uri} is not valid base64 ({e}); nothing was written")
+                })?;
                 bytes.extend_from_slice(&decoded);
             }
             other => {
@@ -106,11 +137,19 @@ pub(crate) fn contents(result: &ReadResourceResult, as_json: bool) -> String {
                 blob,
                 mime_type,
                 ..
-            } => out.push_str(&format!(
-                "[blob {uri}, {}, {} base64 bytes]\n",
-                mime_type.as_deref().unwrap_or("unknown type"),
-                blob.len()
-            )),
+            } => {
+                let kind = mime_type.as_deref().unwrap_or("unknown type");
+                out.push_str(&match decode_blob(blob) {
+                    Ok(bytes) => format!(
+                        "[blob {uri}, {kind}, {}; `--out FILE` writes it]\n",
+                        output::count(bytes.len(), "byte")
+                    ),
+                    Err(e) => format!(
+                        "[blob {uri}, {kind}: not valid base64 ({e}), {} characters as sent]\n",
+                        blob.len()
+                    ),
+                });
+            }
             other => out.push_str(&format!(
                 "{}\n",
                 serde_json::to_string(other).unwrap_or_default()
@@ -118,4 +157,58 @@ pub(crate) fn contents(result: &ReadResourceResult, as_json: bool) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read_result(contents: serde_json::Value) -> ReadResourceResult {
+        serde_json::from_value(json!({ "contents": contents })).expect("a read result")
+    }
+
+    #[test]
+    fn a_printed_blob_shows_its_decoded_size_or_that_it_is_not_base64() {
+        let result = read_result(json!([
+            {"uri": "x://a", "mimeType": "image/png", "blob": "aGVsbG8="},
+            {"uri": "x://b", "blob": "not base64!"},
+        ]));
+        let shown = contents(&result, false);
+        assert!(
+            shown.contains("[blob x://a, image/png, 5 bytes; `--out FILE` writes it]"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("[blob x://b, unknown type: not valid base64 (")
+                && shown.contains("11 characters as sent]"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn out_joins_the_parts_of_one_resource_and_refuses_several_resources() {
+        let dir = std::env::temp_dir().join(format!("mcp-harness-out-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let file = dir.join("out.bin");
+
+        let parts = read_result(json!([
+            {"uri": "x://a", "text": "hel"},
+            {"uri": "x://a", "blob": "bG8="},
+        ]));
+        assert_eq!(write_contents(&parts, &file), Ok(5));
+        assert_eq!(std::fs::read(&file).expect("written"), b"hello");
+
+        let _ = std::fs::remove_file(&file);
+        let several = read_result(json!([
+            {"uri": "x://a", "text": "one"},
+            {"uri": "x://b", "text": "two"},
+        ]));
+        let e = write_contents(&several, &file).expect_err("two resources, one file");
+        assert!(
+            e.contains("2 resources (x://a, x://b)") && e.contains("nothing was written"),
+            "{e}"
+        );
+        assert!(!file.exists(), "nothing was written");
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }

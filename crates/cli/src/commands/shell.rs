@@ -734,7 +734,12 @@ async fn roots(runtime: &Runtime, session: &Session, dirs: &[PathBuf]) -> u8 {
             .collect::<Result<Vec<_>, _>>()
         {
             Ok(r) => r,
-            Err(e) => return crate::fail(&e, Exit::Usage),
+            Err(e) => {
+                return crate::fail(
+                    &format!("roots {e}; the roots stay as they were"),
+                    Exit::Usage,
+                );
+            }
         };
         if session.roots.set(resolved) {
             let told = runtime.notify_roots_changed().await;
