@@ -543,8 +543,17 @@ fn live_reload(
     only: Vec<String>,
 ) -> mcp_harness_runtime::ConfigWatch {
     let files = commands::config::files(config.as_deref());
+    let joiner = runtime.remote_joiner();
     let loader: mcp_harness_runtime::ConfigLoader = std::sync::Arc::new(move || {
         let loaded = commands::config::load(config.as_deref(), false)?;
+        // A remote source the edit added is fetched now; its servers join when it answers.
+        if config.is_none()
+            && sources::shared()
+                .unfetched()
+                .is_ok_and(|new| !new.is_empty())
+        {
+            joiner.join_new(sources::shared().clone());
+        }
         targets::plan(loaded, &targets::Wants::Every, &only).map(|plan| plan.config)
     });
     runtime.reload_on_change(files, Duration::from_secs(1), loader)

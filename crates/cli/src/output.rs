@@ -64,8 +64,15 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 /// carriage return cannot overwrite what was printed), except newlines and tabs.
 pub(crate) fn for_terminal(text: &str) -> String {
     text.chars()
-        .filter(|&c| c == '\n' || c == '\t' || !c.is_control())
+        .filter(|&c| c == '\n' || c == '\t' || !(c.is_control() || is_bidi_control(c)))
         .collect()
+}
+
+/// The bidirectional embedding, override and isolate controls (U+202A–U+202E,
+/// U+2066–U+2069): they reorder what follows them on the line, so a server's text could make
+/// the words after it read differently from what they are.
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }
 
 /// `path` relative to the current directory when under it, else with `~` for the home folder.
@@ -163,6 +170,19 @@ mod tests {
         assert_eq!(count(0, "tool"), "0 tools");
         assert_eq!(count(1, "tool"), "1 tool");
         assert_eq!(count(2, "server"), "2 servers");
+    }
+
+    #[test]
+    fn terminal_text_loses_controls_and_bidi_overrides() {
+        assert_eq!(
+            for_terminal("a\u{1b}]0;title\u{7}b\r\u{202E}evil\u{2066}x\n\tc"),
+            "a]0;titlebevilx\n\tc"
+        );
+        assert_eq!(
+            for_terminal("ok \u{200D} zwj"),
+            "ok \u{200D} zwj",
+            "joiners stay"
+        );
     }
 
     #[test]

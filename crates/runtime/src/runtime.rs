@@ -29,7 +29,7 @@ use crate::connection::server::{
     ResourceUpdate, Restart, SHUTDOWN_GRACE, ServerLog, Stop, TaskStatusUpdate,
 };
 use crate::desired::DesiredState;
-use crate::desired::reload::{self, ConfigLoader, ConfigWatch};
+use crate::desired::reload::{self, ConfigLoader, ConfigWatch, RemoteJoiner};
 use crate::error::{CallError, StartError, unexpected};
 use crate::snapshot::Live;
 use crate::snapshot::publisher::{Published, ServerClient};
@@ -637,6 +637,14 @@ impl Runtime {
                 server: server.to_string(),
                 state: "not configured or disabled".into(),
             })?;
+        // A stopped actor would drop the message unseen, and a caller waiting for the
+        // restarted server's report would wait its whole deadline.
+        if !addr.connected() {
+            return Err(CallError::ServerUnavailable {
+                server: server.to_string(),
+                state: "stopping (being replaced or shut down)".into(),
+            });
+        }
         addr.do_send(Restart);
         Ok(())
     }
@@ -706,7 +714,13 @@ impl Runtime {
         &self,
         sources: Sources,
     ) -> tokio::task::JoinHandle<Vec<(String, Result<usize, String>)>> {
-        reload::join_remote(Arc::downgrade(&self.desired), sources)
+        reload::join_remote(Arc::downgrade(&self.desired), sources, false)
+    }
+
+    /// What a config loader uses to join remote sources an edit added (see
+    /// [`RemoteJoiner::join_new`]); it does not keep the runtime alive.
+    pub fn remote_joiner(&self) -> RemoteJoiner {
+        RemoteJoiner(Arc::downgrade(&self.desired))
     }
 
     /// Closes every server (stdio process groups are terminated) and stops the actor thread.

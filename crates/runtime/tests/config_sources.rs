@@ -784,7 +784,8 @@ fn allow_lists_and_deny_wins() {
     let (c, _) = sources::load_any_with(&user, &env).expect("loads");
     assert_eq!(c.servers.keys().collect::<Vec<_>>(), ["docs", "github"]);
 
-    // A project file cannot set the policy.
+    // A project file cannot set the policy (trusted, it is refused; untrusted, it is ignored
+    // whole: see project_trust.rs).
     std::fs::write(
         dir.join(".mcp-harness.json"),
         r#"{"deniedServers": ["*"], "mcpServers": {}}"#,
@@ -794,6 +795,7 @@ fn allow_lists_and_deny_wins() {
         .with_user_file(Some(user))
         .with_project_dir(Some(dir.clone()))
         .with_env(env)
+        .trust_project_files()
         .merge()
         .expect_err("policy in a project file")
         .to_string();
@@ -851,6 +853,7 @@ fn a_broken_source_names_its_file() {
         .with_user_file(None)
         .with_project_dir(Some(dir.clone()))
         .with_env(env)
+        .trust_project_files()
         .merge()
         .expect_err("broken")
         .to_string();
@@ -1055,6 +1058,7 @@ fn gateway_profiles_come_from_the_user_config_only() {
         .with_user_file(Some(user))
         .with_project_dir(Some(project))
         .with_env(env)
+        .trust_project_files()
         .merge()
         .expect_err("gateway in a project file")
         .to_string();

@@ -187,14 +187,82 @@ fn an_untrusted_file_adds_no_sections_and_relaxations_need_the_user_setting() {
     );
     assert!(merged.config.permissions.trusts_read_only_hint());
 
-    // A project file cannot grant itself that.
+    // A project file cannot grant itself that: once trusted, the file is refused (not trusted
+    // yet, the edit made it untrusted again, and it is ignored).
     write(
         &file,
         serde_json::json!({"mcpServers": {}, "trustProjectPermissions": true}),
     );
+    sources
+        .merge()
+        .expect("an untrusted file cannot stop the harness");
+    store
+        .trust(&file, &std::fs::read(&file).expect("read"))
+        .expect("trust");
     let err = sources.merge().expect_err("refused").to_string();
     assert!(
         err.contains(".mcp-harness.json") && err.contains("`trustProjectPermissions`"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A cloned repository's file the user never trusted cannot make every command fail: managed
+/// settings in it, a server the config format refuses or a file that is not even JSON are
+/// notes, and the user's servers load; trusted, the same file is an error naming the key.
+#[test]
+fn an_untrusted_file_cannot_stop_the_harness() {
+    let dir = temp_dir("unstoppable");
+    write(
+        &dir.join("xdg/mcp-harness/config.json"),
+        serde_json::json!({"mcpServers": {"mine": {"command": "my-server"}}}),
+    );
+    let file = dir.join("project/.mcp-harness.json");
+    let sources = sources(&dir);
+    for (what, content) in [
+        (
+            "remoteSources",
+            r#"{"mcpServers": {}, "remoteSources": [{"url": "https://evil.example/s.json"}]}"#,
+        ),
+        (
+            "gateway",
+            r#"{"mcpServers": {}, "gateway": {"clients": {}}}"#,
+        ),
+        (
+            "an unknown key",
+            r#"{"mcpServers": {"proj": {"command": "x", "surprise": 1}}}"#,
+        ),
+        ("not JSON", "{ nope"),
+    ] {
+        std::fs::write(&file, content).expect("write");
+        let merged = sources
+            .merge()
+            .unwrap_or_else(|e| panic!("{what}: an untrusted file stopped the merge: {e}"));
+        assert!(merged.config.servers.contains_key("mine"), "{what}");
+        assert!(merged.remote.is_empty(), "{what}");
+        assert!(
+            merged.notes.iter().any(|n| n.contains(".mcp-harness.json")),
+            "{what}: {:?}",
+            merged.notes
+        );
+        assert_eq!(
+            merged.untrusted.len(),
+            1,
+            "{what}: the file is still shown as held"
+        );
+    }
+    let store = sources.trust_store().expect("store");
+    std::fs::write(
+        &file,
+        r#"{"mcpServers": {}, "remoteSources": [{"url": "https://evil.example/s.json"}]}"#,
+    )
+    .expect("write");
+    store
+        .trust(&file, &std::fs::read(&file).expect("read"))
+        .expect("trust");
+    let err = sources.merge().expect_err("trusted: refused").to_string();
+    assert!(
+        err.contains("`remoteSources` is a managed setting"),
         "{err}"
     );
     let _ = std::fs::remove_dir_all(&dir);

@@ -150,9 +150,11 @@ impl Outstanding {
         self.settled.notify_waiters();
     }
 
-    /// How many requests wait for their answer now, and callers hold the session to send.
+    /// How many calls are in flight now, at least: requests waiting for their answer, or
+    /// callers holding the session to send. A call holds the session while its request waits,
+    /// so the two overlap and are not added (one call is one, not two); zero only when both are.
     pub(crate) fn count(&self) -> usize {
-        self.ids().len() + self.holds.load(Ordering::SeqCst)
+        self.ids().len().max(self.holds.load(Ordering::SeqCst))
     }
 
     /// Waits until no request is waiting for its answer, `limit` at the longest; how many
@@ -276,6 +278,22 @@ mod tests {
                 "method": "notifications/cancelled", "params": {"requestId": 2}})));
         });
         assert_eq!(outstanding.settle(Duration::from_secs(5)).await, 0);
+    }
+
+    #[test]
+    fn a_call_holding_the_session_while_its_request_waits_counts_once() {
+        let outstanding = Arc::new(Outstanding::default());
+        let sends = Sends::new(outstanding.clone());
+        let hold = sends.hold();
+        assert_eq!(outstanding.count(), 1, "about to send");
+        outstanding.sent(&ping(1));
+        assert_eq!(outstanding.count(), 1, "one call, sent and held");
+        let second = sends.hold();
+        outstanding.sent(&ping(2));
+        assert_eq!(outstanding.count(), 2);
+        drop((hold, second));
+        outstanding.answered(&NumberOrString::Number(1));
+        assert_eq!(outstanding.count(), 1, "request 2 still waits");
     }
 
     /// A transport whose every send fails (a POST that never reached the server).

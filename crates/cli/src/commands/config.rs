@@ -313,7 +313,8 @@ fn to_table(merged: &Merged) -> String {
             out.push_str(&format!("  {note}\n"));
         }
     }
-    out
+    // Notes quote keys a file or a remote source wrote: a person reads this, piped or not.
+    crate::output::for_terminal(&out)
 }
 
 /// Converts `file`; prints it with the secrets written literally in it redacted (as `get`

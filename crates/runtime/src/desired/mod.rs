@@ -224,17 +224,27 @@ impl DesiredState {
         self.control.prewarm();
     }
 
-    /// See [`crate::Runtime::refresh_if_dirty`].
+    /// See [`crate::Runtime::refresh_if_dirty`]. A change another caller (the pre-warm) is
+    /// applying is waited for as if this call applied it: from its claim, not only once its
+    /// servers started, so no caller sees the runtime between the two.
     pub(crate) async fn refresh_if_dirty(&self) -> Result<Option<Reconciled>, StartError> {
         let control = &self.control;
+        let others = self.registry.longest_startup() + Duration::from_secs(1);
         if !control.is_dirty() {
+            self.settled(others).await;
             return Ok(None);
         }
-        let (mut guard, outcome, desired, deadline) = {
+        let (mut guard, outcome, desired, deadline, settling) = {
             let _single = control.single.lock().await;
             let Some(claim) = control.claim() else {
-                return Ok(None); // another refresh published it while we waited
+                // Another refresh published it while we waited.
+                drop(_single);
+                self.settled(others).await;
+                return Ok(None);
             };
+            // Counted from the claim: a caller finding nothing dirty now waits for this.
+            self.settling.send_modify(|n| *n += 1);
+            let settling = Settling(&self.settling);
             let guard = DirtyGuard {
                 control,
                 claim,
@@ -265,7 +275,7 @@ impl DesiredState {
                 .unwrap_or(Duration::ZERO)
                 + self.registry.drain_left()
                 + Duration::from_secs(1);
-            (guard, outcome, desired, deadline)
+            (guard, outcome, desired, deadline, settling)
         };
         // The new runtime is complete when every desired server has settled — the ones started
         // now, the ones starting once their old connection drained, and any a cancelled refresh
@@ -282,8 +292,7 @@ impl DesiredState {
             .collect();
         let started = tokio::time::Instant::now();
         {
-            self.settling.send_modify(|n| *n += 1);
-            let _settling = Settling(&self.settling);
+            let _settling = settling;
             self.live
                 .wait_for(deadline, |s| self.all_settled(s, &starting))
                 .await;

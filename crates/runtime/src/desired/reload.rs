@@ -120,13 +120,19 @@ pub(crate) fn watch_files(
     ConfigWatch { stop, last_error }
 }
 
-/// See [`crate::Runtime::join_remote_sources`].
+/// See [`crate::Runtime::join_remote_sources`]; with `only_new`, the sources never fetched
+/// in this process alone ([`RemoteJoiner::join_new`]).
 pub(crate) fn join_remote(
     desired: Weak<DesiredState>,
     sources: Sources,
+    only_new: bool,
 ) -> tokio::task::JoinHandle<Vec<(String, Result<usize, String>)>> {
     tokio::spawn(async move {
-        let outcomes = match sources.fetch_remote().await {
+        let fetched = match only_new {
+            true => sources.fetch_remote_new().await,
+            false => sources.fetch_remote().await,
+        };
+        let outcomes = match fetched {
             Ok(o) => o,
             Err(e) => {
                 tracing::warn!(error = %e, "remote sources not fetched");
@@ -164,6 +170,22 @@ pub(crate) fn join_remote(
         }
         report
     })
+}
+
+/// Joins remote sources into a runtime's desired state from where the runtime itself is not
+/// at hand (a config loader run by the file watch); does nothing once the runtime is gone.
+#[derive(Clone)]
+pub struct RemoteJoiner(pub(crate) Weak<DesiredState>);
+
+impl RemoteJoiner {
+    /// Fetches, in the background, the remote sources `sources` lists that were never fetched
+    /// in this process (an edit added one, or changed its URL or headers), and joins their
+    /// servers as [`crate::Runtime::join_remote_sources`] does. Needs a Tokio runtime.
+    pub fn join_new(&self, sources: Sources) {
+        if self.0.strong_count() > 0 {
+            drop(join_remote(self.0.clone(), sources, true));
+        }
+    }
 }
 
 #[cfg(test)]

@@ -40,7 +40,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Map, Value};
 
 use super::converted::{Converted, Format, InputPrompt};
-use super::remote::{RemoteLayer, RemoteSource};
+use super::remote::RemoteSource;
 use super::trust::{ProjectTrust, TrustState, TrustStore, UntrustedFile};
 use crate::config::{Config, ConfigError, DedupKey, ServerConfig};
 
@@ -160,8 +160,9 @@ pub struct Sources {
     project: Option<PathBuf>,
     dynamic: Vec<ServerConfig>,
     lookup: Lookup,
-    /// The remote sources fetched so far, by URL (shared by clones, so a reload sees them).
-    fetched: Arc<Mutex<BTreeMap<String, RemoteLayer>>>,
+    /// What the remote sources fetched so far answered, by [`RemoteSource::fetch_key`]
+    /// (shared by clones, so a reload sees them); parsed at each merge under the entry's rules.
+    fetched: Arc<Mutex<BTreeMap<String, String>>>,
     /// Asks for VS Code inputs the environment lacks; each answer is asked once per process.
     prompt: Option<InputPrompt>,
     /// Which project files are trusted.
@@ -348,7 +349,73 @@ impl Sources {
                 location: path.display().to_string(),
                 message: format!("cannot read the config file: {e}"),
             })?;
-            let mut converted = super::convert(&text, &path)?;
+            let project = matches!(scope, Scope::ProjectMcpJson | Scope::ProjectHarnessJson);
+            let held = if project {
+                self.untrusted(&path, text.as_bytes())
+            } else {
+                None
+            };
+            // A file the user has not trusted changes nothing, and cannot stop the harness
+            // either: what would be an error in a trusted file is a note, and the file is held.
+            let refuse = |error: ConfigError,
+                          notes: &mut Vec<String>,
+                          untrusted_files: &mut Vec<UntrustedFile>|
+             -> Result<(), ConfigError> {
+                match &held {
+                    None => Err(error),
+                    Some(file) => {
+                        notes.push(format!(
+                            "{error} (the file is not trusted, so it changes nothing; `mcp-harness \
+                             trust` shows the same error)"
+                        ));
+                        if !untrusted_files.iter().any(|f| f.path == file.path) {
+                            untrusted_files.push(file.clone());
+                        }
+                        Ok(())
+                    }
+                }
+            };
+            let mut converted = match super::convert(&text, &path) {
+                Ok(c) => c,
+                Err(e) => {
+                    refuse(e, &mut early_notes, &mut untrusted_files)?;
+                    continue;
+                }
+            };
+            if held.is_some() {
+                // Only its servers are read (held back): none of its sections, managed or not.
+                if let Value::Object(doc) = &mut converted.document {
+                    let mut ignored: Vec<String> = doc
+                        .keys()
+                        .filter(|k| *k != "mcpServers")
+                        .map(|k| format!("`{k}`"))
+                        .collect();
+                    // Read out of the document already.
+                    for (key, there) in [
+                        ("allowedServers / deniedServers", converted.policy.is_some()),
+                        ("remoteSources", converted.remote.is_some()),
+                        (
+                            "trustProjectPermissions",
+                            converted.trust_project_permissions.is_some(),
+                        ),
+                    ] {
+                        if there {
+                            ignored.push(format!("`{key}`"));
+                        }
+                    }
+                    if !ignored.is_empty() {
+                        early_notes.push(format!(
+                            "{}: {} ignored until the file is trusted (`mcp-harness trust`)",
+                            path.display(),
+                            ignored.join(", ")
+                        ));
+                    }
+                    doc.retain(|k, _| k == "mcpServers");
+                }
+                converted.policy = None;
+                converted.remote = None;
+                converted.trust_project_permissions = None;
+            }
             if scope == Scope::User {
                 project_permissions |= converted.trust_project_permissions == Some(true);
             } else if converted.trust_project_permissions.is_some() {
@@ -393,18 +460,7 @@ impl Sources {
                         .into(),
                 });
             }
-            let project = matches!(scope, Scope::ProjectMcpJson | Scope::ProjectHarnessJson);
-            let held = if project {
-                self.untrusted(&path, text.as_bytes())
-            } else {
-                None
-            };
-            if held.is_some() {
-                // Only its servers, held back: none of its sections.
-                if let Value::Object(doc) = &mut converted.document {
-                    doc.retain(|k, _| k == "mcpServers");
-                }
-            } else if project && !project_permissions {
+            if held.is_none() && project && !project_permissions {
                 for note in drop_relaxations(&mut converted.document) {
                     early_notes.push(format!("{}: {note}", path.display()));
                 }
@@ -420,7 +476,13 @@ impl Sources {
                 };
                 converted.to_config_asking(&path, &plugin_lookup, self.prompt.as_ref())?
             } else {
-                converted.to_config_asking(&path, lookup, self.prompt.as_ref())?
+                match converted.to_config_asking(&path, lookup, self.prompt.as_ref()) {
+                    Ok(config) => config,
+                    Err(e) => {
+                        refuse(e, &mut early_notes, &mut untrusted_files)?;
+                        continue;
+                    }
+                }
             };
             if let Some(mut file) = held {
                 let reason = file.reason();
@@ -483,7 +545,7 @@ impl Sources {
             let fetched = self.fetched.lock().unwrap_or_else(|e| e.into_inner());
             // Only sources the user config still lists, in its order.
             for source in &remote {
-                let Some(layer) = fetched.get(&source.url) else {
+                let Some(text) = fetched.get(&source.fetch_key()) else {
                     continue;
                 };
                 let origin = Origin {
@@ -491,6 +553,13 @@ impl Sources {
                     url: Some(format!("{} ({})", source.key(), source.shown_url())),
                     format: Format::Harness,
                     scope: Scope::Remote,
+                };
+                let layer = match source.parse(text, lookup) {
+                    Ok(layer) => layer,
+                    Err(e) => {
+                        notes.push(format!("{origin}: not loaded: {}", e.message));
+                        continue;
+                    }
                 };
                 for note in &layer.notes {
                     notes.push(format!("{origin}: {note}"));
@@ -556,28 +625,53 @@ impl Sources {
         &self,
     ) -> Result<Vec<(RemoteSource, Result<usize, ConfigError>)>, ConfigError> {
         let remote = self.merge()?.remote;
+        Ok(self.fetch(remote).await)
+    }
+
+    /// Fetches the remote sources the user config lists that were never fetched in this
+    /// process (added by an edit, or their URL or headers changed), as
+    /// [`Sources::fetch_remote`] does; nothing when every one was.
+    pub async fn fetch_remote_new(
+        &self,
+    ) -> Result<Vec<(RemoteSource, Result<usize, ConfigError>)>, ConfigError> {
+        Ok(self.fetch(self.unfetched()?).await)
+    }
+
+    /// The remote sources the user config lists that were never fetched in this process.
+    pub fn unfetched(&self) -> Result<Vec<RemoteSource>, ConfigError> {
+        let mut remote = self.merge()?.remote;
+        let fetched = self.fetched.lock().unwrap_or_else(|e| e.into_inner());
+        remote.retain(|s| !fetched.contains_key(&s.fetch_key()));
+        Ok(remote)
+    }
+
+    async fn fetch(
+        &self,
+        remote: Vec<RemoteSource>,
+    ) -> Vec<(RemoteSource, Result<usize, ConfigError>)> {
         let lookup = self.lookup.clone();
         let fetches = remote.iter().map(|source| {
             let lookup = lookup.clone();
             async move {
                 let lookup = move |name: &str| lookup(name);
-                source.fetch(&lookup).await
+                let text = source.fetch_text(&lookup).await?;
+                let layer = source.parse(&text, &lookup)?;
+                Ok((text, layer.config.servers.len()))
             }
         });
         let answers = futures::future::join_all(fetches).await;
         let mut fetched = self.fetched.lock().unwrap_or_else(|e| e.into_inner());
-        Ok(remote
+        remote
             .into_iter()
             .zip(answers)
             .map(|(source, answer)| {
-                let outcome = answer.map(|layer| {
-                    let count = layer.config.servers.len();
-                    fetched.insert(source.url.clone(), layer);
+                let outcome = answer.map(|(text, count)| {
+                    fetched.insert(source.fetch_key(), text);
                     count
                 });
                 (source, outcome)
             })
-            .collect())
+            .collect()
     }
 }
 
