@@ -575,6 +575,11 @@ impl ServerHandler for FixtureServer {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
+        if self.opts.no_templates_method {
+            return Err(McpError::method_not_found::<
+                rmcp::model::ListResourceTemplatesRequestMethod,
+            >());
+        }
         self.check_list(ListKind::ResourceTemplates, &request)?;
         let (page, next) = paginate(
             ListKind::ResourceTemplates,

@@ -130,6 +130,9 @@ pub struct FixtureOptions {
     pub no_resources: bool,
     /// Declares `resources` without `subscribe` (`--no-subscribe`).
     pub no_subscribe: bool,
+    /// Answers `resources/templates/list` with -32601, as older servers that declare
+    /// `resources` but never implemented templates do (`--no-templates-method`).
+    pub no_templates_method: bool,
 }
 
 impl Default for FixtureOptions {
@@ -164,6 +167,7 @@ impl Default for FixtureOptions {
             log_and_complete: false,
             no_resources: false,
             no_subscribe: false,
+            no_templates_method: false,
         }
     }
 }
@@ -174,7 +178,8 @@ pub const USAGE: &str = "usage: mcp-fixture-server [--transport stdio|http] [--p
 [--stderr-banner TEXT] [--duplicate-tool NAME] [--no-catalog-cache] [--hostile] [--bad-results] [--skills] \
 [--tamper-skill digest|size|frontmatter] [--crash-after-calls N] [--fail-http N] \
 [--ignore-stdin-eof] [--spawn-grandchildren] [--die-on-call CODE] [--echo-env NAME] [--wire-faults] \
-[--deep-schema-tool] [--conformance] [--client-requests] [--log-and-complete] [--no-resources] [--no-subscribe]";
+[--deep-schema-tool] [--conformance] [--client-requests] [--log-and-complete] [--no-resources] [--no-subscribe] \
+[--no-templates-method]";
 
 impl FixtureOptions {
     /// Parses the fixture's flags. `args` must not include the program name.
@@ -268,6 +273,7 @@ impl FixtureOptions {
                 "--log-and-complete" if inline.is_none() => opts.log_and_complete = true,
                 "--no-resources" if inline.is_none() => opts.no_resources = true,
                 "--no-subscribe" if inline.is_none() => opts.no_subscribe = true,
+                "--no-templates-method" if inline.is_none() => opts.no_templates_method = true,
                 _ => return Err(format!("unknown argument {arg:?}\n{USAGE}")),
             }
         }

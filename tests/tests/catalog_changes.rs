@@ -531,3 +531,44 @@ async fn a_name_two_servers_share_hides_both_with_the_reason() {
     assert!(err.to_string().contains("hidden"), "{err}");
     runtime.shutdown().await;
 }
+
+/// A server forgets its resource subscriptions with its connection: the runtime sends them
+/// again on the next one, so a subscriber keeps hearing of updates across a reconnect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_subscription_outlives_a_reconnect() {
+    let runtime = start(vec![server("fx", fixture_stdio(&[]))]);
+    runtime.wait_settled(SETTLE).await;
+    let uri = "fixture://static/readme";
+    let mut sub = runtime
+        .subscribe_resource("fx", uri)
+        .await
+        .expect("subscribe");
+    let before = runtime.snapshot().servers["fx"].since;
+    runtime.restart("fx").expect("restart");
+    runtime
+        .wait_for(SETTLE, |s| {
+            s.servers.get("fx").is_some_and(|st| {
+                st.since > before && st.state == mcp_harness_catalog::ServerState::Connected
+            })
+        })
+        .await;
+    // The renewal follows the new connection's publication: a few updates, each given a
+    // moment, until one is heard (bounded).
+    let mut heard = None;
+    for i in 0..20 {
+        runtime
+            .call_tool(
+                "mcp__fx__update_resource",
+                args(json!({"uri": uri, "text": format!("text {i}")})),
+            )
+            .await
+            .expect("update");
+        if let Ok(update) = tokio::time::timeout(Duration::from_millis(250), sub.next()).await {
+            heard = update;
+            break;
+        }
+    }
+    let update = heard.expect("an update after the reconnect");
+    assert_eq!((update.server.as_str(), update.uri.as_str()), ("fx", uri));
+    runtime.shutdown().await;
+}

@@ -82,3 +82,27 @@ async fn hostile_metadata_is_cleaned_capped_or_hidden() {
     assert_eq!(text(&echo), "still fine");
     runtime.shutdown().await;
 }
+
+/// An older server declares `resources` but answers `resources/templates/list` with -32601:
+/// it connects and serves its tools and resources; only its templates are missing, and its
+/// last error says why (it used to fail the whole server, tools included).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kind_that_cannot_be_listed_costs_only_that_kind() {
+    let runtime = start(vec![server(
+        "old",
+        fixture_stdio(&["--no-templates-method"]),
+    )]);
+    let s = runtime.wait_settled(SETTLE).await;
+    let status = &s.servers["old"];
+    assert_eq!(status.state, ServerState::Connected, "{status:?}");
+    let catalog = &s.catalogs["old"];
+    assert!(s.tool("mcp__old__echo").is_some(), "its tools are served");
+    assert!(!catalog.resources.is_empty(), "its resources are served");
+    assert!(catalog.templates.is_empty());
+    let why = status.last_error.as_deref().unwrap_or_default();
+    assert!(
+        why.contains("resource templates listing failed") && why.contains("list_changed"),
+        "{why}"
+    );
+    runtime.shutdown().await;
+}

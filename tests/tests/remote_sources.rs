@@ -268,9 +268,11 @@ fn a_project_file_cannot_list_remote_sources() {
             .to_string(),
     )
     .expect("write");
+    // Trusted, the file is refused; untrusted, its sources are ignored with a note.
     let e = Sources::new()
         .with_user_file(None)
         .with_project_dir(Some(dir.clone()))
+        .trust_project_files()
         .merge()
         .expect_err("refused");
     assert!(
@@ -278,5 +280,80 @@ fn a_project_file_cannot_list_remote_sources() {
             .contains("`remoteSources` is a managed setting"),
         "{e}"
     );
+    let merged = Sources::new()
+        .with_user_file(None)
+        .with_project_dir(Some(dir.clone()))
+        .merge()
+        .expect("an untrusted file cannot stop the harness");
+    assert!(merged.remote.is_empty());
+    assert!(
+        merged.notes.iter().any(|n| n.contains("`remoteSources`")),
+        "{:?}",
+        merged.notes
+    );
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// An answer is parsed under the entry's current rules at every merge: turning `allowStdio`
+/// off drops the stdio server the source defined, without fetching it again; a source an edit
+/// adds is fetched by `fetch_remote_new`, and only that one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_entry_edited_or_added_is_honoured_without_a_restart() {
+    let (base, endpoint) = endpoint(json!({"mcpServers": {
+        "cmd": {"command": "true"},
+        "web": {"type": "http", "url": "https://docs.example/mcp"},
+    }}))
+    .await;
+    endpoint.release.notify_waiters();
+    let url = format!("{base}/servers.json");
+    let path = user_config(json!([{"url": url, "allowStdio": true}]), json!({}));
+    let sources = Sources::new()
+        .with_user_file(Some(path.clone()))
+        .with_project_dir(None);
+    // Answers whenever asked from now on.
+    let releasing = {
+        let endpoint = endpoint.clone();
+        tokio::spawn(async move {
+            for _ in 0..50 {
+                endpoint.release.notify_waiters();
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
+    let outcomes = sources.fetch_remote().await.expect("merges");
+    assert_eq!(outcomes[0].1.as_ref().ok(), Some(&2));
+    assert!(
+        sources
+            .merge()
+            .expect("merges")
+            .config
+            .servers
+            .contains_key("cmd")
+    );
+
+    let rewrite = |remote: serde_json::Value| {
+        let mut doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("json");
+        doc["remoteSources"] = remote;
+        std::fs::write(&path, doc.to_string()).expect("write");
+    };
+    rewrite(json!([{"url": url, "allowStdio": false}]));
+    let merged = sources.merge().expect("merges");
+    assert!(
+        !merged.config.servers.contains_key("cmd"),
+        "the stdio server is gone"
+    );
+    assert!(merged.config.servers.contains_key("web"));
+    assert!(
+        sources.unfetched().expect("merges").is_empty(),
+        "nothing to fetch"
+    );
+
+    let second = format!("{base}/servers.json?team=2");
+    rewrite(json!([{"url": url}, {"url": second}]));
+    let new = sources.fetch_remote_new().await.expect("merges");
+    assert_eq!(new.len(), 1, "only the added source");
+    assert_eq!(new[0].0.url, second);
+    releasing.abort();
+    let _ = std::fs::remove_dir_all(path.parent().expect("dir"));
 }

@@ -783,10 +783,43 @@ async fn execute(
                 );
             }
             let mut seen = 0u64;
+            // The server's state: a reconnect renews the subscription (said once), a server
+            // that gave up ends it.
+            let mut snapshots = runtime.watch();
+            let mut lost = false;
             loop {
                 let update = tokio::select! {
                     () = output::stdout_closed() => break,
                     update = sub.next() => update,
+                    changed = snapshots.changed() => {
+                        if changed.is_err() {
+                            break;
+                        }
+                        let snapshot = snapshots.borrow_and_update().clone();
+                        let Some(status) = snapshot.servers.get(&server) else { continue };
+                        match &status.state {
+                            mcp_harness_catalog::ServerState::Connected if lost => {
+                                lost = false;
+                                say!("{server} is back; the subscription is renewed");
+                            }
+                            mcp_harness_catalog::ServerState::Failed { .. }
+                            | mcp_harness_catalog::ServerState::NeedsAuth { .. }
+                            | mcp_harness_catalog::ServerState::Disabled
+                            | mcp_harness_catalog::ServerState::Untrusted { .. } => {
+                                say!(
+                                    "error: {}; the subscription ended",
+                                    explain::server_down(status)
+                                );
+                                return Exit::Server.code();
+                            }
+                            mcp_harness_catalog::ServerState::Pending if !lost => {
+                                lost = true;
+                                say!("the connection to {server} was lost; subscribing again once it is back");
+                            }
+                            _ => {}
+                        }
+                        continue;
+                    }
                 };
                 let Some(update) = update else { break };
                 if json {

@@ -22,6 +22,7 @@ use serde::Serialize;
 use crate::Prefix;
 
 mod skills;
+mod template;
 
 pub(crate) use skills::SkillView;
 use skills::{downstream_uri, upstream_of};
@@ -207,8 +208,9 @@ pub(crate) struct ResourceView {
     pub(crate) templates: Vec<ResourceTemplate>,
     prefix: Prefix,
     owners: Map<String, String>,
-    /// (literal prefix of a template, its server), longest prefix first.
-    template_owners: Vec<(String, String)>,
+    /// (a template as shown, parsed; its server), the most specific first (a malformed
+    /// template is listed but never routes a URI).
+    template_owners: Vec<(String, template::Template, String)>,
     /// Servers that list resources or templates.
     servers: Vec<String>,
     /// Every server the profile may see (skill files route to these).
@@ -263,15 +265,17 @@ impl ResourceView {
                 if !seen_templates.insert(pattern.clone()) {
                     continue;
                 }
-                let literal = pattern.split('{').next().unwrap_or_default().to_string();
-                template_owners.push((literal, server.clone()));
+                if let Some(parsed) = template::Template::parse(&pattern) {
+                    template_owners.push((pattern.clone(), parsed, server.clone()));
+                }
                 let mut template = (*entry.template).clone();
                 template.uri_template = pattern;
                 templates.push(template);
             }
         }
         let denied = profile.map(|p| p.resources.clone());
-        template_owners.sort_by_key(|(literal, _)| std::cmp::Reverse(literal.len()));
+        // Stable: of two as specific, the server whose name sorts first.
+        template_owners.sort_by_key(|(_, t, _)| std::cmp::Reverse(t.specificity()));
         let digest = digest(&resources) ^ digest(&templates).rotate_left(1);
         Self {
             resources,
@@ -286,8 +290,10 @@ impl ResourceView {
         }
     }
 
-    /// The server that serves `uri` (`None` when the client's profile may not see it): the one listing it, else the one whose template's literal
-    /// prefix matches it (longest first), else the only server with resources.
+    /// The server that serves `uri` (`None` when the client's profile may not see it): the one
+    /// listing it; else the one whose template it is (a completion names the template itself);
+    /// else the one whose template it expands (the most specific template, RFC 6570); else the
+    /// only server with resources.
     pub(crate) fn owner(&self, uri: &str) -> Option<&str> {
         if self.denied.as_ref().is_some_and(|f| !f.admits(uri)) {
             return None;
@@ -295,10 +301,11 @@ impl ResourceView {
         if let Some(server) = self.owners.get(uri) {
             return Some(server);
         }
-        if let Some((_, server)) = self
+        if let Some((_, _, server)) = self
             .template_owners
             .iter()
-            .find(|(literal, _)| !literal.is_empty() && uri.starts_with(literal.as_str()))
+            .find(|(pattern, _, _)| pattern == uri)
+            .or_else(|| self.template_owners.iter().find(|(_, t, _)| t.matches(uri)))
         {
             return Some(server);
         }
@@ -359,4 +366,61 @@ pub(crate) fn has_dot_segment(uri: &str) -> bool {
         let decoded = segment.to_ascii_lowercase().replace("%2e", ".");
         decoded == "." || decoded == ".."
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use mcp_harness_runtime::catalog::{
+        ServerCatalog, ServerState, ServerStatus, SnapshotBuilder, TemplateEntry,
+    };
+    use rmcp::model::ResourceTemplate;
+
+    use super::*;
+
+    fn with_templates(servers: &[(&str, &[&str])]) -> Snapshot {
+        let mut b = SnapshotBuilder::new();
+        for (server, templates) in servers {
+            let templates = templates
+                .iter()
+                .map(|t| TemplateEntry {
+                    server: server.to_string(),
+                    template: Arc::new(ResourceTemplate::new(*t, "t")),
+                })
+                .collect();
+            b.server(
+                ServerStatus::new(server, "stdio", ServerState::Connected),
+                Some(Arc::new(ServerCatalog {
+                    templates,
+                    ..Default::default()
+                })),
+            );
+        }
+        b.build(1)
+    }
+
+    /// A read or a completion goes to the server whose template made the URI: the most
+    /// specific one that matches, never one whose template only shares a prefix, and never
+    /// one whose malformed template would claim everything after its `{`.
+    #[test]
+    fn a_uri_goes_to_the_server_whose_template_made_it() {
+        let snapshot = with_templates(&[
+            ("ta", &["res://{id}"]),
+            ("tb", &["res://{id}/meta"]),
+            ("legit", &["file:///{+path}"]),
+            ("zevil", &["file:///home/{"]),
+        ]);
+        let view = ResourceView::new(&snapshot, Prefix::Server, None);
+        assert_eq!(view.owner("res://5"), Some("ta"));
+        assert_eq!(view.owner("res://5/meta"), Some("tb"));
+        assert_eq!(
+            view.owner("res://{id}/meta"),
+            Some("tb"),
+            "a completion's template"
+        );
+        assert_eq!(view.owner("res://{id}"), Some("ta"));
+        assert_eq!(view.owner("file:///home/user/.ssh/id_rsa"), Some("legit"));
+        assert_eq!(view.owner("other://x"), None, "several servers: no guess");
+    }
 }

@@ -34,6 +34,7 @@ use crate::error::{CallError, StartError, unexpected};
 use crate::snapshot::Live;
 use crate::snapshot::publisher::{Published, ServerClient};
 
+mod resubscribe;
 mod tasks;
 mod traced;
 
@@ -48,6 +49,8 @@ pub struct Runtime {
     resource_updates: broadcast::Sender<ResourceUpdate>,
     /// Resource subscriptions on 2026-07-28 sessions (listen streams).
     listens: crate::listens::Listens,
+    /// Resource subscriptions on earlier sessions, renewed on a new connection.
+    subscriptions: resubscribe::Subscriptions,
     logs: broadcast::Sender<ServerLog>,
     task_statuses: broadcast::Sender<TaskStatusUpdate>,
     calls: Arc<CallContext>,
@@ -122,6 +125,7 @@ impl Runtime {
             cache: parts.cache,
             resource_updates: parts.resource_updates,
             listens: Default::default(),
+            subscriptions: Default::default(),
             logs: parts.logs,
             task_statuses: parts.task_statuses,
             calls: parts.calls,
@@ -346,7 +350,8 @@ impl Runtime {
         .await
     }
 
-    /// Subscribes to updates of resource `uri` on `server` (`resources/subscribe`).
+    /// Subscribes to updates of resource `uri` on `server` (`resources/subscribe`). The
+    /// subscription outlives a reconnect: the server's next connection is sent it again.
     pub async fn subscribe_resource(
         &self,
         server: &str,
@@ -370,6 +375,9 @@ impl Runtime {
             rmcp::model::SubscribeRequestParams::new(uri.to_string()),
         ));
         send(&client, request, server, uri).await?;
+        // A reconnect makes the server forget it: sent again on the next connection.
+        self.subscriptions
+            .add(&self.live, server, uri, client.epoch);
         Ok(ResourceSubscription {
             server: server.to_string(),
             uri: uri.to_string(),
@@ -393,10 +401,14 @@ impl Runtime {
         self.logs.subscribe()
     }
 
-    /// Stops updates of resource `uri` on `server` (`resources/unsubscribe`).
+    /// Stops updates of resource `uri` on `server` (`resources/unsubscribe`) once every
+    /// [`Runtime::subscribe_resource`] of it was matched by one of these.
     pub async fn unsubscribe_resource(&self, server: &str, uri: &str) -> Result<(), CallError> {
         if self.listens.unsubscribe(server, uri) {
             return Ok(());
+        }
+        if !self.subscriptions.remove(server, uri) {
+            return Ok(()); // another subscriber still holds it
         }
         let client = self.live_client(server).await?;
         #[allow(deprecated)]

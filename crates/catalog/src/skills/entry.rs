@@ -141,7 +141,9 @@ pub fn entries_from_listing(
     let mut invalid = Vec::new();
     let mut seen = HashSet::with_capacity(skills.len());
     for skill in skills {
-        if !seen.insert(skill.uri.clone()) {
+        // Compared as a client compares them (RFC 3986 §6.2.2): `skill://%67ood/SKILL.md` is
+        // `skill://good/SKILL.md`, and a listing holding both would be refused whole downstream.
+        if !seen.insert(comparison_key(&skill.uri)) {
             invalid.push(InvalidSkill {
                 server: server.to_string(),
                 uri: skill.uri.clone(),
@@ -155,6 +157,41 @@ pub fn entries_from_listing(
         }
     }
     (entries, invalid)
+}
+
+/// `uri` normalized for comparison (RFC 3986 §6.2.2): characters a URI cannot hold literally
+/// percent-encoded, escapes of unreserved characters decoded, other escapes in upper case.
+fn comparison_key(uri: &str) -> String {
+    let bytes = uri.as_bytes();
+    let mut key = String::with_capacity(uri.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        let escaped = (b == b'%')
+            .then(|| bytes.get(i + 1..i + 3))
+            .flatten()
+            .and_then(|hex| std::str::from_utf8(hex).ok())
+            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
+        match escaped {
+            Some(v) if v.is_ascii_alphanumeric() || matches!(v, b'-' | b'.' | b'_' | b'~') => {
+                key.push(char::from(v));
+                i += 3;
+            }
+            Some(v) => {
+                key.push_str(&format!("%{v:02X}"));
+                i += 3;
+            }
+            None if b >= 0x80 || b.is_ascii_control() || b" \"<>\\^`{|}".contains(&b) => {
+                key.push_str(&format!("%{b:02X}"));
+                i += 1;
+            }
+            None => {
+                key.push(char::from(b));
+                i += 1;
+            }
+        }
+    }
+    key
 }
 
 #[cfg(test)]
@@ -226,6 +263,26 @@ pub(crate) mod tests {
             assert_eq!(entries.len(), 1);
             assert_eq!(invalid.len(), 2);
             assert!(invalid[1].reason.contains("twice"));
+        }
+
+        /// Two spellings of one URI are one skill, as a client compares them: a listing with
+        /// both would make the client refuse the whole `skills/list` answer.
+        #[test]
+        fn a_uri_spelled_twice_is_listed_twice() {
+            let good = Skill::new(SKILL_URI, pdf(), SkillResources::Dynamic);
+            let spelled = Skill::new(
+                "skill://pdf%2dprocessing/SKILL%2Emd",
+                pdf(),
+                SkillResources::Dynamic,
+            );
+            let (entries, invalid) = entries_from_listing("conf", vec![good, spelled]);
+            assert_eq!(entries.len(), 1);
+            assert!(invalid[0].reason.contains("twice"), "{invalid:?}");
+            assert_eq!(
+                comparison_key("skill://a%2fb/%c3%a9/é x"),
+                "skill://a%2Fb/%C3%A9/%C3%A9%20x"
+            );
+            assert_eq!(comparison_key("100%"), "100%", "a bare % stays");
         }
     }
 }

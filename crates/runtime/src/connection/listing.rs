@@ -21,6 +21,20 @@ pub(crate) enum Listed {
     Skills(Vec<Skill>),
 }
 
+impl Listed {
+    /// An empty listing of `kind` (`None` for the kinds that are built, not listed).
+    pub(crate) fn empty(kind: Kind) -> Option<Self> {
+        Some(match kind {
+            Kind::Tools => Self::Tools(Vec::new()),
+            Kind::Prompts => Self::Prompts(Vec::new()),
+            Kind::Resources => Self::Resources(Vec::new()),
+            Kind::ResourceTemplates => Self::Templates(Vec::new()),
+            Kind::Skills => Self::Skills(Vec::new()),
+            Kind::Commands => return None,
+        })
+    }
+}
+
 /// The kinds `info`'s capabilities declare.
 pub(crate) fn declared_kinds(info: &SessionInfo) -> Vec<Kind> {
     let caps = &info.capabilities;

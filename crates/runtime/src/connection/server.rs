@@ -404,6 +404,7 @@ impl ServerActor {
         &mut self,
         mut session: Session,
         listed: Vec<(Kind, Listed)>,
+        partial: Vec<String>,
         ctx: &mut Context<Self>,
     ) {
         let Some(connecting) = self.leave(ctx) else {
@@ -444,6 +445,11 @@ impl ServerActor {
             );
         }
         self.record.attempts = 0;
+        if !partial.is_empty() {
+            let why = partial.join("; ");
+            tracing::warn!(server = %self.name(), error = %why, "connected with a kind unlisted");
+            self.record.last_error = Some(why);
+        }
         if self.connector.is_remote() {
             let every = self.settings.reconnect.health_interval;
             let health = ctx.run_interval(every, |act, ctx| act.health_check(ctx));

@@ -28,7 +28,13 @@ use crate::connection::listing::{Listed, declared_kinds, list_kind};
 use crate::connection::supervision::Slot;
 
 /// A connected session with its first listing of each declared kind.
-type Attempted = (Session, Vec<(mcp_harness_catalog::Kind, Listed)>);
+/// A connected session, its first listings, and what of them failed without failing the
+/// server (see `attempt`).
+type Attempted = (
+    Session,
+    Vec<(mcp_harness_catalog::Kind, Listed)>,
+    Vec<String>,
+);
 
 /// Where a connect attempt failed: the handshake, or the first listing after it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,9 +154,26 @@ impl ServerActor {
             }))
             .await;
             let mut listed = Vec::new();
+            let mut partial = Vec::new();
             for (kind, result) in kinds.into_iter().zip(listings) {
                 match result {
                     Ok(l) => listed.push((kind, l)),
+                    // A server whose prompts, resources, templates or skills cannot be listed
+                    // (an older server answering -32601 for templates, a cursor that loops)
+                    // still serves its tools: that kind stays empty until a list_changed lists
+                    // it again, and the server's last error says why.
+                    Err(failure)
+                        if kind != mcp_harness_catalog::Kind::Tools && !failure.auth_required =>
+                    {
+                        if let Some(empty) = Listed::empty(kind) {
+                            listed.push((kind, empty));
+                        }
+                        partial.push(format!(
+                            "the first {kind} listing failed, so it lists no {kind} until it \
+                             announces a change (list_changed): {}",
+                            failure.message
+                        ));
+                    }
                     Err(failure) => {
                         session.shutdown().await;
                         // A 401 while listing (an expired or missing token) means needs-auth.
@@ -166,7 +189,7 @@ impl ServerActor {
                     }
                 }
             }
-            Ok((session, listed))
+            Ok((session, listed, partial))
         };
         // The attempt runs on the I/O threads (the embedder's runtime if it gave one), not on
         // the actor thread: spawning a process blocks its thread until the child execs, and
@@ -204,13 +227,13 @@ impl ServerActor {
         ctx: &mut Context<Self>,
     ) {
         if epoch != self.epoch || !matches!(self.phase, Phase::Connecting(_)) {
-            if let Ok((session, _)) = result {
+            if let Ok((session, _, _)) = result {
                 actix::spawn(session.shutdown());
             }
             return;
         }
         match result {
-            Ok((session, listed)) => self.go_live(session, listed, ctx),
+            Ok((session, listed, partial)) => self.go_live(session, listed, partial, ctx),
             Err((e, stage)) => self.attempt_failed(e, stage, ctx),
         }
     }
