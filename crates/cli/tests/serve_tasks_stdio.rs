@@ -6,7 +6,8 @@
 //! `execution.taskSupport`; a `tools/call` with `task` gets the upstream's task under a gateway
 //! id, followed with `tasks/get` and `tasks/result`, and another is cancelled. Ids of every
 //! kind come back as sent. In front of an upstream without task-augmented calls, the lines pass
-//! as before: no `capabilities.tasks`, no task.
+//! as before: no `capabilities.tasks`, no task. A client declaring the skills extension is
+//! answered once an upstream with skills connected, and offered them.
 
 mod common;
 
@@ -204,4 +205,29 @@ fn serve_offers_a_stdio_client_no_sep_1686_tasks_without_an_upstream_that_takes_
     assert!(call["result"].get("task").is_none(), "{call}");
     let result = gateway.request(json!(2), "tasks/result", json!({"taskId": "t1686.x"}));
     assert_eq!(result["error"]["code"], -32601, "{result}");
+}
+
+/// A stdio host initialises at once, before the upstreams have connected; capabilities are
+/// fixed at `initialize`, so a client declaring the skills extension is answered once an
+/// upstream with skills has connected (or every server settled), and is offered skills.
+#[test]
+fn serve_offers_a_stdio_client_the_skills_of_an_upstream_still_starting() {
+    let mut gateway = Gateway::start(
+        "skills",
+        json!({"sk": {"command": bin(),
+            "args": ["fixture-server", "--skills", "--start-delay-ms", "1500"]}}),
+        "mcp__**",
+    );
+    let result = gateway.initialize(json!({"extensions": {"io.modelcontextprotocol/skills": {}}}));
+    assert!(
+        result["capabilities"]["extensions"]["io.modelcontextprotocol/skills"].is_object(),
+        "{result}"
+    );
+    let listed = gateway.request(json!(1), "skills/list", json!({}));
+    assert!(
+        listed["result"]["skills"]
+            .as_array()
+            .is_some_and(|s| !s.is_empty()),
+        "{listed}"
+    );
 }

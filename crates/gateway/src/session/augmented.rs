@@ -308,10 +308,11 @@ impl Session {
     }
 
     /// At `initialize`: tells the stdio front the session's version; for a client that
-    /// declared SEP-1686 tasks while no upstream declares task-augmented calls yet, waits (at
+    /// declared something the gateway declares only once an upstream does — SEP-1686 tasks,
+    /// the tasks (SEP-2663) or skills (SEP-2640) extension — while none does yet, waits (at
     /// most [`SETTLE`]) until one does or every server has settled, so the answer's
-    /// `capabilities.tasks` says what the upstreams take (a stdio host initialises while they
-    /// still connect).
+    /// capabilities say what the upstreams serve (a stdio host initialises while they still
+    /// connect, and capabilities are fixed at `initialize`).
     pub(super) async fn augmented_initialize(
         &self,
         request: &rmcp::model::InitializeRequestParams,
@@ -320,14 +321,24 @@ impl Session {
         if let Some(lines) = &self.state.lines {
             lines.initialized(request.protocol_version.as_str());
         }
-        if !declares_augmented(context) || serves_augmented(self.shared()) {
+        let extensions = request.capabilities.extensions.as_ref();
+        let wants = |id: &str| extensions.is_some_and(|e| e.contains_key(id));
+        let (augmented, tasks, skills) = (
+            declares_augmented(context),
+            wants(rmcp::model::TASKS_EXTENSION_ID),
+            wants(rmcp::model::SKILLS_EXTENSION_ID),
+        );
+        let missing = || {
+            (augmented && !serves_augmented(self.shared()))
+                || (tasks && !self.shared().serves_tasks())
+                || (skills && self.skills_capability().is_none())
+        };
+        if !missing() {
             return;
         }
-        let runtime = self.runtime();
-        runtime
+        self.runtime()
             .wait_for(SETTLE, |snapshot| {
-                snapshot.catalogs.keys().any(|s| runtime.task_tool_calls(s))
-                    || snapshot.servers.values().all(|s| s.state.is_settled())
+                !missing() || snapshot.servers.values().all(|s| s.state.is_settled())
             })
             .await;
     }
