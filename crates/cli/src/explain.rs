@@ -60,6 +60,16 @@ pub(crate) fn describe(error: &CallError, asked: Asked, snapshot: &Snapshot) -> 
             ),
             Exit::Catalog,
         ),
+        // A server that is not connected lists no skill: its state is the news, not the name.
+        CallError::UnknownSkill { server, .. }
+            if snapshot
+                .servers
+                .get(server)
+                .is_some_and(|s| s.state != ServerState::Connected) =>
+        {
+            let status = &snapshot.servers[server];
+            failure(server_down_told(status), Exit::Server)
+        }
         CallError::UnknownSkill { server, name, .. } => failure(
             format!(
                 "server `{server}` has no skill named `{name}`; `mcp-harness skills` lists them"
@@ -187,7 +197,7 @@ fn unknown_name(name: &str, asked: Asked, snapshot: &Snapshot) -> Failure {
 }
 
 /// The server part of `mcp__SERVER__NAME` (server names never hold `__`).
-fn qualified_server(name: &str) -> Option<&str> {
+pub(crate) fn qualified_server(name: &str) -> Option<&str> {
     let rest = name.strip_prefix("mcp__")?;
     rest.split_once("__")
         .map(|(server, _)| server)

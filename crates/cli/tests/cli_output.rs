@@ -112,7 +112,12 @@ fn exit_statuses_follow_the_documented_table() {
         assert_eq!(code, 3, "{listing} with a failed server: {out}{err}");
     }
     // A command that needed the server says how it ended and what it last wrote.
-    for args in [&["call", "mcp__down__echo", "{}"][..], &["ping", "down"]] {
+    for args in [
+        &["call", "mcp__down__echo", "{}"][..],
+        &["ping", "down"],
+        &["skill", "down", "release-notes"],
+        &["complete", "mcp__down__greeting", "name", "A"],
+    ] {
         let mut all = args.to_vec();
         all.extend(["--config", failing.as_str()]);
         let (code, out, err) = run(&all);

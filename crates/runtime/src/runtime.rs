@@ -422,7 +422,8 @@ impl Runtime {
 
     /// Asks `server` for completions of a prompt or resource-template argument
     /// (`completion/complete`); `params` are sent as given, `_meta` included (a caller's trace
-    /// context: [`TraceMeta::apply`]).
+    /// context: [`TraceMeta::apply`]). At most 100 values come back (the protocol's limit;
+    /// more are counted in `total`, with `hasMore`).
     pub async fn complete(
         &self,
         server: &str,
@@ -431,7 +432,10 @@ impl Runtime {
         let client = self.live_client(server).await?;
         let request = ClientRequest::CompleteRequest(rmcp::model::CompleteRequest::new(params));
         match send(&client, request, server, "completion/complete").await? {
-            ServerResult::CompleteResult(r) => Ok(r),
+            ServerResult::CompleteResult(mut r) => {
+                cap_completions(&mut r.completion);
+                Ok(r)
+            }
             other => Err(unexpected(server, "completion/complete", &other)),
         }
     }
@@ -798,6 +802,19 @@ fn is_modern(client: &ServerClient) -> bool {
         .is_some_and(|info| !info.protocol_version.has_initialize())
 }
 
+/// At most the protocol's 100 completion values: a server sending more has the rest counted in
+/// `total` and `hasMore` set, as the protocol asks a server to do itself.
+fn cap_completions(info: &mut rmcp::model::CompletionInfo) {
+    let max = rmcp::model::CompletionInfo::MAX_VALUES;
+    if info.values.len() <= max {
+        return;
+    }
+    let sent = u32::try_from(info.values.len()).unwrap_or(u32::MAX);
+    info.values.truncate(max);
+    info.total = Some(info.total.unwrap_or(0).max(sent));
+    info.has_more = Some(true);
+}
+
 /// A non-final answer returned where none was asked for: said, not panicked.
 fn handed_back_unasked(server: &str, what: &str) -> CallError {
     CallError::Protocol {
@@ -852,4 +869,24 @@ async fn send(
 ) -> Result<ServerResult, CallError> {
     let options = PeerRequestOptions::with_timeout(client.tool_timeout);
     input::send(client, request, options, server, what).await
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn completions_are_capped_at_the_protocols_hundred() {
+        let mut info: rmcp::model::CompletionInfo = serde_json::from_value(
+            serde_json::json!({"values": (0..250).map(|i| i.to_string()).collect::<Vec<_>>(),
+                "hasMore": false}),
+        )
+        .expect("completion info");
+        super::cap_completions(&mut info);
+        assert_eq!(info.values.len(), 100);
+        assert_eq!((info.total, info.has_more), (Some(250), Some(true)));
+        let mut few: rmcp::model::CompletionInfo =
+            serde_json::from_value(serde_json::json!({"values": ["a"], "total": 1}))
+                .expect("completion info");
+        super::cap_completions(&mut few);
+        assert_eq!((few.values.len(), few.has_more), (1, None));
+    }
 }

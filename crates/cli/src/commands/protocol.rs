@@ -58,6 +58,13 @@ pub(crate) fn target(snapshot: &Snapshot, name: &str) -> Result<Target, (String,
             reference: Reference::for_resource(name),
             arguments: variables(name),
         }),
+        // A prompt of a server that is not connected is not listed: its state is the news.
+        [] if let Some(status) = crate::explain::qualified_server(name)
+            .and_then(|server| snapshot.servers.get(server))
+            .filter(|s| s.state != mcp_harness_catalog::ServerState::Connected) =>
+        {
+            Err((crate::explain::server_down_told(status), Exit::Server))
+        }
         [] => Err((
             format!(
                 "no prompt or resource template named `{name}`; `mcp-harness prompts` lists the \
@@ -191,9 +198,11 @@ pub(crate) async fn complete(
             } else if info.values.is_empty() {
                 emitln!("(none)");
             } else {
+                // One value per line: a line break inside a value is shown as `\n`, so one
+                // value never reads as two.
                 let mut text = String::new();
                 for v in &info.values {
-                    text.push_str(v);
+                    text.push_str(&v.replace('\r', "\\r").replace('\n', "\\n"));
                     text.push('\n');
                 }
                 emit!("{}", crate::output::for_stdout(&text));
