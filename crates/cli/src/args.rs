@@ -206,6 +206,51 @@ impl Command {
     }
 }
 
+/// clap_complete's bash script names a subcommand's state `mcp__harness__subcmd__X` where it
+/// walks the words but `mcp__subcmd__harness__subcmd__X` in the `case` that completes it (the
+/// `-` of a binary's name is mangled twice; clap-rs/clap#6421), so nothing after a subcommand
+/// ever completed: the labels are written as the walk names them.
+fn bash_case_labels(script: &[u8]) -> String {
+    String::from_utf8_lossy(script).replace("mcp__subcmd__harness", "mcp__harness")
+}
+
+/// clap_complete's fish script puts the values of an option (`-a "…"`) in double quotes, where
+/// fish expands variables: a value's description naming `$CODEX_HOME` showed the user's
+/// folder, or nothing. Every `$` inside those quotes is escaped.
+fn fish_values_unexpanded(script: &[u8]) -> String {
+    let script = String::from_utf8_lossy(script);
+    let mut out = String::with_capacity(script.len());
+    let mut rest = script.as_ref();
+    while let Some(at) = rest.find(" -a \"") {
+        let (before, values) = rest.split_at(at + 5);
+        out.push_str(before);
+        // The closing quote: the first one not escaped.
+        let mut end = values.len();
+        let mut escaped = false;
+        for (i, c) in values.char_indices() {
+            match c {
+                '"' if !escaped => {
+                    end = i;
+                    break;
+                }
+                '\\' => escaped = !escaped,
+                _ => escaped = false,
+            }
+        }
+        let mut previous = None;
+        for c in values[..end].chars() {
+            if c == '$' && previous != Some('\\') {
+                out.push('\\');
+            }
+            out.push(c);
+            previous = Some(c);
+        }
+        rest = &values[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// `completions SHELL` and `man`: print what clap generates from [`Cli`]; no runtime starts.
 pub(crate) fn generated(command: &Command) -> Option<u8> {
     use clap::CommandFactory;
@@ -214,7 +259,12 @@ pub(crate) fn generated(command: &Command) -> Option<u8> {
     let mut text = Vec::new();
     match command {
         Command::Completions { shell } => {
-            clap_complete::generate(*shell, &mut cli.clone(), "mcp-harness", &mut text)
+            clap_complete::generate(*shell, &mut cli.clone(), "mcp-harness", &mut text);
+            match shell {
+                clap_complete::Shell::Bash => text = bash_case_labels(&text).into_bytes(),
+                clap_complete::Shell::Fish => text = fish_values_unexpanded(&text).into_bytes(),
+                _ => {}
+            }
         }
         Command::Man => {
             if let Err(e) = clap_mangen::Man::new(cli).render(&mut text) {
@@ -228,4 +278,35 @@ pub(crate) fn generated(command: &Command) -> Option<u8> {
     }
     emit!("{}", String::from_utf8_lossy(&text));
     Some(exit::Exit::Ok.code())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fish_values_keep_their_dollar_signs() {
+        let script = br#"complete -c x -d 'a $KEEP' -a "one\t'`$CODEX_HOME/c` \"q\" \$done'
+two" -f
+function f; echo $argv; end"#;
+        let fixed = fish_values_unexpanded(script);
+        assert!(fixed.contains(r"`\$CODEX_HOME/c`"), "{fixed}");
+        assert!(
+            fixed.contains(r"\$done"),
+            "an escaped one stays once: {fixed}"
+        );
+        assert!(!fixed.contains(r"\\$done"), "{fixed}");
+        assert!(
+            fixed.contains("'a $KEEP'") && fixed.contains("echo $argv"),
+            "{fixed}"
+        );
+    }
+
+    #[test]
+    fn bash_labels_are_named_as_the_walk_names_them() {
+        assert_eq!(
+            bash_case_labels(b"        mcp__subcmd__harness__subcmd__config)"),
+            "        mcp__harness__subcmd__config)"
+        );
+    }
 }

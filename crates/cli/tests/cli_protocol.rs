@@ -188,6 +188,27 @@ fn completion_scripts_and_the_man_page_come_from_clap() {
         "{}",
         String::from_utf8_lossy(&checked.stderr)
     );
+    // And completes after a subcommand too (clap's script used to complete the first word
+    // only): what bash would offer after `completions ` and `config import --from `.
+    for (words, offered) in [
+        ("mcp-harness completions ''", "zsh"),
+        ("mcp-harness config import --from ''", "claude-desktop"),
+    ] {
+        let probe = format!(
+            "source '{}'; COMP_WORDS=({words}); COMP_CWORD=$((${{#COMP_WORDS[@]}} - 1)); \
+             _mcp__harness mcp-harness '' \"${{COMP_WORDS[COMP_CWORD-1]}}\"; echo \"${{COMPREPLY[*]}}\"",
+            script.display()
+        );
+        let completed = std::process::Command::new("bash")
+            .args(["-c", &probe])
+            .output()
+            .expect("bash");
+        let shown = String::from_utf8_lossy(&completed.stdout);
+        assert!(
+            shown.split_whitespace().any(|w| w == offered),
+            "{words}: {shown}"
+        );
+    }
     let (code, zsh, _) = run_in(&dir, &["completions", "zsh"], &[]);
     assert_eq!(code, 0);
     assert!(zsh.starts_with("#compdef mcp-harness"), "{zsh}");
