@@ -333,8 +333,16 @@ async fn run(cli: Cli) -> u8 {
             if targeted && cli.config.is_none() && cli.connect.is_none() {
                 // The remote sources are fetched first: a targeted command joins no second
                 // batch, which would start every server.
-                if let Err(e) = sources::shared().fetch_remote().await {
-                    tracing::warn!(error = %e, "remote sources not fetched");
+                tokio::select! {
+                    fetched = sources::shared().fetch_remote() => {
+                        if let Err(e) = fetched {
+                            tracing::warn!(error = %e, "remote sources not fetched");
+                        }
+                    }
+                    signal = interrupted() => {
+                        say!("\ninterrupted by {signal} while fetching the remote sources");
+                        return exit::Exit::Interrupted.code();
+                    }
                 }
             }
             let loaded = match &cli.connect {
@@ -442,9 +450,19 @@ async fn run(cli: Cli) -> u8 {
     {
         let joining = runtime.join_remote_sources(sources::shared().clone());
         if !matches!(cli.command, Command::Watch { .. }) {
-            let _ = joining.await;
-            if let Err(e) = runtime.refresh_if_dirty().await {
-                tracing::warn!(error = %e, "the remote sources' servers could not be applied");
+            let joined = async {
+                let _ = joining.await;
+                if let Err(e) = runtime.refresh_if_dirty().await {
+                    tracing::warn!(error = %e, "the remote sources' servers could not be applied");
+                }
+            };
+            tokio::select! {
+                () = joined => {}
+                signal = interrupted() => {
+                    say!("\ninterrupted by {signal} while fetching the remote sources; closing servers");
+                    runtime.shutdown().await;
+                    return exit::Exit::Interrupted.code();
+                }
             }
         }
     }

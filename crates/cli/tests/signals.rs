@@ -196,3 +196,52 @@ fn sigkill_takes_the_server_down_with_the_harness() {
         output_dirs(&tmp)
     );
 }
+
+/// SIGTERM while a one-shot command waits for a remote config source (one that accepts the
+/// connection and never answers) ends it as any other interruption: 130, said, servers closed.
+#[test]
+fn sigterm_while_a_remote_source_is_awaited_is_an_interruption() {
+    let dir = common::temp_home("signals", "remote");
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = silent.local_addr().expect("addr").port();
+    let marker = format!("remote-{}", dir.display());
+    let xdg = dir.join("xdg");
+    std::fs::create_dir_all(xdg.join("mcp-harness")).expect("xdg");
+    let config = serde_json::json!({
+        "remoteSources": [{"url": format!("http://127.0.0.1:{port}/servers.json"), "timeoutSec": 60}],
+        "mcpServers": {"local": {"command": common::bin(), "args": ["fixture-server"],
+            "env": {MARKER_VAR: &marker}}},
+    });
+    std::fs::write(xdg.join("mcp-harness/config.json"), config.to_string()).expect("write");
+    let mut child = Command::new(common::bin())
+        .arg("servers")
+        .current_dir(&dir)
+        .env("HOME", dir.join("home"))
+        .env("XDG_CONFIG_HOME", &xdg)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start mcp-harness servers");
+    let _sweep = Sweep(marker.clone());
+    // The local server runs while the source is awaited.
+    assert!(
+        wait_until(Duration::from_secs(30), || !marked(&marker).is_empty()),
+        "the local server never started"
+    );
+    signal_and_wait(&mut child, libc::SIGTERM);
+    let out = child.wait_with_output().expect("wait");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(
+        err.contains("interrupted by SIGTERM while fetching the remote sources"),
+        "{err}"
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || marked(&marker).is_empty()),
+        "left: {:?}",
+        marked(&marker)
+    );
+    drop(silent);
+}
