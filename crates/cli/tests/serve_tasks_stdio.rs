@@ -7,7 +7,8 @@
 //! id, followed with `tasks/get` and `tasks/result`, and another is cancelled. Ids of every
 //! kind come back as sent. In front of an upstream without task-augmented calls, the lines pass
 //! as before: no `capabilities.tasks`, no task. A client declaring the skills extension is
-//! answered once an upstream with skills connected, and offered them.
+//! answered once an upstream with skills connected, and offered them. A form asked of the client
+//! for a call that ended without it is withdrawn (`notifications/cancelled`).
 
 mod common;
 
@@ -230,4 +231,39 @@ fn serve_offers_a_stdio_client_the_skills_of_an_upstream_still_starting() {
             .is_some_and(|s| !s.is_empty()),
         "{listed}"
     );
+}
+
+/// A form the upstream asked the client to fill in for a call is withdrawn when the call ends
+/// without it (here: the call's timeout): the client is sent `notifications/cancelled` for the
+/// gateway's `elicitation/create`, so a host can close the form.
+#[test]
+fn serve_withdraws_an_elicitation_whose_call_ended() {
+    let mut gateway = Gateway::start(
+        "withdraw",
+        json!({"fx": {"command": bin(), "args": ["fixture-server", "--client-requests"],
+            "toolTimeoutSec": 2}}),
+        "mcp__**",
+    );
+    gateway.initialize(json!({"elicitation": {"form": {}}}));
+    gateway.tools_with("mcp__fx__ask_form");
+    let call = json!({"jsonrpc": "2.0", "id": "call", "method": "tools/call",
+        "params": {"name": "mcp__fx__ask_form", "arguments": {"message": "never answered"}}});
+    writeln!(gateway.stdin, "{call}").expect("write to serve");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut asked = None;
+    let mut withdrawn = false;
+    while !withdrawn {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let Ok(message) = gateway.answers.recv_timeout(left) else {
+            panic!("asked {asked:?}, never withdrawn");
+        };
+        match message["method"].as_str() {
+            Some("elicitation/create") => asked = Some(message["id"].clone()),
+            Some("notifications/cancelled") => {
+                let id = &message["params"]["requestId"];
+                withdrawn = asked.as_ref() == Some(id);
+            }
+            _ => {}
+        }
+    }
 }

@@ -59,6 +59,33 @@ pub(crate) async fn as_caller<F: std::future::Future>(caller: Caller, call: F) -
     CALLER.scope(caller, call).await
 }
 
+/// Tells the client a request of ours is withdrawn when dropped armed (its answer no longer
+/// awaited).
+struct Withdraw {
+    /// `None`: answered, nothing to withdraw.
+    peer: Option<Peer<RoleServer>>,
+    id: RequestId,
+}
+
+impl Drop for Withdraw {
+    fn drop(&mut self) {
+        let Some(peer) = self.peer.take() else { return };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let id = self.id.clone();
+        runtime.spawn(async move {
+            let cancelled = rmcp::model::CancelledNotificationParam::new(
+                Some(id),
+                Some("the call this was asked for ended".into()),
+            );
+            if let Err(error) = peer.notify_cancelled(cancelled).await {
+                tracing::debug!(%error, "withdrawing a request to the client failed");
+            }
+        });
+    }
+}
+
 /// A downstream client's request in flight: the client, and the request's id, so that what is
 /// asked of the client for it (an upstream's elicitation, sampling, roots; an approval) rides
 /// that request's own response stream (SEP-2260), not the session's standalone GET stream —
@@ -70,6 +97,9 @@ pub(crate) struct Caller {
     /// The request is a direct call (`crate::session::direct`): its own stream carries what
     /// is asked for it, which rmcp's session worker does not know.
     direct: Option<crate::direct::DirectCall>,
+    /// Cancelled when the call ends (its [`InFlight`] is dropped): what is still asked of the
+    /// client for it is withdrawn then.
+    ended: Option<tokio_util::sync::CancellationToken>,
 }
 
 impl Caller {
@@ -82,10 +112,13 @@ impl Caller {
                 .extensions
                 .get::<crate::direct::DirectCall>()
                 .cloned(),
+            ended: None,
         }
     }
 
-    /// Sends `request` to the client on the stream of the request this caller makes.
+    /// Sends `request` to the client on the stream of the request this caller makes. Given up
+    /// before the answer (the call it was for timed out, was cancelled or ended), it is
+    /// withdrawn: the client is told (`notifications/cancelled`) and can close its form.
     async fn ask(&self, mut request: ServerRequest) -> Result<ClientResult, ServiceError> {
         if let Some(direct) = &self.direct {
             return direct.ask(request).await;
@@ -93,7 +126,32 @@ impl Caller {
         request
             .extensions_mut()
             .insert(OriginatingRequestId(self.request.clone()));
-        self.peer.send_request(request).await
+        let handle = self
+            .peer
+            .send_request_with_option(request, rmcp::service::PeerRequestOptions::no_options())
+            .await?;
+        let mut withdraw = Withdraw {
+            peer: Some(self.peer.clone()),
+            id: handle.id.clone(),
+        };
+        let ended = async {
+            match &self.ended {
+                Some(ended) => ended.cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
+        let answer = tokio::select! {
+            answer = handle.await_response() => answer,
+            // The upstream that asked may never say it gave up: the call's end does.
+            () = ended => {
+                return Err(ServiceError::McpError(McpError::invalid_request(
+                    "the call this was asked for ended before the client answered",
+                    None,
+                )));
+            }
+        };
+        withdraw.peer = None;
+        answer
     }
 
     /// Asks the client's elicitation `params`.
@@ -171,11 +229,13 @@ struct Entry {
     task: Option<String>,
 }
 
-/// Removes its call from the in-flight record when dropped.
+/// Removes its call from the in-flight record when dropped, and withdraws what is still asked
+/// of the client for it.
 pub(crate) struct InFlight {
     inner: Arc<Inner>,
     server: String,
     id: u64,
+    ended: tokio_util::sync::CancellationToken,
 }
 
 impl InFlight {
@@ -188,6 +248,7 @@ impl InFlight {
 
 impl Drop for InFlight {
     fn drop(&mut self) {
+        self.ended.cancel();
         if let Some(mut calls) = self.inner.inflight.get_mut(&self.server) {
             calls.retain(|entry| entry.id != self.id);
         }
@@ -229,6 +290,11 @@ impl ClientBridge {
         task: Option<String>,
     ) -> InFlight {
         let id = self.inner.next.fetch_add(1, Ordering::Relaxed);
+        let ended = tokio_util::sync::CancellationToken::new();
+        let caller = Caller {
+            ended: Some(ended.clone()),
+            ..caller
+        };
         self.inner
             .inflight
             .entry(server.to_string())
@@ -238,6 +304,7 @@ impl ClientBridge {
             inner: self.inner.clone(),
             server: server.to_string(),
             id,
+            ended,
         }
     }
 }
