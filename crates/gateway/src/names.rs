@@ -257,6 +257,19 @@ impl ResourceView {
                 owners.insert(uri, server.clone());
                 resources.push(resource);
             }
+            // A skill's files under another scheme than `skill://` (which routes by the server
+            // in its downstream URI) are read where the skill was listed.
+            for skill in &catalog.skills {
+                let files = std::iter::once(skill.uri.as_str())
+                    .chain(skill.supporting_files().map(|f| f.uri.as_str()));
+                for uri in files.filter(|u| !u.starts_with(skills::SCHEME)) {
+                    if !hidden(uri) {
+                        owners
+                            .entry(uri.to_string())
+                            .or_insert_with(|| server.clone());
+                    }
+                }
+            }
             for entry in &catalog.templates {
                 let pattern = downstream_uri(prefix, server, &entry.template.uri_template);
                 if hidden(&pattern) {
@@ -422,5 +435,40 @@ mod tests {
         assert_eq!(view.owner("res://{id}"), Some("ta"));
         assert_eq!(view.owner("file:///home/user/.ssh/id_rsa"), Some("legit"));
         assert_eq!(view.owner("other://x"), None, "several servers: no guess");
+    }
+
+    /// A skill listed under another scheme than `skill://` is read from the server that listed
+    /// it, though no resource listing names its file.
+    #[test]
+    fn a_skill_file_of_another_scheme_routes_to_its_server() {
+        use rmcp::model::{Skill, SkillFrontmatter, SkillResource, SkillResources};
+        let uri = "file:///x/other-scheme/SKILL.md";
+        let skill = Skill::new(
+            uri,
+            SkillFrontmatter::new("other-scheme", "A skill under file://"),
+            SkillResources::Files(vec![SkillResource::from_bytes(uri, b"---\n---\n")]),
+        );
+        let (skills, invalid) =
+            mcp_harness_runtime::catalog::skills::entries_from_listing("sk", vec![skill]);
+        assert!(invalid.is_empty(), "{invalid:?}");
+        let mut b = SnapshotBuilder::new();
+        for (server, skills) in [("sk", skills), ("zz", Vec::new())] {
+            b.server(
+                ServerStatus::new(server, "stdio", ServerState::Connected),
+                Some(Arc::new(ServerCatalog {
+                    skills: skills.into_iter().map(Arc::new).collect(),
+                    templates: vec![TemplateEntry {
+                        server: server.to_string(),
+                        template: Arc::new(ResourceTemplate::new(
+                            format!("{server}://{{id}}"),
+                            "t",
+                        )),
+                    }],
+                    ..Default::default()
+                })),
+            );
+        }
+        let view = ResourceView::new(&b.build(1), Prefix::Server, None);
+        assert_eq!(view.owner(uri), Some("sk"));
     }
 }
