@@ -85,7 +85,12 @@ pub(crate) enum Command {
         query: Option<String>,
     },
     /// Load a skill: fetch its SKILL.md now and verify it against the listing.
-    Skill { server: String, name: String },
+    Skill {
+        server: String,
+        /// The skill's name, or its `SKILL.md` URI (when the server lists several skills of
+        /// one name, as a gateway in front of several servers may).
+        name: String,
+    },
     /// Run a command built from a prompt: `prompt mcp__srv__review '{"file": "x"}'`.
     Prompt {
         name: String,

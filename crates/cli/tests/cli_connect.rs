@@ -250,3 +250,54 @@ fn a_token_from_the_environment_reaches_a_gateway_that_asks_for_one() {
         Some(0)
     );
 }
+
+/// Through a gateway in front of two servers with skills of the same names, `skills` lists
+/// each once (it listed the first server's twice), a name both share is refused with the
+/// URIs that tell them apart, and a URI loads that very skill.
+#[test]
+fn skills_of_one_name_through_a_gateway_are_told_apart_by_uri() {
+    let dir = temp_home("connect", "skills");
+    let file = dir.join("gateway.json");
+    let servers = json!({"mcpServers": {
+        "fx": {"command": bin(), "args": ["fixture-server", "--skills"]},
+        "sk": {"command": bin(), "args": ["fixture-server", "--skills"]},
+    }});
+    std::fs::write(&file, servers.to_string()).expect("write");
+    let served = Served::start(&dir, &file, &[], Stdio::null());
+    let url = format!("http://{}/mcp", served.addr);
+    let (code, out, err) = run_in(&dir, &["--connect", &url, "--json", "skills"], &[]);
+    assert_eq!(code, 0, "{err}");
+    let listed: Vec<Value> = serde_json::from_str(&out).expect("skills --json");
+    let uris: Vec<&str> = listed.iter().filter_map(|s| s["uri"].as_str()).collect();
+    for uri in [
+        "skill://fx/release-notes/SKILL.md",
+        "skill://sk/release-notes/SKILL.md",
+    ] {
+        assert_eq!(uris.iter().filter(|u| **u == uri).count(), 1, "{uris:?}");
+    }
+    let (code, _, err) = run_in(
+        &dir,
+        &["--connect", &url, "skill", "gateway", "release-notes"],
+        &[],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("2 skills named `release-notes`")
+            && err.contains("skill://sk/release-notes/SKILL.md"),
+        "{err}"
+    );
+    let (code, out, err) = run_in(
+        &dir,
+        &[
+            "--connect",
+            &url,
+            "--json",
+            "skill",
+            "gateway",
+            "skill://sk/release-notes/SKILL.md",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("skill://sk/release-notes/SKILL.md"), "{out}");
+}

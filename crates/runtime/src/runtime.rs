@@ -533,7 +533,7 @@ impl Runtime {
             .into_iter()
             .filter_map(|hit| {
                 all.iter()
-                    .find(|e| e.server == hit.server && e.name == hit.name)
+                    .find(|e| e.server == hit.server && e.uri == hit.uri)
                     .cloned()
             })
             .collect()
@@ -572,17 +572,41 @@ impl Runtime {
         Ok(bytes)
     }
 
+    /// `server`'s skill named `name`, or listed at URI `name`. A name several of its skills
+    /// share (a gateway in front of servers with skills of one name) is refused with their
+    /// URIs, which tell them apart.
     fn skill_entry(&self, server: &str, name: &str) -> Result<Arc<SkillEntry>, CallError> {
         let snapshot = self.snapshot();
-        snapshot
-            .catalogs
-            .get(server)
-            .and_then(|c| c.skills.iter().find(|s| s.name == name).cloned())
-            .ok_or_else(|| CallError::UnknownSkill {
+        let skills = snapshot.catalogs.get(server).map(|c| c.skills.as_slice());
+        if let Some(by_uri) = skills.and_then(|s| s.iter().find(|s| s.uri == name)) {
+            return Ok(by_uri.clone());
+        }
+        let named: Vec<&Arc<SkillEntry>> = skills
+            .unwrap_or_default()
+            .iter()
+            .filter(|s| s.name == name)
+            .collect();
+        match named.as_slice() {
+            [one] => Ok((*one).clone()),
+            [] => Err(CallError::UnknownSkill {
                 server: server.to_string(),
                 name: name.to_string(),
                 revision: snapshot.revision,
-            })
+            }),
+            several => Err(CallError::InvalidArguments {
+                name: name.to_string(),
+                details: format!(
+                    "server `{server}` lists {} skills named `{name}` ({}): give the URI of \
+                     the one to load instead of its name",
+                    several.len(),
+                    several
+                        .iter()
+                        .map(|s| s.uri.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            }),
+        }
     }
 
     /// The bytes of resource `uri`: its text as UTF-8, or its blob decoded.
