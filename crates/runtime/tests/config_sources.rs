@@ -271,6 +271,10 @@ fn codex_config_toml_every_key() {
     let spec = stdio(&c, "context7");
     assert_eq!(spec.args, ["-y", "@upstash/context7-mcp"]);
     assert_eq!(spec.env["LOG_LEVEL"], "debug");
+    assert_eq!(
+        spec.env["PASSWORD"], "pa${x}word",
+        "Codex expands nothing: a `${{` is text"
+    );
     assert_eq!(spec.env["CONTEXT7_API_KEY"], "SECRET_context7", "env_vars");
     assert_eq!(spec.cwd.as_deref(), Some(Path::new("/srv/context7")));
     assert_eq!(ctx.startup_timeout, Duration::from_secs(20));
@@ -302,7 +306,8 @@ fn codex_config_toml_every_key() {
     assert!(
         text.contains("Bearer ${FIGMA_OAUTH_TOKEN}")
             && text.contains("${FIGMA_TEAM_ID}")
-            && text.contains("${CONTEXT7_API_KEY:-}"),
+            && text.contains("${CONTEXT7_API_KEY:-}")
+            && text.contains("pa$${x}word"),
         "{text}"
     );
     let notes = notes.join("\n");

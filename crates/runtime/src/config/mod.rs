@@ -945,7 +945,8 @@ pub(crate) enum ExpandError {
 /// kept, as failed, rather than failing the whole configuration).
 const UNSET_VARIABLE: &str = "is not set (set it, or write ${";
 
-/// Expands `${VAR}` and `${VAR:-default}`; `$$` is not special. An unset variable without a
+/// Expands `${VAR}` and `${VAR:-default}`; `$${` is a literal `${` (a value that holds one,
+/// such as a password, can be written), any other `$` is itself. An unset variable without a
 /// default is an error naming the variable (never its value).
 pub(crate) fn expand(
     input: &str,
@@ -954,6 +955,13 @@ pub(crate) fn expand(
     let mut out = String::with_capacity(input.len());
     let mut rest = input;
     while let Some(start) = rest.find("${") {
+        if rest[..start].ends_with('$') {
+            // `$${`: the first `$` escapes the reference.
+            out.push_str(&rest[..start - 1]);
+            out.push_str("${");
+            rest = &rest[start + 2..];
+            continue;
+        }
         out.push_str(&rest[..start]);
         let after = &rest[start + 2..];
         let Some(end) = after.find('}') else {
@@ -1179,6 +1187,12 @@ mod tests {
         let err = expand("${NOPE}", &env).unwrap_err().to_string();
         assert!(err.contains("NOPE") && err.contains(":-default"), "{err}");
         assert!(expand("${oops", &env).is_err());
+        // `$${` writes a literal `${`; a lone `$` is itself.
+        assert_eq!(
+            expand("pa$${x}word ${HOME} $5 $$", &env).as_deref(),
+            Ok("pa${x}word /home/u $5 $$")
+        );
+        assert_eq!(expand("SECRET$${oops", &env).as_deref(), Ok("SECRET${oops"));
     }
 
     #[test]

@@ -126,13 +126,13 @@ fn server_config(
     ] {
         if let Some(v) = server.remove(from) {
             check_type(from, &v)?;
-            target.insert(to.into(), v);
+            target.insert(to.into(), literal(v));
         }
     }
     if target.contains_key("url") {
         target.insert("type".into(), "http".into());
     }
-    let mut env = string_map("env", server.remove("env"))?;
+    let mut env = literal_map(string_map("env", server.remove("env"))?);
     if let Some(vars) = server.remove("env_vars") {
         let Value::Array(vars) = vars else {
             return Err("`env_vars` must be a list of variable names".into());
@@ -155,7 +155,7 @@ fn server_config(
     if !env.is_empty() {
         target.insert("env".into(), Value::Object(env));
     }
-    let mut headers = string_map("http_headers", server.remove("http_headers"))?;
+    let mut headers = literal_map(string_map("http_headers", server.remove("http_headers"))?);
     for (header, var) in string_map("env_http_headers", server.remove("env_http_headers"))? {
         let var = var.as_str().unwrap_or("");
         if !is_var_name(var) {
@@ -204,6 +204,21 @@ fn server_config(
 }
 
 /// A table of strings, named `key` in errors (values never shown).
+/// `value` as written: Codex expands no `${VAR}`, so a `${` in a Codex value is text (a
+/// password may hold one) and is escaped as `$${` for our format, which expands them.
+fn literal(value: Value) -> Value {
+    match value {
+        Value::String(s) => Value::String(s.replace("${", "$${")),
+        Value::Array(items) => Value::Array(items.into_iter().map(literal).collect()),
+        other => other,
+    }
+}
+
+/// [`literal`] for every value of `map`.
+fn literal_map(map: Map<String, Value>) -> Map<String, Value> {
+    map.into_iter().map(|(k, v)| (k, literal(v))).collect()
+}
+
 fn string_map(key: &str, value: Option<Value>) -> Result<Map<String, Value>, String> {
     match value {
         None => Ok(Map::new()),
