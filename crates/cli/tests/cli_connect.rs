@@ -300,4 +300,20 @@ fn skills_of_one_name_through_a_gateway_are_told_apart_by_uri() {
     );
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("skill://sk/release-notes/SKILL.md"), "{out}");
+    let (code, out, err) = run_in(
+        &dir,
+        &[
+            "--connect",
+            &url,
+            "skill",
+            "gateway",
+            "skill://sk/release-notes/SKILL.md",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("(SKILL.md verified against the listing: size, digest and frontmatter)"),
+        "says what was checked: {out}"
+    );
 }

@@ -30,8 +30,18 @@ pub(crate) fn loaded_skill(skill: &LoadedSkill, as_json: bool) -> String {
     if as_json {
         return pretty(&json!({"skill": &*skill.entry, "body": skill.body}));
     }
+    // Say what was checked: a dynamic listing gives no digest or size for SKILL.md, and the
+    // supporting files are checked only when read.
+    let checked = match &skill.entry.files {
+        mcp_harness_catalog::skills::ListedFiles::Files(_) => {
+            "SKILL.md verified against the listing: size, digest and frontmatter"
+        }
+        mcp_harness_catalog::skills::ListedFiles::Dynamic => {
+            "its frontmatter matches the listing; listed as dynamic, it has no digest to check"
+        }
+    };
     format!(
-        "skill {} from server {} (verified against the listing)\n\n{}\n",
+        "skill {} from server {} ({checked})\n\n{}\n",
         skill.entry.name,
         skill.entry.server,
         skill.body.trim_end()
