@@ -39,6 +39,20 @@ pub async fn fetch_text(
             shown(&parsed)
         )));
     }
+    // User info in the URL becomes an `Authorization: Basic` header that replaces the
+    // configured one: with both, which credential is sent would be a surprise.
+    let has_user_info = !parsed.username().is_empty() || parsed.password().is_some();
+    if has_user_info
+        && headers
+            .keys()
+            .any(|name| name.eq_ignore_ascii_case("authorization"))
+    {
+        return Err(FetchError(format!(
+            "{} has user info (`user:password@`) and an `Authorization` header is configured \
+             too: only one credential can be sent; remove the user info from the URL or the header",
+            shown(&parsed)
+        )));
+    }
     let client = reqwest::Client::builder()
         .default_headers(header_map(headers).map_err(|e| FetchError(e.to_string()))?)
         .redirect(reqwest::redirect::Policy::none())
@@ -90,4 +104,25 @@ pub async fn fetch_text(
             timeout.as_secs_f32()
         ))
     })?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Refused before any connection: the port is closed, so only the check can answer.
+    #[tokio::test]
+    async fn user_info_and_an_authorization_header_are_refused_together() {
+        let headers = BTreeMap::from([("authorization".to_string(), "Bearer t0ken".to_string())]);
+        let e = fetch_text(
+            "http://alice:s3cret@127.0.0.1:1/s.json",
+            &headers,
+            Duration::from_secs(1),
+            1024,
+        )
+        .await
+        .expect_err("refused");
+        assert!(e.0.contains("only one credential"), "{}", e.0);
+        assert!(!e.0.contains("s3cret") && !e.0.contains("t0ken"), "{}", e.0);
+    }
 }
