@@ -182,3 +182,131 @@ fn a_project_file_cannot_allow_calls_or_trust_hints_by_itself() {
     assert!(out.contains("hi"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `mcp-harness serve` watches the trust store with the config files: `trust PATH` run beside
+/// it starts the project's server for its clients (listed once connected), `trust --revoke`
+/// stops it — without restarting the gateway.
+#[test]
+fn serve_follows_trust_and_revoke_while_it_runs() {
+    let dir = temp_dir("serve-watch");
+    write_servers(
+        &dir.join("xdg/mcp-harness/config.json"),
+        serde_json::json!({"mine": fixture("trust-serve-user")}),
+    );
+    let file = dir.join(".mcp.json");
+    write_servers(
+        &file,
+        serde_json::json!({"proj": fixture("trust-serve-project")}),
+    );
+    let mut serve = Serve::start(&dir);
+    serve.request(
+        "initialize",
+        serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "trust-watch", "version": "1"}}),
+    );
+    serve.until("the user's server alone", |n| {
+        n.iter().any(|t| t == "mcp__mine__echo") && !n.iter().any(|t| t.starts_with("mcp__proj__"))
+    });
+    let (code, _, err) = run_in(&dir, &["trust", ".mcp.json"], &[]);
+    assert_eq!(code, 0, "{err}");
+    serve.until("the trusted project's server", |n| {
+        n.iter().any(|t| t == "mcp__proj__echo")
+    });
+    let (code, _, err) = run_in(&dir, &["trust", "--revoke", ".mcp.json"], &[]);
+    assert_eq!(code, 0, "{err}");
+    serve.until("the revoked project's server gone", |n| {
+        !n.iter().any(|t| t.starts_with("mcp__proj__"))
+    });
+}
+
+/// `mcp-harness serve` over stdio in `dir` (its project folder), driven line by line; killed
+/// when dropped.
+struct Serve {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    lines: std::sync::mpsc::Receiver<serde_json::Value>,
+    next_id: u64,
+}
+
+impl Serve {
+    fn start(dir: &Path) -> Self {
+        use std::io::BufRead as _;
+        let mut child = std::process::Command::new(bin())
+            .arg("serve")
+            .current_dir(dir)
+            .env("HOME", dir.join("home"))
+            .env("XDG_CONFIG_HOME", dir.join("xdg"))
+            .env_remove("RUST_LOG")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start serve");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if let Ok(v) = serde_json::from_str(&line)
+                    && tx.send(v).is_err()
+                {
+                    return;
+                }
+            }
+        });
+        Self {
+            child,
+            stdin,
+            lines,
+            next_id: 0,
+        }
+    }
+
+    fn request(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        use std::io::Write as _;
+        self.next_id += 1;
+        let id = self.next_id;
+        let message =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(self.stdin, "{message}").expect("write");
+        loop {
+            let got = self
+                .lines
+                .recv_timeout(std::time::Duration::from_secs(30))
+                .expect("an answer in time");
+            if got["id"] == id {
+                return got;
+            }
+        }
+    }
+
+    /// Lists tools until `want` holds (the watcher checks every second; bounded polls).
+    fn until(&mut self, what: &str, want: impl Fn(&[String]) -> bool) {
+        for _ in 0..60 {
+            let listed = self.request("tools/list", serde_json::json!({}));
+            let names: Vec<String> = listed["result"]["tools"]
+                .as_array()
+                .map(|t| {
+                    t.iter()
+                        .filter_map(|t| t["name"].as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default();
+            if want(&names) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(250));
+        }
+        panic!("never {what}");
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
