@@ -219,19 +219,16 @@ fn serve_follows_trust_and_revoke_while_it_runs() {
     });
 }
 
-/// `mcp-harness serve` over stdio in `dir` (its project folder), driven line by line; killed
-/// when dropped.
+/// `mcp-harness serve` over stdio in `dir` (its project folder, no `--config`), driven line
+/// by line; killed when dropped.
 struct Serve {
-    child: std::process::Child,
-    stdin: std::process::ChildStdin,
-    lines: std::sync::mpsc::Receiver<serde_json::Value>,
+    client: common::gateway::StdioClient,
     next_id: u64,
 }
 
 impl Serve {
     fn start(dir: &Path) -> Self {
-        use std::io::BufRead as _;
-        let mut child = std::process::Command::new(bin())
+        let child = std::process::Command::new(bin())
             .arg("serve")
             .current_dir(dir)
             .env("HOME", dir.join("home"))
@@ -242,45 +239,15 @@ impl Serve {
             .stderr(std::process::Stdio::null())
             .spawn()
             .expect("start serve");
-        let stdin = child.stdin.take().expect("stdin");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-            {
-                if let Ok(v) = serde_json::from_str(&line)
-                    && tx.send(v).is_err()
-                {
-                    return;
-                }
-            }
-        });
         Self {
-            child,
-            stdin,
-            lines,
+            client: common::gateway::StdioClient::new(child),
             next_id: 0,
         }
     }
 
     fn request(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
-        use std::io::Write as _;
         self.next_id += 1;
-        let id = self.next_id;
-        let message =
-            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        writeln!(self.stdin, "{message}").expect("write");
-        loop {
-            let got = self
-                .lines
-                .recv_timeout(std::time::Duration::from_secs(30))
-                .expect("an answer in time");
-            if got["id"] == id {
-                return got;
-            }
-        }
+        self.client.request(self.next_id.into(), method, params)
     }
 
     /// Lists tools until `want` holds (the watcher checks every second; bounded polls).
@@ -301,12 +268,5 @@ impl Serve {
             std::thread::sleep(std::time::Duration::from_millis(250));
         }
         panic!("never {what}");
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }

@@ -12,12 +12,9 @@
 
 mod common;
 
-use std::io::{BufRead as _, BufReader, Write as _};
-use std::process::{Child, ChildStdin};
-use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use common::gateway::sep1686_tasks;
+use common::gateway::{StdioClient, sep1686_tasks};
 use common::{bin, everything_stdio, temp_home};
 use serde_json::{Value, json};
 
@@ -25,57 +22,23 @@ const RESEARCH: &str = "mcp__ev__simulate-research-query";
 
 /// `mcp-harness serve` over stdio, driven line by line; killed when dropped.
 struct Gateway {
-    child: Child,
-    stdin: ChildStdin,
-    answers: Receiver<Value>,
+    client: StdioClient,
 }
 
 impl Gateway {
     fn start(tag: &str, servers: Value, allow: &str) -> Self {
         let dir = temp_home("serve-tasks-stdio", tag);
         let document = json!({"mcpServers": servers, "permissions": {"allow": [allow]}});
-        let mut child = common::gateway::serve_stdio(&dir, &document);
-        let stdin = child.stdin.take().expect("stdin");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, answers) = std::sync::mpsc::channel::<Value>();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let message = serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("not JSON-RPC on stdout ({e}): {line}"));
-                if tx.send(message).is_err() {
-                    return;
-                }
-            }
-        });
-        Self {
-            child,
-            stdin,
-            answers,
-        }
+        let client = StdioClient::new(common::gateway::serve_stdio(&dir, &document));
+        Self { client }
     }
 
-    /// Sends `message`; for a request, the answer with its id.
     fn send(&mut self, message: Value) -> Value {
-        writeln!(self.stdin, "{message}").expect("write to serve");
-        let id = message["id"].clone();
-        if id.is_null() {
-            return Value::Null;
-        }
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let got = self
-                .answers
-                .recv_timeout(left)
-                .unwrap_or_else(|_| panic!("no answer in time to {message}"));
-            if got.get("method").is_none() && got["id"] == id {
-                return got;
-            }
-        }
+        self.client.send(message)
     }
 
     fn request(&mut self, id: Value, method: &str, params: Value) -> Value {
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+        self.client.request(id, method, params)
     }
 
     /// `initialize` at 2025-11-25 declaring `capabilities`, then `initialized`: the result.
@@ -107,13 +70,6 @@ impl Gateway {
             std::thread::sleep(Duration::from_millis(200));
         }
         panic!("{tool} never listed in 300 listings")
-    }
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -248,13 +204,13 @@ fn serve_withdraws_an_elicitation_whose_call_ended() {
     gateway.tools_with("mcp__fx__ask_form");
     let call = json!({"jsonrpc": "2.0", "id": "call", "method": "tools/call",
         "params": {"name": "mcp__fx__ask_form", "arguments": {"message": "never answered"}}});
-    writeln!(gateway.stdin, "{call}").expect("write to serve");
+    gateway.client.write(&call);
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut asked = None;
     let mut withdrawn = false;
     while !withdrawn {
         let left = deadline.saturating_duration_since(Instant::now());
-        let Ok(message) = gateway.answers.recv_timeout(left) else {
+        let Some(message) = gateway.client.next(left) else {
             panic!("asked {asked:?}, never withdrawn");
         };
         match message["method"].as_str() {

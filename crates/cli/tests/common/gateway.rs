@@ -705,6 +705,82 @@ pub(crate) fn serve_stdio(dir: &Path, document: &Value) -> Child {
         .expect("start mcp-harness serve")
 }
 
+/// A client of `mcp-harness serve` over stdio, writing JSON-RPC lines and reading its answers
+/// on a thread (stdout must hold JSON-RPC only); the process is killed when this is dropped.
+pub(crate) struct StdioClient {
+    child: Child,
+    stdin: std::process::ChildStdin,
+    messages: std::sync::mpsc::Receiver<Value>,
+}
+
+impl StdioClient {
+    /// Takes over `child` (stdin and stdout piped).
+    pub(crate) fn new(mut child: Child) -> Self {
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, messages) = std::sync::mpsc::channel::<Value>();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                let message = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("not JSON-RPC on stdout ({e}): {line}"));
+                if tx.send(message).is_err() {
+                    return;
+                }
+            }
+        });
+        Self {
+            child,
+            stdin,
+            messages,
+        }
+    }
+
+    /// Writes `message` as one line.
+    pub(crate) fn write(&mut self, message: &Value) {
+        writeln!(self.stdin, "{message}").expect("write to serve");
+    }
+
+    /// The next message the gateway wrote, within `limit`.
+    pub(crate) fn next(&self, limit: Duration) -> Option<Value> {
+        self.messages.recv_timeout(limit).ok()
+    }
+
+    /// Sends `message`; for a request, the answer with its id (≤ 60 s; what comes before it is
+    /// skipped).
+    pub(crate) fn send(&mut self, message: Value) -> Value {
+        self.write(&message);
+        let id = message["id"].clone();
+        if id.is_null() {
+            return Value::Null;
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let got = self
+                .next(left)
+                .unwrap_or_else(|| panic!("no answer in time to {message}"));
+            if got.get("method").is_none() && got["id"] == id {
+                return got;
+            }
+        }
+    }
+
+    /// A request `method` with `params` and id `id`: its answer.
+    pub(crate) fn request(&mut self, id: Value, method: &str, params: Value) -> Value {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+    }
+}
+
+impl Drop for StdioClient {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// A child process killed (and reaped) when dropped.
 pub(crate) struct Killed(pub(crate) Child);
 
