@@ -267,8 +267,21 @@ pub fn describe(err: &(dyn Error + 'static)) -> String {
         }
         parts.push(text);
     }
-    parts.join(": ")
+    let joined = parts.join(": ");
+    match joined.contains(UNPARSED_TOKEN_RESPONSE) {
+        // oauth2's words for a token endpoint that answered with something else than a token
+        // response (a 5xx page, a malformed `expires_in`): said in ours, with what to do.
+        true => format!(
+            "{joined} — the authorization server's answer to the token request is not a valid \
+             token response (an HTTP error, or a malformed field): it is tried again on the next \
+             reconnect; if it persists, log in again (`mcp-harness login`)"
+        ),
+        false => joined,
+    }
 }
+
+/// What the oauth2 crate says when a token endpoint's answer is not a token response.
+const UNPARSED_TOKEN_RESPONSE: &str = "Failed to parse server response";
 
 /// `text` without rmcp's `Transport [type::Name<...>] error: ` prefix.
 fn strip_type_wrapper(text: &str) -> String {
@@ -633,6 +646,19 @@ impl Drop for ReadToEnd {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unparsed_token_response_is_said_with_what_to_do() {
+        let e = std::io::Error::other("Token refresh failed: Failed to parse server response");
+        let text = describe(&e);
+        assert!(
+            text.starts_with("Token refresh failed: Failed to parse server response — ")
+                && text.contains("mcp-harness login"),
+            "{text}"
+        );
+        let plain = describe(&std::io::Error::other("connection refused"));
+        assert_eq!(plain, "connection refused");
+    }
 
     /// A stream of `events`, then its end.
     fn ending(events: Vec<sse_stream::Sse>) -> Events {
