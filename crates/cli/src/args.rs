@@ -110,8 +110,8 @@ pub(crate) enum Command {
     Subscribe {
         server: String,
         uri: String,
-        /// Stop after this many updates.
-        #[arg(long)]
+        /// Stop after this many updates (at least 1).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         count: Option<u64>,
     },
     /// Call a tool by its qualified name, e.g. `call mcp__fs__read_file '{"path": "x"}'`.
@@ -149,8 +149,8 @@ pub(crate) enum Command {
     Shell,
     /// Print every new catalog revision and what changed, until interrupted.
     Watch {
-        /// Stop after this many revisions.
-        #[arg(long)]
+        /// Stop after this many revisions (at least 1).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         count: Option<u64>,
     },
     /// The merged config: each server's transport, source file and whether it is enabled, and

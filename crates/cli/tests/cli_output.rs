@@ -62,7 +62,17 @@ fn run(args: &[&str]) -> (i32, String, String) {
 fn exit_statuses_follow_the_documented_table() {
     let dir = temp_dir("exit");
     let c = fixture(&dir);
-    let cases: [(&[&str], i32, &str); 9] = [
+    let cases: [(&[&str], i32, &str); 11] = [
+        (
+            &["watch", "--count", "0"],
+            2,
+            "usage: a count that would never stop",
+        ),
+        (
+            &["subscribe", "fx", "fixture://static/readme", "--count", "0"],
+            2,
+            "usage: a count that would never stop",
+        ),
         (&["call", "mcp__fx__echo", r#"{"message": "ok"}"#], 0, "ok"),
         (&["call", "mcp__fx__fail"], 1, "tool error"),
         (
