@@ -223,6 +223,18 @@ fn vscode_mcp_json_with_inputs_from_the_environment() {
     );
     assert!(!err.contains("SECRET"), "{err}");
 
+    // Two inputs whose ids map to one variable would share one value: refused, both named.
+    let err = parse_err(
+        r#"{"inputs": [{"id": "api-key", "type": "promptString", "password": true},
+                       {"id": "api_key", "type": "promptString"}],
+            "servers": {"a": {"command": "x", "env": {"K": "${input:api_key}"}}}}"#,
+        "/p/.vscode/mcp.json",
+    );
+    assert!(
+        err.contains("\"api-key\" and \"api_key\"") && err.contains("MCP_INPUT_API_KEY"),
+        "{err}"
+    );
+
     // With a prompt (the CLI asks on the terminal): asked once, with what the config says
     // about the input, and the answer expands the config.
     let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));

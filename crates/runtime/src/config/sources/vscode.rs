@@ -45,6 +45,12 @@ pub(super) fn convert(
         });
     }
     let mut canonical = Map::new();
+    // Each variable stands for one input: two ids spelled alike (`api-key`, `api_key`) would
+    // silently share one value.
+    let mut variables: BTreeMap<String, String> = BTreeMap::new();
+    for id in declared.keys() {
+        claim(file, &mut variables, id)?;
+    }
     for (name, mut server) in servers {
         check_keys(
             file,
@@ -64,7 +70,7 @@ pub(super) fn convert(
             if refs.iter().any(|r| r.id == id) {
                 continue;
             }
-            let variable = input_variable(&id);
+            let variable = claim(file, &mut variables, &id)?;
             out.notes.push(format!(
                 "server \"{name}\": VS Code input \"{id}\" is read from the environment variable {variable}"
             ));
@@ -83,6 +89,28 @@ pub(super) fn convert(
     }
     out.document = serde_json::json!({ "mcpServers": canonical });
     Ok(out)
+}
+
+/// `id`'s variable, recorded as its; an error when another input's id already maps to it.
+fn claim(
+    file: &str,
+    variables: &mut BTreeMap<String, String>,
+    id: &str,
+) -> Result<String, ConfigError> {
+    let variable = input_variable(id);
+    match variables.get(&variable) {
+        Some(other) if other != id => Err(ConfigError {
+            location: format!("{file}: inputs"),
+            message: format!(
+                "inputs \"{other}\" and \"{id}\" would both be read from {variable} (ids are \
+                 uppercased, other characters `_`); rename one of them"
+            ),
+        }),
+        _ => {
+            variables.insert(variable.clone(), id.to_string());
+            Ok(variable)
+        }
+    }
 }
 
 /// The declared inputs: id → (description, password).
