@@ -1114,3 +1114,27 @@ fn an_unreadable_user_config_is_an_error_not_an_absence() {
     assert!(absent.config.servers.is_empty());
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// `${workspaceFolder}` in a user-level VS Code file has no open folder to name: it becomes
+/// the file's folder, with a note saying so; in a project's `.vscode` folder, no note.
+#[test]
+fn a_workspace_folder_outside_a_project_is_noted() {
+    let dir = temp_dir("workspace-folder");
+    let server = r#"{"servers": {"a": {"command": "node", "args": ["${workspaceFolder}/x.js"]}}}"#;
+    let user = dir.join("Code/User/mcp.json");
+    let project = dir.join("proj/.vscode/mcp.json");
+    for file in [&user, &project] {
+        std::fs::create_dir_all(file.parent().expect("parent")).expect("mkdir");
+        std::fs::write(file, server).expect("write");
+    }
+    let noted = |file: &Path| {
+        sources::import(file)
+            .expect("imports")
+            .notes
+            .iter()
+            .any(|n| n.contains("`${workspaceFolder}` became"))
+    };
+    assert!(noted(&user));
+    assert!(!noted(&project));
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -223,7 +223,28 @@ pub fn convert(text: &str, path: &Path) -> Result<Converted, ConfigError> {
     let Value::Object(root) = document else {
         return Err(error(path, "a config file must be a JSON object"));
     };
-    match format {
+    // `${workspaceFolder}` is the open folder to VS Code and Cursor; in a file outside a
+    // project's `.vscode` / `.cursor` folder (the user's own) there is none to take.
+    let in_project = matches!(
+        path.parent()
+            .and_then(|d| d.file_name())
+            .and_then(|n| n.to_str()),
+        Some(".vscode" | ".cursor")
+    );
+    let workspace_note = (matches!(format, Format::Cursor | Format::VsCode)
+        && !in_project
+        && Value::Object(root.clone())
+            .to_string()
+            .contains("${workspaceFolder"))
+    .then(|| {
+        format!(
+            "`${{workspaceFolder}}` became {}: this file is not in a project's `.vscode` or \
+             `.cursor` folder, where it would name the folder open in the editor; write the path \
+             you mean instead",
+            project_root(path)
+        )
+    });
+    let mut converted = match format {
         Format::Harness | Format::ClaudeCode | Format::ClaudeDesktop => {
             let host_settings =
                 format == Format::ClaudeDesktop || file_name(path) == ".claude.json";
@@ -243,7 +264,9 @@ pub fn convert(text: &str, path: &Path) -> Result<Converted, ConfigError> {
         }
         Format::Gemini => gemini::convert(&file, root),
         Format::Codex => codex::convert(&file, Value::Object(root)),
-    }
+    }?;
+    converted.notes.extend(workspace_note);
+    Ok(converted)
 }
 
 fn read(path: &Path) -> Result<String, ConfigError> {
