@@ -306,3 +306,315 @@ fn a_server_listing_one_name_twice_is_warned_about() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// The environment variable that marks the fixture servers of one test (set as the server's
+/// configured `env`), so the processes it leaves behind can be found.
+const MARKER_VAR: &str = "MCP_HARNESS_STDIO_ABUSE_TEST";
+
+/// Live processes (zombies excluded) whose environment holds `MARKER_VAR=marker`.
+fn marked(marker: &str) -> Vec<u32> {
+    let tag = format!("{MARKER_VAR}={marker}");
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse::<u32>().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            let state = stat.rsplit(')').next()?.split_whitespace().next()?;
+            let environ = std::fs::read(entry.path().join("environ")).ok()?;
+            let ours = environ.split(|&b| b == 0).any(|v| v == tag.as_bytes());
+            (state != "Z" && ours).then_some(pid)
+        })
+        .collect()
+}
+
+/// Waits (at most `limit`) until `done` holds; whether it did.
+fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    // Bounded: `limit`, one check per 50 ms.
+    while start.elapsed() < limit {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    done()
+}
+
+/// `serve` over stdio in front of the fixture `fx` (every tool allowed; its processes marked),
+/// driven line by line with bounded reads. Dropping it kills the gateway and anything marked.
+struct Fronted {
+    child: Killed,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: Option<BufReader<std::process::ChildStdout>>,
+    dir: std::path::PathBuf,
+    marker: String,
+}
+
+impl Fronted {
+    /// Started with `extra` arguments after `serve`, initialized at 2025-06-18, once
+    /// `mcp__fx__slow` is listed.
+    fn start(tag: &str, extra: &[&str]) -> Self {
+        let dir = temp_home("serve-stdio-abuse", tag);
+        let marker = format!("{tag}-{}", std::process::id());
+        let server = json!({"command": common::bin(), "args": ["fixture-server"],
+            "env": {MARKER_VAR: marker}});
+        let document = json!({"mcpServers": {"fx": server}, "permissions": {"allow": ["mcp__**"]}});
+        let config = dir.join("gateway.json");
+        std::fs::write(&config, document.to_string()).expect("write config");
+        let mut child = std::process::Command::new(common::bin())
+            .arg("--config")
+            .arg(&config)
+            .arg("serve")
+            .args(extra)
+            .env("HOME", dir.join("home"))
+            .env("XDG_CONFIG_HOME", dir.join("xdg"))
+            .env("RUST_LOG", "info")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::fs::File::create(dir.join("serve.log")).expect("log file"))
+            .spawn()
+            .expect("start serve");
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().map(BufReader::new);
+        let mut fronted = Self {
+            child: Killed(child),
+            stdin,
+            stdout,
+            dir,
+            marker,
+        };
+        let answer = fronted.request(
+            json!("init"),
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": tag, "version": "1"}}),
+        );
+        assert!(answer.get("result").is_some(), "{answer}");
+        fronted.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        fronted.wait_listed("mcp__fx__slow");
+        fronted
+    }
+
+    /// The gateway's log so far (for failure messages).
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("serve.log")).unwrap_or_default()
+    }
+
+    fn send(&mut self, message: &Value) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{message}").expect("write to serve");
+    }
+
+    /// The next message on stdout within `limit`: `None` at its end or when none came.
+    fn next_within(&mut self, limit: Duration) -> Option<Value> {
+        let stdout = self.stdout.as_mut().expect("stdout open");
+        if !stdout.buffer().contains(&b'\n') {
+            let fd = std::os::fd::AsRawFd::as_raw_fd(stdout.get_ref());
+            let mut poll = libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            let ms = i32::try_from(limit.as_millis()).unwrap_or(i32::MAX);
+            // SAFETY: one pollfd, valid for the call.
+            if unsafe { libc::poll(&mut poll, 1, ms) } <= 0 {
+                return None;
+            }
+        }
+        // The gateway writes a line at once: a readable pipe holds its end or soon will.
+        let mut line = String::new();
+        match stdout.read_line(&mut line) {
+            Ok(0) | Err(_) => None,
+            Ok(_) => Some(
+                serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("not JSON on stdout ({e}): {line}")),
+            ),
+        }
+    }
+
+    /// The answer to request `id`, skipping other messages; bounded by `limit`.
+    fn answer_to(&mut self, id: &Value, limit: Duration) -> Value {
+        let deadline = Instant::now() + limit;
+        // Bounded: until the deadline.
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Some(message) = self.next_within(left) else {
+                panic!("no answer to {id} within {limit:?}; log:\n{}", self.log());
+            };
+            if message.get("method").is_none() && &message["id"] == id {
+                return message;
+            }
+        }
+    }
+
+    /// Sends a request and waits (at most 30 s) for its answer.
+    fn request(&mut self, id: Value, method: &str, params: Value) -> Value {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        self.answer_to(&id, Duration::from_secs(30))
+    }
+
+    /// Lists tools until `tool` is among them (the upstream connects in the background).
+    fn wait_listed(&mut self, tool: &str) {
+        let start = Instant::now();
+        for attempt in 0..200 {
+            let listed = self.request(json!(format!("list-{attempt}")), "tools/list", json!({}));
+            let tools = listed["result"]["tools"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            if tools.iter().any(|t| t["name"] == tool) {
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "{tool} never listed: {listed}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("{tool} never listed in 200 listings");
+    }
+
+    /// Starts `mcp__fx__slow` for `ms` as request `id`, with a progress token when
+    /// `progress`; returns once the call runs (its first progress) or at once without one.
+    fn start_slow(&mut self, id: i64, ms: u64, progress: bool) {
+        let mut params = json!({"name": "mcp__fx__slow", "arguments": {"ms": ms}});
+        if progress {
+            params["_meta"] = json!({"progressToken": format!("p{id}")});
+        }
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}));
+        if !progress {
+            return;
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        // Bounded: until the deadline.
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let message = self.next_within(left);
+            match message {
+                Some(m) if m["method"] == "notifications/progress" => return,
+                Some(_) => {}
+                None => panic!("no progress of call {id}; log:\n{}", self.log()),
+            }
+        }
+    }
+
+    /// The gateway's exit status once it exits within `limit`.
+    fn exited_within(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let mut status = None;
+        wait_until(limit, || {
+            status = self.child.0.try_wait().expect("wait");
+            status.is_some()
+        });
+        status
+    }
+
+    /// Asserts that no marked process (the fixture server) is left, waiting up to 10 s.
+    fn assert_nothing_left(&self) {
+        let gone = wait_until(Duration::from_secs(10), || marked(&self.marker).is_empty());
+        assert!(gone, "processes left behind: {:?}", marked(&self.marker));
+    }
+}
+
+impl Drop for Fronted {
+    fn drop(&mut self) {
+        let _ = self.child.0.kill();
+        let _ = self.child.0.wait();
+        for pid in marked(&self.marker) {
+            // SAFETY: kill(2) only sends a signal, to a process this test started.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+    }
+}
+
+/// A cancelled request's id is one entry only for the cancellation's grace (1 s): after it, a
+/// new request may use the id again.
+#[test]
+fn a_cancelled_requests_id_is_free_again_after_the_grace() {
+    let mut fronted = Fronted::start("reuse", &[]);
+    fronted.start_slow(42, 1000, false);
+    fronted.send(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 42, "reason": "test"}}),
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    // Whatever came meanwhile (nothing should: rmcp drops the cancelled call's answer).
+    while fronted.next_within(Duration::from_millis(100)).is_some() {}
+    let pong = fronted.request(json!(42), "ping", json!({}));
+    assert_eq!(pong.get("result"), Some(&json!({})), "{pong}");
+}
+
+/// After the end of input the answers owed are waited for at most 10 s without an answer:
+/// a call sending progress does not hold the process for its whole length.
+#[test]
+fn after_the_end_of_input_progress_does_not_hold_the_process() {
+    let mut fronted = Fronted::start("eof-progress", &[]);
+    fronted.start_slow(7, 60_000, true);
+    let closed = Instant::now();
+    drop(fronted.stdin.take());
+    // Read on, as a host waiting for the end would (progress keeps coming meanwhile).
+    let deadline = closed + Duration::from_secs(30);
+    while Instant::now() < deadline && fronted.next_within(Duration::from_millis(200)).is_some() {}
+    let status = fronted.exited_within(deadline.saturating_duration_since(Instant::now()));
+    let took = closed.elapsed();
+    assert!(
+        status.is_some(),
+        "still running {took:?} after stdin closed"
+    );
+    assert!(took < Duration::from_secs(20), "exited only after {took:?}");
+    fronted.assert_nothing_left();
+}
+
+/// SIGTERM drains over stdio as over HTTP: no new request is read, the call in flight
+/// finishes (within `--drain-secs`) and its real result is written, then the process exits
+/// with 0 leaving no server behind.
+#[test]
+fn a_stop_signal_lets_the_call_in_flight_answer_before_the_end() {
+    let mut fronted = Fronted::start("drain", &["--drain-secs", "10"]);
+    fronted.start_slow(9, 2000, true);
+    // SAFETY: kill(2) on the pid of a child this test started.
+    unsafe { libc::kill(fronted.child.0.id() as i32, libc::SIGTERM) };
+    let answer = fronted.answer_to(&json!(9), Duration::from_secs(15));
+    assert_eq!(answer["result"]["isError"], json!(false), "{answer}");
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "slept 2000 ms",
+        "{answer}"
+    );
+    let status = fronted.exited_within(Duration::from_secs(15));
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{status:?}");
+    fronted.assert_nothing_left();
+}
+
+/// `--drain-secs` bounds the stdio drain too: a call longer than it is cut soon after, the
+/// process exits 0 and leaves no server behind.
+#[test]
+fn a_stop_signal_drains_for_drain_secs_only() {
+    let mut fronted = Fronted::start("drain-short", &["--drain-secs", "1"]);
+    fronted.start_slow(9, 30_000, true);
+    let stopped = std::time::Instant::now();
+    // SAFETY: kill(2) on the pid of a child this test started.
+    unsafe { libc::kill(fronted.child.0.id() as i32, libc::SIGTERM) };
+    let status = fronted.exited_within(Duration::from_secs(15));
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{status:?}");
+    assert!(
+        stopped.elapsed() < Duration::from_secs(8),
+        "a 1 s drain took {:?}",
+        stopped.elapsed()
+    );
+    fronted.assert_nothing_left();
+}
+
+/// A client that closes the gateway's stdout (while its stdin stays open) ends the session
+/// at the first answer that cannot be written: the call in flight is cancelled, the servers
+/// closed, the process exits.
+#[test]
+fn a_closed_stdout_ends_the_session() {
+    let mut fronted = Fronted::start("epipe", &[]);
+    fronted.start_slow(5, 60_000, false);
+    drop(fronted.stdout.take());
+    fronted.send(&json!({"jsonrpc": "2.0", "id": 6, "method": "ping"}));
+    let status = fronted.exited_within(Duration::from_secs(15));
+    assert!(status.is_some(), "still running; log:\n{}", fronted.log());
+    fronted.assert_nothing_left();
+}

@@ -196,6 +196,17 @@ impl Gateway {
         stdio::serve(self.shared.clone()).await
     }
 
+    /// [`Gateway::serve_stdio`] until `stop` resolves (a stop signal): standard input is no
+    /// longer read from then on, and the answers the session owes get at most `drain` to be
+    /// written before it ends — also when the client ends its input itself.
+    pub async fn serve_stdio_until(
+        &self,
+        stop: impl std::future::Future<Output = ()> + Send + 'static,
+        drain: std::time::Duration,
+    ) -> Result<(), ServeError> {
+        stdio::serve_until(self.shared.clone(), stop, drain).await
+    }
+
     /// Serves one client over any byte stream pair (in-process clients, tests) until it
     /// disconnects.
     pub async fn serve_io<R, W>(&self, read: R, write: W) -> Result<(), ServeError>
@@ -203,7 +214,7 @@ impl Gateway {
         R: tokio::io::AsyncRead + Send + Unpin + 'static,
         W: tokio::io::AsyncWrite + Send + Unpin + 'static,
     {
-        stdio::serve_io(self.shared.clone(), read, write).await
+        stdio::serve_io(self.shared.clone(), read, write, stdio::EOF_IDLE).await
     }
 
     /// Serves Streamable HTTP at `http://ADDR/mcp` (many clients); see [`HttpServer`].

@@ -9,15 +9,25 @@
 //! every line it cannot take (rmcp's own line transport drops them without a word) and applies
 //! backpressure ([`backlog`]): a client that writes requests and never reads their answers
 //! stalls in its own write instead of growing the gateway.
+//!
+//! The session ends when the client's input ends (once the answers owed are written, bounded:
+//! [`transport::EOF_IDLE`]) or when its output is gone (a write failed); when the transport
+//! gives up on the client, the calls still running are cancelled at once rather than waited
+//! for.
 
 mod backlog;
 mod transport;
 
+pub(crate) use transport::EOF_IDLE;
+
 use std::os::fd::AsFd as _;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use rmcp::ServiceExt as _;
+use rmcp::service::{QuitReason, RunningService};
+use tokio_util::sync::CancellationToken;
 
 use crate::ServeError;
 use crate::session::augmented_lines::{FrontRead, FrontWrite, Lines};
@@ -25,10 +35,29 @@ use crate::session::{Session, Shared};
 use crate::traced::Traced;
 
 pub(crate) async fn serve(shared: Arc<Shared>) -> Result<(), ServeError> {
-    serve_io(shared, stdin(), stdout()).await
+    serve_io(shared, stdin(), stdout(), transport::EOF_IDLE).await
 }
 
-pub(crate) async fn serve_io<R, W>(shared: Arc<Shared>, read: R, write: W) -> Result<(), ServeError>
+/// [`serve`] until `stop` resolves: from then on standard input reads as ended (no new request
+/// is taken; lines already read are) and the answers owed get at most `drain`.
+pub(crate) async fn serve_until(
+    shared: Arc<Shared>,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+    drain: Duration,
+) -> Result<(), ServeError> {
+    let input = UntilStopped {
+        read: stdin(),
+        stop: Some(Box::pin(stop)),
+    };
+    serve_io(shared, input, stdout(), drain).await
+}
+
+pub(crate) async fn serve_io<R, W>(
+    shared: Arc<Shared>,
+    read: R,
+    write: W,
+    end_wait: Duration,
+) -> Result<(), ServeError>
 where
     R: tokio::io::AsyncRead + Send + Unpin + 'static,
     W: tokio::io::AsyncWrite + Send + Unpin + 'static,
@@ -37,17 +66,49 @@ where
     let lines = Arc::new(Lines::new(shared.clone()));
     let read = FrontRead::new(read, lines.clone());
     let write = FrontWrite::new(write, lines.clone());
-    let transport = transport::LineTransport::new(read, write);
+    let transport = transport::LineTransport::new(read, write).with_end_wait(end_wait);
+    let ended = transport.ended();
     let running = Traced::new(Session::with_lines(shared, Some(lines)), tracer)
         .serve(transport)
         .await
         .map_err(|e| ServeError::Initialize(initialize_failure(&e)))?;
-    let reason = running
-        .waiting()
+    let reason = finished(running, ended)
         .await
         .map_err(|e| ServeError::Session(e.to_string()))?;
     tracing::debug!(?reason, "stdio client ended the session");
     Ok(())
+}
+
+/// Once the transport gave up on the client, how long the session's end waits for its cancelled
+/// calls to finish (and their answers to go out, where they still can).
+const CUT_GRACE: Duration = Duration::from_secs(1);
+
+/// Waits for the session's end. Once the transport gave up on the client (`ended`), the
+/// session is cancelled, which cancels the calls still running (and their upstream calls),
+/// whose answers cannot be delivered or are no longer waited for; and the end is waited for at
+/// most [`CUT_GRACE`]: after its loop rmcp waits up to 5 s for the calls' handlers, and a
+/// cancelled call with a progress notification still to send cannot finish before that wait
+/// times out (the loop that would take the notification has stopped). The rmcp task left
+/// behind then ends on its own; the session's runtime is shut down by the caller.
+async fn finished<S>(
+    running: RunningService<rmcp::RoleServer, S>,
+    ended: CancellationToken,
+) -> Result<QuitReason, tokio::task::JoinError>
+where
+    S: rmcp::Service<rmcp::RoleServer>,
+{
+    let cancel = running.cancellation_token();
+    let waiting = running.waiting();
+    tokio::pin!(waiting);
+    tokio::select! {
+        reason = &mut waiting => reason,
+        () = ended.cancelled() => {
+            cancel.cancel();
+            tokio::time::timeout(CUT_GRACE, waiting)
+                .await
+                .unwrap_or(Ok(QuitReason::Cancelled))
+        }
+    }
 }
 
 /// Why the client's start failed, in words that quote nothing it sent (rmcp's own text for a
@@ -61,6 +122,33 @@ fn initialize_failure(error: &rmcp::service::ServerInitializeError) -> String {
         }
         Failed::UnexpectedInitializeResponse(_) => "the client answered `initialize` unexpectedly".into(),
         other => other.to_string(),
+    }
+}
+
+/// A reader until a stop: once `stop` resolves it reads as ended (and the inner reader is not
+/// polled again), which the session takes as its client's end of input.
+struct UntilStopped<R> {
+    read: R,
+    /// `None` once stopped.
+    stop: Option<Pin<Box<dyn std::future::Future<Output = ()> + Send>>>,
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for UntilStopped<R> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        if let Some(stop) = &mut this.stop {
+            // Polled first: a stop wins over input that is ready.
+            if stop.as_mut().poll(cx).is_pending() {
+                return Pin::new(&mut this.read).poll_read(cx, buf);
+            }
+            this.stop = None;
+        }
+        // Nothing put in `buf`: the end of input.
+        std::task::Poll::Ready(Ok(()))
     }
 }
 

@@ -1,8 +1,9 @@
 //! `mcp-harness serve`: the gateway in front of every configured server, over stdio (one host
 //! starts it as its MCP server) or Streamable HTTP (`--http ADDR`, many clients).
 //!
-//! Invariant: when serving ends (the stdio client leaves, or SIGTERM/SIGINT/SIGHUP) the HTTP
-//! listener stops first, in-flight requests get at most `--drain-secs`, and then the runtime is
+//! Invariant: when serving ends (the stdio client leaves, or SIGTERM/SIGINT/SIGHUP) no new
+//! request is taken first (the HTTP listener stops; over stdio, standard input is no longer
+//! read), in-flight requests get at most `--drain-secs` to be answered, and then the runtime is
 //! shut down, so no upstream process outlives the command.
 
 use std::net::SocketAddr;
@@ -111,8 +112,10 @@ pub(crate) struct ServeArgs {
     /// without a message, so proxies that cut idle connections keep long calls and GET streams.
     #[arg(long, value_name = "SECONDS", default_value_t = mcp_harness_gateway::DEFAULT_SSE_PING.as_secs())]
     sse_ping_secs: u64,
-    /// On SIGTERM, how long in-flight requests may take before the servers are shut down; on
-    /// a config edit that removes or replaces a server, how long its calls in flight may take
+    /// On SIGTERM, how long in-flight requests may take before the servers are shut down
+    /// (over stdio, standard input is no longer read and the answers owed are written within
+    /// it, counted from the signal, the client's end of input or the last answer); on a
+    /// config edit that removes or replaces a server, how long its calls in flight may take
     /// before its connection is closed.
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
     drain_secs: u64,
@@ -217,18 +220,7 @@ async fn serve(
     config_keys: Option<&SecretText>,
 ) -> u8 {
     let Some(addr) = args.http else {
-        return tokio::select! {
-            served = gateway.serve_stdio() => match served {
-                Ok(()) => Exit::Ok.code(),
-                Err(e) => crate::fail(&e.to_string(), Exit::Failed),
-            },
-            // A stop signal is how a service is stopped: 0, as over HTTP (a service manager
-            // counts 130 as a failure).
-            signal = crate::interrupted() => {
-                tracing::info!(signal, "stopping the stdio gateway");
-                Exit::Ok.code()
-            }
-        };
+        return serve_stdio(gateway, args.drain()).await;
     };
     let keys = match session_keys(config_keys) {
         Ok(keys) => keys.map(Arc::new),
@@ -269,6 +261,39 @@ async fn serve(
             args.drain_secs
         );
     }
+    Exit::Ok.code()
+}
+
+/// Serves the one stdio client until its input ends, or a stop signal arrives: from the signal
+/// on standard input is no longer read (lines already read are), and the session writes the
+/// answers it owes, for at most `drain`.
+async fn serve_stdio(gateway: &Gateway, drain: Duration) -> u8 {
+    let stop = tokio_util::sync::CancellationToken::new();
+    let served = gateway.serve_stdio_until(stop.clone().cancelled_owned(), drain);
+    tokio::pin!(served);
+    let signal = tokio::select! {
+        served = &mut served => return match served {
+            Ok(()) => Exit::Ok.code(),
+            Err(e) => crate::fail(&e.to_string(), Exit::Failed),
+        },
+        signal = crate::interrupted() => signal,
+    };
+    stop.cancel();
+    tracing::info!(
+        signal,
+        "stopping the stdio gateway: no new request is read; the calls in flight get at most {drain:?}"
+    );
+    // The session's own end wait is `drain`; this bound only backs it up.
+    match tokio::time::timeout(drain + Duration::from_secs(2), served).await {
+        // A stop before `initialize` ends the start with an error: still a stop.
+        Ok(Err(e)) => tracing::info!(error = %e, "the stdio session ended at the stop"),
+        Ok(Ok(())) => {}
+        Err(_) => tracing::warn!(
+            "calls still running {drain:?} after {signal} were cut (raise --drain-secs)"
+        ),
+    }
+    // A stop signal is how a service is stopped: 0, as over HTTP (a service manager counts 130
+    // as a failure).
     Exit::Ok.code()
 }
 

@@ -10,9 +10,14 @@
 //!   handler may still be running): a client cancelling what it sends cannot read past the
 //!   bound;
 //! - an id in flight (or cancelled within the grace) is one entry: a request repeating it is
-//!   refused by the transport, never handed to rmcp (which would answer only one of them);
+//!   refused by the transport, never handed to rmcp (which would answer only one of them); once
+//!   a cancellation's grace is over its id is free, whether or not a sweep released it yet;
 //! - a receive waits only while the count is at [`OWED`], and is woken by the release that
-//!   takes it below or by the end of a cancellation's grace.
+//!   takes it below or by the end of a cancellation's grace;
+//! - once the input ended ([`Backlog::drained`]) the wait for what is owed ends at the latest
+//!   [`Backlog::drained`]'s `idle` after the end or after the last *answer* written, whichever
+//!   is later: progress notifications and other messages written do not extend it, so a call
+//!   that reports progress cannot hold the session for its whole length.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -46,6 +51,8 @@ pub(super) struct Backlog {
     waiting: AtomicBool,
     /// The client closed its input: every release wakes the wait for the last answers.
     every_release: AtomicBool,
+    /// Since the input ended: when it did, or when the last answer was written after it.
+    quiet_since: Mutex<Option<Instant>>,
 }
 
 /// Why a received message is not handed to rmcp.
@@ -71,14 +78,7 @@ impl Backlog {
     /// cancellation starts its request's grace.
     pub(super) fn received(&self, message: &RxJsonRpcMessage<RoleServer>) -> Result<(), Refused> {
         match message {
-            JsonRpcMessage::Request(request) => {
-                let mut open = lock(&self.open);
-                if open.contains_key(&request.id) {
-                    return Err(Refused::IdInUse(request.id.clone()));
-                }
-                open.insert(request.id.clone(), None);
-                self.owe();
-            }
+            JsonRpcMessage::Request(request) => self.open(&request.id)?,
             JsonRpcMessage::Notification(notification) => {
                 if let ClientNotification::CancelledNotification(cancelled) =
                     &notification.notification
@@ -89,6 +89,25 @@ impl Backlog {
                 }
             }
             JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_) => {}
+        }
+        Ok(())
+    }
+
+    /// Opens `id` for a request just received: refused while the id is in flight or cancelled
+    /// within the grace. An id whose cancellation's grace is over is taken over by the new
+    /// request (its count with it: the old entry would have been released by a sweep anyway),
+    /// since sweeps run only at the bound and at the end.
+    fn open(&self, id: &RequestId) -> Result<(), Refused> {
+        let mut open = lock(&self.open);
+        match open.get(id) {
+            Some(Some(at)) if at.elapsed() >= CANCEL_GRACE => {
+                open.insert(id.clone(), None);
+            }
+            Some(_) => return Err(Refused::IdInUse(id.clone())),
+            None => {
+                open.insert(id.clone(), None);
+                self.owe();
+            }
         }
         Ok(())
     }
@@ -128,13 +147,27 @@ impl Backlog {
         if !taken_over {
             self.owe();
         }
-        Owed(self.clone())
+        Owed {
+            backlog: self.clone(),
+            answer: answered.is_some(),
+        }
     }
 
-    /// A message of the transport's own (a refusal) handed out to be written: counted anew.
+    /// A message of the transport's own (a refusal, an answer) handed out to be written:
+    /// counted anew.
     pub(super) fn sending_own(self: &Arc<Self>) -> Owed {
         self.owe();
-        Owed(self.clone())
+        Owed {
+            backlog: self.clone(),
+            answer: true,
+        }
+    }
+
+    /// An answer was written: after the end of input, the wait for the rest starts again.
+    fn answered(&self) {
+        if self.every_release.load(Ordering::Acquire) {
+            *lock(&self.quiet_since) = Some(Instant::now());
+        }
     }
 
     /// Returns once fewer than [`OWED`] are outstanding (cancelled requests past their grace
@@ -161,27 +194,33 @@ impl Backlog {
         }
     }
 
-    /// Waits until nothing is owed, giving up once `idle` passes without a release: the
-    /// client closed its input, and the answers already due are written before the session
-    /// ends.
-    pub(super) async fn drained(&self, idle: Duration) {
+    /// Waits until nothing is owed, giving up once `idle` passed since the end of input and
+    /// since the last answer written: the client closed its input, and the answers already
+    /// due are written before the session ends. The times are kept here, not in the future:
+    /// rmcp drops and calls `receive` again at every message it handles, progress included,
+    /// and a deadline kept in the future would start over each time. Returns whether
+    /// everything owed was written (`false`: given up).
+    pub(super) async fn drained(&self, idle: Duration) -> bool {
         self.every_release.store(true, Ordering::Release);
+        lock(&self.quiet_since).get_or_insert_with(Instant::now);
         loop {
             let released = self.room.notified();
             let next_grace = self.sweep();
             let owed = self.owed.load(Ordering::Acquire);
             if owed == 0 {
-                return;
+                return true;
             }
-            let deadline = tokio::time::Instant::now() + idle;
-            let woken = tokio::time::timeout_at(deadline, wait(released, next_grace)).await;
-            if woken.is_err() {
+            let quiet_since = lock(&self.quiet_since).unwrap_or_else(Instant::now);
+            let deadline = quiet_since + idle;
+            if Instant::now() >= deadline {
                 tracing::info!(
                     owed,
-                    "the stdio client closed its input; answers still owed after {idle:?} without progress are not waited for"
+                    "the stdio client closed its input; answers still owed after {idle:?} without one written are not waited for"
                 );
-                return;
+                return false;
             }
+            let until = next_grace.map_or(deadline, |grace| grace.min(deadline));
+            wait(released, Some(until)).await;
         }
     }
 
@@ -202,10 +241,23 @@ async fn wait(notified: tokio::sync::futures::Notified<'_>, until: Option<Instan
 }
 
 /// One message handed out to be written, released when dropped (written or not).
-pub(super) struct Owed(Arc<Backlog>);
+pub(super) struct Owed {
+    backlog: Arc<Backlog>,
+    /// An answer (or a refusal): its writing restarts the wait after the end of input.
+    answer: bool,
+}
+
+impl Owed {
+    /// The message was written (then released).
+    pub(super) fn written(self) {
+        if self.answer {
+            self.backlog.answered();
+        }
+    }
+}
 
 impl Drop for Owed {
     fn drop(&mut self) {
-        self.0.release();
+        self.backlog.release();
     }
 }

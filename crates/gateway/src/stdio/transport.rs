@@ -16,7 +16,13 @@
 //! - until the lifecycle starts (an `initialize`, or a request with the 2026-07-28 metadata), a
 //!   notification or an answer is dropped, not handed to rmcp (which ends the session on one);
 //! - at the end of input, the answers already owed are written before the session ends (at
-//!   most [`EOF_IDLE`] without one being written); a refusal is among them.
+//!   most [`EOF_IDLE`] after the end of input or the last answer written, progress and other
+//!   notifications not counted); a refusal is among them;
+//! - a write to the client that fails (it closed its end of our standard output: `EPIPE`)
+//!   ends the session: `receive` reports the end at once, whatever it was waiting for;
+//! - when the transport gives up on the client (a failed write, or owed answers still unwritten
+//!   at the end of the wait after the end of input) it cancels [`LineTransport::ended`], so the
+//!   calls still running are cancelled rather than waited for.
 
 use std::fmt;
 use std::io;
@@ -34,13 +40,15 @@ use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 use serde_json::error::Category;
 use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncWrite, AsyncWriteExt as _, BufReader};
+use tokio_util::sync::CancellationToken;
 
 use super::backlog::{Backlog, Owed, Refused};
 
 /// The longest line taken, its line end not counted (rmcp's limit for its line transport).
 pub(crate) const MAX_LINE: usize = 16 * 1024 * 1024;
 
-/// After the end of input, how long the session waits for an owed answer to be written.
+/// After the end of input, how long the session waits for an owed answer to be written: from
+/// the end of input, and again from each answer written (progress does not count).
 pub(crate) const EOF_IDLE: Duration = Duration::from_secs(10);
 
 /// The stdio transport (see the module doc).
@@ -54,6 +62,11 @@ pub(crate) struct LineTransport<R, W> {
     backlog: Arc<Backlog>,
     /// The lifecycle started: rmcp takes notifications and answers from now on.
     started: bool,
+    /// Cancelled when the transport gives up on the client (see [`LineTransport::ended`]).
+    ended: CancellationToken,
+    /// How long the answers still owed at the end of input may take ([`EOF_IDLE`] unless the
+    /// session was given its own drain).
+    end_wait: Duration,
 }
 
 /// What one bounded line read found.
@@ -83,7 +96,23 @@ impl<R: AsyncRead + Unpin, W> LineTransport<R, W> {
             write: Arc::new(tokio::sync::Mutex::new(Some(write))),
             backlog: Arc::default(),
             started: false,
+            ended: CancellationToken::new(),
+            end_wait: EOF_IDLE,
         }
+    }
+
+    /// The wait for the answers owed at the end of input (`--drain-secs` of `serve`).
+    pub(crate) fn with_end_wait(mut self, wait: Duration) -> Self {
+        self.end_wait = wait;
+        self
+    }
+
+    /// Cancelled once the transport gave up on the client: a write to it failed, or answers
+    /// were still owed at the end of the wait after the end of input. The session then
+    /// cancels its calls still running instead of waiting for them (their answers cannot be
+    /// delivered, or are no longer waited for).
+    pub(crate) fn ended(&self) -> CancellationToken {
+        self.ended.clone()
     }
 
     /// Reads up to the end of a line into `line`, never past [`MAX_LINE`]; cancel safe (each
@@ -134,10 +163,31 @@ where
         item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         let owed = self.backlog.sending(&item);
-        write_message(self.write.clone(), item, owed)
+        write_message(self.write.clone(), item, owed, self.ended.clone())
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        let ended = self.ended.clone();
+        tokio::select! {
+            biased;
+            () = ended.cancelled() => None,
+            message = self.next_message() => message,
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        drop(self.write.lock().await.take());
+        Ok(())
+    }
+}
+
+impl<R, W> LineTransport<R, W>
+where
+    R: AsyncRead + Send + Unpin,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
+    /// The next message for rmcp, `None` at the end (cancel safe: see the module doc).
+    async fn next_message(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         loop {
             self.backlog.room().await;
             let (id, refusal) = match self.read_line().await {
@@ -156,7 +206,9 @@ where
                 }
                 Line::TooLong => (None, too_long()),
                 Line::End => {
-                    self.backlog.drained(EOF_IDLE).await;
+                    if !self.backlog.drained(self.end_wait).await {
+                        self.ended.cancel();
+                    }
                     return None;
                 }
                 Line::Failed(error) => {
@@ -166,19 +218,14 @@ where
             };
             tracing::debug!(code = refusal.code.0, message = %refusal.message, "a line refused");
             let owed = self.backlog.sending_own();
-            let refused =
-                write_message(self.write.clone(), JsonRpcMessage::error(refusal, id), owed);
+            let refusal = JsonRpcMessage::error(refusal, id);
+            let refused = write_message(self.write.clone(), refusal, owed, self.ended.clone());
             tokio::spawn(async move {
                 if let Err(error) = refused.await {
                     tracing::debug!(%error, "a refusal could not be written");
                 }
             });
         }
-    }
-
-    async fn close(&mut self) -> Result<(), Self::Error> {
-        drop(self.write.lock().await.take());
-        Ok(())
     }
 }
 
@@ -245,10 +292,13 @@ fn too_long() -> ErrorData {
 }
 
 /// Writes `item` as one line through `write`, outstanding (`owed`) until written or dropped.
+/// A failed write cancels `ended`: the client's end of our output is gone, and nothing more
+/// it asks for can be answered.
 async fn write_message<W: AsyncWrite + Send + Unpin + 'static>(
     write: Arc<tokio::sync::Mutex<Option<W>>>,
     item: TxJsonRpcMessage<RoleServer>,
     owed: Owed,
+    ended: CancellationToken,
 ) -> io::Result<()> {
     let mut bytes = serde_json::to_vec(&item).map_err(io::Error::other)?;
     bytes.push(b'\n');
@@ -256,9 +306,18 @@ async fn write_message<W: AsyncWrite + Send + Unpin + 'static>(
     let Some(write) = write.as_mut() else {
         return Err(io::ErrorKind::NotConnected.into());
     };
-    write.write_all(&bytes).await?;
-    write.flush().await?;
-    drop(owed);
+    let written = match write.write_all(&bytes).await {
+        Ok(()) => write.flush().await,
+        Err(error) => Err(error),
+    };
+    if let Err(error) = written {
+        if !ended.is_cancelled() {
+            tracing::info!(%error, "writing to standard output failed; the session ends");
+            ended.cancel();
+        }
+        return Err(error);
+    }
+    owed.written();
     Ok(())
 }
 
@@ -408,7 +467,7 @@ fn unfit(line: &[u8]) -> Decoded {
 }
 #[cfg(test)]
 mod tests {
-    use super::super::backlog::{CANCEL_GRACE, OWED};
+    use super::super::backlog::{Backlog, CANCEL_GRACE, OWED};
     use super::*;
     use futures::FutureExt as _;
     use rmcp::model::{ServerJsonRpcMessage, ServerNotification, ServerResult};
@@ -542,6 +601,148 @@ mod tests {
         );
         // An answer handed out for a cancelled request takes over its place until written.
         assert_eq!(transport.backlog.owed(), OWED);
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_id_is_taken_again_once_its_grace_is_over() {
+        let (mut transport, mut client) = transport();
+        let cancel =
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#;
+        write_lines(&mut client, &[ping(1), cancel.into(), ping(1), ping(2)]).await;
+        for _ in 0..2 {
+            assert!(received(&mut transport).await.is_some());
+        }
+        // Within the grace the id is still one entry: the repeat is refused, the next taken.
+        assert!(
+            matches!(received(&mut transport).await, Some(JsonRpcMessage::Request(r)) if r.id == RequestId::Number(2))
+        );
+        let refusal = read_answer(&mut client).await;
+        assert_eq!(refusal["id"], 1, "{refusal}");
+        tokio::time::sleep(CANCEL_GRACE + Duration::from_millis(100)).await;
+        // After it, with no sweep in between (far below the bound), the id is free.
+        write_lines(&mut client, &[ping(1)]).await;
+        assert!(
+            matches!(received(&mut transport).await, Some(JsonRpcMessage::Request(r)) if r.id == RequestId::Number(1))
+        );
+        // The new request took over the cancelled one's count.
+        assert_eq!(transport.backlog.owed(), 2);
+        transport.send(answer(1)).await.expect("send");
+        assert_eq!(transport.backlog.owed(), 1);
+    }
+
+    /// The next message `receive` hands out, within 5 s (else the test fails).
+    async fn received<W>(
+        transport: &mut LineTransport<impl AsyncRead + Send + Unpin, W>,
+    ) -> Option<RxJsonRpcMessage<RoleServer>>
+    where
+        W: AsyncWrite + Send + Unpin + 'static,
+    {
+        tokio::time::timeout(Duration::from_secs(5), transport.receive())
+            .await
+            .expect("receive took over 5 s")
+    }
+
+    /// A request as read from the client.
+    fn request(id: usize) -> RxJsonRpcMessage<RoleServer> {
+        serde_json::from_str(&ping(id)).expect("a ping")
+    }
+
+    /// Waits for `drained(idle)` on a backlog owing requests 1 and 2 while a notification is
+    /// written every 50 ms and, when `answer_at` is given, request 1's answer then: whether
+    /// everything was written, and how long the wait took.
+    async fn drain_with_progress(idle: Duration, answer_at: Option<Duration>) -> (bool, Duration) {
+        let backlog = Arc::new(Backlog::default());
+        for id in [1, 2] {
+            assert!(backlog.received(&request(id)).is_ok());
+        }
+        let start = std::time::Instant::now();
+        let drained = {
+            let backlog = backlog.clone();
+            tokio::spawn(async move { backlog.drained(idle).await })
+        };
+        let progress = ServerJsonRpcMessage::notification(
+            ServerNotification::ToolListChangedNotification(Default::default()),
+        );
+        let mut answer_at = answer_at;
+        // Bounded: 100 turns of 50 ms.
+        for _ in 0..100 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            if drained.is_finished() {
+                break;
+            }
+            backlog.sending(&progress).written();
+            if answer_at.is_some_and(|at| start.elapsed() >= at) {
+                answer_at = None;
+                backlog.sending(&answer(1)).written();
+            }
+        }
+        let all_written = drained.await.expect("the drain task");
+        (all_written, start.elapsed())
+    }
+
+    #[tokio::test]
+    async fn after_the_end_of_input_only_answers_extend_the_wait() {
+        let idle = Duration::from_millis(400);
+        // Progress alone: the wait ends `idle` after the end of input.
+        let (all_written, took) = drain_with_progress(idle, None).await;
+        assert!(!all_written);
+        assert!(took >= idle && took < idle * 2, "{took:?}");
+        // An answer written 300 ms in starts the wait again.
+        let answered = Duration::from_millis(300);
+        let (all_written, took) = drain_with_progress(idle, Some(answered)).await;
+        assert!(!all_written, "request 2 was never answered");
+        assert!(
+            took >= answered + idle && took < answered + idle * 2,
+            "{took:?}"
+        );
+    }
+
+    /// Output whose client end is gone: every write fails with `EPIPE`.
+    struct Closed;
+
+    impl AsyncWrite for Closed {
+        fn poll_write(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            _: &[u8],
+        ) -> std::task::Poll<io::Result<usize>> {
+            std::task::Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()))
+        }
+
+        fn poll_flush(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failed_write_ends_the_session_while_input_stays_open() {
+        let (mut client, server) = tokio::io::duplex(1 << 16);
+        let mut transport = LineTransport::new(server, Closed);
+        transport.started = true;
+        let ended = transport.ended();
+        write_lines(&mut client, &[ping(1)]).await;
+        assert!(received(&mut transport).await.is_some());
+        assert!(!ended.is_cancelled());
+        assert!(transport.send(answer(1)).await.is_err());
+        assert!(
+            ended.is_cancelled(),
+            "a failed write did not end the session"
+        );
+        // The input is still open (and has a line): the end is reported anyway, at once.
+        write_lines(&mut client, &[ping(2)]).await;
+        let end = tokio::time::timeout(Duration::from_secs(5), transport.receive()).await;
+        assert!(matches!(end, Ok(None)), "{end:?}");
+        assert_eq!(transport.backlog.owed(), 0);
     }
 
     #[tokio::test]
