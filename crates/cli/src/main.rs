@@ -564,8 +564,10 @@ fn live_reload(
     let joiner = runtime.remote_joiner();
     let loader: mcp_harness_runtime::ConfigLoader = std::sync::Arc::new(move || {
         let loaded = commands::config::load(config.as_deref(), false)?;
-        // A remote source the edit added is fetched now; its servers join when it answers.
+        // A remote source the edit added is fetched now; its servers join when it answers
+        // (not under `--server`: joining merges every server, as at startup).
         if config.is_none()
+            && only.is_empty()
             && sources::shared()
                 .unfetched()
                 .is_ok_and(|new| !new.is_empty())
@@ -818,7 +820,7 @@ async fn execute(
                         match &status.state {
                             mcp_harness_catalog::ServerState::Connected if lost => {
                                 lost = false;
-                                say!("{server} is back; the subscription is renewed");
+                                say!("{server} is back; subscribing again");
                             }
                             mcp_harness_catalog::ServerState::Failed { .. }
                             | mcp_harness_catalog::ServerState::NeedsAuth { .. }

@@ -257,19 +257,6 @@ impl ResourceView {
                 owners.insert(uri, server.clone());
                 resources.push(resource);
             }
-            // A skill's files under another scheme than `skill://` (which routes by the server
-            // in its downstream URI) are read where the skill was listed.
-            for skill in &catalog.skills {
-                let files = std::iter::once(skill.uri.as_str())
-                    .chain(skill.supporting_files().map(|f| f.uri.as_str()));
-                for uri in files.filter(|u| !u.starts_with(skills::SCHEME)) {
-                    if !hidden(uri) {
-                        owners
-                            .entry(uri.to_string())
-                            .or_insert_with(|| server.clone());
-                    }
-                }
-            }
             for entry in &catalog.templates {
                 let pattern = downstream_uri(prefix, server, &entry.template.uri_template);
                 if hidden(&pattern) {
@@ -284,6 +271,25 @@ impl ResourceView {
                 let mut template = (*entry.template).clone();
                 template.uri_template = pattern;
                 templates.push(template);
+            }
+        }
+        // A skill's files under another scheme than `skill://` (which routes by the server in
+        // its downstream URI) are read where the skill was listed — after every resource
+        // listing, so a skill file never withholds another server's listed resource.
+        for (server, catalog) in &snapshot.catalogs {
+            if !admitted.contains(server) {
+                continue;
+            }
+            for skill in &catalog.skills {
+                let files = std::iter::once(skill.uri.as_str())
+                    .chain(skill.supporting_files().map(|f| f.uri.as_str()));
+                for uri in files.filter(|u| !u.starts_with(skills::SCHEME)) {
+                    if profile.is_none_or(|p| p.resources.admits(uri)) {
+                        owners
+                            .entry(uri.to_string())
+                            .or_insert_with(|| server.clone());
+                    }
+                }
             }
         }
         let denied = profile.map(|p| p.resources.clone());

@@ -233,8 +233,14 @@ fn an_untrusted_file_cannot_stop_the_harness() {
             r#"{"mcpServers": {"proj": {"command": "x", "surprise": 1}}}"#,
         ),
         ("not JSON", "{ nope"),
+        ("not UTF-8", "{\"mcpServers\": {\"\u{0}\": 1}} \u{FFFD}"),
     ] {
-        std::fs::write(&file, content).expect("write");
+        let bytes: Vec<u8> = match what {
+            // Bytes no UTF-8 decoder takes.
+            "not UTF-8" => [content.as_bytes(), &[0xff, 0xfe]].concat(),
+            _ => content.as_bytes().to_vec(),
+        };
+        std::fs::write(&file, bytes).expect("write");
         let merged = sources
             .merge()
             .unwrap_or_else(|e| panic!("{what}: an untrusted file stopped the merge: {e}"));
@@ -251,6 +257,19 @@ fn an_untrusted_file_cannot_stop_the_harness() {
             "{what}: the file is still shown as held"
         );
     }
+    // Not even a file: a note too.
+    std::fs::remove_file(&file).expect("remove");
+    std::fs::create_dir(&file).expect("a folder in its place");
+    let merged = sources
+        .merge()
+        .expect("a folder cannot stop the harness either");
+    assert!(merged.config.servers.contains_key("mine"));
+    assert!(
+        merged.notes.iter().any(|n| n.contains("it is a folder")),
+        "{:?}",
+        merged.notes
+    );
+    std::fs::remove_dir(&file).expect("remove the folder");
     let store = sources.trust_store().expect("store");
     std::fs::write(
         &file,

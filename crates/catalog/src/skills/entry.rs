@@ -170,6 +170,7 @@ fn comparison_key(uri: &str) -> String {
         let escaped = (b == b'%')
             .then(|| bytes.get(i + 1..i + 3))
             .flatten()
+            .filter(|hex| hex.iter().all(u8::is_ascii_hexdigit))
             .and_then(|hex| std::str::from_utf8(hex).ok())
             .and_then(|hex| u8::from_str_radix(hex, 16).ok());
         match escaped {
@@ -283,6 +284,11 @@ pub(crate) mod tests {
                 "skill://a%2Fb/%C3%A9/%C3%A9%20x"
             );
             assert_eq!(comparison_key("100%"), "100%", "a bare % stays");
+            assert_ne!(
+                comparison_key("%+F"),
+                comparison_key("%0F"),
+                "two hex digits only"
+            );
         }
     }
 }

@@ -114,7 +114,8 @@ pub(crate) struct ServeArgs {
     sse_ping_secs: u64,
     /// On SIGTERM, how long in-flight requests may take before the servers are shut down
     /// (over stdio, standard input is no longer read and the answers owed are written within
-    /// it, counted from the signal, the client's end of input or the last answer); on a
+    /// it, counted from the signal, the client's end of input or the last answer, three times
+    /// it at most in all); on a
     /// config edit that removes or replaces a server, how long its calls in flight may take
     /// before its connection is closed.
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
@@ -283,8 +284,9 @@ async fn serve_stdio(gateway: &Gateway, drain: Duration) -> u8 {
         signal,
         "stopping the stdio gateway: no new request is read; the calls in flight get at most {drain:?}"
     );
-    // The session's own end wait is `drain`; this bound only backs it up.
-    match tokio::time::timeout(drain + Duration::from_secs(2), served).await {
+    // The session waits `drain` from the signal or its last answer; this bound only backs it
+    // up, and caps a drain that answers keep extending.
+    match tokio::time::timeout(drain.saturating_mul(3) + Duration::from_secs(2), served).await {
         // A stop before `initialize` ends the start with an error: still a stop.
         Ok(Err(e)) => tracing::info!(error = %e, "the stdio session ended at the stop"),
         Ok(Ok(())) => {}

@@ -76,9 +76,15 @@ impl Template {
 
     /// Whether `uri` is an expansion of this template.
     pub(crate) fn matches(&self, uri: &str) -> bool {
+        self.matches_counting(uri).0
+    }
+
+    /// [`Template::matches`], and how many steps it took (never more than [`MAX_STEPS`] + 1).
+    fn matches_counting(&self, uri: &str) -> (bool, usize) {
         let mut steps = 0;
         let mut failed = std::collections::HashSet::new();
-        self.matches_from(uri, 0, 0, &mut steps, &mut failed)
+        let matched = self.matches_from(uri, 0, 0, &mut steps, &mut failed);
+        (matched, steps)
     }
 
     /// Whether `uri[at..]` matches the parts from `part` on. `failed` remembers the (part,
@@ -101,13 +107,17 @@ impl Template {
                 uri[at..].starts_with(l.as_str())
                     && self.matches_from(uri, part + 1, at + l.len(), steps, failed)
             }
+            // The last part takes the rest, if it can hold it: one step, however long the URI.
+            Some(Part::Expr(op)) if part + 1 == self.parts.len() => {
+                uri[at..].char_indices().all(|(i, c)| spans(*op, c, i == 0))
+            }
             Some(Part::Expr(op)) => {
                 // Every span this expression can cover, shortest first: an undefined variable
                 // expands to nothing.
                 let mut end = at;
                 let mut found = self.matches_from(uri, part + 1, end, steps, failed);
                 for (i, c) in uri[at..].char_indices() {
-                    if found || !spans(*op, c, i == 0) {
+                    if found || *steps > MAX_STEPS || !spans(*op, c, i == 0) {
                         break;
                     }
                     end = at + i + c.len_utf8();
@@ -127,8 +137,9 @@ impl Template {
 /// expansion's first character, where the operator's own prefix stands).
 fn spans(op: Option<char>, c: char, first: bool) -> bool {
     match op {
-        // Reserved and fragment expansion may hold any URI character.
-        Some('+' | '#') => true,
+        // Reserved expansion may hold any URI character; fragment expansion too, after its `#`.
+        Some('+') => true,
+        Some('#') => !first || c == '#',
         // Path segments: `/a/b`.
         Some('/') => c != '?' && c != '#' && (!first || c == '/'),
         // Query and parameters: `?a=1&b=2`, `;x=1`, up to the fragment.
@@ -186,6 +197,19 @@ mod tests {
     fn matching_is_bounded() {
         let many = "{a}".repeat(30) + "!";
         let t = Template::parse(&many).expect("parses");
-        assert!(!t.matches(&"x".repeat(2048)), "gives up, never hangs");
+        let (matched, steps) = t.matches_counting(&"x".repeat(2048));
+        assert!(!matched);
+        assert!(steps <= MAX_STEPS + 1, "{steps} steps");
+        // A trailing expression takes the rest at once, however long.
+        let long = format!("file:///{}", "a/".repeat(50_000));
+        let (matched, steps) = Template::parse("file:///{+path}")
+            .expect("parses")
+            .matches_counting(&long);
+        assert!(matched && steps < 10, "{matched} after {steps} steps");
+        assert!(
+            !matches("doc{#s}", "docfoo/bar"),
+            "a fragment starts with #"
+        );
+        assert!(matches("doc{#s}", "doc#foo/bar"));
     }
 }

@@ -68,7 +68,10 @@ async fn renew(held: Weak<Mutex<Held>>, live: Arc<Live>) {
     let mut snapshots = live.watch();
     // The watch must not keep the runtime's parts alive past the runtime.
     let live = Arc::downgrade(&live);
-    while snapshots.changed().await.is_ok() {
+    // A first pass at once: a reconnect published between the first subscription and this
+    // watch's start would otherwise wait for the next revision.
+    let mut first = true;
+    while std::mem::take(&mut first) || snapshots.changed().await.is_ok() {
         let (Some(held), Some(live)) = (held.upgrade(), live.upgrade()) else {
             return;
         };
@@ -84,13 +87,15 @@ async fn renew(held: Weak<Mutex<Held>>, live: Arc<Live>) {
                 .collect()
         };
         for ((server, uri), client) in due {
-            // Marked first: a failure is said once per connection, not at every revision.
-            if let Some(entry) = held
+            // Marked first: a failure is said once per connection, not at every revision. Gone
+            // meanwhile (its last holder unsubscribed): not sent.
+            match held
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .get_mut(&(server.clone(), uri.clone()))
             {
-                entry.1 = client.epoch;
+                Some(entry) => entry.1 = client.epoch,
+                None => continue,
             }
             #[allow(deprecated)] // resources/subscribe: every protocol before 2026-07-28
             let request = ClientRequest::SubscribeRequest(rmcp::model::SubscribeRequest::new(

@@ -342,16 +342,37 @@ impl Sources {
         // From the user config, which `files()` lists before the project files.
         let mut project_permissions = self.trust == ProjectTrust::All;
         for (scope, path) in self.files() {
-            if !present(&path)? {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).map_err(|e| ConfigError {
-                location: path.display().to_string(),
-                message: format!("cannot read the config file: {e}"),
-            })?;
             let project = matches!(scope, Scope::ProjectMcpJson | Scope::ProjectHarnessJson);
+            // A project file that cannot be read (a folder, a link to nothing, a device) cannot
+            // have been trusted either: a note, never a stop.
+            let unreadable = |e: ConfigError, notes: &mut Vec<String>| match project {
+                true => {
+                    notes.push(format!("{e} (a project file: it changes nothing)"));
+                    Ok(())
+                }
+                false => Err(e),
+            };
+            match present(&path) {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(e) => {
+                    unreadable(e, &mut early_notes)?;
+                    continue;
+                }
+            }
+            let bytes = match std::fs::read(&path) {
+                Ok(bytes) => bytes,
+                Err(e) => {
+                    let e = ConfigError {
+                        location: path.display().to_string(),
+                        message: format!("cannot read the config file: {e}"),
+                    };
+                    unreadable(e, &mut early_notes)?;
+                    continue;
+                }
+            };
             let held = if project {
-                self.untrusted(&path, text.as_bytes())
+                self.untrusted(&path, &bytes)
             } else {
                 None
             };
@@ -373,6 +394,17 @@ impl Sources {
                         }
                         Ok(())
                     }
+                }
+            };
+            let text = match String::from_utf8(bytes) {
+                Ok(text) => text,
+                Err(_) => {
+                    let e = ConfigError {
+                        location: path.display().to_string(),
+                        message: "cannot read the config file: it is not UTF-8 text".into(),
+                    };
+                    refuse(e, &mut early_notes, &mut untrusted_files)?;
+                    continue;
                 }
             };
             let mut converted = match super::convert(&text, &path) {

@@ -225,12 +225,17 @@ pub fn convert(text: &str, path: &Path) -> Result<Converted, ConfigError> {
     };
     // `${workspaceFolder}` is the open folder to VS Code and Cursor; in a file outside a
     // project's `.vscode` / `.cursor` folder (the user's own) there is none to take.
-    let in_project = matches!(
-        path.parent()
-            .and_then(|d| d.file_name())
-            .and_then(|n| n.to_str()),
-        Some(".vscode" | ".cursor")
-    );
+    // `~/.cursor/mcp.json` is Cursor's user file, though its folder is named as a project's.
+    let folder = path.parent();
+    let in_home = folder
+        .and_then(Path::parent)
+        .zip(std::env::var_os("HOME"))
+        .is_some_and(|(above, home)| above == Path::new(&home));
+    let in_project = !in_home
+        && matches!(
+            folder.and_then(|d| d.file_name()).and_then(|n| n.to_str()),
+            Some(".vscode" | ".cursor")
+        );
     let workspace_note = (matches!(format, Format::Cursor | Format::VsCode)
         && !in_project
         && Value::Object(root.clone())

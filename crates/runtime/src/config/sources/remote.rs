@@ -351,6 +351,11 @@ fn referenced_variables(text: &str) -> Vec<String> {
     let mut rest = text;
     while let Some(start) = rest.find("${") {
         let after = &rest[start + 2..];
+        if rest[..start].ends_with('$') {
+            // `$${` is a literal `${` to `expand`, which reads on after it: so does this.
+            rest = after;
+            continue;
+        }
         let Some(end) = after.find('}') else { break };
         let body = &after[..end];
         let var = body.split_once(":-").map_or(body, |(v, _)| v);
@@ -509,6 +514,9 @@ mod tests {
             "no value is shown: {:?}",
             layer.notes
         );
+        // Read as `expand` reads: an escaped `$${X}` reads nothing, what follows it may.
+        assert_eq!(referenced_variables("a$${X}b"), Vec::<String>::new());
+        assert_eq!(referenced_variables("$${${HOME:-x}}"), ["HOME"]);
         let e = RemoteSource::list_from_json(
             "u.json",
             serde_json::json!([{"url": "x", "env": ["OK", "not ok"]}]),
