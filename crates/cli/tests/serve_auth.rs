@@ -466,6 +466,34 @@ fn per_client_views_hide_and_refuse_what_a_profile_may_not_see() {
         let get = json!({"name": "mcp__fx__greeting", "arguments": {"name": "Ada"}});
         let answer = full.request("prompts/get", get.clone());
         assert!(answer["result"]["messages"].is_array(), "{answer}");
+        // Arguments that do not fit the listed prompt are refused before anything is sent.
+        for (arguments, says) in [
+            (json!({}), "missing required argument `name`"),
+            (json!({"name": null}), "missing required argument `name`"),
+            (json!({"name": 5}), "the value of `name` is not a string"),
+        ] {
+            let refused = full.request(
+                "prompts/get",
+                json!({"name": "mcp__fx__greeting", "arguments": arguments}),
+            );
+            assert_eq!(error_code(&refused), -32602, "{refused}");
+            let message = refused["error"]["message"].as_str().unwrap_or_default();
+            assert!(
+                message.contains(says) && message.contains("it was not sent"),
+                "{refused}"
+            );
+        }
+        // A server that declared no completion is not asked: nothing to offer.
+        let offered = full.request(
+            "completion/complete",
+            json!({"ref": {"type": "ref/prompt", "name": "mcp__fx__greeting"},
+                "argument": {"name": "name", "value": "A"}}),
+        );
+        assert_eq!(
+            offered["result"]["completion"]["values"],
+            json!([]),
+            "{offered}"
+        );
         let hidden = narrow.request("prompts/get", get);
         let missing = narrow.request("prompts/get", json!({"name": "mcp__fx__no_such_prompt"}));
         assert_eq!(error_code(&hidden), -32602, "{hidden}");

@@ -348,6 +348,38 @@ impl Drop for Making<'_> {
     }
 }
 
+/// Whether `arguments` fit `prompt`'s declared arguments: every required one given (a null is
+/// not given), every value a string (the protocol's prompt arguments are strings).
+fn prompt_arguments(
+    prompt: &rmcp::model::Prompt,
+    arguments: Option<&rmcp::model::JsonObject>,
+) -> Result<(), String> {
+    let given = |name: &str| arguments.and_then(|a| a.get(name)).filter(|v| !v.is_null());
+    let missing: Vec<String> = prompt
+        .arguments
+        .iter()
+        .flatten()
+        .filter(|a| a.required == Some(true) && given(&a.name).is_none())
+        .map(|a| format!("`{}`", a.name))
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!("missing required argument {}", missing.join(", ")));
+    }
+    let not_text: Vec<String> = arguments
+        .into_iter()
+        .flatten()
+        .filter(|(_, v)| !v.is_string() && !v.is_null())
+        .map(|(k, _)| format!("`{k}`"))
+        .collect();
+    match not_text.is_empty() {
+        true => Ok(()),
+        false => Err(format!(
+            "the value of {} is not a string (a prompt's arguments are strings)",
+            not_text.join(", ")
+        )),
+    }
+}
+
 impl ServerHandler for Session {
     fn get_info(&self) -> ServerConfig {
         #[allow(deprecated)] // logging: every protocol before 2026-07-28
@@ -578,6 +610,16 @@ impl ServerHandler for Session {
                 None,
             ));
         };
+        // Checked against what the client was listed, as the CLI checks: nothing is sent that
+        // the prompt's server would refuse for its shape.
+        if let Some(listed) = view.prompts.iter().find(|p| p.name == request.name)
+            && let Err(why) = prompt_arguments(listed, request.arguments.as_ref())
+        {
+            return Err(McpError::invalid_params(
+                format!("prompt `{}`: {why}; it was not sent", request.name),
+                None,
+            ));
+        }
         let span = self.upstream(
             &context,
             "prompts/get",
@@ -729,6 +771,15 @@ impl ServerHandler for Session {
                 ));
             }
         };
+        // A server that offers no completion is not asked (it would answer -32601 to a
+        // request the gateway declares): nothing to offer, as for a value with no match.
+        if self
+            .runtime()
+            .server_capabilities(&server)
+            .is_some_and(|c| c.completions.is_none())
+        {
+            return Ok(CompleteResult::new(rmcp::model::CompletionInfo::default()));
+        }
         let target = match &request.r#ref {
             Reference::Prompt(prompt) => Prompt(&prompt.name),
             Reference::Resource(template) => Resource(&template.uri),
