@@ -796,12 +796,13 @@ fn a_failed_request_is_marked_error_with_its_jsonrpc_code() {
             -32602,
             false,
         ),
-        // The upstream refuses it (a required argument is missing).
+        // A required argument is missing: the gateway refuses it before sending, as it
+        // checks the arguments against the listed prompt.
         (
             "prompts/get",
             json!({"name": "mcp__fx__greeting"}),
             -32602,
-            true,
+            false,
         ),
         (
             "tools/call",
