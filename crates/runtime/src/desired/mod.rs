@@ -219,6 +219,16 @@ impl DesiredState {
         let _ = tokio::time::timeout(limit, settling.wait_for(|n| *n == 0)).await;
     }
 
+    /// [`Self::settled`] for a refresh another caller applies, bounded by the longest startup;
+    /// with none settling, returns at once without looking the bound up.
+    async fn others_settled(&self) {
+        if *self.settling.borrow() == 0 {
+            return;
+        }
+        self.settled(self.registry.longest_startup() + Duration::from_secs(1))
+            .await;
+    }
+
     /// Asks for a refresh ahead of need (coalesced).
     pub(crate) fn prewarm(&self) {
         self.control.prewarm();
@@ -229,9 +239,8 @@ impl DesiredState {
     /// servers started, so no caller sees the runtime between the two.
     pub(crate) async fn refresh_if_dirty(&self) -> Result<Option<Reconciled>, StartError> {
         let control = &self.control;
-        let others = self.registry.longest_startup() + Duration::from_secs(1);
         if !control.is_dirty() {
-            self.settled(others).await;
+            self.others_settled().await;
             return Ok(None);
         }
         let (mut guard, outcome, desired, deadline, settling) = {
@@ -239,7 +248,7 @@ impl DesiredState {
             let Some(claim) = control.claim() else {
                 // Another refresh published it while we waited.
                 drop(_single);
-                self.settled(others).await;
+                self.others_settled().await;
                 return Ok(None);
             };
             // Counted from the claim: a caller finding nothing dirty now waits for this.

@@ -161,7 +161,7 @@ impl RemoteSource {
                     let mut env = Vec::new();
                     for (i, name) in names.into_iter().enumerate() {
                         match name {
-                            Value::String(n) if is_variable_name(&n) => env.push(n),
+                            Value::String(n) if super::converted::is_var_name(&n) => env.push(n),
                             _ => {
                                 return Err(err(
                                     format!("{key}.env[{i}]"),
@@ -339,11 +339,6 @@ impl RemoteSource {
     }
 }
 
-/// Whether `name` can be an environment variable's name in a `${VAR}` reference.
-fn is_variable_name(name: &str) -> bool {
-    !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
 /// The variables `text` references as `${VAR}` or `${VAR:-default}` (malformed references
 /// are left to the config's own parsing, which names them).
 fn referenced_variables(text: &str) -> Vec<String> {
@@ -359,7 +354,7 @@ fn referenced_variables(text: &str) -> Vec<String> {
         let Some(end) = after.find('}') else { break };
         let body = &after[..end];
         let var = body.split_once(":-").map_or(body, |(v, _)| v);
-        if is_variable_name(var) {
+        if super::converted::is_var_name(var) {
             out.push(var.to_string());
         }
         rest = &after[end + 1..];
