@@ -945,6 +945,12 @@ pub(crate) enum ExpandError {
 /// kept, as failed, rather than failing the whole configuration).
 const UNSET_VARIABLE: &str = "is not set (set it, or write ${";
 
+/// Whether `name` can be an environment variable in a `${VAR}` reference (ASCII letters,
+/// digits, `_`; not empty).
+pub(crate) fn is_var_name(name: &str) -> bool {
+    !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 /// Expands `${VAR}` and `${VAR:-default}`; `$${` is a literal `${` (a value that holds one,
 /// such as a password, can be written), any other `$` is itself. An unset variable without a
 /// default is an error naming the variable (never its value).
@@ -976,7 +982,7 @@ pub(crate) fn expand(
             Some((v, d)) => (v, Some(d)),
             None => (body, None),
         };
-        if var.is_empty() || !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        if !is_var_name(var) {
             return Err(ExpandError::Invalid {
                 body: body.to_string(),
             });

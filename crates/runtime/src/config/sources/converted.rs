@@ -14,6 +14,9 @@ use super::policy::Policy;
 use super::remote::RemoteSource;
 use crate::config::{Config, ConfigError};
 
+/// Shared with every converter: whether a name can be a `${VAR}` reference.
+pub(super) use crate::config::is_var_name;
+
 /// Which host's config file a file is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Format {
@@ -328,9 +331,4 @@ pub(super) fn map_strings(
         Value::Object(map) => map.values_mut().try_for_each(|v| map_strings(v, f)),
         _ => Ok(()),
     }
-}
-
-/// Whether `name` can be an environment variable in a `${VAR}` reference.
-pub(super) fn is_var_name(name: &str) -> bool {
-    !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }

@@ -161,7 +161,7 @@ impl RemoteSource {
                     let mut env = Vec::new();
                     for (i, name) in names.into_iter().enumerate() {
                         match name {
-                            Value::String(n) if super::converted::is_var_name(&n) => env.push(n),
+                            Value::String(n) if crate::config::is_var_name(&n) => env.push(n),
                             _ => {
                                 return Err(err(
                                     format!("{key}.env[{i}]"),
@@ -354,7 +354,7 @@ fn referenced_variables(text: &str) -> Vec<String> {
         let Some(end) = after.find('}') else { break };
         let body = &after[..end];
         let var = body.split_once(":-").map_or(body, |(v, _)| v);
-        if super::converted::is_var_name(var) {
+        if crate::config::is_var_name(var) {
             out.push(var.to_string());
         }
         rest = &after[end + 1..];
