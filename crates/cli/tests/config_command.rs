@@ -274,3 +274,58 @@ fn config_flag_accepts_other_hosts_files() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn importing_our_own_format_keeps_remote_sources_redacted_on_screen() {
+    let dir = temp_dir("import-remote");
+    write(
+        &dir.join("mine.json"),
+        r#"{"mcpServers": {}, "remoteSources": [
+            {"url": "https://cfg.example.com/m.json?key=q-LITERAL",
+             "headers": {"X-Key": "hdr-LITERAL", "Authorization": "Bearer ${CFG_TOKEN}"}}]}"#,
+    );
+    let (code, out, err) = run_in(&dir, &["config", "import", "mine.json"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("LITERAL"), "{out}");
+    assert!(err.contains("--out"), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("the import is JSON");
+    assert_eq!(
+        v["remoteSources"][0]["url"],
+        "https://cfg.example.com/m.json?key=[redacted]"
+    );
+    let (code, _, err) = run_in(
+        &dir,
+        &["config", "import", "mine.json", "--out", "copy.json"],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    let written = std::fs::read_to_string(dir.join("copy.json")).expect("written");
+    assert!(
+        written.contains("hdr-LITERAL") && written.contains("Bearer ${CFG_TOKEN}"),
+        "{written}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_remote_source_with_an_unset_header_variable_is_not_fetched_by_the_view() {
+    let dir = temp_dir("remote-unset");
+    // Port 9 on loopback: were the header sent empty, the view would try it and fail
+    // differently (connection refused).
+    write(
+        &dir.join("xdg/mcp-harness/config.json"),
+        r#"{"mcpServers": {}, "remoteSources": [
+            {"url": "http://127.0.0.1:9/m.json", "headers": {"Authorization": "Bearer ${NOT_SET_ANYWHERE_X}"}}]}"#,
+    );
+    let (code, out, err) = run_in(&dir, &["config"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("remoteSources[0]")
+            && out.contains(
+                "`headers.Authorization`: environment variable NOT_SET_ANYWHERE_X is not set"
+            )
+            && out.contains("its servers are not loaded"),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

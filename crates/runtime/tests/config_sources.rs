@@ -1138,3 +1138,86 @@ fn a_workspace_folder_outside_a_project_is_noted() {
     assert!(!noted(&project));
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn importing_our_own_format_keeps_every_user_key() {
+    let text = r#"{
+        "mcpServers": {"a": {"command": "a-mcp"}},
+        "allowedServers": ["a"],
+        "trustProjectPermissions": true,
+        "remoteSources": [
+            {"url": "https://cfg.example.com/mcp.json", "headers": {"Authorization": "Bearer ${CFG_TOKEN}"},
+             "timeoutSec": 30, "allowStdio": true, "env": ["CFG_HOME"]},
+            {"url": "https://other.example.com/m.json"}
+        ]
+    }"#;
+    let converted = sources::import_text(text, Path::new("/u/config.json")).expect("imports");
+    let doc = &converted.document;
+    assert_eq!(doc["trustProjectPermissions"], true);
+    assert_eq!(doc["allowedServers"][0], "a");
+    let remote = &doc["remoteSources"];
+    assert_eq!(remote[0]["url"], "https://cfg.example.com/mcp.json");
+    assert_eq!(
+        remote[0]["headers"]["Authorization"], "Bearer ${CFG_TOKEN}",
+        "kept unexpanded"
+    );
+    assert_eq!(remote[0]["timeoutSec"], 30);
+    assert_eq!(remote[0]["allowStdio"], true);
+    assert_eq!(remote[0]["env"][0], "CFG_HOME");
+    assert_eq!(
+        remote[1],
+        serde_json::json!({"url": "https://other.example.com/m.json"}),
+        "defaults are not written out"
+    );
+    // What was imported reads back as the same sources.
+    let again = sources::import_text(&doc.to_string(), Path::new("/u/config.json"))
+        .expect("the import imports");
+    assert_eq!(again.remote, converted.remote);
+}
+
+#[test]
+fn codex_headers_set_twice_are_noted() {
+    let text = "[mcp_servers.f]\nurl = \"https://f.example.com/mcp\"\n\
+                bearer_token_env_var = \"F_TOKEN\"\n\
+                http_headers = { \"authorization\" = \"Basic x\", \"X-A\" = \"1\" }\n\
+                env_http_headers = { \"x-a\" = \"A_VAR\" }\n";
+    let converted =
+        sources::import_text(text, Path::new("/h/.codex/config.toml")).expect("imports");
+    let headers = &converted.document["mcpServers"]["f"]["headers"];
+    assert_eq!(headers["Authorization"], "Bearer ${F_TOKEN}");
+    assert_eq!(headers["x-a"], "${A_VAR}");
+    assert!(headers.get("authorization").is_none() && headers.get("X-A").is_none());
+    let notes = converted.notes.join("\n");
+    assert!(
+        notes.contains(
+            "header `authorization` is set twice; the value from `bearer_token_env_var` is kept"
+        ) && notes.contains("header `X-A` is set twice; the value from `env_http_headers` is kept"),
+        "{notes}"
+    );
+}
+
+#[test]
+fn claude_json_project_servers_are_noted_not_dropped_silently() {
+    let text = r#"{
+        "numStartups": 3,
+        "mcpServers": {"user-one": {"command": "u-mcp"}},
+        "projects": {
+            "/home/ada/app": {"mcpServers": {"db": {"command": "db-mcp"}, "web": {"url": "https://w.example.com/mcp"}}},
+            "/home/ada/empty": {"mcpServers": {}},
+            "/home/ada/none": {"allowedTools": []}
+        }
+    }"#;
+    let converted =
+        sources::import_text(text, Path::new("/home/ada/.claude.json")).expect("imports");
+    let servers: Vec<&String> = converted.servers().expect("servers").keys().collect();
+    assert_eq!(servers, ["user-one"]);
+    let notes = converted.notes.join("\n");
+    assert!(
+        notes.contains("the servers of project /home/ada/app (db, web) are Claude Code's local scope, not imported"),
+        "{notes}"
+    );
+    assert!(
+        !notes.contains("/home/ada/empty") && !notes.contains("/home/ada/none"),
+        "{notes}"
+    );
+}

@@ -168,7 +168,11 @@ async fn show(explicit: Option<&Path>, json: bool) -> Result<String, String> {
             }
         }
         None => {
-            let sources = Sources::new().with_env(lookup);
+            // A header other commands would refuse (its variable unset) is refused here too,
+            // not sent empty.
+            let sources = Sources::new()
+                .with_env(lookup)
+                .with_header_env(|name| std::env::var(name).ok());
             let mut merged = sources.merge().map_err(|e| e.to_string())?;
             if !merged.remote.is_empty() {
                 let outcomes = sources.fetch_remote().await.map_err(|e| e.to_string())?;
@@ -342,6 +346,20 @@ fn import(file: &Path, out: Option<&Path>) -> Result<String, String> {
                 let redacted = crate::commands::edit::redacted(server);
                 hidden |= redacted.as_object() != Some(server);
                 servers.insert(&name, redacted);
+            }
+        }
+        // Our own format's remote sources: their URLs and headers are redacted alike.
+        if let Some(crate::commands::edit::ordered::Json::Array(sources)) = shown
+            .as_object_mut()
+            .and_then(|root| root.get_mut("remoteSources"))
+        {
+            for source in sources.iter_mut() {
+                let Some(entry) = source.as_object() else {
+                    continue;
+                };
+                let redacted = crate::commands::edit::redacted(entry);
+                hidden |= redacted.as_object() != Some(entry);
+                *source = redacted;
             }
         }
         if hidden {

@@ -78,6 +78,27 @@ pub(super) const HARNESS_SECTIONS: &[&str] = &[
     "trustProjectPermissions",
 ];
 
+/// Notes the servers `~/.claude.json` keeps per project (Claude Code's local scope, under
+/// `projects.PATH.mcpServers`): only the file's own `mcpServers` (user scope) is read.
+fn note_project_servers(file: &str, root: &Map<String, Value>, notes: &mut Vec<String>) {
+    let Some(Value::Object(projects)) = root.get("projects") else {
+        return;
+    };
+    for (project, settings) in projects {
+        let servers = settings.get("mcpServers").and_then(Value::as_object);
+        let Some(servers) = servers.filter(|s| !s.is_empty()) else {
+            continue;
+        };
+        let names: Vec<&str> = servers.keys().map(String::as_str).collect();
+        notes.push(format!(
+            "{file}: the servers of project {project} ({}) are Claude Code's local scope, not \
+             imported; add the ones you want with `mcp-harness add-json NAME JSON` \
+             (`--scope project` in that folder)",
+            names.join(", ")
+        ));
+    }
+}
+
 /// Converts an `mcpServers` file. With `host_settings` (Claude Desktop's config, Claude Code's
 /// `~/.claude.json`) the file is the host's whole settings: only `mcpServers` is read.
 pub(super) fn convert(
@@ -109,7 +130,9 @@ pub(super) fn convert(
             }
         }
     }
-    if !host_settings {
+    if host_settings {
+        note_project_servers(file, &root, &mut out.notes);
+    } else {
         // Everything else is a section of ours; `Config::parse` rejects unknown keys by name.
         document.extend(root);
     }

@@ -92,6 +92,30 @@ pub(super) fn convert(file: &str, document: Value) -> Result<Converted, ConfigEr
     Ok(out)
 }
 
+/// Sets `header` from the key `from`; a header an earlier key set (names compared as HTTP
+/// compares them) is replaced, and a note says which key won.
+fn set_header(
+    headers: &mut Map<String, Value>,
+    header: &str,
+    value: String,
+    server: &str,
+    from: &str,
+    notes: &mut Vec<String>,
+) {
+    let earlier: Vec<String> = headers
+        .keys()
+        .filter(|k| k.eq_ignore_ascii_case(header))
+        .cloned()
+        .collect();
+    for key in earlier {
+        headers.remove(&key);
+        notes.push(format!(
+            "server \"{server}\": header `{key}` is set twice; the value from `{from}` is kept"
+        ));
+    }
+    headers.insert(header.to_string(), value.into());
+}
+
 fn server_config(
     name: &str,
     mut server: Map<String, Value>,
@@ -163,14 +187,29 @@ fn server_config(
                 "`env_http_headers.{header}` must name an environment variable"
             ));
         }
-        headers.insert(header, format!("${{{var}}}").into());
+        set_header(
+            &mut headers,
+            &header,
+            format!("${{{var}}}"),
+            name,
+            "env_http_headers",
+            notes,
+        );
     }
     if let Some(var) = server.remove("bearer_token_env_var") {
         let var = var.as_str().unwrap_or("");
         if !is_var_name(var) {
             return Err("`bearer_token_env_var` must name an environment variable".into());
         }
-        headers.insert("Authorization".into(), format!("Bearer ${{{var}}}").into());
+        let value = format!("Bearer ${{{var}}}");
+        set_header(
+            &mut headers,
+            "Authorization",
+            value,
+            name,
+            "bearer_token_env_var",
+            notes,
+        );
     }
     if !headers.is_empty() {
         target.insert("headers".into(), Value::Object(headers));

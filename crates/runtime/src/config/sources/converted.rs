@@ -90,8 +90,9 @@ impl fmt::Display for Format {
 pub struct Converted {
     /// The host format the file was read as.
     pub format: Format,
-    /// `{"mcpServers": {...}, ...}` — what `config import` prints (which also carries the
-    /// `policy` keys; this document does not until then).
+    /// `{"mcpServers": {...}, ...}` — what `config import` prints. [`super::import`] adds
+    /// the keys held apart below (`policy`, `remote`, `trust_project_permissions`); until
+    /// then this document does not carry them.
     pub document: Value,
     /// What was ignored, and which environment variables VS Code inputs need (names only).
     pub notes: Vec<String>,

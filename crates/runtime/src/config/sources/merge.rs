@@ -160,6 +160,8 @@ pub struct Sources {
     project: Option<PathBuf>,
     dynamic: Vec<ServerConfig>,
     lookup: Lookup,
+    /// Expands remote sources' header values; `None`: `lookup`.
+    header_lookup: Option<Lookup>,
     /// What the remote sources fetched so far answered, by [`RemoteSource::fetch_key`]
     /// (shared by clones, so a reload sees them); parsed at each merge under the entry's rules.
     fetched: Arc<Mutex<BTreeMap<String, String>>>,
@@ -195,6 +197,7 @@ impl Sources {
             project: std::env::current_dir().ok(),
             dynamic: Vec::new(),
             lookup: Arc::new(|name| std::env::var(name).ok()),
+            header_lookup: None,
             fetched: Arc::default(),
             prompt: None,
             trust: ProjectTrust::Default,
@@ -295,6 +298,17 @@ impl Sources {
         lookup: impl Fn(&str) -> Option<String> + Send + Sync + 'static,
     ) -> Self {
         self.lookup = Arc::new(lookup);
+        self
+    }
+
+    /// Expands the header values of remote sources through `lookup` when fetching them
+    /// (default: the lookup of [`Sources::with_env`]). `config` reads unset variables as empty
+    /// to show everything, yet must not fetch with a header other commands would refuse.
+    pub fn with_header_env(
+        mut self,
+        lookup: impl Fn(&str) -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.header_lookup = Some(Arc::new(lookup));
         self
     }
 
@@ -682,11 +696,14 @@ impl Sources {
         remote: Vec<RemoteSource>,
     ) -> Vec<(RemoteSource, Result<usize, ConfigError>)> {
         let lookup = self.lookup.clone();
+        let header_lookup = self.header_lookup.clone().unwrap_or_else(|| lookup.clone());
         let fetches = remote.iter().map(|source| {
             let lookup = lookup.clone();
+            let header_lookup = header_lookup.clone();
             async move {
+                let header_lookup = move |name: &str| header_lookup(name);
+                let text = source.fetch_text(&header_lookup).await?;
                 let lookup = move |name: &str| lookup(name);
-                let text = source.fetch_text(&lookup).await?;
                 let layer = source.parse(&text, &lookup)?;
                 Ok((text, layer.config.servers.len()))
             }

@@ -194,6 +194,10 @@ pub fn import_text(text: &str, path: &Path) -> Result<Converted, ConfigError> {
     {
         doc.insert("trustProjectPermissions".into(), on.into());
     }
+    if let (Some(remote), Value::Object(doc)) = (&converted.remote, &mut converted.document) {
+        let entries = remote.iter().map(RemoteSource::to_json).collect();
+        doc.insert("remoteSources".into(), Value::Array(entries));
+    }
     Ok(converted)
 }
 

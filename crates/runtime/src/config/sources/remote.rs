@@ -89,6 +89,28 @@ impl RemoteSource {
         mcp_harness_transport::redact::bare_url(&self.url)
     }
 
+    /// This entry as written in `remoteSources` (the keys it set; header values unexpanded),
+    /// so `config import` of our own format keeps it.
+    pub(super) fn to_json(&self) -> Value {
+        let mut entry = serde_json::Map::new();
+        entry.insert("url".into(), self.url.clone().into());
+        if self.timeout != DEFAULT_REMOTE_TIMEOUT {
+            entry.insert("timeoutSec".into(), self.timeout.as_secs().into());
+        }
+        if !self.headers.is_empty() {
+            let headers = self.headers.iter();
+            let headers = headers.map(|(k, v)| (k.clone(), Value::from(v.clone())));
+            entry.insert("headers".into(), Value::Object(headers.collect()));
+        }
+        if self.allow_stdio {
+            entry.insert("allowStdio".into(), true.into());
+        }
+        if !self.env.is_empty() {
+            entry.insert("env".into(), self.env.clone().into());
+        }
+        Value::Object(entry)
+    }
+
     /// Parses the `remoteSources` value of the user config `file`.
     pub(super) fn list_from_json(file: &str, value: Value) -> Result<Vec<Self>, ConfigError> {
         let err = |key: String, message: String| ConfigError {
