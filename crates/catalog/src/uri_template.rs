@@ -1,5 +1,6 @@
-//! Which resource template a URI was made from (RFC 6570, levels 1–4, read backwards), so a
-//! `resources/read` or a template completion reaches the server whose template it is.
+//! Which resource template a URI was made from (RFC 6570, levels 1–4, read backwards): the
+//! gateway routes a `resources/read` or a template completion to the server whose template it
+//! is, and the catalog refuses a listed template that is not well formed.
 //!
 //! Invariants: a URI matches a template only when every literal part of the template appears
 //! in it, in order, and each expression's span holds only what that expression can expand to
@@ -16,7 +17,7 @@ enum Part {
 
 /// A parsed template, ready to match URIs.
 #[derive(Debug, Clone)]
-pub(crate) struct Template {
+pub struct Template {
     parts: Vec<Part>,
     /// How many characters of the template are literal: the more, the more specific.
     literal_chars: usize,
@@ -27,7 +28,7 @@ const MAX_STEPS: usize = 20_000;
 
 impl Template {
     /// `template` parsed; `None` when it is not a well-formed template.
-    pub(crate) fn parse(template: &str) -> Option<Self> {
+    pub fn parse(template: &str) -> Option<Self> {
         let mut parts = Vec::new();
         let mut rest = template;
         while !rest.is_empty() {
@@ -70,12 +71,12 @@ impl Template {
 
     /// How specific the template is (its literal characters): of two that match a URI, the
     /// more specific made it.
-    pub(crate) fn specificity(&self) -> usize {
+    pub fn specificity(&self) -> usize {
         self.literal_chars
     }
 
     /// Whether `uri` is an expansion of this template.
-    pub(crate) fn matches(&self, uri: &str) -> bool {
+    pub fn matches(&self, uri: &str) -> bool {
         self.matches_counting(uri).0
     }
 

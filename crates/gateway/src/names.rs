@@ -15,6 +15,7 @@ type Map<K, V> = HashMap<K, V, foldhash::quality::RandomState>;
 use std::hash::{Hash as _, Hasher as _};
 
 use mcp_harness_runtime::catalog::Snapshot;
+use mcp_harness_runtime::catalog::uri_template::Template;
 use mcp_harness_runtime::{ClientProfile, SEARCH_TOOL, StepBinding};
 use rmcp::model::{Prompt, Resource, ResourceTemplate, Tool};
 use serde::Serialize;
@@ -22,7 +23,6 @@ use serde::Serialize;
 use crate::Prefix;
 
 mod skills;
-mod template;
 
 pub(crate) use skills::SkillView;
 use skills::{downstream_uri, upstream_of};
@@ -210,7 +210,7 @@ pub(crate) struct ResourceView {
     owners: Map<String, String>,
     /// (a template as shown, parsed; its server), the most specific first (a malformed
     /// template is listed but never routes a URI).
-    template_owners: Vec<(String, template::Template, String)>,
+    template_owners: Vec<(String, Template, String)>,
     /// Servers that list resources or templates.
     servers: Vec<String>,
     /// Every server the profile may see (skill files route to these).
@@ -265,7 +265,7 @@ impl ResourceView {
                 if !seen_templates.insert(pattern.clone()) {
                     continue;
                 }
-                if let Some(parsed) = template::Template::parse(&pattern) {
+                if let Some(parsed) = Template::parse(&pattern) {
                     template_owners.push((pattern.clone(), parsed, server.clone()));
                 }
                 let mut template = (*entry.template).clone();

@@ -191,6 +191,13 @@ pub fn sanitize_prompt(
                 &arg.name,
                 limits.max_name_chars,
             )?;
+            if let Some(first) = args[..i].iter().position(|a| a.name == arg.name) {
+                // `prompts/get` passes arguments by name: which one a value fills is unknown.
+                return Err(Rejected::Identifier(format!(
+                    "argument {i} name \"{}\" is also the name of argument {first}",
+                    arg.name
+                )));
+            }
         }
     }
     let mut notes = Vec::new();
@@ -292,6 +299,14 @@ pub fn sanitize_template(
 ) -> Result<(ResourceTemplate, Vec<String>), Rejected> {
     decodable(&template.meta)?;
     check_uri("uri template", &template.uri_template, limits.max_uri_chars)?;
+    if crate::uri_template::Template::parse(&template.uri_template).is_none() {
+        // No URI could be matched to it: a read or a completion of it would reach no server.
+        return Err(Rejected::Identifier(
+            "uri template is not a well-formed RFC 6570 template (a `{` left open, a `}` \
+             without its `{`, a `{` inside an expression, or an empty `{}`)"
+                .into(),
+        ));
+    }
     let notes = clean_resource_like!(template, limits);
     Ok((template, notes))
 }
@@ -611,6 +626,19 @@ mod tests {
                 .to_string()
                 .starts_with("argument 0 name")
         );
+        let twice = Prompt::new(
+            "p",
+            None::<String>,
+            Some(vec![
+                PromptArgument::new("file"),
+                PromptArgument::new("mode"),
+                PromptArgument::new("file"),
+            ]),
+        );
+        assert_eq!(
+            sanitize_prompt(twice, &l).unwrap_err().to_string(),
+            "argument 2 name \"file\" is also the name of argument 0"
+        );
         let many = Prompt::new(
             "p",
             None::<String>,
@@ -680,6 +708,12 @@ mod tests {
         assert_eq!(t.name, "files");
         assert_eq!(t.description.as_deref(), Some("d"));
         assert_eq!(notes.len(), 2);
+        for malformed in ["file:///{path", "file:///{}", "a}b", "a{b{c}}"] {
+            let err = sanitize_template(ResourceTemplate::new(malformed, "n"), &l)
+                .expect_err(malformed)
+                .to_string();
+            assert!(err.contains("not a well-formed RFC 6570 template"), "{err}");
+        }
         let bad = ResourceTemplate::new("file:///{pa\u{200B}th}", "n");
         assert!(
             sanitize_template(bad, &l)

@@ -46,8 +46,9 @@ pub enum Rejected {
     /// The transport could not decode the entry ([`UNDECODABLE_META_KEY`]); its reason, cleaned.
     #[error("{0}")]
     Undecodable(String),
-    /// A wire identifier (a name, an argument name, a URI or URI template) is empty, too long or
-    /// holds a character cleaning would remove: it cannot be rewritten, so it cannot be shown.
+    /// A wire identifier (a name, an argument name, a URI or URI template) is empty, too long,
+    /// holds a character cleaning would remove, or cannot work (a prompt argument name given
+    /// twice, a malformed URI template): it cannot be rewritten, so it cannot be shown.
     #[error("{0}")]
     Identifier(String),
     /// A schema is over its size or depth cap, not an object schema, or holds a property name or
