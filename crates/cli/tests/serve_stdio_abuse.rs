@@ -605,6 +605,33 @@ fn a_stop_signal_drains_for_drain_secs_only() {
     fronted.assert_nothing_left();
 }
 
+/// A second stop signal cuts the drain: with `--drain-secs 60` and a 30 s call in flight, the
+/// process exits soon after the signals, with 0, leaving no server behind.
+#[test]
+fn a_second_stop_signal_cuts_the_drain() {
+    let mut fronted = Fronted::start("drain-cut", &["--drain-secs", "60"]);
+    fronted.start_slow(9, 30_000, true);
+    let stopped = std::time::Instant::now();
+    // The first signal starts the drain, a later one cuts it; the drain's own listener is
+    // registered soon after the first, so signals are repeated (bounded) until the exit.
+    let mut status = None;
+    for _ in 0..30 {
+        // SAFETY: kill(2) on the pid of a child this test started.
+        unsafe { libc::kill(fronted.child.0.id() as i32, libc::SIGTERM) };
+        status = fronted.exited_within(Duration::from_millis(300));
+        if status.is_some() {
+            break;
+        }
+    }
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{status:?}");
+    assert!(
+        stopped.elapsed() < Duration::from_secs(15),
+        "exited {:?} after the first signal",
+        stopped.elapsed()
+    );
+    fronted.assert_nothing_left();
+}
+
 /// A client that closes the gateway's stdout (while its stdin stays open) ends the session
 /// at the first answer that cannot be written: the call in flight is cancelled, the servers
 /// closed, the process exits.

@@ -115,7 +115,7 @@ pub(crate) struct ServeArgs {
     /// On SIGTERM, how long in-flight requests may take before the servers are shut down
     /// (over stdio, standard input is no longer read and the answers owed are written within
     /// it, counted from the signal, the client's end of input or the last answer, three times
-    /// it at most in all); on a
+    /// it at most in all; a second signal cuts it); on a
     /// config edit that removes or replaces a server, how long its calls in flight may take
     /// before its connection is closed.
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
@@ -253,14 +253,26 @@ async fn serve(
         signal = crate::interrupted() => signal,
     };
     say!(
-        "mcp-harness: {signal}: draining (at most {} s), then closing servers",
+        "mcp-harness: {signal}: draining (at most {} s; a second signal cuts it), then closing servers",
         args.drain_secs
     );
-    if !server.shutdown(Duration::from_secs(args.drain_secs)).await {
-        say!(
-            "mcp-harness: requests still running after {} s were cut (raise --drain-secs)",
-            args.drain_secs
-        );
+    let again = std::sync::atomic::AtomicBool::new(false);
+    let cut = async {
+        crate::interrupted().await;
+        again.store(true, std::sync::atomic::Ordering::Relaxed);
+    };
+    if !server
+        .shutdown_until(Duration::from_secs(args.drain_secs), cut)
+        .await
+    {
+        if again.load(std::sync::atomic::Ordering::Relaxed) {
+            say!("mcp-harness: a second signal: the requests still running were cut");
+        } else {
+            say!(
+                "mcp-harness: requests still running after {} s were cut (raise --drain-secs)",
+                args.drain_secs
+            );
+        }
     }
     Exit::Ok.code()
 }
@@ -285,14 +297,20 @@ async fn serve_stdio(gateway: &Gateway, drain: Duration) -> u8 {
         "stopping the stdio gateway: no new request is read; the calls in flight get at most {drain:?}"
     );
     // The session waits `drain` from the signal or its last answer; this bound only backs it
-    // up, and caps a drain that answers keep extending.
-    match tokio::time::timeout(drain.saturating_mul(3) + Duration::from_secs(2), served).await {
-        // A stop before `initialize` ends the start with an error: still a stop.
-        Ok(Err(e)) => tracing::info!(error = %e, "the stdio session ended at the stop"),
-        Ok(Ok(())) => {}
-        Err(_) => tracing::warn!(
-            "calls still running {drain:?} after {signal} were cut (raise --drain-secs)"
-        ),
+    // up, and caps a drain that answers keep extending. A second signal cuts it.
+    let bounded = tokio::time::timeout(drain.saturating_mul(3) + Duration::from_secs(2), served);
+    tokio::select! {
+        ended = bounded => match ended {
+            // A stop before `initialize` ends the start with an error: still a stop.
+            Ok(Err(e)) => tracing::info!(error = %e, "the stdio session ended at the stop"),
+            Ok(Ok(())) => {}
+            Err(_) => tracing::warn!(
+                "calls still running {drain:?} after {signal} were cut (raise --drain-secs)"
+            ),
+        },
+        again = crate::interrupted() => {
+            tracing::warn!("{again} after {signal}: the calls still running were cut");
+        }
     }
     // A stop signal is how a service is stopped: 0, as over HTTP (a service manager counts 130
     // as a failure).
