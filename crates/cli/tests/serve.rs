@@ -464,6 +464,35 @@ fn health_metrics_audit_and_session_limit() {
         assert_eq!(status, 429, "{head}\n{body}");
         assert!(head.contains("retry-after: 5"), "{head}");
         assert!(body.contains("retryAfterMs"), "{body}");
+        // An `initialize` naming 2026-07-28 is answered at an earlier version, with a session:
+        // the limit holds for it too.
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2026-07-28", "capabilities": {},
+            "clientInfo": {"name": "ops-test", "version": "1"}}});
+        let stateless = [
+            MCP_POST[0],
+            MCP_POST[1],
+            ("Mcp-Protocol-Version", "2026-07-28"),
+        ];
+        let (status, _, body) = http(&addr, "POST", "/mcp", &stateless, &init.to_string());
+        assert_eq!(status, 429, "{body}");
+        // Only `/mcp` itself is the endpoint: no other path opens a session past the limits.
+        for other in ["/mcp/", "/mcp/x"] {
+            let (status, _, body) = http(
+                &addr,
+                "POST",
+                other,
+                &[MCP_POST[0], MCP_POST[1]],
+                &init.to_string(),
+            );
+            assert_eq!(status, 404, "{other}: {body}");
+            assert!(body.contains("the MCP endpoint is /mcp exactly"), "{body}");
+        }
+        // A name of any length asked for is cut in the audit line.
+        let unknown = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
+            "name": "n".repeat(5_000), "arguments": {}}});
+        let (status, _, body) = http(&addr, "POST", "/mcp", &headers, &unknown.to_string());
+        assert_eq!(status, 200, "{body}");
 
         // A page rebound to the loopback gateway reads nothing it serves, its metrics
         // included; the probes answer any name (a load balancer's check may send none).
@@ -504,6 +533,11 @@ fn health_metrics_audit_and_session_limit() {
         );
 
         let lines = std::fs::read_to_string(&audit).expect("audit log");
+        assert!(
+            lines.lines().all(|l| l.len() < 1_000)
+                && lines.contains(&format!("{}…", "n".repeat(256))),
+            "{lines}"
+        );
         let record: Value = serde_json::from_str(lines.lines().next().expect("one audit line"))
             .expect("an audit line is JSON");
         assert_eq!(record["tool"], "mcp__fx__echo", "{record}");

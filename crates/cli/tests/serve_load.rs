@@ -226,6 +226,53 @@ fn ten_thousand_abandoned_sessions_are_reaped() {
     assert_eq!(pids_with(&marker), upstreams, "no upstream process added");
 }
 
+/// A session freed as idle comes back from its id when its client returns: it counts against
+/// `--max-sessions` as a new one does, so clients cannot grow the sessions past the limit by
+/// letting them idle and coming back.
+#[test]
+fn a_session_started_again_from_its_id_counts_against_the_limit() {
+    let dir = temp_home("serve-load", "restored");
+    let marker = marker("restored");
+    let config = fixture_config(&dir, &["--name", &marker]);
+    let served = Served::start(
+        &dir,
+        &config,
+        &["--max-sessions", "2", "--idle-secs", "2"],
+        Stdio::null(),
+    );
+    let addr = served.addr.clone();
+    let first = open_session(&addr, true).expect("first session");
+    open_session(&addr, true).expect("second session");
+    assert_eq!(wait_reaped(&addr, Duration::from_secs(30)), Some(0));
+    let third = open_session(&addr, true).expect("a session after the idle ones were freed");
+    let fourth = open_session(&addr, true).expect("a fourth, the limit reached again");
+    let (status, body) = call(
+        &addr,
+        &first,
+        7,
+        "mcp__fx__echo",
+        json!({"message": "back"}),
+    );
+    assert_eq!(
+        status, 429,
+        "the first session started again past the limit: {body}"
+    );
+    assert_eq!(sessions(&addr), Some(2), "no session over the limit");
+    // One ended: the first may come back.
+    let (status, _, body) = http(&addr, "DELETE", "/mcp", &session_headers(&fourth), "");
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = call(
+        &addr,
+        &first,
+        8,
+        "mcp__fx__echo",
+        json!({"message": "back"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("back"), "{body}");
+    let _ = third;
+}
+
 /// SIGTERM while calls are in flight: the calls already running finish (the drain deadline
 /// is longer than they take), a request after the signal is refused rather than hung, serve
 /// exits 0 and leaves no upstream process.
@@ -287,6 +334,50 @@ fn sigterm_under_load_drains_in_flight_calls() {
         "a call after SIGTERM got {late}, expected a refused connection or 503"
     );
     assert_eq!(code, Some(0), "serve did not exit 0 after draining");
+    assert_eq!(
+        common::wait_gone(&marker),
+        Vec::<u32>::new(),
+        "upstream left after SIGTERM"
+    );
+}
+
+/// A second SIGTERM cuts the drain: with `--drain-secs 60` and a 30 s call in flight, serve
+/// exits 0 soon after, says why the call was cut, and leaves no upstream process.
+#[test]
+fn a_second_sigterm_cuts_the_drain() {
+    let dir = temp_home("serve-load", "term-twice");
+    let marker = marker("term-twice");
+    let config = fixture_config(&dir, &["--name", &marker]);
+    let log = dir.join("serve.log");
+    let stderr = Stdio::from(std::fs::File::create(&log).expect("log file"));
+    let mut served = Served::start(&dir, &config, &["--drain-secs", "60"], stderr);
+    let id = open_session(&served.addr, false).expect("session");
+    let addr = served.addr.clone();
+    let slow =
+        std::thread::spawn(move || call(&addr, &id, 2, "mcp__fx__slow", json!({"ms": 30_000})));
+    std::thread::sleep(Duration::from_millis(500));
+    let stopped = Instant::now();
+    // The first signal starts the drain, a later one cuts it (repeated, bounded, as the
+    // drain's own listener is registered just after the first).
+    let mut code = None;
+    for _ in 0..30 {
+        // SAFETY: kill(2) on the pid of a child this test started.
+        unsafe { libc::kill(served.child.id() as i32, libc::SIGTERM) };
+        std::thread::sleep(Duration::from_millis(300));
+        if let Ok(Some(status)) = served.child.try_wait() {
+            code = status.code();
+            break;
+        }
+    }
+    let took = stopped.elapsed();
+    let said = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(code, Some(0), "{said}");
+    assert!(
+        took < Duration::from_secs(15),
+        "exited {took:?} after the first signal"
+    );
+    assert!(said.contains("a second signal"), "{said}");
+    let _ = slow.join();
     assert_eq!(
         common::wait_gone(&marker),
         Vec::<u32>::new(),

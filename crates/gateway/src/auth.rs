@@ -573,11 +573,19 @@ fn pick(
             AlgorithmParameters::RSA(_) | AlgorithmParameters::EllipticCurve(_)
         )
     };
+    // A key that names its algorithm (`alg`) verifies that one only (RFC 8725 §3.1).
+    let declared_fits = |jwk: &jsonwebtoken::jwk::Jwk| {
+        jwk.common
+            .key_algorithm
+            .is_none_or(|declared| declared.to_string().parse::<Algorithm>().ok() == Some(alg))
+    };
     let jwk = match kid {
-        Some(kid) => set.find(kid)?,
+        Some(kid) => set.find(kid).filter(|jwk| declared_fits(jwk))?,
         None => {
             let mut usable = set.keys.iter().filter(|k| {
-                asymmetric(&k.algorithm) && allowed_algorithms(&k.algorithm).contains(&alg)
+                asymmetric(&k.algorithm)
+                    && allowed_algorithms(&k.algorithm).contains(&alg)
+                    && declared_fits(k)
             });
             let only = usable.next()?;
             if usable.next().is_some() {
@@ -657,6 +665,20 @@ mod jwks_tests;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_that_names_its_algorithm_verifies_that_one_only() {
+        let set: JwkSet = serde_json::from_value(serde_json::json!({"keys": [
+            {"kty": "RSA", "kid": "named", "alg": "RS256", "n": "sXch", "e": "AQAB"},
+            {"kty": "RSA", "kid": "open", "n": "sXch", "e": "AQAB"}
+        ]}))
+        .expect("a JWKS");
+        assert!(pick(&set, Some("named"), Algorithm::RS256).is_some());
+        assert!(pick(&set, Some("named"), Algorithm::PS256).is_none());
+        assert!(pick(&set, Some("open"), Algorithm::PS256).is_some());
+        // Without a `kid`, only the key that fits is a candidate: the one without `alg`.
+        assert!(pick(&set, None, Algorithm::PS256).is_some());
+    }
 
     #[test]
     fn challenges_quote_no_token_and_name_the_metadata() {

@@ -151,6 +151,34 @@ impl Admitted {
     }
 }
 
+/// Refuses one more session when `sessions` holds `max` already: 429 (see [`too_many`]).
+pub(crate) async fn sessions_full(sessions: &SealedSessionManager, max: usize) -> Option<Response> {
+    if sessions.len().await >= max {
+        return Some(too_many(format!(
+            "the gateway has {max} open sessions, its limit; retry later or close idle sessions"
+        )));
+    }
+    None
+}
+
+/// 429 with `Retry-After: 5` and a JSON-RPC error saying `message`.
+pub(crate) fn too_many(message: String) -> Response {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": -32000, "message": message, "data": {"retryAfterMs": 5000}}
+    });
+    let mut response = (StatusCode::TOO_MANY_REQUESTS, body.to_string()).into_response();
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
 /// The answer to a request to `/mcp` refused while the gateway drains.
 pub(crate) fn shutting_down() -> Response {
     let body = serde_json::json!({

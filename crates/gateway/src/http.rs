@@ -190,10 +190,23 @@ impl HttpServer {
     /// `drain` (a call's result still reaches its client), then every session and stream is
     /// closed and the server task ends (it is aborted if it does not within a second).
     /// Returns whether every admitted request was answered within `drain`.
-    pub async fn shutdown(mut self, drain: Duration) -> bool {
+    pub async fn shutdown(self, drain: Duration) -> bool {
+        self.shutdown_until(drain, std::future::pending()).await
+    }
+
+    /// [`HttpServer::shutdown`], whose drain also ends when `cut` completes (a second stop
+    /// signal: the operator will not wait).
+    pub async fn shutdown_until(
+        mut self,
+        drain: Duration,
+        cut: impl std::future::Future<Output = ()>,
+    ) -> bool {
         self.drain.close();
         self.accept.cancel();
-        let drained = self.drain.wait_idle(drain).await;
+        let drained = tokio::select! {
+            drained = self.drain.wait_idle(drain) => drained,
+            () = cut => false,
+        };
         if !drained {
             tracing::warn!(
                 ?drain,
@@ -275,6 +288,7 @@ pub(crate) async fn serve(
         shared: shared.clone(),
         sessions: sessions.clone(),
         max_sessions: options.max_sessions.max(1),
+        max_body: config.max_request_body_bytes,
         drain: drain.clone(),
         listens: Arc::new(ListenLimit::new(options.max_connections.max(1))),
         guard: shared.clients.clone().map(|clients| {
@@ -334,6 +348,7 @@ pub(crate) async fn serve(
             Arc::new(crate::lean::Lean {
                 drain: drain.clone(),
                 guarded: ops.guard.is_some(),
+                max_sessions: ops.max_sessions,
                 sealer: sealer.clone(),
                 shared: front.clone(),
                 posts: posts.clone(),
@@ -379,14 +394,14 @@ pub(crate) async fn serve(
             "/.well-known/oauth-protected-resource/{*path}",
             get(resource_metadata_at),
         )
+        .fallback(not_found)
         // The same gates for the routes above and the fallback (only the drain gate acts on
         // them).
         .layer(gates)
         // Added after the layers above: not wrapped in them again. Not `nest_service`: the
-        // path stays whole for the middleware, which reads it, and rmcp ignores it.
-        .route_service("/mcp", mcp.clone())
-        .route_service("/mcp/", mcp.clone())
-        .route_service("/mcp/{*rest}", mcp)
+        // path stays whole for the middleware, which reads it, and rmcp ignores it. Only
+        // `/mcp` itself: every session, listen and drain gate is keyed on that one path.
+        .route_service("/mcp", mcp)
         .with_state(ops);
     let accept = CancellationToken::new();
     let limits = crate::h1::Limits {
@@ -557,6 +572,8 @@ struct Ops {
     shared: Arc<Shared>,
     sessions: Arc<SealedSessionManager>,
     max_sessions: usize,
+    /// The largest request body (rmcp's limit, which a body read here keeps).
+    max_body: usize,
     drain: Arc<Drain>,
     /// Open `subscriptions/listen` streams.
     listens: Arc<ListenLimit>,
@@ -634,7 +651,13 @@ async fn gates(State(ops): State<Ops>, request: Request, next: Next) -> Response
     } else {
         (request, None)
     };
-    let opens = opens_session(&request);
+    let (request, opens) = match opens_session(request, ops.max_body).await {
+        Ok(read) => read,
+        Err(refusal) => return refusal,
+    };
+    // A session this replica does not run now (ended idle, or run by another replica) is
+    // started again from its id: one more session, under the same limits as a new one.
+    let opens = opens || restores_session(&ops, restorable(&request)).await;
     if opens && let Some(refusal) = session_limit(&ops).await {
         return refusal;
     }
@@ -648,7 +671,7 @@ async fn gates(State(ops): State<Ops>, request: Request, next: Next) -> Response
     };
     let listening = match ops.listens.admit(&request) {
         Ok(listening) => listening,
-        Err(refusal) => return too_many(refusal),
+        Err(refusal) => return drain::too_many(refusal),
     };
     let mut response = next.run(request).await;
     if let Some(listening) = listening {
@@ -669,7 +692,19 @@ async fn gates(State(ops): State<Ops>, request: Request, next: Next) -> Response
 
 /// Whether `path` is the MCP endpoint's (rmcp's service makes its own `Host`/`Origin` check).
 fn is_mcp(path: &str) -> bool {
-    path == "/mcp" || path.starts_with("/mcp/")
+    path == "/mcp"
+}
+
+/// Any other path: 404, saying where the endpoint is when the client added to it (a trailing
+/// `/`, a sub-path).
+async fn not_found(uri: axum::http::Uri) -> Response {
+    let text = if uri.path().starts_with("/mcp") {
+        "not found: the MCP endpoint is /mcp exactly (no trailing slash, no sub-path); point \
+         the client at http://HOST:PORT/mcp\n"
+    } else {
+        "not found: this gateway serves /mcp (and /healthz, /readyz, /metrics)\n"
+    };
+    (StatusCode::NOT_FOUND, text).into_response()
 }
 
 /// Whether a route other than `/mcp` answers with what the gateway serves (`/metrics`: servers,
@@ -910,46 +945,62 @@ async fn metrics(State(ops): State<Ops>) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }
 
-/// Whether `request` opens a session: a POST to `/mcp` without `Mcp-Session-Id`, at a protocol
-/// that has sessions.
-fn opens_session(request: &Request) -> bool {
-    request.uri().path() == "/mcp"
+/// Whether `request` opens a session — a POST to `/mcp` without `Mcp-Session-Id`, at a
+/// protocol that has sessions, or an `initialize` whatever protocol its header names (it is
+/// answered at one that has sessions) — with the request back, its body read when telling
+/// took reading it (a stateless POST's: at most `max_body` bytes, else 413).
+async fn opens_session(request: Request, max_body: usize) -> Result<(Request, bool), Response> {
+    let new = request.uri().path() == "/mcp"
         && request.method() == axum::http::Method::POST
-        && !request.headers().contains_key("mcp-session-id")
-        && request
-            .headers()
-            .get("mcp-protocol-version")
-            .is_none_or(|v| v.as_bytes() < b"2026-07-28".as_slice())
+        && !request.headers().contains_key("mcp-session-id");
+    let stateless = request
+        .headers()
+        .get("mcp-protocol-version")
+        .is_some_and(|v| v.as_bytes() >= b"2026-07-28".as_slice());
+    if !new || !stateless {
+        return Ok((request, new));
+    }
+    /// The one field looked at; the rest of the message is skipped, not kept.
+    #[derive(serde::Deserialize)]
+    struct Method<'a> {
+        #[serde(borrow)]
+        method: Option<std::borrow::Cow<'a, str>>,
+    }
+    let (parts, body) = request.into_parts();
+    let bytes = crate::in_session::read_body(body, max_body)
+        .await
+        .map_err(|answer| answer.map(axum::body::Body::new))?;
+    let initialize = serde_json::from_slice::<Method<'_>>(&bytes)
+        .is_ok_and(|m| m.method.as_deref() == Some("initialize"));
+    Ok((
+        Request::from_parts(parts, axum::body::Body::from(bytes)),
+        initialize,
+    ))
+}
+
+/// The session id of a request to `/mcp` that would start its session again if this replica
+/// did not run it (any but a DELETE).
+fn restorable(request: &Request) -> Option<String> {
+    if request.uri().path() != "/mcp" || request.method() == axum::http::Method::DELETE {
+        return None;
+    }
+    let id = request.headers().get("mcp-session-id")?.to_str().ok()?;
+    Some(id.to_string())
+}
+
+/// Whether session `id` (from [`restorable`]; an id that opens) is one this replica does not
+/// run now, which answering its request starts again from the id.
+async fn restores_session(ops: &Ops, id: Option<String>) -> bool {
+    match id.and_then(|id| ops.sessions.identity(&id)) {
+        Some(identity) => !ops.sessions.holds(&identity).await,
+        None => false,
+    }
 }
 
 /// Refuses a new session when `max_sessions` are open: 429 with `Retry-After` and a JSON-RPC
 /// error body.
 async fn session_limit(ops: &Ops) -> Option<Response> {
-    if ops.sessions.len().await >= ops.max_sessions {
-        return Some(too_many(format!(
-            "the gateway has {} open sessions, its limit; retry later or close idle sessions",
-            ops.max_sessions
-        )));
-    }
-    None
-}
-
-/// 429 with `Retry-After: 5` and a JSON-RPC error saying `message`.
-fn too_many(message: String) -> Response {
-    let body = serde_json::json!({
-        "jsonrpc": "2.0",
-        "id": null,
-        "error": {"code": -32000, "message": message, "data": {"retryAfterMs": 5000}}
-    });
-    let mut response = (StatusCode::TOO_MANY_REQUESTS, body.to_string()).into_response();
-    response
-        .headers_mut()
-        .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response
+    drain::sessions_full(&ops.sessions, ops.max_sessions).await
 }
 
 /// A session being opened by a profile with `maxSessions`, counted until dropped.
@@ -1003,7 +1054,7 @@ async fn profile_session_limit(
     }
     if open + before >= max {
         tracing::info!(client = %name, max, "a session over the client's own limit was refused");
-        return Err(too_many(format!(
+        return Err(drain::too_many(format!(
             "client `{name}` has {max} open sessions, its limit \
              (`gateway.clients.{name}.maxSessions`); close one (DELETE) or retry later"
         )));

@@ -354,7 +354,7 @@ fn json_body(headers: &HeaderMap) -> bool {
 
 /// The body, read as rmcp's handler reads it: at most `max` bytes (413 beyond, its words), a
 /// read error 500 (its words).
-async fn read_body(body: axum::body::Body, max: usize) -> Result<Bytes, Answer> {
+pub(crate) async fn read_body(body: axum::body::Body, max: usize) -> Result<Bytes, Answer> {
     let mut collected = bytes::BytesMut::new();
     let mut body = std::pin::pin!(body);
     while let Some(frame) = std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await {

@@ -35,6 +35,8 @@ pub(crate) struct Lean {
     pub(crate) drain: Arc<Drain>,
     /// Client profiles are configured: every request is authenticated by the router's gate.
     pub(crate) guarded: bool,
+    /// `--max-sessions`: a session started again from its id counts against it.
+    pub(crate) max_sessions: usize,
     pub(crate) sealer: Arc<Sealer>,
     pub(crate) shared: Arc<Shared>,
     pub(crate) posts: Arc<InSession>,
@@ -120,6 +122,15 @@ impl Lean {
             Ok(opened) => opened,
             Err(refusal) => return admitted.counted(sealed::not_found(refusal)),
         };
+        // A session this replica does not run now is started again from its id: one more
+        // session, under the limit a new one meets (the router's gate checks the others).
+        if let Some(payload) = &opened
+            && !self.posts.sessions.holds(&payload.session).await
+            && let Some(refusal) =
+                drain::sessions_full(&self.posts.sessions, self.max_sessions).await
+        {
+            return admitted.counted(refusal);
+        }
         if let Some(payload) = &opened {
             parts.extensions.insert(Opened {
                 payload: payload.clone(),

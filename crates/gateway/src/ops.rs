@@ -217,11 +217,12 @@ impl Audit {
     }
 
     fn write(&self, record: &CallRecord<'_>) {
+        // What a client sent (its name, the tool it asked for) is cut: a line stays a line.
         let mut line = json!({
             "time": rfc3339_now(),
-            "client": record.client,
+            "client": audited(record.client),
             "server": record.server,
-            "tool": record.tool,
+            "tool": audited(record.tool),
             "decision": record.outcome.decision(),
             "outcome": record.outcome.as_str(),
             "duration_ms": record.duration.as_secs_f64() * 1000.0,
@@ -365,6 +366,14 @@ impl Metrics {
         let _ = writeln!(out, "mcp_harness_sessions{{kind=\"listeners\"}} {sessions}");
         let _ = writeln!(out, "mcp_harness_sessions{{kind=\"http\"}} {http_sessions}");
         out
+    }
+}
+
+/// At most 256 characters of `value`, an ellipsis after them when it is longer.
+fn audited(value: &str) -> std::borrow::Cow<'_, str> {
+    match value.char_indices().nth(256) {
+        Some((end, _)) => format!("{}…", &value[..end]).into(),
+        None => value.into(),
     }
 }
 

@@ -423,6 +423,9 @@ impl Learnt {
     }
 }
 
+/// The most ended sessions remembered (about 100 bytes each).
+const MAX_ENDED: usize = 100_000;
+
 /// The sealing state of one HTTP server: its keys, the id lifetime, and what it learnt about
 /// the sessions it holds (removed when a session closes here).
 pub(crate) struct Sealer {
@@ -484,8 +487,21 @@ impl Sealer {
     /// now at the most) are refused from now on.
     fn end(&self, session: &str) {
         self.learnt.remove(session);
-        let until = unix(SystemTime::now()) + self.ttl.as_secs();
-        self.ended.insert(session.to_string(), until);
+        let now = unix(SystemTime::now());
+        if self.ended.len() >= MAX_ENDED {
+            // A client that opens and ends sessions in a loop cannot grow this for a whole
+            // lifetime: the expired go, then the one whose ids expire first (its ids could
+            // start it again; they are its client's own).
+            self.ended.retain(|_, until| *until > now);
+            if self.ended.len() >= MAX_ENDED {
+                let first = self.ended.iter().min_by_key(|e| *e.value());
+                if let Some(first) = first.map(|e| e.key().clone()) {
+                    self.ended.remove(&first);
+                }
+            }
+        }
+        self.ended
+            .insert(session.to_string(), now + self.ttl.as_secs());
     }
 
     /// The id to send back for `payload`, or `None` when the client's id still says it all
