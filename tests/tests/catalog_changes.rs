@@ -572,3 +572,52 @@ async fn a_resource_subscription_outlives_a_reconnect() {
     assert_eq!((update.server.as_str(), update.uri.as_str()), ("fx", uri));
     runtime.shutdown().await;
 }
+
+/// A server that announces a tool change (`tools/list_changed` before the answer that made
+/// it) and then gets a call of that tool from a step bound before: the call waits for the
+/// listing the notification caused and is refused as stale — never run against the new
+/// definition with arguments made for the old one, however soon it follows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_right_after_an_announced_change_is_stale_not_run() {
+    let runtime = start(vec![server("fx", fixture_stdio(&[]))]);
+    runtime.wait_settled(SETTLE).await;
+    for round in 0..5u64 {
+        let (old, new) = (2 * round + 1, 2 * round + 2);
+        runtime
+            .call_tool(
+                "mcp__fx__mutate_tool",
+                args(json!({"name": "vt", "version": old})),
+            )
+            .await
+            .expect("mutate to the old version");
+        let listed = |v: u64| {
+            move |s: &Snapshot| {
+                s.tool("mcp__fx__vt").is_some_and(|t| {
+                    t.tool.description.as_deref() == Some(&format!("version {v} of vt"))
+                })
+            }
+        };
+        assert!(listed(old)(&*runtime.wait_for(SETTLE, listed(old)).await));
+        let bound = runtime.bind_step(&[]).await.expect("bind");
+        runtime
+            .call_tool(
+                "mcp__fx__mutate_tool",
+                args(json!({"name": "vt", "version": new, "apply_after_ms": 0})),
+            )
+            .await
+            .expect("mutate to the new version");
+        let call = bound
+            .prepare_call("mcp__fx__vt")
+            .expect("the bound step shows vt");
+        let outcome = call.call(args(json!({format!("v{old}"): "x"}))).await;
+        match outcome {
+            Err(mcp_harness_runtime::CallError::Stale { .. }) => {}
+            Ok(result) => panic!(
+                "round {round}: ran against a definition the caller did not see: {}",
+                text(&result)
+            ),
+            Err(other) => panic!("round {round}: {other}"),
+        }
+    }
+    runtime.shutdown().await;
+}

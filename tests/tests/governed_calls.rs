@@ -200,9 +200,11 @@ async fn exposure_budgets_and_tool_search() {
     let s = runtime.wait_settled(SETTLE).await;
     let listed = s.catalogs["fx"].tools.len();
     let step = runtime.bind_step(&[]).await.expect("bind");
+    // The cap is of everything the model sees: `read_output` is one of the ten.
     let server_tools = step.tools().iter().filter(|t| t.server.is_some()).count();
-    assert_eq!(server_tools, 10, "the tool cap holds");
-    assert_eq!(step.hidden().len(), listed - 10);
+    assert_eq!(step.tools().len(), 10, "the tool cap holds");
+    assert_eq!(server_tools, 9, "the harness's own tool counted first");
+    assert_eq!(step.hidden().len(), listed - 9);
     assert!(
         step.hidden()
             .iter()

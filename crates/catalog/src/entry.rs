@@ -222,6 +222,28 @@ impl ServerCatalog {
         }
     }
 
+    /// The tools of both `self` (before) and `after` under one qualified name whose
+    /// definition differs, in name order.
+    pub fn changed_tools(&self, after: &ServerCatalog) -> Vec<String> {
+        let before: std::collections::HashMap<&str, &Arc<Tool>> = self
+            .tools
+            .iter()
+            .map(|t| (t.qualified_name.as_str(), &t.tool))
+            .collect();
+        let mut changed: Vec<String> = after
+            .tools
+            .iter()
+            .filter(|t| {
+                before
+                    .get(t.qualified_name.as_str())
+                    .is_some_and(|b| !Arc::ptr_eq(b, &t.tool) && **b != t.tool)
+            })
+            .map(|t| t.qualified_name.clone())
+            .collect();
+        changed.sort();
+        changed
+    }
+
     /// The identifying names of the entries of `kind` (qualified names for tools and prompts,
     /// URIs for resources, URI templates for templates), sorted.
     pub fn names(&self, kind: Kind) -> Vec<String> {
@@ -632,5 +654,17 @@ mod tests {
             c.hidden.is_empty(),
             "hidden reasons of an older listing are dropped"
         );
+    }
+
+    #[test]
+    fn changed_tools_are_those_listed_again_with_another_definition() {
+        let l = MetadataLimits::default();
+        let mut before = ServerCatalog::default();
+        before.set_tools("s", vec![tool("a"), tool("b"), tool("gone")], &l);
+        let mut after = ServerCatalog::default();
+        let b2 = Tool::new("b", "another", Arc::new(serde_json::Map::new()));
+        after.set_tools("s", vec![tool("a"), b2, tool("new")], &l);
+        assert_eq!(before.changed_tools(&after), ["mcp__s__b"]);
+        assert!(before.changed_tools(&before.clone()).is_empty());
     }
 }

@@ -51,6 +51,9 @@ pub struct Change {
     pub added: Vec<String>,
     /// Qualified names that disappeared.
     pub removed: Vec<String>,
+    /// Tools listed before and after under one name whose definition changed (a call bound
+    /// before is stale).
+    pub changed: Vec<String>,
 }
 
 impl Snapshot {

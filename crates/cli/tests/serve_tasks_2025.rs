@@ -40,13 +40,21 @@ fn on_task(session: &Session<'_>, method: &str, id: &str) -> Value {
 /// The gateway in front of server-everything (`ev`, every tool allowed) with the client
 /// profiles `clients` (their tokens from `GW_ALICE` … `GW_DAVE`), once the task tool is listed.
 fn gateway(tag: &str, clients: Value) -> Served {
+    gateway_with(tag, clients, json!({}))
+}
+
+/// [`gateway`] with `extra` top-level config keys.
+fn gateway_with(tag: &str, clients: Value, extra: Value) -> Served {
     let dir = temp_home("serve-tasks-2025", tag);
     let config = dir.join("gateway.json");
-    let document = json!({
+    let mut document = json!({
         "mcpServers": {"ev": everything_stdio()},
         "permissions": {"allow": ["mcp__ev__*"]},
         "gateway": {"clients": clients}
     });
+    if let (Some(document), Some(extra)) = (document.as_object_mut(), extra.as_object()) {
+        document.extend(extra.clone());
+    }
     std::fs::write(&config, document.to_string()).expect("write config");
     let stderr = std::fs::File::create(dir.join("serve.log")).expect("log file");
     let env = [
@@ -204,6 +212,39 @@ fn serve_passes_sep_1686_tasks_through_bound_to_their_session() {
         !counted("failed"),
         "a refusal counted as a failure:\n{metrics}"
     );
+}
+
+/// A task's result goes through what a plain call's does: over the output budget, the client
+/// gets the bounded summary with a handle, and reads the whole result through
+/// `mcp_harness__read_output`.
+#[test]
+fn a_task_result_over_the_output_budget_is_stored_as_a_calls_is() {
+    let clients = json!({"alice": {"auth": {"type": "bearer", "tokenEnv": "GW_ALICE"}}});
+    let gateway = gateway_with("budget", clients, json!({"output": {"budgetTokens": 100}}));
+    let (alice, _) = Session::open(&gateway.addr, ALICE, sep1686_tasks(), "alice");
+    let created = research(&alice, true);
+    let id = created["result"]["task"]["taskId"]
+        .as_str()
+        .expect("a task id")
+        .to_string();
+    let result = on_task(&alice, "tasks/result", &id);
+    let text = result["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(text.contains("too large to show whole"), "{result}");
+    assert!(result["result"].get("resultType").is_none(), "{result}");
+    let handle = text
+        .split('"')
+        .find(|part| part.starts_with("out-"))
+        .expect("a handle in the summary")
+        .to_string();
+    let page = alice.request(
+        "tools/call",
+        json!({"name": "mcp_harness__read_output", "arguments": {"handle": handle, "page": 1}}),
+    );
+    let whole = page["result"]["content"][0]["text"].as_str().unwrap_or("");
+    assert!(whole.contains("Research Report: gateways"), "{page}");
 }
 
 #[test]

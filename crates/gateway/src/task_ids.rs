@@ -83,13 +83,16 @@ impl Owner {
     }
 }
 
-/// An upstream task: the server that runs it and its id there.
+/// An upstream task: the server that runs it, its id there, and the tool it runs (raw name;
+/// absent from ids sealed before it was kept).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct UpstreamTask {
     #[serde(rename = "s")]
     pub(crate) server: String,
     #[serde(rename = "t")]
     pub(crate) task_id: String,
+    #[serde(rename = "n", default, skip_serializing_if = "Option::is_none")]
+    pub(crate) tool: Option<String>,
 }
 
 /// Seals and opens task ids (see the module doc).
@@ -285,6 +288,7 @@ mod tests {
         let task = UpstreamTask {
             server: "fx".into(),
             task_id: "abc-123".into(),
+            tool: Some("slow".into()),
         };
         let alice = owner(Some("alice"), Some("s1"));
         let id = ids.issue(&task, &alice);
@@ -313,6 +317,7 @@ mod tests {
         let task = UpstreamTask {
             server: "everything".into(),
             task_id: "t-1".into(),
+            tool: None,
         };
         let alice = owner(Some("alice"), Some("s1"));
         let augmented = ids.issue_kind(TaskKind::Augmented, &task, &alice);
@@ -345,6 +350,7 @@ mod tests {
         let task = UpstreamTask {
             server: "fx".into(),
             task_id: "t".into(),
+            tool: None,
         };
         let id = one.issue(&task, &Owner::default());
         assert_eq!(two.open(&id, &Owner::default()), Some(task));
@@ -357,6 +363,7 @@ mod tests {
         let task = |n: usize| UpstreamTask {
             server: "ev".into(),
             task_id: format!("t{n}"),
+            tool: None,
         };
         let to = |session: u64, n: usize| Route {
             session,

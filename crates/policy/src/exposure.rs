@@ -23,7 +23,9 @@
 //!    servers with admitted tools) — one server with 200 tools cannot hide every tool of
 //!    another — and sharing ends only when no server's next tool fits in what is left. A
 //!    server's first tool left out, and every tool after it, is hidden with the limit that was
-//!    reached.
+//!    reached. The harness's own tools the model sees beside them (reading a stored output, how
+//!    to log in to a server) are counted first ([`Reserved`]): the cap and the budget are of
+//!    everything the model sees.
 //!
 //! The outcome is deterministic: it depends only on the policy and the set of tools (servers in
 //! name order, tools in qualified-name order), never on the order they arrive in.
@@ -73,6 +75,29 @@ pub struct ExposurePolicy {
     pub tool_search: ToolSearch,
     /// `apps`: which tools of apps and connectors to hide. Default: none.
     pub apps: AppPolicy,
+    /// The harness's own tools shown beside the servers' (not a config key).
+    #[serde(skip)]
+    pub reserved: Reserved,
+}
+
+/// The harness's own tools the model sees beside the servers' tools: counted against
+/// `maxTools` and `totalSchemaBytes` before any server tool is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reserved {
+    /// How many.
+    pub tools: usize,
+    /// Their definitions' size, measured as a server tool's is.
+    pub bytes: usize,
+}
+
+impl Reserved {
+    /// The count and size of `tools` (qualified name, definition).
+    pub fn of<'a>(tools: impl Iterator<Item = (&'a str, &'a Tool)>) -> Self {
+        tools.fold(Self::default(), |sum, (name, tool)| Self {
+            tools: sum.tools + 1,
+            bytes: sum.bytes + definition_bytes(name, tool).unwrap_or(0),
+        })
+    }
 }
 
 impl Default for ExposurePolicy {
@@ -83,6 +108,7 @@ impl Default for ExposurePolicy {
             max_tools: 128,
             tool_search: ToolSearch::Off,
             apps: AppPolicy::default(),
+            reserved: Reserved::default(),
         }
     }
 }
@@ -200,8 +226,8 @@ impl ExposurePolicy {
     /// in server-name order, to servers whose next tool still fits.
     fn share(&self, queues: &[Vec<ExposedTool>]) -> Vec<Share> {
         let mut shares = vec![Share::default(); queues.len()];
-        let mut tools_left = self.max_tools;
-        let mut bytes_left = self.total_schema_bytes;
+        let mut tools_left = self.max_tools.saturating_sub(self.reserved.tools);
+        let mut bytes_left = self.total_schema_bytes.saturating_sub(self.reserved.bytes);
         // Each round that takes nothing ends the loop, and each other round takes at least one
         // tool, so this runs at most once per tool (plus one).
         loop {
@@ -259,15 +285,9 @@ impl ExposurePolicy {
     /// Why a server's tools after the first `share.count` are hidden.
     fn share_reason(&self, share: Share, servers: usize, server: &str) -> String {
         let mut reason = if share.tools_left == 0 {
-            format!(
-                "tool cap of {} reached (`{CONFIG_KEY}.maxTools`)",
-                self.max_tools
-            )
+            self.cap_reached()
         } else {
-            format!(
-                "schema budget of {} for all tools is used up (`{CONFIG_KEY}.totalSchemaBytes`)",
-                size(self.total_schema_bytes)
-            )
+            self.budget_used_up()
         };
         if servers > 1 {
             reason.push_str(&format!(
@@ -321,21 +341,42 @@ impl ExposurePolicy {
         })
     }
 
-    /// Why a tool of `bytes` cannot join `tools` tools of `used` bytes, if it cannot.
+    /// Why a tool of `bytes` cannot join `tools` tools of `used` bytes (the harness's own
+    /// tools not counted in either), if it cannot.
     fn over_budget(&self, used: usize, tools: usize, bytes: usize) -> Option<String> {
-        if tools >= self.max_tools {
-            return Some(format!(
-                "tool cap of {} reached (`{CONFIG_KEY}.maxTools`)",
-                self.max_tools
-            ));
+        if tools.saturating_add(self.reserved.tools) >= self.max_tools {
+            return Some(self.cap_reached());
         }
+        let used = used.saturating_add(self.reserved.bytes);
         if used.saturating_add(bytes) > self.total_schema_bytes {
-            return Some(format!(
-                "schema budget of {} for all tools is used up (`{CONFIG_KEY}.totalSchemaBytes`)",
-                size(self.total_schema_bytes)
-            ));
+            return Some(self.budget_used_up());
         }
         None
+    }
+
+    fn cap_reached(&self) -> String {
+        format!(
+            "tool cap of {} reached (`{CONFIG_KEY}.maxTools`{})",
+            self.max_tools,
+            self.counting_own()
+        )
+    }
+
+    fn budget_used_up(&self) -> String {
+        format!(
+            "schema budget of {} for all tools is used up (`{CONFIG_KEY}.totalSchemaBytes`{})",
+            size(self.total_schema_bytes),
+            self.counting_own()
+        )
+    }
+
+    /// `, counting the harness's own 2 tools` when there are some.
+    fn counting_own(&self) -> String {
+        match self.reserved.tools {
+            0 => String::new(),
+            1 => ", counting the harness's own tool".into(),
+            n => format!(", counting the harness's own {n} tools"),
+        }
     }
 }
 

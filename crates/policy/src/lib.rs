@@ -17,8 +17,8 @@ pub mod permission;
 pub mod visibility;
 
 pub use exposure::{
-    AppPolicy, ExposedTool, Exposure, ExposurePolicy, LoadBudget, SearchRequest, ToolSearch,
-    search, search_tool_definition,
+    AppPolicy, ExposedTool, Exposure, ExposurePolicy, LoadBudget, Reserved, SearchRequest,
+    ToolSearch, search, search_tool_definition,
 };
 pub use filter::ToolFilter;
 pub use permission::{

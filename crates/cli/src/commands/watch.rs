@@ -66,6 +66,7 @@ pub(crate) fn json_line(snapshot: &Snapshot, changes: &[Change], skipped: Option
                 "cause": c.cause,
                 "added": c.added,
                 "removed": c.removed,
+                "changed": c.changed,
             })
         })
         .collect();
@@ -108,6 +109,9 @@ fn describe_changes(snapshot: &Snapshot, changes: &[Change]) -> String {
                 }
                 if !change.removed.is_empty() {
                     parts.push(format!("-{}", change.removed.join(" -")));
+                }
+                if !change.changed.is_empty() {
+                    parts.push(format!("~{}", change.changed.join(" ~")));
                 }
                 out.push_str(&format!(
                     "  {} {}: {} ({})\n",

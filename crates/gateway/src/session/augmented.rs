@@ -33,7 +33,7 @@ use super::augmented_front::{
     AUGMENTED_CALL, AUGMENTED_CANCEL, AUGMENTED_GET, Front, TOOL_TASKS, declares_augmented,
     serves_augmented,
 };
-use super::call::{Failure, downstream_result, refusal, upstream_error};
+use super::call::{Failure, downstream_normalized, downstream_result, refusal, upstream_error};
 use super::{Listed, Session};
 use crate::task_ids::{Route, TaskKind, UpstreamTask};
 
@@ -182,10 +182,10 @@ impl Session {
                 .map_err(|e| McpError::invalid_params(format!("tools/call: {e}"), None))?;
         let tool = request.name.to_string();
         let owner = super::tasks::owner(&context);
-        let (server, attempt, _) = self.governed_call(request, context, Some(task)).await?;
-        let result = match (attempt, server) {
-            (Ok(CallReply::Task(created)), Some(server)) => {
-                return Ok(self.downstream_created(&server, created, &owner));
+        let (called, attempt, _) = self.governed_call(request, context, Some(task)).await?;
+        let result = match (attempt, called) {
+            (Ok(CallReply::Task(created)), Some(called)) => {
+                return Ok(self.downstream_created(&called, created, &owner));
             }
             (Ok(CallReply::Done(result)), _) => downstream_result(result),
             (Ok(_), _) => {
@@ -213,17 +213,18 @@ impl Session {
         ))
     }
 
-    /// The upstream's task (made by `server`), as the client sees it: the 2025-11-25
+    /// The upstream's task (made by `called`'s server), as the client sees it: the 2025-11-25
     /// `CreateTaskResult` under a gateway id bound to the client.
     fn downstream_created(
         &self,
-        server: &str,
+        called: &super::call::Called,
         created: rmcp::model::CreateTaskResult,
         owner: &crate::task_ids::Owner,
     ) -> Value {
         let upstream = UpstreamTask {
-            server: server.to_string(),
+            server: called.server.clone(),
             task_id: created.task.task_id.clone(),
+            tool: Some(called.tool.clone()),
         };
         let id = self
             .shared()
@@ -296,7 +297,7 @@ impl Session {
             translate_related(meta, &task.task_id, id);
         }
         Ok(if method == "tasks/result" {
-            legacy_result(answer)
+            legacy_result(self.finished(&task, answer))
         } else {
             let meta = answer.get("_meta").cloned();
             let mut out = legacy_task(&answer, id);
@@ -305,6 +306,30 @@ impl Session {
             }
             out
         })
+    }
+
+    /// A task's final result, as a plain call's result would reach the client: checked and
+    /// cleaned (R30), over the output budget stored with a summary in its place (R31). As it
+    /// came when the task's tool is not known (an id sealed before it was kept) or the answer
+    /// is not a tool result.
+    pub(super) fn finished(&self, task: &UpstreamTask, result: Value) -> Value {
+        let Some(tool) = &task.tool else {
+            return result;
+        };
+        let Ok(parsed) = <rmcp::model::CallToolResult as serde::Deserialize>::deserialize(&result)
+        else {
+            return result;
+        };
+        let normalized = self
+            .runtime()
+            .finish_task_result(&task.server, tool, parsed);
+        // What the tool result type does not hold (`resultType` of 2026-07-28) stays.
+        let result_type = result.get("resultType").cloned();
+        let mut out = serde_json::to_value(downstream_normalized(normalized)).unwrap_or(result);
+        if let (Some(kind), Some(object)) = (result_type, out.as_object_mut()) {
+            object.insert("resultType".into(), kind);
+        }
+        out
     }
 
     /// At `initialize`: tells the stdio front the session's version; for a client that

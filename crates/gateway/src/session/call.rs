@@ -126,6 +126,13 @@ fn progress_message(progress: ProgressNotificationParam) -> rmcp::model::ServerJ
     )
 }
 
+/// The tool a call went to: its server and its raw name there.
+#[derive(Debug, Clone)]
+pub(super) struct Called {
+    pub(super) server: String,
+    pub(super) tool: String,
+}
+
 /// Why a call produced no result.
 pub(super) enum Failure {
     /// The runtime refused or failed the call.
@@ -137,13 +144,13 @@ pub(super) enum Failure {
 }
 
 impl Session {
-    /// Binds, resolves and runs one call: (the server it went to, what came back).
+    /// Binds, resolves and runs one call: (the tool it went to, what came back).
     pub(super) async fn run_call(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
         rounds: super::mrtr::Rounds,
-    ) -> (Option<String>, Result<CallReply, Failure>) {
+    ) -> (Option<Called>, Result<CallReply, Failure>) {
         let profile = profile_of(&context.extensions);
         // The client and request everything asked for this call is asked of.
         let caller = Caller::of(&context);
@@ -169,16 +176,20 @@ impl Session {
         // Looked up once: each lookup is two ordered-map searches by name.
         let entry = listed.binding.snapshot().tool(name);
         let server = entry.map(|entry| entry.server.clone());
+        let called = entry.map(|entry| Called {
+            server: entry.server.clone(),
+            tool: entry.raw_name.clone(),
+        });
         let call = match listed.binding.prepare_call(name) {
             Ok(call) => call,
-            Err(error) => return (server, Err(Failure::Call(error))),
+            Err(error) => return (called, Err(Failure::Call(error))),
         };
         // SEP-2663: a declaring client gets the upstream's task; a task-only tool is refused
         // for one that did not declare tasks.
         let hand_back_tasks = match entry {
             Some(entry) => match self.task_hand_back(&context, &entry.server, &entry.raw_name) {
                 Ok(hand_back) => hand_back,
-                Err(error) => return (server, Err(Failure::Rpc(error))),
+                Err(error) => return (called, Err(Failure::Rpc(error))),
             },
             None => false,
         };
@@ -198,7 +209,7 @@ impl Session {
                             name: name.to_string(),
                             reason: format!("{text} denies `{name}`"),
                         };
-                        return (server, Err(Failure::Call(error)));
+                        return (called, Err(Failure::Call(error)));
                     }
                     Effect::Ask => {
                         let ask = ApprovalRequest {
@@ -218,14 +229,14 @@ impl Session {
                                     name: name.to_string(),
                                     reason,
                                 };
-                                return (server, Err(Failure::Call(error)));
+                                return (called, Err(Failure::Call(error)));
                             }
                             mcp_harness_policy::Approval::Cancelled => {
                                 let error = CallError::Permission {
                                     name: name.to_string(),
                                     reason: "the approval was cancelled".into(),
                                 };
-                                return (server, Err(Failure::Call(error)));
+                                return (called, Err(Failure::Call(error)));
                             }
                         }
                     }
@@ -310,8 +321,8 @@ impl Session {
         if name == SEARCH_TOOL && outcome.is_ok() {
             self.after_search(&listed, profile.as_ref(), &context).await;
         }
-        let outcome = self.task_outcome(&context, server.as_deref(), outcome);
-        (server, outcome)
+        let outcome = self.task_outcome(&context, called.as_ref(), outcome);
+        (called, outcome)
     }
 
     /// After a tool search in listing `listed`: what it loaded becomes callable in this
@@ -325,6 +336,9 @@ impl Session {
     ) {
         let view = self.shared().fresh_view(&listed.binding, profile);
         if view.digest == listed.view.digest {
+            // Nothing new was loaded; a session that never listed has seen definitions all
+            // the same, and its later calls are checked against them.
+            lock(&self.state.listed).get_or_insert_with(|| listed.clone());
             return;
         }
         // The listing's binding had the session's earlier loads loaded too: it holds them all
@@ -333,7 +347,9 @@ impl Session {
         {
             let mut current = lock(&self.state.listed);
             // Only the listing the search ran in: a listing made meanwhile already has them.
-            if current.as_ref().is_some_and(|c| Arc::ptr_eq(c, listed)) {
+            // A session that never listed has listed now: the search showed the definitions
+            // it loaded, and later calls are checked against those, not the catalog of the day.
+            if current.as_ref().is_none_or(|c| Arc::ptr_eq(c, listed)) {
                 *current = Some(Arc::new(Listed {
                     binding: listed.binding.clone(),
                     view: Arc::new(view),
@@ -455,7 +471,13 @@ pub(super) fn upstream_error(error: CallError) -> McpError {
 
 /// The result a client gets: the normalised one (output budget applied), `isError` kept.
 pub(super) fn downstream_result(result: ToolResult) -> CallToolResult {
-    let normalized = result.normalized;
+    downstream_normalized(result.normalized)
+}
+
+/// A normalized result (a call's, or a task's final one) as the client gets it.
+pub(super) fn downstream_normalized(
+    normalized: mcp_harness_runtime::NormalizedResult,
+) -> CallToolResult {
     let mut out = if normalized.is_error {
         CallToolResult::error(normalized.content)
     } else {

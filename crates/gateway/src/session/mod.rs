@@ -224,7 +224,7 @@ impl Session {
         request: CallToolRequestParams,
         mut context: RequestContext<RoleServer>,
         task: Option<rmcp::model::JsonObject>,
-    ) -> Result<(Option<String>, Result<CallReply, Failure>, bool), McpError> {
+    ) -> Result<(Option<call::Called>, Result<CallReply, Failure>, bool), McpError> {
         let started = std::time::Instant::now();
         // The profile's name when the client proved one, else the name it gave itself.
         let client = match profile_of(&context.extensions) {
@@ -278,7 +278,8 @@ impl Session {
         rounds.forward.task = task;
         // Boxed: the call's future is large, and every async frame above this one would
         // otherwise hold (and move) a copy of its size.
-        let (server, attempt) = Box::pin(self.run_call(request, context, rounds)).await;
+        let (called, attempt) = Box::pin(self.run_call(request, context, rounds)).await;
+        let server = called.as_ref().map(|c| c.server.as_str());
         let outcome = match &attempt {
             Ok(CallReply::Done(result)) if result.is_error() => Outcome::ToolError,
             Ok(CallReply::Done(_)) => Outcome::Ok,
@@ -305,7 +306,7 @@ impl Session {
         self.shared().metrics.record(
             &CallRecord {
                 client: &client,
-                server: server.as_deref().unwrap_or("-"),
+                server: server.unwrap_or("-"),
                 tool: &tool,
                 outcome,
                 duration: started.elapsed(),
@@ -314,9 +315,9 @@ impl Session {
             self.shared().audit.as_ref(),
         );
         if let Some(notes) = notes {
-            notes.call(server.as_deref(), outcome.as_str());
+            notes.call(server, outcome.as_str());
         }
-        Ok((server, attempt, pass_through))
+        Ok((called, attempt, pass_through))
     }
 }
 

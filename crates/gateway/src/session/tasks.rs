@@ -96,16 +96,16 @@ impl Session {
     pub(super) fn task_outcome(
         &self,
         context: &RequestContext<RoleServer>,
-        server: Option<&str>,
+        called: Option<&super::call::Called>,
         outcome: Result<CallReply, CallError>,
     ) -> Result<CallReply, Failure> {
-        match (outcome, server) {
+        match (outcome, called) {
             // A SEP-1686 task gets its id of that kind from the caller (`super::augmented`).
             (Ok(CallReply::Task(created)), _) if augmented_front::asks_task(context) => {
                 Ok(CallReply::Task(created))
             }
-            (Ok(CallReply::Task(created)), Some(server)) => Ok(CallReply::Task(
-                self.downstream_task(context, server, created),
+            (Ok(CallReply::Task(created)), Some(called)) => Ok(CallReply::Task(
+                self.downstream_task(context, called, created),
             )),
             (
                 Err(CallError::Protocol {
@@ -118,17 +118,18 @@ impl Session {
         }
     }
 
-    /// `created` (by `server`) as the calling client sees it: under a gateway task id bound
-    /// to that client.
+    /// `created` (by `called`'s server) as the calling client sees it: under a gateway task
+    /// id bound to that client.
     fn downstream_task(
         &self,
         context: &RequestContext<RoleServer>,
-        server: &str,
+        called: &super::call::Called,
         mut created: CreateTaskResult,
     ) -> CreateTaskResult {
         let upstream = UpstreamTask {
-            server: server.to_string(),
+            server: called.server.clone(),
             task_id: created.task.task_id.clone(),
+            tool: Some(called.tool.clone()),
         };
         let id = self.shared().task_ids.issue(&upstream, &owner(context));
         translate_meta(&mut created.meta, &upstream.task_id, &id);
@@ -173,6 +174,11 @@ impl Session {
                     (result.get_mut("_meta")).and_then(serde_json::Value::as_object_mut)
                 {
                     translate_related(meta, &task.task_id, &request.task_id);
+                }
+                // What a plain call's result would be: checked, and within the output budget.
+                let whole = serde_json::Value::Object(std::mem::take(result));
+                if let serde_json::Value::Object(finished) = self.finished(&task, whole) {
+                    *result = finished;
                 }
             }
             // The error a task failed with may name it too.

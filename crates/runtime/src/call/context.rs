@@ -27,6 +27,9 @@ use crate::error::CallError;
 use crate::snapshot::Live;
 use crate::snapshot::publisher::ServerClient;
 
+/// The longest a call waits for the tool listing a `tools/list_changed` it follows caused.
+const LISTING_WAIT: Duration = Duration::from_secs(5);
+
 /// What the calls of one runtime share (see the module doc).
 pub(crate) struct CallContext {
     pub(super) live: Arc<Live>,
@@ -259,6 +262,34 @@ impl CallContext {
         }
     }
 
+    /// Waits (at most [`LISTING_WAIT`]) until the published tools of `server`'s connection
+    /// `epoch` cover `notices` tool-list notifications, or the connection is no longer current.
+    pub(super) async fn await_tool_listing(&self, server: &str, epoch: u64, notices: u64) {
+        let covered = || {
+            self.live
+                .published()
+                .clients
+                .get(server)
+                .is_none_or(|c| c.epoch != epoch || c.tools_covered >= notices)
+        };
+        if covered() {
+            return;
+        }
+        tracing::debug!(%server, "a call waits for the tool listing a list_changed caused");
+        self.live.wait_for(LISTING_WAIT, |_| covered()).await;
+    }
+
+    /// Waits (at most [`LISTING_WAIT`]) until connection `epoch` of `server`, which closed, is
+    /// no longer the published one.
+    pub(super) async fn await_connection_gone(&self, server: &str, epoch: u64) {
+        if !self.is_current_connection(server, epoch) {
+            return;
+        }
+        self.live
+            .wait_for(LISTING_WAIT, |_| !self.is_current_connection(server, epoch))
+            .await;
+    }
+
     /// The output budget of `tool`: the configured one, or what the tool asks for through
     /// `_meta`, up to the configured maximum.
     pub(super) fn output_budget_for(&self, tool: &rmcp::model::Tool) -> usize {
@@ -267,6 +298,29 @@ impl CallContext {
             self.output_config.budget_tokens,
             self.output_config.max_budget_tokens,
         )
+    }
+
+    /// A result of `tool` on `server` that reached the caller another way than a call's answer
+    /// (a task's final result): normalized against `definition`'s `outputSchema` (R30) and,
+    /// over its output budget, stored with a summary in its place (R31), as a call's is.
+    /// Without the definition (no longer listed): no schema, the configured budget.
+    pub(crate) fn finish_result(
+        &self,
+        server: &str,
+        tool: &str,
+        definition: Option<&Tool>,
+        result: rmcp::model::CallToolResult,
+    ) -> super::result::NormalizedResult {
+        let schema = definition
+            .and_then(|t| t.output_schema.as_deref())
+            .map(super::result::OutputSchema::new);
+        let normalized = super::result::normalize_with(result, schema.as_ref(), self.result_limits);
+        let budget = definition.map_or(self.output_config.budget_tokens, |t| {
+            self.output_budget_for(t)
+        });
+        self.output
+            .spill(server, tool, normalized, budget, schema.is_some())
+            .into_result()
     }
 }
 

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use mcp_harness_catalog::{HiddenEntry, ServerState, Snapshot, ToolEntry};
 use mcp_harness_policy::{
-    ExposedTool, LoadBudget, SearchRequest, ToolSearch, search, search_tool_definition,
+    ExposedTool, LoadBudget, Reserved, SearchRequest, ToolSearch, search, search_tool_definition,
 };
 use rmcp::model::{JsonObject, Tool};
 use serde_json::{Value, json};
@@ -85,6 +85,8 @@ pub(crate) struct Frozen {
     /// The `outputSchema` of each tool in `index` that has one, compiled on the first result
     /// that needs it and then reused by every call of every step bound to this snapshot.
     outputs: ByName<OutputSlot>,
+    /// What a step may load through tool search, the harness's own tools already counted.
+    pub(super) load_budget: LoadBudget,
 }
 
 /// One tool's compiled `outputSchema`, with the definition it was compiled from.
@@ -95,6 +97,24 @@ struct OutputSlot {
 
 impl Frozen {
     pub(crate) fn new(policy: &mcp_harness_policy::ExposurePolicy, snapshot: &Snapshot) -> Self {
+        // The harness's own tools: `read_output`, and (R4) for a server waiting for
+        // authorization only a tool that says how to log in. They count against the tool cap
+        // and the schema budget before any server tool does.
+        let mut own = vec![builtin(READ_OUTPUT_TOOL, read_output_tool())];
+        let mut authenticate = ByName::default();
+        for (server, status) in &snapshot.servers {
+            if let ServerState::NeedsAuth { reason } = &status.state {
+                let name = mcp_harness_catalog::qualify(server, AUTHENTICATE_TOOL);
+                own.push(BoundTool {
+                    name: name.clone(),
+                    tool: Arc::new(authenticate_tool(server)),
+                    server: Some(server.clone()),
+                });
+                authenticate.insert(name, (server.clone(), reason.clone()));
+            }
+        }
+        let mut policy = policy.clone();
+        policy.reserved = Reserved::of(own.iter().map(|t| (t.name.as_str(), &*t.tool)));
         let exposure = policy.expose(snapshot.tools());
         let mut index = ByName::default();
         let mut direct: Vec<BoundTool> = exposure
@@ -111,20 +131,7 @@ impl Frozen {
         if policy.tool_search == ToolSearch::On {
             direct.push(builtin(SEARCH_TOOL, search_tool_definition()));
         }
-        direct.push(builtin(READ_OUTPUT_TOOL, read_output_tool()));
-        // R4: a server waiting for authorization shows only a tool that says how to log in.
-        let mut authenticate = ByName::default();
-        for (server, status) in &snapshot.servers {
-            if let ServerState::NeedsAuth { reason } = &status.state {
-                let name = mcp_harness_catalog::qualify(server, AUTHENTICATE_TOOL);
-                direct.push(BoundTool {
-                    name: name.clone(),
-                    tool: Arc::new(authenticate_tool(server)),
-                    server: Some(server.clone()),
-                });
-                authenticate.insert(name, (server.clone(), reason.clone()));
-            }
-        }
+        direct.extend(own);
         let outputs = index
             .iter()
             .filter(|(_, entry)| entry.tool.output_schema.is_some())
@@ -149,6 +156,7 @@ impl Frozen {
             index,
             authenticate,
             outputs,
+            load_budget: policy.load_budget(),
         }
     }
 

@@ -556,13 +556,15 @@ impl OutputStore {
     /// Leaves `result` as it is when [`estimate_tokens`] is within `budget_tokens`; otherwise
     /// stores its text rendering (all blocks, `structuredContent`, warnings) and returns a
     /// bounded summary naming the handle, the size, the number of blocks and pages, and how to
-    /// read the rest. `server` and `tool` only label the summary.
+    /// read the rest. `server` and `tool` only label the summary; `output_schema`: the tool
+    /// declares one (see [`summarize`]).
     pub(crate) fn spill(
         &self,
         server: &str,
         tool: &str,
         result: NormalizedResult,
         budget_tokens: usize,
+        output_schema: bool,
     ) -> Spilled {
         let estimate = estimate_tokens(&result);
         if estimate <= budget_tokens {
@@ -600,7 +602,14 @@ impl OutputStore {
                     pages.min(2),
                 );
                 let footer = format!("[preview: characters 1-{shown} of {total_chars}]");
-                let summary = summarize(&result, header, preview, footer, budget_tokens);
+                let summary = summarize(
+                    &result,
+                    header,
+                    preview,
+                    footer,
+                    budget_tokens,
+                    output_schema,
+                );
                 Spilled::Stored {
                     summary,
                     handle,
@@ -615,7 +624,14 @@ impl OutputStore {
                 );
                 let footer =
                     format!("[cut: characters 1-{shown} of {total_chars} shown; the rest is lost]");
-                let summary = summarize(&result, header, preview, footer, budget_tokens);
+                let summary = summarize(
+                    &result,
+                    header,
+                    preview,
+                    footer,
+                    budget_tokens,
+                    output_schema,
+                );
                 Spilled::Truncated { summary, error }
             }
         }
@@ -649,6 +665,15 @@ impl OutputStore {
                 index.total = index.total.saturating_sub(bytes);
             }
             return Err(OutputError::io(&path, error));
+        }
+        // Another store may have evicted this entry while it was being written, and removed
+        // no file then (there was none yet): it goes now, or it would sit outside the bound.
+        if !self.lock().entries.iter().any(|e| e.handle == handle) {
+            let _ = fs::remove_file(&path);
+            return Err(OutputError::UnknownHandle {
+                handle: handle.to_string(),
+                max_mib: self.max_total_bytes / (1024 * 1024),
+            });
         }
         Ok(handle)
     }
@@ -764,8 +789,13 @@ impl OutputStore {
         };
         let page = match args.get("page") {
             None | Some(Value::Null) => 1,
+            // JSON Schema's `integer` takes `2.0` too: what the schema accepts is read.
             Some(value) => value
                 .as_u64()
+                .or_else(|| {
+                    let p = value.as_f64()?;
+                    (p.fract() == 0.0 && p >= 1.0 && p <= u32::MAX as f64).then_some(p as u64)
+                })
                 .and_then(|p| usize::try_from(p).ok())
                 .ok_or_else(|| OutputError::BadArguments {
                     reason: "`page` must be a positive integer".to_string(),

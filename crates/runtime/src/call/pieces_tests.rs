@@ -289,7 +289,7 @@ fn small_results_pass_unchanged() {
         CallToolResult::success(vec![ContentBlock::text("hi")]),
         None,
     );
-    let spilled = store.spill("s", "t", result.clone(), 10);
+    let spilled = store.spill("s", "t", result.clone(), 10, false);
     assert_eq!(spilled, Spilled::Inline(result));
     assert!(spilled.handle().is_none());
 }
@@ -308,7 +308,7 @@ fn a_large_result_is_stored_and_read_back_by_pages() {
     let result = normalized(result, None);
     let full = render_text(&result);
 
-    let spilled = store.spill("srv", "big", result, 500);
+    let spilled = store.spill("srv", "big", result, 500, false);
     let Spilled::Stored {
         summary,
         handle,
@@ -407,9 +407,9 @@ fn the_store_is_bounded_and_evicts_the_oldest() {
             None,
         )
     };
-    let first = store.spill("s", "t", big('a'), 10);
-    let second = store.spill("s", "t", big('b'), 10);
-    let third = store.spill("s", "t", big('c'), 10);
+    let first = store.spill("s", "t", big('a'), 10, false);
+    let second = store.spill("s", "t", big('b'), 10, false);
+    let third = store.spill("s", "t", big('c'), 10, false);
     let (first, second, third) = (
         first.handle().unwrap().clone(),
         second.handle().unwrap().clone(),
@@ -428,7 +428,7 @@ fn the_store_is_bounded_and_evicts_the_oldest() {
         CallToolResult::success(vec![ContentBlock::text("d".repeat(30_000))]),
         None,
     );
-    let huge = store.spill("s", "t", huge, 10);
+    let huge = store.spill("s", "t", huge, 10, false);
     let Spilled::Truncated { summary, error } = &huge else {
         panic!("{huge:?}")
     };
@@ -497,4 +497,76 @@ fn read_output_arguments_must_match_its_own_schema() {
     ));
     drop(store);
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_summary_keeps_what_fits_and_names_what_it_left_out() {
+    let store = OutputStore::temp().unwrap();
+    let long = "x".repeat(20_000);
+    // Small structured content fits beside the summary: kept.
+    let mut small = CallToolResult::structured(json!({"count": 3}));
+    small.content.push(ContentBlock::text(long.clone()));
+    let spilled = store.spill("s", "t", normalized(small, None), 1_000, true);
+    let summary = spilled.into_result();
+    assert_eq!(summary.structured_content, Some(json!({"count": 3})));
+    assert!(!summary.is_error);
+
+    // Large structured content of a tool with an outputSchema: left out, and the answer is an
+    // error, since clients refuse a result without the structured content the schema promises.
+    let big = CallToolResult::structured(json!({"rows": long.clone()}));
+    let summary = store
+        .spill("s", "t", normalized(big.clone(), None), 1_000, true)
+        .into_result();
+    assert!(summary.structured_content.is_none() && summary.is_error);
+    assert!(
+        summary
+            .text()
+            .contains("left out of this answer: its structuredContent")
+    );
+    // Without an outputSchema: left out, not an error.
+    let summary = store
+        .spill("s", "t", normalized(big, None), 1_000, false)
+        .into_result();
+    assert!(summary.structured_content.is_none() && !summary.is_error);
+
+    // A huge `_meta` is counted, stored, and left out of the summary.
+    let mut meta = rmcp::model::MetaObject::default();
+    meta.insert("blob".into(), json!(long.clone()));
+    let mut with_meta = CallToolResult::success(vec![ContentBlock::text("small")]);
+    with_meta.meta = Some(meta);
+    let spilled = store.spill("s", "t", normalized(with_meta, None), 1_000, false);
+    let handle = spilled.handle().expect("stored").to_string();
+    let summary = spilled.into_result();
+    assert!(summary.meta.is_none(), "{:?}", summary.meta);
+    assert!(summary.text().contains("its _meta"));
+    let page = store.read_page(&handle, 1).expect("page 1");
+    assert!(page.text.contains("[_meta]"), "{}", page.text);
+
+    // Media over the budget are named.
+    let image = || ContentBlock::image("aGVsbG8=", "image/png");
+    let media = CallToolResult::success(vec![ContentBlock::text(long), image(), image()]);
+    let summary = store
+        .spill("s", "t", normalized(media, None), 2_000, false)
+        .into_result();
+    assert!(
+        summary.text().contains("media block(s) ") && summary.text().contains("(over the budget"),
+        "{}",
+        summary.text()
+    );
+}
+
+#[test]
+fn read_output_takes_a_whole_number_written_as_a_float() {
+    let store = OutputStore::temp().unwrap();
+    let big = CallToolResult::success(vec![ContentBlock::text("y".repeat(50_000))]);
+    let spilled = store.spill("s", "t", normalized(big, None), 10, false);
+    let handle = spilled.handle().expect("stored").to_string();
+    let args = |page: Value| {
+        json!({"handle": handle, "page": page})
+            .as_object()
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(store.read_output(&args(json!(2.0))).expect("2.0").page, 2);
+    assert!(store.read_output(&args(json!(2.5))).is_err());
 }

@@ -464,6 +464,11 @@ pub(crate) fn estimate_tokens(result: &NormalizedResult) -> usize {
         .iter()
         .map(|w| w.message.chars().count())
         .sum::<usize>();
+    // Hosts rarely show `_meta` to the model, but it travels with the answer: a huge one is
+    // stored like a huge text.
+    if let Some(meta) = result.meta.as_ref().filter(|m| !m.is_empty()) {
+        chars += serialized(meta).map_or(0, |n| n.chars);
+    }
     chars
         .div_ceil(4)
         .saturating_add(media.saturating_mul(MEDIA_TOKENS))
@@ -471,9 +476,11 @@ pub(crate) fn estimate_tokens(result: &NormalizedResult) -> usize {
 
 /// The length of a value's compact JSON, counted as it is written (nothing is kept).
 #[derive(Default)]
-struct Serialized {
-    bytes: usize,
-    chars: usize,
+pub(crate) struct Serialized {
+    /// Bytes of UTF-8.
+    pub(crate) bytes: usize,
+    /// Characters.
+    pub(crate) chars: usize,
 }
 
 impl std::io::Write for Serialized {
@@ -489,7 +496,8 @@ impl std::io::Write for Serialized {
     }
 }
 
-fn serialized(value: &impl serde::Serialize) -> Option<Serialized> {
+/// How long `value`'s compact JSON is; `None` when it cannot be written.
+pub(crate) fn serialized(value: &impl serde::Serialize) -> Option<Serialized> {
     let mut counted = Serialized::default();
     serde_json::to_writer(&mut counted, value).ok()?;
     Some(counted)

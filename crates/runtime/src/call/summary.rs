@@ -2,14 +2,20 @@
 //! ([`render_text`]), and the bounded summary that replaces a result over its budget.
 //!
 //! Invariant: a summary holds one text block (header, preview, footer), at most
-//! [`MAX_SUMMARY_WARNINGS`] warnings, and only the media blocks that still fit the budget.
+//! [`MAX_SUMMARY_WARNINGS`] warnings, the structured content only when it fits the budget
+//! beside the text, `_meta` only up to [`MAX_SUMMARY_META_BYTES`], and only the media blocks
+//! that still fit the budget; the text names whatever was left out. A result of a tool with an
+//! `outputSchema` whose structured content was left out is marked an error (clients check that
+//! structured content against the schema; an error result is exempt).
 
 use rmcp::model::{ContentBlock, ResourceContents};
 
-use super::result::{MEDIA_TOKENS, NormalizedResult, estimate_tokens};
+use super::result::{MEDIA_TOKENS, NormalizedResult, estimate_tokens, serialized};
 
 /// At most this many warnings of the full result are carried into its summary.
 pub(crate) const MAX_SUMMARY_WARNINGS: usize = 10;
+/// A result's `_meta` larger than this (compact JSON) is left out of its summary.
+pub(crate) const MAX_SUMMARY_META_BYTES: usize = 8 * 1024;
 
 /// The whole result as text: every block in order (media described, not inlined), then the
 /// structured content (pretty JSON), then the warnings.
@@ -70,6 +76,10 @@ pub(crate) fn render_text(result: &NormalizedResult) -> String {
         let json = serde_json::to_string_pretty(structured).unwrap_or_default();
         parts.push(format!("[structuredContent]\n{json}"));
     }
+    if let Some(meta) = result.meta.as_ref().filter(|m| !m.is_empty()) {
+        let json = serde_json::to_string_pretty(meta).unwrap_or_default();
+        parts.push(format!("[_meta]\n{json}"));
+    }
     if !result.warnings.is_empty() {
         let lines = result
             .warnings
@@ -82,21 +92,37 @@ pub(crate) fn render_text(result: &NormalizedResult) -> String {
     parts.join("\n\n")
 }
 
-/// The summary: header + preview + footer as one text block, then the media blocks that still
-/// fit the budget, `is_error` and `_meta` kept, warnings bounded.
+/// The summary: header + preview + footer as one text block, then the structured content and
+/// the media blocks that still fit the budget, `is_error` kept, `_meta` kept when small,
+/// warnings bounded; a line of the text names what was left out. `output_schema`: the tool
+/// declares one.
 pub(super) fn summarize(
     result: &NormalizedResult,
     header: String,
     preview: &str,
     footer: String,
     budget_tokens: usize,
+    output_schema: bool,
 ) -> NormalizedResult {
-    let text = format!("{header}\n\n{preview}\n{footer}");
+    let mut left_out = Vec::new();
+    let meta_bytes = result
+        .meta
+        .as_ref()
+        .and_then(serialized)
+        .map_or(0, |n| n.bytes);
+    let meta = if meta_bytes <= MAX_SUMMARY_META_BYTES {
+        result.meta.clone()
+    } else {
+        left_out.push(format!("its _meta ({meta_bytes} bytes; saved, at the end)"));
+        None
+    };
     let mut summary = NormalizedResult {
-        content: vec![ContentBlock::text(text)],
+        content: vec![ContentBlock::text(format!(
+            "{header}\n\n{preview}\n{footer}"
+        ))],
         structured_content: None,
         is_error: result.is_error,
-        meta: result.meta.clone(),
+        meta,
         warnings: result
             .warnings
             .iter()
@@ -105,13 +131,46 @@ pub(super) fn summarize(
             .collect(),
     };
     let mut estimate = estimate_tokens(&summary);
-    for block in &result.content {
-        if matches!(block, ContentBlock::Image(_) | ContentBlock::Audio(_))
-            && estimate + MEDIA_TOKENS <= budget_tokens
-        {
-            summary.content.push(block.clone());
-            estimate += MEDIA_TOKENS;
+    if let Some(structured) = &result.structured_content {
+        let tokens = serialized(structured).map_or(usize::MAX, |n| n.chars.div_ceil(4));
+        if estimate.saturating_add(tokens) <= budget_tokens {
+            summary.structured_content = Some(structured.clone());
+            estimate += tokens;
+        } else if output_schema && !result.is_error {
+            left_out.push(
+                "its structuredContent (saved); without it this answer is marked an error, \
+                 as clients refuse a result of a tool with an outputSchema that lacks it"
+                    .to_string(),
+            );
+            summary.is_error = true;
+        } else {
+            left_out.push("its structuredContent (saved)".to_string());
         }
+    }
+    let mut media_left_out = Vec::new();
+    for (i, block) in result.content.iter().enumerate() {
+        if matches!(block, ContentBlock::Image(_) | ContentBlock::Audio(_)) {
+            if estimate + MEDIA_TOKENS <= budget_tokens {
+                summary.content.push(block.clone());
+                estimate += MEDIA_TOKENS;
+            } else {
+                media_left_out.push(i.to_string());
+            }
+        }
+    }
+    if !media_left_out.is_empty() {
+        left_out.push(format!(
+            "media block(s) {} (over the budget; the saved text only describes them)",
+            media_left_out.join(", ")
+        ));
+    }
+    if !left_out.is_empty()
+        && let Some(ContentBlock::Text(text)) = summary.content.first_mut()
+    {
+        text.text.push_str(&format!(
+            "\n[left out of this answer: {}]",
+            left_out.join("; ")
+        ));
     }
     summary
 }

@@ -32,7 +32,7 @@ use std::time::{Duration, SystemTime};
 use actix::prelude::*;
 use mcp_harness_catalog::graph::{self, Trigger};
 use mcp_harness_catalog::sanitize::{MetadataLimits, clean_instructions};
-use mcp_harness_catalog::{Kind, PageLimits, ServerCatalog, ServerState, ServerStatus};
+use mcp_harness_catalog::{PageLimits, ServerCatalog, ServerState, ServerStatus};
 use mcp_harness_policy::ToolFilter;
 use mcp_harness_transport::{Callbacks, Connector, ServerEvent, Session, TransportError};
 use rmcp::model::ProtocolVersion;
@@ -41,7 +41,7 @@ use tokio::sync::broadcast;
 use crate::config::ServerConfig;
 use crate::connection::cache::{ListingCache, opts_out};
 use crate::connection::io_threads::IoPlace;
-use crate::connection::listing::{Listed, declared_kinds};
+use crate::connection::listing::declared_kinds;
 use crate::connection::progress::ProgressRoutes;
 use crate::connection::refresh::Refreshes;
 use crate::connection::supervision::{ConnectQueues, ReconnectPolicy};
@@ -286,6 +286,7 @@ impl ServerActor {
         let client = live.map(|live| ServerClient {
             peer: live.session.peer().clone(),
             epoch: self.epoch,
+            tools_covered: live.tools_covered,
             tool_timeout: self.config.tool_timeout,
             wire: live.session.wire().clone(),
             exit: live.session.exit_report(),
@@ -400,13 +401,13 @@ impl ServerActor {
     }
 
     /// `Connecting` → `Live`: the attempt of the current epoch connected and listed.
-    fn go_live(
-        &mut self,
-        mut session: Session,
-        listed: Vec<(Kind, Listed)>,
-        partial: Vec<String>,
-        ctx: &mut Context<Self>,
-    ) {
+    fn go_live(&mut self, attempted: attempt::Attempted, ctx: &mut Context<Self>) {
+        let attempt::Attempted {
+            mut session,
+            listed,
+            partial,
+            tools_covered,
+        } = attempted;
         let Some(connecting) = self.leave(ctx) else {
             return;
         };
@@ -425,11 +426,19 @@ impl ServerActor {
             cacheable: !opts_out(&info),
             health: None,
             missed_pings: 0,
+            tools_covered,
         }));
         for (kind, l) in listed {
             self.apply(kind, 0, Arc::new(l));
         }
         self.rebuild_derived(&BTreeSet::from(graph::DERIVED), &declared, false, ctx);
+        // A tools/list_changed that came while the first listing ran may postdate it: listed
+        // again, as any notification of a live connection is.
+        if let Phase::Live(live) = &self.phase
+            && live.session.wire().tools_changed() > live.tools_covered
+        {
+            self.on_trigger(Trigger::ToolsListChanged, ctx);
+        }
         self.record.protocol_version = Some(info.protocol_version.to_string());
         self.record.server_name = info.server_name.clone();
         self.record.server_version = info.server_version.clone();

@@ -72,6 +72,27 @@ impl Runtime {
         )
     }
 
+    /// A task's final result, from a server that ran `tool` (its raw name) as a task, made
+    /// what a plain call's result is: checked against the tool's `outputSchema` as the current
+    /// catalog lists it and cleaned (R30), and over the output budget stored with a bounded
+    /// summary in its place (R31). What a gateway passing tasks through hands its client.
+    pub fn finish_task_result(
+        &self,
+        server: &str,
+        tool: &str,
+        result: rmcp::model::CallToolResult,
+    ) -> crate::NormalizedResult {
+        let published = self.live.published();
+        let definition = published
+            .snapshot
+            .catalogs
+            .get(server)
+            .and_then(|c| c.tools.iter().find(|t| t.raw_name == tool))
+            .map(|t| t.tool.clone());
+        self.calls
+            .finish_result(server, tool, definition.as_deref(), result)
+    }
+
     /// Whether connected `server` declared task-augmented `tools/call`
     /// (`capabilities.tasks.requests.tools.call`, SEP-1686 of MCP 2025-11-25).
     pub fn task_tool_calls(&self, server: &str) -> bool {

@@ -34,6 +34,9 @@ pub(crate) struct ServerClient {
     pub peer: ClientPeer,
     /// Which connection of the server this is (increases on every reconnect).
     pub epoch: u64,
+    /// The tool-list notifications of this connection the published tools cover; when its
+    /// `wire` has counted more, a listing is on its way and a call waits for it.
+    pub tools_covered: u64,
     pub tool_timeout: Duration,
     /// What the connection's raw messages said that rmcp's model drops (SEP-1686 task tools).
     pub wire: mcp_harness_transport::WireNotes,
@@ -107,6 +110,7 @@ fn state_change(server: &str, from: &str, to: &ServerState, cause: &str) -> Chan
         cause: format!("{from} → {}: {cause}", to.label()),
         added: Vec::new(),
         removed: Vec::new(),
+        changed: Vec::new(),
     }
 }
 
@@ -175,6 +179,7 @@ impl Publisher {
                 },
                 added: Vec::new(),
                 removed: Vec::new(),
+                changed: Vec::new(),
             })
             .collect();
         let servers = initial
@@ -239,7 +244,12 @@ impl Publisher {
                 .as_ref()
                 .map(|c| c.names(kind))
                 .unwrap_or_default();
-            if before != after {
+            // A definition changed under its name: what makes a bound call stale.
+            let changed = match (kind, old.and_then(|e| e.catalog.as_ref()), &new_catalog) {
+                (Kind::Tools, Some(before), Some(after)) => before.changed_tools(after),
+                _ => Vec::new(),
+            };
+            if before != after || !changed.is_empty() {
                 let (added, removed) = diff_names(&before, &after);
                 self.pending.push(Change {
                     server: name.clone(),
@@ -247,6 +257,7 @@ impl Publisher {
                     cause: update.cause.clone(),
                     added,
                     removed,
+                    changed,
                 });
             }
         }
@@ -456,6 +467,7 @@ impl Handler<RemoveServer> for Publisher {
                 cause: format!("removed: {}", msg.cause),
                 added: Vec::new(),
                 removed: Vec::new(),
+                changed: Vec::new(),
             });
             for kind in Kind::ALL {
                 let names = removed(kind);
@@ -466,6 +478,7 @@ impl Handler<RemoveServer> for Publisher {
                         cause: format!("removed: {}", msg.cause),
                         added: Vec::new(),
                         removed: names,
+                        changed: Vec::new(),
                     });
                 }
             }

@@ -167,7 +167,8 @@ impl Revisions {
 }
 
 /// The net change from `old` to `new`, in the publisher's terms: per server, a state change
-/// (`kind: None`) when its state differs, and per kind the names added and removed.
+/// (`kind: None`) when its state differs, and per kind the names added and removed (and the
+/// tools whose definition changed).
 pub(crate) fn combined_changes(old: &Snapshot, new: &Snapshot) -> Vec<Change> {
     let cause = format!(
         "combined change of revisions {}..={} (the reader fell behind)",
@@ -189,6 +190,7 @@ pub(crate) fn combined_changes(old: &Snapshot, new: &Snapshot) -> Vec<Change> {
                 cause: format!("{} → {}: {cause}", label(before), label(after)),
                 added: Vec::new(),
                 removed: Vec::new(),
+                changed: Vec::new(),
             });
         }
         for kind in Kind::ALL {
@@ -199,7 +201,11 @@ pub(crate) fn combined_changes(old: &Snapshot, new: &Snapshot) -> Vec<Change> {
                     .unwrap_or_default()
             };
             let (b, a) = (names(old), names(new));
-            if b != a {
+            let changed = match (kind, old.catalogs.get(server), new.catalogs.get(server)) {
+                (Kind::Tools, Some(before), Some(after)) => before.changed_tools(after),
+                _ => Vec::new(),
+            };
+            if b != a || !changed.is_empty() {
                 let (added, removed) = diff_names(&b, &a);
                 changes.push(Change {
                     server: server.clone(),
@@ -207,6 +213,7 @@ pub(crate) fn combined_changes(old: &Snapshot, new: &Snapshot) -> Vec<Change> {
                     cause: cause.clone(),
                     added,
                     removed,
+                    changed,
                 });
             }
         }

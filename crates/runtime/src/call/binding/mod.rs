@@ -67,7 +67,7 @@ impl StepBinding {
         Self {
             search: Arc::new(SearchState {
                 frozen: frozen.clone(),
-                loaded: Mutex::new((ctx.policy.exposure.load_budget(), Vec::new())),
+                loaded: Mutex::new((frozen.load_budget.clone(), Vec::new())),
             }),
             ctx,
             published,
@@ -536,6 +536,17 @@ impl PreparedCall {
             }
             _ => Err(request),
         };
+        // The server announced a change of its tools after the listing this step shows: the
+        // listing it causes is awaited (bounded), so the check below compares against it and
+        // a changed tool is refused as stale instead of run with arguments for its old schema.
+        let notices = client.wire.tools_changed();
+        if notices > client.tools_covered {
+            Box::pin(
+                self.ctx
+                    .await_tool_listing(&entry.server, client.epoch, notices),
+            )
+            .await;
+        }
         // The staleness check and the hand-off to the transport happen under the gate's read
         // side; the publisher swaps only under its write side.
         let mut kept_options = None;
@@ -635,6 +646,11 @@ impl PreparedCall {
             }
         };
         // A stdio server that died during the call: say how, as at start (exit status, tail).
+        // Its end is published first (bounded), so the caller's next step does not see it
+        // connected, its tools listed.
+        if matches!(response, Err(rmcp::ServiceError::TransportClosed)) {
+            Box::pin(self.ctx.await_connection_gone(&entry.server, client.epoch)).await;
+        }
         let response = match response {
             Err(rmcp::ServiceError::TransportClosed) => match &client.exit {
                 Some(exit) => match exit.describe().await {
@@ -695,6 +711,7 @@ impl PreparedCall {
             &entry.raw_name,
             normalized,
             self.ctx.output_budget_for(&entry.tool),
+            entry.tool.output_schema.is_some(),
         );
         let output_handle = spilled.handle().map(|h| h.to_string());
         Ok(CallReply::Done(ToolResult {

@@ -27,14 +27,16 @@ use super::{Notified, ServerActor, ServerLog, TaskStatusUpdate, unavailable};
 use crate::connection::listing::{Listed, declared_kinds, list_kind};
 use crate::connection::supervision::Slot;
 
-/// A connected session with its first listing of each declared kind.
 /// A connected session, its first listings, and what of them failed without failing the
 /// server (see `attempt`).
-type Attempted = (
-    Session,
-    Vec<(mcp_harness_catalog::Kind, Listed)>,
-    Vec<String>,
-);
+pub(super) struct Attempted {
+    pub(super) session: Session,
+    pub(super) listed: Vec<(mcp_harness_catalog::Kind, Listed)>,
+    pub(super) partial: Vec<String>,
+    /// The tool-list notifications the connection had received when its listings started:
+    /// what the first tool listing covers.
+    pub(super) tools_covered: u64,
+}
 
 /// Where a connect attempt failed: the handshake, or the first listing after it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,6 +144,7 @@ impl ServerActor {
             // is ordinary traffic on a running server, so the next server starts meanwhile.
             drop(slot);
             // The first listing belongs to startup: a server is connected only once listed.
+            let tools_covered = session.wire().tools_changed();
             let kinds = declared_kinds(session.info());
             let listings = futures::future::join_all(kinds.iter().map(|&k| {
                 list_kind(
@@ -189,7 +192,12 @@ impl ServerActor {
                     }
                 }
             }
-            Ok((session, listed, partial))
+            Ok(Attempted {
+                session,
+                listed,
+                partial,
+                tools_covered,
+            })
         };
         // The attempt runs on the I/O threads (the embedder's runtime if it gave one), not on
         // the actor thread: spawning a process blocks its thread until the child execs, and
@@ -227,13 +235,13 @@ impl ServerActor {
         ctx: &mut Context<Self>,
     ) {
         if epoch != self.epoch || !matches!(self.phase, Phase::Connecting(_)) {
-            if let Ok((session, _, _)) = result {
-                actix::spawn(session.shutdown());
+            if let Ok(attempted) = result {
+                actix::spawn(attempted.session.shutdown());
             }
             return;
         }
         match result {
-            Ok((session, listed, partial)) => self.go_live(session, listed, partial, ctx),
+            Ok(attempted) => self.go_live(attempted, ctx),
             Err((e, stage)) => self.attempt_failed(e, stage, ctx),
         }
     }

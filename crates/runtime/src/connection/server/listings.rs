@@ -178,6 +178,8 @@ impl ServerActor {
             return; // no longer wanted (a newer connection reset the bookkeeping)
         }
         let epoch = self.epoch;
+        // What this listing covers: the notifications that had arrived when it started.
+        let covered = live.session.wire().tools_changed();
         let fut = list_kind(
             live.session.peer().clone(),
             live.session.wire().clone(),
@@ -188,8 +190,7 @@ impl ServerActor {
         ctx.spawn(fut.into_actor(self).map(move |result, act, ctx| {
             act.on_fetched(
                 epoch,
-                kind,
-                ticket,
+                (kind, ticket, covered),
                 result.map_err(|f| f.message),
                 cause,
                 ctx,
@@ -197,11 +198,11 @@ impl ServerActor {
         }));
     }
 
+    /// A listing of `kind` (its ticket, and the tool notifications it covers) came back.
     fn on_fetched(
         &mut self,
         epoch: u64,
-        kind: Kind,
-        ticket: u64,
+        (kind, ticket, covered): (Kind, u64, u64),
         result: Result<Listed, String>,
         cause: &'static str,
         ctx: &mut Context<Self>,
@@ -215,6 +216,11 @@ impl ServerActor {
         let completion = live
             .refreshes
             .complete(kind, ticket, tokio::time::Instant::now());
+        // Applied or failed, the notifications before it are answered: calls waiting for
+        // them go on (against the new definitions, or the kept ones).
+        if completion.apply && kind == Kind::Tools {
+            live.tools_covered = live.tools_covered.max(covered);
+        }
         if let Some(next) = completion.next {
             self.start_fetch(kind, next, cause, ctx);
         }

@@ -119,6 +119,11 @@ pub(super) struct Live {
     pub(super) health: Option<SpawnHandle>,
     /// Pings in a row that got no answer.
     pub(super) missed_pings: u32,
+    /// The tool-list notifications ([`WireNotes::tools_changed`]) the applied tool listing
+    /// covers: it started after that many had arrived.
+    ///
+    /// [`WireNotes::tools_changed`]: mcp_harness_transport::WireNotes::tools_changed
+    pub(super) tools_covered: u64,
 }
 
 /// What `BackingOff` owns.
