@@ -264,6 +264,11 @@ tokio::task_local! {
     pub(crate) static IN_SHELL: ();
 }
 
+/// Whether the command runs inside `shell` (its own options differ from the CLI's).
+pub(crate) fn in_shell() -> bool {
+    IN_SHELL.try_with(|_| ()).is_ok()
+}
+
 /// Why a configured server cannot answer, as one line with what to do.
 pub(crate) fn server_down(status: &ServerStatus) -> String {
     let name = &status.name;
@@ -287,7 +292,7 @@ pub(crate) fn server_down(status: &ServerStatus) -> String {
             Some(hint) => format!("server `{name}`: {hint}"),
             None => format!("server `{name}` needs authorization: run `mcp-harness login {name}`"),
         },
-        ServerState::Disabled if IN_SHELL.try_with(|_| ()).is_ok() => {
+        ServerState::Disabled if in_shell() => {
             format!("server `{name}` is disabled: `enable {name}` starts it for this session")
         }
         ServerState::Disabled => format!(

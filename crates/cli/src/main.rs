@@ -54,6 +54,7 @@ mod connect;
 mod elicit;
 mod exit;
 mod explain;
+mod lines;
 mod output;
 mod progress;
 mod server_logs;
@@ -550,6 +551,15 @@ tokio::task_local! {
     pub(crate) static INTERRUPT: tokio_util::sync::CancellationToken;
 }
 
+/// Completes when the user interrupts the running command (never outside one): a streaming
+/// command (`watch`, `subscribe`) ends at once instead of waiting out [`INTERRUPT_GRACE`].
+pub(crate) async fn interrupt_asked() {
+    match INTERRUPT.try_with(Clone::clone) {
+        Ok(token) => token.cancelled().await,
+        Err(_) => std::future::pending().await,
+    }
+}
+
 /// How long an interrupted command gets to end on its own (a call telling its server).
 pub(crate) const INTERRUPT_GRACE: Duration = Duration::from_secs(2);
 
@@ -680,13 +690,17 @@ async fn execute(
                     return Exit::Ok.code();
                 }
             }
-            // Commands typed while watching (`restart SERVER`), read on a plain thread.
-            let (lines_tx, mut lines) = tokio::sync::mpsc::unbounded_channel();
+            // Commands typed while watching (`restart SERVER`), read on a plain thread; a
+            // line too long or not text is said and skipped.
+            let (lines_tx, mut lines) = tokio::sync::mpsc::channel(16);
             std::thread::spawn(move || {
-                use std::io::BufRead;
-                for line in std::io::stdin().lock().lines() {
-                    let Ok(line) = line else { break };
-                    if lines_tx.send(line).is_err() {
+                let mut stdin = std::io::stdin().lock();
+                for number in 1.. {
+                    let line = lines::read(&mut stdin, lines::MAX_LINE_BYTES);
+                    let Some(line) = line.ok().and_then(|l| l.text(number)) else {
+                        break;
+                    };
+                    if lines_tx.blocking_send(line).is_err() {
                         break;
                     }
                 }
@@ -694,6 +708,7 @@ async fn execute(
             loop {
                 tokio::select! {
                     () = output::stdout_closed() => return Exit::Ok.code(),
+                    () = interrupt_asked() => return Exit::Interrupted.code(),
                     item = revisions.recv() => {
                         let Some(item) = item else { return Exit::Ok.code() };
                         if json {
@@ -706,7 +721,10 @@ async fn execute(
                             return Exit::Ok.code();
                         }
                     }
-                    Some(line) = lines.recv() => say!("{}", watch::command(runtime, &line)),
+                    Some(line) = lines.recv() => match line {
+                        Ok(line) => say!("{}", watch::command(runtime, &line)),
+                        Err(skipped) => say!("error: {skipped}"),
+                    },
                 }
             }
         }
@@ -810,6 +828,7 @@ async fn execute(
             loop {
                 let update = tokio::select! {
                     () = output::stdout_closed() => break,
+                    () = interrupt_asked() => return Exit::Interrupted.code(),
                     update = sub.next() => update,
                     changed = snapshots.changed() => {
                         if changed.is_err() {

@@ -456,3 +456,175 @@ fn server_stderr_is_logged_at_debug_redacted() {
     assert_eq!(code, 0, "{stderr}");
     assert!(!stderr.contains("banner-7c1"), "{stderr}");
 }
+
+/// `subscribe` follows its server: a lost connection is said once, the server back is said
+/// once and the subscription renewed (an update made after it is printed), and a server that
+/// failed ends the subscription with status 3 and why. Over HTTP (the fixture stopped and
+/// started again on its port), then over stdio (its process killed: a stdio server is not
+/// restarted in a loop).
+#[test]
+fn subscribe_says_when_its_server_is_lost_back_or_failed() {
+    use std::io::BufRead;
+    use std::time::{Duration, Instant};
+    let dir = temp_dir("subscribe-lost");
+    let port = common::gateway::free_addr()
+        .rsplit(':')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let marker = format!("sub-lost-{}", std::process::id());
+    let start_fixture = || {
+        Command::new(bin())
+            .args([
+                "fixture-server",
+                "--transport",
+                "http",
+                "--port",
+                &port,
+                "--name",
+                &marker,
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the fixture")
+    };
+    let listening = || {
+        let until = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < until {
+            if std::net::TcpStream::connect(format!("127.0.0.1:{port}")).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("the fixture did not listen on {port}");
+    };
+    let mut fixture = start_fixture();
+    listening();
+    let c = write_config(
+        &dir,
+        serde_json::json!({"fx": {"url": format!("http://127.0.0.1:{port}/mcp")}}),
+    );
+    let uri = "fixture://static/readme";
+    let log = dir.join("subscribe.err");
+    let mut sub = Command::new(bin())
+        .args(["--config", &c, "subscribe", "fx", uri])
+        .env("NO_COLOR", "1")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(std::fs::File::create(&log).expect("log")))
+        .spawn()
+        .expect("start subscribe");
+    let (lines_tx, lines) = std::sync::mpsc::channel::<String>();
+    let stdout = sub.stdout.take().expect("stdout");
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().take(100) {
+            let Ok(line) = line else { break };
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let next_line = |limit: Duration| lines.recv_timeout(limit).unwrap_or_default();
+    assert!(next_line(Duration::from_secs(20)).starts_with("subscribed to"));
+    let update = |text: &str| {
+        let args = serde_json::json!({"uri": uri, "text": text}).to_string();
+        let out = Command::new(bin())
+            .args(["--config", &c, "call", "mcp__fx__update_resource", &args])
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .output()
+            .expect("update");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    update("one");
+    assert_eq!(
+        next_line(Duration::from_secs(10)),
+        format!("updated: {uri} (fx)")
+    );
+    let said = || std::fs::read_to_string(&log).unwrap_or_default();
+    let wait_said = |what: &str| {
+        let until = Instant::now() + Duration::from_secs(40);
+        while Instant::now() < until && !said().contains(what) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        said()
+    };
+
+    let _ = fixture.kill();
+    let _ = fixture.wait();
+    let text = wait_said("was lost");
+    assert!(
+        text.contains("the connection to fx was lost; subscribing again once it is back"),
+        "{text}"
+    );
+    let mut fixture = start_fixture();
+    listening();
+    let text = wait_said("fx is back");
+    assert!(text.contains("fx is back; subscribing again"), "{text}");
+    // The renewal follows the announcement: updates until one is printed (bounded).
+    let mut heard = String::new();
+    for i in 0..20 {
+        update(&format!("after {i}"));
+        heard = next_line(Duration::from_millis(500));
+        if !heard.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(heard, format!("updated: {uri} (fx)"), "{}", said());
+    assert_eq!(said().matches("was lost").count(), 1, "{}", said());
+    let _ = sub.kill();
+    let _ = sub.wait();
+    let _ = fixture.kill();
+    let _ = fixture.wait();
+
+    // Over stdio: the process killed, the subscription ends with 3 and the reason.
+    let stdio_marker = format!("{marker}-stdio");
+    let c = write_config(
+        &dir,
+        serde_json::json!({"fx": {"command": bin(), "args": ["fixture-server", "--name", &stdio_marker]}}),
+    );
+    let mut sub = Command::new(bin())
+        .args(["--config", &c, "subscribe", "fx", uri])
+        .env("NO_COLOR", "1")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start subscribe");
+    let mut first = String::new();
+    let mut reader = std::io::BufReader::new(sub.stdout.take().expect("stdout"));
+    let _ = reader.read_line(&mut first);
+    assert!(first.starts_with("subscribed to"), "{first:?}");
+    for pid in common::pids_with(&stdio_marker) {
+        // SAFETY: kill(2) on the fixture this test's subscribe started.
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    }
+    let until = Instant::now() + Duration::from_secs(20);
+    let mut status = None;
+    while Instant::now() < until {
+        status = sub.try_wait().expect("try_wait");
+        if status.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if status.is_none() {
+        let _ = sub.kill();
+    }
+    let out = sub.wait_with_output().expect("wait");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("server `fx` failed") && err.contains("the subscription ended"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

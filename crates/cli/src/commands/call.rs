@@ -28,7 +28,12 @@ pub(crate) fn parse_args(text: Option<&str>) -> Result<Option<JsonObject>, Strin
             short_json(&other)
         )),
         Err(e) => Err(format!(
-            "{origin} are not valid JSON ({e}); nothing was sent (pass an object like '{{\"key\": \"value\"}}', @FILE or - for stdin)"
+            "{origin} are not valid JSON ({e}); nothing was sent (pass an object like '{{\"key\": \"value\"}}'{})",
+            if crate::explain::in_shell() {
+                " or @FILE"
+            } else {
+                ", @FILE or - for stdin"
+            }
         )),
     }
 }

@@ -75,12 +75,17 @@ pub(crate) fn target(snapshot: &Snapshot, name: &str) -> Result<Target, (String,
         )),
         several => Err((
             format!(
-                "the resource template `{name}` is listed by servers {}; choose one with --server",
+                "the resource template `{name}` is listed by servers {}; choose one with {}",
                 several
                     .iter()
                     .map(|t| t.server.as_str())
                     .collect::<Vec<_>>()
-                    .join(", ")
+                    .join(", "),
+                if crate::explain::in_shell() {
+                    "the shell's --server (`mcp-harness --server SERVER shell`)"
+                } else {
+                    "--server"
+                }
             ),
             Exit::Usage,
         )),

@@ -154,9 +154,16 @@ fn split(line: &str) -> Result<Vec<String>, String> {
                 '"' => loop {
                     match chars.next() {
                         Some((_, '"')) => break,
-                        Some((_, '\\')) => match chars.next() {
-                            Some((_, c)) => word.push(c),
-                            None => return Err("the line ends with \\".into()),
+                        // As in sh: inside double quotes a backslash escapes only `"`, `\`,
+                        // `$` and `` ` ``; before anything else it is kept (a JSON `\n` stays
+                        // an escape for the JSON).
+                        Some((_, '\\')) => match chars.peek() {
+                            Some(&(_, c @ ('"' | '\\' | '$' | '`'))) => {
+                                chars.next();
+                                word.push(c);
+                            }
+                            Some(_) => word.push('\\'),
+                            None => return Err("a quote (\") is not closed".into()),
                         },
                         Some((_, c)) => word.push(c),
                         None => return Err("a quote (\") is not closed".into()),
@@ -453,20 +460,12 @@ impl Input {
                         }
                     },
                     None => {
-                        use std::io::BufRead as _;
-                        let mut bytes = Vec::new();
                         read += 1;
-                        match std::io::stdin().lock().read_until(b'\n', &mut bytes) {
-                            Ok(0) | Err(_) => None,
-                            // A line that is not text is said and skipped, not the end.
-                            Ok(_) => Some(
-                                String::from_utf8(bytes)
-                                    .map(|l| l.trim_end_matches(['\r', '\n']).to_string())
-                                    .map_err(|_| {
-                                        format!("line {read} is not UTF-8 text; it was skipped")
-                                    }),
-                            ),
-                        }
+                        // A line too long or not text is said and skipped, not the end.
+                        let mut stdin = std::io::stdin().lock();
+                        crate::lines::read(&mut stdin, crate::lines::MAX_LINE_BYTES)
+                            .ok()
+                            .and_then(|line| line.text(read))
                     }
                 };
                 let end = line.is_none();
@@ -650,6 +649,9 @@ async fn one(runtime: &Runtime, session: &mut Session, step: Step) -> u8 {
                         })
                         .await;
                     crate::progress::settle(runtime, session.deadline).await;
+                    if let Err(code) = back(runtime, &server) {
+                        return code;
+                    }
                     done(session.json, "restart", &server, "restarted");
                     Exit::Ok.code()
                 }
@@ -715,6 +717,9 @@ async fn toggle(runtime: &Runtime, session: &mut Session, server: &str, on: bool
             })
             .await;
         crate::progress::settle(runtime, session.deadline).await;
+        if let Err(code) = back(runtime, server) {
+            return code;
+        }
     }
     let (command, what) = if on {
         ("enable", "enabled for this session:")
@@ -723,6 +728,18 @@ async fn toggle(runtime: &Runtime, session: &mut Session, server: &str, on: bool
     };
     done(session.json, command, server, what);
     Exit::Ok.code()
+}
+
+/// Whether `server`, just (re)started, is connected: else the failure is said (as a command
+/// that needs the server says it) and the status to exit with is returned.
+fn back(runtime: &Runtime, server: &str) -> Result<(), u8> {
+    let snapshot = runtime.snapshot();
+    match snapshot.servers.get(server) {
+        Some(status) if status.state != mcp_harness_catalog::ServerState::Connected => Err(
+            crate::fail(&crate::explain::server_down_told(status), Exit::Server),
+        ),
+        _ => Ok(()),
+    }
 }
 
 /// `roots [DIR...]`: lists the roots, or offers `dirs` instead and tells every server.
@@ -741,6 +758,12 @@ async fn roots(runtime: &Runtime, session: &Session, dirs: &[PathBuf]) -> u8 {
                 );
             }
         };
+        // A folder given twice is one root.
+        let mut seen = std::collections::HashSet::new();
+        let resolved: Vec<_> = resolved
+            .into_iter()
+            .filter(|d| seen.insert(d.clone()))
+            .collect();
         if session.roots.set(resolved) {
             let told = runtime.notify_roots_changed().await;
             say!(
@@ -781,5 +804,12 @@ mod tests {
         assert_eq!(split(r#"read s "a b"\ c"#).unwrap(), ["read", "s", "a b c"]);
         assert!(split("call 'open").is_err());
         assert!(split("   ").unwrap().is_empty());
+        // Inside double quotes only `"`, `\`, `$` and `` ` `` are escaped, as in sh: JSON
+        // escapes reach the JSON.
+        assert_eq!(
+            split(r#"call t "{\"m\": \"a\nb C:\temp \u0041 \\ \$\"}""#).unwrap(),
+            ["call", "t", r#"{"m": "a\nb C:\temp \u0041 \ $"}"#]
+        );
+        assert!(split(r#"call t "a\"#).is_err());
     }
 }
