@@ -329,3 +329,29 @@ fn a_remote_source_with_an_unset_header_variable_is_not_fetched_by_the_view() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A token file that is no token file (truncated, edited by hand) does not block `logout`: it
+/// is deleted, with a warning that nothing was revoked.
+#[test]
+fn logout_gets_past_a_token_file_that_is_no_token_file() {
+    let dir = temp_dir("corrupt-tokens");
+    let url = "http://127.0.0.1:9/mcp";
+    write(
+        &dir.join("mcp.json"),
+        &serde_json::json!({"mcpServers": {"prot": {"url": url}}}).to_string(),
+    );
+    let tokens = dir.join("xdg/mcp-harness/tokens");
+    std::fs::create_dir_all(&tokens).expect("tokens dir");
+    let key = mcp_harness_transport::auth::server_key("prot", url);
+    let file = tokens.join(format!("{key}.json"));
+    write(&file, r#"{"not": "a token file"}"#);
+    let (code, out, err) = run_in(
+        &dir,
+        &["--config", "mcp.json", "logout", "prot"],
+        &[("MCP_HARNESS_TOKEN_STORE", "file")],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(err.contains("deleted without revoking anything"), "{err}");
+    assert!(!file.exists(), "the file is gone");
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -57,18 +57,31 @@ impl std::fmt::Debug for StreamableHttpConnector {
 
 impl StreamableHttpConnector {
     fn client(&self) -> Result<reqwest::Client, TransportError> {
-        reqwest::Client::builder()
+        Self::builder()
             .default_headers(header_map(&self.headers)?)
+            .build()
+            .map_err(|e| {
+                TransportError::InvalidConfig(format!("could not build the HTTP client: {e}"))
+            })
+    }
+
+    /// The client of the token endpoint and the identity provider: the server's configured
+    /// `headers` are the resource server's, never sent to another party.
+    fn token_client(&self) -> Result<reqwest::Client, TransportError> {
+        Self::builder().build().map_err(|e| {
+            TransportError::InvalidConfig(format!("could not build the HTTP client: {e}"))
+        })
+    }
+
+    /// What every client of the connector shares: same-origin redirects, timeouts.
+    fn builder() -> reqwest::ClientBuilder {
+        reqwest::Client::builder()
             // The headers must not travel to another origin, nor a message turn into a GET.
             .redirect(crate::endpoint::same_origin_redirects(10, true))
             .connect_timeout(Duration::from_secs(10))
             // reqwest's default, stated: with Nagle's algorithm a request written in two
             // segments waits for the server's delayed ACK (~40 ms a request).
             .tcp_nodelay(true)
-            .build()
-            .map_err(|e| {
-                TransportError::InvalidConfig(format!("could not build the HTTP client: {e}"))
-            })
     }
 
     /// `client` with a request's POST to an `http://` URL written without it (it sends the
@@ -151,7 +164,7 @@ impl StreamableHttpConnector {
                 &this.url,
                 settings.clone(),
                 store.clone(),
-                client.clone(),
+                this.token_client()?,
             );
             // The first token before the handshake: a refused client is needs-auth (fix
             // the config), an unreachable authorization server is retried.

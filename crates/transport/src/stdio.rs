@@ -58,11 +58,12 @@ pub(crate) const MINIMAL_ENV: [&str; 11] = [
 ];
 
 /// The harness's own secrets in its environment, never inherited by a stdio server (one whose
-/// `env` names one still gets that value): the gateway's session keys, and the OTLP exporter's
-/// headers (a collector's credentials; the other `OTEL_*` variables are passed on, so an
-/// instrumented server still finds the collector and joins the trace).
-pub(crate) const NEVER_INHERITED: [&str; 5] = [
+/// `env` names one still gets that value): the gateway's session keys, `login`'s client secret,
+/// and the OTLP exporter's headers (a collector's credentials; the other `OTEL_*` variables are
+/// passed on, so an instrumented server still finds the collector and joins the trace).
+pub(crate) const NEVER_INHERITED: [&str; 6] = [
     "MCP_HARNESS_SESSION_KEYS",
+    "MCP_HARNESS_CLIENT_SECRET",
     "OTEL_EXPORTER_OTLP_HEADERS",
     "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
     "OTEL_EXPORTER_OTLP_METRICS_HEADERS",

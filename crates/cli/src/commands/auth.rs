@@ -122,6 +122,25 @@ pub(crate) async fn login(
         }) => (client_id, client_secret, client_metadata_url, scopes),
         _ => Default::default(),
     };
+    // A client metadata document's URL is the client id: https with a path (the CIMD draft),
+    // checked before anything is sent.
+    let client_metadata_url = args.client_metadata_url.clone().or(client_metadata_url);
+    if let Some(document) = &client_metadata_url
+        && !document.strip_prefix("https://").is_some_and(|rest| {
+            rest.split_once('/')
+                .is_some_and(|(host, path)| !host.is_empty() && !path.is_empty())
+        })
+    {
+        return Err(AuthFailure {
+            message: format!(
+                "server `{}`: the client metadata URL `{}` must be an https URL with a path (it \
+                 is the client id); fix `--client-metadata-url` or `oauth.clientMetadataUrl`",
+                args.server,
+                mcp_harness_transport::redact::url(document)
+            ),
+            exit: Exit::Usage,
+        });
+    }
     let browser = auth::LoopbackBrowser::bind(args.port, !args.no_browser)
         .await
         .map_err(|e| {
@@ -134,7 +153,7 @@ pub(crate) async fn login(
     let settings = auth::OAuthSettings {
         client_id: args.client_id.clone().or(client_id),
         client_secret: args.client_secret.clone().or(client_secret),
-        client_metadata_url: args.client_metadata_url.clone().or(client_metadata_url),
+        client_metadata_url,
         scopes: if args.scopes.is_empty() {
             scopes
         } else {
@@ -175,10 +194,23 @@ pub(crate) async fn logout(
 ) -> Result<(), AuthFailure> {
     let url = server_url(config_path, server)?;
     let store = context.store(server, &url);
+    // Under the refresh lock, held to the end: a refresh another process is making ends
+    // first, so the tokens revoked and deleted are its new ones, and none comes back after.
+    let locking = store.clone();
+    let _lock = tokio::task::spawn_blocking(move || locking.lock())
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
     // Revoke at the authorization server first (best effort); the local tokens go regardless.
-    let revoked = match store.read().map_err(|e| e.to_string())? {
-        Some(file) => auth::revoke::revoke(&file).await,
-        None => auth::revoke::Revocation::NothingStored,
+    let revoked = match store.read() {
+        Ok(Some(file)) => auth::revoke::revoke(&file).await,
+        Ok(None) => auth::revoke::Revocation::NothingStored,
+        // A file that is no token file holds nothing to revoke: it is deleted all the same.
+        Err(e) if e.is_unparsable() => {
+            say!("warning: {e}; it is deleted without revoking anything");
+            auth::revoke::Revocation::NothingStored
+        }
+        Err(e) => return Err(e.to_string().into()),
     };
     match &revoked {
         auth::revoke::Revocation::Revoked { tokens } => {

@@ -274,8 +274,10 @@ impl TokenSource {
         settings: ClientCredentials,
         store: FileCredentialStore,
     ) -> Result<Self, String> {
+        // A redirect may not take the form (a client secret, an assertion) to another origin.
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
+            .redirect(crate::endpoint::same_origin_redirects(10, true))
             .build()
             .map_err(|e| format!("could not build the HTTP client: {e}"))?;
         Ok(Self::new(server, url, settings, store, http))
@@ -562,12 +564,17 @@ impl TokenSource {
             })?;
         let status = response.status();
         let received_at = now();
-        let body = response.bytes().await.map_err(|e| {
-            self.unavailable(format!(
-                "reading the token response failed: {}",
-                crate::net::describe_request(&e)
-            ))
-        })?;
+        let body = crate::net::read_capped(response, super::dpop::MAX_TOKEN_BODY)
+            .await
+            .map_err(|e| {
+                self.unavailable(format!(
+                    "reading the token response failed: {}",
+                    crate::net::describe_request(&e)
+                ))
+            })?
+            .ok_or_else(|| {
+                self.unavailable("the token endpoint's answer is larger than 1 MiB".into())
+            })?;
         if !status.is_success() {
             let parsed: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
             let what = oauth_error(status, &parsed);

@@ -46,7 +46,7 @@ const USE_DPOP_NONCE: &str = "use_dpop_nonce";
 /// How long a request to the token endpoint may take.
 const TOKEN_TIMEOUT: Duration = Duration::from_secs(30);
 /// The largest token endpoint answer read.
-const MAX_TOKEN_BODY: usize = 1024 * 1024;
+pub(crate) const MAX_TOKEN_BODY: usize = 1024 * 1024;
 
 /// Why a key could not be made, read or used. Never quotes the key.
 #[derive(Debug, thiserror::Error)]

@@ -160,7 +160,15 @@ pub async fn login(
     // A server that lets `initialize` through challenges later requests: the challenge the
     // harness got from it then (kept in the store) says which scopes and metadata to use. A
     // refused step-up left the scopes the server needs there too.
-    let kept = store.read()?.unwrap_or_default();
+    // A file that is no token file is what this login replaces: it keeps nothing of it.
+    let kept = match store.read() {
+        Ok(file) => file.unwrap_or_default(),
+        Err(e) if e.is_unparsable() => {
+            tracing::warn!(server = %server, "{e}; the login replaces it");
+            Default::default()
+        }
+        Err(e) => return Err(e.into()),
+    };
     let challenge = probed.or(kept.challenge);
     let mut manager = AuthorizationManager::new(url)
         .await
@@ -321,7 +329,13 @@ pub async fn login(
         .await
         .map_err(|e| AuthFlowError::Token {
             server: server.to_string(),
-            message: callback_error_message(&e, code.as_deref()),
+            message: callback_error_message(
+                &e,
+                &[
+                    code.as_deref().unwrap_or_default(),
+                    client.client_secret.as_deref().unwrap_or_default(),
+                ],
+            ),
         })?;
     let credentials = staged.take().ok_or_else(|| AuthFlowError::Token {
         server: server.to_string(),
@@ -331,15 +345,25 @@ pub async fn login(
     // server asked for before is settled, its step-up budget renewed (here, and through the new
     // login id in every process sharing the store).
     let stored_key = dpop_key.as_ref().map(|k| k.to_stored());
-    store.update(|f| {
-        f.client = Some(client);
-        f.metadata = Some(metadata);
-        f.dpop_key = stored_key;
-        f.credentials = Some(credentials);
-        f.challenge = None;
-        f.step_up_scopes.clear();
-        f.login = Some(login_id());
-    })?;
+    // Under the refresh lock: a refresh another process is making ends first, and its save
+    // cannot land after this write with tokens of the client this login replaced.
+    let writer = store.clone();
+    tokio::task::spawn_blocking(move || {
+        writer.update_locked(|f| {
+            f.client = Some(client);
+            f.metadata = Some(metadata);
+            f.dpop_key = stored_key;
+            f.credentials = Some(credentials);
+            f.challenge = None;
+            f.step_up_scopes.clear();
+            f.login = Some(login_id());
+        })
+    })
+    .await
+    .map_err(|e| AuthFlowError::Token {
+        server: server.to_string(),
+        message: format!("storing the tokens failed: {e}"),
+    })??;
     context.step_ups().reset(&store);
     Ok(())
 }
@@ -378,14 +402,16 @@ impl rmcp::transport::auth::CredentialStore for Staged {
 }
 
 /// Why the redirect could not be turned into tokens, in words (the code never in them).
-fn callback_error_message(e: &AuthError, code: Option<&str>) -> String {
+fn callback_error_message(e: &AuthError, secrets: &[&str]) -> String {
     let text = auth_error_message(e);
     if text.contains("state not found") || text.contains("CSRF") {
         return "the redirect's `state` is not this login's (a stale or forged redirect); run \
                 the login again"
             .into();
     }
-    let shown = shown_error(&text, &[code.unwrap_or_default()]);
+    // The PKCE verifier is rmcp's own, unknown here: a token endpoint that echoes the request
+    // gets every run as long as one (43 characters or more of its alphabet) replaced.
+    let shown = without_long_tokens(&shown_error(&text, secrets));
     // rmcp's words for a token endpoint that did not answer say only that the request failed.
     if shown.contains("Request failed") || shown.contains("error sending request") {
         return format!(
@@ -393,6 +419,32 @@ fn callback_error_message(e: &AuthError, code: Option<&str>) -> String {
         );
     }
     shown
+}
+
+/// `text` with each run of 43 or more characters of a PKCE verifier's alphabet (RFC 7636:
+/// letters, digits, `-._~`) replaced: no word of an error message is that long.
+fn without_long_tokens(text: &str) -> String {
+    let verifier = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '~');
+    let mut out = String::with_capacity(text.len());
+    let mut run = String::new();
+    let flush = |run: &mut String, out: &mut String| {
+        if run.len() >= 43 {
+            out.push_str("[redacted]");
+        } else {
+            out.push_str(run);
+        }
+        run.clear();
+    };
+    for c in text.chars() {
+        if verifier(c) {
+            run.push(c);
+        } else {
+            flush(&mut run, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut run, &mut out);
+    out
 }
 
 /// The longest error text of an authorization server shown.
@@ -585,4 +637,23 @@ pub async fn stored_client(
         super::dpop::DpopHttpClient::new(http, key),
         manager,
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_echoed_verifier_or_secret_is_not_shown() {
+        let verifier = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk0123";
+        let text = format!(
+            "invalid_grant: bad request code_verifier={verifier}&client_secret=SECRET-d0ef at https://as.example.com/token"
+        );
+        let shown = without_long_tokens(&shown_error(&text, &["SECRET-d0ef"]));
+        assert!(
+            !shown.contains(verifier) && !shown.contains("SECRET-d0ef"),
+            "{shown}"
+        );
+        assert!(shown.contains("invalid_grant") && shown.contains("https://as.example.com/token"));
+    }
 }

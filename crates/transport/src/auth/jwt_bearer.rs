@@ -218,12 +218,17 @@ impl IdentityProvider {
             ))
         })?;
         let status = response.status();
-        let body = response.bytes().await.map_err(|e| {
-            unavailable(format!(
-                "reading the identity provider's answer failed: {}",
-                crate::net::describe_request(&e)
-            ))
-        })?;
+        let body = crate::net::read_capped(response, super::dpop::MAX_TOKEN_BODY)
+            .await
+            .map_err(|e| {
+                unavailable(format!(
+                    "reading the identity provider's answer failed: {}",
+                    crate::net::describe_request(&e)
+                ))
+            })?
+            .ok_or_else(|| {
+                unavailable("the identity provider's answer is larger than 1 MiB".into())
+            })?;
         let parsed: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
         if !status.is_success() {
             let what = oauth_error(status, &parsed);

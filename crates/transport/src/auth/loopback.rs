@@ -126,7 +126,10 @@ async fn callback(
     let target = head.lines().next()?.split_whitespace().nth(1)?.to_string();
     let base = redirect_uri.trim_end_matches("/callback");
     let redirect = format!("{base}{target}");
-    let on_path = target.starts_with("/callback");
+    // `/callback` itself, with or without a query: not `/callbackxyz`.
+    let on_path = target
+        .strip_prefix("/callback")
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('?'));
     let ours =
         on_path && state.is_none_or(|s| query_param(&redirect, "state").as_deref() == Some(s));
     let (status, body) = match (on_path, ours) {

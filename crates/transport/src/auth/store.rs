@@ -152,6 +152,21 @@ pub struct StoreError {
     pub reason: String,
 }
 
+/// The action of a file that is not a token file (JSON that does not parse as one).
+const UNPARSABLE: &str = "parse (delete it with `mcp-harness logout`)";
+
+impl StoreError {
+    /// Whether the file is there but is no token file (truncated, edited by hand): what a
+    /// `login` replaces and a `logout` deletes.
+    pub fn is_unparsable(&self) -> bool {
+        self.action == UNPARSABLE
+    }
+}
+
+/// This server's refresh lock, held until dropped ([`FileCredentialStore::lock`]).
+#[derive(Debug)]
+pub struct StoreLock(#[allow(dead_code)] std::fs::File);
+
 impl From<StoreError> for AuthError {
     fn from(e: StoreError) -> Self {
         AuthError::CredentialStoreError(e.to_string())
@@ -356,8 +371,8 @@ impl FileCredentialStore {
             Err(e) => return Err(self.error(path, "read", e)),
         };
         // serde_json's messages quote no input, only positions.
-        let head: Head = serde_json::from_slice(&bytes)
-            .map_err(|e| self.error(path, "parse (delete it with `mcp-harness logout`)", e))?;
+        let head: Head =
+            serde_json::from_slice(&bytes).map_err(|e| self.error(path, UNPARSABLE, e))?;
         if let Some(storage) = head.storage.as_deref().filter(|s| *s != KEYRING) {
             let reason = format!("unknown storage `{storage}` (written by a newer mcp-harness?)");
             return Err(self.error(path, "read", reason));
@@ -401,8 +416,8 @@ impl FileCredentialStore {
         if head.storage.is_some() {
             return self.read_keyring(&path, head.revision.as_deref().unwrap_or_default());
         }
-        let file: TokenFile = serde_json::from_slice(&bytes)
-            .map_err(|e| self.error(&path, "parse (delete it with `mcp-harness logout`)", e))?;
+        let file: TokenFile =
+            serde_json::from_slice(&bytes).map_err(|e| self.error(&path, UNPARSABLE, e))?;
         Ok(Some(file))
     }
 
@@ -529,8 +544,38 @@ impl FileCredentialStore {
         self.write(&file)
     }
 
-    /// Deletes the tokens: the keyring item where the keyring is used, then the file (and its
-    /// lock file); `true` when there was either. A marker whose item cannot be deleted stays.
+    /// [`Self::update`] under this server's refresh lock (no other process's refresh lands in
+    /// between and writes back what it read before), a file that is no token file replaced:
+    /// what a `login` writes. Blocks while another process refreshes.
+    pub fn update_locked(&self, change: impl FnOnce(&mut TokenFile)) -> Result<(), StoreError> {
+        let _lock = self.lock()?;
+        let mut file = match self.read() {
+            Ok(file) => file,
+            Err(e) if e.is_unparsable() => {
+                tracing::warn!(server = %self.server, "{e}; replacing it");
+                None
+            }
+            Err(e) => return Err(e),
+        }
+        .unwrap_or_else(|| TokenFile {
+            server: self.server.clone(),
+            url: self.url.clone(),
+            ..Default::default()
+        });
+        change(&mut file);
+        self.write(&file)
+    }
+
+    /// Takes this server's refresh lock (blocking while another process refreshes): what
+    /// reads, revokes and deletes the tokens (`logout`) holds, so a refresh under way ends
+    /// first and its new tokens are the ones revoked.
+    pub fn lock(&self) -> Result<StoreLock, StoreError> {
+        self.lock_blocking().map(StoreLock)
+    }
+
+    /// Deletes the tokens: the keyring item where the keyring is used, then the file; `true`
+    /// when there was either. A marker whose item cannot be deleted stays. The lock file stays:
+    /// another process may hold it, and one made anew would let two refreshes run at once.
     pub fn remove(&self) -> Result<bool, StoreError> {
         let path = self.path();
         // A file that does not parse is deleted all the same.
@@ -556,7 +601,6 @@ impl FileCredentialStore {
         } else if marker {
             return Err(self.error(&path, "delete the tokens", self.keyring_unused(mode)));
         }
-        let _ = std::fs::remove_file(self.lock_path());
         match std::fs::remove_file(&path) {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(item),
