@@ -507,16 +507,19 @@ fn subscribe_says_when_its_server_is_lost_back_or_failed() {
         serde_json::json!({"fx": {"url": format!("http://127.0.0.1:{port}/mcp")}}),
     );
     let uri = "fixture://static/readme";
+    let subscribe = |config: &str, stderr: Stdio| {
+        Command::new(bin())
+            .args(["--config", config, "subscribe", "fx", uri])
+            .env("NO_COLOR", "1")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .expect("start subscribe")
+    };
     let log = dir.join("subscribe.err");
-    let mut sub = Command::new(bin())
-        .args(["--config", &c, "subscribe", "fx", uri])
-        .env("NO_COLOR", "1")
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::from(std::fs::File::create(&log).expect("log")))
-        .spawn()
-        .expect("start subscribe");
+    let mut sub = subscribe(&c, Stdio::from(std::fs::File::create(&log).expect("log")));
     let (lines_tx, lines) = std::sync::mpsc::channel::<String>();
     let stdout = sub.stdout.take().expect("stdout");
     std::thread::spawn(move || {
@@ -590,15 +593,7 @@ fn subscribe_says_when_its_server_is_lost_back_or_failed() {
         &dir,
         serde_json::json!({"fx": {"command": bin(), "args": ["fixture-server", "--name", &stdio_marker]}}),
     );
-    let mut sub = Command::new(bin())
-        .args(["--config", &c, "subscribe", "fx", uri])
-        .env("NO_COLOR", "1")
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start subscribe");
+    let mut sub = subscribe(&c, Stdio::piped());
     let mut first = String::new();
     let mut reader = std::io::BufReader::new(sub.stdout.take().expect("stdout"));
     let _ = reader.read_line(&mut first);

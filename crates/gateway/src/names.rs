@@ -209,7 +209,7 @@ pub(crate) struct ResourceView {
     prefix: Prefix,
     owners: Map<String, String>,
     /// (a template as shown, parsed; its server), the most specific first (a malformed
-    /// template is listed but never routes a URI).
+    /// template never gets here: the catalog refuses it when it is listed).
     template_owners: Vec<(String, Template, String)>,
     /// Servers that list resources or templates.
     servers: Vec<String>,

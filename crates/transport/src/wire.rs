@@ -134,8 +134,9 @@ struct Notes {
 pub struct WireNotes {
     notes: Arc<Mutex<Notes>>,
     anomalies: Arc<Mutex<Anomalies>>,
-    /// `notifications/tools/list_changed` received, counted as each arrives (before rmcp
-    /// handles it, and before anything the server sent after it).
+    /// `notifications/tools/list_changed` received, counted as each is decoded (before rmcp
+    /// handles it, and before anything the server sent after it); one rmcp would refuse is
+    /// not counted, since no listing follows it.
     tools_changed: Arc<std::sync::atomic::AtomicU64>,
 }
 
@@ -145,6 +146,12 @@ impl WireNotes {
     pub fn tools_changed(&self) -> u64 {
         self.tools_changed
             .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Counts a decoded `notifications/tools/list_changed`.
+    pub(crate) fn tools_notice(&self) {
+        self.tools_changed
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     }
 
     /// What `tool` declared in the newest listing this connection saw.
@@ -207,20 +214,6 @@ impl WireNotes {
 
     /// Observes one raw JSON-RPC message (or batch) from the server.
     pub fn observe(&self, message: &[u8]) {
-        // A notification is short: only short messages are searched for this one, and read
-        // only when they name it (a result quoting the method is no notification).
-        if message.len() <= MAX_NOTICE_BYTES && TOOLS_CHANGED.find(message).is_some() {
-            let notice = |m: &Value| m.get("method").and_then(Value::as_str) == Some(TOOLS_METHOD);
-            let count = match serde_json::from_slice::<Value>(message) {
-                Ok(Value::Array(batch)) => batch.iter().filter(|m| notice(m)).count(),
-                Ok(one) => usize::from(notice(&one)),
-                Err(_) => 0,
-            };
-            if count > 0 {
-                self.tools_changed
-                    .fetch_add(count as u64, std::sync::atomic::Ordering::AcqRel);
-            }
-        }
         // Only initialize results and tool listings matter; skip the rest without parsing.
         if !(INPUT_SCHEMA.find(message).is_some() || CAPABILITIES.find(message).is_some()) {
             return;
@@ -282,12 +275,6 @@ impl WireNotes {
 static INPUT_SCHEMA: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"inputSchema\""));
 static CAPABILITIES: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"capabilities\""));
 static TASK: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"task"));
-const TOOLS_METHOD: &str = "notifications/tools/list_changed";
-static TOOLS_CHANGED: LazyLock<Finder<'static>> =
-    LazyLock::new(|| Finder::new(TOOLS_METHOD.as_bytes()));
-/// The longest message searched for `notifications/tools/list_changed` (one with a `_meta`
-/// larger than this is handled, but not counted).
-const MAX_NOTICE_BYTES: usize = 4096;
 
 /// An [`AsyncRead`] of newline-delimited JSON-RPC that shows every line to [`WireNotes`] as it
 /// passes, unchanged. The built-in connectors no longer use it: their
@@ -441,17 +428,6 @@ mod tests {
         );
         assert_eq!(notes.task_support("a"), TaskSupport::Forbidden);
         assert!(notes.lock().task_tools.is_empty());
-    }
-
-    #[test]
-    fn tool_list_notifications_are_counted_and_quotes_of_them_are_not() {
-        let notes = WireNotes::default();
-        notes.observe(br#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#);
-        notes.observe(
-            br#"[{"jsonrpc":"2.0","method":"notifications/tools/list_changed"},{"jsonrpc":"2.0","method":"notifications/prompts/list_changed"}]"#,
-        );
-        notes.observe(br#"{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"notifications/tools/list_changed"}]}}"#);
-        assert_eq!(notes.tools_changed(), 2);
     }
 
     #[test]

@@ -608,7 +608,7 @@ impl OutputStore {
                     preview,
                     footer,
                     budget_tokens,
-                    output_schema,
+                    (output_schema, true),
                 );
                 Spilled::Stored {
                     summary,
@@ -630,7 +630,7 @@ impl OutputStore {
                     preview,
                     footer,
                     budget_tokens,
-                    output_schema,
+                    (output_schema, false),
                 );
                 Spilled::Truncated { summary, error }
             }

@@ -95,15 +95,16 @@ pub(crate) fn render_text(result: &NormalizedResult) -> String {
 /// The summary: header + preview + footer as one text block, then the structured content and
 /// the media blocks that still fit the budget, `is_error` kept, `_meta` kept when small,
 /// warnings bounded; a line of the text names what was left out. `output_schema`: the tool
-/// declares one.
+/// declares one; `saved`: the whole result was stored (else what is left out is lost).
 pub(super) fn summarize(
     result: &NormalizedResult,
     header: String,
     preview: &str,
     footer: String,
     budget_tokens: usize,
-    output_schema: bool,
+    (output_schema, saved): (bool, bool),
 ) -> NormalizedResult {
+    let kept = if saved { "saved" } else { "not saved" };
     let mut left_out = Vec::new();
     let meta_bytes = result
         .meta
@@ -113,7 +114,7 @@ pub(super) fn summarize(
     let meta = if meta_bytes <= MAX_SUMMARY_META_BYTES {
         result.meta.clone()
     } else {
-        left_out.push(format!("its _meta ({meta_bytes} bytes; saved, at the end)"));
+        left_out.push(format!("its _meta ({meta_bytes} bytes; {kept})"));
         None
     };
     let mut summary = NormalizedResult {
@@ -137,14 +138,13 @@ pub(super) fn summarize(
             summary.structured_content = Some(structured.clone());
             estimate += tokens;
         } else if output_schema && !result.is_error {
-            left_out.push(
-                "its structuredContent (saved); without it this answer is marked an error, \
+            left_out.push(format!(
+                "its structuredContent ({kept}); without it this answer is marked an error, \
                  as clients refuse a result of a tool with an outputSchema that lacks it"
-                    .to_string(),
-            );
+            ));
             summary.is_error = true;
         } else {
-            left_out.push("its structuredContent (saved)".to_string());
+            left_out.push(format!("its structuredContent ({kept})"));
         }
     }
     let mut media_left_out = Vec::new();
@@ -160,7 +160,7 @@ pub(super) fn summarize(
     }
     if !media_left_out.is_empty() {
         left_out.push(format!(
-            "media block(s) {} (over the budget; the saved text only describes them)",
+            "media block(s) {} (over the budget; the text of the result only describes them)",
             media_left_out.join(", ")
         ));
     }

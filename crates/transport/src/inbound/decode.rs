@@ -205,8 +205,17 @@ impl Inbound {
         ))
     }
 
-    /// Notes a decoded message; an answer to no request is logged, counted and remembered.
+    /// Notes a decoded message: a tool-list notification is counted ([`WireNotes::tools_changed`]);
+    /// an answer to no request is logged, counted and remembered.
     fn received(&self, message: &ServerJsonRpcMessage) {
+        if let ServerJsonRpcMessage::Notification(n) = message
+            && matches!(
+                n.notification,
+                rmcp::model::ServerNotification::ToolListChangedNotification(_)
+            )
+        {
+            self.wire.tools_notice();
+        }
         let Some(pending) = &self.pending else {
             return;
         };
@@ -691,5 +700,23 @@ mod tests {
         assert!(why(0).is_none());
         assert!(why(1).unwrap().as_str().unwrap().contains("deeper than"));
         assert!(why(2).unwrap().as_str().unwrap().contains("name"));
+    }
+
+    #[test]
+    fn only_a_tool_list_notification_rmcp_takes_is_counted() {
+        let wire = WireNotes::default();
+        let inbound = Inbound::new("s", 1 << 20, wire.clone(), false);
+        let lines: [&[u8]; 4] = [
+            br#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#,
+            // No `jsonrpc`: refused, no listing follows it.
+            br#"{"method":"notifications/tools/list_changed"}"#,
+            // A request of that name, and a result quoting it: neither is the notification.
+            br#"{"jsonrpc":"2.0","id":9,"method":"notifications/tools/list_changed"}"#,
+            br#"{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"notifications/tools/list_changed"}]}}"#,
+        ];
+        for line in lines {
+            let _ = inbound.decode_raw(line, None);
+        }
+        assert_eq!(wire.tools_changed(), 1);
     }
 }
