@@ -163,9 +163,12 @@ impl StoreError {
     }
 }
 
-/// This server's refresh lock, held until dropped ([`FileCredentialStore::lock`]).
+/// This server's refresh lock, held until dropped ([`FileCredentialStore::lock`]): closing the
+/// file releases the `flock`.
 #[derive(Debug)]
-pub struct StoreLock(#[allow(dead_code)] std::fs::File);
+pub struct StoreLock {
+    _file: std::fs::File,
+}
 
 impl From<StoreError> for AuthError {
     fn from(e: StoreError) -> Self {
@@ -570,7 +573,7 @@ impl FileCredentialStore {
     /// reads, revokes and deletes the tokens (`logout`) holds, so a refresh under way ends
     /// first and its new tokens are the ones revoked.
     pub fn lock(&self) -> Result<StoreLock, StoreError> {
-        self.lock_blocking().map(StoreLock)
+        self.lock_blocking().map(|file| StoreLock { _file: file })
     }
 
     /// Deletes the tokens: the keyring item where the keyring is used, then the file; `true`
