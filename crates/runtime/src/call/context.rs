@@ -314,13 +314,28 @@ impl CallContext {
         let schema = definition
             .and_then(|t| t.output_schema.as_deref())
             .map(super::result::OutputSchema::new);
-        let normalized = super::result::normalize_with(result, schema.as_ref(), self.result_limits);
+        self.normalized_and_spilled(server, tool, definition, schema.as_ref(), result)
+            .into_result()
+    }
+
+    /// `result` of `tool` on `server` checked against `schema` (R30) and, over the output budget
+    /// of `definition` (the configured one without it), stored with a summary in its place (R31).
+    /// The one way a tool's result reaches a caller, answered or a task's.
+    pub(super) fn normalized_and_spilled(
+        &self,
+        server: &str,
+        tool: &str,
+        definition: Option<&Tool>,
+        schema: Option<&super::result::OutputSchema>,
+        result: rmcp::model::CallToolResult,
+    ) -> super::output::Spilled {
+        let normalized = super::result::normalize_with(result, schema, self.result_limits);
         let budget = definition.map_or(self.output_config.budget_tokens, |t| {
             self.output_budget_for(t)
         });
+        let declares_schema = definition.is_some_and(|t| t.output_schema.is_some());
         self.output
-            .spill(server, tool, normalized, budget, schema.is_some())
-            .into_result()
+            .spill(server, tool, normalized, budget, declares_schema)
     }
 }
 

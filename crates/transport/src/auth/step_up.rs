@@ -546,10 +546,11 @@ impl StepUp {
     ) -> StreamableHttpError<E> {
         *self.shared.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(refusal.clone());
         let scopes = refusal.scopes().to_vec();
-        let store = self.store.clone();
-        let kept =
-            tokio::task::spawn_blocking(move || store.update(|f| f.step_up_scopes = scopes)).await;
-        if !matches!(kept, Ok(Ok(()))) {
+        let kept = self
+            .store
+            .update_outside_refresh(|f| f.step_up_scopes = scopes)
+            .await;
+        if kept.is_err() {
             tracing::warn!(server = %self.server, "could not keep the needed scopes in the token store");
         }
         let refused = StepUpRefused {
@@ -564,18 +565,23 @@ impl StepUp {
     /// Keeps a 401 challenge (a public header: scopes and the metadata URL) for `login`.
     async fn keep_challenge(&self, challenge: &str) {
         let store = self.store.clone();
-        let challenge = challenge.to_string();
-        let _ = tokio::task::spawn_blocking(move || {
-            let unchanged = store
+        let kept = challenge.to_string();
+        let unchanged = tokio::task::spawn_blocking(move || {
+            store
                 .read()
                 .ok()
                 .flatten()
-                .is_some_and(|f| f.challenge.as_deref() == Some(challenge.as_str()));
-            if !unchanged {
-                let _ = store.update(|f| f.challenge = Some(challenge));
-            }
+                .is_some_and(|f| f.challenge.as_deref() == Some(kept.as_str()))
         })
-        .await;
+        .await
+        .unwrap_or(false);
+        if !unchanged {
+            let challenge = challenge.to_string();
+            let _ = self
+                .store
+                .update_outside_refresh(|f| f.challenge = Some(challenge))
+                .await;
+        }
     }
 
     /// The scopes of the stored grant, and the login it came from.

@@ -547,6 +547,26 @@ impl FileCredentialStore {
         self.write(&file)
     }
 
+    /// [`Self::update`] off the runtime's threads and under this server's refresh lock (unless
+    /// this task holds it, refreshing): a write outside a refresh — a kept challenge, a
+    /// step-up's scopes — never writes back tokens another process's refresh replaced between
+    /// its read and its write. Waits while another process refreshes.
+    pub async fn update_outside_refresh(
+        &self,
+        change: impl FnOnce(&mut TokenFile) + Send + 'static,
+    ) -> Result<(), StoreError> {
+        let held = HELD_LOCK
+            .try_with(|held| *held == self.lock_path())
+            .unwrap_or(false);
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let _lock = if held { None } else { Some(this.lock()?) };
+            this.update(change)
+        })
+        .await
+        .unwrap_or_else(|e| Err(self.error(&self.path(), "write", e)))
+    }
+
     /// [`Self::update`] under this server's refresh lock (no other process's refresh lands in
     /// between and writes back what it read before), a file that is no token file replaced:
     /// what a `login` writes. Blocks while another process refreshes.
@@ -852,6 +872,41 @@ mod tests {
         store.write_file(text.as_bytes()).unwrap();
         let err = store.read().unwrap_err().to_string();
         assert!(err.contains("unknown storage `vault`"), "{err}");
+        remove_temp(&dir);
+    }
+
+    #[tokio::test]
+    async fn a_write_outside_a_refresh_waits_for_the_refresh_and_keeps_its_tokens() {
+        let dir = temp_dir("outside");
+        let store = FileCredentialStore::in_dir(dir.clone(), "srv", "https://example.com/mcp");
+        store.update(|f| f.login = Some("before".into())).unwrap();
+        // Another process's refresh: holds the lock, then writes what it refreshed.
+        let refresh = store.lock().unwrap();
+        let write = tokio::spawn({
+            let store = store.clone();
+            async move {
+                store
+                    .update_outside_refresh(|f| f.step_up_scopes = vec!["admin".into()])
+                    .await
+            }
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        assert!(
+            !write.is_finished(),
+            "the write waits for the refresh's lock"
+        );
+        store
+            .update(|f| f.login = Some("refreshed".into()))
+            .unwrap();
+        drop(refresh);
+        write.await.unwrap().unwrap();
+        let file = store.read().unwrap().unwrap();
+        assert_eq!(
+            file.login.as_deref(),
+            Some("refreshed"),
+            "nothing written back"
+        );
+        assert_eq!(file.step_up_scopes, vec!["admin".to_string()]);
         remove_temp(&dir);
     }
 

@@ -45,7 +45,7 @@ use super::frozen::{
     AUTHENTICATE_TOOL, BoundTool, Frozen, READ_OUTPUT_TOOL, SEARCH_TOOL, SearchState, bound,
     hidden_name,
 };
-use crate::call::result::{NormalizedResult, normalize, normalize_with};
+use crate::call::result::{NormalizedResult, normalize};
 use crate::call::validate::{ArgumentValidator, drop_null_optionals};
 use crate::error::CallError;
 use crate::snapshot::publisher::{Published, ServerClient};
@@ -426,6 +426,9 @@ impl PreparedCall {
         if let Some(ask) = self.permission(entry, &args)? {
             Box::pin(self.ask_approval(ask)).await?;
         }
+        // The listing a tools/list_changed of the bound connection caused is awaited before
+        // the hold below: a config edit retiring the connection meanwhile need not wait for it.
+        self.await_announced_listing(entry, client).await;
         // Held before the connection is checked, until the call ends: a config edit that
         // retires this connection after the check waits for the call in its drain.
         let held = client.sends.hold();
@@ -536,17 +539,8 @@ impl PreparedCall {
             }
             _ => Err(request),
         };
-        // The server announced a change of its tools after the listing this step shows: the
-        // listing it causes is awaited (bounded), so the check below compares against it and
-        // a changed tool is refused as stale instead of run with arguments for its old schema.
-        let notices = client.wire.tools_changed();
-        if notices > client.tools_covered {
-            Box::pin(
-                self.ctx
-                    .await_tool_listing(&entry.server, client.epoch, notices),
-            )
-            .await;
-        }
+        // Again for a notice that came since, or for the connection a restart made.
+        self.await_announced_listing(entry, client).await;
         // The staleness check and the hand-off to the transport happen under the gate's read
         // side; the publisher swaps only under its write side.
         let mut kept_options = None;
@@ -701,17 +695,12 @@ impl PreparedCall {
             }
         };
         let output_schema = self.search.frozen.output_schema(entry);
-        let normalized = normalize_with(
-            result.clone(),
-            output_schema.as_deref(),
-            self.ctx.result_limits,
-        );
-        let spilled = self.ctx.output.spill(
+        let spilled = self.ctx.normalized_and_spilled(
             &entry.server,
             &entry.raw_name,
-            normalized,
-            self.ctx.output_budget_for(&entry.tool),
-            entry.tool.output_schema.is_some(),
+            Some(&entry.tool),
+            output_schema.as_deref(),
+            result.clone(),
         );
         let output_handle = spilled.handle().map(|h| h.to_string());
         Ok(CallReply::Done(ToolResult {
@@ -722,6 +711,21 @@ impl PreparedCall {
             normalized: spilled.into_result(),
             output_handle,
         }))
+    }
+
+    /// Where `client`'s server announced a change of its tools after the listing this step
+    /// shows, the listing it causes is awaited (bounded): the staleness check then compares
+    /// against it, and a changed tool is refused as stale instead of run with arguments for its
+    /// old schema. Nothing is awaited otherwise (one atomic load).
+    async fn await_announced_listing(&self, entry: &ToolEntry, client: &ServerClient) {
+        let notices = client.wire.tools_changed();
+        if notices > client.tools_covered {
+            Box::pin(
+                self.ctx
+                    .await_tool_listing(&entry.server, client.epoch, notices),
+            )
+            .await;
+        }
     }
 
     /// The answer to a request rmcp sent, the server told when `cancel` fires first.
