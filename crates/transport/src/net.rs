@@ -245,9 +245,29 @@ pub(crate) fn net_failure(err: &(dyn Error + 'static)) -> Option<NetFailure> {
     None
 }
 
+/// The most of a server's own text an error repeats ([`bounded_text`]).
+pub const MAX_ERROR_TEXT: usize = 4096;
+
+/// `text` cut to [`MAX_ERROR_TEXT`] bytes (at a character boundary), saying how much was left
+/// out: a server's error text can be megabytes, and an error is printed, logged and kept as
+/// the server's last error.
+pub fn bounded_text(mut text: String) -> String {
+    if text.len() <= MAX_ERROR_TEXT {
+        return text;
+    }
+    let mut end = MAX_ERROR_TEXT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let left_out = text.len() - end;
+    text.truncate(end);
+    text.push_str(&format!(" … ({left_out} more bytes not shown)"));
+    text
+}
+
 /// `err` and its sources as one line without Rust type names or URLs: rmcp's wrapper that
-/// names the transport by type is skipped, `for url (...)` is cut, and a source whose text the
-/// outer message already holds is not repeated.
+/// names the transport by type is skipped, `for url (...)` is cut, a source whose text the
+/// outer message already holds is not repeated, and the whole is [`bounded_text`].
 pub fn describe(err: &(dyn Error + 'static)) -> String {
     let mut parts: Vec<String> = Vec::new();
     for e in chain(err) {
@@ -267,7 +287,7 @@ pub fn describe(err: &(dyn Error + 'static)) -> String {
         }
         parts.push(text);
     }
-    let joined = parts.join(": ");
+    let joined = bounded_text(parts.join(": "));
     match joined.contains(UNPARSED_TOKEN_RESPONSE) {
         // oauth2's words for a token endpoint that answered with something else than a token
         // response (a 5xx page, a malformed `expires_in`): said in ours, with what to do.
@@ -646,6 +666,20 @@ impl Drop for ReadToEnd {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_servers_long_text_is_cut_in_an_error_saying_how_much() {
+        let long = "é".repeat(MAX_ERROR_TEXT);
+        let cut = bounded_text(long.clone());
+        assert!(cut.len() < MAX_ERROR_TEXT + 64, "{}", cut.len());
+        assert!(cut.ends_with(&format!(
+            "({} more bytes not shown)",
+            long.len() - MAX_ERROR_TEXT
+        )));
+        let err = std::io::Error::other(format!("boom: {}", "x".repeat(10 << 20)));
+        assert!(describe(&err).len() < MAX_ERROR_TEXT + 64);
+        assert_eq!(bounded_text("short".into()), "short");
+    }
 
     #[test]
     fn an_unparsed_token_response_is_said_with_what_to_do() {

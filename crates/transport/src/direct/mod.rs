@@ -47,7 +47,9 @@ use rmcp::transport::streamable_http_client::{
     StreamableHttpError, StreamableHttpPostResponse, StreamableHttpResponseLimits,
 };
 
-use crate::inbound::{JSON_PARSE_ERROR, salvage_listing};
+use crate::inbound::{
+    JSON_PARSE_ERROR, LISTING_CHECK_FROM, MAX_LISTING_ENTRIES, over_long_listing, salvage_listing,
+};
 use crate::layer::PostResult;
 use events::EventStream;
 
@@ -321,6 +323,16 @@ async fn answered(
     // (a schema nested past serde's depth): handed on with the entries that decode and the
     // others as placeholders naming why, as the harness's decoder does for an event stream's
     // answer — where rmcp would hand on the catch-all, or fail the request whole.
+    if body.len() >= LISTING_CHECK_FROM
+        && let Some(kind) = over_long_listing(&body)
+    {
+        return Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(
+            format!(
+                "the server answered with a listing page of more than {MAX_LISTING_ENTRIES} \
+                 {kind}, the most a listing may hold; it was not decoded"
+            ),
+        )));
+    }
     let message = match serde_json::from_slice::<ServerJsonRpcMessage>(&body) {
         Ok(ServerJsonRpcMessage::Response(r))
             if matches!(

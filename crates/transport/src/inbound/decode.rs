@@ -27,7 +27,10 @@ use rmcp::model::{
 };
 
 use super::fault::{MAX_MESSAGE_KEY, WireFault};
-use super::scan::{Scanned, error_reason, salvage_listing, scan};
+use super::scan::{
+    LISTING_CHECK_FROM, MAX_LISTING_ENTRIES, Scanned, error_reason, over_long_listing,
+    salvage_listing, scan,
+};
 use crate::layer::Expect;
 use crate::wire::WireNotes;
 
@@ -271,6 +274,24 @@ impl Inbound {
         if bytes.len() > self.limit {
             return self
                 .too_large(bytes.len(), true, scan(bytes), origin)
+                .into();
+        }
+        if bytes.len() >= LISTING_CHECK_FROM
+            && expect != Expect::ToolResult
+            && let Some(kind) = over_long_listing(bytes)
+        {
+            let reason = format!(
+                "it is a listing page of more than {MAX_LISTING_ENTRIES} {kind}, the most a \
+                 listing may hold"
+            );
+            let fault = WireFault::Undecodable {
+                server: self.server.to_string(),
+                reason: reason.clone(),
+            };
+            return self
+                .fail_or_note(fault, scan(bytes), origin, || {
+                    format!("a message that could not be taken ({reason})")
+                })
                 .into();
         }
         let typed = match expect {
@@ -655,6 +676,45 @@ mod tests {
                 .contains("undecodable")
         );
         assert_eq!(inbound.wire.counts(), (0, 1));
+    }
+
+    /// A listing page of more entries than a listing may hold fails its request before it is
+    /// decoded (each decoded entry costs many times its bytes); one at the limit decodes.
+    #[test]
+    fn an_over_long_listing_page_fails_its_request_undecoded() {
+        let inbound = Inbound::new("s", 64 << 20, WireNotes::default(), true);
+        let page = |n: usize, entry: &str| {
+            let entries = vec![entry; n].join(",");
+            format!(r#"{{"jsonrpc":"2.0","id":7,"result":{{"tools":[{entries}]}}}}"#)
+        };
+        let list = || {
+            serde_json::from_value::<ClientJsonRpcMessage>(
+                json!({"jsonrpc":"2.0","id":7,"method":"tools/list"}),
+            )
+            .unwrap()
+        };
+        for entry in [
+            r#"{"name":"t","inputSchema":1}"#,
+            r#"{"name":"t","inputSchema":{}}"#,
+        ] {
+            inbound.sent(&list());
+            let over = page(MAX_LISTING_ENTRIES + 1, entry);
+            let Some(ServerJsonRpcMessage::Error(e)) = inbound.decode(over.as_bytes(), None) else {
+                panic!("expected an error for the request");
+            };
+            assert_eq!(e.id, Some(RequestId::Number(7)));
+            assert!(
+                e.error.message.contains("more than 10000 tools"),
+                "{}",
+                e.error.message
+            );
+        }
+        inbound.sent(&list());
+        let at = page(MAX_LISTING_ENTRIES, r#"{"name":"t","inputSchema":{}}"#);
+        assert!(matches!(
+            inbound.decode(at.as_bytes(), None),
+            Some(ServerJsonRpcMessage::Response(_))
+        ));
     }
 
     #[test]

@@ -15,5 +15,7 @@ mod tap;
 
 pub(crate) use decode::Inbound;
 pub use fault::{DEFAULT_MAX_MESSAGE_BYTES, UNDECODABLE_META_KEY, WireFault};
-pub(crate) use scan::{IdScan, salvage_listing};
+pub(crate) use scan::{
+    IdScan, LISTING_CHECK_FROM, MAX_LISTING_ENTRIES, over_long_listing, salvage_listing,
+};
 pub(crate) use tap::{JSON_PARSE_ERROR, Tap};

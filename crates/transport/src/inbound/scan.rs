@@ -257,26 +257,71 @@ fn members(b: &[u8], span: Range<usize>) -> Option<Vec<(Range<usize>, Range<usiz
 
 /// The element spans of the array at `span`.
 fn elements(b: &[u8], span: Range<usize>) -> Option<Vec<Range<usize>>> {
+    let mut out = Vec::new();
+    each_element(b, span, |element| {
+        out.push(element);
+        true
+    })?;
+    Some(out)
+}
+
+/// Hands `each` the span of every element of the array at `span` until it returns false;
+/// `None` when `span` is no array.
+fn each_element(
+    b: &[u8],
+    span: Range<usize>,
+    mut each: impl FnMut(Range<usize>) -> bool,
+) -> Option<()> {
     let b = &b[..span.end];
     let mut i = skip_ws(b, span.start);
     if *b.get(i)? != b'[' {
         return None;
     }
     i += 1;
-    let mut out = Vec::new();
     loop {
         i = skip_ws(b, i);
         match *b.get(i)? {
-            b']' => return Some(out),
+            b']' => return Some(()),
             b',' => i += 1,
             _ => {
                 let end = value_end(b, i)?;
-                out.push(i..end);
+                if !each(i..end) {
+                    return Some(());
+                }
                 i = end;
             }
         }
     }
 }
+
+/// The most entries one listing page may hold: as many as a whole listing may (the catalog's
+/// page limits).
+pub(crate) const MAX_LISTING_ENTRIES: usize = 10_000;
+
+/// Messages at least this long are checked with [`over_long_listing`] before they are decoded
+/// (a shorter one cannot hold enough entries to cost much).
+pub(crate) const LISTING_CHECK_FROM: usize = 64 * 1024;
+
+/// The kind (`tools`, ...) of a listing answer in `b` whose page holds more than
+/// [`MAX_LISTING_ENTRIES`] entries: refused before it is decoded, since each decoded entry
+/// costs many times its bytes (a 35 MB page of a million tiny entries would take gigabytes).
+pub(crate) fn over_long_listing(b: &[u8]) -> Option<&'static str> {
+    let top = members(b, 0..b.len())?;
+    let result = member(b, &top, "result")?.clone();
+    let inner = members(b, result)?;
+    let (key, list) = LISTING_KEYS
+        .into_iter()
+        .find_map(|k| member(b, &inner, k).map(|v| (k, v.clone())))?;
+    let mut count = 0;
+    each_element(b, list, |_| {
+        count += 1;
+        count <= MAX_LISTING_ENTRIES
+    })?;
+    (count > MAX_LISTING_ENTRIES).then_some(key)
+}
+
+/// The members of a result that hold a listing page.
+const LISTING_KEYS: [&str; 4] = ["tools", "prompts", "resources", "resourceTemplates"];
 
 fn member<'a>(
     b: &[u8],
@@ -296,7 +341,7 @@ pub(crate) fn salvage_listing(b: &[u8]) -> Option<ServerJsonRpcMessage> {
     let top = members(b, 0..b.len())?;
     let result = member(b, &top, "result")?.clone();
     let inner = members(b, result)?;
-    let (key, list) = ["tools", "prompts", "resources", "resourceTemplates"]
+    let (key, list) = LISTING_KEYS
         .into_iter()
         .find_map(|k| member(b, &inner, k).map(|v| (k, v.clone())))?;
     let mut replaced: Vec<(Range<usize>, Vec<u8>)> = Vec::new();

@@ -38,6 +38,11 @@ const HEALTHY_AFTER: Duration = Duration::from_secs(5);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// A POST must be answered within this.
 pub(super) const POST_TIMEOUT: Duration = Duration::from_secs(30);
+/// A message whose POST is not answered within this counts as sent (a legacy server answers
+/// `202` at once; the answer comes on the stream): the caller's own deadline (a tool call's
+/// `toolTimeoutSec`) runs from then, instead of waiting [`POST_TIMEOUT`] first. A failure
+/// after it is logged (a session gone still closes the connection).
+const POST_ANSWER_WAIT: Duration = Duration::from_secs(2);
 /// Server messages buffered between the stream reader and rmcp.
 const INBOUND_BUFFER: usize = 256;
 
@@ -368,7 +373,10 @@ impl Transport<RoleClient> for LegacySseTransport {
             if !queued {
                 return Err(LegacySseError::Closed);
             }
-            result.await.unwrap_or(Err(LegacySseError::Closed))
+            match tokio::time::timeout(POST_ANSWER_WAIT, result).await {
+                Ok(answered) => answered.unwrap_or(Err(LegacySseError::Closed)),
+                Err(_) => Ok(()),
+            }
         }
     }
 
@@ -558,7 +566,10 @@ async fn post_loop(
             tracing::warn!(server = %server, "legacy SSE session ends: {e}");
             cancel.cancel();
         }
-        let _ = post.done.send(result);
+        // No one waits for it when it took longer than POST_ANSWER_WAIT: said here.
+        if let Err(Err(e)) = post.done.send(result) {
+            tracing::warn!(server = %server, "a message POSTed to the server, counted as sent after {}s without an answer, failed: {e}", POST_ANSWER_WAIT.as_secs());
+        }
     }
 }
 
@@ -772,9 +783,12 @@ mod tests {
                         gets
                     };
                     let reply = handler(&request, gets);
-                    let _ = socket
-                        .write_all(format!("{}\r\n{}", reply.head, reply.body).as_bytes())
-                        .await;
+                    // An empty head: the request is never answered.
+                    if !reply.head.is_empty() {
+                        let _ = socket
+                            .write_all(format!("{}\r\n{}", reply.head, reply.body).as_bytes())
+                            .await;
+                    }
                     if reply.hold {
                         tokio::time::sleep(Duration::from_secs(600)).await;
                     }
@@ -818,6 +832,32 @@ mod tests {
         for _ in 0..3 {
             transport.receive().await.expect("an early message");
         }
+    }
+
+    /// A POST the server never answers counts as sent after a short wait: the caller's own
+    /// deadline runs from then (rmcp waits for the send before it starts a request's timeout),
+    /// not from the POST's 30 s limit.
+    #[tokio::test]
+    async fn a_post_never_answered_counts_as_sent_after_a_short_wait() {
+        let (url, _) = fake_server(Arc::new(|req: &Request, _| match req.method.as_str() {
+            "GET" => stream("event: endpoint\ndata: /message?sessionId=s1\n\n", true),
+            _ => Reply {
+                head: "",
+                body: String::new(),
+                hold: true,
+            },
+        }))
+        .await;
+        let mut transport = LegacySseTransport::open(client(&[]), url, "t".into())
+            .await
+            .expect("opens");
+        let message: ClientJsonRpcMessage = serde_json::from_str(PING).unwrap();
+        let start = tokio::time::Instant::now();
+        let sent = tokio::time::timeout(Duration::from_secs(10), transport.send(message))
+            .await
+            .expect("send ends well before the POST's own limit");
+        assert!(sent.is_ok(), "{sent:?}");
+        assert!(start.elapsed() >= POST_ANSWER_WAIT, "{:?}", start.elapsed());
     }
 
     #[tokio::test]
