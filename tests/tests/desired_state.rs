@@ -125,6 +125,48 @@ async fn a_cancelled_refresh_leaves_the_runtime_dirty() {
     runtime.shutdown().await;
 }
 
+/// A server still starting when an edit replaces or removes it stops then, with the process
+/// it started: it does not run on to its startup deadline beside its successor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_still_starting_stops_when_replaced_or_removed() {
+    let (first, second) = (marker("starting-1"), marker("starting-2"));
+    let slow = |name: &str| {
+        let mut slow = server("slow", fixture_stdio(&["--name", name, "--hang-at-start"]));
+        slow.startup_timeout = Duration::from_secs(60);
+        slow
+    };
+    let runtime = start(vec![server("a", fixture_stdio(&[])), slow(&first)]);
+    for _ in 0..100 {
+        if !processes_with(&first).is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(processes_with(&first).len(), 1, "the slow server started");
+    // Replaced: the refresh waits for the new one to settle (it never does within the test).
+    runtime.set_config(config(vec![server("a", fixture_stdio(&[])), slow(&second)]));
+    let checked = async {
+        let gone = wait_gone(&first).await;
+        (gone, processes_with(&second).len())
+    };
+    let refreshing = tokio::time::timeout(Duration::from_secs(6), runtime.refresh_if_dirty());
+    let ((left, successors), _) = tokio::join!(checked, refreshing);
+    assert_eq!(left, Vec::<u32>::new(), "the replaced start runs on");
+    assert_eq!(successors, 1, "its successor starts");
+    // Removed.
+    runtime.set_config(config(vec![server("a", fixture_stdio(&[]))]));
+    tokio::time::timeout(Duration::from_secs(20), runtime.refresh_if_dirty())
+        .await
+        .expect("a refresh removing a starting server ends")
+        .expect("refresh");
+    assert_eq!(
+        wait_gone(&second).await,
+        Vec::<u32>::new(),
+        "the removed start runs on"
+    );
+    runtime.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_refreshes_publish_once() {
     let runtime = start(vec![server("a", fixture_stdio(&[]))]);

@@ -235,7 +235,8 @@ pub(crate) fn describe(e: ServiceError) -> String {
         }
         ServiceError::McpError(data) => format!(
             "the server answered with error {}: {}",
-            data.code.0, data.message
+            data.code.0,
+            mcp_harness_transport::net::bounded_text(data.message.into_owned())
         ),
         ServiceError::TransportClosed => "the connection is closed".to_string(),
         ServiceError::TransportSend(error) => {

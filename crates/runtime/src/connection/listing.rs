@@ -70,6 +70,7 @@ pub(crate) async fn list_kind(
             return Err(ListFailure {
                 message: "commands are built from prompts and skills, not listed".to_string(),
                 auth_required: false,
+                timed_out: false,
             });
         }
         Kind::Skills => collect_pages(limits, |c| {
@@ -125,9 +126,11 @@ pub(crate) async fn list_kind(
     };
     result.map_err(|e| {
         let auth_required = matches!(&e, ListError::Fetch(f) if f.auth_required);
+        let timed_out = matches!(&e, ListError::Fetch(f) if f.timed_out);
         ListFailure {
             message: format!("listing {kind} failed: {e}"),
             auth_required,
+            timed_out,
         }
     })
 }
@@ -138,6 +141,8 @@ pub(crate) async fn list_kind(
 pub(crate) struct ListFailure {
     pub message: String,
     pub auth_required: bool,
+    /// No answer came within the listing's deadline.
+    pub timed_out: bool,
 }
 
 impl std::fmt::Display for ListFailure {
@@ -159,17 +164,24 @@ async fn timed_page<T>(
             Err(ListFailure {
                 message: describe(e),
                 auth_required,
+                timed_out: false,
             })
         }
         Err(_) => Err(ListFailure {
             message: match wire.anomalies_since(mark) {
                 Some(arrived) => format!(
                     "no usable answer within {}s; the server sent {arrived}",
-                    limit.as_secs_f64()
+                    seconds(limit)
                 ),
-                None => format!("no answer within {}s", limit.as_secs_f64()),
+                None => format!("no answer within {}s", seconds(limit)),
             },
             auth_required: false,
+            timed_out: true,
         }),
     }
+}
+
+/// `d` in seconds to the millisecond, as an error says it.
+fn seconds(d: Duration) -> f64 {
+    d.as_millis() as f64 / 1000.0
 }

@@ -420,11 +420,15 @@ impl Registry {
                 .get(&name)
                 .is_some_and(|d| d.next.is_none())
         {
-            // A removed server's entries leave at once; its calls in flight still finish.
+            // A removed server's entries leave at once; its calls in flight still finish. The
+            // removal is published before the session starts closing: a call bound to the
+            // catalog before it is refused as stale, never written to a closed connection
+            // (the publisher may hold an update back for its batch window).
             self.publisher.do_send(RemoveServer {
                 name: name.clone(),
                 cause: "no longer in the configuration".into(),
             });
+            let _ = tokio::time::timeout(SHUTDOWN_GRACE, self.publisher.send(Flush)).await;
         }
         let registry = Arc::clone(self);
         self.arbiter.spawn(async move {

@@ -332,13 +332,17 @@ impl ServerActor {
             }
         };
         match std::mem::replace(&mut self.phase, Phase::Stopped) {
-            Phase::Connecting(connecting) => Some(connecting),
+            Phase::Connecting(mut connecting) => {
+                cancel(ctx, connecting.attempt.take());
+                Some(connecting)
+            }
             Phase::BackingOff(backing_off) => {
                 cancel(ctx, backing_off.retry);
                 Some(Connecting {
                     run: backing_off.run,
                     refused_initialize: None,
                     failure: backing_off.failure,
+                    attempt: None,
                 })
             }
             Phase::Live(live) => {
@@ -551,7 +555,10 @@ impl ServerActor {
                 cancel(ctx, watch);
                 (None, None)
             }
-            Phase::Connecting(connecting) => (None, connecting.run.revival),
+            Phase::Connecting(connecting) => {
+                cancel(ctx, connecting.attempt);
+                (None, connecting.run.revival)
+            }
             Phase::Failed { .. } | Phase::Exited { .. } | Phase::Stopped => (None, None),
         };
         self.finish_revival(

@@ -61,6 +61,10 @@ impl ServerActor {
             _ => self.config.startup_timeout,
         };
         let probing = matches!(connecting.run.pace, Pace::Probing);
+        // This attempt has what is left of the startup budget: a listing it cannot finish in
+        // that is the budget running out, said with the error of the attempt before it.
+        let leftover =
+            matches!(connecting.run.pace, Pace::Startup { .. }) && self.record.attempts > 0;
         self.phase = Phase::Connecting(connecting);
         if !probing {
             self.mark_state();
@@ -177,6 +181,14 @@ impl ServerActor {
                             failure.message
                         ));
                     }
+                    Err(failure) if failure.timed_out && leftover => {
+                        session.shutdown().await;
+                        let error = TransportError::StartupTimeout {
+                            timeout: page_timeout,
+                            stderr_tail: None,
+                        };
+                        return Err((error, Stage::Listing));
+                    }
                     Err(failure) => {
                         session.shutdown().await;
                         // A 401 while listing (an expired or missing token) means needs-auth.
@@ -216,7 +228,7 @@ impl ServerActor {
             let _attempt = attempt;
             outcome.await
         };
-        ctx.spawn(outcome.into_actor(self).map(move |outcome, act, ctx| {
+        let handle = ctx.spawn(outcome.into_actor(self).map(move |outcome, act, ctx| {
             let result = outcome.unwrap_or_else(|_| {
                 Err((TransportError::Initialize {
                     message: "the connect attempt ended without an outcome (it panicked, or its I/O thread stopped)".into(),
@@ -226,6 +238,9 @@ impl ServerActor {
             });
             act.on_attempted(epoch, result, ctx)
         }));
+        if let Phase::Connecting(connecting) = &mut self.phase {
+            connecting.attempt = Some(handle);
+        }
     }
 
     fn on_attempted(
@@ -239,6 +254,10 @@ impl ServerActor {
                 actix::spawn(attempted.session.shutdown());
             }
             return;
+        }
+        // Ended: nothing to cancel when the phase is left.
+        if let Phase::Connecting(connecting) = &mut self.phase {
+            connecting.attempt = None;
         }
         match result {
             Ok(attempted) => self.go_live(attempted, ctx),

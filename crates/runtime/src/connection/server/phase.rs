@@ -103,6 +103,10 @@ pub(super) struct Connecting {
     /// While probing: the failure the server goes on showing during this attempt (`None`: it
     /// shows pending).
     pub(super) failure: Option<String>,
+    /// The attempt under way, cancelled (with the process it started) when this phase is left
+    /// before it ends: a replaced or removed server's slow start does not run on to its
+    /// deadline beside its successor.
+    pub(super) attempt: Option<actix::SpawnHandle>,
 }
 
 /// What `Live` owns: the connection and everything listed on it.
@@ -154,6 +158,7 @@ impl Connecting {
             run: Run { pace, revival },
             refused_initialize: None,
             failure: None,
+            attempt: None,
         }
     }
 }
