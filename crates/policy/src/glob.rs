@@ -6,7 +6,9 @@
 //!
 //! - Over model-visible tool names the separator is `__`, so `mcp__github__*` matches every tool
 //!   of `github` whose raw name has no `__`, while `*` alone matches only names without `__` (the
-//!   harness's built-in tools, never `mcp__<server>__<tool>`).
+//!   harness's built-in tools, never `mcp__<server>__<tool>`). Restrictive rules (deny, ask, a
+//!   visibility filter's deny) match names [`Glob::crossing`]: there `*` crosses `__` too, since
+//!   a raw name may hold `__` and a deny must not miss it.
 //! - Over string arguments the separator is `/`, so `/tmp/*` matches `/tmp/a` but not
 //!   `/tmp/a/b`, and `/tmp/**` matches both.
 //!
@@ -65,18 +67,19 @@ impl Glob {
         if !self.tokens.contains(&Token::Star) || self.is_match(value) {
             return false;
         }
-        let crossing = Glob {
-            tokens: self
-                .tokens
-                .iter()
-                .map(|t| match t {
-                    Token::Star => Token::AnyStar,
-                    other => other.clone(),
-                })
-                .collect(),
-            separator: self.separator,
-        };
-        crossing.is_match(value)
+        self.clone().crossing().is_match(value)
+    }
+
+    /// This pattern with every `*` a `**`: what a restrictive rule (deny, ask) over names
+    /// matches, since a server's raw tool name may itself hold `__` — `mcp__fx__*` must not let
+    /// `mcp__fx__a__b` through.
+    pub(crate) fn crossing(mut self) -> Self {
+        for token in &mut self.tokens {
+            if *token == Token::Star {
+                *token = Token::AnyStar;
+            }
+        }
+        self
     }
 
     /// Whether the whole of `value` matches.

@@ -390,7 +390,11 @@ impl Rule {
             .collect();
         Ok(Rule {
             effect,
-            tool: Glob::new(&raw.tool, NAME_SEPARATOR),
+            // A deny or ask rule's `*` crosses `__`: a raw name holding `__` is never let past it.
+            tool: match effect {
+                Effect::Allow => Glob::new(&raw.tool, NAME_SEPARATOR),
+                Effect::Ask | Effect::Deny => Glob::new(&raw.tool, NAME_SEPARATOR).crossing(),
+            },
             args,
             text,
         })

@@ -3,8 +3,9 @@
 //!
 //! Invariant: a filter admits a name when `allow` is absent or one of its patterns matches, and
 //! no `deny` pattern matches (deny wins). Patterns are the permission rules' globs: over names
-//! `*` stays within a `__`-separated segment and `**` crosses them; over URIs `*` stays within
-//! a `/`-separated segment. A pattern matches the whole value or nothing.
+//! `*` stays within a `__`-separated segment and `**` crosses them — except in `deny`, where `*`
+//! crosses `__` too (a raw name may hold `__`: `mcp__fx__*` hides `mcp__fx__a__b`); over URIs `*`
+//! stays within a `/`-separated segment. A pattern matches the whole value or nothing.
 
 use crate::glob::{Glob, NAME_SEPARATOR, PATH_SEPARATOR, check_name_pattern};
 
@@ -36,6 +37,8 @@ impl NameFilter {
         kind: PatternKind,
     ) -> Result<Self, String> {
         let compile = |list: &str, patterns: Vec<String>| -> Result<Vec<Glob>, String> {
+            // A deny's `*` over names crosses `__`: a raw name holding `__` is never let past it.
+            let crossing = list == "deny" && kind == PatternKind::Name;
             patterns
                 .into_iter()
                 .enumerate()
@@ -54,7 +57,8 @@ impl NameFilter {
                         PatternKind::Server | PatternKind::Name => NAME_SEPARATOR,
                         PatternKind::Uri => PATH_SEPARATOR,
                     };
-                    Ok(Glob::new(&pattern, separator))
+                    let glob = Glob::new(&pattern, separator);
+                    Ok(if crossing { glob.crossing() } else { glob })
                 })
                 .collect()
         };
@@ -97,6 +101,20 @@ mod tests {
         assert!(!f.admits("mcp__fx__add"));
         assert!(!f.admits("mcp__ev__echo"));
         assert!(filter(None, &[], PatternKind::Name).is_open());
+    }
+
+    #[test]
+    fn a_deny_over_names_is_not_missed_by_a_raw_name_holding_the_separator() {
+        let f = filter(None, &["mcp__fx__*"], PatternKind::Name);
+        assert!(!f.admits("mcp__fx__mcp__fy__greeting"));
+        assert!(!f.admits("mcp__fx__echo"));
+        assert!(f.admits("mcp__fy__echo"));
+        // An allow stays within its segment: what it does not name stays hidden.
+        let f = filter(Some(&["mcp__fx__*"]), &[], PatternKind::Name);
+        assert!(!f.admits("mcp__fx__a__b"));
+        // Over URIs the segments are the path's.
+        let f = filter(None, &["file:///secrets/*"], PatternKind::Uri);
+        assert!(f.admits("file:///secrets/a/b"));
     }
 
     #[test]

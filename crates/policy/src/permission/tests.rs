@@ -310,6 +310,20 @@ fn allow_all_approves() {
 /// An allow rule written with `*` where `**` was meant is named in the reason, with the rule
 /// for `*`; a session that cannot ask says what to add once.
 #[test]
+fn a_deny_or_ask_rule_is_not_missed_by_a_raw_name_holding_the_separator() {
+    let r = rules(json!({"allow": ["mcp__**"], "deny": ["mcp__fx__*"], "ask": ["mcp__gh__*"]}));
+    assert!(matches!(
+        r.decide("mcp__fx__a__b", &none(), None),
+        Decision::Deny { .. }
+    ));
+    assert!(matches!(
+        r.decide("mcp__gh__a__b", &none(), None),
+        Decision::Ask { .. }
+    ));
+    assert_eq!(r.decide("mcp__ev__a__b", &none(), None), Decision::Allow);
+}
+
+#[test]
 fn a_rule_that_misses_by_a_star_is_explained() {
     let r = rules(json!({"allow": ["mcp__*", "mcp__fx__*"]}));
     assert_eq!(r.decide("mcp__fx__echo", &none(), None), Decision::Allow);
