@@ -252,13 +252,21 @@ fn tampered_expired_and_foreign_key_ids_get_404() {
         assert_eq!(status, 404, "tampered id: {body}");
         assert!(body.contains("initialize"), "404 says what to do: {body}");
 
-        // Expired: the same id re-sealed under the right key with an expiry in the past.
+        // Expired: the same id re-sealed under the right key with an expiry in the past, on a
+        // replica with the key that did not renew the session (the one that did takes it: a
+        // client that keeps its first id is renewed where its session is used).
         let keys = SessionKeys::parse(K1).expect("K1");
         let past = SystemTime::now() - Duration::from_secs(60);
         let expired = keys.restamp(&good, past).expect("restamp");
-        let (status, _, body) = with_id(&a.addr, &expired);
+        let unrenewed = Replica::start(&dir, &config, Some(K1));
+        let (status, _, body) = with_id(&unrenewed.addr, &expired);
         assert_eq!(status, 404, "expired id: {body}");
         assert!(body.contains("expired"), "{body}");
+        assert_eq!(
+            with_id(&a.addr, &expired).0,
+            200,
+            "renewed where it is used"
+        );
         // ... while the same re-stamp with a future expiry is served: the 404 was the expiry.
         let later = SystemTime::now() + Duration::from_secs(600);
         let fresh = keys.restamp(&good, later).expect("restamp");
@@ -279,6 +287,39 @@ fn tampered_expired_and_foreign_key_ids_get_404() {
 
 /// Prepending a key keeps every id of the old key working (re-issued ids are sealed under the
 /// new key); dropping the old key afterwards retires its ids.
+/// A session sealed by a replica that serves without client profiles is no profile's on a
+/// replica with profiles (not every profile's): its requests there are refused, whatever token
+/// they carry, and the client is told to open a session of its own.
+#[test]
+fn a_session_sealed_without_a_profile_is_refused_where_profiles_are() {
+    let dir = temp_home("scale-out", "no-profile");
+    let open = fixture_config(&dir, &[]);
+    let mut document: Value =
+        serde_json::from_str(&std::fs::read_to_string(&open).expect("config")).expect("json");
+    document["gateway"] =
+        json!({"clients": {"a": {"auth": {"type": "bearer", "tokenEnv": "GW_A"}}}});
+    let profiled = dir.join("profiled.json");
+    std::fs::write(&profiled, document.to_string()).expect("write config");
+    let plain = Replica::start(&dir, &open, Some(K1));
+    let guarded = Replica::start_with_env(
+        &dir,
+        &profiled,
+        &[("MCP_HARNESS_SESSION_KEYS", K1), ("GW_A", "token-a")],
+    );
+    let client = Client::open(&plain.addr);
+    let headers = [
+        POST[0],
+        POST[1],
+        ("Mcp-Session-Id", client.id.as_str()),
+        ("Mcp-Protocol-Version", "2025-11-25"),
+        ("Authorization", "Bearer token-a"),
+    ];
+    let list = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list"}).to_string();
+    let (status, _, body) = http(&guarded.addr, "POST", "/mcp", &headers, &list);
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("initialize a session of your own"), "{body}");
+}
+
 #[test]
 fn a_prepended_key_keeps_old_sessions_working() {
     let dir = temp_home("scale-out", "rotate");

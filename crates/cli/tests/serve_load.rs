@@ -719,6 +719,133 @@ fn a_listening_session_outlives_the_idle_timeout() {
     );
 }
 
+/// Sessions subscribing to one resource at once all meet the upstream's refusal (the resource
+/// is not there yet), none is told it subscribed; once the resource exists, a subscription made
+/// then is held upstream and hears of its updates.
+#[test]
+fn concurrent_subscribes_all_meet_the_upstreams_answer() {
+    use common::gateway::{Session, Sse};
+    let dir = temp_home("serve-load", "subscribe-together");
+    let config = fixture_config(&dir, &[]);
+    let served = Served::start(&dir, &config, &[], Stdio::null());
+    let sessions: Vec<Session<'_>> = (0..8)
+        .map(|n| Session::open(&served.addr, "unused", json!({}), &format!("s{n}")).0)
+        .collect();
+    sessions[0].wait_listed("mcp__fx__echo", Duration::from_secs(20));
+    let uri = "fixture://updates/later";
+    let together = std::sync::Barrier::new(sessions.len());
+    std::thread::scope(|scope| {
+        for session in &sessions {
+            let together = &together;
+            scope.spawn(move || {
+                together.wait();
+                let answer = session.request("resources/subscribe", json!({"uri": uri}));
+                assert_eq!(answer["error"]["code"], -32002, "{answer}");
+            });
+        }
+    });
+    let tool = |name: &str, arguments: serde_json::Value| {
+        let answer = sessions[0].request(
+            "tools/call",
+            json!({"name": format!("mcp__fx__{name}"), "arguments": arguments}),
+        );
+        assert_eq!(
+            answer["result"]["isError"],
+            json!(false),
+            "{name}: {answer}"
+        );
+    };
+    tool("add_resource", json!({"uri": uri}));
+    let listener = &sessions[1];
+    let mut stream = Sse::get(listener);
+    let start = Instant::now();
+    loop {
+        let answer = listener.request("resources/subscribe", json!({"uri": uri}));
+        if answer.get("result").is_some() {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "{answer}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    tool("update_resource", json!({"uri": uri, "text": "new"}));
+    let mut heard = None;
+    for _ in 0..100 {
+        let Some(message) = stream.next() else { break };
+        if message["method"] == "notifications/resources/updated" {
+            heard = message["params"]["uri"].as_str().map(str::to_string);
+            break;
+        }
+    }
+    assert_eq!(
+        heard.as_deref(),
+        Some(uri),
+        "the later subscription was never made upstream"
+    );
+}
+
+/// A 2026-07-28 `subscriptions/listen` stream asking for `resourceSubscriptions` gets them
+/// acknowledged and their updates on the stream.
+#[test]
+fn a_listen_stream_hears_of_its_resources() {
+    use common::gateway::{Session, Sse};
+    let dir = temp_home("serve-load", "listen-resources");
+    let config = fixture_config(&dir, &[]);
+    let served = Served::start(&dir, &config, &[], Stdio::null());
+    let addr = served.addr.as_str();
+    let (session, _) = Session::open(addr, "unused", json!({}), "updater");
+    session.wait_listed("mcp__fx__echo", Duration::from_secs(20));
+    let uri = "fixture://updates/listened";
+    let added = session.request(
+        "tools/call",
+        json!({"name": "mcp__fx__add_resource", "arguments": {"uri": uri}}),
+    );
+    assert_eq!(added["result"]["isError"], json!(false), "{added}");
+    let listen = json!({"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": {
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "listens", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {}
+        },
+        "notifications": {"resourceSubscriptions": [uri]}}})
+    .to_string();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMcp-Protocol-Version: 2026-07-28\r\n\
+         Mcp-Method: subscriptions/listen\r\nContent-Length: {}\r\n\r\n{listen}",
+        listen.len()
+    );
+    let mut stream = Sse::open(addr, &request);
+    let ack = stream.next().expect("an acknowledgement");
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    assert_eq!(
+        ack["params"]["notifications"]["resourceSubscriptions"],
+        json!([uri]),
+        "{ack}"
+    );
+    // The stream is acknowledged before the gateway subscribes upstream (rmcp sends the
+    // acknowledgement first): updated a few times, the later ones after it did (bounded).
+    for _ in 0..5 {
+        let updated = session.request(
+            "tools/call",
+            json!({"name": "mcp__fx__update_resource", "arguments": {"uri": uri, "text": "new"}}),
+        );
+        assert_eq!(updated["result"]["isError"], json!(false), "{updated}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let mut heard = None;
+    for _ in 0..100 {
+        let Some(message) = stream.next() else { break };
+        if message["method"] == "notifications/resources/updated" {
+            heard = message["params"]["uri"].as_str().map(str::to_string);
+            break;
+        }
+    }
+    assert_eq!(heard.as_deref(), Some(uri));
+}
+
 /// Bad requests to `/mcp`, each in a live session: malformed JSON, bytes that are not UTF-8,
 /// a JSON-RPC batch, JSON that is not JSON-RPC, a body over the limit, a wrong content type.
 /// Each gets a 4xx at once that says what was wrong — a JSON-RPC error without id where the

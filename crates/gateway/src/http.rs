@@ -765,7 +765,9 @@ async fn authenticate(
     let name = proven.owner();
     let owned_by_another = match (&session, sealed_owner.flatten()) {
         (_, Some(owner)) => owner != name,
-        (Some(id), None) => guard.owners.get(id).is_some_and(|owner| *owner != name),
+        // Sealed without a profile (by a replica serving without client profiles): only the
+        // client this replica saw open it may go on with it, never every profile.
+        (Some(id), None) => guard.owners.get(id).is_none_or(|owner| *owner != name),
         (None, None) => false,
     };
     let profile = proven.profile;

@@ -314,7 +314,11 @@ impl ResourceView {
     /// else the one whose template it expands (the most specific template, RFC 6570); else the
     /// only server with resources.
     pub(crate) fn owner(&self, uri: &str) -> Option<&str> {
-        if self.denied.as_ref().is_some_and(|f| !f.admits(uri)) {
+        if self
+            .denied
+            .as_ref()
+            .is_some_and(|f| !admits_every_reading(f, uri))
+        {
             return None;
         }
         if let Some(server) = self.owners.get(uri) {
@@ -338,11 +342,10 @@ impl ResourceView {
     /// `skill://S/…` URI (under [`Prefix::Server`]) goes to server `S` when the profile may see
     /// it; under [`Prefix::None`] a URI no listing or template claims goes to the one server.
     pub(crate) fn route(&self, uri: &str) -> Option<(String, String)> {
-        // A `.`/`..` segment could name, once an upstream resolves it, what a rule denies.
         if self
             .denied
             .as_ref()
-            .is_some_and(|f| !f.admits(uri) || has_dot_segment(uri))
+            .is_some_and(|f| !admits_every_reading(f, uri))
         {
             return None;
         }
@@ -369,13 +372,61 @@ impl ResourceView {
         let shown = self.shown(server, uri);
         self.denied
             .as_ref()
-            .is_none_or(|f| f.admits(&shown) && !has_dot_segment(&shown))
+            .is_none_or(|f| admits_every_reading(f, &shown))
     }
 
     /// How `server`'s `uri` is shown to this client.
     pub(crate) fn shown(&self, server: &str, uri: &str) -> String {
         downstream_uri(self.prefix, server, uri)
     }
+}
+
+/// Whether `filter` admits `uri` however the server may read it: as written, and in the form a
+/// URL parser or a server makes of it ([`canonical_uri`]); neither with a `.`/`..` segment
+/// (which could name, once resolved, what a rule denies). `DEMO://x`, `file:///se\tcrets/k`
+/// and `file:///secr%65ts/k` are each the URI a deny on its plain spelling names.
+fn admits_every_reading(filter: &mcp_harness_policy::NameFilter, uri: &str) -> bool {
+    let plain = |uri: &str| filter.admits(uri) && !has_dot_segment(uri);
+    plain(uri) && canonical_uri(uri).is_none_or(|canonical| plain(&canonical))
+}
+
+/// `uri` as a server may read it, where that differs from how it is written: ASCII tabs and
+/// line breaks removed and surrounding controls and spaces trimmed (as URL parsers do), `\`
+/// read as `/`, percent-escapes decoded, the scheme and the authority lowercased.
+fn canonical_uri(uri: &str) -> Option<String> {
+    let trimmed = uri.trim_matches(|c: char| c <= ' ');
+    let mut bytes = Vec::with_capacity(trimmed.len());
+    let mut rest = trimmed
+        .bytes()
+        .filter(|b| !matches!(b, b'\t' | b'\n' | b'\r'));
+    while let Some(b) = rest.next() {
+        let byte = match b {
+            b'\\' => b'/',
+            b'%' => {
+                let mut look = rest.clone();
+                let hex = |d: Option<u8>| d.and_then(|d| (d as char).to_digit(16));
+                match (hex(look.next()), hex(look.next())) {
+                    (Some(high), Some(low)) => {
+                        rest = look;
+                        (high * 16 + low) as u8
+                    }
+                    _ => b'%',
+                }
+            }
+            other => other,
+        };
+        bytes.push(byte);
+    }
+    let mut canonical = String::from_utf8_lossy(&bytes).into_owned();
+    // The scheme, and the authority after `//`, lowercased.
+    if let Some(colon) = canonical.find(':') {
+        let authority_end = canonical[colon + 1..]
+            .strip_prefix("//")
+            .map(|after| colon + 3 + after.find(['/', '?', '#']).unwrap_or(after.len()))
+            .unwrap_or(colon);
+        canonical[..authority_end].make_ascii_lowercase();
+    }
+    (canonical != uri).then_some(canonical)
 }
 
 /// Whether a path segment of `uri` is `.` or `..`, spelled plainly or percent-encoded.
@@ -441,6 +492,53 @@ mod tests {
         assert_eq!(view.owner("res://{id}"), Some("ta"));
         assert_eq!(view.owner("file:///home/user/.ssh/id_rsa"), Some("legit"));
         assert_eq!(view.owner("other://x"), None, "several servers: no guess");
+    }
+
+    /// A URI that a URL parser or a server reads as one a rule denies is refused as that one:
+    /// another case of its scheme or host, a tab or line break inside, `\\` for `/`, a
+    /// percent-escape, a dot segment.
+    #[test]
+    fn a_uri_spelt_otherwise_is_refused_as_the_one_it_names() {
+        use mcp_harness_policy::{NameFilter, PatternKind};
+        let deny = |d: &[&str]| {
+            NameFilter::new(
+                None,
+                d.iter().map(|s| s.to_string()).collect(),
+                PatternKind::Uri,
+            )
+            .unwrap()
+        };
+        let f = deny(&["file:///secrets/**", "demo://resource/static/*"]);
+        for uri in [
+            "file:///secrets/key",
+            "FILE:///secrets/key",
+            "file:///secret\ts/key",
+            "file:///secrets\t/key",
+            "\tfile:///secrets/key",
+            "file:///secrets%2Fkey",
+            "file:///secr%65ts/key",
+            "file:///secrets\\key",
+            "file:///public/.\t./secrets/key",
+            "file:///public/%2e%2e/secrets/key",
+            "DEMO://resource/static/features.md",
+            "demo://RESOURCE/static/features.md",
+            "demo://resource/static/feat\nures.md",
+        ] {
+            assert!(!admits_every_reading(&f, uri), "{uri:?} is let through");
+        }
+        for uri in [
+            "file:///public/key",
+            "demo://resource/dynamic/1",
+            "file:///public/a%20b",
+            "file:///public/100%",
+        ] {
+            assert!(admits_every_reading(&f, uri), "{uri:?} is refused");
+        }
+        assert_eq!(
+            canonical_uri("file:///a/b"),
+            None,
+            "nothing to read otherwise"
+        );
     }
 
     /// A skill listed under another scheme than `skill://` is read from the server that listed

@@ -248,12 +248,12 @@ fn rfc3339_now() -> String {
 
 impl Metrics {
     pub(crate) fn record(&self, record: &CallRecord<'_>, audit: Option<&Audit>) {
-        let labels = (
-            bounded(record.server),
-            bounded(record.tool),
-            bounded(record.client),
-            record.outcome,
+        let (server, tool, client) = (
+            label(record.server),
+            label(record.tool),
+            label(record.client),
         );
+        let labels = (&*server, &*tool, &*client, record.outcome);
         let stats = match self.calls.get(&labels as &dyn SeriesKey) {
             Some(stats) => stats,
             None => {
@@ -385,6 +385,23 @@ fn bounded(value: &str) -> &str {
     }
 }
 
+/// `value` as a series is keyed by: [`bounded`], every control character but a line feed
+/// already as [`escape`] shows it, so two values that are exposed alike are one series (a
+/// duplicate series breaks the scrape).
+fn label(value: &str) -> std::borrow::Cow<'_, str> {
+    let value = bounded(value);
+    match value.chars().any(|c| c.is_control() && c != '\n') {
+        false => std::borrow::Cow::Borrowed(value),
+        true => value
+            .chars()
+            .map(|c| match c {
+                c if c.is_control() && c != '\n' => '\u{fffd}',
+                c => c,
+            })
+            .collect(),
+    }
+}
+
 /// Escapes a label value for the Prometheus text format; another control character (a CR, a
 /// tab, a NUL a client put in its name) becomes U+FFFD, so no line-based reader of the
 /// exposition can be misled.
@@ -443,6 +460,17 @@ mod tests {
             text.contains("client=\"cr\u{fffd}tab\u{fffd}nul\u{fffd}\""),
             "{text}"
         );
+        // Names exposed alike are one series: a duplicate series breaks the scrape.
+        for client in ["cr\rx", "cr\tx", "cr\u{fffd}x"] {
+            metrics.record(&record(client, Outcome::Ok, 3), None);
+        }
+        let text = metrics.render(&Snapshot::empty(), 0, 0);
+        let counts = text
+            .lines()
+            .filter(|l| l.starts_with("mcp_harness_calls_total{") && l.contains("cr\u{fffd}x"))
+            .collect::<Vec<_>>();
+        assert_eq!(counts.len(), 1, "{text}");
+        assert!(counts[0].ends_with(" 3"), "{text}");
     }
 
     #[test]

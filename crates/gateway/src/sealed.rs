@@ -451,11 +451,19 @@ impl Sealer {
         })
     }
 
-    /// Opens `token` (or recalls it: see [`Recent`]), checking its expiry against `now`.
+    /// Opens `token` (or recalls it: see [`Recent`]), checking its expiry against `now`. An
+    /// expired id of a session this replica renewed since (the id it sealed last has not
+    /// expired) still opens: a client that keeps the id `initialize` gave it (the Python SDK)
+    /// is renewed as its session is used here, as one that takes each new id is.
     fn open(&self, token: &str, now: SystemTime) -> Result<Arc<Payload>, Refusal> {
         let payload = self.opened(token)?;
         if payload.expires <= unix(now) {
-            return Err(Refusal::Expired);
+            let renewed = self.learnt.get(&payload.session).is_some_and(|learnt| {
+                (learnt.issued.as_ref()).is_some_and(|(issued, _)| issued.expires > unix(now))
+            });
+            if !renewed {
+                return Err(Refusal::Expired);
+            }
         }
         Ok(payload)
     }
@@ -1258,6 +1266,18 @@ mod tests {
             .open(third.to_str().expect("ascii"), later)
             .expect("opens");
         assert_eq!(renewed.expires, unix(later) + 3600);
+        // The kept id, past its own expiry, opens while the session's last renewal holds.
+        let kept_token = sealer.keys.seal(&kept);
+        let past = now + ttl + Duration::from_secs(1);
+        assert!(sealer.open(&kept_token, past).is_ok(), "renewed here");
+        let long_past = later + ttl + Duration::from_secs(1);
+        assert_eq!(sealer.open(&kept_token, long_past), Err(Refusal::Expired));
+        let elsewhere = Sealer::new(Arc::new(keys(K1)), ttl);
+        assert_eq!(
+            elsewhere.open(&kept_token, past),
+            Err(Refusal::Expired),
+            "not renewed on another replica"
+        );
     }
 
     /// An id is opened once and recalled after, and a recalled id is still refused once it

@@ -567,8 +567,8 @@ impl Sse {
         Self::open(session.addr, &request)
     }
 
-    /// Sends `request` and reads the head of its streamed answer.
-    fn open(addr: &str, request: &str) -> Self {
+    /// Sends `request` (a whole raw HTTP request) and reads the head of its streamed answer.
+    pub(crate) fn open(addr: &str, request: &str) -> Self {
         let mut reader = std::io::BufReader::new(send_raw(addr, request));
         let mut head = String::new();
         for _ in 0..100 {

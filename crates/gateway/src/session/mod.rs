@@ -349,6 +349,78 @@ impl Drop for Making<'_> {
     }
 }
 
+/// The resource subscriptions of one 2026-07-28 `subscriptions/listen` stream: each held
+/// upstream (shared with every other subscriber of the resource) and its updates sent on the
+/// stream, until this is dropped.
+struct ListenedResources {
+    shared: Arc<Shared>,
+    held: Vec<((String, String), tokio::task::JoinHandle<()>)>,
+}
+
+impl Drop for ListenedResources {
+    fn drop(&mut self) {
+        for ((server, uri), forward) in self.held.drain(..) {
+            forward.abort();
+            self.shared.release(server, uri);
+        }
+    }
+}
+
+impl Session {
+    /// Subscribes `context`'s stream to the resources its acknowledgement took, routed for
+    /// `profile`. One upstream refuses (or no longer lists) is left out, said in the log: the
+    /// acknowledgement went before.
+    async fn listen_to_resources(
+        &self,
+        context: &SubscriptionContext,
+        profile: Option<&mcp_harness_runtime::ClientProfile>,
+    ) -> ListenedResources {
+        let shared = self.state.shared.clone();
+        let mut listened = ListenedResources {
+            shared: shared.clone(),
+            held: Vec::new(),
+        };
+        let Some(mut uris) = context.accepted().resource_subscriptions.clone() else {
+            return listened;
+        };
+        // A URI asked twice is held (and heard of) once.
+        uris.sort_unstable();
+        uris.dedup();
+        let view = self.resource_view(profile);
+        for uri in uris {
+            let Some((server, upstream)) = view.route(&uri) else {
+                tracing::debug!(%uri, "a listened resource no connected server lists now; left out");
+                continue;
+            };
+            let (upstream_held, mut updates) = shared.hold(&server, &upstream);
+            let key = (server.clone(), upstream.clone());
+            if let Err(error) = shared
+                .ensure_upstream(&upstream_held, &server, &upstream)
+                .await
+            {
+                tracing::debug!(%server, %uri, %error, "resources/subscribe for a listen stream refused upstream; left out");
+                shared.release(server, upstream);
+                continue;
+            }
+            let sink = context.sink().clone();
+            let forward = tokio::spawn(async move {
+                use tokio::sync::broadcast::error::RecvError;
+                loop {
+                    match updates.recv().await {
+                        Ok(()) | Err(RecvError::Lagged(_)) => {}
+                        Err(RecvError::Closed) => break,
+                    }
+                    if sink.notify_resource_updated(uri.clone()).await.is_err() {
+                        break;
+                    }
+                }
+            });
+            listened.held.push((key, forward));
+        }
+        listened
+    }
+}
+
 /// Whether `arguments` fit `prompt`'s declared arguments: every required one given (a null is
 /// not given), every value a string (the protocol's prompt arguments are strings).
 fn prompt_arguments(
@@ -638,7 +710,11 @@ impl ServerHandler for Session {
             self.runtime().get_prompt_reply(
                 &target.server,
                 &target.raw_name,
-                request.arguments,
+                // A null is an argument not given (as checked above): not sent as one.
+                request.arguments.map(|mut arguments| {
+                    arguments.retain(|_, value| !value.is_null());
+                    arguments
+                }),
                 &rounds.forward,
                 &meta(span.as_ref()),
                 rounds.pass_through,
@@ -832,7 +908,7 @@ impl ServerHandler for Session {
             // Taken from now on: concurrent subscribes of one URI hold it upstream once.
             held.insert(key.clone(), None);
         }
-        let (first, mut updates) = self.state.shared.hold(&server, &upstream);
+        let (upstream_held, mut updates) = self.state.shared.hold(&server, &upstream);
         // Undone however this ends before the subscription is in place (refused, or this
         // request cancelled and its future dropped mid-way).
         let mut making = Making {
@@ -840,10 +916,13 @@ impl ServerHandler for Session {
             key: key.clone(),
             armed: true,
         };
-        if first && let Err(error) = self.runtime().subscribe_resource(&server, &upstream).await {
-            // An upstream's JSON-RPC error (its -32002 for a URI it does not know) as sent.
-            return Err(upstream_error(error));
-        }
+        let ensured = self
+            .state
+            .shared
+            .ensure_upstream(&upstream_held, &server, &upstream);
+        // An upstream's JSON-RPC error (its -32002 for a URI it does not know) as sent.
+        ensured.await.map_err(upstream_error)?;
+        drop(upstream_held);
         let peer = context.peer.clone();
         let forwarded = uri.clone();
         let task = tokio::spawn(async move {
@@ -879,12 +958,18 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let profile = profile_of(&context.extensions);
-        let routed = self.resource_view(profile.as_deref()).route(&request.uri);
+        let view = self.resource_view(profile.as_deref());
+        let routed = view.route(&request.uri);
         let found = {
             let mut subscriptions = lock(&self.state.subscriptions);
-            let key = subscriptions
-                .keys()
-                .find(|key| Some(*key) == routed.as_ref() || key.1 == request.uri)
+            // Where it routes now, else (its server gone, the URI another's now) the one this
+            // client was shown under that URI.
+            let key = (routed.as_ref())
+                .filter(|key| subscriptions.contains_key(*key))
+                .or_else(|| {
+                    (subscriptions.keys())
+                        .find(|(server, uri)| view.shown(server, uri) == request.uri)
+                })
                 .cloned();
             key.and_then(|key| subscriptions.remove(&key).map(|task| (key, task)))
         };
@@ -930,12 +1015,35 @@ impl ServerHandler for Session {
         accepted.tools_list_changed = requested.tools_list_changed;
         accepted.prompts_list_changed = requested.prompts_list_changed;
         accepted.resources_list_changed = requested.resources_list_changed;
+        // The filter is decided before the request's identity reaches this handler: a URI is
+        // taken when every client profile may see it (so the acknowledgement tells no client
+        // of a resource hidden from it), at most as many as a session may subscribe to.
+        if let Some(uris) = &requested.resource_subscriptions {
+            let views: Vec<ResourceView> = match &self.shared().clients {
+                None => vec![self.resource_view(None)],
+                Some(clients) => (clients.profiles.iter())
+                    .map(|p| self.resource_view(Some(p)))
+                    .collect(),
+            };
+            let mut taken: Vec<String> = Vec::new();
+            for uri in uris {
+                if taken.len() < MAX_SUBSCRIPTIONS
+                    && !taken.contains(uri)
+                    && views.iter().all(|view| view.route(uri).is_some())
+                {
+                    taken.push(uri.clone());
+                }
+            }
+            accepted.resource_subscriptions = (!taken.is_empty()).then_some(taken);
+        }
         Some(accepted)
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
         let id = self.shared().fresh_id();
         let profile = profile_of(&context.request_context().extensions);
+        // Held while the stream lasts, given back however it ends.
+        let _resources = self.listen_to_resources(&context, profile.as_deref()).await;
         self.shared()
             .register(id, Listener::Subscription(context.sink().clone()), profile);
         // Unregisters however the subscription ends (cancelled, or this future dropped).

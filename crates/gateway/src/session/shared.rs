@@ -33,7 +33,14 @@ struct Subscribed {
     updates: broadcast::Sender<()>,
     /// Takes the resource's updates off the runtime's stream.
     forward: tokio::task::JoinHandle<()>,
+    /// Whether upstream holds the subscription; each subscriber takes it in turn, and the first
+    /// to find it `false` subscribes upstream (so every subscriber waits for, and a refused one
+    /// gets, the upstream's answer, and the next one tries again).
+    upstream: Upstream,
 }
+
+/// Whether upstream holds one resource subscription, taken by one subscriber at a time.
+pub(super) type Upstream = Arc<tokio::sync::Mutex<bool>>;
 
 /// How many recent tool views a gateway remembers by digest, to check a call bound to a
 /// listing made on another replica against the definition that listing showed.
@@ -322,14 +329,15 @@ impl Shared {
         }
     }
 
-    /// Counts one more session subscribed to `uri` on `server`: whether it is the first (which
-    /// subscribes upstream), and where that session hears of the resource's updates.
-    pub(super) fn hold(&self, server: &str, uri: &str) -> (bool, broadcast::Receiver<()>) {
+    /// Counts one more session subscribed to `uri` on `server`: where it hears of the
+    /// resource's updates, and the upstream subscription it then makes sure of
+    /// ([`Self::ensure_upstream`]).
+    pub(super) fn hold(&self, server: &str, uri: &str) -> (Upstream, broadcast::Receiver<()>) {
         let mut held = lock(&self.subscribed);
         let key = (server.to_string(), uri.to_string());
         if let Some(subscribed) = held.get_mut(&key) {
             subscribed.count += 1;
-            return (false, subscribed.updates.subscribe());
+            return (subscribed.upstream.clone(), subscribed.updates.subscribe());
         }
         let (updates, heard) = broadcast::channel(UPDATES_BEHIND);
         let mut stream = self.runtime.resource_updates(server, uri);
@@ -340,15 +348,35 @@ impl Shared {
                 let _ = told.send(());
             }
         });
+        let upstream = Upstream::default();
         held.insert(
             key,
             Subscribed {
                 count: 1,
                 updates,
                 forward,
+                upstream: upstream.clone(),
             },
         );
-        (true, heard)
+        (upstream, heard)
+    }
+
+    /// Makes sure upstream holds the subscription to `uri` on `server` that `upstream` (from
+    /// [`Self::hold`]) stands for: subscribes when no one did yet, else waits for the
+    /// subscriber making it. An error is the upstream's refusal, which the next subscriber
+    /// meets again for itself.
+    pub(super) async fn ensure_upstream(
+        &self,
+        upstream: &Upstream,
+        server: &str,
+        uri: &str,
+    ) -> Result<(), mcp_harness_runtime::CallError> {
+        let mut subscribed = upstream.lock().await;
+        if !*subscribed {
+            self.runtime.subscribe_resource(server, uri).await?;
+            *subscribed = true;
+        }
+        Ok(())
     }
 
     /// Counts one session fewer subscribed to `uri` on `server`; the last one unsubscribes
@@ -362,12 +390,12 @@ impl Shared {
                     subscribed.count -= 1;
                     false
                 }
-                Some(_) => {
-                    if let Some(subscribed) = held.remove(&key) {
-                        subscribed.forward.abort();
-                    }
-                    true
-                }
+                // The last: upstream is told unless it never held the subscription (every
+                // subscribe refused). No one else holds `upstream` (each holder counts).
+                Some(_) => held.remove(&key).is_some_and(|subscribed| {
+                    subscribed.forward.abort();
+                    subscribed.upstream.try_lock().map_or(true, |held| *held)
+                }),
                 None => false,
             }
         };
