@@ -59,6 +59,11 @@ impl LineSplitter {
         self.line.len()
     }
 
+    /// The unterminated last line itself.
+    pub(crate) fn pending_bytes(&self) -> &[u8] {
+        &self.line
+    }
+
     /// Forgets the unterminated line (a new stream, or one abandoned).
     pub(crate) fn clear(&mut self) {
         self.line = Vec::new();

@@ -22,16 +22,14 @@ fn stream() -> impl Strategy<Value = Vec<u8>> {
     prop::collection::vec(piece(), 0..64).prop_map(|p| p.concat())
 }
 
-/// Feeds `chunks` in order, stopping at the first error.
+/// Feeds every chunk in order (an event over the limit is an error, and the parser goes on
+/// after it): the events, whether any error came, the last event id and the retry.
 fn run(limit: usize, chunks: &[&[u8]]) -> (Vec<SseEvent>, bool, Option<String>, Option<u128>) {
     let mut parser = SseParser::with_limit(limit);
     let mut events = Vec::new();
     let mut failed = false;
     for chunk in chunks {
-        if parser.feed(chunk, &mut events).is_err() {
-            failed = true;
-            break;
-        }
+        failed |= parser.feed(chunk, &mut events).is_err();
     }
     let id = parser.last_event_id().map(str::to_owned);
     let retry = parser.retry().map(|d| d.as_millis());

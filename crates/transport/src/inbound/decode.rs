@@ -709,6 +709,19 @@ mod tests {
                 e.error.message
             );
         }
+        // A decoy first does not hide the long one.
+        inbound.sent(&list());
+        let prompts = vec![r#"{"name":"p"}"#; MAX_LISTING_ENTRIES + 1].join(",");
+        let decoy =
+            format!(r#"{{"jsonrpc":"2.0","id":7,"result":{{"tools":[],"prompts":[{prompts}]}}}}"#);
+        let Some(ServerJsonRpcMessage::Error(e)) = inbound.decode(decoy.as_bytes(), None) else {
+            panic!("expected an error for the request");
+        };
+        assert!(
+            e.error.message.contains("more than 10000 prompts"),
+            "{}",
+            e.error.message
+        );
         inbound.sent(&list());
         let at = page(MAX_LISTING_ENTRIES, r#"{"name":"t","inputSchema":{}}"#);
         assert!(matches!(

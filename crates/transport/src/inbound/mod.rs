@@ -16,6 +16,14 @@ mod tap;
 pub(crate) use decode::Inbound;
 pub use fault::{DEFAULT_MAX_MESSAGE_BYTES, UNDECODABLE_META_KEY, WireFault};
 pub(crate) use scan::{
-    IdScan, LISTING_CHECK_FROM, MAX_LISTING_ENTRIES, over_long_listing, salvage_listing,
+    IdScan, LISTING_CHECK_FROM, MAX_LISTING_ENTRIES, Scanned, over_long_listing, salvage_listing,
 };
 pub(crate) use tap::{JSON_PARSE_ERROR, Tap};
+
+/// The top-level `id` of a JSON-RPC message of which `prefix` is the start (the rest cut off),
+/// when `prefix` holds it whole: what the refusal of a message too long to read answers.
+pub fn leading_id(prefix: &[u8]) -> Option<rmcp::model::RequestId> {
+    let mut scan = IdScan::default();
+    scan.feed(prefix);
+    scan.scanned().id
+}

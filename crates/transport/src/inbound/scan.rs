@@ -305,19 +305,24 @@ pub(crate) const LISTING_CHECK_FROM: usize = 64 * 1024;
 /// The kind (`tools`, ...) of a listing answer in `b` whose page holds more than
 /// [`MAX_LISTING_ENTRIES`] entries: refused before it is decoded, since each decoded entry
 /// costs many times its bytes (a 35 MB page of a million tiny entries would take gigabytes).
+/// Every listing member of the result is counted, whatever its place: the types rmcp decodes
+/// a result into take the first kind whose fields are there and ignore the others, so a decoy
+/// (`"tools": []` beside a million prompts) must not hide the long one.
 pub(crate) fn over_long_listing(b: &[u8]) -> Option<&'static str> {
     let top = members(b, 0..b.len())?;
     let result = member(b, &top, "result")?.clone();
     let inner = members(b, result)?;
-    let (key, list) = LISTING_KEYS
-        .into_iter()
-        .find_map(|k| member(b, &inner, k).map(|v| (k, v.clone())))?;
-    let mut count = 0;
-    each_element(b, list, |_| {
-        count += 1;
-        count <= MAX_LISTING_ENTRIES
-    })?;
-    (count > MAX_LISTING_ENTRIES).then_some(key)
+    LISTING_KEYS.into_iter().find(|key| {
+        let Some(list) = member(b, &inner, key) else {
+            return false;
+        };
+        let mut count = 0;
+        let _ = each_element(b, list.clone(), |_| {
+            count += 1;
+            count <= MAX_LISTING_ENTRIES
+        });
+        count > MAX_LISTING_ENTRIES
+    })
 }
 
 /// The members of a result that hold a listing page.

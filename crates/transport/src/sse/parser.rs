@@ -3,12 +3,14 @@
 //! bytes in any split and with any line ending in, events out.
 //!
 //! Invariants: one event (its lines, before dispatch) holds at most the parser's limit
-//! ([`MAX_EVENT_BYTES`] unless made with another); a larger one is an error naming the limit,
-//! and the parser keeps no more of it; `id` and `retry` follow the spec's rules across
-//! restarts.
+//! ([`MAX_EVENT_BYTES`] unless made with another); a larger one is an error naming the limit
+//! — the parser keeps no more of it, skips the rest of it, and parses the events after it —
+//! with what its start said of the message it carried (its `id`); `id` and `retry` follow the
+//! spec's rules across restarts.
 
 use std::time::Duration;
 
+use crate::inbound::{IdScan, Scanned};
 use crate::sse_lines::LineSplitter;
 
 /// The most bytes one SSE event (its lines, before dispatch) may take.
@@ -29,7 +31,7 @@ pub struct SseEvent {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SseError {
     #[error(
-        "an SSE event is larger than {} MiB, the most one event may be; the stream was abandoned",
+        "an SSE event is larger than {} MiB, the most one event may be; it was skipped",
         .limit >> 20
     )]
     /// An event was larger than the limit.
@@ -50,6 +52,12 @@ pub struct SseParser {
     data: String,
     last_event_id: String,
     retry: Option<Duration>,
+    /// Inside an event over the limit: its lines are skipped up to its end.
+    skipping: bool,
+    /// The unterminated line of such an event was dropped: the next line ending ends it.
+    tail: bool,
+    /// What the start of the last event over the limit said of its message.
+    refused: Scanned,
 }
 
 impl Default for SseParser {
@@ -69,6 +77,9 @@ impl SseParser {
             data: String::new(),
             last_event_id: String::new(),
             retry: None,
+            skipping: false,
+            tail: false,
+            refused: Scanned::default(),
         }
     }
 
@@ -89,26 +100,84 @@ impl SseParser {
         self.seen_first_line = false;
         self.event.clear();
         self.data.clear();
+        self.skipping = false;
+        self.tail = false;
     }
 
-    /// Parses `chunk`, appending every event it completes to `out`.
+    /// Parses `chunk`, appending every event it completes to `out` — those after an event
+    /// over the limit too, which is an error once the whole chunk is parsed (what its start
+    /// held is kept for the transport).
     pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<SseEvent>) -> Result<(), SseError> {
         let mut lines = std::mem::take(&mut self.lines);
-        let mut fed = lines.feed(chunk, |line| {
-            if line.len() + self.data.len() + self.event.len() > self.limit {
-                return Err(self.too_large());
-            }
-            out.extend(self.process_line(line)?);
-            Ok(())
+        let mut refused = false;
+        let _ = lines.feed(chunk, |line| {
+            refused |= self.take_line(line, out);
+            Ok::<(), std::convert::Infallible>(())
         });
-        if fed.is_ok() && lines.pending() + self.data.len() + self.event.len() > self.limit {
-            fed = Err(self.too_large());
-        }
-        if fed.is_err() {
+        // An unterminated line that makes its event too large: dropped now, its rest with it.
+        if lines.pending() + self.data.len() + self.event.len() > self.limit {
+            if !self.skipping {
+                refused = true;
+                self.start_skipping(lines.pending_bytes());
+            }
             lines.clear();
+            self.tail = true;
         }
         self.lines = lines;
-        fed
+        match refused {
+            true => Err(SseError::EventTooLarge { limit: self.limit }),
+            false => Ok(()),
+        }
+    }
+
+    /// What the start of the last event over the limit held: the `id` of its message, and
+    /// whether that message is a request of the server's (it answers none of ours).
+    pub(crate) fn refused(&self) -> Scanned {
+        self.refused.clone()
+    }
+
+    /// Takes one complete line; true when it made its event too large.
+    fn take_line(&mut self, line: &[u8], out: &mut Vec<SseEvent>) -> bool {
+        if std::mem::take(&mut self.tail) {
+            return false;
+        }
+        if self.skipping {
+            if line.is_empty() {
+                // The event over the limit ends here.
+                self.skipping = false;
+                self.event.clear();
+                self.data.clear();
+            }
+            return false;
+        }
+        if line.len() + self.data.len() + self.event.len() > self.limit {
+            self.start_skipping(line);
+            return true;
+        }
+        match self.process_line(line) {
+            Ok(event) => {
+                out.extend(event);
+                false
+            }
+            Err(_) => {
+                self.start_skipping(line);
+                true
+            }
+        }
+    }
+
+    /// The event being read is over the limit at `line`: what its data so far and that line
+    /// (when a `data:` line) say of its message is kept, the rest of the event skipped.
+    fn start_skipping(&mut self, line: &[u8]) {
+        let mut scan = IdScan::default();
+        scan.feed(self.data.as_bytes());
+        if let Some(value) = line.strip_prefix(b"data:") {
+            scan.feed(value);
+        }
+        self.refused = scan.scanned();
+        self.skipping = true;
+        self.data = String::new();
+        self.event.clear();
     }
 
     fn too_large(&self) -> SseError {
@@ -291,6 +360,33 @@ mod tests {
             .feed(&b"data: 0123456789\n".repeat(10), &mut out)
             .expect_err("too large");
         assert_eq!(err, SseError::EventTooLarge { limit: 100 });
+        // The events after one over the limit are taken, in the same chunk or the next ones,
+        // and what the start of the one skipped said of its message is kept.
+        let mut parser = SseParser::with_limit(100);
+        let mut out = Vec::new();
+        let big = format!(
+            "data: {{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":\"{}\"}}\n\n",
+            "x".repeat(200)
+        );
+        let stream = format!("data: a\n\n{big}data: b\n\n");
+        assert!(parser.feed(stream.as_bytes(), &mut out).is_err());
+        assert_eq!(
+            out,
+            vec![ev("message", "a", None), ev("message", "b", None)]
+        );
+        assert_eq!(parser.refused().id, Some(rmcp::model::RequestId::Number(7)));
+        let mut parser = SseParser::with_limit(100);
+        let mut out = Vec::new();
+        let mut failed = false;
+        for piece in stream.as_bytes().chunks(7) {
+            failed |= parser.feed(piece, &mut out).is_err();
+        }
+        assert!(failed);
+        assert_eq!(
+            out,
+            vec![ev("message", "a", None), ev("message", "b", None)]
+        );
+        assert_eq!(parser.refused().id, Some(rmcp::model::RequestId::Number(7)));
         // Events below the limit pass however many there are.
         let mut parser = SseParser::with_limit(100);
         parser

@@ -41,7 +41,9 @@ pub(super) const POST_TIMEOUT: Duration = Duration::from_secs(30);
 /// A message whose POST is not answered within this counts as sent (a legacy server answers
 /// `202` at once; the answer comes on the stream): the caller's own deadline (a tool call's
 /// `toolTimeoutSec`) runs from then, instead of waiting [`POST_TIMEOUT`] first. A failure
-/// after it is logged (a session gone still closes the connection).
+/// after it is logged, a request is answered with it, and a session gone still closes the
+/// connection. (Counted from when the message is queued: one queued behind a slow POST may
+/// count as sent before its own POST starts.)
 const POST_ANSWER_WAIT: Duration = Duration::from_secs(2);
 /// Server messages buffered between the stream reader and rmcp.
 const INBOUND_BUFFER: usize = 256;
@@ -340,8 +342,19 @@ impl LegacySseTransport {
             cancel: cancel.clone(),
             server: server.clone(),
         };
+        let late = LateFailures {
+            inbound: reader.inbound.downgrade(),
+            decoder: inbound.clone(),
+        };
         tokio::spawn(reader.run(stream, early));
-        tokio::spawn(post_loop(client, endpoint, post_rx, cancel.clone(), server));
+        tokio::spawn(post_loop(
+            client,
+            endpoint,
+            post_rx,
+            cancel.clone(),
+            server,
+            late,
+        ));
         Ok(Self {
             inbound: inbound_rx,
             decoder: inbound_decoder,
@@ -497,8 +510,17 @@ impl Reader {
                 Some(Err(e)) => return StreamEnd::Dropped(describe(&e)),
                 Some(Ok(bytes)) => bytes,
             };
+            // An event over the cap fails the request it answers (when its start names it),
+            // else is logged and counted; the events around it are taken as usual.
             if let Err(e) = self.parser.feed(&bytes, &mut events) {
-                return StreamEnd::Fatal(with_limit_hint(&e, &self.server));
+                tracing::warn!(server = %self.server, "{}", with_limit_hint(&e, &self.server));
+                let refused = self.parser.refused();
+                let limit = self.decoder.limit();
+                if let Some(message) = self.decoder.too_large(limit, false, refused, None)
+                    && !self.deliver(message).await
+                {
+                    return StreamEnd::Stopped;
+                }
             }
             for event in std::mem::take(&mut events) {
                 match event.event.as_str() {
@@ -543,12 +565,43 @@ fn backoff(retry: Option<Duration>, attempt: u32) -> Duration {
     grown.min(MAX_BACKOFF.max(base))
 }
 
+/// Where a request whose POST failed after it counted as sent ([`POST_ANSWER_WAIT`]) gets its
+/// answer: an error made up for it, taken in as the server's messages are (its caller waits
+/// for one).
+struct LateFailures {
+    /// Weak: the stream's reader ending still ends what rmcp receives.
+    inbound: mpsc::WeakSender<ServerJsonRpcMessage>,
+    decoder: Inbound,
+}
+
+impl LateFailures {
+    async fn fail(&self, message: &ClientJsonRpcMessage, error: &LegacySseError) {
+        let ClientJsonRpcMessage::Request(request) = message else {
+            return;
+        };
+        let error = rmcp::model::ErrorData::internal_error(
+            format!("the server did not take the request: {error}"),
+            None,
+        );
+        let answer = ServerJsonRpcMessage::error(error, Some(request.id.clone()));
+        let Ok(bytes) = serde_json::to_vec(&answer) else {
+            return;
+        };
+        if let (Some(answer), Some(inbound)) =
+            (self.decoder.decode(&bytes, None), self.inbound.upgrade())
+        {
+            let _ = inbound.send(answer).await;
+        }
+    }
+}
+
 async fn post_loop(
     client: reqwest::Client,
     endpoint: Url,
     mut posts: mpsc::UnboundedReceiver<Post>,
     cancel: CancellationToken,
     server: String,
+    late: LateFailures,
 ) {
     loop {
         let post = tokio::select! {
@@ -566,9 +619,11 @@ async fn post_loop(
             tracing::warn!(server = %server, "legacy SSE session ends: {e}");
             cancel.cancel();
         }
-        // No one waits for it when it took longer than POST_ANSWER_WAIT: said here.
+        // No one waits for it when it took longer than POST_ANSWER_WAIT: said here, and a
+        // request is answered with the failure.
         if let Err(Err(e)) = post.done.send(result) {
             tracing::warn!(server = %server, "a message POSTed to the server, counted as sent after {}s without an answer, failed: {e}", POST_ANSWER_WAIT.as_secs());
+            late.fail(&post.message, &e).await;
         }
     }
 }
@@ -712,6 +767,8 @@ mod tests {
         head: &'static str,
         body: String,
         hold: bool,
+        /// How long to wait before answering.
+        delay: Duration,
     }
 
     fn stream(body: &str, hold: bool) -> Reply {
@@ -719,6 +776,7 @@ mod tests {
             head: "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n",
             body: body.into(),
             hold,
+            delay: Duration::ZERO,
         }
     }
 
@@ -783,6 +841,7 @@ mod tests {
                         gets
                     };
                     let reply = handler(&request, gets);
+                    tokio::time::sleep(reply.delay).await;
                     // An empty head: the request is never answered.
                     if !reply.head.is_empty() {
                         let _ = socket
@@ -845,6 +904,7 @@ mod tests {
                 head: "",
                 body: String::new(),
                 hold: true,
+                delay: Duration::ZERO,
             },
         }))
         .await;
@@ -860,6 +920,40 @@ mod tests {
         assert!(start.elapsed() >= POST_ANSWER_WAIT, "{:?}", start.elapsed());
     }
 
+    /// A request whose POST fails after it counted as sent is answered with the failure: its
+    /// caller does not wait out its own deadline for an answer that cannot come.
+    #[tokio::test]
+    async fn a_post_failing_after_it_counted_as_sent_answers_its_request() {
+        let (url, _) = fake_server(Arc::new(|req: &Request, _| match req.method.as_str() {
+            "GET" => stream("event: endpoint\ndata: /message?sessionId=s1\n\n", true),
+            _ => Reply {
+                head: "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n",
+                body: String::new(),
+                hold: false,
+                delay: POST_ANSWER_WAIT + Duration::from_secs(1),
+            },
+        }))
+        .await;
+        let mut transport = LegacySseTransport::open(client(&[]), url, "t".into())
+            .await
+            .expect("opens");
+        let message: ClientJsonRpcMessage = serde_json::from_str(PING).unwrap();
+        assert!(transport.send(message).await.is_ok(), "counted as sent");
+        let answer = tokio::time::timeout(Duration::from_secs(10), transport.receive())
+            .await
+            .expect("answered before the POST's own limit")
+            .expect("an answer");
+        let ServerJsonRpcMessage::Error(error) = answer else {
+            panic!("an error: {answer:?}");
+        };
+        assert_eq!(error.id, Some(rmcp::model::RequestId::Number(1)));
+        assert!(
+            error.error.message.contains("500"),
+            "{}",
+            error.error.message
+        );
+    }
+
     #[tokio::test]
     async fn posts_to_the_endpoint_and_receives_message_events() {
         let (url, seen) = fake_server(Arc::new(|req: &Request, _| match req.method.as_str() {
@@ -871,6 +965,7 @@ mod tests {
                 head: "HTTP/1.1 202 Accepted\r\nContent-Length: 8\r\nConnection: close\r\n",
                 body: "Accepted".into(),
                 hold: false,
+                delay: Duration::ZERO,
             },
         }))
         .await;
@@ -990,11 +1085,13 @@ mod tests {
                 head: "HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\nConnection: close\r\n",
                 body: String::new(),
                 hold: false,
+                delay: Duration::ZERO,
             },
             "/json" => Reply {
                 head: "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n",
                 body: "{}".into(),
                 hold: false,
+                delay: Duration::ZERO,
             },
             _ => stream("event: endpoint\ndata: http://elsewhere.test/m\n\n", true),
         }))
