@@ -285,8 +285,6 @@ fn tampered_expired_and_foreign_key_ids_get_404() {
     wait_gone(&marker);
 }
 
-/// Prepending a key keeps every id of the old key working (re-issued ids are sealed under the
-/// new key); dropping the old key afterwards retires its ids.
 /// A session sealed by a replica that serves without client profiles is no profile's on a
 /// replica with profiles (not every profile's): its requests there are refused, whatever token
 /// they carry, and the client is told to open a session of its own.
@@ -320,6 +318,8 @@ fn a_session_sealed_without_a_profile_is_refused_where_profiles_are() {
     assert!(body.contains("initialize a session of your own"), "{body}");
 }
 
+/// Prepending a key keeps every id of the old key working (re-issued ids are sealed under the
+/// new key); dropping the old key afterwards retires its ids.
 #[test]
 fn a_prepended_key_keeps_old_sessions_working() {
     let dir = temp_home("scale-out", "rotate");

@@ -381,13 +381,16 @@ impl ResourceView {
     }
 }
 
-/// Whether `filter` admits `uri` however the server may read it: as written, and in the form a
-/// URL parser or a server makes of it ([`canonical_uri`]); neither with a `.`/`..` segment
-/// (which could name, once resolved, what a rule denies). `DEMO://x`, `file:///se\tcrets/k`
-/// and `file:///secr%65ts/k` are each the URI a deny on its plain spelling names.
+/// Whether `filter` admits `uri` however the server may read it: as written (allow and deny),
+/// and no deny matching the form a URL parser or a server makes of it ([`canonical_uri`]);
+/// neither with a `.`/`..` segment (which could name, once resolved, what a rule denies).
+/// `DEMO://x`, `file:///se\tcrets/k`, `file:///secr%65ts/k` and `file:/secrets/k` are each
+/// the URI a deny on its plain spelling names; an allow is met by the URI as listed.
 fn admits_every_reading(filter: &mcp_harness_policy::NameFilter, uri: &str) -> bool {
-    let plain = |uri: &str| filter.admits(uri) && !has_dot_segment(uri);
-    plain(uri) && canonical_uri(uri).is_none_or(|canonical| plain(&canonical))
+    filter.admits(uri)
+        && !has_dot_segment(uri)
+        && canonical_uri(uri)
+            .is_none_or(|canonical| !filter.denies(&canonical) && !has_dot_segment(&canonical))
 }
 
 /// `uri` as a server may read it, where that differs from how it is written: ASCII tabs and
@@ -425,6 +428,13 @@ fn canonical_uri(uri: &str) -> Option<String> {
             .map(|after| colon + 3 + after.find(['/', '?', '#']).unwrap_or(after.len()))
             .unwrap_or(colon);
         canonical[..authority_end].make_ascii_lowercase();
+    }
+    // A file URL's other spellings of its path (`file:/p`, `file:p`, `file://localhost/p`)
+    // are `file:///p` to a URL parser.
+    if let Some(path) = canonical.strip_prefix("file:") {
+        let path = path.strip_prefix("//localhost").unwrap_or(path);
+        let path = path.trim_start_matches('/');
+        canonical = format!("file:///{path}");
     }
     (canonical != uri).then_some(canonical)
 }
@@ -523,8 +533,26 @@ mod tests {
             "DEMO://resource/static/features.md",
             "demo://RESOURCE/static/features.md",
             "demo://resource/static/feat\nures.md",
+            "file:/secrets/key",
+            "file:secrets/key",
+            "file://localhost/secrets/key",
+            "file:////secrets/key",
         ] {
             assert!(!admits_every_reading(&f, uri), "{uri:?} is let through");
+        }
+        // An allow is met by the URI as listed: another reading of it is no reason to refuse.
+        let allow = NameFilter::new(
+            Some(vec!["file:///docs/*".into(), "Demo://Docs/*".into()]),
+            Vec::new(),
+            PatternKind::Uri,
+        )
+        .unwrap();
+        for uri in [
+            "file:///docs/a%2Fb.md",
+            "Demo://Docs/readme",
+            "file:///docs/plain.md",
+        ] {
+            assert!(admits_every_reading(&allow, uri), "{uri:?} is refused");
         }
         for uri in [
             "file:///public/key",

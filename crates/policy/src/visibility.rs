@@ -76,6 +76,11 @@ impl NameFilter {
             && !self.deny.iter().any(|g| g.is_match(name))
     }
 
+    /// Whether a `deny` pattern matches `name` (whatever `allow` says).
+    pub fn denies(&self, name: &str) -> bool {
+        self.deny.iter().any(|g| g.is_match(name))
+    }
+
     /// Whether this filter admits everything.
     pub fn is_open(&self) -> bool {
         self.allow.is_none() && self.deny.is_empty()

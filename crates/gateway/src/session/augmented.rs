@@ -79,11 +79,26 @@ const SHAPES: &[(&str, &str)] = &[
     ),
 ];
 
+/// The methods 2026-07-28 removed, with their shape: `-32602` for malformed params only in a
+/// session of an era that has them.
+const SESSION_SHAPES: &[(&str, &str)] = &[
+    (
+        "logging/setLevel",
+        "`level`, one of debug, info, notice, warning, error, critical, alert, emergency",
+    ),
+    ("resources/subscribe", "`uri`, a string"),
+    ("resources/unsubscribe", "`uri`, a string"),
+];
+
 /// `-32602` for a protocol method whose params are not the protocol's shape (rmcp could not
 /// read them, and handed the request on as an unknown one): never "method not found". The
-/// params are not quoted (an argument may be a secret).
-fn malformed(method: &str) -> Option<McpError> {
-    let (_, shape) = SHAPES.iter().find(|(known, _)| *known == method)?;
+/// params are not quoted (an argument may be a secret). `in_session`: the client opened a
+/// session with `initialize`, whose era has the methods 2026-07-28 removed.
+fn malformed(method: &str, in_session: bool) -> Option<McpError> {
+    let (_, shape) = SHAPES
+        .iter()
+        .chain(SESSION_SHAPES.iter().filter(|_| in_session))
+        .find(|(known, _)| *known == method)?;
     Some(McpError::invalid_params(
         format!(
             "the params of `{method}` do not have the protocol's shape ({shape}); nothing was done"
@@ -100,8 +115,12 @@ impl Session {
         context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, McpError> {
         let params = request.params.clone().unwrap_or_else(|| json!({}));
+        let in_session = context
+            .peer
+            .peer_info()
+            .is_some_and(|info| info.protocol_version.has_initialize());
         if self.declares(&request.method)
-            && let Some(error) = malformed(&request.method)
+            && let Some(error) = malformed(&request.method, in_session)
         {
             return Err(error);
         }

@@ -354,13 +354,17 @@ impl Drop for Making<'_> {
 /// stream, until this is dropped.
 struct ListenedResources {
     shared: Arc<Shared>,
-    held: Vec<((String, String), tokio::task::JoinHandle<()>)>,
+    /// Each resource held, from before its upstream subscription is awaited (the listen may be
+    /// dropped while it is), with the task forwarding its updates once there is one.
+    held: Vec<((String, String), Forwarder)>,
 }
 
 impl Drop for ListenedResources {
     fn drop(&mut self) {
         for ((server, uri), forward) in self.held.drain(..) {
-            forward.abort();
+            if let Some(forward) = forward {
+                forward.abort();
+            }
             self.shared.release(server, uri);
         }
     }
@@ -393,12 +397,15 @@ impl Session {
                 continue;
             };
             let (upstream_held, mut updates) = shared.hold(&server, &upstream);
-            let key = (server.clone(), upstream.clone());
+            listened
+                .held
+                .push(((server.clone(), upstream.clone()), None));
             if let Err(error) = shared
                 .ensure_upstream(&upstream_held, &server, &upstream)
                 .await
             {
                 tracing::debug!(%server, %uri, %error, "resources/subscribe for a listen stream refused upstream; left out");
+                listened.held.pop();
                 shared.release(server, upstream);
                 continue;
             }
@@ -415,7 +422,9 @@ impl Session {
                     }
                 }
             });
-            listened.held.push((key, forward));
+            if let Some((_, slot)) = listened.held.last_mut() {
+                *slot = Some(forward);
+            }
         }
         listened
     }

@@ -5,8 +5,8 @@
 //! - every line is taken or answered: a message rmcp's types read goes to the session; a line
 //!   that is not JSON (or not UTF-8, or nested past serde's limit) gets `-32700` with a null
 //!   id; JSON that is not a message gets `-32600`, with the request's id when it has a usable
-//!   one; a line longer than [`MAX_LINE`] gets `-32600` with a null id and is skipped, never
-//!   buffered whole. Only what JSON-RPC says never to answer gets no answer: a notification
+//!   one; a line longer than [`MAX_LINE`] gets `-32600` (with the request's id when the line
+//!   starts with it, else a null id) and is skipped, never buffered whole. Only what JSON-RPC says never to answer gets no answer: a notification
 //!   (`method` without `id`) and an answer (`result`/`error`) that do not decode, each logged;
 //! - a refusal names what is wrong, never quotes the line (it may carry secrets);
 //! - `receive` is cancel safe (rmcp polls it in a `select!`): a line is consumed from the
@@ -73,8 +73,9 @@ pub(crate) struct LineTransport<R, W> {
 enum Line {
     /// `line` holds a whole line (or the unterminated last one).
     Whole,
-    /// A line longer than [`MAX_LINE`]: dropped, the rest of it skipped.
-    TooLong,
+    /// A line longer than [`MAX_LINE`]: dropped, the rest of it skipped; the request's id when
+    /// its start holds one (the refusal answers it, so its client does not wait for it).
+    TooLong(Option<RequestId>),
     End,
     Failed(io::Error),
 }
@@ -136,9 +137,10 @@ impl<R: AsyncRead + Unpin, W> LineTransport<R, W> {
                 self.skipping = newline.is_none();
                 None
             } else if self.line.len().saturating_add(take) > MAX_LINE + 2 {
+                let id = mcp_harness_runtime::transport::inbound::leading_id(&self.line);
                 self.line = Vec::new();
                 self.skipping = newline.is_none();
-                Some(Line::TooLong)
+                Some(Line::TooLong(id))
             } else {
                 self.line.extend_from_slice(&available[..take]);
                 newline.map(|_| Line::Whole)
@@ -204,7 +206,7 @@ where
                         Decoded::Refused(id, refusal) => (id, refusal),
                     }
                 }
-                Line::TooLong => (None, too_long()),
+                Line::TooLong(id) => (id, too_long()),
                 Line::End => {
                     if !self.backlog.drained(self.end_wait).await {
                         self.ended.cancel();
@@ -840,7 +842,7 @@ mod tests {
                 Value::Null,
             ),
             (deep.into_bytes(), -32700, Value::Null),
-            (long.into_bytes(), -32600, Value::Null),
+            (long.into_bytes(), -32600, json!(9)),
             (
                 format!(r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":"{secret}"}}"#)
                     .into_bytes(),

@@ -307,8 +307,7 @@ fn allow_all_approves() {
     assert!(!Approval::Cancelled.is_approved());
 }
 
-/// An allow rule written with `*` where `**` was meant is named in the reason, with the rule
-/// for `*`; a session that cannot ask says what to add once.
+/// A deny or ask rule's `*` crosses `__`: a raw name holding `__` is never let past it.
 #[test]
 fn a_deny_or_ask_rule_is_not_missed_by_a_raw_name_holding_the_separator() {
     let r = rules(json!({"allow": ["mcp__**"], "deny": ["mcp__fx__*"], "ask": ["mcp__gh__*"]}));
@@ -323,6 +322,8 @@ fn a_deny_or_ask_rule_is_not_missed_by_a_raw_name_holding_the_separator() {
     assert_eq!(r.decide("mcp__ev__a__b", &none(), None), Decision::Allow);
 }
 
+/// An allow rule written with `*` where `**` was meant is named in the reason, with the rule
+/// for `*`; a session that cannot ask says what to add once.
 #[test]
 fn a_rule_that_misses_by_a_star_is_explained() {
     let r = rules(json!({"allow": ["mcp__*", "mcp__fx__*"]}));
