@@ -455,6 +455,43 @@ fn calls_beyond_the_session_limit_are_refused_and_counted() {
     );
 }
 
+/// Calls the fixture's `name` through `session`; panics unless it ran without a tool error.
+fn fixture_tool(session: &common::gateway::Session<'_>, name: &str, arguments: serde_json::Value) {
+    let answer = session.request(
+        "tools/call",
+        json!({"name": format!("mcp__fx__{name}"), "arguments": arguments}),
+    );
+    assert_eq!(
+        answer["result"]["isError"],
+        json!(false),
+        "{name}: {answer}"
+    );
+}
+
+/// Subscribes `session` to `uri` once the gateway lists it (bounded: 20 s).
+fn subscribe_when_listed(session: &common::gateway::Session<'_>, uri: &str) {
+    let start = Instant::now();
+    loop {
+        let answer = session.request("resources/subscribe", json!({"uri": uri}));
+        if answer.get("result").is_some() {
+            return;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "{answer}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The URI of the next `notifications/resources/updated` on `stream` (within 100 messages).
+fn next_updated(stream: &mut common::gateway::Sse) -> Option<String> {
+    for _ in 0..100 {
+        let message = stream.next()?;
+        if message["method"] == "notifications/resources/updated" {
+            return message["params"]["uri"].as_str().map(str::to_string);
+        }
+    }
+    None
+}
+
 /// A session holds at most 256 resource subscriptions (a template names endless URIs, and each
 /// held one costs a task and an upstream subscription): the next is refused, saying so and what
 /// to do; one already held is still fine, and an unsubscribe makes room again.
@@ -507,47 +544,19 @@ fn resource_updates_reach_only_their_subscribers() {
     let (a, b, c) = (open("a"), open("b"), open("c"));
     a.wait_listed("mcp__fx__echo", Duration::from_secs(20));
     let uri = |n: &str| format!("fixture://updates/{n}");
-    let tool = |name: &str, arguments: serde_json::Value| {
-        let answer = a.request(
-            "tools/call",
-            json!({"name": format!("mcp__fx__{name}"), "arguments": arguments}),
-        );
-        assert_eq!(
-            answer["result"]["isError"],
-            json!(false),
-            "{name}: {answer}"
-        );
-    };
+    let tool = |name: &str, arguments: serde_json::Value| fixture_tool(&a, name, arguments);
     for n in ["x", "y", "z"] {
         tool("add_resource", json!({"uri": uri(n)}));
     }
     let mut streams = [Sse::get(&a), Sse::get(&b), Sse::get(&c)];
     // Subscribed once the gateway lists the new resources (bounded).
-    let subscribe = |session: &Session<'_>, n: &str| {
-        let start = std::time::Instant::now();
-        loop {
-            let answer = session.request("resources/subscribe", json!({"uri": uri(n)}));
-            if answer.get("result").is_some() {
-                return;
-            }
-            assert!(start.elapsed() < Duration::from_secs(20), "{answer}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    };
+    let subscribe = |session: &Session<'_>, n: &str| subscribe_when_listed(session, &uri(n));
     subscribe(&a, "x");
     subscribe(&a, "z");
     subscribe(&b, "x");
     subscribe(&c, "y");
     let update = |n: &str| tool("update_resource", json!({"uri": uri(n), "text": "new"}));
-    let next_update = |stream: &mut Sse| -> Option<String> {
-        for _ in 0..100 {
-            let message = stream.next()?;
-            if message["method"] == "notifications/resources/updated" {
-                return message["params"]["uri"].as_str().map(str::to_string);
-            }
-        }
-        None
-    };
+    let next_update = next_updated;
     let [sa, sb, sc] = &mut streams;
     update("x");
     update("y");
@@ -679,39 +688,14 @@ fn a_listening_session_outlives_the_idle_timeout() {
     session.wait_listed("mcp__fx__echo", Duration::from_secs(20));
     let (other, _) = Session::open(&served.addr, "unused", json!({}), "updater");
     let uri = "fixture://updates/idle";
-    let tool = |name: &str, arguments: serde_json::Value| {
-        let answer = other.request(
-            "tools/call",
-            json!({"name": format!("mcp__fx__{name}"), "arguments": arguments}),
-        );
-        assert_eq!(
-            answer["result"]["isError"],
-            json!(false),
-            "{name}: {answer}"
-        );
-    };
+    let tool = |name: &str, arguments: serde_json::Value| fixture_tool(&other, name, arguments);
     tool("add_resource", json!({"uri": uri}));
-    let start = std::time::Instant::now();
-    loop {
-        let answer = session.request("resources/subscribe", json!({"uri": uri}));
-        if answer.get("result").is_some() {
-            break;
-        }
-        assert!(start.elapsed() < Duration::from_secs(20), "{answer}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    subscribe_when_listed(&session, uri);
     let mut stream = Sse::get(&session);
     // Three idle periods without a request of this session.
     std::thread::sleep(Duration::from_secs(3));
     tool("update_resource", json!({"uri": uri, "text": "new"}));
-    let mut heard = None;
-    for _ in 0..100 {
-        let Some(message) = stream.next() else { break };
-        if message["method"] == "notifications/resources/updated" {
-            heard = message["params"]["uri"].as_str().map(str::to_string);
-            break;
-        }
-    }
+    let heard = next_updated(&mut stream);
     assert_eq!(
         heard.as_deref(),
         Some(uri),
@@ -744,38 +728,14 @@ fn concurrent_subscribes_all_meet_the_upstreams_answer() {
             });
         }
     });
-    let tool = |name: &str, arguments: serde_json::Value| {
-        let answer = sessions[0].request(
-            "tools/call",
-            json!({"name": format!("mcp__fx__{name}"), "arguments": arguments}),
-        );
-        assert_eq!(
-            answer["result"]["isError"],
-            json!(false),
-            "{name}: {answer}"
-        );
-    };
+    let tool =
+        |name: &str, arguments: serde_json::Value| fixture_tool(&sessions[0], name, arguments);
     tool("add_resource", json!({"uri": uri}));
     let listener = &sessions[1];
     let mut stream = Sse::get(listener);
-    let start = Instant::now();
-    loop {
-        let answer = listener.request("resources/subscribe", json!({"uri": uri}));
-        if answer.get("result").is_some() {
-            break;
-        }
-        assert!(start.elapsed() < Duration::from_secs(20), "{answer}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    subscribe_when_listed(listener, uri);
     tool("update_resource", json!({"uri": uri, "text": "new"}));
-    let mut heard = None;
-    for _ in 0..100 {
-        let Some(message) = stream.next() else { break };
-        if message["method"] == "notifications/resources/updated" {
-            heard = message["params"]["uri"].as_str().map(str::to_string);
-            break;
-        }
-    }
+    let heard = next_updated(&mut stream);
     assert_eq!(
         heard.as_deref(),
         Some(uri),
@@ -835,14 +795,7 @@ fn a_listen_stream_hears_of_its_resources() {
         assert_eq!(updated["result"]["isError"], json!(false), "{updated}");
         std::thread::sleep(Duration::from_millis(300));
     }
-    let mut heard = None;
-    for _ in 0..100 {
-        let Some(message) = stream.next() else { break };
-        if message["method"] == "notifications/resources/updated" {
-            heard = message["params"]["uri"].as_str().map(str::to_string);
-            break;
-        }
-    }
+    let heard = next_updated(&mut stream);
     assert_eq!(heard.as_deref(), Some(uri));
 }
 
