@@ -592,48 +592,43 @@ impl OutputStore {
         );
         let starts = page_starts(&text, self.page_chars);
         let pages = starts.len();
-        match self.store(&text, starts) {
-            Ok(handle) => {
-                let header = format!(
+        let stored = self.store(&text, starts);
+        let (header, footer) = match &stored {
+            Ok(handle) => (
+                format!(
                     "[mcp-harness] {facts} It was saved as {pages} page(s) of at most {} \
                      characters; page 1 starts with the text below. Read any page with the \
                      `{READ_OUTPUT_TOOL}` tool, e.g. {{\"handle\": \"{handle}\", \"page\": {}}}.",
                     self.page_chars,
                     pages.min(2),
-                );
-                let footer = format!("[preview: characters 1-{shown} of {total_chars}]");
-                let summary = summarize(
-                    &result,
-                    header,
-                    preview,
-                    footer,
-                    budget_tokens,
-                    (output_schema, true),
-                );
-                Spilled::Stored {
-                    summary,
-                    handle,
-                    pages,
-                    total_chars,
-                }
-            }
-            Err(error) => {
-                let header = format!(
+                ),
+                format!("[preview: characters 1-{shown} of {total_chars}]"),
+            ),
+            Err(error) => (
+                format!(
                     "[mcp-harness] {facts} It could not be saved ({error}), so only its start \
                      is shown."
-                );
-                let footer =
-                    format!("[cut: characters 1-{shown} of {total_chars} shown; the rest is lost]");
-                let summary = summarize(
-                    &result,
-                    header,
-                    preview,
-                    footer,
-                    budget_tokens,
-                    (output_schema, false),
-                );
-                Spilled::Truncated { summary, error }
-            }
+                ),
+                format!("[cut: characters 1-{shown} of {total_chars} shown; the rest is lost]"),
+            ),
+        };
+        let saved = stored.is_ok();
+        let summary = summarize(
+            &result,
+            header,
+            preview,
+            footer,
+            budget_tokens,
+            (output_schema, saved),
+        );
+        match stored {
+            Ok(handle) => Spilled::Stored {
+                summary,
+                handle,
+                pages,
+                total_chars,
+            },
+            Err(error) => Spilled::Truncated { summary, error },
         }
     }
 
