@@ -14,6 +14,7 @@ use std::collections::HashMap;
 type Map<K, V> = HashMap<K, V, foldhash::quality::RandomState>;
 use std::hash::{Hash as _, Hasher as _};
 
+use mcp_harness_policy::uri::{canonical_uri, has_dot_segment};
 use mcp_harness_runtime::catalog::Snapshot;
 use mcp_harness_runtime::catalog::uri_template::Template;
 use mcp_harness_runtime::{ClientProfile, SEARCH_TOOL, StepBinding};
@@ -393,61 +394,6 @@ fn admits_every_reading(filter: &mcp_harness_policy::NameFilter, uri: &str) -> b
             .is_none_or(|canonical| !filter.denies(&canonical) && !has_dot_segment(&canonical))
 }
 
-/// `uri` as a server may read it, where that differs from how it is written: ASCII tabs and
-/// line breaks removed and surrounding controls and spaces trimmed (as URL parsers do), `\`
-/// read as `/`, percent-escapes decoded, the scheme and the authority lowercased.
-fn canonical_uri(uri: &str) -> Option<String> {
-    let trimmed = uri.trim_matches(|c: char| c <= ' ');
-    let mut bytes = Vec::with_capacity(trimmed.len());
-    let mut rest = trimmed
-        .bytes()
-        .filter(|b| !matches!(b, b'\t' | b'\n' | b'\r'));
-    while let Some(b) = rest.next() {
-        let byte = match b {
-            b'\\' => b'/',
-            b'%' => {
-                let mut look = rest.clone();
-                let hex = |d: Option<u8>| d.and_then(|d| (d as char).to_digit(16));
-                match (hex(look.next()), hex(look.next())) {
-                    (Some(high), Some(low)) => {
-                        rest = look;
-                        (high * 16 + low) as u8
-                    }
-                    _ => b'%',
-                }
-            }
-            other => other,
-        };
-        bytes.push(byte);
-    }
-    let mut canonical = String::from_utf8_lossy(&bytes).into_owned();
-    // The scheme, and the authority after `//`, lowercased.
-    if let Some(colon) = canonical.find(':') {
-        let authority_end = canonical[colon + 1..]
-            .strip_prefix("//")
-            .map(|after| colon + 3 + after.find(['/', '?', '#']).unwrap_or(after.len()))
-            .unwrap_or(colon);
-        canonical[..authority_end].make_ascii_lowercase();
-    }
-    // A file URL's other spellings of its path (`file:/p`, `file:p`, `file://localhost/p`)
-    // are `file:///p` to a URL parser.
-    if let Some(path) = canonical.strip_prefix("file:") {
-        let path = path.strip_prefix("//localhost").unwrap_or(path);
-        let path = path.trim_start_matches('/');
-        canonical = format!("file:///{path}");
-    }
-    (canonical != uri).then_some(canonical)
-}
-
-/// Whether a path segment of `uri` is `.` or `..`, spelled plainly or percent-encoded.
-pub(crate) fn has_dot_segment(uri: &str) -> bool {
-    let path = uri.split(['?', '#']).next().unwrap_or_default();
-    path.split('/').any(|segment| {
-        let decoded = segment.to_ascii_lowercase().replace("%2e", ".");
-        decoded == "." || decoded == ".."
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -540,6 +486,16 @@ mod tests {
         ] {
             assert!(!admits_every_reading(&f, uri), "{uri:?} is let through");
         }
+        // A deny pattern spelt otherwise names the URI in its canonical spelling too.
+        let f2 = deny(&["Demo://Docs/*"]);
+        for uri in [
+            "demo://docs/x",
+            "DEMO://docs/x",
+            "Demo://Docs/x",
+            "demo://docs/%78",
+        ] {
+            assert!(!admits_every_reading(&f2, uri), "{uri:?} is let through");
+        }
         // An allow is met by the URI as listed: another reading of it is no reason to refuse.
         let allow = NameFilter::new(
             Some(vec!["file:///docs/*".into(), "Demo://Docs/*".into()]),
@@ -563,7 +519,7 @@ mod tests {
             assert!(admits_every_reading(&f, uri), "{uri:?} is refused");
         }
         assert_eq!(
-            canonical_uri("file:///a/b"),
+            mcp_harness_policy::uri::canonical_uri("file:///a/b"),
             None,
             "nothing to read otherwise"
         );

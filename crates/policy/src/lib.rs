@@ -14,6 +14,7 @@ pub mod exposure;
 pub mod filter;
 mod glob;
 pub mod permission;
+pub mod uri;
 pub mod visibility;
 
 pub use exposure::{

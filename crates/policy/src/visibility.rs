@@ -5,7 +5,8 @@
 //! no `deny` pattern matches (deny wins). Patterns are the permission rules' globs: over names
 //! `*` stays within a `__`-separated segment and `**` crosses them — except in `deny`, where `*`
 //! crosses `__` too (a raw name may hold `__`: `mcp__fx__*` hides `mcp__fx__a__b`); over URIs `*`
-//! stays within a `/`-separated segment. A pattern matches the whole value or nothing.
+//! stays within a `/`-separated segment, and a URI deny also matches in its canonical spelling
+//! ([`crate::uri::canonical_uri`]). A pattern matches the whole value or nothing.
 
 use crate::glob::{Glob, NAME_SEPARATOR, PATH_SEPARATOR, check_name_pattern};
 
@@ -62,9 +63,24 @@ impl NameFilter {
                 })
                 .collect()
         };
+        // A URI deny also names its canonical spelling: a deny on `Demo://Docs/*` hides
+        // `demo://docs/x`, the URI a server reads for it.
+        let deny = match kind {
+            PatternKind::Uri => {
+                let canonical: Vec<String> = deny
+                    .iter()
+                    .filter_map(|pattern| crate::uri::canonical_uri(pattern))
+                    .filter(|canonical| !canonical.is_empty())
+                    .collect();
+                let mut compiled = compile("deny", deny)?;
+                compiled.extend(compile("deny", canonical)?);
+                compiled
+            }
+            _ => compile("deny", deny)?,
+        };
         Ok(Self {
             allow: allow.map(|a| compile("allow", a)).transpose()?,
-            deny: compile("deny", deny)?,
+            deny,
         })
     }
 
@@ -106,6 +122,23 @@ mod tests {
         assert!(!f.admits("mcp__fx__add"));
         assert!(!f.admits("mcp__ev__echo"));
         assert!(filter(None, &[], PatternKind::Name).is_open());
+    }
+
+    /// A URI deny written with another case of scheme or host, or a percent-escape, hides the
+    /// URI a server reads for it too.
+    #[test]
+    fn a_uri_deny_names_its_canonical_spelling() {
+        let f = filter(
+            None,
+            &["Demo://Docs/*", "file:///secr%65ts/**"],
+            PatternKind::Uri,
+        );
+        assert!(!f.admits("Demo://Docs/x"));
+        assert!(!f.admits("demo://docs/x"));
+        assert!(!f.admits("file:///secrets/a/b"));
+        assert!(f.admits("demo://other/x"));
+        // What the deny does not name in either spelling stays visible.
+        assert!(f.admits("demo://docs/a/b"));
     }
 
     #[test]

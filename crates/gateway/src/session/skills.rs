@@ -115,7 +115,7 @@ impl Session {
         let directory = directory.trim_end_matches('/');
         result.resources.retain_mut(|child| {
             let inside = (child.uri.strip_prefix(directory)).is_some_and(|rest| rest.starts_with('/'))
-                && !crate::names::has_dot_segment(&child.uri);
+                && !mcp_harness_policy::uri::has_dot_segment(&child.uri);
             if !inside || !view.admits(&server, &child.uri) {
                 tracing::debug!(%server, child = %child.uri, "a directory entry outside the directory or hidden from this client; left out");
                 return false;
