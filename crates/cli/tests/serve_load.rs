@@ -342,7 +342,8 @@ fn sigterm_under_load_drains_in_flight_calls() {
 }
 
 /// A second SIGTERM cuts the drain: with `--drain-secs 60` and a 30 s call in flight, serve
-/// exits 0 soon after, says why the call was cut, and leaves no upstream process.
+/// exits 0 soon after, says why the call was cut (in its log, and to the call's client, as a
+/// JSON-RPC error with a retry hint), and leaves no upstream process.
 #[test]
 fn a_second_sigterm_cuts_the_drain() {
     let dir = temp_home("serve-load", "term-twice");
@@ -377,7 +378,12 @@ fn a_second_sigterm_cuts_the_drain() {
         "exited {took:?} after the first signal"
     );
     assert!(said.contains("a second signal"), "{said}");
-    let _ = slow.join();
+    let (status, body) = slow.join().expect("the slow call's thread");
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains("shut down before this call ended and cut it") && body.contains("-32000"),
+        "{body}"
+    );
     assert_eq!(
         common::wait_gone(&marker),
         Vec::<u32>::new(),

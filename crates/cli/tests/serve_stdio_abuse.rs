@@ -586,8 +586,9 @@ fn a_stop_signal_lets_the_call_in_flight_answer_before_the_end() {
     fronted.assert_nothing_left();
 }
 
-/// `--drain-secs` bounds the stdio drain too: a call longer than it is cut soon after, the
-/// process exits 0 and leaves no server behind.
+/// `--drain-secs` bounds the stdio drain too: a call longer than it is cut soon after — its
+/// client answered that the gateway cut it, not left without an answer — the process exits 0
+/// and leaves no server behind.
 #[test]
 fn a_stop_signal_drains_for_drain_secs_only() {
     let mut fronted = Fronted::start("drain-short", &["--drain-secs", "1"]);
@@ -601,6 +602,13 @@ fn a_stop_signal_drains_for_drain_secs_only() {
         stopped.elapsed() < Duration::from_secs(8),
         "a 1 s drain took {:?}",
         stopped.elapsed()
+    );
+    let answer = fronted.answer_to(&json!(9), Duration::from_secs(5));
+    assert_eq!(answer["error"]["code"], -32000, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("shut down before this call ended and cut it"),
+        "{answer}"
     );
     fronted.assert_nothing_left();
 }

@@ -164,6 +164,8 @@ pub struct HttpServer {
     accept: CancellationToken,
     /// Closes every session and stream (rmcp's cancellation token), after the drain.
     stop: CancellationToken,
+    /// Cuts the calls still running at the drain deadline (each is answered that it was cut).
+    cut: CancellationToken,
     drain: Arc<Drain>,
     task: JoinHandle<()>,
 }
@@ -212,6 +214,9 @@ impl HttpServer {
                 ?drain,
                 "requests still in flight at the drain deadline are cut"
             );
+            // Each call cut is answered so, when its answer can go out within the grace.
+            self.cut.cancel();
+            self.drain.wait_idle(CUT_GRACE).await;
         }
         self.stop.cancel();
         if tokio::time::timeout(Duration::from_secs(1), &mut self.task)
@@ -309,6 +314,8 @@ pub(crate) async fn serve(
         stop.clone(),
     ));
     let front = shared.clone();
+    let cut = CancellationToken::new();
+    let cut_calls = cut.clone();
     let max_body = config.max_request_body_bytes;
     let posts = InSession {
         sessions: sessions.clone(),
@@ -327,7 +334,10 @@ pub(crate) async fn serve(
         service: StreamableHttpService::new(
             move || {
                 let tracer = shared.tracer.clone();
-                Ok(Traced::new(Session::new(shared.clone()), tracer))
+                Ok(Traced::new(
+                    Session::new(shared.clone(), cut_calls.clone()),
+                    tracer,
+                ))
             },
             sessions,
             config,
@@ -425,6 +435,7 @@ pub(crate) async fn serve(
         addr,
         accept,
         stop,
+        cut,
         drain,
         task,
     })
@@ -443,6 +454,10 @@ pub(crate) const OWN_H1_ENV: &str = "MCP_HARNESS_OWN_H1";
 /// How long a client may take to send a request's head (request line and headers) once it
 /// started one, before its connection is closed: a client that opens connections and never
 /// finishes a request would otherwise hold each open for good.
+/// How long the calls cut at the drain deadline get to send their answers before every
+/// session and stream is closed.
+const CUT_GRACE: Duration = Duration::from_secs(1);
+
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How connections are served.

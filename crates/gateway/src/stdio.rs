@@ -68,11 +68,13 @@ where
     let write = FrontWrite::new(write, lines.clone());
     let transport = transport::LineTransport::new(read, write).with_end_wait(end_wait);
     let ended = transport.ended();
-    let running = Traced::new(Session::with_lines(shared, Some(lines)), tracer)
+    let cut = CancellationToken::new();
+    let session = Session::with_lines(shared, Some(lines), cut.clone());
+    let running = Traced::new(session, tracer)
         .serve(transport)
         .await
         .map_err(|e| ServeError::Initialize(initialize_failure(&e)))?;
-    let reason = finished(running, ended)
+    let reason = finished(running, ended, cut)
         .await
         .map_err(|e| ServeError::Session(e.to_string()))?;
     tracing::debug!(?reason, "stdio client ended the session");
@@ -84,6 +86,7 @@ where
 const CUT_GRACE: Duration = Duration::from_secs(1);
 
 /// Waits for the session's end. Once the transport gave up on the client (`ended`), the
+/// session's calls are cut (each answered so, where its answer can still be written) and the
 /// session is cancelled, which cancels the calls still running (and their upstream calls),
 /// whose answers cannot be delivered or are no longer waited for; and the end is waited for at
 /// most [`CUT_GRACE`]: after its loop rmcp waits up to 5 s for the calls' handlers, and a
@@ -93,6 +96,7 @@ const CUT_GRACE: Duration = Duration::from_secs(1);
 async fn finished<S>(
     running: RunningService<rmcp::RoleServer, S>,
     ended: CancellationToken,
+    cut: CancellationToken,
 ) -> Result<QuitReason, tokio::task::JoinError>
 where
     S: rmcp::Service<rmcp::RoleServer>,
@@ -103,6 +107,7 @@ where
     tokio::select! {
         reason = &mut waiting => reason,
         () = ended.cancelled() => {
+            cut.cancel();
             cancel.cancel();
             tokio::time::timeout(CUT_GRACE, waiting)
                 .await

@@ -5,6 +5,7 @@
 //! Invariant: a call runs only against a definition the client listed; anything else is refused
 //! as unknown or stale before it reaches an upstream.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use mcp_harness_policy::{ApprovalRequest, Effect};
@@ -101,6 +102,16 @@ impl Session {
 /// the tools it showed, 16 hex digits), and under which a `tools/call` may name the listing it
 /// was made from: what binds the calls of a client without a session (2026-07-28, or one that
 /// keeps its first session id) to what it listed, on any replica.
+/// What a client is told of a call cut when the gateway stopped waiting for it (the code and
+/// retry hint of the drain's refusal of a new request).
+fn cut_error() -> McpError {
+    McpError::new(
+        rmcp::model::ErrorCode(-32000),
+        "the gateway shut down before this call ended and cut it (`serve --drain-secs` bounds how long it waits); the server was told (notifications/cancelled); retry (another replica, or this one after its restart)",
+        Some(serde_json::json!({"retryAfterMs": 5000})),
+    )
+}
+
 pub(super) const LISTING_META: &str = "mcp-harness/listing";
 
 /// The `_meta` of a `tools/list` result that showed tools of content digest `digest`.
@@ -302,10 +313,13 @@ impl Session {
                 as_caller(caller, run).await
             }
         };
-        let outcome = match server.clone() {
-            Some(server) => self.forwarding_logs(server, &context, run).await,
-            None => run.await,
+        let run = async {
+            match server.clone() {
+                Some(server) => self.forwarding_logs(server, &context, run).await,
+                None => run.await,
+            }
         };
+        let (outcome, cut) = self.unless_cut(run, &context).await;
         if let Some(span) = upstream {
             crate::spans::end_upstream(
                 Some(span),
@@ -321,8 +335,32 @@ impl Session {
         if name == SEARCH_TOOL && outcome.is_ok() {
             self.after_search(&listed, profile.as_ref(), &context).await;
         }
-        let outcome = self.task_outcome(&context, called.as_ref(), outcome);
+        let outcome = match outcome {
+            // Cancelled by the cut: the client is told so, not that it cancelled.
+            Err(CallError::Transport { .. }) if cut => Err(Failure::Rpc(cut_error())),
+            outcome => self.task_outcome(&context, called.as_ref(), outcome),
+        };
         (called, outcome)
+    }
+
+    /// `run`, the call of request `context`, and whether the session's calls were cut before
+    /// it ended: a cut cancels it (its server is told) rather than losing it with its
+    /// connection, and its client is answered [`cut_error`].
+    async fn unless_cut<F>(&self, run: F, context: &RequestContext<RoleServer>) -> (F::Output, bool)
+    where
+        F: Future<Output = Result<CallReply, CallError>>,
+    {
+        let cut = &self.state.cut;
+        tokio::pin!(run);
+        let outcome = tokio::select! {
+            biased;
+            outcome = &mut run => outcome,
+            () = cut.cancelled() => {
+                context.ct.cancel();
+                run.await
+            }
+        };
+        (outcome, cut.is_cancelled())
     }
 
     /// After a tool search in listing `listed`: what it loaded becomes callable in this

@@ -100,6 +100,10 @@ struct SessionState {
     /// `initialize` was answered: a second one is refused (it would change the client's
     /// declared capabilities and version mid-session).
     initialized: std::sync::atomic::AtomicBool,
+    /// Cancelled when the gateway stops waiting for this session's calls (its drain deadline
+    /// passed, a second stop signal, or the stdio client gone): each call still running is
+    /// cancelled, its server told, and its client answered that the call was cut.
+    cut: tokio_util::sync::CancellationToken,
 }
 
 impl SessionState {
@@ -156,14 +160,16 @@ pub(crate) struct Session {
 }
 
 impl Session {
-    pub(crate) fn new(shared: Arc<Shared>) -> Self {
-        Self::with_lines(shared, None)
+    /// A session whose calls still running are cut when `cut` is cancelled.
+    pub(crate) fn new(shared: Arc<Shared>, cut: tokio_util::sync::CancellationToken) -> Self {
+        Self::with_lines(shared, None, cut)
     }
 
     /// The session of a client whose lines pass `lines` (the stdio front).
     pub(crate) fn with_lines(
         shared: Arc<Shared>,
         lines: Option<Arc<augmented_lines::Lines>>,
+        cut: tokio_util::sync::CancellationToken,
     ) -> Self {
         Self {
             state: Arc::new(SessionState {
@@ -179,6 +185,7 @@ impl Session {
                 lines,
                 http_key: std::sync::OnceLock::new(),
                 initialized: std::sync::atomic::AtomicBool::new(false),
+                cut,
             }),
         }
     }
