@@ -9,7 +9,8 @@
 //! keyring mode moves them into the keyring.
 //!
 //! Invariants: the directory is created 0700 and every file is written 0600 through a temporary
-//! file renamed into place (a reader never sees half a file, another user never reads one); a
+//! file renamed into place (a reader never sees half a file, another user never reads one), and
+//! a file found readable by others is made 0600 when read, with a warning; a
 //! refresh holds an exclusive `flock` on `<server-hash>.lock`, so two harness processes sharing
 //! the store never spend the same refresh token twice, and a token found due is looked at again
 //! under that lock before it is refreshed ([`FileCredentialStore::refresh_if_due`]), so one
@@ -368,11 +369,15 @@ impl FileCredentialStore {
 
     /// The file's bytes and what they are; `None` without a file.
     fn read_bytes(&self, path: &Path) -> Result<Option<(Vec<u8>, Head)>, StoreError> {
-        let bytes = match std::fs::read(path) {
-            Ok(b) => b,
+        let mut file = match std::fs::File::open(path) {
+            Ok(file) => file,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(self.error(path, "read", e)),
         };
+        self.keep_private(path, &file);
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut file, &mut bytes)
+            .map_err(|e| self.error(path, "read", e))?;
         // serde_json's messages quote no input, only positions.
         let head: Head =
             serde_json::from_slice(&bytes).map_err(|e| self.error(path, UNPARSABLE, e))?;
@@ -381,6 +386,29 @@ impl FileCredentialStore {
             return Err(self.error(path, "read", reason));
         }
         Ok(Some((bytes, head)))
+    }
+
+    /// A token file others may read (copied in by hand, or its mode widened) is made 0600
+    /// again, and the user told; where that fails, told what to run.
+    fn keep_private(&self, path: &Path, file: &std::fs::File) {
+        let Ok(mode) = file.metadata().map(|m| m.permissions().mode() & 0o777) else {
+            return;
+        };
+        if mode & 0o077 == 0 {
+            return;
+        }
+        let server = &self.server;
+        match file.set_permissions(std::fs::Permissions::from_mode(0o600)) {
+            Ok(()) => tracing::warn!(
+                path = %path.display(),
+                "the token file of server \"{server}\" was readable by others (mode {mode:o}); made it 0600"
+            ),
+            Err(error) => tracing::warn!(
+                path = %path.display(),
+                %error,
+                "the token file of server \"{server}\" is readable by others (mode {mode:o}) and could not be made 0600: run `chmod 600` on it"
+            ),
+        }
     }
 
     fn error(&self, path: &Path, action: &'static str, reason: impl ToString) -> StoreError {
@@ -861,6 +889,20 @@ mod tests {
         assert_eq!(store.read().unwrap().unwrap().login.as_deref(), Some("l-1"));
         assert!(store.remove().unwrap());
         assert!(!store.remove().unwrap());
+        remove_temp(&dir);
+    }
+
+    /// A token file others may read (copied in with a wide mode) is read, and made 0600.
+    #[test]
+    fn a_token_file_readable_by_others_is_made_private_when_read() {
+        let dir = temp_dir("wide");
+        let store = FileCredentialStore::in_dir(dir.clone(), "srv", "https://example.com/mcp");
+        store.update(|f| f.login = Some("l-1".into())).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        std::fs::set_permissions(store.path(), std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(mode(&store.path()), 0o644);
+        assert_eq!(store.read().unwrap().unwrap().login.as_deref(), Some("l-1"));
+        assert_eq!(mode(&store.path()), 0o600);
         remove_temp(&dir);
     }
 

@@ -245,20 +245,25 @@ impl LegacySseTransport {
             crate::wire::WireNotes::default(),
             true,
         );
-        Self::open_observed(client, sse_url, inbound).await
+        let opened = std::sync::atomic::AtomicBool::new(false);
+        Self::open_observed(client, sse_url, inbound, &opened).await
     }
 
     /// [`Self::open`], decoding every message through `inbound` (which shows it to its wire
-    /// notes, holds it to its size cap and fails the request an undecodable one answers).
+    /// notes, holds it to its size cap and fails the request an undecodable one answers);
+    /// `opened` is set once the server answered the GET with its event stream (a deadline
+    /// around this then tells a stream without an `endpoint` from a server that did not answer).
     pub(super) async fn open_observed(
         client: reqwest::Client,
         sse_url: Url,
         inbound: Inbound,
+        opened: &std::sync::atomic::AtomicBool,
     ) -> Result<Self, TransportError> {
         let server = inbound.server().to_string();
         let (mut stream, base) = get_stream(&client, &sse_url, None)
             .await
             .map_err(|e| e.into_transport_error(&sse_url))?;
+        opened.store(true, std::sync::atomic::Ordering::Relaxed);
         // The cap plus room for the event's framing (`data:` prefixes).
         let mut parser = SseParser::with_limit(inbound.limit().saturating_add(1024));
         let mut early = Vec::new();
