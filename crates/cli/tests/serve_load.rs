@@ -807,9 +807,10 @@ fn a_listen_stream_hears_of_its_resources() {
 
 /// Bad requests to `/mcp`, each in a live session: malformed JSON, bytes that are not UTF-8,
 /// a JSON-RPC batch, JSON that is not JSON-RPC, a body over the limit, a wrong content type.
-/// Each gets a 4xx at once that says what was wrong — a JSON-RPC error without id where the
-/// body was not one JSON-RPC message (-32700 not JSON, -32600 not JSON-RPC) — never a 5xx or
-/// a hang, and nothing else breaks: the same session and a new one still list.
+/// Each gets a 4xx at once that says what was wrong — a JSON-RPC error where the body was not
+/// one JSON-RPC message (-32700 not JSON, -32600 naming the member at fault, with the
+/// request's id when usable) — never a 5xx or a hang, and nothing else breaks: the same
+/// session and a new one still list.
 #[test]
 fn bad_requests_get_a_clear_4xx_and_break_nothing() {
     use common::gateway::Session;
@@ -877,6 +878,58 @@ fn bad_requests_get_a_clear_4xx_and_break_nothing() {
         answer.contains("more than one mcp-protocol-version"),
         "{answer}"
     );
+    // Each says what is wrong, with the request's id where it has a usable one; without a
+    // session, a malformed `initialize` is -32602 and any other request is told to initialize.
+    let bare = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    for (with, body, code, id, said) in [
+        (
+            &headers[..],
+            r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#,
+            -32600,
+            Value::Null,
+            "`id` must be a string or an integer",
+        ),
+        (
+            &headers[..],
+            r#"{"jsonrpc":"1.0","id":7,"method":"ping"}"#,
+            -32600,
+            json!(7),
+            "`jsonrpc` must be \"2.0\"",
+        ),
+        (
+            &headers[..],
+            r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#,
+            -32600,
+            Value::Null,
+            "batch",
+        ),
+        (
+            &bare[..],
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":5}}"#,
+            -32602,
+            json!(1),
+            "`initialize` takes `protocolVersion`",
+        ),
+        (
+            &bare[..],
+            r#"{"jsonrpc":"2.0","id":"p","method":"ping"}"#,
+            -32600,
+            json!("p"),
+            "send `initialize` first",
+        ),
+    ] {
+        let (status, _, answer) = http(addr, "POST", "/mcp", with, body);
+        assert_eq!(status, 400, "{body}: {answer}");
+        let error: Value = serde_json::from_str(&answer)
+            .unwrap_or_else(|e| panic!("{body}: not a JSON-RPC error ({e}): {answer}"));
+        assert_eq!(error["error"]["code"], code, "{body}: {error}");
+        assert_eq!(error["id"], id, "{body}: {error}");
+        let message = error["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(said), "{body}: {message}");
+    }
     // A known method with params of the wrong shape is -32602 naming the method, not "method
     // not found", and quotes none of them.
     for (method, params) in [

@@ -368,10 +368,7 @@ pub(crate) async fn serve(
     // (and move it) — a pointer then, instead of the whole future each time.
     let mcp = move |request: Request| -> futures::future::BoxFuture<'static, Response> {
         let posts = posts.clone();
-        Box::pin(async move {
-            crate::in_session::classify_unreadable(posts.handle(request).await.into_response())
-                .await
-        })
+        Box::pin(async move { posts.handle(request).await.into_response() })
     };
     // The gates every route passes. While draining, nothing is authenticated or opened any
     // more.

@@ -37,7 +37,6 @@ use std::time::Duration;
 use axum::body::Bytes;
 use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, Method, Response, StatusCode, header};
-use axum::response::IntoResponse as _;
 use futures::StreamExt as _;
 use http_body::Body as _;
 use http_body_util::BodyExt as _;
@@ -103,15 +102,18 @@ impl InSession {
         {
             return answer;
         }
-        if request.method() != Method::POST || !self.serves(request.uri(), request.headers()).await
-        {
+        if request.method() != Method::POST {
             return Box::pin(self.service.handle(request)).await;
         }
+        let serves = self.serves(request.uri(), request.headers()).await;
         let (parts, body) = request.into_parts();
         let bytes = match read_body(body, self.max_body).await {
             Ok(bytes) => bytes,
             Err(answer) => return answer,
         };
+        if !serves {
+            return Box::pin(self.rmcp(parts, bytes)).await;
+        }
         self.post(parts, bytes).await
     }
 
@@ -276,10 +278,17 @@ impl InSession {
     }
 
     /// The request, its body read already, to rmcp's handler.
+    /// rmcp's answer to a POST of body `bytes`, its plain-text refusals made JSON-RPC errors
+    /// that say what is wrong ([`readable_refusal`]).
     async fn rmcp(&self, parts: axum::http::request::Parts, bytes: Bytes) -> Answer {
-        self.service
-            .handle(Request::from_parts(parts, axum::body::Body::from(bytes)))
-            .await
+        let answer = self
+            .service
+            .handle(Request::from_parts(
+                parts,
+                axum::body::Body::from(bytes.clone()),
+            ))
+            .await;
+        readable_refusal(answer, &bytes).await
     }
 
     /// Whether the headers are ones rmcp's handler plainly accepts for an in-session request:
@@ -531,47 +540,105 @@ impl Rebinding {
 /// What rmcp says before the reason when a body is not one JSON-RPC message.
 const UNREADABLE: &str = "fail to deserialize request body";
 
-/// rmcp answers a body it cannot read as a JSON-RPC message with 415 and a line of text. The
-/// spec asks for an HTTP error and allows a JSON-RPC error without an id, which is what SDK
-/// clients show: such an answer becomes 400 with `-32700` (not JSON, or not UTF-8) or `-32600`
-/// (JSON, but not one JSON-RPC message: a batch, an object of another shape), rmcp's reason
-/// kept. Every other answer passes unchanged (415 for a wrong `Content-Type` included).
-pub(crate) async fn classify_unreadable(
-    response: axum::response::Response,
-) -> axum::response::Response {
-    if response.status() != StatusCode::UNSUPPORTED_MEDIA_TYPE {
-        return response;
+/// rmcp's answer to a request without a session id (other than `initialize`).
+const NO_SESSION: &str = "Bad Request: Session ID is required";
+
+/// rmcp answers a body it cannot read as a JSON-RPC message with 415 and a line of text, and a
+/// request it takes for one needing a session, without a session id, with 400 and a line of
+/// text. The spec asks for an HTTP error and allows a JSON-RPC error, which is what SDK
+/// clients show: each becomes 400 with a JSON-RPC error saying what is wrong with `body` —
+/// `-32700` (not JSON, or not UTF-8), `-32600` naming the member at fault ([`crate::unfit`]) or
+/// the missing session, `-32602` for an `initialize` whose params do not have its shape —
+/// with the request's id when it has a usable one. Every other answer passes unchanged (415
+/// for a wrong `Content-Type` included).
+async fn readable_refusal(answer: Answer, body: &[u8]) -> Answer {
+    let status = answer.status();
+    if status != StatusCode::UNSUPPORTED_MEDIA_TYPE && status != StatusCode::BAD_REQUEST {
+        return answer;
     }
-    let (parts, body) = response.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, 64 * 1024).await else {
-        return Response::from_parts(parts, axum::body::Body::empty());
+    let (parts, said) = answer.into_parts();
+    let Ok(said) = said.collect().await.map(|said| said.to_bytes());
+    let (id, error) = if said.starts_with(UNREADABLE.as_bytes()) {
+        unreadable(body)
+    } else if said == NO_SESSION.as_bytes() {
+        without_session(body)
+    } else {
+        return Response::from_parts(parts, http_body_util::Full::new(said).boxed());
     };
-    let text = String::from_utf8_lossy(&bytes);
-    let Some(reason) = text.strip_prefix(UNREADABLE).map(str::trim) else {
-        return Response::from_parts(parts, axum::body::Body::from(bytes));
-    };
-    let (code, message) = if reason.contains("unrecognized JSON-RPC message") {
-        (
-            -32600,
-            "Invalid Request: the body is JSON but not one JSON-RPC request, notification or response (batches are not accepted)".to_string(),
+    let id = id.map_or(serde_json::Value::Null, |id| id.into_json_value());
+    let error = serde_json::json!({"jsonrpc": "2.0", "id": id, "error": error});
+    let mut refused = text(StatusCode::BAD_REQUEST, error.to_string());
+    refused.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    refused
+}
+
+/// What is wrong with a body rmcp could not read as one JSON-RPC message.
+fn unreadable(body: &[u8]) -> (Option<rmcp::model::RequestId>, rmcp::model::ErrorData) {
+    use crate::unfit::{Unfit, unfit};
+    use rmcp::model::ErrorData;
+    if let Err(error) = std::str::from_utf8(body) {
+        let message = format!("Parse error: the body is not UTF-8 ({error})");
+        return (None, ErrorData::parse_error(message, None));
+    }
+    if let Err(error) = serde_json::from_slice::<serde::de::IgnoredAny>(body) {
+        // serde's syntax messages name a place, never the text.
+        let message = format!("Parse error: the body is not a JSON message ({error})");
+        return (None, ErrorData::parse_error(message, None));
+    }
+    match unfit(body) {
+        Unfit::Refused(id, mut error) => {
+            error.message = format!("Invalid Request: {}", error.message).into();
+            (id, error)
+        }
+        Unfit::Answer => (
+            None,
+            ErrorData::invalid_request(
+                "Invalid Request: the answer does not fit MCP's schema; the request it answers ends at its timeout",
+                None,
+            ),
+        ),
+        Unfit::Notification => (
+            None,
+            ErrorData::invalid_request(
+                "Invalid Request: the notification does not fit MCP's schema",
+                None,
+            ),
+        ),
+    }
+}
+
+/// What is wrong with a request rmcp took for one needing a session, sent without one: an
+/// `initialize` whose params rmcp could not read, or any other request.
+fn without_session(body: &[u8]) -> (Option<rmcp::model::RequestId>, rmcp::model::ErrorData) {
+    use rmcp::model::ErrorData;
+    #[derive(serde::Deserialize)]
+    struct Head {
+        id: Option<serde_json::Value>,
+        method: Option<serde_json::Value>,
+    }
+    let head = serde_json::from_slice::<Head>(body).ok();
+    let id = head
+        .as_ref()
+        .and_then(|head| head.id.clone())
+        .and_then(|id| serde_json::from_value(id).ok());
+    let initialize = head
+        .and_then(|head| head.method)
+        .is_some_and(|method| method == "initialize");
+    let error = if initialize {
+        ErrorData::invalid_params(
+            "Invalid params: `initialize` takes `protocolVersion` (a string), `capabilities` (an object) and `clientInfo` (an object with `name` and `version` strings)",
+            None,
         )
     } else {
-        (
-            -32700,
-            format!("Parse error: the body is not a JSON message ({reason})"),
+        ErrorData::invalid_request(
+            "Invalid Request: no `Mcp-Session-Id` header: send `initialize` first, then the session id it answers with on every request",
+            None,
         )
     };
-    let error = serde_json::json!({
-        "jsonrpc": "2.0",
-        "id": null,
-        "error": {"code": code, "message": message}
-    });
-    (
-        StatusCode::BAD_REQUEST,
-        [(header::CONTENT_TYPE, "application/json")],
-        error.to_string(),
-    )
-        .into_response()
+    (id, error)
 }
 
 #[cfg(test)]

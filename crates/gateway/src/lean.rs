@@ -137,8 +137,7 @@ impl Lean {
                 sealer: self.sealer.clone(),
             });
         }
-        let answer = self.posts.handle_read(parts, body).await.into_response();
-        let mut answer = crate::in_session::classify_unreadable(answer).await;
+        let mut answer = self.posts.handle_read(parts, body).await.into_response();
         if answer.status().is_success()
             && let Some(payload) = &opened
         {

@@ -39,6 +39,7 @@ mod sync;
 mod task_ids;
 mod trace;
 mod traced;
+mod unfit;
 
 use std::sync::Arc;
 

@@ -66,9 +66,11 @@ where
     let lines = Arc::new(Lines::new(shared.clone()));
     let read = FrontRead::new(read, lines.clone());
     let write = FrontWrite::new(write, lines.clone());
-    let transport = transport::LineTransport::new(read, write).with_end_wait(end_wait);
-    let ended = transport.ended();
     let cut = CancellationToken::new();
+    let transport = transport::LineTransport::new(read, write)
+        .with_end_wait(end_wait)
+        .with_cut(cut.clone());
+    let ended = transport.ended();
     let session = Session::with_lines(shared, Some(lines), cut.clone());
     let running = Traced::new(session, tracer)
         .serve(transport)

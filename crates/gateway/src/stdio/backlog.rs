@@ -224,6 +224,12 @@ impl Backlog {
         }
     }
 
+    /// Counts the quiet time [`Backlog::drained`] waits from now (a new wait, after the calls
+    /// still running were cut).
+    pub(super) fn quiet_from_now(&self) {
+        *lock(&self.quiet_since) = Some(Instant::now());
+    }
+
     #[cfg(test)]
     pub(super) fn owed(&self) -> usize {
         self.owed.load(Ordering::Acquire)

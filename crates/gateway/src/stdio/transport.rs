@@ -20,11 +20,13 @@
 //!   notifications not counted); a refusal is among them;
 //! - a write to the client that fails (it closed its end of our standard output: `EPIPE`)
 //!   ends the session: `receive` reports the end at once, whatever it was waiting for;
+//! - when owed answers are still unwritten at the end of the wait after the end of input, the
+//!   calls still running are cut ([`LineTransport::with_cut`]: each answered that it was cut)
+//!   and their answers get [`super::CUT_GRACE`] more;
 //! - when the transport gives up on the client (a failed write, or owed answers still unwritten
-//!   at the end of the wait after the end of input) it cancels [`LineTransport::ended`], so the
-//!   calls still running are cancelled rather than waited for.
+//!   after that) it cancels [`LineTransport::ended`], so the calls still running are cancelled
+//!   rather than waited for.
 
-use std::fmt;
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,14 +37,12 @@ use rmcp::model::{
 };
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
-use serde::Deserialize;
-use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde_json::Value;
 use serde_json::error::Category;
 use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncWrite, AsyncWriteExt as _, BufReader};
 use tokio_util::sync::CancellationToken;
 
 use super::backlog::{Backlog, Owed, Refused};
+use crate::unfit::Unfit;
 
 /// The longest line taken, its line end not counted (rmcp's limit for its line transport).
 pub(crate) const MAX_LINE: usize = 16 * 1024 * 1024;
@@ -67,6 +67,11 @@ pub(crate) struct LineTransport<R, W> {
     /// How long the answers still owed at the end of input may take ([`EOF_IDLE`] unless the
     /// session was given its own drain).
     end_wait: Duration,
+    /// Cancelled when that wait passed with answers still owed: the calls still running are
+    /// cut, and answered so within [`super::CUT_GRACE`], before the transport gives up.
+    cut: Option<CancellationToken>,
+    /// `cut` was cancelled: the wait left is the grace.
+    cutting: bool,
 }
 
 /// What one bounded line read found.
@@ -99,7 +104,16 @@ impl<R: AsyncRead + Unpin, W> LineTransport<R, W> {
             started: false,
             ended: CancellationToken::new(),
             end_wait: EOF_IDLE,
+            cut: None,
+            cutting: false,
         }
+    }
+
+    /// Cancels `cut` when the wait at the end of input passed with answers still owed, and
+    /// waits [`super::CUT_GRACE`] more for the answers of the calls it cut.
+    pub(crate) fn with_cut(mut self, cut: CancellationToken) -> Self {
+        self.cut = Some(cut);
+        self
     }
 
     /// The wait for the answers owed at the end of input (`--drain-secs` of `serve`).
@@ -208,9 +222,25 @@ where
                 }
                 Line::TooLong(id) => (id, too_long()),
                 Line::End => {
-                    if !self.backlog.drained(self.end_wait).await {
-                        self.ended.cancel();
+                    let wait = if self.cutting {
+                        super::CUT_GRACE
+                    } else {
+                        self.end_wait
+                    };
+                    if self.backlog.drained(wait).await {
+                        return None;
                     }
+                    // The calls still running are cut while the session still writes their
+                    // answers; only then is the client given up on.
+                    if let Some(cut) = self.cut.as_ref().filter(|_| !self.cutting) {
+                        self.cutting = true;
+                        cut.cancel();
+                        self.backlog.quiet_from_now();
+                        if self.backlog.drained(super::CUT_GRACE).await {
+                            return None;
+                        }
+                    }
+                    self.ended.cancel();
                     return None;
                 }
                 Line::Failed(error) => {
@@ -349,131 +379,32 @@ fn decode(line: &[u8]) -> Decoded {
     }
 }
 
-/// The top-level members of a JSON object that is not a message rmcp reads.
-#[derive(Deserialize)]
-struct Envelope {
-    jsonrpc: Option<Value>,
-    #[serde(default, deserialize_with = "present")]
-    id: Option<Value>,
-    method: Option<Value>,
-    params: Option<Kind>,
-    result: Option<Kind>,
-    error: Option<Kind>,
-}
-
-/// A member present (even `null`).
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
-    Value::deserialize(d).map(Some)
-}
-
-/// Whether a value is an object, its content skipped (a hostile `params` costs no memory).
-#[derive(PartialEq, Eq)]
-enum Kind {
-    Object,
-    Other,
-}
-
-impl<'de> Deserialize<'de> for Kind {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(KindVisitor)
-    }
-}
-
-struct KindVisitor;
-
-impl<'de> Visitor<'de> for KindVisitor {
-    type Value = Kind;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Kind, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(Kind::Object)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Kind, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Kind::Other)
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<Kind, E> {
-        Ok(Kind::Other)
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<Kind, E> {
-        Ok(Kind::Other)
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<Kind, E> {
-        Ok(Kind::Other)
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<Kind, E> {
-        Ok(Kind::Other)
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<Kind, E> {
-        Ok(Kind::Other)
-    }
-
-    fn visit_unit<E>(self) -> Result<Kind, E> {
-        Ok(Kind::Other)
-    }
-}
-
-/// JSON that rmcp's message types do not read: what to answer, with the id when usable.
+/// JSON that rmcp's message types do not read: what to answer, with the id when usable (an
+/// unreadable answer or notification is dropped, logged).
 fn unfit(line: &[u8]) -> Decoded {
-    let refused =
-        |id, what: &str| Decoded::Refused(id, ErrorData::invalid_request(what.to_string(), None));
-    let Ok(envelope) = serde_json::from_slice::<Envelope>(line) else {
-        let what = match line.trim_ascii_start().first() {
-            Some(b'[') => "a batch (a JSON array) is not taken: send one message per line",
-            Some(b'{') => "the object does not fit a JSON-RPC message (a member given twice?)",
-            _ => "a JSON-RPC message is a JSON object",
-        };
-        return refused(None, what);
-    };
-    let Some(method) = &envelope.method else {
-        if envelope.result.is_some() || envelope.error.is_some() {
+    match crate::unfit::unfit(line) {
+        Unfit::Refused(id, refusal) => Decoded::Refused(id, refusal),
+        Unfit::Answer => {
             tracing::warn!(
                 "an answer from the stdio client does not fit MCP and was dropped; the request \
                  it answers ends at its timeout"
             );
-            return Decoded::Nothing;
+            Decoded::Nothing
         }
-        return refused(
-            None,
-            "a message needs `method` (a request or notification) or `result` or `error` (an \
-             answer)",
-        );
-    };
-    let Some(id) = &envelope.id else {
-        tracing::debug!("a notification that does not fit MCP was dropped");
-        return Decoded::Nothing;
-    };
-    let id = serde_json::from_value::<RequestId>(id.clone()).ok();
-    let what = if envelope.jsonrpc.as_ref().and_then(Value::as_str) != Some("2.0") {
-        "`jsonrpc` must be \"2.0\""
-    } else if !method.is_string() {
-        "`method` must be a string"
-    } else if id.is_none() {
-        "`id` must be a string or an integer"
-    } else if envelope.params.is_some_and(|params| params != Kind::Object) {
-        "`params` must be an object"
-    } else {
-        "the request does not fit MCP's schema"
-    };
-    refused(id, what)
+        Unfit::Notification => {
+            tracing::debug!("a notification that does not fit MCP was dropped");
+            Decoded::Nothing
+        }
+    }
 }
+
 #[cfg(test)]
 mod tests {
     use super::super::backlog::{Backlog, CANCEL_GRACE, OWED};
     use super::*;
     use futures::FutureExt as _;
     use rmcp::model::{ServerJsonRpcMessage, ServerNotification, ServerResult};
-    use serde_json::json;
+    use serde_json::{Value, json};
     use tokio::io::{AsyncReadExt as _, DuplexStream, ReadHalf, WriteHalf};
 
     type Pipe = LineTransport<ReadHalf<DuplexStream>, WriteHalf<DuplexStream>>;
