@@ -346,6 +346,48 @@ async fn deny_cancel_and_approval_timeout_never_send() {
     runtime.shutdown().await;
 }
 
+/// A call cancelled while its approval is asked ends then, unsent (the approver's yes would
+/// come after 5 s, and the call would run).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_cancelled_while_asked_is_never_sent() {
+    let recording = Arc::new(Recording {
+        answer: Approval::Approved,
+        delay: Duration::from_secs(5),
+        seen: Default::default(),
+    });
+    let mut cfg = config(vec![server("fx", fixture_stdio(&[]))]);
+    cfg.permissions =
+        serde_json::from_value(json!({"allow": ["mcp__fx__calls"], "ask": ["mcp__fx__echo"]}))
+            .expect("rules");
+    let runtime = RuntimeBuilder::new(cfg)
+        .approver(recording.clone())
+        .approval_timeout(Duration::from_secs(30))
+        .start()
+        .expect("start");
+    runtime.wait_settled(SETTLE).await;
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let options = CallOptions {
+        cancel: Some(cancel.clone()),
+        ..CallOptions::default()
+    };
+    let call = runtime.call_tool_with("mcp__fx__echo", args(json!({"message": "x"})), options);
+    let canceller = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        cancel.cancel();
+    };
+    let (err, ()) = tokio::join!(call, canceller);
+    let err = err.expect_err("cancelled");
+    assert!(matches!(err, CallError::Permission { .. }), "{err}");
+    assert!(
+        err.to_string().contains("while its approval was asked"),
+        "{err}"
+    );
+    assert_eq!(recording.seen.lock().expect("lock").len(), 1);
+    let counts = calls(&runtime, "fx").await;
+    assert_eq!(count(&counts, "echo"), 0, "the cancelled call was sent");
+    runtime.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rule_for_a_builtin_never_matches_a_server_tool() {
     // `Write` and `*` are rules for built-in (unqualified) names: they never match

@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 
 const ALICE: &str = "alice-origin-token-1234567890";
 const BOB: &str = "bob-origin-token-1234567890";
+const CAROL: &str = "carol-origin-token-1234567890";
 
 /// The gateway in front of `upstream` (as server `up`), `ask_form` under a top-level `ask`
 /// rule, with clients alice and bob.
@@ -35,7 +36,9 @@ fn gateway(tag: &str, upstream: Value) -> Served {
         "permissions": {"allow": ["mcp__up__ask_roots"], "ask": ["mcp__up__ask_form"]},
         "gateway": {"clients": {
             "alice": {"auth": {"type": "bearer", "tokenEnv": "GW_ALICE"}},
-            "bob": {"auth": {"type": "bearer", "tokenEnv": "GW_BOB"}}
+            "bob": {"auth": {"type": "bearer", "tokenEnv": "GW_BOB"}},
+            "carol": {"auth": {"type": "bearer", "tokenEnv": "GW_CAROL"},
+                      "permissions": {"ask": ["mcp__up__ask_roots"]}}
         }}
     });
     std::fs::write(&config, document.to_string()).expect("write config");
@@ -45,7 +48,7 @@ fn gateway(tag: &str, upstream: Value) -> Served {
         &config,
         &["--prefix", "none"],
         Stdio::from(stderr),
-        &[("GW_ALICE", ALICE), ("GW_BOB", BOB)],
+        &[("GW_ALICE", ALICE), ("GW_BOB", BOB), ("GW_CAROL", CAROL)],
     );
     // The upstream connects in the background: wait (bounded) until its tools are listed.
     let alice = Stateless::new(&served.addr, Some(ALICE), json!({}));
@@ -186,4 +189,89 @@ fn a_stdio_upstreams_request_with_two_callers_is_refused_not_guessed() {
     alice.answer(&asked, accept(json!({"name": "Alice"})));
     let done = result("alice", &mut alice_call);
     assert!(done.contains("Alice"), "{done}");
+}
+
+/// A client profile's own `ask` rule is asked of the calling client (an elicitation on its
+/// call's stream; accepted, the call runs), and refused naming the profile's `allow` for a
+/// session that declared no elicitation.
+#[test]
+fn a_profiles_ask_rule_is_asked_of_its_caller() {
+    let (_fixture, url) = http_fixture(&["--client-requests"]);
+    let served = gateway("profile-ask", json!({"url": url}));
+    let carol = Client::open(&served.addr, "carol", CAROL);
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "ask_roots", "arguments": {}}});
+    let mut call = Sse::post(&carol.session, &body);
+    let (approval, text) = elicitation("carol", &mut call);
+    assert!(
+        text.starts_with("Allow `mcp__up__ask_roots`") && text.contains("carol.permissions.ask"),
+        "{text}"
+    );
+    carol.answer(&approval, accept(json!({})));
+    let message = call.next().expect("the call's result");
+    assert_eq!(message["id"], 1, "{message}");
+    assert_eq!(message["result"]["isError"], false, "{message}");
+
+    // Cancelled while asked: the call ends then, unsent, and a late yes runs nothing.
+    let mut call = Sse::post(&carol.session, &body);
+    let (approval, _) = elicitation("carol", &mut call);
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 1, "reason": "changed my mind"}});
+    let (status, _, said) = carol.session.post(&cancel);
+    assert_eq!(status, 202, "{said}");
+    let message = (0..10)
+        .map_while(|_| call.next())
+        .find(|m| m["id"] == 1)
+        .expect("the cancelled call's answer");
+    assert!(
+        message.to_string().contains("while its approval was asked"),
+        "{message}"
+    );
+    let (status, _, _) = carol
+        .session
+        .post(&json!({"jsonrpc": "2.0", "id": approval["id"],
+        "result": accept(json!({}))}));
+    assert!(status < 500, "a late answer: {status}");
+
+    let (unasked, _) = common::gateway::Session::open(&served.addr, CAROL, json!({}), "carol");
+    let refused = unasked.request("tools/call", json!({"name": "ask_roots", "arguments": {}}));
+    let said = refused["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    assert!(
+        said.contains("gateway.clients.carol.permissions.allow"),
+        "{refused}"
+    );
+}
+
+/// An upstream's sampling request for a client that declared no sampling is refused at once
+/// (a client may ignore a request it does not know, and the call would wait out its timeout).
+#[test]
+fn sampling_is_not_asked_of_a_client_that_did_not_declare_it() {
+    let (_fixture, url) = http_fixture(&["--client-requests"]);
+    let served = gateway("no-sampling", json!({"url": url}));
+    let alice = Client::open(&served.addr, "alice", ALICE);
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "ask_sample", "arguments": {}}});
+    let mut call = Sse::post(&alice.session, &body);
+    let started = Instant::now();
+    // Bounded: an approval, if the rules ask one, then the result.
+    let answer = (0..10)
+        .map_while(|_| call.next())
+        .find_map(|message| {
+            if message["method"] == "elicitation/create" {
+                alice.answer(&message, accept(json!({})));
+                return None;
+            }
+            (message["id"] == 1).then_some(message)
+        })
+        .expect("the call's answer");
+    assert!(started.elapsed() < Duration::from_secs(10), "waited");
+    assert!(
+        answer
+            .to_string()
+            .contains("does not support sampling (server"),
+        "{answer}"
+    );
 }

@@ -200,6 +200,32 @@ impl Caller {
             .peer_info()
             .is_some_and(|info| info.capabilities.elicitation.is_some())
     }
+
+    /// Whether the client declared elicitation of `params`'s mode: a URL one needs
+    /// `elicitation.url`; a form one `elicitation.form`, or an empty `elicitation` (which
+    /// declares form, as before modes existed).
+    fn can_elicit_mode(&self, params: &ElicitRequestParams) -> bool {
+        let url = matches!(params, ElicitRequestParams::UrlElicitationParams { .. });
+        self.peer
+            .peer_info()
+            .is_some_and(|info| declares_mode(info.capabilities.elicitation.as_ref(), url))
+    }
+
+    /// Whether the client declared sampling.
+    fn can_sample(&self) -> bool {
+        self.peer
+            .peer_info()
+            .is_some_and(|info| info.capabilities.sampling.is_some())
+    }
+}
+
+/// Whether `declared` elicitation covers a URL-mode request (`url`) or a form one: URL mode
+/// needs `url`; form needs `form`, or an empty declaration (form, as before modes existed).
+fn declares_mode(declared: Option<&rmcp::model::ElicitationCapability>, url: bool) -> bool {
+    declared.is_some_and(|declared| match url {
+        true => declared.url.is_some(),
+        false => declared.form.is_some() || declared.url.is_none(),
+    })
 }
 
 /// Connects the runtime's client-side callbacks and approvals to the gateway's clients. Give
@@ -422,10 +448,14 @@ impl ClientCallbacks for Forward {
         let server = server.to_string();
         Box::pin(async move {
             let caller = caller?;
-            if !caller.can_elicit() {
+            if !caller.can_elicit_mode(&request) {
+                let mode = match &request {
+                    ElicitRequestParams::UrlElicitationParams { .. } => "URL-mode elicitation",
+                    _ => "elicitation",
+                };
                 return Err(McpError::invalid_request(
                     format!(
-                        "the calling client does not support elicitation (server \"{server}\" asked)"
+                        "the calling client does not support {mode} (server \"{server}\" asked)"
                     ),
                     None,
                 ));
@@ -443,8 +473,20 @@ impl ClientCallbacks for Forward {
         request: CreateMessageRequestParams,
     ) -> CallbackFuture<CreateMessageResult> {
         let caller = self.inner.caller("sampling request", server, origin);
+        let server = server.to_string();
         Box::pin(async move {
-            caller?.sample(request).await.map_err(|e| {
+            let caller = caller?;
+            // Asked of a client that never declared it, the request would wait for an answer
+            // that may never come (a client may ignore what it does not know).
+            if !caller.can_sample() {
+                return Err(McpError::invalid_request(
+                    format!(
+                        "the calling client does not support sampling (server \"{server}\" asked)"
+                    ),
+                    None,
+                ));
+            }
+            caller.sample(request).await.map_err(|e| {
                 McpError::internal_error(format!("the client's sampling failed: {e}"), None)
             })
         })
@@ -528,5 +570,27 @@ impl Approver for AskCaller {
                 },
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A form-only client is not sent a URL-mode elicitation; an empty declaration is form.
+    #[test]
+    fn elicitation_modes_follow_the_declaration() {
+        let declared = |json: serde_json::Value| {
+            serde_json::from_value::<rmcp::model::ElicitationCapability>(json).unwrap()
+        };
+        let empty = declared(json!({}));
+        let form = declared(json!({"form": {}}));
+        let url = declared(json!({"url": {}}));
+        let both = declared(json!({"form": {}, "url": {}}));
+        assert!(!declares_mode(None, false) && !declares_mode(None, true));
+        assert!(declares_mode(Some(&empty), false) && !declares_mode(Some(&empty), true));
+        assert!(declares_mode(Some(&form), false) && !declares_mode(Some(&form), true));
+        assert!(!declares_mode(Some(&url), false) && declares_mode(Some(&url), true));
+        assert!(declares_mode(Some(&both), false) && declares_mode(Some(&both), true));
     }
 }

@@ -464,8 +464,9 @@ impl Approver for DenyAll {
     fn approve(&self, request: ApprovalRequest) -> BoxFuture<'static, Approval> {
         let name = &request.qualified_name;
         let why = &request.reason;
-        // The reason of a call no rule matched says already what to add.
-        let reason = if why.contains(&format!("`{CONFIG_KEY}.allow`")) {
+        // The reason of a call no rule matched (or of a client profile's rule) says already
+        // what to add.
+        let reason = if why.contains(&format!("{CONFIG_KEY}.allow`")) {
             format!("`{name}` needs approval and this session cannot ask: {why}")
         } else {
             format!(

@@ -135,6 +135,12 @@ impl Runtime {
         }
     }
 
+    /// How long an approval is waited for before the call is refused unsent
+    /// ([`RuntimeBuilder::approval_timeout`](crate::RuntimeBuilder::approval_timeout)).
+    pub fn approval_timeout(&self) -> std::time::Duration {
+        self.calls.approval_timeout()
+    }
+
     /// The latest published snapshot (revision 0 before the first publication).
     pub fn snapshot(&self) -> Arc<Snapshot> {
         self.live.snapshot()

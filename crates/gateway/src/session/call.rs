@@ -227,12 +227,37 @@ impl Session {
                             qualified_name: name.to_string(),
                             server: server.clone().unwrap_or_default(),
                             args,
-                            reason: format!("{text} asks before `{name}` runs"),
+                            reason: format!(
+                                "{text} asks before `{name}` runs; add \"{name}\" to `gateway.clients.{}.permissions.allow` to run it without asking",
+                                profile.name
+                            ),
                             annotations: entry.and_then(|entry| entry.tool.annotations.clone()),
                         };
+                        // Asked within the caller's scope: the approver finds the client there
+                        // as it starts (made outside it, it found none and refused).
+                        let approver = self.shared().bridge.approver();
+                        let asked =
+                            as_caller(caller.clone(), async move { approver.approve(ask).await });
+                        // Bounded as the runtime bounds its approvals; a call cancelled while
+                        // asked ends unsent (the question withdrawn, a late yes sends nothing).
+                        let limit = self.runtime().approval_timeout();
+                        let answer = tokio::select! {
+                            answer = tokio::time::timeout(limit, asked) => answer,
+                            () = context.ct.cancelled() => {
+                                let error = CallError::Permission {
+                                    name: name.to_string(),
+                                    reason: "cancelled by the caller while its approval was asked; the call was not sent".into(),
+                                };
+                                return (called, Err(Failure::Call(error)));
+                            }
+                        };
                         let answer =
-                            as_caller(caller.clone(), self.shared().bridge.approver().approve(ask))
-                                .await;
+                            answer.unwrap_or_else(|_| mcp_harness_policy::Approval::Denied {
+                                reason: format!(
+                                    "no approval within {}s (the call was not sent)",
+                                    limit.as_secs()
+                                ),
+                            });
                         match answer {
                             mcp_harness_policy::Approval::Approved => approved = true,
                             mcp_harness_policy::Approval::Denied { reason } => {

@@ -130,6 +130,11 @@ impl ValidatorCache {
 }
 
 impl CallContext {
+    /// How long an approval is waited for.
+    pub(crate) fn approval_timeout(&self) -> Duration {
+        self.policy.approval_timeout
+    }
+
     /// The embedder's table of which call a server request belongs to, when its callbacks
     /// keep one.
     pub(crate) fn call_tags(&self) -> Option<mcp_harness_transport::callbacks::CallTags> {

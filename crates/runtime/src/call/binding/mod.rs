@@ -424,7 +424,7 @@ impl PreparedCall {
         // The common path (allowed, same connection) awaits nothing here; asking for approval
         // and restarting a crashed server are boxed so the call's future stays small.
         if let Some(ask) = self.permission(entry, &args)? {
-            Box::pin(self.ask_approval(ask)).await?;
+            Box::pin(self.ask_approval(ask, options.cancel.as_ref())).await?;
         }
         // The listing a tools/list_changed of the bound connection caused is awaited before
         // the hold below: a config edit retiring the connection meanwhile need not wait for it.
@@ -884,7 +884,11 @@ impl PreparedCall {
     }
 
     /// Asks the approver, at most `approval_timeout`; the call is not sent unless approved.
-    async fn ask_approval(&self, request: ApprovalRequest) -> Result<(), CallError> {
+    async fn ask_approval(
+        &self,
+        request: ApprovalRequest,
+        cancel: Option<&CancellationToken>,
+    ) -> Result<(), CallError> {
         let name = request.qualified_name.clone();
         let refuse = |reason: String| CallError::Permission {
             name: name.clone(),
@@ -893,8 +897,21 @@ impl PreparedCall {
         let asked = tokio::time::timeout(
             self.ctx.policy.approval_timeout,
             self.ctx.policy.approver.approve(request),
-        )
-        .await;
+        );
+        // A call cancelled while its approval is asked ends then, unsent: the question is
+        // dropped (withdrawn), and a late yes sends nothing.
+        let cancelled = async {
+            match cancel {
+                Some(cancel) => cancel.cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
+        let asked = tokio::select! {
+            asked = asked => asked,
+            () = cancelled => {
+                return Err(refuse(CANCELLED_WHILE_ASKED.into()));
+            }
+        };
         match asked {
             Ok(Approval::Approved) => Ok(()),
             Ok(Approval::Denied { reason }) => Err(refuse(reason)),
@@ -993,6 +1010,10 @@ impl Sent {
         }
     }
 }
+
+/// The refusal of a call cancelled while its approval was asked.
+const CANCELLED_WHILE_ASKED: &str =
+    "cancelled by the caller while its approval was asked; the call was not sent";
 
 /// Tells the server that request `id` is cancelled, for `reason`.
 async fn tell_cancelled(peer: &mcp_harness_transport::ClientPeer, id: RequestId, reason: &str) {
