@@ -272,3 +272,42 @@ async fn a_login_in_another_process_renews_the_step_up_budget() {
     );
     runtime.shutdown().await;
 }
+
+/// An authorization endpoint of another scheme than https (or http to loopback) is never
+/// opened: `file:` or a desktop handler's scheme would go to whatever handles it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_authorization_endpoint_of_another_scheme_is_never_opened() {
+    struct Recording(std::sync::Mutex<Vec<String>>);
+    impl auth::Browser for Recording {
+        fn authorize(&self, url: &str) -> futures::future::BoxFuture<'_, Result<String, String>> {
+            self.0.lock().unwrap().push(url.to_string());
+            Box::pin(async { Err("not opened".to_string()) })
+        }
+    }
+    for endpoint in [
+        "file:///tmp/evil.desktop",
+        "smb://198.51.100.7/share/run.desktop",
+        "http://198.51.100.7/authorize",
+    ] {
+        let st = AuthServer::start(AuthOptions {
+            metadata: Some(json!({"authorization_endpoint": endpoint})),
+            ..AuthOptions::authorization_code(false, 3600)
+        })
+        .await;
+        let ctx = common::auth_server::temp_auth("scheme");
+        let browser = Recording(Default::default());
+        let settings = auth::OAuthSettings {
+            redirect_uri: "http://127.0.0.1:33419/callback".into(),
+            ..Default::default()
+        };
+        let err = auth::login(&ctx, "hostile", &st.url(), &settings, &browser)
+            .await
+            .expect_err("refused");
+        let said = err.to_string();
+        assert!(
+            said.contains("`authorization_endpoint`") && said.contains("is not https"),
+            "{endpoint}: {said}"
+        );
+        assert!(browser.0.lock().unwrap().is_empty(), "{endpoint}: opened");
+    }
+}

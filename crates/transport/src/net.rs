@@ -267,7 +267,8 @@ pub fn bounded_text(mut text: String) -> String {
 
 /// `err` and its sources as one line without Rust type names or URLs: rmcp's wrapper that
 /// names the transport by type is skipped, `for url (...)` is cut, a source whose text the
-/// outer message already holds is not repeated, and the whole is [`bounded_text`].
+/// outer message already holds is not repeated, credential shapes are replaced
+/// ([`crate::redact::credentials`]), and the whole is [`bounded_text`].
 pub fn describe(err: &(dyn Error + 'static)) -> String {
     let mut parts: Vec<String> = Vec::new();
     for e in chain(err) {
@@ -287,7 +288,9 @@ pub fn describe(err: &(dyn Error + 'static)) -> String {
         }
         parts.push(text);
     }
-    let joined = bounded_text(parts.join(": "));
+    // A remote party's words (an authorization server echoing the refresh it refused) carry
+    // no credential and no control character onward.
+    let joined = bounded_text(crate::redact::credentials(&parts.join(": ")));
     match joined.contains(UNPARSED_TOKEN_RESPONSE) {
         // oauth2's words for a token endpoint that answered with something else than a token
         // response (a 5xx page, a malformed `expires_in`): said in ours, with what to do.

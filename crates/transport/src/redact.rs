@@ -11,6 +11,8 @@
 //!   `true` or `dev` everywhere would wreck every message while protecting nothing a guess would
 //!   not find. Where the position of a value is known (a URL's query, [`url`]) it is always
 //!   replaced, whatever its length;
+//! - what a remote party echoes of a request it refused (an authorization server's error
+//!   text) passes [`credentials`]: credential shapes are replaced whatever their value;
 //! - the registry is process-wide and only grows (a secret once configured stays redacted after
 //!   a reload removed it), bounded by `MAX_SECRETS`; longer secrets are replaced first, so a
 //!   secret containing another is replaced whole.
@@ -83,6 +85,125 @@ pub fn text(text: &str) -> String {
         out = urls_in(&out);
     }
     out
+}
+
+/// Words after which the next token is a credential (`Authorization` schemes).
+const SCHEMES: [&str; 3] = ["basic", "bearer", "dpop"];
+
+/// Keys whose value is a credential, in a form body, a query or JSON an authorization server
+/// may echo in an error.
+const CREDENTIAL_KEYS: [&str; 11] = [
+    "access_token",
+    "refresh_token",
+    "id_token",
+    "client_secret",
+    "client_assertion",
+    "assertion",
+    "subject_token",
+    "actor_token",
+    "code_verifier",
+    "code",
+    "password",
+];
+
+/// `text` (what a remote party said, in an error) fit for a terminal and a log line, whatever
+/// it echoes: control characters (escape sequences, line breaks) become spaces, the token after
+/// `Basic`/`Bearer`/`DPoP`, and the value of a credential key (`refresh_token=…`,
+/// `"client_secret":"…"`), are replaced with [`MARKER`] — so an authorization server that
+/// echoes the request it refused shows neither the refresh token nor the client's credentials.
+pub fn credentials(text: &str) -> String {
+    let text: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let lower = text.to_ascii_lowercase();
+    let bytes = lower.as_bytes();
+    // Byte ranges of `text` to replace (ASCII-lowered `lower` has the same byte offsets).
+    let mut hidden: Vec<(usize, usize)> = Vec::new();
+    let boundary =
+        |at: usize| at == 0 || !(bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_');
+    let value_end = |from: usize| {
+        from + lower[from..]
+            .find(|c: char| c.is_whitespace() || matches!(c, '&' | '"' | '\'' | ',' | ';' | '}'))
+            .unwrap_or(lower.len() - from)
+    };
+    for scheme in SCHEMES {
+        let mut at = 0;
+        while let Some(found) = lower[at..].find(scheme) {
+            let start = at + found;
+            let after = start + scheme.len();
+            at = after;
+            if !boundary(start) || !lower[after..].starts_with(' ') {
+                continue;
+            }
+            let from = after + lower[after..].len() - lower[after..].trim_start().len();
+            let end = value_end(from);
+            if is_credential(scheme, &text[from..end]) {
+                hidden.push((from, end));
+            }
+        }
+    }
+    for key in CREDENTIAL_KEYS {
+        let mut at = 0;
+        while let Some(found) = lower[at..].find(key) {
+            let start = at + found;
+            let after = start + key.len();
+            at = after;
+            if !boundary(start) {
+                continue;
+            }
+            let rest = &lower[after..];
+            let skipped = rest
+                .strip_prefix('=')
+                .or_else(|| {
+                    rest.strip_prefix("\":")
+                        .map(|r| r.trim_start_matches([' ', '"']))
+                })
+                .or_else(|| rest.strip_prefix(": ").map(|r| r.trim_start_matches('"')));
+            let Some(value) = skipped else { continue };
+            let from = lower.len() - value.len();
+            let end = value_end(from);
+            if end > from {
+                hidden.push((from, end));
+            }
+        }
+    }
+    if hidden.is_empty() {
+        return text;
+    }
+    hidden.sort_unstable();
+    let mut out = String::with_capacity(text.len());
+    let mut next = 0;
+    for (from, end) in hidden {
+        if from < next {
+            next = next.max(end);
+            continue;
+        }
+        out.push_str(&text[next..from]);
+        out.push_str(MARKER);
+        next = end;
+    }
+    out.push_str(&text[next..]);
+    out
+}
+
+/// Whether `token`, the word after `scheme` in free text, is a credential rather than a word
+/// (`Basic realm=…`, `Bearer error=…`, "basic authentication failed"): for `Basic`, base64 of
+/// `id:secret`; for `Bearer` and `DPoP`, a token68 of 16 characters or more.
+fn is_credential(scheme: &str, token: &str) -> bool {
+    use base64::Engine as _;
+    let token68 =
+        |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '~' | '+' | '/');
+    let body = token.trim_end_matches('=');
+    if body.is_empty() || !body.chars().all(token68) {
+        return false;
+    }
+    match scheme {
+        "basic" => base64::engine::general_purpose::STANDARD
+            .decode(token)
+            .is_ok_and(|decoded| decoded.contains(&b':')),
+        _ => body.len() >= 16,
+    }
 }
 
 /// A map of secret values (env, headers) for `Debug`: its keys, each value `[redacted]`.
@@ -275,6 +396,44 @@ fn urls_in(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What an authorization server echoes of a refused request loses its credentials, its
+    /// control characters, and nothing else.
+    #[test]
+    fn credentials_echoed_in_free_text_are_replaced() {
+        let echoed = "invalid_request: auth=Basic Y2xpZW50OkNTLTNEME91Ri0zZm9tYVNrakJKSVVFbFE= raw=grant_type=refresh_token&refresh_token=RT-cjSso20ClzaQOKT0e&client_secret=hunter2+pw%21";
+        let shown = credentials(echoed);
+        for secret in ["Y2xpZW50", "RT-cjSso20", "hunter2"] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
+        assert!(
+            shown.contains("grant_type=refresh_token&refresh_token=[redacted]"),
+            "{shown}"
+        );
+        let json = r#"{"error":"x","client_secret": "s3cr3t-value","code":"CODE-abc"}"#;
+        let shown = credentials(json);
+        assert!(
+            !shown.contains("s3cr3t") && !shown.contains("CODE-abc"),
+            "{shown}"
+        );
+        let bearer = "sent Authorization: Bearer AT-olv8abcdefghijklmnop, refused";
+        assert_eq!(
+            credentials(bearer),
+            "sent Authorization: Bearer [redacted], refused"
+        );
+        // Words and challenges stay.
+        for plain in [
+            "basic authentication failed",
+            "Bearer error=\"insufficient_scope\", scope=\"mcp:write\"",
+            "error_code=7 and the authorization code was spent",
+        ] {
+            assert_eq!(credentials(plain), plain);
+        }
+        assert_eq!(
+            credentials("X\u{1b}]0;PWNED\u{7}\nFAKE: ok"),
+            "X ]0;PWNED  FAKE: ok"
+        );
+    }
 
     #[test]
     fn url_query_values_and_passwords_are_hidden() {

@@ -93,6 +93,8 @@ pub struct AuthOptions {
     pub idp_id_token: Option<&'static str>,
     /// Holds the first successful refresh's answer.
     pub hold_first_refresh: Option<RefreshHold>,
+    /// Members that replace the authorization server metadata's own (a hostile server).
+    pub metadata: Option<serde_json::Value>,
 }
 
 impl AuthOptions {
@@ -113,6 +115,7 @@ impl AuthOptions {
             client: None,
             idp_id_token: None,
             hold_first_refresh: None,
+            metadata: None,
         }
     }
 
@@ -129,6 +132,7 @@ impl AuthOptions {
             client: Some(client),
             idp_id_token: None,
             hold_first_refresh: None,
+            metadata: None,
         }
     }
 
@@ -149,6 +153,7 @@ impl AuthOptions {
             client: Some(client),
             idp_id_token: Some(id_token),
             hold_first_refresh: None,
+            metadata: None,
         }
     }
 }
@@ -287,6 +292,12 @@ impl AuthServer {
         }
         if let Some(algs) = &o.signing_algs {
             metadata["token_endpoint_auth_signing_alg_values_supported"] = json!(algs);
+        }
+        if let (Some(own), Some(replaced)) = (
+            metadata.as_object_mut(),
+            o.metadata.as_ref().and_then(|m| m.as_object()),
+        ) {
+            own.extend(replaced.clone());
         }
         let mcp = super::fixture_mcp_service(FixtureOptions::default());
         let mut router = axum::Router::new()

@@ -191,9 +191,15 @@ pub async fn login(
         Err(e) => return Err(discovery(format!("OAuth discovery failed: {e}"))),
     };
     manager.set_metadata(metadata.clone());
-    // The code, the PKCE verifier, the client secret and the tokens go to these two: never in
-    // the clear across a network.
+    // The code, the PKCE verifier, the client secret and the tokens go to the token and
+    // registration endpoints: never in the clear across a network. The authorization endpoint
+    // is opened in the user's browser: never another scheme (`file:`, `smb:`, a desktop
+    // handler's), which the opener would hand to whatever handles it.
     let endpoints = [
+        (
+            "authorization_endpoint",
+            Some(metadata.authorization_endpoint.as_str()),
+        ),
         ("token_endpoint", Some(metadata.token_endpoint.as_str())),
         (
             "registration_endpoint",
@@ -206,9 +212,10 @@ pub async fn login(
             reqwest::Url::parse(endpoint).is_ok_and(|u| super::token_endpoint::secure_endpoint(&u));
         if !secure {
             return Err(discovery(format!(
-                "the authorization server's `{key}` {} is not https (nor a loopback address): \
-                 the code, the client secret and the tokens are sent only over https, so nothing \
-                 was sent; the authorization server must publish https endpoints",
+                "the authorization server's `{key}` {} is not https (nor http to a loopback \
+                 address): the login is opened and the code, the client secret and the tokens \
+                 are sent only over https, so nothing was opened or sent; the authorization \
+                 server must publish https endpoints",
                 crate::redact::url(endpoint)
             )));
         }
@@ -452,15 +459,17 @@ const MAX_SHOWN_ERROR: usize = 300;
 
 /// `text` (what an authorization server said, in an error) fit for a terminal and a log line:
 /// its first line, control characters dropped, at most [`MAX_SHOWN_ERROR`] characters, and each
-/// of `secrets` replaced.
+/// of `secrets` and every credential shape ([`crate::redact::credentials`]) replaced.
 fn shown_error(text: &str, secrets: &[&str]) -> String {
-    let mut line: String = text
+    let line: String = text
         .lines()
         .next()
         .unwrap_or_default()
         .chars()
         .filter(|c| !c.is_control())
         .collect();
+    // Credential shapes too: a secret echoed Basic- or form-encoded is not its literal spelling.
+    let mut line = crate::redact::credentials(&line);
     for secret in secrets.iter().filter(|s| s.len() >= 4) {
         line = line.replace(secret, "[redacted]");
     }

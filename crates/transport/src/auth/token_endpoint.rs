@@ -34,7 +34,7 @@ pub(crate) fn oauth_error(status: reqwest::StatusCode, parsed: &serde_json::Valu
         .get("error_description")
         .and_then(|v| v.as_str())
         .map(|d| {
-            let d = first_line(d);
+            let d = crate::redact::credentials(&first_line(d));
             let cut: String = d.chars().take(MAX_DESCRIPTION).collect();
             format!(": {cut}")
         })
@@ -92,6 +92,23 @@ mod tests {
         assert!(ok("http://127.0.0.1/token"));
         assert!(ok("http://[::1]/token"));
         assert!(!ok("http://as.example/token"));
+    }
+
+    /// A token endpoint that echoes the refused request in its description shows no
+    /// credential of it (here the client's Basic credentials and its secret, form-encoded).
+    #[test]
+    fn an_echoed_description_shows_no_credential() {
+        let parsed = serde_json::json!({"error": "invalid_request",
+            "error_description": "auth=Basic Ym90OmNjLVMzY3JldCUyMXg= body=grant_type=client_credentials&client_secret=cc-S3cret%21x"});
+        let said = oauth_error(reqwest::StatusCode::BAD_REQUEST, &parsed);
+        assert!(
+            said.starts_with("HTTP 400 Bad Request, invalid_request: "),
+            "{said}"
+        );
+        assert!(
+            !said.contains("Ym90") && !said.contains("cc-S3cret"),
+            "{said}"
+        );
     }
 
     #[test]
