@@ -162,6 +162,42 @@ fn exit_statuses_follow_the_documented_table() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A server whose config names an unset variable is failed, naming the variable, from the
+/// first state a command reads — never "disabled" with `mcp-harness enable` as the fix.
+#[test]
+fn a_server_with_an_unset_variable_is_failed_naming_it() {
+    let dir = temp_dir("unset-var");
+    let c = write_config(
+        &dir,
+        serde_json::json!({"var1": {"command": bin(), "args": ["fixture-server"],
+            "env": {"TOK": "${MISSING_TOKEN_FOR_TEST_X}"}}}),
+    );
+    let (code, out, err) = run(&["--config", &c, "--json", "--server", "var1", "servers"]);
+    let listed: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    let server = &listed[0];
+    assert_eq!(server["state"], "failed", "{code}: {server}");
+    assert!(
+        server["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("MISSING_TOKEN_FOR_TEST_X")),
+        "{server}"
+    );
+    let (code, _, err) = run(&[
+        "--config",
+        &c,
+        "--yes",
+        "call",
+        "mcp__var1__echo",
+        r#"{"message":"x"}"#,
+    ]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("MISSING_TOKEN_FOR_TEST_X") && !err.contains("disabled"),
+        "{err}"
+    );
+}
+
 #[test]
 fn call_json_prints_the_result_of_a_failed_tool_on_stdout() {
     let dir = temp_dir("call-json");

@@ -32,7 +32,8 @@ fn config_shows_the_merged_sources_and_what_was_dropped() {
     );
     write(
         &dir.join(".mcp.json"),
-        r#"{"mcpServers": {"gh": {"type": "http", "url": "https://api.githubcopilot.com/mcp"},
+        r#"{"mcpServers": {"gh": {"type": "http", "url": "https://api.githubcopilot.com/mcp",
+                                  "headers": {"Authorization": "Bearer ${GITHUB_TOKEN}"}},
                            "db": {"command": "db-mcp"}}}"#,
     );
     write(
@@ -52,7 +53,7 @@ fn config_shows_the_merged_sources_and_what_was_dropped() {
         "./xdg/mcp-harness/config.json",
         "dropped:",
         "blocked-one: denied by the policy",
-        "github: a duplicate: the same URL as \"gh\"",
+        "github: a duplicate: the same URL and headers as \"gh\"",
         "db: the definition in",
     ] {
         assert!(out.contains(needle), "{needle}: {out}");
@@ -78,7 +79,11 @@ fn config_shows_the_merged_sources_and_what_was_dropped() {
     assert!(!out.contains(SECRET));
 
     // `--config` keeps meaning "only this file".
-    let (code, out, _) = run_in(&dir, &["config", "--config", ".mcp.json"], &[]);
+    let (code, out, _) = run_in(
+        &dir,
+        &["config", "--config", ".mcp.json"],
+        &[("GITHUB_TOKEN", SECRET)],
+    );
     assert_eq!(code, 0);
     assert!(
         out.contains("gh ") && out.contains("db ") && !out.contains("notes"),

@@ -312,14 +312,21 @@ impl RuntimeBuilder {
             .servers
             .values()
             .map(|s| {
-                let state = match (&s.untrusted, s.enabled) {
-                    (Some(reason), _) => ServerState::Untrusted {
+                // As the registry will publish it: an unset variable is a failure that names
+                // it, never "disabled" (a command reading the first state would say so).
+                let state = match (&s.untrusted, &s.unusable, s.enabled) {
+                    (Some(reason), _, _) => ServerState::Untrusted {
                         reason: reason.clone(),
                     },
-                    (None, true) => ServerState::Pending,
-                    (None, false) => ServerState::Disabled,
+                    (None, Some(error), _) => ServerState::Failed {
+                        error: error.clone(),
+                    },
+                    (None, None, true) => ServerState::Pending,
+                    (None, None, false) => ServerState::Disabled,
                 };
-                ServerStatus::new(&s.name, s.transport.kind(), state)
+                let mut status = ServerStatus::new(&s.name, s.transport.kind(), state);
+                status.last_error = s.unusable.clone();
+                status
             })
             .collect();
         let current = Arc::new(ArcSwap::from_pointee(Published::empty()));

@@ -97,10 +97,13 @@ impl TransportConfig {
                 spec.env.clone(),
                 spec.cwd.clone(),
             )),
-            TransportConfig::StreamableHttp { url, .. }
-            | TransportConfig::LegacySse { url, .. } => {
-                Some(DedupKey::Url(url.trim_end_matches('/').to_string()))
-            }
+            // Headers too: two accounts on one endpoint (each its own `Authorization`) are two
+            // servers.
+            TransportConfig::StreamableHttp { url, headers, .. }
+            | TransportConfig::LegacySse { url, headers, .. } => Some(DedupKey::Url(
+                url.trim_end_matches('/').to_string(),
+                headers.clone(),
+            )),
             TransportConfig::InProcess => None,
         }
     }
@@ -169,8 +172,8 @@ pub(crate) enum DedupKey {
         BTreeMap<String, String>,
         Option<PathBuf>,
     ),
-    /// The same URL (without a trailing `/`).
-    Url(String),
+    /// The same URL (without a trailing `/`) and headers.
+    Url(String, BTreeMap<String, String>),
 }
 
 impl DedupKey {
@@ -178,7 +181,26 @@ impl DedupKey {
     pub(crate) fn shared(&self) -> &'static str {
         match self {
             DedupKey::Stdio(..) => "the same command, args, env and cwd",
-            DedupKey::Url(_) => "the same URL",
+            DedupKey::Url(..) => "the same URL and headers",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two accounts on one endpoint, each with its own `Authorization`, are two servers; the
+    /// same URL and headers (a trailing `/` aside) are one.
+    #[test]
+    fn a_url_is_a_duplicate_only_with_the_same_headers() {
+        let http = |url: &str, token: &str| TransportConfig::StreamableHttp {
+            url: url.into(),
+            headers: BTreeMap::from([("Authorization".into(), format!("Bearer {token}"))]),
+            oauth: None,
+        };
+        let key = |t: TransportConfig| t.dedup_key().expect("a key");
+        assert!(key(http("http://h/mcp", "work")) != key(http("http://h/mcp", "personal")));
+        assert!(key(http("http://h/mcp", "work")) == key(http("http://h/mcp/", "work")));
     }
 }

@@ -180,8 +180,11 @@ impl Registry {
                     "`enabled: false` in the config".into(),
                 ),
             };
+            let mut status = ServerStatus::new(&config.name, config.transport.kind(), state);
+            // The LAST ERROR of a server that could not start is why.
+            status.last_error = config.unusable.clone();
             self.publisher.do_send(ServerUpdate {
-                status: ServerStatus::new(&config.name, config.transport.kind(), state),
+                status,
                 catalog: None,
                 client: None,
                 cause,

@@ -14,7 +14,7 @@
 //!
 //! Then, in this order: the policy (`allowedServers` / `deniedServers` globs in the user config;
 //! deny wins) removes servers; servers with the same content (same command, args, env and cwd,
-//! or the same URL, a trailing `/` aside) are de-duplicated, the higher-precedence one kept; disabled servers stay in the
+//! or the same URL and headers, a trailing `/` aside) are de-duplicated, the higher-precedence one kept; disabled servers stay in the
 //! result, marked disabled, and take no part in de-duplication (they are never connected).
 //!
 //! Invariant: every server that a source defines is either in [`Merged::config`] with its
