@@ -275,3 +275,39 @@ fn sampling_is_not_asked_of_a_client_that_did_not_declare_it() {
         "{answer}"
     );
 }
+
+/// One client's calls side by side on a stdio upstream (a host running calls in parallel): the
+/// upstream's requests name no call, but every call in flight there is that client's, so each
+/// elicitation reaches it (on the stream of its first call in flight) instead of being refused
+/// as "2 clients".
+#[test]
+fn one_clients_calls_side_by_side_on_a_stdio_upstream_are_asked_not_refused() {
+    let upstream = json!({"command": bin(), "args": ["fixture-server", "--client-requests"]});
+    let served = gateway("stdio-one-client", upstream);
+    let alice = Client::open(&served.addr, "alice", ALICE);
+    let mut first = alice.call("first");
+    let (approval, _) = elicitation("alice", &mut first);
+    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "ask_form", "arguments": {"message": "second"}}});
+    let mut second = Sse::post(&alice.session, &body);
+    let (approval_2, _) = elicitation("alice", &mut second);
+    alice.answer(&approval, accept(json!({})));
+    alice.answer(&approval_2, accept(json!({})));
+    // The first call waits for its elicitation's answer: both upstream elicitations arrive
+    // while it is in flight, on its stream; each is answered with its own message.
+    let mut asked = Vec::new();
+    while asked.len() < 2 {
+        let (request, text) = elicitation("alice", &mut first);
+        asked.push(text.clone());
+        alice.answer(&request, accept(json!({"name": format!("to {text}")})));
+    }
+    asked.sort();
+    assert_eq!(asked, ["first", "second"]);
+    let done = result("alice", &mut first);
+    assert!(done.contains("to first"), "{done}");
+    let done = (0..100)
+        .map_while(|_| second.next())
+        .find(|m| m["id"] == 2)
+        .expect("the second call's result");
+    assert!(done.to_string().contains("to second"), "{done}");
+}

@@ -454,6 +454,46 @@ fn the_clients_log_levels_reach_the_upstream() {
     }
 }
 
+/// A log line names no call: while another client calls the same upstream it could be about
+/// that client's call, so it goes to neither — the other client's call stream carries none of
+/// it, and the caller gets its result without it; alone again, the caller gets its lines.
+#[test]
+fn an_upstreams_log_lines_reach_no_other_client() {
+    use common::gateway::{Session, Sse};
+    let dir = temp_home("serve-log-owner", "fx");
+    let file = common::gateway::fixture_config(&dir, &["--log-and-complete"]);
+    let served = Served::start(&dir, &file, &[], Stdio::null());
+    let (caller, _) = Session::open(&served.addr, "unused", json!({}), "caller");
+    let (other, _) = Session::open(&served.addr, "unused", json!({}), "other");
+    caller.wait_listed("mcp__fx__log", Duration::from_secs(20));
+    let slow = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": {"name": "mcp__fx__slow", "arguments": {"ms": 1500},
+                   "_meta": {"progressToken": "p5"}}});
+    let mut others = Sse::post(&other, &slow);
+    // The other call is under way upstream once its first progress arrived.
+    let progress = (0..50)
+        .map_while(|_| others.next())
+        .find(|m| m["method"] == "notifications/progress");
+    assert!(progress.is_some(), "the other call sent no progress");
+    caller.request("logging/setLevel", json!({"level": "debug"}));
+    let call = json!({"jsonrpc": "2.0", "id": 11, "method": "tools/call",
+        "params": {"name": "mcp__fx__log", "arguments": {}}});
+    // Nothing comes before the result, so it is one JSON body.
+    let (status, _, body) = caller.post(&call);
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains("level debug") && !body.contains("from log"),
+        "forwarded beside another client's call: {body}"
+    );
+    let message = (0..50)
+        .map_while(|_| others.next())
+        .find(|m| m["id"] == 5 || m["method"] == "notifications/message")
+        .expect("the other call's answer");
+    assert_eq!(message["id"], 5, "the other client got a line: {message}");
+    let (_, lines) = log_at(&caller, "debug");
+    assert_eq!(lines.len(), 4, "alone, the caller's lines: {lines:?}");
+}
+
 /// With `--sse-ping-secs 1`, a call that runs 2.5 s without progress and an idle GET stream
 /// each get a ping (an SSE comment) while nothing else is sent — what keeps a proxy with an
 /// idle timeout from cutting them — and the call's result still comes after it.

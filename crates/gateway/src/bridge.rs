@@ -13,8 +13,9 @@
 //!   runtime asks it within the call: the call's tag is its [`InFlight`] id), or when it names
 //!   (related-task `_meta`) the upstream task whose `tasks/result` a client awaits; otherwise (a
 //!   stdio upstream, the HTTP standalone stream) to the one client with a request in flight on that
-//!   upstream when there is exactly one; with none, or several (it cannot be attributed),
-//!   sampling and elicitation are refused and roots are empty;
+//!   upstream when there is exactly one (or when every call in flight there is one client
+//!   session's); with none, or several clients (it cannot be attributed), sampling and
+//!   elicitation are refused and roots are empty;
 //! - the in-flight record of a call is removed when the call ends, however it ends;
 //! - an approval is answered yes without asking only for the one tool the calling client's
 //!   profile approved in this very call.
@@ -195,12 +196,6 @@ impl Caller {
         }
     }
 
-    fn can_elicit(&self) -> bool {
-        self.peer
-            .peer_info()
-            .is_some_and(|info| info.capabilities.elicitation.is_some())
-    }
-
     /// Whether the client declared elicitation of `params`'s mode: a URL one needs
     /// `elicitation.url`; a form one `elicitation.form`, or an empty `elicitation` (which
     /// declares form, as before modes existed).
@@ -209,6 +204,15 @@ impl Caller {
         self.peer
             .peer_info()
             .is_some_and(|info| declares_mode(info.capabilities.elicitation.as_ref(), url))
+    }
+
+    /// Whether `other` is a call of the same client session: the session's peers share the
+    /// client's `initialize` information (a stateless request has none: never the same).
+    fn same_client(&self, other: &Caller) -> bool {
+        match (self.peer.peer_info(), other.peer.peer_info()) {
+            (Some(mine), Some(theirs)) => Arc::ptr_eq(&mine, &theirs),
+            _ => false,
+        }
     }
 
     /// Whether the client declared sampling.
@@ -302,6 +306,17 @@ impl ClientBridge {
         Arc::new(AskCaller)
     }
 
+    /// Whether every call in flight on `server` is `caller`'s own (in-flight id `own`) or
+    /// another call of its client session: a line the server sends that names no call (a log
+    /// line) is then that client's; with another client calling too, it cannot be attributed.
+    pub(crate) fn sole_client(&self, server: &str, caller: &Caller, own: Option<u64>) -> bool {
+        self.inner.inflight.get(server).is_none_or(|calls| {
+            calls
+                .iter()
+                .all(|entry| Some(entry.id) == own || entry.caller.same_client(caller))
+        })
+    }
+
     /// Records a call of `caller` in flight on `server` until the guard drops.
     pub(crate) fn enter(&self, server: &str, caller: Caller) -> InFlight {
         self.enter_task(server, caller, None)
@@ -370,6 +385,11 @@ impl Inner {
         match calls.as_slice() {
             [] => Route::Nobody,
             [only] => Route::Caller(only.caller.clone()),
+            // Several calls of one client (a host running calls side by side over stdio): the
+            // request is that client's whichever call it is for.
+            [first, rest @ ..] if rest.iter().all(|e| e.caller.same_client(&first.caller)) => {
+                Route::Caller(first.caller.clone())
+            }
             several => Route::Ambiguous(several.len()),
         }
     }
@@ -533,10 +553,13 @@ impl Approver for AskCaller {
         {
             return Box::pin(async { Approval::Approved });
         }
-        let caller = CALLER
-            .try_with(Clone::clone)
-            .ok()
-            .filter(Caller::can_elicit);
+        // The question is a form: asked only of a client that declared form elicitation.
+        let caller = CALLER.try_with(Clone::clone).ok().filter(|caller| {
+            caller
+                .peer
+                .peer_info()
+                .is_some_and(|info| declares_mode(info.capabilities.elicitation.as_ref(), false))
+        });
         let Some(caller) = caller else {
             return DenyAll.approve(request);
         };

@@ -243,6 +243,9 @@ impl Session {
                         let limit = self.runtime().approval_timeout();
                         let answer = tokio::select! {
                             answer = tokio::time::timeout(limit, asked) => answer,
+                            () = self.state.cut.cancelled() => {
+                                return (called, Err(Failure::Rpc(cut_error())));
+                            }
                             () = context.ct.cancelled() => {
                                 let error = CallError::Permission {
                                     name: name.to_string(),
@@ -340,7 +343,10 @@ impl Session {
         };
         let run = async {
             match server.clone() {
-                Some(server) => self.forwarding_logs(server, &context, run).await,
+                Some(server) => {
+                    let own = in_flight.as_ref().map(crate::bridge::InFlight::tag);
+                    self.forwarding_logs(server, &context, own, run).await
+                }
                 None => run.await,
             }
         };
@@ -361,8 +367,14 @@ impl Session {
             self.after_search(&listed, profile.as_ref(), &context).await;
         }
         let outcome = match outcome {
-            // Cancelled by the cut: the client is told so, not that it cancelled.
+            // Cancelled by the cut (sent, or still asked): the client is told so, not that it
+            // cancelled.
             Err(CallError::Transport { .. }) if cut => Err(Failure::Rpc(cut_error())),
+            Err(CallError::Permission { reason, .. })
+                if cut && reason.contains("while its approval was asked") =>
+            {
+                Err(Failure::Rpc(cut_error()))
+            }
             outcome => self.task_outcome(&context, called.as_ref(), outcome),
         };
         (called, outcome)
@@ -376,6 +388,16 @@ impl Session {
         F: Future<Output = Result<CallReply, CallError>>,
     {
         let cut = &self.state.cut;
+        // Cut already: never sent (a call sent now would be cancelled at once, and its client
+        // told to retry what may have run).
+        if cut.is_cancelled() {
+            let never = CallError::Transport {
+                server: String::new(),
+                tool: String::new(),
+                message: String::new(),
+            };
+            return (Err(never), true);
+        }
         tokio::pin!(run);
         let outcome = tokio::select! {
             biased;
@@ -426,7 +448,8 @@ impl Session {
     }
 
     /// Runs `call` while forwarding the log notifications `server` sends meanwhile to the
-    /// client calling it (`context`), at or above the level that client set; once `call` is
+    /// client calling it (`context`; its in-flight id `own`), at or above the level that
+    /// client set, while no other client calls `server` (a line names no call); once `call` is
     /// done, the lines that had arrived by then go too before its output is returned (the
     /// runtime broadcasts a log line before the call's result comes back, so the caller gets
     /// its call's lines before the result). On the call's own task: no task, channel or join
@@ -436,6 +459,7 @@ impl Session {
         &self,
         server: String,
         context: &RequestContext<RoleServer>,
+        own: Option<u64>,
         call: F,
     ) -> F::Output {
         use tokio::sync::broadcast::error::{RecvError, TryRecvError};
@@ -460,8 +484,18 @@ impl Session {
             }
             Ok(())
         };
+        // A log line names no call: it goes to this caller only while no other client calls
+        // the server (another client's call may be what it is about).
+        let caller = Caller::of(context);
+        let bridge = &self.shared().bridge;
         let wanted = |log: &mcp_harness_runtime::ServerLog| {
-            log.server == server && (log.params.level as u8) >= state.log_level()
+            log.server == server
+                && (log.params.level as u8) >= state.log_level()
+                && (bridge.sole_client(&server, &caller, own)
+                    || {
+                        tracing::debug!(%server, "a log line sent while several clients call the server is forwarded to none");
+                        false
+                    })
         };
         let mut call = std::pin::pin!(call);
         let output = loop {

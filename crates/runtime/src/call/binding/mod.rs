@@ -1015,14 +1015,24 @@ impl Sent {
 const CANCELLED_WHILE_ASKED: &str =
     "cancelled by the caller while its approval was asked; the call was not sent";
 
-/// Tells the server that request `id` is cancelled, for `reason`.
+/// How long telling a server of a cancel may take: the cancelled call's caller is answered
+/// after it, and a server slow to take the notification must not hold that answer (a
+/// gateway cutting its calls at shutdown gives them a second).
+const TELL_CANCELLED_LIMIT: Duration = Duration::from_millis(500);
+
+/// Tells the server that request `id` is cancelled, for `reason` (at most
+/// [`TELL_CANCELLED_LIMIT`]).
 async fn tell_cancelled(peer: &mcp_harness_transport::ClientPeer, id: RequestId, reason: &str) {
     let note = CancelledNotificationParam::new(Some(id), Some(reason.into()));
-    let _ = peer
-        .send_notification(ClientNotification::CancelledNotification(
-            rmcp::model::CancelledNotification::new(note),
-        ))
-        .await;
+    let told = peer.send_notification(ClientNotification::CancelledNotification(
+        rmcp::model::CancelledNotification::new(note),
+    ));
+    if tokio::time::timeout(TELL_CANCELLED_LIMIT, told)
+        .await
+        .is_err()
+    {
+        tracing::debug!("a server did not take notifications/cancelled in time; not waited for");
+    }
 }
 
 /// The error of a call its caller cancelled, once the server was told.
