@@ -87,6 +87,56 @@ pub fn text(text: &str) -> String {
     out
 }
 
+/// Words in a command-line flag that say its value is a secret (`--api-key`, `--token=…`).
+const SECRET_FLAG_WORDS: [&str; 7] = [
+    "key",
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "credential",
+    "auth",
+];
+
+/// Whether `flag` (an argument starting with `-`) names a secret value.
+fn secret_flag(flag: &str) -> bool {
+    let name = flag.trim_start_matches('-').to_ascii_lowercase();
+    flag.starts_with('-')
+        && !name.is_empty()
+        && name.split(['-', '_', '.']).any(|word| {
+            SECRET_FLAG_WORDS
+                .iter()
+                .any(|secret| word.ends_with(secret))
+        })
+}
+
+/// A server's command-line arguments for people: each through [`text`], and the value of a
+/// flag that names a secret (`--api-key VALUE`, `--token=VALUE`, `--client-secret VALUE`)
+/// replaced with [`MARKER`] — a key written into `args` is shown by no listing.
+pub fn args<'a>(args: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let mut shown = Vec::new();
+    let mut value_next = false;
+    for arg in args {
+        if value_next && !arg.starts_with('-') {
+            shown.push(MARKER.to_string());
+            value_next = false;
+            continue;
+        }
+        value_next = false;
+        match arg.split_once('=') {
+            Some((flag, value)) if secret_flag(flag) && !value.is_empty() => {
+                shown.push(format!("{flag}={MARKER}"));
+            }
+            Some(_) => shown.push(text(arg)),
+            None => {
+                value_next = secret_flag(arg);
+                shown.push(text(arg));
+            }
+        }
+    }
+    shown
+}
+
 /// Words after which the next token is a credential (`Authorization` schemes).
 const SCHEMES: [&str; 3] = ["basic", "bearer", "dpop"];
 
@@ -106,13 +156,22 @@ const CREDENTIAL_KEYS: [&str; 11] = [
     "password",
 ];
 
+/// Longest text [`credentials`] looks at; the rest is cut (an error shown is far shorter).
+const MAX_SCANNED: usize = 8 * 1024;
+
 /// `text` (what a remote party said, in an error) fit for a terminal and a log line, whatever
 /// it echoes: control characters (escape sequences, line breaks) become spaces, the token after
 /// `Basic`/`Bearer`/`DPoP`, and the value of a credential key (`refresh_token=…`,
-/// `"client_secret":"…"`), are replaced with [`MARKER`] — so an authorization server that
-/// echoes the request it refused shows neither the refresh token nor the client's credentials.
+/// `"client_secret": "…"`, `'access_token': '…'`), are replaced with [`MARKER`] — so an
+/// authorization server that echoes the request it refused shows neither the refresh token nor
+/// the client's credentials. At most 8 KiB are kept (`MAX_SCANNED`); the work is linear in them.
 pub fn credentials(text: &str) -> String {
-    let text: String = text
+    let mut end = text.len().min(MAX_SCANNED);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let truncated = end < text.len();
+    let mut text: String = text[..end]
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
@@ -124,7 +183,9 @@ pub fn credentials(text: &str) -> String {
         |at: usize| at == 0 || !(bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_');
     let value_end = |from: usize| {
         from + lower[from..]
-            .find(|c: char| c.is_whitespace() || matches!(c, '&' | '"' | '\'' | ',' | ';' | '}'))
+            .find(|c: char| {
+                c.is_whitespace() || matches!(c, '&' | '"' | '\'' | ',' | ';' | '}' | '\\')
+            })
             .unwrap_or(lower.len() - from)
     };
     for scheme in SCHEMES {
@@ -137,9 +198,14 @@ pub fn credentials(text: &str) -> String {
                 continue;
             }
             let from = after + lower[after..].len() - lower[after..].trim_start().len();
-            let end = value_end(from);
+            // Punctuation the text put after the token is not part of it.
+            let end = from
+                + lower[from..value_end(from)]
+                    .trim_end_matches([':', ')', ']', '>', '.'])
+                    .len();
             if is_credential(scheme, &text[from..end]) {
                 hidden.push((from, end));
+                at = end.max(after);
             }
         }
     }
@@ -152,44 +218,68 @@ pub fn credentials(text: &str) -> String {
             if !boundary(start) {
                 continue;
             }
-            let rest = &lower[after..];
-            let skipped = rest
-                .strip_prefix('=')
-                .or_else(|| {
-                    rest.strip_prefix("\":")
-                        .map(|r| r.trim_start_matches([' ', '"']))
-                })
-                .or_else(|| rest.strip_prefix(": ").map(|r| r.trim_start_matches('"')));
-            let Some(value) = skipped else { continue };
-            let from = lower.len() - value.len();
+            let Some(from) = value_start(&lower, after) else {
+                continue;
+            };
             let end = value_end(from);
             if end > from {
                 hidden.push((from, end));
+                at = end;
             }
         }
     }
-    if hidden.is_empty() {
-        return text;
-    }
-    hidden.sort_unstable();
-    let mut out = String::with_capacity(text.len());
-    let mut next = 0;
-    for (from, end) in hidden {
-        if from < next {
-            next = next.max(end);
-            continue;
+    if !hidden.is_empty() {
+        hidden.sort_unstable();
+        let mut out = String::with_capacity(text.len());
+        let mut next = 0;
+        for (from, end) in hidden {
+            if from < next {
+                next = next.max(end);
+                continue;
+            }
+            out.push_str(&text[next..from]);
+            out.push_str(MARKER);
+            next = end;
         }
-        out.push_str(&text[next..from]);
-        out.push_str(MARKER);
-        next = end;
+        out.push_str(&text[next..]);
+        text = out;
     }
-    out.push_str(&text[next..]);
-    out
+    if truncated {
+        text.push('…');
+    }
+    text
+}
+
+/// Where the value of a credential key that ends at `after` starts, in `lower`: after `=`
+/// (a form or a query: any value), or after `:` when the value is a quoted string (JSON, a
+/// Python or Debug rendering: `"code": -32600` or `password: incorrect` are no credential),
+/// quotes, backslashes and spaces around the separator allowed. `None`: no value follows.
+fn value_start(lower: &str, after: usize) -> Option<usize> {
+    let rest = &lower[after..];
+    let around = |c: char| matches!(c, '"' | '\'' | '\\' | ' ');
+    let past_key = rest.trim_start_matches(around);
+    let (separator, value) = match past_key.chars().next()? {
+        '=' => ('=', &past_key[1..]),
+        ':' => (':', &past_key[1..]),
+        _ => return None,
+    };
+    let trimmed = value.trim_start_matches(' ');
+    let value = match separator {
+        '=' => trimmed,
+        _ => {
+            let unquoted = trimmed.trim_start_matches(['\\', '"', '\'']);
+            if unquoted.len() == trimmed.len() {
+                return None;
+            }
+            unquoted
+        }
+    };
+    Some(lower.len() - value.len())
 }
 
 /// Whether `token`, the word after `scheme` in free text, is a credential rather than a word
-/// (`Basic realm=…`, `Bearer error=…`, "basic authentication failed"): for `Basic`, base64 of
-/// `id:secret`; for `Bearer` and `DPoP`, a token68 of 16 characters or more.
+/// (`Basic realm=…`, `Bearer error=…`, "basic authentication failed"): a token68 that is base64
+/// of `id:secret`, or of 16 characters or more.
 fn is_credential(scheme: &str, token: &str) -> bool {
     use base64::Engine as _;
     let token68 =
@@ -198,12 +288,11 @@ fn is_credential(scheme: &str, token: &str) -> bool {
     if body.is_empty() || !body.chars().all(token68) {
         return false;
     }
-    match scheme {
-        "basic" => base64::engine::general_purpose::STANDARD
-            .decode(token)
-            .is_ok_and(|decoded| decoded.contains(&b':')),
-        _ => body.len() >= 16,
-    }
+    body.len() >= 16
+        || (scheme == "basic"
+            && base64::engine::general_purpose::STANDARD
+                .decode(token)
+                .is_ok_and(|decoded| decoded.contains(&b':')))
 }
 
 /// A map of secret values (env, headers) for `Debug`: its keys, each value `[redacted]`.
@@ -397,6 +486,45 @@ fn urls_in(text: &str) -> String {
 mod tests {
     use super::*;
 
+    /// The value of a flag that names a secret is hidden, in both spellings; other arguments
+    /// stay.
+    #[test]
+    fn secret_flags_in_args_are_hidden() {
+        let shown = args([
+            "--api-key",
+            "sk-live-SECRET123",
+            "--token=tok_SECRET",
+            "--client-secret",
+            "cs",
+            "--port",
+            "8080",
+            "-y",
+            "@scope/server",
+            "--auth-token",
+            "--verbose",
+            "--keyboard-layout",
+            "us",
+        ]);
+        assert_eq!(
+            shown,
+            [
+                "--api-key",
+                MARKER,
+                "--token=[redacted]",
+                "--client-secret",
+                MARKER,
+                "--port",
+                "8080",
+                "-y",
+                "@scope/server",
+                "--auth-token",
+                "--verbose",
+                "--keyboard-layout",
+                "us",
+            ]
+        );
+    }
+
     /// What an authorization server echoes of a refused request loses its credentials, its
     /// control characters, and nothing else.
     #[test]
@@ -433,6 +561,52 @@ mod tests {
             credentials("X\u{1b}]0;PWNED\u{7}\nFAKE: ok"),
             "X ]0;PWNED  FAKE: ok"
         );
+        // Other spellings of the same credentials.
+        for (echoed, secret) in [
+            (r#"{"access_token" : "AT-spaced-1"}"#, "AT-spaced-1"),
+            (r#"{'refresh_token': 'RT-python-2'}"#, "RT-python-2"),
+            (r#"refresh_token:"RT-tight-3""#, "RT-tight-3"),
+            (r#"{\"refresh_token\":\"RT-escaped-4\"}"#, "RT-escaped-4"),
+            (
+                "Bearer AT-olv8abcdefghijklmnop: unauthorized",
+                "AT-olv8abcdefghijklmnop",
+            ),
+            (
+                "(sent Bearer AT-olv8abcdefghijklmnop)",
+                "AT-olv8abcdefghijklmnop",
+            ),
+            (
+                "Basic Y2xpZW50OnNlY3JldA==: invalid_client",
+                "Y2xpZW50OnNlY3JldA",
+            ),
+            (
+                "Basic c29tZWxvbmdzZWNyZXR2YWx1ZQ",
+                "c29tZWxvbmdzZWNyZXR2YWx1ZQ",
+            ),
+        ] {
+            let shown = credentials(echoed);
+            assert!(!shown.contains(secret), "{echoed} → {shown}");
+        }
+        // A JSON-RPC code and a word after `password` are no credential.
+        for plain in [
+            r#"{"error":{"code":-32600,"message":"x"}}"#,
+            "password: incorrect for user bob",
+        ] {
+            assert_eq!(credentials(plain), plain);
+        }
+    }
+
+    /// A hostile text is looked at up to a bound, in linear time.
+    #[test]
+    fn credentials_work_is_bounded() {
+        let hostile = "code=".repeat(200_000);
+        let shown = credentials(&hostile);
+        assert!(
+            shown.len() <= MAX_SCANNED + MARKER.len() * 2 + 4,
+            "{}",
+            shown.len()
+        );
+        assert!(shown.ends_with('…'));
     }
 
     #[test]

@@ -450,6 +450,9 @@ impl TokenSource {
                 crate::endpoint::shown(&endpoint)
             )));
         }
+        super::token_endpoint::metadata_endpoint_allowed(&inner.url, &endpoint)
+            .await
+            .map_err(|why| self.config_error(format!("the token endpoint {why}")))?;
         let mut form: Vec<(&str, String)> = match &inner.settings.grant {
             Grant::ClientCredentials => vec![("grant_type", "client_credentials".into())],
             Grant::JwtBearer(source) => {

@@ -242,6 +242,9 @@ fn nonce_in(headers: &reqwest::header::HeaderMap) -> Option<String> {
 /// client), and its token endpoint is the one that discovery found.
 pub(crate) struct DpopTokenClient {
     key: Arc<DpopKey>,
+    /// The MCP server's URL: what a request may reach is judged against it
+    /// ([`super::token_endpoint::metadata_endpoint_allowed`]), as rmcp's own client would.
+    server: String,
     token_endpoint: String,
     nonce: Nonce,
     follow: reqwest::Client,
@@ -250,7 +253,11 @@ pub(crate) struct DpopTokenClient {
 
 impl DpopTokenClient {
     /// Made from its parts.
-    pub(crate) fn new(key: Arc<DpopKey>, token_endpoint: &str) -> Result<Self, String> {
+    pub(crate) fn new(
+        key: Arc<DpopKey>,
+        token_endpoint: &str,
+        server: &str,
+    ) -> Result<Self, String> {
         let build = |policy| {
             reqwest::Client::builder()
                 .timeout(TOKEN_TIMEOUT)
@@ -260,9 +267,11 @@ impl DpopTokenClient {
         };
         Ok(Self {
             key,
+            server: server.to_string(),
             token_endpoint: htu(token_endpoint),
             nonce: Nonce::default(),
-            follow: build(reqwest::redirect::Policy::limited(10))?,
+            // A redirect may not take the request (a code, a refresh token) to another origin.
+            follow: build(crate::endpoint::same_origin_redirects(10, true))?,
             stop: build(reqwest::redirect::Policy::none())?,
         })
     }
@@ -335,6 +344,9 @@ impl OAuthHttpClient for DpopTokenClient {
                 _ => &self.follow,
             };
             let (parts, body) = request.request.into_parts();
+            // This client replaces rmcp's address-filtering one: the same rule holds here.
+            let target = reqwest::Url::parse(&parts.uri.to_string())?;
+            super::token_endpoint::metadata_endpoint_allowed(&self.server, &target).await?;
             let to_token_endpoint = parts.method == http::Method::POST
                 && htu(&parts.uri.to_string()) == self.token_endpoint;
             let proof = |nonce: Option<String>| -> Result<Option<String>, OAuthHttpClientError> {

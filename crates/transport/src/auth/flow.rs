@@ -486,7 +486,7 @@ async fn dpop_manager(
     key: std::sync::Arc<super::dpop::DpopKey>,
     store: impl rmcp::transport::auth::CredentialStore + 'static,
 ) -> Result<AuthorizationManager, String> {
-    let client = super::dpop::DpopTokenClient::new(key, &metadata.token_endpoint)?;
+    let client = super::dpop::DpopTokenClient::new(key, &metadata.token_endpoint, url)?;
     let mut manager =
         AuthorizationManager::new_with_oauth_http_client(url, std::sync::Arc::new(client))
             .await

@@ -68,6 +68,11 @@ pub async fn revoke_with(http: &reqwest::Client, file: &TokenFile) -> Revocation
             crate::endpoint::shown(&endpoint)
         ));
     }
+    if let Err(why) = super::token_endpoint::metadata_endpoint_allowed(&file.url, &endpoint).await {
+        return Revocation::Failed(format!(
+            "its revocation endpoint {why}; the tokens were not sent"
+        ));
+    }
     let client_id = file
         .client
         .as_ref()
@@ -75,11 +80,24 @@ pub async fn revoke_with(http: &reqwest::Client, file: &TokenFile) -> Revocation
         .or_else(|| file.credentials.as_ref().map(|c| c.client_id.clone()));
     let secret = file.client.as_ref().and_then(|c| c.client_secret.clone());
     let mut revoked = 0;
+    // Each token is revoked whatever became of the one before (a server may refuse one kind,
+    // `unsupported_token_type`); the first failure is reported.
+    let mut failed = None;
     for (hint, token) in &tokens {
         let mut form: Vec<(&str, &str)> = vec![("token", token), ("token_type_hint", hint)];
         let mut request = http.post(endpoint.clone()).timeout(REVOKE_TIMEOUT);
-        match (&client_id, &secret) {
-            (Some(id), Some(secret)) => request = request.basic_auth(id, Some(secret)),
+        // HTTP Basic as at the token endpoint: id and secret form-encoded first (RFC 6749
+        // §2.3.1), else a secret with `:` or a space reads as another one.
+        match (
+            &client_id,
+            client_id
+                .as_deref()
+                .zip(secret.as_deref())
+                .and_then(|(id, secret)| super::token_endpoint::basic_credentials(id, secret)),
+        ) {
+            (Some(_), Some(basic)) => {
+                request = request.header(reqwest::header::AUTHORIZATION, basic);
+            }
             (Some(id), None) => form.push(("client_id", id)),
             (None, _) => {}
         }
@@ -95,20 +113,26 @@ pub async fn revoke_with(http: &reqwest::Client, file: &TokenFile) -> Revocation
         {
             Ok(response) if response.status().is_success() => revoked += 1,
             Ok(response) => {
-                return Revocation::Failed(format!(
+                failed.get_or_insert(format!(
                     "{shown} answered HTTP {} to the revocation of the {hint}",
                     response.status()
                 ));
             }
             Err(e) => {
-                return Revocation::Failed(format!(
+                failed.get_or_insert(format!(
                     "{shown}: {} (revoking the {hint})",
                     crate::net::describe_request(&e)
                 ));
             }
         }
     }
-    Revocation::Revoked { tokens: revoked }
+    match failed {
+        Some(why) if revoked > 0 => {
+            Revocation::Failed(format!("{why} (the other token was revoked)"))
+        }
+        Some(why) => Revocation::Failed(why),
+        None => Revocation::Revoked { tokens: revoked },
+    }
 }
 
 /// (token_type_hint, token), refresh token first.
@@ -199,7 +223,7 @@ mod tests {
             metadata["revocation_endpoint"] = json!(e);
         }
         serde_json::from_value(json!({
-            "server": "s", "url": "https://mcp/", "metadata": metadata,
+            "server": "s", "url": "http://127.0.0.1:9/mcp", "metadata": metadata,
             "client": {"client_id": "client-1", "client_secret": secret, "redirect_uri": "http://127.0.0.1/cb"},
             "credentials": {"client_id": "client-1", "token_response": {
                 "access_token": "AT-secret", "token_type": "Bearer", "refresh_token": "RT-secret", "expires_in": 3600}}
@@ -232,6 +256,14 @@ mod tests {
         let first = seen.lock().unwrap()[0].to_ascii_lowercase();
         assert!(first.contains("authorization: basic "), "{first}");
         assert!(!first.contains("client_id="), "{first}");
+
+        // Form-encoded before the Basic encoding, as at the token endpoint.
+        let (url, seen) = endpoint(200).await;
+        revoke_with(&http, &file(Some(&url), Some("hunter2 pw:!"))).await;
+        let first = seen.lock().unwrap()[0].clone();
+        let basic = super::super::token_endpoint::basic_credentials("client-1", "hunter2 pw:!")
+            .expect("a header value");
+        assert!(first.contains(basic.to_str().expect("ASCII")), "{first}");
     }
 
     #[tokio::test]
@@ -245,6 +277,14 @@ mod tests {
         assert!(
             why.contains("400") && why.contains("refresh_token"),
             "{why}"
+        );
+        // The access token is revoked too, though the refresh token was refused.
+        let (url, seen) = endpoint(400).await;
+        revoke_with(&http, &file(Some(&url), None)).await;
+        assert_eq!(
+            seen.lock().unwrap().len(),
+            2,
+            "one refusal stopped the rest"
         );
         assert!(
             !why.contains("RT-secret") && !why.contains("AT-secret"),
@@ -265,5 +305,18 @@ mod tests {
             panic!("{outcome:?}");
         };
         assert!(why.contains("were not sent"), "{why}");
+        // A revocation endpoint on loopback for a server that is not: nothing is sent there.
+        let (url, seen) = endpoint(200).await;
+        let mut remote = file(Some(&url), None);
+        remote.url = "https://mcp.example.test/mcp".into();
+        let outcome = revoke_with(&http, &remote).await;
+        let Revocation::Failed(why) = &outcome else {
+            panic!("{outcome:?}");
+        };
+        assert!(why.contains("loopback, private or reserved"), "{why}");
+        assert!(
+            seen.lock().unwrap().is_empty(),
+            "sent to an internal address"
+        );
     }
 }

@@ -46,6 +46,109 @@ pub(crate) fn oauth_error(status: reqwest::StatusCode, parsed: &serde_json::Valu
     }
 }
 
+/// Whether the harness may send to `endpoint`, a URL a server's (or its authorization
+/// server's) metadata named, for the server at `server` — the rule rmcp's discovery applies to
+/// what it fetches, for the requests made outside it (DPoP token requests, client
+/// credentials, revocation): no loopback, private, link-local, shared, benchmark, multicast or
+/// unspecified address, by literal or by what the name resolves to (nor `localhost` or a cloud
+/// metadata host), unless both the server and the endpoint are on loopback (a local
+/// authorization server). `Err` says why, naming no credential. A name is resolved here and
+/// again by the request (a name that changes in between is not caught).
+pub(crate) async fn metadata_endpoint_allowed(
+    server: &str,
+    endpoint: &reqwest::Url,
+) -> Result<(), String> {
+    use std::net::IpAddr;
+    let refused = |why: &str| {
+        Err(format!(
+            "{} (named by the server's metadata) is {why}: the harness sends nothing there for a \
+             server that is not itself on loopback",
+            crate::endpoint::shown(endpoint)
+        ))
+    };
+    let loopback_server = reqwest::Url::parse(server)
+        .ok()
+        .and_then(|u| u.host_str().map(is_loopback_host))
+        .unwrap_or(false);
+    let Some(host) = endpoint.host_str() else {
+        return refused("not a URL with a host");
+    };
+    if loopback_server && is_loopback_host(host) {
+        return Ok(());
+    }
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    let name = bare.trim_end_matches('.').to_ascii_lowercase();
+    if name == "localhost"
+        || name.ends_with(".localhost")
+        || CLOUD_METADATA.contains(&name.as_str())
+    {
+        return refused("a local or cloud metadata host");
+    }
+    let addresses: Vec<IpAddr> = match bare.parse::<IpAddr>() {
+        Ok(ip) => vec![ip],
+        Err(_) => {
+            let port = endpoint.port_or_known_default().unwrap_or(443);
+            match tokio::net::lookup_host((bare, port)).await {
+                Ok(found) => found.map(|a| a.ip()).collect(),
+                // The request itself will fail and say so.
+                Err(_) => return Ok(()),
+            }
+        }
+    };
+    match addresses.into_iter().find(|ip| !public(*ip)) {
+        Some(_) => refused("on a loopback, private or reserved address"),
+        None => Ok(()),
+    }
+}
+
+/// Cloud instance metadata hosts (their addresses are link-local, caught anyway).
+const CLOUD_METADATA: [&str; 3] = [
+    "metadata.google.internal",
+    "metadata.goog",
+    "metadata.azure.internal",
+];
+
+fn is_loopback_host(host: &str) -> bool {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    let name = bare.trim_end_matches('.').to_ascii_lowercase();
+    name == "localhost"
+        || name.ends_with(".localhost")
+        || bare
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Whether `ip` is an ordinary public address.
+fn public(ip: std::net::IpAddr) -> bool {
+    use std::net::IpAddr;
+    let v4 = |a: std::net::Ipv4Addr| {
+        let o = a.octets();
+        !(a.is_private()
+            || a.is_loopback()
+            || a.is_link_local()
+            || a.is_broadcast()
+            || a.is_unspecified()
+            || a.is_multicast()
+            || o[0] == 0
+            || (o[0] == 100 && (64..=127).contains(&o[1]))
+            || (o[0] == 198 && matches!(o[1], 18 | 19)))
+    };
+    match ip {
+        IpAddr::V4(a) => v4(a),
+        IpAddr::V6(a) => match a.to_ipv4_mapped() {
+            Some(mapped) => v4(mapped),
+            None => {
+                let s = a.segments();
+                !(a.is_loopback()
+                    || a.is_unspecified()
+                    || a.is_multicast()
+                    || (s[0] & 0xffc0) == 0xfe80
+                    || (s[0] & 0xfe00) == 0xfc00)
+            }
+        },
+    }
+}
+
 /// https, or http to a loopback address (local authorization servers, tests).
 pub(crate) fn secure_endpoint(url: &reqwest::Url) -> bool {
     match url.scheme() {
@@ -92,6 +195,43 @@ mod tests {
         assert!(ok("http://127.0.0.1/token"));
         assert!(ok("http://[::1]/token"));
         assert!(!ok("http://as.example/token"));
+    }
+
+    /// Endpoints a server's metadata names are refused on internal addresses unless the
+    /// server and the endpoint are both on loopback.
+    #[tokio::test]
+    async fn metadata_endpoints_stay_off_internal_addresses() {
+        let allowed = |server: &'static str, endpoint: &'static str| async move {
+            metadata_endpoint_allowed(server, &reqwest::Url::parse(endpoint).unwrap())
+                .await
+                .is_ok()
+        };
+        for endpoint in [
+            "http://127.0.0.1:18081/token",
+            "https://10.0.0.9/token",
+            "https://169.254.169.254/latest",
+            "https://[fe80::1]/t",
+            "https://[::ffff:127.0.0.1]/t",
+            "https://localhost/t",
+            "https://metadata.google.internal/t",
+            "https://100.64.0.1/t",
+        ] {
+            assert!(
+                !allowed("https://mcp.example.test/mcp", endpoint).await,
+                "{endpoint}"
+            );
+        }
+        assert!(
+            allowed(
+                "https://mcp.example.test/mcp",
+                "https://93.184.216.34/token"
+            )
+            .await
+        );
+        // A local authorization server for a local server (tests, development).
+        assert!(allowed("http://127.0.0.1:8080/mcp", "http://127.0.0.1:9090/token").await);
+        assert!(allowed("http://localhost:8080/mcp", "http://[::1]:9090/token").await);
+        assert!(!allowed("http://127.0.0.1:8080/mcp", "https://10.0.0.9/token").await);
     }
 
     /// A token endpoint that echoes the refused request in its description shows no

@@ -272,8 +272,14 @@ impl ServerActor {
         // The server answered, but not to `initialize`/`server/discover` as such: a
         // refusal of the handshake itself (not a 5xx/429, not a needs-auth, not a
         // failure of the listing after it, not an unreachable server).
+        // (Not legacy SSE: no server of that era speaks it, and its stream without an
+        // endpoint never got as far as `initialize`.)
         let refused_handshake = stage == Stage::Handshake
             && self.connector.is_remote()
+            && !matches!(
+                self.config.transport,
+                crate::config::TransportConfig::LegacySse { .. }
+            )
             && !unavailable(&e)
             && matches!(
                 e,
