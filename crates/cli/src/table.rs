@@ -1,5 +1,6 @@
 //! Plain-text tables: columns padded to their widest cell, cells cut to a maximum width so one
-//! long description cannot wreck the layout.
+//! long description cannot wreck the layout — except the first column, the name a later
+//! command takes (`call mcp__…`), which is shown whole.
 
 /// Widest a cell may be before it is cut with an ellipsis.
 const MAX_CELL: usize = 60;
@@ -10,7 +11,15 @@ pub(crate) fn render(header: &[&str], rows: &[Vec<String>]) -> String {
         return "(none)\n".into();
     }
     let cells: Vec<Vec<String>> = std::iter::once(header.iter().map(|h| h.to_string()).collect())
-        .chain(rows.iter().map(|r| r.iter().map(|c| cut(c)).collect()))
+        .chain(rows.iter().map(|r| {
+            r.iter()
+                .enumerate()
+                .map(|(i, c)| match i {
+                    0 => c.lines().next().unwrap_or("").trim().to_string(),
+                    _ => cut(c),
+                })
+                .collect()
+        }))
         .collect();
     let mut widths = vec![0; header.len()];
     for row in &cells {
@@ -73,5 +82,9 @@ mod tests {
         assert!(lines[1].starts_with("x     yyy"));
         assert!(lines[1].ends_with('…'));
         assert_eq!(lines[2], "long  z");
+        // The name column is never cut: it is what a later command takes.
+        let name = format!("mcp__server__{}", "n".repeat(80));
+        let out = render(&["NAME", "B"], &[vec![name.clone(), "b".into()]]);
+        assert!(out.lines().nth(1).unwrap().starts_with(&name), "{out}");
     }
 }

@@ -11,6 +11,8 @@ mod common;
 use common::{bin, run_in};
 
 const SECRET: &str = "s3cret-VALUE-9931";
+/// A key written into a server's `args` after a flag that names it.
+const ARG_SECRET: &str = "sk-live-arg-secret-4242";
 const QUERY_SECRET: &str = "qs-VALUE-5150";
 
 fn temp_dir(tag: &str) -> PathBuf {
@@ -50,6 +52,8 @@ fn add_get_list_remove_round_trip_without_showing_secrets() {
             "my-server",
             "--port",
             "7",
+            "--api-key",
+            ARG_SECRET,
         ],
         &[],
     );
@@ -87,7 +91,7 @@ fn add_get_list_remove_round_trip_without_showing_secrets() {
     let written = json(&read(&user_config(&dir)));
     assert_eq!(
         written["mcpServers"]["local"]["args"],
-        json(r#"["--port", "7"]"#)
+        json(&format!(r#"["--port", "7", "--api-key", "{ARG_SECRET}"]"#))
     );
     assert_eq!(written["mcpServers"]["local"]["env"]["API_KEY"], SECRET);
     assert_eq!(written["mcpServers"]["web"]["type"], "http");
@@ -111,7 +115,10 @@ fn add_get_list_remove_round_trip_without_showing_secrets() {
             assert_eq!(code, 0, "{err}");
             assert!(out.contains(name), "{out}");
             assert!(
-                !out.contains(SECRET) && !out.contains(QUERY_SECRET) && !err.contains(SECRET),
+                !out.contains(SECRET)
+                    && !out.contains(QUERY_SECRET)
+                    && !out.contains(ARG_SECRET)
+                    && !err.contains(SECRET),
                 "`get` printed a secret: {out}{err}"
             );
             assert!(out.contains("[redacted]"), "{out}");
@@ -127,7 +134,7 @@ fn add_get_list_remove_round_trip_without_showing_secrets() {
     assert_eq!(code, 0, "{err}");
     for needle in [
         "local",
-        "my-server --port 7",
+        "my-server --port 7 --api-key [redacted]",
         "web",
         "https://mcp.example.test/mcp",
         "sse",
@@ -135,7 +142,7 @@ fn add_get_list_remove_round_trip_without_showing_secrets() {
         assert!(out.contains(needle), "{needle}: {out}");
     }
     assert!(
-        !out.contains(SECRET) && !out.contains(QUERY_SECRET),
+        !out.contains(SECRET) && !out.contains(QUERY_SECRET) && !out.contains(ARG_SECRET),
         "{out}"
     );
     let (code, out, _) = run_in(&dir, &["list", "--json"], &[]);
@@ -279,6 +286,35 @@ fn adding_an_existing_name_needs_force_and_invalid_servers_are_refused() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--scope"), "{err}");
     assert!(json(&read(&path))["mcpServers"].get("bad").is_none());
+}
+
+/// An `add` whose server is a duplicate of one already configured (the same command, args,
+/// env and cwd) says which of the two the merge leaves out, instead of knocking out a working
+/// server without a word.
+#[test]
+fn an_add_that_duplicates_a_server_says_which_is_left_out() {
+    let dir = temp_dir("duplicate");
+    let (code, out, err) = run_in(&dir, &["add", "fx", "--", "fixture", "--flag"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("note:"), "{out}");
+    let (code, out, err) = run_in(
+        &dir,
+        &[
+            "add-json",
+            "a-copy",
+            r#"{"command": "fixture", "args": ["--flag"]}"#,
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("note: server \"fx\" is not loaded: a duplicate")
+            && out.contains("as \"a-copy\""),
+        "{out}"
+    );
+    let (code, out, err) = run_in(&dir, &["add", "other", "--", "fixture", "--other"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("note:"), "an unrelated add: {out}");
 }
 
 /// `list --server NAME` shows only those servers (a name not configured is an error listing

@@ -150,6 +150,26 @@ fn claude_desktop_config() {
     assert!(text.contains("BSA-written-in-the-file") && !text.contains("globalShortcut"));
 }
 
+/// What other hosts' editors (Cursor, Cline, Roo) write into these files: `disabled` is our
+/// `enabled: false`, `autoApprove`/`alwaysAllow` are noted and dropped — neither makes the
+/// whole file unreadable.
+#[test]
+fn other_hosts_disabled_and_auto_approve_keys_do_not_stop_the_file() {
+    let desktop = r#"{"mcpServers": {
+        "a": {"command": "x", "autoApprove": ["t"], "alwaysAllow": [], "disabled": true},
+        "b": {"command": "y", "disabled": false}}}"#;
+    let (c, format) = sources::parse_any(desktop, Path::new("/h/claude_desktop_config.json"), &env)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(format, Format::ClaudeDesktop);
+    assert!(!c.servers["a"].enabled);
+    assert!(c.servers["b"].enabled);
+    let cursor = r#"{"mcpServers": {"c": {"command": "x", "disabled": true}}}"#;
+    let (c, format) = sources::parse_any(cursor, Path::new("/p/.cursor/mcp.json"), &env)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(format, Format::Cursor);
+    assert!(!c.servers["c"].enabled);
+}
+
 #[test]
 fn cursor_mcp_json_with_editor_variables_and_comments() {
     let (c, format) = load("cursor/.cursor/mcp.json");

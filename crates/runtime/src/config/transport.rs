@@ -102,7 +102,11 @@ impl TransportConfig {
             TransportConfig::StreamableHttp { url, headers, .. }
             | TransportConfig::LegacySse { url, headers, .. } => Some(DedupKey::Url(
                 url.trim_end_matches('/').to_string(),
-                headers.clone(),
+                // Header names are case-insensitive.
+                headers
+                    .iter()
+                    .map(|(name, value)| (name.to_ascii_lowercase(), value.clone()))
+                    .collect(),
             )),
             TransportConfig::InProcess => None,
         }
@@ -202,5 +206,14 @@ mod tests {
         let key = |t: TransportConfig| t.dedup_key().expect("a key");
         assert!(key(http("http://h/mcp", "work")) != key(http("http://h/mcp", "personal")));
         assert!(key(http("http://h/mcp", "work")) == key(http("http://h/mcp/", "work")));
+        let lower = TransportConfig::StreamableHttp {
+            url: "http://h/mcp".into(),
+            headers: BTreeMap::from([("authorization".into(), "Bearer work".into())]),
+            oauth: None,
+        };
+        assert!(
+            key(lower) == key(http("http://h/mcp", "work")),
+            "names are case-insensitive"
+        );
     }
 }

@@ -407,11 +407,34 @@ fn insert_server(
     file.servers_mut()?.insert(name, Json::Object(server));
     let note = save(&file, scope)?;
     Ok(format!(
-        "{} {kind} server \"{name}\" in {} ({} config){note}\n",
+        "{} {kind} server \"{name}\" in {} ({} config){note}\n{}",
         if existed { "replaced" } else { "added" },
         file.shown(),
-        scope_name(scope)
+        scope_name(scope),
+        duplicates_of(name)
     ))
+}
+
+/// A note for each server the merge now leaves out as a duplicate because of `name` (or
+/// `name` itself): an `add` that silently knocked out a working server, or was itself left
+/// out, says so.
+fn duplicates_of(name: &str) -> String {
+    let Ok(merged) = crate::sources::shared().merge() else {
+        return String::new();
+    };
+    let keeper = format!("as \"{name}\"");
+    merged
+        .dropped
+        .iter()
+        .filter(|(dropped, why)| {
+            why.starts_with("a duplicate") && (dropped == name || why.contains(&keeper))
+        })
+        .map(|(dropped, why)| {
+            format!(
+                "note: server \"{dropped}\" is not loaded: {why} (make the definitions differ, or remove one)\n"
+            )
+        })
+        .collect()
 }
 
 fn remove(name: &str, scope: Option<ScopeArg>) -> Result<String, EditError> {

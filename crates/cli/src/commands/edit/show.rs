@@ -181,7 +181,7 @@ pub(crate) fn target(server: &Object) -> String {
         .into_iter()
         .collect();
     if let Some(Json::Array(args)) = server.get("args") {
-        parts.extend(args.iter().filter_map(Json::as_str).map(redact::text));
+        parts.extend(redact::args(args.iter().filter_map(Json::as_str)));
     }
     parts.join(" ")
 }
@@ -283,9 +283,17 @@ pub(crate) fn redacted(server: &Object) -> Json {
             }
             ("url", Json::String(url)) => *url = redact::url(url),
             ("args", Json::Array(args)) => {
+                let strings: Vec<String> = args
+                    .iter()
+                    .filter_map(Json::as_str)
+                    .map(str::to_string)
+                    .collect();
+                let mut shown = redact::args(strings.iter().map(String::as_str)).into_iter();
                 for arg in args.iter_mut() {
-                    if let Json::String(s) = arg {
-                        *s = redact::text(s);
+                    if let Json::String(s) = arg
+                        && let Some(redacted) = shown.next()
+                    {
+                        *s = redacted;
                     }
                 }
             }

@@ -13,10 +13,21 @@ use super::policy::Policy;
 use crate::config::ConfigError;
 
 /// Server keys Claude Code documents that the harness does not use, with why.
-const IGNORED: &[(&str, &str)] = &[(
-    "headersHelper",
-    "a Claude Code command that prints headers; set `headers` with ${VAR} instead",
-)];
+const IGNORED: &[(&str, &str)] = &[
+    (
+        "headersHelper",
+        "a Claude Code command that prints headers; set `headers` with ${VAR} instead",
+    ),
+    // Written by other hosts' editors (Cline, Roo) into files Claude Desktop reads too.
+    (
+        "autoApprove",
+        "tools run without asking through `permissions.allow` (e.g. \"mcp__SERVER__TOOL\")",
+    ),
+    (
+        "alwaysAllow",
+        "tools run without asking through `permissions.allow` (e.g. \"mcp__SERVER__TOOL\")",
+    ),
+];
 
 /// `oauth` keys Claude Code documents that the harness does not use, with why.
 const IGNORED_OAUTH: &[(&str, &str)] = &[
@@ -148,6 +159,7 @@ pub(super) fn convert(
             if let Some(Value::Object(oauth)) = server.get_mut("oauth") {
                 convert_oauth(&name, oauth, &mut out.notes);
             }
+            super::converted::disabled_as_enabled(&mut server);
         }
         canonical.insert(name, Value::Object(server));
     }

@@ -254,6 +254,17 @@ pub(super) fn server_error(file: &str, server: &str, message: impl Into<String>)
     }
 }
 
+/// A host's `"disabled": true|false` (Cursor, Cline, Roo) as our `enabled`; a `disabled` of
+/// another type is left for the config's own check to name.
+pub(super) fn disabled_as_enabled(server: &mut Map<String, Value>) {
+    if let Some(Value::Bool(disabled)) = server.get("disabled").cloned() {
+        server.remove("disabled");
+        if disabled {
+            server.insert("enabled".into(), Value::Bool(false));
+        }
+    }
+}
+
 /// Checks the keys of one server object: `known` are used, `ignored` are the host's own and
 /// dropped with a note. Anything else is an error naming file, server and key.
 pub(super) fn check_keys(

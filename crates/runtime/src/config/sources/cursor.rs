@@ -40,6 +40,7 @@ pub(super) fn convert(
     }
     let mut canonical = Map::new();
     for (name, mut server) in servers {
+        let disabled = server.remove("disabled");
         check_keys(
             file,
             &name,
@@ -49,6 +50,10 @@ pub(super) fn convert(
             IGNORED,
             &mut out.notes,
         )?;
+        if let Some(disabled) = disabled {
+            server.insert("disabled".into(), disabled);
+            super::converted::disabled_as_enabled(&mut server);
+        }
         let mut value = Value::Object(server);
         let mut inputs = Vec::new();
         map_strings(&mut value, &mut |s| {
