@@ -270,6 +270,16 @@ async fn with_approver(
     delay: Duration,
     permissions: Value,
 ) -> (Runtime, Arc<Recording>) {
+    with_approver_waiting(answer, delay, permissions, Duration::from_millis(300)).await
+}
+
+/// [`with_approver`] with an approval timeout of `wait`.
+async fn with_approver_waiting(
+    answer: Approval,
+    delay: Duration,
+    permissions: Value,
+    wait: Duration,
+) -> (Runtime, Arc<Recording>) {
     let recording = Arc::new(Recording {
         answer,
         delay,
@@ -279,7 +289,7 @@ async fn with_approver(
     cfg.permissions = serde_json::from_value(permissions).expect("rules");
     let runtime = RuntimeBuilder::new(cfg)
         .approver(recording.clone())
-        .approval_timeout(Duration::from_millis(300))
+        .approval_timeout(wait)
         .start()
         .expect("start");
     runtime.wait_settled(SETTLE).await;
@@ -350,21 +360,14 @@ async fn deny_cancel_and_approval_timeout_never_send() {
 /// come after 5 s, and the call would run).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_cancelled_while_asked_is_never_sent() {
-    let recording = Arc::new(Recording {
-        answer: Approval::Approved,
-        delay: Duration::from_secs(5),
-        seen: Default::default(),
-    });
-    let mut cfg = config(vec![server("fx", fixture_stdio(&[]))]);
-    cfg.permissions =
-        serde_json::from_value(json!({"allow": ["mcp__fx__calls"], "ask": ["mcp__fx__echo"]}))
-            .expect("rules");
-    let runtime = RuntimeBuilder::new(cfg)
-        .approver(recording.clone())
-        .approval_timeout(Duration::from_secs(30))
-        .start()
-        .expect("start");
-    runtime.wait_settled(SETTLE).await;
+    let rules = json!({"allow": ["mcp__fx__calls"], "ask": ["mcp__fx__echo"]});
+    let (runtime, recording) = with_approver_waiting(
+        Approval::Approved,
+        Duration::from_secs(5),
+        rules,
+        Duration::from_secs(30),
+    )
+    .await;
     let cancel = tokio_util::sync::CancellationToken::new();
     let options = CallOptions {
         cancel: Some(cancel.clone()),

@@ -89,8 +89,13 @@ impl<'a> Client<'a> {
 
     /// Starts `tools/call ask_form` with `message` (what the upstream will ask): its stream.
     fn call(&self, message: &str) -> Sse {
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "ask_form", "arguments": {"message": message}}});
+        self.call_tool(1, "ask_form", json!({"message": message}))
+    }
+
+    /// Starts `tools/call` `id` of `tool` with `arguments`: its stream.
+    fn call_tool(&self, id: u64, tool: &str, arguments: Value) -> Sse {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments}});
         Sse::post(&self.session, &body)
     }
 
@@ -199,9 +204,7 @@ fn a_profiles_ask_rule_is_asked_of_its_caller() {
     let (_fixture, url) = http_fixture(&["--client-requests"]);
     let served = gateway("profile-ask", json!({"url": url}));
     let carol = Client::open(&served.addr, "carol", CAROL);
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": {"name": "ask_roots", "arguments": {}}});
-    let mut call = Sse::post(&carol.session, &body);
+    let mut call = carol.call_tool(1, "ask_roots", json!({}));
     let (approval, text) = elicitation("carol", &mut call);
     assert!(
         text.starts_with("Allow `mcp__up__ask_roots`") && text.contains("carol.permissions.ask"),
@@ -213,7 +216,7 @@ fn a_profiles_ask_rule_is_asked_of_its_caller() {
     assert_eq!(message["result"]["isError"], false, "{message}");
 
     // Cancelled while asked: the call ends then, unsent, and a late yes runs nothing.
-    let mut call = Sse::post(&carol.session, &body);
+    let mut call = carol.call_tool(1, "ask_roots", json!({}));
     let (approval, _) = elicitation("carol", &mut call);
     let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
         "params": {"requestId": 1, "reason": "changed my mind"}});
@@ -252,9 +255,7 @@ fn sampling_is_not_asked_of_a_client_that_did_not_declare_it() {
     let (_fixture, url) = http_fixture(&["--client-requests"]);
     let served = gateway("no-sampling", json!({"url": url}));
     let alice = Client::open(&served.addr, "alice", ALICE);
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": {"name": "ask_sample", "arguments": {}}});
-    let mut call = Sse::post(&alice.session, &body);
+    let mut call = alice.call_tool(1, "ask_sample", json!({}));
     let started = Instant::now();
     // Bounded: an approval, if the rules ask one, then the result.
     let answer = (0..10)
@@ -287,9 +288,7 @@ fn one_clients_calls_side_by_side_on_a_stdio_upstream_are_asked_not_refused() {
     let alice = Client::open(&served.addr, "alice", ALICE);
     let mut first = alice.call("first");
     let (approval, _) = elicitation("alice", &mut first);
-    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-        "params": {"name": "ask_form", "arguments": {"message": "second"}}});
-    let mut second = Sse::post(&alice.session, &body);
+    let mut second = alice.call_tool(2, "ask_form", json!({"message": "second"}));
     let (approval_2, _) = elicitation("alice", &mut second);
     alice.answer(&approval, accept(json!({})));
     alice.answer(&approval_2, accept(json!({})));
