@@ -125,7 +125,8 @@ fn routine_rmcp_report(meta: &tracing::Metadata<'_>) -> bool {
 }
 
 /// The log's stderr: each formatted event (written whole) passes through the one redaction
-/// (`transport::redact`), so neither our logs nor rmcp's show a configured secret. A write that
+/// (`transport::redact`: configured secrets and credential shapes), so neither our logs nor
+/// rmcp's show a configured secret or one a server echoed. A write that
 /// fails (stderr closed) is dropped, never reported: the log must not break what it describes.
 struct RedactedStderr {
     /// The log is written with colours (stderr is a terminal).
@@ -135,6 +136,9 @@ struct RedactedStderr {
 impl std::io::Write for RedactedStderr {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let shown = mcp_harness_transport::redact::text(&String::from_utf8_lossy(buf));
+        // And what a server echoed into an error rmcp logs (a token endpoint's refusal of a
+        // refresh quoting the refresh token and the client's Basic credentials).
+        let shown = mcp_harness_transport::redact::credential_shapes(&shown);
         // One event, one line: a value with a line break in it (a client's request id, say)
         // cannot forge a log line of its own.
         let shown = log_line(&shown, self.ansi);

@@ -223,6 +223,19 @@ impl Caller {
     }
 }
 
+/// Where to allow `request`'s tool so it runs without asking: the profile's allow list when a
+/// client profile's rule asked, else the top-level one.
+fn allow_hint(request: &ApprovalRequest) -> String {
+    let name = &request.qualified_name;
+    let key = request
+        .reason
+        .split('`')
+        .find(|part| part.starts_with("gateway.clients.") && part.ends_with(".permissions.ask"))
+        .map(|ask| format!("{}.allow", ask.trim_end_matches(".ask")))
+        .unwrap_or_else(|| "permissions.allow".into());
+    format!("add \"{name}\" to `{key}` to run it without asking")
+}
+
 /// Whether `declared` elicitation covers a URL-mode request (`url`) or a form one: URL mode
 /// needs `url`; form needs `form`, or an empty declaration (form, as before modes existed).
 fn declares_mode(declared: Option<&rmcp::model::ElicitationCapability>, url: bool) -> bool {
@@ -581,9 +594,12 @@ impl Approver for AskCaller {
                 Ok(answer) => match answer.action {
                     ElicitationAction::Accept => Approval::Approved,
                     ElicitationAction::Decline => Approval::Denied {
+                        // The rule that asked names the allow list to add it to (a client
+                        // profile's own, or the top-level one).
                         reason: format!(
-                            "the user declined `{}`; add it to `permissions.allow` to run it without asking",
-                            request.qualified_name
+                            "the user declined `{}`; {}",
+                            request.qualified_name,
+                            allow_hint(&request)
                         ),
                     },
                     _ => Approval::Cancelled,
@@ -599,6 +615,28 @@ impl Approver for AskCaller {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A declined approval names the allow list of the rule that asked.
+    #[test]
+    fn a_declined_approval_names_the_allow_list_of_the_rule_that_asked() {
+        let request = |reason: &str| ApprovalRequest {
+            qualified_name: "mcp__fx__echo".into(),
+            server: "fx".into(),
+            args: Default::default(),
+            reason: reason.into(),
+            annotations: None,
+        };
+        let profile = request(
+            "rule `mcp__fx__echo` in `gateway.clients.alice.permissions.ask` asks before `mcp__fx__echo` runs",
+        );
+        assert!(
+            allow_hint(&profile).contains("`gateway.clients.alice.permissions.allow`"),
+            "{}",
+            allow_hint(&profile)
+        );
+        let top = request("rule `mcp__fx__*` in `permissions.ask`");
+        assert!(allow_hint(&top).contains("`permissions.allow`"));
+    }
 
     /// A form-only client is not sent a URL-mode elicitation; an empty declaration is form.
     #[test]

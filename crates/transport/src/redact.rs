@@ -171,10 +171,21 @@ pub fn credentials(text: &str) -> String {
         end -= 1;
     }
     let truncated = end < text.len();
-    let mut text: String = text[..end]
+    let kept: String = text[..end]
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
+    let mut text = credential_shapes(&kept).into_owned();
+    if truncated {
+        text.push('…');
+    }
+    text
+}
+
+/// `text` with its credential shapes replaced (as [`credentials`] does), nothing else changed:
+/// for a log line, whose layout and colours stay. Linear in `text`; borrowed when nothing
+/// was replaced.
+pub fn credential_shapes(text: &str) -> std::borrow::Cow<'_, str> {
     let lower = text.to_ascii_lowercase();
     let bytes = lower.as_bytes();
     // Byte ranges of `text` to replace (ASCII-lowered `lower` has the same byte offsets).
@@ -203,7 +214,9 @@ pub fn credentials(text: &str) -> String {
                 + lower[from..value_end(from)]
                     .trim_end_matches([':', ')', ']', '>', '.'])
                     .len();
-            if is_credential(scheme, &text[from..end]) {
+            // `Bearer resource_metadata="…"`: a challenge's parameter, not a token.
+            let parameter = lower[..end].ends_with('=') && lower[end..].starts_with('"');
+            if !parameter && is_credential(scheme, &text[from..end]) {
                 hidden.push((from, end));
                 at = end.max(after);
             }
@@ -228,26 +241,23 @@ pub fn credentials(text: &str) -> String {
             }
         }
     }
-    if !hidden.is_empty() {
-        hidden.sort_unstable();
-        let mut out = String::with_capacity(text.len());
-        let mut next = 0;
-        for (from, end) in hidden {
-            if from < next {
-                next = next.max(end);
-                continue;
-            }
-            out.push_str(&text[next..from]);
-            out.push_str(MARKER);
-            next = end;
+    if hidden.is_empty() {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    hidden.sort_unstable();
+    let mut out = String::with_capacity(text.len());
+    let mut next = 0;
+    for (from, end) in hidden {
+        if from < next {
+            next = next.max(end);
+            continue;
         }
-        out.push_str(&text[next..]);
-        text = out;
+        out.push_str(&text[next..from]);
+        out.push_str(MARKER);
+        next = end;
     }
-    if truncated {
-        text.push('…');
-    }
-    text
+    out.push_str(&text[next..]);
+    std::borrow::Cow::Owned(out)
 }
 
 /// Where the value of a credential key that ends at `after` starts, in `lower`: after `=`
@@ -551,6 +561,7 @@ mod tests {
         );
         // Words and challenges stay.
         for plain in [
+            "authorization required: Bearer resource_metadata=\"http://127.0.0.1:18080/.well-known/oauth-protected-resource/mcp\", scope=\"read\"",
             "basic authentication failed",
             "Bearer error=\"insufficient_scope\", scope=\"mcp:write\"",
             "error_code=7 and the authorization code was spent",

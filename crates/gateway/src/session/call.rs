@@ -107,7 +107,7 @@ impl Session {
 fn cut_error() -> McpError {
     McpError::new(
         rmcp::model::ErrorCode(-32000),
-        "the gateway shut down before this call ended and cut it (`serve --drain-secs` bounds how long it waits); the server was told (notifications/cancelled); retry (another replica, or this one after its restart)",
+        "the gateway shut down before this call ended and cut it (`serve --drain-secs` bounds how long it waits); a call already sent was cancelled upstream (notifications/cancelled); retry (another replica, or this one after its restart)",
         Some(serde_json::json!({"retryAfterMs": 5000})),
     )
 }

@@ -136,6 +136,21 @@ impl TransportConfig {
             }
             TransportConfig::InProcess => {}
         }
+        // The OAuth client's secret too: an authorization server may quote it in an error.
+        if let TransportConfig::StreamableHttp {
+            oauth: Some(oauth), ..
+        } = self
+        {
+            use mcp_harness_transport::auth::{ClientAuth, OAuthConfig};
+            let secret = match oauth {
+                OAuthConfig::AuthorizationCode { client_secret, .. } => client_secret.clone(),
+                OAuthConfig::ClientCredentials(c) => match &c.auth {
+                    ClientAuth::Secret(secret) => Some(secret.clone()),
+                    _ => None,
+                },
+            };
+            mcp_harness_transport::redact::register(secret);
+        }
         Ok(match self {
             TransportConfig::Stdio(spec) => Arc::new(StdioConnector { spec: spec.clone() }),
             TransportConfig::StreamableHttp {
