@@ -31,7 +31,8 @@ mod parser_props;
 
 pub use builder::{DEFAULT_APPROVAL_TIMEOUT, RuntimeBuilder};
 pub use call::binding::{
-    CallOptions, CallReply, Forwarded, HandBack, PreparedCall, StepBinding, ToolResult,
+    CANCELLED_WHILE_ASKED, CallOptions, CallReply, Forwarded, HandBack, PreparedCall, StepBinding,
+    ToolResult,
 };
 pub use call::frozen::{BoundTool, SEARCH_TOOL};
 pub use call::input::Reply;

@@ -249,7 +249,7 @@ impl Session {
                             () = context.ct.cancelled() => {
                                 let error = CallError::Permission {
                                     name: name.to_string(),
-                                    reason: "cancelled by the caller while its approval was asked; the call was not sent".into(),
+                                    reason: mcp_harness_runtime::CANCELLED_WHILE_ASKED.into(),
                                 };
                                 return (called, Err(Failure::Call(error)));
                             }
@@ -371,7 +371,7 @@ impl Session {
             // cancelled.
             Err(CallError::Transport { .. }) if cut => Err(Failure::Rpc(cut_error())),
             Err(CallError::Permission { reason, .. })
-                if cut && reason.contains("while its approval was asked") =>
+                if cut && reason == mcp_harness_runtime::CANCELLED_WHILE_ASKED =>
             {
                 Err(Failure::Rpc(cut_error()))
             }

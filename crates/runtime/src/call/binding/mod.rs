@@ -1011,8 +1011,9 @@ impl Sent {
     }
 }
 
-/// The refusal of a call cancelled while its approval was asked.
-const CANCELLED_WHILE_ASKED: &str =
+/// The refusal of a call cancelled while its approval was asked (an embedder that asks on
+/// its own path says the same, and can tell it from other refusals).
+pub const CANCELLED_WHILE_ASKED: &str =
     "cancelled by the caller while its approval was asked; the call was not sent";
 
 /// How long telling a server of a cancel may take: the cancelled call's caller is answered
