@@ -304,7 +304,8 @@ async fn run(cli: Cli) -> u8 {
             &cli.servers,
             edit,
             cli.json,
-        );
+        )
+        .await;
     }
     if let Command::Trust { path, revoke } = &cli.command {
         return commands::trust::run(path.as_deref(), *revoke);

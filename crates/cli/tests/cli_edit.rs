@@ -443,6 +443,60 @@ fn enable_and_disable_change_what_tools_lists() {
     );
 }
 
+/// `disable` asks the server for its tools first: a qualified name whose tool part is the raw
+/// name sanitised writes the raw name (the one `excludeTools` matches), a name the server does
+/// not list is refused with nothing written, and a server that cannot be asked (disabled) gets
+/// the name as given with a note saying it was not checked.
+#[test]
+fn disabling_a_tool_checks_the_server_lists_it() {
+    let dir = temp_dir("toggle-check");
+    let (code, _, err) = run_in(
+        &dir,
+        &["add", "fx", "--", bin(), "fixture-server", "--hostile"],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    let listed = tools(&dir);
+    let sanitised = listed
+        .iter()
+        .find(|t| t.starts_with("mcp__fx__path_like_name_with_spaces"))
+        .unwrap_or_else(|| panic!("{listed:?}"))
+        .clone();
+
+    let (code, out, err) = run_in(&dir, &["disable", &sanitised], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("\"path/like.name with spaces\""), "{out}");
+    assert_eq!(
+        json(&read(&user_config(&dir)))["mcpServers"]["fx"]["excludeTools"],
+        json(r#"["path/like.name with spaces"]"#)
+    );
+    assert!(!tools(&dir).contains(&sanitised));
+
+    // A typo: refused, naming the tools the server has; the file is untouched.
+    let before = read(&user_config(&dir));
+    let (code, _, err) = run_in(&dir, &["disable", "fx", "ech"], &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("has no tool \"ech\"") && err.contains("echo"),
+        "{err}"
+    );
+    assert_eq!(read(&user_config(&dir)), before, "nothing written");
+
+    // A disabled server is not started for the check: written as given, with a note.
+    let (code, _, err) = run_in(&dir, &["disable", "fx"], &[]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = run_in(&dir, &["disable", "fx", "nope"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("not checked") && out.contains("is disabled"),
+        "{out}"
+    );
+    assert_eq!(
+        json(&read(&user_config(&dir)))["mcpServers"]["fx"]["excludeTools"][1],
+        "nope"
+    );
+}
+
 #[test]
 fn project_scope_writes_the_project_file_and_keeps_it_trusted() {
     let dir = temp_dir("project");

@@ -9,6 +9,7 @@
 //! kept (see [`file`](mod@file)); nothing printed holds an env value, a header value or a URL's query
 //! values (see [`show`]).
 
+mod check;
 mod file;
 pub(crate) mod ordered;
 mod show;
@@ -139,7 +140,7 @@ pub(crate) struct ToggleArgs {
 /// `json` (the global `--json`) makes `get` and `list` print JSON.
 /// The config-editing commands; `connect` and `servers`: the `--connect` and `--server`
 /// flags, which only `list --server` uses (to show those servers).
-pub(crate) fn run(
+pub(crate) async fn run(
     explicit: Option<&Path>,
     connect: bool,
     servers: &[String],
@@ -183,8 +184,8 @@ pub(crate) fn run(
         Edit::Remove { name, scope } => remove(name, *scope),
         Edit::Get { name, scope } => show::get(name, *scope, json),
         Edit::List { scope } => show::list(*scope, servers, json),
-        Edit::Enable(args) => toggle::run(args, true),
-        Edit::Disable(args) => toggle::run(args, false),
+        Edit::Enable(args) => toggle::run(args, true).await,
+        Edit::Disable(args) => toggle::run(args, false).await,
     };
     match result {
         Ok(text) => {

@@ -5,16 +5,34 @@
 //! Invariant: these are the keys the config and the tool filter (`policy::ToolFilter`) already
 //! read; nothing else is written, and an edit that changes nothing writes nothing.
 
+use super::check::{self, Checked};
 use super::ordered::{Json, Object};
 use super::{EditError, ScopeArg, ToggleArgs, find, lock_scope, save};
 
-/// `enable`/`disable` of a server or of one tool.
-pub(super) fn run(args: &ToggleArgs, on: bool) -> Result<String, EditError> {
+/// `enable`/`disable` of a server or of one tool (checked against the server's listing first,
+/// see [`check`]).
+pub(super) async fn run(args: &ToggleArgs, on: bool) -> Result<String, EditError> {
     let scope = args.scope.unwrap_or(ScopeArg::User);
     let (server, tool) = match (&args.tool, split_qualified(&args.target)) {
         (Some(tool), _) => (args.target.clone(), Some(tool.clone())),
         (None, Some((server, tool))) => (server, Some(tool)),
         (None, None) => (args.target.clone(), None),
+    };
+    let mut unchecked = String::new();
+    let tool = match tool {
+        None => None,
+        // Already as asked, as written: nothing to check, nothing to write.
+        Some(tool) if already(&find(&server, scope)?, &server, &tool, on) => Some(tool),
+        Some(tool) => match check::tool(&server, &tool).await? {
+            Checked::Listed(raw) => Some(raw),
+            Checked::Unchecked(why) => {
+                unchecked = format!(
+                    "\nnote: not checked that server \"{server}\" has a tool {tool:?} ({why}); \
+                     written as given, a raw name as the server lists it"
+                );
+                Some(tool)
+            }
+        },
     };
     let _lock = lock_scope(scope)?;
     let mut file = find(&server, scope)?;
@@ -47,11 +65,11 @@ pub(super) fn run(args: &ToggleArgs, on: bool) -> Result<String, EditError> {
             };
             if !changed {
                 return Ok(format!(
-                    "tool \"{tool}\" of server \"{server}\" is already {verb} in {shown}\n"
+                    "tool {tool:?} of server \"{server}\" is already {verb} in {shown}\n"
                 ));
             }
             format!(
-                "tool \"{tool}\" of server \"{server}\" in {shown} \
+                "tool {tool:?} of server \"{server}\" in {shown} \
                  (`mcpServers.{server}.{}`)",
                 if on && entry.contains("includeTools") {
                     "excludeTools`, `includeTools"
@@ -62,7 +80,20 @@ pub(super) fn run(args: &ToggleArgs, on: bool) -> Result<String, EditError> {
         }
     };
     let note = save(&file, scope)?;
-    Ok(format!("{verb} {what}{note}\n"))
+    Ok(format!("{verb} {what}{note}{unchecked}\n"))
+}
+
+/// Whether `tool` is already as `on` asks in `file`'s entry of `server`, by the name given.
+fn already(file: &super::ConfigFile, server: &str, tool: &str, on: bool) -> bool {
+    let Some(entry) = file.server(server) else {
+        return false;
+    };
+    let excluded = names(entry.get("excludeTools")).iter().any(|t| t == tool);
+    let included = match entry.get("includeTools") {
+        Some(list) => names(Some(list)).iter().any(|t| t == tool),
+        None => true,
+    };
+    if on { !excluded && included } else { excluded }
 }
 
 /// Adds `tool` to `excludeTools` (which wins over `includeTools`); whether anything changed.
