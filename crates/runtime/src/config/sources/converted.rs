@@ -188,6 +188,9 @@ impl Converted {
     ) -> Result<Config, ConfigError> {
         let file = path.display().to_string();
         let mut answers: BTreeMap<String, String> = BTreeMap::new();
+        // An input nobody answered makes its server unusable (failed, saying which input), not
+        // the whole file: its `${MCP_INPUT_…}` is an unset variable below.
+        let mut unanswered: BTreeMap<&str, String> = BTreeMap::new();
         for (server, inputs) in &self.inputs {
             for input in inputs {
                 if lookup(&input.variable).is_some() || answers.contains_key(&input.variable) {
@@ -204,27 +207,28 @@ impl Converted {
                 });
                 if let Some(value) = asked {
                     answers.insert(input.variable.clone(), value);
-                } else {
+                } else if !unanswered.contains_key(server.as_str()) {
                     let about = input
                         .description
                         .as_deref()
                         .map(|d| format!(" ({d})"))
                         .unwrap_or_default();
-                    return Err(ConfigError {
-                        location: format!("{file}: server \"{server}\""),
-                        message: format!(
-                            "VS Code input \"{}\"{about} has no value: set the environment \
-                             variable {} (in a terminal, mcp-harness asks for it)",
+                    unanswered.insert(
+                        server,
+                        format!(
+                            "{file}: server \"{server}\": VS Code input \"{}\"{about} has no \
+                             value: set the environment variable {} (in a terminal, mcp-harness \
+                             asks for it)",
                             input.id, input.variable
                         ),
-                    });
+                    );
                 }
             }
         }
         let text =
             serde_json::to_string(&self.document).map_err(|e| error(path, &e.to_string()))?;
         let lookup = |name: &str| answers.get(name).cloned().or_else(|| lookup(name));
-        Config::parse(&text, path, &lookup).map_err(|mut e| {
+        let mut config = Config::parse(&text, path, &lookup).map_err(|mut e| {
             // Positions would point into the canonical text, not the user's file.
             if let Some(at) = e.message.rfind(" at line ") {
                 e.message.truncate(at);
@@ -235,7 +239,15 @@ impl Converted {
                 }
             }
             e
-        })
+        })?;
+        for (server, why) in unanswered {
+            if let Some(config) = config.servers.get_mut(server)
+                && config.unusable.is_some()
+            {
+                config.unusable = Some(why);
+            }
+        }
+        Ok(config)
     }
 }
 
