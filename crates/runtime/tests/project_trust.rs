@@ -112,6 +112,64 @@ fn project_servers_are_held_until_the_files_current_content_is_trusted() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A project file that is a link to a trusted file elsewhere is not trusted by it: its servers
+/// would run in the link's folder, with that folder's relative paths (`./run.sh`). A linked
+/// folder is the same folder.
+#[test]
+fn a_link_to_a_trusted_file_is_trusted_on_its_own() {
+    let dir = temp_dir("link");
+    let trusted = dir.join("project/.mcp.json");
+    write(
+        &trusted,
+        serde_json::json!({"mcpServers": {"rel": {"command": "sh", "args": ["./run.sh"]}}}),
+    );
+    let store = sources(&dir).trust_store().expect("a store");
+    let bytes = std::fs::read(&trusted).expect("read");
+    store.trust(&trusted, &bytes).expect("trust");
+    assert_eq!(
+        store.state(&trusted, &bytes).expect("state"),
+        TrustState::Trusted
+    );
+
+    let other = dir.join("other");
+    std::fs::create_dir_all(&other).expect("other");
+    let link = other.join(".mcp.json");
+    std::os::unix::fs::symlink(&trusted, &link).expect("symlink");
+    assert_eq!(
+        store.state(&link, &bytes).expect("state"),
+        TrustState::Unknown
+    );
+    let linked = Sources::new()
+        .with_project_dir(Some(other.clone()))
+        .with_env({
+            let xdg = dir.join("xdg").display().to_string();
+            move |name| (name == "XDG_CONFIG_HOME").then(|| xdg.clone())
+        })
+        .merge()
+        .expect("merges");
+    assert!(
+        !linked.config.servers["rel"].enabled,
+        "held in the link's folder"
+    );
+    // Revoking the link forgets nothing of the file it points to.
+    assert!(!store.revoke(&link).expect("revoke"));
+    assert_eq!(
+        store.state(&trusted, &bytes).expect("state"),
+        TrustState::Trusted
+    );
+
+    // The project folder reached through a linked folder: the same file, still trusted.
+    let alias = dir.join("alias");
+    std::os::unix::fs::symlink(dir.join("project"), &alias).expect("symlink");
+    assert_eq!(
+        store
+            .state(&alias.join(".mcp.json"), &bytes)
+            .expect("state"),
+        TrustState::Trusted
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn an_untrusted_file_adds_no_sections_and_relaxations_need_the_user_setting() {
     let dir = temp_dir("perms");

@@ -255,14 +255,25 @@ impl TrustStore {
     }
 }
 
-/// The key of `file`: its canonical path (links resolved), so one file has one key.
+/// The key of `file`: its folder's canonical path (links resolved) and its own name. A link
+/// *to* a project file is a project file of the link's folder — its servers run there, with
+/// that folder's relative paths (`./run.sh`) — so it is trusted on its own, never by the trust
+/// of the file it points to; a linked folder is the same folder, one key.
 fn canonical(file: &Path) -> Result<String, TrustError> {
-    std::fs::canonicalize(file)
-        .map(|p| p.display().to_string())
-        .map_err(|source| TrustError::Resolve {
-            path: file.to_path_buf(),
-            source,
-        })
+    let resolve = |source| TrustError::Resolve {
+        path: file.to_path_buf(),
+        source,
+    };
+    let absolute = std::path::absolute(file).map_err(resolve)?;
+    let (Some(folder), Some(name)) = (absolute.parent(), absolute.file_name()) else {
+        return std::fs::canonicalize(file)
+            .map(|p| p.display().to_string())
+            .map_err(resolve);
+    };
+    // The file itself must exist (through its link, if it is one).
+    std::fs::metadata(&absolute).map_err(resolve)?;
+    let folder = std::fs::canonicalize(folder).map_err(resolve)?;
+    Ok(folder.join(name).display().to_string())
 }
 
 /// How a [`super::Sources`] decides about project files.
