@@ -714,3 +714,82 @@ fn a_server_hanging_at_start_holds_up_no_listing_and_no_later_edit() {
     drop(served);
     assert_eq!(common::wait_gone(&marker), Vec::<u32>::new());
 }
+
+/// Zombie children of process `pid` (its reparented descendants that exited unreaped).
+fn zombies_of(pid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| {
+            let child: u32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            let mut after = stat.rsplit(')').next()?.split_whitespace();
+            let (state, ppid) = (after.next()?, after.next()?.parse::<u32>().ok()?);
+            (state == "Z" && ppid == pid).then_some(child)
+        })
+        .collect()
+}
+
+/// A server whose descendant stays in its process group but outlives its parent is reparented
+/// to the gateway (a child subreaper) when the group is stopped; it dies with the group. The
+/// gateway reaps it: removing such a server (or any reload that stops one) left one zombie per
+/// stop in the process table until the gateway exited.
+#[test]
+fn a_stopped_servers_left_behind_descendants_are_reaped() {
+    let dir = temp_home("serve-reload", "zombies");
+    let marker = format!("gw-reload-zombie-{}", std::process::id());
+    // A sleep no other test runs: its argument is this test's own.
+    let seconds = format!("3{}", std::process::id());
+    let file = dir.join("gateway.json");
+    // The descendant ignores SIGTERM, so it outlives its parent (which exits at SIGTERM) and is
+    // killed by the group's SIGKILL after the grace: reparented first, then dead.
+    let script = format!(
+        "(trap '' TERM; exec sleep {seconds}) & exec '{}' fixture-server --name {marker}",
+        bin()
+    );
+    let servers = |with: bool| {
+        let mut servers = json!({"keep": {"command": bin(), "args": ["fixture-server"]}});
+        if with {
+            servers["leaky"] = json!({"command": "sh", "args": ["-c", script]});
+        }
+        json!({"mcpServers": servers})
+    };
+    replace_config(&file, &servers(true));
+    let served = Served::start(&dir, &file, &[], Stdio::null());
+    let gateway = served.child.id();
+    let id = open_session(&served.addr, false).expect("session");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !tool_names(&served.addr, &id).contains(&"mcp__leaky__echo".to_string())
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let sleep = format!("sleep\0{seconds}");
+    assert_eq!(pids_with(&sleep).len(), 1, "the descendant runs");
+    replace_config(&file, &servers(false));
+    assert_eq!(
+        common::wait_gone(&marker),
+        Vec::<u32>::new(),
+        "the removed server still runs"
+    );
+    // Killed by the group's SIGKILL after the stop's grace.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !pids_with(&sleep).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        pids_with(&sleep),
+        Vec::<u32>::new(),
+        "the descendant was killed"
+    );
+    // Reaped within seconds.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut zombies = zombies_of(gateway);
+    while !zombies.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        zombies = zombies_of(gateway);
+    }
+    assert_eq!(zombies, Vec::<u32>::new(), "zombies left in the gateway");
+    drop(served);
+}

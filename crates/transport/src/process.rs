@@ -28,6 +28,8 @@ impl ProcessGroup {
         tokio::spawn(async move {
             let waited = child.wait().await;
             crate::reaper::unregister_group(pgid);
+            // What stayed in the group and outlived its parent is a zombie of a subreaper.
+            crate::reaper::reap_group_zombies_soon();
             if let Ok(s) = waited {
                 let _ = tx.send(Some(s));
             }

@@ -20,7 +20,13 @@
 //!   carry this harness's tag — never a child the embedder started itself, and never a
 //!   process of a server group that is still live (another `Runtime` in the same process).
 //!   A tagged orphan that already exited by itself cannot be told apart (a zombie's environment
-//!   is unreadable); it stays a zombie until the harness process exits.
+//!   is unreadable); it stays a zombie until the harness process exits;
+//! - a descendant that stayed in its server's process group dies with the group, but if its
+//!   parent died first it was reparented to a subreaper harness and is left a zombie of it:
+//!   [`reap_group_zombies`] reaps exactly the zombie children whose group is a server group this
+//!   process registered (live or recently retired) and which are not its leader (the leader is
+//!   the one child tokio waits for), so a long-running gateway does not fill the process table
+//!   one reload at a time.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,13 +47,119 @@ pub(crate) fn register_group(pgid: i32) {
     }
 }
 
-/// Forgets a server process group whose leader was reaped.
+/// Forgets a server process group whose leader was reaped (or is being killed); the group is
+/// kept among the retired ones, whose left-behind zombies [`reap_group_zombies`] still reaps.
 pub(crate) fn unregister_group(pgid: i32) {
     if let Ok(mut groups) = LIVE_GROUPS.lock()
         && let Some(groups) = groups.as_mut()
     {
         groups.remove(&pgid);
     }
+    if let Ok(mut retired) = RETIRED_GROUPS.lock()
+        && !retired.contains(&pgid)
+    {
+        if retired.len() == RETIRED_KEPT {
+            retired.pop_front();
+        }
+        retired.push_back(pgid);
+    }
+}
+
+/// Server process groups whose leader is gone, most recent last, at most [`RETIRED_KEPT`].
+static RETIRED_GROUPS: Mutex<std::collections::VecDeque<i32>> =
+    Mutex::new(std::collections::VecDeque::new());
+
+/// How many retired groups are remembered (a grandchild outlives its group's end by seconds at
+/// most: it was killed with it).
+const RETIRED_KEPT: usize = 256;
+
+/// Reaps, a few times over the next seconds, the zombies a server group just ended leaves
+/// behind (see [`reap_group_zombies`]); nothing unless this process is a subreaper.
+pub(crate) fn reap_group_zombies_soon() {
+    if !is_subreaper() {
+        return;
+    }
+    let Ok(handle) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    handle.spawn(async {
+        for wait in [100, 1_000, 5_000] {
+            tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+            let _ = tokio::task::spawn_blocking(reap_group_zombies).await;
+        }
+    });
+}
+
+/// Reaps the zombie children of this process that a server process group left behind: a
+/// zombie whose group is a server group registered here (live or retired), which is not that
+/// group's leader, and not of this process's own group. Returns how many it reaped; nothing
+/// unless this process is a subreaper.
+pub fn reap_group_zombies() -> usize {
+    if !is_subreaper() {
+        return 0;
+    }
+    let mut groups: HashSet<i32> = LIVE_GROUPS
+        .lock()
+        .ok()
+        .and_then(|g| g.clone())
+        .unwrap_or_default();
+    if let Ok(retired) = RETIRED_GROUPS.lock() {
+        groups.extend(retired.iter().copied());
+    }
+    // SAFETY: getpgrp has no preconditions.
+    let own = unsafe { libc::getpgrp() };
+    groups.remove(&own);
+    let me = std::process::id();
+    let mut reaped = 0;
+    for (pid, ppid, state, pgid) in children_of_proc() {
+        if ppid != me || state != "Z" || pid == pgid || !groups.contains(&pgid) {
+            continue;
+        }
+        let mut status = 0;
+        // SAFETY: waitpid without blocking on a zombie child of ours that nobody else waits
+        // for (tokio waits only for the leaders, excluded above).
+        if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid {
+            reaped += 1;
+        }
+    }
+    if reaped > 0 {
+        tracing::debug!(reaped, "reaped server descendants left as zombies");
+    }
+    reaped
+}
+
+/// Every process of `/proc` as (pid, ppid, state, pgid).
+fn children_of_proc() -> Vec<(libc::pid_t, u32, String, i32)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<libc::pid_t>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid pgrp ...`: comm may hold spaces and parentheses, so split
+        // after the last `)`.
+        let mut after = stat.rsplit(')').next().unwrap_or("").split_whitespace();
+        let state = after.next().unwrap_or_default().to_string();
+        let ppid = after
+            .next()
+            .and_then(|p| p.parse::<u32>().ok())
+            .unwrap_or(0);
+        let pgid = after
+            .next()
+            .and_then(|p| p.parse::<i32>().ok())
+            .unwrap_or(0);
+        found.push((pid, ppid, state, pgid));
+    }
+    found
 }
 
 type Job = Box<dyn FnOnce() + Send>;
@@ -350,39 +462,17 @@ pub fn sweep_orphans(rounds: usize) -> usize {
 
 /// Live children of `me` whose environment holds `tag`, outside the `live` server groups.
 fn tagged_children(me: u32, tag: &str, live: &HashSet<i32>) -> Vec<libc::pid_t> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut found = Vec::new();
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<libc::pid_t>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // `pid (comm) state ppid ...`: comm may hold spaces and parentheses, so split after
-        // the last `)`.
-        let mut after = stat.rsplit(')').next().unwrap_or("").split_whitespace();
-        let state = after.next();
-        let ppid = after.next().and_then(|p| p.parse::<u32>().ok());
-        let pgid = after
-            .next()
-            .and_then(|p| p.parse::<i32>().ok())
-            .unwrap_or(0);
-        if ppid != Some(me) || state == Some("Z") || live.contains(&pid) || live.contains(&pgid) {
-            continue;
-        }
-        let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
-        if environ.split(|&b| b == 0).any(|v| v == tag.as_bytes()) {
-            found.push(pid);
-        }
-    }
-    found
+    children_of_proc()
+        .into_iter()
+        .filter(|(pid, ppid, state, pgid)| {
+            *ppid == me && state != "Z" && !live.contains(pid) && !live.contains(pgid)
+        })
+        .filter(|(pid, ..)| {
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            environ.split(|&b| b == 0).any(|v| v == tag.as_bytes())
+        })
+        .map(|(pid, ..)| pid)
+        .collect()
 }
 
 #[cfg(test)]
