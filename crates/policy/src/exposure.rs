@@ -55,6 +55,11 @@ pub const SEARCH_TOOL_NAME: &str = "mcp_harness__search_tools";
 pub const DEFAULT_SEARCH_LIMIT: usize = 10;
 /// Most results one search returns, whatever `limit` the model asks for.
 pub const MAX_SEARCH_LIMIT: usize = 50;
+/// Longest search query, in characters: a search costs its words times the deferred tools,
+/// and runs on the caller's thread, so a 790 KB query held a gateway for seconds.
+pub const MAX_SEARCH_QUERY_CHARS: usize = 1_000;
+/// Most distinct words of one search query.
+pub const MAX_SEARCH_QUERY_WORDS: usize = 32;
 
 /// How many tools the model may see, and how large they may be (`"exposure"` in the config;
 /// camelCase keys, unknown keys rejected, missing keys take their default).
@@ -567,7 +572,8 @@ pub fn search_tool_definition() -> Tool {
         "properties": {
             "query": {
                 "type": "string",
-                "description": "Words to look for in tool names and descriptions, e.g. \"github issue\"."
+                "description": "Words to look for in tool names and descriptions, e.g. \"github issue\".",
+                "maxLength": MAX_SEARCH_QUERY_CHARS
             },
             "limit": {
                 "type": "integer",
@@ -616,6 +622,22 @@ impl SearchRequest {
             Some(_) => return Err("`query` must be a string".into()),
             None => return Err("`query` is required".into()),
         };
+        if query.chars().count() > MAX_SEARCH_QUERY_CHARS {
+            return Err(format!(
+                "`query` is longer than {MAX_SEARCH_QUERY_CHARS} characters: search with a few \
+                 words (what the tool does, or part of its name)"
+            ));
+        }
+        let mut distinct = words(&query);
+        distinct.sort();
+        distinct.dedup();
+        if distinct.len() > MAX_SEARCH_QUERY_WORDS {
+            return Err(format!(
+                "`query` has {} different words, more than {MAX_SEARCH_QUERY_WORDS}: search with \
+                 a few words (what the tool does, or part of its name)",
+                distinct.len()
+            ));
+        }
         let limit = match args.get("limit") {
             None | Some(Value::Null) => DEFAULT_SEARCH_LIMIT,
             Some(v) => match v.as_u64() {
@@ -634,7 +656,8 @@ impl SearchRequest {
 /// words (case-insensitive; on anything not a letter or digit and on camelCase); a word matches
 /// a word of the tool that starts with it. Tools matching more query words in their qualified
 /// name come first; then more words in the description, title or search hint
-/// (`_meta.searchHint`, `_meta["<vendor>/searchHint"]`); then name order. Tools matching
+/// (`_meta.searchHint`, `_meta["<vendor>/searchHint"]`); tools of equal score take turns
+/// across servers (server-name order, each server's tools in name order). Tools matching
 /// nothing, and every tool for an empty query, are left out.
 pub fn search<'a>(deferred: &'a [ExposedTool], query: &str, limit: usize) -> Vec<&'a ExposedTool> {
     let mut query_words = words(query);
@@ -662,7 +685,22 @@ pub fn search<'a>(deferred: &'a [ExposedTool], query: &str, limit: usize) -> Vec
             .cmp(&(a.0, a.1))
             .then_with(|| a.2.entry.qualified_name.cmp(&b.2.entry.qualified_name))
     });
-    scored.into_iter().take(limit).map(|(_, _, t)| t).collect()
+    // Equal scores take turns across servers (each server's in name order), so a server with
+    // 200 like-named tools cannot fill every result before another server's first.
+    let mut turn: Vec<(usize, usize, usize, &ExposedTool)> = Vec::with_capacity(scored.len());
+    let mut seen: std::collections::HashMap<(usize, usize, &str), usize> = Default::default();
+    for (name, text, tool) in scored {
+        let n = seen.entry((name, text, tool.entry.server.as_str())).or_default();
+        turn.push((name, text, *n, tool));
+        *n += 1;
+    }
+    turn.sort_by(|a, b| {
+        (b.0, b.1).cmp(&(a.0, a.1)).then(a.2.cmp(&b.2)).then_with(|| {
+            (&a.3.entry.server, &a.3.entry.qualified_name)
+                .cmp(&(&b.3.entry.server, &b.3.entry.qualified_name))
+        })
+    });
+    turn.into_iter().take(limit).map(|(.., t)| t).collect()
 }
 
 /// Description, titles and search hints of `tool`, joined.

@@ -462,6 +462,16 @@ fn search_request_parsing() {
     let r = SearchRequest::from_args(&args(json!({"query": "git", "limit": 0})));
     assert_eq!(r.map(|r| r.limit), Ok(1));
     assert!(SearchRequest::from_args(&args(json!({}))).is_err());
+    // Bounded: a search costs its words times the deferred tools.
+    let long = "a".repeat(MAX_SEARCH_QUERY_CHARS + 1);
+    let err = SearchRequest::from_args(&args(json!({"query": long}))).expect_err("too long");
+    assert!(err.contains("longer than"), "{err}");
+    let many: Vec<String> = (0..=MAX_SEARCH_QUERY_WORDS).map(|i| format!("w{i}")).collect();
+    let err =
+        SearchRequest::from_args(&args(json!({"query": many.join(" ")}))).expect_err("too many");
+    assert!(err.contains("different words"), "{err}");
+    let repeated = vec!["git"; 200].join(" ");
+    assert!(SearchRequest::from_args(&args(json!({"query": repeated}))).is_ok());
     assert!(SearchRequest::from_args(&args(json!({"query": 3}))).is_err());
     assert!(SearchRequest::from_args(&args(json!({"query": "x", "limit": -1}))).is_err());
     assert!(SearchRequest::from_args(&args(json!({"query": "x", "limit": 2.5}))).is_err());
@@ -509,6 +519,32 @@ fn search_ranks_name_matches_before_description_matches() {
     assert!(search(&d, "issue", 0).is_empty());
     assert!(search(&d, "  --  ", 10).is_empty());
     assert!(search(&d, "calendar", 10).is_empty());
+}
+
+/// Equal scores take turns across servers: a server with many like-named tools cannot fill
+/// every result before another server's first.
+#[test]
+fn equal_search_scores_take_turns_across_servers() {
+    let mut tools: Vec<ToolEntry> = (0..20)
+        .map(|i| entry("big", tool(&format!("tool_{i:02}"), "A tool.")))
+        .collect();
+    tools.push(entry("mid", tool("add_tool", "A tool.")));
+    tools.push(entry("small", tool("remove_tool", "A tool.")));
+    let d = deferred(&tools);
+    let found: Vec<_> = search(&d, "tool", 5)
+        .iter()
+        .map(|t| t.entry.qualified_name.as_str())
+        .collect();
+    assert_eq!(
+        found,
+        [
+            "mcp__big__tool_00",
+            "mcp__mid__add_tool",
+            "mcp__small__remove_tool",
+            "mcp__big__tool_01",
+            "mcp__big__tool_02"
+        ]
+    );
 }
 
 #[test]
