@@ -77,6 +77,15 @@ impl SkillEntry {
             uri: skill.uri.clone(),
             reason,
         };
+        // A placeholder of an entry the transport could not decode: left out with why.
+        if let Some(reason) = skill
+            .meta
+            .as_ref()
+            .and_then(|m| m.0.get(crate::sanitize::UNDECODABLE_META_KEY))
+        {
+            let reason = reason.as_str().unwrap_or("the entry could not be decoded");
+            return Err(invalid(crate::sanitize::clean_line(reason, 500).0));
+        }
         skill
             .validate()
             .map_err(|error| invalid(error.to_string()))?;
@@ -228,6 +237,30 @@ pub(crate) mod tests {
 
     mod entries {
         use super::*;
+
+        /// The transport's placeholder of an entry it could not decode is left out, with why.
+        #[test]
+        fn an_undecodable_entry_is_left_out_with_its_reason() {
+            let mut meta = rmcp::model::MetaObject::new();
+            meta.0.insert(
+                crate::sanitize::UNDECODABLE_META_KEY.into(),
+                json!("the entry cannot be decoded: `resources`\u{1b}[31m"),
+            );
+            let placeholder = Skill::new(SKILL_URI, pdf(), SkillResources::Dynamic).with_meta(meta);
+            let (kept, invalid) = entries_from_listing("conf", vec![placeholder]);
+            assert!(kept.is_empty());
+            assert_eq!(invalid[0].uri, SKILL_URI);
+            assert!(
+                invalid[0].reason.contains("`resources`"),
+                "{}",
+                invalid[0].reason
+            );
+            assert!(
+                !invalid[0].reason.contains('\u{1b}'),
+                "{}",
+                invalid[0].reason
+            );
+        }
 
         #[test]
         fn keeps_the_listing() {

@@ -775,6 +775,35 @@ mod tests {
         assert!(why(2).unwrap().as_str().unwrap().contains("name"));
     }
 
+    /// A skill entry rmcp's types refuse made the whole `skills/list` an unexpected response
+    /// (every skill of the server gone, silently): only that entry is replaced now.
+    #[test]
+    fn a_skills_listing_loses_only_the_entries_that_cannot_be_decoded() {
+        let inbound = Inbound::new("s", 1 << 20, WireNotes::default(), false);
+        let line = br#"{"jsonrpc":"2.0","id":1,"result":{"skills":[
+            {"uri":"skill://good/SKILL.md","frontmatter":{"name":"good","description":"d"},"resources":"dynamic"},
+            {"uri":"skill://bad/SKILL.md","frontmatter":{"name":"bad","description":"d"},"resources":"foo"},
+            {"uri":"skill://nodesc/SKILL.md","frontmatter":{"name":"nodesc"},"resources":[]}]}}"#;
+        let Some(ServerJsonRpcMessage::Response(r)) = inbound.decode(line, None) else {
+            panic!("expected the listing");
+        };
+        let ServerResult::ListSkillsResult(list) = r.result else {
+            panic!("expected skills, got {:?}", r.result);
+        };
+        let names: Vec<_> = list.skills.iter().map(|s| s.name().to_string()).collect();
+        assert_eq!(names, ["good", "bad", "nodesc"]);
+        let why = |i: usize| {
+            list.skills[i]
+                .meta
+                .as_ref()
+                .and_then(|m| m.0.get(UNDECODABLE_META_KEY).cloned())
+        };
+        assert!(why(0).is_none());
+        assert!(why(1).unwrap().as_str().unwrap().contains("dynamic"));
+        assert!(why(2).unwrap().as_str().unwrap().contains("description"));
+        assert_eq!(list.skills[1].uri, "skill://bad/SKILL.md");
+    }
+
     #[test]
     fn only_a_tool_list_notification_rmcp_takes_is_counted() {
         let wire = WireNotes::default();

@@ -10,7 +10,7 @@
 use std::ops::Range;
 
 use rmcp::model::{
-    Prompt, RequestId, Resource, ResourceTemplate, ServerJsonRpcMessage, ServerResult, Tool,
+    Prompt, RequestId, Resource, ResourceTemplate, ServerJsonRpcMessage, ServerResult, Skill, Tool,
 };
 use serde_json::{Value, json};
 
@@ -326,7 +326,13 @@ pub(crate) fn over_long_listing(b: &[u8]) -> Option<&'static str> {
 }
 
 /// The members of a result that hold a listing page.
-const LISTING_KEYS: [&str; 4] = ["tools", "prompts", "resources", "resourceTemplates"];
+const LISTING_KEYS: [&str; 5] = [
+    "tools",
+    "prompts",
+    "resources",
+    "resourceTemplates",
+    "skills",
+];
 
 fn member<'a>(
     b: &[u8],
@@ -360,6 +366,7 @@ pub(crate) fn salvage_listing(b: &[u8]) -> Option<ServerJsonRpcMessage> {
             "tools" => serde_json::from_slice::<Vec<Vec<Vec<Tool>>>>(&nested).map(drop),
             "prompts" => serde_json::from_slice::<Vec<Vec<Vec<Prompt>>>>(&nested).map(drop),
             "resources" => serde_json::from_slice::<Vec<Vec<Vec<Resource>>>>(&nested).map(drop),
+            "skills" => serde_json::from_slice::<Vec<Vec<Vec<Skill>>>>(&nested).map(drop),
             _ => serde_json::from_slice::<Vec<Vec<Vec<ResourceTemplate>>>>(&nested).map(drop),
         };
         let Err(e) = decoded else { continue };
@@ -384,6 +391,12 @@ pub(crate) fn salvage_listing(b: &[u8]) -> Option<ServerJsonRpcMessage> {
                 json!({"name": name, "inputSchema": {"type": "object"}, "_meta": meta})
             }
             "prompts" => json!({"name": name, "_meta": meta}),
+            "skills" => json!({
+                "uri": text("uri").unwrap_or_else(|| format!("undecodable:{fallback}")),
+                "frontmatter": {"name": frontmatter_name(b, &fields).unwrap_or(name), "description": ""},
+                "resources": "dynamic",
+                "_meta": meta
+            }),
             "resources" => json!({
                 "uri": text("uri").unwrap_or_else(|| format!("undecodable:{fallback}")),
                 "name": name, "_meta": meta
@@ -415,9 +428,19 @@ pub(crate) fn salvage_listing(b: &[u8]) -> Option<ServerJsonRpcMessage> {
                 | ServerResult::ListPromptsResult(_)
                 | ServerResult::ListResourcesResult(_)
                 | ServerResult::ListResourceTemplatesResult(_)
+                | ServerResult::ListSkillsResult(_)
         )
     );
     listing.then_some(message)
+}
+
+/// A skill entry's `frontmatter.name`, when it is a string.
+fn frontmatter_name(b: &[u8], fields: &[(Range<usize>, Range<usize>)]) -> Option<String> {
+    let frontmatter = members(b, member(b, fields, "frontmatter")?.clone())?;
+    let name = member(b, &frontmatter, "name")?;
+    serde_json::from_slice::<String>(&b[name.clone()])
+        .ok()
+        .filter(|s| !s.is_empty())
 }
 
 #[cfg(test)]
