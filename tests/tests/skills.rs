@@ -175,11 +175,40 @@ async fn a_tampered_skill_md_is_rejected_with_what_differed() {
         let reads = skill_reads(&runtime).await;
         assert_eq!(reads_of(&reads, PDF_SKILL_URI), 1, "{mode}: {reads:?}");
         assert_eq!(reads_of(&reads, PDF_FORMS_URI), 0, "{mode}: {reads:?}");
+        // A plain read of the file, checked against the listing: refused the same way (the
+        // CLI's `read` shows a skill's file only as listed).
+        let read = runtime
+            .read_resource(FX, PDF_SKILL_URI)
+            .await
+            .expect("the read itself succeeds");
+        let error = runtime
+            .verify_skill_read(FX, PDF_SKILL_URI, &read)
+            .expect_err("a tampered file is refused");
+        assert!(error.to_string().contains(differed), "{mode}: {error}");
         // The other skill is untouched and still loads.
         runtime
             .load_skill(FX, "release-notes")
             .await
             .expect("release-notes loads");
+        let forms = runtime
+            .read_resource(FX, PDF_FORMS_URI)
+            .await
+            .expect("read");
+        assert_eq!(
+            runtime.verify_skill_read(FX, PDF_FORMS_URI, &forms).ok(),
+            Some(true)
+        );
+        let other = runtime
+            .read_resource(FX, "fixture://static/readme")
+            .await
+            .expect("read");
+        assert_eq!(
+            runtime
+                .verify_skill_read(FX, "fixture://static/readme", &other)
+                .ok(),
+            Some(false),
+            "no skill file: nothing to check"
+        );
         runtime.shutdown().await;
     }
 }

@@ -774,7 +774,15 @@ async fn execute(
             if let Err(e) = explain::check_declared(runtime, &server, explain::Needs::Resources) {
                 return fail(&e, Exit::Usage);
             }
-            match runtime.read_resource(&server, &uri).await {
+            // A skill's file is shown only as its listing vouched for it (digest and size).
+            let read = runtime
+                .read_resource(&server, &uri)
+                .await
+                .and_then(|result| {
+                    runtime.verify_skill_read(&server, &uri, &result)?;
+                    Ok(result)
+                });
+            match read {
                 Ok(result) => match out {
                     Some(path) => match resources::write_contents(&result, &path) {
                         Ok(written) => {

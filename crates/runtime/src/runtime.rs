@@ -618,34 +618,34 @@ impl Runtime {
     /// The bytes of resource `uri`: its text as UTF-8, or its blob decoded.
     async fn read_bytes(&self, server: &str, uri: &str) -> Result<Vec<u8>, CallError> {
         let result = self.read_resource(server, uri).await?;
-        let Some(contents) = result.contents.into_iter().next() else {
-            return Err(CallError::Protocol {
-                upstream: None,
-                server: server.to_string(),
-                tool: uri.to_string(),
-                message: "resources/read returned no contents".into(),
-            });
+        first_contents_bytes(server, uri, &result)
+    }
+
+    /// Checks what a `resources/read` of `uri` returned against `server`'s skill listing when
+    /// `uri` is a file a skill of it lists with a digest (its `SKILL.md` or a supporting file):
+    /// a read that shows a skill's file to a person is the same file the listing vouched for.
+    /// `Ok(false)` when `uri` is no listed skill file (nothing to check).
+    pub fn verify_skill_read(
+        &self,
+        server: &str,
+        uri: &str,
+        result: &ReadResourceResult,
+    ) -> Result<bool, CallError> {
+        let snapshot = self.snapshot();
+        let Some(entry) = snapshot
+            .catalogs
+            .get(server)
+            .and_then(|c| c.skills.iter().find(|s| s.listed_file(uri).is_some()))
+        else {
+            return Ok(false);
         };
-        match contents {
-            ResourceContents::TextResourceContents { text, .. } => Ok(text.into_bytes()),
-            ResourceContents::BlobResourceContents { blob, .. } => {
-                use base64::Engine;
-                base64::engine::general_purpose::STANDARD
-                    .decode(blob.as_bytes())
-                    .map_err(|e| CallError::Protocol {
-                        upstream: None,
-                        server: server.to_string(),
-                        tool: uri.to_string(),
-                        message: format!("the blob is not valid base64: {e}"),
-                    })
-            }
-            _ => Err(CallError::Protocol {
-                upstream: None,
-                server: server.to_string(),
-                tool: uri.to_string(),
-                message: "resources/read returned an unknown kind of contents".into(),
-            }),
+        let bytes = first_contents_bytes(server, uri, result)?;
+        if entry.uri == uri {
+            entry.verify_skill_md(&bytes)?;
+        } else {
+            entry.verify_supporting(uri, &bytes)?;
         }
+        Ok(true)
     }
 
     /// The auth context this runtime's remote servers use (the one given to
@@ -899,6 +899,43 @@ async fn send(
 ) -> Result<ServerResult, CallError> {
     let options = PeerRequestOptions::with_timeout(client.tool_timeout);
     input::send(client, request, options, server, what).await
+}
+
+/// The bytes of the first contents of a `resources/read` of `uri` (text as UTF-8, a blob
+/// decoded).
+fn first_contents_bytes(
+    server: &str,
+    uri: &str,
+    result: &ReadResourceResult,
+) -> Result<Vec<u8>, CallError> {
+    let Some(contents) = result.contents.first().cloned() else {
+        return Err(CallError::Protocol {
+            upstream: None,
+            server: server.to_string(),
+            tool: uri.to_string(),
+            message: "resources/read returned no contents".into(),
+        });
+    };
+    match contents {
+        ResourceContents::TextResourceContents { text, .. } => Ok(text.into_bytes()),
+        ResourceContents::BlobResourceContents { blob, .. } => {
+            use base64::Engine;
+            base64::engine::general_purpose::STANDARD
+                .decode(blob.as_bytes())
+                .map_err(|e| CallError::Protocol {
+                    upstream: None,
+                    server: server.to_string(),
+                    tool: uri.to_string(),
+                    message: format!("the blob is not valid base64: {e}"),
+                })
+        }
+        _ => Err(CallError::Protocol {
+            upstream: None,
+            server: server.to_string(),
+            tool: uri.to_string(),
+            message: "resources/read returned an unknown kind of contents".into(),
+        }),
+    }
 }
 
 #[cfg(test)]
