@@ -884,6 +884,11 @@ fn bad_requests_get_a_clear_4xx_and_break_nothing() {
         ("Content-Type", "application/json"),
         ("Accept", "application/json, text/event-stream"),
     ];
+    let legacy = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("MCP-Protocol-Version", "2025-11-25"),
+    ];
     for (with, body, code, id, said) in [
         (
             &headers[..],
@@ -918,6 +923,15 @@ fn bad_requests_get_a_clear_4xx_and_break_nothing() {
             r#"{"jsonrpc":"2.0","id":"p","method":"ping"}"#,
             -32600,
             json!("p"),
+            "send `initialize` first",
+        ),
+        // A request at a protocol that has sessions, dressed in 2026-07-28's per-request
+        // `_meta`: rmcp served it without a session (unchecked, and counted as opening one).
+        (
+            &legacy[..],
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"mcp__fx__echo","arguments":{"message":"x"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-11-25","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"}}}}"#,
+            -32600,
+            json!(3),
             "send `initialize` first",
         ),
     ] {

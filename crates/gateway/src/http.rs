@@ -959,21 +959,24 @@ async fn metrics(State(ops): State<Ops>) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }
 
-/// Whether `request` opens a session — a POST to `/mcp` without `Mcp-Session-Id`, at a
-/// protocol that has sessions, or an `initialize` whatever protocol its header names (it is
-/// answered at one that has sessions) — with the request back, its body read when telling
-/// took reading it (a stateless POST's: at most `max_body` bytes, else 413).
+/// Whether `request` opens a session — an `initialize` POSTed to `/mcp` without
+/// `Mcp-Session-Id`, whatever protocol its header names (it is answered at one that has
+/// sessions) — with the request back, the body of a POST without a session id read (at most
+/// `max_body` bytes, else 413). No other sessionless request opens one: at 2026-07-28 it is
+/// stateless, and at an earlier protocol (named by `MCP-Protocol-Version`) it is refused here,
+/// 400 "send `initialize` first" — rmcp served one carrying 2026-07-28-style `_meta` without a
+/// session, unchecked, at a protocol that has none, and it counted against the session limits.
 async fn opens_session(request: Request, max_body: usize) -> Result<(Request, bool), Response> {
     let new = request.uri().path() == "/mcp"
         && request.method() == axum::http::Method::POST
         && !request.headers().contains_key("mcp-session-id");
-    let stateless = request
+    if !new {
+        return Ok((request, false));
+    }
+    let legacy = request
         .headers()
         .get("mcp-protocol-version")
-        .is_some_and(|v| v.as_bytes() >= b"2026-07-28".as_slice());
-    if !new || !stateless {
-        return Ok((request, new));
-    }
+        .is_some_and(|v| LEGACY_VERSIONS.contains(&v.as_bytes()));
     /// The one field looked at; the rest of the message is skipped, not kept.
     #[derive(serde::Deserialize)]
     struct Method<'a> {
@@ -984,13 +987,21 @@ async fn opens_session(request: Request, max_body: usize) -> Result<(Request, bo
     let bytes = crate::in_session::read_body(body, max_body)
         .await
         .map_err(|answer| answer.map(axum::body::Body::new))?;
-    let initialize = serde_json::from_slice::<Method<'_>>(&bytes)
-        .is_ok_and(|m| m.method.as_deref() == Some("initialize"));
+    let method = serde_json::from_slice::<Method<'_>>(&bytes)
+        .ok()
+        .and_then(|m| m.method.map(|m| m.into_owned()));
+    let initialize = method.as_deref() == Some("initialize");
+    if legacy && method.is_some() && !initialize {
+        return Err(crate::in_session::initialize_first(&bytes).map(axum::body::Body::new));
+    }
     Ok((
         Request::from_parts(parts, axum::body::Body::from(bytes)),
         initialize,
     ))
 }
+
+/// The protocol versions that have sessions (`initialize`, `Mcp-Session-Id`).
+const LEGACY_VERSIONS: [&[u8]; 4] = [b"2024-11-05", b"2025-03-26", b"2025-06-18", b"2025-11-25"];
 
 /// The session id of a request to `/mcp` that would start its session again if this replica
 /// did not run it (any but a DELETE).

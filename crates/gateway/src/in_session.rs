@@ -565,6 +565,18 @@ async fn readable_refusal(answer: Answer, body: &[u8]) -> Answer {
     } else {
         return Response::from_parts(parts, http_body_util::Full::new(said).boxed());
     };
+    json_rpc_refusal(id, error)
+}
+
+/// 400 with the JSON-RPC error of a request at a protocol that has sessions sent without one
+/// (see [`without_session`]).
+pub(crate) fn initialize_first(body: &[u8]) -> Answer {
+    let (id, error) = without_session(body);
+    json_rpc_refusal(id, error)
+}
+
+/// 400 with `error` as a JSON-RPC error answer to `id`.
+fn json_rpc_refusal(id: Option<rmcp::model::RequestId>, error: rmcp::model::ErrorData) -> Answer {
     let id = id.map_or(serde_json::Value::Null, |id| id.into_json_value());
     let error = serde_json::json!({"jsonrpc": "2.0", "id": id, "error": error});
     let mut refused = text(StatusCode::BAD_REQUEST, error.to_string());
