@@ -22,6 +22,7 @@ fn quick_policy(max_attempts: u32) -> ReconnectPolicy {
         max_delay: Duration::from_millis(200),
         // No pings during these tests: what they count must come from the test's own requests.
         health_interval: Duration::from_secs(3600),
+        stable_after: Duration::from_secs(30),
         ping_timeout: Duration::from_secs(10),
     }
 }

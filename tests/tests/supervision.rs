@@ -20,6 +20,7 @@ fn quick_policy(max_attempts: u32) -> ReconnectPolicy {
         initial_delay: Duration::from_millis(100),
         max_delay: Duration::from_millis(400),
         health_interval: Duration::from_millis(200),
+        stable_after: Duration::from_secs(30),
         ping_timeout: Duration::from_millis(300),
     }
 }
@@ -86,6 +87,63 @@ async fn a_remote_server_that_comes_back_is_reconnected() {
         .await
         .expect("echo");
     assert_eq!(text(&echo), "back");
+    runtime.shutdown().await;
+    task.abort();
+}
+
+/// A server that connects and is lost at once, again and again, backs off: each short-lived
+/// connection is one more attempt of the run that made it, so the attempts grow and the server
+/// is failed (then probed at `max_delay`) — before, a connection reset the count and such a
+/// server was reconnected at the first delay forever, its tools flipping in and out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_lost_right_after_connecting_backs_off() {
+    let (addr, mut task) = mcp_harness_fixture::serve_http(
+        FixtureOptions::default(),
+        "127.0.0.1:0".parse().expect("addr"),
+    )
+    .await
+    .expect("serve");
+    let runtime = RuntimeBuilder::new(config(vec![server(
+        "flap",
+        http(&format!("http://{addr}/mcp")),
+    )]))
+    .reconnect(quick_policy(3))
+    .start()
+    .expect("start");
+    let s = runtime.wait_settled(SETTLE).await;
+    assert_eq!(s.servers["flap"].state, ServerState::Connected);
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        task.abort();
+        let s = runtime
+            .wait_for(SETTLE, |s| {
+                let flap = &s.servers["flap"];
+                flap.attempts > 0 || matches!(flap.state, ServerState::Failed { .. })
+            })
+            .await;
+        let flap = &s.servers["flap"];
+        seen.push(flap.attempts);
+        if matches!(flap.state, ServerState::Failed { .. }) {
+            break;
+        }
+        task = serve_at(addr).await;
+        let s = runtime
+            .wait_for(SETTLE, |s| {
+                s.servers["flap"].state == ServerState::Connected
+            })
+            .await;
+        assert_eq!(s.servers["flap"].state, ServerState::Connected, "{seen:?}");
+    }
+    assert_eq!(
+        seen,
+        [1, 2, 3, 4],
+        "one more attempt per short-lived connection"
+    );
+    let s = runtime.snapshot();
+    let ServerState::Failed { error } = &s.servers["flap"].state else {
+        panic!("failed after the attempts: {:?}", s.servers["flap"]);
+    };
+    assert!(error.contains("probing again"), "{error}");
     runtime.shutdown().await;
     task.abort();
 }
@@ -204,6 +262,7 @@ async fn a_killed_http_server_is_noticed_at_once_and_comes_back_by_itself() {
         initial_delay: Duration::from_millis(100),
         max_delay: Duration::from_millis(400),
         health_interval: Duration::from_secs(3600),
+        stable_after: Duration::from_secs(30),
         ping_timeout: Duration::from_secs(10),
     })
     .start()

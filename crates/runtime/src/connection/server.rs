@@ -179,6 +179,9 @@ struct Record {
     last_error: Option<String>,
     /// Reconnect attempts made in a row (0 once connected, or after a restart).
     attempts: u32,
+    /// When the live connection began, and the attempts it took: a connection lost before
+    /// `stable_after` goes on from them (see [`ReconnectPolicy::stable_after`](crate::ReconnectPolicy::stable_after)).
+    connected: Option<(std::time::Instant, u32)>,
     protocol_version: Option<String>,
     server_name: Option<String>,
     server_version: Option<String>,
@@ -229,6 +232,7 @@ impl ServerActor {
                 since: SystemTime::now(),
                 last_error: None,
                 attempts: 0,
+                connected: None,
                 protocol_version: None,
                 server_name: None,
                 server_version: None,
@@ -457,6 +461,7 @@ impl ServerActor {
                     .map(move |reason, act, ctx| act.lose_connection(epoch, reason, ctx)),
             );
         }
+        self.record.connected = Some((std::time::Instant::now(), self.record.attempts));
         self.record.attempts = 0;
         if !partial.is_empty() {
             let why = partial.join("; ");
@@ -516,6 +521,12 @@ impl ServerActor {
         self.settings.cache.drop_server(&self.config.name);
         let message = error.to_string();
         if self.connector.is_remote() {
+            // A connection that did not last is one more attempt of the run that made it.
+            if let Some((at, attempts)) = self.record.connected.take()
+                && at.elapsed() < self.settings.reconnect.stable_after
+            {
+                self.record.attempts = attempts;
+            }
             let run = Run {
                 pace: Pace::Recovering,
                 revival: None,

@@ -37,6 +37,11 @@ pub struct ReconnectPolicy {
     pub max_delay: Duration,
     /// How often a remote session is pinged. Default 30 s.
     pub health_interval: Duration,
+    /// How long a connection must have lasted for its loss to start a new run of attempts.
+    /// Default 30 s. A server lost sooner goes on counting from the attempts it took to
+    /// connect, so one that connects and dies at once backs off (and is failed, then probed at
+    /// `max_delay`) rather than reconnecting at `initial_delay` forever.
+    pub stable_after: Duration,
     /// How long a ping may take. Default 10 s. Two failed pings in a row close the session.
     pub ping_timeout: Duration,
 }
@@ -48,6 +53,7 @@ impl Default for ReconnectPolicy {
             initial_delay: Duration::from_secs(1),
             max_delay: Duration::from_secs(30),
             health_interval: Duration::from_secs(30),
+            stable_after: Duration::from_secs(30),
             ping_timeout: Duration::from_secs(10),
         }
     }
