@@ -411,7 +411,10 @@ impl ServerHandler for FixtureServer {
                     })?;
                 text_result(tools::large_text(bytes))
             }
-            "fail" => error_result("fixture tool failed on purpose"),
+            "fail" => error_result(
+                args.opt_string("message")?
+                    .unwrap_or_else(|| "fixture tool failed on purpose".into()),
+            ),
             "wire_fault" if self.opts.wire_faults => text_result(format!(
                 "{}{}",
                 crate::wire_faults::MARKER,

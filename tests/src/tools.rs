@@ -108,8 +108,8 @@ pub fn static_tools() -> Vec<Tool> {
         ),
         Tool::new(
             "fail",
-            "Always returns a tool error (isError: true).",
-            props(json!({}), &[]),
+            "Always returns a tool error (isError: true), saying `message` when given.",
+            props(json!({"message": string_prop("The error's text")}), &[]),
         ),
         Tool::new(
             "add_tool",

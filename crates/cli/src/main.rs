@@ -649,16 +649,22 @@ async fn execute(
             match call::run(runtime, &name, args, json).await {
                 Ok(outcome) => {
                     use std::io::IsTerminal;
+                    // A tool's error is an error: the configured secrets a server quotes in
+                    // it are redacted as in every other error (a result is the tool's data).
+                    let said = match outcome.is_error {
+                        true => mcp_harness_transport::redact::text(&outcome.text),
+                        false => outcome.text.clone(),
+                    };
                     if json {
                         // The result object on stdout even when the tool failed; the exit
                         // status says it failed.
-                        emit!("{}", outcome.text);
+                        emit!("{said}");
                     } else if outcome.is_error {
                         // Server text reaches a terminal only without its control characters.
                         let text = if std::io::stderr().is_terminal() {
-                            output::for_terminal(&outcome.text)
+                            output::for_terminal(&said)
                         } else {
-                            outcome.text.clone()
+                            said
                         };
                         say_part!("tool error: {text}");
                     } else {

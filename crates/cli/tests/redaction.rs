@@ -49,6 +49,41 @@ fn a_server_that_dies_mid_call_is_reported_with_exit_status_and_redacted_tail() 
     assert!(!err.contains(secret) && !out.contains(secret), "{err}");
 }
 
+/// A tool's error result quoting a configured secret is an error like any other: redacted on
+/// stderr and in `--json` (it was printed as the server sent it).
+#[test]
+fn a_tool_error_quoting_a_secret_is_redacted() {
+    let dir = common::temp_home("redaction", "tool-error");
+    let secret = "tok-toolerr-5e6f7a8b9c";
+    let config = write_config(
+        &dir,
+        serde_json::json!({"mcpServers": {"fx": {
+            "command": common::bin(),
+            "args": ["fixture-server"],
+            "env": {"API_TOKEN": secret}
+        }}}),
+    );
+    let message = serde_json::json!({"message": format!("denied for Bearer {secret}")}).to_string();
+    for json in [false, true] {
+        let mut args = vec![
+            "--yes",
+            "--config",
+            &config,
+            "call",
+            "mcp__fx__fail",
+            &message,
+        ];
+        if json {
+            args.insert(0, "--json");
+        }
+        let (code, out, err) = common::run_in(&dir, &args, &[]);
+        assert_eq!(code, 1, "a tool error; stdout:\n{out}\nstderr:\n{err}");
+        let said = if json { &out } else { &err };
+        assert!(said.contains("denied for Bearer [redacted]"), "{said}");
+        assert!(!err.contains(secret) && !out.contains(secret), "{out}{err}");
+    }
+}
+
 #[test]
 fn a_stderr_tail_at_start_hides_the_environment_the_server_echoes() {
     let dir = common::temp_home("redaction", "tail");

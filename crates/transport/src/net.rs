@@ -255,6 +255,12 @@ pub fn bounded_text(mut text: String) -> String {
     if text.len() <= MAX_ERROR_TEXT {
         return text;
     }
+    // Secrets are replaced before the cut: one straddling it would be cut out of reach of the
+    // redaction that comes later, its first part shown.
+    text = crate::redact::text(&text);
+    if text.len() <= MAX_ERROR_TEXT {
+        return text;
+    }
     let mut end = MAX_ERROR_TEXT;
     while !text.is_char_boundary(end) {
         end -= 1;
@@ -682,6 +688,22 @@ mod tests {
         let err = std::io::Error::other(format!("boom: {}", "x".repeat(10 << 20)));
         assert!(describe(&err).len() < MAX_ERROR_TEXT + 64);
         assert_eq!(bounded_text("short".into()), "short");
+    }
+
+    /// A registered secret straddling the cut is redacted whole, not shown in part.
+    #[test]
+    fn a_secret_across_the_cut_is_redacted_before_it() {
+        let secret = "straddling-SECRET-4711-xyz";
+        crate::redact::register([secret]);
+        for pad in MAX_ERROR_TEXT - 20..MAX_ERROR_TEXT {
+            let text = format!("{} {secret} tail", "E".repeat(pad));
+            let cut = bounded_text(text);
+            assert!(
+                !cut.contains("straddling-SE"),
+                "pad {pad}: …{}",
+                &cut[cut.len() - 60..]
+            );
+        }
     }
 
     #[test]
