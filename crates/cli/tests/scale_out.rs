@@ -498,7 +498,7 @@ fn a_session_continues_on_another_replica() {
         let stale = client.call(&b.addr, "mcp__fx__versioned", json!({}));
         assert_eq!(stale["isError"], json!(true), "{stale}");
         assert!(
-            text(&stale).contains("another gateway replica"),
+            text(&stale).contains("made on another replica"),
             "refused as stale: {stale}"
         );
         // (Asked through B's own session: this session's listing is unknown to B, so B
@@ -937,6 +937,19 @@ fn a_stateless_client_behind_haproxy() {
         "{tools:?}"
     );
     let bound = json!({"mcp-harness/listing": mark});
+    // A key that is no listing's is refused, not taken for none (the call would run against a
+    // catalog its client believes it listed).
+    for malformed in [json!(12345), json!("not-a-digest"), json!("0123")] {
+        let params = json!({"name": "mcp__fx__versioned", "arguments": {},
+                            "_meta": {"mcp-harness/listing": malformed}});
+        let (_, answer, body) = stateless(&front, next(), "tools/call", params);
+        assert_eq!(
+            answer["error"]["code"],
+            json!(-32602),
+            "{malformed}: {body}"
+        );
+        assert!(body.contains("16 hex digits"), "{body}");
+    }
     for _ in 0..3 {
         let result = stateless_call(
             &front,

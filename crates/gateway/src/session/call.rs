@@ -75,7 +75,7 @@ impl Session {
         if current.view.digest == mark.tools {
             return Ok(Arc::new(current));
         }
-        let listed = self.shared().recall(mark.tools);
+        let listed = self.shared().recall(mark.tools, profile);
         let same = listed.as_ref().is_some_and(|listed| {
             listed
                 .tool(requested)
@@ -92,7 +92,7 @@ impl Session {
             }));
         }
         Err(Failure::Stale(format!(
-            "`{requested}` was not run: this session listed tools through another gateway replica, and this replica's catalog does not show `{requested}` as that listing did (catalog digest {:016x}). List tools again (tools/list) and retry with the definition you get.",
+            "`{requested}` was not run: the listing this call is bound to (catalog digest {:016x}) is not one this gateway still knows as showing `{requested}` as it is now (it was made on another replica, or the catalog changed since). List tools again (tools/list) and retry with the definition you get.",
             mark.tools
         )))
     }
@@ -121,11 +121,27 @@ pub(super) fn listing_meta(digest: u64) -> rmcp::model::MetaObject {
     rmcp::model::MetaObject(meta)
 }
 
-/// The listing a call names in its `_meta` (sequence 0: a session's own later listing wins).
-fn listing_mark(meta: &rmcp::model::RequestMetaObject) -> Option<ListedMark> {
-    let digest = meta.0.0.get(LISTING_META)?.as_str()?;
-    let tools = u64::from_str_radix(digest, 16).ok()?;
-    Some(ListedMark { seq: 0, tools })
+/// The listing a call names in its `_meta` (sequence 0: a session's own later listing wins);
+/// a value that is not one a listing answered with is refused, never taken for no listing (the
+/// client would believe its call bound to what it listed).
+fn listing_mark(meta: &rmcp::model::RequestMetaObject) -> Result<Option<ListedMark>, McpError> {
+    let Some(value) = meta.0.0.get(LISTING_META) else {
+        return Ok(None);
+    };
+    let tools = value
+        .as_str()
+        .filter(|digest| digest.len() == 16)
+        .and_then(|digest| u64::from_str_radix(digest, 16).ok());
+    match tools {
+        Some(tools) => Ok(Some(ListedMark { seq: 0, tools })),
+        None => Err(McpError::invalid_params(
+            format!(
+                "`_meta[\"{LISTING_META}\"]` must be the 16 hex digits a tools/list answered \
+                 with under the same key; drop it to bind the current catalog"
+            ),
+            None,
+        )),
+    }
 }
 
 /// `progress` as the notification rmcp's peer would send.
@@ -165,9 +181,13 @@ impl Session {
         let profile = profile_of(&context.extensions);
         // The client and request everything asked for this call is asked of.
         let caller = Caller::of(&context);
-        let mark = sealed::opened(&context.extensions)
-            .and_then(|opened| opened.payload.listed)
-            .or_else(|| listing_mark(&context.meta));
+        let mark = match sealed::opened(&context.extensions).and_then(|o| o.payload.listed) {
+            Some(mark) => Some(mark),
+            None => match listing_mark(&context.meta) {
+                Ok(mark) => mark,
+                Err(refused) => return (None, Err(Failure::Rpc(refused))),
+            },
+        };
         let requested = request.name.as_ref();
         let listed = match self
             .listing_for_call(requested, mark, profile.as_ref())

@@ -42,8 +42,10 @@ struct Subscribed {
 /// Whether upstream holds one resource subscription, taken by one subscriber at a time.
 pub(super) type Upstream = Arc<tokio::sync::Mutex<bool>>;
 
-/// How many recent tool views a gateway remembers by digest, to check a call bound to a
-/// listing made on another replica against the definition that listing showed.
+/// How many recent tool views a gateway remembers by digest per client profile, to check a
+/// call bound to a listing (made on another replica, or by a client without a session) against
+/// the definition that listing showed. Per profile: one profile's listings never push out
+/// another's, nor tell it which digests another profile was shown.
 const REMEMBERED_VIEWS: usize = 32;
 /// How many tool views of the current snapshot (one per client profile) are kept built.
 const BUILT_VIEWS: usize = 16;
@@ -139,8 +141,9 @@ pub(crate) struct Shared {
     /// only that resource's subscribers — an update wakes one task per subscribed resource and
     /// the sessions subscribed to it, not every subscription of every session.
     subscribed: Mutex<HashMap<(String, String), Subscribed>>,
-    /// The latest distinct tool views, newest last (at most [`REMEMBERED_VIEWS`]).
-    views: Mutex<std::collections::VecDeque<Arc<ToolView>>>,
+    /// The latest distinct tool views per profile name ("" without one), newest last (at most
+    /// [`REMEMBERED_VIEWS`] each).
+    views: Mutex<HashMap<String, std::collections::VecDeque<Arc<ToolView>>>>,
     /// The tool views of the newest snapshot bound, per profile: a call without a listing of
     /// its own (every 2026-07-28 call) binds the current catalog, and building its view costs
     /// O(tools) — once per snapshot and profile instead of once per call.
@@ -185,7 +188,7 @@ impl Shared {
             current_revision: AtomicU64::new(0),
             settled_once: Default::default(),
             subscribed: Mutex::new(HashMap::new()),
-            views: Mutex::new(std::collections::VecDeque::new()),
+            views: Mutex::new(HashMap::new()),
             built: Mutex::new(Vec::new()),
             task_ids: crate::task_ids::TaskIds::default(),
             tasks_declared: Default::default(),
@@ -248,7 +251,7 @@ impl Shared {
             return built.view.clone();
         }
         let view = Arc::new(self.fresh_view(binding, profile));
-        self.remember(&view);
+        self.remember(&view, profile);
         let mut built = lock(&self.built);
         // Only the newest snapshot's views are kept (a binding of an older one, racing a
         // publication, builds its view without keeping it).
@@ -270,9 +273,11 @@ impl Shared {
         view
     }
 
-    /// Remembers `view` under its digest (the newest view of a digest wins).
-    pub(crate) fn remember(&self, view: &Arc<ToolView>) {
-        let mut views = lock(&self.views);
+    /// Remembers `view`, shown to a client of `profile`, under its digest (the newest view of a
+    /// digest wins).
+    pub(crate) fn remember(&self, view: &Arc<ToolView>, profile: Option<&Arc<ClientProfile>>) {
+        let mut all = lock(&self.views);
+        let views = all.entry(profile_key(profile)).or_default();
         if views.back().is_some_and(|last| last.digest == view.digest) {
             return;
         }
@@ -283,9 +288,14 @@ impl Shared {
         }
     }
 
-    /// The remembered view whose digest is `digest`.
-    pub(super) fn recall(&self, digest: u64) -> Option<Arc<ToolView>> {
+    /// The view whose digest is `digest` remembered for `profile`.
+    pub(super) fn recall(
+        &self,
+        digest: u64,
+        profile: Option<&Arc<ClientProfile>>,
+    ) -> Option<Arc<ToolView>> {
         lock(&self.views)
+            .get(&profile_key(profile))?
             .iter()
             .rev()
             .find(|view| view.digest == digest)
@@ -421,4 +431,9 @@ pub(super) fn profile_of(extensions: &rmcp::model::Extensions) -> Option<Arc<Cli
         .get::<axum::http::request::Parts>()
         .and_then(|parts| parts.extensions.get::<Identity>())
         .map(|identity| identity.0.clone())
+}
+
+/// The key of `profile`'s remembered views ("" for a client without one).
+fn profile_key(profile: Option<&Arc<ClientProfile>>) -> String {
+    profile.map(|p| p.name.clone()).unwrap_or_default()
 }
