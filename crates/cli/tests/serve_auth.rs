@@ -516,6 +516,27 @@ fn per_client_views_hide_and_refuse_what_a_profile_may_not_see() {
             "a hidden resource was read: {hidden}"
         );
         assert!(!hidden.to_string().contains("fixture readme"), "{hidden}");
+        // Refused exactly as a URI nobody serves: the answer does not tell them apart.
+        let absent = narrow.request("resources/read", json!({"uri": "fixture://static/nope"}));
+        let said = |answer: &Value| {
+            let uri = answer["error"]["message"].as_str().unwrap_or_default();
+            let at = uri.find('`').unwrap_or(0);
+            let end = uri.rfind('`').unwrap_or(uri.len());
+            format!("{}…{}", &uri[..at], &uri[end..])
+        };
+        assert_eq!(
+            (
+                error_code(&hidden),
+                said(&hidden),
+                hidden["error"].get("data")
+            ),
+            (
+                error_code(&absent),
+                said(&absent),
+                absent["error"].get("data")
+            ),
+            "{hidden} vs {absent}"
+        );
 
         // A session serves only the client that opened it.
         let mut thief = Client::new(&addr, NARROW_TOKEN);

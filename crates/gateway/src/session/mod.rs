@@ -783,15 +783,22 @@ impl ServerHandler for Session {
     ) -> Result<ReadResourceResponse, McpError> {
         let profile = profile_of(&context.extensions);
         let view = self.resource_view(profile.as_deref());
-        let Some((server, upstream)) = view.route(&request.uri) else {
-            return Err(McpError::resource_not_found(
+        let not_listed = || {
+            McpError::resource_not_found(
                 format!(
                     "no connected server lists resource `{}`; list resources again (resources/list)",
                     request.uri
                 ),
                 None,
-            ));
+            )
         };
+        let Some((server, upstream)) = view.route(&request.uri) else {
+            return Err(not_listed());
+        };
+        // A URI no listing or template claims is sent on (a server may serve more than it
+        // lists); its server's "not found" is answered as a URI the profile may not see is, so
+        // the answer never tells a hidden URI from an absent one.
+        let claimed = view.owner(&request.uri).is_some();
         let span = self.upstream(&context, "resources/read", Resource(&upstream), &server);
         let rounds = mrtr::Rounds::of(&context, request.input_responses, request.request_state);
         let bridge = &self.shared().bridge;
@@ -810,7 +817,13 @@ impl ServerHandler for Session {
         )
         .await;
         end_upstream(span, reply.as_ref().map(|_| false));
-        Ok(match reply.map_err(upstream_error)? {
+        let reply = reply.map_err(upstream_error).map_err(|error| {
+            match !claimed && error.code == rmcp::model::ErrorCode::RESOURCE_NOT_FOUND {
+                true => not_listed(),
+                false => error,
+            }
+        })?;
+        Ok(match reply {
             Reply::Done(mut result) => {
                 result.result_type.get_or_insert(ResultType::COMPLETE);
                 skills::shown_contents(&view, &server, &mut result.contents);
