@@ -158,6 +158,21 @@ fn a_restart_is_done_before_the_next_line_and_a_bad_line_is_skipped() {
     );
 }
 
+/// A line's arguments are checked as on the command line: `subscribe --count 0` (which would
+/// subscribe and block) is refused, and the script goes on.
+#[test]
+fn a_lines_arguments_are_checked_as_on_the_command_line() {
+    let dir = setup("count");
+    let (code, out, err) = piped(
+        &dir,
+        &[],
+        "subscribe fx fixture://static/readme --count 0\ncall mcp__fx__echo {\"message\": \"after\"}\n",
+    );
+    assert!(err.contains("--count") && err.contains("0"), "{err}");
+    assert!(out.contains("after"), "{out}\n{err}");
+    assert_eq!(code, 0, "{err}");
+}
+
 /// Ctrl-C (SIGINT) during a call stops it and tells its server (`notifications/cancelled`);
 /// the shell goes on with the next line.
 #[test]

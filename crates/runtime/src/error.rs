@@ -59,7 +59,7 @@ pub enum CallError {
         /// Its state (`failed: …`, `needs-auth`, `not configured` …).
         state: String,
     },
-    #[error("server \"{server}\": `{tool}` did not answer within {}s (raise `toolTimeoutSec` of server \"{server}\")", .timeout.as_secs_f64())]
+    #[error("server \"{server}\": `{tool}` did not answer within {}s (raise `toolTimeoutSec` of server \"{server}\"; a call sending progress gets it again after each, up to 10 times it in all)", .timeout.as_secs_f64())]
     /// No answer within the call's timeout.
     Timeout {
         /// The server.
@@ -226,6 +226,21 @@ pub enum StartError {
     System(String),
 }
 
+/// A server's words on one line: a line break (or any control character) is shown escaped, so
+/// a message cannot add lines of its own to what the harness prints (`error: …` or `warning:
+/// …` lines that are not the harness's).
+fn one_line(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.push_str(&format!("\\u{{{:04X}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// A short, user-facing description of an rmcp service error.
 pub(crate) fn describe(e: ServiceError) -> String {
     match e {
@@ -236,7 +251,7 @@ pub(crate) fn describe(e: ServiceError) -> String {
         ServiceError::McpError(data) => format!(
             "the server answered with error {}: {}",
             data.code.0,
-            mcp_harness_transport::net::bounded_text(data.message.into_owned())
+            mcp_harness_transport::net::bounded_text(one_line(&data.message))
         ),
         ServiceError::TransportClosed => "the connection is closed".to_string(),
         ServiceError::TransportSend(error) => {
@@ -273,10 +288,11 @@ pub(crate) fn classify(e: ServiceError, server: &str, tool: &str, timeout: Durat
             tool,
             message: data.message.into_owned(),
         },
-        ServiceError::Timeout { .. } => CallError::Timeout {
+        // The limit that passed: `toolTimeoutSec`, or the total that progress stretched it to.
+        ServiceError::Timeout { timeout: passed } => CallError::Timeout {
             server,
             tool,
-            timeout,
+            timeout: passed.max(timeout),
         },
         ServiceError::McpError(_) | ServiceError::UnexpectedResponse => CallError::Protocol {
             upstream: match &e {
@@ -335,5 +351,21 @@ pub(crate) fn unexpected(server: &str, what: &str, got: &ServerResult) -> CallEr
         server: server.to_string(),
         tool: what.to_string(),
         message: format!("the server answered with an unexpected result (fields: {kind})"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A server's error message cannot add lines to what the CLI prints.
+    #[test]
+    fn a_servers_error_message_stays_on_one_line() {
+        let data = rmcp::model::ErrorData::internal_error("boom\nerror: FAKE line\r\x1b[2K", None);
+        let said = describe(ServiceError::McpError(data));
+        assert_eq!(
+            said,
+            "the server answered with error -32603: boom\\u{000A}error: FAKE line\\u{000D}\\u{001B}[2K"
+        );
     }
 }

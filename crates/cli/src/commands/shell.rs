@@ -76,7 +76,8 @@ enum Step {
     Subscribe {
         server: String,
         uri: String,
-        #[arg(long)]
+        /// Stop after this many updates (at least 1, as on the command line).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         count: Option<u64>,
     },
     /// Values for a prompt argument or template variable: `complete NAME ARGUMENT [VALUE]`.
