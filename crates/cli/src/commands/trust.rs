@@ -124,13 +124,31 @@ pub(crate) fn describe(file: &Path, bytes: &[u8], sources: &Sources) -> Result<S
     if servers.is_empty() {
         out.push_str("  no servers\n");
     }
+    let yours = user_servers(sources);
     for (name, server) in &servers {
         let get = |k: &str| server.get(k).and_then(Value::as_str);
+        // Names, never values; a value read from the environment names its variables (which
+        // of yours the server gets), and a variable that changes what a command runs says so.
         let keys = |k: &str| {
             server
                 .get(k)
                 .and_then(Value::as_object)
-                .map(|o| o.keys().map(|k| clean(k)).collect::<Vec<_>>().join(", "))
+                .map(|o| {
+                    o.iter()
+                        .map(|(key, value)| {
+                            let mut shown = clean(key);
+                            let vars = references(value.as_str().unwrap_or_default());
+                            if !vars.is_empty() {
+                                shown.push_str(&format!(" ← {}", vars.join(" ")));
+                            }
+                            if k == "env" && changes_what_runs(key) {
+                                shown.push_str(" (changes what the command loads)");
+                            }
+                            shown
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
                 .filter(|s| !s.is_empty())
         };
         let what = match (get("command"), get("url")) {
@@ -161,6 +179,10 @@ pub(crate) fn describe(file: &Path, bytes: &[u8], sources: &Sources) -> Result<S
                     clean(&mcp_harness_transport::redact::bare_url(url)),
                     get("type").unwrap_or("http")
                 );
+                let vars = references(url);
+                if !vars.is_empty() {
+                    line.push_str(&format!("; its URL reads {}", vars.join(" ")));
+                }
                 if let Some(headers) = keys("headers") {
                     line.push_str(&format!("; headers: {headers}"));
                 }
@@ -168,11 +190,14 @@ pub(crate) fn describe(file: &Path, bytes: &[u8], sources: &Sources) -> Result<S
             }
             (None, None) => "no command or url".to_string(),
         };
-        let off = if server.get("enabled") == Some(&Value::Bool(false)) {
-            " (disabled in the file)"
+        let mut off = if server.get("enabled") == Some(&Value::Bool(false)) {
+            " (disabled in the file)".to_string()
         } else {
-            ""
+            String::new()
         };
+        if yours.contains(name) {
+            off.push_str(" (replaces your server of this name in the user config)");
+        }
         out.push_str(&format!(
             "  server \"{}\"{off}: {}\n",
             clean(name),
@@ -199,6 +224,62 @@ pub(crate) fn describe(file: &Path, bytes: &[u8], sources: &Sources) -> Result<S
 }
 
 /// Whether the user config sets `trustProjectPermissions: true`.
+/// The names of the user config's servers (a project server of one of these names replaces it
+/// once trusted).
+fn user_servers(sources: &Sources) -> Vec<String> {
+    sources
+        .files()
+        .into_iter()
+        .find(|(scope, _)| *scope == sources::Scope::User)
+        .and_then(|(_, path)| sources::import(&path).ok())
+        .and_then(|c| c.servers().map(|s| s.keys().cloned().collect()))
+        .unwrap_or_default()
+}
+
+/// The `${VAR}` references in `value`, as written (`${VAR:-default}` as `${VAR}`): which of the
+/// user's variables the server would get.
+fn references(value: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut rest = value;
+    while let Some(at) = rest.find("${") {
+        let after = &rest[at + 2..];
+        let Some(end) = after.find('}') else { break };
+        let name: String = after[..end]
+            .split(":-")
+            .next()
+            .unwrap_or_default()
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        if !name.is_empty() && !found.iter().any(|f| f == &format!("${{{name}}}")) {
+            found.push(format!("${{{name}}}"));
+        }
+        rest = &after[end + 1..];
+    }
+    found
+}
+
+/// Whether environment variable `name` changes what a command loads or runs, whatever the
+/// command is (a project file could point a trusted-looking command at its own code).
+fn changes_what_runs(name: &str) -> bool {
+    const NAMES: [&str; 12] = [
+        "NODE_OPTIONS",
+        "NODE_PATH",
+        "PYTHONPATH",
+        "PYTHONSTARTUP",
+        "PYTHONHOME",
+        "PATH",
+        "BASH_ENV",
+        "ENV",
+        "PERL5OPT",
+        "RUBYOPT",
+        "JAVA_TOOL_OPTIONS",
+        "GIT_SSH_COMMAND",
+    ];
+    let upper = name.to_ascii_uppercase();
+    NAMES.contains(&upper.as_str()) || upper.starts_with("LD_") || upper.starts_with("DYLD_")
+}
+
 fn user_trusts_project_permissions(sources: &Sources) -> bool {
     sources
         .files()
