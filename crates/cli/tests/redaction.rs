@@ -112,6 +112,31 @@ fn a_stderr_tail_at_start_hides_the_environment_the_server_echoes() {
     }
 }
 
+/// A variable named as a secret (`${SECRET_TOKEN}`) is one wherever it is used: in a URL's
+/// path or a command, its value is redacted in `servers`, `--json` and the logs too.
+#[test]
+fn a_secret_variable_in_a_url_path_or_command_is_redacted() {
+    let dir = common::temp_home("redaction", "var-path");
+    let secret = "TOPSECRET-var-8d7c6b5a";
+    let config = write_config(
+        &dir,
+        serde_json::json!({"mcpServers": {
+            "web": {"url": "http://127.0.0.1:9/p/${SECRET_TOKEN}/mcp", "startupTimeoutSec": 2},
+            "cmd": {"command": "/nonexistent/${SECRET_TOKEN}/bin"}
+        }}),
+    );
+    for args in [
+        vec!["--config", &config, "servers"],
+        vec!["--config", &config, "servers", "--json"],
+        vec!["-vvv", "--config", &config, "servers"],
+    ] {
+        let (_, out, err) = common::run_in(&dir, &args, &[("SECRET_TOKEN", secret)]);
+        let all = format!("{out}{err}");
+        assert!(all.contains("[redacted]"), "{args:?}: {all}");
+        assert!(!all.contains(secret), "{args:?} leaked: {all}");
+    }
+}
+
 #[test]
 fn url_query_values_never_reach_servers_output_or_logs() {
     let dir = common::temp_home("redaction", "url");

@@ -100,9 +100,15 @@ const SECRET_FLAG_WORDS: [&str; 7] = [
 
 /// Whether `flag` (an argument starting with `-`) names a secret value.
 fn secret_flag(flag: &str) -> bool {
-    let name = flag.trim_start_matches('-').to_ascii_lowercase();
-    flag.starts_with('-')
-        && !name.is_empty()
+    flag.starts_with('-') && secret_name(flag.trim_start_matches('-'))
+}
+
+/// Whether `name` (an environment variable's, a flag's) says its value is a secret: one of its
+/// words ends in `key`, `token`, `secret`, `password`, `credential`, `auth` … (`GITHUB_TOKEN`,
+/// `api-key`, `OPENAI_API_KEY`).
+pub fn secret_name(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    !name.is_empty()
         && name.split(['-', '_', '.']).any(|word| {
             SECRET_FLAG_WORDS
                 .iter()

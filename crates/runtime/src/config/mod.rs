@@ -681,6 +681,18 @@ fn server_config(
     lookup: &dyn Fn(&str) -> Option<String>,
     base: &Path,
 ) -> Result<ServerConfig, String> {
+    // A variable whose name says it holds a secret (`${GITHUB_TOKEN}`) is a secret wherever it
+    // is used — in a URL's path or a command line too, not only in env and header values —
+    // so its value is registered with the redaction as it is read.
+    let lookup = &|var: &str| {
+        let value = lookup(var);
+        if let Some(value) = &value
+            && mcp_harness_transport::redact::secret_name(var)
+        {
+            mcp_harness_transport::redact::register([value]);
+        }
+        value
+    };
     let ex = |key: &str, v: &str| expand(v, lookup).map_err(|e| format!("`{key}`: {e}"));
     let transport = match (raw.kind.as_deref(), &raw.command, &raw.url) {
         (Some("sse"), command, url) => {
