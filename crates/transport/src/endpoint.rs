@@ -32,6 +32,16 @@ pub(crate) fn same_origin_redirects(max: usize, keep_body: bool) -> reqwest::red
         if same_origin && kept && attempt.previous().len() <= max {
             return attempt.follow();
         }
+        let to = attempt.url().origin().ascii_serialization();
+        if same_origin && kept {
+            // Only the count is at fault: a loop, or a chain too long to be a move.
+            tracing::warn!(
+                %status,
+                %to,
+                "a redirect was not followed: the server redirected more than {max} times within its origin (a redirect loop?); put the URL the server moved to in the config"
+            );
+            return attempt.stop();
+        }
         let followed = if keep_body {
             "a 307 or 308"
         } else {
@@ -39,7 +49,7 @@ pub(crate) fn same_origin_redirects(max: usize, keep_body: bool) -> reqwest::red
         };
         tracing::warn!(
             %status,
-            to = %attempt.url().origin().ascii_serialization(),
+            %to,
             "a redirect was not followed: only {followed} within the server's origin is, at most {max} times; put the URL the server moved to in the config"
         );
         attempt.stop()

@@ -31,8 +31,7 @@ pub struct SseEvent {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SseError {
     #[error(
-        "an SSE event is larger than {} MiB, the most one event may be; it was skipped",
-        .limit >> 20
+        "an SSE event is larger than {limit} bytes, the most one event may be (`maxMessageBytes` and its framing); it was skipped"
     )]
     /// An event was larger than the limit.
     EventTooLarge {
