@@ -407,6 +407,21 @@ fn deny_rules_hold_and_invalid_arguments_are_refused_before_sending() {
         err.contains("do not match its input schema") && err.contains("message"),
         "{err}"
     );
+    // The harness's own tool too: a handle that is not one is a usage error, one that is
+    // well formed but not stored a failed request.
+    let (code, _, err) = run(&[
+        "call",
+        "mcp_harness__read_output",
+        r#"{"handle": "bad"}"#,
+        "--config",
+        c,
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("out-"), "{err}");
+    let unknown = format!(r#"{{"handle": "out-{}"}}"#, "0".repeat(32));
+    let (code, _, err) = run(&["call", "mcp_harness__read_output", &unknown, "--config", c]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("no stored output"), "{err}");
 }
 
 #[test]

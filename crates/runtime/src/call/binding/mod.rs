@@ -970,7 +970,18 @@ impl PreparedCall {
                 .ctx
                 .output
                 .read_output(args)
-                .map_err(|e| CallError::Output(e.to_string()))?
+                .map_err(|e| match e {
+                    // Arguments that are not a handle and a page: refused like any tool's
+                    // arguments that do not fit its schema (nothing was read).
+                    crate::call::output::OutputError::BadHandle { .. }
+                    | crate::call::output::OutputError::BadArguments { .. } => {
+                        CallError::InvalidArguments {
+                            name: READ_OUTPUT_TOOL.into(),
+                            details: e.to_string(),
+                        }
+                    }
+                    other => CallError::Output(other.to_string()),
+                })?
                 .render(),
         };
         let result = CallToolResult::success(vec![rmcp::model::ContentBlock::text(text)]);
