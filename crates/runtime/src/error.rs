@@ -251,7 +251,10 @@ pub(crate) fn describe(e: ServiceError) -> String {
         ServiceError::McpError(data) => format!(
             "the server answered with error {}: {}",
             data.code.0,
-            mcp_harness_transport::net::bounded_text(one_line(&data.message))
+            // Redacted first: a secret spanning lines is found before its breaks are escaped.
+            one_line(&mcp_harness_transport::redact::text(
+                &mcp_harness_transport::net::bounded_text(data.message.into_owned())
+            ))
         ),
         ServiceError::TransportClosed => "the connection is closed".to_string(),
         ServiceError::TransportSend(error) => {
@@ -357,6 +360,16 @@ pub(crate) fn unexpected(server: &str, what: &str, got: &ServerResult) -> CallEr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A secret spanning lines (a PEM key) is redacted before the breaks are escaped.
+    #[test]
+    fn a_multi_line_secret_is_redacted_before_it_is_escaped() {
+        let pem = "-----BEGIN KEY-----\nAAAASECRETLINEONE\nBBBBSECRETLINETWO\n-----END KEY-----";
+        mcp_harness_transport::redact::register([pem]);
+        let data = rmcp::model::ErrorData::internal_error(format!("bad key {pem}"), None);
+        let said = describe(ServiceError::McpError(data));
+        assert!(!said.contains("SECRETLINE"), "{said}");
+    }
 
     /// A server's error message cannot add lines to what the CLI prints.
     #[test]

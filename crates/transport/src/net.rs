@@ -251,24 +251,32 @@ pub const MAX_ERROR_TEXT: usize = 4096;
 /// `text` cut to [`MAX_ERROR_TEXT`] bytes (at a character boundary), saying how much was left
 /// out: a server's error text can be megabytes, and an error is printed, logged and kept as
 /// the server's last error.
-pub fn bounded_text(mut text: String) -> String {
+pub fn bounded_text(text: String) -> String {
     if text.len() <= MAX_ERROR_TEXT {
         return text;
     }
     // Secrets are replaced before the cut: one straddling it would be cut out of reach of the
-    // redaction that comes later, its first part shown.
-    text = crate::redact::text(&text);
-    if text.len() <= MAX_ERROR_TEXT {
-        return text;
+    // redaction that comes later, its first part shown. Only what can reach the cut is looked
+    // at (the kept part and one secret's length past it): a server's text may be megabytes.
+    let window = floor_boundary(&text, MAX_ERROR_TEXT + crate::redact::longest_secret());
+    let mut kept = crate::redact::text(&text[..window]);
+    if kept.len() <= MAX_ERROR_TEXT && window == text.len() {
+        return kept;
     }
-    let mut end = MAX_ERROR_TEXT;
+    let end = floor_boundary(&kept, MAX_ERROR_TEXT);
+    let left_out = text.len().saturating_sub(end);
+    kept.truncate(end);
+    kept.push_str(&format!(" … ({left_out} more bytes not shown)"));
+    kept
+}
+
+/// The largest character boundary of `text` at or below `at`.
+fn floor_boundary(text: &str, at: usize) -> usize {
+    let mut end = at.min(text.len());
     while !text.is_char_boundary(end) {
         end -= 1;
     }
-    let left_out = text.len() - end;
-    text.truncate(end);
-    text.push_str(&format!(" … ({left_out} more bytes not shown)"));
-    text
+    end
 }
 
 /// `err` and its sources as one line without Rust type names or URLs: rmcp's wrapper that

@@ -70,6 +70,14 @@ pub fn register_server<'a>(
     register(values);
 }
 
+/// The length in bytes of the longest registered secret (0 when none is).
+pub fn longest_secret() -> usize {
+    SECRETS
+        .read()
+        .map(|secrets| secrets.iter().map(String::len).max().unwrap_or(0))
+        .unwrap_or(0)
+}
+
 /// `text` with every registered secret replaced by [`MARKER`], and every URL in it passed
 /// through [`url`].
 pub fn text(text: &str) -> String {
