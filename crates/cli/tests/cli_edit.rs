@@ -471,6 +471,17 @@ fn disabling_a_tool_checks_the_server_lists_it() {
         json(r#"["path/like.name with spaces"]"#)
     );
     assert!(!tools(&dir).contains(&sanitised));
+    // Enabled by the same qualified name: its raw name leaves `excludeTools`.
+    let (code, out, err) = run_in(&dir, &["enable", &sanitised], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("enabled tool"), "{out}");
+    assert!(tools(&dir).contains(&sanitised));
+    let (code, _, err) = run_in(&dir, &["disable", &sanitised], &[]);
+    assert_eq!(code, 0, "{err}");
+    // An enable of a name the server does not have is refused too (it read as enabled).
+    let (code, _, err) = run_in(&dir, &["enable", "fx", "nosuch"], &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("has no tool \"nosuch\""), "{err}");
 
     // A typo: refused, naming the tools the server has; the file is untouched.
     let before = read(&user_config(&dir));

@@ -27,16 +27,25 @@ pub(super) enum Checked {
 /// Asks `server` (as the merged config defines it) whether it has `tool`, a raw name or the tool
 /// part of a qualified name.
 pub(super) async fn tool(server: &str, tool: &str) -> Result<Checked, EditError> {
-    let mut config = match crate::commands::config::load(None, false) {
-        Ok(config) => config,
+    // The merged config as every command reads it (a project file's servers held until it is
+    // trusted; nothing asked).
+    let mut config = match crate::sources::shared().merge() {
+        Ok(merged) => merged.config,
         Err(e) => return Ok(Checked::Unchecked(format!("the config did not load: {e}"))),
     };
     let Some(mut definition) = config.servers.remove(server) else {
         return Ok(Checked::Unchecked(format!(
-            "server \"{server}\" is not in the merged config (an untrusted project file, or \
-             shadowed)"
+            "server \"{server}\" is not in the merged config (shadowed, or left out)"
         )));
     };
+    if let Some(why) = &definition.untrusted {
+        return Ok(Checked::Unchecked(format!(
+            "server \"{server}\" was not started: {why}"
+        )));
+    }
+    if let Some(why) = &definition.unusable {
+        return Ok(Checked::Unchecked(why.clone()));
+    }
     if !definition.enabled {
         return Ok(Checked::Unchecked(format!(
             "server \"{server}\" is disabled, so it was not started"

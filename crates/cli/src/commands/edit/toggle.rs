@@ -21,8 +21,10 @@ pub(super) async fn run(args: &ToggleArgs, on: bool) -> Result<String, EditError
     let mut unchecked = String::new();
     let tool = match tool {
         None => None,
-        // Already as asked, as written: nothing to check, nothing to write.
-        Some(tool) if already(&find(&server, scope)?, &server, &tool, on) => Some(tool),
+        // Already disabled, as written: nothing to check, nothing to write. (An enable is
+        // always checked: a name in no list reads as enabled whether or not the server has it,
+        // and a qualified name's raw name may be the one excluded.)
+        Some(tool) if !on && already_excluded(&find(&server, scope)?, &server, &tool) => Some(tool),
         Some(tool) => match check::tool(&server, &tool).await? {
             Checked::Listed(raw) => Some(raw),
             Checked::Unchecked(why) => {
@@ -83,17 +85,10 @@ pub(super) async fn run(args: &ToggleArgs, on: bool) -> Result<String, EditError
     Ok(format!("{verb} {what}{note}{unchecked}\n"))
 }
 
-/// Whether `tool` is already as `on` asks in `file`'s entry of `server`, by the name given.
-fn already(file: &super::ConfigFile, server: &str, tool: &str, on: bool) -> bool {
-    let Some(entry) = file.server(server) else {
-        return false;
-    };
-    let excluded = names(entry.get("excludeTools")).iter().any(|t| t == tool);
-    let included = match entry.get("includeTools") {
-        Some(list) => names(Some(list)).iter().any(|t| t == tool),
-        None => true,
-    };
-    if on { !excluded && included } else { excluded }
+/// Whether `tool`, by the name given, is in `excludeTools` of `file`'s entry of `server`.
+fn already_excluded(file: &super::ConfigFile, server: &str, tool: &str) -> bool {
+    file.server(server)
+        .is_some_and(|entry| names(entry.get("excludeTools")).iter().any(|t| t == tool))
 }
 
 /// Adds `tool` to `excludeTools` (which wins over `includeTools`); whether anything changed.
