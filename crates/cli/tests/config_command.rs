@@ -257,11 +257,12 @@ fn config_flag_accepts_other_hosts_files() {
             "servers": {"fx": {"type": "stdio", "command": "x",
                                "env": {"KEY": "${input:api-key}"}}}}"#,
     );
-    let (code, _, err) = run_in(&dir, &["servers", "--config", ".vscode/mcp.json"], &[]);
-    assert_eq!(code, 2);
+    // Without a value (no terminal to ask): that server failed, saying which input.
+    let (code, out, err) = run_in(&dir, &["servers", "--config", ".vscode/mcp.json"], &[]);
+    assert_eq!(code, 3, "{out}{err}");
     assert!(
-        err.contains("input \"api-key\"") && err.contains("MCP_INPUT_API_KEY"),
-        "{err}"
+        out.contains("input \"api-key\"") && out.contains("MCP_INPUT_API_KEY"),
+        "{out}{err}"
     );
 
     // A Codex file runs a real server through `--config`.

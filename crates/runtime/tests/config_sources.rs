@@ -287,6 +287,21 @@ fn vscode_mcp_json_with_inputs_from_the_environment() {
     assert_eq!(asked[0].description.as_deref(), Some("Perplexity API Key"));
     assert!(asked[0].password);
     assert_eq!(asked[0].variable, "MCP_INPUT_PERPLEXITY_KEY");
+    // An unanswered input in a URL's host: that server is unusable, the file still loads.
+    let (c, _) = sources::parse_any(
+        r#"{"inputs": [{"id": "host", "type": "promptString"}],
+            "servers": {"h": {"type": "http", "url": "https://${input:host}/mcp"},
+                        "ok": {"command": "x"}}}"#,
+        Path::new("/p/.vscode/mcp.json"),
+        &|_: &str| None,
+    )
+    .expect("the others load");
+    assert!(c.servers["ok"].enabled);
+    let why = c.servers["h"].unusable.clone().unwrap_or_default();
+    assert!(
+        why.contains("VS Code input \"host\"") && why.contains("MCP_INPUT_HOST"),
+        "{why}"
+    );
     // A prompt without an answer (no terminal): that server unusable, as without a prompt.
     let silent: sources::InputPrompt = std::sync::Arc::new(|_: &sources::InputRequest| None);
     let (c, _) = sources::load_any_asking(&sample("vscode/.vscode/mcp.json"), &no_input, &silent)

@@ -304,7 +304,10 @@ impl Config {
                 // A variable this server needs is not set: the server cannot start, the others
                 // can. Read again with unset variables empty, kept as failed with why.
                 Err(message) if message.contains(UNSET_VARIABLE) => {
-                    let empty = |var: &str| lookup(var).or_else(|| Some(String::new()));
+                    // A placeholder that keeps a URL or a command well formed (an empty host
+                    // would make the server unreadable, and the whole file with it); the
+                    // server never starts.
+                    let empty = |var: &str| lookup(var).or_else(|| Some("unset-variable".into()));
                     let again = decode::<RawServer>(value, "")
                         .and_then(|raw| server_config(&name, raw, &empty, base));
                     let Ok(mut config) = again else {
