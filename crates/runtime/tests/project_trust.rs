@@ -167,6 +167,10 @@ fn a_link_to_a_trusted_file_is_trusted_on_its_own() {
             .expect("state"),
         TrustState::Trusted
     );
+    // Deleted, then revoked through the linked folder: forgotten all the same.
+    std::fs::remove_file(&trusted).expect("delete");
+    assert!(store.revoke(&alias.join(".mcp.json")).expect("revoke"));
+    assert!(store.list().expect("list").is_empty());
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -5,7 +5,8 @@
 //! `trusted-projects.json`), and its permission relaxations count only when the user config says
 //! `trustProjectPermissions: true` (see [`super::Sources::merge`]).
 //!
-//! Invariants: a file is trusted exactly when the store holds its canonical path with the
+//! Invariants: a file is trusted exactly when the store holds its key (the canonical path of its
+//! folder and its name: a link to a trusted file elsewhere is not trusted by it) with the
 //! SHA-256 of the bytes read now — any change to the bytes ends the trust, and a store that
 //! cannot be read trusts nothing; the store is written whole to a temporary file (0600) and
 //! renamed, so a crash never leaves half a store; one change at a time across processes (an
@@ -48,7 +49,7 @@ impl TrustRecord {
 #[serde(deny_unknown_fields)]
 struct StoreFile {
     version: u32,
-    /// Trusted files by canonical path.
+    /// Trusted files by key (folder's canonical path + name).
     files: BTreeMap<String, TrustRecord>,
 }
 
@@ -235,10 +236,21 @@ impl TrustStore {
     /// Forgets `file`; whether it was trusted. A file that no longer exists is forgotten by the
     /// path it was trusted under.
     pub fn revoke(&self, file: &Path) -> Result<bool, TrustError> {
+        // A file that no longer exists: its folder's canonical path and its name (the key it
+        // was trusted under), else the path as given.
         let key = canonical(file).or_else(|e| {
-            std::path::absolute(file)
-                .map(|p| p.display().to_string())
-                .map_err(|_| e)
+            let absolute = std::path::absolute(file).map_err(|_| e)?;
+            Ok::<_, TrustError>(
+                match (
+                    absolute.parent().map(std::fs::canonicalize),
+                    absolute.file_name(),
+                ) {
+                    (Some(Ok(folder)), Some(name)) => folder.join(name),
+                    _ => absolute,
+                }
+                .display()
+                .to_string(),
+            )
         })?;
         let _lock = self.locked()?;
         let mut store = self.read()?;
@@ -249,7 +261,7 @@ impl TrustStore {
         Ok(removed)
     }
 
-    /// Every trusted file, by canonical path.
+    /// Every trusted file, by key (its folder's canonical path + its name).
     pub fn list(&self) -> Result<BTreeMap<String, TrustRecord>, TrustError> {
         Ok(self.read()?.files)
     }
