@@ -516,8 +516,9 @@ fn per_client_views_hide_and_refuse_what_a_profile_may_not_see() {
             "a hidden resource was read: {hidden}"
         );
         assert!(!hidden.to_string().contains("fixture readme"), "{hidden}");
-        // Refused exactly as a URI nobody serves: the answer does not tell them apart.
-        let absent = narrow.request("resources/read", json!({"uri": "fixture://static/nope"}));
+        // Refused exactly as a URI nobody serves (one the deny rule does not cover, sent on to
+        // the one upstream): the answer does not tell them apart.
+        let absent = narrow.request("resources/read", json!({"uri": "fixture://other/nope"}));
         let said = |answer: &Value| {
             let uri = answer["error"]["message"].as_str().unwrap_or_default();
             let at = uri.find('`').unwrap_or(0);

@@ -339,6 +339,21 @@ impl ResourceView {
         }
     }
 
+    /// Whether a listing or a template of a server the client may see names `uri` — not only
+    /// the fallback of [`ResourceView::owner`] to the only server with resources.
+    pub(crate) fn claims(&self, uri: &str) -> bool {
+        let admitted = self
+            .denied
+            .as_ref()
+            .is_none_or(|f| admits_every_reading(f, uri));
+        admitted
+            && (self.owners.contains_key(uri)
+                || self
+                    .template_owners
+                    .iter()
+                    .any(|(pattern, t, _)| pattern == uri || t.matches(uri)))
+    }
+
     /// Where a request for downstream `uri` goes: (server, the URI that server knows). A
     /// `skill://S/…` URI (under [`Prefix::Server`]) goes to server `S` when the profile may see
     /// it; under [`Prefix::None`] a URI no listing or template claims goes to the one server.

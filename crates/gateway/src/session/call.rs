@@ -130,7 +130,7 @@ fn listing_mark(meta: &rmcp::model::RequestMetaObject) -> Result<Option<ListedMa
     };
     let tools = value
         .as_str()
-        .filter(|digest| digest.len() == 16)
+        .filter(|digest| digest.len() == 16 && digest.bytes().all(|b| b.is_ascii_hexdigit()))
         .and_then(|digest| u64::from_str_radix(digest, 16).ok());
     match tools {
         Some(tools) => Ok(Some(ListedMark { seq: 0, tools })),

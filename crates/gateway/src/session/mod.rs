@@ -798,7 +798,7 @@ impl ServerHandler for Session {
         // A URI no listing or template claims is sent on (a server may serve more than it
         // lists); its server's "not found" is answered as a URI the profile may not see is, so
         // the answer never tells a hidden URI from an absent one.
-        let claimed = view.owner(&request.uri).is_some();
+        let claimed = view.claims(&request.uri);
         let span = self.upstream(&context, "resources/read", Resource(&upstream), &server);
         let rounds = mrtr::Rounds::of(&context, request.input_responses, request.request_state);
         let bridge = &self.shared().bridge;
