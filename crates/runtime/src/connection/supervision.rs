@@ -38,7 +38,7 @@ pub struct ReconnectPolicy {
     /// How often a remote session is pinged. Default 30 s.
     pub health_interval: Duration,
     /// How long a connection must have lasted for its loss to start a new run of attempts.
-    /// Default 30 s. A server lost sooner goes on counting from the attempts it took to
+    /// Default 10 s (a proxy that cuts idle streams at 30 s or more is not a failing server). A server lost sooner goes on counting from the attempts it took to
     /// connect, so one that connects and dies at once backs off (and is failed, then probed at
     /// `max_delay`) rather than reconnecting at `initial_delay` forever.
     pub stable_after: Duration,
@@ -53,7 +53,7 @@ impl Default for ReconnectPolicy {
             initial_delay: Duration::from_secs(1),
             max_delay: Duration::from_secs(30),
             health_interval: Duration::from_secs(30),
-            stable_after: Duration::from_secs(30),
+            stable_after: Duration::from_secs(10),
             ping_timeout: Duration::from_secs(10),
         }
     }
