@@ -469,12 +469,20 @@ impl ServerCatalog {
             .collect();
         for skill in &self.skills {
             let qualified_name = self.naming.public(server, &skill.name);
-            if commands.iter().any(|c| c.qualified_name == qualified_name) {
+            if let Some(taken) = commands.iter().find(|c| c.qualified_name == qualified_name) {
+                let by = match &taken.source {
+                    CommandSource::Prompt { .. } => "a prompt".to_string(),
+                    CommandSource::Skill { .. } => format!(
+                        "another skill of the same name (its skills are told apart by URI; this \
+                         one is `{}`)",
+                        skill.uri
+                    ),
+                };
                 self.hidden.push(HiddenEntry {
                     server: server.to_string(),
                     kind: Kind::Commands,
                     raw_name: skill.name.clone(),
-                    reason: format!("a prompt already provides the command `{qualified_name}`"),
+                    reason: format!("{by} already provides the command `{qualified_name}`"),
                 });
                 continue;
             }
@@ -653,6 +661,35 @@ mod tests {
         assert!(
             c.hidden.is_empty(),
             "hidden reasons of an older listing are dropped"
+        );
+    }
+
+    /// Two skills of one name: the second's command is left out saying it is the other skill
+    /// (not "a prompt") and which URI tells it apart.
+    #[test]
+    fn a_skill_named_like_another_is_left_out_saying_so() {
+        use rmcp::model::{Skill, SkillFrontmatter, SkillResources};
+        let skill = |uri: &str| {
+            let skill = Skill::new(
+                uri,
+                SkillFrontmatter::new("dup", "D"),
+                SkillResources::Dynamic,
+            );
+            Arc::new(crate::skills::SkillEntry::new("raw", skill).expect("valid"))
+        };
+        let mut c = ServerCatalog {
+            skills: vec![
+                skill("skill://a/dup/SKILL.md"),
+                skill("skill://b/dup/SKILL.md"),
+            ],
+            ..Default::default()
+        };
+        c.rebuild_commands("raw");
+        assert_eq!(c.commands.len(), 1);
+        let reason = &c.hidden[0].reason;
+        assert!(
+            reason.contains("another skill") && reason.contains("skill://b/dup/SKILL.md"),
+            "{reason}"
         );
     }
 

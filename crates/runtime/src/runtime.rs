@@ -534,13 +534,19 @@ impl Runtime {
             .flat_map(|c| c.skills.iter().cloned())
             .collect();
         let index = SkillIndex::new(all.iter().map(|e| (**e).clone()));
+        // Hits are found by (server, URI) in a map: a linear search per hit made listing
+        // 30,000 skills quadratic.
+        let by_key: std::collections::HashMap<(&str, &str), &Arc<SkillEntry>> = all
+            .iter()
+            .map(|e| ((e.server.as_str(), e.uri.as_str()), e))
+            .collect();
         index
             .search(query)
             .into_iter()
             .filter_map(|hit| {
-                all.iter()
-                    .find(|e| e.server == hit.server && e.uri == hit.uri)
-                    .cloned()
+                by_key
+                    .get(&(hit.server.as_str(), hit.uri.as_str()))
+                    .map(|e| Arc::clone(e))
             })
             .collect()
     }
@@ -639,6 +645,19 @@ impl Runtime {
         else {
             return Ok(false);
         };
+        // The listing vouches for one file: an answer with more shows what nothing vouched for.
+        if result.contents.len() > 1 {
+            return Err(CallError::Protocol {
+                upstream: None,
+                server: server.to_string(),
+                tool: uri.to_string(),
+                message: format!(
+                    "the read of skill file `{uri}` answered with {} contents; the skill's \
+                     listing vouches for one file, so none is shown",
+                    result.contents.len()
+                ),
+            });
+        }
         let bytes = first_contents_bytes(server, uri, result)?;
         if entry.uri == uri {
             entry.verify_skill_md(&bytes)?;

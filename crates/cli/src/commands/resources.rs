@@ -17,9 +17,21 @@ pub(crate) fn skills(skills: &[Arc<SkillEntry>], as_json: bool) -> String {
     if as_json {
         return pretty(&json!(skills.iter().map(|s| &**s).collect::<Vec<_>>()));
     }
+    // A name two skills of one server share does not tell them apart: those rows show the
+    // skill's URI, which `skill SERVER URI` takes.
+    let mut named: std::collections::HashMap<(&str, &str), usize> = Default::default();
+    for s in skills {
+        *named
+            .entry((s.server.as_str(), s.name.as_str()))
+            .or_default() += 1;
+    }
+    let shared = |s: &SkillEntry| named[&(s.server.as_str(), s.name.as_str())] > 1;
     let rows: Vec<Vec<String>> = skills
         .iter()
-        .map(|s| vec![s.name.clone(), s.server.clone(), s.description.clone()])
+        .map(|s| {
+            let name = if shared(s) { &s.uri } else { &s.name };
+            vec![name.clone(), s.server.clone(), s.description.clone()]
+        })
         .collect();
     render(&["SKILL", "SERVER", "DESCRIPTION"], &rows)
 }
