@@ -205,7 +205,10 @@ fn sgr_len(s: &str) -> Option<usize> {
 fn main() -> ExitCode {
     // Before anything else: when started as the stdio servers' trampoline, this never returns.
     mcp_harness_runtime::transport::reaper::spawn_trampoline();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return parse_failed(e),
+    };
     init_logs(cli.verbose, !matches!(cli.command, Command::Serve(_)));
     if !matches!(cli.command, Command::FixtureServer { .. })
         && let Err(e) = mcp_harness_transport::reaper::become_subreaper()
@@ -238,6 +241,39 @@ fn main() -> ExitCode {
     // question given up at Ctrl-C stops within 100 ms): exit without waiting longer for it.
     rt.shutdown_timeout(Duration::from_millis(300));
     ExitCode::from(output::finish_stdout(code))
+}
+
+/// What clap says instead of running a command: help and the version on stdout (exit 0, or 1
+/// when stdout cannot be written, as for any command's output), usage errors on stderr (exit
+/// 2).
+fn parse_failed(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    use std::io::IsTerminal as _;
+    use std::io::Write as _;
+    let shown = match std::io::stdout().is_terminal() {
+        true => e.render().ansi().to_string(),
+        false => e.render().to_string(),
+    };
+    match e.kind() {
+        ErrorKind::DisplayHelp
+        | ErrorKind::DisplayVersion
+        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            if e.exit_code() == 0 =>
+        {
+            let mut out = std::io::stdout().lock();
+            match out.write_all(shown.as_bytes()).and_then(|()| out.flush()) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                    say!("error: the output could not be written to stdout: {e}");
+                    ExitCode::from(exit::Exit::Failed.code())
+                }
+                _ => ExitCode::SUCCESS,
+            }
+        }
+        _ => {
+            let _ = e.print();
+            ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2))
+        }
+    }
 }
 
 /// Startup deadline used when waiting for servers to settle: the longest configured one, plus

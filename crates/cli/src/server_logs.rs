@@ -124,9 +124,13 @@ pub(crate) fn show(runtime: &Runtime, threshold: Level, json: bool) -> ServerLog
             tokio::select! {
                 received = logs.recv() => match received {
                     Ok(log) => shown(&log),
-                    Err(RecvError::Lagged(missed)) => {
-                        say!("({missed} server log messages dropped: they came faster than shown)");
-                    }
+                    Err(RecvError::Lagged(missed)) => match json {
+                        // With --json, stderr stays one JSON object per line.
+                        true => say!("{}", serde_json::json!({"dropped": {"server_logs": missed}})),
+                        false => say!(
+                            "({missed} server log messages dropped: they came faster than shown)"
+                        ),
+                    },
                     Err(RecvError::Closed) => break,
                 },
                 _ = &mut stopped => {

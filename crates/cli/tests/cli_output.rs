@@ -461,6 +461,28 @@ fn a_gone_reader_ends_a_stream_and_an_unwritable_stdout_fails_the_command() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("could not be written to stdout"), "{err}");
+    // Help and the version are output like any other: a failed write is exit 1.
+    for args in [
+        &["--help"][..],
+        &["--version"],
+        &["tools", "--help"],
+        &["help", "tools"],
+    ] {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .expect("/dev/full");
+        let out = Command::new(bin())
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(full)
+            .stderr(Stdio::piped())
+            .output()
+            .expect("run --help");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains("could not be written to stdout"), "{err}");
+    }
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -146,6 +146,18 @@ fn server_logs_show_by_level_and_the_level_is_sent() {
         log["time"].as_str().is_some_and(|t| t.ends_with('Z')),
         "{log}"
     );
+    // Progress too: with --json every line on stderr is a JSON object.
+    let (code, out, err) = cli(&dir, &["--json", "call", "mcp__fx__slow", r#"{"ms": 400}"#]);
+    assert_eq!(code, 0, "{err}");
+    assert!(serde_json::from_str::<Value>(&out).is_ok(), "{out}");
+    let lines: Vec<Value> = err
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert!(
+        lines.iter().any(|v| v["progress"]["progress"].is_number()),
+        "{err}"
+    );
 }
 
 #[test]

@@ -82,8 +82,19 @@ pub(crate) async fn run(
     let result = loop {
         tokio::select! {
             result = &mut call => break result,
-            Some(p) = progress.recv() => say!("{}", progress_line(&p)),
-            Some(u) = status.recv() => say!("{}", status_line(&u)),
+            // With --json, stderr stays one JSON object per line (log lines are too).
+            Some(p) = progress.recv() => match as_json {
+                true => say!("{}", serde_json::json!({"progress": {
+                    "progress": p.progress, "total": p.total, "message": p.message,
+                }})),
+                false => say!("{}", progress_line(&p)),
+            },
+            Some(u) = status.recv() => match as_json {
+                true => say!("{}", serde_json::json!({"task": {
+                    "taskId": u.task_id, "status": u.status, "message": u.message,
+                }})),
+                false => say!("{}", status_line(&u)),
+            },
         }
     };
     let result = result?;
