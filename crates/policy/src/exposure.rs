@@ -690,15 +690,20 @@ pub fn search<'a>(deferred: &'a [ExposedTool], query: &str, limit: usize) -> Vec
     let mut turn: Vec<(usize, usize, usize, &ExposedTool)> = Vec::with_capacity(scored.len());
     let mut seen: std::collections::HashMap<(usize, usize, &str), usize> = Default::default();
     for (name, text, tool) in scored {
-        let n = seen.entry((name, text, tool.entry.server.as_str())).or_default();
+        let n = seen
+            .entry((name, text, tool.entry.server.as_str()))
+            .or_default();
         turn.push((name, text, *n, tool));
         *n += 1;
     }
     turn.sort_by(|a, b| {
-        (b.0, b.1).cmp(&(a.0, a.1)).then(a.2.cmp(&b.2)).then_with(|| {
-            (&a.3.entry.server, &a.3.entry.qualified_name)
-                .cmp(&(&b.3.entry.server, &b.3.entry.qualified_name))
-        })
+        (b.0, b.1)
+            .cmp(&(a.0, a.1))
+            .then(a.2.cmp(&b.2))
+            .then_with(|| {
+                (&a.3.entry.server, &a.3.entry.qualified_name)
+                    .cmp(&(&b.3.entry.server, &b.3.entry.qualified_name))
+            })
     });
     turn.into_iter().take(limit).map(|(.., t)| t).collect()
 }

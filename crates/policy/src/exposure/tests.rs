@@ -466,7 +466,9 @@ fn search_request_parsing() {
     let long = "a".repeat(MAX_SEARCH_QUERY_CHARS + 1);
     let err = SearchRequest::from_args(&args(json!({"query": long}))).expect_err("too long");
     assert!(err.contains("longer than"), "{err}");
-    let many: Vec<String> = (0..=MAX_SEARCH_QUERY_WORDS).map(|i| format!("w{i}")).collect();
+    let many: Vec<String> = (0..=MAX_SEARCH_QUERY_WORDS)
+        .map(|i| format!("w{i}"))
+        .collect();
     let err =
         SearchRequest::from_args(&args(json!({"query": many.join(" ")}))).expect_err("too many");
     assert!(err.contains("different words"), "{err}");
