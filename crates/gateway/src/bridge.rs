@@ -258,6 +258,10 @@ pub struct ClientBridge {
 struct Inner {
     /// Per upstream server: the calls in flight on it, oldest first.
     inflight: DashMap<String, Vec<Entry>, foldhash::quality::RandomState>,
+    /// Per upstream server: the calls that ended lately (newest last, at most [`ENDED_KEPT`]),
+    /// for [`ClientBridge::sole_client`] to judge a log line by the calls in flight when it
+    /// was received.
+    ended: DashMap<String, std::collections::VecDeque<Ended>, foldhash::quality::RandomState>,
     next: AtomicU64,
     /// Which call (its in-flight id) each in-flight upstream request belongs to; the runtime
     /// fills it for calls given a `caller` tag.
@@ -270,7 +274,21 @@ struct Entry {
     caller: Caller,
     /// The upstream task it waits on (`tasks/result` of a SEP-1686 task).
     task: Option<String>,
+    /// When it began.
+    since: std::time::Instant,
 }
+
+/// A call that ended: whose, and when it was in flight.
+struct Ended {
+    id: u64,
+    caller: Caller,
+    since: std::time::Instant,
+    until: std::time::Instant,
+}
+
+/// How many ended calls are kept per upstream; a log line older than the oldest kept end is
+/// attributed to nobody (it cannot be told whose call was then in flight).
+const ENDED_KEPT: usize = 64;
 
 /// Removes its call from the in-flight record when dropped, and withdraws what is still asked
 /// of the client for it.
@@ -292,8 +310,23 @@ impl InFlight {
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.ended.cancel();
-        if let Some(mut calls) = self.inner.inflight.get_mut(&self.server) {
-            calls.retain(|entry| entry.id != self.id);
+        let mut gone = None;
+        if let Some(mut calls) = self.inner.inflight.get_mut(&self.server)
+            && let Some(at) = calls.iter().position(|entry| entry.id == self.id)
+        {
+            gone = Some(calls.remove(at));
+        }
+        if let Some(entry) = gone {
+            let mut ended = self.inner.ended.entry(self.server.clone()).or_default();
+            if ended.len() == ENDED_KEPT {
+                ended.pop_front();
+            }
+            ended.push_back(Ended {
+                id: entry.id,
+                caller: entry.caller,
+                since: entry.since,
+                until: std::time::Instant::now(),
+            });
         }
         self.inner
             .inflight
@@ -322,11 +355,29 @@ impl ClientBridge {
     /// Whether every call in flight on `server` is `caller`'s own (in-flight id `own`) or
     /// another call of its client session: a line the server sends that names no call (a log
     /// line) is then that client's; with another client calling too, it cannot be attributed.
-    pub(crate) fn sole_client(&self, server: &str, caller: &Caller, own: Option<u64>) -> bool {
-        self.inner.inflight.get(server).is_none_or(|calls| {
+    ///
+    /// Judged as of `at`, when the line was received: a call that has ended since (another
+    /// client's, whose line it may be) still counts, and one begun since does not.
+    pub(crate) fn sole_client(
+        &self,
+        server: &str,
+        caller: &Caller,
+        own: Option<u64>,
+        at: std::time::Instant,
+    ) -> bool {
+        let mine = |id: u64, who: &Caller| Some(id) == own || who.same_client(caller);
+        let live = self.inner.inflight.get(server).is_none_or(|calls| {
             calls
                 .iter()
-                .all(|entry| Some(entry.id) == own || entry.caller.same_client(caller))
+                .all(|entry| entry.since > at || mine(entry.id, &entry.caller))
+        });
+        live && self.inner.ended.get(server).is_none_or(|ended| {
+            // Older than every kept end: whose calls were in flight then is not known.
+            let known = ended.len() < ENDED_KEPT || ended.front().is_none_or(|e| e.until <= at);
+            known
+                && ended
+                    .iter()
+                    .all(|e| e.until < at || e.since > at || mine(e.id, &e.caller))
         })
     }
 
@@ -353,7 +404,12 @@ impl ClientBridge {
             .inflight
             .entry(server.to_string())
             .or_default()
-            .push(Entry { id, caller, task });
+            .push(Entry {
+                id,
+                caller,
+                task,
+                since: std::time::Instant::now(),
+            });
         InFlight {
             inner: self.inner.clone(),
             server: server.to_string(),

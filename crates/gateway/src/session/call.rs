@@ -511,7 +511,7 @@ impl Session {
         let wanted = |log: &mcp_harness_runtime::ServerLog| {
             log.server == server
                 && (log.params.level as u8) >= state.log_level()
-                && (bridge.sole_client(&server, &caller, own)
+                && (bridge.sole_client(&server, &caller, own, log.received)
                     || {
                         tracing::debug!(%server, "a log line sent while several clients call the server is forwarded to none");
                         false

@@ -72,6 +72,9 @@ pub struct ServerLog {
     /// The notification as the server sent it.
     #[allow(deprecated)] // logging: every protocol before 2026-07-28
     pub params: rmcp::model::LoggingMessageNotificationParam,
+    /// When the harness received it: a listener that attributes a line to a call judges by
+    /// the calls in flight then, not when it gets to the line.
+    pub received: std::time::Instant,
 }
 
 /// A SEP-1686 `notifications/tasks/status` (MCP 2025-11-25) from a server, as the runtime

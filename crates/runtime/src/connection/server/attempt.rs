@@ -96,6 +96,7 @@ impl ServerActor {
                 let _ = logs.send(ServerLog {
                     server: server.to_string(),
                     params,
+                    received: std::time::Instant::now(),
                 });
                 return;
             }
