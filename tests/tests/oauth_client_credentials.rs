@@ -191,9 +191,13 @@ fn oauth_config_errors_name_the_server_and_key() {
         err.contains("`oauth`") && err.contains("clientSecrets"),
         "{err}"
     );
-    let err = parse(json!({"grant": "client_credentials", "clientId": "c",
-        "clientSecret": "${MISSING_SECRET_VAR}"}))
-    .unwrap_err();
+    // An unset variable makes only this server unusable (failed from the start, saying why).
+    let text = json!({"mcpServers": {"m2m": {"url": "https://x.example/mcp", "oauth":
+        {"grant": "client_credentials", "clientId": "c", "clientSecret": "${MISSING_SECRET_VAR}"}}}});
+    let config = Config::parse(&text.to_string(), Path::new("/cfg/.mcp.json"), &|_| None)
+        .expect("the file loads");
+    let err = config.servers["m2m"].unusable.clone().unwrap_or_default();
+    assert!(!config.servers["m2m"].enabled);
     assert!(
         err.contains("`oauth.clientSecret`") && err.contains("MISSING_SECRET_VAR"),
         "{err}"
