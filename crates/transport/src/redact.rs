@@ -27,9 +27,21 @@ pub(crate) const MIN_SECRET_CHARS: usize = 6;
 /// Most secrets kept; later ones are still redacted where their position is known.
 pub(crate) const MAX_SECRETS: usize = 4096;
 
-static SECRETS: RwLock<Vec<String>> = RwLock::new(Vec::new());
+static SECRETS: RwLock<Registered> = RwLock::new(Registered {
+    values: Vec::new(),
+    matcher: None,
+});
 
-/// Registers values to redact from now on (values under `MIN_SECRET_CHARS` are ignored).
+/// The registered secrets, longest first, and one automaton that finds them all in one pass
+/// (so redacting a text costs its length, not its length times the number of secrets).
+struct Registered {
+    values: Vec<String>,
+    matcher: Option<aho_corasick::AhoCorasick>,
+}
+
+/// Registers values to redact from now on (values under `MIN_SECRET_CHARS` are ignored). A
+/// value with a character JSON escapes (a line break, a quote) is registered in its escaped
+/// spelling too, so it is found inside a JSON document as well as in plain text.
 pub fn register<I, S>(values: I)
 where
     I: IntoIterator<Item = S>,
@@ -38,16 +50,27 @@ where
     let Ok(mut secrets) = SECRETS.write() else {
         return;
     };
-    let mut set: BTreeSet<String> = secrets.drain(..).collect();
+    let mut set: BTreeSet<String> = secrets.values.drain(..).collect();
     for value in values {
         let value = value.as_ref().trim();
         if value.chars().count() >= MIN_SECRET_CHARS && set.len() < MAX_SECRETS {
             set.insert(value.to_string());
+            if let Ok(quoted) = serde_json::to_string(value)
+                && let Some(escaped) = quoted.get(1..quoted.len() - 1)
+                && escaped != value
+            {
+                set.insert(escaped.to_string());
+            }
         }
     }
     let mut sorted: Vec<String> = set.into_iter().collect();
     sorted.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    *secrets = sorted;
+    // Leftmost-longest: of two secrets starting at one place, the longer is replaced whole.
+    secrets.matcher = aho_corasick::AhoCorasick::builder()
+        .match_kind(aho_corasick::MatchKind::LeftmostLongest)
+        .build(&sorted)
+        .ok();
+    secrets.values = sorted;
 }
 
 /// Registers the secrets of one server's connection parameters: environment values, header
@@ -74,7 +97,7 @@ pub fn register_server<'a>(
 pub fn longest_secret() -> usize {
     SECRETS
         .read()
-        .map(|secrets| secrets.iter().map(String::len).max().unwrap_or(0))
+        .map(|secrets| secrets.values.first().map_or(0, String::len))
         .unwrap_or(0)
 }
 
@@ -82,12 +105,16 @@ pub fn longest_secret() -> usize {
 /// through [`url`].
 pub fn text(text: &str) -> String {
     let mut out = text.to_string();
-    if let Ok(secrets) = SECRETS.read() {
-        for secret in secrets.iter() {
-            if out.contains(secret.as_str()) {
-                out = out.replace(secret.as_str(), MARKER);
-            }
-        }
+    if let Ok(secrets) = SECRETS.read()
+        && let Some(matcher) = &secrets.matcher
+        && matcher.is_match(text)
+    {
+        let mut replaced = String::with_capacity(text.len());
+        matcher.replace_all_with(text, &mut replaced, |_, _, dst| {
+            dst.push_str(MARKER);
+            true
+        });
+        out = replaced;
     }
     if out.contains("://") && out.contains(['?', '@', ';', '#']) {
         out = urls_in(&out);
@@ -509,6 +536,27 @@ fn urls_in(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A secret with line breaks (a PEM key) is found as written and in its JSON spelling (a
+    /// `--json` document, a log line as JSON); of two secrets at one place the longer goes
+    /// whole; hundreds of secrets are found in one pass.
+    #[test]
+    fn secrets_are_found_in_plain_text_and_in_json_in_one_pass() {
+        let pem = "-----BEGIN KEY-----\nPEMSECRETLINE-1a2b\n-----END KEY-----";
+        let many: Vec<String> = (0..300).map(|i| format!("many-secret-{i:04}-zz")).collect();
+        register([pem, "prefix-secret-77", "prefix-secret-77-longer"]);
+        register(&many);
+        let plain = text(&format!("key {pem} end"));
+        assert_eq!(plain, "key [redacted] end");
+        let json = serde_json::json!({"text": format!("key {pem} end")}).to_string();
+        assert!(!text(&json).contains("PEMSECRETLINE"), "{json}");
+        assert_eq!(text("a prefix-secret-77-longer b"), "a [redacted] b");
+        assert_eq!(
+            text("many-secret-0007-zz and many-secret-0299-zz"),
+            "[redacted] and [redacted]"
+        );
+        assert_eq!(text("nothing here"), "nothing here");
+    }
 
     /// The value of a flag that names a secret is hidden, in both spellings; other arguments
     /// stay.
