@@ -540,6 +540,33 @@ fn resource_subscriptions_per_session_are_bounded() {
 /// resource both hear of it, a session on another resource hears only of its own, and one
 /// that unsubscribed no longer hears (each checked by order: the next update a session hears
 /// is the one it should).
+/// An upstream that did not declare `resources.subscribe` is not asked: the subscription is
+/// refused saying so (the gateway declares subscriptions for every upstream; asked, such a
+/// server answers -32601, read as the gateway's own, or takes a subscription it never keeps).
+#[test]
+fn a_subscription_to_an_upstream_without_subscriptions_is_refused() {
+    use common::gateway::Session;
+    let dir = temp_home("serve-load", "nosub");
+    let config = fixture_config(&dir, &["--no-subscribe"]);
+    let served = Served::start(&dir, &config, &[], Stdio::null());
+    let (session, _) = Session::open(&served.addr, "unused", json!({}), "s");
+    session.wait_listed("mcp__fx__echo", Duration::from_secs(20));
+    let answer = session.request(
+        "resources/subscribe",
+        json!({"uri": "fixture://static/readme"}),
+    );
+    assert_eq!(answer["error"]["code"], json!(-32600), "{answer}");
+    assert!(
+        answer
+            .to_string()
+            .contains("does not offer resource subscriptions"),
+        "{answer}"
+    );
+    // Reading it still works.
+    let read = session.request("resources/read", json!({"uri": "fixture://static/readme"}));
+    assert!(read["result"]["contents"].is_array(), "{read}");
+}
+
 #[test]
 fn resource_updates_reach_only_their_subscribers() {
     use common::gateway::{Session, Sse};

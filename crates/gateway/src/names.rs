@@ -216,6 +216,10 @@ pub(crate) struct ResourceView {
     servers: Vec<String>,
     /// Every server the profile may see (skill files route to these).
     admitted: Vec<String>,
+    /// How many configured servers the profile may see, connected or not: a URI no listing
+    /// claims goes to "the only server" only when there is no other, not merely when the
+    /// others are down (their URIs would reach a server that never listed them).
+    configured: usize,
     /// The profile's resource filter: a URI it does not admit has no owner.
     denied: Option<mcp_harness_policy::NameFilter>,
     pub(crate) digest: u64,
@@ -235,12 +239,27 @@ impl ResourceView {
         let mut admitted = Vec::new();
         let mut seen_templates = std::collections::HashSet::new();
         // `catalogs` is ordered by server name: the first lister of a URI keeps it.
+        let configured = snapshot
+            .servers
+            .iter()
+            .filter(|(name, status)| {
+                !matches!(
+                    status.state,
+                    mcp_harness_runtime::catalog::ServerState::Disabled
+                        | mcp_harness_runtime::catalog::ServerState::Untrusted { .. }
+                ) && profile.is_none_or(|p| p.servers.admits(name))
+            })
+            .count();
         for (server, catalog) in &snapshot.catalogs {
             if profile.is_some_and(|p| !p.servers.admits(server)) {
                 continue;
             }
             admitted.push(server.clone());
-            let hidden = |uri: &str| profile.is_some_and(|p| !p.resources.admits(uri));
+            // Judged as a read of the URI is (every reading of it): a URI the profile may not
+            // use is not listed either, whatever its spelling (`SECRET://x` under a deny of
+            // `secret://**`).
+            let hidden =
+                |uri: &str| profile.is_some_and(|p| !admits_every_reading(&p.resources, uri));
             if !catalog.resources.is_empty() || !catalog.templates.is_empty() {
                 servers.push(server.clone());
             }
@@ -285,7 +304,7 @@ impl ResourceView {
                 let files = std::iter::once(skill.uri.as_str())
                     .chain(skill.supporting_files().map(|f| f.uri.as_str()));
                 for uri in files.filter(|u| !u.starts_with(skills::SCHEME)) {
-                    if profile.is_none_or(|p| p.resources.admits(uri)) {
+                    if profile.is_none_or(|p| admits_every_reading(&p.resources, uri)) {
                         owners
                             .entry(uri.to_string())
                             .or_insert_with(|| server.clone());
@@ -305,6 +324,7 @@ impl ResourceView {
             template_owners,
             servers,
             admitted,
+            configured,
             denied,
             digest,
         }
@@ -334,7 +354,7 @@ impl ResourceView {
             return Some(server);
         }
         match self.servers.as_slice() {
-            [only] => Some(only),
+            [only] if self.configured == 1 => Some(only),
             _ => None,
         }
     }
@@ -377,7 +397,7 @@ impl ResourceView {
         }
         let server = match (self.owner(uri), self.admitted.as_slice()) {
             (Some(server), _) => server,
-            (None, [only]) => only,
+            (None, [only]) if self.configured == 1 => only,
             (None, _) => return None,
         };
         Some((server.to_string(), uri.to_string()))
@@ -402,7 +422,7 @@ impl ResourceView {
 /// neither with a `.`/`..` segment (which could name, once resolved, what a rule denies).
 /// `DEMO://x`, `file:///se\tcrets/k`, `file:///secr%65ts/k` and `file:/secrets/k` are each
 /// the URI a deny on its plain spelling names; an allow is met by the URI as listed.
-fn admits_every_reading(filter: &mcp_harness_policy::NameFilter, uri: &str) -> bool {
+pub(crate) fn admits_every_reading(filter: &mcp_harness_policy::NameFilter, uri: &str) -> bool {
     filter.admits(uri)
         && !has_dot_segment(uri)
         && canonical_uri(uri)
@@ -538,6 +558,92 @@ mod tests {
             None,
             "nothing to read otherwise"
         );
+    }
+
+    /// "The only server" takes a URI nobody lists only when it is the only configured one: with
+    /// the owner down, its URIs must not reach the server that is up (which never listed them).
+    #[test]
+    fn an_unclaimed_uri_goes_to_the_only_server_only_when_no_other_is_configured() {
+        let up = |b: &mut SnapshotBuilder| {
+            b.server(
+                ServerStatus::new("beta", "stdio", ServerState::Connected),
+                Some(Arc::new(ServerCatalog {
+                    templates: vec![TemplateEntry {
+                        server: "beta".into(),
+                        template: Arc::new(ResourceTemplate::new("res://{id}", "t")),
+                    }],
+                    ..Default::default()
+                })),
+            );
+        };
+        let mut b = SnapshotBuilder::new();
+        up(&mut b);
+        let alone = ResourceView::new(&b.build(1), Prefix::Server, None);
+        assert_eq!(alone.owner("mem://a"), Some("beta"));
+        assert!(alone.route("mem://a").is_some());
+        let mut b = SnapshotBuilder::new();
+        up(&mut b);
+        b.server(
+            ServerStatus::new(
+                "alpha",
+                "stdio",
+                ServerState::Failed {
+                    error: "gone".into(),
+                },
+            ),
+            None,
+        );
+        let owner_down = ResourceView::new(&b.build(2), Prefix::Server, None);
+        assert_eq!(owner_down.owner("mem://a"), None);
+        assert!(owner_down.route("mem://a").is_none());
+        assert_eq!(
+            owner_down.owner("res://5"),
+            Some("beta"),
+            "its own template"
+        );
+    }
+
+    /// A resource a profile may not read is not listed to it either, whatever its spelling.
+    #[test]
+    fn a_resource_denied_in_any_spelling_is_not_listed() {
+        use mcp_harness_policy::{NameFilter, PatternKind};
+        use mcp_harness_runtime::catalog::ResourceEntry;
+        let all = |kind| NameFilter::new(None, Vec::new(), kind).expect("filter");
+        let profile = mcp_harness_runtime::ClientProfile {
+            name: "p".into(),
+            auth: mcp_harness_runtime::ProfileAuth::Bearer {
+                token_env: "T".into(),
+            },
+            servers: all(PatternKind::Server),
+            tools: all(PatternKind::Name),
+            prompts: all(PatternKind::Name),
+            resources: NameFilter::new(None, vec!["secret://**".into()], PatternKind::Uri)
+                .expect("filter"),
+            permissions: Default::default(),
+            max_sessions: None,
+        };
+        let mut b = SnapshotBuilder::new();
+        b.server(
+            ServerStatus::new("alpha", "stdio", ServerState::Connected),
+            Some(Arc::new(ServerCatalog {
+                resources: ["SECRET://a/upper", "Secret://a/x", "open://a"]
+                    .iter()
+                    .map(|uri| ResourceEntry {
+                        server: "alpha".into(),
+                        resource: Arc::new(rmcp::model::Resource::new(*uri, "r")),
+                    })
+                    .collect(),
+                templates: vec![TemplateEntry {
+                    server: "alpha".into(),
+                    template: Arc::new(ResourceTemplate::new("SECRET://{id}/up", "t")),
+                }],
+                ..Default::default()
+            })),
+        );
+        let view = ResourceView::new(&b.build(1), Prefix::Server, Some(&profile));
+        let listed: Vec<&str> = view.resources.iter().map(|r| r.uri.as_str()).collect();
+        assert_eq!(listed, ["open://a"]);
+        assert!(view.templates.is_empty(), "{:?}", view.templates);
     }
 
     /// A skill listed under another scheme than `skill://` is read from the server that listed

@@ -67,7 +67,7 @@ impl SkillView {
             }
             for entry in &catalog.skills {
                 let skill = downstream_skill(prefix, entry);
-                if profile.is_some_and(|p| !p.resources.admits(&skill.uri))
+                if profile.is_some_and(|p| !super::admits_every_reading(&p.resources, &skill.uri))
                     || index.contains_key(&skill.uri)
                 {
                     continue;

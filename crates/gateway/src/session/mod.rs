@@ -920,6 +920,22 @@ impl ServerHandler for Session {
                     None,
                 )
             })?;
+        // The gateway declares subscriptions for all its upstreams; one that did not declare
+        // them is not asked (it would answer -32601, read as the gateway's own, or accept a
+        // subscription it never keeps).
+        if self
+            .runtime()
+            .server_capabilities(&server)
+            .is_some_and(|c| c.resources.as_ref().and_then(|r| r.subscribe) != Some(true))
+        {
+            return Err(McpError::invalid_request(
+                format!(
+                    "`{uri}` is served by a server that does not offer resource subscriptions \
+                     (it did not declare `resources.subscribe`); read it again to see changes"
+                ),
+                None,
+            ));
+        }
         let key = (server.clone(), upstream.clone());
         {
             let mut held = lock(&self.state.subscriptions);
