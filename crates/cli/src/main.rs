@@ -360,6 +360,7 @@ async fn run(cli: Cli) -> u8 {
     // `serve`'s client profiles (the config's `gateway` section).
     let mut gateway_clients = mcp_harness_runtime::GatewayConfig::default();
     let mut session_config = None;
+    let mut files_seen = None;
     let (runtime, deadline) = match &cli.command {
         Command::Demo => match commands::demo::build() {
             Ok(rt) => (rt, Duration::from_secs(35)),
@@ -370,6 +371,14 @@ async fn run(cli: Cli) -> u8 {
             Err(e) => return fail(&e, exit::Exit::Failed),
         },
         _ => {
+            // What the config files look like before they are read: `serve` watches them for
+            // changes from here, so an edit made while it starts (remote sources are fetched
+            // first) is applied, not lost.
+            if matches!(cli.command, Command::Serve(_)) && cli.connect.is_none() {
+                files_seen = Some(mcp_harness_runtime::FilesSeen::now(
+                    &commands::config::files(cli.config.as_deref()),
+                ));
+            }
             let wants = cli.command.wants();
             let targeted = !matches!(wants, targets::Wants::Every) || !cli.servers.is_empty();
             if targeted && cli.config.is_none() && cli.connect.is_none() {
@@ -510,7 +519,12 @@ async fn run(cli: Cli) -> u8 {
     }
     if let Command::Serve(args) = cli.command {
         // Config edits apply while serving; clients get list_changed for what they can see.
-        let _reload = live_reload(&runtime, cli.config.clone(), cli.servers.clone());
+        let _reload = live_reload(
+            &runtime,
+            cli.config.clone(),
+            cli.servers.clone(),
+            files_seen,
+        );
         return commands::serve::run(runtime, bridge, args, gateway_clients).await;
     }
     // Servers' log messages on stderr while the command runs.
@@ -605,11 +619,13 @@ pub(crate) async fn interrupt_asked() {
 pub(crate) const INTERRUPT_GRACE: Duration = Duration::from_secs(2);
 
 /// Applies edits of the config files (`--config`, or every file the merge reads) while the
-/// command runs, checked every second; an edited config keeps the `--server` limit.
+/// command runs, checked every second; an edited config keeps the `--server` limit. Changes
+/// count from `since` (the files before the config was read) when given, else from now.
 fn live_reload(
     runtime: &Runtime,
     config: Option<PathBuf>,
     only: Vec<String>,
+    since: Option<mcp_harness_runtime::FilesSeen>,
 ) -> mcp_harness_runtime::ConfigWatch {
     let files = commands::config::files(config.as_deref());
     let joiner = runtime.remote_joiner();
@@ -627,7 +643,10 @@ fn live_reload(
         }
         targets::plan(loaded, &targets::Wants::Every, &only).map(|plan| plan.config)
     });
-    runtime.reload_on_change(files, Duration::from_secs(1), loader)
+    match since {
+        Some(since) => runtime.reload_on_change_since(files, Duration::from_secs(1), loader, since),
+        None => runtime.reload_on_change(files, Duration::from_secs(1), loader),
+    }
 }
 
 async fn execute(
@@ -720,7 +739,7 @@ async fn execute(
         }
         Command::Watch { count } => {
             // Hot reload: an edit of the config files is applied while watching.
-            let _reload = live_reload(runtime, config, only);
+            let _reload = live_reload(runtime, config, only, None);
             // Every revision with its changes; a reader that fell behind gets the ones it missed
             // as one combined item, saying so.
             let mut revisions = runtime.revisions();

@@ -793,3 +793,73 @@ fn a_stopped_servers_left_behind_descendants_are_reaped() {
     assert_eq!(zombies, Vec::<u32>::new(), "zombies left in the gateway");
     drop(served);
 }
+
+/// An edit made while `serve` starts — here while a remote source is fetched, which then
+/// fails — is applied once it serves: the watch counts changes from before the config was read.
+/// Before, its baseline was taken after the fetch, so a server removed meanwhile stayed (and a
+/// failed fetch brought no re-merge that would have caught it).
+#[test]
+fn an_edit_made_while_serve_starts_is_applied() {
+    let dir = temp_home("serve-reload", "startup-edit");
+    let (kept, removed) = (
+        format!("gw-startup-kept-{}", std::process::id()),
+        format!("gw-startup-gone-{}", std::process::id()),
+    );
+    // A remote source that accepts, says nothing for 3 s, then hangs up: the fetch fails.
+    let remote = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let remote_addr = remote.local_addr().expect("addr");
+    let holder = std::thread::spawn(move || {
+        if let Ok((conn, _)) = remote.accept() {
+            std::thread::sleep(Duration::from_secs(3));
+            drop(conn);
+        }
+    });
+    let file = dir.join("xdg/mcp-harness/config.json");
+    std::fs::create_dir_all(file.parent().expect("dir")).expect("xdg");
+    let config = |with_removed: bool| {
+        let server =
+            |marker: &str| json!({"command": bin(), "args": ["fixture-server", "--name", marker]});
+        let mut servers = json!({"kept": server(&kept)});
+        if with_removed {
+            servers["gone"] = server(&removed);
+        }
+        json!({"mcpServers": servers,
+               "remoteSources": [{"url": format!("http://{remote_addr}/servers.json"), "timeoutSec": 10}]})
+    };
+    replace_config(&file, &config(true));
+    let addr = common::gateway::free_addr();
+    let mut child = std::process::Command::new(bin())
+        .args(["serve", "--http", &addr])
+        .env("HOME", dir.join("home"))
+        .env("XDG_CONFIG_HOME", dir.join("xdg"))
+        .env_remove("RUST_LOG")
+        .current_dir(&dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("serve");
+    std::thread::sleep(Duration::from_millis(1500));
+    replace_config(&file, &config(false));
+    let _ = holder.join();
+    let start = Instant::now();
+    let mut names = Vec::new();
+    while start.elapsed() < Duration::from_secs(20) {
+        if let Ok(id) = open_session(&addr, false) {
+            names = tool_names(&addr, &id);
+            if names.contains(&"mcp__kept__echo".to_string())
+                && !names.iter().any(|t| t.starts_with("mcp__gone__"))
+            {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(names.contains(&"mcp__kept__echo".to_string()), "{names:?}");
+    assert!(
+        !names.iter().any(|t| t.starts_with("mcp__gone__")),
+        "the server removed while serve started is still served: {names:?}"
+    );
+}

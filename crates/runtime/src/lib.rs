@@ -49,7 +49,7 @@ pub use connection::io_threads::IoThreads;
 pub use connection::registry::Reconciled;
 pub use connection::server::{ResourceUpdate, ServerLog, TaskStatusUpdate};
 pub use connection::supervision::{DEFAULT_LOCAL_SLOTS, DEFAULT_REMOTE_SLOTS, ReconnectPolicy};
-pub use desired::reload::{ConfigLoader, ConfigWatch, RemoteJoiner};
+pub use desired::reload::{ConfigLoader, ConfigWatch, FilesSeen, RemoteJoiner};
 pub use error::{CallError, ErrorClass, StartError};
 pub use mcp_harness_catalog as catalog;
 pub use mcp_harness_transport as transport;

@@ -68,20 +68,37 @@ fn fingerprint(files: &[PathBuf]) -> Vec<Option<(SystemTime, u64, u64)>> {
         .collect()
 }
 
+/// What a set of config files looked like at one moment, to watch them for changes since then
+/// ([`crate::Runtime::reload_on_change_since`]): taken before the config is loaded, an edit
+/// made while the runtime starts (a remote source's fetch can take seconds) is not lost.
+#[derive(Debug, Clone)]
+pub struct FilesSeen(Vec<Option<(SystemTime, u64, u64)>>);
+
+impl FilesSeen {
+    /// `files` as they are now.
+    pub fn now(files: &[PathBuf]) -> Self {
+        Self(fingerprint(files))
+    }
+}
+
 /// See [`crate::Runtime::reload_on_change`]: the watch runs on `registry`'s arbiter and
-/// marks `desired`.
+/// marks `desired`; changes count from `since` (default: now).
 pub(crate) fn watch_files(
     registry: &Registry,
     desired: Weak<DesiredState>,
     files: Vec<PathBuf>,
     interval: Duration,
     load: ConfigLoader,
+    since: Option<FilesSeen>,
 ) -> ConfigWatch {
     let stop = CancellationToken::new();
     let last_error = Arc::new(Mutex::new(None));
     let (token, errors) = (stop.clone(), last_error.clone());
-    // Taken now, not when the task first runs: an edit made right after this call counts.
-    let mut seen = fingerprint(&files);
+    // Taken now (or given), not when the task first runs: an edit made right after counts.
+    let mut seen = match since {
+        Some(FilesSeen(seen)) if seen.len() == files.len() => seen,
+        _ => fingerprint(&files),
+    };
     registry.spawn(async move {
             loop {
                 tokio::select! {
