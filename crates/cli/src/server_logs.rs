@@ -215,15 +215,20 @@ impl KeepLevel {
 /// `{"log": {"server", "level", "logger", "data", "time"}}`.
 fn line(log: &ServerLog, json: bool) -> String {
     let level = Level::of(log.params.level).name();
+    // A server's words: the configured secrets it quotes are redacted (before its line breaks
+    // become spaces; in JSON, in their escaped spelling).
+    use mcp_harness_transport::redact;
     if json {
-        return serde_json::json!({"log": {
-            "server": log.server,
-            "level": level,
-            "logger": log.params.logger,
-            "data": log.params.data,
-            "time": crate::output::rfc3339(SystemTime::now()),
-        }})
-        .to_string();
+        return redact::text(
+            &serde_json::json!({"log": {
+                "server": log.server,
+                "level": level,
+                "logger": log.params.logger,
+                "data": log.params.data,
+                "time": crate::output::rfc3339(SystemTime::now()),
+            }})
+            .to_string(),
+        );
     }
     let data = match &log.params.data {
         serde_json::Value::String(text) => text.clone(),
@@ -235,7 +240,7 @@ fn line(log: &ServerLog, json: bool) -> String {
         .as_deref()
         .map(|l| format!(" {l}"))
         .unwrap_or_default();
-    let text = format!("[{} {level}{logger}] {data}", log.server);
+    let text = redact::text(&format!("[{} {level}{logger}] {data}", log.server));
     text.chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect()

@@ -333,6 +333,18 @@ fn a_remote_source_with_an_unset_header_variable_is_not_fetched_by_the_view() {
             && out.contains("its servers are not loaded"),
         "{out}"
     );
+    // An unset variable as a URL's host: the view shows the file, that server unusable.
+    write(
+        &dir.join("plain.json"),
+        r#"{"mcpServers": {"h": {"type": "http", "url": "https://${NOT_SET_HOST_X}/mcp"},
+                           "fx": {"command": "x"}}}"#,
+    );
+    let (code, out, err) = run_in(&dir, &["--config", "plain.json", "config"], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("NOT_SET_HOST_X") && out.contains("fx"),
+        "{out}"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -645,19 +645,6 @@ impl Runtime {
         else {
             return Ok(false);
         };
-        // The listing vouches for one file: an answer with more shows what nothing vouched for.
-        if result.contents.len() > 1 {
-            return Err(CallError::Protocol {
-                upstream: None,
-                server: server.to_string(),
-                tool: uri.to_string(),
-                message: format!(
-                    "the read of skill file `{uri}` answered with {} contents; the skill's \
-                     listing vouches for one file, so none is shown",
-                    result.contents.len()
-                ),
-            });
-        }
         let bytes = first_contents_bytes(server, uri, result)?;
         if entry.uri == uri {
             entry.verify_skill_md(&bytes)?;
@@ -764,6 +751,27 @@ impl Runtime {
             files,
             interval,
             load,
+            None,
+        )
+    }
+
+    /// [`Runtime::reload_on_change`], counting changes from `since` (the files as they were
+    /// when this runtime's config was read): an edit made between that read and this call —
+    /// while remote sources were fetched, say — is applied at the first look.
+    pub fn reload_on_change_since(
+        &self,
+        files: Vec<PathBuf>,
+        interval: Duration,
+        load: ConfigLoader,
+        since: reload::FilesSeen,
+    ) -> ConfigWatch {
+        reload::watch_files(
+            &self.registry,
+            Arc::downgrade(&self.desired),
+            files,
+            interval,
+            load,
+            Some(since),
         )
     }
 
@@ -920,13 +928,26 @@ async fn send(
     input::send(client, request, options, server, what).await
 }
 
-/// The bytes of the first contents of a `resources/read` of `uri` (text as UTF-8, a blob
-/// decoded).
+/// The bytes of the one contents of a `resources/read` of skill file `uri` (text as UTF-8, a
+/// blob decoded). The listing vouches for one file: an answer with more would show (or load)
+/// what nothing vouched for, and is refused.
 fn first_contents_bytes(
     server: &str,
     uri: &str,
     result: &ReadResourceResult,
 ) -> Result<Vec<u8>, CallError> {
+    if result.contents.len() > 1 {
+        return Err(CallError::Protocol {
+            upstream: None,
+            server: server.to_string(),
+            tool: uri.to_string(),
+            message: format!(
+                "the read of skill file `{uri}` answered with {} contents; the skill's listing \
+                 vouches for one file, so none is used",
+                result.contents.len()
+            ),
+        });
+    }
     let Some(contents) = result.contents.first().cloned() else {
         return Err(CallError::Protocol {
             upstream: None,

@@ -125,7 +125,8 @@ fn looked_in(sources: &Sources) -> String {
 }
 
 /// The merged config (or only `explicit`) as a table or JSON. Unset environment variables do
-/// not stop it: they are listed instead (as empty, `${VAR:-default}` takes its default).
+/// not stop it: they are listed instead, and a server that needs one is shown unusable, saying
+/// which (`${VAR:-default}` takes its default), as every other command reads it.
 async fn show(explicit: Option<&Path>, json: bool) -> Result<String, String> {
     let unset = Arc::new(Mutex::new(BTreeSet::new()));
     let lookup = {
@@ -139,7 +140,7 @@ async fn show(explicit: Option<&Path>, json: bool) -> Result<String, String> {
                 if let Ok(mut u) = unset.lock() {
                     u.insert(name.to_string());
                 }
-                Some(String::new())
+                None
             })
         }
     };
