@@ -745,14 +745,8 @@ impl Runtime {
         interval: Duration,
         load: ConfigLoader,
     ) -> ConfigWatch {
-        reload::watch_files(
-            &self.registry,
-            Arc::downgrade(&self.desired),
-            files,
-            interval,
-            load,
-            None,
-        )
+        let now = reload::FilesSeen::now(&files);
+        self.reload_on_change_since(files, interval, load, now)
     }
 
     /// [`Runtime::reload_on_change`], counting changes from `since` (the files as they were
@@ -771,7 +765,7 @@ impl Runtime {
             files,
             interval,
             load,
-            Some(since),
+            since,
         )
     }
 

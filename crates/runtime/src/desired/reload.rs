@@ -82,21 +82,22 @@ impl FilesSeen {
 }
 
 /// See [`crate::Runtime::reload_on_change`]: the watch runs on `registry`'s arbiter and
-/// marks `desired`; changes count from `since` (default: now).
+/// marks `desired`; changes count from `since`.
 pub(crate) fn watch_files(
     registry: &Registry,
     desired: Weak<DesiredState>,
     files: Vec<PathBuf>,
     interval: Duration,
     load: ConfigLoader,
-    since: Option<FilesSeen>,
+    since: FilesSeen,
 ) -> ConfigWatch {
     let stop = CancellationToken::new();
     let last_error = Arc::new(Mutex::new(None));
     let (token, errors) = (stop.clone(), last_error.clone());
-    // Taken now (or given), not when the task first runs: an edit made right after counts.
+    // Given (taken before the task first runs): an edit made right after counts. A baseline
+    // of other files than these is none.
     let mut seen = match since {
-        Some(FilesSeen(seen)) if seen.len() == files.len() => seen,
+        FilesSeen(seen) if seen.len() == files.len() => seen,
         _ => fingerprint(&files),
     };
     registry.spawn(async move {
