@@ -706,7 +706,8 @@ async fn execute(
                     use std::io::IsTerminal;
                     // A tool's error is an error: the configured secrets a server quotes in
                     // it are redacted as in every other error (a result is the tool's data).
-                    let said = match outcome.is_error {
+                    // (With --json, `render` redacted the document string by string.)
+                    let said = match outcome.is_error && !json {
                         true => mcp_harness_transport::redact::text(&outcome.text),
                         false => outcome.text.clone(),
                     };

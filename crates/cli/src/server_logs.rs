@@ -219,16 +219,15 @@ fn line(log: &ServerLog, json: bool) -> String {
     // become spaces; in JSON, in their escaped spelling).
     use mcp_harness_transport::redact;
     if json {
-        return redact::text(
-            &serde_json::json!({"log": {
-                "server": log.server,
-                "level": level,
-                "logger": log.params.logger,
-                "data": log.params.data,
-                "time": crate::output::rfc3339(SystemTime::now()),
-            }})
-            .to_string(),
-        );
+        // String by string: the line stays JSON.
+        return serde_json::json!({"log": {
+            "server": log.server,
+            "level": level,
+            "logger": log.params.logger.as_deref().map(redact::text),
+            "data": redact::json(&log.params.data),
+            "time": crate::output::rfc3339(SystemTime::now()),
+        }})
+        .to_string();
     }
     let data = match &log.params.data {
         serde_json::Value::String(text) => text.clone(),

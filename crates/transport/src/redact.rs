@@ -14,8 +14,8 @@
 //! - what a remote party echoes of a request it refused (an authorization server's error
 //!   text) passes [`credentials`]: credential shapes are replaced whatever their value;
 //! - the registry is process-wide and only grows (a secret once configured stays redacted after
-//!   a reload removed it), bounded by `MAX_SECRETS`; longer secrets are replaced first, so a
-//!   secret containing another is replaced whole.
+//!   a reload removed it), bounded by `MAX_SECRETS`; every text a secret covers is replaced,
+//!   so a secret containing another, or two that overlap, leave nothing of either.
 
 use std::collections::BTreeSet;
 use std::sync::RwLock;
@@ -65,12 +65,71 @@ where
     }
     let mut sorted: Vec<String> = set.into_iter().collect();
     sorted.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    // Leftmost-longest: of two secrets starting at one place, the longer is replaced whole.
+    // Every match, overlapping ones included (see `replace_secrets`). A contiguous NFA: small
+    // whatever the secrets (a DFA of a few PEM keys is megabytes), built again at each
+    // registration.
     secrets.matcher = aho_corasick::AhoCorasick::builder()
-        .match_kind(aho_corasick::MatchKind::LeftmostLongest)
+        .match_kind(aho_corasick::MatchKind::Standard)
+        .kind(Some(aho_corasick::AhoCorasickKind::ContiguousNFA))
         .build(&sorted)
         .ok();
     secrets.values = sorted;
+}
+
+/// `text` with every registered secret replaced, `None` when it holds none. All occurrences are
+/// found in one pass of the automaton, overlapping ones included, and each run of text that
+/// some secret covers becomes one [`MARKER`]: a secret inside another, or two that overlap
+/// (`tok-AAAAAA` and `AAAAAA-BBBBBBBB` in `tok-AAAAAA-BBBBBBBB`), leave nothing of either.
+/// Without an automaton (it could not be built) each secret is looked for in turn, longest
+/// first.
+fn replace_secrets(secrets: &Registered, text: &str) -> Option<String> {
+    let Some(matcher) = &secrets.matcher else {
+        let mut out = None::<String>;
+        for secret in &secrets.values {
+            let current = out.as_deref().unwrap_or(text);
+            if current.contains(secret.as_str()) {
+                out = Some(current.replace(secret.as_str(), MARKER));
+            }
+        }
+        return out;
+    };
+    // Reported by where they end: sorted by where they start, then merged.
+    let mut found: Vec<(usize, usize)> = matcher
+        .find_overlapping_iter(text)
+        .map(|m| (m.start(), m.end()))
+        .collect();
+    if found.is_empty() {
+        return None;
+    }
+    found.sort_unstable();
+    let mut covered: Vec<(usize, usize)> = Vec::with_capacity(found.len());
+    for (start, end) in found {
+        match covered.last_mut() {
+            Some(last) if start <= last.1 => last.1 = last.1.max(end),
+            _ => covered.push((start, end)),
+        }
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for (start, end) in covered {
+        out.push_str(&text[at..start]);
+        out.push_str(MARKER);
+        at = end;
+    }
+    out.push_str(&text[at..]);
+    Some(out)
+}
+
+/// `value` with every string in it passed through [`text`]: a JSON document redacted without
+/// touching its syntax (a URL's query value ending at an escaped quote stays inside its string).
+pub fn json(value: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => Value::String(text(s)),
+        Value::Array(items) => Value::Array(items.iter().map(json).collect()),
+        Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (text(k), json(v))).collect()),
+        other => other.clone(),
+    }
 }
 
 /// Registers the secrets of one server's connection parameters: environment values, header
@@ -106,14 +165,8 @@ pub fn longest_secret() -> usize {
 pub fn text(text: &str) -> String {
     let mut out = text.to_string();
     if let Ok(secrets) = SECRETS.read()
-        && let Some(matcher) = &secrets.matcher
-        && matcher.is_match(text)
+        && let Some(replaced) = replace_secrets(&secrets, text)
     {
-        let mut replaced = String::with_capacity(text.len());
-        matcher.replace_all_with(text, &mut replaced, |_, _, dst| {
-            dst.push_str(MARKER);
-            true
-        });
         out = replaced;
     }
     if out.contains("://") && out.contains(['?', '@', ';', '#']) {
@@ -548,14 +601,31 @@ mod tests {
         register(&many);
         let plain = text(&format!("key {pem} end"));
         assert_eq!(plain, "key [redacted] end");
-        let json = serde_json::json!({"text": format!("key {pem} end")}).to_string();
-        assert!(!text(&json).contains("PEMSECRETLINE"), "{json}");
+        let doc = serde_json::json!({"text": format!("key {pem} end")}).to_string();
+        assert!(!text(&doc).contains("PEMSECRETLINE"), "{doc}");
         assert_eq!(text("a prefix-secret-77-longer b"), "a [redacted] b");
+        register(["tok-AAAAAA", "AAAAAA-BBBBBBBBBBBB"]);
+        assert_eq!(
+            text("x tok-AAAAAA-BBBBBBBBBBBB y"),
+            "x [redacted] y",
+            "overlapping"
+        );
         assert_eq!(
             text("many-secret-0007-zz and many-secret-0299-zz"),
             "[redacted] and [redacted]"
         );
         assert_eq!(text("nothing here"), "nothing here");
+        // A JSON document is redacted string by string: it stays JSON (a URL's query value
+        // next to an escaped quote used to take the backslash with it).
+        let doc =
+            serde_json::json!({"data": format!("GET \"https://api.example/x?key=abc\" {pem}")});
+        let shown = json(&doc).to_string();
+        let back: serde_json::Value = serde_json::from_str(&shown).expect("still JSON");
+        let data = back["data"].as_str().unwrap_or_default();
+        assert!(
+            !data.contains("key=abc") && !data.contains("PEMSECRETLINE"),
+            "{data}"
+        );
     }
 
     /// The value of a flag that names a secret is hidden, in both spellings; other arguments

@@ -148,7 +148,15 @@ fn printable(text: &str) -> String {
 /// to send it, for older clients) is not printed again.
 pub(crate) fn render(result: &ToolResult, as_json: bool) -> String {
     if as_json {
-        let mut s = serde_json::to_string_pretty(&result.result).unwrap_or_default();
+        // A tool's error is an error: the configured secrets it quotes are redacted, string by
+        // string (the document stays JSON); a result is the tool's data, as sent.
+        let mut s = match result.is_error() {
+            true => serde_json::to_value(&result.result)
+                .map(|v| mcp_harness_transport::redact::json(&v))
+                .and_then(|v| serde_json::to_string_pretty(&v)),
+            false => serde_json::to_string_pretty(&result.result),
+        }
+        .unwrap_or_default();
         s.push('\n');
         return s;
     }
