@@ -345,6 +345,18 @@ fn a_remote_source_with_an_unset_header_variable_is_not_fetched_by_the_view() {
         out.contains("NOT_SET_HOST_X") && out.contains("fx"),
         "{out}"
     );
+    // An unset variable outside `mcpServers` (the gateway's session keys) does not stop it.
+    write(
+        &dir.join("gw.json"),
+        r#"{"mcpServers": {"fx": {"command": "x"}},
+            "gateway": {"sessionKeys": "${NOT_SET_KEYS_X}"}}"#,
+    );
+    let (code, out, err) = run_in(&dir, &["--config", "gw.json", "config"], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("NOT_SET_KEYS_X") && out.contains("fx"),
+        "{out}"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -128,6 +128,17 @@ fn looked_in(sources: &Sources) -> String {
 /// not stop it: they are listed instead, and a server that needs one is shown unusable, saying
 /// which (`${VAR:-default}` takes its default), as every other command reads it.
 async fn show(explicit: Option<&Path>, json: bool) -> Result<String, String> {
+    // Read first as every command reads it (a server needing an unset variable is unusable);
+    // a file that then fails (an unset variable outside `mcpServers`, such as the gateway's
+    // session keys) is read again with unset variables empty, as this view always could.
+    match view(explicit, json, false).await {
+        Ok(shown) => Ok(shown),
+        Err(_) => view(explicit, json, true).await,
+    }
+}
+
+/// [`show`] with unset variables read as unset, or (`empty`) as empty.
+async fn view(explicit: Option<&Path>, json: bool, empty: bool) -> Result<String, String> {
     let unset = Arc::new(Mutex::new(BTreeSet::new()));
     let lookup = {
         let unset = unset.clone();
@@ -140,7 +151,7 @@ async fn show(explicit: Option<&Path>, json: bool) -> Result<String, String> {
                 if let Ok(mut u) = unset.lock() {
                     u.insert(name.to_string());
                 }
-                None
+                empty.then(String::new)
             })
         }
     };
@@ -209,9 +220,14 @@ async fn show(explicit: Option<&Path>, json: bool) -> Result<String, String> {
         .unwrap_or_default();
     if !unset.is_empty() {
         merged.notes.push(format!(
-            "environment variables not set: {} (read as empty here; other commands refuse a \
-             `${{VAR}}` without a default that is unset)",
-            unset.join(", ")
+            "environment variables not set: {} ({}; other commands refuse a `${{VAR}}` without \
+             a default that is unset)",
+            unset.join(", "),
+            if empty {
+                "read as empty here"
+            } else {
+                "a server that needs one is unusable"
+            }
         ));
     }
     Ok(if json {
