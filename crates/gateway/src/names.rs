@@ -216,10 +216,11 @@ pub(crate) struct ResourceView {
     servers: Vec<String>,
     /// Every server the profile may see (skill files route to these).
     admitted: Vec<String>,
-    /// How many configured servers the profile may see, connected or not: a URI no listing
-    /// claims goes to "the only server" only when there is no other, not merely when the
-    /// others are down (their URIs would reach a server that never listed them).
-    configured: usize,
+    /// How many servers the profile may see are configured but not connected (what they
+    /// would serve is not known): a URI no listing claims goes to "the only server" only when
+    /// there is none, not merely when the others are down (their URIs would reach a server
+    /// that never listed them).
+    unknown: usize,
     /// The profile's resource filter: a URI it does not admit has no owner.
     denied: Option<mcp_harness_policy::NameFilter>,
     pub(crate) digest: u64,
@@ -239,15 +240,19 @@ impl ResourceView {
         let mut admitted = Vec::new();
         let mut seen_templates = std::collections::HashSet::new();
         // `catalogs` is ordered by server name: the first lister of a URI keeps it.
-        let configured = snapshot
+        // Servers the profile may see that are configured but not connected: what they would
+        // serve is not known (a connected one without resources serves none).
+        let unknown = snapshot
             .servers
             .iter()
             .filter(|(name, status)| {
-                !matches!(
-                    status.state,
-                    mcp_harness_runtime::catalog::ServerState::Disabled
-                        | mcp_harness_runtime::catalog::ServerState::Untrusted { .. }
-                ) && profile.is_none_or(|p| p.servers.admits(name))
+                !snapshot.catalogs.contains_key(*name)
+                    && !matches!(
+                        status.state,
+                        mcp_harness_runtime::catalog::ServerState::Disabled
+                            | mcp_harness_runtime::catalog::ServerState::Untrusted { .. }
+                    )
+                    && profile.is_none_or(|p| p.servers.admits(name))
             })
             .count();
         for (server, catalog) in &snapshot.catalogs {
@@ -322,9 +327,9 @@ impl ResourceView {
             prefix,
             owners,
             template_owners,
+            unknown,
             servers,
             admitted,
-            configured,
             denied,
             digest,
         }
@@ -354,7 +359,7 @@ impl ResourceView {
             return Some(server);
         }
         match self.servers.as_slice() {
-            [only] if self.configured == 1 => Some(only),
+            [only] if self.unknown == 0 => Some(only),
             _ => None,
         }
     }
@@ -397,7 +402,7 @@ impl ResourceView {
         }
         let server = match (self.owner(uri), self.admitted.as_slice()) {
             (Some(server), _) => server,
-            (None, [only]) if self.configured == 1 => only,
+            (None, [only]) if self.unknown == 0 => only,
             (None, _) => return None,
         };
         Some((server.to_string(), uri.to_string()))
@@ -560,8 +565,9 @@ mod tests {
         );
     }
 
-    /// "The only server" takes a URI nobody lists only when it is the only configured one: with
-    /// the owner down, its URIs must not reach the server that is up (which never listed them).
+    /// "The only server" takes a URI nobody lists only when no other server the client may see
+    /// is down or connecting: with the owner down, its URIs must not reach the server that is
+    /// up (which never listed them); a connected server without resources is no other owner.
     #[test]
     fn an_unclaimed_uri_goes_to_the_only_server_only_when_no_other_is_configured() {
         let up = |b: &mut SnapshotBuilder| {
@@ -601,6 +607,15 @@ mod tests {
             Some("beta"),
             "its own template"
         );
+        // A connected server without resources is no other owner.
+        let mut b = SnapshotBuilder::new();
+        up(&mut b);
+        b.server(
+            ServerStatus::new("tools", "stdio", ServerState::Connected),
+            Some(Arc::new(ServerCatalog::default())),
+        );
+        let with_tools = ResourceView::new(&b.build(3), Prefix::Server, None);
+        assert_eq!(with_tools.owner("mem://a"), Some("beta"));
     }
 
     /// A resource a profile may not read is not listed to it either, whatever its spelling.
