@@ -317,16 +317,21 @@ impl Drop for InFlight {
             gone = Some(calls.remove(at));
         }
         if let Some(entry) = gone {
-            let mut ended = self.inner.ended.entry(self.server.clone()).or_default();
-            if ended.len() == ENDED_KEPT {
-                ended.pop_front();
-            }
-            ended.push_back(Ended {
+            let ended = Ended {
                 id: entry.id,
                 caller: entry.caller,
                 since: entry.since,
                 until: std::time::Instant::now(),
-            });
+            };
+            // The server's ring exists after its first call: no name copied per call.
+            let mut ring = match self.inner.ended.get_mut(&self.server) {
+                Some(ring) => ring,
+                None => self.inner.ended.entry(self.server.clone()).or_default(),
+            };
+            if ring.len() == ENDED_KEPT {
+                ring.pop_front();
+            }
+            ring.push_back(ended);
         }
         self.inner
             .inflight

@@ -124,7 +124,12 @@ pub(crate) fn describe(file: &Path, bytes: &[u8], sources: &Sources) -> Result<S
     if servers.is_empty() {
         out.push_str("  no servers\n");
     }
-    let yours = user_servers(sources);
+    // The names of the user's servers (a project server of one of them replaces it).
+    let user = user_config(sources);
+    let yours: Vec<String> = user
+        .as_ref()
+        .and_then(|c| c.servers().map(|s| s.keys().cloned().collect()))
+        .unwrap_or_default();
     for (name, server) in &servers {
         let get = |k: &str| server.get(k).and_then(Value::as_str);
         // Names, never values; a value read from the environment names its variables (which
@@ -208,7 +213,10 @@ pub(crate) fn describe(file: &Path, bytes: &[u8], sources: &Sources) -> Result<S
         let allow = p.get("allow").and_then(Value::as_array).map_or(0, Vec::len);
         let hint = p.get("trustReadOnlyHint") == Some(&Value::Bool(true));
         if allow > 0 || hint {
-            let counted = user_trusts_project_permissions(sources);
+            let counted = user
+                .as_ref()
+                .and_then(|c| c.trust_project_permissions)
+                .unwrap_or(false);
             out.push_str(&format!(
                 "  permission relaxations: {allow} allow rule(s){}; {}\n",
                 if hint { ", trustReadOnlyHint" } else { "" },
@@ -224,16 +232,13 @@ pub(crate) fn describe(file: &Path, bytes: &[u8], sources: &Sources) -> Result<S
 }
 
 /// Whether the user config sets `trustProjectPermissions: true`.
-/// The names of the user config's servers (a project server of one of these names replaces it
-/// once trusted).
-fn user_servers(sources: &Sources) -> Vec<String> {
+/// The user config as written (its servers, `trustProjectPermissions`), read once per review.
+fn user_config(sources: &Sources) -> Option<sources::Converted> {
     sources
         .files()
         .into_iter()
         .find(|(scope, _)| *scope == sources::Scope::User)
         .and_then(|(_, path)| sources::import(&path).ok())
-        .and_then(|c| c.servers().map(|s| s.keys().cloned().collect()))
-        .unwrap_or_default()
 }
 
 /// The `${VAR}` references in `value`, as written (`${VAR:-default}` as `${VAR}`): which of the
@@ -278,16 +283,6 @@ fn changes_what_runs(name: &str) -> bool {
     ];
     let upper = name.to_ascii_uppercase();
     NAMES.contains(&upper.as_str()) || upper.starts_with("LD_") || upper.starts_with("DYLD_")
-}
-
-fn user_trusts_project_permissions(sources: &Sources) -> bool {
-    sources
-        .files()
-        .into_iter()
-        .find(|(scope, _)| *scope == sources::Scope::User)
-        .and_then(|(_, path)| sources::import(&path).ok())
-        .and_then(|c| c.trust_project_permissions)
-        .unwrap_or(false)
 }
 
 /// After a merge: on a terminal (and when `ask`), shows each untrusted project file and asks

@@ -12,8 +12,6 @@
 
 use std::time::Duration;
 
-use mcp_harness_catalog::ServerState;
-
 use super::EditError;
 
 /// What the server said about the tool.
@@ -63,12 +61,8 @@ pub(super) async fn tool(server: &str, tool: &str) -> Result<Checked, EditError>
     let snapshot = crate::progress::settle(&runtime, deadline).await;
     runtime.shutdown().await;
     let Some(catalog) = snapshot.catalogs.get(server) else {
-        let why = match snapshot.servers.get(server).map(|s| &s.state) {
-            Some(ServerState::Failed { error }) => format!("server \"{server}\" failed: {error}"),
-            Some(ServerState::NeedsAuth { .. }) => {
-                format!("server \"{server}\" needs authorization (`mcp-harness login {server}`)")
-            }
-            Some(state) => format!("server \"{server}\" is {}", state.label()),
+        let why = match snapshot.servers.get(server) {
+            Some(status) => crate::explain::server_down(status),
             None => format!("server \"{server}\" did not start"),
         };
         return Ok(Checked::Unchecked(why));
