@@ -212,6 +212,10 @@ pub(crate) struct ResourceView {
     /// (a template as shown, parsed; its server), the most specific first (a malformed
     /// template never gets here: the catalog refuses it when it is listed).
     template_owners: Vec<(String, Template, String)>,
+    /// Templates the profile's resource rules hide, parsed: a URI whose most specific
+    /// template is one of these is hidden too (unless a listing names it), so a deny written
+    /// as a template's pattern is not undone by another template or the one-server fallback.
+    hidden_templates: Vec<Template>,
     /// Servers that list resources or templates.
     servers: Vec<String>,
     /// Every server the profile may see (skill files route to these).
@@ -236,6 +240,7 @@ impl ResourceView {
         let mut templates = Vec::new();
         let mut owners = Map::default();
         let mut template_owners = Vec::new();
+        let mut hidden_templates = Vec::new();
         let mut servers = Vec::new();
         let mut admitted = Vec::new();
         let mut seen_templates = std::collections::HashSet::new();
@@ -285,6 +290,7 @@ impl ResourceView {
             for entry in &catalog.templates {
                 let pattern = downstream_uri(prefix, server, &entry.template.uri_template);
                 if hidden(&pattern) {
+                    hidden_templates.extend(Template::parse(&pattern));
                     continue;
                 }
                 if !seen_templates.insert(pattern.clone()) {
@@ -327,6 +333,7 @@ impl ResourceView {
             prefix,
             owners,
             template_owners,
+            hidden_templates,
             unknown,
             servers,
             admitted,
@@ -349,6 +356,9 @@ impl ResourceView {
         }
         if let Some(server) = self.owners.get(uri) {
             return Some(server);
+        }
+        if self.behind_hidden_template(uri) {
+            return None;
         }
         if let Some((_, _, server)) = self
             .template_owners
@@ -373,10 +383,31 @@ impl ResourceView {
             .is_none_or(|f| admits_every_reading(f, uri));
         admitted
             && (self.owners.contains_key(uri)
-                || self
-                    .template_owners
-                    .iter()
-                    .any(|(pattern, t, _)| pattern == uri || t.matches(uri)))
+                || !self.behind_hidden_template(uri)
+                    && self
+                        .template_owners
+                        .iter()
+                        .any(|(pattern, t, _)| pattern == uri || t.matches(uri)))
+    }
+
+    /// Whether `uri`, named by no listing, is an expansion of a template the profile hides at
+    /// least as specific as every visible template it also expands.
+    fn behind_hidden_template(&self, uri: &str) -> bool {
+        let Some(hidden) = self
+            .hidden_templates
+            .iter()
+            .filter(|t| t.matches(uri))
+            .map(Template::specificity)
+            .max()
+        else {
+            return false;
+        };
+        !self.owners.contains_key(uri)
+            && self
+                .template_owners
+                .iter()
+                .find(|(_, t, _)| t.matches(uri))
+                .is_none_or(|(_, visible, _)| visible.specificity() <= hidden)
     }
 
     /// Where a request for downstream `uri` goes: (server, the URI that server knows). A
@@ -398,6 +429,9 @@ impl ResourceView {
                 .then(|| (server.to_string(), upstream));
         }
         if self.prefix == Prefix::Server && uri.starts_with(skills::SCHEME) {
+            return None;
+        }
+        if self.behind_hidden_template(uri) {
             return None;
         }
         let server = match (self.owner(uri), self.admitted.as_slice()) {
@@ -618,13 +652,12 @@ mod tests {
         assert_eq!(with_tools.owner("mem://a"), Some("beta"));
     }
 
-    /// A resource a profile may not read is not listed to it either, whatever its spelling.
-    #[test]
-    fn a_resource_denied_in_any_spelling_is_not_listed() {
+    /// A profile that sees everything but the resources `deny` names.
+    fn profile_denying(deny: &[&str]) -> mcp_harness_runtime::ClientProfile {
         use mcp_harness_policy::{NameFilter, PatternKind};
-        use mcp_harness_runtime::catalog::ResourceEntry;
         let all = |kind| NameFilter::new(None, Vec::new(), kind).expect("filter");
-        let profile = mcp_harness_runtime::ClientProfile {
+        let deny = deny.iter().map(|d| d.to_string()).collect();
+        mcp_harness_runtime::ClientProfile {
             name: "p".into(),
             auth: mcp_harness_runtime::ProfileAuth::Bearer {
                 token_env: "T".into(),
@@ -632,11 +665,17 @@ mod tests {
             servers: all(PatternKind::Server),
             tools: all(PatternKind::Name),
             prompts: all(PatternKind::Name),
-            resources: NameFilter::new(None, vec!["secret://**".into()], PatternKind::Uri)
-                .expect("filter"),
+            resources: NameFilter::new(None, deny, PatternKind::Uri).expect("filter"),
             permissions: Default::default(),
             max_sessions: None,
-        };
+        }
+    }
+
+    /// A resource a profile may not read is not listed to it either, whatever its spelling.
+    #[test]
+    fn a_resource_denied_in_any_spelling_is_not_listed() {
+        use mcp_harness_runtime::catalog::ResourceEntry;
+        let profile = profile_denying(&["secret://**"]);
         let mut b = SnapshotBuilder::new();
         b.server(
             ServerStatus::new("alpha", "stdio", ServerState::Connected),
@@ -659,6 +698,64 @@ mod tests {
         let listed: Vec<&str> = view.resources.iter().map(|r| r.uri.as_str()).collect();
         assert_eq!(listed, ["open://a"]);
         assert!(view.templates.is_empty(), "{:?}", view.templates);
+    }
+
+    /// A template hidden by its pattern hides what it expands to: neither another, less
+    /// specific template nor the one-server fallback serves it; a listed resource and a more
+    /// specific visible template still do.
+    #[test]
+    fn a_hidden_templates_expansions_are_hidden_too() {
+        use mcp_harness_runtime::catalog::ResourceEntry;
+        let profile = profile_denying(&["files://{path}"]);
+        let templates = |server: &str, patterns: &[&str]| {
+            patterns
+                .iter()
+                .map(|t| TemplateEntry {
+                    server: server.into(),
+                    template: Arc::new(ResourceTemplate::new(*t, "t")),
+                })
+                .collect()
+        };
+        let snapshot = |with_beta: bool| {
+            let mut b = SnapshotBuilder::new();
+            b.server(
+                ServerStatus::new("alpha", "stdio", ServerState::Connected),
+                Some(Arc::new(ServerCatalog {
+                    resources: vec![ResourceEntry {
+                        server: "alpha".into(),
+                        resource: Arc::new(rmcp::model::Resource::new("files://readme", "r")),
+                    }],
+                    templates: templates("alpha", &["files://{path}"]),
+                    ..Default::default()
+                })),
+            );
+            if with_beta {
+                b.server(
+                    ServerStatus::new("beta", "stdio", ServerState::Connected),
+                    Some(Arc::new(ServerCatalog {
+                        templates: templates("beta", &["{+any}", "files://public/{name}"]),
+                        ..Default::default()
+                    })),
+                );
+            }
+            b.build(1)
+        };
+        let alone = ResourceView::new(&snapshot(false), Prefix::Server, Some(&profile));
+        assert!(alone.templates.is_empty());
+        assert_eq!(alone.owner("files://etc"), None, "the one-server fallback");
+        assert_eq!(alone.route("files://etc"), None);
+        assert!(!alone.claims("files://etc"));
+        assert_eq!(alone.owner("files://readme"), Some("alpha"), "listed");
+        assert_eq!(alone.owner("other://x"), Some("alpha"), "no hidden template");
+        let two = ResourceView::new(&snapshot(true), Prefix::Server, Some(&profile));
+        assert_eq!(two.owner("files://etc"), None, "a less specific template");
+        assert_eq!(two.route("files://etc"), None);
+        assert!(!two.claims("files://etc"));
+        assert_eq!(two.owner("files://public/x"), Some("beta"), "more specific");
+        assert_eq!(two.owner("other://x"), Some("beta"));
+        // Without the profile, the template is alpha's again.
+        let open = ResourceView::new(&snapshot(true), Prefix::Server, None);
+        assert_eq!(open.owner("files://etc"), Some("alpha"));
     }
 
     /// A skill listed under another scheme than `skill://` is read from the server that listed
