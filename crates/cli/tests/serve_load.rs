@@ -641,6 +641,54 @@ fn resource_updates_reach_only_their_subscribers() {
     );
 }
 
+/// A client holds one subscription per URI: after the URI changed owner (a server whose name
+/// sorts first listed it too) and the client subscribed again, one unsubscribe ends both — the
+/// old owner's was left behind, its updates still forwarded.
+#[test]
+fn one_unsubscribe_ends_a_uri_subscribed_at_two_owners() {
+    use common::gateway::{Session, Sse};
+    let dir = temp_home("serve-load", "owner-change");
+    let config = dir.join("gateway.json");
+    let server = json!({"command": common::bin(), "args": ["fixture-server"]});
+    let file = json!({"mcpServers": {"fa": server, "fb": server},
+                      "permissions": {"allow": ["mcp__fa__*", "mcp__fb__*"]}});
+    std::fs::write(&config, file.to_string()).expect("write config");
+    let served = Served::start(&dir, &config, &[], Stdio::null());
+    let (session, _) = Session::open(&served.addr, "unused", json!({}), "owner-change");
+    session.wait_listed("mcp__fa__echo", Duration::from_secs(20));
+    session.wait_listed("mcp__fb__echo", Duration::from_secs(20));
+    let uri = |n: &str| format!("fixture://updates/{n}");
+    let tool = |server: &str, name: &str, n: &str| {
+        let arguments = json!({"uri": uri(n), "text": "new"});
+        let answer = session.request(
+            "tools/call",
+            json!({"name": format!("mcp__{server}__{name}"), "arguments": arguments}),
+        );
+        assert_eq!(answer["result"]["isError"], json!(false), "{answer}");
+    };
+    tool("fb", "add_resource", "x");
+    tool("fb", "add_resource", "z");
+    let mut stream = Sse::get(&session);
+    subscribe_when_listed(&session, &uri("x"));
+    subscribe_when_listed(&session, &uri("z"));
+    // `fa` lists x too (and then a marker): once the marker is listed, x is `fa`'s.
+    tool("fa", "add_resource", "x");
+    tool("fa", "add_resource", "marker");
+    subscribe_when_listed(&session, &uri("marker"));
+    let again = session.request("resources/subscribe", json!({"uri": uri("x")}));
+    assert!(again.get("result").is_some(), "{again}");
+    let gone = session.request("resources/unsubscribe", json!({"uri": uri("x")}));
+    assert!(gone.get("result").is_some(), "{gone}");
+    tool("fb", "update_resource", "x");
+    tool("fa", "update_resource", "x");
+    tool("fb", "update_resource", "z");
+    assert_eq!(
+        next_updated(&mut stream),
+        Some(uri("z")),
+        "x was heard of after its unsubscribe"
+    );
+}
+
 /// Requests sharing one id in flight in a session each get an answer at once — the one that
 /// took the id runs, the others are refused with -32600 — where rmcp, routing answers by id,
 /// left all but one waiting for ever.

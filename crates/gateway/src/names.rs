@@ -746,7 +746,11 @@ mod tests {
         assert_eq!(alone.route("files://etc"), None);
         assert!(!alone.claims("files://etc"));
         assert_eq!(alone.owner("files://readme"), Some("alpha"), "listed");
-        assert_eq!(alone.owner("other://x"), Some("alpha"), "no hidden template");
+        assert_eq!(
+            alone.owner("other://x"),
+            Some("alpha"),
+            "no hidden template"
+        );
         let two = ResourceView::new(&snapshot(true), Prefix::Server, Some(&profile));
         assert_eq!(two.owner("files://etc"), None, "a less specific template");
         assert_eq!(two.route("files://etc"), None);

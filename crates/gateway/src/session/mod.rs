@@ -1005,23 +1005,27 @@ impl ServerHandler for Session {
         let profile = profile_of(&context.extensions);
         let view = self.resource_view(profile.as_deref());
         let routed = view.route(&request.uri);
-        let found = {
+        let found: Vec<_> = {
             let mut subscriptions = lock(&self.state.subscriptions);
-            // Where it routes now, else (its server gone, the URI another's now) the one this
-            // client was shown under that URI.
-            let key = (routed.as_ref())
-                .filter(|key| subscriptions.contains_key(*key))
-                .or_else(|| {
-                    (subscriptions.keys())
-                        .find(|(server, uri)| view.shown(server, uri) == request.uri)
+            // Where it routes now, and every other this client was shown under that URI (its
+            // server gone, the URI another's now, subscribed again since): the client holds one
+            // subscription per URI, and one unsubscribe ends it.
+            let keys: Vec<_> = (subscriptions.keys())
+                .filter(|key| {
+                    routed.as_ref() == Some(*key) || view.shown(&key.0, &key.1) == request.uri
                 })
-                .cloned();
-            key.and_then(|key| subscriptions.remove(&key).map(|task| (key, task)))
+                .cloned()
+                .collect();
+            keys.into_iter()
+                .filter_map(|key| subscriptions.remove(&key).map(|task| (key, task)))
+                .collect()
         };
         // One still being made (`None`) is undone by its maker.
-        if let Some(((server, uri), Some(task))) = found {
-            task.abort();
-            self.state.shared.release(server, uri);
+        for ((server, uri), task) in found {
+            if let Some(task) = task {
+                task.abort();
+                self.state.shared.release(server, uri);
+            }
         }
         Ok(())
     }
