@@ -303,8 +303,21 @@ impl ServerHandler for FixtureServer {
         self.completions(&request)
     }
 
-    async fn on_roots_list_changed(&self, _context: NotificationContext<RoleServer>) {
+    async fn on_roots_list_changed(&self, context: NotificationContext<RoleServer>) {
         self.lock().roots_changed += 1;
+        // Asks the roots again outside any call, as a filesystem server does.
+        let state = self.state.clone();
+        tokio::spawn(async move {
+            #[allow(deprecated)] // roots: every protocol before 2026-07-28
+            let got = match context.peer.list_roots().await {
+                Ok(roots) => serde_json::to_value(roots).unwrap_or_default(),
+                Err(e) => serde_json::json!({"error": e.to_string()}),
+            };
+            state
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .roots_after_change = Some(got);
+        });
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {

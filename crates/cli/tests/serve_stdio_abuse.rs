@@ -356,9 +356,17 @@ impl Fronted {
     /// Started with `extra` arguments after `serve`, initialized at 2025-06-18, once
     /// `mcp__fx__slow` is listed.
     fn start(tag: &str, extra: &[&str]) -> Self {
+        Self::start_with(tag, extra, &[], json!({}))
+    }
+
+    /// [`Fronted::start`] with `fixture` arguments for the fixture, the client declaring
+    /// `capabilities`.
+    fn start_with(tag: &str, extra: &[&str], fixture: &[&str], capabilities: Value) -> Self {
         let dir = temp_home("serve-stdio-abuse", tag);
         let marker = format!("{tag}-{}", std::process::id());
-        let server = json!({"command": common::bin(), "args": ["fixture-server"],
+        let mut args = vec!["fixture-server"];
+        args.extend_from_slice(fixture);
+        let server = json!({"command": common::bin(), "args": args,
             "env": {MARKER_VAR: marker}});
         let document = json!({"mcpServers": {"fx": server}, "permissions": {"allow": ["mcp__**"]}});
         let config = dir.join("gateway.json");
@@ -388,7 +396,7 @@ impl Fronted {
         let answer = fronted.request(
             json!("init"),
             "initialize",
-            json!({"protocolVersion": "2025-06-18", "capabilities": {},
+            json!({"protocolVersion": "2025-06-18", "capabilities": capabilities,
                 "clientInfo": {"name": tag, "version": "1"}}),
         );
         assert!(answer.get("result").is_some(), "{answer}");
@@ -530,6 +538,53 @@ impl Drop for Fronted {
 
 /// A cancelled request's id is one entry only for the cancellation's grace (1 s): after it, a
 /// new request may use the id again.
+/// Over stdio the upstreams are the one client's: its `roots/list_changed` reaches them, and
+/// an upstream's `roots/list` outside any call (a filesystem server asks on each change) is
+/// asked of it — not answered with no roots.
+#[test]
+fn the_stdio_clients_roots_reach_its_upstreams_outside_calls() {
+    let mut fronted = Fronted::start_with(
+        "roots",
+        &[],
+        &["--client-requests"],
+        json!({"roots": {"listChanged": true}}),
+    );
+    let roots = json!({"roots": [{"uri": "file:///work/a", "name": "a"}]});
+    fronted.send(&json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}));
+    // Each call's answer, the roots/list asked meanwhile answered (bounded: 10 calls, 30 s).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for attempt in 0..10 {
+        let id = json!(format!("call-{attempt}"));
+        fronted.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "mcp__fx__ask_roots", "arguments": {}}}));
+        let answer = loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let message = fronted
+                .next_within(left)
+                .unwrap_or_else(|| panic!("no answer to {id}; log:\n{}", fronted.log()));
+            if message["method"] == "roots/list" {
+                fronted.send(&json!({"jsonrpc": "2.0", "id": message["id"], "result": roots}));
+            } else if message.get("method").is_none() && message["id"] == id {
+                break message;
+            }
+        };
+        let text = answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        let seen: Value = serde_json::from_str(text).unwrap_or_else(|_| panic!("{answer}"));
+        assert_eq!(seen["rootsListChanged"], json!(1), "{seen}");
+        assert_eq!(seen["result"], roots, "the roots within the call: {seen}");
+        // The upstream's own roots/list outside the call may still be on its way back.
+        if seen["rootsAfterChange"].is_null() {
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        }
+        assert_eq!(seen["rootsAfterChange"], roots, "{seen}");
+        return;
+    }
+    panic!("the upstream's roots/list after the change never came back");
+}
+
 #[test]
 fn a_cancelled_requests_id_is_free_again_after_the_grace() {
     let mut fronted = Fronted::start("reuse", &[]);

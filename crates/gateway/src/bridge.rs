@@ -14,7 +14,8 @@
 //!   (related-task `_meta`) the upstream task whose `tasks/result` a client awaits; otherwise (a
 //!   stdio upstream, the HTTP standalone stream) to the one client with a request in flight on that
 //!   upstream when there is exactly one (or when every call in flight there is one client
-//!   session's); with none, or several clients (it cannot be attributed), sampling and
+//!   session's); with none, the stdio gateway's one client (it is asked as if connected
+//!   directly); otherwise, or with several clients (it cannot be attributed), sampling and
 //!   elicitation are refused and roots are empty;
 //! - the in-flight record of a call is removed when the call ends, however it ends;
 //! - an approval is answered yes without asking only for the one tool the calling client's
@@ -94,7 +95,9 @@ impl Drop for Withdraw {
 #[derive(Clone)]
 pub(crate) struct Caller {
     peer: Peer<RoleServer>,
-    request: RequestId,
+    /// `None` for the stdio client asked outside any request of its own
+    /// ([`ClientBridge::reside`]).
+    request: Option<RequestId>,
     /// The request is a direct call (`crate::session::direct`): its own stream carries what
     /// is asked for it, which rmcp's session worker does not know.
     direct: Option<crate::direct::DirectCall>,
@@ -108,7 +111,7 @@ impl Caller {
     pub(crate) fn of(context: &RequestContext<RoleServer>) -> Self {
         Self {
             peer: context.peer.clone(),
-            request: context.id.clone(),
+            request: Some(context.id.clone()),
             direct: context
                 .extensions
                 .get::<crate::direct::DirectCall>()
@@ -124,9 +127,11 @@ impl Caller {
         if let Some(direct) = &self.direct {
             return direct.ask(request).await;
         }
-        request
-            .extensions_mut()
-            .insert(OriginatingRequestId(self.request.clone()));
+        if let Some(id) = &self.request {
+            request
+                .extensions_mut()
+                .insert(OriginatingRequestId(id.clone()));
+        }
         let handle = self
             .peer
             .send_request_with_option(request, rmcp::service::PeerRequestOptions::no_options())
@@ -266,6 +271,9 @@ struct Inner {
     /// Which call (its in-flight id) each in-flight upstream request belongs to; the runtime
     /// fills it for calls given a `caller` tag.
     tags: CallTags,
+    /// The stdio gateway's one client (its session id): an upstream's request outside any
+    /// call is that client's, as it would be connected directly.
+    resident: std::sync::Mutex<Option<(u64, Caller)>>,
 }
 
 /// A call in flight on an upstream.
@@ -386,6 +394,34 @@ impl ClientBridge {
         })
     }
 
+    /// Makes `peer`, session `session`'s client, the one an upstream's request outside any call
+    /// goes to (the stdio gateway's only client; never an HTTP one, whose upstreams are shared).
+    pub(crate) fn reside(&self, session: u64, peer: Peer<RoleServer>) {
+        let caller = Caller {
+            peer,
+            request: None,
+            direct: None,
+            ended: None,
+        };
+        *self
+            .inner
+            .resident
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some((session, caller));
+    }
+
+    /// Undoes [`Self::reside`] when `session` is the resident one.
+    pub(crate) fn leave(&self, session: u64) {
+        let mut resident = self
+            .inner
+            .resident
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if resident.as_ref().is_some_and(|(id, _)| *id == session) {
+            *resident = None;
+        }
+    }
+
     /// Records a call of `caller` in flight on `server` until the guard drops.
     pub(crate) fn enter(&self, server: &str, caller: Caller) -> InFlight {
         self.enter_task(server, caller, None)
@@ -443,7 +479,7 @@ impl Inner {
             return Route::Caller(peer);
         }
         let Some(calls) = self.inflight.get(server) else {
-            return Route::Nobody;
+            return self.resident();
         };
         if let Some(tag) = origin.caller {
             return match calls.iter().find(|entry| entry.id == tag) {
@@ -457,7 +493,7 @@ impl Inner {
             return Route::Caller(entry.caller.clone());
         }
         match calls.as_slice() {
-            [] => Route::Nobody,
+            [] => self.resident(),
             [only] => Route::Caller(only.caller.clone()),
             // Several calls of one client (a host running calls side by side over stdio): the
             // request is that client's whichever call it is for.
@@ -466,6 +502,14 @@ impl Inner {
             }
             several => Route::Ambiguous(several.len()),
         }
+    }
+
+    /// The stdio client, else nobody.
+    fn resident(&self) -> Route {
+        let resident = self.resident.lock().unwrap_or_else(|e| e.into_inner());
+        resident
+            .as_ref()
+            .map_or(Route::Nobody, |(_, caller)| Route::Caller(caller.clone()))
     }
 
     /// The calling client of a sampling or elicitation request, or the error that refuses it.

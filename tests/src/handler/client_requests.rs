@@ -5,7 +5,8 @@
 //! sees what reached the server.
 //!
 //! Invariant: the fixture never interprets the answer; it reports it as received, with the
-//! number of `notifications/roots/list_changed` this server got so far.
+//! number of `notifications/roots/list_changed` this server got so far and what its own
+//! `roots/list`, asked on the last of them outside any call, got.
 
 use rmcp::{
     ErrorData as McpError, RoleServer,
@@ -102,7 +103,9 @@ impl FixtureServer {
             Err(e) => json!({"error": {"message": e.to_string()}}),
         };
         let mut answer = answer;
-        answer["rootsListChanged"] = json!(self.lock().roots_changed);
+        let state = self.lock();
+        answer["rootsListChanged"] = json!(state.roots_changed);
+        answer["rootsAfterChange"] = json!(state.roots_after_change);
         Some(Ok(text_result(answer.to_string())))
     }
 }

@@ -119,6 +119,7 @@ impl SessionState {
 impl Drop for SessionState {
     fn drop(&mut self) {
         self.shared.sessions.remove(&self.id);
+        self.shared.bridge.leave(self.id);
         if let Some(key) = self.http_key.get() {
             self.shared.held.remove(key, self);
         }
@@ -572,8 +573,30 @@ impl ServerHandler for Session {
                 .held
                 .insert(&opened.payload.session, &self.state, context.peer.clone());
         }
+        // The stdio client is the only one: an upstream's request outside any call (its roots
+        // asked at start, say) is its.
+        if self.state.lines.is_some() {
+            self.shared()
+                .bridge
+                .reside(self.state.id, context.peer.clone());
+        }
         self.shared()
             .register(self.state.id, Listener::Peer(context.peer), profile);
+    }
+
+    async fn on_roots_list_changed(&self, _context: NotificationContext<RoleServer>) {
+        // Over stdio the upstreams are this client's alone: they are told, and ask its roots
+        // again. Over HTTP they are shared by every client (and an upstream's roots/list
+        // outside a call is answered with none): not forwarded.
+        if self.state.lines.is_some() {
+            let told = self.runtime().notify_roots_changed().await;
+            tracing::debug!(told, "forwarded the client's roots/list_changed");
+        } else {
+            tracing::debug!(
+                session = self.state.id,
+                "a client's roots/list_changed is not forwarded: the upstreams serve every client"
+            );
+        }
     }
 
     async fn list_tools(
