@@ -346,3 +346,144 @@ fn each_client_answers_its_own_tasks_question_while_waiting_on_its_result() {
         );
     }
 }
+
+/// The gateway in front of the scripted upstream `up` (`tests/python/task_upstream.py`: its
+/// tasks ask for input on their own schedule, may announce themselves, and are numbered from
+/// `T1` in each process), with profiles `alice` and `bob`; and the file the upstream's process
+/// writes its pid to.
+fn scripted_gateway(tag: &str) -> (Served, std::path::PathBuf) {
+    let dir = temp_home("serve-tasks-2025", tag);
+    let pid_file = dir.join("upstream.pid");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/python/task_upstream.py");
+    let server = json!({
+        "command": common::peers().join("py/bin/python"),
+        "args": [script],
+        "env": {"TASK_UPSTREAM_PID": pid_file}
+    });
+    let document = json!({
+        "mcpServers": {"up": server},
+        "permissions": {"allow": ["mcp__up__*"]},
+        "gateway": {"clients": {
+            "alice": {"auth": {"type": "bearer", "tokenEnv": "GW_ALICE"}},
+            "bob": {"auth": {"type": "bearer", "tokenEnv": "GW_BOB"}}
+        }}
+    });
+    let config = dir.join("gateway.json");
+    std::fs::write(&config, document.to_string()).expect("write config");
+    let stderr = std::fs::File::create(dir.join("serve.log")).expect("log file");
+    let env = [("GW_ALICE", ALICE), ("GW_BOB", BOB)];
+    let gateway = Served::start_with_env(&dir, &config, &[], Stdio::from(stderr), &env);
+    let (probe, _) = Session::open(&gateway.addr, ALICE, json!({}), "probe");
+    probe.wait_listed("mcp__up__work", Duration::from_secs(60));
+    (gateway, pid_file)
+}
+
+/// `up`'s `work` as a task of `session`, with `arguments`: the answer.
+fn work_task(session: &Session<'_>, arguments: Value) -> Value {
+    session.request(
+        "tools/call",
+        json!({"name": "mcp__up__work", "task": {"ttl": 60_000}, "arguments": arguments}),
+    )
+}
+
+/// A task that asks for input while its client awaits no `tasks/result` names the task, not a
+/// call: the question goes to no other client's call in flight on that upstream (it went to the
+/// only one, whose answer then fed the first client's task).
+#[test]
+fn a_tasks_question_no_one_awaits_never_reaches_another_clients_call() {
+    let (gateway, _) = scripted_gateway("unawaited");
+    let mut capabilities = sep1686_tasks();
+    capabilities["elicitation"] = json!({});
+    let (alice, _) = Session::open(&gateway.addr, ALICE, capabilities.clone(), "alice");
+    let (bob, _) = Session::open(&gateway.addr, BOB, capabilities, "bob");
+    let arguments = json!({"who": "alice", "secs": 0.1, "ask": true, "ask_after": 0.3});
+    let created = work_task(&alice, arguments);
+    let id = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no task: {created}"))
+        .to_string();
+    // Bob's call is in flight on the upstream while alice's task asks.
+    let request = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "mcp__up__sleep", "arguments": {"secs": 1.5}}});
+    let mut call = Sse::post(&bob, &request);
+    let mut seen = Vec::new();
+    for message in (0..100).map_while(|_| call.next()) {
+        let answered = message["id"] == 7 && message.get("method").is_none();
+        seen.push(message);
+        if answered {
+            break;
+        }
+    }
+    assert!(
+        seen.iter().all(|m| m["method"] != "elicitation/create"),
+        "bob was asked alice's task's question: {seen:?}"
+    );
+    let last = seen.last().cloned().unwrap_or_default();
+    assert!(last["result"]["content"].is_array(), "bob's call: {last}");
+    let result = on_task(&alice, "tasks/result", &id);
+    let text = result["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.contains("for alice") && !text.contains("bob"),
+        "{result}"
+    );
+}
+
+/// A stdio server numbers its tasks afresh when it restarts: a client's id of the previous
+/// process's `T1` answers that the task is gone (it reached the new `T1`, another client's),
+/// and that client's route of the old `T1` takes no status of the new one, which reaches its
+/// own client.
+#[test]
+fn a_restarted_servers_task_ids_never_reach_another_clients_task() {
+    let (gateway, pid_file) = scripted_gateway("restart");
+    let (alice, _) = Session::open(&gateway.addr, ALICE, sep1686_tasks(), "alice");
+    let (bob, _) = Session::open(&gateway.addr, BOB, sep1686_tasks(), "bob");
+    // Bob's calls bind to this listing: one of them starts the exited server again (R7).
+    bob.wait_listed("mcp__up__work", Duration::from_secs(20));
+    let created = work_task(&alice, json!({"who": "alice", "secs": 30}));
+    let alice_id = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no task: {created}"))
+        .to_string();
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .expect("the upstream's pid")
+        .trim()
+        .parse()
+        .expect("a pid");
+    // SAFETY: a signal to the upstream process this test's gateway started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    let mut statuses = Sse::get(&bob);
+    // The next call starts the server again (bounded: 100 tries, 20 s).
+    let start = Instant::now();
+    let bob_id = loop {
+        let created = work_task(&bob, json!({"who": "bob", "secs": 0.5, "announce": true}));
+        if let Some(id) = created["result"]["task"]["taskId"].as_str() {
+            break id.to_string();
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "{created}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    for method in ["tasks/get", "tasks/result", "tasks/cancel"] {
+        let answer = on_task(&alice, method, &alice_id);
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("the task is gone") && message.contains("\"up\""),
+            "{method} of alice's task of the previous process: {answer}"
+        );
+    }
+    let announced = (0..100)
+        .map_while(|_| statuses.next())
+        .find(|m| m["method"] == "notifications/tasks/status")
+        .unwrap_or_else(|| panic!("bob got no status of his task"));
+    assert_eq!(announced["params"]["taskId"], json!(bob_id), "{announced}");
+    // The first: the one announced before the task reached the gateway (held for bob, not
+    // sent along alice's route of the old T1).
+    assert_eq!(announced["params"]["status"], "working", "{announced}");
+    let result = on_task(&bob, "tasks/result", &bob_id);
+    let text = result["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("result of T1 for bob"), "{result}");
+}

@@ -11,7 +11,9 @@
 //!   carries its client; an upstream's own request goes to the call's client when it is known
 //!   to belong to a call (it arrived on that call's Streamable HTTP response stream, or the
 //!   runtime asks it within the call: the call's tag is its [`InFlight`] id), or when it names
-//!   (related-task `_meta`) the upstream task whose `tasks/result` a client awaits; otherwise (a
+//!   (related-task `_meta`) the upstream task whose `tasks/result` a client awaits (naming a
+//!   task no client awaits, it goes to no other client's call: only to the stdio client, else
+//!   refused); otherwise (a
 //!   stdio upstream, the HTTP standalone stream) to the one client with a request in flight on that
 //!   upstream when there is exactly one (or when every call in flight there is one client
 //!   session's); with none, the stdio gateway's one client (it is asked as if connected
@@ -487,10 +489,14 @@ impl Inner {
                 None => Route::Nobody,
             };
         }
-        if let Some(task) = &origin.related_task
-            && let Some(entry) = calls.iter().find(|e| e.task.as_ref() == Some(task))
-        {
-            return Route::Caller(entry.caller.clone());
+        if let Some(task) = &origin.related_task {
+            // A request naming a task is that task's client's: the one awaiting its result, or
+            // (no one awaiting it) the stdio client — never another client's call that happens
+            // to be the only one in flight.
+            return match calls.iter().find(|e| e.task.as_ref() == Some(task)) {
+                Some(entry) => Route::Caller(entry.caller.clone()),
+                None => self.resident(),
+            };
         }
         match calls.as_slice() {
             [] => self.resident(),

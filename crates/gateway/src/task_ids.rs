@@ -25,6 +25,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
+use mcp_harness_runtime::catalog::{ServerState, Snapshot};
+
 use crate::sealed::SessionKeys;
 use crate::sync::lock;
 
@@ -93,6 +95,44 @@ pub(crate) struct UpstreamTask {
     pub(crate) task_id: String,
     #[serde(rename = "n", default, skip_serializing_if = "Option::is_none")]
     pub(crate) tool: Option<String>,
+    /// The connection that made it, for a server whose tasks end with its connection (a stdio
+    /// server's process): [`generation`] when the task was created. A task of an earlier
+    /// connection is gone, and its id may name another client's task on the new one.
+    #[serde(rename = "g", default, skip_serializing_if = "Option::is_none")]
+    pub(crate) generation: Option<u64>,
+}
+
+/// Which connection of `server` is up in `snapshot`, for a server whose tasks end with its
+/// connection (stdio: the process); `None` for another (a remote server's tasks may outlive a
+/// connection) and for one not connected.
+pub(crate) fn generation(snapshot: &Snapshot, server: &str) -> Option<u64> {
+    let status = snapshot.servers.get(server)?;
+    if status.transport != "stdio" || status.state != ServerState::Connected {
+        return None;
+    }
+    // When it connected: the connected state lasts as long as the connection.
+    let since = status.since.duration_since(std::time::UNIX_EPOCH).ok()?;
+    Some(u64::try_from(since.as_nanos()).unwrap_or(u64::MAX))
+}
+
+impl UpstreamTask {
+    /// Whether the connection that made the task is gone (the task with it).
+    pub(crate) fn outlived(&self, snapshot: &Snapshot) -> bool {
+        self.generation
+            .is_some_and(|made| Some(made) != generation(snapshot, &self.server))
+    }
+
+    /// The error for a client's task whose connection is gone.
+    pub(crate) fn gone(&self) -> rmcp::ErrorData {
+        rmcp::ErrorData::invalid_params(
+            format!(
+                "the task is gone: server \"{}\" restarted (or is not connected) since the task \
+                 was created, and a stdio server's tasks end with its process; call the tool again",
+                self.server
+            ),
+            None,
+        )
+    }
 }
 
 /// Seals and opens task ids (see the module doc).
@@ -111,6 +151,9 @@ pub(crate) struct Route {
     pub(crate) session: u64,
     /// The sealed id the session holds for the task.
     pub(crate) id: String,
+    /// The task's [`UpstreamTask::generation`]: a status from a later connection of the
+    /// server is another task's, whatever its id.
+    pub(crate) generation: Option<u64>,
 }
 
 /// The SEP-1686 tasks handed out and still running, (server, upstream id) → [`Route`].
@@ -142,6 +185,17 @@ impl RouteTable {
         self.order.remove(&seq);
         self.uncount(route.session);
         Some(route)
+    }
+
+    /// Forgets the route of `key` when it is a task of another connection than `now`.
+    fn forget_outlived(&mut self, key: &(String, String), now: Option<u64>) {
+        let outlived = self
+            .by_task
+            .get(key)
+            .is_some_and(|(_, route)| route.generation.is_some_and(|made| Some(made) != now));
+        if outlived {
+            self.remove(key);
+        }
     }
 
     fn uncount(&mut self, session: u64) {
@@ -179,18 +233,27 @@ impl Routes {
         self.inserted.notify_one();
     }
 
-    /// Whether task `task_id` on `server` has a route.
-    pub(crate) fn has(&self, server: &str, task_id: &str) -> bool {
-        lock(&self.inner)
-            .by_task
-            .contains_key(&(server.to_string(), task_id.to_string()))
-    }
-
-    /// Where a status of task `task_id` on `server` goes; `terminal`: the task ended, so the
-    /// route is forgotten as it is given.
-    pub(crate) fn route(&self, server: &str, task_id: &str, terminal: bool) -> Option<Route> {
+    /// Whether task `task_id` on `server`'s connection `now` ([`generation`]) has a route; a
+    /// route of an earlier connection's task of that id is forgotten.
+    pub(crate) fn has(&self, server: &str, task_id: &str, now: Option<u64>) -> bool {
         let key = (server.to_string(), task_id.to_string());
         let mut table = lock(&self.inner);
+        table.forget_outlived(&key, now);
+        table.by_task.contains_key(&key)
+    }
+
+    /// Where a status of task `task_id` on `server`'s connection `now` goes; `terminal`: the
+    /// task ended, so the route is forgotten as it is given.
+    pub(crate) fn route(
+        &self,
+        server: &str,
+        task_id: &str,
+        terminal: bool,
+        now: Option<u64>,
+    ) -> Option<Route> {
+        let key = (server.to_string(), task_id.to_string());
+        let mut table = lock(&self.inner);
+        table.forget_outlived(&key, now);
         if terminal {
             table.remove(&key)
         } else {
@@ -289,6 +352,7 @@ mod tests {
             server: "fx".into(),
             task_id: "abc-123".into(),
             tool: Some("slow".into()),
+            generation: None,
         };
         let alice = owner(Some("alice"), Some("s1"));
         let id = ids.issue(&task, &alice);
@@ -318,6 +382,7 @@ mod tests {
             server: "everything".into(),
             task_id: "t-1".into(),
             tool: None,
+            generation: None,
         };
         let alice = owner(Some("alice"), Some("s1"));
         let augmented = ids.issue_kind(TaskKind::Augmented, &task, &alice);
@@ -351,10 +416,35 @@ mod tests {
             server: "fx".into(),
             task_id: "t".into(),
             tool: None,
+            generation: None,
         };
         let id = one.issue(&task, &Owner::default());
         assert_eq!(two.open(&id, &Owner::default()), Some(task));
         assert_eq!(TaskIds::default().open(&id, &Owner::default()), None);
+    }
+
+    /// A route of a task made on an earlier connection (a stdio server restarted, numbering
+    /// its tasks afresh) routes no status of the new connection's task of that id.
+    #[test]
+    fn a_route_of_an_earlier_connection_is_forgotten() {
+        let routes = Routes::default();
+        let task = UpstreamTask {
+            server: "up".into(),
+            task_id: "T1".into(),
+            tool: None,
+            generation: Some(7),
+        };
+        let route = Route {
+            session: 1,
+            id: "sealed".into(),
+            generation: Some(7),
+        };
+        routes.insert(&task, route.clone());
+        assert!(routes.has("up", "T1", Some(7)));
+        assert_eq!(routes.route("up", "T1", false, Some(7)), Some(route));
+        assert!(!routes.has("up", "T1", Some(8)), "another connection's T1");
+        assert_eq!(routes.route("up", "T1", false, Some(7)), None, "forgotten");
+        assert!(lock(&routes.inner).per_session.is_empty());
     }
 
     #[test]
@@ -364,20 +454,26 @@ mod tests {
             server: "ev".into(),
             task_id: format!("t{n}"),
             tool: None,
+            generation: None,
         };
         let to = |session: u64, n: usize| Route {
             session,
             id: format!("sealed-{n}"),
+            generation: None,
         };
         routes.insert(&task(0), to(1, 0));
         routes.insert(&task(1), to(2, 1));
-        assert_eq!(routes.route("ev", "t0", false), Some(to(1, 0)));
-        assert_eq!(routes.route("other", "t0", false), None);
-        assert_eq!(routes.route("ev", "t0", true), Some(to(1, 0)));
-        assert_eq!(routes.route("ev", "t0", false), None, "gone once terminal");
+        assert_eq!(routes.route("ev", "t0", false, None), Some(to(1, 0)));
+        assert_eq!(routes.route("other", "t0", false, None), None);
+        assert_eq!(routes.route("ev", "t0", true, None), Some(to(1, 0)));
+        assert_eq!(
+            routes.route("ev", "t0", false, None),
+            None,
+            "gone once terminal"
+        );
         routes.forget_session(2);
         assert_eq!(
-            routes.route("ev", "t1", false),
+            routes.route("ev", "t1", false, None),
             None,
             "gone with its session"
         );
@@ -386,18 +482,18 @@ mod tests {
         }
         assert_eq!(routes.len(), MAX_ROUTES);
         assert_eq!(
-            routes.route("ev", "t9", false),
+            routes.route("ev", "t9", false, None),
             None,
             "the oldest went first"
         );
-        assert_eq!(routes.route("ev", "t10", false), Some(to(3, 10)));
+        assert_eq!(routes.route("ev", "t10", false, None), Some(to(3, 10)));
         routes.insert(&task(10), to(4, 10));
         assert_eq!(
             routes.len(),
             MAX_ROUTES,
             "a task routed again is not counted twice"
         );
-        assert_eq!(routes.route("ev", "t10", false), Some(to(4, 10)));
+        assert_eq!(routes.route("ev", "t10", false, None), Some(to(4, 10)));
         routes.forget_session(3);
         assert_eq!(routes.len(), 1, "session 3's routes went with it, not 4's");
         routes.forget_session(4);

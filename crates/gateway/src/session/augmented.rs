@@ -244,6 +244,7 @@ impl Session {
             server: called.server.clone(),
             task_id: created.task.task_id.clone(),
             tool: Some(called.tool.clone()),
+            generation: crate::task_ids::generation(&self.runtime().snapshot(), &called.server),
         };
         let id = self
             .shared()
@@ -254,6 +255,7 @@ impl Session {
             Route {
                 session: self.state.id,
                 id: id.clone(),
+                generation: upstream.generation,
             },
         );
         let task = serde_json::to_value(&created.task).unwrap_or_default();
@@ -294,6 +296,9 @@ impl Session {
                 };
                 McpError::invalid_params(message, None)
             })?;
+        if task.outlived(&self.runtime().snapshot()) {
+            return Err(task.gone());
+        }
         let mut upstream = JsonObject::new();
         upstream.insert("taskId".into(), task.task_id.clone().into());
         // A task's own requests (elicitation, sampling) arrive while tasks/result waits: they

@@ -171,7 +171,10 @@ impl Early {
         let keys: Vec<_> = self
             .0
             .keys()
-            .filter(|(server, task)| shared.task_ids.routes.has(server, task))
+            .filter(|(server, task)| {
+                let now = crate::task_ids::generation(&shared.runtime.snapshot(), server);
+                shared.task_ids.routes.has(server, task, now)
+            })
             .cloned()
             .collect();
         keys.iter()
@@ -214,7 +217,12 @@ pub(crate) fn spawn(shared: &Arc<Shared>) {
                 Err(RecvError::Closed) => break,
             };
             let Some(shared) = weak.upgrade() else { break };
-            if !shared.task_ids.routes.has(&update.server, &update.task_id) {
+            let now = crate::task_ids::generation(&shared.runtime.snapshot(), &update.server);
+            if !shared
+                .task_ids
+                .routes
+                .has(&update.server, &update.task_id, now)
+            {
                 tracing::trace!(server = %update.server, "task status before its task was handed out; held");
                 early.hold(update);
                 continue;
@@ -235,10 +243,11 @@ fn send(
     update: TaskStatusUpdate,
 ) {
     let terminal = update.is_terminal();
+    let now = crate::task_ids::generation(&shared.runtime.snapshot(), &update.server);
     let Some(route) = shared
         .task_ids
         .routes
-        .route(&update.server, &update.task_id, terminal)
+        .route(&update.server, &update.task_id, terminal, now)
     else {
         tracing::trace!(server = %update.server, "task status of a task not handed out here; dropped");
         return;

@@ -130,6 +130,7 @@ impl Session {
             server: called.server.clone(),
             task_id: created.task.task_id.clone(),
             tool: Some(called.tool.clone()),
+            generation: crate::task_ids::generation(&self.runtime().snapshot(), &called.server),
         };
         let id = self.shared().task_ids.issue(&upstream, &owner(context));
         translate_meta(&mut created.meta, &upstream.task_id, &id);
@@ -143,7 +144,8 @@ impl Session {
         id: &str,
         context: &RequestContext<RoleServer>,
     ) -> Result<UpstreamTask, McpError> {
-        self.shared()
+        let task = self
+            .shared()
             .task_ids
             .open(id, &owner(context))
             .ok_or_else(|| {
@@ -151,7 +153,11 @@ impl Session {
                     "unknown task id: not a task this client created through this gateway (or it was issued under a session key no longer configured)",
                     None,
                 )
-            })
+            })?;
+        if task.outlived(&self.runtime().snapshot()) {
+            return Err(task.gone());
+        }
+        Ok(task)
     }
 
     /// `tasks/get`, routed to the owning server.
