@@ -158,3 +158,37 @@ fn a_session_that_only_calls_tools_is_not_ended_as_idle() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// A form the upstream asked of a direct call's client, still unanswered when the call times
+/// out, is withdrawn: the client is sent `notifications/cancelled` naming the form's request
+/// (it could close the form), as through rmcp's session worker — it was left open, and the
+/// upstream's request unanswered, for as long as the session lived.
+#[test]
+fn a_direct_calls_unanswered_question_is_withdrawn_when_the_call_times_out() {
+    let dir = temp_home("serve-direct", "withdraw");
+    let config = dir.join("gateway.json");
+    let server = json!({"command": common::bin(), "args": ["fixture-server", "--client-requests"],
+                        "toolTimeoutSec": 2});
+    let document = json!({"mcpServers": {"fx": server}, "permissions": {"allow": ["mcp__fx__*"]}});
+    std::fs::write(&config, document.to_string()).expect("write config");
+    let served = Served::start(&dir, &config, &[], Stdio::null());
+    let (session, _) = Session::open(&served.addr, "unused", json!({"elicitation": {}}), "asked");
+    session.wait_listed("mcp__fx__ask_form", Duration::from_secs(20));
+    let mut notices = Sse::get(&session);
+    let call = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                      "params": {"name": "mcp__fx__ask_form", "arguments": {}}});
+    let mut stream = Sse::post(&session, &call);
+    let asked = stream.next().expect("the form, on the call's stream");
+    assert_eq!(asked["method"], "elicitation/create", "{asked}");
+    // Not answered: the call times out.
+    let answer = (0..100)
+        .map_while(|_| stream.next())
+        .find(|m| m["id"] == 9 && m.get("method").is_none())
+        .expect("the call's answer");
+    assert!(answer.to_string().contains("2s"), "a timeout: {answer}");
+    let withdrawn = (0..100)
+        .map_while(|_| notices.next())
+        .find(|m| m["method"] == "notifications/cancelled")
+        .expect("the form withdrawn on the session's stream");
+    assert_eq!(withdrawn["params"]["requestId"], asked["id"], "{withdrawn}");
+}

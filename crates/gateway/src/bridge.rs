@@ -124,23 +124,36 @@ impl Caller {
 
     /// Sends `request` to the client on the stream of the request this caller makes. Given up
     /// before the answer (the call it was for timed out, was cancelled or ended), it is
-    /// withdrawn: the client is told (`notifications/cancelled`) and can close its form.
+    /// withdrawn: the client is told (`notifications/cancelled`, on the session's stream) and
+    /// can close its form — on a direct call's stream as on rmcp's.
     async fn ask(&self, mut request: ServerRequest) -> Result<ClientResult, ServiceError> {
-        if let Some(direct) = &self.direct {
-            return direct.ask(request).await;
-        }
-        if let Some(id) = &self.request {
-            request
-                .extensions_mut()
-                .insert(OriginatingRequestId(id.clone()));
-        }
-        let handle = self
-            .peer
-            .send_request_with_option(request, rmcp::service::PeerRequestOptions::no_options())
-            .await?;
-        let mut withdraw = Withdraw {
-            peer: Some(self.peer.clone()),
-            id: handle.id.clone(),
+        let asked = async {
+            if let Some(direct) = &self.direct {
+                let id = direct.next_id();
+                let mut withdraw = Withdraw {
+                    peer: Some(self.peer.clone()),
+                    id: id.clone(),
+                };
+                let answer = direct.ask(id, request).await;
+                withdraw.peer = None;
+                return answer;
+            }
+            if let Some(id) = &self.request {
+                request
+                    .extensions_mut()
+                    .insert(OriginatingRequestId(id.clone()));
+            }
+            let handle = self
+                .peer
+                .send_request_with_option(request, rmcp::service::PeerRequestOptions::no_options())
+                .await?;
+            let mut withdraw = Withdraw {
+                peer: Some(self.peer.clone()),
+                id: handle.id.clone(),
+            };
+            let answer = handle.await_response().await;
+            withdraw.peer = None;
+            answer
         };
         let ended = async {
             match &self.ended {
@@ -148,18 +161,14 @@ impl Caller {
                 None => std::future::pending().await,
             }
         };
-        let answer = tokio::select! {
-            answer = handle.await_response() => answer,
+        tokio::select! {
+            answer = asked => answer,
             // The upstream that asked may never say it gave up: the call's end does.
-            () = ended => {
-                return Err(ServiceError::McpError(McpError::invalid_request(
-                    "the call this was asked for ended before the client answered",
-                    None,
-                )));
-            }
-        };
-        withdraw.peer = None;
-        answer
+            () = ended => Err(ServiceError::McpError(McpError::invalid_request(
+                "the call this was asked for ended before the client answered",
+                None,
+            ))),
+        }
     }
 
     /// Asks the client's elicitation `params`.

@@ -178,9 +178,18 @@ impl DirectCall {
         self.stream.send(message).await.is_ok()
     }
 
-    /// Asks the client `request` on the call's stream and waits for its answer.
-    pub(crate) async fn ask(&self, request: ServerRequest) -> Result<ClientResult, ServiceError> {
-        let id = RequestId::Number(self.calls.next_ask.fetch_add(1, Ordering::Relaxed) as i64);
+    /// A fresh id for a request of this call to its client.
+    pub(crate) fn next_id(&self) -> RequestId {
+        RequestId::Number(self.calls.next_ask.fetch_add(1, Ordering::Relaxed) as i64)
+    }
+
+    /// Asks the client `request` as `id` ([`DirectCall::next_id`]) on the call's stream and
+    /// waits for its answer; dropped first, the ask is forgotten (the caller withdraws it).
+    pub(crate) async fn ask(
+        &self,
+        id: RequestId,
+        request: ServerRequest,
+    ) -> Result<ClientResult, ServiceError> {
         let (tx, rx) = oneshot::channel();
         let key = (self.identity.clone(), id.clone());
         self.calls.asks.insert(key.clone(), tx);
