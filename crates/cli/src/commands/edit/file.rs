@@ -7,7 +7,9 @@
 //! the original (a reader sees the old file or the new one, never half of one), with the
 //! original's permission bits (new files: 0600, they may hold secrets), written through a symlink
 //! to its target; one edit at a time per folder (an exclusive `flock` on the folder, held from
-//! the read to the rename: [`lock`]), so two edits at once never lose one another's change; a
+//! the read to the rename: [`lock`]), so two edits at once never lose one another's change, and
+//! the file is replaced only while it still holds the bytes read (another program's change made
+//! meanwhile is kept, the edit refused: [`EditError::Changed`]); a read-only file is refused; a
 //! file with comments or trailing commas is read but never written (JSON cannot
 //! keep them, and dropping a user's comments silently is worse than refusing).
 
@@ -45,6 +47,13 @@ pub(crate) enum EditError {
     /// The file, or the result of the edit, is not a valid config.
     #[error("{0}")]
     Invalid(String),
+    /// The file changed on disk between this command's read and its write (another program
+    /// edited it: editors and hosts do not take our folder lock).
+    #[error(
+        "{file} changed on disk while this command ran (another program edited it); nothing \
+         was written, so that change is kept — run the command again"
+    )]
+    Changed { file: String },
     /// Wrong arguments.
     #[error("{0}")]
     Usage(String),
@@ -65,7 +74,7 @@ impl EditError {
             EditError::Io {
                 action: "read it", ..
             } => crate::exit::Exit::Usage,
-            EditError::Io { .. } => crate::exit::Exit::Failed,
+            EditError::Io { .. } | EditError::Changed { .. } => crate::exit::Exit::Failed,
             _ => crate::exit::Exit::Usage,
         }
         .code()
@@ -187,6 +196,22 @@ impl ConfigFile {
         }
         let text = self.doc.pretty();
         sources::import_text(&text, &self.path).map_err(|e| EditError::Invalid(e.to_string()))?;
+        // Written over only as it was read: a change another program made meanwhile (while
+        // `import` asked its question, say) is not lost to ours.
+        let on_disk = match std::fs::read(&self.path) {
+            Ok(bytes) => Some(bytes),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(source) => {
+                return Err(EditError::Io {
+                    file: self.shown(),
+                    action: "read it again before writing",
+                    source,
+                });
+            }
+        };
+        if on_disk != self.before {
+            return Err(EditError::Changed { file: self.shown() });
+        }
         write_atomic(&self.path, text.as_bytes()).map_err(|source| EditError::Io {
             file: self.shown(),
             action: "write it",
@@ -251,10 +276,20 @@ impl Drop for TempFile<'_> {
 }
 
 /// Replaces `path` with `bytes`: a temp file beside the target (links followed), with the
-/// target's permission bits (0600 for a new file), synced, then renamed over it.
+/// target's permission bits (0600 for a new file) and owner, synced, then renamed over it and
+/// the folder synced. A file its owner made read-only is refused, not replaced.
 fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt as _;
     let target = match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_symlink() => std::fs::canonicalize(path)?,
+        Ok(m) if m.file_type().is_symlink() => std::fs::canonicalize(path).map_err(|e| {
+            let to = std::fs::read_link(path)
+                .map(|t| shown(&t))
+                .unwrap_or_default();
+            std::io::Error::new(
+                e.kind(),
+                format!("it is a symbolic link to {to}, which cannot be followed ({e})"),
+            )
+        })?,
         _ => path.to_path_buf(),
     };
     let dir = match target.parent() {
@@ -262,11 +297,23 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         _ => PathBuf::from("."),
     };
     std::fs::create_dir_all(&dir)?;
-    let mode = match std::fs::metadata(&target) {
-        Ok(m) => m.permissions().mode() & 0o7777,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0o600,
+    let existing = match std::fs::metadata(&target) {
+        Ok(m) => Some(m),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(e),
     };
+    let mode = existing
+        .as_ref()
+        .map_or(0o600, |m| m.permissions().mode() & 0o7777);
+    if existing.is_some() && mode & 0o200 == 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "it is read-only (mode {mode:04o}); make it writable (`chmod u+w`) to edit it \
+                 with mcp-harness"
+            ),
+        ));
+    }
     let name = target
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -284,11 +331,108 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
             .mode(0o600)
             .open(tmp.path)?;
         f.write_all(bytes)?;
+        // The original's owner (an edit run with sudo leaves the user's file the user's); as
+        // another user only root may, and then the file becomes the editor's.
+        if let Some(m) = &existing
+            && (m.uid(), m.gid()) != (f.metadata()?.uid(), f.metadata()?.gid())
+            && let Err(e) = std::os::unix::fs::fchown(&f, Some(m.uid()), Some(m.gid()))
+        {
+            tracing::debug!(error = %e, "the config file's owner could not be kept");
+        }
         // The umask applied at creation does not apply here: the original's bits exactly.
         f.set_permissions(std::fs::Permissions::from_mode(mode))?;
         f.sync_all()?;
     }
     std::fs::rename(tmp.path, &target)?;
     tmp.done = true;
+    // The rename itself is durable once the folder is synced.
+    if let Ok(folder) = std::fs::File::open(&dir) {
+        let _ = folder.sync_all();
+    }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fresh folder for one test.
+    fn folder(tag: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("mcp-harness-edit-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp folder");
+        dir
+    }
+
+    fn add_server(file: &mut ConfigFile) {
+        let mut server = Object::default();
+        server.insert("command", Json::String("ours".into()));
+        file.servers_mut()
+            .expect("servers")
+            .insert("ours", Json::Object(server));
+    }
+
+    /// A change another program made after the read is kept: the edit writes nothing and says
+    /// so (it was overwritten with the copy read before).
+    #[test]
+    fn a_file_changed_since_it_was_read_is_not_written_over() {
+        let path = folder("changed").join("config.json");
+        std::fs::write(&path, r#"{"mcpServers": {}}"#).expect("write");
+        let mut file = ConfigFile::open(&path).expect("open");
+        add_server(&mut file);
+        let theirs = r#"{"mcpServers": {}, "permissions": {"deny": ["mcp__x__rm"]}}"#;
+        std::fs::write(&path, theirs).expect("their edit");
+        let refused = file.save().expect_err("refused");
+        assert!(matches!(refused, EditError::Changed { .. }), "{refused}");
+        assert_eq!(refused.exit_code(), 1);
+        assert!(
+            refused.to_string().contains("run the command again"),
+            "{refused}"
+        );
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), theirs);
+        // Created meanwhile, too.
+        let new = path.with_file_name("new.json");
+        let mut file = ConfigFile::open(&new).expect("open");
+        add_server(&mut file);
+        std::fs::write(&new, "{}").expect("their file");
+        assert!(matches!(file.save(), Err(EditError::Changed { .. })));
+        // Unchanged: written.
+        let mut file = ConfigFile::open(&path).expect("open");
+        add_server(&mut file);
+        file.save().expect("saved");
+        assert!(
+            std::fs::read_to_string(&path)
+                .expect("read")
+                .contains("ours")
+        );
+    }
+
+    /// A file its owner made read-only is refused, naming the fix; a link to nowhere names
+    /// where it points.
+    #[test]
+    fn a_read_only_file_and_a_dangling_link_are_refused_clearly() {
+        let dir = folder("modes");
+        let path = dir.join("config.json");
+        std::fs::write(&path, "{}").expect("write");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).expect("chmod");
+        let mut file = ConfigFile::open(&path).expect("open");
+        add_server(&mut file);
+        let refused = file.save().expect_err("read-only").to_string();
+        assert!(
+            refused.contains("read-only (mode 0444)") && refused.contains("chmod u+w"),
+            "{refused}"
+        );
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), "{}");
+        let link = dir.join("link.json");
+        std::os::unix::fs::symlink(dir.join("missing/config.json"), &link).expect("link");
+        let mut file = ConfigFile::open(&link).expect("open");
+        add_server(&mut file);
+        let refused = file.save().expect_err("dangling").to_string();
+        assert!(
+            refused.contains("symbolic link to") && refused.contains("missing"),
+            "{refused}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
