@@ -286,6 +286,32 @@ fn adding_an_existing_name_needs_force_and_invalid_servers_are_refused() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--scope"), "{err}");
     assert!(json(&read(&path))["mcpServers"].get("bad").is_none());
+
+    // Our options after a stdio command without `--` would be the command's arguments (in the
+    // wrong scope, a secret unredacted in `args`): refused, the value not quoted.
+    let before = read(&path);
+    for words in [
+        &["add", "fs", "npx", "-y", "server-fs", "--scope", "project"][..],
+        &["add", "wrong", "npx", "srv", "--env", "API_KEY=sk-LEAK23"],
+        &["add", "wrong", "npx", "srv", "-e=API_KEY=sk-LEAK23"],
+    ] {
+        let (code, out, err) = run_in(&dir, words, &[]);
+        assert_eq!(code, 2, "{words:?}: {out}{err}");
+        assert!(
+            err.contains("after the command") && err.contains(" -- COMMAND"),
+            "{err}"
+        );
+        assert!(!err.contains("sk-LEAK23"), "{err}");
+    }
+    assert_eq!(read(&path), before, "nothing written");
+    assert!(!dir.join(".mcp-harness.json").exists());
+    // After `--` they are the command's own.
+    let (code, _, err) = run_in(&dir, &["add", "own", "--", "tool", "-s", "x"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        json(&read(&path))["mcpServers"]["own"]["args"],
+        serde_json::json!(["-s", "x"])
+    );
 }
 
 /// An `add` whose server is a duplicate of one already configured (the same command, args,
@@ -505,6 +531,53 @@ fn disabling_a_tool_checks_the_server_lists_it() {
     assert_eq!(
         json(&read(&user_config(&dir)))["mcpServers"]["fx"]["excludeTools"][1],
         "nope"
+    );
+}
+
+/// A host's own `"disabled": true` in `.mcp.json` (Cursor, Cline write it; the config load
+/// reads it as disabled) is what `list`, `enable` and `disable` read too: `enable` removes it
+/// (it said "already enabled" and changed nothing), and `disable` of an entry with a
+/// `disabled` key sets that key, in the host's style.
+#[test]
+fn enable_and_disable_read_a_hosts_disabled_key() {
+    let dir = temp_dir("host-disabled");
+    let project = dir.join(".mcp.json");
+    std::fs::write(
+        &project,
+        r#"{"mcpServers": {"off": {"command": "off-mcp", "disabled": true},
+                            "on": {"command": "on-mcp", "disabled": false}}}"#,
+    )
+    .expect("write");
+    let (code, out, err) = run_in(&dir, &["list", "--server", "off"], &[]);
+    assert_eq!(code, 0, "{err}");
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("off"))
+        .unwrap_or_default();
+    assert!(row.contains(" no "), "{out}");
+    let (code, out, err) = run_in(&dir, &["enable", "off", "--scope", "project"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("enabled server \"off\""), "{out}");
+    let written = json(&read(&project));
+    assert_eq!(
+        written["mcpServers"]["off"].get("disabled"),
+        None,
+        "{written}"
+    );
+    assert_eq!(
+        written["mcpServers"]["off"].get("enabled"),
+        None,
+        "{written}"
+    );
+    let (code, out, err) = run_in(&dir, &["disable", "on", "--scope", "project"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("`mcpServers.on.disabled`"), "{out}");
+    let written = json(&read(&project));
+    assert_eq!(written["mcpServers"]["on"]["disabled"], true, "{written}");
+    assert_eq!(
+        written["mcpServers"]["on"].get("enabled"),
+        None,
+        "{written}"
     );
 }
 

@@ -191,6 +191,16 @@ fn secret_flag(flag: &str) -> bool {
     flag.starts_with('-') && secret_name(flag.trim_start_matches('-'))
 }
 
+/// Whether `name` of a `NAME=VALUE` argument is a variable's name that says its value is a
+/// secret (`API_KEY`, `github.token`).
+fn secret_assignment(name: &str) -> bool {
+    !name.starts_with('-')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        && secret_name(name)
+}
+
 /// Whether `name` (an environment variable's, a flag's) says its value is a secret: one of its
 /// words ends in `key`, `token`, `secret`, `password`, `credential`, `auth` … (`GITHUB_TOKEN`,
 /// `api-key`, `OPENAI_API_KEY`).
@@ -205,8 +215,9 @@ pub fn secret_name(name: &str) -> bool {
 }
 
 /// A server's command-line arguments for people: each through [`text`], and the value of a
-/// flag that names a secret (`--api-key VALUE`, `--token=VALUE`, `--client-secret VALUE`)
-/// replaced with [`MARKER`] — a key written into `args` is shown by no listing.
+/// flag that names a secret (`--api-key VALUE`, `--token=VALUE`, `--client-secret VALUE`) or
+/// of a `NAME=VALUE` whose name does (`GITHUB_TOKEN=…` passed to `env`, `-e API_KEY=…` to
+/// `docker run`) replaced with [`MARKER`] — a key written into `args` is shown by no listing.
 pub fn args<'a>(args: impl IntoIterator<Item = &'a str>) -> Vec<String> {
     let mut shown = Vec::new();
     let mut value_next = false;
@@ -218,7 +229,9 @@ pub fn args<'a>(args: impl IntoIterator<Item = &'a str>) -> Vec<String> {
         }
         value_next = false;
         match arg.split_once('=') {
-            Some((flag, value)) if secret_flag(flag) && !value.is_empty() => {
+            Some((flag, value))
+                if (secret_flag(flag) || secret_assignment(flag)) && !value.is_empty() =>
+            {
                 shown.push(format!("{flag}={MARKER}"));
             }
             Some(_) => shown.push(text(arg)),
@@ -630,6 +643,29 @@ mod tests {
 
     /// The value of a flag that names a secret is hidden, in both spellings; other arguments
     /// stay.
+    #[test]
+    fn secret_assignments_in_args_are_hidden() {
+        let shown = args([
+            "-e",
+            "API_KEY=sk-live-1",
+            "GITHUB_TOKEN=ghp_2",
+            "mode=auth",
+            "PORT=8080",
+            "a b=TOKEN",
+        ]);
+        assert_eq!(
+            shown,
+            [
+                "-e",
+                "API_KEY=[redacted]",
+                "GITHUB_TOKEN=[redacted]",
+                "mode=auth",
+                "PORT=8080",
+                "a b=TOKEN"
+            ]
+        );
+    }
+
     #[test]
     fn secret_flags_in_args_are_hidden() {
         let shown = args([

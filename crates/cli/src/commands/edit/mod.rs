@@ -255,6 +255,7 @@ fn add(args: &AddArgs) -> Result<String, EditError> {
     }
     match args.transport {
         TransportArg::Stdio => {
+            own_options_after_command(&target, std::env::args_os().any(|a| a == "--"))?;
             if !header.is_empty() {
                 return Err(EditError::Usage(
                     "--header is for --transport http or sse; a stdio server takes --env".into(),
@@ -303,6 +304,40 @@ fn add(args: &AddArgs) -> Result<String, EditError> {
         }
     }
     insert_server(&args.name, server, scope, force)
+}
+
+/// Refuses a stdio command that carries one of `add`'s own options when no `--` set the command
+/// apart (`add fs npx -y server --scope project` would write `--scope project` into the
+/// server's arguments, in the user config; `--env KEY=secret` there would sit unredacted in
+/// `args`). The option's value is never quoted: it may be a secret.
+fn own_options_after_command(target: &[String], separated: bool) -> Result<(), EditError> {
+    const OWN: [&str; 10] = [
+        "--scope",
+        "-s",
+        "--env",
+        "-e",
+        "--header",
+        "-H",
+        "--force",
+        "--transport",
+        "-t",
+        "--json",
+    ];
+    if separated {
+        return Ok(());
+    }
+    let own = target.iter().skip(1).find_map(|word| {
+        let flag = word.split_once('=').map_or(word.as_str(), |(flag, _)| flag);
+        OWN.contains(&flag).then_some(flag)
+    });
+    match own {
+        Some(flag) => Err(EditError::Usage(format!(
+            "`{flag}` after the command would be passed to the server as its own argument; put \
+             mcp-harness's options before the name, or the command after `--`: \
+             mcp-harness add [OPTIONS] NAME -- COMMAND [ARGS...]"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// Splits `--header`/`-H`, `--scope`/`-s` and `--force` written after a remote server's URL

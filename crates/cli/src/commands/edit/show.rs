@@ -165,8 +165,11 @@ pub(super) fn list(
     ))
 }
 
-fn enabled(server: &Object) -> bool {
+/// Whether the config load reads `server` as enabled: neither `"enabled": false` nor a host's
+/// `"disabled": true` (Cursor, Cline).
+pub(super) fn enabled(server: &Object) -> bool {
     !matches!(server.get("enabled"), Some(Json::Bool(false)))
+        && !matches!(server.get("disabled"), Some(Json::Bool(true)))
 }
 
 /// The command line (arguments redacted) or the URL without query or credentials.

@@ -1,5 +1,5 @@
-//! `enable` / `disable` of a server (`"enabled": false`; enabling removes the key, whose default
-//! is true) or of one tool (its raw name in the server's `excludeTools`, which wins over
+//! `enable` / `disable` of a server (`"enabled": false`, or a host's `"disabled": true` where
+//! the entry has that key; enabling removes both, `enabled` defaulting to true) or of one tool (its raw name in the server's `excludeTools`, which wins over
 //! `includeTools`; enabling removes it there and adds it to `includeTools` when that list is set).
 //!
 //! Invariant: these are the keys the config and the tool filter (`policy::ToolFilter`) already
@@ -45,10 +45,22 @@ pub(super) async fn run(args: &ToggleArgs, on: bool) -> Result<String, EditError
     let verb = if on { "enabled" } else { "disabled" };
     let what = match &tool {
         None => {
-            let was = !matches!(entry.get("enabled"), Some(Json::Bool(false)));
+            let was = super::show::enabled(entry);
+            // A host's own `disabled` (Cursor, Cline) is kept in its style: set, or gone.
+            let key = if entry.contains("disabled") {
+                "disabled"
+            } else {
+                "enabled"
+            };
             if on {
-                // `enabled` defaults to true: the key goes, rather than saying so.
+                // `enabled` defaults to true: the key goes, rather than saying so; so does a
+                // `disabled` that says otherwise.
                 entry.remove("enabled");
+                if matches!(entry.get("disabled"), Some(Json::Bool(true))) {
+                    entry.remove("disabled");
+                }
+            } else if key == "disabled" {
+                entry.insert("disabled", Json::Bool(true));
             } else {
                 entry.insert("enabled", Json::Bool(false));
             }
@@ -57,7 +69,7 @@ pub(super) async fn run(args: &ToggleArgs, on: bool) -> Result<String, EditError
                     "server \"{server}\" is already {verb} in {shown}\n"
                 ));
             }
-            format!("server \"{server}\" in {shown} (`mcpServers.{server}.enabled`)")
+            format!("server \"{server}\" in {shown} (`mcpServers.{server}.{key}`)")
         }
         Some(tool) => {
             let changed = if on {
