@@ -572,6 +572,11 @@ fn enable_and_disable_read_a_hosts_disabled_key() {
     let (code, out, err) = run_in(&dir, &["disable", "on", "--scope", "project"], &[]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("`mcpServers.on.disabled`"), "{out}");
+    // Claude Code reads the file too, and not these keys: said.
+    assert!(
+        out.contains("note: Claude Code") && out.contains("disabledMcpjsonServers"),
+        "{out}"
+    );
     let written = json(&read(&project));
     assert_eq!(written["mcpServers"]["on"]["disabled"], true, "{written}");
     assert_eq!(
@@ -579,6 +584,53 @@ fn enable_and_disable_read_a_hosts_disabled_key() {
         None,
         "{written}"
     );
+    // A remote server replaced in `.mcp.json` gets the `type` Claude Code needs, and keys
+    // only mcp-harness reads are named.
+    let definition = r#"{"url": "http://127.0.0.1:9/mcp", "toolTimeoutSec": 30}"#;
+    let (code, out, err) = run_in(
+        &dir,
+        &[
+            "add-json", "on", definition, "--scope", "project", "--force",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("ignores `toolTimeoutSec`"), "{out}");
+    assert_eq!(json(&read(&project))["mcpServers"]["on"]["type"], "http");
+}
+
+/// An edit of a definition another file shadows says so: the trusted project `.mcp.json`'s
+/// server of a name takes effect over the user config's, so `disable` of the user's changes
+/// nothing that runs; `remove` from the project leaves the user's, which takes effect now.
+#[test]
+fn an_edit_of_a_shadowed_definition_names_the_one_in_effect() {
+    let dir = temp_dir("shadowed");
+    std::fs::write(
+        dir.join(".mcp.json"),
+        r#"{"mcpServers": {"both": {"command": "project-both"}}}"#,
+    )
+    .expect("write");
+    let (code, _, err) = run_in(&dir, &["trust", ".mcp.json"], &[]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = run_in(&dir, &["add", "both", "--", "user-both"], &[]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = run_in(&dir, &["disable", "both"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("takes effect is the one in ./.mcp.json") && out.contains("`--scope project`"),
+        "{out}"
+    );
+    let (code, out, err) = run_in(&dir, &["remove", "both", "--scope", "project"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("still defined in ./xdg/mcp-harness/config.json")
+            && out.contains("`--scope user`"),
+        "{out}"
+    );
+    // Nothing shadows it now: no note.
+    let (code, out, err) = run_in(&dir, &["enable", "both"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("note:"), "{out}");
 }
 
 #[test]

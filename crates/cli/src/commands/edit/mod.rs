@@ -439,25 +439,120 @@ fn insert_server(
             file: file.shown(),
         });
     }
+    let mut server = server;
+    let claude = claude_code_file(&file.path);
+    if claude && server.contains("url") && !server.contains("type") {
+        // Claude Code reads a remote server of `.mcp.json` only with its `type`.
+        server.insert("type", Json::from("http"));
+    }
+    let foreign: Vec<&str> = server
+        .iter()
+        .map(|(key, _)| key.as_str())
+        .filter(|key| claude && !CLAUDE_CODE_KEYS.contains(key))
+        .collect();
+    let foreign = match foreign.as_slice() {
+        [] => String::new(),
+        keys => format!(
+            "note: Claude Code, which reads {} too, ignores `{}` (mcp-harness's own)\n",
+            file.shown(),
+            keys.join("`, `")
+        ),
+    };
     let kind = transport_of(&server);
     file.servers_mut()?.insert(name, Json::Object(server));
     let note = save(&file, scope)?;
     Ok(format!(
-        "{} {kind} server \"{name}\" in {} ({} config){note}\n{}",
+        "{} {kind} server \"{name}\" in {} ({} config){note}\n{foreign}{}",
         if existed { "replaced" } else { "added" },
         file.shown(),
         scope_name(scope),
-        duplicates_of(name)
+        shadowed(name, &file.path, false)
     ))
+}
+
+/// The keys of a server in `.mcp.json` Claude Code reads.
+const CLAUDE_CODE_KEYS: [&str; 8] = [
+    "type",
+    "command",
+    "args",
+    "env",
+    "url",
+    "headers",
+    "headersHelper",
+    "oauth",
+];
+
+/// Whether `path` is a project's `.mcp.json`, which Claude Code reads too.
+pub(crate) fn claude_code_file(path: &Path) -> bool {
+    path.file_name().is_some_and(|name| name == ".mcp.json")
+}
+
+/// A note when the definition of `name` that takes effect after this edit is not the one in
+/// `edited` (another file's of higher precedence shadows it; after a `remove`, another is
+/// left): the edit said it was done, and nothing changed in what runs.
+/// With `removed` false, also [`duplicates_of`]'s notes (one merge for both).
+pub(crate) fn shadowed(name: &str, edited: &Path, removed: bool) -> String {
+    let Ok(merged) = crate::sources::shared().merge() else {
+        return String::new();
+    };
+    let duplicates = if removed {
+        String::new()
+    } else {
+        duplicates_of(&merged, name)
+    };
+    shadowing(&merged, name, edited, removed) + &duplicates
+}
+
+/// [`shadowed`]'s own note.
+fn shadowing(
+    merged: &mcp_harness_runtime::sources::Merged,
+    name: &str,
+    edited: &Path,
+    removed: bool,
+) -> String {
+    let Some(path) = merged
+        .origins
+        .get(name)
+        .and_then(|o| o.path.as_ref().map(|p| (o, p)))
+    else {
+        return String::new();
+    };
+    let (origin, path) = path;
+    let same = path == edited
+        || matches!(
+            (std::fs::canonicalize(path), std::fs::canonicalize(edited)),
+            (Ok(a), Ok(b)) if a == b
+        );
+    if same {
+        return String::new();
+    }
+    let reach = match origin.scope {
+        Scope::User | Scope::ProjectMcpJson | Scope::ProjectHarnessJson => {
+            format!(
+                " (run the command with `--scope {}` for that one)",
+                origin.scope.name()
+            )
+        }
+        _ => String::new(),
+    };
+    let shown = file::shown(path);
+    if removed {
+        format!(
+            "note: server \"{name}\" is still defined in {shown}, which takes effect now{reach}\n"
+        )
+    } else {
+        format!(
+            "note: the definition of server \"{name}\" that takes effect is the one in {shown} \
+             ({} config), not this one{reach}\n",
+            origin.scope.name()
+        )
+    }
 }
 
 /// A note for each server the merge now leaves out as a duplicate because of `name` (or
 /// `name` itself): an `add` that silently knocked out a working server, or was itself left
 /// out, says so.
-fn duplicates_of(name: &str) -> String {
-    let Ok(merged) = crate::sources::shared().merge() else {
-        return String::new();
-    };
+fn duplicates_of(merged: &mcp_harness_runtime::sources::Merged, name: &str) -> String {
     let keeper = format!("as \"{name}\"");
     merged
         .dropped
@@ -482,8 +577,9 @@ fn remove(name: &str, scope: Option<ScopeArg>) -> Result<String, EditError> {
     }
     let note = save(&file, scope)?;
     Ok(format!(
-        "removed server \"{name}\" from {}{note}\n",
-        file.shown()
+        "removed server \"{name}\" from {}{note}\n{}",
+        file.shown(),
+        shadowed(name, &file.path, true)
     ))
 }
 

@@ -232,11 +232,20 @@ impl<'de> Visitor<'de> for JsonVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Json, A::Error> {
-        let mut object = Object::default();
+        // Indexed while read, so a file of 100k servers reads in linear time (a key given
+        // twice keeps its first place and its last value, as `insert` does).
+        let mut entries: Vec<(String, Json)> = Vec::new();
+        let mut at: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
         while let Some((k, v)) = map.next_entry::<String, Json>()? {
-            object.insert(&k, v);
+            match at.get(&k) {
+                Some(&i) => entries[i].1 = v,
+                None => {
+                    at.insert(k.clone(), entries.len());
+                    entries.push((k, v));
+                }
+            }
         }
-        Ok(Json::Object(object))
+        Ok(Json::Object(Object(entries)))
     }
 }
 

@@ -94,7 +94,19 @@ pub(super) async fn run(args: &ToggleArgs, on: bool) -> Result<String, EditError
         }
     };
     let note = save(&file, scope)?;
-    Ok(format!("{verb} {what}{note}{unchecked}\n"))
+    let shadowed = super::shadowed(&server, &file.path, false);
+    let claude = if super::claude_code_file(&file.path) {
+        format!(
+            "note: Claude Code, which reads {shown} too, does not read `enabled` or \
+             `excludeTools`: this changes what mcp-harness runs, not what Claude Code runs (its \
+             own switches are `disabledMcpjsonServers` and permission rules in its settings)\n"
+        )
+    } else {
+        String::new()
+    };
+    Ok(format!(
+        "{verb} {what}{note}{unchecked}\n{shadowed}{claude}"
+    ))
 }
 
 /// Whether `tool`, by the name given, is in `excludeTools` of `file`'s entry of `server`.
