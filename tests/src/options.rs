@@ -118,7 +118,7 @@ pub struct FixtureOptions {
     /// catalogue (`--conformance`; see the `conformance` module); every other catalogue flag
     /// is ignored.
     pub conformance: bool,
-    /// Lists `ask_form`, `ask_roots` and `ask_sample`, tools that send the client an
+    /// Lists `ask_form`, `ask_roots`, `ask_sample` and `ask_url`, tools that send the client an
     /// elicitation, a `roots/list` and a `sampling/createMessage` and report what came back
     /// (`--client-requests`; see the `client_requests` module).
     pub client_requests: bool,

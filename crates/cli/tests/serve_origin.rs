@@ -33,7 +33,8 @@ fn gateway(tag: &str, upstream: Value) -> Served {
     let config = dir.join("gateway.json");
     let document = json!({
         "mcpServers": {"up": upstream},
-        "permissions": {"allow": ["mcp__up__ask_roots"], "ask": ["mcp__up__ask_form"]},
+        "permissions": {"allow": ["mcp__up__ask_roots", "mcp__up__ask_url"],
+                        "ask": ["mcp__up__ask_form"]},
         "gateway": {"clients": {
             "alice": {"auth": {"type": "bearer", "tokenEnv": "GW_ALICE"}},
             "bob": {"auth": {"type": "bearer", "tokenEnv": "GW_BOB"}},
@@ -309,4 +310,34 @@ fn one_clients_calls_side_by_side_on_a_stdio_upstream_are_asked_not_refused() {
         .find(|m| m["id"] == 2)
         .expect("the second call's result");
     assert!(done.to_string().contains("to second"), "{done}");
+}
+
+/// A URL-mode elicitation's completion (`notifications/elicitation/complete`, sent by the
+/// upstream once the out-of-band flow ended) reaches the client that was asked, on its
+/// session's stream: it was dropped at the gateway.
+#[test]
+fn a_url_elicitations_completion_reaches_the_client_asked() {
+    let upstream = json!({"command": bin(), "args": ["fixture-server", "--client-requests"]});
+    let served = gateway("url-complete", upstream);
+    let capabilities = json!({"elicitation": {"url": {}}});
+    let (alice, _) = common::gateway::Session::open(&served.addr, ALICE, capabilities, "alice");
+    let mut events = Sse::get(&alice);
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "ask_url", "arguments": {}}});
+    let mut call = Sse::post(&alice, &body);
+    let (asked, _) = elicitation("alice", &mut call);
+    assert_eq!(asked["params"]["mode"], "url", "{asked}");
+    let reply = json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept"}});
+    let (status, _, answer) = alice.post(&reply);
+    assert_eq!(status, 202, "{answer}");
+    let text = result("alice", &mut call);
+    assert!(text.contains("accept"), "{text}");
+    let complete = (0..100)
+        .map_while(|_| events.next())
+        .find(|m| m["method"] == "notifications/elicitation/complete")
+        .expect("the completion, on alice's stream");
+    assert_eq!(
+        complete["params"]["elicitationId"], asked["params"]["elicitationId"],
+        "{complete}"
+    );
 }

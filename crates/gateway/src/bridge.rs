@@ -285,7 +285,15 @@ struct Inner {
     /// The stdio gateway's one client (its session id): an upstream's request outside any
     /// call is that client's, as it would be connected directly.
     resident: std::sync::Mutex<Option<(u64, Caller)>>,
+    /// URL-mode elicitations asked of clients, (server, elicitation id, client), oldest first
+    /// and at most [`URL_ASKED_KEPT`]: the server's `notifications/elicitation/complete` goes
+    /// to the client it asked, and only to it.
+    url_asked: std::sync::Mutex<std::collections::VecDeque<(String, String, Caller)>>,
 }
+
+/// How many URL-mode elicitations are remembered for their completion notification; past it
+/// the oldest is forgotten (its completion is not forwarded; the client's answer stands).
+const URL_ASKED_KEPT: usize = 256;
 
 /// A call in flight on an upstream.
 struct Entry {
@@ -512,8 +520,13 @@ impl Inner {
             [only] => Route::Caller(only.caller.clone()),
             // Several calls of one client (a host running calls side by side over stdio): the
             // request is that client's whichever call it is for.
+            // Tied to none of them: it is withdrawn when the session ends, not when the first
+            // call does (its answer may be for another).
             [first, rest @ ..] if rest.iter().all(|e| e.caller.same_client(&first.caller)) => {
-                Route::Caller(first.caller.clone())
+                Route::Caller(Caller {
+                    ended: None,
+                    ..first.caller.clone()
+                })
             }
             several => Route::Ambiguous(several.len()),
         }
@@ -591,6 +604,43 @@ impl ClientCallbacks for Forward {
         Some(&self.inner.tags)
     }
 
+    fn elicitation_complete(&self, server: &str, elicitation_id: &str) {
+        let caller = {
+            let mut asked = self
+                .inner
+                .url_asked
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            let at = asked
+                .iter()
+                .position(|(s, id, _)| s == server && id == elicitation_id);
+            at.and_then(|at| asked.remove(at))
+                .map(|(_, _, caller)| caller)
+        };
+        let Some(caller) = caller else {
+            tracing::debug!(
+                server,
+                "an elicitation completion for no client asked here; dropped"
+            );
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let params = json!({"elicitationId": elicitation_id});
+        runtime.spawn(async move {
+            let notification = rmcp::model::ServerNotification::CustomNotification(
+                rmcp::model::CustomNotification::new(
+                    mcp_harness_runtime::transport::ELICITATION_COMPLETE_NOTIFICATION,
+                    Some(params),
+                ),
+            );
+            if let Err(error) = caller.peer.send_notification(notification).await {
+                tracing::debug!(%error, "an elicitation completion not delivered");
+            }
+        });
+    }
+
     fn elicit_from(
         &self,
         server: &str,
@@ -598,9 +648,24 @@ impl ClientCallbacks for Forward {
         request: ElicitRequestParams,
     ) -> CallbackFuture<ElicitResult> {
         let caller = self.inner.caller("elicitation", server, origin);
+        let inner = self.inner.clone();
         let server = server.to_string();
         Box::pin(async move {
             let caller = caller?;
+            if let ElicitRequestParams::UrlElicitationParams { elicitation_id, .. } = &request
+                && !elicitation_id.is_empty()
+                && caller.can_elicit_mode(&request)
+            {
+                let mut asked = inner.url_asked.lock().unwrap_or_else(|e| e.into_inner());
+                if asked.len() >= URL_ASKED_KEPT {
+                    asked.pop_front();
+                }
+                let remembered = Caller {
+                    ended: None,
+                    ..caller.clone()
+                };
+                asked.push_back((server.clone(), elicitation_id.clone(), remembered));
+            }
             if !caller.can_elicit_mode(&request) {
                 let mode = match &request {
                     ElicitRequestParams::UrlElicitationParams { .. } => "URL-mode elicitation",

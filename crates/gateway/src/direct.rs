@@ -8,7 +8,8 @@
 //! Invariants:
 //! - a request a direct call makes of its client carries an id of its own (from 2^40, above
 //!   any id rmcp's peer hands out) and is answered only by the client's response naming that
-//!   id in that session; an unanswered one is forgotten when its call ends;
+//!   id in that session; an unanswered one is forgotten when its call ends or its session
+//!   closes;
 //! - a session's token ([`DirectCalls::session_token`]) is cancelled when rmcp closes the
 //!   session (a DELETE, a worker that ended) or the endpoint stops, and every direct call of
 //!   the session runs under a child of it.
@@ -85,6 +86,9 @@ impl DirectCalls {
         if let Some((_, token)) = self.sessions.remove(identity) {
             token.cancel();
         }
+        // What is still asked of the session's client is not answered now: each ask ends
+        // (its upstream answered), whichever call it belongs to.
+        self.asks.retain(|(session, _), _| &**session != identity);
     }
 
     /// Forgets the token of session `identity` (its handler is gone: no call of it is left).

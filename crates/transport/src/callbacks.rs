@@ -106,6 +106,13 @@ pub trait ClientCallbacks: Send + Sync + 'static {
         let _ = origin;
         self.roots(server)
     }
+
+    /// `notifications/elicitation/complete`: the out-of-band flow of `server`'s URL-mode
+    /// elicitation `elicitation_id` finished (the user did what the page asked). Called on the
+    /// connection's own task: return at once. The default does nothing.
+    fn elicitation_complete(&self, server: &str, elicitation_id: &str) {
+        let _ = (server, elicitation_id);
+    }
 }
 
 /// Where a server's request (elicitation, sampling, roots) came from, as far as the client

@@ -57,6 +57,9 @@ pub enum ServerEvent {
 /// The method of the SEP-1686 task status notification (MCP 2025-11-25).
 pub const TASK_STATUS_NOTIFICATION: &str = "notifications/tasks/status";
 
+/// The notification a server sends when the out-of-band flow of a URL-mode elicitation ended.
+pub const ELICITATION_COMPLETE_NOTIFICATION: &str = "notifications/elicitation/complete";
+
 /// Receives the events of one session. Called from rmcp's tasks: must not block.
 pub type EventSink = Arc<dyn Fn(ServerEvent) + Send + Sync>;
 
@@ -375,8 +378,21 @@ impl ClientHandler for HarnessClient {
 }
 
 impl HarnessClient {
-    /// A task status is an event for the sink; any other custom notification is ignored.
+    /// A task status is an event for the sink; a URL-mode elicitation's completion goes to the
+    /// callbacks; any other custom notification is ignored.
     fn custom_notification(&self, notification: CustomNotification) -> Option<ServerEvent> {
+        if notification.method == ELICITATION_COMPLETE_NOTIFICATION {
+            let id = (notification.params.as_ref())
+                .and_then(|p| p.get("elicitationId"))
+                .and_then(serde_json::Value::as_str);
+            match (&self.callbacks, id) {
+                (Some(callbacks), Some(id)) => callbacks.elicitation_complete(&self.server, id),
+                _ => {
+                    tracing::debug!(server = %self.server, "an elicitation completion without an id, or no one to tell; ignored")
+                }
+            }
+            return None;
+        }
         if notification.method != TASK_STATUS_NOTIFICATION {
             tracing::trace!(server = %self.server, method = %notification.method, "custom notification ignored");
             return None;

@@ -95,7 +95,10 @@ pub use callbacks::{CallbackFuture, Callbacks, ClientCallbacks, Supported};
 pub use connector::{ConnectOptions, Connector, ExitReport, Session, SessionInfo};
 pub use error::{ErrorKind, STDERR_TAIL_MARK, TransportError};
 pub use express::{Express, ExpressCall, ExpressError};
-pub use handler::{EventSink, HarnessClient, ServerEvent, TASK_STATUS_NOTIFICATION};
+pub use handler::{
+    ELICITATION_COMPLETE_NOTIFICATION, EventSink, HarnessClient, ServerEvent,
+    TASK_STATUS_NOTIFICATION,
+};
 pub use http::{EXPRESS_ENV, StreamableHttpConnector};
 pub use in_process::{InProcessConnector, InProcessServe};
 pub use inbound::{DEFAULT_MAX_MESSAGE_BYTES, WireFault};

@@ -1,6 +1,7 @@
 //! Tools that ask the client something (`--client-requests`): `ask_form` sends a form
 //! elicitation whose schema has every field kind the protocol allows, `ask_roots` asks for the
-//! client's roots, `ask_sample` asks the client to run its model. Each returns, as one text
+//! client's roots, `ask_sample` asks the client to run its model, `ask_url` sends a URL-mode
+//! elicitation and, once answered, `notifications/elicitation/complete` for it. Each returns, as one text
 //! block of JSON, exactly what the client answered — or the error it answered with — so a test
 //! sees what reached the server.
 //!
@@ -18,7 +19,7 @@ use serde_json::{Value, json};
 use super::{FixtureServer, text_result};
 
 /// Names of the tools listed with `--client-requests`, in listing order.
-pub const CLIENT_REQUEST_TOOL_NAMES: [&str; 3] = ["ask_form", "ask_roots", "ask_sample"];
+pub const CLIENT_REQUEST_TOOL_NAMES: [&str; 4] = ["ask_form", "ask_roots", "ask_sample", "ask_url"];
 
 /// The `requestedSchema` of `ask_form`: strings with and without constraints, an integer, a
 /// number, a boolean, a titled and an untitled single-select enum and a multi-select. Written
@@ -45,6 +46,9 @@ pub const FORM_SCHEMA: &str = r#"{
     "required": ["name", "age", "color", "tags"]
 }"#;
 
+/// The `elicitationId` of `ask_url`'s elicitation.
+pub const URL_ELICITATION_ID: &str = "fixture-url-flow";
+
 /// The tools' definitions.
 pub(crate) fn client_request_tools() -> Vec<Tool> {
     let schema = |v: Value| std::sync::Arc::new(v.as_object().cloned().unwrap_or_default());
@@ -63,6 +67,11 @@ pub(crate) fn client_request_tools() -> Vec<Tool> {
         Tool::new(
             "ask_sample",
             "Asks the client to run its model (sampling/createMessage); returns its answer or error.",
+            schema(json!({"type": "object", "properties": {}})),
+        ),
+        Tool::new(
+            "ask_url",
+            "Asks the client to open a page (URL-mode elicitation), then says the flow completed.",
             schema(json!({"type": "object", "properties": {}})),
         ),
     ]
@@ -84,6 +93,11 @@ impl FixtureServer {
                 Value::String(message.unwrap_or_else(|| "Tell us about you".into()))
             ),
             "ask_roots" => r#"{"method": "roots/list"}"#.to_string(),
+            "ask_url" => json!({"method": "elicitation/create", "params": {
+                "mode": "url", "message": "Open the page to go on",
+                "url": "https://example.com/flow", "elicitationId": URL_ELICITATION_ID,
+            }})
+            .to_string(),
             "ask_sample" => json!({"method": "sampling/createMessage", "params": {
                 "messages": [{"role": "user", "content": {"type": "text", "text": "hello"}}],
                 "maxTokens": 10,
@@ -102,6 +116,16 @@ impl FixtureServer {
             }
             Err(e) => json!({"error": {"message": e.to_string()}}),
         };
+        if name == "ask_url" {
+            // The out-of-band flow ended: the client is told which elicitation it was.
+            let complete = rmcp::model::ServerNotification::CustomNotification(
+                rmcp::model::CustomNotification::new(
+                    "notifications/elicitation/complete",
+                    Some(json!({"elicitationId": URL_ELICITATION_ID})),
+                ),
+            );
+            let _ = context.peer.send_notification(complete).await;
+        }
         let mut answer = answer;
         let state = self.lock();
         answer["rootsListChanged"] = json!(state.roots_changed);
