@@ -79,7 +79,9 @@ fn init_logs(verbose: u8, quiet: bool) {
         0 if quiet => "warn,rmcp=off,mcp_harness_runtime::connection::server=error",
         0 => "warn",
         1 => "info",
-        2 => "debug",
+        // rmcp's service logs every message it sends and receives at debug: a call's
+        // arguments and results, a prompt's text. Those need -vvv (or RUST_LOG).
+        2 => "debug,rmcp::service=info",
         _ => "trace",
     };
     use tracing_subscriber::Layer as _;

@@ -28,6 +28,18 @@ const BUCKETS: [f64; 11] = [
 /// At most this many distinct (server, tool, client, outcome) series.
 const MAX_SERIES: usize = 10_000;
 
+/// At most this many distinct client labels (an unauthenticated client names itself); later
+/// ones are counted as `other`.
+const MAX_CLIENTS: usize = 100;
+
+/// The tool label of a call that reached no server (an unknown name, a throttled call): the
+/// name a client asked for is anything it likes.
+const UNRESOLVED_TOOL: &str = "_unknown";
+
+/// The most bytes of a call's arguments an audit line carries (`--audit-arguments`); larger
+/// ones are left out, their size said.
+const MAX_AUDITED_ARGUMENTS: usize = 16 * 1024;
+
 /// How one call ended, as metrics and the audit log name it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Outcome {
@@ -176,6 +188,8 @@ struct Stats {
 pub(crate) struct Metrics {
     /// On foldhash, seeded per process: a key is labels a client chose.
     calls: DashMap<Series, Mutex<Stats>, foldhash::quality::RandomState>,
+    /// The client labels in use (at most [`MAX_CLIENTS`]).
+    clients: dashmap::DashSet<String, foldhash::quality::RandomState>,
 }
 
 /// Where audit lines go, and whether they carry arguments.
@@ -227,10 +241,19 @@ impl Audit {
             "outcome": record.outcome.as_str(),
             "duration_ms": record.duration.as_secs_f64() * 1000.0,
         });
+        // Only for a call that reached a tool, and bounded: an unknown tool's megabytes are
+        // not written down.
         if self.arguments
+            && record.server != "-"
             && let Some(arguments) = record.arguments
         {
-            line["arguments"] = Value::Object(arguments.clone());
+            let arguments = Value::Object(arguments.clone());
+            let size = arguments.to_string().len();
+            if size <= MAX_AUDITED_ARGUMENTS {
+                line["arguments"] = arguments;
+            } else {
+                line["arguments_bytes"] = json!(size);
+            }
         }
         let mut text = line.to_string();
         text.push('\n');
@@ -248,11 +271,18 @@ fn rfc3339_now() -> String {
 
 impl Metrics {
     pub(crate) fn record(&self, record: &CallRecord<'_>, audit: Option<&Audit>) {
-        let (server, tool, client) = (
-            label(record.server),
-            label(record.tool),
-            label(record.client),
-        );
+        let tool = match record.server {
+            "-" => UNRESOLVED_TOOL,
+            _ => record.tool,
+        };
+        let (server, tool, mut client) = (label(record.server), label(tool), label(record.client));
+        if !self.clients.contains(&*client) {
+            if self.clients.len() < MAX_CLIENTS {
+                self.clients.insert(client.to_string());
+            } else {
+                client = std::borrow::Cow::Borrowed("other");
+            }
+        }
         let labels = (&*server, &*tool, &*client, record.outcome);
         let stats = match self.calls.get(&labels as &dyn SeriesKey) {
             Some(stats) => stats,
@@ -492,8 +522,8 @@ mod tests {
         );
     }
 
-    /// A client that calls ever new (unknown) tool names under one name of its own fills the
-    /// cap and then one overflow series, not a series per name.
+    /// A client that calls ever new (unknown) tool names makes one series (tool `_unknown`),
+    /// not a series per name; made-up client names beyond [`MAX_CLIENTS`] are `other`.
     #[test]
     fn series_stay_capped_whatever_tools_are_called() {
         let metrics = Metrics::default();
@@ -506,12 +536,58 @@ mod tests {
             };
             metrics.record(&call, None);
         }
-        assert_eq!(metrics.calls.len(), MAX_SERIES + 1);
-        let overflow = metrics
+        assert_eq!(metrics.calls.len(), 1);
+        let unknown = metrics
             .calls
-            .get(&("other", "other", "other", Outcome::Unknown) as &dyn SeriesKey)
-            .expect("the overflow series");
-        assert_eq!(crate::sync::lock(overflow.value()).count, 50);
+            .get(&("-", UNRESOLVED_TOOL, "prober", Outcome::Unknown) as &dyn SeriesKey)
+            .expect("the one series");
+        assert_eq!(
+            crate::sync::lock(unknown.value()).count,
+            (MAX_SERIES + 50) as u64
+        );
+        // The map's read guard is let go before recording again (the same shard).
+        drop(unknown);
+        for i in 0..MAX_CLIENTS + 20 {
+            metrics.record(&record(&format!("made-up-{i}"), Outcome::Ok, 1), None);
+        }
+        assert_eq!(metrics.clients.len(), MAX_CLIENTS);
+        let other = metrics
+            .calls
+            .get(&("fx", "mcp__fx__echo", "other", Outcome::Ok) as &dyn SeriesKey)
+            .expect("the other clients' series");
+        assert_eq!(crate::sync::lock(other.value()).count, 21);
+    }
+
+    /// With `--audit-arguments`, a call's arguments are written when it reached a tool and
+    /// they are at most [`MAX_AUDITED_ARGUMENTS`] bytes; otherwise only their size (an unknown
+    /// tool's megabytes filled the disk).
+    #[test]
+    fn audited_arguments_are_bounded_and_only_for_calls_that_reached_a_tool() {
+        let path = std::env::temp_dir().join(format!("mcp-harness-audit-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let audit = Audit::open(&path, true).expect("audit file");
+        let small: Map<String, Value> = [("q".to_string(), json!("hi"))].into_iter().collect();
+        let big: Map<String, Value> = [("q".to_string(), json!("x".repeat(MAX_AUDITED_ARGUMENTS)))]
+            .into_iter()
+            .collect();
+        let call = |server, arguments| CallRecord {
+            server,
+            arguments: Some(arguments),
+            ..record("a", Outcome::Ok, 1)
+        };
+        audit.write(&call("fx", &small));
+        audit.write(&call("fx", &big));
+        audit.write(&call("-", &small));
+        let text = std::fs::read_to_string(&path).expect("read");
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("JSON"))
+            .collect();
+        assert_eq!(lines[0]["arguments"], json!({"q": "hi"}));
+        assert!(lines[1].get("arguments").is_none(), "{}", lines[1]);
+        assert!(lines[1]["arguments_bytes"].as_u64() > Some(MAX_AUDITED_ARGUMENTS as u64));
+        assert!(lines[2].get("arguments").is_none(), "{}", lines[2]);
+        let _ = std::fs::remove_file(&path);
     }
 
     /// Labels are cut at 64 characters, not bytes, and a cut label finds its series again.

@@ -393,9 +393,9 @@ impl Learnt {
         self.answered = None;
     }
 
-    /// Records the session's `initialize` parameters.
+    /// Records the session's `initialize` parameters, [`compact`]ed.
     fn learn_init(&mut self, init: InitializeRequestParams) {
-        self.init = Some(init);
+        self.init = Some(compact(init));
         self.answered = None;
     }
 
@@ -421,6 +421,57 @@ impl Learnt {
         }
         Some(merged)
     }
+}
+
+/// The most bytes of a client's `initialize` parameters a session id carries as sent.
+const MAX_SEALED_INIT: usize = 2 * 1024;
+
+/// `init` as a session id carries it: as sent when it is small (every real client's is); else
+/// with `clientInfo`'s strings cut to 128 characters and its icons, website and description,
+/// the capabilities' `experimental` and the request's `_meta`, left out — then, if still too large, the capabilities'
+/// `extensions` too. A client naming itself with megabytes would otherwise get an id larger
+/// than any id the gateway opens ([`MAX_TOKEN`]), or a megabyte header per answer.
+fn compact(init: InitializeRequestParams) -> InitializeRequestParams {
+    let Ok(mut value) = serde_json::to_value(&init) else {
+        return init;
+    };
+    let size = |v: &serde_json::Value| v.to_string().len();
+    if size(&value) <= MAX_SEALED_INIT {
+        return init;
+    }
+    if let Some(info) = value.get_mut("clientInfo").and_then(|v| v.as_object_mut()) {
+        for key in ["icons", "websiteUrl", "description"] {
+            info.remove(key);
+        }
+        for text in info.values_mut() {
+            if let Some(s) = text.as_str()
+                && s.chars().count() > 128
+            {
+                *text = serde_json::Value::String(s.chars().take(128).collect());
+            }
+        }
+    }
+    if let Some(capabilities) = value
+        .get_mut("capabilities")
+        .and_then(|v| v.as_object_mut())
+    {
+        capabilities.remove("experimental");
+    }
+    if let Some(params) = value.as_object_mut() {
+        params.remove("_meta");
+    }
+    if size(&value) > MAX_SEALED_INIT
+        && let Some(capabilities) = value
+            .get_mut("capabilities")
+            .and_then(|v| v.as_object_mut())
+    {
+        capabilities.remove("extensions");
+    }
+    tracing::debug!(
+        bytes = size(&value),
+        "a client's initialize parameters were cut to fit its session id"
+    );
+    serde_json::from_value(value).unwrap_or(init)
 }
 
 /// The most ended sessions remembered (about 100 bytes each).
@@ -1158,6 +1209,28 @@ pub(crate) fn opened(extensions: &rmcp::model::Extensions) -> Option<Opened> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A client naming itself with a megabyte gets a session id the gateway opens again; a
+    /// real client's parameters are kept as sent.
+    #[test]
+    fn huge_initialize_parameters_are_compacted_to_fit_the_id() {
+        let mut init = InitializeRequestParams::default();
+        init.client_info.name = "n".repeat(1 << 20);
+        init.client_info.version = "1.0".into();
+        let compacted = compact(init);
+        assert_eq!(compacted.client_info.name.chars().count(), 128);
+        assert_eq!(compacted.client_info.version, "1.0");
+        let keys = SessionKeys::generate();
+        let id = keys.issue(compacted, Duration::from_secs(60));
+        assert!(id.len() <= MAX_TOKEN, "{}", id.len());
+        keys.check(&id).expect("opens again");
+        let mut small = InitializeRequestParams::default();
+        small.client_info.name = "claude-code".into();
+        assert_eq!(
+            serde_json::to_value(compact(small.clone())).ok(),
+            serde_json::to_value(small).ok()
+        );
+    }
 
     fn keys(list: &str) -> SessionKeys {
         SessionKeys::parse(list).expect("keys")

@@ -39,9 +39,15 @@ pub(crate) enum Target<'a> {
 }
 
 impl Target<'_> {
+    /// `method` and the tool or prompt named, at most [`NAME_CHARS`] of it (a client names
+    /// what it likes: a megabyte name must not become a megabyte span held in the export
+    /// queue).
     fn span_name(self, method: &str) -> String {
         match self {
-            Target::Tool(name) | Target::Prompt(name) => format!("{method} {name}"),
+            Target::Tool(name) | Target::Prompt(name) => {
+                let name: String = name.chars().take(NAME_CHARS).collect();
+                format!("{method} {name}")
+            }
             Target::None | Target::Resource(_) => method.to_string(),
         }
     }
@@ -54,8 +60,29 @@ impl Target<'_> {
                 span.set("gen_ai.tool.name", name);
             }
             Target::Prompt(name) => span.set("gen_ai.prompt.name", name),
-            Target::Resource(uri) => span.set("mcp.resource.uri", uri),
+            // Without its query and user info: they may carry keys.
+            Target::Resource(uri) => span.set("mcp.resource.uri", &bare_uri(uri)),
         }
+    }
+}
+
+/// The most characters of a tool or prompt name a span name carries (as a span attribute).
+const NAME_CHARS: usize = 256;
+
+/// `uri` without its query, fragment and user info.
+fn bare_uri(uri: &str) -> String {
+    let cut = uri.find(['?', '#']).unwrap_or(uri.len());
+    let uri = &uri[..cut];
+    match uri.split_once("://") {
+        Some((scheme, rest)) => {
+            let authority_end = rest.find('/').unwrap_or(rest.len());
+            let (authority, path) = rest.split_at(authority_end);
+            let host = authority
+                .rsplit_once('@')
+                .map_or(authority, |(_, host)| host);
+            format!("{scheme}://{host}{path}")
+        }
+        None => uri.to_string(),
     }
 }
 
@@ -280,4 +307,24 @@ pub(crate) fn end_upstream(span: Option<Span>, outcome: Result<bool, &CallError>
         span.set("error.type", error);
     }
     span.end(error.is_some());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client's megabyte tool name makes no megabyte span name; a resource URI's query and
+    /// user info stay out of the span.
+    #[test]
+    fn span_names_and_uris_are_bounded_and_bare() {
+        let long = "x".repeat(1 << 20);
+        let name = Target::Tool(&long).span_name("tools/call");
+        assert_eq!(name.len(), "tools/call ".len() + NAME_CHARS);
+        assert_eq!(
+            bare_uri("https://user:pw@host.example/a/b?key=SECRET#frag"),
+            "https://host.example/a/b"
+        );
+        assert_eq!(bare_uri("fixture://items/X?x=SECRET"), "fixture://items/X");
+        assert_eq!(bare_uri("urn:x:y"), "urn:x:y");
+    }
 }
