@@ -70,6 +70,23 @@ pub struct FixtureServer {
 }
 
 impl FixtureServer {
+    /// Asks `peer` for its roots outside any call; what came back (or the error) is kept as
+    /// `roots_after_change`, which `ask_roots` reports.
+    fn ask_roots_outside_calls(&self, peer: rmcp::Peer<RoleServer>) {
+        let state = self.state.clone();
+        tokio::spawn(async move {
+            #[allow(deprecated)] // roots: every protocol before 2026-07-28
+            let got = match peer.list_roots().await {
+                Ok(roots) => serde_json::to_value(roots).unwrap_or_default(),
+                Err(e) => serde_json::json!({"error": e.to_string()}),
+            };
+            state
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .roots_after_change = Some(got);
+        });
+    }
+
     /// A server with fresh state built from `opts`.
     pub fn new(opts: FixtureOptions) -> Self {
         Self {
@@ -306,22 +323,21 @@ impl ServerHandler for FixtureServer {
     async fn on_roots_list_changed(&self, context: NotificationContext<RoleServer>) {
         self.lock().roots_changed += 1;
         // Asks the roots again outside any call, as a filesystem server does.
-        let state = self.state.clone();
-        tokio::spawn(async move {
-            #[allow(deprecated)] // roots: every protocol before 2026-07-28
-            let got = match context.peer.list_roots().await {
-                Ok(roots) => serde_json::to_value(roots).unwrap_or_default(),
-                Err(e) => serde_json::json!({"error": e.to_string()}),
-            };
-            state
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .roots_after_change = Some(got);
-        });
+        self.ask_roots_outside_calls(context.peer);
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         tracing::debug!(conn = self.conn, "client initialized");
+        // With `--client-requests`, asks a client that has roots for them at start, as a
+        // filesystem server does.
+        if self.opts.client_requests
+            && context
+                .peer
+                .peer_info()
+                .is_some_and(|info| info.capabilities.roots.is_some())
+        {
+            self.ask_roots_outside_calls(context.peer.clone());
+        }
         let mut state = self.lock();
         state.prune_closed();
         state.peers.insert(self.conn, context.peer);

@@ -287,13 +287,14 @@ fn adding_an_existing_name_needs_force_and_invalid_servers_are_refused() {
     assert!(err.contains("--scope"), "{err}");
     assert!(json(&read(&path))["mcpServers"].get("bad").is_none());
 
-    // Our options after a stdio command without `--` would be the command's arguments (in the
-    // wrong scope, a secret unredacted in `args`): refused, the value not quoted.
+    // `--scope user|project` or a last `--force` after a stdio command without `--` can only
+    // be ours (they would be the command's arguments, in the wrong scope): refused. `-e` and
+    // `--header` are servers' own too (`docker run -e VAR`, `mcp-remote URL --header …`):
+    // written as arguments, with a note; the value never quoted.
     let before = read(&path);
     for words in [
         &["add", "fs", "npx", "-y", "server-fs", "--scope", "project"][..],
-        &["add", "wrong", "npx", "srv", "--env", "API_KEY=sk-LEAK23"],
-        &["add", "wrong", "npx", "srv", "-e=API_KEY=sk-LEAK23"],
+        &["add", "fs", "npx", "-y", "server-fs", "--force"],
     ] {
         let (code, out, err) = run_in(&dir, words, &[]);
         assert_eq!(code, 2, "{words:?}: {out}{err}");
@@ -301,10 +302,30 @@ fn adding_an_existing_name_needs_force_and_invalid_servers_are_refused() {
             err.contains("after the command") && err.contains(" -- COMMAND"),
             "{err}"
         );
-        assert!(!err.contains("sk-LEAK23"), "{err}");
     }
     assert_eq!(read(&path), before, "nothing written");
     assert!(!dir.join(".mcp-harness.json").exists());
+    let (code, out, err) = run_in(
+        &dir,
+        &[
+            "add",
+            "dk",
+            "docker",
+            "run",
+            "-e",
+            "API_KEY=sk-LEAK23",
+            "img",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("note: `-e` after the command"), "{out}");
+    assert!(
+        !out.contains("sk-LEAK23") && !err.contains("sk-LEAK23"),
+        "{out}{err}"
+    );
+    let (code, _, err) = run_in(&dir, &["add", "py", "python", "-s", "-m", "server"], &[]);
+    assert_eq!(code, 0, "`-s` of python is python's: {err}");
     // After `--` they are the command's own.
     let (code, _, err) = run_in(&dir, &["add", "own", "--", "tool", "-s", "x"], &[]);
     assert_eq!(code, 0, "{err}");

@@ -350,6 +350,9 @@ struct Fronted {
     stdout: Option<BufReader<std::process::ChildStdout>>,
     dir: std::path::PathBuf,
     marker: String,
+    /// What a `roots/list` of the gateway is answered with while waiting for an answer (when
+    /// the client declared roots).
+    roots: Option<Value>,
 }
 
 impl Fronted {
@@ -386,12 +389,16 @@ impl Fronted {
             .expect("start serve");
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().map(BufReader::new);
+        let roots = capabilities
+            .get("roots")
+            .map(|_| json!({"roots": [{"uri": "file:///work/a", "name": "a"}]}));
         let mut fronted = Self {
             child: Killed(child),
             stdin,
             stdout,
             dir,
             marker,
+            roots,
         };
         let answer = fronted.request(
             json!("init"),
@@ -453,6 +460,11 @@ impl Fronted {
             };
             if message.get("method").is_none() && &message["id"] == id {
                 return message;
+            }
+            if message["method"] == "roots/list"
+                && let Some(roots) = self.roots.clone()
+            {
+                self.send(&json!({"jsonrpc": "2.0", "id": message["id"], "result": roots}));
             }
         }
     }
@@ -536,55 +548,50 @@ impl Drop for Fronted {
     }
 }
 
-/// A cancelled request's id is one entry only for the cancellation's grace (1 s): after it, a
-/// new request may use the id again.
-/// Over stdio the upstreams are the one client's: its `roots/list_changed` reaches them, and
-/// an upstream's `roots/list` outside any call (a filesystem server asks on each change) is
-/// asked of it — not answered with no roots.
+/// Over stdio the upstreams are the one client's: an upstream's `roots/list` outside any call
+/// (a filesystem server asks at start and on each change) is asked of it — not answered with
+/// no roots — whether the upstream connected before the client (it is told the roots changed
+/// once the client is there) or after; and the client's `roots/list_changed` reaches them.
 #[test]
 fn the_stdio_clients_roots_reach_its_upstreams_outside_calls() {
-    let mut fronted = Fronted::start_with(
-        "roots",
-        &[],
-        &["--client-requests"],
-        json!({"roots": {"listChanged": true}}),
-    );
-    let roots = json!({"roots": [{"uri": "file:///work/a", "name": "a"}]});
-    fronted.send(&json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}));
-    // Each call's answer, the roots/list asked meanwhile answered (bounded: 10 calls, 30 s).
-    let deadline = Instant::now() + Duration::from_secs(30);
-    for attempt in 0..10 {
-        let id = json!(format!("call-{attempt}"));
-        fronted.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-            "params": {"name": "mcp__fx__ask_roots", "arguments": {}}}));
-        let answer = loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let message = fronted
-                .next_within(left)
-                .unwrap_or_else(|| panic!("no answer to {id}; log:\n{}", fronted.log()));
-            if message["method"] == "roots/list" {
-                fronted.send(&json!({"jsonrpc": "2.0", "id": message["id"], "result": roots}));
-            } else if message.get("method").is_none() && message["id"] == id {
-                break message;
-            }
-        };
-        let text = answer["result"]["content"][0]["text"]
-            .as_str()
-            .unwrap_or_default();
-        let seen: Value = serde_json::from_str(text).unwrap_or_else(|_| panic!("{answer}"));
-        assert_eq!(seen["rootsListChanged"], json!(1), "{seen}");
-        assert_eq!(seen["result"], roots, "the roots within the call: {seen}");
-        // The upstream's own roots/list outside the call may still be on its way back.
-        if seen["rootsAfterChange"].is_null() {
-            std::thread::sleep(Duration::from_millis(100));
-            continue;
+    for tell in [false, true] {
+        let mut fronted = Fronted::start_with(
+            if tell { "roots-told" } else { "roots-start" },
+            &[],
+            &["--client-requests"],
+            json!({"roots": {"listChanged": true}}),
+        );
+        let roots = fronted.roots.clone().unwrap_or_default();
+        if tell {
+            fronted.send(&json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}));
         }
-        assert_eq!(seen["rootsAfterChange"], roots, "{seen}");
-        return;
+        // Until the upstream's own roots/list came back (bounded: 20 calls, 30 s); each
+        // call's roots/list answered on the way.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut seen = Value::Null;
+        for attempt in 0..20 {
+            let id = json!(format!("call-{attempt}"));
+            let params = json!({"name": "mcp__fx__ask_roots", "arguments": {}});
+            let answer = fronted.request(id, "tools/call", params);
+            let text = answer["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap_or_default();
+            seen = serde_json::from_str(text).unwrap_or_else(|_| panic!("{answer}"));
+            assert_eq!(seen["result"], roots, "the roots within the call: {seen}");
+            if !seen["rootsAfterChange"].is_null() || Instant::now() > deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert_eq!(seen["rootsAfterChange"], roots, "told: {tell}: {seen}");
+        if tell {
+            assert!(seen["rootsListChanged"].as_u64() >= Some(1), "{seen}");
+        }
     }
-    panic!("the upstream's roots/list after the change never came back");
 }
 
+/// A cancelled request's id is one entry only for the cancellation's grace (1 s): after it, a
+/// new request may use the id again.
 #[test]
 fn a_cancelled_requests_id_is_free_again_after_the_grace() {
     let mut fronted = Fronted::start("reuse", &[]);

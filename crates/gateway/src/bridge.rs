@@ -282,9 +282,10 @@ struct Inner {
     /// Which call (its in-flight id) each in-flight upstream request belongs to; the runtime
     /// fills it for calls given a `caller` tag.
     tags: CallTags,
-    /// The stdio gateway's one client (its session id): an upstream's request outside any
-    /// call is that client's, as it would be connected directly.
-    resident: std::sync::Mutex<Option<(u64, Caller)>>,
+    /// The stdio-like sessions' clients (their session ids): while there is exactly one (the
+    /// stdio gateway's), an upstream's request outside any call is that client's, as it would
+    /// be connected directly; with several (an embedder serving more), nobody's.
+    resident: std::sync::Mutex<Vec<(u64, Caller)>>,
     /// URL-mode elicitations asked of clients, (server, elicitation id, client), oldest first
     /// and at most [`URL_ASKED_KEPT`]: the server's `notifications/elicitation/complete` goes
     /// to the client it asked, and only to it.
@@ -422,23 +423,34 @@ impl ClientBridge {
             direct: None,
             ended: None,
         };
-        *self
+        let mut resident = self
             .inner
             .resident
             .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some((session, caller));
+            .unwrap_or_else(|e| e.into_inner());
+        resident.retain(|(id, _)| *id != session);
+        resident.push((session, caller));
     }
 
-    /// Undoes [`Self::reside`] when `session` is the resident one.
+    /// Undoes [`Self::reside`] for `session`.
     pub(crate) fn leave(&self, session: u64) {
         let mut resident = self
             .inner
             .resident
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        if resident.as_ref().is_some_and(|(id, _)| *id == session) {
-            *resident = None;
-        }
+        resident.retain(|(id, _)| *id != session);
+    }
+
+    /// Whether `session` is the only stdio-like client there is (its roots changes speak for
+    /// every upstream's client).
+    pub(crate) fn sole_resident(&self, session: u64) -> bool {
+        let resident = self
+            .inner
+            .resident
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        matches!(resident.as_slice(), [(id, _)] if *id == session)
     }
 
     /// Records a call of `caller` in flight on `server` until the guard drops.
@@ -497,15 +509,17 @@ impl Inner {
         if let Ok(peer) = CALLER.try_with(Clone::clone) {
             return Route::Caller(peer);
         }
-        let Some(calls) = self.inflight.get(server) else {
-            return self.resident();
-        };
+        let calls = self.inflight.get(server);
+        // A request of a call that ended is nobody's, calls in flight or not.
         if let Some(tag) = origin.caller {
-            return match calls.iter().find(|entry| entry.id == tag) {
+            return match calls.as_ref().and_then(|c| c.iter().find(|e| e.id == tag)) {
                 Some(entry) => Route::Caller(entry.caller.clone()),
                 None => Route::Nobody,
             };
         }
+        let Some(calls) = calls else {
+            return self.resident();
+        };
         if let Some(task) = &origin.related_task {
             // A request naming a task is that task's client's: the one awaiting its result, or
             // (no one awaiting it) the stdio client — never another client's call that happens
@@ -532,12 +546,13 @@ impl Inner {
         }
     }
 
-    /// The stdio client, else nobody.
+    /// The stdio client when it is the only one, else nobody.
     fn resident(&self) -> Route {
         let resident = self.resident.lock().unwrap_or_else(|e| e.into_inner());
-        resident
-            .as_ref()
-            .map_or(Route::Nobody, |(_, caller)| Route::Caller(caller.clone()))
+        match resident.as_slice() {
+            [(_, caller)] => Route::Caller(caller.clone()),
+            _ => Route::Nobody,
+        }
     }
 
     /// The calling client of a sampling or elicitation request, or the error that refuses it.

@@ -212,9 +212,9 @@ pub(crate) struct ResourceView {
     /// (a template as shown, parsed; its server), the most specific first (a malformed
     /// template never gets here: the catalog refuses it when it is listed).
     template_owners: Vec<(String, Template, String)>,
-    /// Templates the profile's resource rules hide, parsed: a URI whose most specific
-    /// template is one of these is hidden too (unless a listing names it), so a deny written
-    /// as a template's pattern is not undone by another template or the one-server fallback.
+    /// Templates a deny rule of the profile names as templates, parsed: a URI whose most specific template
+    /// is one of these is hidden too (unless a listing names it), so a deny written as a
+    /// template's pattern is not undone by another template or the one-server fallback.
     hidden_templates: Vec<Template>,
     /// Servers that list resources or templates.
     servers: Vec<String>,
@@ -290,7 +290,12 @@ impl ResourceView {
             for entry in &catalog.templates {
                 let pattern = downstream_uri(prefix, server, &entry.template.uri_template);
                 if hidden(&pattern) {
-                    hidden_templates.extend(Template::parse(&pattern));
+                    // Hidden by a deny rule that names it as a template (`files://{path}`):
+                    // what it expands to is hidden with it. (An allow list, and a glob such as
+                    // `files://*`, are judged on each URI as it is.)
+                    if profile.is_some_and(|p| p.resources.denies_as_template(&pattern)) {
+                        hidden_templates.extend(Template::parse(&pattern));
+                    }
                     continue;
                 }
                 if !seen_templates.insert(pattern.clone()) {
@@ -757,6 +762,17 @@ mod tests {
         assert!(!two.claims("files://etc"));
         assert_eq!(two.owner("files://public/x"), Some("beta"), "more specific");
         assert_eq!(two.owner("other://x"), Some("beta"));
+        // A glob that happens to match the pattern's text names no template: the template is
+        // not listed, and each URI is judged as it is (`files://*` stays in one segment).
+        let glob = profile_denying(&["files://*"]);
+        let alone = ResourceView::new(&snapshot(false), Prefix::Server, Some(&glob));
+        assert!(alone.templates.is_empty());
+        assert_eq!(
+            alone.owner("files://etc"),
+            None,
+            "denied by the glob itself"
+        );
+        assert_eq!(alone.owner("files://public/a"), Some("alpha"));
         // Without the profile, the template is alpha's again.
         let open = ResourceView::new(&snapshot(true), Prefix::Server, None);
         assert_eq!(open.owner("files://etc"), Some("alpha"));

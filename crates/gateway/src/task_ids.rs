@@ -103,11 +103,14 @@ pub(crate) struct UpstreamTask {
 }
 
 /// Which connection of `server` is up in `snapshot`, for a server whose tasks end with its
-/// connection (stdio: the process); `None` for another (a remote server's tasks may outlive a
+/// connection (stdio: the process; in-process: the handler); `None` for another (a remote server's tasks may outlive a
 /// connection) and for one not connected.
 pub(crate) fn generation(snapshot: &Snapshot, server: &str) -> Option<u64> {
     let status = snapshot.servers.get(server)?;
-    if status.transport != "stdio" || status.state != ServerState::Connected {
+    // A stdio server's process and an in-process server's handler end with the connection.
+    if !matches!(status.transport.as_str(), "stdio" | "in-process")
+        || status.state != ServerState::Connected
+    {
         return None;
     }
     // When it connected: the connected state lasts as long as the connection.

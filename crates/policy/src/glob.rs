@@ -36,6 +36,13 @@ enum Token {
 }
 
 impl Glob {
+    /// Whether the pattern was written with a URI template's `{…}`: it names a template.
+    pub(crate) fn names_template(&self) -> bool {
+        self.tokens
+            .iter()
+            .any(|t| matches!(t, Token::Literal(text) if text.contains('{')))
+    }
+
     /// Compiles `pattern`; `separator` is what a single `*` may not cross.
     pub(crate) fn new(pattern: &str, separator: &'static str) -> Self {
         let mut tokens = Vec::new();

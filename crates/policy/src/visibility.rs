@@ -97,6 +97,14 @@ impl NameFilter {
         self.deny.iter().any(|g| g.is_match(name))
     }
 
+    /// Whether a `deny` pattern written with a URI template's `{…}` (one that names a template
+    /// itself, `files://{path}`, not only the URIs a glob covers) matches `template`.
+    pub fn denies_as_template(&self, template: &str) -> bool {
+        self.deny
+            .iter()
+            .any(|g| g.names_template() && g.is_match(template))
+    }
+
     /// Whether this filter admits everything.
     pub fn is_open(&self) -> bool {
         self.allow.is_none() && self.deny.is_empty()

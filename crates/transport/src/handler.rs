@@ -253,7 +253,10 @@ pub fn declared_capabilities(callbacks: Option<&Callbacks>) -> ClientCapabilitie
         capabilities.sampling = Some(Default::default());
     }
     if supported.roots {
-        capabilities.roots = Some(RootsCapabilities::default());
+        // `Runtime::notify_roots_changed` tells servers when the roots change.
+        let mut roots = RootsCapabilities::default();
+        roots.list_changed = Some(true);
+        capabilities.roots = Some(roots);
     }
     // Extensions we take part in: skills (SEP-2640), and tasks (SEP-2663: servers may run
     // `tools/call` as a task; the runtime follows it, `runtime/src/tasks.rs`).

@@ -191,14 +191,19 @@ fn secret_flag(flag: &str) -> bool {
     flag.starts_with('-') && secret_name(flag.trim_start_matches('-'))
 }
 
-/// Whether `name` of a `NAME=VALUE` argument is a variable's name that says its value is a
-/// secret (`API_KEY`, `github.token`).
+/// Whether `name` of a `NAME=VALUE` argument is a variable's name whose last word says its
+/// value is a secret (`API_KEY`, `github.token`; not `OAUTH_CALLBACK_PORT`, `DISABLE_AUTH`).
 fn secret_assignment(name: &str) -> bool {
     !name.starts_with('-')
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
-        && secret_name(name)
+        && name.rsplit(['-', '_', '.']).next().is_some_and(secret_name)
+}
+
+/// Whether `value` is a number or a boolean (`MAX_TOKENS=4096`): no secret.
+fn plain_value(value: &str) -> bool {
+    value.parse::<f64>().is_ok() || matches!(value, "true" | "false")
 }
 
 /// Whether `name` (an environment variable's, a flag's) says its value is a secret: one of its
@@ -230,7 +235,8 @@ pub fn args<'a>(args: impl IntoIterator<Item = &'a str>) -> Vec<String> {
         value_next = false;
         match arg.split_once('=') {
             Some((flag, value))
-                if (secret_flag(flag) || secret_assignment(flag)) && !value.is_empty() =>
+                if !value.is_empty()
+                    && (secret_flag(flag) || secret_assignment(flag) && !plain_value(value)) =>
             {
                 shown.push(format!("{flag}={MARKER}"));
             }
@@ -641,8 +647,8 @@ mod tests {
         );
     }
 
-    /// The value of a flag that names a secret is hidden, in both spellings; other arguments
-    /// stay.
+    /// The value of a `NAME=VALUE` argument whose name ends in a secret word is hidden,
+    /// unless it is a number or a boolean; other assignments stay.
     #[test]
     fn secret_assignments_in_args_are_hidden() {
         let shown = args([
@@ -652,6 +658,9 @@ mod tests {
             "mode=auth",
             "PORT=8080",
             "a b=TOKEN",
+            "OAUTH_CALLBACK_PORT=8080",
+            "MAX_TOKEN=4096",
+            "DISABLE_AUTH=true",
         ]);
         assert_eq!(
             shown,
@@ -661,11 +670,16 @@ mod tests {
                 "GITHUB_TOKEN=[redacted]",
                 "mode=auth",
                 "PORT=8080",
-                "a b=TOKEN"
+                "a b=TOKEN",
+                "OAUTH_CALLBACK_PORT=8080",
+                "MAX_TOKEN=4096",
+                "DISABLE_AUTH=true"
             ]
         );
     }
 
+    /// The value of a flag that names a secret is hidden, in both spellings; other arguments
+    /// stay.
     #[test]
     fn secret_flags_in_args_are_hidden() {
         let shown = args([

@@ -52,8 +52,9 @@ pub(crate) struct FixtureState {
     pub(crate) http: crate::handler::lifecycle::HttpFaults,
     /// `notifications/roots/list_changed` received, from every connection.
     pub(crate) roots_changed: u64,
-    /// What the server's own `roots/list` (asked on each `roots/list_changed`, outside any
-    /// call, as a filesystem server does) last got: the roots or the error.
+    /// What the server's own `roots/list` (asked on each `roots/list_changed` and, with
+    /// `--client-requests`, at start: outside any call, as a filesystem server does) last got:
+    /// the roots or the error.
     pub(crate) roots_after_change: Option<serde_json::Value>,
     /// The level last set with `logging/setLevel` (`--log-and-complete`).
     #[allow(deprecated)] // logging: every protocol before 2026-07-28

@@ -579,6 +579,20 @@ impl ServerHandler for Session {
             self.shared()
                 .bridge
                 .reside(self.state.id, context.peer.clone());
+            // Upstreams that asked for roots before the client came got none: told the roots
+            // changed, they ask again, and the client answers.
+            if self.shared().bridge.sole_resident(self.state.id)
+                && context
+                    .peer
+                    .peer_info()
+                    .is_some_and(|info| info.capabilities.roots.is_some())
+            {
+                let shared = self.state.shared.clone();
+                tokio::spawn(async move {
+                    let told = shared.runtime.notify_roots_changed().await;
+                    tracing::debug!(told, "upstreams told the stdio client's roots are here");
+                });
+            }
         }
         self.shared()
             .register(self.state.id, Listener::Peer(context.peer), profile);
@@ -586,9 +600,10 @@ impl ServerHandler for Session {
 
     async fn on_roots_list_changed(&self, _context: NotificationContext<RoleServer>) {
         // Over stdio the upstreams are this client's alone: they are told, and ask its roots
-        // again. Over HTTP they are shared by every client (and an upstream's roots/list
-        // outside a call is answered with none): not forwarded.
-        if self.state.lines.is_some() {
+        // again. Over HTTP (or with more stdio-like clients, an embedder's) they are shared by
+        // every client (and an upstream's roots/list outside a call is answered with none):
+        // not forwarded.
+        if self.state.lines.is_some() && self.shared().bridge.sole_resident(self.state.id) {
             let told = self.runtime().notify_roots_changed().await;
             tracing::debug!(told, "forwarded the client's roots/list_changed");
         } else {

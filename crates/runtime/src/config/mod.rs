@@ -405,7 +405,25 @@ fn remote(
     }
     let mut headers = BTreeMap::new();
     for (k, v) in &raw.headers {
-        headers.insert(k.clone(), ex(&format!("headers.{k}"), v)?);
+        // RFC 9110 token characters: anything else would be refused on every request, or
+        // (a line break) forge another header.
+        let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+        if k.is_empty() || !k.chars().all(token) {
+            return Err(format!(
+                "`headers` has a name that is no HTTP header name (\"{}\"): letters, digits and \
+                 !#$%&'*+-.^_`|~ only",
+                k.escape_debug()
+            ));
+        }
+        let value = ex(&format!("headers.{k}"), v)?;
+        // The value is not quoted: it may be a secret.
+        if value.chars().any(|c| c.is_control() && c != '\t') {
+            return Err(format!(
+                "`headers.{k}` holds a line break or another control character (as written or \
+                 from a `${{VAR}}` it reads), which no HTTP header value may"
+            ));
+        }
+        headers.insert(k.clone(), value);
     }
     let url = ex("url", url)?;
     // The value itself is not quoted: its query may hold a key.
@@ -721,6 +739,14 @@ fn server_config(
         (Some("stdio") | None, Some(command), None) => {
             let mut env = BTreeMap::new();
             for (k, v) in &raw.env {
+                // What `execve` cannot carry as a variable's name.
+                if k.is_empty() || k.contains(['=', '\0']) {
+                    return Err(format!(
+                        "`env` has a name no environment variable can have (\"{}\"): it must be \
+                         non-empty, without `=`",
+                        k.escape_debug()
+                    ));
+                }
                 env.insert(k.clone(), ex(&format!("env.{k}"), v)?);
             }
             TransportConfig::Stdio(StdioSpec {
@@ -1093,6 +1119,18 @@ mod tests {
             (
                 r#"{"url": "https://x", "oauth": {"clientSecret": ["CANARY"]}}"#,
                 "`oauth.clientSecret`: invalid type: sequence, expected a string",
+            ),
+            (
+                r#"{"url": "https://x", "headers": {"Authorization": "Bearer CANARY\r\nX-Evil: 1"}}"#,
+                "`headers.Authorization` holds a line break",
+            ),
+            (
+                r#"{"url": "https://x", "headers": {"Bad Header": "CANARY"}}"#,
+                "a name that is no HTTP header name (\"Bad Header\")",
+            ),
+            (
+                r#"{"command": "x", "env": {"A=B": "CANARY"}}"#,
+                "`env` has a name no environment variable can have (\"A=B\")",
             ),
         ] {
             let message = error(server);

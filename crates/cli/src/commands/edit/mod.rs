@@ -244,6 +244,7 @@ pub(crate) fn scope_name(scope: ScopeArg) -> &'static str {
 
 fn add(args: &AddArgs) -> Result<String, EditError> {
     let mut server = Object::default();
+    let mut note = String::new();
     let mut header = args.header.clone();
     let mut scope = args.scope;
     let mut force = args.force;
@@ -255,7 +256,7 @@ fn add(args: &AddArgs) -> Result<String, EditError> {
     }
     match args.transport {
         TransportArg::Stdio => {
-            own_options_after_command(&target, std::env::args_os().any(|a| a == "--"))?;
+            note = own_options_after_command(&target)?;
             if !header.is_empty() {
                 return Err(EditError::Usage(
                     "--header is for --transport http or sse; a stdio server takes --env".into(),
@@ -303,41 +304,53 @@ fn add(args: &AddArgs) -> Result<String, EditError> {
             }
         }
     }
-    insert_server(&args.name, server, scope, force)
+    insert_server(&args.name, server, scope, force).map(|done| done + &note)
 }
 
-/// Refuses a stdio command that carries one of `add`'s own options when no `--` set the command
-/// apart (`add fs npx -y server --scope project` would write `--scope project` into the
-/// server's arguments, in the user config; `--env KEY=secret` there would sit unredacted in
-/// `args`). The option's value is never quoted: it may be a secret.
-fn own_options_after_command(target: &[String], separated: bool) -> Result<(), EditError> {
-    const OWN: [&str; 10] = [
-        "--scope",
-        "-s",
-        "--env",
-        "-e",
-        "--header",
-        "-H",
-        "--force",
-        "--transport",
-        "-t",
-        "--json",
-    ];
-    if separated {
-        return Ok(());
+/// Judges `add`'s own options written after a stdio command when no `--` set the command
+/// apart: `--scope user|project` and a final `--force` can only be meant for mcp-harness
+/// (`add fs npx -y server --scope project` would write `--scope project` into the server's
+/// arguments, in the user config) and are refused; `--env`/`-e` and `--header`/`-H` are
+/// common in servers' own command lines (`docker run -e VAR`, `mcp-remote URL --header …`), so
+/// they stay the command's, with a note. Values are never quoted: they may be secrets.
+fn own_options_after_command(target: &[String]) -> Result<String, EditError> {
+    let words: Vec<&str> = target.iter().skip(1).map(String::as_str).collect();
+    // clap took a `--` before the command (one more on the command line than among the
+    // command's words): the words are the command's, whatever they say.
+    let given = std::env::args_os().filter(|a| a == "--").count();
+    if given > target.iter().filter(|w| *w == "--").count() {
+        return Ok(String::new());
     }
-    let own = target.iter().skip(1).find_map(|word| {
-        let flag = word.split_once('=').map_or(word.as_str(), |(flag, _)| flag);
-        OWN.contains(&flag).then_some(flag)
-    });
-    match own {
-        Some(flag) => Err(EditError::Usage(format!(
+    let scope = words
+        .windows(2)
+        .any(|pair| matches!(pair[0], "--scope" | "-s") && matches!(pair[1], "user" | "project"))
+        || words.iter().any(|w| {
+            matches!(
+                *w,
+                "--scope=user" | "--scope=project" | "-s=user" | "-s=project"
+            )
+        });
+    let force = words.last() == Some(&"--force");
+    if scope || force {
+        let flag = if scope { "--scope" } else { "--force" };
+        return Err(EditError::Usage(format!(
             "`{flag}` after the command would be passed to the server as its own argument; put \
              mcp-harness's options before the name, or the command after `--`: \
              mcp-harness add [OPTIONS] NAME -- COMMAND [ARGS...]"
-        ))),
-        None => Ok(()),
+        )));
     }
+    let ours = words.iter().find_map(|word| {
+        let flag = word.split_once('=').map_or(*word, |(flag, _)| flag);
+        matches!(flag, "--env" | "-e" | "--header" | "-H").then_some(flag)
+    });
+    Ok(match ours {
+        Some(flag) => format!(
+            "note: `{flag}` after the command is written as the server's own argument; if it was \
+             meant for mcp-harness, put it before the name (mcp-harness add [OPTIONS] NAME -- \
+             COMMAND [ARGS...])\n"
+        ),
+        None => String::new(),
+    })
 }
 
 /// Splits `--header`/`-H`, `--scope`/`-s` and `--force` written after a remote server's URL
