@@ -583,7 +583,9 @@ struct Forward {
 fn no_caller(what: &str, server: &str) -> McpError {
     McpError::invalid_request(
         format!(
-            "no client of the gateway is calling server \"{server}\" now, so nobody can answer its {what}"
+            "no client of the gateway can answer this {what} of server \"{server}\": it belongs to \
+             no call in flight (no client calls the server, the call it was for ended, or it \
+             names a task whose result no client awaits), and it is given to no other client"
         ),
         None,
     )

@@ -32,9 +32,14 @@ const MAX_SERIES: usize = 10_000;
 /// ones are counted as `other`.
 const MAX_CLIENTS: usize = 100;
 
-/// The tool label of a call that reached no server (an unknown name, a throttled call): the
-/// name a client asked for is anything it likes.
+/// The tool label of a call that reached no server (an unknown name, a throttled call) once
+/// [`MAX_UNRESOLVED`] such names have their own: the name a client asked for is anything it
+/// likes.
 const UNRESOLVED_TOOL: &str = "_unknown";
+
+/// At most this many names of calls that reached no server get a label of their own (a typo,
+/// a tool hidden from the caller's profile: worth seeing); later ones are [`UNRESOLVED_TOOL`].
+const MAX_UNRESOLVED: usize = 100;
 
 /// The most bytes of a call's arguments an audit line carries (`--audit-arguments`); larger
 /// ones are left out, their size said.
@@ -190,6 +195,8 @@ pub(crate) struct Metrics {
     calls: DashMap<Series, Mutex<Stats>, foldhash::quality::RandomState>,
     /// The client labels in use (at most [`MAX_CLIENTS`]).
     clients: dashmap::DashSet<String, foldhash::quality::RandomState>,
+    /// The labels of calls that reached no server (at most [`MAX_UNRESOLVED`]).
+    unresolved: dashmap::DashSet<String, foldhash::quality::RandomState>,
 }
 
 /// Where audit lines go, and whether they carry arguments.
@@ -271,17 +278,16 @@ fn rfc3339_now() -> String {
 
 impl Metrics {
     pub(crate) fn record(&self, record: &CallRecord<'_>, audit: Option<&Audit>) {
-        let tool = match record.server {
-            "-" => UNRESOLVED_TOOL,
-            _ => record.tool,
-        };
-        let (server, tool, mut client) = (label(record.server), label(tool), label(record.client));
-        if !self.clients.contains(&*client) {
-            if self.clients.len() < MAX_CLIENTS {
-                self.clients.insert(client.to_string());
-            } else {
-                client = std::borrow::Cow::Borrowed("other");
-            }
+        let (server, mut tool, mut client) = (
+            label(record.server),
+            label(record.tool),
+            label(record.client),
+        );
+        if record.server == "-" && !admitted(&self.unresolved, &tool, MAX_UNRESOLVED) {
+            tool = std::borrow::Cow::Borrowed(UNRESOLVED_TOOL);
+        }
+        if !admitted(&self.clients, &client, MAX_CLIENTS) {
+            client = std::borrow::Cow::Borrowed("other");
         }
         let labels = (&*server, &*tool, &*client, record.outcome);
         let stats = match self.calls.get(&labels as &dyn SeriesKey) {
@@ -399,12 +405,41 @@ impl Metrics {
     }
 }
 
-/// At most 256 characters of `value`, an ellipsis after them when it is longer.
+/// At most 256 characters of `value`, an ellipsis after them when it is longer, and no
+/// character that would make it read otherwise on a terminal.
 fn audited(value: &str) -> std::borrow::Cow<'_, str> {
-    match value.char_indices().nth(256) {
+    let cut: std::borrow::Cow<'_, str> = match value.char_indices().nth(256) {
         Some((end, _)) => format!("{}…", &value[..end]).into(),
         None => value.into(),
+    };
+    // Characters that make a name read otherwise on a terminal (line and paragraph
+    // separators, which JSON writes raw; bidirectional overrides and isolates) are shown as
+    // U+FFFD, as control characters are in labels.
+    let deceiving = |c: char| matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+    if cut.chars().any(deceiving) {
+        cut.chars()
+            .map(|c| if deceiving(c) { '\u{fffd}' } else { c })
+            .collect::<String>()
+            .into()
+    } else {
+        cut
     }
+}
+
+/// Whether `label` is one of `seen`, or joins them while they are fewer than `max`.
+fn admitted(
+    seen: &dashmap::DashSet<String, foldhash::quality::RandomState>,
+    label: &str,
+    max: usize,
+) -> bool {
+    if seen.contains(label) {
+        return true;
+    }
+    if seen.len() >= max {
+        return false;
+    }
+    seen.insert(label.to_string());
+    true
 }
 
 /// At most 64 characters of `value`.
@@ -522,8 +557,9 @@ mod tests {
         );
     }
 
-    /// A client that calls ever new (unknown) tool names makes one series (tool `_unknown`),
-    /// not a series per name; made-up client names beyond [`MAX_CLIENTS`] are `other`.
+    /// A client that calls ever new (unknown) tool names makes a series for each of the first
+    /// [`MAX_UNRESOLVED`] and one (tool `_unknown`) for the rest, not a series per name;
+    /// made-up client names beyond [`MAX_CLIENTS`] are `other`.
     #[test]
     fn series_stay_capped_whatever_tools_are_called() {
         let metrics = Metrics::default();
@@ -536,14 +572,14 @@ mod tests {
             };
             metrics.record(&call, None);
         }
-        assert_eq!(metrics.calls.len(), 1);
+        assert_eq!(metrics.calls.len(), MAX_UNRESOLVED + 1);
         let unknown = metrics
             .calls
             .get(&("-", UNRESOLVED_TOOL, "prober", Outcome::Unknown) as &dyn SeriesKey)
             .expect("the one series");
         assert_eq!(
             crate::sync::lock(unknown.value()).count,
-            (MAX_SERIES + 50) as u64
+            (MAX_SERIES + 50 - MAX_UNRESOLVED) as u64
         );
         // The map's read guard is let go before recording again (the same shard).
         drop(unknown);
@@ -578,6 +614,7 @@ mod tests {
         audit.write(&call("fx", &small));
         audit.write(&call("fx", &big));
         audit.write(&call("-", &small));
+        audit.write(&record("evil\u{202e}txt.exe\u{2028}x", Outcome::Ok, 1));
         let text = std::fs::read_to_string(&path).expect("read");
         let lines: Vec<Value> = text
             .lines()
@@ -587,6 +624,7 @@ mod tests {
         assert!(lines[1].get("arguments").is_none(), "{}", lines[1]);
         assert!(lines[1]["arguments_bytes"].as_u64() > Some(MAX_AUDITED_ARGUMENTS as u64));
         assert!(lines[2].get("arguments").is_none(), "{}", lines[2]);
+        assert_eq!(lines[3]["client"], "evil\u{fffd}txt.exe\u{fffd}x");
         let _ = std::fs::remove_file(&path);
     }
 

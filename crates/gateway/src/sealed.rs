@@ -459,6 +459,13 @@ fn compact(init: InitializeRequestParams) -> InitializeRequestParams {
     }
     if let Some(params) = value.as_object_mut() {
         params.remove("_meta");
+        // No protocol version is longer: a made-up one is kept as far as it can matter.
+        if let Some(version) = params.get_mut("protocolVersion")
+            && let Some(text) = version.as_str()
+            && text.len() > 64
+        {
+            *version = serde_json::Value::String(text.chars().take(64).collect());
+        }
     }
     if size(&value) > MAX_SEALED_INIT
         && let Some(capabilities) = value

@@ -201,9 +201,10 @@ fn secret_assignment(name: &str) -> bool {
         && name.rsplit(['-', '_', '.']).next().is_some_and(secret_name)
 }
 
-/// Whether `value` is a number or a boolean (`MAX_TOKENS=4096`): no secret.
+/// Whether `value` is a boolean (`DISABLE_AUTH=true`): no secret. (A number may be one: a
+/// PIN, a numeric key.)
 fn plain_value(value: &str) -> bool {
-    value.parse::<f64>().is_ok() || matches!(value, "true" | "false")
+    matches!(value, "true" | "false")
 }
 
 /// Whether `name` (an environment variable's, a flag's) says its value is a secret: one of its
@@ -647,8 +648,8 @@ mod tests {
         );
     }
 
-    /// The value of a `NAME=VALUE` argument whose name ends in a secret word is hidden,
-    /// unless it is a number or a boolean; other assignments stay.
+    /// The value of a `NAME=VALUE` argument whose name ends in a secret word is hidden (a
+    /// number too: a PIN), unless it is a boolean; other assignments stay.
     #[test]
     fn secret_assignments_in_args_are_hidden() {
         let shown = args([
@@ -659,7 +660,7 @@ mod tests {
             "PORT=8080",
             "a b=TOKEN",
             "OAUTH_CALLBACK_PORT=8080",
-            "MAX_TOKEN=4096",
+            "DB_PASSWORD=20231231",
             "DISABLE_AUTH=true",
         ]);
         assert_eq!(
@@ -672,7 +673,7 @@ mod tests {
                 "PORT=8080",
                 "a b=TOKEN",
                 "OAUTH_CALLBACK_PORT=8080",
-                "MAX_TOKEN=4096",
+                "DB_PASSWORD=[redacted]",
                 "DISABLE_AUTH=true"
             ]
         );
