@@ -144,7 +144,7 @@ impl std::io::Write for RedactedStderr {
         // One event, one line: a value with a line break in it (a client's request id, say)
         // cannot forge a log line of its own.
         let shown = log_line(&shown, self.ansi);
-        let _ = std::io::stderr().write_all(shown.as_bytes());
+        let _ = std::io::stderr().write_all(cut_line(&shown).as_bytes());
         Ok(buf.len())
     }
 
@@ -152,6 +152,24 @@ impl std::io::Write for RedactedStderr {
         let _ = std::io::stderr().flush();
         Ok(())
     }
+}
+
+/// The most bytes of one log line: rmcp logs what a peer sent (a client's megabyte name in
+/// its `initialize`), which a log need not hold whole.
+const MAX_LOG_LINE: usize = 16 * 1024;
+
+/// `line` (ending with its newline) cut to [`MAX_LOG_LINE`] bytes on a character boundary,
+/// saying how much was left out.
+fn cut_line(line: &str) -> std::borrow::Cow<'_, str> {
+    if line.len() <= MAX_LOG_LINE {
+        return std::borrow::Cow::Borrowed(line);
+    }
+    let mut end = MAX_LOG_LINE;
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    let left = line.trim_end_matches('\n').len() - end;
+    format!("{} … [{left} more bytes]\n", &line[..end]).into()
 }
 
 /// `event` (a formatted log event, ending with its newline) made safe for a terminal: the line
@@ -1084,5 +1102,25 @@ mod log_tests {
             log_line("\u{1b}[2mdim\u{1b}[0m\tx\n", true),
             "\u{1b}[2mdim\u{1b}[0m\tx\n"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A megabyte log line is cut to [`MAX_LOG_LINE`] bytes on a character boundary, and
+    /// still ends its line; a short one is left as it is.
+    #[test]
+    fn long_log_lines_are_cut_on_a_character_boundary() {
+        let line = format!("{}\n", "é".repeat(1 << 19));
+        let cut = cut_line(&line);
+        assert!(cut.len() < MAX_LOG_LINE + 64, "{}", cut.len());
+        assert!(
+            cut.ends_with(" more bytes]\n"),
+            "{}",
+            &cut[cut.len() - 40..]
+        );
+        assert_eq!(cut_line("short\n"), "short\n");
     }
 }

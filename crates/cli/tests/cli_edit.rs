@@ -654,6 +654,26 @@ fn an_edit_of_a_shadowed_definition_names_the_one_in_effect() {
     assert!(!out.contains("note:"), "{out}");
 }
 
+/// A server a plugin folder brings is not in any file the edit commands write: `remove` says
+/// where it comes from, not to look at `list` (which shows the files' servers).
+#[test]
+fn removing_a_plugins_server_names_the_plugin_file() {
+    let dir = temp_dir("plugin");
+    let plugin = dir.join("xdg/mcp-harness/plugins/tools");
+    std::fs::create_dir_all(&plugin).expect("mkdir");
+    std::fs::write(
+        plugin.join(".mcp.json"),
+        r#"{"mcpServers": {"plugsrv": {"command": "plug-mcp"}}}"#,
+    )
+    .expect("write");
+    let (code, _, err) = run_in(&dir, &["remove", "plugsrv"], &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("plugins/tools/.mcp.json (plugin)") && err.contains("does not edit"),
+        "{err}"
+    );
+}
+
 #[test]
 fn project_scope_writes_the_project_file_and_keeps_it_trusted() {
     let dir = temp_dir("project");

@@ -423,33 +423,21 @@ impl ClientBridge {
             direct: None,
             ended: None,
         };
-        let mut resident = self
-            .inner
-            .resident
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut resident = crate::sync::lock(&self.inner.resident);
         resident.retain(|(id, _)| *id != session);
         resident.push((session, caller));
     }
 
     /// Undoes [`Self::reside`] for `session`.
     pub(crate) fn leave(&self, session: u64) {
-        let mut resident = self
-            .inner
-            .resident
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut resident = crate::sync::lock(&self.inner.resident);
         resident.retain(|(id, _)| *id != session);
     }
 
     /// Whether `session` is the only stdio-like client there is (its roots changes speak for
     /// every upstream's client).
     pub(crate) fn sole_resident(&self, session: u64) -> bool {
-        let resident = self
-            .inner
-            .resident
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let resident = crate::sync::lock(&self.inner.resident);
         matches!(resident.as_slice(), [(id, _)] if *id == session)
     }
 
@@ -548,7 +536,7 @@ impl Inner {
 
     /// The stdio client when it is the only one, else nobody.
     fn resident(&self) -> Route {
-        let resident = self.resident.lock().unwrap_or_else(|e| e.into_inner());
+        let resident = crate::sync::lock(&self.resident);
         match resident.as_slice() {
             [(_, caller)] => Route::Caller(caller.clone()),
             _ => Route::Nobody,
@@ -623,11 +611,7 @@ impl ClientCallbacks for Forward {
 
     fn elicitation_complete(&self, server: &str, elicitation_id: &str) {
         let caller = {
-            let mut asked = self
-                .inner
-                .url_asked
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
+            let mut asked = crate::sync::lock(&self.inner.url_asked);
             let at = asked
                 .iter()
                 .position(|(s, id, _)| s == server && id == elicitation_id);
@@ -673,7 +657,7 @@ impl ClientCallbacks for Forward {
                 && !elicitation_id.is_empty()
                 && caller.can_elicit_mode(&request)
             {
-                let mut asked = inner.url_asked.lock().unwrap_or_else(|e| e.into_inner());
+                let mut asked = crate::sync::lock(&inner.url_asked);
                 if asked.len() >= URL_ASKED_KEPT {
                     asked.pop_front();
                 }

@@ -339,9 +339,12 @@ fn own_options_after_command(target: &[String]) -> Result<String, EditError> {
              mcp-harness add [OPTIONS] NAME -- COMMAND [ARGS...]"
         )));
     }
-    let ours = words.iter().find_map(|word| {
-        let flag = word.split_once('=').map_or(*word, |(flag, _)| flag);
-        matches!(flag, "--env" | "-e" | "--header" | "-H").then_some(flag)
+    // Only in the shape `add` takes them (`-e KEY=VALUE`, `-H 'Name: value'`): `docker run -e
+    // VAR` passes a variable by name, which is docker's alone.
+    let ours = words.windows(2).find_map(|pair| match pair[0] {
+        "--env" | "-e" if pair[1].contains('=') => Some(pair[0]),
+        "--header" | "-H" if pair[1].contains(':') => Some(pair[0]),
+        _ => None,
     });
     Ok(match ours {
         Some(flag) => format!(
@@ -627,9 +630,25 @@ pub(crate) fn find(name: &str, scope: ScopeArg) -> Result<ConfigFile, EditError>
                 file::shown(&p),
                 scope_name(other)
             ),
-            None => "; `mcp-harness list` shows the configured servers".into(),
+            None => match not_editable(name) {
+                Some(from) => format!(
+                    "; it comes from {from}, which mcp-harness does not edit (change it there)"
+                ),
+                None => "; `mcp-harness list` shows the configured servers".into(),
+            },
         },
     })
+}
+
+/// Where a server no scope's file defines comes from, when the merge has it: a plugin folder's
+/// `.mcp.json` or a remote source.
+fn not_editable(name: &str) -> Option<String> {
+    let merged = crate::sources::shared().merge().ok()?;
+    let origin = merged.origins.get(name)?;
+    match origin.scope {
+        Scope::Plugin | Scope::Remote => Some(format!("{} ({})", origin, origin.scope.name())),
+        _ => None,
+    }
 }
 
 /// Saves `file`; for a project file, keeps the user's trust in step with their own edit: a file
