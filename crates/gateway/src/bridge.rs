@@ -128,30 +128,33 @@ impl Caller {
     /// can close its form — on a direct call's stream as on rmcp's.
     async fn ask(&self, mut request: ServerRequest) -> Result<ClientResult, ServiceError> {
         let asked = async {
-            if let Some(direct) = &self.direct {
-                let id = direct.next_id();
-                let mut withdraw = Withdraw {
-                    peer: Some(self.peer.clone()),
-                    id: id.clone(),
-                };
-                let answer = direct.ask(id, request).await;
-                withdraw.peer = None;
-                return answer;
-            }
-            if let Some(id) = &self.request {
-                request
-                    .extensions_mut()
-                    .insert(OriginatingRequestId(id.clone()));
-            }
-            let handle = self
-                .peer
-                .send_request_with_option(request, rmcp::service::PeerRequestOptions::no_options())
-                .await?;
+            use futures::future::Either;
+            let (id, answer) = match &self.direct {
+                Some(direct) => {
+                    let id = direct.next_id();
+                    (id.clone(), Either::Left(direct.ask(id, request)))
+                }
+                None => {
+                    if let Some(id) = &self.request {
+                        request
+                            .extensions_mut()
+                            .insert(OriginatingRequestId(id.clone()));
+                    }
+                    let handle = self
+                        .peer
+                        .send_request_with_option(
+                            request,
+                            rmcp::service::PeerRequestOptions::no_options(),
+                        )
+                        .await?;
+                    (handle.id.clone(), Either::Right(handle.await_response()))
+                }
+            };
             let mut withdraw = Withdraw {
                 peer: Some(self.peer.clone()),
-                id: handle.id.clone(),
+                id,
             };
-            let answer = handle.await_response().await;
+            let answer = answer.await;
             withdraw.peer = None;
             answer
         };
@@ -168,6 +171,15 @@ impl Caller {
                 "the call this was asked for ended before the client answered",
                 None,
             ))),
+        }
+    }
+
+    /// The same client and request, tied to no call's end (what is asked of it is withdrawn
+    /// only with its session).
+    fn unbound(&self) -> Caller {
+        Caller {
+            ended: None,
+            ..self.clone()
         }
     }
 
@@ -525,10 +537,7 @@ impl Inner {
             // Tied to none of them: it is withdrawn when the session ends, not when the first
             // call does (its answer may be for another).
             [first, rest @ ..] if rest.iter().all(|e| e.caller.same_client(&first.caller)) => {
-                Route::Caller(Caller {
-                    ended: None,
-                    ..first.caller.clone()
-                })
+                Route::Caller(first.caller.unbound())
             }
             several => Route::Ambiguous(several.len()),
         }
@@ -661,11 +670,7 @@ impl ClientCallbacks for Forward {
                 if asked.len() >= URL_ASKED_KEPT {
                     asked.pop_front();
                 }
-                let remembered = Caller {
-                    ended: None,
-                    ..caller.clone()
-                };
-                asked.push_back((server.clone(), elicitation_id.clone(), remembered));
+                asked.push_back((server.clone(), elicitation_id.clone(), caller.unbound()));
             }
             if !caller.can_elicit_mode(&request) {
                 let mode = match &request {

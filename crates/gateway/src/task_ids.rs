@@ -154,9 +154,6 @@ pub(crate) struct Route {
     pub(crate) session: u64,
     /// The sealed id the session holds for the task.
     pub(crate) id: String,
-    /// The task's [`UpstreamTask::generation`]: a status from a later connection of the
-    /// server is another task's, whatever its id.
-    pub(crate) generation: Option<u64>,
 }
 
 /// The SEP-1686 tasks handed out and still running, (server, upstream id) → [`Route`].
@@ -173,7 +170,10 @@ pub(crate) struct Routes {
 
 #[derive(Default)]
 struct RouteTable {
-    by_task: HashMap<(String, String), (u64, Route)>,
+    /// (server, upstream id) → (insertion number, route, the task's
+    /// [`UpstreamTask::generation`]: a status from a later connection of the server is another
+    /// task's, whatever its id).
+    by_task: HashMap<(String, String), (u64, Route, Option<u64>)>,
     /// Insertion number → key, oldest first.
     order: BTreeMap<u64, (String, String)>,
     next: u64,
@@ -184,7 +184,7 @@ struct RouteTable {
 
 impl RouteTable {
     fn remove(&mut self, key: &(String, String)) -> Option<Route> {
-        let (seq, route) = self.by_task.remove(key)?;
+        let (seq, route, _) = self.by_task.remove(key)?;
         self.order.remove(&seq);
         self.uncount(route.session);
         Some(route)
@@ -195,7 +195,7 @@ impl RouteTable {
         let outlived = self
             .by_task
             .get(key)
-            .is_some_and(|(_, route)| route.generation.is_some_and(|made| Some(made) != now));
+            .is_some_and(|(_, _, made)| made.is_some_and(|made| Some(made) != now));
         if outlived {
             self.remove(key);
         }
@@ -223,7 +223,7 @@ impl Routes {
             let Some((_, oldest)) = table.order.pop_first() else {
                 break;
             };
-            if let Some((_, evicted)) = table.by_task.remove(&oldest) {
+            if let Some((_, evicted, _)) = table.by_task.remove(&oldest) {
                 table.uncount(evicted.session);
             }
         }
@@ -231,7 +231,7 @@ impl Routes {
         table.next += 1;
         table.order.insert(seq, key.clone());
         *table.per_session.entry(route.session).or_default() += 1;
-        table.by_task.insert(key, (seq, route));
+        table.by_task.insert(key, (seq, route, task.generation));
         drop(table);
         self.inserted.notify_one();
     }
@@ -260,7 +260,7 @@ impl Routes {
         if terminal {
             table.remove(&key)
         } else {
-            table.by_task.get(&key).map(|(_, route)| route.clone())
+            table.by_task.get(&key).map(|(_, route, _)| route.clone())
         }
     }
 
@@ -273,7 +273,7 @@ impl Routes {
         let gone: Vec<_> = table
             .by_task
             .iter()
-            .filter(|(_, (_, route))| route.session == session)
+            .filter(|(_, (_, route, _))| route.session == session)
             .map(|(key, _)| key.clone())
             .collect();
         for key in gone {
@@ -440,7 +440,6 @@ mod tests {
         let route = Route {
             session: 1,
             id: "sealed".into(),
-            generation: Some(7),
         };
         routes.insert(&task, route.clone());
         assert!(routes.has("up", "T1", Some(7)));
@@ -462,7 +461,6 @@ mod tests {
         let to = |session: u64, n: usize| Route {
             session,
             id: format!("sealed-{n}"),
-            generation: None,
         };
         routes.insert(&task(0), to(1, 0));
         routes.insert(&task(1), to(2, 1));

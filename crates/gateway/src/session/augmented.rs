@@ -255,7 +255,6 @@ impl Session {
             Route {
                 session: self.state.id,
                 id: id.clone(),
-                generation: upstream.generation,
             },
         );
         let task = serde_json::to_value(&created.task).unwrap_or_default();
