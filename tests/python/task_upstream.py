@@ -49,6 +49,7 @@ def ask(method, params, timeout=30):
 
 def view(task):
     shown = {k: task[k] for k in ("taskId", "status", "createdAt", "lastUpdatedAt", "ttl")}
+    shown["pollInterval"] = 250
     if task.get("statusMessage"):
         shown["statusMessage"] = task["statusMessage"]
     return shown

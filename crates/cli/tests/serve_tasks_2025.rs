@@ -462,6 +462,12 @@ fn a_restarted_servers_task_ids_never_reach_another_clients_task() {
         if let Some(id) = created["result"]["task"]["taskId"].as_str() {
             break id.to_string();
         }
+        // Never run plainly, nor refused as a tool that takes no task, while the server
+        // starts again: the call's restart decides on the new connection (a call sent before
+        // the gateway saw the exit fails on the closed pipe).
+        let failed = created["result"]["isError"] == true || created["result"].is_null();
+        assert!(failed, "ran plainly: {created}");
+        assert_ne!(created["error"]["code"], -32601, "{created}");
         assert!(start.elapsed() < Duration::from_secs(20), "{created}");
         std::thread::sleep(Duration::from_millis(200));
     };
@@ -486,4 +492,77 @@ fn a_restarted_servers_task_ids_never_reach_another_clients_task() {
         .as_str()
         .unwrap_or_default();
     assert!(text.contains("result of T1 for bob"), "{result}");
+}
+
+/// While the server of a client's task is down, the gateway still serves 2025-11-25 tasks:
+/// `tasks/get` and `tasks/result` about the task answer that it is gone with its server, never
+/// `-32601` (the front stayed on only while a connected upstream declared task-augmented calls).
+#[test]
+fn a_tasks_requests_while_its_server_is_down_name_the_server() {
+    let (gateway, pid_file) = scripted_gateway("down");
+    let (alice, _) = Session::open(&gateway.addr, ALICE, sep1686_tasks(), "alice");
+    let created = work_task(&alice, json!({"who": "alice", "secs": 30}));
+    let id = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no task: {created}"))
+        .to_string();
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .expect("the upstream's pid")
+        .trim()
+        .parse()
+        .expect("a pid");
+    // SAFETY: a signal to the upstream process this test's gateway started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    // Until the gateway sees the exit the request may still fail on the closed pipe; after
+    // it, the answer is the task's end (bounded: 100 tries, 10 s).
+    let start = Instant::now();
+    for tries in 0.. {
+        let answer = on_task(&alice, "tasks/get", &id);
+        assert_ne!(answer["error"]["code"], -32601, "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        if message.contains("the task is gone") && message.contains("\"up\"") {
+            break;
+        }
+        assert!(
+            tries < 100 && start.elapsed() < Duration::from_secs(10),
+            "{answer}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let result = on_task(&alice, "tasks/result", &id);
+    let message = result["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("the task is gone"), "{result}");
+    // A new session's initialize still declares the tasks it may be handed.
+    let (late, init) = Session::open(&gateway.addr, ALICE, sep1686_tasks(), "late");
+    assert!(init["capabilities"]["tasks"].is_object(), "{init}");
+    drop(late);
+}
+
+/// A task's `ttl` and `pollInterval` reach the client as the upstream gave them — in the
+/// created task, `tasks/get` and the status notifications — though rmcp's decoding of a
+/// 2025-11-25 task drops both (the client was told `"ttl": null`, unlimited, and no interval).
+#[test]
+fn a_tasks_ttl_and_poll_interval_reach_the_client_as_the_upstream_gave_them() {
+    let (gateway, _) = scripted_gateway("timing");
+    let (alice, _) = Session::open(&gateway.addr, ALICE, sep1686_tasks(), "alice");
+    let mut statuses = Sse::get(&alice);
+    let created = alice.request(
+        "tools/call",
+        json!({"name": "mcp__up__work", "task": {"ttl": 45_000},
+               "arguments": {"who": "alice", "secs": 0.3}}),
+    );
+    let task = &created["result"]["task"];
+    assert_eq!(task["ttl"], 45_000, "{created}");
+    assert_eq!(task["pollInterval"], 250, "{created}");
+    let id = task["taskId"].as_str().expect("a task id").to_string();
+    let got = on_task(&alice, "tasks/get", &id);
+    assert_eq!(got["result"]["ttl"], 45_000, "{got}");
+    assert_eq!(got["result"]["pollInterval"], 250, "{got}");
+    let status = (0..100)
+        .map_while(|_| statuses.next())
+        .find(|m| m["method"] == "notifications/tasks/status")
+        .unwrap_or_else(|| panic!("no status of the task"));
+    assert_eq!(status["params"]["taskId"], json!(id), "{status}");
+    assert_eq!(status["params"]["ttl"], 45_000, "{status}");
+    assert_eq!(status["params"]["pollInterval"], 250, "{status}");
 }

@@ -1,9 +1,11 @@
 //! What a server said on the wire that rmcp's typed model drops, kept beside the session.
 //!
 //! rmcp 3.11 models the 2026 task extension (SEP-2663) and no longer carries the 2025-11-25
-//! task fields (SEP-1686): a tool's `execution.taskSupport` and the server's
-//! `capabilities.tasks.requests.tools.call`. Without them a client cannot call a tool that
-//! requires task augmentation. [`WireNotes`] records exactly those two facts from the raw
+//! task fields (SEP-1686): a tool's `execution.taskSupport`, the server's
+//! `capabilities.tasks.requests.tools.call`, and a task's `ttl` and `pollInterval` (rmcp reads
+//! `ttlMs` and `pollIntervalMs`). Without the first two a client cannot call a tool that
+//! requires task augmentation; without the last two a task passed on says it lives forever and
+//! drops the server's polling advice. [`WireNotes`] records exactly those facts from the raw
 //! messages, before rmcp decodes them; nothing else is read or kept.
 //!
 //! Invariants:
@@ -13,6 +15,9 @@
 //! - observing never changes, delays or drops a message: the tap reads bytes as they pass;
 //! - a line larger than [`MAX_OBSERVED_LINE`] is passed through unobserved (and the tool keeps
 //!   its previous note), bounding the memory the tap holds;
+//! - a task's timing is the one of the newest message that gave it (a task, a `tasks/get`
+//!   answer, a status notification of at most [`MAX_TIMED_MESSAGE`] bytes), for the last
+//!   [`MAX_TIMED_TASKS`] tasks;
 //! - transports that cannot see raw messages (a Streamable HTTP response sent as a single JSON
 //!   body is decoded inside rmcp) leave the notes empty: such tools are called plainly, which
 //!   a server that requires tasks refuses with its own error.
@@ -123,10 +128,42 @@ impl Anomalies {
     }
 }
 
+/// The largest message whose task timing is read: a task, a `tasks/get` answer or a status
+/// notification is far smaller; a tool's output that happens to hold the words is not parsed
+/// twice.
+pub const MAX_TIMED_MESSAGE: usize = 64 * 1024;
+
+/// How many tasks' timings a connection keeps (the oldest go first).
+pub const MAX_TIMED_TASKS: usize = 1024;
+
+/// What a 2025-11-25 server said of a task's lifetime, as it said it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TaskTiming {
+    /// `ttl` (milliseconds, or `null`: unlimited), when the message had it.
+    pub ttl: Option<Value>,
+    /// `pollInterval` (milliseconds), when the message had it.
+    pub poll_interval: Option<Value>,
+}
+
 #[derive(Debug, Default)]
 struct Notes {
     task_tools: HashMap<String, TaskSupport>,
     task_tool_calls: bool,
+    timings: HashMap<String, TaskTiming>,
+    timed: VecDeque<String>,
+}
+
+impl Notes {
+    fn time(&mut self, task_id: &str, timing: TaskTiming) {
+        if self.timings.insert(task_id.to_string(), timing).is_none() {
+            self.timed.push_back(task_id.to_string());
+            while self.timed.len() > MAX_TIMED_TASKS {
+                if let Some(oldest) = self.timed.pop_front() {
+                    self.timings.remove(&oldest);
+                }
+            }
+        }
+    }
 }
 
 /// Facts from the raw messages of one connection. Cheap to clone (shared).
@@ -167,6 +204,12 @@ impl WireNotes {
     /// (`capabilities.tasks.requests.tools.call`, SEP-1686).
     pub fn task_tool_calls(&self) -> bool {
         self.lock().task_tool_calls
+    }
+
+    /// The `ttl` and `pollInterval` the server last gave for its task `task_id` (SEP-1686),
+    /// which rmcp's decoding of the task drops.
+    pub fn task_timing(&self, task_id: &str) -> Option<TaskTiming> {
+        self.lock().timings.get(task_id).cloned()
     }
 
     /// Whether a call of `tool` must be sent as a SEP-1686 task.
@@ -214,6 +257,11 @@ impl WireNotes {
 
     /// Observes one raw JSON-RPC message (or batch) from the server.
     pub fn observe(&self, message: &[u8]) {
+        if message.len() <= MAX_TIMED_MESSAGE
+            && (TTL.find(message).is_some() || POLL_INTERVAL.find(message).is_some())
+        {
+            self.observe_timing(message);
+        }
         // Only initialize results and tool listings matter; skip the rest without parsing.
         if !(INPUT_SCHEMA.find(message).is_some() || CAPABILITIES.find(message).is_some()) {
             return;
@@ -233,6 +281,43 @@ impl WireNotes {
         match value {
             Value::Array(batch) => batch.iter().for_each(|m| self.observe_value(m)),
             one => self.observe_value(&one),
+        }
+    }
+
+    /// Notes the timing of the task a message shows: a `CreateTaskResult` (`result.task`), a
+    /// `tasks/get` answer (`result`), or a `notifications/tasks/status` (`params`).
+    fn observe_timing(&self, message: &[u8]) {
+        let Ok(value) = serde_json::from_slice::<Value>(message) else {
+            return;
+        };
+        let one = |message: &Value| {
+            let task = match (message.get("result"), message.get("method")) {
+                (Some(result), _) => result.get("task").unwrap_or(result),
+                (None, Some(method)) if method == "notifications/tasks/status" => {
+                    message.get("params")?
+                }
+                _ => return None,
+            };
+            let id = task.get("taskId")?.as_str()?;
+            let timing = TaskTiming {
+                ttl: task
+                    .get("ttl")
+                    .filter(|v| v.is_null() || v.is_number())
+                    .cloned(),
+                poll_interval: task.get("pollInterval").filter(|v| v.is_number()).cloned(),
+            };
+            (timing != TaskTiming::default()).then(|| (id.to_string(), timing))
+        };
+        let found: Vec<_> = match &value {
+            Value::Array(batch) => batch.iter().filter_map(one).collect(),
+            message => one(message).into_iter().collect(),
+        };
+        if found.is_empty() {
+            return;
+        }
+        let mut notes = self.lock();
+        for (id, timing) in found {
+            notes.time(&id, timing);
         }
     }
 
@@ -275,6 +360,9 @@ impl WireNotes {
 static INPUT_SCHEMA: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"inputSchema\""));
 static CAPABILITIES: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"capabilities\""));
 static TASK: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"task"));
+static TTL: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"ttl\""));
+static POLL_INTERVAL: LazyLock<Finder<'static>> =
+    LazyLock::new(|| Finder::new(b"\"pollInterval\""));
 
 /// An [`AsyncRead`] of newline-delimited JSON-RPC that shows every line to [`WireNotes`] as it
 /// passes, unchanged. The built-in connectors no longer use it: their
@@ -466,6 +554,40 @@ mod tests {
         );
         tap.seen(format!("{LIST}\n").as_bytes());
         assert_eq!(notes.task_support("research"), TaskSupport::Required);
+    }
+
+    #[test]
+    fn a_tasks_ttl_and_poll_interval_are_kept_from_each_shape_that_gives_them() {
+        let notes = WireNotes::default();
+        notes.observe(br#"{"jsonrpc":"2.0","id":3,"result":{"task":{"taskId":"T1","status":"working","createdAt":"a","lastUpdatedAt":"a","ttl":60000,"pollInterval":500}}}"#);
+        let first = notes.task_timing("T1").expect("the created task's timing");
+        assert_eq!(first.ttl, Some(serde_json::json!(60000)));
+        assert_eq!(first.poll_interval, Some(serde_json::json!(500)));
+        // A tasks/get answer and a status notification each replace it; `null` is unlimited.
+        notes.observe(br#"{"jsonrpc":"2.0","id":4,"result":{"taskId":"T1","status":"working","ttl":null,"pollInterval":900}}"#);
+        let got = notes.task_timing("T1").expect("timing");
+        assert_eq!(got.ttl, Some(Value::Null));
+        assert_eq!(got.poll_interval, Some(serde_json::json!(900)));
+        notes.observe(br#"{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"T2","status":"working","ttl":5}}"#);
+        assert_eq!(
+            notes.task_timing("T2").and_then(|t| t.ttl),
+            Some(serde_json::json!(5))
+        );
+        // Not a task, or not a number: nothing noted.
+        notes.observe(
+            br#"{"jsonrpc":"2.0","id":5,"result":{"content":[{"type":"text","text":""ttl": 1"}]}}"#,
+        );
+        notes.observe(br#"{"jsonrpc":"2.0","id":6,"result":{"taskId":"T3","ttl":"forever","pollInterval":{}}}"#);
+        assert!(notes.task_timing("T3").is_none());
+        // Bounded: the oldest tasks go first.
+        for n in 0..MAX_TIMED_TASKS {
+            let line =
+                format!(r#"{{"jsonrpc":"2.0","id":7,"result":{{"taskId":"N{n}","ttl":1}}}}"#);
+            notes.observe(line.as_bytes());
+        }
+        assert!(notes.task_timing("T1").is_none() && notes.task_timing("T2").is_none());
+        assert!(notes.task_timing("N0").is_some());
+        assert_eq!(notes.lock().timings.len(), MAX_TIMED_TASKS);
     }
 
     /// A reader that yields one byte per read.

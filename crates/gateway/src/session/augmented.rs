@@ -258,7 +258,10 @@ impl Session {
             },
         );
         let task = serde_json::to_value(&created.task).unwrap_or_default();
-        let mut out = json!({ "task": legacy_task(&task, &id) });
+        let timing = self
+            .runtime()
+            .task_timing(&upstream.server, &upstream.task_id);
+        let mut out = json!({ "task": legacy_task(&task, &id, timing) });
         if let Some(meta) = created.meta {
             let mut meta = serde_json::to_value(meta).unwrap_or_default();
             translate_related(&mut meta, &upstream.task_id, &id);
@@ -323,7 +326,8 @@ impl Session {
             legacy_result(self.finished(&task, answer))
         } else {
             let meta = answer.get("_meta").cloned();
-            let mut out = legacy_task(&answer, id);
+            let timing = self.runtime().task_timing(&task.server, &task.task_id);
+            let mut out = legacy_task(&answer, id, timing);
             if let Some(meta) = meta {
                 out["_meta"] = meta;
             }
@@ -445,20 +449,28 @@ impl Session {
 }
 
 /// A task in the 2025-11-25 shape, under `id`, from a task in either shape (rmcp's encoding
-/// says `ttlMs` and `pollIntervalMs`).
-fn legacy_task(task: &Value, id: &str) -> Value {
+/// says `ttlMs` and `pollIntervalMs`), its `ttl` and `pollInterval` as the server sent them
+/// (`timing`: rmcp's decoding of a 2025-11-25 task drops both) where known.
+fn legacy_task(
+    task: &Value,
+    id: &str,
+    timing: Option<mcp_harness_runtime::transport::wire::TaskTiming>,
+) -> Value {
     let field = |names: &[&str]| names.iter().find_map(|n| task.get(*n)).cloned();
+    let timing = timing.unwrap_or_default();
+    let ttl = (timing.ttl).or_else(|| field(&["ttl", "ttlMs"]));
     let mut out = json!({
         "taskId": id,
         "status": field(&["status"]).unwrap_or_else(|| "working".into()),
         "createdAt": field(&["createdAt"]).unwrap_or_default(),
         "lastUpdatedAt": field(&["lastUpdatedAt"]).unwrap_or_default(),
-        "ttl": field(&["ttl", "ttlMs"]).unwrap_or(Value::Null),
+        "ttl": ttl.unwrap_or(Value::Null),
     });
     if let Some(message) = field(&["statusMessage"]) {
         out["statusMessage"] = message;
     }
-    if let Some(interval) = field(&["pollInterval", "pollIntervalMs"]).filter(|v| !v.is_null()) {
+    let interval = (timing.poll_interval).or_else(|| field(&["pollInterval", "pollIntervalMs"]));
+    if let Some(interval) = interval.filter(|v| !v.is_null()) {
         out["pollInterval"] = interval;
     }
     out

@@ -108,13 +108,22 @@ pub(crate) fn not_as_task(message: String) -> McpError {
     McpError::new(ErrorCode::METHOD_NOT_FOUND, message, None)
 }
 
-/// Whether some connected upstream declared task-augmented `tools/call`.
+/// Whether some connected upstream declares task-augmented `tools/call`, or one did since the
+/// gateway started ([`Shared::augmented_declared`]: a task id outlives its server's connection).
 pub(crate) fn serves_augmented(shared: &Shared) -> bool {
+    use std::sync::atomic::Ordering::Relaxed;
+    if shared.augmented_declared.load(Relaxed) {
+        return true;
+    }
     let snapshot = shared.runtime.snapshot();
-    snapshot
+    let live = snapshot
         .catalogs
         .keys()
-        .any(|server| shared.runtime.task_tool_calls(server))
+        .any(|server| shared.runtime.task_tool_calls(server));
+    if live {
+        shared.augmented_declared.store(true, Relaxed);
+    }
+    live
 }
 
 /// What the answer of a translated request needs.

@@ -156,6 +156,10 @@ pub(crate) struct Shared {
     /// then on, so a client holding a task id of a server that went away is answered about
     /// it (that server is not connected) instead of `-32601`.
     pub(crate) tasks_declared: std::sync::atomic::AtomicBool,
+    /// Some upstream declared SEP-1686 task-augmented `tools/call` since the gateway started:
+    /// the 2025-11-25 front stays on from then, so a client's `tasks/get` about a task of a
+    /// server now down is answered about that server, not `-32601`.
+    pub(crate) augmented_declared: std::sync::atomic::AtomicBool,
     /// The log level asked of the upstreams for the sessions' `logging/setLevel`.
     pub(crate) log_level: crate::log_level::UpstreamLogLevel,
     /// The side channels of the HTTP requests' response streams open now.
@@ -192,6 +196,7 @@ impl Shared {
             built: Mutex::new(Vec::new()),
             task_ids: crate::task_ids::TaskIds::default(),
             tasks_declared: Default::default(),
+            augmented_declared: Default::default(),
             log_level: Default::default(),
             sidecars: Default::default(),
             held: Default::default(),

@@ -65,6 +65,19 @@ impl Session {
             if augmented_calls && support != TaskSupport::Forbidden {
                 return Ok(false);
             }
+            // A server not connected now (a stdio process the call restarts, R7) is judged by
+            // the runtime on the connection the call gets: the task goes with it where that
+            // connection takes one, and the tool runs plainly where it does not (what a
+            // receiver that does not take tasks does, SEP-1686).
+            let connected = self
+                .runtime()
+                .snapshot()
+                .servers
+                .get(server)
+                .is_some_and(|s| s.state == mcp_harness_runtime::catalog::ServerState::Connected);
+            if !connected {
+                return Ok(false);
+            }
             return Err(augmented_front::not_as_task(format!(
                 "`{tool}` does not run as a task (its server declares no task-augmented tools/call, or the tool's execution.taskSupport is forbidden): call it without `task`"
             )));

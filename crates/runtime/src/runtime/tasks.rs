@@ -103,6 +103,22 @@ impl Runtime {
             .is_some_and(|client| client.wire.task_tool_calls())
     }
 
+    /// The `ttl` and `pollInterval` connected `server` last gave for its SEP-1686 task
+    /// `task_id`, as it sent them: rmcp's decoding of a 2025-11-25 task drops both, so the
+    /// tasks this runtime hands on (`Forwarded::task`, [`Runtime::augmented_task_request_as`])
+    /// lack them.
+    pub fn task_timing(
+        &self,
+        server: &str,
+        task_id: &str,
+    ) -> Option<mcp_harness_transport::wire::TaskTiming> {
+        self.live
+            .published()
+            .clients
+            .get(server)
+            .and_then(|client| client.wire.task_timing(task_id))
+    }
+
     /// A SEP-1686 request about a task to `server` — `method` is `tasks/get`, `tasks/result`,
     /// `tasks/cancel` or `tasks/list`, `params` as given (`{"taskId": …}`) — answered with the
     /// server's result as JSON. rmcp decodes every answer into its own types first, so a task
