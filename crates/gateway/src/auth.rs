@@ -18,7 +18,9 @@
 //!   further;
 //! - keys are trusted for [`JWKS_MAX_AGE`] after their fetch: a key removed from the JWKS stops
 //!   verifying by then (while the authorization server cannot be reached, the last keys
-//!   fetched stay in use, and each failed refetch is a WARN).
+//!   fetched stay in use, and each failed refetch is a WARN); a token whose key is among keys
+//!   past that age waits at most [`STALE_WAIT`] for their refetch, then is checked with them
+//!   while the fetch goes on (a hanging authorization server stalls no token for longer).
 
 use std::cmp::Reverse;
 use std::collections::HashMap;
@@ -40,6 +42,9 @@ pub(crate) const REFETCH_INTERVAL: Duration = Duration::from_secs(10);
 pub(crate) const JWKS_MAX_AGE: Duration = Duration::from_secs(300);
 /// How long one JWKS fetch may take.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest a token whose key is among keys past [`JWKS_MAX_AGE`] waits for their refetch
+/// before it is checked with them.
+const STALE_WAIT: Duration = Duration::from_millis(250);
 /// The largest JWKS document read.
 const MAX_JWKS_BYTES: usize = 1 << 20;
 
@@ -193,7 +198,7 @@ pub(crate) struct Clients {
     bearer: Vec<([u8; 32], Arc<ClientProfile>)>,
     oauth: Vec<OAuthProfile>,
     /// Every profile's JWKS by its URI (fixed at start: nothing a client sends adds one).
-    jwks: HashMap<String, Jwks>,
+    jwks: HashMap<String, Arc<Jwks>>,
     http: reqwest::Client,
     /// [`REFETCH_INTERVAL`] and [`JWKS_MAX_AGE`] (shorter in tests).
     refetch: Duration,
@@ -204,7 +209,7 @@ pub(crate) struct Clients {
 #[derive(Default)]
 struct Jwks {
     cached: std::sync::Mutex<Cached>,
-    fetching: tokio::sync::Mutex<()>,
+    fetching: Arc<tokio::sync::Mutex<()>>,
 }
 
 #[derive(Default)]
@@ -296,7 +301,7 @@ impl Clients {
         }
         let jwks = oauth
             .iter()
-            .map(|o| (o.jwks_uri.clone(), Jwks::default()))
+            .map(|o| (o.jwks_uri.clone(), Arc::default()))
             .collect();
         let http = reqwest::Client::builder()
             .timeout(FETCH_TIMEOUT)
@@ -492,8 +497,16 @@ impl Clients {
             let fresh = cached.fresh(self.max_age);
             (found, fresh, cached.tried_recently(self.refetch))
         };
-        if let (Some(found), true, _) = cached(jwks) {
-            return Ok(found);
+        match cached(jwks) {
+            (Some(found), true, _) => return Ok(found),
+            (Some(stale), false, _) => {
+                if !self.refresh_stale(uri, jwks).await {
+                    return Ok(stale);
+                }
+                // Refetched in time: what the fresh keys hold for the token.
+                return cached(jwks).0.ok_or_else(not_found);
+            }
+            _ => {}
         }
         // One fetch at a time: a token waiting here uses what the fetch before it got (it
         // waits for a fetch under way rather than being refused for want of its keys).
@@ -512,81 +525,123 @@ impl Clients {
             tried
         };
         if !tried {
-            match self.fetch(uri).await {
-                Ok(keys) => {
-                    let mut cached = jwks.cached.lock().unwrap_or_else(|p| p.into_inner());
-                    cached.keys = Some(Arc::new(keys));
-                    cached.fetched = Some(Instant::now());
-                }
-                Err(error) => {
-                    tracing::warn!(jwks = %uri, %error, "the authorization server's JWKS could not be fetched (tried again in {}s at the soonest; the keys fetched before stay in use)", self.refetch.as_secs());
-                }
-            }
+            refetch(&self.http, uri, jwks, self.refetch).await;
         }
         cached(jwks).0.ok_or_else(not_found)
     }
 
-    async fn fetch(&self, uri: &str) -> Result<JwkSet, String> {
-        let mut response = self
-            .http
-            .get(uri)
-            .header("accept", "application/json")
-            .send()
-            .await
-            .map_err(|e| e.without_url().to_string())?;
-        if !response.status().is_success() {
-            return Err(format!("HTTP {}", response.status()));
-        }
-        let too_large = || format!("larger than {MAX_JWKS_BYTES} bytes");
-        if response
-            .content_length()
-            .is_some_and(|n| n > MAX_JWKS_BYTES as u64)
+    /// Refetches keys past their age for a token one of them verifies: whether the refetch
+    /// ended within [`STALE_WAIT`] (else the token is checked with the old keys). A refetch
+    /// under way, or tried within the refetch interval, is not waited for; one still running
+    /// at the wait's end goes on in the background, holding the fetch lock.
+    async fn refresh_stale(&self, uri: &str, jwks: &Arc<Jwks>) -> bool {
+        let Ok(fetching) = jwks.fetching.clone().try_lock_owned() else {
+            return false;
+        };
         {
-            return Err(too_large());
-        }
-        // Read chunk by chunk: a body that declares no length stops at the limit.
-        let mut body = Vec::new();
-        while let Some(chunk) = response
-            .chunk()
-            .await
-            .map_err(|e| e.without_url().to_string())?
-        {
-            if body.len() + chunk.len() > MAX_JWKS_BYTES {
-                return Err(too_large());
+            let mut cached = jwks.cached.lock().unwrap_or_else(|p| p.into_inner());
+            if cached.tried_recently(self.refetch) {
+                return false;
             }
-            body.extend_from_slice(&chunk);
+            cached.tried = Some(Instant::now());
         }
-        serde_json::from_slice(&body).map_err(|e| format!("not a JWK set: {e}"))
+        let (http, uri, owned, interval) = (
+            self.http.clone(),
+            uri.to_string(),
+            jwks.clone(),
+            self.refetch,
+        );
+        let fetch = tokio::spawn(async move {
+            let _fetching = fetching;
+            refetch(&http, &uri, &owned, interval).await;
+        });
+        tokio::time::timeout(STALE_WAIT, fetch).await.is_ok()
     }
 }
 
-/// The key of `set` named `kid`, or without a `kid` the only asymmetric key; symmetric keys
-/// never verify (an HMAC "key" would be public).
+/// Fetches the JWKS at `uri` into `jwks`; a failure keeps the keys fetched before (a WARN).
+async fn refetch(http: &reqwest::Client, uri: &str, jwks: &Jwks, interval: Duration) {
+    match fetch(http, uri).await {
+        Ok(keys) => {
+            let mut cached = jwks.cached.lock().unwrap_or_else(|p| p.into_inner());
+            cached.keys = Some(Arc::new(keys));
+            cached.fetched = Some(Instant::now());
+        }
+        Err(error) => {
+            tracing::warn!(jwks = %uri, %error, "the authorization server's JWKS could not be fetched (tried again in {}s at the soonest; the keys fetched before stay in use)", interval.as_secs());
+        }
+    }
+}
+
+/// The JWKS at `uri`, read up to [`MAX_JWKS_BYTES`].
+async fn fetch(http: &reqwest::Client, uri: &str) -> Result<JwkSet, String> {
+    let mut response = http
+        .get(uri)
+        .header("accept", "application/json")
+        .send()
+        .await
+        .map_err(|e| e.without_url().to_string())?;
+    if !response.status().is_success() {
+        return Err(format!("HTTP {}", response.status()));
+    }
+    let too_large = || format!("larger than {MAX_JWKS_BYTES} bytes");
+    if response
+        .content_length()
+        .is_some_and(|n| n > MAX_JWKS_BYTES as u64)
+    {
+        return Err(too_large());
+    }
+    // Read chunk by chunk: a body that declares no length stops at the limit.
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| e.without_url().to_string())?
+    {
+        if body.len() + chunk.len() > MAX_JWKS_BYTES {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    serde_json::from_slice(&body).map_err(|e| format!("not a JWK set: {e}"))
+}
+
+/// The key of `set` named `kid` that verifies `alg` (the first, when several share the id),
+/// or without a `kid` the only such key; symmetric keys never verify (an HMAC "key" would be
+/// public), nor does a key meant for anything but verifying signatures (`use` other than
+/// `sig`, `key_ops` without `verify`).
 fn pick(
     set: &JwkSet,
     kid: Option<&str>,
     alg: Algorithm,
 ) -> Option<(DecodingKey, AlgorithmParameters)> {
-    let asymmetric = |params: &AlgorithmParameters| {
-        matches!(
-            params,
+    use jsonwebtoken::jwk::{KeyOperations, PublicKeyUse};
+    let usable = |jwk: &&jsonwebtoken::jwk::Jwk| {
+        let common = &jwk.common;
+        let asymmetric = matches!(
+            jwk.algorithm,
             AlgorithmParameters::RSA(_) | AlgorithmParameters::EllipticCurve(_)
-        )
-    };
-    // A key that names its algorithm (`alg`) verifies that one only (RFC 8725 §3.1).
-    let declared_fits = |jwk: &jsonwebtoken::jwk::Jwk| {
-        jwk.common
-            .key_algorithm
-            .is_none_or(|declared| declared.to_string().parse::<Algorithm>().ok() == Some(alg))
+        );
+        // A key that names its algorithm (`alg`) verifies that one only (RFC 8725 §3.1).
+        let declared_fits = (common.key_algorithm)
+            .is_none_or(|declared| declared.to_string().parse::<Algorithm>().ok() == Some(alg));
+        let for_signatures = (common.public_key_use.as_ref())
+            .is_none_or(|used| *used == PublicKeyUse::Signature)
+            && (common.key_operations.as_ref())
+                .is_none_or(|ops| ops.contains(&KeyOperations::Verify));
+        asymmetric
+            && declared_fits
+            && for_signatures
+            && allowed_algorithms(&jwk.algorithm).contains(&alg)
     };
     let jwk = match kid {
-        Some(kid) => set.find(kid).filter(|jwk| declared_fits(jwk))?,
+        Some(kid) => set
+            .keys
+            .iter()
+            .filter(|jwk| jwk.common.key_id.as_deref() == Some(kid))
+            .find(usable)?,
         None => {
-            let mut usable = set.keys.iter().filter(|k| {
-                asymmetric(&k.algorithm)
-                    && allowed_algorithms(&k.algorithm).contains(&alg)
-                    && declared_fits(k)
-            });
+            let mut usable = set.keys.iter().filter(usable);
             let only = usable.next()?;
             if usable.next().is_some() {
                 return None;
@@ -594,9 +649,6 @@ fn pick(
             only
         }
     };
-    if !asymmetric(&jwk.algorithm) {
-        return None;
-    }
     let key = DecodingKey::from_jwk(jwk).ok()?;
     Some((key, jwk.algorithm.clone()))
 }
@@ -678,6 +730,34 @@ mod tests {
         assert!(pick(&set, Some("open"), Algorithm::PS256).is_some());
         // Without a `kid`, only the key that fits is a candidate: the one without `alg`.
         assert!(pick(&set, None, Algorithm::PS256).is_some());
+    }
+
+    #[test]
+    fn only_a_key_for_verifying_signatures_verifies_and_a_shared_kid_tries_each() {
+        let ec = |kid: &str, extra: serde_json::Value| {
+            let mut key = serde_json::json!({"kty": "EC", "crv": "P-256", "kid": kid,
+                "x": "MKBCTNIcKUSDii11ySs3526iDZ8AiTo7Tu6KPAqv7D4",
+                "y": "4Etl6SRW2YiLUrN5vfvVHuhp7x8PxltmWWlbbM4IFyM"});
+            key.as_object_mut()
+                .expect("object")
+                .extend(extra.as_object().expect("object").clone());
+            key
+        };
+        let set: JwkSet = serde_json::from_value(serde_json::json!({"keys": [
+            ec("enc", serde_json::json!({"use": "enc"})),
+            ec("ops", serde_json::json!({"key_ops": ["encrypt"]})),
+            ec("sig", serde_json::json!({"use": "sig", "key_ops": ["verify"]})),
+            {"kty": "RSA", "kid": "dup", "n": "sXch", "e": "AQAB"},
+            ec("dup", serde_json::json!({}))
+        ]}))
+        .expect("a JWKS");
+        assert!(pick(&set, Some("enc"), Algorithm::ES256).is_none());
+        assert!(pick(&set, Some("ops"), Algorithm::ES256).is_none());
+        assert!(pick(&set, Some("sig"), Algorithm::ES256).is_some());
+        // Two keys under one id: the one that verifies the token's algorithm.
+        let (_, params) = pick(&set, Some("dup"), Algorithm::ES256).expect("the EC key");
+        assert!(matches!(params, AlgorithmParameters::EllipticCurve(_)));
+        assert!(pick(&set, Some("dup"), Algorithm::RS256).is_some());
     }
 
     #[test]

@@ -409,3 +409,27 @@ async fn tokens_arriving_during_a_fetch_wait_for_it() {
     }
     assert_eq!(endpoint.requests(), 1);
 }
+
+#[tokio::test]
+async fn a_hanging_jwks_stalls_tokens_of_old_keys_only_briefly() {
+    let key = Key::new();
+    let endpoint = Endpoint::start(Answer::Keys(vec![key.jwk("k1")])).await;
+    let clients = clients(
+        json!({"a": oauth(&endpoint.issuer, &endpoint.url, &[])}),
+        Duration::from_millis(100),
+        Duration::from_millis(200),
+    );
+    let token = key.sign("k1", &claims(&endpoint.issuer, ""));
+    assert_eq!(check(&clients, &token).await.expect("valid"), "a");
+    // The keys are old, and the authorization server stops answering: each token is checked
+    // with the old keys after a short wait at most (the refetch took FETCH_TIMEOUT, 5 s, per
+    // refetch interval). Bounded: 10 checks, 2 s each.
+    endpoint.answer(Answer::Hang);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for _ in 0..10 {
+        let checked = tokio::time::timeout(Duration::from_secs(2), check(&clients, &token)).await;
+        assert_eq!(checked.expect("not stalled").expect("valid"), "a");
+        tokio::time::sleep(Duration::from_millis(60)).await;
+    }
+    assert!(endpoint.requests() >= 2, "the old keys were refetched");
+}

@@ -256,10 +256,7 @@ fn auth(value: serde_json::Value) -> Result<ProfileAuth, (String, String)> {
             }
             let issuer = raw.issuer.ok_or_else(|| missing("issuer"))?;
             let jwks_uri = raw.jwks_uri.ok_or_else(|| missing("jwksUri"))?;
-            let loopback_http = ["http://127.0.0.1", "http://localhost", "http://[::1]"]
-                .iter()
-                .any(|p| jwks_uri.starts_with(p));
-            if !(jwks_uri.starts_with("https://") || loopback_http) {
+            if !(jwks_uri.starts_with("https://") || loopback_http(&jwks_uri)) {
                 return Err((
                     ".jwksUri".into(),
                     "must be an https:// URL (http:// only on loopback)".into(),
@@ -279,6 +276,27 @@ fn auth(value: serde_json::Value) -> Result<ProfileAuth, (String, String)> {
     }
 }
 
+/// Whether `url` is an `http://` URL whose host is a loopback address or `localhost` (the
+/// host itself: `http://127.0.0.1.example/` and `http://127.0.0.1@example/` are not), with no
+/// user info.
+fn loopback_http(url: &str) -> bool {
+    let Some(rest) = url.strip_prefix("http://") else {
+        return false;
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if authority.contains('@') {
+        return false;
+    }
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => authority.split(':').next().unwrap_or_default(),
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 /// What is wrong with `url` as the gateway's public URL (`gateway.publicUrl`, `serve
 /// --public-url`), if anything: it is the audience of client tokens and the metadata's
 /// `resource`, so an absolute http(s) URL with a host and no fragment (RFC 9728 §1.2).
@@ -294,6 +312,11 @@ pub fn public_url_problem(url: &str) -> Option<&'static str> {
         None if url.contains('#') => {
             Some("must not have a fragment (`#...`): it names the resource, RFC 9728")
         }
+        // The metadata's address is built from it (the well-known path before its own), and
+        // RFC 9728 §2 advises against a query in a resource identifier.
+        None if url.contains('?') => {
+            Some("must not have a query (`?...`): it names the resource, RFC 9728")
+        }
         None => None,
     }
 }
@@ -306,6 +329,36 @@ mod tests {
     /// `super::parse` with no environment.
     fn parse(value: &serde_json::Value) -> Result<GatewayConfig, (String, String)> {
         super::parse(value.clone(), &|_| None)
+    }
+
+    #[test]
+    fn a_plain_http_jwks_is_taken_only_from_a_loopback_host() {
+        for good in [
+            "http://127.0.0.1/jwks",
+            "http://127.0.0.1:8080/jwks",
+            "http://localhost:9/jwks",
+            "http://[::1]:9/jwks",
+            "https://as.example/jwks",
+        ] {
+            let profile = json!({"auth": {"type": "oauth", "issuer": "i", "jwksUri": good}});
+            assert!(parse(&json!({"clients": {"a": profile}})).is_ok(), "{good}");
+        }
+        for bad in [
+            "http://127.0.0.1.nip.io/jwks",
+            "http://localhost.attacker.example/jwks",
+            "http://127.0.0.1@attacker.example/jwks",
+            "http://[::1]@attacker.example/jwks",
+            "http://example.com/jwks",
+        ] {
+            let profile = json!({"auth": {"type": "oauth", "issuer": "i", "jwksUri": bad}});
+            let (key, message) = parse(&json!({"clients": {"a": profile}})).expect_err("refused");
+            assert!(
+                key.ends_with(".jwksUri") && message.contains("loopback"),
+                "{bad}: {key} {message}"
+            );
+        }
+        assert!(public_url_problem("https://gw.example/mcp?x=1").is_some());
+        assert!(public_url_problem("https://gw.example/mcp").is_none());
     }
 
     #[test]
