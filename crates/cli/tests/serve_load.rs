@@ -309,7 +309,20 @@ fn sigterm_under_load_drains_in_flight_calls() {
     std::thread::sleep(Duration::from_millis(500));
     // SAFETY: kill(2) on the pid of a child this test started.
     unsafe { libc::kill(served.child.id() as i32, libc::SIGTERM) };
-    std::thread::sleep(Duration::from_millis(200));
+    // From the signal on the port is closed while the calls drain: a new connection is
+    // refused at once (it sat in the listen backlog, unanswered, until the drain ended).
+    // Bounded: 3 s.
+    let socket: std::net::SocketAddr = addr.parse().expect("the gateway's address");
+    let signalled = Instant::now();
+    while std::net::TcpStream::connect_timeout(&socket, Duration::from_millis(500))
+        .is_ok_and(|_| signalled.elapsed() < Duration::from_secs(3))
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        calls.iter().any(|c| !c.is_finished()),
+        "the port took new connections until the drain ended"
+    );
     let (late, _) = call(
         &addr,
         &ids[0],
@@ -878,6 +891,61 @@ fn a_listen_stream_hears_of_its_resources() {
     }
     let heard = next_updated(&mut stream);
     assert_eq!(heard.as_deref(), Some(uri));
+}
+
+/// A malformed `_meta["mcp-harness/listing"]` is refused (-32602) in a session that listed as
+/// well as without one (it was read only when the session's id marked no listing).
+#[test]
+fn a_malformed_listing_key_is_refused_in_a_session_that_listed() {
+    use common::gateway::Session;
+    let dir = temp_home("serve-load", "listing-key");
+    let config = fixture_config(&dir, &[]);
+    let served = Served::start(&dir, &config, &[], Stdio::null());
+    let (session, _) = Session::open(&served.addr, "unused", json!({}), "keys");
+    session.wait_listed("mcp__fx__echo", Duration::from_secs(20));
+    let answer = session.request(
+        "tools/call",
+        json!({"name": "mcp__fx__echo", "arguments": {"message": "x"},
+               "_meta": {"mcp-harness/listing": "not-a-digest"}}),
+    );
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+}
+
+/// A listen stream holds no call: SIGTERM does not wait for it to the drain deadline (it
+/// waited the whole `--drain-secs`, then said requests were cut).
+#[test]
+fn a_listen_stream_does_not_hold_the_drain() {
+    use common::gateway::Sse;
+    let dir = temp_home("serve-load", "listen-drain");
+    let config = fixture_config(&dir, &[]);
+    let log = dir.join("serve.log");
+    let stderr = Stdio::from(std::fs::File::create(&log).expect("log file"));
+    let mut served = Served::start(&dir, &config, &["--drain-secs", "30"], stderr);
+    let addr = served.addr.clone();
+    let listen = json!({"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": {
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "listens", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {}
+        },
+        "notifications": {"toolsListChanged": true}}})
+    .to_string();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMcp-Protocol-Version: 2026-07-28\r\n\
+         Mcp-Method: subscriptions/listen\r\nContent-Length: {}\r\n\r\n{listen}",
+        listen.len()
+    );
+    let mut stream = Sse::open(&addr, &request);
+    let ack = stream.next().expect("an acknowledgement");
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    let code = served.terminate(Duration::from_secs(20));
+    let said = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(code, Some(0), "{said}");
+    assert!(!said.contains("were cut"), "{said}");
 }
 
 /// Bad requests to `/mcp`, each in a live session: malformed JSON, bytes that are not UTF-8,

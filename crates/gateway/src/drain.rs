@@ -142,6 +142,13 @@ pub(crate) fn admit_post(drain: &Arc<Drain>) -> Option<Admitted> {
 }
 
 impl Admitted {
+    /// The same request, not counted: a 2026-07-28 `subscriptions/listen` stream, which
+    /// holds no call and lasts as long as its client listens, must not keep a drain waiting
+    /// to its deadline (it ends with the process).
+    pub(crate) fn uncounted(self) -> Self {
+        Admitted(None)
+    }
+
     /// `response`, its body holding the count of a POST until it ends.
     pub(crate) fn counted(self, response: Response) -> Response {
         match self.0 {

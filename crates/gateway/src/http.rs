@@ -570,6 +570,9 @@ async fn accept_loop(
             }
         });
     }
+    // Closed now, not when the last connection has drained: a new connection is refused at
+    // once (a load balancer's next check fails) instead of waiting in the backlog.
+    drop(listener);
     graceful.shutdown().await;
     turning_away.abort_all();
     while connections.join_next().await.is_some() {}
@@ -684,6 +687,10 @@ async fn gates(State(ops): State<Ops>, request: Request, next: Next) -> Response
     let listening = match ops.listens.admit(&request) {
         Ok(listening) => listening,
         Err(refusal) => return drain::too_many(refusal),
+    };
+    let admitted = match listening {
+        Some(_) => admitted.uncounted(),
+        None => admitted,
     };
     let mut response = next.run(request).await;
     if let Some(listening) = listening {

@@ -270,7 +270,7 @@ impl InSession {
             None => text(
                 StatusCode::NOT_FOUND,
                 format!(
-                    "the stream of event `{last}` cannot be resumed: its call ended and its result was delivered or kept for {}s only; make the call again",
+                    "the stream of event `{last}` cannot be resumed on this replica: its call ended and its result was delivered or kept for {}s only, or the call ran on another replica (a call's stream is resumed only where it runs: behind a load balancer, keep a session's requests on one replica); make the call again only if running it twice is safe",
                     direct::REPLAY_TTL.as_secs()
                 ),
             ),

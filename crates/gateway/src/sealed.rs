@@ -13,8 +13,9 @@
 //! - an id is accepted only if it opens under one of the configured keys and has not expired;
 //!   anything else (forged, tampered, expired, sealed under a key no longer configured) gets
 //!   HTTP 404 before rmcp sees it, so the client re-initialises;
-//! - the first key seals, every key opens: rotation is prepending a key, and removing the old
-//!   key later retires the ids sealed under it;
+//! - the first key seals, every key opens: a new key is added behind the old one on every
+//!   replica first, then moved first (two rolls: see the README), and removing the old key
+//!   later retires the ids sealed under it;
 //! - a request with a valid id whose session this replica does not hold is served: the session
 //!   is restored from the id (rmcp replays `initialize` with the sealed parameters);
 //! - an id is re-sealed (and re-sent in the response's `Mcp-Session-Id`) only when what it
@@ -496,6 +497,10 @@ pub(crate) struct Sealer {
     /// Sessions ended here (DELETE) → when their last id expires: an id of an ended session
     /// is refused (404) instead of restoring the session. Entries leave when they expire.
     ended: DashMap<String, u64, foldhash::quality::RandomState>,
+    /// `ended`'s entries in the order they were made, which is the order they expire (one
+    /// lifetime for all): the oldest leaves first at the bound, in constant time (finding it
+    /// by a scan of a full table made each DELETE cost milliseconds).
+    ended_order: std::sync::Mutex<std::collections::VecDeque<(String, u64)>>,
 }
 
 impl Sealer {
@@ -506,7 +511,22 @@ impl Sealer {
             learnt: DashMap::default(),
             recent: Recent::default(),
             ended: DashMap::default(),
+            ended_order: Default::default(),
         })
+    }
+
+    /// Forgets the ended sessions whose ids expired by `now`, and while the table is full
+    /// the oldest (its ids could start it again; they are its client's own).
+    fn trim_ended(&self, now: u64) {
+        let mut order = crate::sync::lock(&self.ended_order);
+        while let Some((session, until)) = order.front() {
+            if *until > now && self.ended.len() < MAX_ENDED {
+                break;
+            }
+            // An entry made again later (ended twice) holds a later time: that one stays.
+            self.ended.remove_if(session, |_, at| at == until);
+            order.pop_front();
+        }
     }
 
     /// Opens `token` (or recalls it: see [`Recent`]), checking its expiry against `now`. An
@@ -554,20 +574,12 @@ impl Sealer {
     fn end(&self, session: &str) {
         self.learnt.remove(session);
         let now = unix(SystemTime::now());
-        if self.ended.len() >= MAX_ENDED {
-            // A client that opens and ends sessions in a loop cannot grow this for a whole
-            // lifetime: the expired go, then the one whose ids expire first (its ids could
-            // start it again; they are its client's own).
-            self.ended.retain(|_, until| *until > now);
-            if self.ended.len() >= MAX_ENDED {
-                let first = self.ended.iter().min_by_key(|e| *e.value());
-                if let Some(first) = first.map(|e| e.key().clone()) {
-                    self.ended.remove(&first);
-                }
-            }
-        }
-        self.ended
-            .insert(session.to_string(), now + self.ttl.as_secs());
+        // A client that opens and ends sessions in a loop cannot grow this for a whole
+        // lifetime: the expired go, then the oldest.
+        self.trim_ended(now);
+        let until = now + self.ttl.as_secs();
+        self.ended.insert(session.to_string(), until);
+        crate::sync::lock(&self.ended_order).push_back((session.to_string(), until));
     }
 
     /// The id to send back for `payload`, or `None` when the client's id still says it all
@@ -912,8 +924,7 @@ impl SealedSessionManager {
             .retain(|session| held.contains_key(session));
         self.streams
             .retain(|session| held.contains_key(&SessionId::from(session.to_string())));
-        let now = unix(SystemTime::now());
-        self.sealer.ended.retain(|_, expires| *expires > now);
+        self.sealer.trim_ended(unix(SystemTime::now()));
         held.shrink_to_fit();
     }
 
@@ -1216,6 +1227,23 @@ pub(crate) fn opened(extensions: &rmcp::model::Extensions) -> Option<Opened> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The ended-session table holds at most [`MAX_ENDED`]: past it the oldest leave first,
+    /// one per new entry (each found in constant time), and a session ended again keeps its
+    /// later entry.
+    #[test]
+    fn the_oldest_ended_sessions_leave_first_at_the_bound() {
+        let sealer = Sealer::new(Arc::new(SessionKeys::generate()), Duration::from_secs(600));
+        sealer.end("again");
+        for n in 0..MAX_ENDED + 10 {
+            sealer.end(&format!("s{n}"));
+        }
+        sealer.end("again");
+        assert_eq!(sealer.ended.len(), MAX_ENDED);
+        assert!(!sealer.ended.contains_key("s0") && !sealer.ended.contains_key("s10"));
+        assert!(sealer.ended.contains_key("s11") && sealer.ended.contains_key("again"));
+        assert!(crate::sync::lock(&sealer.ended_order).len() <= MAX_ENDED + 1);
+    }
 
     /// A client naming itself with a megabyte gets a session id the gateway opens again; a
     /// real client's parameters are kept as sent.

@@ -619,17 +619,21 @@ async fn run_exporter(
             },
             _ = tick.tick() => (true, false),
             Some(done) = flushes.recv() => {
-                // What is queued now goes in this export too.
-                while batch.len() < export.max_batch {
-                    match rx.try_recv() {
-                        Ok(span) => batch.push(span),
-                        Err(_) => break,
-                    }
-                }
                 answer = Some(done);
                 (true, false)
             }
         };
+        if flush {
+            // What is queued now goes in this export too: after a slow export the tick is
+            // due at once, and a batch of only the spans `select!` happened to take one by
+            // one first would leave the rest to fill the queue and be dropped.
+            while batch.len() < export.max_batch {
+                match rx.try_recv() {
+                    Ok(span) => batch.push(span),
+                    Err(_) => break,
+                }
+            }
+        }
         if flush && !batch.is_empty() {
             let spans = std::mem::take(&mut batch);
             let count = spans.len() as u64;
@@ -847,6 +851,94 @@ mod tests {
             ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
         ]));
         assert!(grpc.unwrap_err().to_string().contains("http/json"));
+    }
+
+    /// A collector slower than the schedule delay gets what waits in each export: after a
+    /// slow export the tick is due at once, and `select!` (random among ready branches) often
+    /// took one span before it, so every other export carried one span while the rest waited
+    /// (and, from a busier gateway, filled the queue and were dropped).
+    #[tokio::test]
+    async fn a_slow_collector_gets_what_waits_in_each_export() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let batches = Arc::new(std::sync::Mutex::new(Vec::<usize>::new()));
+        let seen = batches.clone();
+        // Bounded: at most 100 exports are answered, each after 200 ms.
+        tokio::spawn(async move {
+            for _ in 0..100 {
+                let Ok((mut socket, _)) = listener.accept().await else {
+                    return;
+                };
+                let seen = seen.clone();
+                tokio::spawn(async move {
+                    let mut request = Vec::new();
+                    let mut buf = [0u8; 64 * 1024];
+                    let body = loop {
+                        let Ok(n) = socket.read(&mut buf).await else {
+                            return;
+                        };
+                        if n == 0 {
+                            return;
+                        }
+                        request.extend_from_slice(&buf[..n]);
+                        let text = String::from_utf8_lossy(&request).to_lowercase();
+                        let Some(end) = text.find("\r\n\r\n") else {
+                            continue;
+                        };
+                        let length = text
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .and_then(|v| v.trim().parse::<usize>().ok())
+                            .unwrap_or(0);
+                        if request.len() >= end + 4 + length {
+                            break request[end + 4..].to_vec();
+                        }
+                    };
+                    let body: Value = serde_json::from_slice(&body).unwrap_or_default();
+                    let spans = body["resourceSpans"][0]["scopeSpans"][0]["spans"]
+                        .as_array()
+                        .map_or(0, Vec::len);
+                    seen.lock().expect("batches").push(spans);
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    let _ = socket
+                        .write_all(
+                            b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                        )
+                        .await;
+                });
+            }
+        });
+        let tracer = Tracer::start(TraceExport {
+            endpoint: format!("http://{addr}/v1/traces"),
+            headers: Vec::new(),
+            service_name: "test".into(),
+            schedule_delay: Duration::from_millis(20),
+            max_queue: 2048,
+            max_batch: 512,
+            timeout: Duration::from_secs(10),
+        });
+        // 12 spans every 10 ms for 1.5 s: spans always wait while an export runs.
+        for round in 0..150 {
+            for n in 0..12 {
+                let name = format!("span {round}.{n}");
+                tracer.span(None, Kind::Server, name).end(false);
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // Bounded: 5 s.
+        let start = std::time::Instant::now();
+        while tracer.counts.exported.load(Ordering::Relaxed) < 1800 {
+            assert!(start.elapsed() < Duration::from_secs(5), "{batches:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(tracer.counts.dropped.load(Ordering::Relaxed), 0);
+        let batches = batches.lock().expect("batches").clone();
+        // Every export but the first and the last found a slow export's worth waiting.
+        let middle = &batches[1..batches.len().saturating_sub(1).max(1)];
+        assert!(middle.iter().all(|&n| n >= 20), "{batches:?}");
     }
 
     #[test]

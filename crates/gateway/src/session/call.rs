@@ -181,13 +181,15 @@ impl Session {
         let profile = profile_of(&context.extensions);
         // The client and request everything asked for this call is asked of.
         let caller = Caller::of(&context);
-        let mark = match sealed::opened(&context.extensions).and_then(|o| o.payload.listed) {
-            Some(mark) => Some(mark),
-            None => match listing_mark(&context.meta) {
-                Ok(mark) => mark,
-                Err(refused) => return (None, Err(Failure::Rpc(refused))),
-            },
+        // A malformed listing key is refused whether or not the session's id marks a listing
+        // (which, when it does, binds the call).
+        let from_meta = match listing_mark(&context.meta) {
+            Ok(mark) => mark,
+            Err(refused) => return (None, Err(Failure::Rpc(refused))),
         };
+        let mark = sealed::opened(&context.extensions)
+            .and_then(|o| o.payload.listed)
+            .or(from_meta);
         let requested = request.name.as_ref();
         let listed = match self
             .listing_for_call(requested, mark, profile.as_ref())
