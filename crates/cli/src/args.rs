@@ -101,8 +101,9 @@ pub(crate) enum Command {
     Read {
         server: String,
         uri: String,
-        /// Write the contents to this file instead (a blob decoded from base64, text as is);
-        /// refused when the answer holds several resources (`--json` shows them all).
+        /// Write the contents to this file instead (a blob decoded from base64, text as is;
+        /// `-`: standard output, the bytes alone); refused when the answer holds several
+        /// resources (`--json` shows them all).
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
     },

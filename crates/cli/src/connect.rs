@@ -44,6 +44,11 @@ pub(crate) fn mark(token_var: Option<&str>) {
     let _ = CONNECTED.set(token_var.map(String::from));
 }
 
+/// Whether this process talks to a gateway (`--connect`).
+pub(crate) fn connected() -> bool {
+    CONNECTED.get().is_some()
+}
+
 /// What to do when the gateway asks for authorization, for a process that talks to one
 /// (`mcp-harness login` logs in to configured servers, not to a gateway's client profiles).
 pub(crate) fn needs_auth_hint() -> Option<String> {

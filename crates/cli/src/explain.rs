@@ -89,7 +89,12 @@ pub(crate) fn fail(runtime: &Runtime, error: &CallError, asked: Asked) -> u8 {
 /// `name` is neither a tool nor (for `prompt`) a prompt: its server is down, it is another kind
 /// of entry, its server is not configured, or it is misspelt (the closest names are offered).
 fn unknown_name(name: &str, asked: Asked, snapshot: &Snapshot) -> Failure {
-    let server = qualified_server(name);
+    // Through `--connect` every name is the gateway's: while it is not connected (it asks for
+    // a token, say), that is the news, not the name's server.
+    let server = match crate::connect::connected() {
+        true => Some(crate::connect::SERVER),
+        false => qualified_server(name),
+    };
     if let Some(status) = server.and_then(|s| snapshot.servers.get(s))
         && status.state != ServerState::Connected
     {
@@ -223,7 +228,7 @@ pub(crate) fn note_incomplete(snapshot: &Snapshot) {
             status.state,
             ServerState::Failed { .. } | ServerState::NeedsAuth { .. } | ServerState::Pending
         ) {
-            say!("warning: {} (not listed)", server_down(status));
+            note!("warning: {} (not listed)", server_down(status));
         }
     }
 }

@@ -27,6 +27,20 @@ macro_rules! say {
     }};
 }
 
+/// A line on stderr that is neither data nor an error (how servers are starting, a warning):
+/// as `{"note": "…"}` under `--json`, which keeps stderr one JSON object per line, else as
+/// [`say!`] writes it.
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        let text = format!($($arg)*);
+        if $crate::output::json_stderr() {
+            say!("{}", serde_json::json!({"note": text}));
+        } else {
+            say!("{text}");
+        }
+    }};
+}
+
 /// `eprint!` with the same behaviour as [`say!`].
 macro_rules! say_part {
     ($($arg:tt)*) => {{
@@ -141,6 +155,10 @@ impl std::io::Write for RedactedStderr {
         // And what a server echoed into an error rmcp logs (a token endpoint's refusal of a
         // refresh quoting the refresh token and the client's Basic credentials).
         let shown = mcp_harness_transport::redact::credential_shapes(&shown);
+        // And the gateway's sealed session ids, which rmcp logs whole at debug (a session
+        // restored from its id) and which, without client profiles, are the session's only
+        // credential.
+        let shown = opaque_ids(&shown);
         // One event, one line: a value with a line break in it (a client's request id, say)
         // cannot forge a log line of its own.
         let shown = log_line(&shown, self.ansi);
@@ -151,6 +169,42 @@ impl std::io::Write for RedactedStderr {
     fn flush(&mut self) -> std::io::Result<()> {
         let _ = std::io::stderr().flush();
         Ok(())
+    }
+}
+
+/// The shortest run of base64url characters taken for an opaque id (a sealed session id is
+/// over 200): shown as its first 8 characters.
+const OPAQUE_ID_CHARS: usize = 160;
+
+/// `line` with each run of at least [`OPAQUE_ID_CHARS`] base64url characters cut to its first
+/// 8 and `…[redacted]`.
+fn opaque_ids(line: &str) -> std::borrow::Cow<'_, str> {
+    let id_char = |b: u8| b.is_ascii_alphanumeric() || b == b'-' || b == b'_';
+    let bytes = line.as_bytes();
+    let mut out: Option<String> = None;
+    let (mut at, mut copied) = (0, 0);
+    while at < bytes.len() {
+        if !id_char(bytes[at]) {
+            at += 1;
+            continue;
+        }
+        let start = at;
+        while at < bytes.len() && id_char(bytes[at]) {
+            at += 1;
+        }
+        if at - start >= OPAQUE_ID_CHARS {
+            let out = out.get_or_insert_with(|| String::with_capacity(line.len()));
+            out.push_str(&line[copied..start + 8]);
+            out.push_str("…[redacted]");
+            copied = at;
+        }
+    }
+    match out {
+        Some(mut out) => {
+            out.push_str(&line[copied..]);
+            std::borrow::Cow::Owned(out)
+        }
+        None => std::borrow::Cow::Borrowed(line),
     }
 }
 
@@ -313,6 +367,7 @@ async fn run(cli: Cli) -> u8 {
     if let Command::FixtureServer { args } = cli.command {
         return mcp_harness_fixture::run_main(args).await.clamp(0, 255) as u8;
     }
+    output::set_json_stderr(cli.json);
     if cli.json
         && let Some((name, why)) = match &cli.command {
             Command::Login(_) => Some(("login", "talks to a person")),
@@ -539,11 +594,15 @@ async fn run(cli: Cli) -> u8 {
     }
     if let Command::Serve(args) = cli.command {
         // Config edits apply while serving; clients get list_changed for what they can see.
+        // `--prefix none` serves one server under its own names: an edit that configures
+        // another is refused (the running config kept), as such a start is.
+        let one_server = args.unprefixed();
         let _reload = live_reload(
             &runtime,
             cli.config.clone(),
             cli.servers.clone(),
             files_seen,
+            one_server,
         );
         return commands::serve::run(runtime, bridge, args, gateway_clients).await;
     }
@@ -639,13 +698,15 @@ pub(crate) async fn interrupt_asked() {
 pub(crate) const INTERRUPT_GRACE: Duration = Duration::from_secs(2);
 
 /// Applies edits of the config files (`--config`, or every file the merge reads) while the
-/// command runs, checked every second; an edited config keeps the `--server` limit. Changes
-/// count from `since` (the files before the config was read) when given, else from now.
+/// command runs, checked every second; an edited config keeps the `--server` limit, and with
+/// `one_server` (`serve --prefix none`) one that configures more than one server is refused.
+/// Changes count from `since` (the files before the config was read) when given, else from now.
 fn live_reload(
     runtime: &Runtime,
     config: Option<PathBuf>,
     only: Vec<String>,
     since: Option<mcp_harness_runtime::FilesSeen>,
+    one_server: bool,
 ) -> mcp_harness_runtime::ConfigWatch {
     let files = commands::config::files(config.as_deref());
     let joiner = runtime.remote_joiner();
@@ -661,7 +722,17 @@ fn live_reload(
         {
             joiner.join_new(sources::shared().clone());
         }
-        targets::plan(loaded, &targets::Wants::Every, &only).map(|plan| plan.config)
+        let planned = targets::plan(loaded, &targets::Wants::Every, &only)?.config;
+        // None is fine: the one server was removed, and nothing collides.
+        if one_server && planned.servers.len() > 1 {
+            let names: Vec<&str> = planned.servers.keys().map(String::as_str).collect();
+            return Err(format!(
+                "`serve --prefix none` serves exactly one server under its own names, and this edit configures {} ({}): keep one (or pick it with `--server NAME`), or restart `serve` without `--prefix none`",
+                names.len(),
+                names.join(", ")
+            ));
+        }
+        Ok(planned)
     });
     match since {
         Some(since) => runtime.reload_on_change_since(files, Duration::from_secs(1), loader, since),
@@ -712,7 +783,7 @@ async fn execute(
             code
         }
         Command::Call { name, args } => {
-            let args = match call::parse_args(args.as_deref()) {
+            let args = match call::read_args(args).await {
                 Ok(a) => a,
                 Err(e) => return fail(&e, Exit::Usage),
             };
@@ -747,7 +818,7 @@ async fn execute(
                         emit!("{}", output::for_stdout(&outcome.text));
                     }
                     for warning in &outcome.warnings {
-                        say!("warning: {warning}");
+                        note!("warning: {warning}");
                     }
                     if outcome.is_error || !outcome.warnings.is_empty() {
                         Exit::Failed.code()
@@ -760,7 +831,7 @@ async fn execute(
         }
         Command::Watch { count } => {
             // Hot reload: an edit of the config files is applied while watching.
-            let _reload = live_reload(runtime, config, only, None);
+            let _reload = live_reload(runtime, config, only, None, false);
             // Every revision with its changes; a reader that fell behind gets the ones it missed
             // as one combined item, saying so.
             let mut revisions = runtime.revisions();
@@ -835,7 +906,7 @@ async fn execute(
             }
         }
         Command::Prompt { name, args } => {
-            let args = match call::parse_args(args.as_deref()) {
+            let args = match call::read_args(args).await {
                 Ok(a) => a,
                 Err(e) => return fail(&e, Exit::Usage),
             };
@@ -867,6 +938,14 @@ async fn execute(
             match read {
                 Ok(result) => match out {
                     Some(path) => match resources::write_contents(&result, &path) {
+                        Ok(written) if path == std::path::Path::new("-") => {
+                            // Stdout holds the bytes: the summary is a note on stderr.
+                            note!(
+                                "wrote {} to standard output",
+                                output::count(written, "byte")
+                            );
+                            Exit::Ok.code()
+                        }
                         Ok(written) => {
                             if json {
                                 emitln!(
@@ -1122,5 +1201,21 @@ mod tests {
             &cut[cut.len() - 40..]
         );
         assert_eq!(cut_line("short\n"), "short\n");
+    }
+
+    /// A sealed session id in a log line (rmcp logs a restored session's whole) shows its
+    /// first 8 characters; shorter words, ids and digests are left as they are.
+    #[test]
+    fn opaque_ids_in_log_lines_are_cut() {
+        let id = format!("AQN3-BC1{}", "x_Y-9".repeat(50));
+        let line = format!("DEBUG session restored session_id=\"{id}\" next\n");
+        let shown = opaque_ids(&line);
+        assert_eq!(
+            shown,
+            "DEBUG session restored session_id=\"AQN3-BC1…[redacted]\" next\n"
+        );
+        let digest = "a".repeat(64);
+        assert_eq!(opaque_ids(&digest), digest.as_str());
+        assert_eq!(opaque_ids("é plain words"), "é plain words");
     }
 }

@@ -97,6 +97,19 @@ pub(crate) fn short(path: &Path) -> String {
 /// one that is not a closed reader (a full disk) makes the command fail saying so.
 static STDOUT_FAILED: OnceLock<std::io::Error> = OnceLock::new();
 
+/// Whether the command runs under `--json` (its stderr notes are JSON lines too).
+static JSON_STDERR: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Records whether the command runs under `--json`.
+pub(crate) fn set_json_stderr(json: bool) {
+    JSON_STDERR.store(json, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether stderr notes are written as JSON lines (`--json`).
+pub(crate) fn json_stderr() -> bool {
+    JSON_STDERR.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Writes `args` (and a line end) to stdout, noting a failure instead of panicking.
 pub(crate) fn write_stdout(args: std::fmt::Arguments<'_>, newline: bool) {
     if STDOUT_FAILED.get().is_some() {

@@ -163,7 +163,7 @@ impl Display {
                             .get(name)
                             .is_none_or(|s| s.state.is_settled());
                     }
-                    say!(
+                    note!(
                         "waiting for {}: {}",
                         crate::output::count(waiting.len(), "server"),
                         waiting.join(", ")
@@ -175,7 +175,7 @@ impl Display {
                     };
                     if !*printed && *announced && status.state.is_settled() {
                         *printed = true;
-                        say!(
+                        note!(
                             "{} after {:.1}s",
                             outcome(status, tools(name)),
                             started.elapsed().as_secs_f32()

@@ -182,7 +182,7 @@ async fn level_connected(
             continue;
         }
         if let Err(e) = runtime.set_log_level(server, level.wire()).await {
-            say!("warning: could not set the log level of server {server}: {e}");
+            note!("warning: could not set the log level of server {server}: {e}");
         }
     }
 }

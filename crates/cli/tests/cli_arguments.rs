@@ -359,3 +359,100 @@ fn a_skill_named_as_a_tool_or_prompt_points_to_skill() {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Arguments from a file or stdin are read up to 64 MiB: `@/dev/zero` is a usage error at that
+/// size (it was read until memory ran out); and a read that waits on stdin still ends at
+/// SIGTERM with exit 130 (the read blocked the command's thread, and the signal went unheard).
+#[test]
+fn argument_reads_are_bounded_and_interruptible() {
+    let dir = temp_dir("bounded");
+    let c = config(&dir);
+    let (code, _, err) = run(
+        &[
+            "--server",
+            "fx",
+            "call",
+            "mcp__fx__echo",
+            "@/dev/zero",
+            "--config",
+            &c,
+        ],
+        None,
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("larger than 64 MiB"), "{err}");
+
+    let mut child = Command::new(bin())
+        .args([
+            "--server",
+            "fx",
+            "call",
+            "mcp__fx__echo",
+            "-",
+            "--config",
+            &c,
+        ])
+        .env("NO_COLOR", "1")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run mcp-harness");
+    // Stdin stays open and empty: the read waits.
+    let _stdin = child.stdin.take();
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    // SAFETY: kill(2) on the pid of a child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    // Bounded: 10 s.
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            break Some(status);
+        }
+        if start.elapsed() > std::time::Duration::from_secs(10) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let status = status.expect("SIGTERM did not end the command while it read stdin");
+    assert_eq!(status.code(), Some(130), "{status:?}");
+}
+
+/// Under `--json` what a command says on stderr while it runs is one JSON object per line:
+/// the servers still starting, and a warning, as `{"note": …}` (they were plain text).
+#[test]
+fn json_notes_on_stderr_are_json_lines() {
+    let dir = temp_dir("json-notes");
+    let path = dir.join("mcp.json");
+    let config = serde_json::json!({"mcpServers": {
+        "slow": {"command": bin(), "args": ["fixture-server", "--start-delay-ms", "1500"]},
+        "gone": {"command": bin(), "args": ["fixture-server", "--exit-at-start", "3"]},
+    }, "permissions": {"allow": ["mcp__slow__*"]}});
+    std::fs::write(&path, config.to_string()).expect("write config");
+    let c = path.to_string_lossy().into_owned();
+    let (code, out, err) = run(&["--json", "tools", "--config", &c], None);
+    assert!(out.contains("mcp__slow__echo"), "{code}: {out}{err}");
+    // An error (the server that exited, with its stderr's tail) is said as it is.
+    let notes: Vec<serde_json::Value> = err
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    for plain in ["waiting for", "warning:", "✓", "✗"] {
+        assert!(!err.lines().any(|l| l.starts_with(plain)), "{err}");
+    }
+    assert!(
+        notes.iter().any(|n| n["note"]
+            .as_str()
+            .is_some_and(|t| t.contains("waiting for"))),
+        "{err}"
+    );
+    assert!(
+        notes.iter().any(|n| n["note"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("warning:"))),
+        "{err}"
+    );
+}

@@ -245,6 +245,17 @@ fn a_token_from_the_environment_reaches_a_gateway_that_asks_for_one() {
         err.contains("--connect-token-env") && !err.contains("a-wrong-token"),
         "{err}"
     );
+    // A call says the same, as the gateway's state (exit 3), not as an unknown name (exit 5).
+    let call = [
+        "--connect",
+        &url,
+        "call",
+        "mcp__fx__echo",
+        r#"{"message": "x"}"#,
+    ];
+    let (code, out, err) = run_in(&dir, &call, &[]);
+    assert_eq!(code, 3, "{out}{err}");
+    assert!(err.contains("--connect-token-env"), "{err}");
     assert_eq!(
         served.terminate(std::time::Duration::from_secs(20)),
         Some(0)

@@ -139,6 +139,27 @@ fn fails_readably_over(dir: &Path, kind: &str, url: &str, check: &str) {
     );
 }
 
+/// A refused server stays failed while another server is still starting: its background
+/// probes are no fast retries (each one made it pending again, so a listing waiting for the
+/// slow server went on waiting for the refused one's retries, ~30 s).
+#[test]
+fn a_refused_server_stays_failed_between_its_probes() {
+    let dir = temp_dir("refused-probes");
+    let url = format!("http://127.0.0.1:{}/mcp", closed_port());
+    let path = dir.join("mcp.json");
+    let config = serde_json::json!({"mcpServers": {
+        "r": {"type": "http", "url": url},
+        "slow": {"command": bin(), "args": ["fixture-server", "--start-delay-ms", "3000"]}
+    }});
+    std::fs::write(&path, config.to_string()).expect("write config");
+    let c = path.to_string_lossy().into_owned();
+    let (code, out, err) = run(&["-v", "tools", "--config", &c]);
+    assert_eq!(code, 3, "{out}{err}");
+    assert!(out.contains("mcp__slow__echo"), "{out}{err}");
+    assert!(!err.contains("reconnecting after backoff"), "{err}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[test]
 fn a_closed_port_fails_at_once_naming_the_url() {
     let dir = temp_dir("refused");

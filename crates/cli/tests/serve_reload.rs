@@ -161,6 +161,46 @@ fn a_config_edit_reaches_connected_clients() {
     drop(served);
 }
 
+/// `serve --prefix none` serves one server under its own names: an edit that adds a second is
+/// refused as such a start is — the running config kept, no process started, and the log
+/// says why (it was applied: the second server's tools of the same names were dropped, its
+/// other tools listed unprefixed).
+#[test]
+fn an_edit_adding_a_second_server_under_prefix_none_is_refused() {
+    let dir = temp_home("serve-reload", "prefix-none");
+    let (first, second) = (
+        format!("gw-reload-pn-a-{}", std::process::id()),
+        format!("gw-reload-pn-b-{}", std::process::id()),
+    );
+    let file = dir.join("gateway.json");
+    write_config(&file, &[("one", &first)]);
+    let log = dir.join("serve.log");
+    let stderr = Stdio::from(std::fs::File::create(&log).expect("log file"));
+    let served = Served::start(&dir, &file, &["--prefix", "none"], stderr);
+    let addr = served.addr.clone();
+    let id = open_session(&addr, false).expect("session");
+    let before = tool_names(&addr, &id);
+    assert!(before.contains(&"echo".to_string()), "{before:?}");
+    write_config(&file, &[("one", &first), ("two", &second)]);
+    // Bounded: 20 s.
+    let start = Instant::now();
+    let mut said = String::new();
+    while !said.contains("--prefix none") && start.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(100));
+        said = std::fs::read_to_string(&log).unwrap_or_default();
+    }
+    assert!(
+        said.contains("--prefix none") && said.contains("one, two"),
+        "{said}"
+    );
+    assert!(
+        pids_with(&second).is_empty(),
+        "the second server was started"
+    );
+    assert_eq!(tool_names(&addr, &id), before);
+    drop(served);
+}
+
 /// A reload that changes nothing (the config file rewritten as it was) tells a connected
 /// client nothing, and a visible change afterwards still reaches the same stream (the silence
 /// was not a dead stream). An edit that restarts the upstream (a new process, the same

@@ -4,19 +4,55 @@ use mcp_harness_runtime::TaskUpdate;
 use mcp_harness_runtime::{CallError, CallOptions, Runtime, ToolResult};
 use rmcp::model::{ContentBlock, JsonObject, ProgressNotificationParam};
 
+/// The most bytes of arguments read from `@FILE` or stdin (a server's default message limit):
+/// `@/dev/zero` is refused at this size, not read until memory runs out.
+pub(crate) const MAX_ARGUMENTS_BYTES: u64 = 64 << 20;
+
+/// [`parse_args`] on a blocking thread: reading `-` or `@FILE` (a FIFO, a slow pipe) leaves the
+/// command's task free, so Ctrl-C and SIGTERM still end the command.
+pub(crate) async fn read_args(text: Option<String>) -> Result<Option<JsonObject>, String> {
+    match text {
+        Some(text) if text == "-" || text.starts_with('@') => {
+            tokio::task::spawn_blocking(move || parse_args(Some(&text)))
+                .await
+                .map_err(|e| format!("reading the arguments failed: {e}"))?
+        }
+        text => parse_args(text.as_deref()),
+    }
+}
+
+/// All of `source`, at most [`MAX_ARGUMENTS_BYTES`]: more is an error naming `what`.
+fn read_capped(source: impl std::io::Read, what: &str) -> Result<String, String> {
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut source.take(MAX_ARGUMENTS_BYTES + 1), &mut bytes)
+        .map_err(|e| format!("cannot read the arguments from {what}: {e}; nothing was sent"))?;
+    if bytes.len() as u64 > MAX_ARGUMENTS_BYTES {
+        return Err(format!(
+            "the arguments in {what} are larger than {} MiB; nothing was sent",
+            MAX_ARGUMENTS_BYTES >> 20
+        ));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "the arguments in {what} are not UTF-8 (at byte {}); nothing was sent",
+            e.utf8_error().valid_up_to()
+        )
+    })
+}
+
 /// Parses the arguments given on the command line: a JSON object, `@FILE` (the object read
-/// from FILE), `-` (read from stdin to its end), or nothing. An error says where the text came
-/// from and what is wrong with it; nothing has been sent then.
+/// from FILE), `-` (read from stdin to its end), or nothing; from a file or stdin at most
+/// [`MAX_ARGUMENTS_BYTES`]. An error says where the text came from and what is wrong with it;
+/// nothing has been sent then.
 pub(crate) fn parse_args(text: Option<&str>) -> Result<Option<JsonObject>, String> {
     let Some(text) = text else { return Ok(None) };
     let (read, origin) = if text == "-" {
-        let mut all = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut all)
-            .map_err(|e| format!("cannot read the arguments from stdin: {e}"))?;
+        let all = read_capped(std::io::stdin().lock(), "stdin")?;
         (all, "the arguments read from stdin".to_string())
     } else if let Some(path) = text.strip_prefix('@') {
-        let all = std::fs::read_to_string(path)
+        let file = std::fs::File::open(path)
             .map_err(|e| format!("cannot read the arguments from {path}: {e}; nothing was sent"))?;
+        let all = read_capped(file, path)?;
         (all, format!("the arguments in {path}"))
     } else {
         (text.to_string(), "the arguments".to_string())

@@ -97,7 +97,8 @@ fn content_uri(c: &ResourceContents) -> Option<&str> {
     }
 }
 
-/// Writes resource contents to `path` (a new file or one overwritten): each text as is, each
+/// Writes resource contents to `path` (a new file or one overwritten; `-`: standard output):
+/// each text as is, each
 /// blob decoded from base64, in order. Parts of one resource (all naming the same URI) are
 /// joined; contents naming several resources are refused, since one file would glue them
 /// together with no way to tell them apart. Returns the bytes written.
@@ -137,6 +138,16 @@ pub(crate) fn write_contents(result: &ReadResourceResult, path: &Path) -> Result
                 ));
             }
         }
+    }
+    if path == Path::new("-") {
+        // The bytes as they are, for a pipe: the usual meaning of `-`.
+        use std::io::Write as _;
+        let mut stdout = std::io::stdout().lock();
+        stdout
+            .write_all(&bytes)
+            .and_then(|()| stdout.flush())
+            .map_err(|e| format!("cannot write to standard output: {e}"))?;
+        return Ok(bytes.len());
     }
     std::fs::write(path, &bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     Ok(bytes.len())

@@ -142,6 +142,11 @@ const DEFAULT_THREADS_STDIO: u16 = 1;
 const DEFAULT_THREADS_HTTP: u16 = 2;
 
 impl ServeArgs {
+    /// Whether upstream names are served as they are (`--prefix none`: one server only).
+    pub(crate) fn unprefixed(&self) -> bool {
+        matches!(self.prefix, PrefixArg::None)
+    }
+
     /// `--threads`: how many threads the process's tokio runtime gets (1: current-thread).
     pub(crate) fn threads(&self) -> usize {
         let default = match self.http {
@@ -227,6 +232,7 @@ async fn serve(
         Ok(keys) => keys.map(Arc::new),
         Err(e) => return crate::fail(&e, Exit::Usage),
     };
+    let shared_keys = keys.is_some();
     let mut http = HttpOptions::new(addr);
     http.session_keys = keys;
     http.session_ttl = Duration::from_secs(args.session_ttl_secs.max(1));
@@ -247,7 +253,15 @@ async fn serve(
         Ok(server) => server,
         Err(e) => return crate::fail(&e.to_string(), Exit::Usage),
     };
+    // Said at every verbosity: a replica started without the shared keys is otherwise silent,
+    // and every request another replica's client sends it gets 404.
     say!("mcp-harness: serving {}", server.url());
+    if !shared_keys {
+        say!(
+            "mcp-harness: session ids are sealed with a key made at start: they open on this process only (set {} to share sessions between replicas)",
+            mcp_harness_gateway::SESSION_KEYS_ENV
+        );
+    }
     let signal = tokio::select! {
         () = server.wait() => return crate::fail("the HTTP server stopped", Exit::Failed),
         signal = crate::interrupted() => signal,

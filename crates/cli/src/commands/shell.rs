@@ -767,7 +767,7 @@ async fn roots(runtime: &Runtime, session: &Session, dirs: &[PathBuf]) -> u8 {
             .collect();
         if session.roots.set(resolved) {
             let told = runtime.notify_roots_changed().await;
-            say!(
+            note!(
                 "roots changed; told {}",
                 crate::output::count(told, "server")
             );

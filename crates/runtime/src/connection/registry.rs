@@ -168,13 +168,18 @@ impl Registry {
                     },
                     reason.clone(),
                 ),
-                // It could not start: said as a failure, naming the variable to set.
-                (None, Some(error)) => (
-                    ServerState::Failed {
-                        error: error.clone(),
-                    },
-                    error.clone(),
-                ),
+                // It could not start: said as a failure, naming the variable to set (and
+                // logged: a gateway's operator sees no command's error line).
+                (None, Some(error)) => {
+                    // Under the servers' target: a command for a person says it in its own line.
+                    tracing::warn!(target: "mcp_harness_runtime::connection::server", server = %config.name, %error, "the server cannot start");
+                    (
+                        ServerState::Failed {
+                            error: error.clone(),
+                        },
+                        error.clone(),
+                    )
+                }
                 (None, None) => (
                     ServerState::Disabled,
                     "`enabled: false` in the config".into(),

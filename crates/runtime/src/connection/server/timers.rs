@@ -38,7 +38,11 @@ impl ServerActor {
         self.record.attempts += 1;
         let seed = self.epoch ^ fnv(&self.config.name);
         let delay = policy.delay(self.record.attempts, seed);
-        let fast = fast && self.record.attempts <= policy.max_attempts;
+        // A server already probed in the background stays failed between probes: a probe
+        // that fails is no fast retry (it made the server pending again, and every listing
+        // waited for the retries that followed).
+        let probing = matches!(run.pace, Pace::Probing);
+        let fast = fast && !probing && self.record.attempts <= policy.max_attempts;
         let retry = Some(ctx.run_later(delay, |act, ctx| act.retry_after_backoff(ctx)));
         let at = SystemTime::now() + delay;
         self.record.last_error = Some(error.to_string());
@@ -60,7 +64,7 @@ impl ServerActor {
             return;
         }
         // A startup that ended here is over: calls waiting for it get the error now.
-        let first = !matches!(run.pace, Pace::Probing);
+        let first = !probing;
         run.pace = Pace::Probing;
         if first {
             tracing::warn!(server = %self.name(), error, "unreachable; probing in the background");
@@ -70,7 +74,7 @@ impl ServerActor {
             n => format!("{n} reconnect attempts failed; "),
         };
         let error = format!(
-            "{error} ({tried}probing again in the background, at most every {}s; `restart` tries now)",
+            "{error} ({tried}probing again in the background, backing off to every {}s; `restart` tries now)",
             policy.max_delay.as_secs_f64()
         );
         let revival = if first { run.revival.take() } else { None };
