@@ -699,6 +699,15 @@ fn a_second_stop_signal_cuts_the_drain() {
         "exited {:?} after the first signal",
         stopped.elapsed()
     );
+    // The call cut is answered so, as at the drain's deadline (it looked cancelled by its
+    // own client).
+    let answer = fronted.answer_to(&json!(9), Duration::from_secs(5));
+    assert_eq!(answer["error"]["code"], -32000, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("shut down before this call ended and cut it"),
+        "{answer}"
+    );
     fronted.assert_nothing_left();
 }
 

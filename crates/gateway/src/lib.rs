@@ -205,7 +205,20 @@ impl Gateway {
         stop: impl std::future::Future<Output = ()> + Send + 'static,
         drain: std::time::Duration,
     ) -> Result<(), ServeError> {
-        stdio::serve_until(self.shared.clone(), stop, drain).await
+        let never = std::future::pending();
+        stdio::serve_until(self.shared.clone(), stop, never, drain).await
+    }
+
+    /// [`Gateway::serve_stdio_until`], whose drain also ends when `cut` resolves (a second
+    /// stop signal): the calls still running are answered that the gateway cut them (as at
+    /// the drain's deadline) and the session ends within a second.
+    pub async fn serve_stdio_until_cut(
+        &self,
+        stop: impl std::future::Future<Output = ()> + Send + 'static,
+        cut: impl std::future::Future<Output = ()> + Send + 'static,
+        drain: std::time::Duration,
+    ) -> Result<(), ServeError> {
+        stdio::serve_until(self.shared.clone(), stop, cut, drain).await
     }
 
     /// Serves one client over any byte stream pair (in-process clients, tests) until it

@@ -43,13 +43,14 @@ pub(crate) async fn serve(shared: Arc<Shared>) -> Result<(), ServeError> {
 pub(crate) async fn serve_until(
     shared: Arc<Shared>,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
+    cut: impl std::future::Future<Output = ()> + Send + 'static,
     drain: Duration,
 ) -> Result<(), ServeError> {
     let input = UntilStopped {
         read: stdin(),
         stop: Some(Box::pin(stop)),
     };
-    serve_io(shared, input, stdout(), drain).await
+    serve_io_cut(shared, input, stdout(), drain, cut).await
 }
 
 pub(crate) async fn serve_io<R, W>(
@@ -57,6 +58,21 @@ pub(crate) async fn serve_io<R, W>(
     read: R,
     write: W,
     end_wait: Duration,
+) -> Result<(), ServeError>
+where
+    R: tokio::io::AsyncRead + Send + Unpin + 'static,
+    W: tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    serve_io_cut(shared, read, write, end_wait, std::future::pending()).await
+}
+
+/// [`serve_io`], its session's end also forced when `cut_now` resolves (see [`finished`]).
+async fn serve_io_cut<R, W>(
+    shared: Arc<Shared>,
+    read: R,
+    write: W,
+    end_wait: Duration,
+    cut_now: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError>
 where
     R: tokio::io::AsyncRead + Send + Unpin + 'static,
@@ -76,9 +92,15 @@ where
         .serve(transport)
         .await
         .map_err(|e| ServeError::Initialize(initialize_failure(&e)))?;
-    let reason = finished(running, ended, cut)
-        .await
-        .map_err(|e| ServeError::Session(e.to_string()))?;
+    // A second stop signal: the transport gives up on the client now, as at its end wait.
+    let forced = ended.clone();
+    let forcing = tokio::spawn(async move {
+        cut_now.await;
+        forced.cancel();
+    });
+    let reason = finished(running, ended, cut).await;
+    forcing.abort();
+    let reason = reason.map_err(|e| ServeError::Session(e.to_string()))?;
     tracing::debug!(?reason, "stdio client ended the session");
     Ok(())
 }

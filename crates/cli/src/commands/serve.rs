@@ -296,7 +296,12 @@ async fn serve(
 /// answers it owes, for at most `drain`.
 async fn serve_stdio(gateway: &Gateway, drain: Duration) -> u8 {
     let stop = tokio_util::sync::CancellationToken::new();
-    let served = gateway.serve_stdio_until(stop.clone().cancelled_owned(), drain);
+    let cut = tokio_util::sync::CancellationToken::new();
+    let served = gateway.serve_stdio_until_cut(
+        stop.clone().cancelled_owned(),
+        cut.clone().cancelled_owned(),
+        drain,
+    );
     tokio::pin!(served);
     let signal = tokio::select! {
         served = &mut served => return match served {
@@ -313,8 +318,9 @@ async fn serve_stdio(gateway: &Gateway, drain: Duration) -> u8 {
     // The session waits `drain` from the signal or its last answer; this bound only backs it
     // up, and caps a drain that answers keep extending. A second signal cuts it.
     let bounded = tokio::time::timeout(drain.saturating_mul(3) + Duration::from_secs(2), served);
+    tokio::pin!(bounded);
     tokio::select! {
-        ended = bounded => match ended {
+        ended = &mut bounded => match ended {
             // A stop before `initialize` ends the start with an error: still a stop.
             Ok(Err(e)) => tracing::info!(error = %e, "the stdio session ended at the stop"),
             Ok(Ok(())) => {}
@@ -324,6 +330,10 @@ async fn serve_stdio(gateway: &Gateway, drain: Duration) -> u8 {
         },
         again = crate::interrupted() => {
             tracing::warn!("{again} after {signal}: the calls still running were cut");
+            // Each is answered so (not left to look cancelled by its client), within the
+            // session's second of grace.
+            cut.cancel();
+            let _ = tokio::time::timeout(Duration::from_secs(2), &mut bounded).await;
         }
     }
     // A stop signal is how a service is stopped: 0, as over HTTP (a service manager counts 130

@@ -31,6 +31,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
+use mcp_harness_runtime::transport::inbound::IdScan;
 use rmcp::RoleServer;
 use rmcp::model::{
     ClientRequest, ErrorCode, ErrorData, GetMeta as _, JsonRpcMessage, ProtocolVersion, RequestId,
@@ -56,8 +57,10 @@ pub(crate) struct LineTransport<R, W> {
     read: BufReader<R>,
     /// The line being read (kept across cancelled receives).
     line: Vec<u8>,
-    /// Inside a line longer than [`MAX_LINE`], skipping to its end.
-    skipping: bool,
+    /// Inside a line longer than [`MAX_LINE`], skipping to its end: with the scan for its
+    /// `id` when that was not found in its first [`MAX_LINE`] bytes (a client that writes
+    /// `id` after `params`, as the TypeScript SDK does), to answer at the line's end.
+    skipping: Option<Option<IdScan>>,
     write: Arc<tokio::sync::Mutex<Option<W>>>,
     backlog: Arc<Backlog>,
     /// The lifecycle started: rmcp takes notifications and answers from now on.
@@ -98,7 +101,7 @@ impl<R: AsyncRead + Unpin, W> LineTransport<R, W> {
         Self {
             read: BufReader::new(read),
             line: Vec::new(),
-            skipping: false,
+            skipping: None,
             write: Arc::new(tokio::sync::Mutex::new(Some(write))),
             backlog: Arc::default(),
             started: false,
@@ -139,7 +142,7 @@ impl<R: AsyncRead + Unpin, W> LineTransport<R, W> {
                 Err(error) => return Line::Failed(error),
             };
             if available.is_empty() {
-                return if self.line.is_empty() || self.skipping {
+                return if self.line.is_empty() || self.skipping.is_some() {
                     Line::End
                 } else {
                     Line::Whole
@@ -147,14 +150,33 @@ impl<R: AsyncRead + Unpin, W> LineTransport<R, W> {
             }
             let newline = available.iter().position(|b| *b == b'\n');
             let take = newline.map_or(available.len(), |at| at + 1);
-            let found = if self.skipping {
-                self.skipping = newline.is_none();
-                None
+            let found = if let Some(pending) = &mut self.skipping {
+                if let Some(scan) = pending {
+                    scan.feed(&available[..take]);
+                }
+                match newline {
+                    // The line's end: its error now, unless it was given at the cap.
+                    Some(_) => (self.skipping.take().flatten())
+                        .map(|scan| Line::TooLong(scan.scanned().id)),
+                    None => None,
+                }
             } else if self.line.len().saturating_add(take) > MAX_LINE + 2 {
-                let id = mcp_harness_runtime::transport::inbound::leading_id(&self.line);
+                let mut scan = IdScan::default();
+                scan.feed(&self.line);
+                scan.feed(&available[..take]);
                 self.line = Vec::new();
-                self.skipping = newline.is_none();
-                Some(Line::TooLong(id))
+                match (scan.scanned().id, newline) {
+                    // Answered at once; the rest of the line is skipped.
+                    (Some(id), _) => {
+                        self.skipping = newline.is_none().then_some(None);
+                        Some(Line::TooLong(Some(id)))
+                    }
+                    (None, Some(_)) => Some(Line::TooLong(None)),
+                    (None, None) => {
+                        self.skipping = Some(Some(scan));
+                        None
+                    }
+                }
             } else {
                 self.line.extend_from_slice(&available[..take]);
                 newline.map(|_| Line::Whole)
@@ -755,8 +777,14 @@ mod tests {
             r#"{{"jsonrpc":"2.0","id":9,"method":"ping","pad":"{}"}}"#,
             "x".repeat(MAX_LINE)
         );
+        // The id after the part read (the TypeScript SDK writes it last): found at the line's
+        // end, so the client can match the refusal.
+        let id_last = format!(
+            r#"{{"jsonrpc":"2.0","method":"ping","params":{{"pad":"{}"}},"id":10}}"#,
+            "x".repeat(MAX_LINE)
+        );
         let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
-        let cases: [(Vec<u8>, i64, Value); 11] = [
+        let cases: [(Vec<u8>, i64, Value); 12] = [
             (
                 format!("not json {secret}").into_bytes(),
                 -32700,
@@ -774,6 +802,7 @@ mod tests {
             ),
             (deep.into_bytes(), -32700, Value::Null),
             (long.into_bytes(), -32600, json!(9)),
+            (id_last.into_bytes(), -32600, json!(10)),
             (
                 format!(r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":"{secret}"}}"#)
                     .into_bytes(),

@@ -15,8 +15,9 @@ mod tap;
 
 pub(crate) use decode::Inbound;
 pub use fault::{DEFAULT_MAX_MESSAGE_BYTES, UNDECODABLE_META_KEY, WireFault};
+pub use scan::{IdScan, Scanned};
 pub(crate) use scan::{
-    IdScan, LISTING_CHECK_FROM, MAX_LISTING_ENTRIES, Scanned, over_long_listing, salvage_listing,
+    LISTING_CHECK_FROM, MAX_LISTING_ENTRIES, over_long_listing, salvage_listing,
 };
 pub(crate) use tap::{JSON_PARSE_ERROR, Tap};
 

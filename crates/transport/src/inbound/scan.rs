@@ -41,7 +41,7 @@ pub(crate) fn error_reason(e: &serde_json::Error) -> String {
 /// A streaming scan of one message's top level for `"id"` and `"method"`, in bounded memory:
 /// bytes may be fed in pieces (an oversized line is scanned while it is discarded).
 #[derive(Debug, Default)]
-pub(crate) struct IdScan {
+pub struct IdScan {
     depth: u32,
     in_string: bool,
     escaped: bool,
@@ -59,7 +59,7 @@ pub(crate) struct IdScan {
 
 impl IdScan {
     /// Scans the next bytes of the message.
-    pub(crate) fn feed(&mut self, bytes: &[u8]) {
+    pub fn feed(&mut self, bytes: &[u8]) {
         for &b in bytes {
             self.byte(b);
         }
@@ -145,7 +145,7 @@ impl IdScan {
     }
 
     /// What was found so far.
-    pub(crate) fn scanned(&self) -> Scanned {
+    pub fn scanned(&self) -> Scanned {
         Scanned {
             id: self.found.clone(),
             has_method: self.has_method,
