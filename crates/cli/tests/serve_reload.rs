@@ -201,6 +201,53 @@ fn an_edit_adding_a_second_server_under_prefix_none_is_refused() {
     drop(served);
 }
 
+/// Settings that apply only at a start are judged against what runs: a change is a WARN, an
+/// edit back says they match again, and the same change made again warns again (it was
+/// judged against the last file: the revert warned as a change, and a later edit that still
+/// differed from what ran said nothing).
+#[test]
+fn start_only_settings_are_judged_against_what_runs() {
+    let dir = temp_home("serve-reload", "start-only");
+    let marker = format!("gw-reload-so-{}", std::process::id());
+    let file = dir.join("gateway.json");
+    let server = json!({"command": bin(), "args": ["fixture-server", "--name", &marker]});
+    let with = |exposure: Option<Value>| {
+        let mut config = json!({"mcpServers": {"one": server}});
+        if let Some(exposure) = exposure {
+            config["exposure"] = exposure;
+        }
+        config
+    };
+    replace_config(&file, &with(None));
+    let log = dir.join("serve.log");
+    let stderr = Stdio::from(std::fs::File::create(&log).expect("log file"));
+    // -v: the edit back is said at INFO.
+    let served = Served::start(&dir, &file, &["-v"], stderr);
+    // Bounded: 20 s per step.
+    let said = |needle: &str, times: usize| {
+        let start = Instant::now();
+        loop {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            if text.matches(needle).count() >= times {
+                return text;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "{needle} x{times}: {text}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    replace_config(&file, &with(Some(json!({"maxTools": 7}))));
+    said("differ from what runs", 1);
+    replace_config(&file, &with(None));
+    said("match what runs again", 1);
+    replace_config(&file, &with(Some(json!({"maxTools": 9}))));
+    let text = said("differ from what runs", 2);
+    assert_eq!(text.matches("match what runs again").count(), 1, "{text}");
+    drop(served);
+}
+
 /// A reload that changes nothing (the config file rewritten as it was) tells a connected
 /// client nothing, and a visible change afterwards still reaches the same stream (the silence
 /// was not a dead stream). An edit that restarts the upstream (a new process, the same

@@ -496,11 +496,62 @@ pub(crate) struct Sealer {
     recent: Recent,
     /// Sessions ended here (DELETE) → when their last id expires: an id of an ended session
     /// is refused (404) instead of restoring the session. Entries leave when they expire.
-    ended: DashMap<String, u64, foldhash::quality::RandomState>,
-    /// `ended`'s entries in the order they were made, which is the order they expire (one
-    /// lifetime for all): the oldest leaves first at the bound, in constant time (finding it
-    /// by a scan of a full table made each DELETE cost milliseconds).
-    ended_order: std::sync::Mutex<std::collections::VecDeque<(String, u64)>>,
+    ended: Expiring,
+    /// Sessions freed here (idle) while an id this replica re-issued them outlived the ids
+    /// their clients hold → when that id expires: a client that keeps its first id (the
+    /// Python SDK's) is still renewed when its freed session is restored from it.
+    renewed: Expiring,
+}
+
+/// Session → a time (Unix seconds), for at most [`MAX_ENDED`] sessions: entries leave when
+/// their time has passed, and while the table is full the oldest made leaves for a new one,
+/// in constant time (finding it by a scan of a full table made each DELETE cost milliseconds).
+#[derive(Default)]
+struct Expiring {
+    times: DashMap<String, u64, foldhash::quality::RandomState>,
+    /// The entries in the order they were made.
+    order: std::sync::Mutex<std::collections::VecDeque<(String, u64)>>,
+}
+
+impl Expiring {
+    /// The time of `session` when it has not passed by `now`.
+    fn live(&self, session: &str, now: u64) -> Option<u64> {
+        self.times
+            .get(session)
+            .map(|t| *t)
+            .filter(|until| *until > now)
+    }
+
+    fn contains(&self, session: &str) -> bool {
+        self.times.contains_key(session)
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.times.len()
+    }
+
+    /// Records `session` until `until` (a later record of it replaces an earlier one).
+    fn insert(&self, session: &str, until: u64, now: u64) {
+        self.trim(now);
+        self.times.insert(session.to_string(), until);
+        crate::sync::lock(&self.order).push_back((session.to_string(), until));
+    }
+
+    /// Forgets the oldest entries made whose time passed by `now`, and while the table is
+    /// full the oldest made (an entry's time is checked where it is read, so one past its
+    /// time behind a later one does no harm until it leaves).
+    fn trim(&self, now: u64) {
+        let mut order = crate::sync::lock(&self.order);
+        while let Some((session, until)) = order.front() {
+            if *until > now && self.times.len() < MAX_ENDED {
+                break;
+            }
+            // An entry made again later holds its own time: that one stays.
+            self.times.remove_if(session, |_, at| at == until);
+            order.pop_front();
+        }
+    }
 }
 
 impl Sealer {
@@ -510,23 +561,9 @@ impl Sealer {
             ttl: ttl.max(Duration::from_secs(1)),
             learnt: DashMap::default(),
             recent: Recent::default(),
-            ended: DashMap::default(),
-            ended_order: Default::default(),
+            ended: Expiring::default(),
+            renewed: Expiring::default(),
         })
-    }
-
-    /// Forgets the ended sessions whose ids expired by `now`, and while the table is full
-    /// the oldest (its ids could start it again; they are its client's own).
-    fn trim_ended(&self, now: u64) {
-        let mut order = crate::sync::lock(&self.ended_order);
-        while let Some((session, until)) = order.front() {
-            if *until > now && self.ended.len() < MAX_ENDED {
-                break;
-            }
-            // An entry made again later (ended twice) holds a later time: that one stays.
-            self.ended.remove_if(session, |_, at| at == until);
-            order.pop_front();
-        }
     }
 
     /// Opens `token` (or recalls it: see [`Recent`]), checking its expiry against `now`. An
@@ -538,7 +575,7 @@ impl Sealer {
         if payload.expires <= unix(now) {
             let renewed = self.learnt.get(&payload.session).is_some_and(|learnt| {
                 (learnt.issued.as_ref()).is_some_and(|(issued, _)| issued.expires > unix(now))
-            });
+            }) || self.renewed.live(&payload.session, unix(now)).is_some();
             if !renewed {
                 return Err(Refusal::Expired);
             }
@@ -565,8 +602,21 @@ impl Sealer {
             .learn_listing(mark);
     }
 
+    /// Forgets what was learnt about `session` (freed here), keeping only how long an id
+    /// re-issued to it opens, when that outlives the ids its client may hold.
     fn forget(&self, session: &str) {
-        self.learnt.remove(session);
+        if let Some((session, learnt)) = self.learnt.remove(session) {
+            self.keep_renewal(&session, &learnt, unix(SystemTime::now()));
+        }
+    }
+
+    /// Remembers until when `learnt`'s last re-issued id of `session` opens, if after `now`.
+    fn keep_renewal(&self, session: &str, learnt: &Learnt, now: u64) {
+        if let Some((issued, _)) = &learnt.issued
+            && issued.expires > now
+        {
+            self.renewed.insert(session, issued.expires, now);
+        }
     }
 
     /// Records that `session` was ended here; its ids (any of them valid for one lifetime from
@@ -575,11 +625,9 @@ impl Sealer {
         self.learnt.remove(session);
         let now = unix(SystemTime::now());
         // A client that opens and ends sessions in a loop cannot grow this for a whole
-        // lifetime: the expired go, then the oldest.
-        self.trim_ended(now);
-        let until = now + self.ttl.as_secs();
-        self.ended.insert(session.to_string(), until);
-        crate::sync::lock(&self.ended_order).push_back((session.to_string(), until));
+        // lifetime: the expired go, then the oldest (its ids could start it again; they are
+        // its client's own).
+        self.ended.insert(session, now + self.ttl.as_secs(), now);
     }
 
     /// The id to send back for `payload`, or `None` when the client's id still says it all
@@ -729,7 +777,7 @@ pub(crate) fn open_request(
         .map_err(|_| Refusal::Malformed)
         .and_then(|token| sealer.open(token, now))
         .and_then(|payload| {
-            if sealer.ended.contains_key(&payload.session) {
+            if sealer.ended.contains(&payload.session) {
                 Err(Refusal::Ended)
             } else {
                 Ok(payload)
@@ -915,16 +963,22 @@ impl SealedSessionManager {
     /// of sessions they are shrunk too.
     pub(crate) async fn sweep(&self) {
         let mut held = self.inner.sessions.write().await;
-        self.sealer
-            .learnt
-            .retain(|session, _| held.contains_key(&SessionId::from(session.clone())));
+        let now = unix(SystemTime::now());
+        self.sealer.learnt.retain(|session, learnt| {
+            let kept = held.contains_key(&SessionId::from(session.clone()));
+            if !kept {
+                self.sealer.keep_renewal(session, learnt, now);
+            }
+            kept
+        });
         self.sealer.learnt.shrink_to_fit();
         self.sealer
             .recent
             .retain(|session| held.contains_key(session));
         self.streams
             .retain(|session| held.contains_key(&SessionId::from(session.to_string())));
-        self.sealer.trim_ended(unix(SystemTime::now()));
+        self.sealer.ended.trim(now);
+        self.sealer.renewed.trim(now);
         held.shrink_to_fit();
     }
 
@@ -1240,9 +1294,45 @@ mod tests {
         }
         sealer.end("again");
         assert_eq!(sealer.ended.len(), MAX_ENDED);
-        assert!(!sealer.ended.contains_key("s0") && !sealer.ended.contains_key("s10"));
-        assert!(sealer.ended.contains_key("s11") && sealer.ended.contains_key("again"));
-        assert!(crate::sync::lock(&sealer.ended_order).len() <= MAX_ENDED + 1);
+        assert!(!sealer.ended.contains("s0") && !sealer.ended.contains("s10"));
+        assert!(sealer.ended.contains("s11") && sealer.ended.contains("again"));
+        assert!(crate::sync::lock(&sealer.ended.order).len() <= MAX_ENDED + 1);
+    }
+
+    /// A session freed here (idle) whose client keeps the id it got first opens again with
+    /// that id past its expiry while the id this replica re-issued it would: the renewal
+    /// outlives the freed session's record.
+    #[test]
+    fn a_freed_sessions_renewal_outlives_it() {
+        let ttl = Duration::from_secs(600);
+        let sealer = Sealer::new(Arc::new(SessionKeys::generate()), ttl);
+        let now = SystemTime::now();
+        let first = Payload {
+            session: "s1".into(),
+            expires: unix(now) + 10,
+            init: None,
+            profile: None,
+            listed: None,
+        };
+        let token = sealer.keys.seal(&first);
+        // Re-issued later with a full lifetime (what `reissue` records).
+        let renewed = Payload {
+            expires: unix(now) + 600,
+            ..first.clone()
+        };
+        let header = HeaderValue::from_static("renewed");
+        sealer.learnt.entry("s1".into()).or_default().issued = Some((renewed, header));
+        let later = now + Duration::from_secs(60);
+        assert!(sealer.open(&token, later).is_ok(), "renewed while held");
+        sealer.forget("s1");
+        assert!(
+            sealer.open(&token, later).is_ok(),
+            "renewed after it was freed"
+        );
+        assert!(
+            sealer.open(&token, now + Duration::from_secs(601)).is_err(),
+            "past the renewal"
+        );
     }
 
     /// A client naming itself with a megabyte gets a session id the gateway opens again; a

@@ -125,9 +125,10 @@ pub(crate) struct DesiredState {
     live: Arc<Live>,
     /// The permission rules calls are decided by, replaced with the servers.
     permissions: Arc<LivePermissions>,
-    /// The configuration last applied, to tell what a reload changed that applies only at the
-    /// next start.
-    applied: Mutex<Config>,
+    /// The configuration the runtime started with (its settings that apply only at a start),
+    /// and the keys last said to differ from it: each reload says what differs from what
+    /// runs, once per change of that list (a revert says so too).
+    applied: Mutex<(Config, Vec<&'static str>)>,
     /// Refreshes applied and waiting for their new servers to settle (outside the lock).
     settling: tokio::sync::watch::Sender<usize>,
 }
@@ -150,7 +151,7 @@ impl DesiredState {
         live: Arc<Live>,
         permissions: Arc<LivePermissions>,
     ) -> (Self, mpsc::Receiver<()>) {
-        let applied = Mutex::new(config.clone());
+        let applied = Mutex::new((config.clone(), Vec::new()));
         let (control, rx) = RefreshControl::new(config);
         (
             Self {
@@ -176,30 +177,39 @@ impl DesiredState {
             tracing::info!(file = %source, "`permissions` reloaded: calls from now on are decided by the new rules");
         }
         let mut applied = self.applied.lock().unwrap_or_else(|p| p.into_inner());
+        let (running, said) = &mut *applied;
         let changed = |before: &dyn std::fmt::Debug, after: &dyn std::fmt::Debug| {
             format!("{before:?}") != format!("{after:?}")
         };
         let mut later = Vec::new();
-        if changed(&applied.exposure, &config.exposure) {
+        if changed(&running.exposure, &config.exposure) {
             later.push("exposure");
         }
-        if changed(&applied.metadata_limits, &config.metadata_limits) {
+        if changed(&running.metadata_limits, &config.metadata_limits) {
             later.push("metadataLimits");
         }
-        if changed(&applied.output, &config.output) {
+        if changed(&running.output, &config.output) {
             later.push("output");
         }
-        if changed(&applied.gateway, &config.gateway) {
+        if changed(&running.gateway, &config.gateway) {
             later.push("gateway");
         }
-        if !later.is_empty() {
+        if later == *said {
+            return;
+        }
+        if later.is_empty() {
+            tracing::info!(
+                file = %source,
+                "the settings that apply only at a start match what runs again"
+            );
+        } else {
             tracing::warn!(
                 file = %source,
                 keys = %later.join(", "),
-                "these settings changed and apply only when the runtime starts again (restart `mcp-harness serve`); `mcpServers` and `permissions` apply live"
+                "these settings differ from what runs and apply only when the runtime starts again (restart `mcp-harness serve`); `mcpServers` and `permissions` apply live"
             );
         }
-        *applied = config.clone();
+        *said = later;
     }
 
     /// Makes `config` the desired configuration (marks the runtime dirty; applies nothing).
