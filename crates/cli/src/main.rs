@@ -28,8 +28,8 @@ macro_rules! say {
 }
 
 /// A line on stderr that is neither data nor an error (how servers are starting, a warning):
-/// as `{"note": "…"}` under `--json`, which keeps stderr one JSON object per line, else as
-/// [`say!`] writes it.
+/// as `{"note": "…"}` under `--json`, so that stderr is one JSON object per line — errors
+/// (`error: …`) and log lines (`-v`) aside — else as [`say!`] writes it.
 macro_rules! note {
     ($($arg:tt)*) => {{
         let text = format!($($arg)*);

@@ -557,6 +557,11 @@ fn a_tasks_ttl_and_poll_interval_reach_the_client_as_the_upstream_gave_them() {
     let id = task["taskId"].as_str().expect("a task id").to_string();
     let got = on_task(&alice, "tasks/get", &id);
     assert_eq!(got["result"]["ttl"], 45_000, "{got}");
+    // An id the gateway never handed out is an unknown task, not an unknown method.
+    for method in ["tasks/get", "tasks/cancel"] {
+        let bogus = on_task(&alice, method, "T1");
+        assert_eq!(bogus["error"]["code"], -32602, "{method}: {bogus}");
+    }
     assert_eq!(got["result"]["pollInterval"], 250, "{got}");
     let status = (0..100)
         .map_while(|_| statuses.next())

@@ -20,7 +20,8 @@
 //!   verifying by then (while the authorization server cannot be reached, the last keys
 //!   fetched stay in use, and each failed refetch is a WARN); a token whose key is among keys
 //!   past that age waits at most [`STALE_WAIT`] for their refetch, then is checked with them
-//!   while the fetch goes on (a hanging authorization server stalls no token for longer).
+//!   while the fetch goes on (a hanging authorization server stalls no token of a known key
+//!   for longer; one naming a key not yet fetched waits for the fetch, at most its timeout).
 
 use std::cmp::Reverse;
 use std::collections::HashMap;

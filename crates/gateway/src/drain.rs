@@ -1,10 +1,11 @@
 //! Draining the HTTP endpoint on shutdown, and giving memory back after sessions close.
 //!
 //! Invariants:
-//! - every POST to `/mcp` counts as in flight from the moment it is admitted until its response
-//!   body has been sent to the end or dropped (an SSE response of a call ends after the call's
-//!   result), so [`Drain::wait_idle`] returning `true` means no admitted request is still being
-//!   answered;
+//! - every POST to `/mcp` but a 2026-07-28 `subscriptions/listen` counts as in flight from the
+//!   moment it is admitted until its response body has been sent to the end or dropped (an SSE
+//!   response of a call ends after the call's result), so [`Drain::wait_idle`] returning `true`
+//!   means no admitted request but a listen stream is still being answered (a listen stream
+//!   holds no call, lasts as long as its client listens, and ends with the process);
 //! - once [`Drain::close`] was called no request is admitted: `/mcp` answers 503 with
 //!   `Retry-After` and a JSON-RPC error naming the shutdown (a client retries elsewhere), while
 //!   the operational routes keep answering (`/readyz` says 503, so a load balancer stops

@@ -331,10 +331,14 @@ impl ExposurePolicy {
         let schema_bytes = definition_bytes(&entry.qualified_name, tool)
             .ok_or("its definition cannot be serialized")?;
         if schema_bytes > self.per_tool_schema_bytes {
+            // The exact count beside a rounded size only (not "306 bytes (306 bytes)").
+            let exact = match size(schema_bytes) {
+                shown if shown.ends_with(" bytes") => shown,
+                shown => format!("{shown} ({schema_bytes} bytes)"),
+            };
             return Err(format!(
-                "definition is {} ({schema_bytes} bytes), over the per-tool schema budget of {} \
+                "definition is {exact}, over the per-tool schema budget of {} \
                  (`{CONFIG_KEY}.perToolSchemaBytes`)",
-                size(schema_bytes),
                 size(self.per_tool_schema_bytes)
             ));
         }

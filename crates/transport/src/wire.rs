@@ -136,6 +136,9 @@ pub const MAX_TIMED_MESSAGE: usize = 64 * 1024;
 /// How many tasks' timings a connection keeps (the oldest go first).
 pub const MAX_TIMED_TASKS: usize = 1024;
 
+/// The longest task id whose timing is kept, in bytes.
+pub const MAX_TIMED_ID: usize = 256;
+
 /// What a 2025-11-25 server said of a task's lifetime, as it said it.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TaskTiming {
@@ -298,7 +301,11 @@ impl WireNotes {
                 }
                 _ => return None,
             };
-            let id = task.get("taskId")?.as_str()?;
+            // A task id is short; a longer one is not kept (1024 of them would hold megabytes).
+            let id = task
+                .get("taskId")?
+                .as_str()
+                .filter(|id| id.len() <= MAX_TIMED_ID)?;
             let timing = TaskTiming {
                 ttl: task
                     .get("ttl")
@@ -575,10 +582,21 @@ mod tests {
         );
         // Not a task, or not a number: nothing noted.
         notes.observe(
-            br#"{"jsonrpc":"2.0","id":5,"result":{"content":[{"type":"text","text":""ttl": 1"}]}}"#,
+            br#"{"jsonrpc":"2.0","id":5,"result":{"structuredContent":{"ttl":1,"taskId":"T4"},"content":[]}}"#,
+        );
+        assert!(
+            notes.task_timing("T4").is_none(),
+            "a tool's output is no task"
         );
         notes.observe(br#"{"jsonrpc":"2.0","id":6,"result":{"taskId":"T3","ttl":"forever","pollInterval":{}}}"#);
         assert!(notes.task_timing("T3").is_none());
+        let long = "L".repeat(MAX_TIMED_ID + 1);
+        let line = format!(r#"{{"jsonrpc":"2.0","id":8,"result":{{"taskId":"{long}","ttl":1}}}}"#);
+        notes.observe(line.as_bytes());
+        assert!(
+            notes.task_timing(&long).is_none(),
+            "an over-long id is not kept"
+        );
         // Bounded: the oldest tasks go first.
         for n in 0..MAX_TIMED_TASKS {
             let line =

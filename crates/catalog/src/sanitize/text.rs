@@ -294,8 +294,9 @@ pub(super) fn check_name(what: &str, name: &str, max_chars: usize) -> Result<(),
     }
     if let Some((i, c, why)) = find_disallowed(name, false) {
         return Err(Rejected::Identifier(format!(
-            "{what} contains a {why} ({}) at character {i}; the raw name goes on the wire and cannot be rewritten",
-            code_point(c)
+            "{what} contains a {why} ({}) at character {}, counting from 1; the raw name goes on the wire and cannot be rewritten",
+            code_point(c),
+            i + 1
         )));
     }
     Ok(())
@@ -313,8 +314,9 @@ pub(super) fn check_uri(what: &str, uri: &str, max_chars: usize) -> Result<(), R
     }
     if let Some((i, c, why)) = find_disallowed(uri, false) {
         return Err(Rejected::Identifier(format!(
-            "{what} contains a {why} ({}) at character {i}; a URI is an identifier and cannot be rewritten",
-            code_point(c)
+            "{what} contains a {why} ({}) at character {}, counting from 1; a URI is an identifier and cannot be rewritten",
+            code_point(c),
+            i + 1
         )));
     }
     Ok(())

@@ -143,11 +143,14 @@ pub(crate) fn write_contents(result: &ReadResourceResult, path: &Path) -> Result
         // The bytes as they are, for a pipe: the usual meaning of `-`.
         use std::io::Write as _;
         let mut stdout = std::io::stdout().lock();
-        stdout
-            .write_all(&bytes)
-            .and_then(|()| stdout.flush())
-            .map_err(|e| format!("cannot write to standard output: {e}"))?;
-        return Ok(bytes.len());
+        match stdout.write_all(&bytes).and_then(|()| stdout.flush()) {
+            // A reader that went away (`| head -c 100`) took what it wanted: no failure, as
+            // for every command's output.
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                return Err(format!("cannot write to standard output: {e}"));
+            }
+            _ => return Ok(bytes.len()),
+        }
     }
     std::fs::write(path, &bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     Ok(bytes.len())

@@ -7,8 +7,9 @@
 //! rmcp 3.11 models only the tasks extension (SEP-2663): it drops a client's
 //! `capabilities.tasks` and a `tools/call`'s `task` parameter when it decodes them, has no
 //! `capabilities.tasks` to send and no `execution` on a tool, and answers `tasks/get` and
-//! `tasks/cancel` only under the extension. So, for a 2025-11-25 client while some upstream
-//! declares task-augmented `tools/call`:
+//! `tasks/cancel` only under the extension. So, for a 2025-11-25 client once some upstream
+//! has declared task-augmented `tools/call` (from then on, for as long as the gateway runs:
+//! [`serves_augmented`]):
 //! - in: `initialize`'s `capabilities.tasks` moves to `capabilities.experimental` under
 //!   [`CLIENT_TASKS`] (kept with the session); a `tools/call` with `task` becomes the custom
 //!   request [`AUGMENTED_CALL`], and a `tasks/get` / `tasks/cancel` about a SEP-1686 id (it
@@ -19,8 +20,8 @@
 //!   [`TOOL_TASKS`] in its `_meta` gets that value as `execution.taskSupport`.
 //!
 //! Invariants:
-//! - any other request, and every request while no upstream declares task-augmented calls,
-//!   passes untouched without its body being read;
+//! - any other request, and every request until an upstream has declared task-augmented
+//!   calls, passes untouched without its body being read;
 //! - a rewritten request keeps its JSON-RPC id, so the client's answer is the one it awaits;
 //!   only the method name and the two fields above change, never a value;
 //! - bodies are read only up to [`MAX_BODY`]; a larger one passes untouched.
@@ -66,8 +67,8 @@ pub(crate) struct Front;
 pub(crate) struct AugmentedCall;
 
 /// Whether a POST to `/mcp` with `headers` goes through this front: a 2025-11-25 request (an
-/// `initialize` may name no version) with a body of known length up to [`MAX_BODY`], while an
-/// upstream declares task-augmented calls.
+/// `initialize` may name no version) with a body of known length up to [`MAX_BODY`], once an
+/// upstream has declared task-augmented calls ([`serves_augmented`]).
 pub(crate) fn in_front(headers: &axum::http::HeaderMap, shared: &Shared) -> bool {
     let in_session = headers.contains_key(&crate::SESSION_ID);
     let version = headers
@@ -252,11 +253,14 @@ pub(crate) fn translate_request(bytes: &[u8], in_session: bool) -> Translated {
             (Some(AUGMENTED_CALL), Answer::Untouched)
         }
         "tasks/get" | "tasks/cancel" if in_session => {
-            let augmented = params
-                .and_then(|p| p.get("taskId"))
-                .and_then(Value::as_str)
-                .is_some_and(|id| id.starts_with(AUGMENTED_PREFIX));
-            if !augmented {
+            // A SEP-1686 id, or one that cannot be a tasks extension's (a sealed id, long and
+            // base64url), or none: the SEP-1686 handler answers (an unknown id is -32602, a
+            // missing one says so); rmcp, with no extension tasks, answered -32601 "tasks/get".
+            let ours = match params.and_then(|p| p.get("taskId")).and_then(Value::as_str) {
+                Some(id) => id.starts_with(AUGMENTED_PREFIX) || !could_be_extension_id(id),
+                None => true,
+            };
+            if !ours {
                 return untouched();
             }
             let renamed = if method == "tasks/get" {
@@ -279,6 +283,18 @@ pub(crate) fn translate_request(bytes: &[u8], in_session: bool) -> Translated {
         },
         Err(_) => untouched(),
     }
+}
+
+/// The shortest task id the tasks extension's ids (sealed, [`crate::task_ids`]) can be: a
+/// nonce, a tag and a serialized upstream task, in base64url.
+const MIN_EXTENSION_ID: usize = 64;
+
+/// Whether `id` may be a task id of the tasks extension (SEP-2663) this gateway handed out.
+fn could_be_extension_id(id: &str) -> bool {
+    id.len() >= MIN_EXTENSION_ID
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 /// The answer message `json` (one JSON-RPC message) as the client should get it, after a
@@ -423,7 +439,13 @@ mod tests {
         };
         let ours = format!("{AUGMENTED_PREFIX}abc");
         assert_eq!(translated(get(&ours), true)["method"], AUGMENTED_GET);
-        assert_eq!(translated(get("abc"), true)["method"], "tasks/get");
+        // An id that cannot be the extension's (too short, not base64url) is answered as a
+        // SEP-1686 one: unknown, -32602 (rmcp answered -32601 "tasks/get").
+        assert_eq!(translated(get("abc"), true)["method"], AUGMENTED_GET);
+        let extension = "A".repeat(MIN_EXTENSION_ID);
+        assert_eq!(translated(get(&extension), true)["method"], "tasks/get");
+        let none = json!({"jsonrpc": "2.0", "id": 9, "method": "tasks/cancel", "params": {}});
+        assert_eq!(translated(none, true)["method"], AUGMENTED_CANCEL);
         let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": {"tasks": {"list": {}}},
             "clientInfo": {"name": "c", "version": "1"}}});

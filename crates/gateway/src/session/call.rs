@@ -137,7 +137,8 @@ fn listing_mark(meta: &rmcp::model::RequestMetaObject) -> Result<Option<ListedMa
         None => Err(McpError::invalid_params(
             format!(
                 "`_meta[\"{LISTING_META}\"]` must be the 16 hex digits a tools/list answered \
-                 with under the same key; drop it to bind the current catalog"
+                 with under the same key; drop it to bind the listing this session last saw (or, \
+                 without one, the current catalog)"
             ),
             None,
         )),

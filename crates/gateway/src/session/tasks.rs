@@ -65,10 +65,12 @@ impl Session {
             if augmented_calls && support != TaskSupport::Forbidden {
                 return Ok(false);
             }
-            // A server not connected now (a stdio process the call restarts, R7) is judged by
-            // the runtime on the connection the call gets: the task goes with it where that
-            // connection takes one, and the tool runs plainly where it does not (what a
-            // receiver that does not take tasks does, SEP-1686).
+            // A server not connected now (a stdio process the call restarts, R7; one
+            // reconnecting, whose call waits for it or fails) is judged by the runtime on the
+            // connection the call gets: the task goes with it where that connection takes one
+            // for the tool, and the tool runs plainly where it does not (what a receiver that
+            // does not take tasks does, SEP-1686) — while the refusal above is for a server
+            // whose connection says now that it takes none.
             let connected = self
                 .runtime()
                 .snapshot()

@@ -299,7 +299,8 @@ fn loopback_http(url: &str) -> bool {
 
 /// What is wrong with `url` as the gateway's public URL (`gateway.publicUrl`, `serve
 /// --public-url`), if anything: it is the audience of client tokens and the metadata's
-/// `resource`, so an absolute http(s) URL with a host and no fragment (RFC 9728 §1.2).
+/// `resource`, so an absolute http(s) URL with a host, no query and no fragment (RFC 9728
+/// §1.2; the metadata's address is built from it).
 pub fn public_url_problem(url: &str) -> Option<&'static str> {
     match super::http_url_fault(url) {
         Some(super::UrlFault::Scheme) => {
