@@ -607,6 +607,31 @@ fn a_cancelled_requests_id_is_free_again_after_the_grace() {
     assert_eq!(pong.get("result"), Some(&json!({})), "{pong}");
 }
 
+/// A host that closes stdin and then sends SIGTERM (the SDKs' close: SIGKILL follows 2 s
+/// later) is in a hurry: the call still running is cut at once — answered that the gateway
+/// cut it — and the process exits within a second or two, not after the 10 s drain that the
+/// SIGKILL would end without cancelling anything upstream.
+#[test]
+fn a_stop_signal_after_the_end_of_input_cuts_at_once() {
+    let mut fronted = Fronted::start("eof-term", &[]);
+    fronted.start_slow(8, 30_000, false);
+    drop(fronted.stdin.take());
+    std::thread::sleep(Duration::from_millis(300));
+    let signalled = Instant::now();
+    // SAFETY: kill(2) on the pid of a child this test started.
+    unsafe { libc::kill(fronted.child.0.id() as i32, libc::SIGTERM) };
+    let status = fronted.exited_within(Duration::from_secs(15));
+    let took = signalled.elapsed();
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{status:?}");
+    assert!(
+        took < Duration::from_secs(5),
+        "exited {took:?} after the signal"
+    );
+    let answer = fronted.answer_to(&json!(8), Duration::from_secs(5));
+    assert_eq!(answer["error"]["code"], -32000, "{answer}");
+    fronted.assert_nothing_left();
+}
+
 /// After the end of input the answers owed are waited for at most 10 s without an answer:
 /// a call sending progress does not hold the process for its whole length.
 #[test]

@@ -46,11 +46,35 @@ pub(crate) async fn serve_until(
     cut: impl std::future::Future<Output = ()> + Send + 'static,
     drain: Duration,
 ) -> Result<(), ServeError> {
+    let (stopped, eof) = (CancellationToken::new(), CancellationToken::new());
+    let signal = stopped.clone();
+    let stopping = tokio::spawn(async move {
+        stop.await;
+        signal.cancel();
+    });
     let input = UntilStopped {
         read: stdin(),
-        stop: Some(Box::pin(stop)),
+        stop: Some(Box::pin(stopped.clone().cancelled_owned())),
+        eof: eof.clone(),
     };
-    serve_io_cut(shared, input, stdout(), drain, cut).await
+    // A stop after the client ended its input itself is a host closing in a hurry (the SDKs
+    // close stdin, wait 2 s, then SIGTERM, then SIGKILL 2 s later): the calls still running
+    // are cut at once — answered so, and cancelled upstream — rather than drained to a
+    // SIGKILL that cancels nothing.
+    let hurried = async move {
+        eof.cancelled().await;
+        stopped.cancelled().await;
+        tracing::info!("stopped after the client ended its input: the calls still running are cut");
+    };
+    let cut = async move {
+        tokio::select! {
+            () = cut => {}
+            () = hurried => {}
+        }
+    };
+    let served = serve_io_cut(shared, input, stdout(), drain, cut).await;
+    stopping.abort();
+    served
 }
 
 pub(crate) async fn serve_io<R, W>(
@@ -160,6 +184,8 @@ struct UntilStopped<R> {
     read: R,
     /// `None` once stopped.
     stop: Option<Pin<Box<dyn std::future::Future<Output = ()> + Send>>>,
+    /// Cancelled when the inner reader ended by itself (the client closed its side).
+    eof: CancellationToken,
 }
 
 impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for UntilStopped<R> {
@@ -172,7 +198,15 @@ impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for UntilStopped<R> {
         if let Some(stop) = &mut this.stop {
             // Polled first: a stop wins over input that is ready.
             if stop.as_mut().poll(cx).is_pending() {
-                return Pin::new(&mut this.read).poll_read(cx, buf);
+                let (before, room) = (buf.filled().len(), buf.remaining() > 0);
+                let read = Pin::new(&mut this.read).poll_read(cx, buf);
+                if room
+                    && matches!(read, std::task::Poll::Ready(Ok(())))
+                    && buf.filled().len() == before
+                {
+                    this.eof.cancel();
+                }
+                return read;
             }
             this.stop = None;
         }
