@@ -911,6 +911,30 @@ fn a_malformed_listing_key_is_refused_in_a_session_that_listed() {
     assert_eq!(answer["error"]["code"], -32602, "{answer}");
 }
 
+/// A result whose `structuredContent` breaks the tool's listed `outputSchema` reaches the
+/// client as a tool error with its content and a note (passed through, the SDKs' clients
+/// failed the whole call on it).
+#[test]
+fn a_result_that_breaks_its_output_schema_is_a_tool_error() {
+    use common::gateway::Session;
+    let dir = temp_home("serve-load", "bad-structured");
+    let config = fixture_config(&dir, &["--bad-results"]);
+    let served = Served::start(&dir, &config, &[], Stdio::null());
+    let (session, _) = Session::open(&served.addr, "unused", json!({}), "strict");
+    session.wait_listed("mcp__fx__bad_structured", Duration::from_secs(20));
+    let answer = session.request(
+        "tools/call",
+        json!({"name": "mcp__fx__bad_structured", "arguments": {}}),
+    );
+    let result = &answer["result"];
+    assert_eq!(result["isError"], true, "{answer}");
+    assert!(result.get("structuredContent").is_none(), "{answer}");
+    assert!(
+        answer.to_string().contains("does not fit the outputSchema"),
+        "{answer}"
+    );
+}
+
 /// A listen stream holds no call: SIGTERM does not wait for it to the drain deadline (it
 /// waited the whole `--drain-secs`, then said requests were cut).
 #[test]

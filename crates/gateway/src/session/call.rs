@@ -594,10 +594,36 @@ pub(super) fn downstream_result(result: ToolResult) -> CallToolResult {
     downstream_normalized(result.normalized)
 }
 
-/// A normalized result (a call's, or a task's final one) as the client gets it.
+/// A normalized result (a call's, or a task's final one) as the client gets it. A success
+/// whose `structuredContent` breaks the tool's `outputSchema` (or is missing though the tool
+/// has one) goes as a tool error carrying its content and a note saying what was wrong: the
+/// SDKs' clients check it against the schema they listed and fail the whole call, so the
+/// model lost the text too.
 pub(super) fn downstream_normalized(
     normalized: mcp_harness_runtime::NormalizedResult,
 ) -> CallToolResult {
+    use mcp_harness_runtime::WarningKind;
+    let unfit = (!normalized.is_error)
+        .then(|| {
+            normalized.warnings.iter().find(|w| {
+                matches!(
+                    w.kind,
+                    WarningKind::StructuredContentMismatch | WarningKind::StructuredContentMissing
+                )
+            })
+        })
+        .flatten();
+    if let Some(warning) = unfit {
+        let mut content = normalized.content.clone();
+        content.push(rmcp::model::ContentBlock::text(format!(
+            "[mcp-harness: the tool's result does not fit the outputSchema it listed ({}); \
+             passed on as an error with its content]",
+            warning.message
+        )));
+        let mut out = CallToolResult::error(content);
+        out.meta = normalized.meta;
+        return out;
+    }
     let mut out = if normalized.is_error {
         CallToolResult::error(normalized.content)
     } else {
