@@ -363,7 +363,7 @@ async fn over_streamable_http_lists_and_calls_tools() {
         .kill_on_drop(true)
         .spawn()
         .expect("start the SDK server");
-    wait_listening(port).await;
+    wait_serving(port, "/mcp").await;
 
     let runtime = start(vec![server(
         PY,

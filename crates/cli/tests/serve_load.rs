@@ -933,6 +933,18 @@ fn a_result_that_breaks_its_output_schema_is_a_tool_error() {
         answer.to_string().contains("does not fit the outputSchema"),
         "{answer}"
     );
+    // A tool error carrying structured content that breaks the schema: the same (the
+    // TypeScript SDK checks it on errors too).
+    let failed = session.request(
+        "tools/call",
+        json!({"name": "mcp__fx__bad_structured_error", "arguments": {}}),
+    );
+    assert_eq!(failed["result"]["isError"], true, "{failed}");
+    assert!(
+        failed["result"].get("structuredContent").is_none(),
+        "{failed}"
+    );
+    assert!(failed.to_string().contains("failed: n is one"), "{failed}");
 }
 
 /// A listen stream holds no call: SIGTERM does not wait for it to the drain deadline (it

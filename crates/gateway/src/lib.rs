@@ -199,7 +199,9 @@ impl Gateway {
 
     /// [`Gateway::serve_stdio`] until `stop` resolves (a stop signal): standard input is no
     /// longer read from then on, and the answers the session owes get at most `drain` to be
-    /// written before it ends — also when the client ends its input itself.
+    /// written before it ends — also when the client ends its input itself; but a `stop` after
+    /// the client ended its input (a host closing: stdin, then SIGTERM) cuts the calls still
+    /// running at once (each answered that the gateway cut it).
     pub async fn serve_stdio_until(
         &self,
         stop: impl std::future::Future<Output = ()> + Send + 'static,

@@ -624,6 +624,8 @@ impl Sealer {
     fn end(&self, session: &str) {
         self.learnt.remove(session);
         let now = unix(SystemTime::now());
+        // Ended for good: its renewal goes (its ids are refused anyway).
+        self.renewed.times.remove(session);
         // A client that opens and ends sessions in a loop cannot grow this for a whole
         // lifetime: the expired go, then the oldest (its ids could start it again; they are
         // its client's own).
@@ -1239,12 +1241,13 @@ impl SealedStore {
 #[async_trait::async_trait]
 impl SessionStore for SealedStore {
     async fn load(&self, session_id: &str) -> Result<Option<SessionState>, SessionStoreError> {
+        // Opened as a request's id is: an expired id whose renewal this replica remembers
+        // (its session freed for idleness) restores too.
         Ok(self
             .sealer
-            .keys
             .open(session_id, SystemTime::now())
             .ok()
-            .and_then(|payload| payload.init)
+            .and_then(|payload| payload.init.clone())
             .map(SessionState::new))
     }
 
@@ -1300,17 +1303,18 @@ mod tests {
     }
 
     /// A session freed here (idle) whose client keeps the id it got first opens again with
-    /// that id past its expiry while the id this replica re-issued it would: the renewal
-    /// outlives the freed session's record.
-    #[test]
-    fn a_freed_sessions_renewal_outlives_it() {
+    /// that id past its expiry while the id this replica re-issued it would — at the gate and
+    /// in the store rmcp restores the session from: the renewal outlives the freed session's
+    /// record; a DELETE ends it.
+    #[tokio::test]
+    async fn a_freed_sessions_renewal_outlives_it() {
         let ttl = Duration::from_secs(600);
         let sealer = Sealer::new(Arc::new(SessionKeys::generate()), ttl);
         let now = SystemTime::now();
         let first = Payload {
             session: "s1".into(),
             expires: unix(now) + 10,
-            init: None,
+            init: Some(InitializeRequestParams::default()),
             profile: None,
             listed: None,
         };
@@ -1333,6 +1337,18 @@ mod tests {
             sealer.open(&token, now + Duration::from_secs(601)).is_err(),
             "past the renewal"
         );
+        // rmcp restores a freed session from the store: the same check (an id past its own
+        // expiry: sealed as one that expired already).
+        let store = SealedStore::new(sealer.clone());
+        let expired = Payload {
+            expires: unix(now) - 1,
+            ..first.clone()
+        };
+        let old = sealer.keys.seal(&expired);
+        let restored = store.load(&old).await.expect("load");
+        assert!(restored.is_some(), "the store refused a renewed id");
+        sealer.end("s1");
+        assert!(store.load(&old).await.expect("load").is_none(), "ended");
     }
 
     /// A client naming itself with a megabyte gets a session id the gateway opens again; a

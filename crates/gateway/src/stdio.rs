@@ -13,7 +13,10 @@
 //! The session ends when the client's input ends (once the answers owed are written, bounded:
 //! [`transport::EOF_IDLE`]) or when its output is gone (a write failed); when the transport
 //! gives up on the client, the calls still running are cancelled at once rather than waited
-//! for.
+//! for. Under a stop signal ([`serve_until`]) input is read no more and the owed answers are
+//! drained; a stop after the client ended its input itself, or a second one (`cut`), cuts the
+//! calls still running at once. The tasks this spawns end with the session, also when its
+//! future is dropped.
 
 mod backlog;
 mod transport;
@@ -72,9 +75,18 @@ pub(crate) async fn serve_until(
             () = hurried => {}
         }
     };
-    let served = serve_io_cut(shared, input, stdout(), drain, cut).await;
-    stopping.abort();
-    served
+    let _stopping = AbortOnDrop(stopping);
+    serve_io_cut(shared, input, stdout(), drain, cut).await
+}
+
+/// Aborts its task when dropped (a session's helper tasks end with it, also when the session's
+/// future is dropped before it finished).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 pub(crate) async fn serve_io<R, W>(
@@ -118,13 +130,13 @@ where
         .map_err(|e| ServeError::Initialize(initialize_failure(&e)))?;
     // A second stop signal: the transport gives up on the client now, as at its end wait.
     let forced = ended.clone();
-    let forcing = tokio::spawn(async move {
+    let _forcing = AbortOnDrop(tokio::spawn(async move {
         cut_now.await;
         forced.cancel();
-    });
-    let reason = finished(running, ended, cut).await;
-    forcing.abort();
-    let reason = reason.map_err(|e| ServeError::Session(e.to_string()))?;
+    }));
+    let reason = finished(running, ended, cut)
+        .await
+        .map_err(|e| ServeError::Session(e.to_string()))?;
     tracing::debug!(?reason, "stdio client ended the session");
     Ok(())
 }

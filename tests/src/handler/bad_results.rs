@@ -37,6 +37,17 @@ pub fn bad_result_tools() -> Vec<Tool> {
             "required": ["n"]
         }))),
         Tool::new(
+            "bad_structured_error",
+            "Declares the same outputSchema and answers a tool error whose structured content \
+             breaks it.",
+            none(),
+        )
+        .with_raw_output_schema(object(json!({
+            "type": "object",
+            "properties": {"n": {"type": "integer"}},
+            "required": ["n"]
+        }))),
+        Tool::new(
             "bad_image",
             "Answers an image whose data is not base64.",
             none(),
@@ -50,6 +61,11 @@ pub fn call(name: &str) -> Option<CallToolResult> {
         "ansi_text" => CallToolResult::success(vec![ContentBlock::text(ANSI_TEXT)]),
         "bad_structured" => {
             let mut result = CallToolResult::success(vec![ContentBlock::text("n is one")]);
+            result.structured_content = Some(json!({"n": "one"}));
+            result
+        }
+        "bad_structured_error" => {
+            let mut result = CallToolResult::error(vec![ContentBlock::text("failed: n is one")]);
             result.structured_content = Some(json!({"n": "one"}));
             result
         }

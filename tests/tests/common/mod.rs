@@ -235,18 +235,33 @@ pub fn text(result: &mcp_harness_runtime::ToolResult) -> String {
         .join("")
 }
 
-/// Waits (bounded: 30 s) until something accepts connections on loopback `port`.
-pub async fn wait_listening(port: u16) {
+/// Waits (bounded: 30 s) until an HTTP server on loopback `port` serves `path`: it accepts
+/// connections and answers a `GET` of it with anything but 404 (a server that took the port
+/// may answer 404 for a moment while its app starts: a connect made then fails at once).
+pub async fn wait_serving(port: u16, path: &str) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     for _ in 0..300 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_ok()
-        {
-            return;
+        if let Ok(mut stream) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
+            let request = format!(
+                "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: text/event-stream\r\nConnection: close\r\n\r\n"
+            );
+            let mut head = [0u8; 64];
+            let answered = async {
+                stream.write_all(request.as_bytes()).await.ok()?;
+                let n = stream.read(&mut head).await.ok()?;
+                Some(String::from_utf8_lossy(&head[..n]).into_owned())
+            };
+            let status = tokio::time::timeout(Duration::from_secs(2), answered).await;
+            if let Ok(Some(status)) = status
+                && status.starts_with("HTTP/1.1 ")
+                && !status.starts_with("HTTP/1.1 404")
+            {
+                return;
+            }
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!("nothing listened on port {port} within 30 s");
+    panic!("nothing served {path} on port {port} within 30 s");
 }
 
 /// Waits (bounded by [`SETTLE`]) until every server has settled and asserts that `server` is
@@ -324,7 +339,7 @@ pub async fn spawn_server_everything(mode: &str) -> (tokio::process::Child, u16)
         .kill_on_drop(true)
         .spawn()
         .expect("start server-everything");
-    wait_listening(port).await;
+    wait_serving(port, if mode == "sse" { "/sse" } else { "/mcp" }).await;
     (child, port)
 }
 

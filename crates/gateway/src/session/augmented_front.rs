@@ -13,7 +13,8 @@
 //! - in: `initialize`'s `capabilities.tasks` moves to `capabilities.experimental` under
 //!   [`CLIENT_TASKS`] (kept with the session); a `tools/call` with `task` becomes the custom
 //!   request [`AUGMENTED_CALL`], and a `tasks/get` / `tasks/cancel` about a SEP-1686 id (it
-//!   starts with [`AUGMENTED_PREFIX`]) becomes [`AUGMENTED_GET`] / [`AUGMENTED_CANCEL`]:
+//!   starts with [`AUGMENTED_PREFIX`]), or one that cannot be a tasks-extension id, or none,
+//!   becomes [`AUGMENTED_GET`] / [`AUGMENTED_CANCEL`]:
 //!   rmcp hands custom requests to the handler with their parameters untouched;
 //! - out: the `initialize` answer gains `capabilities.tasks` (`cancel` and
 //!   `requests.tools.call`; no `list`: see the handler), and a tool the handler marked with
@@ -285,9 +286,9 @@ pub(crate) fn translate_request(bytes: &[u8], in_session: bool) -> Translated {
     }
 }
 
-/// The shortest task id the tasks extension's ids (sealed, [`crate::task_ids`]) can be: a
-/// nonce, a tag and a serialized upstream task, in base64url.
-const MIN_EXTENSION_ID: usize = 64;
+/// Shorter than any task id of the tasks extension (sealed, [`crate::task_ids`]): a 12-byte
+/// nonce, a 16-byte tag and a serialized upstream task (17 bytes at the least), in base64url.
+const MIN_EXTENSION_ID: usize = 48;
 
 /// Whether `id` may be a task id of the tasks extension (SEP-2663) this gateway handed out.
 fn could_be_extension_id(id: &str) -> bool {

@@ -594,27 +594,41 @@ pub(super) fn downstream_result(result: ToolResult) -> CallToolResult {
     downstream_normalized(result.normalized)
 }
 
-/// A normalized result (a call's, or a task's final one) as the client gets it. A success
-/// whose `structuredContent` breaks the tool's `outputSchema` (or is missing though the tool
-/// has one) goes as a tool error carrying its content and a note saying what was wrong: the
-/// SDKs' clients check it against the schema they listed and fail the whole call, so the
-/// model lost the text too.
+/// The most bytes of a result's structured content given as text when it goes as an error.
+const MAX_STRUCTURED_TEXT: usize = 64 * 1024;
+
+/// A normalized result (a call's, or a task's final one) as the client gets it. A result
+/// whose `structuredContent` breaks the tool's `outputSchema` (or, for a success, is missing
+/// though the tool has one) goes as a tool error carrying its content — the structured
+/// content as text when there is no text — and a note saying what was wrong, without the
+/// structured content: the SDKs' clients check it against the schema they listed (the
+/// TypeScript SDK's on errors too) and fail the whole call, so the model lost the text too.
 pub(super) fn downstream_normalized(
     normalized: mcp_harness_runtime::NormalizedResult,
 ) -> CallToolResult {
     use mcp_harness_runtime::WarningKind;
-    let unfit = (!normalized.is_error)
-        .then(|| {
-            normalized.warnings.iter().find(|w| {
-                matches!(
-                    w.kind,
-                    WarningKind::StructuredContentMismatch | WarningKind::StructuredContentMissing
-                )
-            })
-        })
-        .flatten();
+    let unfit = normalized.warnings.iter().find(|w| match w.kind {
+        WarningKind::StructuredContentMismatch => true,
+        // A tool error need not carry structured content.
+        WarningKind::StructuredContentMissing => !normalized.is_error,
+        _ => false,
+    });
     if let Some(warning) = unfit {
         let mut content = normalized.content.clone();
+        // A result that gave its data only as structured content keeps it, as text.
+        let texts = content.iter().any(|block| block.as_text().is_some());
+        if let Some(structured) = normalized.structured_content.as_ref().filter(|_| !texts) {
+            let mut json = structured.to_string();
+            if json.len() > MAX_STRUCTURED_TEXT {
+                let mut cut = MAX_STRUCTURED_TEXT;
+                while !json.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                json.truncate(cut);
+                json.push_str("… [cut]");
+            }
+            content.push(rmcp::model::ContentBlock::text(json));
+        }
         content.push(rmcp::model::ContentBlock::text(format!(
             "[mcp-harness: the tool's result does not fit the outputSchema it listed ({}); \
              passed on as an error with its content]",

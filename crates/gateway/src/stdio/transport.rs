@@ -5,8 +5,10 @@
 //! - every line is taken or answered: a message rmcp's types read goes to the session; a line
 //!   that is not JSON (or not UTF-8, or nested past serde's limit) gets `-32700` with a null
 //!   id; JSON that is not a message gets `-32600`, with the request's id when it has a usable
-//!   one; a line longer than [`MAX_LINE`] gets `-32600` (with the request's id when the line
-//!   starts with it, else a null id) and is skipped, never buffered whole. Only what JSON-RPC says never to answer gets no answer: a notification
+//!   one; a line longer than [`MAX_LINE`] gets `-32600` and is skipped, never buffered whole:
+//!   with the request's id, found by a scan of the line as it is skipped (at once when the id
+//!   and `method` come first, at the line's end otherwise), else a null id (an answer's id is
+//!   never used: it is from the gateway's numbering). Only what JSON-RPC says never to answer gets no answer: a notification
 //!   (`method` without `id`) and an answer (`result`/`error`) that do not decode, each logged;
 //! - a refusal names what is wrong, never quotes the line (it may carry secrets);
 //! - `receive` is cancel safe (rmcp polls it in a `select!`): a line is consumed from the
@@ -142,6 +144,10 @@ impl<R: AsyncRead + Unpin, W> LineTransport<R, W> {
                 Err(error) => return Line::Failed(error),
             };
             if available.is_empty() {
+                // A line over the cap cut by the end of input still gets its refusal.
+                if let Some(scan) = self.skipping.take().flatten() {
+                    return Line::TooLong(request_id(&scan));
+                }
                 return if self.line.is_empty() || self.skipping.is_some() {
                     Line::End
                 } else {
@@ -157,7 +163,7 @@ impl<R: AsyncRead + Unpin, W> LineTransport<R, W> {
                 match newline {
                     // The line's end: its error now, unless it was given at the cap.
                     Some(_) => (self.skipping.take().flatten())
-                        .map(|scan| Line::TooLong(scan.scanned().id)),
+                        .map(|scan| Line::TooLong(request_id(&scan))),
                     None => None,
                 }
             } else if self.line.len().saturating_add(take) > MAX_LINE + 2 {
@@ -165,8 +171,8 @@ impl<R: AsyncRead + Unpin, W> LineTransport<R, W> {
                 scan.feed(&self.line);
                 scan.feed(&available[..take]);
                 self.line = Vec::new();
-                match (scan.scanned().id, newline) {
-                    // Answered at once; the rest of the line is skipped.
+                match (request_id(&scan), newline) {
+                    // A request's id already: answered at once; the rest is skipped.
                     (Some(id), _) => {
                         self.skipping = newline.is_none().then_some(None);
                         Some(Line::TooLong(Some(id)))
@@ -187,6 +193,14 @@ impl<R: AsyncRead + Unpin, W> LineTransport<R, W> {
             }
         }
     }
+}
+
+/// The id of the request `scan` read: only a message with a `method` is one (an answer's id is
+/// from the gateway's own numbering: a refusal under it would fail the client's request of that
+/// number).
+fn request_id(scan: &IdScan) -> Option<RequestId> {
+    let scanned = scan.scanned();
+    scanned.id.filter(|_| scanned.has_method)
 }
 
 impl<R, W> Transport<RoleServer> for LineTransport<R, W>
@@ -783,8 +797,12 @@ mod tests {
             r#"{{"jsonrpc":"2.0","method":"ping","params":{{"pad":"{}"}},"id":10}}"#,
             "x".repeat(MAX_LINE)
         );
+        let answer_long = format!(
+            r#"{{"jsonrpc":"2.0","result":{{"pad":"{}"}},"id":11}}"#,
+            "x".repeat(MAX_LINE)
+        );
         let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
-        let cases: [(Vec<u8>, i64, Value); 12] = [
+        let cases: [(Vec<u8>, i64, Value); 13] = [
             (
                 format!("not json {secret}").into_bytes(),
                 -32700,
@@ -803,6 +821,8 @@ mod tests {
             (deep.into_bytes(), -32700, Value::Null),
             (long.into_bytes(), -32600, json!(9)),
             (id_last.into_bytes(), -32600, json!(10)),
+            // An over-long answer's id is the gateway's own numbering: never used.
+            (answer_long.into_bytes(), -32600, Value::Null),
             (
                 format!(r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":"{secret}"}}"#)
                     .into_bytes(),

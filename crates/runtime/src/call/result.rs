@@ -199,7 +199,11 @@ fn normalize_against(
         .map(|(index, block)| check_block(index, block, &limits, &mut warnings))
         .collect();
     let structured_content = result.structured_content;
-    if let (Some(schema), false) = (output_schema, is_error) {
+    // A tool error need not carry structured content; one that does is checked too (a client
+    // SDK checks it against the schema whatever `isError` says).
+    if let Some(schema) = output_schema
+        && (!is_error || structured_content.is_some())
+    {
         check_structured(schema, structured_content.as_ref(), &limits, &mut warnings);
     }
     NormalizedResult {
