@@ -521,6 +521,17 @@ impl Fronted {
     }
 
     /// The gateway's exit status once it exits within `limit`.
+    /// Asserts that call `id` was answered that the gateway cut it (-32000).
+    fn assert_cut(&mut self, id: &Value) {
+        let answer = self.answer_to(id, Duration::from_secs(5));
+        assert_eq!(answer["error"]["code"], -32000, "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("shut down before this call ended and cut it"),
+            "{answer}"
+        );
+    }
+
     fn exited_within(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
         let mut status = None;
         wait_until(limit, || {
@@ -690,13 +701,7 @@ fn a_stop_signal_drains_for_drain_secs_only() {
         "a 1 s drain took {:?}",
         stopped.elapsed()
     );
-    let answer = fronted.answer_to(&json!(9), Duration::from_secs(5));
-    assert_eq!(answer["error"]["code"], -32000, "{answer}");
-    let message = answer["error"]["message"].as_str().unwrap_or_default();
-    assert!(
-        message.contains("shut down before this call ended and cut it"),
-        "{answer}"
-    );
+    fronted.assert_cut(&json!(9));
     fronted.assert_nothing_left();
 }
 
@@ -726,13 +731,7 @@ fn a_second_stop_signal_cuts_the_drain() {
     );
     // The call cut is answered so, as at the drain's deadline (it looked cancelled by its
     // own client).
-    let answer = fronted.answer_to(&json!(9), Duration::from_secs(5));
-    assert_eq!(answer["error"]["code"], -32000, "{answer}");
-    let message = answer["error"]["message"].as_str().unwrap_or_default();
-    assert!(
-        message.contains("shut down before this call ended and cut it"),
-        "{answer}"
-    );
+    fronted.assert_cut(&json!(9));
     fronted.assert_nothing_left();
 }
 

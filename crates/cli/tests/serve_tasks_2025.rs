@@ -379,6 +379,17 @@ fn scripted_gateway(tag: &str) -> (Served, std::path::PathBuf) {
     (gateway, pid_file)
 }
 
+/// SIGKILLs the scripted upstream whose pid is in `pid_file`.
+fn kill_upstream(pid_file: &std::path::Path) {
+    let pid: i32 = std::fs::read_to_string(pid_file)
+        .expect("the upstream's pid")
+        .trim()
+        .parse()
+        .expect("a pid");
+    // SAFETY: a signal to the upstream process this test's gateway started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+}
+
 /// `up`'s `work` as a task of `session`, with `arguments`: the answer.
 fn work_task(session: &Session<'_>, arguments: Value) -> Value {
     session.request(
@@ -447,13 +458,7 @@ fn a_restarted_servers_task_ids_never_reach_another_clients_task() {
         .as_str()
         .unwrap_or_else(|| panic!("no task: {created}"))
         .to_string();
-    let pid: i32 = std::fs::read_to_string(&pid_file)
-        .expect("the upstream's pid")
-        .trim()
-        .parse()
-        .expect("a pid");
-    // SAFETY: a signal to the upstream process this test's gateway started.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    kill_upstream(&pid_file);
     let mut statuses = Sse::get(&bob);
     // The next call starts the server again (bounded: 100 tries, 20 s).
     let start = Instant::now();
@@ -506,13 +511,7 @@ fn a_tasks_requests_while_its_server_is_down_name_the_server() {
         .as_str()
         .unwrap_or_else(|| panic!("no task: {created}"))
         .to_string();
-    let pid: i32 = std::fs::read_to_string(&pid_file)
-        .expect("the upstream's pid")
-        .trim()
-        .parse()
-        .expect("a pid");
-    // SAFETY: a signal to the upstream process this test's gateway started.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    kill_upstream(&pid_file);
     // Until the gateway sees the exit the request may still fail on the closed pipe; after
     // it, the answer is the task's end (bounded: 100 tries, 10 s).
     let start = Instant::now();

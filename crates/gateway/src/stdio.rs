@@ -31,6 +31,7 @@ use std::time::Duration;
 use rmcp::ServiceExt as _;
 use rmcp::service::{QuitReason, RunningService};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::ServeError;
 use crate::session::augmented_lines::{FrontRead, FrontWrite, Lines};
@@ -75,18 +76,8 @@ pub(crate) async fn serve_until(
             () = hurried => {}
         }
     };
-    let _stopping = AbortOnDrop(stopping);
+    let _stopping = AbortOnDropHandle::new(stopping);
     serve_io_cut(shared, input, stdout(), drain, cut).await
-}
-
-/// Aborts its task when dropped (a session's helper tasks end with it, also when the session's
-/// future is dropped before it finished).
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 pub(crate) async fn serve_io<R, W>(
@@ -130,7 +121,7 @@ where
         .map_err(|e| ServeError::Initialize(initialize_failure(&e)))?;
     // A second stop signal: the transport gives up on the client now, as at its end wait.
     let forced = ended.clone();
-    let _forcing = AbortOnDrop(tokio::spawn(async move {
+    let _forcing = AbortOnDropHandle::new(tokio::spawn(async move {
         cut_now.await;
         forced.cancel();
     }));

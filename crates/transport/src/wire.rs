@@ -16,8 +16,8 @@
 //! - a line larger than [`MAX_OBSERVED_LINE`] is passed through unobserved (and the tool keeps
 //!   its previous note), bounding the memory the tap holds;
 //! - a task's timing is the one of the newest message that gave it (a task, a `tasks/get`
-//!   answer, a status notification of at most [`MAX_TIMED_MESSAGE`] bytes), for the last
-//!   [`MAX_TIMED_TASKS`] tasks;
+//!   answer, a status notification of at most [`MAX_TIMED_MESSAGE`] bytes) of a server that
+//!   declared tasks at `initialize`, for the last [`MAX_TIMED_TASKS`] tasks;
 //! - transports that cannot see raw messages (a Streamable HTTP response sent as a single JSON
 //!   body is decoded inside rmcp) leave the notes empty: such tools are called plainly, which
 //!   a server that requires tasks refuses with its own error.
@@ -178,6 +178,9 @@ pub struct WireNotes {
     /// handles it, and before anything the server sent after it); one rmcp would refuse is
     /// not counted, since no listing follows it.
     tools_changed: Arc<std::sync::atomic::AtomicU64>,
+    /// The server declared tasks at `initialize` (`capabilities.tasks`): only then are its
+    /// messages searched for a task's timing (a search of every message otherwise).
+    tasks: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl WireNotes {
@@ -261,6 +264,7 @@ impl WireNotes {
     /// Observes one raw JSON-RPC message (or batch) from the server.
     pub fn observe(&self, message: &[u8]) {
         if message.len() <= MAX_TIMED_MESSAGE
+            && self.tasks.load(std::sync::atomic::Ordering::Relaxed)
             && (TTL.find(message).is_some() || POLL_INTERVAL.find(message).is_some())
         {
             self.observe_timing(message);
@@ -333,6 +337,9 @@ impl WireNotes {
             return;
         };
         if let Some(capabilities) = result.get("capabilities") {
+            let tasks = capabilities.get("tasks").is_some_and(Value::is_object);
+            self.tasks
+                .store(tasks, std::sync::atomic::Ordering::Relaxed);
             let calls = capabilities
                 .pointer("/tasks/requests/tools/call")
                 .is_some_and(Value::is_object);
@@ -566,6 +573,10 @@ mod tests {
     #[test]
     fn a_tasks_ttl_and_poll_interval_are_kept_from_each_shape_that_gives_them() {
         let notes = WireNotes::default();
+        // Only a server that declared tasks is searched.
+        notes.observe(br#"{"jsonrpc":"2.0","id":2,"result":{"taskId":"T0","ttl":1}}"#);
+        assert!(notes.task_timing("T0").is_none());
+        notes.observe(INIT.as_bytes());
         notes.observe(br#"{"jsonrpc":"2.0","id":3,"result":{"task":{"taskId":"T1","status":"working","createdAt":"a","lastUpdatedAt":"a","ttl":60000,"pollInterval":500}}}"#);
         let first = notes.task_timing("T1").expect("the created task's timing");
         assert_eq!(first.ttl, Some(serde_json::json!(60000)));
