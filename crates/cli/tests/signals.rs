@@ -1,7 +1,9 @@
 //! Signals to the `mcp-harness` process leave nothing behind: a server that ignores stdin EOF,
 //! its grandchild in the server's process group and its grandchild in a session of its own
 //! (`setsid`) are all gone after SIGHUP (a closed terminal) and SIGTERM, and so is the output
-//! store's temp directory; after SIGKILL the server itself still dies with the harness.
+//! store's temp directory. After SIGKILL, where nothing in the harness runs, the server dies by
+//! its death signal and the harness's watchdog process kills the rest, grandchildren included;
+//! the watchdog itself ends with the harness.
 //!
 //! Every process a test starts carries a marker unique to the test in its environment (set as
 //! the server's configured `env`, inherited by its children), which is how they are found.
@@ -42,6 +44,24 @@ fn marked(marker: &str) -> Vec<(u32, String)> {
         }
     }
     found
+}
+
+/// The harness `pid`'s watchdog processes still running (`mcp-harness __mcp-harness-watchdog
+/// <pid>`).
+fn watchdogs_of(pid: u32) -> Vec<u32> {
+    let wanted = format!("__mcp-harness-watchdog\0{pid}\0");
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|entry| {
+            let found = entry.file_name().to_str()?.parse::<u32>().ok()?;
+            let cmd = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            let zombie = stat.rsplit(')').next()?.split_whitespace().next()? == "Z";
+            (!zombie && String::from_utf8_lossy(&cmd).contains(&wanted)).then_some(found)
+        })
+        .collect()
 }
 
 fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
@@ -137,9 +157,15 @@ fn signal_and_wait(child: &mut Child, signal: i32) {
 
 fn leaves_nothing_after(signal: i32, tag: &str) {
     let (mut child, marker, tmp, _sweep) = start(tag);
+    let harness = child.id();
+    assert_eq!(watchdogs_of(harness).len(), 1, "the harness's watchdog");
     signal_and_wait(&mut child, signal);
     let gone = wait_until(Duration::from_secs(10), || marked(&marker).is_empty());
     assert!(gone, "left after signal {signal}: {:?}", marked(&marker));
+    assert!(
+        wait_until(Duration::from_secs(10), || watchdogs_of(harness).is_empty()),
+        "the watchdog outlived the harness"
+    );
     assert!(
         output_dirs(&tmp).is_empty(),
         "output store left: {:?}",
@@ -158,25 +184,22 @@ fn sigterm_leaves_no_process_and_no_temp_dir() {
 }
 
 /// On SIGKILL nothing in the harness runs: the server dies through its death signal
-/// (`PR_SET_PDEATHSIG`). Its grandchildren are out of reach then (they are reparented past the
-/// dead harness), and so is the temp dir until the next harness starts: its output store
-/// removes the directories whose owner died (their lock is free).
+/// (`PR_SET_PDEATHSIG`), and the watchdog, seeing its pipe from the harness end, kills the
+/// server's group (the grandchild in it, as the real server behind `npx` or `sh -c`) and the
+/// processes carrying the harness's tag (the `setsid` grandchild). The temp dir stays until
+/// the next harness starts: its output store removes the directories whose owner died (their
+/// lock is free).
 #[test]
-fn sigkill_takes_the_server_down_with_the_harness() {
+fn sigkill_takes_the_server_and_its_children_down_with_the_harness() {
     let (mut child, marker, tmp, _sweep) = start("kill");
-    let server = |m: &str| {
-        marked(m)
-            .into_iter()
-            .filter(|(_, cmd)| cmd.contains("fixture-server"))
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(server(&marker).len(), 1, "{:?}", marked(&marker));
+    let harness = child.id();
+    assert_eq!(watchdogs_of(harness).len(), 1, "the harness's watchdog");
     signal_and_wait(&mut child, libc::SIGKILL);
-    let gone = wait_until(Duration::from_secs(10), || server(&marker).is_empty());
+    let gone = wait_until(Duration::from_secs(10), || marked(&marker).is_empty());
+    assert!(gone, "outlived a SIGKILLed harness: {:?}", marked(&marker));
     assert!(
-        gone,
-        "the server outlived a SIGKILLed harness: {:?}",
-        server(&marker)
+        wait_until(Duration::from_secs(10), || watchdogs_of(harness).is_empty()),
+        "the watchdog outlived the harness"
     );
     assert_eq!(output_dirs(&tmp).len(), 1, "the killed harness's store");
     let empty = tmp.join("empty.json");

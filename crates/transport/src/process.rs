@@ -1,9 +1,10 @@
 //! The process group of a stdio server, owned by the harness: the session holds it, and its
 //! drop kills the whole group.
 //!
-//! Invariant: a group is registered with [`crate::reaper`] while its leader runs and
+//! Invariants: a group is registered with [`crate::reaper`] while its leader runs and
 //! unregistered once it is reaped or killed, so the reaper's sweep never signals a group that
-//! is not ours.
+//! is not ours; the watchdog is told of it from its start until the group is killed (its
+//! members may outlive the leader), so it dies with a SIGKILLed harness.
 
 use std::process::ExitStatus;
 use std::time::Duration;
@@ -24,6 +25,7 @@ impl ProcessGroup {
     pub(crate) fn watch(mut child: tokio::process::Child) -> Self {
         let pgid = child.id().map(|id| id as i32).unwrap_or(0);
         crate::reaper::register_group(pgid);
+        crate::reaper::watchdog_guard(pgid);
         let (tx, status) = watch::channel(None);
         tokio::spawn(async move {
             let waited = child.wait().await;
@@ -79,6 +81,7 @@ impl Drop for ProcessGroup {
         if self.pgid > 0 {
             signal_group(self.pgid, libc::SIGKILL);
             crate::reaper::unregister_group(self.pgid);
+            crate::reaper::watchdog_release(self.pgid);
         }
     }
 }

@@ -26,7 +26,14 @@
 //!   [`reap_group_zombies`] reaps exactly the zombie children whose group is a server group this
 //!   process registered (live or recently retired) and which are not its leader (the leader is
 //!   the one child tokio waits for), so a long-running gateway does not fill the process table
-//!   one reload at a time.
+//!   one reload at a time;
+//! - a SIGKILLed harness runs none of this: where servers start through the trampoline, a
+//!   watchdog process (`reaper/watchdog.rs`) kills their groups and tagged descendants once
+//!   the harness is gone.
+
+mod watchdog;
+
+pub(crate) use watchdog::{guard as watchdog_guard, release as watchdog_release};
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -111,7 +118,7 @@ pub fn reap_group_zombies() -> usize {
     groups.remove(&own);
     let me = std::process::id();
     let mut reaped = 0;
-    for (pid, ppid, state, pgid) in children_of_proc() {
+    for (pid, ppid, state, pgid) in all_processes() {
         if ppid != me || state != "Z" || pid == pgid || !groups.contains(&pgid) {
             continue;
         }
@@ -128,8 +135,8 @@ pub fn reap_group_zombies() -> usize {
     reaped
 }
 
-/// Every process of `/proc` as (pid, ppid, state, pgid).
-fn children_of_proc() -> Vec<(libc::pid_t, u32, String, i32)> {
+/// Every process of `/proc` as (pid, ppid, state, pgid), not only this one's children.
+fn all_processes() -> Vec<(libc::pid_t, u32, String, i32)> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -212,14 +219,17 @@ static TRAMPOLINE: AtomicBool = AtomicBool::new(false);
 /// Call first thing in `main`, before any thread starts: stdio servers are then started through
 /// this binary (`/proc/self/exe`) as a trampoline — `posix_spawn`ed, it sets the death signal
 /// and execs the server — instead of by forking the whole process, which costs a few
-/// milliseconds per server in a large process, one server at a time. When this process *is*
-/// such a trampoline, this never returns. Nothing on other systems than Linux.
+/// milliseconds per server in a large process, one server at a time; and a watchdog process
+/// kills the servers' whole groups if this process is SIGKILLed. When this process *is* such a
+/// trampoline or watchdog, this never returns. Nothing on other systems than Linux.
 pub fn spawn_trampoline() {
     #[cfg(target_os = "linux")]
     {
         let mut args = std::env::args_os();
-        if args.nth(1).is_some_and(|a| a == TRAMPOLINE_ARG) {
-            std::process::exit(run_trampoline(args));
+        match args.nth(1) {
+            Some(a) if a == TRAMPOLINE_ARG => std::process::exit(run_trampoline(args)),
+            Some(a) if a == watchdog::WATCHDOG_ARG => std::process::exit(watchdog::run(args)),
+            _ => {}
         }
         TRAMPOLINE.store(self_exe_is_this_program(), Ordering::Relaxed);
     }
@@ -462,17 +472,20 @@ pub fn sweep_orphans(rounds: usize) -> usize {
 
 /// Live children of `me` whose environment holds `tag`, outside the `live` server groups.
 fn tagged_children(me: u32, tag: &str, live: &HashSet<i32>) -> Vec<libc::pid_t> {
-    children_of_proc()
+    all_processes()
         .into_iter()
         .filter(|(pid, ppid, state, pgid)| {
             *ppid == me && state != "Z" && !live.contains(pid) && !live.contains(pgid)
         })
-        .filter(|(pid, ..)| {
-            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-            environ.split(|&b| b == 0).any(|v| v == tag.as_bytes())
-        })
+        .filter(|(pid, ..)| carries(*pid, tag))
         .map(|(pid, ..)| pid)
         .collect()
+}
+
+/// Whether process `pid`'s environment holds `tag` (`NAME=value`); false when unreadable.
+fn carries(pid: libc::pid_t, tag: &str) -> bool {
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+    environ.split(|&b| b == 0).any(|v| v == tag.as_bytes())
 }
 
 #[cfg(test)]
