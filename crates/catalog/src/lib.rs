@@ -17,6 +17,7 @@ pub mod pages;
 pub mod sanitize;
 pub mod skills;
 pub mod snapshot;
+pub mod uri;
 pub mod uri_template;
 
 pub use entry::{

@@ -5,39 +5,67 @@
 //! Invariants: a URI matches a template only when every literal part of the template appears
 //! in it, in order, and each expression's span holds only what that expression can expand to
 //! (a simple `{var}` never spans `/`, `?` or `#`); a template that is not well formed (an
-//! unclosed or empty `{}`) matches nothing; the work per match is bounded.
+//! unclosed or empty `{}`) matches nothing; matching reads the URI once, left to right, keeping
+//! the template positions it can be at (no backtracking), and its work is drawn from a
+//! [`Budget`] that one look-up shares across every template it tries — a server listing
+//! thousands of pathological templates costs a bounded time per request, not minutes.
 
-/// One part of a parsed template.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Part {
-    Literal(String),
-    /// An expression, by its operator (`None` for a simple `{var}`).
+/// One step of a parsed template: a literal character, or an expression by its operator
+/// (`None` for a simple `{var}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Node {
+    Char(char),
     Expr(Option<char>),
 }
 
 /// A parsed template, ready to match URIs.
 #[derive(Debug, Clone)]
 pub struct Template {
-    parts: Vec<Part>,
+    nodes: Vec<Node>,
     /// How many characters of the template are literal: the more, the more specific.
     literal_chars: usize,
 }
 
-/// The most steps one match may take (a step: one span tried); past it, no match.
-const MAX_STEPS: usize = 20_000;
+/// Work allowed for matching one URI, shared by the templates it is tried against: a step is
+/// one template position carried over one character of the URI. Spent, nothing more matches.
+#[derive(Debug, Clone)]
+pub struct Budget {
+    left: usize,
+    /// A match failed for want of steps: its answer ("no") is not known to be true.
+    spent: bool,
+}
+
+impl Budget {
+    /// A budget of `steps`.
+    pub fn new(steps: usize) -> Self {
+        Self {
+            left: steps,
+            spent: false,
+        }
+    }
+
+    /// Whether a match failed for want of steps (a caller must not take that "no" as an
+    /// answer: fail closed).
+    pub fn spent(&self) -> bool {
+        self.spent
+    }
+}
+
+/// The steps [`Template::matches`] allows one template (about a millisecond of work).
+pub const STEPS_PER_MATCH: usize = 1 << 20;
 
 impl Template {
     /// `template` parsed; `None` when it is not a well-formed template.
     pub fn parse(template: &str) -> Option<Self> {
-        let mut parts = Vec::new();
+        let mut nodes = Vec::new();
+        let mut literal_chars = 0;
         let mut rest = template;
         while !rest.is_empty() {
             match rest.find(['{', '}']) {
                 Some(at) if rest.as_bytes()[at] == b'}' => return None,
                 Some(at) => {
-                    if at > 0 {
-                        parts.push(Part::Literal(rest[..at].to_string()));
-                    }
+                    literal_chars += rest[..at].chars().count();
+                    nodes.extend(rest[..at].chars().map(Node::Char));
                     let close = rest[at..].find('}')? + at;
                     let body = &rest[at + 1..close];
                     if body.is_empty() || body.contains('{') {
@@ -47,24 +75,18 @@ impl Template {
                         .chars()
                         .next()
                         .filter(|c| matches!(c, '+' | '#' | '.' | '/' | ';' | '?' | '&'));
-                    parts.push(Part::Expr(op));
+                    nodes.push(Node::Expr(op));
                     rest = &rest[close + 1..];
                 }
                 None => {
-                    parts.push(Part::Literal(rest.to_string()));
+                    literal_chars += rest.chars().count();
+                    nodes.extend(rest.chars().map(Node::Char));
                     rest = "";
                 }
             }
         }
-        let literal_chars = parts
-            .iter()
-            .map(|p| match p {
-                Part::Literal(l) => l.chars().count(),
-                Part::Expr(_) => 0,
-            })
-            .sum();
         Some(Self {
-            parts,
+            nodes,
             literal_chars,
         })
     }
@@ -75,62 +97,66 @@ impl Template {
         self.literal_chars
     }
 
-    /// Whether `uri` is an expansion of this template.
+    /// Whether `uri` is an expansion of this template (within [`STEPS_PER_MATCH`]).
     pub fn matches(&self, uri: &str) -> bool {
-        self.matches_counting(uri).0
+        self.matches_within(uri, &mut Budget::new(STEPS_PER_MATCH))
     }
 
-    /// [`Template::matches`], and how many steps it took (never more than [`MAX_STEPS`] + 1).
-    fn matches_counting(&self, uri: &str) -> (bool, usize) {
-        let mut steps = 0;
-        let mut failed = std::collections::HashSet::new();
-        let matched = self.matches_from(uri, 0, 0, &mut steps, &mut failed);
-        (matched, steps)
-    }
-
-    /// Whether `uri[at..]` matches the parts from `part` on. `failed` remembers the (part,
-    /// position) pairs already known not to match.
-    fn matches_from(
-        &self,
-        uri: &str,
-        part: usize,
-        at: usize,
-        steps: &mut usize,
-        failed: &mut std::collections::HashSet<(usize, usize)>,
-    ) -> bool {
-        *steps += 1;
-        if *steps > MAX_STEPS || failed.contains(&(part, at)) {
+    /// Whether `uri` is an expansion of this template, the work taken from `budget`; `false`
+    /// once it is spent.
+    ///
+    /// States: `2i` is "before node `i`" (for an expression: before its first character),
+    /// `2i + 1` "inside expression `i`", `2n` "after the last node". An expression may expand
+    /// to nothing (an undefined variable), so being before or inside it is also being before
+    /// the next node.
+    pub fn matches_within(&self, uri: &str, budget: &mut Budget) -> bool {
+        if budget.spent {
             return false;
         }
-        let matched = match self.parts.get(part) {
-            None => at == uri.len(),
-            Some(Part::Literal(l)) => {
-                uri[at..].starts_with(l.as_str())
-                    && self.matches_from(uri, part + 1, at + l.len(), steps, failed)
-            }
-            // The last part takes the rest, if it can hold it: one step, however long the URI.
-            Some(Part::Expr(op)) if part + 1 == self.parts.len() => {
-                uri[at..].char_indices().all(|(i, c)| spans(*op, c, i == 0))
-            }
-            Some(Part::Expr(op)) => {
-                // Every span this expression can cover, shortest first: an undefined variable
-                // expands to nothing.
-                let mut end = at;
-                let mut found = self.matches_from(uri, part + 1, end, steps, failed);
-                for (i, c) in uri[at..].char_indices() {
-                    if found || *steps > MAX_STEPS || !spans(*op, c, i == 0) {
-                        break;
-                    }
-                    end = at + i + c.len_utf8();
-                    found = self.matches_from(uri, part + 1, end, steps, failed);
+        let accept = 2 * self.nodes.len();
+        // Which states are in `current`/`next`: the character count at which each was added.
+        let mut mark = vec![usize::MAX; accept + 1];
+        let mut current = Vec::new();
+        self.enter(0, 0, &mut mark, &mut current);
+        for (at, c) in uri.chars().enumerate() {
+            let round = at + 1;
+            let mut next = Vec::with_capacity(current.len());
+            for &state in &current {
+                if budget.left == 0 {
+                    budget.spent = true;
+                    return false;
                 }
-                found
+                budget.left -= 1;
+                let i = state / 2;
+                let to = match self.nodes.get(i) {
+                    Some(Node::Char(l)) if *l == c => 2 * (i + 1),
+                    Some(Node::Expr(op)) if spans(*op, c, state % 2 == 0) => 2 * i + 1,
+                    _ => continue,
+                };
+                self.enter(to, round, &mut mark, &mut next);
             }
-        };
-        if !matched {
-            failed.insert((part, at));
+            if next.is_empty() {
+                return false;
+            }
+            current = next;
         }
-        matched
+        current.contains(&accept)
+    }
+
+    /// Adds `state` to `set` (stamped `round` in `mark`), and every state it reaches without
+    /// reading a character: past an expression that expands to nothing, or that has ended.
+    fn enter(&self, mut state: usize, round: usize, mark: &mut [usize], set: &mut Vec<usize>) {
+        loop {
+            if mark[state] == round {
+                return;
+            }
+            mark[state] = round;
+            set.push(state);
+            match self.nodes.get(state / 2) {
+                Some(Node::Expr(_)) => state = 2 * (state / 2 + 1),
+                _ => return,
+            }
+        }
     }
 }
 
@@ -195,22 +221,34 @@ mod tests {
     }
 
     #[test]
-    fn matching_is_bounded() {
-        let many = "{a}".repeat(30) + "!";
+    fn matching_is_bounded_and_shares_its_budget() {
+        // Thirty adjacent expressions and a literal that never comes: one pass, no
+        // backtracking over the ways to split the URI among them.
+        let many = "{+a}".repeat(30) + "!";
         let t = Template::parse(&many).expect("parses");
-        let (matched, steps) = t.matches_counting(&"x".repeat(2048));
-        assert!(!matched);
-        assert!(steps <= MAX_STEPS + 1, "{steps} steps");
-        // A trailing expression takes the rest at once, however long.
+        let mut budget = Budget::new(200_000);
+        assert!(!t.matches_within(&"x".repeat(2048), &mut budget));
+        assert!(!budget.spent(), "{budget:?}");
+        // A long URI under a trailing expression: a few steps a character.
         let long = format!("file:///{}", "a/".repeat(50_000));
-        let (matched, steps) = Template::parse("file:///{+path}")
-            .expect("parses")
-            .matches_counting(&long);
-        assert!(matched && steps < 10, "{matched} after {steps} steps");
+        let path = Template::parse("file:///{+path}").expect("parses");
+        let mut budget = Budget::new(400_000);
+        assert!(path.matches_within(&long, &mut budget));
+        // One budget across templates: spent by the first, the second matches nothing.
+        let mut budget = Budget::new(2_000);
+        assert!(!t.matches_within(&"x".repeat(2048), &mut budget));
+        assert!(budget.spent());
+        assert!(!path.matches_within("file:///a", &mut budget));
         assert!(
             !matches("doc{#s}", "docfoo/bar"),
             "a fragment starts with #"
         );
         assert!(matches("doc{#s}", "doc#foo/bar"));
+        assert!(
+            matches("a{x}{y}b", "ab"),
+            "expressions that expand to nothing"
+        );
+        assert!(matches("a{x}{/y}b", "aq/rb"));
+        assert!(!matches("a{x}{.y}b", "a/b"), "neither expansion holds /");
     }
 }

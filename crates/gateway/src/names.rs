@@ -16,7 +16,7 @@ use std::hash::{Hash as _, Hasher as _};
 
 use mcp_harness_policy::uri::{canonical_uri, has_dot_segment};
 use mcp_harness_runtime::catalog::Snapshot;
-use mcp_harness_runtime::catalog::uri_template::Template;
+use mcp_harness_runtime::catalog::uri_template::{Budget, Template};
 use mcp_harness_runtime::{ClientProfile, SEARCH_TOOL, StepBinding};
 use rmcp::model::{Prompt, Resource, ResourceTemplate, Tool};
 use serde::Serialize;
@@ -215,7 +215,7 @@ pub(crate) struct ResourceView {
     /// Templates a deny rule of the profile names as templates, parsed: a URI whose most specific template
     /// is one of these is hidden too (unless a listing names it), so a deny written as a
     /// template's pattern is not undone by another template or the one-server fallback.
-    hidden_templates: Vec<Template>,
+    hidden_templates: Vec<(Template, String)>,
     /// Servers that list resources or templates.
     servers: Vec<String>,
     /// Every server the profile may see (skill files route to these).
@@ -294,7 +294,8 @@ impl ResourceView {
                     // what it expands to is hidden with it. (An allow list, and a glob such as
                     // `files://*`, are judged on each URI as it is.)
                     if profile.is_some_and(|p| p.resources.denies_as_template(&pattern)) {
-                        hidden_templates.extend(Template::parse(&pattern));
+                        hidden_templates
+                            .extend(Template::parse(&pattern).map(|t| (t, server.clone())));
                     }
                     continue;
                 }
@@ -350,7 +351,9 @@ impl ResourceView {
     /// The server that serves `uri` (`None` when the client's profile may not see it): the one
     /// listing it; else the one whose template it is (a completion names the template itself);
     /// else the one whose template it expands (the most specific template, RFC 6570); else the
-    /// only server with resources.
+    /// only server with resources. (What [`ResourceView::route`] decides, less its fallbacks
+    /// for skills and admitted servers; the tests ask it.)
+    #[cfg(test)]
     pub(crate) fn owner(&self, uri: &str) -> Option<&str> {
         if self
             .denied
@@ -359,24 +362,52 @@ impl ResourceView {
         {
             return None;
         }
+        self.owned(uri, &mut Budgets::default()).flatten()
+    }
+
+    /// [`ResourceView::owner`] past the profile's rules: `None` when `uri` is behind a hidden
+    /// template, `Some(None)` when no server owns it.
+    fn owned<'a>(&'a self, uri: &str, budgets: &mut Budgets<'a>) -> Option<Option<&'a str>> {
         if let Some(server) = self.owners.get(uri) {
-            return Some(server);
+            return Some(Some(server));
         }
-        if self.behind_hidden_template(uri) {
+        if self.behind_hidden_template(uri, budgets) {
             return None;
         }
-        if let Some((_, _, server)) = self
-            .template_owners
-            .iter()
-            .find(|(pattern, _, _)| pattern == uri)
-            .or_else(|| self.template_owners.iter().find(|(_, t, _)| t.matches(uri)))
-        {
-            return Some(server);
-        }
+        Some(
+            self.template_owner(uri, budgets)
+                .or_else(|| self.only_server(budgets)),
+        )
+    }
+
+    /// The only server with resources, when no other the profile sees is down or connecting —
+    /// and no template match was cut short (its "no" is no answer), and the profile hides no
+    /// template: a URI a hidden template does not match as written (`FILES://x`, `files://x?y`)
+    /// may still be one of its expansions to the server, so nothing unclaimed is forwarded.
+    fn only_server(&self, budgets: &Budgets<'_>) -> Option<&str> {
         match self.servers.as_slice() {
-            [only] if self.unknown == 0 => Some(only),
+            [only] if self.fallback_open(budgets) => Some(only),
             _ => None,
         }
+    }
+
+    /// Whether a URI no listing or template claims may go to the one server there is.
+    fn fallback_open(&self, budgets: &Budgets<'_>) -> bool {
+        self.unknown == 0 && !budgets.spent_any() && self.hidden_templates.is_empty()
+    }
+
+    /// The server whose template `uri` is (a completion names the template itself), else whose
+    /// most specific template it expands.
+    fn template_owner<'a>(&'a self, uri: &str, budgets: &mut Budgets<'a>) -> Option<&'a str> {
+        self.template_owners
+            .iter()
+            .find(|(pattern, _, _)| pattern == uri)
+            .or_else(|| {
+                self.template_owners
+                    .iter()
+                    .find(|(_, t, server)| budgets.matches(t, server, uri))
+            })
+            .map(|(_, _, server)| server.as_str())
     }
 
     /// Whether a listing or a template of a server the client may see names `uri` — not only
@@ -386,33 +417,39 @@ impl ResourceView {
             .denied
             .as_ref()
             .is_none_or(|f| admits_every_reading(f, uri));
+        let mut budgets = Budgets::default();
         admitted
             && (self.owners.contains_key(uri)
-                || !self.behind_hidden_template(uri)
-                    && self
-                        .template_owners
-                        .iter()
-                        .any(|(pattern, t, _)| pattern == uri || t.matches(uri)))
+                || !self.behind_hidden_template(uri, &mut budgets)
+                    && self.template_owners.iter().any(|(pattern, t, server)| {
+                        pattern == uri || budgets.matches(t, server, uri)
+                    }))
     }
 
     /// Whether `uri`, named by no listing, is an expansion of a template the profile hides at
-    /// least as specific as every visible template it also expands.
-    fn behind_hidden_template(&self, uri: &str) -> bool {
-        let Some(hidden) = self
+    /// least as specific as every visible template it also expands. A match cut short by its
+    /// budget counts as hidden (fail closed: a long URI must not slip past a hidden template).
+    fn behind_hidden_template<'a>(&'a self, uri: &str, budgets: &mut Budgets<'a>) -> bool {
+        if self.hidden_templates.is_empty() || self.owners.contains_key(uri) {
+            return false;
+        }
+        let hidden = self
             .hidden_templates
             .iter()
-            .filter(|t| t.matches(uri))
-            .map(Template::specificity)
-            .max()
-        else {
+            .filter(|(t, server)| budgets.matches(t, server, uri))
+            .map(|(t, _)| t.specificity())
+            .max();
+        if budgets.spent_any() {
+            return true;
+        }
+        let Some(hidden) = hidden else {
             return false;
         };
-        !self.owners.contains_key(uri)
-            && self
-                .template_owners
-                .iter()
-                .find(|(_, t, _)| t.matches(uri))
-                .is_none_or(|(_, visible, _)| visible.specificity() <= hidden)
+        let visible = self
+            .template_owners
+            .iter()
+            .find(|(_, t, server)| budgets.matches(t, server, uri));
+        budgets.spent_any() || visible.is_none_or(|(_, visible, _)| visible.specificity() <= hidden)
     }
 
     /// Where a request for downstream `uri` goes: (server, the URI that server knows). A
@@ -436,12 +473,11 @@ impl ResourceView {
         if self.prefix == Prefix::Server && uri.starts_with(skills::SCHEME) {
             return None;
         }
-        if self.behind_hidden_template(uri) {
-            return None;
-        }
-        let server = match (self.owner(uri), self.admitted.as_slice()) {
+        let mut budgets = Budgets::default();
+        let owner = self.owned(uri, &mut budgets)?;
+        let server = match (owner, self.admitted.as_slice()) {
             (Some(server), _) => server,
-            (None, [only]) if self.unknown == 0 => only,
+            (None, [only]) if self.fallback_open(&budgets) => only,
             (None, _) => return None,
         };
         Some((server.to_string(), uri.to_string()))
@@ -458,6 +494,69 @@ impl ResourceView {
     /// How `server`'s `uri` is shown to this client.
     pub(crate) fn shown(&self, server: &str, uri: &str) -> String {
         downstream_uri(self.prefix, server, uri)
+    }
+}
+
+/// The template-matching work one look-up of a URI may spend on one server's templates: a
+/// server whose templates take more (thousands of them, or pathological ones) matches nothing
+/// more in that look-up — and costs the other servers none of theirs.
+const TEMPLATE_STEPS_PER_SERVER: usize = 1 << 20;
+
+/// One look-up's template-matching budgets, one per server.
+#[derive(Default)]
+struct Budgets<'a>(std::collections::HashMap<&'a str, Budget>);
+
+impl<'a> Budgets<'a> {
+    /// Whether some server's templates ran out of budget in this look-up (a "no match" then
+    /// is not known to be one).
+    fn spent_any(&self) -> bool {
+        self.0.values().any(Budget::spent)
+    }
+
+    /// Whether `uri` is an expansion of `server`'s `template`, within that server's budget.
+    fn matches(&mut self, template: &Template, server: &'a str, uri: &str) -> bool {
+        let budget = self
+            .0
+            .entry(server)
+            .or_insert_with(|| Budget::new(TEMPLATE_STEPS_PER_SERVER));
+        if budget.spent() {
+            return false;
+        }
+        let matched = template.matches_within(uri, budget);
+        if budget.spent() {
+            spent_warning(server);
+        }
+        matched
+    }
+}
+
+/// Says (at most once a minute per server, at debug level otherwise) that a server's
+/// templates took more than their budget to match a URI.
+fn spent_warning(server: &str) {
+    type Said = std::collections::HashMap<String, std::time::Instant>;
+    static LAST: std::sync::Mutex<Option<Said>> = std::sync::Mutex::new(None);
+    let due = LAST.lock().is_ok_and(|mut last| {
+        let said = last.get_or_insert_with(Said::new);
+        let due = said
+            .get(server)
+            .is_none_or(|at| at.elapsed() >= std::time::Duration::from_secs(60));
+        if due {
+            if said.len() >= 256 {
+                said.clear();
+            }
+            said.insert(server.to_string(), std::time::Instant::now());
+        }
+        due
+    });
+    if due {
+        tracing::warn!(
+            %server,
+            "matching a resource URI against server \"{server}\"'s resource templates took too \
+             long (too many or pathological templates); its templates route nothing more for \
+             that request"
+        );
+    } else {
+        tracing::debug!(%server, "resource template matching budget spent");
     }
 }
 
@@ -553,6 +652,9 @@ mod tests {
             "file:///secrets%2Fkey",
             "file:///secr%65ts/key",
             "file:///secrets\\key",
+            "file:///secrets%5ckey",
+            "file:///secrets%5Ckey",
+            "file:///public/..%5csecrets%5ckey",
             "file:///public/.\t./secrets/key",
             "file:///public/%2e%2e/secrets/key",
             "DEMO://resource/static/features.md",
@@ -657,6 +759,43 @@ mod tests {
         assert_eq!(with_tools.owner("mem://a"), Some("beta"));
     }
 
+    /// A server listing thousands of pathological templates (adjacent expressions, as
+    /// specific as can be) spends its own matching budget, not the others' routing: a URI of
+    /// the honest server's template still goes there, and one of nobody's is refused.
+    #[test]
+    fn pathological_templates_cost_only_their_server() {
+        let catalog = |server: &str, templates: Vec<String>| {
+            Some(Arc::new(ServerCatalog {
+                templates: templates
+                    .into_iter()
+                    .map(|t| TemplateEntry {
+                        server: server.into(),
+                        template: Arc::new(ResourceTemplate::new(t, "t")),
+                    })
+                    .collect(),
+                ..Default::default()
+            }))
+        };
+        let hostile = (0..5_000)
+            .map(|n| format!("{}{}/{n}", "{+a}".repeat(10), "file:///".repeat(4)))
+            .collect();
+        let mut b = SnapshotBuilder::new();
+        b.server(
+            ServerStatus::new("aaa", "stdio", ServerState::Connected),
+            catalog("aaa", hostile),
+        );
+        b.server(
+            ServerStatus::new("zz", "stdio", ServerState::Connected),
+            catalog("zz", vec!["file:///{+path}".into()]),
+        );
+        let view = ResourceView::new(&b.build(1), Prefix::Server, None);
+        let uri = "file:///home/bob/project/file:///README.md";
+        assert_eq!(view.owner(uri), Some("zz"));
+        assert!(view.claims(uri));
+        assert_eq!(view.route(uri).map(|(s, _)| s), Some("zz".to_string()));
+        assert_eq!(view.owner("other://x"), None);
+    }
+
     /// A profile that sees everything but the resources `deny` names.
     fn profile_denying(deny: &[&str]) -> mcp_harness_runtime::ClientProfile {
         use mcp_harness_policy::{NameFilter, PatternKind};
@@ -751,11 +890,17 @@ mod tests {
         assert_eq!(alone.route("files://etc"), None);
         assert!(!alone.claims("files://etc"));
         assert_eq!(alone.owner("files://readme"), Some("alpha"), "listed");
-        assert_eq!(
-            alone.owner("other://x"),
-            Some("alpha"),
-            "no hidden template"
-        );
+        // A URI too long to match within the budget is hidden all the same (fail closed).
+        let long = format!("files://{}", "e".repeat(1 << 20));
+        assert_eq!(alone.owner(&long), None, "a long URI");
+        assert_eq!(alone.route(&long), None, "a long URI");
+        // What the hidden template does not match as written may still be its expansion to
+        // the server (`FILES://etc`, `files://etc?x`): nothing unclaimed goes to the one server
+        // while a template is hidden.
+        for uri in ["FILES://etc", "files://etc?x", "files://etc#x", "other://x"] {
+            assert_eq!(alone.owner(uri), None, "{uri}");
+            assert_eq!(alone.route(uri), None, "{uri}");
+        }
         let two = ResourceView::new(&snapshot(true), Prefix::Server, Some(&profile));
         assert_eq!(two.owner("files://etc"), None, "a less specific template");
         assert_eq!(two.route("files://etc"), None);

@@ -7,7 +7,8 @@
 
 /// `uri` as a server may read it, where that differs from how it is written: ASCII tabs and
 /// line breaks removed and surrounding controls and spaces trimmed (as URL parsers do), `\`
-/// read as `/`, percent-escapes decoded, the scheme and the authority lowercased.
+/// read as `/` (spelled `%5C` too), percent-escapes decoded, the scheme and the authority
+/// lowercased.
 pub fn canonical_uri(uri: &str) -> Option<String> {
     let trimmed = uri.trim_matches(|c: char| c <= ' ');
     let mut bytes = Vec::with_capacity(trimmed.len());
@@ -23,7 +24,12 @@ pub fn canonical_uri(uri: &str) -> Option<String> {
                 match (hex(look.next()), hex(look.next())) {
                     (Some(high), Some(low)) => {
                         rest = look;
-                        (high * 16 + low) as u8
+                        // An encoded `\` is a separator too, to a server that decodes and
+                        // then reads a Windows path.
+                        match (high * 16 + low) as u8 {
+                            b'\\' => b'/',
+                            decoded => decoded,
+                        }
                     }
                     _ => b'%',
                 }
@@ -51,11 +57,4 @@ pub fn canonical_uri(uri: &str) -> Option<String> {
     (canonical != uri).then_some(canonical)
 }
 
-/// Whether a path segment of `uri` is `.` or `..`, spelled plainly or percent-encoded.
-pub fn has_dot_segment(uri: &str) -> bool {
-    let path = uri.split(['?', '#']).next().unwrap_or_default();
-    path.split('/').any(|segment| {
-        let decoded = segment.to_ascii_lowercase().replace("%2e", ".");
-        decoded == "." || decoded == ".."
-    })
-}
+pub use mcp_harness_catalog::uri::has_dot_segment;

@@ -89,6 +89,21 @@ impl SkillEntry {
         skill
             .validate()
             .map_err(|error| invalid(error.to_string()))?;
+        // A `.`/`..` segment (plain or percent-encoded) would name, once resolved, another
+        // skill or a path outside the skills folder of a host that saves skills by URI.
+        let files: Vec<&str> = match &skill.resources {
+            SkillResources::Files(files) => files.iter().map(|f| f.uri.as_str()).collect(),
+            _ => Vec::new(),
+        };
+        if let Some(dotted) = std::iter::once(skill.uri.as_str())
+            .chain(files)
+            .find(|uri| crate::uri::has_dot_segment(uri))
+        {
+            return Err(invalid(format!(
+                "{} has a `.` or `..` path segment",
+                shown_str(dotted)
+            )));
+        }
         let name = skill.frontmatter.name.clone();
         let files = match &skill.resources {
             SkillResources::Files(files) => ListedFiles::Files(
@@ -287,6 +302,21 @@ pub(crate) mod tests {
             let error = SkillEntry::new("conf", skill).expect_err("name differs from the uri");
             assert_eq!(error.server, "conf");
             assert!(error.to_string().contains("skill://other/SKILL.md"));
+        }
+
+        /// A dot segment would name, once resolved, another skill or a path outside a host's
+        /// skills folder: refused, however it is spelled.
+        #[test]
+        fn refuses_a_skill_with_a_dot_segment() {
+            for uri in [
+                "skill://a/../../pdf-processing/SKILL.md",
+                "skill://a/%2e%2e/pdf-processing/SKILL.md",
+                "skill://a/..%5c../pdf-processing/SKILL.md",
+            ] {
+                let skill = Skill::new(uri, pdf(), SkillResources::Dynamic);
+                let error = SkillEntry::new("conf", skill).expect_err(uri);
+                assert!(error.reason.contains("`..` path segment"), "{uri}: {error}");
+            }
         }
 
         #[test]
