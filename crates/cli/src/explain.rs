@@ -274,6 +274,20 @@ pub(crate) fn in_shell() -> bool {
     IN_SHELL.try_with(|_| ()).is_ok()
 }
 
+/// What a server waiting for authorization needs, and who does it, to follow its name: the
+/// gateway's token (under `--connect`), the credentials in its `headers` (a legacy sse server
+/// has no OAuth login), else a `login`.
+pub(crate) fn needs_auth(status: &ServerStatus) -> String {
+    let name = &status.name;
+    match crate::connect::needs_auth_hint() {
+        Some(hint) => format!(": {hint}"),
+        None if status.transport == "sse" => " needs authorization: put the credentials it \
+            expects in its `headers` in the config (a legacy sse server has no OAuth login)"
+            .to_string(),
+        None => format!(" needs authorization: run `mcp-harness login {name}`"),
+    }
+}
+
 /// Why a configured server cannot answer, as one line with what to do.
 pub(crate) fn server_down(status: &ServerStatus) -> String {
     let name = &status.name;
@@ -293,10 +307,7 @@ pub(crate) fn server_down(status: &ServerStatus) -> String {
             };
             format!("server `{name}` failed: {}", line(error))
         }
-        ServerState::NeedsAuth { .. } => match crate::connect::needs_auth_hint() {
-            Some(hint) => format!("server `{name}`: {hint}"),
-            None => format!("server `{name}` needs authorization: run `mcp-harness login {name}`"),
-        },
+        ServerState::NeedsAuth { .. } => format!("server `{name}`{}", needs_auth(status)),
         ServerState::Disabled if in_shell() => {
             format!("server `{name}` is disabled: `enable {name}` starts it for this session")
         }

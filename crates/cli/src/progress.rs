@@ -61,13 +61,9 @@ pub(crate) fn outcome(status: &ServerStatus, tools: usize) -> String {
             status.name,
             crate::output::count(tools, "tool")
         ),
-        ServerState::NeedsAuth { .. } => match crate::connect::needs_auth_hint() {
-            Some(hint) => format!("! {}: {hint}", status.name),
-            None => format!(
-                "! {} needs authorization (mcp-harness login {})",
-                status.name, status.name
-            ),
-        },
+        ServerState::NeedsAuth { .. } => {
+            format!("! {}{}", status.name, crate::explain::needs_auth(status))
+        }
         ServerState::Failed { error } => format!("✗ {} failed: {}", status.name, one_line(error)),
         ServerState::Disabled => format!("- {} disabled", status.name),
         ServerState::Untrusted { .. } => format!("- {} untrusted", status.name),
@@ -213,7 +209,13 @@ mod tests {
         };
         assert_eq!(
             outcome(&status, 0),
-            "! gh needs authorization (mcp-harness login gh)"
+            "! gh needs authorization: run `mcp-harness login gh`"
+        );
+        status.transport = "sse".into();
+        assert!(
+            outcome(&status, 0).contains("in its `headers`"),
+            "{}",
+            outcome(&status, 0)
         );
     }
 }

@@ -81,6 +81,11 @@ fn server_entry(
     })?;
     match &entry.transport {
         TransportConfig::StreamableHttp { url, oauth, .. } => Ok((url.clone(), oauth.clone())),
+        TransportConfig::LegacySse { .. } => Err(usage(format!(
+            "server `{server}` uses the legacy sse transport, which has no OAuth login: put the \
+             credentials it expects in its `headers` in the config (`\"Authorization\": \
+             \"Bearer ${{TOKEN}}\"`, the value in your environment)"
+        ))),
         other => Err(usage(format!(
             "server `{server}` uses the {} transport; OAuth login is for Streamable HTTP servers \
              (`type: \"http\"` with a `url`)",

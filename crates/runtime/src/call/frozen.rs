@@ -81,7 +81,7 @@ pub(crate) struct Frozen {
     pub(super) index: ByName<ToolEntry>,
     /// For each server waiting for authorization, by its authenticate tool's name: the server
     /// and why it waits.
-    pub(super) authenticate: ByName<(String, String)>,
+    pub(super) authenticate: ByName<(String, String, bool)>,
     /// The `outputSchema` of each tool in `index` that has one, compiled on the first result
     /// that needs it and then reused by every call of every step bound to this snapshot.
     outputs: ByName<OutputSlot>,
@@ -110,7 +110,8 @@ impl Frozen {
                     tool: Arc::new(authenticate_tool(server)),
                     server: Some(server.clone()),
                 });
-                authenticate.insert(name, (server.clone(), reason.clone()));
+                let headers = status.transport == "sse";
+                authenticate.insert(name, (server.clone(), reason.clone(), headers));
             }
         }
         let mut policy = policy.clone();

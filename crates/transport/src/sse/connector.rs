@@ -64,8 +64,8 @@ impl std::fmt::Debug for LegacySseConnector {
 impl LegacySseConnector {
     /// The HTTP client: the configured headers (sensitive) on every request, redirects only
     /// within the origin.
-    pub(crate) fn client(&self) -> Result<reqwest::Client, TransportError> {
-        super::transport::http_client(&self.headers)
+    pub(crate) fn client(&self) -> Result<super::transport::Clients, TransportError> {
+        super::transport::http_clients(&self.headers)
     }
 }
 

@@ -34,19 +34,41 @@ const MIN_RETRY: Duration = Duration::from_millis(100);
 /// carried a message after staying open this long: a server that answers each reconnect with
 /// a message and a close does not reconnect for ever.
 const HEALTHY_AFTER: Duration = Duration::from_secs(5);
-/// Backoff never grows beyond this (unless the server's own `retry:` is longer).
+/// Backoff never grows beyond this (unless the server's own `retry:` is longer, up to
+/// [`MAX_SERVER_RETRY`]).
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
-/// A POST must be answered within this.
+/// A POST not answered within this is let go (its slot freed). It counted as sent long
+/// before ([`POST_ANSWER_WAIT`]), so its request is not failed: a server that answers a POST
+/// only once it handled the message may still be at it, and its answer comes on the stream
+/// (the caller's own deadline decides).
 pub(super) const POST_TIMEOUT: Duration = Duration::from_secs(30);
 /// A message whose POST is not answered within this counts as sent (a legacy server answers
 /// `202` at once; the answer comes on the stream): the caller's own deadline (a tool call's
 /// `toolTimeoutSec`) runs from then, instead of waiting [`POST_TIMEOUT`] first. A failure
 /// after it is logged, a request is answered with it, and a session gone still closes the
-/// connection. (Counted from when the message is queued: one queued behind a slow POST may
-/// count as sent before its own POST starts.)
+/// connection. (Counted from when the message is queued: one queued behind
+/// [`POSTS_IN_FLIGHT`] slow POSTs may count as sent before its own POST starts.)
 const POST_ANSWER_WAIT: Duration = Duration::from_secs(2);
 /// Server messages buffered between the stream reader and rmcp.
 const INBOUND_BUFFER: usize = 256;
+/// The most bytes of messages held from before the `endpoint` event (each may be as large as
+/// the message cap; nothing legitimate comes before it).
+const EARLY_BYTES: usize = 4 << 20;
+/// The longest reconnect delay a server's `retry:` may ask for.
+const MAX_SERVER_RETRY: Duration = Duration::from_secs(120);
+/// POSTs in flight at once: a server that answers a POST only once it has handled the message
+/// holds one slot per message, not the whole session (a slow call does not stall the others
+/// and the pings that keep the connection).
+const POSTS_IN_FLIGHT: usize = 16;
+
+/// The HTTP clients of a legacy SSE session, both with the configured headers and following
+/// redirects only within the origin: the event stream's follows any redirect, the POSTs' only
+/// a 307 or 308 (a 301, 302 or 303 would resend the message as a GET without it).
+#[derive(Clone, Debug)]
+pub(crate) struct Clients {
+    pub(crate) stream: reqwest::Client,
+    pub(crate) post: reqwest::Client,
+}
 
 /// Resolves the data of an `endpoint` event against the SSE URL; refuses an endpoint on
 /// another origin (scheme, host or port).
@@ -58,6 +80,13 @@ pub(super) fn resolve_endpoint(sse_url: &Url, data: &str) -> Result<Url, String>
     let endpoint = sse_url
         .join(data)
         .map_err(|e| format!("the server's `endpoint` event is not a URL ({e})"))?;
+    if !endpoint.username().is_empty() || endpoint.password().is_some() {
+        return Err(format!(
+            "the server at {} announced its message endpoint with credentials in the URL; \
+             refusing (they would replace the configured headers)",
+            shown(sse_url)
+        ));
+    }
     if endpoint.origin() != sse_url.origin() {
         return Err(format!(
             "the server at {} announced its message endpoint on another origin ({}); refusing to \
@@ -188,6 +217,10 @@ pub(super) enum LegacySseError {
     #[error("POST to the message endpoint failed: {0}")]
     /// The POST could not be sent or answered.
     Post(String),
+    #[error("the message endpoint did not answer the POST within {}s", POST_TIMEOUT.as_secs())]
+    /// The POST was not answered within [`POST_TIMEOUT`]: whether the server took the message
+    /// is not known (one that answers a POST only once it handled the message may be at it).
+    PostTimeout,
     #[error("the message endpoint answered {status}: the server requires authorization")]
     /// The endpoint asked for authorization (401/403).
     Unauthorized {
@@ -235,7 +268,7 @@ impl LegacySseTransport {
     /// use `open_observed`.)
     #[cfg(test)]
     pub(crate) async fn open(
-        client: reqwest::Client,
+        client: Clients,
         sse_url: Url,
         server: String,
     ) -> Result<Self, TransportError> {
@@ -254,12 +287,13 @@ impl LegacySseTransport {
     /// `opened` is set once the server answered the GET with its event stream (a deadline
     /// around this then tells a stream without an `endpoint` from a server that did not answer).
     pub(super) async fn open_observed(
-        client: reqwest::Client,
+        clients: Clients,
         sse_url: Url,
         inbound: Inbound,
         opened: &std::sync::atomic::AtomicBool,
     ) -> Result<Self, TransportError> {
         let server = inbound.server().to_string();
+        let client = clients.stream;
         let (mut stream, base) = get_stream(&client, &sse_url, None)
             .await
             .map_err(|e| e.into_transport_error(&sse_url))?;
@@ -267,6 +301,7 @@ impl LegacySseTransport {
         // The cap plus room for the event's framing (`data:` prefixes).
         let mut parser = SseParser::with_limit(inbound.limit().saturating_add(1024));
         let mut early = Vec::new();
+        let mut early_bytes = 0;
         let mut events = Vec::new();
         let mut endpoint = None;
         while endpoint.is_none() {
@@ -306,26 +341,40 @@ impl LegacySseTransport {
             for event in events.drain(..) {
                 match event.event.as_str() {
                     "endpoint" if endpoint.is_none() => {
-                        // `base` is where the stream came from after same-origin redirects.
-                        let url = resolve_endpoint(&base, &event.data)
-                            .map_err(TransportError::InvalidConfig)?;
+                        // `base` is where the stream came from after same-origin redirects. A
+                        // refused endpoint is the server's doing, not the config's: the
+                        // connection is retried as after any failed handshake.
+                        let url = resolve_endpoint(&base, &event.data).map_err(|message| {
+                            TransportError::Initialize {
+                                message,
+                                auth_required: false,
+                                stderr_tail: None,
+                            }
+                        })?;
                         endpoint = Some(url);
                     }
-                    "message" if early.len() >= INBOUND_BUFFER => {
+                    "message"
+                        if early.len() >= INBOUND_BUFFER
+                            || early_bytes + event.data.len() > EARLY_BYTES =>
+                    {
                         // Nothing can answer a request yet: a stream of messages here is a
                         // server misbehaving, held in memory until the endpoint comes.
                         return Err(TransportError::Initialize {
                             message: format!(
-                                "the SSE stream at {} sent more than {INBOUND_BUFFER} messages \
-                                 before announcing its message endpoint (a legacy HTTP+SSE server \
-                                 sends its `endpoint` event first)",
-                                shown(&sse_url)
+                                "the SSE stream at {} sent more than {INBOUND_BUFFER} messages or \
+                                 {} MiB before announcing its message endpoint (a legacy \
+                                 HTTP+SSE server sends its `endpoint` event first)",
+                                shown(&sse_url),
+                                EARLY_BYTES >> 20
                             ),
                             auth_required: false,
                             stderr_tail: None,
                         });
                     }
-                    "message" => early.extend(inbound.decode(event.data.as_bytes(), None)),
+                    "message" => {
+                        early_bytes += event.data.len();
+                        early.extend(inbound.decode(event.data.as_bytes(), None));
+                    }
                     _ => {}
                 }
             }
@@ -353,7 +402,7 @@ impl LegacySseTransport {
         };
         tokio::spawn(reader.run(stream, early));
         tokio::spawn(post_loop(
-            client,
+            clients.post,
             endpoint,
             post_rx,
             cancel.clone(),
@@ -565,7 +614,9 @@ fn with_limit_hint(e: &super::parser::SseError, server: &str) -> String {
 /// The delay before reconnect `attempt` (1-based): the server's `retry:` (or 500 ms; at least
 /// 100 ms), doubled per attempt, at most 30 s (or the server's `retry:` when that is longer).
 fn backoff(retry: Option<Duration>, attempt: u32) -> Duration {
-    let base = retry.unwrap_or(DEFAULT_RETRY).max(MIN_RETRY);
+    let base = retry
+        .unwrap_or(DEFAULT_RETRY)
+        .clamp(MIN_RETRY, MAX_SERVER_RETRY);
     let grown = base.saturating_mul(1 << attempt.saturating_sub(1).min(16));
     grown.min(MAX_BACKOFF.max(base))
 }
@@ -608,27 +659,49 @@ async fn post_loop(
     server: String,
     late: LateFailures,
 ) {
-    loop {
-        let post = tokio::select! {
-            () = cancel.cancelled() => return,
-            post = posts.recv() => match post {
-                Some(post) => post,
-                None => return,
-            },
-        };
-        let result = tokio::select! {
-            () = cancel.cancelled() => Err(LegacySseError::Closed),
-            result = post_one(&client, &endpoint, &post.message) => result,
-        };
-        if let Err(e @ LegacySseError::SessionGone { .. }) = &result {
-            tracing::warn!(server = %server, "legacy SSE session ends: {e}");
-            cancel.cancel();
+    use futures::StreamExt as _;
+    let one = |post: Post| {
+        let (client, endpoint, cancel, server, late) =
+            (&client, &endpoint, &cancel, &server, &late);
+        async move {
+            let result = tokio::select! {
+                () = cancel.cancelled() => Err(LegacySseError::Closed),
+                result = post_one(client, endpoint, &post.message) => result,
+            };
+            if let Err(e @ LegacySseError::SessionGone { .. }) = &result {
+                tracing::warn!(server = %server, "legacy SSE session ends: {e}");
+                cancel.cancel();
+            }
+            // No one waits for it when it took longer than POST_ANSWER_WAIT: said here, and a
+            // request is answered with the failure.
+            match post.done.send(result) {
+                // A POST held past its limit after it counted as sent: the server may be
+                // handling the message (some answer a POST only then); its answer may still
+                // come on the stream, and the caller's own deadline decides. Said, not failed.
+                Err(Err(LegacySseError::PostTimeout)) => tracing::warn!(
+                    server = %server,
+                    "the server held a POSTed message's request over {}s; its answer is awaited on the stream until the caller's own deadline",
+                    POST_TIMEOUT.as_secs()
+                ),
+                Err(Err(e)) => {
+                    tracing::warn!(server = %server, "a message POSTed to the server, counted as sent after {}s without an answer, failed: {e}", POST_ANSWER_WAIT.as_secs());
+                    late.fail(&post.message, &e).await;
+                }
+                _ => {}
+            }
         }
-        // No one waits for it when it took longer than POST_ANSWER_WAIT: said here, and a
-        // request is answered with the failure.
-        if let Err(Err(e)) = post.done.send(result) {
-            tracing::warn!(server = %server, "a message POSTed to the server, counted as sent after {}s without an answer, failed: {e}", POST_ANSWER_WAIT.as_secs());
-            late.fail(&post.message, &e).await;
+    };
+    // Started in the order they were sent; up to POSTS_IN_FLIGHT at once.
+    let mut running = futures::stream::FuturesUnordered::new();
+    let mut open = true;
+    while open || !running.is_empty() {
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            Some(()) = running.next(), if !running.is_empty() => {}
+            post = posts.recv(), if open && running.len() < POSTS_IN_FLIGHT => match post {
+                Some(post) => running.push(one(post)),
+                None => open = false,
+            },
         }
     }
 }
@@ -646,7 +719,10 @@ async fn post_one(
         .body(body)
         .send()
         .await
-        .map_err(|e| LegacySseError::Post(describe(&e)))?;
+        .map_err(|e| match e.is_timeout() {
+            true => LegacySseError::PostTimeout,
+            false => LegacySseError::Post(describe(&e)),
+        })?;
     let status = response.status();
     if status.is_success() {
         return Ok(());
@@ -668,16 +744,26 @@ async fn post_one(
     })
 }
 
-/// The HTTP client of a legacy SSE session: `headers` (sensitive) on every request, redirects
-/// only within the origin.
-pub(crate) fn http_client(
+/// The HTTP clients of a legacy SSE session: `headers` (sensitive) on every request,
+/// redirects only within the origin (see [`Clients`]).
+pub(crate) fn http_clients(
     headers: &std::collections::BTreeMap<String, String>,
+) -> Result<Clients, TransportError> {
+    Ok(Clients {
+        stream: http_client(headers, false)?,
+        post: http_client(headers, true)?,
+    })
+}
+
+fn http_client(
+    headers: &std::collections::BTreeMap<String, String>,
+    keep_body: bool,
 ) -> Result<reqwest::Client, TransportError> {
     let headers = crate::endpoint::header_map(headers)?;
     reqwest::Client::builder()
         .default_headers(headers)
         // The headers must not travel to another origin.
-        .redirect(crate::endpoint::same_origin_redirects(5, false))
+        .redirect(crate::endpoint::same_origin_redirects(5, keep_body))
         .connect_timeout(Duration::from_secs(10))
         // reqwest's default, stated: with Nagle's algorithm a POST written in two segments
         // waits for the server's delayed ACK (~40 ms a message).
@@ -722,6 +808,8 @@ mod tests {
             let err = resolve_endpoint(&base, other).expect_err(other);
             assert!(err.contains("another origin"), "{other}: {err}");
         }
+        let err = resolve_endpoint(&base, "http://u:p@127.0.0.1:3001/message").unwrap_err();
+        assert!(err.contains("credentials"), "{err}");
         let err = resolve_endpoint(&nested, "http://evil.test/x").unwrap_err();
         assert!(!err.contains("secret"), "the query is not shown: {err}");
         assert!(resolve_endpoint(&base, "  ").is_err());
@@ -741,6 +829,11 @@ mod tests {
         assert_eq!(
             backoff(Some(Duration::from_secs(60)), 3),
             Duration::from_secs(60)
+        );
+        assert_eq!(
+            backoff(Some(Duration::from_secs(86_400)), 1),
+            MAX_SERVER_RETRY,
+            "a day's `retry:` is not waited"
         );
     }
 
@@ -774,6 +867,26 @@ mod tests {
         hold: bool,
         /// How long to wait before answering.
         delay: Duration,
+    }
+
+    /// An answer of `head` alone, at once.
+    fn reply(head: &'static str) -> Reply {
+        Reply {
+            head,
+            body: String::new(),
+            hold: false,
+            delay: Duration::ZERO,
+        }
+    }
+
+    /// No answer, the connection held open.
+    fn held() -> Reply {
+        Reply {
+            head: "",
+            body: String::new(),
+            hold: true,
+            delay: Duration::ZERO,
+        }
     }
 
     fn stream(body: &str, hold: bool) -> Reply {
@@ -862,12 +975,12 @@ mod tests {
         (url, seen)
     }
 
-    fn client(headers: &[(&str, &str)]) -> reqwest::Client {
+    fn client(headers: &[(&str, &str)]) -> Clients {
         let headers = headers
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        http_client(&headers).unwrap()
+        http_clients(&headers).unwrap()
     }
 
     const PING: &str = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
@@ -905,12 +1018,7 @@ mod tests {
     async fn a_post_never_answered_counts_as_sent_after_a_short_wait() {
         let (url, _) = fake_server(Arc::new(|req: &Request, _| match req.method.as_str() {
             "GET" => stream("event: endpoint\ndata: /message?sessionId=s1\n\n", true),
-            _ => Reply {
-                head: "",
-                body: String::new(),
-                hold: true,
-                delay: Duration::ZERO,
-            },
+            _ => held(),
         }))
         .await;
         let mut transport = LegacySseTransport::open(client(&[]), url, "t".into())
@@ -923,6 +1031,59 @@ mod tests {
             .expect("send ends well before the POST's own limit");
         assert!(sent.is_ok(), "{sent:?}");
         assert!(start.elapsed() >= POST_ANSWER_WAIT, "{:?}", start.elapsed());
+    }
+
+    /// A POST the server holds does not hold the messages after it (a server that answers a
+    /// POST once it has handled the message: a slow call, and the pings behind it).
+    #[tokio::test]
+    async fn a_held_post_does_not_hold_the_next() {
+        let (url, seen) = fake_server(Arc::new(|req: &Request, _| match req.method.as_str() {
+            "GET" => stream("event: endpoint\ndata: /message?sessionId=s1\n\n", true),
+            _ if req.body.contains("\"slow\"") => held(),
+            _ => reply("HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n"),
+        }))
+        .await;
+        let mut transport = LegacySseTransport::open(client(&[]), url, "t".into())
+            .await
+            .expect("opens");
+        let slow: ClientJsonRpcMessage =
+            serde_json::from_str(r#"{"jsonrpc":"2.0","id":1,"method":"slow"}"#).unwrap();
+        let ping: ClientJsonRpcMessage =
+            serde_json::from_str(r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#).unwrap();
+        assert!(transport.send(slow).await.is_ok(), "counted as sent");
+        assert!(transport.send(ping).await.is_ok(), "sent");
+        let posted = |method: &str| {
+            seen.lock()
+                .unwrap()
+                .iter()
+                .any(|r| r.method == "POST" && r.body.contains(method))
+        };
+        assert!(posted("\"ping\""), "the ping reached the server");
+        assert!(posted("\"slow\""));
+    }
+
+    /// A POST answered with a 302 is not resent as a GET (which would drop the message and
+    /// count it as delivered): the redirect comes back as the POST's failure.
+    #[tokio::test]
+    async fn a_post_redirected_by_a_302_is_not_followed() {
+        let (url, seen) = fake_server(Arc::new(|req: &Request, _| match req.method.as_str() {
+            "GET" if req.path.starts_with("/sse") => {
+                stream("event: endpoint\ndata: /message?sessionId=s1\n\n", true)
+            }
+            "GET" => reply("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n"),
+            _ => reply("HTTP/1.1 302 Found\r\nLocation: /other\r\nContent-Length: 0\r\n"),
+        }))
+        .await;
+        let mut transport = LegacySseTransport::open(client(&[]), url, "t".into())
+            .await
+            .expect("opens");
+        let message: ClientJsonRpcMessage = serde_json::from_str(PING).unwrap();
+        let sent = transport.send(message).await;
+        assert!(sent.is_err(), "{sent:?}");
+        assert!(
+            seen.lock().unwrap().iter().all(|r| r.path != "/other"),
+            "followed"
+        );
     }
 
     /// A request whose POST fails after it counted as sent is answered with the failure: its
@@ -1086,12 +1247,7 @@ mod tests {
     #[tokio::test]
     async fn open_errors_are_classified() {
         let (url, seen) = fake_server(Arc::new(|req: &Request, _| match req.path.as_str() {
-            "/sse" => Reply {
-                head: "HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\nConnection: close\r\n",
-                body: String::new(),
-                hold: false,
-                delay: Duration::ZERO,
-            },
+            "/sse" => reply("HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\nConnection: close\r\n"),
             "/json" => Reply {
                 head: "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n",
                 body: "{}".into(),
@@ -1116,7 +1272,7 @@ mod tests {
             .await
             .err()
             .expect("foreign endpoint");
-        assert!(!err.retryable());
+        assert!(err.retryable(), "the server's doing: tried again later");
         assert!(err.to_string().contains("another origin"), "{err}");
         assert!(
             seen.lock().unwrap().iter().all(|r| r.method == "GET"),

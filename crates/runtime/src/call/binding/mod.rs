@@ -158,13 +158,14 @@ impl StepBinding {
         if name == READ_OUTPUT_TOOL {
             return Ok(self.builtin_call(Builtin::ReadOutput));
         }
-        if let Some((server, reason)) = self.frozen.authenticate.get(name) {
+        if let Some((server, reason, headers)) = self.frozen.authenticate.get(name) {
             return Ok(PreparedCall {
                 ctx: self.ctx.clone(),
                 target: Target::Authenticate {
                     name: name.to_string(),
                     server: server.clone(),
                     reason: reason.clone(),
+                    headers: *headers,
                 },
                 published: self.published.clone(),
                 search: self.search.clone(),
@@ -249,6 +250,8 @@ enum Target {
         name: String,
         server: String,
         reason: String,
+        /// Its credentials go in its configured `headers` (a legacy sse server: no login).
+        headers: bool,
     },
 }
 
@@ -392,9 +395,12 @@ impl PreparedCall {
         let args = arguments.unwrap_or_default();
         match &self.target {
             Target::Builtin(which) => self.call_builtin(*which, &args).map(CallReply::Done),
-            Target::Authenticate { server, reason, .. } => {
-                Ok(CallReply::Done(self.authenticate(server, reason)))
-            }
+            Target::Authenticate {
+                server,
+                reason,
+                headers,
+                ..
+            } => Ok(CallReply::Done(self.authenticate(server, reason, *headers))),
             Target::Server {
                 entry,
                 client,
@@ -925,7 +931,7 @@ impl PreparedCall {
 
     /// What the authenticate tool answers: who must do what. Nothing is sent anywhere; the
     /// server connects by itself once its credentials are stored.
-    fn authenticate(&self, server: &str, reason: &str) -> ToolResult {
+    fn authenticate(&self, server: &str, reason: &str, headers: bool) -> ToolResult {
         let reason: String = reason
             .lines()
             .next()
@@ -934,14 +940,25 @@ impl PreparedCall {
             .filter(|c| !c.is_control())
             .take(300)
             .collect();
-        let text = format!(
-            "The MCP server \"{server}\" needs the user's authorization before its tools can be \
-             used ({reason}). Ask the user to run `mcp-harness login {server}` in a terminal \
-             (with `--no-browser` on a machine without a browser: it prints the URL to open \
-             elsewhere and takes the redirect URL pasted back). Once they have, the server \
-             connects by itself and its tools replace this one in the next step; there is \
-             nothing else to call."
-        );
+        let text = if headers {
+            format!(
+                "The MCP server \"{server}\" needs the user's authorization before its tools can \
+                 be used ({reason}). It is a legacy SSE server, which has no login: ask the user \
+                 to put the credentials it expects in the server's `headers` in the mcp-harness \
+                 config (for example `\"Authorization\": \"Bearer ${{TOKEN}}\"`, the token in \
+                 their environment). Once they have, its tools replace this one; there is \
+                 nothing else to call."
+            )
+        } else {
+            format!(
+                "The MCP server \"{server}\" needs the user's authorization before its tools can \
+                 be used ({reason}). Ask the user to run `mcp-harness login {server}` in a \
+                 terminal (with `--no-browser` on a machine without a browser: it prints the URL \
+                 to open elsewhere and takes the redirect URL pasted back). Once they have, the \
+                 server connects by itself and its tools replace this one in the next step; \
+                 there is nothing else to call."
+            )
+        };
         let result = CallToolResult::success(vec![rmcp::model::ContentBlock::text(text)]);
         let normalized = normalize(result.clone(), None, self.ctx.result_limits);
         ToolResult {

@@ -343,7 +343,10 @@ impl ServerActor {
                         let left = d.saturating_duration_since(now);
                         self.config.startup_timeout.saturating_sub(left).as_secs()
                     });
-                    let attempts = self.record.attempts + 1;
+                    let attempts = match self.record.attempts + 1 {
+                        1 => "1 attempt".to_string(),
+                        n => format!("{n} attempts"),
+                    };
                     let hint = match e.kind() {
                         mcp_harness_transport::ErrorKind::Unavailable
                         | mcp_harness_transport::ErrorKind::Unreachable
@@ -353,7 +356,7 @@ impl ServerActor {
                         _ => "",
                     };
                     message = format!(
-                        "{message} (gave up starting after {attempts} attempts in {spent}s: another would pass `startupTimeoutSec` ({budget}s){hint})"
+                        "{message} (gave up starting after {attempts} in {spent}s: another would pass `startupTimeoutSec` ({budget}s){hint})"
                     );
                 }
                 _ => {}

@@ -71,6 +71,7 @@ impl ServerActor {
         }
         let tried = match self.record.attempts - 1 {
             0 => String::new(),
+            1 => "1 reconnect attempt failed; ".to_string(),
             n => format!("{n} reconnect attempts failed; "),
         };
         let error = format!(
