@@ -965,7 +965,16 @@ async fn execute(
                     },
                     None => {
                         show(&resources::contents(&result, json), json);
-                        Exit::Ok.code()
+                        // A faulty result (a blob that is not base64) is printed, said, and a
+                        // failure, as a faulty tool result is.
+                        let faults = resources::faults(&result);
+                        for fault in &faults {
+                            note!("warning: {fault}");
+                        }
+                        match faults.is_empty() {
+                            true => Exit::Ok.code(),
+                            false => Exit::Failed.code(),
+                        }
                     }
                 },
                 Err(e) => fail_call(runtime, &e),

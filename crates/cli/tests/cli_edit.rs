@@ -287,6 +287,17 @@ fn adding_an_existing_name_needs_force_and_invalid_servers_are_refused() {
     assert!(err.contains("--scope"), "{err}");
     assert!(json(&read(&path))["mcpServers"].get("bad").is_none());
 
+    // A config that is not UTF-8 is refused, not written back with its bytes replaced.
+    let good = std::fs::read(&path).expect("read");
+    let mut bad = br#"{"mcpServers": {"c": {"command": "caf"#.to_vec();
+    bad.extend_from_slice(b"\xe9\"}}}");
+    std::fs::write(&path, &bad).expect("write");
+    let (code, _, err) = run_in(&dir, &["add", "n", "--", "x"], &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not UTF-8"), "{err}");
+    assert_eq!(std::fs::read(&path).expect("read"), bad, "left as it was");
+    std::fs::write(&path, good).expect("restore");
+
     // `--scope user|project` or a last `--force` after a stdio command without `--` can only
     // be ours (they would be the command's arguments, in the wrong scope): refused. `-e` and
     // `--header` are servers' own too (`docker run -e VAR`, `mcp-remote URL --header …`):

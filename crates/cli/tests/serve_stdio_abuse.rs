@@ -100,6 +100,39 @@ fn lines_that_are_not_messages_get_their_error_and_the_session_goes_on() {
     }
 }
 
+/// Every list is one page: a cursor the gateway never handed out is `-32602`, not the first
+/// page again (a client following it would list every entry twice); an empty one is none.
+#[test]
+fn a_list_cursor_the_gateway_never_gave_is_refused() {
+    let (_child, mut stdin, mut lines) = initialized("cursor");
+    for (at, method) in [
+        "tools/list",
+        "prompts/list",
+        "resources/list",
+        "resources/templates/list",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let request = json!({"jsonrpc": "2.0", "id": at, "method": method,
+            "params": {"cursor": "made-up"}});
+        writeln!(stdin, "{request}").expect("write a list request");
+        let refusal = next(&mut lines);
+        assert_eq!(refusal["error"]["code"], -32602, "{method}: {refusal}");
+        assert!(
+            refusal["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("unknown `cursor`")),
+            "{refusal}"
+        );
+    }
+    let request = json!({"jsonrpc": "2.0", "id": "empty", "method": "tools/list",
+        "params": {"cursor": ""}});
+    writeln!(stdin, "{request}").expect("write a list request");
+    let listed = next(&mut lines);
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
+}
+
 #[test]
 fn a_second_initialize_is_refused_and_the_session_keeps_the_first() {
     let (_child, mut stdin, mut lines) = initialized("reinit");

@@ -1151,6 +1151,20 @@ fn an_unreadable_user_config_is_an_error_not_an_absence() {
     assert!(err.contains("does not exist"), "{err}");
     let absent = merge(&dir.join("absent.json")).expect("nothing there is no config");
     assert!(absent.config.servers.is_empty());
+    // A huge one (sparse: no disk used) is refused before it is read whole.
+    let huge = dir.join("huge.json");
+    std::fs::File::create(&huge)
+        .and_then(|f| f.set_len(1 << 30))
+        .expect("a sparse file");
+    let err = merge(&huge).expect_err("a 1 GiB config").to_string();
+    assert!(
+        err.contains("huge.json") && err.contains("more than 16 MiB"),
+        "{err}"
+    );
+    let err = Config::load(&huge)
+        .expect_err("loaded directly")
+        .to_string();
+    assert!(err.contains("more than 16 MiB"), "{err}");
     let _ = std::fs::remove_dir_all(dir);
 }
 

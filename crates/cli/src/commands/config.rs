@@ -214,9 +214,19 @@ async fn view(explicit: Option<&Path>, json: bool, empty: bool) -> Result<String
             merged
         }
     };
+    // A name that looks like a secret typed into the braces is not shown.
     let unset: Vec<String> = unset
         .lock()
-        .map(|u| u.iter().cloned().collect())
+        .map(|u| {
+            u.iter()
+                .map(
+                    |name| match mcp_harness_runtime::looks_like_a_secret(name) {
+                        true => "(a name that looks like a secret, not shown)".to_string(),
+                        false => name.clone(),
+                    },
+                )
+                .collect()
+        })
         .unwrap_or_default();
     if !unset.is_empty() {
         merged.notes.push(format!(

@@ -82,10 +82,18 @@ pub(crate) fn prompt(result: &GetPromptResult, as_json: bool) -> String {
     out
 }
 
-/// A blob's bytes, decoded from base64 (surrounding whitespace ignored).
+/// A blob's bytes, decoded from base64 as the SDKs' clients read it: whitespace anywhere
+/// ignored (line-wrapped base64), padding optional.
 fn decode_blob(blob: &str) -> Result<Vec<u8>, base64::DecodeError> {
     use base64::Engine as _;
-    base64::engine::general_purpose::STANDARD.decode(blob.trim())
+    let compact: String = blob.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    base64::engine::general_purpose::STANDARD
+        .decode(&compact)
+        .or_else(|e| {
+            base64::engine::general_purpose::STANDARD_NO_PAD
+                .decode(compact.trim_end_matches('='))
+                .map_err(|_| e)
+        })
 }
 
 /// The URI a content part names.
@@ -156,6 +164,24 @@ pub(crate) fn write_contents(result: &ReadResourceResult, path: &Path) -> Result
     Ok(bytes.len())
 }
 
+/// What is wrong with a read's contents, one line each (control characters dropped): a blob
+/// that is not base64.
+pub(crate) fn faults(result: &ReadResourceResult) -> Vec<String> {
+    result
+        .contents
+        .iter()
+        .filter_map(|c| match c {
+            ResourceContents::BlobResourceContents { uri, blob, .. } => {
+                decode_blob(blob).err().map(|e| {
+                    let uri: String = uri.chars().filter(|c| !c.is_control()).collect();
+                    format!("the blob of {uri} is not valid base64 ({e})")
+                })
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 /// Resource contents: text verbatim, blobs summarised.
 pub(crate) fn contents(result: &ReadResourceResult, as_json: bool) -> String {
     if as_json {
@@ -218,6 +244,15 @@ mod tests {
             shown.contains("[blob x://b, unknown type: not valid base64 (")
                 && shown.contains("11 characters as sent]"),
             "{shown}"
+        );
+        let faults = faults(&result);
+        assert_eq!(faults.len(), 1, "{faults:?}");
+        // Line-wrapped or unpadded base64 is base64 to the SDKs' clients too.
+        assert_eq!(decode_blob("aGVs\nbG8=\n").as_deref(), Ok(&b"hello"[..]));
+        assert_eq!(decode_blob("aGVsbG8").as_deref(), Ok(&b"hello"[..]));
+        assert!(
+            faults[0].contains("x://b is not valid base64"),
+            "{faults:?}"
         );
     }
 

@@ -43,7 +43,7 @@ pub(crate) fn run(path: Option<&Path>, revoke: bool) -> u8 {
         (Some(path), false) => files_at(path).and_then(|files| {
             let mut out = String::new();
             for file in files {
-                let bytes = std::fs::read(&file)
+                let bytes = sources::read_capped(&file)
                     .map_err(|e| format!("{}: cannot read: {e}", shown(&file)))?;
                 out.push_str(&describe(&file, &bytes, sources)?);
                 store.trust(&file, &bytes).map_err(|e| e.to_string())?;
@@ -83,13 +83,20 @@ fn list(store: &TrustStore, sources: &Sources) -> Result<String, String> {
     if records.is_empty() {
         out.push_str("no trusted project files\n");
     }
-    for (path, record) in &records {
-        let state = match std::fs::read(path) {
+    for (key, record) in &records {
+        let path = sources::path_of_key(key);
+        // Only a regular file is read (a trusted file swapped for a FIFO would hang the list).
+        let read = match std::fs::metadata(&path) {
+            Ok(meta) if meta.is_file() => sources::read_capped(&path),
+            Ok(_) => Err(std::io::Error::other("not a regular file")),
+            Err(e) => Err(e),
+        };
+        let state = match read {
             Ok(bytes) if record.matches(&bytes) => "trusted",
             Ok(_) => "changed since trusted (not trusted)",
             Err(_) => "missing",
         };
-        out.push_str(&format!("  {}: {state}\n", clean(path)));
+        out.push_str(&format!("  {}: {state}\n", shown(&path)));
     }
     for (scope, file) in sources.files() {
         if !matches!(
@@ -162,11 +169,11 @@ pub(crate) fn describe(file: &Path, bytes: &[u8], sources: &Sources) -> Result<S
                     .get("args")
                     .and_then(Value::as_array)
                     .map(|a| {
-                        // Shown as the process gets them, but for a URL's password and query.
-                        a.iter()
-                            .filter_map(Value::as_str)
-                            .map(|arg| quote(&mcp_harness_transport::redact::text(arg)))
-                            .collect()
+                        // Shown as the process gets them, whole: a part hidden here (a URL's
+                        // query, as elsewhere) could hide what runs (`sh -c ': http://x/?v=1;
+                        // curl … | sh'`). The text is the project file's, in the checkout; the
+                        // user's own values (`${VAR}`) are not expanded.
+                        a.iter().filter_map(Value::as_str).map(quote).collect()
                     })
                     .unwrap_or_default();
                 let mut line = format!("runs: {} {}", quote(command), args.join(" "));
@@ -190,6 +197,9 @@ pub(crate) fn describe(file: &Path, bytes: &[u8], sources: &Sources) -> Result<S
                 }
                 if let Some(headers) = keys("headers") {
                     line.push_str(&format!("; headers: {headers}"));
+                }
+                if let Some(oauth) = server.get("oauth").and_then(Value::as_object) {
+                    line.push_str(&oauth_reads(oauth));
                 }
                 line
             }
@@ -264,25 +274,85 @@ fn references(value: &str) -> Vec<String> {
     found
 }
 
+/// What a server's `oauth` has the harness read on its behalf: the grant, and the local files
+/// and variables it names (a key to sign with, a token to send).
+fn oauth_reads(oauth: &serde_json::Map<String, Value>) -> String {
+    let grant = oauth
+        .get("grant")
+        .and_then(Value::as_str)
+        .unwrap_or("authorization_code");
+    let mut line = format!("; OAuth grant {}", clean(grant));
+    for (key, what) in [
+        ("privateKeyFile", "signs with the key in "),
+        ("assertionFile", "sends the token in "),
+        ("idTokenFile", "sends the token in "),
+        ("assertionEnv", "sends the token in $"),
+        ("idTokenEnv", "sends the token in $"),
+    ] {
+        if let Some(named) = oauth.get(key).and_then(Value::as_str) {
+            line.push_str(&format!(", {what}{}", clean(named)));
+        }
+    }
+    line
+}
+
 /// Whether environment variable `name` changes what a command loads or runs, whatever the
-/// command is (a project file could point a trusted-looking command at its own code).
+/// command is (a project file could point a trusted-looking command at its own code, or a
+/// package runner at its own registry).
 fn changes_what_runs(name: &str) -> bool {
-    const NAMES: [&str; 12] = [
+    const NAMES: [&str; 33] = [
         "NODE_OPTIONS",
+        "NODE_TLS_REJECT_UNAUTHORIZED",
+        "_JAVA_OPTIONS",
+        "JDK_JAVA_OPTIONS",
+        "DOCKER_HOST",
+        "DOCKER_CONFIG",
+        "GOFLAGS",
+        "GOPROXY",
+        "GOPATH",
+        "GONOSUMDB",
+        "GOSUMDB",
+        "RUSTFLAGS",
+        "ZDOTDIR",
         "NODE_PATH",
-        "PYTHONPATH",
-        "PYTHONSTARTUP",
-        "PYTHONHOME",
+        "NODE_EXTRA_CA_CERTS",
         "PATH",
+        "HOME",
         "BASH_ENV",
         "ENV",
         "PERL5OPT",
+        "PERL5LIB",
         "RUBYOPT",
+        "RUBYLIB",
         "JAVA_TOOL_OPTIONS",
-        "GIT_SSH_COMMAND",
+        "GCONV_PATH",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "REQUESTS_CA_BUNDLE",
+        "CURL_CA_BUNDLE",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "XDG_CONFIG_HOME",
+    ];
+    const PREFIXES: [&str; 14] = [
+        "LD_",
+        "DYLD_",
+        "BUN_",
+        "DENO_",
+        "RUSTC_",
+        "COREPACK_",
+        "PYTHON",
+        "NPM_CONFIG_",
+        "YARN_",
+        "PNPM_",
+        "PIP_",
+        "UV_",
+        "GIT_",
+        "CARGO_",
     ];
     let upper = name.to_ascii_uppercase();
-    NAMES.contains(&upper.as_str()) || upper.starts_with("LD_") || upper.starts_with("DYLD_")
+    NAMES.contains(&upper.as_str()) || PREFIXES.iter().any(|p| upper.starts_with(p))
 }
 
 /// After a merge: on a terminal (and when `ask`), shows each untrusted project file and asks
@@ -384,9 +454,12 @@ fn quote(s: &str) -> String {
     }
 }
 
-/// `s` without control characters (a hostile file could hold terminal escapes).
+/// `s` with every character a terminal would act on or not show — a control (a line break
+/// inside a `sh -c` script, an escape sequence), a right-to-left override that would show
+/// `/usr/bin/\u{202e}txt.hsab` as `/usr/bin/bash.txt`, a soft hyphen, a tag character — spelled
+/// as its code point (`\u{000A}`), so the review shows every character the file holds.
 fn clean(s: &str) -> String {
-    s.chars().filter(|c| !c.is_control()).collect()
+    mcp_harness_runtime::catalog::sanitize::escape_for_display(s, usize::MAX)
 }
 
 fn shown(path: &Path) -> String {

@@ -222,6 +222,22 @@ impl Session {
     }
 }
 
+/// Refuses a list request's `cursor` (`-32602`): every list is answered in one page, so no
+/// cursor was handed out and one sent is not the gateway's (answering it with the first page
+/// would repeat entries to a client that follows it).
+fn no_cursor(request: Option<&PaginatedRequestParams>, method: &str) -> Result<(), McpError> {
+    match request.and_then(|r| r.cursor.as_deref()) {
+        Some(cursor) if !cursor.is_empty() => Err(McpError::invalid_params(
+            format!(
+                "unknown `cursor` for {method}: the gateway answers it in one page and hands out \
+                 no cursor; list again without one"
+            ),
+            None,
+        )),
+        _ => Ok(()),
+    }
+}
+
 impl Session {
     /// One `tools/call` on the governed path (the session's call limit, its listing, the
     /// profile's rules, metrics and audit): what came back, and whether the client answers
@@ -616,9 +632,10 @@ impl ServerHandler for Session {
 
     async fn list_tools(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        no_cursor(request.as_ref(), "tools/list")?;
         let profile = profile_of(&context.extensions);
         let mut listed = self.bind_now(profile.as_ref()).await?;
         let opened = sealed::opened(&context.extensions);
@@ -703,9 +720,10 @@ impl ServerHandler for Session {
 
     async fn list_prompts(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
+        no_cursor(request.as_ref(), "prompts/list")?;
         let profile = profile_of(&context.extensions);
         let view = PromptView::new(
             &self.runtime().snapshot(),
@@ -788,9 +806,10 @@ impl ServerHandler for Session {
 
     async fn list_resources(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
+        no_cursor(request.as_ref(), "resources/list")?;
         let profile = profile_of(&context.extensions);
         let snapshot = self.runtime().snapshot();
         let prefix = self.shared().options.prefix;
@@ -806,9 +825,10 @@ impl ServerHandler for Session {
 
     async fn list_resource_templates(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
+        no_cursor(request.as_ref(), "resources/templates/list")?;
         let profile = profile_of(&context.extensions);
         let view = self.resource_view(profile.as_deref());
         Ok(ListResourceTemplatesResult::with_all_items(view.templates))
@@ -1070,9 +1090,10 @@ impl ServerHandler for Session {
 
     async fn list_skills(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListSkillsResult, McpError> {
+        no_cursor(request.as_ref(), "skills/list")?;
         let profile = profile_of(&context.extensions);
         Ok(self.skills_listing(profile.as_deref()))
     }

@@ -152,16 +152,9 @@ pub(crate) fn parse(
     let session_keys = match &raw.session_keys {
         None => None,
         Some(text) => {
-            let expanded = super::expand(text, lookup).map_err(|e| {
-                let message = match e {
-                    // The value is never quoted: keys may sit next to the typo.
-                    super::ExpandError::Invalid { .. } => {
-                        "a `${` reference in it is malformed (write `${VAR}`)".to_string()
-                    }
-                    other => other.to_string(),
-                };
-                ("gateway.sessionKeys".to_string(), message)
-            })?;
+            // The value is never quoted by an expansion error: keys may sit next to the typo.
+            let expanded = super::expand(text, lookup)
+                .map_err(|e| ("gateway.sessionKeys".to_string(), e.to_string()))?;
             (!expanded.trim().is_empty()).then_some(SecretText(expanded))
         }
     };

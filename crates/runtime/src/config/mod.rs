@@ -178,6 +178,14 @@ struct RawServer {
     protocol_version: Option<String>,
 }
 
+/// The `oauth` keys that name a local file the harness reads for a grant (a key to sign with,
+/// a token to send): never taken from a remote source.
+pub(crate) const OAUTH_FILE_KEYS: [&str; 3] = ["privateKeyFile", "assertionFile", "idTokenFile"];
+
+/// The `oauth` keys that name an environment variable holding a grant's JWT: read from the
+/// environment as a `${VAR}` is.
+pub(crate) const OAUTH_ENV_KEYS: [&str; 2] = ["assertionEnv", "idTokenEnv"];
+
 /// A server's `oauth` object as written.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -228,10 +236,7 @@ impl Config {
 
     /// Reads and validates a config file, expanding `${VAR}` from the process environment.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
-            location: path.display().to_string(),
-            message: format!("cannot read the config file: {e}"),
-        })?;
+        let text = sources::read(path)?;
         Self::parse(&text, path, &|name| std::env::var(name).ok())
     }
 
@@ -455,21 +460,6 @@ fn oauth_config(
 ) -> Result<OAuthConfig, String> {
     let raw: RawOAuth = decode(value, "oauth")?;
     let ex = |key: &str, v: &str| expand(v, lookup).map_err(|e| format!("`oauth.{key}`: {e}"));
-    let secret = |key: &str, v: &str| {
-        expand(v, lookup).map_err(|e| {
-            // Only a malformed reference is quoted in a message (never an unset variable's
-            // name with the value around it): in a secret, not when the quote is the value.
-            if matches!(
-                e,
-                ExpandError::Invalid { .. } | ExpandError::Unterminated { .. }
-            ) && e.to_string().contains(v)
-            {
-                format!("`oauth.{key}`: a `${{` reference in it is malformed")
-            } else {
-                format!("`oauth.{key}`: {e}")
-            }
-        })
-    };
     let opt = |key: &str, v: &Option<String>, f: &dyn Fn(&str, &str) -> Result<String, String>| {
         v.as_deref()
             .map(|v| f(key, v))
@@ -477,10 +467,10 @@ fn oauth_config(
             .map(|v| v.filter(|v| !v.is_empty()))
     };
     let client_id = opt("clientId", &raw.client_id, &ex)?;
-    let client_secret = opt("clientSecret", &raw.client_secret, &secret)?;
+    let client_secret = opt("clientSecret", &raw.client_secret, &ex)?;
     let client_metadata_url = opt("clientMetadataUrl", &raw.client_metadata_url, &ex)?;
     let private_key_file = opt("privateKeyFile", &raw.private_key_file, &ex)?;
-    let private_key = opt("privateKey", &raw.private_key, &secret)?;
+    let private_key = opt("privateKey", &raw.private_key, &ex)?;
     let scopes = raw
         .scopes
         .iter()
@@ -497,7 +487,7 @@ fn oauth_config(
     let assertion_env = opt("assertionEnv", &raw.assertion_env, &ex)?;
     let idp_token_endpoint = opt("idpTokenEndpoint", &raw.idp_token_endpoint, &ex)?;
     let idp_client_id = opt("idpClientId", &raw.idp_client_id, &ex)?;
-    let idp_client_secret = opt("idpClientSecret", &raw.idp_client_secret, &secret)?;
+    let idp_client_secret = opt("idpClientSecret", &raw.idp_client_secret, &ex)?;
     let id_token_file = opt("idTokenFile", &raw.id_token_file, &ex)?;
     let id_token_env = opt("idTokenEnv", &raw.id_token_env, &ex)?;
     let grant = raw.grant.as_deref().unwrap_or("authorization_code");
@@ -749,8 +739,12 @@ fn server_config(
                 }
                 env.insert(k.clone(), ex(&format!("env.{k}"), v)?);
             }
+            let command = ex("command", command)?;
+            if command.trim().is_empty() {
+                return Err("`command` is empty: name the program to run".into());
+            }
             TransportConfig::Stdio(StdioSpec {
-                command: ex("command", command)?,
+                command,
                 args: raw
                     .args
                     .iter()
@@ -961,25 +955,55 @@ fn seconds(key: &str, value: Option<f64>, default: Duration) -> Result<Duration,
         None => Ok(default),
         Some(v) if v.is_finite() && v > 0.0 && v <= 86_400.0 => Ok(Duration::from_secs_f64(v)),
         Some(v) => Err(format!(
-            "`{key}` must be a number of seconds between 0 and 86400, not {v}"
+            "`{key}` must be a number of seconds above 0 and at most 86400, not {v}"
         )),
     }
 }
 
-/// Why a `${VAR}` reference could not be expanded. No variant holds a variable's value; only
-/// [`ExpandError::Invalid`] quotes text of the value (the malformed reference itself), so a
-/// caller expanding a secret says less.
+/// Why a `${VAR}` reference could not be expanded. No message shows a variable's value or
+/// other text of the value (a header's `Bearer ${sk_live_…}` is a secret typed in the wrong
+/// place): a malformed reference is named by its position, and so is an unset one whose name
+/// looks like a secret; only a name that looks like a variable's is shown.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum ExpandError {
     /// A `${` without its `}`; `at` is the 1-based character position of the `$`.
     #[error("unterminated `${{` at character {at} of the value (close it with `}}`)")]
     Unterminated { at: usize },
-    /// `${body}` is not a variable name (with an optional `:-default`).
-    #[error("`${{{body}}}` is not a valid variable reference")]
-    Invalid { body: String },
-    /// The variable is not set and the reference has no default.
-    #[error("environment variable {var} is not set (set it, or write ${{{var}:-default}})")]
-    Unset { var: String },
+    /// The `${` at character `at` (1-based) does not start a variable name (with an optional
+    /// `:-default`).
+    #[error(
+        "the `${{` at character {at} of the value does not start a variable reference (write \
+         `${{NAME}}` or `${{NAME:-default}}`, NAME of letters, digits and `_`; `$${{` for a \
+         literal `${{`)"
+    )]
+    Invalid { at: usize },
+    /// The variable is not set and the reference has no default; `at` is the 1-based
+    /// character position of its `$`. A name that looks like a secret rather than a variable
+    /// (a key typed into the braces) is not shown.
+    #[error("{}", unset_message(var, *at))]
+    Unset { var: String, at: usize },
+}
+
+/// The message of [`ExpandError::Unset`].
+fn unset_message(var: &str, at: usize) -> String {
+    if looks_like_a_secret(var) {
+        format!(
+            "the environment variable named at character {at} of the value {UNSET_VARIABLE}NAME:-default}}; \
+             its name is not shown: it looks like a secret value, not a variable's name)"
+        )
+    } else {
+        format!("environment variable {var} {UNSET_VARIABLE}{var}:-default}})")
+    }
+}
+
+/// Whether a `${…}` name looks like a secret typed into the braces rather than a variable's
+/// name: variables are named in one case (`GITHUB_TOKEN`, `http_proxy`); a key mixes cases
+/// and digits (`sk_live_51Hx…`), or is long. Such a name is never shown.
+pub fn looks_like_a_secret(name: &str) -> bool {
+    let upper = name.chars().any(|c| c.is_ascii_uppercase());
+    let lower = name.chars().any(|c| c.is_ascii_lowercase());
+    let digits = name.chars().filter(char::is_ascii_digit).count();
+    name.len() > 48 || (upper && lower && digits > 0) || digits > 8
 }
 
 /// What the message of [`ExpandError::Unset`] says (a server needing a variable not set is
@@ -1010,23 +1034,22 @@ pub(crate) fn expand(
             continue;
         }
         out.push_str(&rest[..start]);
+        // Where the `$` is (1-based, in characters): errors name a reference by it, never by
+        // quoting the value, which may hold a secret next to the typo.
+        let at = input[..input.len() - rest.len() + start].chars().count() + 1;
         let after = &rest[start + 2..];
         let Some(end) = after.find('}') else {
-            // The value is never quoted: it may hold a secret next to the typo.
-            let at = input.len() - rest.len() + start;
-            return Err(ExpandError::Unterminated {
-                at: input[..at].chars().count() + 1,
-            });
+            return Err(ExpandError::Unterminated { at });
         };
         let body = &after[..end];
         let (var, default) = match body.split_once(":-") {
             Some((v, d)) => (v, Some(d)),
             None => (body, None),
         };
-        if !is_var_name(var) {
-            return Err(ExpandError::Invalid {
-                body: body.to_string(),
-            });
+        // A default holding a reference (`${A:-${B}}`) is not expanded: its first `}` would
+        // end the outer reference and leave the rest as text.
+        if !is_var_name(var) || default.is_some_and(|d| d.contains("${")) {
+            return Err(ExpandError::Invalid { at });
         }
         match (
             lookup(var).filter(|v| !v.is_empty() || default.is_none()),
@@ -1037,6 +1060,7 @@ pub(crate) fn expand(
             (None, None) => {
                 return Err(ExpandError::Unset {
                     var: var.to_string(),
+                    at,
                 });
             }
         }
@@ -1278,8 +1302,27 @@ mod tests {
         );
     }
 
+    /// A default holding a reference is refused (it would be cut at its first `}` and
+    /// leave text behind), and so is a command that is empty once expanded.
     #[test]
-    fn a_malformed_reference_that_is_the_whole_secret_is_not_quoted() {
+    fn a_nested_default_and_an_empty_command_are_refused() {
+        assert_eq!(
+            expand("x${A:-${B}}", &|_| None),
+            Err(ExpandError::Invalid { at: 2 })
+        );
+        assert_eq!(expand("${A:-b}", &|_| None).as_deref(), Ok("b"));
+        for command in ["", "${EMPTY_NOT_SET:-}"] {
+            let text = format!(r#"{{"mcpServers": {{"s": {{"command": "{command}"}}}}}}"#);
+            let why = match parse(&text) {
+                Err(e) => e.message,
+                Ok(_) => unusable(&text),
+            };
+            assert!(why.contains("`command` is empty"), "{command:?}: {why}");
+        }
+    }
+
+    #[test]
+    fn a_malformed_reference_is_never_quoted() {
         let config = |secret: &str| {
             format!(
                 r#"{{"mcpServers": {{"web": {{"type": "http", "url": "https://example.test/mcp",
@@ -1288,12 +1331,31 @@ mod tests {
         };
         let err = parse(&config("${not a var}")).expect_err("malformed");
         assert!(
-            err.message
-                .contains("`oauth.clientSecret`: a `${` reference in it is malformed"),
+            err.message.contains(
+                "`oauth.clientSecret`: the `${` at character 1 of the value does not start"
+            ),
             "{}",
             err.message
         );
         assert!(!err.message.contains("not a var"), "{}", err.message);
+        // A secret typed into the braces in a header is not quoted either: malformed, or a
+        // valid name that looks like a key.
+        let key = r#"{"mcpServers": {"web": {"type": "http", "url": "https://example.test/mcp",
+            "headers": {"Authorization": "Bearer ${sk_live_51HxQ2eLkdJ8a9ZZ}"}}}}"#;
+        let why = unusable(key);
+        assert!(
+            why.contains("named at character 8") && why.contains("is not set"),
+            "{why}"
+        );
+        assert!(!why.contains("51HxQ2e"), "{why}");
+        let header = r#"{"mcpServers": {"web": {"type": "http", "url": "https://example.test/mcp",
+            "headers": {"Authorization": "Bearer ${sk_live_SUPERSECRET-123456}"}}}}"#;
+        let why = match parse(header) {
+            Err(e) => e.message,
+            Ok(_) => unusable(header),
+        };
+        assert!(why.contains("character 8"), "{why}");
+        assert!(!why.contains("SUPERSECRET"), "{why}");
         // An unset variable is named, with no value around it.
         let why = unusable(&config("${NOT_SET_ANYWHERE}"));
         assert!(

@@ -54,8 +54,9 @@ fn fingerprint(files: &[PathBuf]) -> Vec<Option<(SystemTime, u64, u64)>> {
         .map(|f| {
             let metadata = std::fs::metadata(f).ok()?;
             let modified = metadata.modified().ok()?;
-            let hash = match metadata.len() <= HASHED_BYTES {
-                true => std::fs::read(f).map_or(0, |bytes| {
+            // Only a regular file is read: a FIFO would block the watcher for good.
+            let hash = match metadata.is_file() && metadata.len() <= HASHED_BYTES {
+                true => regular_bytes(f).map_or(0, |bytes| {
                     use std::hash::{Hash as _, Hasher as _};
                     let mut hasher = std::hash::DefaultHasher::new();
                     bytes.hash(&mut hasher);
@@ -66,6 +67,25 @@ fn fingerprint(files: &[PathBuf]) -> Vec<Option<(SystemTime, u64, u64)>> {
             Some((modified, metadata.len(), hash))
         })
         .collect()
+}
+
+/// The bytes of `file` if it is (still) a regular file of at most [`HASHED_BYTES`]: opened
+/// without blocking and checked once open, so a file swapped for a FIFO since its metadata
+/// was read cannot block the watcher.
+fn regular_bytes(file: &std::path::Path) -> Option<Vec<u8>> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let opened = std::fs::File::options()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(file)
+        .ok()?;
+    if !opened.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    opened.take(HASHED_BYTES).read_to_end(&mut bytes).ok()?;
+    Some(bytes)
 }
 
 /// What a set of config files looked like at one moment, to watch them for changes since then
@@ -230,6 +250,30 @@ mod tests {
         assert_eq!(before[0].map(|f| (f.0, f.1)), after[0].map(|f| (f.0, f.1)));
         assert_ne!(before, after, "the edit was not seen");
         assert_eq!(fingerprint(&[dir.join("absent.json")]), vec![None]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A FIFO put where a config file is watched is looked at, never read: reading it would
+    /// block the watcher (and with it every later reload) until something writes to it.
+    #[test]
+    fn a_fifo_in_a_watched_place_does_not_block_the_watcher() {
+        let dir = std::env::temp_dir().join(format!("reload-fifo-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let fifo = dir.join(".mcp.json");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo");
+        assert!(made.success());
+        let (done, result) = std::sync::mpsc::channel();
+        let watched = fifo.clone();
+        std::thread::spawn(move || {
+            let _ = done.send(fingerprint(&[watched]));
+        });
+        let seen = result
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("the fingerprint returned");
+        assert!(seen[0].is_some_and(|(_, _, hash)| hash == 0), "{seen:?}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -97,7 +97,7 @@ pub(crate) struct ConfigFile {
 impl ConfigFile {
     /// Reads `path` (a missing file is an empty config).
     pub(crate) fn open(path: &Path) -> Result<ConfigFile, EditError> {
-        let bytes = match std::fs::read(path) {
+        let bytes = match sources::read_capped(path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(ConfigFile {
@@ -115,15 +115,23 @@ impl ConfigFile {
                 });
             }
         };
-        let text = String::from_utf8_lossy(&bytes);
+        // Not UTF-8: refused as every loading command refuses it (a lossy read would write
+        // the file back with its bytes replaced).
+        let text = std::str::from_utf8(&bytes).map_err(|e| {
+            EditError::Invalid(format!(
+                "{}: not UTF-8 text (byte {}); fix the file first",
+                shown(path),
+                e.valid_up_to() + 1
+            ))
+        })?;
         let (doc, lenient) = if text.trim().is_empty() {
             (Json::Object(Object::default()), false)
         } else {
-            match Json::parse(&text) {
+            match Json::parse(text) {
                 Ok(doc) => (doc, false),
                 // Not strict JSON: JSONC (comments, trailing commas) reads through the config
                 // loader, which also names what is wrong when it is not JSONC either.
-                Err(_) => match sources::convert(&text, path) {
+                Err(_) => match sources::convert(text, path) {
                     Ok(converted) => (Json::from(&converted.document), true),
                     Err(e) => return Err(EditError::Invalid(e.to_string())),
                 },

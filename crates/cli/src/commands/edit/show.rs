@@ -343,7 +343,8 @@ fn without_defaults(s: &str) -> String {
     out
 }
 
-/// Whether `s` is `${VAR}` references, optionally after an auth scheme word, and nothing else.
+/// Whether `s` is `${VAR}` references, optionally after an auth scheme word, and nothing else
+/// — each naming a variable by a name that does not look like a secret typed into the braces.
 fn only_references(s: &str) -> bool {
     let mut rest = String::new();
     let mut found = false;
@@ -352,6 +353,19 @@ fn only_references(s: &str) -> bool {
         rest.push_str(&tail[..start]);
         match tail[start..].find('}') {
             Some(end) => {
+                let body = &tail[start + 2..start + end];
+                let name = body.split(":-").next().unwrap_or_default();
+                // VS Code's spellings: `${env:NAME}`, `${input:id}`.
+                let name = ["env:", "input:"]
+                    .iter()
+                    .find_map(|p| name.strip_prefix(p))
+                    .unwrap_or(name);
+                let named = !name.is_empty()
+                    && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                    && !mcp_harness_runtime::looks_like_a_secret(name);
+                if !named {
+                    return false;
+                }
                 found = true;
                 tail = &tail[start + end + 1..];
             }
@@ -412,6 +426,11 @@ mod tests {
         assert!(!only_references("Bearer abc${X}"));
         assert!(!only_references("literal"));
         assert!(!only_references("${UNCLOSED"));
+        assert!(
+            !only_references("Bearer ${sk_live_51HxQ2eLkdJ8a9ZZ}"),
+            "a key typed into the braces"
+        );
+        assert!(!only_references("Bearer ${sk_live_SUPERSECRET-123}"));
         let server = match Json::parse(
             r#"{"url": "https://h.test/mcp?key=v4lue", "headers": {"A": "s3cret", "B": "Bearer ${T}"},
                 "env": {"K": "v"}, "oauth": {"clientId": "id", "clientSecret": "cs"}}"#,

@@ -374,7 +374,7 @@ impl Sources {
                     continue;
                 }
             }
-            let bytes = match std::fs::read(&path) {
+            let bytes = match super::read_capped(&path) {
                 Ok(bytes) => bytes,
                 Err(e) => {
                     let e = ConfigError {

@@ -37,7 +37,7 @@ pub use converted::{Converted, Format, InputPrompt, InputRequest, remembering};
 pub use merge::{Merged, Origin, Scope, Sources, user_config_path};
 pub use policy::Policy;
 pub use remote::RemoteSource;
-pub use trust::{TrustError, TrustRecord, TrustState, TrustStore, UntrustedFile};
+pub use trust::{TrustError, TrustRecord, TrustState, TrustStore, UntrustedFile, path_of_key};
 
 impl Format {
     /// Detects the format of `path` from its name, its folder and, failing those, its shape.
@@ -278,9 +278,42 @@ pub fn convert(text: &str, path: &Path) -> Result<Converted, ConfigError> {
     Ok(converted)
 }
 
-fn read(path: &Path) -> Result<String, ConfigError> {
-    std::fs::read_to_string(path)
+/// A config file's text (at most [`MAX_CONFIG_BYTES`], UTF-8), or an error naming it.
+pub(crate) fn read(path: &Path) -> Result<String, ConfigError> {
+    read_capped(path)
+        .and_then(|bytes| {
+            String::from_utf8(bytes).map_err(|_| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    "stream did not contain valid UTF-8",
+                )
+            })
+        })
         .map_err(|e| error(path, &format!("cannot read the config file: {e}")))
+}
+
+/// The most bytes a config file may hold: a larger one is a mistake (or a trap in a project
+/// folder), refused before it costs every command its time and memory.
+pub const MAX_CONFIG_BYTES: u64 = 16 << 20;
+
+/// A config file's bytes, at most [`MAX_CONFIG_BYTES`] (more is an `InvalidData` error saying
+/// so).
+pub fn read_capped(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "it holds more than {} MiB, which no config file needs",
+                MAX_CONFIG_BYTES >> 20
+            ),
+        ));
+    }
+    Ok(bytes)
 }
 
 fn file_name(path: &Path) -> String {

@@ -279,13 +279,48 @@ fn canonical(file: &Path) -> Result<String, TrustError> {
     let absolute = std::path::absolute(file).map_err(resolve)?;
     let (Some(folder), Some(name)) = (absolute.parent(), absolute.file_name()) else {
         return std::fs::canonicalize(file)
-            .map(|p| p.display().to_string())
+            .map(|p| key_of(&p))
             .map_err(resolve);
     };
     // The file itself must exist (through its link, if it is one).
     std::fs::metadata(&absolute).map_err(resolve)?;
     let folder = std::fs::canonicalize(folder).map_err(resolve)?;
-    Ok(folder.join(name).display().to_string())
+    Ok(key_of(&folder.join(name)))
+}
+
+/// The prefix of a key of a path that is not UTF-8 (its bytes in hex follow): such a path is
+/// one key of its own, not the lossy spelling two different paths share.
+const BYTES_KEY: &str = "bytes:";
+
+/// A path as a store key: the path itself when it is UTF-8 (an absolute path never starts
+/// with [`BYTES_KEY`]), else its bytes.
+fn key_of(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt as _;
+    match path.to_str() {
+        Some(text) => text.to_string(),
+        None => {
+            let hex: String = path
+                .as_os_str()
+                .as_bytes()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            format!("{BYTES_KEY}{hex}")
+        }
+    }
+}
+
+/// The path a store key names (a path that is not UTF-8 is stored as `bytes:` and its bytes
+/// in hex).
+pub fn path_of_key(key: &str) -> PathBuf {
+    use std::os::unix::ffi::OsStrExt as _;
+    let Some(hex) = key.strip_prefix(BYTES_KEY) else {
+        return PathBuf::from(key);
+    };
+    let bytes: Vec<u8> = (0..hex.len() / 2)
+        .filter_map(|i| u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok())
+        .collect();
+    PathBuf::from(std::ffi::OsStr::from_bytes(&bytes))
 }
 
 /// How a [`super::Sources`] decides about project files.
@@ -356,6 +391,34 @@ mod tests {
             }
         });
         assert_eq!(TrustStore::at(&store).list().expect("list").len(), 16);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Two folders whose names differ only in bytes that are not UTF-8 are two keys (a lossy
+    /// spelling made them one: trusting one trusted the other), and a key names its path back.
+    #[test]
+    fn folders_that_are_not_utf8_have_keys_of_their_own() {
+        use std::os::unix::ffi::OsStrExt as _;
+        let dir = std::env::temp_dir().join(format!("trust-bytes-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let [a, b] = [b"\xff", b"\xfe"].map(|name| {
+            let folder = dir.join(std::ffi::OsStr::from_bytes(name));
+            std::fs::create_dir_all(&folder).expect("dir");
+            let file = folder.join(".mcp.json");
+            std::fs::write(&file, "{}").expect("write");
+            file
+        });
+        let store = TrustStore::at(dir.join("trusted-projects.json"));
+        store.trust(&a, b"{}").expect("trust");
+        assert_eq!(store.state(&a, b"{}").expect("state"), TrustState::Trusted);
+        assert_ne!(store.state(&b, b"{}").expect("state"), TrustState::Trusted);
+        let keys = store.list().expect("list");
+        let key = keys.keys().next().expect("one key");
+        assert!(key.starts_with(BYTES_KEY), "{key}");
+        assert_eq!(
+            path_of_key(key),
+            std::fs::canonicalize(&a).expect("canonical")
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
