@@ -134,7 +134,11 @@ async fn an_endpoint_on_another_origin_is_refused() {
         "event: endpoint\ndata: http://elsewhere.invalid:9/message?sessionId=x\n\n".into(),
     )
     .await;
-    let runtime = start(vec![server("foreign", sse(&url))]);
+    // Refused, and retried as any failed handshake (the server's doing, not the config's)
+    // until the startup budget is spent.
+    let mut cfg = server("foreign", sse(&url));
+    cfg.startup_timeout = Duration::from_secs(3);
+    let runtime = start(vec![cfg]);
     let s = runtime.wait_settled(SETTLE).await;
     let error = match &s.servers["foreign"].state {
         ServerState::Failed { error } => error.clone(),
@@ -168,5 +172,10 @@ async fn a_401_on_the_stream_needs_auth() {
         }
         other => panic!("expected needs-auth, got {other:?}"),
     }
+    // The model is told what the user does: credentials in `headers` (a legacy SSE server
+    // has no login, and `mcp-harness login` refuses it).
+    let text = authenticate_text(&runtime, "locked").await;
+    assert!(text.contains("`headers`"), "{text}");
+    assert!(!text.contains("mcp-harness login"), "{text}");
     runtime.shutdown().await;
 }

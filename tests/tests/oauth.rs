@@ -51,14 +51,7 @@ async fn needs_auth_then_login_then_refresh_with_rotation() {
             .any(|n| n.starts_with("mcp__secure__") && *n != authenticate),
         "{names:?}"
     );
-    let told = step
-        .prepare_call(&authenticate)
-        .expect("shown")
-        .call(None)
-        .await
-        .expect("answered by the harness");
-    assert!(!told.is_error());
-    let text = common::text(&told);
+    let text = common::authenticate_text(&runtime, "secure").await;
     assert!(text.contains("mcp-harness login secure"), "{text}");
     assert!(text.contains("--no-browser"), "{text}");
     // Not probed while it waits (R4): no request reaches the server for a while.

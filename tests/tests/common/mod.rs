@@ -221,6 +221,20 @@ pub fn args(json: serde_json::Value) -> Option<serde_json::Map<String, serde_jso
     json.as_object().cloned()
 }
 
+/// What `server`'s authenticate tool (shown while it waits for authorization) tells the model.
+pub async fn authenticate_text(runtime: &mcp_harness_runtime::Runtime, server: &str) -> String {
+    let authenticate = mcp_harness_catalog::qualify(server, "authenticate");
+    let step = runtime.bind_step(&[]).await.expect("step");
+    let told = step
+        .prepare_call(&authenticate)
+        .expect("shown")
+        .call(None)
+        .await
+        .expect("answered by the harness");
+    assert!(!told.is_error());
+    text(&told)
+}
+
 /// The concatenated text blocks of a tool result.
 pub fn text(result: &mcp_harness_runtime::ToolResult) -> String {
     result

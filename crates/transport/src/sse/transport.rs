@@ -45,8 +45,8 @@ pub(super) const POST_TIMEOUT: Duration = Duration::from_secs(30);
 /// A message whose POST is not answered within this counts as sent (a legacy server answers
 /// `202` at once; the answer comes on the stream): the caller's own deadline (a tool call's
 /// `toolTimeoutSec`) runs from then, instead of waiting [`POST_TIMEOUT`] first. A failure
-/// after it is logged, a request is answered with it, and a session gone still closes the
-/// connection. (Counted from when the message is queued: one queued behind
+/// after it is logged, a request is answered with it (not a POST held past [`POST_TIMEOUT`]:
+/// the server may be at it), and a session gone still closes the connection. (Counted from when the message is queued: one queued behind
 /// [`POSTS_IN_FLIGHT`] slow POSTs may count as sent before its own POST starts.)
 const POST_ANSWER_WAIT: Duration = Duration::from_secs(2);
 /// Server messages buffered between the stream reader and rmcp.
