@@ -964,10 +964,10 @@ async fn execute(
                         Err(e) => fail(&e, Exit::Failed),
                     },
                     None => {
-                        show(&resources::contents(&result, json), json);
                         // A faulty result (a blob that is not base64) is printed, said, and a
                         // failure, as a faulty tool result is.
-                        let faults = resources::faults(&result);
+                        let (shown, faults) = resources::contents(&result, json);
+                        show(&shown, json);
                         for fault in &faults {
                             note!("warning: {fault}");
                         }

@@ -43,7 +43,7 @@ pub use config::sources;
 pub use config::{
     ClientProfile, Config, ConfigError, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_STARTUP_TIMEOUT,
     DEFAULT_TOOL_TIMEOUT, GatewayConfig, OutputConfig, ProfileAuth, SecretText, ServerConfig,
-    TransportConfig, looks_like_a_secret, public_url_problem,
+    TransportConfig, is_var_name, looks_like_a_secret, public_url_problem,
 };
 pub use connection::io_threads::IoThreads;
 pub use connection::registry::Reconciled;

@@ -166,27 +166,32 @@ pub(crate) fn write_contents(result: &ReadResourceResult, path: &Path) -> Result
 
 /// What is wrong with a read's contents, one line each (control characters dropped): a blob
 /// that is not base64.
-pub(crate) fn faults(result: &ReadResourceResult) -> Vec<String> {
+fn faults(result: &ReadResourceResult) -> Vec<String> {
     result
         .contents
         .iter()
         .filter_map(|c| match c {
             ResourceContents::BlobResourceContents { uri, blob, .. } => {
-                decode_blob(blob).err().map(|e| {
-                    let uri: String = uri.chars().filter(|c| !c.is_control()).collect();
-                    format!("the blob of {uri} is not valid base64 ({e})")
-                })
+                decode_blob(blob).err().map(|e| blob_fault(uri, &e))
             }
             _ => None,
         })
         .collect()
 }
 
-/// Resource contents: text verbatim, blobs summarised.
-pub(crate) fn contents(result: &ReadResourceResult, as_json: bool) -> String {
+fn blob_fault(uri: &str, e: &base64::DecodeError) -> String {
+    let uri: String = uri.chars().filter(|c| !c.is_control()).collect();
+    format!("the blob of {uri} is not valid base64 ({e})")
+}
+
+/// Resource contents — text verbatim, blobs summarised — and what is wrong with them
+/// ([`faults`]), each blob decoded once.
+pub(crate) fn contents(result: &ReadResourceResult, as_json: bool) -> (String, Vec<String>) {
     if as_json {
-        return pretty(&serde_json::to_value(result).unwrap_or_default());
+        let shown = pretty(&serde_json::to_value(result).unwrap_or_default());
+        return (shown, faults(result));
     }
+    let mut found = Vec::new();
     let mut out = String::new();
     for c in &result.contents {
         match c {
@@ -206,10 +211,13 @@ pub(crate) fn contents(result: &ReadResourceResult, as_json: bool) -> String {
                         "[blob {uri}, {kind}, {}; `--out FILE` writes it]\n",
                         output::count(bytes.len(), "byte")
                     ),
-                    Err(e) => format!(
-                        "[blob {uri}, {kind}: not valid base64 ({e}), {} characters as sent]\n",
-                        blob.len()
-                    ),
+                    Err(e) => {
+                        found.push(blob_fault(uri, &e));
+                        format!(
+                            "[blob {uri}, {kind}: not valid base64 ({e}), {} characters as sent]\n",
+                            blob.len()
+                        )
+                    }
                 });
             }
             other => out.push_str(&format!(
@@ -218,7 +226,7 @@ pub(crate) fn contents(result: &ReadResourceResult, as_json: bool) -> String {
             )),
         }
     }
-    out
+    (out, found)
 }
 
 #[cfg(test)]
@@ -235,7 +243,7 @@ mod tests {
             {"uri": "x://a", "mimeType": "image/png", "blob": "aGVsbG8="},
             {"uri": "x://b", "blob": "not base64!"},
         ]));
-        let shown = contents(&result, false);
+        let (shown, faults) = contents(&result, false);
         assert!(
             shown.contains("[blob x://a, image/png, 5 bytes; `--out FILE` writes it]"),
             "{shown}"
@@ -245,7 +253,11 @@ mod tests {
                 && shown.contains("11 characters as sent]"),
             "{shown}"
         );
-        let faults = faults(&result);
+        assert_eq!(
+            faults,
+            super::faults(&result),
+            "one reading, shown or as JSON"
+        );
         assert_eq!(faults.len(), 1, "{faults:?}");
         // Line-wrapped or unpadded base64 is base64 to the SDKs' clients too.
         assert_eq!(decode_blob("aGVs\nbG8=\n").as_deref(), Ok(&b"hello"[..]));

@@ -1012,7 +1012,7 @@ const UNSET_VARIABLE: &str = "is not set (set it, or write ${";
 
 /// Whether `name` can be an environment variable in a `${VAR}` reference (ASCII letters,
 /// digits, `_`; not empty).
-pub(crate) fn is_var_name(name: &str) -> bool {
+pub fn is_var_name(name: &str) -> bool {
     !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 

@@ -360,8 +360,7 @@ fn only_references(s: &str) -> bool {
                     .iter()
                     .find_map(|p| name.strip_prefix(p))
                     .unwrap_or(name);
-                let named = !name.is_empty()
-                    && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                let named = mcp_harness_runtime::is_var_name(name)
                     && !mcp_harness_runtime::looks_like_a_secret(name);
                 if !named {
                     return false;
